@@ -1,0 +1,41 @@
+"""SilvanForge: a schedule-guided compiler for decision-forest inference.
+
+    import silvanforge as sf
+    forest = sf.load_model("model.json")
+    cf = sf.compile(forest, target="cpu")
+    y = cf.predict(X)
+"""
+
+from __future__ import annotations
+
+from .errors import (
+    ArtifactError,
+    InputError,
+    ModelFormatError,
+    PluginError,
+    ScheduleError,
+    SilvanForgeError,
+    UnsupportedModelError,
+)
+from .hookspecs import hookimpl
+from .ir.hir import Aggregation, CategoryRule, Forest, Op, Transform, Tree
+from .loading import load_model
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "ArtifactError", "InputError", "ModelFormatError", "PluginError", "ScheduleError",
+    "SilvanForgeError", "UnsupportedModelError", "hookimpl", "Aggregation", "CategoryRule",
+    "Forest", "Op", "Transform", "Tree", "load_model", "compile", "load_compiled",
+    "CompiledForest", "__version__",
+]
+
+
+def __getattr__(name):
+    # The compiler pulls in the scheduler and lowering; import it only when first used so
+    # `import silvanforge` inside a plugin stays cheap and free of cycles.
+    if name in ("compile", "load_compiled", "CompiledForest"):
+        from . import api
+
+        return getattr(api, name)
+    raise AttributeError(name)

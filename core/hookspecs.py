@@ -1,0 +1,154 @@
+"""Every hook a SilvanForge plugin can implement, documented where it is declared.
+
+A plugin is a module (or object) with functions marked ``@silvanforge.hookimpl`` whose names
+and argument names match the specs below; pluggy checks them when the plugin registers.  It is
+found through one of three entry-point groups in the plugin distribution's ``pyproject.toml``::
+
+    [project.entry-points."silvanforge.importers"]        # model formats
+    [project.entry-points."silvanforge.representations"]  # in-memory layouts of trees
+    [project.entry-points."silvanforge.targets"]          # code generators
+
+Hooks marked *dispatched* are called on every plugin with a ``rep``/``target``/``fmt`` name
+first; a plugin answers ``None`` for names that are not its own, and the first non-``None``
+answer wins (pluggy ``firstresult``), exactly like pytest's own hooks.
+
+Representation hooks never emit target code: they build LIR expressions with the
+:class:`silvanforge.ir.lir.Builder` they are handed, so one representation serves every target.
+"""
+
+from __future__ import annotations
+
+import pluggy
+
+PROJECT = "silvanforge"
+hookspec = pluggy.HookspecMarker(PROJECT)
+hookimpl = pluggy.HookimplMarker(PROJECT)
+
+
+# --------------------------------------------------------------------------- importers
+@hookspec
+def silvanforge_formats():
+    """Return the model formats this plugin reads, as a list of short names (``["xgboost-json"]``).
+
+    Used by ``forge plugins`` and to explain which formats exist when none recognises a file.
+    """
+
+
+@hookspec(firstresult=True)
+def silvanforge_detect_format(path, head):
+    """Recognise a model file by its content; return a format name of your own, or ``None``.
+
+    ``path`` is the file's path (its extension may help but must not be relied on) and
+    ``head`` its first 4096 bytes.  Never raise for files that are not yours.
+    """
+
+
+@hookspec(firstresult=True)
+def silvanforge_import_model(path, fmt):
+    """Read the model at ``path`` in format ``fmt`` (dispatched) and return a HIR ``Forest``.
+
+    Raise :class:`silvanforge.errors.ModelFormatError` for malformed or truncated files and
+    :class:`silvanforge.errors.UnsupportedModelError` naming the feature for valid models that
+    use something SilvanForge does not implement.  Return ``None`` when ``fmt`` is not yours.
+    """
+
+
+# --------------------------------------------------------------------------- representations
+@hookspec
+def silvanforge_representations():
+    """Return the names of the representations this plugin provides (``["array"]``)."""
+
+
+@hookspec(firstresult=True)
+def silvanforge_rep_buffers(rep, forest, layout):
+    """Lay the (tiled) forest out in memory: return a :class:`silvanforge.lowering.RepBuffers`.
+
+    Dispatched on ``rep``.  ``layout`` is the :class:`silvanforge.lowering.ForestLayout` with the
+    node encoding the core prepared (thresholds in the comparison dtype, split flags, category
+    bitsets, leaf values).  The returned buffers are NumPy arrays the targets copy or map as
+    they need; ``roots`` gives each tree's root handle.
+    """
+
+
+@hookspec(firstresult=True)
+def silvanforge_rep_root(rep, b, tree):
+    """LIR expression for the root node handle of tree ``tree`` (an LIR int expression)."""
+
+
+@hookspec(firstresult=True)
+def silvanforge_rep_load_threshold(rep, b, tree, node):
+    """LIR expression loading the threshold of ``node`` (in the comparison dtype)."""
+
+
+@hookspec(firstresult=True)
+def silvanforge_rep_load_feature_index(rep, b, tree, node):
+    """LIR expression loading the feature index (int32) of ``node``."""
+
+
+@hookspec(firstresult=True)
+def silvanforge_rep_load_split_flags(rep, b, tree, node):
+    """LIR expression loading the split flags byte of ``node`` (see ``lowering.FLAG_*``)."""
+
+
+@hookspec(firstresult=True)
+def silvanforge_rep_load_tile_shape(rep, b, tree, node):
+    """LIR expression loading the tile-shape ID of ``node`` (tiled layouts; 0 at tile size 1)."""
+
+
+@hookspec(firstresult=True)
+def silvanforge_rep_is_leaf(rep, b, tree, node):
+    """LIR boolean expression: is ``node`` a leaf?"""
+
+
+@hookspec(firstresult=True)
+def silvanforge_rep_leaf_value(rep, b, tree, node, slot):
+    """LIR expression loading output ``slot`` of the leaf ``node`` (accumulation dtype)."""
+
+
+@hookspec(firstresult=True)
+def silvanforge_rep_child(rep, b, tree, node, child):
+    """LIR expression for the handle of child number ``child`` (0 = left) of ``node``."""
+
+
+@hookspec(firstresult=True)
+def silvanforge_rep_cache_trees(rep, b, first_tree, num_trees):
+    """Emit LIR copying trees ``first_tree`` .. ``+num_trees`` into a faster memory (GPU shared
+    memory); return a mapping of buffer names to their cached copies, or ``None`` if the
+    representation keeps trees where they are."""
+
+
+# --------------------------------------------------------------------------- targets
+@hookspec
+def silvanforge_targets():
+    """Return the names of the targets this plugin provides (``["cpu"]``)."""
+
+
+@hookspec(firstresult=True)
+def silvanforge_target_available(target):
+    """Dispatched on ``target``: return ``(True, "")`` if it can run here, else
+    ``(False, reason)`` with a reason a user can act on (``"no CUDA driver (libcuda) found"``)."""
+
+
+@hookspec(firstresult=True)
+def silvanforge_target_default_schedule(target, forest, batch_size):
+    """Dispatched on ``target``: the :class:`silvanforge.scheduler.Schedule` to use when the user
+    gives none, for this forest and batch size."""
+
+
+@hookspec(firstresult=True)
+def silvanforge_target_compile(target, module, options):
+    """Dispatched on ``target``: turn an LIR :class:`silvanforge.ir.lir.Module` into a
+    :class:`silvanforge.runtime.Kernel` (something that can be called on rows).  ``options`` is a
+    dict with at least ``threads``.  Raise ``PluginError`` if the target cannot run here."""
+
+
+@hookspec(firstresult=True)
+def silvanforge_target_source(target, module):
+    """Dispatched on ``target``: the generated code as text (LLVM IR, CUDA C, OpenCL C) for
+    ``forge show --level target``."""
+
+
+@hookspec(firstresult=True)
+def silvanforge_target_load_kernel(target, module, blob, options):
+    """Dispatched on ``target``: rebuild a kernel from a saved artifact ``blob`` (bytes the
+    kernel's ``artifact()`` returned) for the same LIR ``module``; return ``None`` to recompile."""

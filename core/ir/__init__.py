@@ -1,0 +1,1 @@
+"""The three IRs: HIR (forest of trees), MIR (loop nests), LIR (buffers, loads, arithmetic)."""

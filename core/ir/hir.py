@@ -1,0 +1,331 @@
+"""HIR: the forest of binary decision trees every importer produces.
+
+The HIR states the *exact* semantics of a model, independent of the library that trained it.
+Importers canonicalise their format into it (for example ONNX ``BRANCH_GT`` becomes ``LE`` with
+the children swapped, LightGBM's missing type ``None`` becomes a fixed default direction), so
+the reference evaluator and every code generator implement one small set of rules:
+
+For an internal node with feature ``f``, threshold ``t`` and input value ``x = row[f]``
+(``x`` first converted to ``Forest.threshold_dtype``):
+
+1. *missing*: ``x`` is NaN, or ``zero_missing[node]`` and ``-1e-35 < x <= 1e-35``
+   (LightGBM's missing type ``Zero``).  A missing value goes left iff ``default_left[node]``.
+2. *categorical* (``node in categories``): the value is converted to a category as
+   ``Forest.category_rule`` says (:class:`CategoryRule`); it goes left iff that category is in
+   ``categories[node]``.  Values that are no valid category go right.
+3. *numerical*: goes left iff ``x OP t`` with ``OP = op[node]`` (``<``, ``<=`` or ``==``).
+
+A tree's leaves carry one value per output it contributes to (``Tree.outputs``); the margin of
+output ``k`` aggregates the leaves reached in every tree contributing to ``k`` (:class:`Forest`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import hashlib
+from typing import Iterable
+
+import numpy as np
+
+from ..errors import IRVerificationError
+
+# LightGBM's kZeroThreshold: values in (-ZERO_THRESHOLD, ZERO_THRESHOLD] count as zero.
+ZERO_THRESHOLD = 1e-35
+
+
+class Op(enum.IntEnum):
+    """Comparison of a numerical split: the row goes left iff ``x OP threshold``."""
+
+    LT = 0
+    LE = 1
+    EQ = 2
+
+    @property
+    def symbol(self) -> str:
+        return {Op.LT: "<", Op.LE: "<=", Op.EQ: "=="}[self]
+
+
+class CategoryRule(enum.Enum):
+    """How a feature value becomes a category index at a categorical split.
+
+    XGBOOST: values ``< 0`` or ``>= 2**24`` are no category; others truncate to an integer.
+    LIGHTGBM: the value truncates towards zero (so ``-0.5`` is category 0); a negative result or
+      one beyond the int32 range is no category.
+    EXACT: only an exactly integral value ``>= 0`` is a category (ONNX set membership).
+    """
+
+    XGBOOST = "xgboost"
+    LIGHTGBM = "lightgbm"
+    EXACT = "exact"
+
+
+class Aggregation(enum.Enum):
+    """How the leaves reached in all trees of one output are combined into its margin.
+
+    SUM starts from the base score and adds trees in order (XGBoost's float32 order).
+    AVERAGE sums the trees, divides by ``Forest.average_divisor`` and then adds the base score.
+    MIN / MAX take the extreme leaf value over the trees contributing to an output (0 when no
+    tree contributes) and then add the base score.
+    """
+
+    SUM = "sum"
+    AVERAGE = "average"
+    MIN = "min"
+    MAX = "max"
+
+
+@dataclasses.dataclass(frozen=True)
+class Transform:
+    """The output transform applied to margins.  ``name`` is a key of :mod:`silvanforge.transforms`."""
+
+    name: str = "identity"
+    params: tuple[tuple[str, float], ...] = ()
+
+    def param(self, key: str, default: float) -> float:
+        return dict(self.params).get(key, default)
+
+
+@dataclasses.dataclass
+class Tree:
+    """One binary tree stored as parallel node arrays; node 0 is the root.
+
+    Leaves have ``left == right == -1`` and ``feature == -1``.  ``leaf_value`` has one row per
+    node and one column per entry of ``outputs`` (rows of internal nodes are ignored).
+    """
+
+    left: np.ndarray  # int32
+    right: np.ndarray  # int32
+    feature: np.ndarray  # int32
+    threshold: np.ndarray  # float64
+    op: np.ndarray  # uint8 of Op
+    default_left: np.ndarray  # bool
+    zero_missing: np.ndarray  # bool
+    leaf_value: np.ndarray  # float64 (n_nodes, len(outputs))
+    outputs: tuple[int, ...] = (0,)
+    categories: dict[int, np.ndarray] = dataclasses.field(default_factory=dict)
+
+    @property
+    def num_nodes(self) -> int:
+        return len(self.left)
+
+    def is_leaf(self, node: int) -> bool:
+        return self.left[node] < 0
+
+    def depth(self) -> int:
+        """Number of edges on the longest root-to-leaf path."""
+        depth = np.zeros(self.num_nodes, dtype=np.int64)
+        best = 0
+        for node in self._preorder():
+            if not self.is_leaf(node):
+                for child in (self.left[node], self.right[node]):
+                    depth[child] = depth[node] + 1
+                    best = max(best, int(depth[child]))
+        return best
+
+    def _preorder(self) -> Iterable[int]:
+        stack = [0]
+        while stack:
+            node = stack.pop()
+            yield node
+            if not self.is_leaf(node):
+                stack.append(int(self.right[node]))
+                stack.append(int(self.left[node]))
+
+    @property
+    def num_leaves(self) -> int:
+        return int(np.count_nonzero(self.left < 0))
+
+    @classmethod
+    def from_nodes(
+        cls,
+        left,
+        right,
+        feature,
+        threshold,
+        leaf_value,
+        *,
+        op=Op.LT,
+        default_left=False,
+        zero_missing=False,
+        outputs: tuple[int, ...] = (0,),
+        categories: dict[int, Iterable[int]] | None = None,
+    ) -> "Tree":
+        """Build a tree from lists, broadcasting scalar ``op`` / ``default_left`` / ``zero_missing``."""
+        n = len(left)
+        as_arr = lambda v, dt: np.broadcast_to(np.asarray(v, dtype=dt), (n,)).copy()  # noqa: E731
+        leaf = np.asarray(leaf_value, dtype=np.float64)
+        if leaf.ndim == 1:
+            leaf = leaf.reshape(n, 1)
+        return cls(
+            left=as_arr(left, np.int32),
+            right=as_arr(right, np.int32),
+            feature=as_arr(feature, np.int32),
+            threshold=as_arr(threshold, np.float64),
+            op=as_arr(op, np.uint8),
+            default_left=as_arr(default_left, np.bool_),
+            zero_missing=as_arr(zero_missing, np.bool_),
+            leaf_value=leaf,
+            outputs=tuple(int(o) for o in outputs),
+            categories={
+                int(k): np.unique(np.asarray(list(v), dtype=np.int64))
+                for k, v in (categories or {}).items()
+            },
+        )
+
+
+@dataclasses.dataclass
+class Forest:
+    """A whole model: trees, how their leaves combine into margins, and the output transform."""
+
+    trees: list[Tree]
+    num_features: int
+    num_outputs: int = 1
+    base_score: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(1))
+    aggregation: Aggregation = Aggregation.SUM
+    average_divisor: float = 1.0
+    transform: Transform = Transform()
+    # Precision the source library compares in: inputs are converted to it first.
+    threshold_dtype: str = "float32"
+    # Precision the source library accumulates leaf values in.
+    accumulate_dtype: str = "float32"
+    category_rule: CategoryRule = CategoryRule.XGBOOST
+    feature_names: list[str] | None = None
+    # Where the model came from, for printing and for choosing defaults.
+    source: str = "unknown"
+    objective: str = ""
+    # Shape of ``predict``: "vector" gives (n,) for one output, "matrix" always (n, num_outputs).
+    output_shape: str = "auto"
+    # Class labels for classifiers that carry them (ONNX); None otherwise.
+    class_labels: list | None = None
+
+    @property
+    def num_trees(self) -> int:
+        return len(self.trees)
+
+    def max_depth(self) -> int:
+        return max((t.depth() for t in self.trees), default=0)
+
+    def has_categorical(self) -> bool:
+        return any(t.categories for t in self.trees)
+
+    def fingerprint(self) -> str:
+        """A stable hash of everything that affects predictions (for artifact staleness checks)."""
+        h = hashlib.sha256()
+        meta = (
+            self.num_features, self.num_outputs, self.aggregation.value, self.average_divisor,
+            self.transform, self.threshold_dtype, self.accumulate_dtype, self.category_rule.value,
+            self.output_shape,
+        )
+        h.update(repr(meta).encode())
+        h.update(np.asarray(self.base_score, dtype=np.float64).tobytes())
+        for t in self.trees:
+            for arr in (t.left, t.right, t.feature, t.threshold, t.op, t.default_left,
+                        t.zero_missing, t.leaf_value):
+                h.update(np.ascontiguousarray(arr).tobytes())
+            h.update(repr(t.outputs).encode())
+            for k in sorted(t.categories):
+                h.update(repr(k).encode())
+                h.update(t.categories[k].tobytes())
+        return h.hexdigest()
+
+
+def verify(forest: Forest) -> None:
+    """Check the structural invariants of a forest; raise IRVerificationError on the first breach."""
+
+    def fail(msg: str):
+        raise IRVerificationError(f"HIR verification failed: {msg}")
+
+    if forest.num_features <= 0:
+        fail(f"num_features must be positive, got {forest.num_features}")
+    if forest.num_outputs <= 0:
+        fail(f"num_outputs must be positive, got {forest.num_outputs}")
+    if np.shape(forest.base_score) != (forest.num_outputs,):
+        fail(f"base_score has shape {np.shape(forest.base_score)}, expected ({forest.num_outputs},)")
+    if forest.threshold_dtype not in ("float32", "float64"):
+        fail(f"threshold_dtype {forest.threshold_dtype!r}")
+    if forest.accumulate_dtype not in ("float32", "float64"):
+        fail(f"accumulate_dtype {forest.accumulate_dtype!r}")
+    if forest.aggregation is Aggregation.AVERAGE and not forest.average_divisor > 0:
+        fail("average aggregation needs a positive average_divisor")
+    for i, t in enumerate(forest.trees):
+        n = t.num_nodes
+        if n == 0:
+            fail(f"tree {i} has no nodes")
+        for name in ("right", "feature", "threshold", "op", "default_left", "zero_missing"):
+            if len(getattr(t, name)) != n:
+                fail(f"tree {i}: {name} has {len(getattr(t, name))} entries for {n} nodes")
+        if t.leaf_value.shape != (n, len(t.outputs)):
+            fail(f"tree {i}: leaf_value shape {t.leaf_value.shape}, expected {(n, len(t.outputs))}")
+        if not t.outputs or any(not 0 <= o < forest.num_outputs for o in t.outputs):
+            fail(f"tree {i}: outputs {t.outputs} outside 0..{forest.num_outputs - 1}")
+        internal = t.left >= 0
+        if np.any((t.right >= 0) != internal):
+            fail(f"tree {i}: a node has exactly one child")
+        if np.any(t.left[internal] >= n) or np.any(t.right[internal] >= n):
+            fail(f"tree {i}: child index out of range")
+        feats = t.feature[internal]
+        if np.any(feats < 0) or np.any(feats >= forest.num_features):
+            fail(f"tree {i}: feature index outside 0..{forest.num_features - 1}")
+        if np.any(t.op[internal] > max(Op)):
+            fail(f"tree {i}: unknown comparison op")
+        # Every node reachable exactly once from the root: a tree, not a DAG or a cycle.
+        seen = np.zeros(n, dtype=bool)
+        stack = [0]
+        while stack:
+            node = stack.pop()
+            if seen[node]:
+                fail(f"tree {i}: node {node} is reached twice (not a tree)")
+            seen[node] = True
+            if t.left[node] >= 0:
+                stack += [int(t.left[node]), int(t.right[node])]
+        if not seen.all():
+            fail(f"tree {i}: nodes {np.flatnonzero(~seen)[:5].tolist()} are unreachable")
+        for node, cats in t.categories.items():
+            if not (0 <= node < n) or t.left[node] < 0:
+                fail(f"tree {i}: categorical split on node {node}, which is not internal")
+            if len(cats) and cats.min() < 0:
+                fail(f"tree {i}: negative category at node {node}")
+
+
+def format_forest(forest: Forest, max_trees: int | None = 3) -> str:
+    """A readable text form of the HIR (``forge show --level hir``)."""
+    lines = [
+        f"forest source={forest.source} objective={forest.objective!r} trees={forest.num_trees} "
+        f"features={forest.num_features} outputs={forest.num_outputs} max_depth={forest.max_depth()}",
+        f"  aggregation={forest.aggregation.value} base_score={np.asarray(forest.base_score).tolist()} "
+        f"transform={forest.transform.name}{dict(forest.transform.params) or ''}",
+        f"  compare_in={forest.threshold_dtype} accumulate_in={forest.accumulate_dtype} "
+        f"categories={forest.category_rule.value}",
+    ]
+    shown = forest.trees if max_trees is None else forest.trees[:max_trees]
+    for i, t in enumerate(shown):
+        lines.append(f"  tree {i} outputs={list(t.outputs)} nodes={t.num_nodes} depth={t.depth()}")
+        lines += _format_tree(t, indent="    ")
+    if max_trees is not None and forest.num_trees > max_trees:
+        lines.append(f"  ... {forest.num_trees - max_trees} more trees")
+    return "\n".join(lines)
+
+
+def _format_tree(t: Tree, indent: str) -> list[str]:
+    out = []
+    stack = [(0, 0)]
+    while stack:
+        node, level = stack.pop()
+        pad = indent + "  " * level
+        if t.is_leaf(node):
+            vals = ", ".join(f"{v:.6g}" for v in t.leaf_value[node])
+            out.append(f"{pad}%{node} leaf [{vals}]")
+            continue
+        miss = "left" if t.default_left[node] else "right"
+        if t.zero_missing[node]:
+            miss += ",zero-is-missing"
+        if node in t.categories:
+            cond = f"x[{t.feature[node]}] in {{{', '.join(map(str, t.categories[node][:16]))}" + (
+                ", ...}" if len(t.categories[node]) > 16 else "}")
+        else:
+            cond = f"x[{t.feature[node]}] {Op(t.op[node]).symbol} {t.threshold[node]:.9g}"
+        out.append(f"{pad}%{node} if {cond} (missing->{miss}) then %{t.left[node]} else %{t.right[node]}")
+        stack.append((int(t.right[node]), level + 1))
+        stack.append((int(t.left[node]), level + 1))
+    return out

@@ -1,0 +1,137 @@
+"""The plugin manager: entry-point discovery, registration and the lookups the core needs.
+
+The core never imports a plugin by name; everything arrives through the entry-point groups
+``silvanforge.importers``, ``silvanforge.representations`` and ``silvanforge.targets``.  A plugin
+that fails to import or whose hooks do not match the specs is recorded with its error and
+left out, so one broken third-party package never takes the others down.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from importlib import metadata
+
+import pluggy
+
+from . import hookspecs
+from .errors import PluginError
+
+GROUPS = ("silvanforge.importers", "silvanforge.representations", "silvanforge.targets")
+
+
+@dataclasses.dataclass
+class PluginRecord:
+    """What ``forge plugins`` shows about one entry point."""
+
+    group: str
+    name: str
+    distribution: str
+    version: str
+    provides: list[str] = dataclasses.field(default_factory=list)
+    error: str | None = None
+
+
+class PluginRegistry:
+    """A pluggy manager plus the records of what was discovered."""
+
+    def __init__(self, discover: bool = True):
+        self.pm = pluggy.PluginManager(hookspecs.PROJECT)
+        self.pm.add_hookspecs(hookspecs)
+        self.records: list[PluginRecord] = []
+        if discover:
+            self._discover()
+
+    def _discover(self) -> None:
+        for group in GROUPS:
+            for ep in metadata.entry_points(group=group):
+                dist = ep.dist
+                rec = PluginRecord(
+                    group=group,
+                    name=ep.name,
+                    distribution=dist.metadata["Name"] if dist else "?",
+                    version=dist.version if dist else "?",
+                )
+                try:
+                    self.register(ep.load(), name=f"{group}:{ep.name}")
+                except Exception as exc:  # a broken plugin is reported, not fatal
+                    rec.error = f"{type(exc).__name__}: {exc}"
+                self.records.append(rec)
+        for rec in self.records:
+            if rec.error is None:
+                rec.provides = self._provides(self.pm.get_plugin(f"{rec.group}:{rec.name}"))
+
+    def register(self, plugin, name: str | None = None) -> None:
+        """Register a plugin object or module; pluggy validates its hook signatures here."""
+        if name is not None and self.pm.get_plugin(name) is not None:
+            return
+        self.pm.register(plugin, name=name)
+
+    def _provides(self, plugin) -> list[str]:
+        out: list[str] = []
+        for hook in ("silvanforge_formats", "silvanforge_representations", "silvanforge_targets"):
+            impl = getattr(plugin, hook, None)
+            if impl is not None:
+                try:
+                    out += list(impl())
+                except Exception as exc:  # pragma: no cover - a plugin bug, reported not raised
+                    out.append(f"<error: {exc}>")
+        return out
+
+    # ------------------------------------------------------------------ lookups
+    @property
+    def hook(self):
+        return self.pm.hook
+
+    def formats(self) -> list[str]:
+        return sorted({f for lst in self.hook.silvanforge_formats() for f in lst})
+
+    def representations(self) -> list[str]:
+        return sorted({r for lst in self.hook.silvanforge_representations() for r in lst})
+
+    def targets(self) -> list[str]:
+        return sorted({t for lst in self.hook.silvanforge_targets() for t in lst})
+
+    def check_representation(self, rep: str) -> None:
+        known = self.representations()
+        if rep not in known:
+            raise PluginError(
+                f"unknown representation {rep!r}; installed: {', '.join(known) or 'none'}"
+            )
+
+    def check_target(self, target: str) -> None:
+        known = self.targets()
+        if target not in known:
+            raise PluginError(f"unknown target {target!r}; installed: {', '.join(known) or 'none'}")
+        ok, why = self.target_available(target)
+        if not ok:
+            raise PluginError(f"target {target!r} cannot run on this machine: {why}")
+
+    def target_available(self, target: str) -> tuple[bool, str]:
+        try:
+            answer = self.hook.silvanforge_target_available(target=target)
+        except Exception as exc:
+            return False, f"availability check failed: {exc}"
+        if answer is None:
+            return False, "no plugin answers for this target"
+        return bool(answer[0]), str(answer[1])
+
+
+_registry: PluginRegistry | None = None
+_lock = threading.Lock()
+
+
+def registry() -> PluginRegistry:
+    """The process-wide registry, discovered once on first use."""
+    global _registry
+    with _lock:
+        if _registry is None:
+            _registry = PluginRegistry()
+        return _registry
+
+
+def reset_registry() -> None:
+    """Forget the discovered plugins (tests that install plugins at run time use this)."""
+    global _registry
+    with _lock:
+        _registry = None

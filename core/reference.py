@@ -1,0 +1,98 @@
+"""The reference evaluator: plain NumPy, written to be obviously correct, not fast.
+
+It implements the HIR semantics (see :mod:`silvanforge.ir.hir`) literally and is the oracle
+every optimisation and every target is tested against.  It walks one tree at a time for all
+rows together (vectorised over rows only), so each rule below reads as it is specified.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import transforms
+from .ir.hir import ZERO_THRESHOLD, Aggregation, CategoryRule, Forest, Op, Tree
+
+
+def category_of(x: np.ndarray, rule: CategoryRule) -> np.ndarray:
+    """Category index of each (non-NaN) value, or -1 where the value is no valid category."""
+    with np.errstate(invalid="ignore"):
+        if rule is CategoryRule.XGBOOST:
+            valid = (x >= 0) & (x < 2.0**24)
+        elif rule is CategoryRule.LIGHTGBM:
+            # static_cast<int>(x) truncates toward zero; (-1, 0) becomes category 0.
+            valid = (x > -1) & (x < 2.0**31)
+        else:  # EXACT
+            valid = (x >= 0) & (x < 2.0**31) & (np.floor(x) == x)
+        cats = np.where(valid, np.trunc(np.where(valid, x, 0)), -1)
+    return cats.astype(np.int64)
+
+
+def goes_left(tree: Tree, node: np.ndarray, x: np.ndarray, rule: CategoryRule) -> np.ndarray:
+    """The decision at ``node`` (one per row) for feature values ``x``: True means left."""
+    thr = tree.threshold[node].astype(x.dtype)
+    op = tree.op[node]
+    with np.errstate(invalid="ignore"):
+        numeric = np.select([op == Op.LT, op == Op.LE, op == Op.EQ], [x < thr, x <= thr, x == thr])
+    decision = numeric
+    if tree.categories:
+        cat_nodes = np.array([n in tree.categories for n in node.tolist()], dtype=bool)
+        if cat_nodes.any():
+            cats = category_of(x, rule)
+            in_set = np.array(
+                [c >= 0 and bool(np.isin(c, tree.categories[n])) if is_cat else False
+                 for n, c, is_cat in zip(node.tolist(), cats.tolist(), cat_nodes.tolist())],
+                dtype=bool,
+            )
+            decision = np.where(cat_nodes, in_set, numeric)
+    missing = np.isnan(x) | (tree.zero_missing[node] & (x > -ZERO_THRESHOLD) & (x <= ZERO_THRESHOLD))
+    return np.where(missing, tree.default_left[node], decision)
+
+
+def leaf_indices(tree: Tree, X: np.ndarray, rule: CategoryRule) -> np.ndarray:
+    """The leaf each row of ``X`` (already in the comparison dtype) reaches in ``tree``."""
+    node = np.zeros(X.shape[0], dtype=np.int64)
+    rows = np.arange(X.shape[0])
+    active = tree.left[node] >= 0
+    while active.any():
+        r, n = rows[active], node[active]
+        left = goes_left(tree, n, X[r, tree.feature[n]], rule)
+        node[r] = np.where(left, tree.left[n], tree.right[n])
+        active = tree.left[node] >= 0
+    return node
+
+
+def predict_margin(forest: Forest, X: np.ndarray) -> np.ndarray:
+    """Margins of shape (n, num_outputs) in the forest's accumulation dtype."""
+    X = np.asarray(X, dtype=forest.threshold_dtype)
+    acc_t = np.dtype(forest.accumulate_dtype)
+    n, k = X.shape[0], forest.num_outputs
+    base = np.asarray(forest.base_score, dtype=acc_t)
+    agg = forest.aggregation
+    if agg is Aggregation.SUM:
+        acc = np.tile(base, (n, 1))
+    elif agg is Aggregation.AVERAGE:
+        acc = np.zeros((n, k), dtype=acc_t)
+    else:
+        acc = np.full((n, k), np.nan, dtype=acc_t)  # NaN marks "no tree contributed yet"
+    for tree in forest.trees:
+        leaves = leaf_indices(tree, X, forest.category_rule)
+        for j, out in enumerate(tree.outputs):
+            value = tree.leaf_value[leaves, j].astype(acc_t)
+            if agg in (Aggregation.SUM, Aggregation.AVERAGE):
+                acc[:, out] += value
+            elif agg is Aggregation.MIN:
+                acc[:, out] = np.where(np.isnan(acc[:, out]) | (value < acc[:, out]), value, acc[:, out])
+            else:
+                acc[:, out] = np.where(np.isnan(acc[:, out]) | (value > acc[:, out]), value, acc[:, out])
+    if agg is Aggregation.AVERAGE:
+        acc = acc / acc_t.type(forest.average_divisor) + base
+    elif agg in (Aggregation.MIN, Aggregation.MAX):
+        acc = np.where(np.isnan(acc), acc_t.type(0), acc) + base
+    return acc
+
+
+def predict(forest: Forest, X: np.ndarray, output_margin: bool = False) -> np.ndarray:
+    """What the source library's ``predict`` returns (margins if ``output_margin``)."""
+    margins = predict_margin(forest, X)
+    values = margins if output_margin else transforms.apply(forest, margins)
+    return transforms.shape_output(forest, values)

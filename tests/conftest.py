@@ -1,0 +1,27 @@
+"""Shared fixtures.  Models are trained inside the tests on generated data; nothing is pasted."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+
+def pytest_collection_modifyitems(config, items):
+    # GPU tests run only where a CUDA driver and pycuda are present (the device machine).
+    try:
+        import pycuda.driver as drv  # noqa: F401
+
+        drv.init()
+        have_gpu = drv.Device.count() > 0
+    except Exception:
+        have_gpu = False
+    if not have_gpu:
+        skip = pytest.mark.skip(reason="needs an NVIDIA GPU with pycuda")
+        for item in items:
+            if "gpu" in item.keywords:
+                item.add_marker(skip)
+
+
+@pytest.fixture
+def rng():
+    return np.random.default_rng(12345)

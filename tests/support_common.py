@@ -1,0 +1,43 @@
+"""What a model factory in ``tests/support_*.py`` hands to the differential tests.
+
+Each ``support_<library>.py`` module exposes ``cases(tmp_path, quick=False) -> list[Case]``:
+models trained (or built) on generated data, saved to a file, with the training library's own
+predictions on inputs that include NaN.  The importer tests compare these with the reference
+evaluator; the target tests compile the same files and compare again.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import numpy as np
+
+
+@dataclasses.dataclass
+class Case:
+    name: str
+    path: Path
+    X: np.ndarray
+    expected: np.ndarray  # what the library's predict returns for X
+    expected_margin: np.ndarray | None = None  # output_margin=True / raw_score, where the library has it
+    rtol: float = 1e-6
+    atol: float = 1e-6
+    predict_kwargs: dict = dataclasses.field(default_factory=dict)  # e.g. {"missing": 0.0}
+
+    def __repr__(self) -> str:  # short ids in pytest output
+        return self.name
+
+
+def assert_close(actual, expected, case: Case, what: str = "predictions") -> None:
+    actual = np.asarray(actual)
+    expected = np.asarray(expected)
+    assert actual.shape == expected.shape, f"{case.name}: {what} shape {actual.shape} != {expected.shape}"
+    np.testing.assert_allclose(actual, expected, rtol=case.rtol, atol=case.atol,
+                               err_msg=f"{case.name}: {what}")
+
+
+def with_nans(X: np.ndarray, rng: np.random.Generator, frac: float = 0.1) -> np.ndarray:
+    X = X.copy()
+    X[rng.random(X.shape) < frac] = np.nan
+    return X

@@ -78,6 +78,12 @@ def _log1p_exp(m, tr):
         return np.log1p(np.exp(m))
 
 
+@register("signed_square")
+def _signed_square(m, tr):
+    # LightGBM regression objectives trained with reg_sqrt ("regression sqrt"): sign(x) * x * x.
+    return np.sign(m) * m * m
+
+
 def apply(forest: Forest, margins: np.ndarray) -> np.ndarray:
     """Transform margins of shape (n, num_outputs) in the forest's accumulation precision."""
     fn = _REGISTRY.get(forest.transform.name)

@@ -1,0 +1,194 @@
+"""The public compiler API: ``compile``, ``CompiledForest`` and ``load_compiled``."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import time
+import zipfile
+
+import numpy as np
+
+from . import __version__, transforms
+from .errors import ArtifactError, InputError, PluginError, ScheduleError
+from .ir import hir, hir_io, lir, mir
+from .loading import load_model
+from .lowering import lower_to_lir
+from .plugins import registry
+from .runtime import check_rows, run_kernel
+from .scheduler import Schedule, lower_to_mir, parse_schedule
+
+ARTIFACT_FORMAT = 1
+# The array representation pays off while padding trees to complete ones costs little memory.
+ARRAY_PADDING_LIMIT = 4.0
+
+
+def choose_representation(forest: hir.Forest) -> str:
+    """``array`` for shallow or near-complete trees, ``sparse`` where padding would bloat memory."""
+    reps = registry().representations()
+    slots = sum(2 ** (t.depth() + 1) - 1 for t in forest.trees)
+    nodes = sum(t.num_nodes for t in forest.trees)
+    if "array" in reps and slots <= ARRAY_PADDING_LIMIT * max(nodes, 1) and slots < 2**26:
+        return "array"
+    if "sparse" in reps:
+        return "sparse"
+    if not reps:
+        raise PluginError("no representation plugin is installed (pip install silvanforge-rep-sparse)")
+    return reps[0]
+
+
+def _as_schedule(schedule) -> Schedule | None:
+    if schedule is None or isinstance(schedule, Schedule):
+        return schedule
+    if isinstance(schedule, str):
+        return parse_schedule(schedule)
+    raise ScheduleError(f"a schedule must be a Schedule or its text, got {type(schedule).__name__}")
+
+
+class CompiledForest:
+    """A forest compiled for one target; ``predict`` behaves like the training library's."""
+
+    def __init__(self, forest, kernel, lir_module, mir_function, target, rep, schedule,
+                 batch_size, threads, compile_seconds):
+        self.forest: hir.Forest = forest
+        self.kernel = kernel
+        self.lir_module: lir.Module = lir_module
+        self.mir_function: mir.MirFunction = mir_function
+        self.target, self.rep, self.schedule = target, rep, schedule
+        self.batch_size, self.threads = batch_size, threads
+        self.compile_seconds = compile_seconds
+
+    @property
+    def num_features(self) -> int:
+        return self.forest.num_features
+
+    @property
+    def num_outputs(self) -> int:
+        return self.forest.num_outputs
+
+    @property
+    def classes_(self):
+        return self.forest.class_labels
+
+    def predict(self, X, output_margin: bool = False, missing: float = np.nan,
+                threads: int | None = None) -> np.ndarray:
+        """Predictions for rows ``X`` (n, num_features): what the source library returns.
+
+        ``output_margin`` gives raw margins (XGBoost ``output_margin``, LightGBM ``raw_score``).
+        ``missing`` marks an extra value treated as missing, like XGBoost's DMatrix ``missing``.
+        """
+        rows = check_rows(X, self.forest.num_features, self.kernel.input_dtype)
+        if not (isinstance(missing, float) and np.isnan(missing)):
+            try:
+                missing_value = float(missing)
+            except (TypeError, ValueError):
+                raise InputError(f"missing must be a number, got {missing!r}") from None
+            rows = np.where(rows == rows.dtype.type(missing_value), rows.dtype.type(np.nan), rows)
+        margins = run_kernel(self.kernel, rows, self.forest.num_outputs,
+                             self.threads if threads is None else threads)
+        values = margins if output_margin else transforms.apply(self.forest, margins)
+        return transforms.shape_output(self.forest, values)
+
+    def show(self, level: str) -> str:
+        """The program at ``level``: hir, mir, lir or target."""
+        if level == "hir":
+            return hir.format_forest(self.forest)
+        if level == "mir":
+            return mir.format_function(self.mir_function)
+        if level == "lir":
+            return lir.format_module(self.lir_module)
+        if level == "target":
+            return registry().hook.silvanforge_target_source(target=self.target, module=self.lir_module)
+        raise InputError(f"unknown level {level!r}; choose hir, mir, lir or target")
+
+    def summary(self) -> dict:
+        f = self.forest
+        return {"trees": f.num_trees, "max_depth": f.max_depth(), "features": f.num_features,
+                "outputs": f.num_outputs, "target": self.target, "rep": self.rep,
+                "schedule": self.schedule.to_text().replace("\n", "; "),
+                "compile_seconds": round(self.compile_seconds, 3)}
+
+    # ---------------------------------------------------------------- saving
+    def save(self, path) -> None:
+        """Write a self-contained artifact: the HIR, the options and the target's machine code."""
+        arrays = hir_io.to_arrays(self.forest)
+        meta = {
+            "format": ARTIFACT_FORMAT, "silvanforge": __version__, "target": self.target,
+            "rep": self.rep, "schedule": self.schedule.to_text(), "batch_size": self.batch_size,
+            "threads": self.threads, "fingerprint": self.forest.fingerprint(),
+        }
+        blob = self.kernel.artifact() if hasattr(self.kernel, "artifact") else b""
+        tmp = f"{os.fspath(path)}.tmp-{os.getpid()}"
+        with zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_DEFLATED) as z:
+            z.writestr("meta.json", json.dumps(meta))
+            buf = io.BytesIO()
+            np.savez(buf, **arrays)
+            z.writestr("forest.npz", buf.getvalue())
+            z.writestr("kernel.bin", blob)
+        os.replace(tmp, path)  # never leave a half-written artifact under the real name
+
+
+def compile(model, target: str = "cpu", rep: str | None = None, schedule=None,
+            batch_size: int | None = None, threads: int | None = None) -> CompiledForest:
+    """Compile a model file or HIR ``Forest`` for ``target``; ``None`` options are chosen well."""
+    start = time.perf_counter()
+    forest = model if isinstance(model, hir.Forest) else load_model(model)
+    hir.verify(forest)
+    reg = registry()
+    reg.check_target(target)
+    rep = rep or choose_representation(forest)
+    reg.check_representation(rep)
+    if batch_size is not None and (not isinstance(batch_size, (int, np.integer)) or batch_size <= 0):
+        raise InputError(f"batch_size must be a positive integer, got {batch_size!r}")
+    if threads is not None and (not isinstance(threads, (int, np.integer)) or threads <= 0):
+        raise InputError(f"threads must be a positive integer, got {threads!r}")
+    sched = _as_schedule(schedule) or reg.hook.silvanforge_target_default_schedule(
+        target=target, forest=forest, batch_size=batch_size)
+    mir_fn = lower_to_mir(forest, sched)
+    module = lower_to_lir(forest, mir_fn, rep, reg.hook)
+    kernel = reg.hook.silvanforge_target_compile(target=target, module=module,
+                                                 options={"threads": threads, "batch_size": batch_size})
+    return CompiledForest(forest, kernel, module, mir_fn, target, rep, sched, batch_size, threads,
+                          time.perf_counter() - start)
+
+
+def load_compiled(path) -> CompiledForest:
+    """Load a saved artifact; machine code built for another host or version is rebuilt."""
+    path = os.fspath(path)
+    try:
+        with zipfile.ZipFile(path) as z:
+            meta = json.loads(z.read("meta.json"))
+            with np.load(io.BytesIO(z.read("forest.npz")), allow_pickle=False) as npz:
+                arrays = {k: npz[k] for k in npz.files}
+            blob = z.read("kernel.bin")
+    except FileNotFoundError:
+        raise ArtifactError(f"compiled model not found: {path}") from None
+    except (zipfile.BadZipFile, KeyError, ValueError, OSError) as exc:
+        raise ArtifactError(f"{path}: not a SilvanForge compiled model or corrupt ({exc})") from None
+    if meta.get("format") != ARTIFACT_FORMAT:
+        raise ArtifactError(f"{path}: artifact format {meta.get('format')} is not {ARTIFACT_FORMAT}")
+    try:
+        forest = hir_io.from_arrays(arrays)
+        hir.verify(forest)
+    except Exception as exc:
+        raise ArtifactError(f"{path}: the stored model is corrupt ({exc})") from None
+    if forest.fingerprint() != meta.get("fingerprint"):
+        raise ArtifactError(f"{path}: the stored model does not match its fingerprint (corrupt or edited)")
+    start = time.perf_counter()
+    reg = registry()
+    target, rep = meta["target"], meta["rep"]
+    reg.check_target(target)
+    reg.check_representation(rep)
+    sched = parse_schedule(meta["schedule"])
+    mir_fn = lower_to_mir(forest, sched)
+    module = lower_to_lir(forest, mir_fn, rep, reg.hook)
+    options = {"threads": meta.get("threads"), "batch_size": meta.get("batch_size")}
+    kernel = None
+    if blob and meta.get("silvanforge") == __version__:
+        kernel = reg.hook.silvanforge_target_load_kernel(target=target, module=module, blob=blob,
+                                                         options=options)
+    if kernel is None:
+        kernel = reg.hook.silvanforge_target_compile(target=target, module=module, options=options)
+    return CompiledForest(forest, kernel, module, mir_fn, target, rep, sched, meta.get("batch_size"),
+                          meta.get("threads"), time.perf_counter() - start)

@@ -1,0 +1,78 @@
+"""Saving a HIR forest as plain arrays and JSON (no pickle), for compiled-model artifacts."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+
+from .hir import Aggregation, CategoryRule, Forest, Transform, Tree
+
+_NODE_FIELDS = ("left", "right", "feature", "threshold", "op", "default_left", "zero_missing")
+
+
+def to_arrays(forest: Forest) -> dict[str, np.ndarray]:
+    """Everything in the forest as a dict of NumPy arrays (meta as a JSON byte string)."""
+    trees = forest.trees
+    out: dict[str, np.ndarray] = {
+        "tree_nodes": np.array([t.num_nodes for t in trees], dtype=np.int64),
+        "tree_outputs_len": np.array([len(t.outputs) for t in trees], dtype=np.int64),
+        "tree_outputs": np.array([o for t in trees for o in t.outputs], dtype=np.int64),
+        "leaf_value": np.concatenate([t.leaf_value.reshape(-1) for t in trees]) if trees else np.zeros(0),
+        "base_score": np.asarray(forest.base_score, dtype=np.float64),
+    }
+    for f in _NODE_FIELDS:
+        out[f] = np.concatenate([getattr(t, f) for t in trees]) if trees else np.zeros(0)
+    cat_tree, cat_node, cat_len, cat_vals = [], [], [], []
+    for i, t in enumerate(trees):
+        for node, cats in sorted(t.categories.items()):
+            cat_tree.append(i), cat_node.append(node), cat_len.append(len(cats)), cat_vals.append(cats)
+    out["cat_index"] = np.array([cat_tree, cat_node, cat_len], dtype=np.int64).reshape(3, -1)
+    out["cat_values"] = np.concatenate(cat_vals).astype(np.int64) if cat_vals else np.zeros(0, np.int64)
+    meta = {
+        "num_features": forest.num_features, "num_outputs": forest.num_outputs,
+        "aggregation": forest.aggregation.value, "average_divisor": forest.average_divisor,
+        "transform": [forest.transform.name, [list(p) for p in forest.transform.params]],
+        "threshold_dtype": forest.threshold_dtype, "accumulate_dtype": forest.accumulate_dtype,
+        "category_rule": forest.category_rule.value, "feature_names": forest.feature_names,
+        "source": forest.source, "objective": forest.objective, "output_shape": forest.output_shape,
+        "class_labels": forest.class_labels,
+    }
+    out["meta"] = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
+    return out
+
+
+def from_arrays(arrs) -> Forest:
+    meta = json.loads(bytes(arrs["meta"]).decode())
+    nodes = arrs["tree_nodes"]
+    outs_len = arrs["tree_outputs_len"]
+    node_starts = np.concatenate([[0], np.cumsum(nodes)])
+    out_starts = np.concatenate([[0], np.cumsum(outs_len)])
+    leaf_starts = np.concatenate([[0], np.cumsum(nodes * outs_len)])
+    cat_tree, cat_node, cat_len = arrs["cat_index"]
+    cat_starts = np.concatenate([[0], np.cumsum(cat_len)])
+    trees = []
+    for i in range(len(nodes)):
+        a, z = node_starts[i], node_starts[i + 1]
+        outputs = tuple(int(o) for o in arrs["tree_outputs"][out_starts[i]:out_starts[i + 1]])
+        fields = {f: np.asarray(arrs[f][a:z]) for f in _NODE_FIELDS}
+        leaf = np.asarray(arrs["leaf_value"][leaf_starts[i]:leaf_starts[i + 1]]).reshape(nodes[i], len(outputs))
+        cats = {int(cat_node[j]): np.asarray(arrs["cat_values"][cat_starts[j]:cat_starts[j + 1]])
+                for j in np.flatnonzero(cat_tree == i)}
+        trees.append(Tree(
+            left=fields["left"].astype(np.int32), right=fields["right"].astype(np.int32),
+            feature=fields["feature"].astype(np.int32), threshold=fields["threshold"].astype(np.float64),
+            op=fields["op"].astype(np.uint8), default_left=fields["default_left"].astype(bool),
+            zero_missing=fields["zero_missing"].astype(bool), leaf_value=leaf.astype(np.float64),
+            outputs=outputs, categories=cats))
+    name, params = meta["transform"]
+    return Forest(
+        trees=trees, num_features=meta["num_features"], num_outputs=meta["num_outputs"],
+        base_score=np.asarray(arrs["base_score"], dtype=np.float64),
+        aggregation=Aggregation(meta["aggregation"]), average_divisor=meta["average_divisor"],
+        transform=Transform(name, tuple((k, v) for k, v in params)),
+        threshold_dtype=meta["threshold_dtype"], accumulate_dtype=meta["accumulate_dtype"],
+        category_rule=CategoryRule(meta["category_rule"]), feature_names=meta["feature_names"],
+        source=meta["source"], objective=meta["objective"], output_shape=meta["output_shape"],
+        class_labels=meta["class_labels"],
+    )

@@ -1,0 +1,401 @@
+"""LIR: explicit buffers, loads, arithmetic and structured control flow.
+
+This is where the in-memory layout of the model is explicit.  Representation plugins build LIR
+expressions through a :class:`Builder`; target plugins translate a :class:`Module` to their
+language (LLVM IR, CUDA C, OpenCL C).  The IR is small and typed:
+
+* types are strings: ``i1 i8 i16 i32 i64 u8 u32 f32 f64``;
+* expressions are frozen dataclasses (``Const``, ``Var``, ``Load``, ``Bin``, ``Cmp``, ``Select``,
+  ``Cast``, ``IsNan``), so they can be shared and printed;
+* statements are ``Assign`` (to a mutable local), ``Store``, ``For``, ``While``, ``If``.
+
+Floating comparisons are *ordered*: any comparison with NaN is false, as in C.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Iterable, Union
+
+import numpy as np
+
+from ..errors import IRVerificationError
+
+INT_TYPES = ("i1", "i8", "i16", "i32", "i64", "u8", "u16", "u32")
+FLOAT_TYPES = ("f32", "f64")
+TYPES = INT_TYPES + FLOAT_TYPES
+NUMPY_TO_LIR = {
+    np.dtype(np.bool_): "i1", np.dtype(np.int8): "i8", np.dtype(np.int16): "i16",
+    np.dtype(np.int32): "i32", np.dtype(np.int64): "i64", np.dtype(np.uint8): "u8",
+    np.dtype(np.uint16): "u16", np.dtype(np.uint32): "u32", np.dtype(np.float32): "f32",
+    np.dtype(np.float64): "f64",
+}
+LIR_TO_NUMPY = {v: k for k, v in NUMPY_TO_LIR.items()}
+
+
+def lir_type(dtype) -> str:
+    return NUMPY_TO_LIR[np.dtype(dtype)]
+
+
+# ----------------------------------------------------------------------------- expressions
+@dataclasses.dataclass(frozen=True)
+class Const:
+    value: Union[int, float]
+    type: str
+
+    def __str__(self):
+        return f"{self.value}:{self.type}"
+
+
+@dataclasses.dataclass(frozen=True)
+class Var:
+    name: str
+    type: str
+
+    def __str__(self):
+        return f"%{self.name}"
+
+
+@dataclasses.dataclass(frozen=True)
+class Load:
+    buffer: str
+    index: "Expr"
+    type: str
+
+    def __str__(self):
+        return f"{self.buffer}[{self.index}]"
+
+
+@dataclasses.dataclass(frozen=True)
+class Bin:
+    """Arithmetic and bit operations: + - * / % & | ^ << >> min max (both operands one type)."""
+
+    op: str
+    a: "Expr"
+    b: "Expr"
+
+    @property
+    def type(self) -> str:
+        return self.a.type
+
+    def __str__(self):
+        return f"({self.a} {self.op} {self.b})"
+
+
+@dataclasses.dataclass(frozen=True)
+class Cmp:
+    op: str  # < <= == != > >=
+    a: "Expr"
+    b: "Expr"
+    type: str = "i1"
+
+    def __str__(self):
+        return f"({self.a} {self.op} {self.b})"
+
+
+@dataclasses.dataclass(frozen=True)
+class Select:
+    cond: "Expr"
+    a: "Expr"
+    b: "Expr"
+
+    @property
+    def type(self) -> str:
+        return self.a.type
+
+    def __str__(self):
+        return f"({self.cond} ? {self.a} : {self.b})"
+
+
+@dataclasses.dataclass(frozen=True)
+class Cast:
+    """Numeric conversion; float -> int truncates toward zero (callers range-check first)."""
+
+    a: "Expr"
+    type: str
+
+    def __str__(self):
+        return f"{self.type}({self.a})"
+
+
+@dataclasses.dataclass(frozen=True)
+class IsNan:
+    a: "Expr"
+    type: str = "i1"
+
+    def __str__(self):
+        return f"isnan({self.a})"
+
+
+Expr = Union[Const, Var, Load, Bin, Cmp, Select, Cast, IsNan]
+BIN_OPS = ("+", "-", "*", "/", "%", "&", "|", "^", "<<", ">>", "min", "max")
+CMP_OPS = ("<", "<=", "==", "!=", ">", ">=")
+
+
+# ----------------------------------------------------------------------------- statements
+@dataclasses.dataclass
+class Assign:
+    var: Var
+    value: Expr
+
+
+@dataclasses.dataclass
+class Store:
+    buffer: str
+    index: Expr
+    value: Expr
+
+
+@dataclasses.dataclass
+class For:
+    var: Var
+    start: Expr
+    stop: Expr
+    step: int
+    body: list
+    parallel: bool = False  # iterations independent: a target may run them on threads / GPU lanes
+    unroll: int = 1
+
+
+@dataclasses.dataclass
+class While:
+    cond: Expr
+    body: list
+
+
+@dataclasses.dataclass
+class If:
+    cond: Expr
+    then: list
+    orelse: list = dataclasses.field(default_factory=list)
+
+
+Stmt = Union[Assign, Store, For, While, If]
+
+
+# ----------------------------------------------------------------------------- module
+@dataclasses.dataclass
+class Buffer:
+    """A buffer the function reads or writes.
+
+    kind ``model``: constant data built at compile time (``data`` holds it);
+    kind ``input``: the rows, indexed ``row * row_stride + feature * col_stride``;
+    kind ``output``: the margins, ``num_outputs`` per row.
+    """
+
+    name: str
+    type: str
+    kind: str
+    data: np.ndarray | None = None
+
+
+@dataclasses.dataclass
+class Function:
+    """``name(rows, row_stride, col_stride, row_begin, row_end, out, model buffers...)``."""
+
+    name: str
+    body: list
+    locals: dict = dataclasses.field(default_factory=dict)  # name -> type of mutable locals
+
+
+@dataclasses.dataclass
+class Module:
+    function: Function
+    buffers: dict  # name -> Buffer, in argument order
+    num_features: int
+    num_outputs: int
+    input_type: str
+    output_type: str
+    info: dict = dataclasses.field(default_factory=dict)  # free-form facts for printers
+
+    def model_buffers(self) -> list[Buffer]:
+        return [b for b in self.buffers.values() if b.kind == "model"]
+
+
+# Parameters every predict function has, in order (after the buffers named in Module.buffers
+# of kind input/output come the model buffers).
+ROW_STRIDE = Var("row_stride", "i64")
+COL_STRIDE = Var("col_stride", "i64")
+ROW_BEGIN = Var("row_begin", "i64")
+ROW_END = Var("row_end", "i64")
+SCALAR_PARAMS = (ROW_STRIDE, COL_STRIDE, ROW_BEGIN, ROW_END)
+
+
+class Builder:
+    """Emits statements into the current block and makes typed expressions.
+
+    Representation plugins receive one and call ``b.load(...)``, ``b.add(...)`` and so on; they
+    may declare model buffers with :meth:`buffer`.
+    """
+
+    def __init__(self, module_buffers: dict | None = None):
+        self.buffers: dict[str, Buffer] = module_buffers if module_buffers is not None else {}
+        self.locals: dict[str, str] = {}
+        self._blocks: list[list] = [[]]
+        self._counter = 0
+
+    # blocks
+    @property
+    def block(self) -> list:
+        return self._blocks[-1]
+
+    def emit(self, stmt) -> None:
+        self.block.append(stmt)
+
+    def push(self) -> list:
+        self._blocks.append([])
+        return self._blocks[-1]
+
+    def pop(self) -> list:
+        return self._blocks.pop()
+
+    # declarations
+    def buffer(self, name: str, data: np.ndarray) -> str:
+        """Declare (or re-use) a model buffer holding ``data``; returns its name."""
+        if name not in self.buffers:
+            self.buffers[name] = Buffer(name, lir_type(data.dtype), "model", np.ascontiguousarray(data))
+        return name
+
+    def local(self, hint: str, type_: str, init: Expr | None = None) -> Var:
+        self._counter += 1
+        v = Var(f"{hint}{self._counter}", type_)
+        self.locals[v.name] = type_
+        if init is not None:
+            self.emit(Assign(v, init))
+        return v
+
+    # expressions
+    @staticmethod
+    def const(value, type_: str) -> Const:
+        return Const(float(value) if type_ in FLOAT_TYPES else int(value), type_)
+
+    def load(self, buffer: str, index: Expr) -> Load:
+        return Load(buffer, index, self.buffers[buffer].type)
+
+    @staticmethod
+    def cast(a: Expr, type_: str) -> Expr:
+        return a if a.type == type_ else Cast(a, type_)
+
+    def add(self, a, b):
+        return Bin("+", a, b)
+
+    def mul(self, a, b):
+        return Bin("*", a, b)
+
+
+# ----------------------------------------------------------------------------- verifier
+def verify(module: Module) -> None:
+    """Type-check every expression and check every buffer and local is declared."""
+    params = {p.name: p.type for p in SCALAR_PARAMS}
+
+    def fail(msg):
+        raise IRVerificationError(f"LIR verification failed: {msg}")
+
+    def check_expr(e, scope):
+        if isinstance(e, Const):
+            if e.type not in TYPES:
+                fail(f"constant of unknown type {e.type}")
+        elif isinstance(e, Var):
+            t = scope.get(e.name)
+            if t is None:
+                fail(f"use of undeclared variable %{e.name}")
+            if t != e.type:
+                fail(f"%{e.name} used as {e.type} but declared {t}")
+        elif isinstance(e, Load):
+            buf = module.buffers.get(e.buffer)
+            if buf is None:
+                fail(f"load from undeclared buffer {e.buffer}")
+            if buf.type != e.type:
+                fail(f"load from {e.buffer} typed {e.type}, buffer is {buf.type}")
+            check_expr(e.index, scope)
+            if e.index.type not in INT_TYPES:
+                fail(f"index into {e.buffer} is {e.index.type}")
+        elif isinstance(e, Bin):
+            check_expr(e.a, scope), check_expr(e.b, scope)
+            if e.op not in BIN_OPS:
+                fail(f"unknown operator {e.op}")
+            if e.a.type != e.b.type:
+                fail(f"operands of {e.op} differ: {e.a.type} vs {e.b.type} in {e}")
+        elif isinstance(e, Cmp):
+            check_expr(e.a, scope), check_expr(e.b, scope)
+            if e.op not in CMP_OPS or e.a.type != e.b.type:
+                fail(f"bad comparison {e}")
+        elif isinstance(e, Select):
+            check_expr(e.cond, scope), check_expr(e.a, scope), check_expr(e.b, scope)
+            if e.cond.type != "i1" or e.a.type != e.b.type:
+                fail(f"bad select {e}")
+        elif isinstance(e, (Cast, IsNan)):
+            check_expr(e.a, scope)
+            if isinstance(e, IsNan) and e.a.type not in FLOAT_TYPES:
+                fail(f"isnan of {e.a.type}")
+        else:
+            fail(f"unknown expression {e!r}")
+
+    def check_block(stmts, scope):
+        for s in stmts:
+            if isinstance(s, Assign):
+                check_expr(s.value, scope)
+                if s.var.name not in scope or scope[s.var.name] != s.value.type:
+                    fail(f"assignment of {s.value.type} to %{s.var.name}")
+            elif isinstance(s, Store):
+                check_expr(s.index, scope), check_expr(s.value, scope)
+                buf = module.buffers.get(s.buffer)
+                if buf is None or buf.kind == "model":
+                    fail(f"store into {s.buffer}, which is not a writable buffer")
+                if buf.type != s.value.type:
+                    fail(f"store of {s.value.type} into {s.buffer} of {buf.type}")
+            elif isinstance(s, For):
+                check_expr(s.start, scope), check_expr(s.stop, scope)
+                inner = dict(scope)
+                inner[s.var.name] = s.var.type
+                check_block(s.body, inner)
+            elif isinstance(s, While):
+                check_expr(s.cond, scope)
+                check_block(s.body, scope)
+            elif isinstance(s, If):
+                check_expr(s.cond, scope)
+                check_block(s.then, scope), check_block(s.orelse, scope)
+            else:
+                fail(f"unknown statement {s!r}")
+
+    check_block(module.function.body, {**params, **module.function.locals})
+
+
+# ----------------------------------------------------------------------------- printer
+def format_module(module: Module) -> str:
+    lines = [f"; LIR module: {module.info.get('summary', '')}".rstrip()]
+    for buf in module.buffers.values():
+        size = "" if buf.data is None else f"[{buf.data.size}]"
+        lines.append(f"buffer {buf.kind} {buf.name}: {buf.type}{size}")
+    params = ", ".join(f"%{p.name}: {p.type}" for p in SCALAR_PARAMS)
+    lines.append(f"func @{module.function.name}({params}) {{")
+    for name, t in module.function.locals.items():
+        lines.append(f"  local %{name}: {t}")
+    _format_block(module.function.body, "  ", lines)
+    lines.append("}")
+    return "\n".join(lines)
+
+
+def _format_block(stmts: Iterable, pad: str, out: list) -> None:
+    for s in stmts:
+        if isinstance(s, Assign):
+            out.append(f"{pad}%{s.var.name} = {s.value}")
+        elif isinstance(s, Store):
+            out.append(f"{pad}{s.buffer}[{s.index}] = {s.value}")
+        elif isinstance(s, For):
+            kw = "par.for" if s.parallel else "for"
+            extra = f" unroll({s.unroll})" if s.unroll > 1 else ""
+            out.append(f"{pad}{kw} %{s.var.name} = {s.start} to {s.stop} step {s.step}{extra} {{")
+            _format_block(s.body, pad + "  ", out)
+            out.append(f"{pad}}}")
+        elif isinstance(s, While):
+            out.append(f"{pad}while {s.cond} {{")
+            _format_block(s.body, pad + "  ", out)
+            out.append(f"{pad}}}")
+        elif isinstance(s, If):
+            out.append(f"{pad}if {s.cond} {{")
+            _format_block(s.then, pad + "  ", out)
+            if s.orelse:
+                out.append(f"{pad}}} else {{")
+                _format_block(s.orelse, pad + "  ", out)
+            out.append(f"{pad}}}")

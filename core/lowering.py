@@ -1,0 +1,346 @@
+"""MIR -> LIR: the walk, the split decision and the reduction, with storage left to a representation.
+
+The core owns what every representation shares: the encoding of a split (threshold in the
+comparison dtype, a flags byte, category bitsets) in :class:`ForestLayout`, the decision rule of
+the HIR, and the aggregation of margins.  Where a value lives in memory (which buffer, which
+index, how a child is found) is asked of the representation plugin through the hooks of
+:mod:`silvanforge.hookspecs`, so one representation serves every target.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from .errors import UnsupportedModelError
+from .ir import hir, lir, mir
+from .ir.hir import ZERO_THRESHOLD, Aggregation, CategoryRule, Op
+from .ir.lir import Assign, Bin, Builder, Cast, Cmp, For, IsNan, Select, Store, Var, While
+
+# Split flags byte (one per node): what the decision needs beyond threshold and feature.
+FLAG_DEFAULT_LEFT = 1  # a missing value goes left
+FLAG_ZERO_MISSING = 2  # values in (-1e-35, 1e-35] are missing too (LightGBM missing type Zero)
+FLAG_CATEGORICAL = 4  # the threshold slot holds the offset of the node's category bitset
+FLAG_OP_SHIFT = 3  # bits 3-4: the hir.Op of a numerical split
+
+
+@dataclasses.dataclass
+class TreeLayout:
+    """Node arrays of one tree in the encoding every representation stores."""
+
+    threshold: np.ndarray  # comparison dtype; category-bitset offset for categorical nodes
+    feature: np.ndarray  # int32, -1 at leaves
+    flags: np.ndarray  # uint8
+    left: np.ndarray  # int32, -1 at leaves
+    right: np.ndarray  # int32
+    leaf_slot: np.ndarray  # int32 index of the leaf's first value in leaf_values, -1 inside
+    depth: int
+
+
+@dataclasses.dataclass
+class ForestLayout:
+    """The forest in the shared node encoding, plus facts that let code generation specialise."""
+
+    forest: hir.Forest
+    trees: list[TreeLayout]
+    leaf_values: np.ndarray  # accumulation dtype; each leaf holds len(tree.outputs) values
+    cat_bits: np.ndarray  # int32 words: at each offset, the word count and then the words
+    threshold_dtype: np.dtype
+    leaf_dtype: np.dtype
+    ops: frozenset[int]
+    has_categorical: bool
+    has_zero_missing: bool
+
+
+def build_layout(forest: hir.Forest) -> ForestLayout:
+    thr_dt = np.dtype(forest.threshold_dtype)
+    leaf_dt = np.dtype(forest.accumulate_dtype)
+    cat_words: list[np.ndarray] = []
+    cat_size = 0
+    leaf_chunks: list[np.ndarray] = []
+    leaf_size = 0
+    trees, ops = [], set()
+    for tree in forest.trees:
+        internal = tree.left >= 0
+        flags = (tree.default_left.astype(np.uint8) * FLAG_DEFAULT_LEFT
+                 | tree.zero_missing.astype(np.uint8) * FLAG_ZERO_MISSING
+                 | (tree.op.astype(np.uint8) << FLAG_OP_SHIFT))
+        # A threshold converted to the comparison dtype must round the same way the library
+        # does: both libraries store thresholds in the dtype they compare in, so this is exact.
+        thresholds = tree.threshold.astype(thr_dt)
+        for node, cats in sorted(tree.categories.items()):
+            nwords = int(cats.max()) // 32 + 1 if len(cats) else 0
+            words = np.zeros(nwords + 1, dtype=np.uint32)
+            words[0] = nwords
+            for c in cats.tolist():
+                words[1 + c // 32] |= np.uint32(1) << np.uint32(c % 32)
+            if cat_size >= 2**24:
+                raise UnsupportedModelError("category bitsets larger than 2**24 words")
+            flags[node] |= FLAG_CATEGORICAL
+            thresholds[node] = cat_size
+            cat_words.append(words)
+            cat_size += len(words)
+        ops.update(int(o) for o in np.unique(tree.op[internal & ~_cat_mask(tree)]))
+        leaves = np.flatnonzero(~internal)
+        n_out = len(tree.outputs)
+        slot = np.full(tree.num_nodes, -1, dtype=np.int32)
+        slot[leaves] = leaf_size + np.arange(len(leaves), dtype=np.int32) * n_out
+        leaf_chunks.append(tree.leaf_value[leaves].astype(leaf_dt).reshape(-1))
+        leaf_size += len(leaves) * n_out
+        trees.append(TreeLayout(
+            threshold=np.where(internal, thresholds, 0).astype(thr_dt),
+            feature=np.where(internal, tree.feature, -1).astype(np.int32),
+            flags=np.where(internal, flags, 0).astype(np.uint8),
+            left=tree.left.astype(np.int32), right=tree.right.astype(np.int32),
+            leaf_slot=slot, depth=tree.depth(),
+        ))
+    cat_bits = (np.concatenate(cat_words) if cat_words else np.zeros(1, np.uint32)).view(np.int32)
+    leaf_values = np.concatenate(leaf_chunks) if leaf_chunks else np.zeros(1, leaf_dt)
+    return ForestLayout(
+        forest=forest, trees=trees, leaf_values=leaf_values, cat_bits=cat_bits,
+        threshold_dtype=thr_dt, leaf_dtype=leaf_dt, ops=frozenset(ops) or frozenset({Op.LT}),
+        has_categorical=forest.has_categorical(),
+        has_zero_missing=any(bool(t.zero_missing[t.left >= 0].any()) for t in forest.trees),
+    )
+
+
+def _cat_mask(tree: hir.Tree) -> np.ndarray:
+    mask = np.zeros(tree.num_nodes, dtype=bool)
+    mask[list(tree.categories)] = True
+    return mask
+
+
+@dataclasses.dataclass
+class RepBuffers:
+    """What a representation lays out: named model buffers (NumPy arrays) and facts about them."""
+
+    buffers: dict[str, np.ndarray]
+    info: dict = dataclasses.field(default_factory=dict)
+
+
+class _Rep:
+    """Calls the representation hooks for one representation name."""
+
+    def __init__(self, hook, rep: str):
+        self.hook, self.rep = hook, rep
+
+    def __getattr__(self, op):
+        fn = getattr(self.hook, f"silvanforge_rep_{op}")
+
+        def call(**kw):
+            out = fn(rep=self.rep, **kw)
+            if out is None:
+                raise NotImplementedError(f"representation {self.rep!r} does not implement {op}")
+            return out
+
+        return call
+
+
+def lower_to_lir(forest: hir.Forest, fn: mir.MirFunction, rep: str, hook) -> lir.Module:
+    """Lower a MIR function to an LIR module using representation ``rep``."""
+    layout = build_layout(forest)
+    reps = _Rep(hook, rep)
+    rep_buffers: RepBuffers = reps.buffers(forest=forest, layout=layout)
+    thr_t = lir.lir_type(layout.threshold_dtype)
+    acc_t = lir.lir_type(layout.leaf_dtype)
+    buffers = {
+        "rows": lir.Buffer("rows", thr_t, "input"),
+        "margins": lir.Buffer("margins", acc_t, "output"),
+    }
+    b = Builder(buffers)
+    for name, data in rep_buffers.buffers.items():
+        b.buffer(name, data)
+    gen = _Codegen(forest, layout, reps, b, thr_t, acc_t)
+    for op in fn.body:
+        gen.lower(op)
+    module = lir.Module(
+        function=lir.Function("predict", b.block, dict(b.locals)),
+        buffers=b.buffers, num_features=forest.num_features, num_outputs=forest.num_outputs,
+        input_type=thr_t, output_type=acc_t,
+        info={"summary": f"rep={rep} trees={forest.num_trees} outputs={forest.num_outputs}",
+              "rep": rep, **rep_buffers.info},
+    )
+    lir.verify(module)
+    return module
+
+
+class _Codegen:
+    def __init__(self, forest, layout: ForestLayout, reps: _Rep, b: Builder, thr_t, acc_t):
+        self.forest, self.layout, self.reps, self.b = forest, layout, reps, b
+        self.thr_t, self.acc_t = thr_t, acc_t
+        self.K = forest.num_outputs
+        self.index: dict[str, Var] = {}  # MIR loop index -> LIR variable
+        self.values: dict[str, Var] = {}  # MIR value name -> LIR variable (the leaf node)
+        self._outputs_plan()
+
+    # -- how a tree's outputs map to margins
+    def _outputs_plan(self):
+        b, trees = self.b, self.forest.trees
+        if all(len(t.outputs) == 1 for t in trees):
+            self.single_output = True
+            if self.K > 1:
+                b.buffer("tree_output", np.array([t.outputs[0] for t in trees], dtype=np.int32))
+        else:
+            self.single_output = False
+            begin = np.cumsum([0] + [len(t.outputs) for t in trees]).astype(np.int32)
+            ids = np.concatenate([np.asarray(t.outputs, dtype=np.int32) for t in trees])
+            b.buffer("tree_out_begin", begin)
+            b.buffer("tree_out_ids", ids)
+        b.buffer("base_score", np.asarray(self.forest.base_score, dtype=self.layout.leaf_dtype))
+        if self.layout.has_categorical:
+            b.buffer("cat_bits", self.layout.cat_bits)
+
+    def c(self, v, t):
+        return Builder.const(v, t)
+
+    def margin_index(self, row: Var, out) -> lir.Expr:
+        return Bin("+", Bin("*", row, self.c(self.K, "i64")), Builder.cast(out, "i64"))
+
+    # -- MIR operations
+    def lower(self, op):
+        b = self.b
+        if isinstance(op, mir.Loop):
+            var = Var(op.index, "i64")
+            if op.dimension == "batch":
+                start, stop = lir.ROW_BEGIN, lir.ROW_END
+            else:
+                start, stop = self.c(op.start, "i64"), self.c(op.stop, "i64")
+            self.index[op.index] = var
+            b.push()
+            for inner in op.body:
+                self.lower(inner)
+            body = b.pop()
+            b.emit(For(var, start, stop, op.step, body, parallel=op.parallel))
+        elif isinstance(op, mir.InitMargins):
+            self._for_outputs(lambda k: Store("margins", self.margin_index(self.index[op.row], k),
+                                              self._init_value(k)))
+        elif isinstance(op, mir.FinalizeMargins):
+            self._finalize(self.index[op.row])
+        elif isinstance(op, mir.WalkDecisionTree):
+            self.values[op.result] = self._walk(self.index[op.tree], self.index[op.row])
+        elif isinstance(op, mir.Reduce):
+            self._reduce(self.index[op.row], self.index[op.tree], self.values[op.value])
+        else:  # pragma: no cover - the MIR verifier rejects unknown operations first
+            raise TypeError(op)
+
+    def _for_outputs(self, make_stmt):
+        b = self.b
+        k = Var(f"k{len(b.locals)}", "i64")
+        b.push()
+        b.emit(make_stmt(k))
+        body = b.pop()
+        b.emit(For(k, self.c(0, "i64"), self.c(self.K, "i64"), 1, body))
+
+    def _init_value(self, k):
+        agg = self.forest.aggregation
+        if agg is Aggregation.SUM:
+            return self.b.load("base_score", k)
+        if agg is Aggregation.AVERAGE:
+            return self.c(0, self.acc_t)
+        return self.c(float("nan"), self.acc_t)
+
+    def _finalize(self, row):
+        agg, b = self.forest.aggregation, self.b
+        if agg is Aggregation.SUM:
+            return
+
+        def stmt(k):
+            idx = self.margin_index(row, k)
+            acc = b.load("margins", idx)
+            if agg is Aggregation.AVERAGE:
+                val = Bin("/", acc, self.c(self.forest.average_divisor, self.acc_t))
+            else:
+                val = Select(IsNan(acc), self.c(0, self.acc_t), acc)
+            return Store("margins", idx, Bin("+", val, b.load("base_score", k)))
+
+        self._for_outputs(stmt)
+
+    def _walk(self, tree: Var, row: Var) -> Var:
+        """``node = root; while not leaf: node = child(node, decision)``; returns the leaf node."""
+        b, reps = self.b, self.reps
+        t32 = Cast(tree, "i32")
+        node = b.local("node", "i64", reps.root(b=b, tree=t32))
+        b.push()
+        feature = reps.load_feature_index(b=b, tree=t32, node=node)
+        x = b.local("x", self.thr_t, b.load("rows", Bin(
+            "+", Bin("*", row, lir.ROW_STRIDE), Bin("*", Cast(feature, "i64"), lir.COL_STRIDE))))
+        thr = b.local("thr", self.thr_t, reps.load_threshold(b=b, tree=t32, node=node))
+        flags = b.local("flags", "i32", Cast(reps.load_split_flags(b=b, tree=t32, node=node), "i32"))
+        left = self._decision(x, thr, flags)
+        child = Select(left, self.c(0, "i32"), self.c(1, "i32"))
+        b.emit(Assign(node, reps.child(b=b, tree=t32, node=node, child=child)))
+        body = b.pop()
+        b.emit(While(Cmp("==", Cast(reps.is_leaf(b=b, tree=t32, node=node), "i32"), self.c(0, "i32")), body))
+        return node
+
+    def _flag(self, flags: Var, bit: int) -> lir.Expr:
+        return Cmp("!=", Bin("&", flags, self.c(bit, "i32")), self.c(0, "i32"))
+
+    def _decision(self, x: Var, thr: Var, flags: Var) -> lir.Expr:
+        """The HIR rule: missing -> default direction; categorical -> membership; else compare."""
+        c, t, lay = self.c, self.thr_t, self.layout
+        symbols = {Op.LT: "<", Op.LE: "<=", Op.EQ: "=="}
+        ops = sorted(lay.ops)
+        numeric = Cmp(symbols[Op(ops[0])], x, thr)
+        for op in ops[1:]:
+            is_op = Cmp("==", Bin("&", Bin(">>", flags, c(FLAG_OP_SHIFT, "i32")), c(3, "i32")), c(op, "i32"))
+            numeric = Select(is_op, Cmp(symbols[Op(op)], x, thr), numeric)
+        decision = numeric
+        if lay.has_categorical:
+            decision = Select(self._flag(flags, FLAG_CATEGORICAL), self._in_category_set(x, thr), numeric)
+        missing = IsNan(x)
+        if lay.has_zero_missing:
+            near_zero = Bin("&", Cmp(">", x, c(-ZERO_THRESHOLD, t)), Cmp("<=", x, c(ZERO_THRESHOLD, t)))
+            missing = Bin("|", missing, Bin("&", self._flag(flags, FLAG_ZERO_MISSING), near_zero))
+        return Select(missing, self._flag(flags, FLAG_DEFAULT_LEFT), decision)
+
+    def _in_category_set(self, x: Var, thr: Var) -> lir.Expr:
+        b, c, t = self.b, self.c, self.thr_t
+        rule = self.forest.category_rule
+        if rule is CategoryRule.XGBOOST:
+            valid = Bin("&", Cmp(">=", x, c(0, t)), Cmp("<", x, c(2.0**24, t)))
+        elif rule is CategoryRule.LIGHTGBM:
+            valid = Bin("&", Cmp(">", x, c(-1, t)), Cmp("<", x, c(2.0**31, t)))
+        else:
+            whole = Cmp("==", Cast(Cast(Select(Cmp("<", x, c(2.0**31, t)), x, c(0, t)), "i64"), t), x)
+            valid = Bin("&", Bin("&", Cmp(">=", x, c(0, t)), Cmp("<", x, c(2.0**31, t))), whole)
+        valid_v = b.local("valid", "i1", valid)
+        cat = b.local("cat", "i32", Cast(Select(valid_v, x, c(0, t)), "i32"))
+        offset = b.local("off", "i32", Cast(thr, "i32"))
+        word = Bin(">>", cat, c(5, "i32"))
+        in_range = b.local("inr", "i1", Bin("&", valid_v, Cmp("<", word, b.load("cat_bits", offset))))
+        safe_word = Select(in_range, word, c(0, "i32"))
+        bits = b.load("cat_bits", Bin("+", Bin("+", offset, c(1, "i32")), safe_word))
+        bit = Bin("&", Bin(">>", bits, Bin("&", cat, c(31, "i32"))), c(1, "i32"))
+        return Bin("&", in_range, Cmp("!=", bit, c(0, "i32")))
+
+    def _reduce(self, row: Var, tree: Var, leaf: Var):
+        b, reps, agg = self.b, self.reps, self.forest.aggregation
+        t32 = Cast(tree, "i32")
+
+        def accumulate(out_idx, slot):
+            idx = self.margin_index(row, out_idx)
+            value = b.local("leaf", self.acc_t, reps.leaf_value(b=b, tree=t32, node=leaf, slot=slot))
+            acc = b.load("margins", idx)
+            if agg in (Aggregation.SUM, Aggregation.AVERAGE):
+                new = Bin("+", acc, value)
+            else:
+                better = Cmp("<" if agg is Aggregation.MIN else ">", value, acc)
+                new = Select(Bin("|", IsNan(acc), better), value, acc)
+            b.emit(Store("margins", idx, new))
+
+        if self.single_output:
+            out = b.load("tree_output", t32) if self.K > 1 else self.c(0, "i32")
+            accumulate(out, self.c(0, "i32"))
+            return
+        j = Var(f"j{len(b.locals)}", "i64")
+        begin = Cast(b.load("tree_out_begin", t32), "i64")
+        b.push()
+        accumulate(b.load("tree_out_ids", Cast(j, "i32")), Cast(Bin("-", j, begin), "i32"))
+        body = b.pop()
+        b.emit(For(j, begin, Cast(b.load("tree_out_begin", Bin("+", t32, self.c(1, "i32"))), "i64"), 1, body))
+
+
+__all__ = ["ForestLayout", "TreeLayout", "RepBuffers", "build_layout", "lower_to_lir",
+           "FLAG_DEFAULT_LEFT", "FLAG_ZERO_MISSING", "FLAG_CATEGORICAL", "FLAG_OP_SHIFT"]

@@ -1,0 +1,79 @@
+"""Running a compiled kernel on rows: validation of inputs and parallel row chunks.
+
+A *kernel* is what a target's ``silvanforge_target_compile`` returns: a callable
+``kernel(rows, out, begin, end)`` writing the margins of ``rows[begin:end]`` into
+``out[begin:end]``, with ``input_dtype``/``output_dtype`` attributes and ``artifact() -> bytes``.
+A kernel that releases the GIL (ctypes calls do) runs its chunks truly in parallel here.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+
+from .errors import InputError
+
+# Fewer rows than this per thread costs more in hand-off than the walk saves.
+MIN_ROWS_PER_THREAD = 256
+
+_pool: ThreadPoolExecutor | None = None
+_pool_size = 0
+_pool_lock = threading.Lock()
+
+
+def default_threads() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+def _get_pool(size: int) -> ThreadPoolExecutor:
+    """One persistent pool for the process, grown (never shrunk) to the largest request."""
+    global _pool, _pool_size
+    with _pool_lock:
+        if _pool is None or _pool_size < size:
+            old = _pool
+            _pool, _pool_size = ThreadPoolExecutor(max_workers=size, thread_name_prefix="silvanforge"), size
+            if old is not None:
+                old.shutdown(wait=False)
+        return _pool
+
+
+def check_rows(X, num_features: int, dtype: np.dtype) -> np.ndarray:
+    """Validate a batch and view it in the kernel's input dtype, copying only when needed."""
+    if hasattr(X, "to_numpy") and not isinstance(X, np.ndarray):  # pandas / polars frames
+        X = X.to_numpy()
+    X = np.asarray(X)
+    if X.dtype == object or not (np.issubdtype(X.dtype, np.number) or X.dtype == np.bool_):
+        raise InputError(f"inputs must be numeric (float32 or float64), got dtype {X.dtype}")
+    if np.issubdtype(X.dtype, np.complexfloating):
+        raise InputError(f"inputs must be real numbers, got dtype {X.dtype}")
+    if X.ndim != 2:
+        raise InputError(f"inputs must be a 2-D array (rows, features), got shape {X.shape}")
+    if X.shape[1] != num_features:
+        raise InputError(f"the model expects {num_features} features per row, got {X.shape[1]}")
+    rows = np.asarray(X, dtype=dtype)
+    if not (rows.flags.c_contiguous or rows.flags.f_contiguous) or rows.strides[0] % rows.itemsize \
+            or rows.strides[1] % rows.itemsize or min(rows.strides) < 0:
+        rows = np.ascontiguousarray(rows)
+    return rows
+
+
+def run_kernel(kernel, rows: np.ndarray, num_outputs: int, threads: int | None) -> np.ndarray:
+    """Margins (n, num_outputs) of all rows, split into chunks over ``threads`` threads."""
+    n = rows.shape[0]
+    out = np.empty((n, num_outputs), dtype=kernel.output_dtype)
+    if n == 0:
+        return out
+    threads = default_threads() if threads is None else max(1, int(threads))
+    chunks = min(threads, max(1, n // MIN_ROWS_PER_THREAD))
+    if chunks <= 1 or not getattr(kernel, "parallel_safe", True):
+        kernel(rows, out, 0, n)
+        return out
+    bounds = np.linspace(0, n, chunks + 1).astype(np.int64)
+    pool = _get_pool(threads)
+    futures = [pool.submit(kernel, rows, out, int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:])]
+    for f in futures:
+        f.result()
+    return out

@@ -1,0 +1,117 @@
+"""The array representation (seeds 001, 002): each tree is a complete binary tree in an array.
+
+Children are implicit: the children of local node ``n`` are ``2n + 1`` and ``2n + 2``, so no
+child pointer is stored or loaded.  Slots under a leaf are never visited and hold filler.  The
+price is space: a tree of depth ``d`` takes ``2**(d+1) - 1`` slots however few nodes it has,
+so deep unbalanced trees (LightGBM) belong in the sparse representation.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from silvanforge import UnsupportedModelError, hookimpl
+from silvanforge.ir.lir import Bin, Builder, Cast, Cmp
+from silvanforge.lowering import RepBuffers
+
+NAME = "array"
+# Refuse layouts beyond this many slots (about 1.5 GB of node data): use sparse instead.
+MAX_SLOTS = 2**27
+
+
+def array_slots(layout) -> int:
+    return sum(2 ** (t.depth + 1) - 1 for t in layout.trees)
+
+
+@hookimpl
+def silvanforge_representations():
+    return [NAME]
+
+
+@hookimpl
+def silvanforge_rep_buffers(rep, forest, layout):
+    if rep != NAME:
+        return None
+    total = array_slots(layout)
+    if total > MAX_SLOTS:
+        raise UnsupportedModelError(
+            f"the array representation needs {total} node slots for trees up to depth "
+            f"{max(t.depth for t in layout.trees)}; use the sparse representation (--rep sparse)"
+        )
+    feature = np.full(total, -1, np.int32)
+    threshold = np.zeros(total, layout.threshold_dtype)
+    flags = np.zeros(total, np.uint8)
+    leaf_slot = np.zeros(total, np.int32)
+    offsets = np.empty(len(layout.trees), np.int32)
+    pos = 0
+    for i, t in enumerate(layout.trees):
+        offsets[i] = pos
+        stack = [(0, 0)]  # (node, local array index)
+        while stack:
+            node, local = stack.pop()
+            s = pos + local
+            feature[s], threshold[s], flags[s] = t.feature[node], t.threshold[node], t.flags[node]
+            if t.left[node] < 0:
+                leaf_slot[s] = t.leaf_slot[node]
+            else:
+                stack += [(int(t.left[node]), 2 * local + 1), (int(t.right[node]), 2 * local + 2)]
+        pos += 2 ** (t.depth + 1) - 1
+    return RepBuffers(
+        buffers={"array_offset": offsets, "array_feature": feature, "array_threshold": threshold,
+                 "array_flags": flags, "array_leaf": leaf_slot, "leaf_values": layout.leaf_values},
+        info={"slots": total},
+    )
+
+
+@hookimpl
+def silvanforge_rep_root(rep, b, tree):
+    return None if rep != NAME else Builder.cast(b.load("array_offset", tree), "i64")
+
+
+@hookimpl
+def silvanforge_rep_load_threshold(rep, b, tree, node):
+    return None if rep != NAME else b.load("array_threshold", node)
+
+
+@hookimpl
+def silvanforge_rep_load_feature_index(rep, b, tree, node):
+    return None if rep != NAME else b.load("array_feature", node)
+
+
+@hookimpl
+def silvanforge_rep_load_split_flags(rep, b, tree, node):
+    return None if rep != NAME else b.load("array_flags", node)
+
+
+@hookimpl
+def silvanforge_rep_load_tile_shape(rep, b, tree, node):
+    return None if rep != NAME else Builder.const(0, "i32")
+
+
+@hookimpl
+def silvanforge_rep_is_leaf(rep, b, tree, node):
+    if rep != NAME:
+        return None
+    return Cmp("<", b.load("array_feature", node), Builder.const(0, "i32"))
+
+
+@hookimpl
+def silvanforge_rep_leaf_value(rep, b, tree, node, slot):
+    if rep != NAME:
+        return None
+    return b.load("leaf_values", Bin("+", b.load("array_leaf", node), Cast(slot, "i32")))
+
+
+@hookimpl
+def silvanforge_rep_child(rep, b, tree, node, child):
+    if rep != NAME:
+        return None
+    # global = offset + 2 * (node - offset) + 1 + child  ==  2 * node - offset + 1 + child
+    offset = Builder.cast(b.load("array_offset", tree), "i64")
+    two_node = Bin("*", node, Builder.const(2, "i64"))
+    return Bin("+", Bin("-", two_node, offset), Builder.cast(Bin("+", child, Builder.const(1, "i32")), "i64"))
+
+
+@hookimpl
+def silvanforge_rep_cache_trees(rep, b, first_tree, num_trees):
+    return None  # trees stay in global memory on every target for now

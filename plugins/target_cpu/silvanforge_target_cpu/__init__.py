@@ -1,0 +1,61 @@
+"""The CPU target: LIR -> LLVM IR (llvmlite) -> O3 -> JIT for the host CPU."""
+
+from __future__ import annotations
+
+from silvanforge import hookimpl
+
+NAME = "cpu"
+
+
+@hookimpl
+def silvanforge_targets():
+    return [NAME]
+
+
+@hookimpl
+def silvanforge_target_available(target):
+    if target != NAME:
+        return None
+    try:
+        from . import jit
+
+        jit.host_signature()
+    except Exception as exc:  # llvmlite missing or broken
+        return False, f"llvmlite cannot JIT on this machine: {exc}"
+    return True, ""
+
+
+@hookimpl
+def silvanforge_target_default_schedule(target, forest, batch_size):
+    if target != NAME:
+        return None
+    from silvanforge.scheduler import default_schedule
+
+    return default_schedule()
+
+
+@hookimpl
+def silvanforge_target_source(target, module):
+    if target != NAME:
+        return None
+    from . import codegen
+
+    return str(codegen.generate(module))
+
+
+@hookimpl
+def silvanforge_target_compile(target, module, options):
+    if target != NAME:
+        return None
+    from . import codegen, jit
+
+    return jit.compile_module(module, str(codegen.generate(module)))
+
+
+@hookimpl
+def silvanforge_target_load_kernel(target, module, blob, options):
+    if target != NAME:
+        return None
+    from . import jit
+
+    return jit.load_artifact(module, blob)

@@ -1,0 +1,195 @@
+"""LIR -> LLVM IR with llvmlite's IR builder.
+
+The generated function is::
+
+    void predict(T *rows, i64 row_stride, i64 col_stride, i64 row_begin, i64 row_end,
+                 A *margins, i8 **model_buffers)
+
+Model buffers arrive as one array of pointers (in ``Module.model_buffers()`` order) so the
+model's data never becomes LLVM constants: compile time stays independent of model size.
+Mutable LIR locals become allocas in the entry block, which ``mem2reg``/SROA at O3 promote.
+"""
+
+from __future__ import annotations
+
+from llvmlite import ir
+
+from silvanforge.ir import lir
+
+_INT_BITS = {"i1": 1, "i8": 8, "u8": 8, "i16": 16, "u16": 16, "i32": 32, "u32": 32, "i64": 64}
+_UNSIGNED = {"u8", "u16", "u32", "i1"}
+_ICMP = {"<": "<", "<=": "<=", "==": "==", "!=": "!=", ">": ">", ">=": ">="}
+
+
+def llvm_type(t: str) -> ir.Type:
+    if t == "f32":
+        return ir.FloatType()
+    if t == "f64":
+        return ir.DoubleType()
+    return ir.IntType(_INT_BITS[t])
+
+
+def is_float(t: str) -> bool:
+    return t in lir.FLOAT_TYPES
+
+
+class LLVMCodegen:
+    def __init__(self, module: lir.Module):
+        self.lmod = module
+        self.mod = ir.Module(name="silvanforge")
+        ptr = lambda t: ir.PointerType(llvm_type(t))  # noqa: E731
+        i8pp = ir.PointerType(ir.PointerType(ir.IntType(8)))
+        i64 = ir.IntType(64)
+        fnty = ir.FunctionType(ir.VoidType(), [ptr(module.input_type), i64, i64, i64, i64,
+                                              ptr(module.output_type), i8pp])
+        self.fn = ir.Function(self.mod, fnty, name=module.function.name)
+        for arg in (self.fn.args[0], self.fn.args[5], self.fn.args[6]):
+            arg.add_attribute("noalias")
+        entry = self.fn.append_basic_block("entry")
+        self.alloca_builder = ir.IRBuilder(entry)
+        body = self.fn.append_basic_block("body")
+        self.b = ir.IRBuilder(body)
+        names = [p.name for p in lir.SCALAR_PARAMS]
+        self.scalars = dict(zip(names, self.fn.args[1:5]))
+        self.ptrs = {"rows": self.fn.args[0], "margins": self.fn.args[5]}
+        for i, buf in enumerate(module.model_buffers()):
+            raw = self.alloca_builder.load(self.alloca_builder.gep(self.fn.args[6], [ir.Constant(i64, i)]))
+            p = self.alloca_builder.bitcast(raw, ptr(buf.type), name=buf.name)
+            self.ptrs[buf.name] = p
+        self.vars: dict[str, ir.Value] = {}
+        for name, t in module.function.locals.items():
+            self.vars[name] = self.alloca_builder.alloca(llvm_type(t), name=name)
+
+    def generate(self) -> ir.Module:
+        self.block(self.lmod.function.body)
+        self.b.ret_void()
+        self.alloca_builder.branch(self.fn.basic_blocks[1])
+        return self.mod
+
+    # ------------------------------------------------------------------ statements
+    def block(self, stmts):
+        for s in stmts:
+            getattr(self, "s_" + type(s).__name__)(s)
+
+    def s_Assign(self, s: lir.Assign):
+        self.b.store(self.expr(s.value), self.vars[s.var.name])
+
+    def s_Store(self, s: lir.Store):
+        ptr = self.b.gep(self.ptrs[s.buffer], [self.index(s.index)])
+        self.b.store(self.expr(s.value), ptr)
+
+    def s_For(self, s: lir.For):
+        b = self.b
+        ty = llvm_type(s.var.type)
+        slot = self.alloca_builder.alloca(ty, name=s.var.name)
+        outer = self.vars.get(s.var.name)
+        self.vars[s.var.name] = slot
+        b.store(self.cast(self.expr(s.start), s.start.type, s.var.type), slot)
+        stop = self.cast(self.expr(s.stop), s.stop.type, s.var.type)
+        cond_bb = b.append_basic_block(f"for.{s.var.name}.cond")
+        body_bb = b.append_basic_block(f"for.{s.var.name}.body")
+        end_bb = b.append_basic_block(f"for.{s.var.name}.end")
+        b.branch(cond_bb)
+        b.position_at_end(cond_bb)
+        b.cbranch(b.icmp_signed("<", b.load(slot), stop), body_bb, end_bb)
+        b.position_at_end(body_bb)
+        self.block(s.body)
+        b.store(b.add(b.load(slot), ir.Constant(ty, s.step)), slot)
+        b.branch(cond_bb)
+        b.position_at_end(end_bb)
+        if outer is None:
+            del self.vars[s.var.name]
+        else:
+            self.vars[s.var.name] = outer
+
+    def s_While(self, s: lir.While):
+        b = self.b
+        cond_bb = b.append_basic_block("while.cond")
+        body_bb = b.append_basic_block("while.body")
+        end_bb = b.append_basic_block("while.end")
+        b.branch(cond_bb)
+        b.position_at_end(cond_bb)
+        b.cbranch(self.expr(s.cond), body_bb, end_bb)
+        b.position_at_end(body_bb)
+        self.block(s.body)
+        b.branch(cond_bb)
+        b.position_at_end(end_bb)
+
+    def s_If(self, s: lir.If):
+        b = self.b
+        with b.if_else(self.expr(s.cond)) as (then, orelse):
+            with then:
+                self.block(s.then)
+            with orelse:
+                self.block(s.orelse)
+
+    # ------------------------------------------------------------------ expressions
+    def index(self, e) -> ir.Value:
+        return self.cast(self.expr(e), e.type, "i64")
+
+    def expr(self, e) -> ir.Value:
+        b = self.b
+        if isinstance(e, lir.Const):
+            return ir.Constant(llvm_type(e.type), e.value)
+        if isinstance(e, lir.Var):
+            if e.name in self.scalars:
+                return self.scalars[e.name]
+            return b.load(self.vars[e.name])
+        if isinstance(e, lir.Load):
+            return b.load(b.gep(self.ptrs[e.buffer], [self.index(e.index)]))
+        if isinstance(e, lir.Cast):
+            return self.cast(self.expr(e.a), e.a.type, e.type)
+        if isinstance(e, lir.IsNan):
+            v = self.expr(e.a)
+            return b.fcmp_unordered("uno", v, v)
+        if isinstance(e, lir.Select):
+            return b.select(self.expr(e.cond), self.expr(e.a), self.expr(e.b))
+        if isinstance(e, lir.Cmp):
+            x, y = self.expr(e.a), self.expr(e.b)
+            if is_float(e.a.type):
+                # Ordered compares (NaN -> false) except != which, as in C, is true for NaN.
+                return b.fcmp_unordered("!=", x, y) if e.op == "!=" else b.fcmp_ordered(e.op, x, y)
+            if e.a.type in _UNSIGNED:
+                return b.icmp_unsigned(_ICMP[e.op], x, y)
+            return b.icmp_signed(_ICMP[e.op], x, y)
+        if isinstance(e, lir.Bin):
+            return self.binop(e.op, self.expr(e.a), self.expr(e.b), e.a.type)
+        raise TypeError(f"cannot generate LLVM for {e!r}")
+
+    def binop(self, op, x, y, t):
+        b = self.b
+        if is_float(t):
+            if op in ("min", "max"):
+                return b.select(b.fcmp_ordered("<" if op == "min" else ">", x, y), x, y)
+            return {"+": b.fadd, "-": b.fsub, "*": b.fmul, "/": b.fdiv, "%": b.frem}[op](x, y)
+        unsigned = t in _UNSIGNED
+        if op in ("min", "max"):
+            cmp = b.icmp_unsigned if unsigned else b.icmp_signed
+            return b.select(cmp("<" if op == "min" else ">", x, y), x, y)
+        table = {
+            "+": b.add, "-": b.sub, "*": b.mul, "&": b.and_, "|": b.or_, "^": b.xor, "<<": b.shl,
+            "/": b.udiv if unsigned else b.sdiv, "%": b.urem if unsigned else b.srem,
+            ">>": b.lshr if unsigned else b.ashr,
+        }
+        return table[op](x, y)
+
+    def cast(self, v, src: str, dst: str):
+        if src == dst:
+            return v
+        b, to = self.b, llvm_type(dst)
+        if is_float(src) and is_float(dst):
+            return b.fpext(v, to) if dst == "f64" else b.fptrunc(v, to)
+        if is_float(src):
+            return b.fptoui(v, to) if dst in _UNSIGNED else b.fptosi(v, to)
+        if is_float(dst):
+            return b.uitofp(v, to) if src in _UNSIGNED else b.sitofp(v, to)
+        sb, db = _INT_BITS[src], _INT_BITS[dst]
+        if sb == db:
+            return v
+        if sb > db:
+            return b.trunc(v, to)
+        return b.zext(v, to) if src in _UNSIGNED else b.sext(v, to)
+
+
+def generate(module: lir.Module) -> ir.Module:
+    return LLVMCodegen(module).generate()

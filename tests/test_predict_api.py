@@ -1,0 +1,179 @@
+"""What users rely on from CompiledForest: any batch, dtype and order; errors; threads; saving."""
+
+from __future__ import annotations
+
+import threading
+import zipfile
+
+import numpy as np
+import pytest
+
+import silvanforge as sf
+from silvanforge import reference
+from silvanforge.ir.hir import Aggregation, CategoryRule, Forest, Op, Transform
+from strategies import _tree, rows_for
+
+
+def make_forest(num_outputs=3, dtype="float32", seed=7) -> Forest:
+    rng = np.random.default_rng(seed)
+    trees = [_tree(rng, 5, (i % num_outputs,), 5, [int(Op.LT)], True, False) for i in range(30)]
+    return Forest(trees=trees, num_features=5, num_outputs=num_outputs,
+                  base_score=np.linspace(-0.5, 0.5, num_outputs), aggregation=Aggregation.SUM,
+                  transform=Transform("softmax" if num_outputs > 1 else "sigmoid"),
+                  threshold_dtype=dtype, accumulate_dtype=dtype, category_rule=CategoryRule.XGBOOST)
+
+
+@pytest.fixture(scope="module")
+def forest():
+    return make_forest()
+
+
+@pytest.fixture(scope="module")
+def compiled(forest):
+    return sf.compile(forest)
+
+
+@pytest.mark.parametrize("n", [0, 1, 2, 255, 256, 257, 1000, 5001])
+def test_any_batch_size(forest, compiled, n):
+    X = rows_for(forest, np.random.default_rng(n), n)
+    got = compiled.predict(X)
+    assert got.shape == (n, 3)
+    np.testing.assert_array_equal(got, reference.predict(forest, X))
+
+
+def test_compiled_batch_size_is_not_a_limit(forest):
+    cf = sf.compile(forest, batch_size=64)
+    X = rows_for(forest, np.random.default_rng(1), 1000)
+    np.testing.assert_array_equal(cf.predict(X), reference.predict(forest, X))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32])
+@pytest.mark.parametrize("order", ["C", "F"])
+def test_dtypes_and_orders(forest, compiled, dtype, order):
+    X = rows_for(forest, np.random.default_rng(3), 700)
+    if dtype is np.int32:
+        X = np.nan_to_num(X, posinf=9, neginf=-9)
+    X = np.asarray(X, dtype=dtype, order=order)
+    np.testing.assert_array_equal(compiled.predict(X), reference.predict(forest, X))
+
+
+def test_strided_views(forest, compiled):
+    X = rows_for(forest, np.random.default_rng(4), 900)
+    for view in (X[::3], X[::-1], np.asfortranarray(X)[100:400]):
+        np.testing.assert_array_equal(compiled.predict(view), reference.predict(forest, view))
+
+
+def test_output_margin_and_missing_value(forest, compiled):
+    X = rows_for(forest, np.random.default_rng(5), 400)
+    np.testing.assert_array_equal(compiled.predict(X, output_margin=True),
+                                  reference.predict(forest, X, output_margin=True))
+    # missing=0.0: zeros are treated as NaN, as XGBoost's DMatrix(missing=0.0) does.
+    X0 = np.where(np.random.default_rng(6).random(X.shape) < 0.2, 0.0, X)
+    expected = reference.predict(forest, np.where(X0 == 0.0, np.nan, X0))
+    np.testing.assert_array_equal(compiled.predict(X0, missing=0.0), expected)
+
+
+@pytest.mark.parametrize("threads", [1, 2, 4])
+def test_threads_give_identical_results(forest, threads):
+    cf = sf.compile(forest, threads=threads)
+    X = rows_for(forest, np.random.default_rng(8), 3000)
+    np.testing.assert_array_equal(cf.predict(X), reference.predict(forest, X))
+
+
+def test_safe_from_many_threads(forest, compiled):
+    X = rows_for(forest, np.random.default_rng(9), 2000)
+    want = reference.predict(forest, X)
+    errors = []
+
+    def worker(seed):
+        try:
+            for _ in range(5):
+                np.testing.assert_array_equal(compiled.predict(X, threads=2), want)
+        except Exception as exc:  # collected: assertion errors in threads do not fail pytest
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+
+
+@pytest.mark.parametrize("bad, message", [
+    (np.zeros((4, 6)), "expects 5 features per row, got 6"),
+    (np.zeros(5), "2-D array"),
+    (np.zeros((2, 2, 5)), "2-D array"),
+    (np.array([["a"] * 5]), "numeric"),
+    (np.zeros((3, 5), dtype=complex), "real numbers"),
+])
+def test_bad_inputs_are_clear_errors(compiled, bad, message):
+    with pytest.raises(sf.InputError, match=message):
+        compiled.predict(bad)
+
+
+def test_unknown_plugins_and_bad_options(forest):
+    with pytest.raises(sf.PluginError, match="unknown representation 'nope'"):
+        sf.compile(forest, rep="nope")
+    with pytest.raises(sf.PluginError, match="unknown target 'tpu'"):
+        sf.compile(forest, target="tpu")
+    with pytest.raises(sf.InputError, match="batch_size must be a positive integer"):
+        sf.compile(forest, batch_size=0)
+    with pytest.raises(sf.InputError, match="threads must be a positive integer"):
+        sf.compile(forest, threads=-1)
+
+
+def test_save_and_load_roundtrip(tmp_path, forest, compiled):
+    path = tmp_path / "m.forge"
+    compiled.save(path)
+    loaded = sf.load_compiled(path)
+    X = rows_for(forest, np.random.default_rng(10), 500)
+    np.testing.assert_array_equal(loaded.predict(X), compiled.predict(X))
+    assert loaded.rep == compiled.rep and loaded.schedule == compiled.schedule
+
+
+def test_saved_kernel_for_another_machine_is_rebuilt(tmp_path, forest, compiled, monkeypatch):
+    path = tmp_path / "m.forge"
+    compiled.save(path)
+    from silvanforge_target_cpu import jit
+
+    real = jit.host_signature()
+    monkeypatch.setattr(jit, "host_signature", lambda: {**real, "cpu": "some-other-cpu"})
+    calls = []
+    original = jit.compile_module
+    monkeypatch.setattr(jit, "compile_module", lambda *a: calls.append(1) or original(*a))
+    loaded = sf.load_compiled(path)
+    assert calls, "a kernel built for another CPU must be recompiled, not loaded"
+    X = rows_for(forest, np.random.default_rng(11), 300)
+    np.testing.assert_array_equal(loaded.predict(X), reference.predict(forest, X))
+
+
+def test_corrupt_or_foreign_artifacts(tmp_path, compiled):
+    bad = tmp_path / "bad.forge"
+    bad.write_bytes(b"not a zip file")
+    with pytest.raises(sf.ArtifactError, match="not a SilvanForge compiled model"):
+        sf.load_compiled(bad)
+    with pytest.raises(sf.ArtifactError, match="not found"):
+        sf.load_compiled(tmp_path / "missing.forge")
+    # Another model's forest under this artifact's fingerprint is detected.
+    good = tmp_path / "good.forge"
+    compiled.save(good)
+    other = sf.compile(make_forest(seed=99))
+    other_path = tmp_path / "other.forge"
+    other.save(other_path)
+    mixed = tmp_path / "mixed.forge"
+    with zipfile.ZipFile(good) as zg, zipfile.ZipFile(other_path) as zo, zipfile.ZipFile(mixed, "w") as zm:
+        zm.writestr("meta.json", zg.read("meta.json"))
+        zm.writestr("forest.npz", zo.read("forest.npz"))
+        zm.writestr("kernel.bin", zg.read("kernel.bin"))
+    with pytest.raises(sf.ArtifactError, match="fingerprint"):
+        sf.load_compiled(mixed)
+
+
+def test_float64_models_accumulate_in_float64():
+    forest = make_forest(num_outputs=1, dtype="float64")
+    cf = sf.compile(forest)
+    X = rows_for(forest, np.random.default_rng(12), 600)
+    got = cf.predict(X, output_margin=True)
+    assert got.dtype == np.float64
+    np.testing.assert_array_equal(got, reference.predict(forest, X, output_margin=True))

@@ -52,20 +52,29 @@ class PluginRegistry:
                     distribution=dist.metadata["Name"] if dist else "?",
                     version=dist.version if dist else "?",
                 )
+                name = f"{group}:{ep.name}"
                 try:
-                    self.register(ep.load(), name=f"{group}:{ep.name}")
+                    self.register(ep.load(), name=name)
                 except Exception as exc:  # a broken plugin is reported, not fatal
                     rec.error = f"{type(exc).__name__}: {exc}"
+                    if self.pm.get_plugin(name) is not None:  # drop hooks registered before the error
+                        self.pm.unregister(name=name)
                 self.records.append(rec)
         for rec in self.records:
             if rec.error is None:
                 rec.provides = self._provides(self.pm.get_plugin(f"{rec.group}:{rec.name}"))
 
     def register(self, plugin, name: str | None = None) -> None:
-        """Register a plugin object or module; pluggy validates its hook signatures here."""
+        """Register a plugin object or module; pluggy validates its hook signatures here, and
+        a hook the specs do not declare (a misspelt name) is rejected too."""
         if name is not None and self.pm.get_plugin(name) is not None:
             return
         self.pm.register(plugin, name=name)
+        try:
+            self.pm.check_pending()
+        except pluggy.PluginValidationError:
+            self.pm.unregister(plugin)
+            raise
 
     def _provides(self, plugin) -> list[str]:
         out: list[str] = []

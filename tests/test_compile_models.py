@@ -1,0 +1,53 @@
+"""Compiled CPU predictions equal the training library's on models trained in the tests.
+
+The model factories are the importer tests' own (``support_*.cases``), so every format,
+objective and split kind they cover is compiled here too, with every representation and both
+loop orders.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+import numpy as np
+import pytest
+
+import silvanforge as sf
+from silvanforge.scheduler import Schedule
+from support_common import assert_close
+
+LIBRARIES = ["xgboost", "lightgbm", "onnx"]
+
+
+@pytest.fixture(scope="module", params=LIBRARIES)
+def library_cases(request, tmp_path_factory):
+    module = importlib.import_module(f"support_{request.param}")
+    return module.cases(tmp_path_factory.mktemp(request.param), quick=True)
+
+
+@pytest.mark.parametrize("rep", ["array", "sparse"])
+@pytest.mark.parametrize("order", [("batch", "tree"), ("tree", "batch")], ids=["rows-outer", "trees-outer"])
+def test_compiled_equals_library(library_cases, rep, order):
+    assert library_cases, "the factory returned no models"
+    for case in library_cases:
+        try:
+            cf = sf.compile(case.path, rep=rep, schedule=Schedule(order=order))
+        except sf.UnsupportedModelError as exc:
+            # Only the array layout may refuse, and only for trees too deep to pad.
+            assert rep == "array" and "sparse" in str(exc), f"{case.name}: {exc}"
+            continue
+        assert_close(cf.predict(case.X, **case.predict_kwargs), case.expected, case)
+        if case.expected_margin is not None:
+            assert_close(cf.predict(case.X, output_margin=True, **case.predict_kwargs),
+                         case.expected_margin, case, "margins")
+
+
+def test_default_choices_and_float32_inputs(library_cases):
+    for case in library_cases:
+        cf = sf.compile(case.path)  # representation and schedule chosen by the compiler
+        assert_close(cf.predict(case.X, **case.predict_kwargs), case.expected, case)
+        # A float32 copy of the inputs must give what the library gives on that copy; the
+        # libraries that compare in float32 give the same answer as for float64 inputs.
+        X32 = case.X.astype(np.float32)
+        if sf.load_model(case.path).threshold_dtype == "float32":
+            assert_close(cf.predict(X32, **case.predict_kwargs), case.expected, case, "float32 inputs")

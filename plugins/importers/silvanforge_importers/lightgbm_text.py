@@ -1,5 +1,403 @@
-"""(being written)"""
-def detect(path, head): return False
-detect_json = detect_ubjson = detect
-def load(path): raise NotImplementedError
-load_json = load_ubjson = load
+"""LightGBM text models (``Booster.save_model`` / ``model_to_string``) -> HIR Forest.
+
+A file is a header of ``key=value`` lines starting with ``tree`` and ``version=vN``, one
+``Tree=i`` block per tree, ``end of trees``, and then sections (feature importances,
+parameters) that do not affect predictions.  Each tree stores its internal nodes and its
+leaves in separate arrays; a child index ``c < 0`` means leaf ``~c``.
+
+How LightGBM predicts, and how each rule is canonicalised into the HIR (:mod:`silvanforge.ir.hir`):
+
+* Inputs are widened to float64 and compared with float64 thresholds, ``x <= threshold`` goes
+  left.  Before any tree sees a row, LightGBM's dense-row reader drops values with
+  ``|x| <= kZeroThreshold`` (``1e-35f`` widened to double), so they reach the trees as 0.0.
+  For a threshold ``t`` the numerical decision is therefore ``zeroed(x) <= t``; rewriting
+  ``t`` in ``[-kZ, 0)`` to the double below ``-kZ`` and ``t`` in ``[0, kZ)`` to ``kZ`` makes
+  it ``x <= t'`` for every ``x`` (all other thresholds are unchanged).
+* ``decision_type`` bit 0: categorical; bit 1: default left; bits 2-3: missing type.
+  - missing type NaN: NaN takes the default direction -> ``default_left`` from the bit.
+  - missing type Zero: NaN becomes 0, and zero takes the default direction ->
+    ``zero_missing`` plus ``default_left`` from the bit.
+  - missing type None: NaN becomes 0.0 and is then compared -> a fixed default direction
+    ``default_left = (0.0 <= t)``.
+* Categorical splits: ``int(threshold)`` indexes ``cat_boundaries`` into the 32-bit words of
+  ``cat_threshold``; a category whose bit is set goes left, anything else (NaN, negatives,
+  categories past the bitset) goes right; values truncate toward zero
+  (:attr:`CategoryRule.LIGHTGBM`).
+* Tree ``i`` adds to output ``i % num_tree_per_iteration``; margins are float64 sums from 0
+  in tree order (``boost_from_average`` is already in the first trees' leaves), or, for
+  ``average_output`` (``boosting=rf``), that sum divided by the number of iterations.
+* The objective line names the output transform (see ``_transform``).
+
+Linear trees (``is_linear=1``) cannot be expressed in the HIR and are refused.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from silvanforge.errors import ModelFormatError, UnsupportedModelError
+from silvanforge.ir.hir import Aggregation, CategoryRule, Forest, Op, Transform, Tree
+
+# LightGBM's kZeroThreshold is the float literal 1e-35f stored in a double.
+_KZ = float(np.float32(1e-35))
+_BELOW_NEG_KZ = float(np.nextafter(-_KZ, -np.inf))
+
+_MISSING_NONE, _MISSING_ZERO, _MISSING_NAN = 0, 1, 2
+
+# Objective name (and its aliases) -> transform name; "regression-like" ones honour "sqrt".
+_SQRT_CAPABLE = {"regression", "regression_l1", "huber", "fair", "quantile", "mape"}
+_IDENTITY = _SQRT_CAPABLE | {"lambdarank", "rank_xendcg", "custom"}
+_EXP = {"poisson", "gamma", "tweedie"}
+_ALIASES = {
+    "regression_l2": "regression", "l2": "regression", "mean_squared_error": "regression",
+    "mse": "regression", "l2_root": "regression", "root_mean_squared_error": "regression",
+    "rmse": "regression", "l1": "regression_l1", "mean_absolute_error": "regression_l1",
+    "mae": "regression_l1", "mean_absolute_percentage_error": "mape",
+    "xentropy": "cross_entropy", "xentlambda": "cross_entropy_lambda",
+    "softmax": "multiclass", "multiclass_ova": "multiclassova", "ova": "multiclassova",
+    "ovr": "multiclassova", "xendcg": "rank_xendcg", "xe_ndcg": "rank_xendcg",
+    "xe_ndcg_mart": "rank_xendcg", "xendcg_mart": "rank_xendcg", "none": "custom",
+    "null": "custom", "na": "custom",
+}
+
+
+def detect(path, head) -> bool:
+    """A LightGBM text model starts with a ``tree`` line and has a ``version=v`` header line."""
+    try:
+        if isinstance(head, str):
+            head = head.encode("utf-8", "replace")
+        h = bytes(head)
+        if h.startswith(b"\xef\xbb\xbf"):
+            h = h[3:]
+        h = h.lstrip()
+        first, _, rest = h.partition(b"\n")
+        return first.strip() == b"tree" and b"version=v" in rest
+    except Exception:  # never raise for files that are not ours
+        return False
+
+
+def load(path) -> Forest:
+    """Import the LightGBM text model at ``path``."""
+    path = os.fspath(path)
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError as exc:
+        raise ModelFormatError(f"{path}: cannot read the LightGBM model ({exc.strerror or exc})") from exc
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ModelFormatError(
+            f"{path}: not a LightGBM text model (byte {exc.start} is not UTF-8 text)"
+        ) from exc
+    return _Parser(path).parse(text)
+
+
+class _Parser:
+    def __init__(self, path: str):
+        self.path = path
+
+    def fail(self, msg: str):
+        raise ModelFormatError(f"{self.path}: {msg}")
+
+    # ------------------------------------------------------------------ file structure
+    def parse(self, text: str) -> Forest:
+        lines = [ln.strip() for ln in text.lstrip("\ufeff").splitlines()]
+        first = next((i for i, ln in enumerate(lines) if ln), None)
+        if first is None or lines[first] != "tree":
+            self.fail("not a LightGBM text model (the first line is not 'tree')")
+        header: dict[str, str] = {}
+        flags: set[str] = set()
+        i = first + 1
+        n = len(lines)
+        while i < n and not lines[i].startswith("Tree=") and lines[i] != "end of trees":
+            ln = lines[i]
+            if ln:
+                key, eq, value = ln.partition("=")
+                if eq:
+                    header[key.strip()] = value.strip()
+                else:
+                    flags.add(ln)
+            i += 1
+        if "version" not in header or not header["version"].startswith("v"):
+            self.fail("not a LightGBM text model (no 'version=v...' header line)")
+
+        if "end of trees" not in lines[i:]:
+            started = sum(1 for ln in lines[i:] if ln.startswith("Tree="))
+            self.fail(f"the file is truncated: no 'end of trees' line after {started} tree block(s)")
+
+        blocks: list[tuple[int, dict[str, str]]] = []
+        found_end = False
+        while i < n:
+            ln = lines[i]
+            if ln == "end of trees":
+                found_end = True
+                break
+            if ln.startswith("Tree="):
+                start_line = i + 1
+                block: dict[str, str] = {}
+                i += 1
+                while i < n and not lines[i].startswith("Tree=") and lines[i] != "end of trees":
+                    key, eq, value = lines[i].partition("=")
+                    if eq:
+                        block[key.strip()] = value
+                    elif lines[i]:
+                        self.fail(f"line {i + 1}: unexpected text {lines[i][:40]!r} in tree block")
+                    i += 1
+                expect = len(blocks)
+                try:
+                    idx = int(ln[len("Tree="):])
+                except ValueError:
+                    self.fail(f"line {start_line}: malformed tree header {ln[:40]!r}")
+                if idx != expect:
+                    self.fail(f"line {start_line}: found Tree={idx} where Tree={expect} was expected")
+                blocks.append((start_line, block))
+                continue
+            if ln:
+                self.fail(f"line {i + 1}: unexpected text {ln[:40]!r} between trees")
+            i += 1
+        if not found_end:
+            self.fail(
+                f"the file is truncated: no 'end of trees' line after {len(blocks)} tree block(s)"
+            )
+        return self.build(header, flags, blocks)
+
+    # ------------------------------------------------------------------ header
+    def header_int(self, header, key, default=None) -> int:
+        if key not in header:
+            if default is None:
+                self.fail(f"the header has no '{key}=' line")
+            return default
+        try:
+            return int(header[key])
+        except ValueError:
+            self.fail(f"header '{key}={header[key][:40]}' is not an integer")
+
+    def build(self, header, flags, blocks) -> Forest:
+        num_class = self.header_int(header, "num_class", 1)
+        k = self.header_int(header, "num_tree_per_iteration", num_class)
+        if num_class < 1 or k < 1:
+            self.fail(f"num_class={num_class} and num_tree_per_iteration={k} must be positive")
+        num_features = self.header_int(header, "max_feature_idx") + 1
+        if num_features < 1:
+            self.fail(f"max_feature_idx={num_features - 1} is negative")
+        names = header.get("feature_names")
+        feature_names = names.split() if names is not None else None
+        if feature_names is not None and len(feature_names) != num_features:
+            self.fail(
+                f"feature_names has {len(feature_names)} names for {num_features} features "
+                f"(max_feature_idx={num_features - 1})"
+            )
+        if "tree_sizes" in header and len(header["tree_sizes"].split()) != len(blocks):
+            self.fail(
+                f"tree_sizes lists {len(header['tree_sizes'].split())} trees but the file has "
+                f"{len(blocks)} tree blocks (truncated or edited?)"
+            )
+        if len(blocks) % k:
+            self.fail(f"{len(blocks)} trees is not a multiple of num_tree_per_iteration={k}")
+
+        objective, transform = self.objective(header.get("objective"), k)
+
+        trees = [self.tree(idx, line, block, num_features, idx % k)
+                 for idx, (line, block) in enumerate(blocks)]
+        average = "average_output" in flags or "average_output" in header
+        iterations = len(blocks) // k
+        if average and iterations == 0:
+            self.fail("an average_output (random forest) model without trees")
+        return Forest(
+            trees=trees,
+            num_features=num_features,
+            num_outputs=k,
+            base_score=np.zeros(k),
+            aggregation=Aggregation.AVERAGE if average else Aggregation.SUM,
+            average_divisor=float(iterations) if average else 1.0,
+            transform=transform,
+            threshold_dtype="float64",
+            accumulate_dtype="float64",
+            category_rule=CategoryRule.LIGHTGBM,
+            feature_names=feature_names,
+            source="lightgbm",
+            objective=objective,
+        )
+
+    def objective(self, line: str | None, k: int) -> tuple[str, Transform]:
+        """The objective's name and the transform LightGBM's ConvertOutput applies."""
+        if line is None or not line.strip():
+            # Models trained with a custom objective have no objective line; predict is raw.
+            return "custom", Transform("identity")
+        tokens = line.split()
+        name = _ALIASES.get(tokens[0], tokens[0])
+        params: dict[str, str] = {}
+        bare: set[str] = set()
+        for tok in tokens[1:]:
+            key, colon, value = tok.partition(":")
+            if colon:
+                params[key] = value
+            else:
+                bare.add(tok)
+
+        def number(key: str) -> float:
+            if key not in params:
+                self.fail(f"objective '{line}' has no '{key}:' parameter")
+            try:
+                return float(params[key])
+            except ValueError:
+                self.fail(f"objective '{line}': '{key}:{params[key]}' is not a number")
+
+        def sigmoid_alpha() -> Transform:
+            alpha = number("sigmoid")
+            if not alpha > 0:
+                self.fail(f"objective '{line}': sigmoid parameter must be positive")
+            return Transform("sigmoid", (("alpha", alpha),))
+
+        def check_classes():
+            n = number("num_class")
+            if n != k:
+                self.fail(f"objective '{line}' has num_class:{params['num_class']} but the model "
+                          f"has num_tree_per_iteration={k}")
+
+        if k != 1 and name not in ("multiclass", "multiclassova"):
+            self.fail(f"objective {name!r} with num_tree_per_iteration={k} (expected 1)")
+        if name in _SQRT_CAPABLE:
+            return name, Transform("signed_square" if "sqrt" in bare else "identity")
+        if name in _IDENTITY:
+            return name, Transform("identity")
+        if name in _EXP:
+            return name, Transform("exp")
+        if name == "binary":
+            return name, sigmoid_alpha()
+        if name == "multiclass":
+            check_classes()
+            return name, Transform("softmax")
+        if name == "multiclassova":
+            check_classes()
+            return name, sigmoid_alpha()
+        if name == "cross_entropy":
+            return name, Transform("sigmoid")
+        if name == "cross_entropy_lambda":
+            return name, Transform("log1p_exp")
+        raise UnsupportedModelError(f"{self.path}: LightGBM objective {tokens[0]!r} is not supported")
+
+    # ------------------------------------------------------------------ trees
+    def array(self, block, key, dtype, length, where):
+        if key not in block:
+            self.fail(f"{where}: missing '{key}=' (truncated file?)")
+        text = block[key]
+        try:
+            arr = np.array(text.split(), dtype=dtype)
+        except (ValueError, OverflowError):
+            bad = next((t for t in text.split() if not _parses(t, dtype)), text[:20])
+            kind = "an integer" if dtype is np.int64 else "a number"
+            self.fail(f"{where}: '{key}' holds {bad[:30]!r}, which is not {kind}")
+        if length is not None and len(arr) != length:
+            self.fail(f"{where}: '{key}' has {len(arr)} entries, expected {length} (truncated file?)")
+        return arr
+
+    def tree(self, idx, line, block, num_features, output) -> Tree:
+        where = f"Tree={idx} (line {line})"
+        is_linear = block.get("is_linear", "0").strip()
+        if is_linear not in ("0", "1"):
+            self.fail(f"{where}: is_linear={is_linear[:20]!r} is neither 0 nor 1")
+        if is_linear == "1":
+            raise UnsupportedModelError(
+                f"{self.path}: LightGBM linear trees (linear_tree=True, is_linear=1 in {where}) "
+                "are not supported"
+            )
+        num_leaves = int(self.array(block, "num_leaves", np.int64, 1, where)[0])
+        if num_leaves < 1:
+            self.fail(f"{where}: num_leaves={num_leaves} must be at least 1")
+        num_cat = int(self.array(block, "num_cat", np.int64, 1, where)[0]) if "num_cat" in block else 0
+        n_int = num_leaves - 1
+        leaf_value = self.array(block, "leaf_value", np.float64, num_leaves, where)
+        n = n_int + num_leaves
+
+        feature = np.full(n, -1, dtype=np.int32)
+        threshold = np.zeros(n, dtype=np.float64)
+        left = np.full(n, -1, dtype=np.int32)
+        right = np.full(n, -1, dtype=np.int32)
+        default_left = np.zeros(n, dtype=bool)
+        zero_missing = np.zeros(n, dtype=bool)
+        values = np.zeros((n, 1), dtype=np.float64)
+        values[n_int:, 0] = leaf_value
+        categories: dict[int, np.ndarray] = {}
+
+        if n_int:
+            split_feature = self.array(block, "split_feature", np.int64, n_int, where)
+            thr = self.array(block, "threshold", np.float64, n_int, where)
+            dtype = self.array(block, "decision_type", np.int64, n_int, where)
+            lc = self.array(block, "left_child", np.int64, n_int, where)
+            rc = self.array(block, "right_child", np.int64, n_int, where)
+            bad = (split_feature < 0) | (split_feature >= num_features)
+            if bad.any():
+                self.fail(f"{where}: split_feature {int(split_feature[bad][0])} is outside "
+                          f"0..{num_features - 1}")
+            if ((dtype < 0) | (dtype > 15)).any():
+                self.fail(f"{where}: unknown decision_type {int(dtype[(dtype < 0) | (dtype > 15)][0])}")
+            for name, c in (("left_child", lc), ("right_child", rc)):
+                bad = (c >= n_int) | (c < -num_leaves)
+                if bad.any():
+                    self.fail(f"{where}: {name} {int(c[bad][0])} refers to no node "
+                              f"({n_int} internal nodes, {num_leaves} leaves)")
+            # Leaf ~c is stored after the internal nodes.
+            left[:n_int] = np.where(lc >= 0, lc, n_int + ~lc)
+            right[:n_int] = np.where(rc >= 0, rc, n_int + ~rc)
+            feature[:n_int] = split_feature
+
+            is_cat = (dtype & 1).astype(bool)
+            bit_default_left = (dtype & 2).astype(bool)
+            missing = (dtype >> 2) & 3
+            if (missing == 3).any():
+                self.fail(f"{where}: decision_type {int(dtype[missing == 3][0])} has an unknown missing type")
+
+            # Inputs with |x| <= kZ reach the trees as 0.0: fold that into the threshold.
+            canon = np.where((thr >= -_KZ) & (thr < 0), _BELOW_NEG_KZ, thr)
+            canon = np.where((thr >= 0) & (thr < _KZ), _KZ, canon)
+            num = ~is_cat
+            threshold[:n_int] = np.where(num, canon, 0.0)
+            with np.errstate(invalid="ignore"):
+                none_left = 0.0 <= thr
+            default_left[:n_int] = num & np.where(missing == _MISSING_NONE, none_left, bit_default_left)
+            zero_missing[:n_int] = num & (missing == _MISSING_ZERO)
+
+            if is_cat.any():
+                categories = self.categories(block, where, num_cat, thr, np.flatnonzero(is_cat))
+        elif num_cat:
+            self.fail(f"{where}: num_cat={num_cat} in a tree without splits")
+
+        return Tree(
+            left=left, right=right, feature=feature, threshold=threshold,
+            op=np.full(n, Op.LE, dtype=np.uint8), default_left=default_left,
+            zero_missing=zero_missing, leaf_value=values, outputs=(output,),
+            categories=categories,
+        )
+
+    def categories(self, block, where, num_cat, thr, nodes) -> dict[int, np.ndarray]:
+        if num_cat < 1:
+            self.fail(f"{where}: categorical splits but num_cat={num_cat}")
+        bounds = self.array(block, "cat_boundaries", np.int64, num_cat + 1, where)
+        words = self.array(block, "cat_threshold", np.int64, None, where)
+        if bounds[0] != 0 or (np.diff(bounds) < 0).any() or bounds[-1] != len(words):
+            self.fail(f"{where}: cat_boundaries {bounds.tolist()[:8]} do not partition the "
+                      f"{len(words)} words of cat_threshold")
+        if ((words < 0) | (words >= 2**32)).any():
+            self.fail(f"{where}: cat_threshold holds a value that is not a 32-bit word")
+        bits = np.unpackbits(words.astype("<u4").view(np.uint8), bitorder="little")
+        out: dict[int, np.ndarray] = {}
+        for node in nodes.tolist():
+            t = thr[node]
+            if not (np.isfinite(t) and 0 <= t < num_cat):
+                self.fail(f"{where}: categorical split {node} refers to bitset {t!r} of {num_cat}")
+            ci = int(t)
+            lo, hi = int(bounds[ci]) * 32, int(bounds[ci + 1]) * 32
+            out[node] = np.flatnonzero(bits[lo:hi]).astype(np.int64)
+        return out
+
+
+def _parses(token: str, dtype) -> bool:
+    try:
+        np.array([token], dtype=dtype)
+        return True
+    except (ValueError, OverflowError):
+        return False

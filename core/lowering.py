@@ -20,7 +20,7 @@ from .ir.lir import Assign, Bin, Builder, Cast, Cmp, For, IsNan, Select, Store, 
 
 # Split flags byte (one per node): what the decision needs beyond threshold and feature.
 FLAG_DEFAULT_LEFT = 1  # a missing value goes left
-FLAG_ZERO_MISSING = 2  # values in (-1e-35, 1e-35] are missing too (LightGBM missing type Zero)
+FLAG_ZERO_MISSING = 2  # |x| <= 1e-35f is missing too (LightGBM missing type Zero)
 FLAG_CATEGORICAL = 4  # the threshold slot holds the offset of the node's category bitset
 FLAG_OP_SHIFT = 3  # bits 3-4: the hir.Op of a numerical split
 
@@ -291,7 +291,7 @@ class _Codegen:
             decision = Select(self._flag(flags, FLAG_CATEGORICAL), self._in_category_set(x, thr), numeric)
         missing = IsNan(x)
         if lay.has_zero_missing:
-            near_zero = Bin("&", Cmp(">", x, c(-ZERO_THRESHOLD, t)), Cmp("<=", x, c(ZERO_THRESHOLD, t)))
+            near_zero = Bin("&", Cmp(">=", x, c(-ZERO_THRESHOLD, t)), Cmp("<=", x, c(ZERO_THRESHOLD, t)))
             missing = Bin("|", missing, Bin("&", self._flag(flags, FLAG_ZERO_MISSING), near_zero))
         return Select(missing, self._flag(flags, FLAG_DEFAULT_LEFT), decision)
 

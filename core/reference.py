@@ -44,7 +44,7 @@ def goes_left(tree: Tree, node: np.ndarray, x: np.ndarray, rule: CategoryRule) -
                 dtype=bool,
             )
             decision = np.where(cat_nodes, in_set, numeric)
-    missing = np.isnan(x) | (tree.zero_missing[node] & (x > -ZERO_THRESHOLD) & (x <= ZERO_THRESHOLD))
+    missing = np.isnan(x) | (tree.zero_missing[node] & (x >= -ZERO_THRESHOLD) & (x <= ZERO_THRESHOLD))
     return np.where(missing, tree.default_left[node], decision)
 
 

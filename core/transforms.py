@@ -89,6 +89,11 @@ def apply(forest: Forest, margins: np.ndarray) -> np.ndarray:
     fn = _REGISTRY.get(forest.transform.name)
     if fn is None:
         raise KeyError(f"unknown output transform {forest.transform.name!r}; known: {names()}")
+    divisor = forest.transform.param("margin_divisor", 1.0)
+    if divisor != 1.0:
+        # LightGBM random forests: the margin (raw_score) is the sum of the trees, and predict
+        # transforms that sum divided by the number of iterations.
+        margins = margins / margins.dtype.type(divisor)
     return fn(margins, forest.transform)
 
 

@@ -74,7 +74,7 @@ def forests(draw, max_trees: int = 12, max_depth: int = 6, max_features: int = 6
 
 def rows_for(forest: Forest, rng: np.random.Generator, n: int) -> np.ndarray:
     """Rows mixing grid values (exact ties), random values, NaN, +-inf and fractional categories."""
-    choices = np.concatenate([GRID, [np.nan, np.inf, -np.inf, 2.7, -0.3, 5.0, 64.0, 1e-40, -0.0, 1e-35, -1e-35, 1.5e-35]])
+    choices = np.concatenate([GRID, [np.nan, np.inf, -np.inf, 2.7, -0.3, 5.0, 64.0, 1e-40, -0.0, 1e-35, -1e-35, 1.5e-35, 1.00000002e-35, -1.00000002e-35]])
     X = rng.choice(choices, size=(n, forest.num_features))
     noise = rng.random((n, forest.num_features)) < 0.3
     X[noise] = rng.normal(scale=3, size=int(noise.sum()))

@@ -17,14 +17,13 @@ import numpy as np
 
 from support_common import Case, with_nans
 
-# LightGBM's kZeroThreshold (1e-35f widened to double).  The HIR's zero window is
-# (-1e-35, 1e-35], LightGBM's is [-KZ, KZ]: inputs whose magnitude lies in [1e-35, KZ] are kept
-# out of the generated inputs (see test_zero_window_edges_hir_limitation).
+# LightGBM's kZeroThreshold (1e-35f widened to double): |x| <= KZ counts as zero.
 KZ = float(np.float32(1e-35))
 
 # Values every test input mixes in: zeros of both signs, tiny values either side of zero
-# (but outside the [1e-35, KZ] window), infinities, and a few magnitudes.
-SPECIAL = np.array([0.0, -0.0, 1e-36, -1e-36, 5e-36, -5e-36, 1e-30, -1e-30, 1e-300, -1e-300,
+# (both edges of the [-KZ, KZ] zero window), infinities, and a few magnitudes.
+SPECIAL = np.array([0.0, -0.0, 1e-36, -1e-36, 5e-36, -5e-36, 1e-35, -1e-35, KZ, -KZ,
+                    float(np.nextafter(KZ, 1)), float(np.nextafter(-KZ, -1)), 1e-30, -1e-30, 1e-300, -1e-300,
                     np.inf, -np.inf, 1e300, -1e300])
 
 RTOL = 1e-12
@@ -36,13 +35,6 @@ def _lgb():
     import lightgbm as lgb
 
     return lgb
-
-
-def in_zero_window_gap(X: np.ndarray) -> np.ndarray:
-    """Where LightGBM and the HIR disagree about 'zero': 1e-35 <= |x| <= KZ (see module doc)."""
-    with np.errstate(invalid="ignore"):
-        a = np.abs(X)
-        return (a >= 1e-35) & (a <= KZ)
 
 
 def sprinkle(X: np.ndarray, rng: np.random.Generator, nan_frac=0.08, special_frac=0.08,
@@ -65,12 +57,6 @@ def _case(name: str, path: Path, X: np.ndarray, **kw) -> Case:
     lgb = _lgb()
     booster = lgb.Booster(model_file=str(path))
     margin = booster.predict(X, raw_score=True)
-    if is_average_output(path):
-        # LightGBM's raw_score for average_output (rf) models is the un-averaged sum of the
-        # trees, while predict() transforms sum / iterations.  The HIR margin of an AVERAGE
-        # forest is that averaged value, so that is the margin the tests expect.
-        iterations = booster.num_trees() // booster.num_model_per_iteration()
-        margin = margin / iterations
     return Case(
         name=name,
         path=path,

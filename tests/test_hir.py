@@ -37,8 +37,10 @@ def test_missing_follows_default(default_left):
     assert leaf_of(stump(default_left=default_left), np.nan) == (1 if default_left else 2)
 
 
-@pytest.mark.parametrize("x, missing", [(0.0, True), (1e-35, True), (-1e-35, False), (-0.0, True),
-                                        (1e-34, False), (np.nan, True)])
+@pytest.mark.parametrize("x, missing", [
+    (0.0, True), (1e-35, True), (-1e-35, True), (-0.0, True), (float(np.float32(1e-35)), True),
+    (float(np.nextafter(np.float32(1e-35), 1, dtype=np.float64)), False), (1e-34, False), (-2e-35, False),
+    (np.nan, True)])
 def test_zero_missing(x, missing):
     # default_left=True and threshold -1: a missing value goes left, a present one right.
     tree = stump(threshold=-1.0, op=Op.LE, default_left=True, zero_missing=True)

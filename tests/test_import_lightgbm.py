@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 import silvanforge as sf
 from silvanforge import reference
 from silvanforge.errors import ModelFormatError, SilvanForgeError, UnsupportedModelError
-from silvanforge.ir.hir import Aggregation, CategoryRule
+from silvanforge.ir.hir import CategoryRule
 from silvanforge_importers import lightgbm_text
 
 import support_lightgbm as S
@@ -49,8 +49,6 @@ def test_predictions_match_lightgbm(name, case_dir):
     case = get_case(name, case_dir)
     forest = sf.load_model(case.path)
     assert_close(reference.predict(forest, case.X), case.expected, case)
-    # For average_output (rf) models expected_margin is raw_score / iterations: see
-    # test_random_forest_margin_is_the_averaged_raw_score.
     assert_close(reference.predict(forest, case.X, output_margin=True), case.expected_margin,
                  case, "margins")
 
@@ -95,19 +93,18 @@ def test_forest_metadata(name, objective, transform, params, case_dir):
 
 
 @pytest.mark.parametrize("name", ["rf_binary", "rf_regression"])
-def test_random_forest_margin_is_the_averaged_raw_score(name, case_dir):
-    """LightGBM's raw_score for rf is the plain sum of the trees, but predict() transforms the
-    sum divided by the number of iterations.  The HIR's AVERAGE margin is the averaged value
-    (what the transform sees), so output_margin=True gives raw_score / iterations."""
+def test_random_forest_margin_is_the_raw_score_sum(name, case_dir):
+    """LightGBM's raw_score for rf is the plain sum of the trees, while predict() transforms the
+    sum divided by the number of iterations: margins stay sums, the transform divides."""
     case = get_case(name, case_dir)
     forest = sf.load_model(case.path)
     booster = lgb.Booster(model_file=str(case.path))
-    assert forest.aggregation is Aggregation.AVERAGE
-    assert forest.average_divisor == booster.current_iteration() > 1
+    assert forest.transform.param("margin_divisor", 1.0) == booster.current_iteration() > 1
     raw = booster.predict(case.X, raw_score=True)
-    margin = reference.predict(forest, case.X, output_margin=True)
-    np.testing.assert_allclose(margin, raw / forest.average_divisor, rtol=1e-12, atol=1e-12)
-    np.testing.assert_allclose(margin * forest.average_divisor, raw, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(reference.predict(forest, case.X, output_margin=True), raw,
+                               rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(reference.predict(forest, case.X), booster.predict(case.X),
+                               rtol=1e-12, atol=1e-12)
 
 
 def test_categorical_bitsets_reach_past_64(case_dir):
@@ -176,9 +173,6 @@ def test_tiny_inputs_at_the_zero_window_edges_none_and_nan_missing(tmp_path):
     np.testing.assert_array_equal(reference.predict(sf.load_model(path), X), expected)
 
 
-@pytest.mark.xfail(reason="HIR limitation: its zero window is (-1e-35, 1e-35] but LightGBM's "
-                          "missing type Zero treats [-1e-35f, 1e-35f] (1e-35f = 1.0000000180025095e-35) "
-                          "as zero; inputs with 1e-35 <= |x| <= 1e-35f differ", strict=False)
 def test_tiny_inputs_at_the_zero_window_edges_zero_missing(tmp_path):
     path = _stumps(tmp_path, (4, 6), _EDGE_THRESHOLDS)
     X = np.array(_EDGE_VALUES).reshape(-1, 1)
@@ -203,7 +197,6 @@ def hypo_models(case_dir):
         cats = np.unique(np.concatenate([c for t in forest.trees for c in t.categories.values()]
                                         + [np.zeros(0, dtype=np.int64)])).astype(np.float64)
         pool = np.unique(np.concatenate([near, cats, cats + 0.5, -cats - 0.5, S.SPECIAL]))
-        pool = pool[~S.in_zero_window_gap(pool)]
         out[name] = (forest, lgb.Booster(model_file=str(case.path)), pool.tolist())
     return out
 
@@ -227,12 +220,9 @@ def test_random_rows_match_lightgbm(hypo_models, data):
     if data.draw(st.booleans(), label="float32"):
         with np.errstate(over="ignore"):
             X = X.astype(np.float32)
-    X[S.in_zero_window_gap(X.astype(np.float64))] = 0  # the HIR limitation documented above
     got = reference.predict(forest, X)
     np.testing.assert_allclose(got, booster.predict(X), rtol=1e-12, atol=1e-12, err_msg=name)
     raw = booster.predict(X, raw_score=True)
-    if forest.aggregation is Aggregation.AVERAGE:
-        raw = raw / forest.average_divisor
     np.testing.assert_allclose(reference.predict(forest, X, output_margin=True), raw,
                                rtol=1e-12, atol=1e-12, err_msg=name)
 

@@ -8,8 +8,8 @@ the reference evaluator and every code generator implement one small set of rule
 For an internal node with feature ``f``, threshold ``t`` and input value ``x = row[f]``
 (``x`` first converted to ``Forest.threshold_dtype``):
 
-1. *missing*: ``x`` is NaN, or ``zero_missing[node]`` and ``-1e-35 < x <= 1e-35``
-   (LightGBM's missing type ``Zero``).  A missing value goes left iff ``default_left[node]``.
+1. *missing*: ``x`` is NaN, or ``zero_missing[node]`` and ``|x| <= ZERO_THRESHOLD``
+   (LightGBM's missing type ``Zero``; the threshold is its ``kZeroThreshold``, ``1e-35f``).  A missing value goes left iff ``default_left[node]``.
 2. *categorical* (``node in categories``): the value is converted to a category as
    ``Forest.category_rule`` says (:class:`CategoryRule`); it goes left iff that category is in
    ``categories[node]``.  Values that are no valid category go right.
@@ -30,8 +30,9 @@ import numpy as np
 
 from ..errors import IRVerificationError
 
-# LightGBM's kZeroThreshold: values in (-ZERO_THRESHOLD, ZERO_THRESHOLD] count as zero.
-ZERO_THRESHOLD = 1e-35
+# LightGBM's kZeroThreshold, the float literal 1e-35f widened to double: values with
+# |x| <= ZERO_THRESHOLD count as zero.
+ZERO_THRESHOLD = float(np.float32(1e-35))
 
 
 class Op(enum.IntEnum):

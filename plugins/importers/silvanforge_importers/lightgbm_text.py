@@ -24,8 +24,9 @@ How LightGBM predicts, and how each rule is canonicalised into the HIR (:mod:`si
   categories past the bitset) goes right; values truncate toward zero
   (:attr:`CategoryRule.LIGHTGBM`).
 * Tree ``i`` adds to output ``i % num_tree_per_iteration``; margins are float64 sums from 0
-  in tree order (``boost_from_average`` is already in the first trees' leaves), or, for
-  ``average_output`` (``boosting=rf``), that sum divided by the number of iterations.
+  in tree order (``boost_from_average`` is already in the first trees' leaves).  For
+  ``average_output`` (``boosting=rf``) the margin (``raw_score``) stays that sum and ``predict``
+  divides it by the number of iterations before the transform (``margin_divisor``).
 * The objective line names the output transform (see ``_transform``).
 
 Linear trees (``is_linear=1``) cannot be expressed in the HIR and are refused.
@@ -33,6 +34,7 @@ Linear trees (``is_linear=1``) cannot be expressed in the HIR and are refused.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 
 import numpy as np
@@ -211,9 +213,11 @@ class _Parser:
             num_features=num_features,
             num_outputs=k,
             base_score=np.zeros(k),
-            aggregation=Aggregation.AVERAGE if average else Aggregation.SUM,
-            average_divisor=float(iterations) if average else 1.0,
-            transform=transform,
+            aggregation=Aggregation.SUM,
+            # raw_score of an average_output model is the plain sum; predict divides it first.
+            transform=dataclasses.replace(
+                transform, params=transform.params + (("margin_divisor", float(iterations)),))
+            if average else transform,
             threshold_dtype="float64",
             accumulate_dtype="float64",
             category_rule=CategoryRule.LIGHTGBM,

@@ -33,10 +33,9 @@ def _get_pool(size: int) -> ThreadPoolExecutor:
     global _pool, _pool_size
     with _pool_lock:
         if _pool is None or _pool_size < size:
-            old = _pool
+            # The old pool is not shut down: another thread may still be submitting to it.  Its
+            # idle workers exit once the last reference to it is gone.
             _pool, _pool_size = ThreadPoolExecutor(max_workers=size, thread_name_prefix="silvanforge"), size
-            if old is not None:
-                old.shutdown(wait=False)
         return _pool
 
 
@@ -54,8 +53,9 @@ def check_rows(X, num_features: int, dtype: np.dtype) -> np.ndarray:
     if X.shape[1] != num_features:
         raise InputError(f"the model expects {num_features} features per row, got {X.shape[1]}")
     rows = np.asarray(X, dtype=dtype)
-    if not (rows.flags.c_contiguous or rows.flags.f_contiguous) or rows.strides[0] % rows.itemsize \
-            or rows.strides[1] % rows.itemsize or min(rows.strides) < 0:
+    # The kernel indexes rows by element strides: any view with non-negative strides that are
+    # whole elements works as it is (C, Fortran, sliced); anything else is copied once.
+    if rows.strides[0] % rows.itemsize or rows.strides[1] % rows.itemsize or min(rows.strides) < 0:
         rows = np.ascontiguousarray(rows)
     return rows
 

@@ -95,7 +95,8 @@ def build_layout(forest: hir.Forest) -> ForestLayout:
             left=tree.left.astype(np.int32), right=tree.right.astype(np.int32),
             leaf_slot=slot, depth=tree.depth(),
         ))
-    cat_bits = (np.concatenate(cat_words) if cat_words else np.zeros(1, np.uint32)).view(np.int32)
+    # A trailing zero word keeps the first-word load of an empty set (offset + 1) in bounds.
+    cat_bits = np.concatenate(cat_words + [np.zeros(1, np.uint32)]).view(np.int32)
     leaf_values = np.concatenate(leaf_chunks) if leaf_chunks else np.zeros(1, leaf_dt)
     return ForestLayout(
         forest=forest, trees=trees, leaf_values=leaf_values, cat_bits=cat_bits,
@@ -288,14 +289,17 @@ class _Codegen:
             numeric = Select(is_op, Cmp(symbols[Op(op)], x, thr), numeric)
         decision = numeric
         if lay.has_categorical:
-            decision = Select(self._flag(flags, FLAG_CATEGORICAL), self._in_category_set(x, thr), numeric)
+            is_cat = self.b.local("iscat", "i1", self._flag(flags, FLAG_CATEGORICAL))
+            decision = Select(is_cat, self._in_category_set(x, thr, is_cat), numeric)
         missing = IsNan(x)
         if lay.has_zero_missing:
             near_zero = Bin("&", Cmp(">=", x, c(-ZERO_THRESHOLD, t)), Cmp("<=", x, c(ZERO_THRESHOLD, t)))
             missing = Bin("|", missing, Bin("&", self._flag(flags, FLAG_ZERO_MISSING), near_zero))
         return Select(missing, self._flag(flags, FLAG_DEFAULT_LEFT), decision)
 
-    def _in_category_set(self, x: Var, thr: Var) -> lir.Expr:
+    def _in_category_set(self, x: Var, thr: Var, is_cat: Var) -> lir.Expr:
+        """Membership in the node's bitset.  Targets may evaluate both arms of a Select, so
+        every load here stays in bounds on numerical nodes too (offset 0, word 0)."""
         b, c, t = self.b, self.c, self.thr_t
         rule = self.forest.category_rule
         if rule is CategoryRule.XGBOOST:
@@ -307,9 +311,10 @@ class _Codegen:
             valid = Bin("&", Bin("&", Cmp(">=", x, c(0, t)), Cmp("<", x, c(2.0**31, t))), whole)
         valid_v = b.local("valid", "i1", valid)
         cat = b.local("cat", "i32", Cast(Select(valid_v, x, c(0, t)), "i32"))
-        offset = b.local("off", "i32", Cast(thr, "i32"))
+        offset = b.local("off", "i32", Select(is_cat, Cast(thr, "i32"), c(0, "i32")))
         word = Bin(">>", cat, c(5, "i32"))
-        in_range = b.local("inr", "i1", Bin("&", valid_v, Cmp("<", word, b.load("cat_bits", offset))))
+        in_range = b.local("inr", "i1", Bin("&", Bin("&", valid_v, is_cat),
+                                             Cmp("<", word, b.load("cat_bits", offset))))
         safe_word = Select(in_range, word, c(0, "i32"))
         bits = b.load("cat_bits", Bin("+", Bin("+", offset, c(1, "i32")), safe_word))
         bit = Bin("&", Bin(">>", bits, Bin("&", cat, c(31, "i32"))), c(1, "i32"))

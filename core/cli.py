@@ -1,0 +1,417 @@
+"""The ``forge`` command line: a thin layer over the public API.
+
+    forge compile MODEL [-o model.forge]          compile and report what was built
+    forge predict MODEL --input X.csv --output Y.csv
+    forge show MODEL --level hir|mir|lir|target   print one level of the pipeline
+    forge plugins                                 what is installed and which targets run here
+    forge bench MODEL                             our compiled model against the peers
+
+MODEL is a model file (XGBoost JSON/UBJSON, LightGBM text, ONNX) or an artifact saved by
+``forge compile -o`` (recognised by content).  Every user error ends the command with one line
+``error: ...`` on stderr and a non-zero exit status; only compiler bugs show a traceback.
+"""
+
+from __future__ import annotations
+
+import enum
+import os
+import sys
+from pathlib import Path
+
+import typer
+from rich import box
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from . import __version__, csvio
+from .errors import InputError, ScheduleError, SilvanForgeError
+
+try:  # typer >= 0.2x vendors click; older releases use click itself
+    from typer._click import exceptions as _click_exc
+except ImportError:  # pragma: no cover - depends on the installed typer
+    from click import exceptions as _click_exc
+
+ARTIFACT_SUFFIX = ".forge"
+ZIP_MAGIC = b"PK\x03\x04"
+
+app = typer.Typer(
+    name="forge",
+    help="SilvanForge: compile decision forests (XGBoost, LightGBM, ONNX) into fast inference code.",
+    invoke_without_command=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+class Level(str, enum.Enum):
+    hir = "hir"
+    mir = "mir"
+    lir = "lir"
+    target = "target"
+
+
+def _out() -> Console:
+    # Piped or redirected output is not cut to 80 columns (rich's default off a terminal).
+    wide = not sys.stdout.isatty() and "COLUMNS" not in os.environ
+    return Console(highlight=False, width=160 if wide else None)
+
+
+def _err() -> Console:
+    return Console(stderr=True, highlight=False)
+
+
+def _note(message: str) -> None:
+    sys.stderr.write(f"note: {message}\n")
+
+
+# --------------------------------------------------------------------------- shared options
+ModelArg = typer.Argument(..., help="A model file, or a compiled artifact saved with `forge compile -o`.",
+                          show_default=False)
+
+
+LevelOpt = typer.Option(..., "--level", "-l", show_default=False, case_sensitive=False,
+                        help="hir (the forest), mir (loop nest), lir (buffers and loads) or target "
+                             "(generated code).")
+
+
+def _target_opt():
+    return typer.Option(None, "--target", "-t", help="Target to compile for (default: cpu).")
+
+
+def _rep_opt():
+    return typer.Option(None, "--rep", "-r", help="Tree representation (default: chosen for the model).")
+
+
+def _schedule_opt():
+    return typer.Option(None, "--schedule", "-s", help="A file holding a schedule (default: the target's).")
+
+
+def _threads_opt():
+    return typer.Option(None, "--threads", "-j", min=1, help="Threads to predict with (default: all usable CPUs).")
+
+
+def is_artifact(path: str) -> bool:
+    """A compiled artifact (a zip written by ``CompiledForest.save``), by extension or content."""
+    if path.lower().endswith(ARTIFACT_SUFFIX):
+        return True
+    try:
+        with open(path, "rb") as f:
+            return f.read(4) == ZIP_MAGIC
+    except OSError:
+        return False
+
+
+def read_schedule(path: str | None):
+    """The schedule in file ``path`` (None: let the target choose); errors name the file."""
+    if path is None:
+        return None
+    from .scheduler import parse_schedule
+
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InputError(f"schedule file not found: {path}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"cannot read schedule file {path}: {getattr(exc, 'strerror', None) or exc}") from None
+    try:
+        return parse_schedule(text)
+    except ScheduleError as exc:
+        raise ScheduleError(f"{path}: {exc}") from None
+
+
+def load_or_compile(model: str, target: str | None, rep: str | None, schedule: str | None,
+                    batch_size: int | None = None, threads: int | None = None):
+    """A CompiledForest from a model file (compiled now) or a saved artifact (loaded)."""
+    import silvanforge as sf
+
+    if is_artifact(model):
+        sched_given = schedule is not None
+        with _err().status(f"loading {escape(model)}"):
+            cf = sf.load_compiled(model)
+        for flag, wanted, actual in (("--target", target, cf.target), ("--rep", rep, cf.rep)):
+            if wanted is not None and wanted != actual:
+                raise InputError(f"{model} was compiled with {flag[2:]} {actual!r}; compile the model "
+                                 f"file again to use {flag} {wanted}")
+        if sched_given or batch_size is not None:
+            raise InputError(f"{model} is already compiled; --schedule and --batch-size apply only "
+                             "when compiling a model file")
+        return cf
+    sched = read_schedule(schedule)
+    with _err().status(f"compiling {escape(model)}"):
+        return sf.compile(model, target=target or "cpu", rep=rep, schedule=sched,
+                          batch_size=batch_size, threads=threads)
+
+
+# --------------------------------------------------------------------------- commands
+def _version_callback(value: bool):
+    if value:
+        typer.echo(f"forge (silvanforge) {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(ctx: typer.Context,
+          version: bool = typer.Option(False, "--version", callback=_version_callback, is_eager=True,
+                                       help="Print the version and exit.")):
+    """SilvanForge: compile decision forests into inference code for one model, batch size and target."""
+    if ctx.invoked_subcommand is None:
+        text = ctx.get_help()  # rich help prints itself and returns ""
+        if text:
+            typer.echo(text)
+
+
+@app.command("compile")
+def compile_command(
+    model: str = ModelArg,
+    target: str | None = _target_opt(),
+    rep: str | None = _rep_opt(),
+    schedule: str | None = _schedule_opt(),
+    batch_size: int | None = typer.Option(None, "--batch-size", "-b", min=1,
+                                             help="Batch size to tune for (any batch size still works)."),
+    threads: int | None = _threads_opt(),
+    output: str | None = typer.Option(None, "--output", "-o",
+                                         help="Save the compiled model here (load it with predict/show)."),
+):
+    """Compile MODEL and report what was built; save it with -o."""
+    cf = load_or_compile(model, target, rep, schedule, batch_size, threads)
+    if output is not None:
+        try:
+            cf.save(output)
+        except OSError as exc:
+            raise InputError(f"cannot write {output}: {exc.strerror or exc}") from None
+    s = cf.summary()
+    table = Table(title=f"compiled {escape(model)}", show_header=False, title_justify="left")
+    table.add_column("what", style="bold")
+    table.add_column("value", overflow="fold")
+    forest = cf.forest
+    rows = [
+        ("model", f"{forest.source} {forest.objective}".strip()),
+        ("trees", s["trees"]), ("max depth", s["max_depth"]), ("features", s["features"]),
+        ("outputs", s["outputs"]), ("target", s["target"]), ("representation", s["rep"]),
+        ("schedule", s["schedule"]),
+        ("batch size", cf.batch_size if cf.batch_size is not None else "any (not tuned for one)"),
+        ("threads", cf.threads if cf.threads is not None else "all usable CPUs"),
+        ("compile time", f"{cf.compile_seconds:.3f} s"),
+    ]
+    if output is not None:
+        rows.append(("saved to", output))
+    for key, value in rows:
+        table.add_row(key, escape(str(value)))
+    _out().print(table)
+
+
+@app.command()
+def predict(
+    model: str = ModelArg,
+    input_path: str = typer.Option(..., "--input", "-i", show_default=False,
+                              help="Rows to predict: X.csv (optional header; empty or nan = missing), "
+                                   "X.npy, or - for CSV on stdin."),
+    output: str | None = typer.Option(None, "--output", "-o",
+                                         help="Where to write predictions: Y.csv or Y.npy (default: CSV on stdout)."),
+    target: str | None = _target_opt(),
+    rep: str | None = _rep_opt(),
+    schedule: str | None = _schedule_opt(),
+    margin: bool = typer.Option(False, "--margin", help="Raw margins (XGBoost output_margin, LightGBM raw_score)."),
+    missing: float | None = typer.Option(None, "--missing", help="A value to treat as missing, besides NaN."),
+    threads: int | None = _threads_opt(),
+):
+    """Predict rows from a CSV or .npy file; one output line (or row) per input row."""
+    cf = load_or_compile(model, target, rep, schedule, None, threads)
+    rows = csvio.read_rows(input_path, cf.num_features, cf.forest.feature_names)
+    if rows.note:
+        _note(rows.note)
+    kwargs = {} if missing is None else {"missing": missing}
+    try:
+        y = cf.predict(rows.values, output_margin=margin, threads=threads, **kwargs)
+    except InputError as exc:
+        raise InputError(f"{input_path}: {exc}") from None
+    csvio.write_predictions(output, y)
+
+
+@app.command()
+def show(
+    model: str = ModelArg,
+    level: Level = LevelOpt,
+    target: str | None = _target_opt(),
+    rep: str | None = _rep_opt(),
+    schedule: str | None = _schedule_opt(),
+    max_trees: int = typer.Option(3, "--max-trees", min=0, help="Trees to print at hir (0: all)."),
+):
+    """Print MODEL at one level of the pipeline."""
+    from .ir import hir
+
+    if level is Level.hir and not is_artifact(model) and target is None and rep is None \
+            and schedule is None:
+        from .loading import load_model
+
+        forest = load_model(model)
+        text = hir.format_forest(forest, max_trees=max_trees or None)
+    else:
+        cf = load_or_compile(model, target, rep, schedule)
+        text = hir.format_forest(cf.forest, max_trees=max_trees or None) if level is Level.hir \
+            else cf.show(level.value)
+    sys.stdout.write(text if text.endswith("\n") else text + "\n")
+
+
+@app.command()
+def plugins():
+    """List the installed plugins and whether each target can run on this machine."""
+    from .plugins import registry
+
+    reg = registry()
+    out = _out()
+    out.print(f"silvanforge {__version__} ({escape(str(Path(__file__).parent))})")
+    table = Table(title="plugins", title_justify="left", box=box.SIMPLE_HEAD)
+    for col in ("group", "entry point", "distribution", "version"):
+        table.add_column(col, no_wrap=True)
+    table.add_column("provides")
+    table.add_column("status", overflow="fold")
+    for rec in sorted(reg.records, key=lambda r: (r.group, r.name)):
+        if rec.error is not None:
+            status = f"[red]broken[/red]: {escape(rec.error)}"
+        else:
+            plugin = reg.pm.get_plugin(f"{rec.group}:{rec.name}")
+            declared = getattr(plugin, "STATUS", None)
+            if declared:
+                status = f"[yellow]{escape(str(declared))}[/yellow]"
+            elif not rec.provides:
+                status = "[yellow]provides nothing[/yellow]"
+            else:
+                status = "[green]loaded[/green]"
+        table.add_row(rec.group.removeprefix("silvanforge."), escape(rec.name), escape(rec.distribution),
+                      escape(rec.version), escape(", ".join(rec.provides)) or "-", status)
+    out.print(table)
+    if not reg.records:
+        out.print("no plugins found: pip install ./plugins/importers ./plugins/rep_array "
+                  "./plugins/target_cpu (see README)")
+
+    targets = Table(title="targets", title_justify="left", box=box.SIMPLE_HEAD)
+    for col in ("target", "runs here", "why not"):
+        targets.add_column(col, overflow="fold")
+    for name in reg.targets():
+        ok, why = reg.target_available(name)
+        targets.add_row(escape(name), "[green]yes[/green]" if ok else "[red]no[/red]", escape(why))
+    out.print(targets)
+
+
+@app.command()
+def bench(
+    model: str = typer.Argument(..., help="A model file (XGBoost, LightGBM or ONNX).", show_default=False),
+    batch_sizes: str = typer.Option("1,64,512,4096", "--batch-sizes", help="Comma-separated batch sizes."),
+    threads: int | None = _threads_opt(),
+    target: str | None = _target_opt(),
+    rep: str | None = _rep_opt(),
+    schedule: str | None = _schedule_opt(),
+    repeat: int = typer.Option(5, "--repeat", min=1, help="Timing runs per measurement; the best counts."),
+    min_time: float = typer.Option(0.1, "--min-time", min=0.0,
+                                   help="Seconds each timing run lasts at least (repeating the call)."),
+    peers: str | None = typer.Option(None, "--peers",
+                                        help="Comma-separated peers to run (default: every installed one)."),
+    markdown: str | None = typer.Option(None, "--markdown", help="Also write the results as markdown here."),
+):
+    """Time our compiled model against the installed peers on the same random inputs."""
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from . import bench as benchmod
+
+    sizes = benchmod.parse_batch_sizes(batch_sizes)
+    peer_list = None
+    if peers is not None:
+        peer_list = [p.strip() for p in peers.split(",") if p.strip()]
+        known = [p[0] for p in benchmod.PEERS]
+        unknown = [p for p in peer_list if p not in known]
+        if unknown:
+            raise InputError(f"unknown peer {unknown[0]!r}; known: {', '.join(known)}")
+    sched = read_schedule(schedule)
+    if markdown is not None and not os.path.isdir(os.path.dirname(os.path.abspath(markdown))):
+        raise InputError(f"cannot write {markdown}: its directory does not exist")
+
+    with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
+                  TimeElapsedColumn(), console=_err(), transient=True) as progress:
+        task = progress.add_task("bench", total=None)
+
+        def on_progress(what: str, done: int, total: int) -> None:
+            progress.update(task, description=what, completed=done, total=total)
+
+        report = benchmod.run_bench(model, sizes, threads=threads, target=target or "cpu", rep=rep,
+                                    schedule=sched, repeat=repeat, min_time=min_time, peers=peer_list,
+                                    progress=on_progress)
+
+    out = _out()
+    table = Table(title=escape(benchmod.describe(report)), title_justify="left")
+    for h in benchmod.HEADERS:
+        table.add_column(h, justify="right" if h in ("batch", "time/batch", "rows/s") else "left",
+                         overflow="fold")
+    previous = None
+    for row in benchmod.table_rows(report):
+        if previous is not None and row[0] != previous:
+            table.add_section()
+        previous = row[0]
+        cells = [escape(c) for c in row]
+        if row[5] == "NO":
+            cells[5] = "[red]NO[/red]"
+        table.add_row(*cells)
+    out.print(table)
+    for note in report.notes:
+        out.print(f"note: {escape(note)}")
+    if markdown is not None:
+        text = benchmod.to_markdown(report, benchmod.command_line(_invocation))
+        try:
+            Path(markdown).write_text(text, encoding="utf-8")
+        except OSError as exc:
+            raise InputError(f"cannot write {markdown}: {exc.strerror or exc}") from None
+        out.print(f"wrote {escape(markdown)}")
+
+
+# --------------------------------------------------------------------------- entry point
+_invocation: list[str] = ["forge"]  # the command line being run, for `bench --markdown`
+
+
+def _one_line(message: str) -> str:
+    return " ".join(str(message).split()) or "unknown error"
+
+
+def _fail(message: str, code: int = 1) -> int:
+    sys.stderr.write(f"error: {_one_line(message)}\n")
+    sys.stderr.flush()
+    return code
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run ``forge`` with ``argv`` (default ``sys.argv[1:]``); returns the exit status.
+
+    User errors (SilvanForgeError, unreadable files, bad options) become one ``error:`` line on
+    stderr; anything else is a bug and keeps its traceback.
+    """
+    global _invocation
+    _invocation = ["forge", *(sys.argv[1:] if argv is None else argv)]
+    command = typer.main.get_command(app)
+    try:
+        rv = command.main(args=argv, prog_name="forge", standalone_mode=False)
+    except _click_exc.UsageError as exc:
+        where = f" (see '{exc.ctx.command_path} --help')" if exc.ctx is not None else ""
+        return _fail(exc.format_message() + where, exc.exit_code)
+    except _click_exc.ClickException as exc:
+        return _fail(exc.format_message(), exc.exit_code)
+    except SilvanForgeError as exc:
+        return _fail(str(exc))
+    except FileNotFoundError as exc:
+        return _fail(f"file not found: {exc.filename or exc}")
+    except BrokenPipeError:
+        # The reader (head, less) went away: stop quietly.
+        try:
+            sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - replaces stdout until exit
+        except OSError:  # pragma: no cover
+            pass
+        return 1
+    except OSError as exc:
+        where = f"{exc.filename}: " if exc.filename else ""
+        return _fail(f"{where}{exc.strerror or exc}")
+    except (KeyboardInterrupt, typer.Abort):
+        return _fail("interrupted", 130)
+    return rv if isinstance(rv, int) else 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

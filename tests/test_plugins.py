@@ -1,0 +1,144 @@
+"""Plugin discovery: what ships here is found with its distribution and version, a broken
+third-party plugin is reported and not fatal, and the unimplemented plugins say so."""
+
+from __future__ import annotations
+
+import sys
+import types
+from importlib import metadata
+
+import pytest
+import silvanforge as sf
+from silvanforge import cli, hookimpl, plugins
+from silvanforge.errors import PluginError
+
+SHIPPED = {
+    ("silvanforge.importers", "builtin"): "silvanforge-importers",
+    ("silvanforge.representations", "array"): "silvanforge-rep-array",
+    ("silvanforge.representations", "sparse"): "silvanforge-rep-sparse",
+    ("silvanforge.representations", "reorg"): "silvanforge-rep-reorg",
+    ("silvanforge.targets", "cpu"): "silvanforge-target-cpu",
+    ("silvanforge.targets", "cuda"): "silvanforge-target-cuda",
+    ("silvanforge.targets", "amd"): "silvanforge-target-amd",
+}
+
+
+def test_shipped_plugins_are_discovered_with_distribution_and_version():
+    reg = plugins.PluginRegistry()
+    found = {(r.group, r.name): r for r in reg.records}
+    for key, dist in SHIPPED.items():
+        assert key in found, f"{dist} is not installed (pip install -r requirements.txt)"
+        rec = found[key]
+        assert rec.error is None, rec.error
+        assert rec.distribution == dist
+        assert rec.version == metadata.version(dist)
+    assert "xgboost-json" in found[("silvanforge.importers", "builtin")].provides
+    assert found[("silvanforge.targets", "cpu")].provides == ["cpu"]
+    assert set(reg.targets()) >= {"cpu", "cuda", "amd"}
+    assert set(reg.representations()) >= {"array", "sparse"}
+
+
+def _bad_module():
+    mod = types.ModuleType("sf_test_bad_hook_plugin")
+
+    @hookimpl
+    def silvanforge_targets():
+        return ["bad"]
+
+    @hookimpl
+    def silvanforge_target_available(name):  # the spec's argument is `target`
+        return True, ""
+
+    mod.silvanforge_targets = silvanforge_targets
+    mod.silvanforge_target_available = silvanforge_target_available
+    return mod
+
+
+@pytest.fixture
+def broken_plugins(monkeypatch):
+    """Two third-party plugins: one that fails to import, one whose hook has a wrong argument."""
+    monkeypatch.setitem(sys.modules, "sf_test_bad_hook_plugin", _bad_module())
+    extra = {
+        "silvanforge.targets": [
+            metadata.EntryPoint(name="bad-hook", value="sf_test_bad_hook_plugin", group="silvanforge.targets"),
+        ],
+        "silvanforge.representations": [
+            metadata.EntryPoint(name="no-module", value="sf_test_module_that_does_not_exist",
+                                group="silvanforge.representations"),
+        ],
+    }
+    real = metadata.entry_points
+
+    def entry_points(**kw):
+        group = kw.get("group")
+        return list(real(**kw)) + extra.get(group, [])
+
+    monkeypatch.setattr(plugins.metadata, "entry_points", entry_points)
+    return plugins.PluginRegistry()
+
+
+def test_broken_plugins_are_reported_not_fatal(broken_plugins):
+    reg = broken_plugins
+    by_name = {r.name: r for r in reg.records}
+    assert "PluginValidationError" in by_name["bad-hook"].error
+    assert "ModuleNotFoundError" in by_name["no-module"].error
+    assert "bad" not in reg.targets()
+    # everything else still works
+    assert "cpu" in reg.targets() and by_name["cpu"].error is None
+    assert reg.target_available("cpu") == (True, "")
+
+
+def test_forge_plugins_shows_broken_plugins(broken_plugins, monkeypatch, capsys):
+    monkeypatch.setenv("COLUMNS", "250")
+    monkeypatch.setattr(plugins, "_registry", broken_plugins)
+    code = cli.main(["plugins"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert "bad-hook" in out and "no-module" in out and "broken" in out
+    assert "PluginValidationError" in out and "silvanforge-target-cpu" in out
+
+
+@pytest.mark.parametrize("target", ["cuda", "amd"])
+def test_gpu_targets_report_why_they_cannot_run(target):
+    reg = plugins.registry()
+    assert target in reg.targets()
+    ok, why = reg.target_available(target)
+    assert not ok
+    assert "not implemented yet" in why
+    with pytest.raises(PluginError, match="cannot run"):
+        reg.check_target(target)
+
+
+def test_cuda_reason_names_what_is_missing():
+    import silvanforge_target_cuda as cuda
+
+    reasons = cuda.problems()
+    assert reasons[-1] == cuda.NOT_IMPLEMENTED
+    try:
+        import pycuda  # noqa: F401
+    except ImportError:
+        assert any("pycuda is not installed" in r for r in reasons)
+
+
+def test_reorg_is_registered_but_claims_nothing(tmp_path):
+    reg = plugins.registry()
+    rec = next(r for r in reg.records if r.name == "reorg")
+    assert rec.error is None and rec.provides == []
+    assert "reorg" not in reg.representations()
+    assert "not implemented" in reg.pm.get_plugin(f"{rec.group}:{rec.name}").STATUS
+    with pytest.raises(PluginError, match="unknown representation 'reorg'"):
+        reg.check_representation("reorg")
+
+
+def test_shipped_hooks_match_the_specs():
+    """pluggy validates each shipped plugin against the specs on a fresh manager."""
+    import silvanforge_rep_reorg
+    import silvanforge_target_amd
+    import silvanforge_target_cuda
+
+    reg = plugins.PluginRegistry(discover=False)
+    for mod in (silvanforge_target_cuda, silvanforge_target_amd, silvanforge_rep_reorg):
+        reg.register(mod, name=mod.__name__)
+    assert set(reg.targets()) == {"cuda", "amd"}
+    assert reg.representations() == []
+    assert sf.hookimpl is hookimpl

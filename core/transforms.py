@@ -33,6 +33,15 @@ def _one(dt) -> np.ndarray:
     return np.asarray(1, dtype=dt)
 
 
+def _exp(x: np.ndarray) -> np.ndarray:
+    """exp as the C library computes it in x's precision.  NumPy's float32 exp may be 1 ulp off
+    glibc's (nearly correctly rounded) expf; evaluating in float64 and rounding once is not."""
+    with np.errstate(over="ignore"):
+        if x.dtype == np.float32:
+            return np.exp(x.astype(np.float64)).astype(np.float32)
+        return np.exp(x)
+
+
 @register("identity")
 def _identity(m, tr):
     return m
@@ -42,21 +51,21 @@ def _identity(m, tr):
 def _sigmoid(m, tr):
     # 1 / (1 + exp(-alpha * x)): XGBoost's logistic (alpha 1) and LightGBM's sigmoid(alpha).
     alpha = m.dtype.type(tr.param("alpha", 1.0))
-    with np.errstate(over="ignore"):
-        return _one(m.dtype) / (_one(m.dtype) + np.exp(-alpha * m if alpha != 1 else -m))
+    return _one(m.dtype) / (_one(m.dtype) + _exp(-alpha * m if alpha != 1 else -m))
 
 
 @register("exp")
-def _exp(m, tr):
-    with np.errstate(over="ignore"):
-        return np.exp(m)
+def _exp_link(m, tr):
+    return _exp(m)
 
 
 @register("softmax")
 def _softmax(m, tr):
     z = m - m.max(axis=1, keepdims=True)
-    e = np.exp(z)
-    return e / e.sum(axis=1, keepdims=True)
+    e = _exp(z)
+    # XGBoost sums the float32 exponentials in a double and divides by that sum cast to float.
+    total = e.astype(np.float64).sum(axis=1, keepdims=True).astype(m.dtype)
+    return e / total
 
 
 @register("argmax")

@@ -112,9 +112,9 @@ def silvanforge_rep_child(rep, b, tree, node, child):
 
 @hookspec(firstresult=True)
 def silvanforge_rep_cache_trees(rep, b, first_tree, num_trees):
-    """Emit LIR copying trees ``first_tree`` .. ``+num_trees`` into a faster memory (GPU shared
-    memory); return a mapping of buffer names to their cached copies, or ``None`` if the
-    representation keeps trees where they are."""
+    """Where trees ``first_tree`` .. ``first_tree + num_trees`` (LIR int expressions) live: a list
+    of ``(buffer, start, stop)`` element ranges.  The core caches these ranges as the target
+    does it (CPU: prefetch each cache line; GPU: copy into shared memory)."""
 
 
 # --------------------------------------------------------------------------- targets

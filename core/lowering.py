@@ -16,7 +16,7 @@ import numpy as np
 from .errors import UnsupportedModelError
 from .ir import hir, lir, mir
 from .ir.hir import ZERO_THRESHOLD, Aggregation, CategoryRule, Op
-from .ir.lir import Assign, Bin, Builder, Cast, Cmp, For, IsNan, Select, Store, Var, While
+from .ir.lir import Assign, Bin, Builder, Cast, Cmp, For, If, IsNan, Select, Store, Var, While
 
 # Split flags byte (one per node): what the decision needs beyond threshold and feature.
 FLAG_DEFAULT_LEFT = 1  # a missing value goes left
@@ -198,32 +198,120 @@ class _Codegen:
     def margin_index(self, row: Var, out) -> lir.Expr:
         return Bin("+", Bin("*", row, self.c(self.K, "i64")), Builder.cast(out, "i64"))
 
+    # -- index expressions
+    def expr(self, e) -> lir.Expr:
+        """A MIR index expression as LIR, folding constants (specialised loops bind constants)."""
+        if isinstance(e, int):
+            return self.c(e, "i64")
+        if isinstance(e, str):
+            return {"row_begin": lir.ROW_BEGIN, "row_end": lir.ROW_END}.get(e) or self.index[e]
+        op, a, b = e
+        return _fold(op, self.expr(a), self.expr(b))
+
     # -- MIR operations
     def lower(self, op):
         b = self.b
         if isinstance(op, mir.Loop):
-            var = Var(op.index, "i64")
-            if op.dimension == "batch":
-                start, stop = lir.ROW_BEGIN, lir.ROW_END
-            else:
-                start, stop = self.c(op.start, "i64"), self.c(op.stop, "i64")
-            self.index[op.index] = var
-            b.push()
-            for inner in op.body:
-                self.lower(inner)
-            body = b.pop()
-            b.emit(For(var, start, stop, op.step, body, parallel=op.parallel))
+            self._loop(op)
         elif isinstance(op, mir.InitMargins):
             self._for_outputs(lambda k: Store("margins", self.margin_index(self.index[op.row], k),
                                               self._init_value(k)))
         elif isinstance(op, mir.FinalizeMargins):
             self._finalize(self.index[op.row])
         elif isinstance(op, mir.WalkDecisionTree):
-            self.values[op.result] = self._walk(self.index[op.tree], self.index[op.row])
+            tree, row = self.expr(op.tree), self.expr(op.row)
+            self.values[op.result] = self._walk_lanes([(tree, row)], op.unroll_depth, op.peel_depth)[0]
         elif isinstance(op, mir.Reduce):
-            self._reduce(self.index[op.row], self.index[op.tree], self.values[op.value])
+            self._reduce(self.expr(op.row), self.expr(op.tree), self.values[op.value])
+        elif isinstance(op, mir.CacheRows):
+            self._cache_rows(self.expr(op.start), self.expr(op.stop))
+        elif isinstance(op, mir.CacheTrees):
+            self._cache_trees(self.expr(op.start), self.expr(op.stop))
         else:  # pragma: no cover - the MIR verifier rejects unknown operations first
             raise TypeError(op)
+        del b
+
+    def _lower_body(self, ops) -> list:
+        self.b.push()
+        for inner in ops:
+            self.lower(inner)
+        return self.b.pop()
+
+    def _loop(self, op: mir.Loop):
+        start, stop = self.expr(op.start), self.expr(op.stop)
+        if op.interleave:
+            return self._interleaved_loop(op, start, stop)
+        if op.unroll or op.specialize:
+            return self._unrolled_loop(op, start, stop)
+        var = Var(op.index, "i64")
+        self.index[op.index] = var
+        body = self._lower_body(op.body)
+        self.b.emit(For(var, start, stop, op.step, body, parallel=op.parallel))
+
+    def _unrolled_loop(self, op: mir.Loop, start, stop):
+        """One copy of the body per iteration; a constant index where the range is constant, so a
+        specialised tree loop walks each tree with code for that tree."""
+        for k in range(op.max_trip):
+            value = _fold("+", start, self.c(k * op.step, "i64"))
+            if isinstance(value, lir.Const) and isinstance(stop, lir.Const):
+                if value.value >= stop.value:
+                    break
+                self.index[op.index] = value
+                for stmt in self._lower_body(op.body):
+                    self.b.emit(stmt)
+                continue
+            var = self.b.local(op.index, "i64", value)
+            self.index[op.index] = var
+            self.b.emit(If(Cmp("<", var, stop), self._lower_body(op.body)))
+
+    def _interleaved_loop(self, op: mir.Loop, start, stop):
+        """``interleave`` walks of the innermost loop advance together, one step each in turn, so
+        their independent loads overlap instead of waiting on each other."""
+        b, lanes = self.b, op.interleave
+        base = Var(op.index + "_base", "i64")
+        walk = next(o for o in op.body if isinstance(o, mir.WalkDecisionTree))
+        reduce = next(o for o in op.body if isinstance(o, mir.Reduce))
+        b.push()
+        pairs, actives = [], []
+        for j in range(lanes):
+            v = b.local(op.index, "i64", Bin("+", base, self.c(j * op.step, "i64")))
+            active = b.local("active", "i1", Cmp("<", v, stop)) if j else None
+            self.index[op.index] = v
+            for other in op.body:
+                if isinstance(other, (mir.CacheRows, mir.CacheTrees)):
+                    self.lower(other)
+            tree, row = self.expr(walk.tree), self.expr(walk.row)
+            if j:  # an inactive lane walks lane 0's (valid) tree and row, and is not reduced
+                tree = Select(active, tree, pairs[0][0])
+                row = Select(active, row, pairs[0][1])
+            pairs.append((b.local("lt", "i64", tree), b.local("lr", "i64", row)))
+            actives.append(active)
+        nodes = self._walk_lanes(pairs, walk.unroll_depth, walk.peel_depth)
+        for (tree, row), node, active in zip(pairs, nodes, actives):
+            b.push()
+            self._reduce(row, tree, node)
+            stmts = b.pop()
+            b.block.extend(stmts) if active is None else b.emit(If(active, stmts))
+        del reduce
+        b.emit(For(base, start, stop, op.step * lanes, b.pop()))
+
+    def _cache_rows(self, start, stop):
+        """CPU caching is prefetching: touch every cache line of the rows of one iteration."""
+        b = self.b
+        r, f = Var(f"cr{len(b.locals)}", "i64"), Var(f"cf{len(b.locals)}", "i64")
+        per_line = max(1, 64 // np.dtype(self.layout.threshold_dtype).itemsize)
+        index = Bin("+", Bin("*", r, lir.ROW_STRIDE), Bin("*", f, lir.COL_STRIDE))
+        inner = For(f, self.c(0, "i64"), self.c(self.forest.num_features, "i64"), per_line,
+                    [lir.Prefetch("rows", index)])
+        b.emit(For(r, start, stop, 1, [inner]))
+
+    def _cache_trees(self, start, stop):
+        b = self.b
+        regions = self.reps.cache_trees(b=b, first_tree=Cast(start, "i32"), num_trees=Cast(Bin("-", stop, start), "i32"))
+        for buffer, lo, hi in regions:
+            i = Var(f"ct{len(b.locals)}_{buffer}", "i64")
+            per_line = max(1, 64 // np.dtype(lir.LIR_TO_NUMPY[b.buffers[buffer].type]).itemsize)
+            b.emit(For(i, Builder.cast(lo, "i64"), Builder.cast(hi, "i64"), per_line, [lir.Prefetch(buffer, i)]))
 
     def _for_outputs(self, make_stmt):
         b = self.b
@@ -257,12 +345,56 @@ class _Codegen:
 
         self._for_outputs(stmt)
 
-    def _walk(self, tree: Var, row: Var) -> Var:
-        """``node = root; while not leaf: node = child(node, decision)``; returns the leaf node."""
+    def _depth_bound(self, tree) -> int:
+        if isinstance(tree, lir.Const):
+            return self.forest.trees[int(tree.value)].depth()
+        return self.forest.max_depth()
+
+    def _walk_lanes(self, lanes, unroll_depth: int = 0, peel_depth: int = 0) -> list[Var]:
+        """Walk each (tree, row) lane to a leaf; returns the leaf node of each lane.
+
+        ``peel_depth`` steps run without leaf checks (every leaf is at least that deep),
+        ``unroll_depth`` more steps are unrolled with checks, and a loop finishes walks that go
+        deeper than that.  Several lanes advance in turn inside one loop (interleaving).
+        """
         b, reps = self.b, self.reps
-        t32 = Cast(tree, "i32")
-        node = b.local("node", "i64", reps.root(b=b, tree=t32))
-        b.push()
+        nodes = [b.local("node", "i64", reps.root(b=b, tree=Cast(t, "i32"))) for t, _ in lanes]
+        depth = max(self._depth_bound(t) for t, _ in lanes)
+
+        def step(j):
+            tree, row = lanes[j]
+            b.push()
+            self._step(Cast(tree, "i32"), row, nodes[j])
+            return b.pop()
+
+        def not_leaf(j):
+            leaf = reps.is_leaf(b=b, tree=Cast(lanes[j][0], "i32"), node=nodes[j])
+            return Cmp("==", Cast(leaf, "i32"), self.c(0, "i32"))
+
+        done = 0
+        for _ in range(min(peel_depth, depth)):
+            for j in range(len(lanes)):
+                b.block.extend(step(j))
+            done += 1
+        for _ in range(unroll_depth):
+            if done >= depth:
+                break
+            for j in range(len(lanes)):
+                b.emit(If(not_leaf(j), step(j)))
+            done += 1
+        if done < depth:
+            if len(lanes) == 1:
+                b.emit(While(not_leaf(0), step(0)))
+            else:
+                any_left = not_leaf(0)
+                for j in range(1, len(lanes)):
+                    any_left = Bin("|", any_left, not_leaf(j))
+                b.emit(While(any_left, [If(not_leaf(j), step(j)) for j in range(len(lanes))]))
+        return nodes
+
+    def _step(self, t32, row, node: Var) -> None:
+        """One move from ``node`` to the child the row's feature value selects."""
+        b, reps = self.b, self.reps
         feature = reps.load_feature_index(b=b, tree=t32, node=node)
         x = b.local("x", self.thr_t, b.load("rows", Bin(
             "+", Bin("*", row, lir.ROW_STRIDE), Bin("*", Cast(feature, "i64"), lir.COL_STRIDE))))
@@ -271,9 +403,6 @@ class _Codegen:
         left = self._decision(x, thr, flags)
         child = Select(left, self.c(0, "i32"), self.c(1, "i32"))
         b.emit(Assign(node, reps.child(b=b, tree=t32, node=node, child=child)))
-        body = b.pop()
-        b.emit(While(Cmp("==", Cast(reps.is_leaf(b=b, tree=t32, node=node), "i32"), self.c(0, "i32")), body))
-        return node
 
     def _flag(self, flags: Var, bit: int) -> lir.Expr:
         return Cmp("!=", Bin("&", flags, self.c(bit, "i32")), self.c(0, "i32"))
@@ -320,7 +449,7 @@ class _Codegen:
         bit = Bin("&", Bin(">>", bits, Bin("&", cat, c(31, "i32"))), c(1, "i32"))
         return Bin("&", in_range, Cmp("!=", bit, c(0, "i32")))
 
-    def _reduce(self, row: Var, tree: Var, leaf: Var):
+    def _reduce(self, row, tree, leaf: Var):
         b, reps, agg = self.b, self.reps, self.forest.aggregation
         t32 = Cast(tree, "i32")
 
@@ -349,3 +478,12 @@ class _Codegen:
 
 __all__ = ["ForestLayout", "TreeLayout", "RepBuffers", "build_layout", "lower_to_lir",
            "FLAG_DEFAULT_LEFT", "FLAG_ZERO_MISSING", "FLAG_CATEGORICAL", "FLAG_OP_SHIFT"]
+
+
+def _fold(op: str, a: lir.Expr, b: lir.Expr) -> lir.Expr:
+    """Build ``a op b`` for index arithmetic, evaluating it when both sides are constants."""
+    if isinstance(a, lir.Const) and isinstance(b, lir.Const):
+        value = {"+": a.value + b.value, "-": a.value - b.value, "*": a.value * b.value,
+                 "min": min(a.value, b.value)}[op]
+        return lir.Const(value, "i64")
+    return Bin(op, a, b)

@@ -19,7 +19,7 @@ ORDERS = [("batch", "tree"), ("tree", "batch")]
        seed=st.integers(0, 2**16), n=st.sampled_from([0, 1, 7, 300, 1100]))
 def test_random_forest_matches_reference(forest, rep, order, seed, n):
     X = rows_for(forest, np.random.default_rng(seed), n)
-    cf = sf.compile(forest, rep=rep, schedule=Schedule(order=order))
+    cf = sf.compile(forest, rep=rep, schedule=Schedule().reorder(*order))
     for margin in (True, False):
         got = cf.predict(X, output_margin=margin)
         want = reference.predict(forest, X, output_margin=margin)

@@ -170,7 +170,15 @@ class If:
     orelse: list = dataclasses.field(default_factory=list)
 
 
-Stmt = Union[Assign, Store, For, While, If]
+@dataclasses.dataclass
+class Prefetch:
+    """A hint to bring ``buffer[index]`` into cache; has no effect on results."""
+
+    buffer: str
+    index: Expr
+
+
+Stmt = Union[Assign, Store, For, While, If, Prefetch]
 
 
 # ----------------------------------------------------------------------------- module
@@ -355,6 +363,10 @@ def verify(module: Module) -> None:
             elif isinstance(s, If):
                 check_expr(s.cond, scope)
                 check_block(s.then, scope), check_block(s.orelse, scope)
+            elif isinstance(s, Prefetch):
+                check_expr(s.index, scope)
+                if s.buffer not in module.buffers:
+                    fail(f"prefetch of undeclared buffer {s.buffer}")
             else:
                 fail(f"unknown statement {s!r}")
 
@@ -392,6 +404,8 @@ def _format_block(stmts: Iterable, pad: str, out: list) -> None:
             out.append(f"{pad}while {s.cond} {{")
             _format_block(s.body, pad + "  ", out)
             out.append(f"{pad}}}")
+        elif isinstance(s, Prefetch):
+            out.append(f"{pad}prefetch {s.buffer}[{s.index}]")
         elif isinstance(s, If):
             out.append(f"{pad}if {s.cond} {{")
             _format_block(s.then, pad + "  ", out)

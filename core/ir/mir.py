@@ -1,13 +1,20 @@
 """MIR: the loop nest a schedule produces, still silent about how trees are stored.
 
-Operations (seed 004, section 3):
+Operations (seed 004, sections 3, 6 and 8):
 
-* ``Loop``: ``for``/``par.for`` over a range of rows (``batch``) or trees (``tree``), with an
-  optional GPU dimension;
-* ``WalkDecisionTree``: walk tree ``tree`` for row ``row`` and name the leaf value;
-* ``Reduce``: accumulate a tree's leaf value into the margins of a row (``reduction`` dialect
-  rewrites it when parallel loops conflict);
+* ``Loop``: ``for``/``par.for`` over rows (``batch``) or trees (``tree``), with inferred
+  ``start``/``stop``/``step`` (index expressions over the enclosing loops), an optional GPU
+  dimension and the attributes the schedule set (unroll, specialize, interleave, cache);
+* ``WalkDecisionTree``: walk a tree for a row (``unroll_depth``/``peel_depth`` steps unrolled /
+  without leaf checks), or, interleaved, for every iteration of the innermost loop at once;
+* ``CacheRows`` / ``CacheTrees``: bring the working set of one iteration closer (CPU: prefetch;
+  GPU: shared memory);
+* ``Reduce``: accumulate a leaf value into the margins of a row; the reduction dialect
+  (:mod:`silvanforge.reduction`) rewrites it when parallel loops over trees conflict;
 * ``InitMargins`` / ``FinalizeMargins``: start and finish the aggregation of a row.
+
+Index expressions are tiny trees: ``int``, ``str`` (a loop index or ``row_begin``/``row_end``),
+or ``(op, a, b)`` with op ``+``, ``*`` or ``min``.
 """
 
 from __future__ import annotations
@@ -16,34 +23,80 @@ import dataclasses
 
 from ..errors import IRVerificationError
 
+IndexExpr = object  # int | str | tuple
+
+
+def fmt(e) -> str:
+    if isinstance(e, tuple):
+        op, a, b = e
+        return f"min({fmt(a)}, {fmt(b)})" if op == "min" else f"({fmt(a)} {op} {fmt(b)})"
+    return str(e)
+
 
 @dataclasses.dataclass
 class Loop:
     index: str
-    dimension: str  # "batch" or "tree": the iteration space it walks
-    start: int
-    stop: int | str  # an int, or "batch_size" for the runtime row count
+    dimension: str  # "batch" or "tree"
+    start: IndexExpr
+    stop: IndexExpr
     step: int
     body: list
     parallel: bool = False
-    gpu: str | None = None  # e.g. "grid.x" (GPU targets)
+    gpu: str | None = None
+    unroll: bool = False
+    specialize: bool = False
+    max_trip: int | None = None  # known bound on the trip count (unroll / interleave / specialize)
+    interleave: int = 0  # walks of this (innermost) loop in flight together
 
 
 @dataclasses.dataclass
 class WalkDecisionTree:
-    tree: str  # loop index naming the tree
-    row: str  # loop index naming the row
+    tree: IndexExpr
+    row: IndexExpr
     result: str
-    unroll_depth: int = 0  # 0: walk with a loop until a leaf
+    unroll_depth: int = 0
+    peel_depth: int = 0
 
 
 @dataclasses.dataclass
 class Reduce:
-    target: str  # the margins buffer
-    row: str
-    tree: str  # the tree whose outputs receive the value
+    target: str  # "margins" or a privatised buffer made by legalisation
+    row: IndexExpr
+    tree: IndexExpr  # the tree whose outputs receive the value
     value: str
-    op: str  # aggregation: sum | average | min | max
+    op: str  # sum | average | min | max
+    private: tuple = ()  # indices of the privatised dimensions (legalisation)
+    atomic: bool = False
+
+
+@dataclasses.dataclass
+class ReduceDimension:
+    """``target[rows] (op)= sum over d of source[d, rows]`` after a conflicting loop (seed 004, 6).
+
+    ``inplace``: reduce into slot 0 of the same dimension (``reduce_dimension_inplace``).
+    ``outer``: indices of the privatised dimensions before ``dim`` that stay fixed.
+    """
+
+    source: str
+    target: str
+    dim: int
+    extent: int
+    rows: tuple  # (start, stop) of the rows this iteration owns
+    outer: tuple = ()
+    inplace: bool = False
+    vector_width: int = 0
+
+
+@dataclasses.dataclass
+class CacheRows:
+    start: IndexExpr
+    stop: IndexExpr
+
+
+@dataclasses.dataclass
+class CacheTrees:
+    start: IndexExpr
+    stop: IndexExpr
 
 
 @dataclasses.dataclass
@@ -57,11 +110,20 @@ class FinalizeMargins:
 
 
 @dataclasses.dataclass
+class PrivateBuffer:
+    """A privatised copy of the margins: one slice per iteration of each conflicting loop."""
+
+    name: str
+    extents: tuple  # sizes of the privatised dimensions, outermost first
+
+
+@dataclasses.dataclass
 class MirFunction:
     body: list
     num_trees: int
     num_outputs: int
     schedule_text: str = ""
+    buffers: list = dataclasses.field(default_factory=list)  # PrivateBuffer
 
 
 def walk(ops: list):
@@ -73,34 +135,38 @@ def walk(ops: list):
 
 
 def verify(fn: MirFunction) -> None:
-    """Indices are bound by an enclosing loop, used once per nest, and walks reach a reduce."""
+    """Indices are bound by enclosing loops and not rebound; every walk reaches a reduce."""
 
     def fail(msg):
         raise IRVerificationError(f"MIR verification failed: {msg}")
 
-    def check(ops, bound: dict):
+    def names(e):
+        if isinstance(e, tuple):
+            return names(e[1]) | names(e[2])
+        return {e} if isinstance(e, str) else set()
+
+    params = {"row_begin", "row_end"}
+
+    def check(ops, bound: set):
         for op in ops:
             if isinstance(op, Loop):
                 if op.index in bound:
-                    fail(f"index {op.index} bound twice")
-                if op.dimension not in ("batch", "tree"):
-                    fail(f"loop {op.index} over unknown dimension {op.dimension}")
-                if op.step <= 0:
-                    fail(f"loop {op.index} has step {op.step}")
-                check(op.body, {**bound, op.index: op.dimension})
-            elif isinstance(op, WalkDecisionTree):
-                if bound.get(op.tree) != "tree" or bound.get(op.row) != "batch":
-                    fail(f"walk uses tree {op.tree} / row {op.row} not bound by tree / batch loops")
-            elif isinstance(op, Reduce):
-                if bound.get(op.row) != "batch" or bound.get(op.tree) != "tree":
-                    fail("reduce outside its row and tree loops")
+                    fail(f"index {op.index} bound twice in one nest")
+                if op.dimension not in ("batch", "tree") or op.step <= 0:
+                    fail(f"loop {op.index}: dimension {op.dimension}, step {op.step}")
+                if not (names(op.start) | names(op.stop)) <= bound | params:
+                    fail(f"loop {op.index} range uses unbound indices")
+                check(op.body, bound | {op.index})
+            elif isinstance(op, (WalkDecisionTree, Reduce)):
+                if not (names(op.tree) | names(op.row)) <= bound:
+                    fail(f"{type(op).__name__} uses unbound indices")
             elif isinstance(op, (InitMargins, FinalizeMargins)):
-                if bound.get(op.row) != "batch":
+                if op.row not in bound:
                     fail(f"{type(op).__name__} outside a batch loop")
-            else:
+            elif not isinstance(op, (ReduceDimension, CacheRows, CacheTrees)):
                 fail(f"unknown MIR operation {op!r}")
 
-    check(fn.body, {})
+    check(fn.body, set())
     if not any(isinstance(op, WalkDecisionTree) for op in walk(fn.body)):
         fail("no tree is walked")
 
@@ -109,21 +175,46 @@ def format_function(fn: MirFunction) -> str:
     lines = [f"// MIR: {fn.num_trees} trees, {fn.num_outputs} outputs",
              *(f"// schedule: {line}" for line in fn.schedule_text.splitlines() if line.strip()),
              "model = ensemble(...)"]
+    for buf in fn.buffers:
+        lines.append(f"{buf.name} = alloc<{'x'.join(map(str, buf.extents))}xbatchxoutputs>")
 
     def emit(ops, pad):
         for op in ops:
             if isinstance(op, Loop):
                 kw = "par.for" if op.parallel else "for"
-                gpu = f" <{op.gpu}>" if op.gpu else ""
-                lines.append(f"{pad}{kw} {op.index} = {op.start} to {op.stop} step {op.step}{gpu} {{")
+                attrs = [a for a, on in (("unroll", op.unroll), ("specialize", op.specialize)) if on]
+                if op.gpu:
+                    attrs.append(op.gpu)
+                if op.interleave:
+                    attrs.append(f"interleave={op.interleave}")
+                tail = f" <{', '.join(attrs)}>" if attrs else ""
+                lines.append(f"{pad}{kw} {op.index} = {fmt(op.start)} to {fmt(op.stop)} step {op.step}{tail} {{")
                 emit(op.body, pad + "  ")
                 lines.append(f"{pad}}}")
             elif isinstance(op, WalkDecisionTree):
-                lines.append(f"{pad}T = getTree(model, {op.tree})")
-                unroll = f" <unrollDepth = {op.unroll_depth}>" if op.unroll_depth else ""
-                lines.append(f"{pad}{op.result} = walkDecisionTree(T, input[{op.row}]){unroll}")
+                attrs = []
+                if op.unroll_depth:
+                    attrs.append(f"unrollDepth = {op.unroll_depth}")
+                if op.peel_depth:
+                    attrs.append(f"peelDepth = {op.peel_depth}")
+                tail = f" <{', '.join(attrs)}>" if attrs else ""
+                lines.append(f"{pad}T = getTree(model, {fmt(op.tree)})")
+                lines.append(f"{pad}{op.result} = walkDecisionTree(T, input[{fmt(op.row)}]){tail}")
             elif isinstance(op, Reduce):
-                lines.append(f"{pad}reduce({op.target}[{op.row}, outputs({op.tree})], {op.value}) <'{op.op}'>")
+                where = "".join(f"[{fmt(i)}]" for i in op.private)
+                kind = " atomic" if op.atomic else ""
+                lines.append(f"{pad}reduce({op.target}{where}[{fmt(op.row)}, outputs({fmt(op.tree)})], "
+                             f"{op.value}) <'{op.op}'{kind}>")
+            elif isinstance(op, ReduceDimension):
+                name = "reduce_dimension_inplace" if op.inplace else "reduce_dimension"
+                outer = "".join(f"[{fmt(i)}]" for i in op.outer)
+                vec = f" <vector={op.vector_width}>" if op.vector_width else ""
+                lines.append(f"{pad}{op.target}[{fmt(op.rows[0])}:{fmt(op.rows[1])}] = {name}("
+                             f"{op.source}{outer}, dim={op.dim}){vec}")
+            elif isinstance(op, CacheRows):
+                lines.append(f"{pad}cacheRows(input, {fmt(op.start)}, {fmt(op.stop)})")
+            elif isinstance(op, CacheTrees):
+                lines.append(f"{pad}cacheTrees(model, {fmt(op.start)}, {fmt(op.stop)})")
             elif isinstance(op, InitMargins):
                 lines.append(f"{pad}initMargins({op.row})")
             elif isinstance(op, FinalizeMargins):

@@ -1,6 +1,8 @@
-"""The scheduling language and the HIR -> MIR lowering it drives."""
+"""The scheduling language, the loop tree it builds and the HIR -> MIR lowering it drives."""
 
-from .schedule import Schedule, default_schedule, parse_schedule
+from .looptree import IndexVar, LoopTree, build_loop_tree
 from .lower import lower_to_mir
+from .schedule import Directive, Schedule, default_schedule, parse_schedule
 
-__all__ = ["Schedule", "default_schedule", "parse_schedule", "lower_to_mir"]
+__all__ = ["Directive", "IndexVar", "LoopTree", "Schedule", "build_loop_tree", "default_schedule",
+           "lower_to_mir", "parse_schedule"]

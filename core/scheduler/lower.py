@@ -1,34 +1,80 @@
-"""HIR -> MIR: build the loop nest a schedule describes."""
+"""HIR -> MIR: turn the loop tree a schedule builds into a loop nest with inferred ranges."""
 
 from __future__ import annotations
 
 from ..ir import hir, mir
+from .looptree import IndexVar, LoopNode, build_loop_tree
 from .schedule import Schedule
 
 
-def lower_to_mir(forest: hir.Forest, schedule: Schedule) -> mir.MirFunction:
-    """Loops in the schedule's order around one walk and one reduce.
+def _range(idx: IndexVar, bound: list[IndexVar], num_trees: int):
+    """(start, stop, step) of the loop over ``idx``, in its root's coordinates.
 
-    When ``batch`` is outermost the margins of a row are initialised and finalised inside the
-    row loop; otherwise separate row loops before and after the nest do it.
+    Ranges follow the lineage: a tile's outer loop steps over its parent's range, the inner
+    loop covers one tile and stops at the parent's end (the remainder tile), a split's parts
+    cover the first ``at`` iterations and the rest.
     """
-    walk = mir.WalkDecisionTree(tree="tree", row="batch", result="treePred")
-    reduce = mir.Reduce(target="margins", row="batch", tree="tree", value="treePred",
-                        op=forest.aggregation.value)
-    body: list = [walk, reduce]
-    for idx in reversed(schedule.order):
-        stop = forest.num_trees if idx == "tree" else "batch_size"
-        body = [mir.Loop(index=idx, dimension=idx, start=0, stop=stop, step=1, body=body,
-                         parallel=idx in schedule.parallel)]
-    outer = body[0]
-    if schedule.order[0] == "batch":
-        outer.body = [mir.InitMargins("batch"), *outer.body, mir.FinalizeMargins("batch")]
-        ops = [outer]
-    else:
-        row_loop = lambda op: mir.Loop("batch", "batch", 0, "batch_size", 1, [op],  # noqa: E731
-                                       parallel="batch" in schedule.parallel)
-        ops = [row_loop(mir.InitMargins("batch")), outer, row_loop(mir.FinalizeMargins("batch"))]
-    fn = mir.MirFunction(body=ops, num_trees=forest.num_trees, num_outputs=forest.num_outputs,
+    if idx.role == "root":
+        return ("row_begin", "row_end", 1) if idx.dimension == "batch" else (0, num_trees, 1)
+    start, stop, step = _range(idx.parent, bound, num_trees)
+    size = idx.size
+    if idx.role == "outer":
+        return start, stop, step * size
+    if idx.role == "inner":
+        outer = idx.sibling.value_on(bound).name
+        return outer, ("min", ("+", outer, step * size), stop), step
+    if idx.role == "first":
+        return start, ("min", ("+", start, size * step), stop), step
+    return ("+", start, size * step), stop, step  # second
+
+
+def _innermost(path: list[IndexVar], attr: str) -> int:
+    for idx in reversed(path):
+        if getattr(idx, attr):
+            return getattr(idx, attr)
+    return 0
+
+
+def lower_to_mir(forest: hir.Forest, schedule: Schedule) -> mir.MirFunction:
+    """Build the loop nest; margins are initialised before it and finalised after it."""
+    tree = build_loop_tree(schedule, forest)
+    batch, trees = tree.indices["batch"], tree.indices["tree"]
+    num_trees = forest.num_trees
+
+    def lower(node: LoopNode, bound: list[IndexVar]) -> mir.Loop:
+        idx = node.index
+        start, stop, step = _range(idx, bound, num_trees)
+        inside = bound + [idx]
+        if node.children:
+            body = [lower(child, inside) for child in node.children]
+        else:
+            row, tree_ix = batch.value_on(inside).name, trees.value_on(inside).name
+            body = [
+                mir.WalkDecisionTree(tree=tree_ix, row=row, result="treePred",
+                                     unroll_depth=_innermost(inside, "unroll_walk"),
+                                     peel_depth=_innermost(inside, "peel_walk")),
+                mir.Reduce(target="margins", row=row, tree=tree_ix, value="treePred",
+                           op=forest.aggregation.value),
+            ]
+        if idx.cache:
+            # The working set of one iteration: the rows or trees this iteration covers.
+            end = ("min", ("+", idx.name, step), stop)
+            op = mir.CacheRows if idx.dimension == "batch" else mir.CacheTrees
+            body.insert(0, op(idx.name, end))
+        return mir.Loop(
+            index=idx.name, dimension=idx.dimension, start=start, stop=stop, step=step, body=body,
+            parallel=idx.parallel or idx.gpu is not None, gpu=idx.gpu, unroll=idx.unroll,
+            specialize=idx.specialize, max_trip=idx.max_trip(num_trees), interleave=idx.interleave,
+        )
+
+    row_parallel = any(i.parallel for i in tree.indices.values() if i.dimension == "batch")
+
+    def row_loop(op):
+        return mir.Loop("row", "batch", "row_begin", "row_end", 1, [op], parallel=row_parallel)
+
+    body = [row_loop(mir.InitMargins("row")), *(lower(r, []) for r in tree.roots),
+            row_loop(mir.FinalizeMargins("row"))]
+    fn = mir.MirFunction(body=body, num_trees=num_trees, num_outputs=forest.num_outputs,
                          schedule_text=schedule.to_text())
     mir.verify(fn)
     return fn

@@ -42,7 +42,7 @@ def silvanforge_rep_buffers(rep, forest, layout):
     threshold = np.zeros(total, layout.threshold_dtype)
     flags = np.zeros(total, np.uint8)
     leaf_slot = np.zeros(total, np.int32)
-    offsets = np.empty(len(layout.trees), np.int32)
+    offsets = np.empty(len(layout.trees) + 1, np.int32)  # + the end: tree t spans offsets[t:t+2]
     pos = 0
     for i, t in enumerate(layout.trees):
         offsets[i] = pos
@@ -56,6 +56,7 @@ def silvanforge_rep_buffers(rep, forest, layout):
             else:
                 stack += [(int(t.left[node]), 2 * local + 1), (int(t.right[node]), 2 * local + 2)]
         pos += 2 ** (t.depth + 1) - 1
+    offsets[-1] = pos
     return RepBuffers(
         buffers={"array_offset": offsets, "array_feature": feature, "array_threshold": threshold,
                  "array_flags": flags, "array_leaf": leaf_slot, "leaf_values": layout.leaf_values},
@@ -114,4 +115,8 @@ def silvanforge_rep_child(rep, b, tree, node, child):
 
 @hookimpl
 def silvanforge_rep_cache_trees(rep, b, first_tree, num_trees):
-    return None  # trees stay in global memory on every target for now
+    if rep != NAME:
+        return None
+    lo = b.load("array_offset", first_tree)
+    hi = b.load("array_offset", Bin("+", first_tree, num_trees))
+    return [(name, lo, hi) for name in ("array_feature", "array_threshold", "array_flags")]

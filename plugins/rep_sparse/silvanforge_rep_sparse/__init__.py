@@ -33,7 +33,7 @@ def silvanforge_rep_buffers(rep, forest, layout):
     threshold = np.empty(total, layout.threshold_dtype)
     flags = np.empty(total, np.uint8)
     child = np.empty(total, np.int32)
-    roots = np.empty(len(layout.trees), np.int32)
+    roots = np.empty(len(layout.trees) + 1, np.int32)  # + the end, so tree t spans roots[t:t+2]
     pos = 0
     for i, t in enumerate(layout.trees):
         # Breadth-first, giving both children of a node adjacent slots.
@@ -52,6 +52,7 @@ def silvanforge_rep_buffers(rep, forest, layout):
             slot_of[int(t.left[node])], slot_of[int(t.right[node])] = pos, pos + 1
             pos += 2
             queue.extend((int(t.left[node]), int(t.right[node])))
+    roots[-1] = pos
     return RepBuffers(
         buffers={"sparse_roots": roots, "sparse_feature": feature, "sparse_threshold": threshold,
                  "sparse_flags": flags, "sparse_child": child, "leaf_values": layout.leaf_values},
@@ -111,4 +112,9 @@ def silvanforge_rep_child(rep, b, tree, node, child):
 
 @hookimpl
 def silvanforge_rep_cache_trees(rep, b, first_tree, num_trees):
-    return None  # trees stay in global memory on every target for now
+    if rep != NAME:
+        return None
+    # The trees' nodes are one contiguous slice of every node array.
+    lo = b.load("sparse_roots", first_tree)
+    hi = b.load("sparse_roots", Bin("+", first_tree, num_trees))
+    return [(name, lo, hi) for name in ("sparse_feature", "sparse_threshold", "sparse_flags", "sparse_child")]

@@ -56,6 +56,7 @@ class LLVMCodegen:
             raw = self.alloca_builder.load(self.alloca_builder.gep(self.fn.args[6], [ir.Constant(i64, i)]))
             p = self.alloca_builder.bitcast(raw, ptr(buf.type), name=buf.name)
             self.ptrs[buf.name] = p
+        self._prefetch = None
         self.vars: dict[str, ir.Value] = {}
         for name, t in module.function.locals.items():
             self.vars[name] = self.alloca_builder.alloca(llvm_type(t), name=name)
@@ -114,6 +115,17 @@ class LLVMCodegen:
         self.block(s.body)
         b.branch(cond_bb)
         b.position_at_end(end_bb)
+
+    def s_Prefetch(self, s: lir.Prefetch):
+        b = self.b
+        if self._prefetch is None:
+            i8p, i32 = ir.PointerType(ir.IntType(8)), ir.IntType(32)
+            self._prefetch = ir.Function(self.mod, ir.FunctionType(ir.VoidType(), [i8p, i32, i32, i32]),
+                                         name="llvm.prefetch.p0")
+        ptr = b.bitcast(b.gep(self.ptrs[s.buffer], [self.index(s.index)]), ir.PointerType(ir.IntType(8)))
+        i32 = ir.IntType(32)
+        # read access, high temporal locality, data cache
+        b.call(self._prefetch, [ptr, ir.Constant(i32, 0), ir.Constant(i32, 3), ir.Constant(i32, 1)])
 
     def s_If(self, s: lir.If):
         b = self.b

@@ -1,0 +1,336 @@
+"""The loop tree a schedule builds, and the lineage of its index variables.
+
+Loops are nodes of a tree whose children are the loops they immediately contain; a node with
+no children holds the tree walk and the reduce.  The tree starts as ``batch { tree { walk } }``
+and each directive rewrites it (seed 004, section 3):
+
+* ``tile(i, o, n, s)`` replaces every loop over ``i`` by ``o { n { ... } }``: ``o`` steps over
+  ``i``'s range by ``s``, ``n`` covers one tile; the last tile may be partial (a remainder).
+* ``split(i, f, g, k)`` replaces every loop over ``i`` by two sibling loops with copies of its
+  body: ``f`` covers the first ``k`` iterations of ``i``, ``g`` the rest.
+* ``reorder(...)`` permutes indices that form a perfectly nested chain.
+* the other directives set attributes of an index (``parallel``, ``unroll``, ...).
+
+Every derived index knows its parent and its role (lineage), so ranges are inferred, never
+given: all indices count in the coordinates of their root (a row or a tree number).  Copies
+made by ``split`` share their index variables, so a later directive on an index inside the
+copied body applies to every copy.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+
+from ..errors import ScheduleError
+from ..ir import hir
+from .schedule import Directive, Schedule
+
+# Loops whose trip count we unroll or interleave must be small and known when compiling.
+MAX_STATIC_TRIP = 256
+
+
+@dataclasses.dataclass(eq=False)
+class IndexVar:
+    name: str
+    dimension: str  # "batch" or "tree"
+    parent: "IndexVar | None" = None
+    role: str = "root"  # root | outer | inner | first | second
+    size: int = 0  # tile size (outer/inner) or split point (first/second)
+    sibling: "IndexVar | None" = None  # the other index made by the same tile or split
+    # attributes set by directives
+    parallel: bool = False
+    unroll: bool = False
+    specialize: bool = False
+    interleave: int = 0  # number of walks in flight; 0 = not interleaved
+    unroll_walk: int = 0
+    peel_walk: int = 0
+    gpu: str | None = None
+    cache: bool = False
+    reduce: str | None = None  # "atomic" | "shared" | "vector"
+    vector_width: int = 0
+    # Set when the index is tiled or split away (it is then no longer a loop of its own).
+    tiled_into: "tuple[IndexVar, IndexVar] | None" = None
+    split_into: "tuple[IndexVar, IndexVar] | None" = None
+
+    @property
+    def derived(self) -> bool:
+        return self.tiled_into is not None or self.split_into is not None
+
+    def value_on(self, bound) -> "IndexVar | None":
+        """The loop on a path (``bound``: indices of the enclosing loops) that carries this
+        index's value: itself, the inner loop of its tile, or the part of its split."""
+        if self in bound:
+            return self
+        if self.tiled_into is not None:
+            return self.tiled_into[1].value_on(bound)
+        if self.split_into is not None:
+            return self.split_into[0].value_on(bound) or self.split_into[1].value_on(bound)
+        return None
+
+    def __repr__(self) -> str:
+        return f"IndexVar({self.name})"
+
+    def lineage(self) -> list["IndexVar"]:
+        """This index and its ancestors, innermost first."""
+        out, cur = [], self
+        while cur is not None:
+            out.append(cur)
+            cur = cur.parent
+        return out
+
+    def max_trip(self, num_trees: int) -> int | None:
+        """An upper bound on this loop's trip count known at compile time, or None."""
+        if self.role == "inner":
+            return self.size
+        if self.role == "first":
+            return self.size
+        if self.dimension == "tree":
+            return num_trees  # every tree loop covers at most all trees
+        return None  # loops over rows depend on the batch
+
+
+@dataclasses.dataclass
+class LoopNode:
+    index: IndexVar
+    children: list["LoopNode"] = dataclasses.field(default_factory=list)
+
+    def walk(self):
+        yield self
+        for c in self.children:
+            yield from c.walk()
+
+
+@dataclasses.dataclass
+class LoopTree:
+    roots: list[LoopNode]
+    indices: dict[str, IndexVar]
+    schedule: Schedule
+
+    def nodes(self):
+        for r in self.roots:
+            yield from r.walk()
+
+    def paths(self):
+        """Every root-to-innermost path (one per walk in the generated code)."""
+        def rec(node, prefix):
+            prefix = prefix + [node]
+            if not node.children:
+                yield prefix
+            for c in node.children:
+                yield from rec(c, prefix)
+        for r in self.roots:
+            yield from rec(r, [])
+
+
+class _Builder:
+    def __init__(self, schedule: Schedule, forest: hir.Forest):
+        self.schedule, self.forest = schedule, forest
+        batch, tree = IndexVar("batch", "batch"), IndexVar("tree", "tree")
+        self.indices = {"batch": batch, "tree": tree}
+        self.roots = [LoopNode(batch, [LoopNode(tree)])]
+        self.d: Directive | None = None
+
+    def fail(self, msg: str):
+        raise ScheduleError(f"schedule {self.d.where()}: {msg}")
+
+    def index(self, name: str, loop: bool = True) -> IndexVar:
+        idx = self.indices.get(name)
+        if idx is None:
+            self.fail(f"unknown index {name!r} (known: {', '.join(self.indices)})")
+        if loop and idx.derived:
+            self.fail(f"{name} was tiled or split; use the indices derived from it")
+        return idx
+
+    def new(self, name: str, parent: IndexVar, role: str, size: int) -> IndexVar:
+        if name in self.indices:
+            self.fail(f"index {name!r} is already defined")
+        idx = IndexVar(name, parent.dimension, parent, role, size)
+        self.indices[name] = idx
+        return idx
+
+    def nodes_of(self, idx: IndexVar) -> list[tuple[list, int]]:
+        """(sibling list, position) of every loop over ``idx``."""
+        found = []
+
+        def rec(siblings):
+            for pos, node in enumerate(siblings):
+                if node.index is idx:
+                    found.append((siblings, pos))
+                rec(node.children)
+        rec(self.roots)
+        return found
+
+    # ------------------------------------------------------------------ directives
+    def apply(self, d: Directive) -> None:
+        self.d = d
+        getattr(self, "d_" + d.name)(*d.args)
+
+    def d_tile(self, name, outer, inner, size):
+        p = self.index(name)
+        o, i = self.new(outer, p, "outer", size), self.new(inner, p, "inner", size)
+        o.sibling, i.sibling = i, o
+        for siblings, pos in self.nodes_of(p):
+            siblings[pos] = LoopNode(o, [LoopNode(i, siblings[pos].children)])
+        p.tiled_into = (o, i)
+
+    def d_split(self, name, first, second, at):
+        p = self.index(name)
+        f, g = self.new(first, p, "first", at), self.new(second, p, "second", at)
+        f.sibling, g.sibling = g, f
+        for siblings, pos in reversed(self.nodes_of(p)):
+            body = siblings[pos].children
+            siblings[pos:pos + 1] = [LoopNode(f, body), LoopNode(g, copy.deepcopy(body, _shared(self)))]
+        p.split_into = (f, g)
+
+    def d_reorder(self, *names):
+        idxs = [self.index(n) for n in names]
+        if len(set(names)) != len(names):
+            self.fail("an index is named twice")
+        wanted = set(map(id, idxs))
+        occurrences = 0
+        for siblings, pos in self._chain_heads(wanted):
+            chain, node = [], siblings[pos]
+            while True:
+                chain.append(node)
+                if len(chain) == len(idxs):
+                    break
+                if len(node.children) != 1 or id(node.children[0].index) not in wanted:
+                    self.fail(f"{', '.join(names)} are not perfectly nested loops "
+                              f"({node.index.name} holds {len(node.children)} loops)")
+                node = node.children[0]
+            if {id(n.index) for n in chain} != wanted:
+                self.fail(f"{', '.join(names)} are not successive loops of one nest")
+            innermost_body = chain[-1].children
+            rebuilt = innermost_body
+            for idx in reversed(idxs):
+                rebuilt = [LoopNode(idx, rebuilt)]
+            siblings[pos] = rebuilt[0]
+            occurrences += 1
+        if occurrences == 0:
+            self.fail(f"{', '.join(names)} do not appear together in any loop nest")
+        self._check_tile_nesting()
+
+    def _chain_heads(self, wanted):
+        heads = []
+
+        def rec(siblings, inside):
+            for pos, node in enumerate(siblings):
+                mine = id(node.index) in wanted
+                if mine and not inside:
+                    heads.append((siblings, pos))
+                rec(node.children, inside or mine)
+        rec(self.roots, False)
+        return heads
+
+    def _check_tile_nesting(self):
+        """A tile's inner loop covers one tile of its outer loop: it must stay inside it."""
+        for path in LoopTree(self.roots, self.indices, self.schedule).paths():
+            bound: list[IndexVar] = []
+            for node in path:
+                idx = node.index
+                if idx.role == "inner" and idx.sibling.value_on(bound) is None:
+                    self.fail(f"{idx.name} is the inner index of a tile of {idx.parent.name} and "
+                              f"must stay inside its outer index {idx.sibling.name}")
+                bound.append(idx)
+
+    def _static(self, idx: IndexVar, what: str) -> int:
+        trip = idx.max_trip(self.forest.num_trees)
+        if trip is None:
+            self.fail(f"{what} needs a loop whose trip count is known when compiling; {idx.name} "
+                      f"runs over the rows of the batch (tile it first)")
+        if trip > MAX_STATIC_TRIP:
+            self.fail(f"{what} of {idx.name} would copy its body {trip} times (at most {MAX_STATIC_TRIP})")
+        return trip
+
+    def d_unroll(self, name):
+        idx = self.index(name)
+        self._static(idx, "unroll")
+        idx.unroll = True
+
+    def d_specialize(self, name):
+        idx = self.index(name)
+        if idx.dimension != "tree":
+            self.fail(f"specialize generates code per tree; {name} is a batch index")
+        self._static(idx, "specialize")
+        idx.specialize = True
+
+    def d_gpuDimension(self, name, dim):
+        idx = self.index(name)
+        for other in self.indices.values():
+            if other.gpu == dim and other is not idx:
+                self.fail(f"{dim} is already mapped to {other.name}")
+        idx.gpu = dim
+
+    def d_cache(self, name):
+        self.index(name).cache = True
+
+    def d_parallel(self, name):
+        self.index(name).parallel = True
+
+    def d_interleave(self, name, factor=None):
+        idx = self.index(name)
+        for siblings, pos in self.nodes_of(idx):
+            if siblings[pos].children:
+                self.fail(f"interleave applies to an innermost loop; {name} contains "
+                          f"{siblings[pos].children[0].index.name}")
+        trip = self._static(idx, "interleave")
+        idx.interleave = min(factor or trip, trip)
+        if idx.interleave < 2:
+            self.fail(f"interleaving {name} needs at least 2 walks in flight")
+
+    def d_unrollWalk(self, name, depth):
+        self.index(name).unroll_walk = depth
+
+    def d_peelWalk(self, name, depth):
+        idx = self.index(name)
+        shallowest = min((_min_leaf_depth(t) for t in self.forest.trees), default=0)
+        if depth > shallowest:
+            self.fail(f"cannot peel {depth} steps: the forest has a leaf at depth {shallowest}, "
+                      "and peeled steps do not check for leaves")
+        idx.peel_walk = depth
+
+    def _reduction(self, name, kind, width=0):
+        idx = self.index(name)
+        if idx.dimension != "tree":
+            self.fail(f"{kind}Reduce applies to loops over trees; {name} is a batch index "
+                      "(rows never share a result)")
+        if not idx.parallel and not idx.gpu:
+            self.fail(f"{kind}Reduce needs {name} to be parallel (or GPU-mapped): only parallel "
+                      "tree loops conflict on the result")
+        if idx.reduce:
+            self.fail(f"{name} already has {idx.reduce}Reduce")
+        idx.reduce, idx.vector_width = kind, width
+
+    def d_atomicReduce(self, name):
+        self._reduction(name, "atomic")
+
+    def d_sharedReduce(self, name):
+        self._reduction(name, "shared")
+
+    def d_vectorReduce(self, name, width):
+        self._reduction(name, "vector", width)
+
+
+def _shared(builder: _Builder) -> dict:
+    """deepcopy memo that keeps IndexVar objects shared between split copies."""
+    return {id(v): v for v in builder.indices.values()}
+
+
+def _min_leaf_depth(tree: hir.Tree) -> int:
+    best, stack = None, [(0, 0)]
+    while stack:
+        node, depth = stack.pop()
+        if tree.left[node] < 0:
+            best = depth if best is None else min(best, depth)
+        else:
+            stack += [(int(tree.left[node]), depth + 1), (int(tree.right[node]), depth + 1)]
+    return best or 0
+
+
+def build_loop_tree(schedule: Schedule, forest: hir.Forest) -> LoopTree:
+    """Apply the directives in order; raise ScheduleError naming the directive that is illegal."""
+    b = _Builder(schedule, forest)
+    for d in schedule.directives:
+        b.apply(d)
+    return LoopTree(b.roots, b.indices, schedule)

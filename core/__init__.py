@@ -27,14 +27,14 @@ __all__ = [
     "ArtifactError", "InputError", "ModelFormatError", "PluginError", "ScheduleError",
     "SilvanForgeError", "UnsupportedModelError", "hookimpl", "Aggregation", "CategoryRule",
     "Forest", "Op", "Transform", "Tree", "load_model", "compile", "load_compiled",
-    "CompiledForest", "__version__",
+    "CompiledForest", "lower", "show", "__version__",
 ]
 
 
 def __getattr__(name):
     # The compiler pulls in the scheduler and lowering; import it only when first used so
     # `import silvanforge` inside a plugin stays cheap and free of cycles.
-    if name in ("compile", "load_compiled", "CompiledForest"):
+    if name in ("compile", "load_compiled", "CompiledForest", "lower", "show"):
         from . import api
 
         return getattr(api, name)

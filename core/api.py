@@ -17,7 +17,7 @@ from .loading import load_model
 from .lowering import lower_to_lir
 from .plugins import registry
 from .runtime import check_rows, run_kernel
-from .scheduler import Schedule, lower_to_mir, parse_schedule
+from .scheduler import CANNED, Schedule, canned, lower_to_mir, parse_schedule
 
 ARTIFACT_FORMAT = 1
 # The array representation pays off while padding trees to complete ones costs little memory.
@@ -38,12 +38,52 @@ def choose_representation(forest: hir.Forest) -> str:
     return reps[0]
 
 
-def _as_schedule(schedule) -> Schedule | None:
+def _as_schedule(schedule, forest: hir.Forest, batch_size) -> Schedule | None:
+    """A Schedule from a Schedule, the name of a canned one, or schedule text."""
     if schedule is None or isinstance(schedule, Schedule):
         return schedule
     if isinstance(schedule, str):
+        if schedule.strip() in CANNED:
+            return canned(schedule.strip(), forest, batch_size)
         return parse_schedule(schedule)
-    raise ScheduleError(f"a schedule must be a Schedule or its text, got {type(schedule).__name__}")
+    raise ScheduleError(f"a schedule must be a Schedule, its text or a canned name "
+                        f"({', '.join(CANNED)}), got {type(schedule).__name__}")
+
+
+def lower(model, target: str = "cpu", rep: str | None = None, schedule=None,
+          batch_size: int | None = None):
+    """The front half of ``compile``: model -> HIR -> MIR -> LIR, for ``target`` (which need not
+    be able to run here).  Returns (forest, rep, schedule, mir function, lir module)."""
+    forest = model if isinstance(model, hir.Forest) else load_model(model)
+    hir.verify(forest)
+    reg = registry()
+    if target not in reg.targets():
+        reg.check_target(target)  # raises: unknown target
+    rep = rep or choose_representation(forest)
+    reg.check_representation(rep)
+    if batch_size is not None and (not isinstance(batch_size, (int, np.integer)) or batch_size <= 0):
+        raise InputError(f"batch_size must be a positive integer, got {batch_size!r}")
+    sched = _as_schedule(schedule, forest, batch_size) or reg.hook.silvanforge_target_default_schedule(
+        target=target, forest=forest, batch_size=batch_size)
+    mir_fn = lower_to_mir(forest, sched)
+    module = lower_to_lir(forest, mir_fn, rep, reg.hook)
+    return forest, rep, sched, mir_fn, module
+
+
+def show(model, level: str, target: str = "cpu", rep: str | None = None, schedule=None,
+         batch_size: int | None = None) -> str:
+    """The program at ``level`` (hir, mir, lir, target) without running anything: GPU schedules
+    can be printed on a machine without a GPU."""
+    forest, rep, sched, mir_fn, module = lower(model, target, rep, schedule, batch_size)
+    if level == "hir":
+        return hir.format_forest(forest)
+    if level == "mir":
+        return mir.format_function(mir_fn)
+    if level == "lir":
+        return lir.format_module(module)
+    if level == "target":
+        return registry().hook.silvanforge_target_source(target=target, module=module)
+    raise InputError(f"unknown level {level!r}; choose hir, mir, lir or target")
 
 
 class CompiledForest:
@@ -133,20 +173,11 @@ def compile(model, target: str = "cpu", rep: str | None = None, schedule=None,
             batch_size: int | None = None, threads: int | None = None) -> CompiledForest:
     """Compile a model file or HIR ``Forest`` for ``target``; ``None`` options are chosen well."""
     start = time.perf_counter()
-    forest = model if isinstance(model, hir.Forest) else load_model(model)
-    hir.verify(forest)
     reg = registry()
     reg.check_target(target)
-    rep = rep or choose_representation(forest)
-    reg.check_representation(rep)
-    if batch_size is not None and (not isinstance(batch_size, (int, np.integer)) or batch_size <= 0):
-        raise InputError(f"batch_size must be a positive integer, got {batch_size!r}")
     if threads is not None and (not isinstance(threads, (int, np.integer)) or threads <= 0):
         raise InputError(f"threads must be a positive integer, got {threads!r}")
-    sched = _as_schedule(schedule) or reg.hook.silvanforge_target_default_schedule(
-        target=target, forest=forest, batch_size=batch_size)
-    mir_fn = lower_to_mir(forest, sched)
-    module = lower_to_lir(forest, mir_fn, rep, reg.hook)
+    forest, rep, sched, mir_fn, module = lower(model, target, rep, schedule, batch_size)
     kernel = reg.hook.silvanforge_target_compile(target=target, module=module,
                                                  options={"threads": threads, "batch_size": batch_size})
     return CompiledForest(forest, kernel, module, mir_fn, target, rep, sched, batch_size, threads,

@@ -84,7 +84,9 @@ def _rep_opt():
 
 
 def _schedule_opt():
-    return typer.Option(None, "--schedule", "-s", help="A file holding a schedule (default: the target's).")
+    return typer.Option(None, "--schedule", "-s",
+                        help="A file holding a schedule, or a canned one: default, xgboost, "
+                             "one-tree-at-a-time, tree-parallel, tahoe-* (default: the target's).")
 
 
 def _threads_opt():
@@ -103,15 +105,19 @@ def is_artifact(path: str) -> bool:
 
 
 def read_schedule(path: str | None):
-    """The schedule in file ``path`` (None: let the target choose); errors name the file."""
+    """The schedule in file ``path``, or the name of a canned schedule (None: let the target
+    choose); errors name the file."""
     if path is None:
         return None
-    from .scheduler import parse_schedule
+    from .scheduler import CANNED, parse_schedule
 
     try:
         text = Path(path).read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise InputError(f"schedule file not found: {path}") from None
+        if path in CANNED:
+            return path  # compile() resolves the name against the model
+        raise InputError(f"schedule file not found: {path} (canned schedules: "
+                         f"{', '.join(CANNED)})") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise InputError(f"cannot read schedule file {path}: {getattr(exc, 'strerror', None) or exc}") from None
     try:
@@ -247,10 +253,20 @@ def show(
 
         forest = load_model(model)
         text = hir.format_forest(forest, max_trees=max_trees or None)
-    else:
+    elif is_artifact(model):
         cf = load_or_compile(model, target, rep, schedule)
         text = hir.format_forest(cf.forest, max_trees=max_trees or None) if level is Level.hir \
             else cf.show(level.value)
+    elif level is Level.hir:
+        from .loading import load_model
+
+        text = hir.format_forest(load_model(model), max_trees=max_trees or None)
+    else:
+        import silvanforge as sf
+
+        # Lowering only: a GPU schedule prints here even where no GPU can run it.
+        text = sf.show(model, level.value, target=target or "cpu", rep=rep,
+                       schedule=read_schedule(schedule))
     sys.stdout.write(text if text.endswith("\n") else text + "\n")
 
 

@@ -14,6 +14,7 @@ import dataclasses
 import numpy as np
 
 from .errors import UnsupportedModelError
+from .reduction import identity
 from .ir import hir, lir, mir
 from .ir.hir import ZERO_THRESHOLD, Aggregation, CategoryRule, Op
 from .ir.lir import Assign, Bin, Builder, Cast, Cmp, For, If, IsNan, Select, Store, Var, While
@@ -152,23 +153,61 @@ def lower_to_lir(forest: hir.Forest, fn: mir.MirFunction, rep: str, hook) -> lir
     b = Builder(buffers)
     for name, data in rep_buffers.buffers.items():
         b.buffer(name, data)
-    gen = _Codegen(forest, layout, reps, b, thr_t, acc_t)
-    for op in fn.body:
-        gen.lower(op)
+    fill = identity(forest.aggregation)
+    for buf in fn.buffers:
+        slices = int(np.prod(buf.extents))
+        b.buffers[buf.name] = lir.Buffer(buf.name, acc_t, "scratch", per_row=slices * forest.num_outputs,
+                                         fill=fill)
+    gen = _Codegen(forest, layout, reps, b, thr_t, acc_t, {p.name: p.extents for p in fn.buffers})
+    row_parallel = any(op.parallel for op in mir.walk(fn.body)
+                       if isinstance(op, mir.Loop) and op.dimension == "batch")
+    functions = []
+    for i, (kind, ops) in enumerate(_phases(fn.body)):
+        b.locals, b._blocks = {}, [[]]
+        trip = 0
+        for op in ops:
+            if kind == "loop":
+                trip = op.max_trip
+                gen.loop_phase = op
+            gen.lower(op)
+            gen.loop_phase = None
+        functions.append(lir.Function(f"predict_{i}", b.block, dict(b.locals), parallel=kind,
+                                      row_parallel=row_parallel, trip=trip))
     module = lir.Module(
-        function=lir.Function("predict", b.block, dict(b.locals)),
+        functions=functions,
         buffers=b.buffers, num_features=forest.num_features, num_outputs=forest.num_outputs,
         input_type=thr_t, output_type=acc_t,
         info={"summary": f"rep={rep} trees={forest.num_trees} outputs={forest.num_outputs}",
-              "rep": rep, **rep_buffers.info},
+              "rep": rep, **rep_buffers.info,
+              # GPU-only constructs a CPU target must refuse: (index, gpu dimension or reduction)
+              "gpu": [(op.index, op.gpu or f"{op.reduce}Reduce") for op in mir.walk(fn.body)
+                      if isinstance(op, mir.Loop) and (op.gpu or op.reduce == "shared")]},
     )
     lir.verify(module)
     return module
 
 
+def _phases(body: list):
+    """Split the top level into phases: a parallel loop over trees runs alone, split over threads
+    by iterations; everything else runs split by rows (every row range derives from the rows a
+    call is given, and rows never share results)."""
+    phases: list[tuple[str, list]] = []
+    for op in body:
+        if isinstance(op, mir.Loop) and op.dimension == "tree" and op.parallel and op.max_trip:
+            phases.append(("loop", [op]))
+        elif phases and phases[-1][0] == "rows":
+            phases[-1][1].append(op)
+        else:
+            phases.append(("rows", [op]))
+    return phases
+
+
 class _Codegen:
-    def __init__(self, forest, layout: ForestLayout, reps: _Rep, b: Builder, thr_t, acc_t):
+    def __init__(self, forest, layout: ForestLayout, reps: _Rep, b: Builder, thr_t, acc_t,
+                 private: dict):
         self.forest, self.layout, self.reps, self.b = forest, layout, reps, b
+        self.private = private  # privatised buffer -> extents of its slice dimensions
+        self.loop_phase: mir.Loop | None = None
         self.thr_t, self.acc_t = thr_t, acc_t
         self.K = forest.num_outputs
         self.index: dict[str, Var] = {}  # MIR loop index -> LIR variable
@@ -222,7 +261,10 @@ class _Codegen:
             tree, row = self.expr(op.tree), self.expr(op.row)
             self.values[op.result] = self._walk_lanes([(tree, row)], op.unroll_depth, op.peel_depth)[0]
         elif isinstance(op, mir.Reduce):
-            self._reduce(self.expr(op.row), self.expr(op.tree), self.values[op.value])
+            self._reduce(self.expr(op.row), self.expr(op.tree), self.values[op.value],
+                         op.target, tuple(self.expr(i) for i in op.private), op.atomic)
+        elif isinstance(op, mir.ReduceDimension):
+            self._reduce_dimension(op)
         elif isinstance(op, mir.CacheRows):
             self._cache_rows(self.expr(op.start), self.expr(op.stop))
         elif isinstance(op, mir.CacheTrees):
@@ -239,6 +281,11 @@ class _Codegen:
 
     def _loop(self, op: mir.Loop):
         start, stop = self.expr(op.start), self.expr(op.stop)
+        if op is self.loop_phase:
+            # This call runs iterations [iter_begin, iter_end) of the parallel loop.
+            begin = Bin("+", start, Bin("*", lir.ITER_BEGIN, self.c(op.step, "i64")))
+            stop = Bin("min", stop, Bin("+", start, Bin("*", lir.ITER_END, self.c(op.step, "i64"))))
+            start = begin
         if op.interleave:
             return self._interleaved_loop(op, start, stop)
         if op.unroll or op.specialize:
@@ -449,20 +496,38 @@ class _Codegen:
         bit = Bin("&", Bin(">>", bits, Bin("&", cat, c(31, "i32"))), c(1, "i32"))
         return Bin("&", in_range, Cmp("!=", bit, c(0, "i32")))
 
-    def _reduce(self, row, tree, leaf: Var):
-        b, reps, agg = self.b, self.reps, self.forest.aggregation
+    def _slot_index(self, target: str, slots: tuple, row, out) -> lir.Expr:
+        """Element of ``target`` for a row and output: margins are (row, k); a privatised buffer
+        is (row, slice..., k), so one row's slices sit together."""
+        if target == "margins":
+            return self.margin_index(row, out)
+        flat = self.c(0, "i64")
+        for extent, s in zip(self.private[target], slots):
+            flat = _fold("+", _fold("*", flat, self.c(extent, "i64")), s)
+        per_row = int(np.prod(self.private[target]))
+        return Bin("+", Bin("*", Bin("+", Bin("*", row, self.c(per_row, "i64")), flat),
+                            self.c(self.K, "i64")), Builder.cast(out, "i64"))
+
+    def _combine(self, acc, value):
+        """The aggregation's step: acc (+) value; for min/max a NaN accumulator means 'empty'."""
+        agg = self.forest.aggregation
+        if agg in (Aggregation.SUM, Aggregation.AVERAGE):
+            return Bin("+", acc, value)
+        better = Cmp("<" if agg is Aggregation.MIN else ">", value, acc)
+        return Select(Bin("|", IsNan(acc), better), value, acc)
+
+    def _reduce(self, row, tree, leaf: Var, target: str = "margins", slots: tuple = (),
+                atomic: bool = False):
+        b, reps = self.b, self.reps
         t32 = Cast(tree, "i32")
 
         def accumulate(out_idx, slot):
-            idx = self.margin_index(row, out_idx)
+            idx = b.local("ri", "i64", self._slot_index(target, slots, row, out_idx))
             value = b.local("leaf", self.acc_t, reps.leaf_value(b=b, tree=t32, node=leaf, slot=slot))
-            acc = b.load("margins", idx)
-            if agg in (Aggregation.SUM, Aggregation.AVERAGE):
-                new = Bin("+", acc, value)
+            if atomic:
+                b.emit(lir.AtomicAdd(target, idx, value))
             else:
-                better = Cmp("<" if agg is Aggregation.MIN else ">", value, acc)
-                new = Select(Bin("|", IsNan(acc), better), value, acc)
-            b.emit(Store("margins", idx, new))
+                b.emit(Store(target, idx, self._combine(b.load(target, idx), value)))
 
         if self.single_output:
             out = b.load("tree_output", t32) if self.K > 1 else self.c(0, "i32")
@@ -475,6 +540,41 @@ class _Codegen:
         body = b.pop()
         b.emit(For(j, begin, Cast(b.load("tree_out_begin", Bin("+", t32, self.c(1, "i32"))), "i64"), 1, body))
 
+    def _reduce_dimension(self, op: mir.ReduceDimension):
+        """Fold the slices of dimension ``dim`` for the rows this iteration owns, resetting them."""
+        b, c = self.b, self.c
+        extents = self.private[op.source]
+        outer = [self.expr(i) for i in op.outer]
+        zeros = [c(0, "i64")] * (len(extents) - op.dim - 1)
+        fill = c(identity(self.forest.aggregation), self.acc_t)
+        r, k = Var(f"rr{len(b.locals)}", "i64"), Var(f"rk{len(b.locals)}", "i64")
+        b.push()
+        width = max(1, op.vector_width)
+        # ``width`` independent partial results (vectorReduce), folded together at the end.
+        accs = [b.local("racc", self.acc_t, fill) for _ in range(width)]
+        d = Var(f"rd{len(b.locals)}", "i64")
+        b.push()
+        for lane, acc in enumerate(accs):
+            dl = Bin("+", d, c(lane, "i64"))
+            idx = b.local("rix", "i64", self._slot_index(op.source, (*outer, dl, *zeros), r, k))
+            body = [Assign(acc, self._combine(acc, b.load(op.source, idx))), Store(op.source, idx, fill)]
+            if lane == 0:
+                b.block.extend(body)
+            else:
+                b.emit(If(Cmp("<", dl, c(op.extent, "i64")), body))
+        b.emit(For(d, c(0, "i64"), c(op.extent, "i64"), width, b.pop()))
+        total = accs[0]
+        for acc in accs[1:]:
+            total = self._combine(total, acc)
+        if op.inplace:
+            idx = self._slot_index(op.source, (*outer, c(0, "i64"), *zeros), r, k)
+            b.emit(Store(op.source, idx, total))
+        else:
+            idx = b.local("mix", "i64", self.margin_index(r, k))
+            b.emit(Store("margins", idx, self._combine(b.load("margins", idx), total)))
+        kloop = For(k, c(0, "i64"), c(self.K, "i64"), 1, b.pop())
+        b.emit(For(r, self.expr(op.rows[0]), self.expr(op.rows[1]), 1, [kloop]))
+
 
 __all__ = ["ForestLayout", "TreeLayout", "RepBuffers", "build_layout", "lower_to_lir",
            "FLAG_DEFAULT_LEFT", "FLAG_ZERO_MISSING", "FLAG_CATEGORICAL", "FLAG_OP_SHIFT"]
@@ -484,6 +584,6 @@ def _fold(op: str, a: lir.Expr, b: lir.Expr) -> lir.Expr:
     """Build ``a op b`` for index arithmetic, evaluating it when both sides are constants."""
     if isinstance(a, lir.Const) and isinstance(b, lir.Const):
         value = {"+": a.value + b.value, "-": a.value - b.value, "*": a.value * b.value,
-                 "min": min(a.value, b.value)}[op]
+                 "/": a.value // b.value, "min": min(a.value, b.value)}[op]
         return lir.Const(value, "i64")
     return Bin(op, a, b)

@@ -1,9 +1,9 @@
 """Running a compiled kernel on rows: validation of inputs and parallel row chunks.
 
-A *kernel* is what a target's ``silvanforge_target_compile`` returns: a callable
-``kernel(rows, out, begin, end)`` writing the margins of ``rows[begin:end]`` into
-``out[begin:end]``, with ``input_dtype``/``output_dtype`` attributes and ``artifact() -> bytes``.
-A kernel that releases the GIL (ctypes calls do) runs its chunks truly in parallel here.
+A *kernel* is what a target's ``silvanforge_target_compile`` returns: the phases of one LIR
+module made callable (see :func:`run_kernel`), with ``input_dtype``/``output_dtype`` and
+``artifact() -> bytes``.  A kernel that releases the GIL (ctypes calls do) runs its chunks truly
+in parallel here.
 """
 
 from __future__ import annotations
@@ -61,19 +61,32 @@ def check_rows(X, num_features: int, dtype: np.dtype) -> np.ndarray:
 
 
 def run_kernel(kernel, rows: np.ndarray, num_outputs: int, threads: int | None) -> np.ndarray:
-    """Margins (n, num_outputs) of all rows, split into chunks over ``threads`` threads."""
+    """Margins (n, num_outputs) of all rows: the kernel's phases in order, each split over threads.
+
+    A kernel exposes ``phases`` (each with ``parallel`` = ``rows`` or ``loop``, ``row_parallel``
+    and ``trip``), ``scratch`` (buffers with ``per_row`` and ``fill``) and ``run(phase, rows, out,
+    scratch, row_begin, row_end, iter_begin, iter_end)``.
+    """
     n = rows.shape[0]
     out = np.empty((n, num_outputs), dtype=kernel.output_dtype)
     if n == 0:
         return out
     threads = default_threads() if threads is None else max(1, int(threads))
-    chunks = min(threads, max(1, n // MIN_ROWS_PER_THREAD))
-    if chunks <= 1 or not getattr(kernel, "parallel_safe", True):
-        kernel(rows, out, 0, n)
-        return out
-    bounds = np.linspace(0, n, chunks + 1).astype(np.int64)
-    pool = _get_pool(threads)
-    futures = [pool.submit(kernel, rows, out, int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:])]
-    for f in futures:
-        f.result()
+    scratch = [np.full(n * buf.per_row, buf.fill, dtype=kernel.output_dtype) for buf in kernel.scratch]
+    for i, phase in enumerate(kernel.phases):
+        if phase.parallel == "loop":
+            # Every call covers all rows for a share of the parallel tree loop's iterations.
+            chunks = min(threads, phase.trip) if n >= MIN_ROWS_PER_THREAD // 4 else 1
+            bounds = np.linspace(0, phase.trip, chunks + 1).astype(np.int64)
+            tasks = [(0, n, int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:])]
+        else:
+            chunks = min(threads, max(1, n // MIN_ROWS_PER_THREAD)) if phase.row_parallel else 1
+            bounds = np.linspace(0, n, chunks + 1).astype(np.int64)
+            tasks = [(int(a), int(b), 0, 0) for a, b in zip(bounds[:-1], bounds[1:])]
+        if len(tasks) == 1:
+            kernel.run(i, rows, out, scratch, *tasks[0])
+            continue
+        pool = _get_pool(threads)
+        for f in [pool.submit(kernel.run, i, rows, out, scratch, *t) for t in tasks]:
+            f.result()
     return out

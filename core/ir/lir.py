@@ -171,6 +171,15 @@ class If:
 
 
 @dataclasses.dataclass
+class AtomicAdd:
+    """``buffer[index] += value`` as one atomic update (parallel iterations share the element)."""
+
+    buffer: str
+    index: Expr
+    value: Expr
+
+
+@dataclasses.dataclass
 class Prefetch:
     """A hint to bring ``buffer[index]`` into cache; has no effect on results."""
 
@@ -178,7 +187,7 @@ class Prefetch:
     index: Expr
 
 
-Stmt = Union[Assign, Store, For, While, If, Prefetch]
+Stmt = Union[Assign, Store, AtomicAdd, For, While, If, Prefetch]
 
 
 # ----------------------------------------------------------------------------- module
@@ -188,27 +197,41 @@ class Buffer:
 
     kind ``model``: constant data built at compile time (``data`` holds it);
     kind ``input``: the rows, indexed ``row * row_stride + feature * col_stride``;
-    kind ``output``: the margins, ``num_outputs`` per row.
+    kind ``output``: the margins, ``num_outputs`` per row;
+    kind ``scratch``: working memory the runtime allocates per call, ``per_row`` elements for each
+      row of the batch, every element starting at ``fill`` (privatised reductions).
     """
 
     name: str
     type: str
     kind: str
     data: np.ndarray | None = None
+    per_row: int = 0
+    fill: float = 0.0
 
 
 @dataclasses.dataclass
 class Function:
-    """``name(rows, row_stride, col_stride, row_begin, row_end, out, model buffers...)``."""
+    """``name(rows, row_stride, col_stride, row_begin, row_end, iter_begin, iter_end, margins,
+    buffers)``: one phase of a prediction.
+
+    ``parallel`` says how the runtime may split the phase over threads: ``rows`` (by row
+    ranges, when ``row_parallel``), or ``loop`` (the outermost loop is a parallel loop over trees
+    with ``trip`` iterations; each call runs iterations ``iter_begin`` to ``iter_end`` for all
+    rows).  Phases run one after another.
+    """
 
     name: str
     body: list
     locals: dict = dataclasses.field(default_factory=dict)  # name -> type of mutable locals
+    parallel: str = "rows"
+    row_parallel: bool = True
+    trip: int = 0
 
 
 @dataclasses.dataclass
 class Module:
-    function: Function
+    functions: list  # of Function, run in order
     buffers: dict  # name -> Buffer, in argument order
     num_features: int
     num_outputs: int
@@ -219,6 +242,13 @@ class Module:
     def model_buffers(self) -> list[Buffer]:
         return [b for b in self.buffers.values() if b.kind == "model"]
 
+    def scratch_buffers(self) -> list[Buffer]:
+        return [b for b in self.buffers.values() if b.kind == "scratch"]
+
+    def table_buffers(self) -> list[Buffer]:
+        """The buffers passed through the pointer table: model buffers, then scratch."""
+        return self.model_buffers() + self.scratch_buffers()
+
 
 # Parameters every predict function has, in order (after the buffers named in Module.buffers
 # of kind input/output come the model buffers).
@@ -226,7 +256,9 @@ ROW_STRIDE = Var("row_stride", "i64")
 COL_STRIDE = Var("col_stride", "i64")
 ROW_BEGIN = Var("row_begin", "i64")
 ROW_END = Var("row_end", "i64")
-SCALAR_PARAMS = (ROW_STRIDE, COL_STRIDE, ROW_BEGIN, ROW_END)
+ITER_BEGIN = Var("iter_begin", "i64")
+ITER_END = Var("iter_end", "i64")
+SCALAR_PARAMS = (ROW_STRIDE, COL_STRIDE, ROW_BEGIN, ROW_END, ITER_BEGIN, ITER_END)
 
 
 class Builder:
@@ -345,7 +377,7 @@ def verify(module: Module) -> None:
                 check_expr(s.value, scope)
                 if s.var.name not in scope or scope[s.var.name] != s.value.type:
                     fail(f"assignment of {s.value.type} to %{s.var.name}")
-            elif isinstance(s, Store):
+            elif isinstance(s, (Store, AtomicAdd)):
                 check_expr(s.index, scope), check_expr(s.value, scope)
                 buf = module.buffers.get(s.buffer)
                 if buf is None or buf.kind == "model":
@@ -370,7 +402,8 @@ def verify(module: Module) -> None:
             else:
                 fail(f"unknown statement {s!r}")
 
-    check_block(module.function.body, {**params, **module.function.locals})
+    for fn in module.functions:
+        check_block(fn.body, {**params, **fn.locals})
 
 
 # ----------------------------------------------------------------------------- printer
@@ -378,13 +411,17 @@ def format_module(module: Module) -> str:
     lines = [f"; LIR module: {module.info.get('summary', '')}".rstrip()]
     for buf in module.buffers.values():
         size = "" if buf.data is None else f"[{buf.data.size}]"
+        if buf.kind == "scratch":
+            size = f"[rows x {buf.per_row}] = {buf.fill}"
         lines.append(f"buffer {buf.kind} {buf.name}: {buf.type}{size}")
     params = ", ".join(f"%{p.name}: {p.type}" for p in SCALAR_PARAMS)
-    lines.append(f"func @{module.function.name}({params}) {{")
-    for name, t in module.function.locals.items():
-        lines.append(f"  local %{name}: {t}")
-    _format_block(module.function.body, "  ", lines)
-    lines.append("}")
+    for fn in module.functions:
+        split = f"loop x{fn.trip}" if fn.parallel == "loop" else ("rows" if fn.row_parallel else "none")
+        lines.append(f"func @{fn.name}({params}) <parallel: {split}> {{")
+        for name, t in fn.locals.items():
+            lines.append(f"  local %{name}: {t}")
+        _format_block(fn.body, "  ", lines)
+        lines.append("}")
     return "\n".join(lines)
 
 
@@ -394,6 +431,8 @@ def _format_block(stmts: Iterable, pad: str, out: list) -> None:
             out.append(f"{pad}%{s.var.name} = {s.value}")
         elif isinstance(s, Store):
             out.append(f"{pad}{s.buffer}[{s.index}] = {s.value}")
+        elif isinstance(s, AtomicAdd):
+            out.append(f"{pad}atomic {s.buffer}[{s.index}] += {s.value}")
         elif isinstance(s, For):
             kw = "par.for" if s.parallel else "for"
             extra = f" unroll({s.unroll})" if s.unroll > 1 else ""

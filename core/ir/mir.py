@@ -47,6 +47,8 @@ class Loop:
     specialize: bool = False
     max_trip: int | None = None  # known bound on the trip count (unroll / interleave / specialize)
     interleave: int = 0  # walks of this (innermost) loop in flight together
+    reduce: str | None = None  # how a conflicting loop's reductions combine: atomic/shared/vector
+    vector_width: int = 0
 
 
 @dataclasses.dataclass
@@ -167,6 +169,9 @@ def verify(fn: MirFunction) -> None:
                 fail(f"unknown MIR operation {op!r}")
 
     check(fn.body, set())
+    for op in walk(fn.body):
+        if isinstance(op, Reduce) and op.target != "margins" and op.target not in {b.name for b in fn.buffers}:
+            fail(f"reduce into undeclared buffer {op.target}")
     if not any(isinstance(op, WalkDecisionTree) for op in walk(fn.body)):
         fail("no tree is walked")
 

@@ -1,1 +1,6 @@
-"""Placeholder package; filled by later stages of the pipeline."""
+"""The reduction dialect: ``reduce``, ``reduce_dimension``, ``reduce_dimension_inplace``, and the
+legalisation that makes reductions correct under parallel loops (seed 004, section 6)."""
+
+from .legalize import identity, legalize
+
+__all__ = ["identity", "legalize"]

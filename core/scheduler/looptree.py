@@ -80,14 +80,20 @@ class IndexVar:
         return out
 
     def max_trip(self, num_trees: int) -> int | None:
-        """An upper bound on this loop's trip count known at compile time, or None."""
+        """An upper bound on this loop's trip count known at compile time, or None (loops over
+        the rows of a batch whose size is only known when predicting)."""
+        if self.role == "root":
+            return num_trees if self.dimension == "tree" else None
+        parent = self.parent.max_trip(num_trees)
         if self.role == "inner":
-            return self.size
+            return self.size if parent is None else min(self.size, parent)
         if self.role == "first":
-            return self.size
-        if self.dimension == "tree":
-            return num_trees  # every tree loop covers at most all trees
-        return None  # loops over rows depend on the batch
+            return self.size if parent is None else min(self.size, parent)
+        if parent is None:
+            return None
+        if self.role == "outer":
+            return -(-parent // self.size)
+        return max(0, parent - self.size)  # second
 
 
 @dataclasses.dataclass

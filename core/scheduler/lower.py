@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ..ir import hir, mir
+from ..reduction import legalize
 from .looptree import IndexVar, LoopNode, build_loop_tree
 from .schedule import Schedule
 
@@ -22,10 +23,25 @@ def _range(idx: IndexVar, bound: list[IndexVar], num_trees: int):
         return start, stop, step * size
     if idx.role == "inner":
         outer = idx.sibling.value_on(bound).name
-        return outer, ("min", ("+", outer, step * size), stop), step
+        return outer, _min(_add(outer, step * size), stop), step
     if idx.role == "first":
-        return start, ("min", ("+", start, size * step), stop), step
-    return ("+", start, size * step), stop, step  # second
+        return start, _min(_add(start, size * step), stop), step
+    return _add(start, size * step), stop, step  # second
+
+
+def _add(a, b):
+    return a + b if isinstance(a, int) and isinstance(b, int) else ("+", a, b)
+
+
+def _min(a, b):
+    return min(a, b) if isinstance(a, int) and isinstance(b, int) else ("min", a, b)
+
+
+def _trip(start, stop, step, bound):
+    """The exact trip count where the range is constant, else the lineage's bound."""
+    if isinstance(start, int) and isinstance(stop, int):
+        return max(0, -(-(stop - start) // step))
+    return bound
 
 
 def _innermost(path: list[IndexVar], attr: str) -> int:
@@ -64,7 +80,8 @@ def lower_to_mir(forest: hir.Forest, schedule: Schedule) -> mir.MirFunction:
         return mir.Loop(
             index=idx.name, dimension=idx.dimension, start=start, stop=stop, step=step, body=body,
             parallel=idx.parallel or idx.gpu is not None, gpu=idx.gpu, unroll=idx.unroll,
-            specialize=idx.specialize, max_trip=idx.max_trip(num_trees), interleave=idx.interleave,
+            specialize=idx.specialize, max_trip=_trip(start, stop, step, idx.max_trip(num_trees)),
+            interleave=idx.interleave, reduce=idx.reduce, vector_width=idx.vector_width,
         )
 
     row_parallel = any(i.parallel for i in tree.indices.values() if i.dimension == "batch")
@@ -76,5 +93,7 @@ def lower_to_mir(forest: hir.Forest, schedule: Schedule) -> mir.MirFunction:
             row_loop(mir.FinalizeMargins("row"))]
     fn = mir.MirFunction(body=body, num_trees=num_trees, num_outputs=forest.num_outputs,
                          schedule_text=schedule.to_text())
+    mir.verify(fn)
+    fn = legalize(fn, forest.aggregation)
     mir.verify(fn)
     return fn

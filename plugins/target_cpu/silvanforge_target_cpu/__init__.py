@@ -43,12 +43,22 @@ def silvanforge_target_source(target, module):
     return str(codegen.generate(module))
 
 
+def _reject_gpu_constructs(module):
+    from silvanforge import ScheduleError
+
+    for index, what in module.info.get("gpu", []):
+        directive = what if what.endswith("Reduce") else f"gpuDimension({index}, {what})"
+        raise ScheduleError(f"{directive} maps loop {index} to a GPU; the cpu target has no GPU "
+                            "grid or shared memory (use parallel, or compile for cuda/amd)")
+
+
 @hookimpl
 def silvanforge_target_compile(target, module, options):
     if target != NAME:
         return None
     from . import codegen, jit
 
+    _reject_gpu_constructs(module)
     return jit.compile_module(module, str(codegen.generate(module)))
 
 

@@ -34,38 +34,45 @@ def is_float(t: str) -> bool:
 
 
 class LLVMCodegen:
+    """Generates one LLVM function per LIR function (phase) into one LLVM module."""
+
     def __init__(self, module: lir.Module):
         self.lmod = module
         self.mod = ir.Module(name="silvanforge")
+        self._prefetch = None
+
+    def generate(self) -> ir.Module:
+        for fn in self.lmod.functions:
+            self._function(fn)
+        return self.mod
+
+    def _function(self, lfn: lir.Function) -> None:
+        module = self.lmod
         ptr = lambda t: ir.PointerType(llvm_type(t))  # noqa: E731
         i8pp = ir.PointerType(ir.PointerType(ir.IntType(8)))
         i64 = ir.IntType(64)
-        fnty = ir.FunctionType(ir.VoidType(), [ptr(module.input_type), i64, i64, i64, i64,
+        fnty = ir.FunctionType(ir.VoidType(), [ptr(module.input_type), i64, i64, i64, i64, i64, i64,
                                               ptr(module.output_type), i8pp])
-        self.fn = ir.Function(self.mod, fnty, name=module.function.name)
-        for arg in (self.fn.args[0], self.fn.args[5], self.fn.args[6]):
+        self.fn = ir.Function(self.mod, fnty, name=lfn.name)
+        rows_arg, margins_arg, table_arg = self.fn.args[0], self.fn.args[7], self.fn.args[8]
+        for arg in (rows_arg, margins_arg, table_arg):
             arg.add_attribute("noalias")
         entry = self.fn.append_basic_block("entry")
         self.alloca_builder = ir.IRBuilder(entry)
         body = self.fn.append_basic_block("body")
         self.b = ir.IRBuilder(body)
         names = [p.name for p in lir.SCALAR_PARAMS]
-        self.scalars = dict(zip(names, self.fn.args[1:5]))
-        self.ptrs = {"rows": self.fn.args[0], "margins": self.fn.args[5]}
-        for i, buf in enumerate(module.model_buffers()):
-            raw = self.alloca_builder.load(self.alloca_builder.gep(self.fn.args[6], [ir.Constant(i64, i)]))
-            p = self.alloca_builder.bitcast(raw, ptr(buf.type), name=buf.name)
-            self.ptrs[buf.name] = p
-        self._prefetch = None
+        self.scalars = dict(zip(names, self.fn.args[1:7]))
+        self.ptrs = {"rows": rows_arg, "margins": margins_arg}
+        for i, buf in enumerate(module.table_buffers()):
+            raw = self.alloca_builder.load(self.alloca_builder.gep(table_arg, [ir.Constant(i64, i)]))
+            self.ptrs[buf.name] = self.alloca_builder.bitcast(raw, ptr(buf.type), name=buf.name)
         self.vars: dict[str, ir.Value] = {}
-        for name, t in module.function.locals.items():
+        for name, t in lfn.locals.items():
             self.vars[name] = self.alloca_builder.alloca(llvm_type(t), name=name)
-
-    def generate(self) -> ir.Module:
-        self.block(self.lmod.function.body)
+        self.block(lfn.body)
         self.b.ret_void()
-        self.alloca_builder.branch(self.fn.basic_blocks[1])
-        return self.mod
+        self.alloca_builder.branch(body)
 
     # ------------------------------------------------------------------ statements
     def block(self, stmts):
@@ -115,6 +122,11 @@ class LLVMCodegen:
         self.block(s.body)
         b.branch(cond_bb)
         b.position_at_end(end_bb)
+
+    def s_AtomicAdd(self, s: lir.AtomicAdd):
+        ptr = self.b.gep(self.ptrs[s.buffer], [self.index(s.index)])
+        op = "fadd" if is_float(self.lmod.buffers[s.buffer].type) else "add"
+        self.b.atomic_rmw(op, ptr, self.expr(s.value), "monotonic")
 
     def s_Prefetch(self, s: lir.Prefetch):
         b = self.b

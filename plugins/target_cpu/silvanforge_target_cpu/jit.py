@@ -58,34 +58,37 @@ def optimise(ir_text: str):
 
 
 class CpuKernel:
-    """A JIT-compiled predict function plus the model buffers it reads."""
+    """JIT-compiled phase functions plus the model buffers they read (see ``runtime.Kernel``)."""
 
     def __init__(self, module: lir.Module, llvm_module, tm):
         self.module = module
         self._llvm_module = llvm_module
         self._engine = llvm.create_mcjit_compiler(llvm_module, tm)
         self._engine.finalize_object()
-        addr = self._engine.get_function_address(module.function.name)
         in_ct = ctypes.c_float if module.input_type == "f32" else ctypes.c_double
         out_ct = ctypes.c_float if module.output_type == "f32" else ctypes.c_double
-        proto = ctypes.CFUNCTYPE(None, ctypes.POINTER(in_ct), ctypes.c_int64, ctypes.c_int64,
-                                 ctypes.c_int64, ctypes.c_int64, ctypes.POINTER(out_ct),
-                                 ctypes.POINTER(ctypes.c_void_p))
-        self._fn = proto(addr)
+        i64 = ctypes.c_int64
+        proto = ctypes.CFUNCTYPE(None, ctypes.POINTER(in_ct), i64, i64, i64, i64, i64, i64,
+                                 ctypes.POINTER(out_ct), ctypes.POINTER(ctypes.c_void_p))
+        self._fns = [proto(self._engine.get_function_address(f.name)) for f in module.functions]
         self._in_ptr, self._out_ptr = ctypes.POINTER(in_ct), ctypes.POINTER(out_ct)
         # Keep the arrays alive as long as the kernel: the pointer table refers to them.
         self._buffers = [b.data for b in module.model_buffers()]
-        self._table = (ctypes.c_void_p * max(1, len(self._buffers)))(
-            *[a.ctypes.data for a in self._buffers])
+        self._model_ptrs = [a.ctypes.data for a in self._buffers]
+        self.phases = module.functions
+        self.scratch = module.scratch_buffers()
         self.input_dtype = lir.LIR_TO_NUMPY[module.input_type]
         self.output_dtype = lir.LIR_TO_NUMPY[module.output_type]
 
-    def __call__(self, rows: np.ndarray, out: np.ndarray, begin: int, end: int) -> None:
-        """Margins of rows[begin:end] into out[begin:end]; ``rows`` may be C or Fortran ordered."""
+    def run(self, phase: int, rows: np.ndarray, out: np.ndarray, scratch: list, row_begin: int,
+            row_end: int, iter_begin: int = 0, iter_end: int = 0) -> None:
+        """One call of one phase; ``rows`` may be C or Fortran ordered, or a strided view."""
         item = rows.itemsize
         rs, cs = rows.strides[0] // item, rows.strides[1] // item
-        self._fn(rows.ctypes.data_as(self._in_ptr), rs, cs, begin, end,
-                 out.ctypes.data_as(self._out_ptr), self._table)
+        ptrs = self._model_ptrs + [a.ctypes.data for a in scratch]
+        table = (ctypes.c_void_p * max(1, len(ptrs)))(*ptrs)
+        self._fns[phase](rows.ctypes.data_as(self._in_ptr), rs, cs, row_begin, row_end, iter_begin,
+                         iter_end, out.ctypes.data_as(self._out_ptr), table)
 
     def artifact(self) -> bytes:
         """Optimised bitcode plus the host it was optimised for (see ``host_signature``)."""

@@ -1,0 +1,102 @@
+"""Legalisation of ``reduce`` under parallel loops (seed 004, section 6).
+
+A parallel loop over trees around a ``reduce`` is a *conflicting loop*: its iterations add into
+the same margins.  For each chain of conflicting loops (outermost first) the target is
+*privatised*: a buffer gets one slice per iteration of each conflicting loop, the ``reduce``
+writes its own slice, and right after each conflicting loop a ``reduce_dimension`` folds that
+loop's slices into the next level: in place into slice 0 of the enclosing conflicting loop's
+dimension (``reduce_dimension_inplace``), or, for the outermost, into the margins.  Folded
+slices are reset, so a conflicting loop inside a sequential one is folded afresh each time.
+
+A conflicting loop marked ``atomicReduce`` is not privatised: its reduces update the margins
+atomically.  Loops over rows never conflict: each row owns its margins.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from ..errors import ScheduleError
+from ..ir import mir
+from ..ir.hir import Aggregation
+
+
+def identity(aggregation: Aggregation) -> float:
+    """The value a privatised slice starts from (and is reset to once folded)."""
+    return float("nan") if aggregation in (Aggregation.MIN, Aggregation.MAX) else 0.0
+
+
+def _conflicting(loop: mir.Loop) -> bool:
+    return loop.dimension == "tree" and loop.parallel
+
+
+def _slot(loop: mir.Loop):
+    """Which slice an iteration of ``loop`` owns: (index - start) / step."""
+    offset = loop.index if loop.start == 0 else ("-", loop.index, loop.start)
+    return offset if loop.step == 1 else ("/", offset, loop.step)
+
+
+def _depth(loop: mir.Loop) -> int:
+    """The longest chain of conflicting loops from ``loop`` down to a reduce."""
+    inner = max((_depth(op) for op in loop.body if isinstance(op, mir.Loop)), default=0)
+    return inner + (1 if _conflicting(loop) else 0)
+
+
+def legalize(fn: mir.MirFunction, aggregation: Aggregation) -> mir.MirFunction:
+    buffers: list[mir.PrivateBuffer] = []
+    extents: dict[str, list] = {}
+
+    def check_atomic(loop: mir.Loop, privatised: tuple):
+        if aggregation not in (Aggregation.SUM, Aggregation.AVERAGE):
+            raise ScheduleError(f"atomicReduce({loop.index}): atomic updates add, but this model "
+                                f"takes the {aggregation.value} of its trees; drop atomicReduce")
+        if privatised or _depth(loop) > 1:
+            raise ScheduleError(f"atomicReduce({loop.index}) cannot share a loop nest with other "
+                                "parallel loops over trees")
+
+    def rewrite(ops: list, privatised: tuple, buffer: str | None, rows, atomic: bool) -> list:
+        out = []
+        for op in ops:
+            if isinstance(op, mir.Reduce):
+                out.append(dataclasses.replace(
+                    op, target=buffer if privatised else op.target,
+                    private=tuple(_slot(loop) for loop in privatised), atomic=atomic))
+                continue
+            if not isinstance(op, mir.Loop):
+                out.append(op)
+                continue
+            inner_rows = rows
+            if op.dimension == "batch":  # the rows one iteration of this loop owns
+                inner_rows = (op.index, ("min", ("+", op.index, op.step), op.stop))
+            if _conflicting(op) and op.reduce == "atomic":
+                check_atomic(op, privatised)
+                op.body = rewrite(op.body, privatised, buffer, inner_rows, True)
+                out.append(op)
+                continue
+            if not _conflicting(op):
+                op.body = rewrite(op.body, privatised, buffer, inner_rows, atomic)
+                out.append(op)
+                continue
+            level = privatised + (op,)
+            name = buffer
+            if name is None:
+                name = f"partial{len(buffers)}"
+                buffers.append(mir.PrivateBuffer(name, ()))
+                extents[name] = [None] * _depth(op)
+            if op.max_trip is None:
+                raise ScheduleError(f"parallel({op.index}): a parallel loop over trees needs a trip "
+                                    "count known when compiling")
+            extents[name][len(level) - 1] = op.max_trip
+            op.body = rewrite(op.body, level, name, inner_rows, atomic)
+            out.append(op)
+            out.append(mir.ReduceDimension(
+                source=name, target=name if len(level) > 1 else "margins", dim=len(level) - 1,
+                extent=op.max_trip, rows=rows, outer=tuple(_slot(loop) for loop in privatised),
+                inplace=len(level) > 1, vector_width=op.vector_width if op.reduce == "vector" else 0))
+        return out
+
+    body = rewrite(fn.body, (), None, ("row_begin", "row_end"), False)
+    for buf in buffers:
+        # A shorter chain leaves deeper dimensions unused: give them one slice.
+        buf.extents = tuple(e or 1 for e in extents[buf.name])
+    return dataclasses.replace(fn, body=body, buffers=buffers)

@@ -1,0 +1,87 @@
+"""Named schedules: the loop orders of known systems, written in the scheduling language.
+
+Each is a function ``(forest, batch_size) -> Schedule`` so its sizes can follow the model; the
+text of each is what ``forge show --level mir --schedule NAME`` prints at its head.
+"""
+
+from __future__ import annotations
+
+import math
+
+from ..ir import hir
+from .schedule import Schedule
+
+# Rows per tile in XGBoost's CPU predictor (seed 004, 4.2: 64 in the version it describes).
+XGBOOST_CHUNK = 64
+
+
+def default(forest: hir.Forest, batch_size: int | None = None) -> Schedule:
+    """Each row walks every tree in order; rows in parallel (seed 001's loop order)."""
+    return Schedule().parallel("batch")
+
+
+def xgboost(forest: hir.Forest, batch_size: int | None = None, chunk: int = XGBOOST_CHUNK) -> Schedule:
+    """XGBoost's order (seed 004, 4.2): a chunk of rows walks one tree before the next tree;
+    chunks in parallel."""
+    return (Schedule().tile("batch", "b0", "b1", chunk).reorder("b0", "tree", "b1").parallel("b0"))
+
+
+def one_tree_at_a_time(forest: hir.Forest, batch_size: int | None = None) -> Schedule:
+    """Every row walks one tree before any row walks the next: the tree stays in cache."""
+    return Schedule().reorder("tree", "batch").parallel("batch")
+
+
+def tree_parallel(forest: hir.Forest, batch_size: int | None = None, parts: int = 2) -> Schedule:
+    """The trees split into ``parts`` groups walked in parallel over all rows; the partial
+    margins are privatised per group and folded afterwards (a legalised reduction)."""
+    per_part = max(1, math.ceil(forest.num_trees / parts))
+    return (Schedule().tile("tree", "t0", "t1", per_part).reorder("t0", "batch", "t1").parallel("t0"))
+
+
+def tahoe_direct(forest: hir.Forest, batch_size: int | None = None, rows_per_block: int = 64) -> Schedule:
+    """Tahoe's direct method (seed 004, 4.3): one GPU thread walks all trees for one row."""
+    return (Schedule().tile("batch", "b0", "b1", rows_per_block).reorder("b0", "b1", "tree")
+            .gpu_dimension("b0", "grid.x").gpu_dimension("b1", "block.x"))
+
+
+def tahoe_shared_data(forest: hir.Forest, batch_size: int | None = None) -> Schedule:
+    """Tahoe's shared data: a thread block walks all trees of one row in parallel, the row in
+    shared memory; partial sums reduced across the block."""
+    return (Schedule().reorder("batch", "tree").gpu_dimension("batch", "grid.x")
+            .gpu_dimension("tree", "block.x").cache("batch"))
+
+
+def tahoe_shared_forest(forest: hir.Forest, batch_size: int | None = None,
+                        rows_per_block: int = 64) -> Schedule:
+    """Tahoe's shared forest: the whole model in shared memory, one thread per row."""
+    return (Schedule().tile("batch", "b0", "b1", rows_per_block)
+            .tile("tree", "t0", "t1", max(1, forest.num_trees)).reorder("b0", "b1", "t0", "t1")
+            .cache("t0").gpu_dimension("b0", "grid.x").gpu_dimension("b1", "block.x"))
+
+
+def tahoe_shared_partial_forest(forest: hir.Forest, batch_size: int | None = None,
+                                rows_per_block: int = 64, trees_per_block: int = 16) -> Schedule:
+    """Tahoe's shared partial forest: chunks of trees in shared memory, one chunk per block row
+    of the grid; partial results reduced across chunks."""
+    return (Schedule().tile("batch", "b0", "b1", rows_per_block)
+            .tile("tree", "t0", "t0Inner", trees_per_block)
+            .tile("t0Inner", "t1", "t2", trees_per_block).cache("t1")
+            .reorder("b0", "t0", "b1", "t1", "t2")
+            .gpu_dimension("b0", "grid.x").gpu_dimension("t0", "grid.y").gpu_dimension("b1", "block.x"))
+
+
+CANNED = {
+    "default": default,
+    "xgboost": xgboost,
+    "one-tree-at-a-time": one_tree_at_a_time,
+    "tree-parallel": tree_parallel,
+    "tahoe-direct": tahoe_direct,
+    "tahoe-shared-data": tahoe_shared_data,
+    "tahoe-shared-forest": tahoe_shared_forest,
+    "tahoe-shared-partial-forest": tahoe_shared_partial_forest,
+}
+GPU_CANNED = tuple(name for name in CANNED if name.startswith("tahoe"))
+
+
+def canned(name: str, forest: hir.Forest, batch_size: int | None = None) -> Schedule:
+    return CANNED[name](forest, batch_size)

@@ -583,7 +583,8 @@ __all__ = ["ForestLayout", "TreeLayout", "RepBuffers", "build_layout", "lower_to
 def _fold(op: str, a: lir.Expr, b: lir.Expr) -> lir.Expr:
     """Build ``a op b`` for index arithmetic, evaluating it when both sides are constants."""
     if isinstance(a, lir.Const) and isinstance(b, lir.Const):
-        value = {"+": a.value + b.value, "-": a.value - b.value, "*": a.value * b.value,
-                 "/": a.value // b.value, "min": min(a.value, b.value)}[op]
-        return lir.Const(value, "i64")
+        x, y = a.value, b.value
+        ops = {"+": lambda: x + y, "-": lambda: x - y, "*": lambda: x * y, "/": lambda: x // y,
+               "min": lambda: min(x, y)}
+        return lir.Const(ops[op](), "i64")
     return Bin(op, a, b)

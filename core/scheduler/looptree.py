@@ -172,8 +172,23 @@ class _Builder:
         self.d = d
         getattr(self, "d_" + d.name)(*d.args)
 
+    def _attributes_set(self, idx: IndexVar) -> list[str]:
+        names = {"parallel": "parallel", "unroll": "unroll", "specialize": "specialize",
+                 "interleave": "interleave", "unroll_walk": "unrollWalk", "peel_walk": "peelWalk",
+                 "gpu": "gpuDimension", "cache": "cache", "reduce": "a reduction directive"}
+        return [d for attr, d in names.items() if getattr(idx, attr)]
+
+    def _derivable(self, idx: IndexVar, verb: str) -> None:
+        """Attributes belong to loops; a tiled or split index stops being one, so they would be
+        silently lost: refuse instead."""
+        done = self._attributes_set(idx)
+        if done:
+            self.fail(f"set {', '.join(done)} on {idx.name} before {verb} it; set it on the "
+                      "indices derived from it instead")
+
     def d_tile(self, name, outer, inner, size):
         p = self.index(name)
+        self._derivable(p, "tiling")
         o, i = self.new(outer, p, "outer", size), self.new(inner, p, "inner", size)
         o.sibling, i.sibling = i, o
         for siblings, pos in self.nodes_of(p):
@@ -182,6 +197,7 @@ class _Builder:
 
     def d_split(self, name, first, second, at):
         p = self.index(name)
+        self._derivable(p, "splitting")
         f, g = self.new(first, p, "first", at), self.new(second, p, "second", at)
         f.sibling, g.sibling = g, f
         for siblings, pos in reversed(self.nodes_of(p)):
@@ -339,4 +355,10 @@ def build_loop_tree(schedule: Schedule, forest: hir.Forest) -> LoopTree:
     b = _Builder(schedule, forest)
     for d in schedule.directives:
         b.apply(d)
-    return LoopTree(b.roots, b.indices, schedule)
+    tree = LoopTree(b.roots, b.indices, schedule)
+    for node in tree.nodes():
+        # A later reorder may have moved a loop inside an interleaved one.
+        if node.index.interleave and node.children:
+            raise ScheduleError(f"schedule: interleave({node.index.name}) applies to an innermost "
+                                f"loop, but {node.children[0].index.name} is now inside it")
+    return tree

@@ -381,7 +381,7 @@ def run_bench(model: str, batch_sizes=DEFAULT_BATCH_SIZES, threads: int | None =
     from .loading import load_model
     from .plugins import registry
     from .runtime import default_threads
-    from .scheduler import Schedule, parse_schedule
+    from .scheduler import CANNED, Schedule, canned, parse_schedule
 
     batch_sizes = sorted({int(b) for b in batch_sizes})
     if not batch_sizes or batch_sizes[0] <= 0:
@@ -391,14 +391,15 @@ def run_bench(model: str, batch_sizes=DEFAULT_BATCH_SIZES, threads: int | None =
     if threads is not None and threads <= 0:
         raise InputError(f"threads must be a positive integer, got {threads}")
     threads = threads or default_threads()
-    if isinstance(schedule, str):
-        schedule = parse_schedule(schedule)
 
     model = os.fspath(model)
     reg = registry()
     fmt = _detect_format(model, reg)
     forest = load_model(model)
     reg.check_target(target)
+    if isinstance(schedule, str):  # a canned schedule's name, or schedule text
+        schedule = canned(schedule.strip(), forest) if schedule.strip() in CANNED \
+            else parse_schedule(schedule)
 
     # One compile per distinct schedule: the default may depend on the batch size.
     groups: dict[str, list[int]] = {}

@@ -29,9 +29,13 @@ def silvanforge_target_available(target):
 def silvanforge_target_default_schedule(target, forest, batch_size):
     if target != NAME:
         return None
-    from silvanforge.scheduler import default_schedule
+    from silvanforge.scheduler import canned
 
-    return default_schedule()
+    # Interleaved walks pay once a batch has rows to interleave (docs/benchmarks.md measures it);
+    # a batch known to be tiny walks row by row.
+    if batch_size is not None and batch_size < 16:
+        return canned("default", forest, batch_size)
+    return canned("interleaved", forest, batch_size)
 
 
 @hookimpl

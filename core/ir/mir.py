@@ -22,6 +22,7 @@ from __future__ import annotations
 import dataclasses
 
 from ..errors import IRVerificationError
+from ..reduction.ops import PrivateBuffer, Reduce, ReduceDimension  # noqa: F401  (part of MIR)
 
 IndexExpr = object  # int | str | tuple
 
@@ -61,35 +62,6 @@ class WalkDecisionTree:
 
 
 @dataclasses.dataclass
-class Reduce:
-    target: str  # "margins" or a privatised buffer made by legalisation
-    row: IndexExpr
-    tree: IndexExpr  # the tree whose outputs receive the value
-    value: str
-    op: str  # sum | average | min | max
-    private: tuple = ()  # indices of the privatised dimensions (legalisation)
-    atomic: bool = False
-
-
-@dataclasses.dataclass
-class ReduceDimension:
-    """``target[rows] (op)= sum over d of source[d, rows]`` after a conflicting loop (seed 004, 6).
-
-    ``inplace``: reduce into slot 0 of the same dimension (``reduce_dimension_inplace``).
-    ``outer``: indices of the privatised dimensions before ``dim`` that stay fixed.
-    """
-
-    source: str
-    target: str
-    dim: int
-    extent: int
-    rows: tuple  # (start, stop) of the rows this iteration owns
-    outer: tuple = ()
-    inplace: bool = False
-    vector_width: int = 0
-
-
-@dataclasses.dataclass
 class CacheRows:
     start: IndexExpr
     stop: IndexExpr
@@ -109,14 +81,6 @@ class InitMargins:
 @dataclasses.dataclass
 class FinalizeMargins:
     row: str
-
-
-@dataclasses.dataclass
-class PrivateBuffer:
-    """A privatised copy of the margins: one slice per iteration of each conflicting loop."""
-
-    name: str
-    extents: tuple  # sizes of the privatised dimensions, outermost first
 
 
 @dataclasses.dataclass

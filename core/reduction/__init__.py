@@ -2,5 +2,6 @@
 legalisation that makes reductions correct under parallel loops (seed 004, section 6)."""
 
 from .legalize import identity, legalize
+from .ops import PrivateBuffer, Reduce, ReduceDimension
 
-__all__ = ["identity", "legalize"]
+__all__ = ["PrivateBuffer", "Reduce", "ReduceDimension", "identity", "legalize"]

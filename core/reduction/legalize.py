@@ -92,7 +92,8 @@ def legalize(fn: mir.MirFunction, aggregation: Aggregation) -> mir.MirFunction:
             out.append(mir.ReduceDimension(
                 source=name, target=name if len(level) > 1 else "margins", dim=len(level) - 1,
                 extent=op.max_trip, rows=rows, outer=tuple(_slot(loop) for loop in privatised),
-                inplace=len(level) > 1, vector_width=op.vector_width if op.reduce == "vector" else 0))
+                inplace=len(level) > 1, vector_width=op.vector_width if op.reduce == "vector" else 0,
+                shared=op.reduce == "shared"))
         return out
 
     body = rewrite(fn.body, (), None, ("row_begin", "row_end"), False)

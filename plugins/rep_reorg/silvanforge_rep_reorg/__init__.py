@@ -1,20 +1,161 @@
-"""The reorg representation: trees interleaved level by level (seed: the "reorg" layout).
+"""The reorg representation (seed 003, seed 004 section 7): trees interleaved level by level.
 
-Not implemented yet.  The plugin is installed and discovered through its entry point so the
-packaging is exercised, but it claims no representation name until its hooks exist:
-``silvanforge_representations`` returns an empty list, ``--rep reorg`` is rejected as unknown, and
-``forge plugins`` shows :data:`STATUS` for it.
+This is RAPIDS FIL's layout.  Every tree is padded (conceptually) to a complete binary tree of
+the forest's largest depth ``D`` and numbered in level order, children of local node ``n`` at
+``2n + 1`` and ``2n + 2`` as in the array representation.  The trees are then interleaved: node
+``n`` of tree ``t`` (of ``T`` trees) sits in slot ``n * T + t``, so all the roots come first, then
+all the left children of the roots, and so on.  Threads (GPU) or interleaved walks (CPU) that
+visit the same level of neighbouring trees load neighbouring elements.
+
+A node handle is the global slot ``s`` (an i64), so each field is one load at ``s``.  With
+``n = (s - t) / T`` the child ``c`` (0 = left) of ``s`` is ``(2n + 1 + c) * T + t``, which is
+``2s - t + (1 + c) * T``: no division, and ``T`` is a compile-time constant.
+
+Slots under a leaf (and whole levels below a shallow tree) are filler, never visited: feature
+``-1``.  The price is the array representation's, made worse by padding every tree to the
+*forest's* depth: ``(2**(D+1) - 1) * T`` slots.  Forests needing more than :data:`MAX_SLOTS` are
+refused with a pointer to the sparse representation.
 """
 
 from __future__ import annotations
 
-from silvanforge import hookimpl
+import numpy as np
+
+from silvanforge import UnsupportedModelError, hookimpl
+from silvanforge.ir.lir import Bin, Builder, Cast, Cmp
+from silvanforge.lowering import RepBuffers
 
 NAME = "reorg"
-# Shown by `forge plugins` next to the plugin (an optional attribute any plugin may define).
-STATUS = "not implemented yet"
+# Refuse layouts beyond this many slots (about 1.5 GB of node data): use sparse instead.
+MAX_SLOTS = 2**27
+# cache_trees names each node's range separately for the top levels only (where every walk goes);
+# this many nodes per tree at most (levels 0..2), so the prefetch code stays small.
+CACHED_NODES = 7
+
+# Buffer holding [T, D] (number of trees, padded depth).  Hooks read it at code-generation
+# time from the builder's declared buffers, so the layout's shape becomes LIR constants; it is
+# never loaded by the generated code.
+META = "reorg_meta"
+
+
+def reorg_slots(layout) -> tuple[int, int, int]:
+    """``(trees, padded depth, slots)`` of a layout: slots = (2**(depth+1) - 1) * trees."""
+    num_trees = len(layout.trees)
+    depth = max((t.depth for t in layout.trees), default=0)
+    return num_trees, depth, (2 ** (depth + 1) - 1) * num_trees
 
 
 @hookimpl
 def silvanforge_representations():
-    return []  # becomes [NAME] when the buffer/load hooks below are written
+    return [NAME]
+
+
+@hookimpl
+def silvanforge_rep_buffers(rep, forest, layout):
+    if rep != NAME:
+        return None
+    T, D, total = reorg_slots(layout)
+    if total > MAX_SLOTS:
+        raise UnsupportedModelError(
+            f"the reorg representation needs {total} node slots for {T} trees padded to depth {D}; "
+            f"use the sparse representation (--rep sparse)"
+        )
+    feature = np.full(total, -1, np.int32)
+    threshold = np.zeros(total, layout.threshold_dtype)
+    flags = np.zeros(total, np.uint8)
+    leaf_slot = np.zeros(total, np.int32)
+    for i, t in enumerate(layout.trees):
+        stack = [(0, 0)]  # (node, local level-order index)
+        while stack:
+            node, local = stack.pop()
+            s = local * T + i
+            feature[s], threshold[s], flags[s] = t.feature[node], t.threshold[node], t.flags[node]
+            if t.left[node] < 0:
+                leaf_slot[s] = t.leaf_slot[node]
+            else:
+                stack += [(int(t.left[node]), 2 * local + 1), (int(t.right[node]), 2 * local + 2)]
+    return RepBuffers(
+        buffers={META: np.array([T, D], np.int32), "reorg_feature": feature,
+                 "reorg_threshold": threshold, "reorg_flags": flags, "reorg_leaf": leaf_slot,
+                 "leaf_values": layout.leaf_values},
+        info={"slots": total, "padded_depth": D},
+    )
+
+
+def _shape(b) -> tuple[int, int]:
+    """(T, D) of the forest being lowered, from the metadata buffer declared by rep_buffers."""
+    T, D = (int(v) for v in b.buffers[META].data[:2])
+    return T, D
+
+
+def _i64(e):
+    return Builder.cast(e, "i64")
+
+
+@hookimpl
+def silvanforge_rep_root(rep, b, tree):
+    # Root of tree t: local node 0, slot 0 * T + t.
+    return None if rep != NAME else _i64(tree)
+
+
+@hookimpl
+def silvanforge_rep_load_threshold(rep, b, tree, node):
+    return None if rep != NAME else b.load("reorg_threshold", node)
+
+
+@hookimpl
+def silvanforge_rep_load_feature_index(rep, b, tree, node):
+    return None if rep != NAME else b.load("reorg_feature", node)
+
+
+@hookimpl
+def silvanforge_rep_load_split_flags(rep, b, tree, node):
+    return None if rep != NAME else b.load("reorg_flags", node)
+
+
+@hookimpl
+def silvanforge_rep_load_tile_shape(rep, b, tree, node):
+    return None if rep != NAME else Builder.const(0, "i32")
+
+
+@hookimpl
+def silvanforge_rep_is_leaf(rep, b, tree, node):
+    if rep != NAME:
+        return None
+    return Cmp("<", b.load("reorg_feature", node), Builder.const(0, "i32"))
+
+
+@hookimpl
+def silvanforge_rep_leaf_value(rep, b, tree, node, slot):
+    if rep != NAME:
+        return None
+    return b.load("leaf_values", Bin("+", b.load("reorg_leaf", node), Cast(slot, "i32")))
+
+
+@hookimpl
+def silvanforge_rep_child(rep, b, tree, node, child):
+    if rep != NAME:
+        return None
+    T, _ = _shape(b)
+    # slot s = n*T + t  ->  child slot (2n + 1 + c)*T + t  ==  2s - t + (1 + c)*T
+    two_node = Bin("*", node, Builder.const(2, "i64"))
+    step = Bin("*", _i64(Bin("+", child, Builder.const(1, "i32"))), Builder.const(T, "i64"))
+    return Bin("+", Bin("-", two_node, _i64(tree)), step)
+
+
+@hookimpl
+def silvanforge_rep_cache_trees(rep, b, first_tree, num_trees):
+    if rep != NAME:
+        return None
+    # The nodes of trees first..first+num are strided: local node n of them is the contiguous
+    # run [n*T + first, n*T + first + num).  One range per node for the top levels, which every
+    # walk visits; deeper levels are left to the hardware (naming them all would emit a
+    # prefetch loop per node of the padded tree).
+    T, D = _shape(b)
+    first, num = _i64(first_tree), _i64(num_trees)
+    regions = []
+    for n in range(min(CACHED_NODES, 2 ** (D + 1) - 1)):
+        lo = Bin("+", Builder.const(n * T, "i64"), first) if n else first
+        regions += [(name, lo, Bin("+", lo, num))
+                    for name in ("reorg_feature", "reorg_threshold", "reorg_flags")]
+    return regions

@@ -207,6 +207,7 @@ class _Codegen:
                  private: dict):
         self.forest, self.layout, self.reps, self.b = forest, layout, reps, b
         self.private = private  # privatised buffer -> extents of its slice dimensions
+        self.max_depth = max((t.depth for t in layout.trees), default=0)
         self.loop_phase: mir.Loop | None = None
         self.thr_t, self.acc_t = thr_t, acc_t
         self.K = forest.num_outputs
@@ -394,8 +395,8 @@ class _Codegen:
 
     def _depth_bound(self, tree) -> int:
         if isinstance(tree, lir.Const):
-            return self.forest.trees[int(tree.value)].depth()
-        return self.forest.max_depth()
+            return self.layout.trees[int(tree.value)].depth
+        return self.max_depth
 
     def _walk_lanes(self, lanes, unroll_depth: int = 0, peel_depth: int = 0) -> list[Var]:
         """Walk each (tree, row) lane to a leaf; returns the leaf node of each lane.

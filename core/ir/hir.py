@@ -113,25 +113,21 @@ class Tree:
     def is_leaf(self, node: int) -> bool:
         return self.left[node] < 0
 
+    def node_depths(self) -> np.ndarray:
+        """Depth of every node (root 0), level by level with NumPy (trees may be large)."""
+        depth = np.zeros(self.num_nodes, dtype=np.int64)
+        frontier = np.array([0])
+        level = 0
+        while frontier.size:
+            depth[frontier] = level
+            inner = frontier[self.left[frontier] >= 0]
+            frontier = np.concatenate([self.left[inner], self.right[inner]])
+            level += 1
+        return depth
+
     def depth(self) -> int:
         """Number of edges on the longest root-to-leaf path."""
-        depth = np.zeros(self.num_nodes, dtype=np.int64)
-        best = 0
-        for node in self._preorder():
-            if not self.is_leaf(node):
-                for child in (self.left[node], self.right[node]):
-                    depth[child] = depth[node] + 1
-                    best = max(best, int(depth[child]))
-        return best
-
-    def _preorder(self) -> Iterable[int]:
-        stack = [0]
-        while stack:
-            node = stack.pop()
-            yield node
-            if not self.is_leaf(node):
-                stack.append(int(self.right[node]))
-                stack.append(int(self.left[node]))
+        return int(self.node_depths().max())
 
     @property
     def num_leaves(self) -> int:

@@ -273,7 +273,7 @@ def _errors(tmp, model, X):
         "bad npy": ["predict", model, "-i", bad_npy],
         "unwritable output": ["predict", model, "-i", good_csv, "-o", tmp / "no" / "dir" / "y.csv"],
         "unknown rep": ["compile", model, "--rep", "nonesuch"],
-        "unimplemented rep": ["compile", model, "--rep", "reorg"],
+        "illegal schedule": ["compile", model, "--schedule", "tahoe-direct"],
         "unknown target": ["compile", model, "--target", "nonesuch"],
         "unavailable target": ["predict", model, "-i", good_csv, "--target", "cuda"],
         "bad batch size": ["compile", model, "--batch-size", "abc"],
@@ -292,7 +292,7 @@ def _errors(tmp, model, X):
 @pytest.mark.parametrize("case", [
     "missing model", "garbage model", "truncated model", "garbage artifact", "wrong feature count",
     "ragged csv", "non-numeric cell", "missing input", "bad npy", "unwritable output", "unknown rep",
-    "unimplemented rep", "unknown target", "unavailable target", "bad batch size", "zero batch size",
+    "illegal schedule", "unknown target", "unavailable target", "bad batch size", "zero batch size",
     "bad threads", "bad schedule file", "missing schedule file", "bad level", "missing option",
     "unknown command", "bad batch sizes", "unknown peer",
 ])

@@ -120,14 +120,14 @@ def test_cuda_reason_names_what_is_missing():
         assert any("pycuda is not installed" in r for r in reasons)
 
 
-def test_reorg_is_registered_but_claims_nothing(tmp_path):
+def test_reorg_is_discovered_and_provides_reorg(tmp_path):
     reg = plugins.registry()
     rec = next(r for r in reg.records if r.name == "reorg")
-    assert rec.error is None and rec.provides == []
-    assert "reorg" not in reg.representations()
-    assert "not implemented" in reg.pm.get_plugin(f"{rec.group}:{rec.name}").STATUS
-    with pytest.raises(PluginError, match="unknown representation 'reorg'"):
-        reg.check_representation("reorg")
+    assert rec.error is None and rec.provides == ["reorg"]
+    assert "reorg" in reg.representations()
+    reg.check_representation("reorg")
+    with pytest.raises(PluginError, match="unknown representation 'nonesuch'"):
+        reg.check_representation("nonesuch")
 
 
 def test_shipped_hooks_match_the_specs():
@@ -140,5 +140,5 @@ def test_shipped_hooks_match_the_specs():
     for mod in (silvanforge_target_cuda, silvanforge_target_amd, silvanforge_rep_reorg):
         reg.register(mod, name=mod.__name__)
     assert set(reg.targets()) == {"cuda", "amd"}
-    assert reg.representations() == []
+    assert reg.representations() == ["reorg"]
     assert sf.hookimpl is hookimpl

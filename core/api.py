@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import os
@@ -13,6 +14,7 @@ import numpy as np
 from . import __version__, transforms
 from .errors import ArtifactError, InputError, PluginError, ScheduleError
 from .ir import hir, hir_io, lir, mir
+from .hir_passes import pad_trees, padded_nodes
 from .loading import load_model
 from .lowering import lower_to_lir
 from .plugins import registry
@@ -20,22 +22,27 @@ from .runtime import check_rows, run_kernel
 from .scheduler import CANNED, Schedule, canned, lower_to_mir, parse_schedule
 
 ARTIFACT_FORMAT = 1
-# The array representation pays off while padding trees to complete ones costs little memory.
-ARRAY_PADDING_LIMIT = 4.0
+# Padding every tree to the forest's depth lets walks skip leaf checks (peelWalk); it is chosen
+# while it at most doubles the nodes (docs/benchmarks.md measures what it buys).
+PAD_LIMIT = 2.0
+# Measured on the CPU (docs/benchmarks.md): sparse walks beat array walks, which load a tree
+# offset at every step; array and reorg stay available by name.
+REPRESENTATION_PREFERENCE = ("sparse", "array", "reorg")
 
 
 def choose_representation(forest: hir.Forest) -> str:
-    """``array`` for shallow or near-complete trees, ``sparse`` where padding would bloat memory."""
     reps = registry().representations()
-    slots = sum(2 ** (t.depth() + 1) - 1 for t in forest.trees)
-    nodes = sum(t.num_nodes for t in forest.trees)
-    if "array" in reps and slots <= ARRAY_PADDING_LIMIT * max(nodes, 1) and slots < 2**26:
-        return "array"
-    if "sparse" in reps:
-        return "sparse"
+    for rep in REPRESENTATION_PREFERENCE:
+        if rep in reps:
+            return rep
     if not reps:
         raise PluginError("no representation plugin is installed (pip install silvanforge-rep-sparse)")
     return reps[0]
+
+
+def choose_padding(forest: hir.Forest) -> bool:
+    nodes = sum(t.num_nodes for t in forest.trees)
+    return padded_nodes(forest) <= PAD_LIMIT * max(nodes, 1)
 
 
 def _as_schedule(schedule, forest: hir.Forest, batch_size) -> Schedule | None:
@@ -50,12 +57,32 @@ def _as_schedule(schedule, forest: hir.Forest, batch_size) -> Schedule | None:
                         f"({', '.join(CANNED)}), got {type(schedule).__name__}")
 
 
+@dataclasses.dataclass
+class Lowered:
+    """What the front half of the compiler produced, before any target code."""
+
+    forest: hir.Forest  # the model as imported
+    pad: bool  # whether HIR passes padded it (``lowered_forest`` is then the padded one)
+    lowered_forest: hir.Forest
+    rep: str
+    schedule: Schedule
+    mir: mir.MirFunction
+    lir: lir.Module
+
+
 def lower(model, target: str = "cpu", rep: str | None = None, schedule=None,
-          batch_size: int | None = None):
-    """The front half of ``compile``: model -> HIR -> MIR -> LIR, for ``target`` (which need not
-    be able to run here).  Returns (forest, rep, schedule, mir function, lir module)."""
-    forest = model if isinstance(model, hir.Forest) else load_model(model)
-    hir.verify(forest)
+          batch_size: int | None = None, pad: bool | None = None) -> Lowered:
+    """The front half of ``compile``: model -> HIR (-> padded HIR) -> MIR -> LIR, for ``target``
+    (which need not be able to run here).
+
+    ``pad``: pad trees to one depth (:func:`silvanforge.hir_passes.pad_trees`); ``None`` pads when
+    the target chooses the schedule and padding is cheap, so that schedule can drop leaf checks.
+    """
+    model_forest = model if isinstance(model, hir.Forest) else load_model(model)
+    hir.verify(model_forest)
+    if pad is None:
+        pad = schedule is None and choose_padding(model_forest)
+    forest = pad_trees(model_forest) if pad else model_forest
     reg = registry()
     if target not in reg.targets():
         reg.check_target(target)  # raises: unknown target
@@ -67,22 +94,22 @@ def lower(model, target: str = "cpu", rep: str | None = None, schedule=None,
         target=target, forest=forest, batch_size=batch_size)
     mir_fn = lower_to_mir(forest, sched)
     module = lower_to_lir(forest, mir_fn, rep, reg.hook)
-    return forest, rep, sched, mir_fn, module
+    return Lowered(model_forest, bool(pad), forest, rep, sched, mir_fn, module)
 
 
 def show(model, level: str, target: str = "cpu", rep: str | None = None, schedule=None,
-         batch_size: int | None = None) -> str:
+         batch_size: int | None = None, pad: bool | None = None) -> str:
     """The program at ``level`` (hir, mir, lir, target) without running anything: GPU schedules
     can be printed on a machine without a GPU."""
-    forest, rep, sched, mir_fn, module = lower(model, target, rep, schedule, batch_size)
+    low = lower(model, target, rep, schedule, batch_size, pad)
     if level == "hir":
-        return hir.format_forest(forest)
+        return hir.format_forest(low.forest)
     if level == "mir":
-        return mir.format_function(mir_fn)
+        return mir.format_function(low.mir)
     if level == "lir":
-        return lir.format_module(module)
+        return lir.format_module(low.lir)
     if level == "target":
-        return registry().hook.silvanforge_target_source(target=target, module=module)
+        return registry().hook.silvanforge_target_source(target=target, module=low.lir)
     raise InputError(f"unknown level {level!r}; choose hir, mir, lir or target")
 
 
@@ -90,8 +117,9 @@ class CompiledForest:
     """A forest compiled for one target; ``predict`` behaves like the training library's."""
 
     def __init__(self, forest, kernel, lir_module, mir_function, target, rep, schedule,
-                 batch_size, threads, compile_seconds):
-        self.forest: hir.Forest = forest
+                 batch_size, threads, compile_seconds, pad: bool = False):
+        self.forest: hir.Forest = forest  # the model as imported (HIR passes work on copies)
+        self.pad = pad
         self.kernel = kernel
         self.lir_module: lir.Module = lir_module
         self.mir_function: mir.MirFunction = mir_function
@@ -146,7 +174,7 @@ class CompiledForest:
         f = self.forest
         return {"trees": f.num_trees, "max_depth": f.max_depth(), "features": f.num_features,
                 "outputs": f.num_outputs, "target": self.target, "rep": self.rep,
-                "schedule": self.schedule.to_text().replace("\n", "; "),
+                "schedule": self.schedule.to_text().replace("\n", "; "), "padded": self.pad,
                 "compile_seconds": round(self.compile_seconds, 3)}
 
     # ---------------------------------------------------------------- saving
@@ -156,7 +184,7 @@ class CompiledForest:
         meta = {
             "format": ARTIFACT_FORMAT, "silvanforge": __version__, "target": self.target,
             "rep": self.rep, "schedule": self.schedule.to_text(), "batch_size": self.batch_size,
-            "threads": self.threads, "fingerprint": self.forest.fingerprint(),
+            "threads": self.threads, "fingerprint": self.forest.fingerprint(), "pad": self.pad,
         }
         blob = self.kernel.artifact() if hasattr(self.kernel, "artifact") else b""
         tmp = f"{os.fspath(path)}.tmp-{os.getpid()}"
@@ -170,18 +198,19 @@ class CompiledForest:
 
 
 def compile(model, target: str = "cpu", rep: str | None = None, schedule=None,
-            batch_size: int | None = None, threads: int | None = None) -> CompiledForest:
+            batch_size: int | None = None, threads: int | None = None,
+            pad: bool | None = None) -> CompiledForest:
     """Compile a model file or HIR ``Forest`` for ``target``; ``None`` options are chosen well."""
     start = time.perf_counter()
     reg = registry()
     reg.check_target(target)
     if threads is not None and (not isinstance(threads, (int, np.integer)) or threads <= 0):
         raise InputError(f"threads must be a positive integer, got {threads!r}")
-    forest, rep, sched, mir_fn, module = lower(model, target, rep, schedule, batch_size)
-    kernel = reg.hook.silvanforge_target_compile(target=target, module=module,
+    low = lower(model, target, rep, schedule, batch_size, pad)
+    kernel = reg.hook.silvanforge_target_compile(target=target, module=low.lir,
                                                  options={"threads": threads, "batch_size": batch_size})
-    return CompiledForest(forest, kernel, module, mir_fn, target, rep, sched, batch_size, threads,
-                          time.perf_counter() - start)
+    return CompiledForest(low.forest, kernel, low.lir, low.mir, target, low.rep, low.schedule,
+                          batch_size, threads, time.perf_counter() - start, pad=low.pad)
 
 
 def load_compiled(path) -> CompiledForest:
@@ -212,8 +241,10 @@ def load_compiled(path) -> CompiledForest:
     reg.check_target(target)
     reg.check_representation(rep)
     sched = parse_schedule(meta["schedule"])
-    mir_fn = lower_to_mir(forest, sched)
-    module = lower_to_lir(forest, mir_fn, rep, reg.hook)
+    pad = bool(meta.get("pad", False))
+    lowered_forest = pad_trees(forest) if pad else forest
+    mir_fn = lower_to_mir(lowered_forest, sched)
+    module = lower_to_lir(lowered_forest, mir_fn, rep, reg.hook)
     options = {"threads": meta.get("threads"), "batch_size": meta.get("batch_size")}
     kernel = None
     if blob and meta.get("silvanforge") == __version__:
@@ -222,4 +253,4 @@ def load_compiled(path) -> CompiledForest:
     if kernel is None:
         kernel = reg.hook.silvanforge_target_compile(target=target, module=module, options=options)
     return CompiledForest(forest, kernel, module, mir_fn, target, rep, sched, meta.get("batch_size"),
-                          meta.get("threads"), time.perf_counter() - start)
+                          meta.get("threads"), time.perf_counter() - start, pad=pad)

@@ -1,43 +1,48 @@
 """``forge bench``: our compiled model against the peers installed here, on the same inputs.
 
-Every engine (SilvanForge and each peer that applies to the model's format and is importable)
-predicts the *same* random rows in this one process, with the same thread count.  For each batch
-size the engine is warmed up, then timed best-of-``repeat``; one timing run calls ``predict``
-enough times to last at least ``min_time`` seconds, so tiny batches are not lost in timer noise.
-Before timing, every peer's predictions are compared with ours (max abs difference) so a fast
-but wrong run is visible in the table.
+Every engine (SilvanForge and each peer that applies to the model's format and is available)
+predicts the *same* random rows, at every thread count asked for (``threads=[1, 2]``: one set of
+rows per count).  For each batch size the engine is warmed up, then timed best-of-``repeat``; one
+timing run calls ``predict`` enough times to last at least ``min_time`` seconds, so tiny batches
+are not lost in timer noise.  Before timing, every peer's predictions are compared with ours (max
+abs difference) so a fast but wrong run is visible in the table.
 
-Peers are optional and imported lazily; a missing or failing one becomes a note, never an error:
-
-=================  ==========================  ============================================
-engine             models                      how it is called
-=================  ==========================  ============================================
-xgboost            XGBoost JSON / UBJSON       ``Booster.inplace_predict`` (``nthread``)
-lightgbm           LightGBM text               ``Booster.predict`` (``num_threads``)
-onnxruntime        ONNX; XGBoost and LightGBM  ``InferenceSession.run`` (``intra_op_num_threads``);
-                   converted with onnxmltools  other formats are converted with onnxmltools
-treelite-gtil      XGBoost, LightGBM           ``treelite.gtil.predict`` (``nthread``)
-tl2cgen            XGBoost, LightGBM           a shared library built by TL2cgen (``nthread``)
-lleaves            LightGBM text               ``lleaves.Model.predict`` (``n_jobs``)
-=================  ==========================  ============================================
+The peers (XGBoost, LightGBM, ONNX Runtime, Treelite GTIL, TL2cgen, Hummingbird, lleaves) live in
+:mod:`silvanforge.bench_peers`, one module each; see there how each is called.  They are optional
+and imported lazily; a missing or failing one becomes a note, never an error.  lleaves runs from
+its own environment when this one's llvmlite is too new (``lleaves_venv``).
 
 Times include only the ``predict`` call: inputs are converted to each engine's own container
-(a DMatrix, a float32 array) beforehand.  Quote ratios from one run; shared machines are noisy.
+(a DMatrix, a float32 array) beforehand, and building an engine (our compile, TL2cgen's gcc -O3
+build, lleaves' LLVM compile, Hummingbird's conversion) is reported apart, never in rows/s.
+Built libraries are cached by the model's hash (:func:`bench_peers.cache_root`).  Quote ratios
+from one run; shared machines are noisy.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import os
 import platform
+import shutil
+import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
-from importlib import metadata
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from . import bench_peers
+from .bench_peers import (
+    PEERS,
+    Engine,
+    ExternalEngine,
+    PeerContext,
+    PeerUnavailable,
+    time_call,
+)
 from .errors import InputError
 from .ir import hir
 
@@ -48,20 +53,50 @@ AGREE_RTOL, AGREE_ATOL = 1e-5, 1e-6
 
 ProgressFn = Callable[[str, int, int], None]  # (what is happening, steps done, total steps)
 
+__all__ = [
+    "OURS",
+    "PEERS",
+    "BenchReport",
+    "Measurement",
+    "command_line",
+    "compare",
+    "describe",
+    "machine_description",
+    "parse_batch_sizes",
+    "parse_threads",
+    "random_rows",
+    "run_bench",
+    "table_rows",
+    "time_call",
+    "to_markdown",
+    "write_markdown",
+]
+
 
 @dataclasses.dataclass
 class Measurement:
-    """One engine at one batch size."""
+    """One engine at one batch size and thread count."""
 
     engine: str
     batch_size: int
     seconds: float  # best wall time of one predict call on ``batch_size`` rows
     max_abs_diff: float | None = None  # vs SilvanForge over all bench rows; None for ours
     agrees: bool | None = None
+    threads: int = 1
 
     @property
     def rows_per_second(self) -> float:
         return self.batch_size / self.seconds if self.seconds > 0 else float("inf")
+
+
+@dataclasses.dataclass
+class Build:
+    """Building one engine: not part of any timing."""
+
+    engine: str
+    what: str  # "compile", "gcc -O3 shared library", ...
+    seconds: float | None  # None: not measured (found in the cache)
+    cached: bool = False
 
 
 @dataclasses.dataclass
@@ -75,13 +110,14 @@ class BenchReport:
     target: str
     rep: str
     schedule: str
-    threads: int
+    threads: list[int]
     repeat: int
     min_time: float
     batch_sizes: list[int]
     measurements: list[Measurement] = dataclasses.field(default_factory=list)
     notes: list[str] = dataclasses.field(default_factory=list)
     versions: dict[str, str] = dataclasses.field(default_factory=dict)
+    builds: list[Build] = dataclasses.field(default_factory=list)
 
     def engines(self) -> list[str]:
         seen: list[str] = []
@@ -90,12 +126,15 @@ class BenchReport:
                 seen.append(m.engine)
         return seen
 
-    def at(self, batch_size: int) -> list[Measurement]:
-        return [m for m in self.measurements if m.batch_size == batch_size]
+    def at(self, batch_size: int, threads: int | None = None) -> list[Measurement]:
+        """Measurements at ``batch_size`` (and ``threads``; default: the first thread count)."""
+        threads = self.threads[0] if threads is None else threads
+        return [m for m in self.measurements if m.batch_size == batch_size and m.threads == threads]
 
-    def speedup(self, batch_size: int) -> tuple[float, str] | None:
-        """(our rows/s / the fastest peer's rows/s, that peer) at ``batch_size``; >1: we are faster."""
-        rows = self.at(batch_size)
+    def speedup(self, batch_size: int, threads: int | None = None) -> tuple[float, str] | None:
+        """(our rows/s / the fastest peer's rows/s, that peer) at ``batch_size`` and ``threads``;
+        >1: we are faster."""
+        rows = self.at(batch_size, threads)
         ours = [m for m in rows if m.engine == OURS]
         peers = [m for m in rows if m.engine != OURS]
         if not ours or not peers:
@@ -105,173 +144,30 @@ class BenchReport:
 
 
 # --------------------------------------------------------------------------- engines
-class Engine:
-    """Something that predicts rows; ``prepare`` converts inputs outside the timed region."""
-
-    name = "?"
-
-    def prepare(self, X: np.ndarray):
-        return X
-
-    def predict(self, prepared) -> np.ndarray:
-        raise NotImplementedError
-
-
 class Ours(Engine):
     name = OURS
 
-    def __init__(self, compiled: dict[int, object], fallback):
-        self.compiled, self.fallback = compiled, fallback
+    def __init__(self, compiled: dict[int, dict[int, object]]):
+        """``compiled``: thread count -> batch size -> CompiledForest."""
+        super().__init__()
+        self.compiled = compiled
+        self.set_threads(next(iter(compiled)))
+
+    def set_threads(self, threads: int) -> None:
+        self.threads = threads
+        self.by_size = self.compiled[threads]
+        self.fallback = self.by_size[max(self.by_size)]
 
     def predict(self, prepared):
-        return self.compiled.get(len(prepared), self.fallback).predict(prepared)
-
-
-class _Call(Engine):
-    def __init__(self, name, predict, prepare=None):
-        self.name, self._predict, self._prepare = name, predict, prepare
-
-    def prepare(self, X):
-        return X if self._prepare is None else self._prepare(X)
-
-    def predict(self, prepared):
-        return self._predict(prepared)
-
-
-def _xgboost(path, fmt, threads, workdir):
-    import xgboost as xgb
-
-    booster = xgb.Booster()
-    with open(path, "rb") as f:
-        booster.load_model(bytearray(f.read()))  # from a buffer: JSON or UBJSON by content
-    booster.set_param({"nthread": threads})
-    return _Call("xgboost", lambda X: booster.inplace_predict(X, validate_features=False))
-
-
-def _lightgbm(path, fmt, threads, workdir):
-    import lightgbm as lgb
-
-    booster = lgb.Booster(model_file=path)
-    return _Call("lightgbm", lambda X: booster.predict(X, num_threads=threads))
-
-
-def _onnx_model(path, fmt, num_features):
-    """The model as serialized ONNX: the file itself, or converted with onnxmltools."""
-    if fmt == "onnx":
-        with open(path, "rb") as f:
-            return f.read(), None
-    import onnxmltools
-    from onnxmltools.convert.common.data_types import FloatTensorType
-
-    types = [("input", FloatTensorType([None, num_features]))]
-    if fmt.startswith("xgboost"):
-        import xgboost as xgb
-
-        booster = xgb.Booster()
-        with open(path, "rb") as f:
-            booster.load_model(bytearray(f.read()))
-        model = onnxmltools.convert_xgboost(booster, initial_types=types)
-    elif fmt.startswith("lightgbm"):
-        import lightgbm as lgb
-
-        model = onnxmltools.convert_lightgbm(lgb.Booster(model_file=path), initial_types=types,
-                                             zipmap=False)
-    else:
-        raise NotImplementedError(f"no ONNX converter for {fmt}")
-    return model.SerializeToString(), "converted with onnxmltools"
-
-
-def _onnxruntime(path, fmt, threads, workdir, num_features):
-    import onnxruntime as ort
-
-    blob, how = _onnx_model(path, fmt, num_features)
-    so = ort.SessionOptions()
-    so.intra_op_num_threads = threads
-    so.inter_op_num_threads = 1
-    so.log_severity_level = 3
-    session = ort.InferenceSession(blob, sess_options=so, providers=["CPUExecutionProvider"])
-    inp = session.get_inputs()[0]
-    dtype = np.float64 if "double" in inp.type else np.float32
-    outputs = session.get_outputs()
-    # Classifiers give (label, probabilities); predict returns the probabilities.
-    label_first = len(outputs) > 1 and ("int" in outputs[0].type or "string" in outputs[0].type)
-    name = outputs[1 if label_first else 0].name
-
-    def predict(X):
-        return session.run([name], {inp.name: X})[0]
-
-    engine = _Call("onnxruntime", predict, lambda X: np.ascontiguousarray(X, dtype=dtype))
-    engine.note = f"onnxruntime: model {how}" if how else None
-    return engine
-
-
-def _treelite_model(path, fmt):
-    import treelite
-
-    if fmt == "xgboost-json":
-        return treelite.frontend.load_xgboost_model(path, format_choice="json")
-    if fmt == "xgboost-ubjson":
-        return treelite.frontend.load_xgboost_model(path, format_choice="ubjson")
-    if fmt == "lightgbm-text":
-        return treelite.frontend.load_lightgbm_model(path)
-    raise NotImplementedError(f"treelite does not read {fmt}")
-
-
-def _treelite_gtil(path, fmt, threads, workdir):
-    import treelite
-
-    model = _treelite_model(path, fmt)
-    return _Call("treelite-gtil", lambda X: treelite.gtil.predict(model, X, nthread=threads),
-                 lambda X: np.ascontiguousarray(X, dtype=np.float32 if fmt.startswith("xgboost") else np.float64))
-
-
-def _tl2cgen(path, fmt, threads, workdir):
-    import tl2cgen
-
-    model = _treelite_model(path, fmt)
-    libpath = os.path.join(workdir, "tl2cgen_model.so")
-    tl2cgen.export_lib(model, toolchain="gcc", libpath=libpath,
-                       params={"parallel_comp": max(1, os.cpu_count() or 1)})
-    predictor = tl2cgen.Predictor(libpath, nthread=threads)
-    dtype = "float32" if fmt.startswith("xgboost") else "float64"
-    return _Call("tl2cgen", lambda d: predictor.predict(d),
-                 lambda X: tl2cgen.DMatrix(np.ascontiguousarray(X), dtype=dtype))
-
-
-def _lleaves(path, fmt, threads, workdir):
-    import lleaves
-
-    model = lleaves.Model(model_file=path)
-    model.compile()
-    return _Call("lleaves", lambda X: model.predict(X, n_jobs=threads),
-                 lambda X: np.ascontiguousarray(X, dtype=np.float64))
-
-
-# (engine, module to import, formats it applies to, factory)
-PEERS = [
-    ("xgboost", "xgboost", ("xgboost-json", "xgboost-ubjson"), _xgboost),
-    ("lightgbm", "lightgbm", ("lightgbm-text",), _lightgbm),
-    ("onnxruntime", "onnxruntime", ("onnx", "xgboost-json", "xgboost-ubjson", "lightgbm-text"), None),
-    ("treelite-gtil", "treelite", ("xgboost-json", "xgboost-ubjson", "lightgbm-text"), _treelite_gtil),
-    ("tl2cgen", "tl2cgen", ("xgboost-json", "xgboost-ubjson", "lightgbm-text"), _tl2cgen),
-    ("lleaves", "lleaves", ("lightgbm-text",), _lleaves),
-]
+        return self.by_size.get(len(prepared), self.fallback).predict(prepared)
 
 
 def _importable(module: str) -> bool:
-    import importlib.util
-
-    try:
-        return importlib.util.find_spec(module) is not None
-    except (ImportError, ValueError):
-        return False
+    return bench_peers.importable(module)
 
 
 def _version(dist: str) -> str | None:
-    try:
-        return metadata.version(dist)
-    except metadata.PackageNotFoundError:
-        return None
+    return bench_peers.version(dist)
 
 
 # --------------------------------------------------------------------------- inputs and checks
@@ -332,27 +228,6 @@ def compare(ours: np.ndarray, peer) -> tuple[float, bool]:
     return worst, bool(np.allclose(ours, other, rtol=AGREE_RTOL, atol=AGREE_ATOL, equal_nan=True))
 
 
-def time_call(fn: Callable, arg, repeat: int, min_time: float) -> float:
-    """Best-of-``repeat`` seconds per call, each timing run lasting at least ``min_time``."""
-    fn(arg)  # warm up
-    calls = 1
-    while True:
-        start = time.perf_counter()
-        for _ in range(calls):
-            fn(arg)
-        elapsed = time.perf_counter() - start
-        if elapsed >= min_time or calls >= 1 << 24:
-            break
-        calls = min(calls * 10, max(calls * 2, int(calls * min_time / max(elapsed, 1e-9) * 1.2)))
-    best = elapsed / calls
-    for _ in range(repeat - 1):
-        start = time.perf_counter()
-        for _ in range(calls):
-            fn(arg)
-        best = min(best, (time.perf_counter() - start) / calls)
-    return best
-
-
 def parse_batch_sizes(text: str) -> list[int]:
     sizes = []
     for part in text.split(","):
@@ -367,15 +242,62 @@ def parse_batch_sizes(text: str) -> list[int]:
     return sorted(set(sizes))
 
 
+def parse_threads(text: str | None) -> list[int] | None:
+    """``"1,2"`` -> [1, 2] (in the order given); ``"all"`` is every usable CPU; None stays None."""
+    if text is None:
+        return None
+    from .runtime import default_threads
+
+    counts: list[int] = []
+    for part in str(text).split(","):
+        part = part.strip().lower()
+        if part in ("all", "max"):
+            value = default_threads()
+        else:
+            try:
+                value = int(part)
+            except ValueError:
+                value = 0
+        if value <= 0:
+            raise InputError(f"threads must be positive integers or 'all', comma-separated, got {text!r}")
+        if value not in counts:
+            counts.append(value)
+    return counts
+
+
+def _thread_counts(threads) -> list[int]:
+    from .runtime import default_threads
+
+    if threads is None:
+        return [default_threads()]
+    if isinstance(threads, str):
+        return parse_threads(threads) or [default_threads()]
+    values = [threads] if isinstance(threads, (int, np.integer)) else list(threads)
+    counts: list[int] = []
+    for t in values:
+        if not isinstance(t, (int, np.integer)) or isinstance(t, bool) or t <= 0:
+            raise InputError(f"threads must be a positive integer, got {t!r}")
+        if int(t) not in counts:
+            counts.append(int(t))
+    if not counts:
+        raise InputError("threads: give at least one thread count")
+    return counts
+
+
 # --------------------------------------------------------------------------- the benchmark
-def run_bench(model: str, batch_sizes=DEFAULT_BATCH_SIZES, threads: int | None = None,
+def run_bench(model, batch_sizes=DEFAULT_BATCH_SIZES, threads: int | Sequence[int] | str | None = None,
               target: str = "cpu", rep: str | None = None, schedule=None, repeat: int = 5,
               min_time: float = 0.1, seed: int = 0, peers: list[str] | None = None,
-              progress: ProgressFn | None = None) -> BenchReport:
-    """Time SilvanForge and the applicable installed peers on ``model``; see the module doc.
+              progress: ProgressFn | None = None, lleaves_venv: str | None = None,
+              cache_dir: str | None = None) -> BenchReport:
+    """Time SilvanForge and the applicable available peers on ``model``; see the module doc.
 
-    ``schedule`` is a :class:`Schedule`, its text, or ``None`` for the target's default at each
-    batch size.  ``peers`` limits which peers run (names as in :data:`PEERS`); ``None`` runs all.
+    ``threads`` is one thread count or several (``[1, 2]``, ``"1,all"``); every engine is timed at
+    each.  ``schedule`` is a :class:`Schedule`, its text, a canned name, or ``None`` for the
+    target's default at each batch size.  ``peers`` limits which peers run (names as in
+    :data:`PEERS`); ``None`` runs all.  ``lleaves_venv`` is an environment for lleaves (built there
+    when missing; see :mod:`silvanforge.bench_peers.lleaves_peer`).  ``cache_dir`` keeps built
+    peer libraries (default :func:`bench_peers.cache_root`).
     """
     from . import api
     from .loading import load_model
@@ -388,9 +310,7 @@ def run_bench(model: str, batch_sizes=DEFAULT_BATCH_SIZES, threads: int | None =
         raise InputError(f"batch sizes must be positive integers, got {batch_sizes}")
     if repeat <= 0:
         raise InputError(f"repeat must be a positive integer, got {repeat}")
-    if threads is not None and threads <= 0:
-        raise InputError(f"threads must be a positive integer, got {threads}")
-    threads = threads or default_threads()
+    thread_counts = _thread_counts(threads)
 
     model = os.fspath(model)
     reg = registry()
@@ -409,69 +329,112 @@ def run_bench(model: str, batch_sizes=DEFAULT_BATCH_SIZES, threads: int | None =
         groups.setdefault(sched.to_text() if isinstance(sched, Schedule) else repr(sched), []).append(b)
 
     wanted = [p for p in PEERS if fmt in p[2] and (peers is None or p[0] in peers)]
-    total = len(groups) + len(wanted) + len(batch_sizes) * (1 + len(wanted))
+    timings_per_engine = len(thread_counts) * len(batch_sizes)
+    total = len(groups) * len(thread_counts) + len(wanted) + timings_per_engine * (1 + len(wanted))
     done = 0
 
-    def step(what: str) -> None:
-        nonlocal done, total
+    def say(what: str) -> None:
         if progress is not None:
             progress(what, done, total)
+
+    def step(what: str) -> None:
+        nonlocal done
+        say(what)
         done += 1
 
-    compiled: dict[int, object] = {}
-    first = None
-    for sizes in groups.values():
-        step(f"compiling for batch size {', '.join(map(str, sizes))}")
-        cf = api.compile(forest, target=target, rep=rep, schedule=schedule,
-                         batch_size=max(sizes), threads=threads)
-        first = first or cf
-        for b in sizes:
-            compiled[b] = cf
-    ours = Ours(compiled, compiled[batch_sizes[-1]])
+    compiled: dict[int, dict[int, object]] = {}
+    compile_seconds, first = 0.0, None
+    for t in thread_counts:
+        compiled[t] = {}
+        for sizes in groups.values():
+            step(f"compiling for batch size {', '.join(map(str, sizes))}, {t} thread{'s' * (t != 1)}")
+            start = time.perf_counter()
+            cf = api.compile(forest, target=target, rep=rep, schedule=schedule,
+                             batch_size=max(sizes), threads=t)
+            compile_seconds += time.perf_counter() - start
+            first = first or cf
+            for b in sizes:
+                compiled[t][b] = cf
+    ours = Ours(compiled)
 
     report = BenchReport(
         model=model, model_format=fmt, trees=forest.num_trees, max_depth=forest.max_depth(),
         features=forest.num_features, outputs=forest.num_outputs, target=target, rep=first.rep,
-        schedule=first.schedule.to_text().replace("\n", "; "), threads=threads, repeat=repeat,
+        schedule=first.schedule.to_text().replace("\n", "; "), threads=thread_counts, repeat=repeat,
         min_time=min_time, batch_sizes=batch_sizes,
     )
     report.versions = {"silvanforge": _version("silvanforge") or "?", "numpy": np.__version__}
+    n_compiles = len(groups) * len(thread_counts)
+    report.builds.append(Build(OURS, f"compile ({n_compiles} compile{'s' * (n_compiles != 1)})",
+                               compile_seconds))
+    usable = default_threads()
+    if max(thread_counts) > usable:
+        report.notes.append(f"{max(thread_counts)} threads asked for but only {usable} CPUs are "
+                            "usable: those rows are oversubscribed")
 
     X = random_rows(forest, batch_sizes[-1], seed)
     expected = ours.predict(X)
     engines: list[tuple[Engine, float | None, bool | None]] = [(ours, None, None)]
+    external: dict[str, dict[tuple[int, int], float]] = {}
     with tempfile.TemporaryDirectory(prefix="forge-bench-") as workdir:
+        ctx = PeerContext(path=model, fmt=fmt, num_features=forest.num_features, threads=thread_counts,
+                          workdir=workdir, cache_dir=cache_dir or bench_peers.cache_root(),
+                          lleaves_venv=lleaves_venv, progress=say)
+        if cache_dir:
+            os.makedirs(cache_dir, exist_ok=True)
         for name, module, _, factory in wanted:
             step(f"preparing {name}")
-            if not _importable(module):
-                report.notes.append(f"{name}: not installed (pip install {module})")
-                total -= 1 + len(batch_sizes)
+            if module is not None and not _importable(module):
+                hint = bench_peers.PIP.get(module, f"pip install {module}")
+                report.notes.append(f"{name}: not installed ({hint}; see requirements-bench.txt)")
+                total -= timings_per_engine
                 continue
             try:
-                if name == "onnxruntime":
-                    engine = _onnxruntime(model, fmt, threads, workdir, forest.num_features)
+                engine = factory(ctx)
+                if isinstance(engine, ExternalEngine) or getattr(engine, "external", False):
+                    got, timings = engine.measure(X, batch_sizes, thread_counts, repeat, min_time)
+                    lacking = [k for k in ((t, b) for t in thread_counts for b in batch_sizes)
+                               if k not in timings]
+                    if lacking:
+                        raise RuntimeError(f"no timing for (threads, batch) {lacking[0]}")
+                    external[engine.name] = timings
                 else:
-                    engine = factory(model, fmt, threads, workdir)
-                got = engine.predict(engine.prepare(X))
+                    for t in reversed(thread_counts):  # any per-thread-count setup fails here
+                        engine.set_threads(t)
+                    got = engine.predict(engine.prepare(X))
                 diff, agrees = compare(expected, got)
-            except Exception as exc:  # a peer that cannot run this model is skipped, not fatal
-                msg = " ".join(str(exc).split())[:200]
-                report.notes.append(f"{name}: skipped ({type(exc).__name__}: {msg})")
-                total -= len(batch_sizes)
+            except PeerUnavailable as exc:
+                report.notes.append(" ".join(str(exc).split()))
+                total -= timings_per_engine
                 continue
+            except Exception as exc:  # noqa: BLE001 - a peer that cannot run this model is skipped
+                msg = " ".join(str(exc).split())[:300]
+                report.notes.append(f"{name}: skipped ({type(exc).__name__}: {msg})")
+                total -= timings_per_engine
+                continue
+            if external.get(engine.name) is not None:
+                total -= timings_per_engine  # it timed itself
             if getattr(engine, "note", None):
                 report.notes.append(engine.note)
-            for dist in (module, "onnxmltools" if name == "onnxruntime" and fmt != "onnx" else None):
-                if dist and _version(dist):
-                    report.versions[dist] = _version(dist)
+            report.versions.update(getattr(engine, "versions", None) or {})
+            if getattr(engine, "build_seconds", None) is not None or getattr(engine, "cached", False):
+                report.builds.append(Build(engine.name, getattr(engine, "build_what", "build"),
+                                           engine.build_seconds, engine.cached))
             engines.append((engine, diff, agrees))
 
-        for b in batch_sizes:
-            for engine, diff, agrees in engines:
-                step(f"timing {engine.name} at batch size {b}")
-                prepared = engine.prepare(X[:b])
-                seconds = time_call(engine.predict, prepared, repeat, min_time)
-                report.measurements.append(Measurement(engine.name, b, seconds, diff, agrees))
+        for t in thread_counts:
+            for engine, _, _ in engines:
+                if engine.name not in external:
+                    engine.set_threads(t)
+            for b in batch_sizes:
+                for engine, diff, agrees in engines:
+                    if engine.name in external:
+                        seconds = external[engine.name][(t, b)]
+                    else:
+                        step(f"timing {engine.name} at batch size {b}, {t} thread{'s' * (t != 1)}")
+                        prepared = engine.prepare(X[:b])
+                        seconds = time_call(engine.predict, prepared, repeat, min_time)
+                    report.measurements.append(Measurement(engine.name, b, seconds, diff, agrees, t))
     if progress is not None:
         progress("done", total, total)
     return report
@@ -495,42 +458,95 @@ def _detect_format(path: str, reg) -> str:
 
 
 # --------------------------------------------------------------------------- reporting
-def machine_description() -> str:
+def _read(path: str) -> str:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return f.read()
+    except OSError:
+        return ""
+
+
+def _lscpu() -> dict[str, str]:
+    exe = shutil.which("lscpu")
+    if exe is None:
+        return {}
+    try:
+        out = subprocess.run([exe], check=False, capture_output=True, text=True, timeout=10,
+                             env={**os.environ, "LC_ALL": "C"}).stdout
+    except (OSError, subprocess.SubprocessError):
+        return {}
+    info = {}
+    for line in out.splitlines():
+        key, sep, value = line.partition(":")
+        if sep:
+            info[key.strip()] = value.strip()
+    return info
+
+
+def machine_details() -> dict[str, str]:
+    """The machine, for reports: CPU model, cores, usable CPUs, memory, OS, Python."""
     cpus = os.cpu_count() or 1
     usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else cpus
-    cpu = platform.processor() or platform.machine()
+    cpu = ""
+    for line in _read("/proc/cpuinfo").splitlines():
+        if line.startswith("model name"):
+            cpu = line.split(":", 1)[1].strip()
+            break
+    lscpu = _lscpu()
+    cpu = cpu or lscpu.get("Model name") or platform.processor() or platform.machine()
+    cores = f"{cpus} logical CPUs, {usable} usable"
     try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    cpu = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
+        per_socket = int(lscpu["Core(s) per socket"]) * int(lscpu.get("Socket(s)", "1"))
+        cores = f"{per_socket} cores / {cpus} logical CPUs, {usable} usable by this process"
+    except (KeyError, ValueError):
         pass
-    return (f"{platform.platform()}; {cpu}; {cpus} CPUs ({usable} usable); "
-            f"Python {platform.python_version()}")
+    details = {"cpu": cpu, "cores": cores}
+    flags = lscpu.get("Flags", "")
+    simd = [f for f in ("avx512f", "avx2", "neon", "asimd") if f" {f}" in f" {flags}"]
+    if simd:
+        details["simd"] = simd[0]
+    for line in _read("/proc/meminfo").splitlines():
+        if line.startswith("MemTotal:"):
+            kib = int(line.split()[1])
+            details["memory"] = f"{kib / 2**20:.0f} GiB"
+            break
+    details["os"] = platform.platform()
+    details["python"] = f"{platform.python_implementation()} {platform.python_version()}"
+    return details
+
+
+def machine_description() -> str:
+    d = machine_details()
+    cores = d["cores"]
+    parts = [d["os"], d["cpu"], cores.replace(" usable by this process", " usable"),
+             f"{d['python'].split()[-1] and 'Python ' + d['python'].split()[-1]}"]
+    if "memory" in d:
+        parts.insert(3, f"{d['memory']} RAM")
+    return "; ".join(parts)
+
+
+HEADERS = ["threads", "batch", "engine", "time/batch", "rows/s", "max abs diff vs ours", "agrees",
+           "ours / fastest peer"]
+NUMERIC = ("threads", "batch", "time/batch", "rows/s")
 
 
 def table_rows(report: BenchReport) -> list[list[str]]:
-    """The table as strings: batch, engine, time per batch, rows/s, max abs diff, agrees, ours/fastest."""
+    """The table as strings, one row per (threads, batch, engine); columns as in :data:`HEADERS`."""
     rows = []
-    for b in report.batch_sizes:
-        speed = report.speedup(b)
-        for m in report.at(b):
-            ratio = ""
-            if m.engine == OURS and speed is not None:
-                ratio = f"{speed[0]:.2f}x vs {speed[1]}"
-            rows.append([
-                str(b), m.engine, _fmt_time(m.seconds), f"{m.rows_per_second:,.0f}",
-                "" if m.max_abs_diff is None else f"{m.max_abs_diff:.3g}",
-                "" if m.agrees is None else ("yes" if m.agrees else "NO"),
-                ratio,
-            ])
+    for t in report.threads:
+        for b in report.batch_sizes:
+            speed = report.speedup(b, t)
+            for m in report.at(b, t):
+                ratio = ""
+                if m.engine == OURS and speed is not None:
+                    ratio = f"{speed[0]:.2f}x vs {speed[1]}"
+                rows.append([
+                    str(t), str(b), m.engine, _fmt_time(m.seconds), f"{m.rows_per_second:,.0f}",
+                    "" if m.max_abs_diff is None else f"{m.max_abs_diff:.3g}",
+                    "" if m.agrees is None else ("yes" if m.agrees else "NO"),
+                    ratio,
+                ])
     return rows
-
-
-HEADERS = ["batch", "engine", "time/batch", "rows/s", "max abs diff vs ours", "agrees",
-           "ours / fastest peer"]
 
 
 def _fmt_time(seconds: float) -> str:
@@ -542,30 +558,87 @@ def _fmt_time(seconds: float) -> str:
 
 
 def describe(report: BenchReport) -> str:
+    threads = ", ".join(map(str, report.threads))
+    plural = "s" if len(report.threads) > 1 or report.threads[0] != 1 else ""
     return (f"{report.model} ({report.model_format}): {report.trees} trees, max depth "
             f"{report.max_depth}, {report.features} features, {report.outputs} "
             f"output{'s' if report.outputs != 1 else ''}; "
             f"target {report.target}, rep {report.rep}, schedule {report.schedule}; "
-            f"{report.threads} threads, best of {report.repeat}")
+            f"{threads} thread{plural}, best of {report.repeat}")
 
 
-def to_markdown(report: BenchReport, command: str | None = None) -> str:
-    lines = ["# forge bench", ""]
+def describe_builds(report: BenchReport) -> str:
+    """Build times, which no rows/s includes."""
+    parts = []
+    for b in report.builds:
+        if b.cached:
+            took = "cached" + (f", loaded in {b.seconds:.2f} s" if b.seconds is not None else "")
+        else:
+            took = f"{b.seconds:.2f} s" if b.seconds is not None else "?"
+        parts.append(f"{b.engine} {b.what}: {took}")
+    return "; ".join(parts)
+
+
+def to_markdown(report: BenchReport, command: str | None = None, level: int = 1) -> str:
+    """The report as a markdown section whose heading has ``level`` #s (2 to append to a page)."""
+    when = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    title = f"forge bench: {os.path.basename(report.model)} ({report.model_format})"
+    lines = [f"{'#' * max(1, level)} {title}", ""]
     if command:
         lines += ["Command:", "", "```", command, "```", ""]
-    lines += [f"- Model: {describe(report)}",
-              f"- Machine: {machine_description()}",
-              "- Versions: " + ", ".join(f"{k} {v}" for k, v in report.versions.items()),
-              (f"- Each time is the best of {report.repeat} runs of at least {report.min_time} s "
+    m = machine_details()
+    machine = f"{m['cpu']}; {m['cores']}"
+    machine += "".join(f"; {m[k]}" + (" RAM" if k == "memory" else "")
+                       for k in ("simd", "memory") if k in m)
+    machine += f"; {m['os']}; {m['python']}"
+    lines += [f"- Date: {when}",
+              f"- Model: {describe(report)}",
+              f"- Machine: {machine}",
+              "- Versions: " + ", ".join(f"{k} {v}" for k, v in report.versions.items())]
+    if report.builds:
+        lines.append(f"- Build times (not in rows/s): {describe_builds(report)}")
+    lines += [(f"- Each time is the best of {report.repeat} runs of at least {report.min_time} s "
                "each, after a warm-up; inputs are the same random rows for every engine."), ""]
     lines.append("| " + " | ".join(HEADERS) + " |")
-    lines.append("|" + "|".join("---:" if h in ("batch", "time/batch", "rows/s") else "---"
-                                for h in HEADERS) + "|")
+    lines.append("|" + "|".join("---:" if h in NUMERIC else "---" for h in HEADERS) + "|")
     for row in table_rows(report):
         lines.append("| " + " | ".join(c.replace("|", "\\|") for c in row) + " |")
     if report.notes:
         lines += ["", "Notes:", ""] + [f"- {n}" for n in report.notes]
     return "\n".join(lines) + "\n"
+
+
+def check_markdown_target(path: str, append: bool = False, overwrite: bool = False) -> None:
+    """Refuse, before any timing, a markdown file that cannot or should not be written."""
+    if append and overwrite:
+        raise InputError("--append and --overwrite exclude each other")
+    directory = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(directory):
+        raise InputError(f"cannot write {path}: its directory does not exist")
+    if os.path.isdir(path):
+        raise InputError(f"cannot write {path}: it is a directory")
+    if os.path.exists(path) and not (append or overwrite):
+        raise InputError(f"{path} exists: pass --append to add this run as a new section, or "
+                         "--overwrite to replace the file")
+
+
+def write_markdown(path: str, report: BenchReport, command: str | None = None,
+                   append: bool = False, overwrite: bool = False) -> str:
+    """Write the report to ``path``: a new file, a section appended to an existing one
+    (``append``), or a replacement (``overwrite``).  Returns what was done ("wrote"/"appended")."""
+    check_markdown_target(path, append, overwrite)
+    existing = _read(path) if append and os.path.exists(path) else None
+    try:
+        if existing is not None:
+            sep = "" if not existing else ("\n" if existing.endswith("\n") else "\n\n")
+            with open(path, "a", encoding="utf-8") as f:
+                f.write(sep + to_markdown(report, command, level=2))
+            return "appended to"
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(to_markdown(report, command, level=2 if append else 1))
+        return "wrote"
+    except OSError as exc:
+        raise InputError(f"cannot write {path}: {exc.strerror or exc}") from None
 
 
 def command_line(argv: list[str] | None = None) -> str:

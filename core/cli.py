@@ -315,7 +315,10 @@ def plugins():
 def bench(
     model: str = typer.Argument(..., help="A model file (XGBoost, LightGBM or ONNX).", show_default=False),
     batch_sizes: str = typer.Option("1,64,512,4096", "--batch-sizes", help="Comma-separated batch sizes."),
-    threads: int | None = _threads_opt(),
+    threads: str | None = typer.Option(
+        None, "--threads", "-j",
+        help="Threads to predict with, or a comma-separated list timed one after the other "
+             "(e.g. 1,2 or 1,all; default: all usable CPUs)."),
     target: str | None = _target_opt(),
     rep: str | None = _rep_opt(),
     schedule: str | None = _schedule_opt(),
@@ -323,15 +326,23 @@ def bench(
     min_time: float = typer.Option(0.1, "--min-time", min=0.0,
                                    help="Seconds each timing run lasts at least (repeating the call)."),
     peers: str | None = typer.Option(None, "--peers",
-                                        help="Comma-separated peers to run (default: every installed one)."),
+                                        help="Comma-separated peers to run (default: every available one)."),
     markdown: str | None = typer.Option(None, "--markdown", help="Also write the results as markdown here."),
+    append: bool = typer.Option(False, "--append",
+                                help="Add the results to the --markdown file as a new section."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing --markdown file."),
+    lleaves_venv: str | None = typer.Option(
+        None, "--lleaves-venv",
+        help="A virtual environment for lleaves (needs llvmlite < 0.44), built there if missing "
+             "(default: $SILVANFORGE_LLEAVES_VENV, or ~/.cache/silvanforge/lleaves-venv if present)."),
 ):
-    """Time our compiled model against the installed peers on the same random inputs."""
+    """Time our compiled model against the available peers on the same random inputs."""
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     from . import bench as benchmod
 
     sizes = benchmod.parse_batch_sizes(batch_sizes)
+    thread_counts = benchmod.parse_threads(threads)
     peer_list = None
     if peers is not None:
         peer_list = [p.strip() for p in peers.split(",") if p.strip()]
@@ -340,8 +351,10 @@ def bench(
         if unknown:
             raise InputError(f"unknown peer {unknown[0]!r}; known: {', '.join(known)}")
     sched = read_schedule(schedule)
-    if markdown is not None and not os.path.isdir(os.path.dirname(os.path.abspath(markdown))):
-        raise InputError(f"cannot write {markdown}: its directory does not exist")
+    if markdown is not None:
+        benchmod.check_markdown_target(markdown, append, overwrite)
+    elif append or overwrite:
+        raise InputError("--append and --overwrite need --markdown FILE")
 
     with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
                   TimeElapsedColumn(), console=_err(), transient=True) as progress:
@@ -350,34 +363,33 @@ def bench(
         def on_progress(what: str, done: int, total: int) -> None:
             progress.update(task, description=what, completed=done, total=total)
 
-        report = benchmod.run_bench(model, sizes, threads=threads, target=target or "cpu", rep=rep,
+        report = benchmod.run_bench(model, sizes, threads=thread_counts, target=target or "cpu", rep=rep,
                                     schedule=sched, repeat=repeat, min_time=min_time, peers=peer_list,
-                                    progress=on_progress)
+                                    progress=on_progress, lleaves_venv=lleaves_venv)
 
     out = _out()
     table = Table(title=escape(benchmod.describe(report)), title_justify="left")
     for h in benchmod.HEADERS:
-        table.add_column(h, justify="right" if h in ("batch", "time/batch", "rows/s") else "left",
-                         overflow="fold")
+        table.add_column(h, justify="right" if h in benchmod.NUMERIC else "left", overflow="fold")
+    agrees = benchmod.HEADERS.index("agrees")
     previous = None
     for row in benchmod.table_rows(report):
-        if previous is not None and row[0] != previous:
+        if previous is not None and row[:2] != previous:
             table.add_section()
-        previous = row[0]
+        previous = row[:2]
         cells = [escape(c) for c in row]
-        if row[5] == "NO":
-            cells[5] = "[red]NO[/red]"
+        if row[agrees] == "NO":
+            cells[agrees] = "[red]NO[/red]"
         table.add_row(*cells)
     out.print(table)
+    if report.builds:
+        out.print(f"build times (not in rows/s): {escape(benchmod.describe_builds(report))}")
     for note in report.notes:
         out.print(f"note: {escape(note)}")
     if markdown is not None:
-        text = benchmod.to_markdown(report, benchmod.command_line(_invocation))
-        try:
-            Path(markdown).write_text(text, encoding="utf-8")
-        except OSError as exc:
-            raise InputError(f"cannot write {markdown}: {exc.strerror or exc}") from None
-        out.print(f"wrote {escape(markdown)}")
+        done = benchmod.write_markdown(markdown, report, benchmod.command_line(_invocation),
+                                       append=append, overwrite=overwrite)
+        out.print(f"{done} {escape(markdown)}")
 
 
 # --------------------------------------------------------------------------- entry point

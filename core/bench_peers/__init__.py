@@ -1,0 +1,90 @@
+"""The peers ``forge bench`` times SilvanForge against, one module each.
+
+=================  ==========================  ================================================
+engine             models                      how it is called
+=================  ==========================  ================================================
+xgboost            XGBoost JSON / UBJSON       ``Booster.inplace_predict`` (``nthread``)
+lightgbm           LightGBM text               ``Booster.predict`` (``num_threads``)
+onnxruntime        ONNX; XGBoost and LightGBM  ``InferenceSession.run`` (``intra_op_num_threads``);
+                   converted with onnxmltools  one session per thread count
+treelite-gtil      XGBoost, LightGBM           ``treelite.gtil.predict`` (``nthread``)
+tl2cgen            XGBoost, LightGBM           a ``gcc -O3`` shared library built by TL2cgen, cached
+                                               by model hash; ``Predictor(nthread)`` on a DMatrix
+hummingbird        XGBoost, LightGBM           ``hummingbird.ml.convert(model, "torch")``
+                                               (``torch.set_num_threads``)
+lleaves            LightGBM text               ``lleaves.Model.predict`` (``n_jobs``), in its own
+                                               environment when llvmlite here is >= 0.44
+=================  ==========================  ================================================
+
+Each factory takes a :class:`PeerContext` and returns an :class:`Engine`; raising
+:class:`PeerUnavailable` gives a note saying why (and how to fix it), any other exception a
+"skipped" note.  None of them is required: ``pip install -r requirements-bench.txt``.
+"""
+
+from __future__ import annotations
+
+from ._timing import time_call
+from .base import (
+    CACHE_ENV,
+    Call,
+    Engine,
+    ExternalEngine,
+    PeerContext,
+    PeerUnavailable,
+    cache_root,
+    importable,
+    model_digest,
+    quiet_output,
+    version,
+    versions,
+)
+from .hummingbird_peer import hummingbird_engine
+from .lleaves_peer import lleaves_engine
+from .native import lightgbm_engine, xgboost_engine
+from .onnx_runtime import onnxruntime_engine
+from .treelite_peers import gtil_engine, tl2cgen_engine
+
+XGB = ("xgboost-json", "xgboost-ubjson")
+LGB = ("lightgbm-text",)
+
+# (engine, module that must be importable or None when the factory checks for itself,
+#  model formats it applies to, factory(PeerContext) -> Engine)
+PEERS = [
+    ("xgboost", "xgboost", XGB, xgboost_engine),
+    ("lightgbm", "lightgbm", LGB, lightgbm_engine),
+    ("onnxruntime", "onnxruntime", ("onnx", *XGB, *LGB), onnxruntime_engine),
+    ("treelite-gtil", "treelite", XGB + LGB, gtil_engine),
+    ("tl2cgen", "tl2cgen", XGB + LGB, tl2cgen_engine),
+    ("hummingbird", "hummingbird", XGB + LGB, hummingbird_engine),
+    ("lleaves", None, LGB, lleaves_engine),  # may run from its own environment
+]
+
+# What to install when a peer's module is missing.
+PIP = {
+    "xgboost": "pip install xgboost",
+    "lightgbm": "pip install lightgbm",
+    "onnxruntime": "pip install onnxruntime onnxmltools",
+    "treelite": "pip install treelite",
+    "tl2cgen": "pip install treelite tl2cgen",
+    "hummingbird": "pip install hummingbird-ml torch",
+}
+
+__all__ = [
+    "CACHE_ENV",
+    "LGB",
+    "PEERS",
+    "PIP",
+    "XGB",
+    "Call",
+    "Engine",
+    "ExternalEngine",
+    "PeerContext",
+    "PeerUnavailable",
+    "cache_root",
+    "importable",
+    "model_digest",
+    "quiet_output",
+    "time_call",
+    "version",
+    "versions",
+]

@@ -1,0 +1,55 @@
+"""HIR passes keep predictions exactly; padding lets walks drop leaf checks."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given, settings
+
+import silvanforge as sf
+from silvanforge import reference
+from silvanforge.hir_passes import leaf_depth_range, pad_trees, padded_nodes
+from silvanforge.ir import hir
+from strategies import forests, rows_for
+
+
+@settings(max_examples=60, deadline=None)
+@given(forest=forests(max_depth=5))
+def test_padding_keeps_every_prediction(forest):
+    padded = pad_trees(forest)
+    hir.verify(padded)
+    depth = forest.max_depth()
+    assert leaf_depth_range(padded) == (depth, depth)
+    assert sum(t.num_nodes for t in padded.trees) == padded_nodes(forest)
+    X = rows_for(forest, np.random.default_rng(0), 300)
+    np.testing.assert_array_equal(reference.predict(padded, X, output_margin=True),
+                                  reference.predict(forest, X, output_margin=True))
+
+
+@settings(max_examples=20, deadline=None)
+@given(forest=forests(max_depth=5))
+def test_padded_walks_skip_leaf_checks_and_stay_exact(forest):
+    depth = forest.max_depth()
+    schedule = f"tile(batch, b0, b1, 8)\nreorder(b0, tree, b1)\ninterleave(b1)\npeelWalk(b1, {depth})"
+    cf = sf.compile(forest, schedule=schedule if depth else None, pad=True)
+    if depth:
+        assert "while" not in cf.show("lir")  # fully peeled: no walk loop, no leaf test
+    X = rows_for(forest, np.random.default_rng(1), 211)
+    np.testing.assert_array_equal(cf.predict(X, output_margin=True),
+                                  reference.predict(forest, X, output_margin=True))
+    assert cf.forest is forest or cf.forest.fingerprint() == forest.fingerprint()
+
+
+def test_default_pads_cheap_forests_and_saves_the_original(tmp_path):
+    from test_predict_api import make_forest
+
+    sparse = make_forest()  # padding would more than double its nodes: left alone
+    assert padded_nodes(sparse) > 2 * sum(t.num_nodes for t in sparse.trees)
+    assert not sf.compile(sparse).pad
+    forest = pad_trees(make_forest())  # complete trees: padding is free, so it is chosen
+    cf = sf.compile(forest)
+    assert cf.pad and "peelWalk" in cf.schedule.to_text()
+    cf.save(tmp_path / "m.forge")
+    back = sf.load_compiled(tmp_path / "m.forge")
+    assert back.pad and back.forest.fingerprint() == forest.fingerprint()
+    X = rows_for(forest, np.random.default_rng(2), 500)
+    np.testing.assert_array_equal(back.predict(X), reference.predict(forest, X))

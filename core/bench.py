@@ -50,6 +50,7 @@ OURS = "silvanforge"
 DEFAULT_BATCH_SIZES = (1, 64, 512, 4096)
 # Peers are compared with ours at this tolerance; the max abs difference is always reported.
 AGREE_RTOL, AGREE_ATOL = 1e-5, 1e-6
+SETTLE_SECONDS = 0.05  # idle time before timing each engine (see run_bench)
 
 ProgressFn = Callable[[str, int, int], None]  # (what is happening, steps done, total steps)
 
@@ -97,6 +98,7 @@ class Build:
     what: str  # "compile", "gcc -O3 shared library", ...
     seconds: float | None  # None: not measured (found in the cache)
     cached: bool = False
+    first_build_seconds: float | None = None  # when cached: what building it took, if recorded
 
 
 @dataclasses.dataclass
@@ -419,21 +421,26 @@ def run_bench(model, batch_sizes=DEFAULT_BATCH_SIZES, threads: int | Sequence[in
             report.versions.update(getattr(engine, "versions", None) or {})
             if getattr(engine, "build_seconds", None) is not None or getattr(engine, "cached", False):
                 report.builds.append(Build(engine.name, getattr(engine, "build_what", "build"),
-                                           engine.build_seconds, engine.cached))
+                                           engine.build_seconds, engine.cached,
+                                           getattr(engine, "first_build_seconds", None)))
             engines.append((engine, diff, agrees))
 
+        # Engine by engine (all batch sizes of one before the next), with a pause between them:
+        # runtimes whose idle workers spin for a while (OpenMP, ONNX Runtime) then cost the next
+        # engine less.
         for t in thread_counts:
-            for engine, _, _ in engines:
-                if engine.name not in external:
-                    engine.set_threads(t)
-            for b in batch_sizes:
-                for engine, diff, agrees in engines:
-                    if engine.name in external:
-                        seconds = external[engine.name][(t, b)]
-                    else:
-                        step(f"timing {engine.name} at batch size {b}, {t} thread{'s' * (t != 1)}")
-                        prepared = engine.prepare(X[:b])
-                        seconds = time_call(engine.predict, prepared, repeat, min_time)
+            for engine, diff, agrees in engines:
+                if engine.name in external:
+                    for b in batch_sizes:
+                        report.measurements.append(Measurement(engine.name, b, external[engine.name][(t, b)],
+                                                               diff, agrees, t))
+                    continue
+                engine.set_threads(t)
+                time.sleep(SETTLE_SECONDS)
+                for b in batch_sizes:
+                    step(f"timing {engine.name} at batch size {b}, {t} thread{'s' * (t != 1)}")
+                    prepared = engine.prepare(X[:b])
+                    seconds = time_call(engine.predict, prepared, repeat, min_time)
                     report.measurements.append(Measurement(engine.name, b, seconds, diff, agrees, t))
     if progress is not None:
         progress("done", total, total)
@@ -573,6 +580,8 @@ def describe_builds(report: BenchReport) -> str:
     for b in report.builds:
         if b.cached:
             took = "cached" + (f", loaded in {b.seconds:.2f} s" if b.seconds is not None else "")
+            if b.first_build_seconds is not None:
+                took += f" (built in {b.first_build_seconds:.2f} s)"
         else:
             took = f"{b.seconds:.2f} s" if b.seconds is not None else "?"
         parts.append(f"{b.engine} {b.what}: {took}")

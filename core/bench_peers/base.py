@@ -6,6 +6,7 @@ import contextlib
 import dataclasses
 import hashlib
 import importlib.util
+import json
 import os
 import sys
 import tempfile
@@ -43,7 +44,8 @@ class Engine:
     ``prepare`` converts inputs to the engine's own container outside the timed region;
     ``set_threads`` is called (untimed) before the timings of each thread count.  ``versions``
     (distribution -> version) and ``build_seconds`` / ``cached`` (time to build the engine, not
-    counted in rows/s; ``cached`` when a previous build was reused) end up in the report.
+    counted in rows/s; ``cached`` when a previous build was reused, whose time, when known, is
+    ``first_build_seconds``) end up in the report.
     """
 
     name = "?"
@@ -55,6 +57,7 @@ class Engine:
         self.build_seconds: float | None = None
         self.build_what: str = "build"
         self.cached = False
+        self.first_build_seconds: float | None = None
 
     def prepare(self, X: np.ndarray):
         return X
@@ -116,6 +119,23 @@ def version(dist: str) -> str | None:
 
 def versions(*dists: str) -> dict[str, str]:
     return {d: v for d in dists if (v := version(d))}
+
+
+def record_build(artifact: str, seconds: float) -> None:
+    """Remember how long ``artifact`` took to build, for runs that find it cached."""
+    try:
+        with open(artifact + ".json", "w") as f:
+            json.dump({"build_seconds": seconds}, f)
+    except OSError:
+        pass
+
+
+def recorded_build(artifact: str) -> float | None:
+    try:
+        with open(artifact + ".json") as f:
+            return float(json.load(f)["build_seconds"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
 
 def model_digest(path: str) -> str:

@@ -5,7 +5,9 @@ Hummingbird converts scikit-learn-style models, so an XGBoost model is loaded as
 filled through Hummingbird's own ``extra_config`` (no post-processing outside its predict):
 XGBoost's intercept (``base_score``, which Hummingbird's classifier path leaves out and its
 regressor path cannot parse in XGBoost >= 3's ``[x]`` form), and LightGBM's sigmoid for binary
-objectives (its Booster path assumes a regression).  Other objectives are skipped with a note.
+objectives (its Booster path assumes a regression); a multiclass LightGBM model is wrapped as a fitted
+``LGBMClassifier`` so Hummingbird groups its trees by class.  Other objectives are skipped with a
+note.
 """
 
 from __future__ import annotations
@@ -83,6 +85,15 @@ def _lightgbm_model(path: str):
     if name in ("regression", "regression_l1", "huber", "fair", "quantile", "mape", "lambdarank",
                 "rank_xendcg"):
         return booster, {}, False
+    if name in ("multiclass", "softmax"):
+        # Hummingbird's Booster path sums every tree into one output; its LGBMClassifier path
+        # groups trees by class and applies the softmax.  Wrap the booster as a fitted classifier.
+        classes = int(dump.get("num_class", 1))
+        clf = lgb.LGBMClassifier(objective="multiclass")
+        clf._Booster, clf.fitted_ = booster, True
+        clf._n_features = clf._n_features_in = booster.num_feature()
+        clf._n_classes, clf._classes, clf._objective = classes, np.arange(classes), "multiclass"
+        return clf, {}, True
     raise NotImplementedError(f"hummingbird: LightGBM objective {name} is not handled here")
 
 

@@ -32,6 +32,8 @@ from .base import (
     PeerUnavailable,
     importable,
     model_digest,
+    record_build,
+    recorded_build,
     version,
 )
 
@@ -87,7 +89,8 @@ def build_venv(venv: str, python: str | None = None, log=None) -> str:
     for cmd, what in steps:
         say(f"lleaves: {what} ({venv})")
         try:
-            done = subprocess.run(cmd, check=False, capture_output=True, text=True, timeout=1800, env=_clean_env())
+            done = subprocess.run(cmd, check=False, capture_output=True, text=True, timeout=1800,
+                                  env=_clean_env())
         except (OSError, subprocess.SubprocessError) as exc:
             done = None
             why = str(exc)
@@ -150,7 +153,8 @@ class VenvLleaves(ExternalEngine):
     def __init__(self, ctx: PeerContext, python: str, info: dict[str, str]) -> None:
         super().__init__()
         self.ctx, self.python, self.info = ctx, python, info
-        self.versions = {"lleaves": info.get("lleaves", "?"), "llvmlite (lleaves env)": info.get("llvmlite", "?")}
+        self.versions = {"lleaves": info.get("lleaves", "?"),
+                         "llvmlite (lleaves env)": info.get("llvmlite", "?")}
         self.build_what = "LLVM compile"
         self.note = (f"lleaves: run in a subprocess from {os.path.dirname(os.path.dirname(python))} "
                      f"(Python {info.get('python', '?')}, llvmlite {info.get('llvmlite', '?')}), same rows")
@@ -176,13 +180,19 @@ class VenvLleaves(ExternalEngine):
             done = subprocess.run([self.python, WORKER, path], check=False, capture_output=True, text=True,
                                   timeout=timeout, env=_clean_env())
         except subprocess.TimeoutExpired:
-            raise RuntimeError(f"the lleaves subprocess ran over {timeout:.0f} s (set {TIMEOUT_ENV})") from None
+            raise RuntimeError(f"the lleaves subprocess ran over {timeout:.0f} s "
+                               f"(set {TIMEOUT_ENV})") from None
         if done.returncode != 0 or not os.path.isfile(req["result"]):
+            lines = [ln.strip() for ln in (done.stderr or done.stdout or "").splitlines() if ln.strip()]
             raise RuntimeError(f"the lleaves subprocess failed (exit {done.returncode}): "
-                               f"{_tail(done.stderr or done.stdout)}")
+                               f"{_tail(lines[-1] if lines else '')}")
         with open(req["result"]) as f:
             result = json.load(f)
         self.build_seconds, self.cached = float(result["compile_seconds"]), bool(result["cached"])
+        if self.cached:
+            self.first_build_seconds = recorded_build(req["cache"])
+        else:
+            record_build(req["cache"], self.build_seconds)
         self.versions["lleaves"] = result["versions"].get("lleaves", self.versions["lleaves"])
         timings = {(int(t), int(b)): float(s) for t, b, s in result["timings"]}
         return np.load(req["predictions"]), timings
@@ -200,7 +210,12 @@ def _in_process(ctx: PeerContext) -> Call:
     engine = Call("lleaves", lambda X, n: model.predict(X, n_jobs=n),
                   prepare=lambda X: np.ascontiguousarray(X, dtype=np.float64),
                   versions={"lleaves": version("lleaves") or "?", "llvmlite": version("llvmlite") or "?"})
-    engine.build_what, engine.build_seconds, engine.cached = "LLVM compile", time.perf_counter() - start, cached
+    engine.build_what, engine.cached = "LLVM compile", cached
+    engine.build_seconds = time.perf_counter() - start
+    if cached:
+        engine.first_build_seconds = recorded_build(cache)
+    else:
+        record_build(cache, engine.build_seconds)
     return engine
 
 

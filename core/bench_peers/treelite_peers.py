@@ -16,6 +16,8 @@ from .base import (
     PeerUnavailable,
     model_digest,
     quiet_output,
+    record_build,
+    recorded_build,
     versions,
 )
 
@@ -51,7 +53,8 @@ def gcc_version() -> str | None:
     if gcc is None:
         return None
     try:
-        out = subprocess.run([gcc, "--version"], check=False, capture_output=True, text=True, timeout=30).stdout
+        out = subprocess.run([gcc, "--version"], check=False, capture_output=True, text=True,
+                             timeout=30).stdout
     except (OSError, subprocess.SubprocessError):
         return None
     return out.splitlines()[0].strip() if out else None
@@ -88,6 +91,7 @@ def build_tl2cgen_library(ctx: PeerContext) -> tuple[str, float | None]:
     staged = f"{libpath}.{os.getpid()}.tmp"
     shutil.copyfile(tmp, staged)
     os.replace(staged, libpath)  # atomic: a concurrent bench sees the old state or the whole file
+    record_build(libpath, seconds)
     return libpath, seconds
 
 
@@ -112,4 +116,6 @@ def tl2cgen_engine(ctx: PeerContext) -> Call:
         engine.versions["gcc"] = gcc.split()[-1] if gcc.split() else gcc
     engine.build_what = "gcc -O3 shared library"
     engine.build_seconds, engine.cached = seconds, seconds is None
+    if engine.cached:
+        engine.first_build_seconds = recorded_build(libpath)
     return engine

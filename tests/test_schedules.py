@@ -86,14 +86,7 @@ def test_random_legal_schedules_match_reference(data, forest, rep, n, threads):
 
 @pytest.fixture(scope="module")
 def forest():
-    return forests(max_trees=12, max_depth=5).example() if False else _fixed_forest()
-
-
-def _fixed_forest():
-    import sys
-
-    sys.path.insert(0, __file__.rsplit("/", 1)[0])
-    from test_predict_api import make_forest
+    from test_predict_api import make_forest  # tests/ is on sys.path (rootdir conftest)
 
     return make_forest(num_outputs=3)
 

@@ -23,6 +23,7 @@ import copy
 import dataclasses
 
 from ..errors import ScheduleError
+from ..hir_passes import leaf_depth_range
 from ..ir import hir
 from .schedule import Directive, Schedule
 
@@ -306,7 +307,7 @@ class _Builder:
 
     def d_peelWalk(self, name, depth):
         idx = self.index(name)
-        shallowest = min((_min_leaf_depth(t) for t in self.forest.trees), default=0)
+        shallowest = leaf_depth_range(self.forest)[0]
         if depth > shallowest:
             self.fail(f"cannot peel {depth} steps: the forest has a leaf at depth {shallowest}, "
                       "and peeled steps do not check for leaves")
@@ -337,17 +338,6 @@ class _Builder:
 def _shared(builder: _Builder) -> dict:
     """deepcopy memo that keeps IndexVar objects shared between split copies."""
     return {id(v): v for v in builder.indices.values()}
-
-
-def _min_leaf_depth(tree: hir.Tree) -> int:
-    best, stack = None, [(0, 0)]
-    while stack:
-        node, depth = stack.pop()
-        if tree.left[node] < 0:
-            best = depth if best is None else min(best, depth)
-        else:
-            stack += [(int(tree.left[node]), depth + 1), (int(tree.right[node]), depth + 1)]
-    return best or 0
 
 
 def build_loop_tree(schedule: Schedule, forest: hir.Forest) -> LoopTree:

@@ -499,14 +499,14 @@ class _Codegen:
 
     def _slot_index(self, target: str, slots: tuple, row, out) -> lir.Expr:
         """Element of ``target`` for a row and output: margins are (row, k); a privatised buffer
-        is (row, slice..., k), so one row's slices sit together."""
+        is (slice..., row, k): each slice is one contiguous block, so threads that own different
+        slices never write to the same cache line."""
         if target == "margins":
             return self.margin_index(row, out)
         flat = self.c(0, "i64")
         for extent, s in zip(self.private[target], slots):
             flat = _fold("+", _fold("*", flat, self.c(extent, "i64")), s)
-        per_row = int(np.prod(self.private[target]))
-        return Bin("+", Bin("*", Bin("+", Bin("*", row, self.c(per_row, "i64")), flat),
+        return Bin("+", Bin("*", Bin("+", Bin("*", flat, lir.NUM_ROWS), row),
                             self.c(self.K, "i64")), Builder.cast(out, "i64"))
 
     def _combine(self, acc, value):

@@ -76,7 +76,7 @@ def run_kernel(kernel, rows: np.ndarray, num_outputs: int, threads: int | None) 
     for i, phase in enumerate(kernel.phases):
         if phase.parallel == "loop":
             # Every call covers all rows for a share of the parallel tree loop's iterations.
-            chunks = min(threads, phase.trip) if n >= MIN_ROWS_PER_THREAD // 4 else 1
+            chunks = min(threads, phase.trip) if n >= MIN_ROWS_PER_THREAD else 1
             bounds = np.linspace(0, phase.trip, chunks + 1).astype(np.int64)
             tasks = [(0, n, int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:])]
         else:

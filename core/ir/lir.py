@@ -212,8 +212,8 @@ class Buffer:
 
 @dataclasses.dataclass
 class Function:
-    """``name(rows, row_stride, col_stride, row_begin, row_end, iter_begin, iter_end, margins,
-    buffers)``: one phase of a prediction.
+    """``name(rows, row_stride, col_stride, row_begin, row_end, iter_begin, iter_end, num_rows,
+    margins, buffers)``: one phase of a prediction.
 
     ``parallel`` says how the runtime may split the phase over threads: ``rows`` (by row
     ranges, when ``row_parallel``), or ``loop`` (the outermost loop is a parallel loop over trees
@@ -258,7 +258,8 @@ ROW_BEGIN = Var("row_begin", "i64")
 ROW_END = Var("row_end", "i64")
 ITER_BEGIN = Var("iter_begin", "i64")
 ITER_END = Var("iter_end", "i64")
-SCALAR_PARAMS = (ROW_STRIDE, COL_STRIDE, ROW_BEGIN, ROW_END, ITER_BEGIN, ITER_END)
+NUM_ROWS = Var("num_rows", "i64")  # rows in the whole batch (sizes the scratch buffers)
+SCALAR_PARAMS = (ROW_STRIDE, COL_STRIDE, ROW_BEGIN, ROW_END, ITER_BEGIN, ITER_END, NUM_ROWS)
 
 
 class Builder:

@@ -51,10 +51,12 @@ class LLVMCodegen:
         ptr = lambda t: ir.PointerType(llvm_type(t))  # noqa: E731
         i8pp = ir.PointerType(ir.PointerType(ir.IntType(8)))
         i64 = ir.IntType(64)
-        fnty = ir.FunctionType(ir.VoidType(), [ptr(module.input_type), i64, i64, i64, i64, i64, i64,
+        scalars = [i64] * len(lir.SCALAR_PARAMS)
+        fnty = ir.FunctionType(ir.VoidType(), [ptr(module.input_type), *scalars,
                                               ptr(module.output_type), i8pp])
         self.fn = ir.Function(self.mod, fnty, name=lfn.name)
-        rows_arg, margins_arg, table_arg = self.fn.args[0], self.fn.args[7], self.fn.args[8]
+        n = len(lir.SCALAR_PARAMS)
+        rows_arg, margins_arg, table_arg = self.fn.args[0], self.fn.args[n + 1], self.fn.args[n + 2]
         for arg in (rows_arg, margins_arg, table_arg):
             arg.add_attribute("noalias")
         entry = self.fn.append_basic_block("entry")
@@ -62,7 +64,7 @@ class LLVMCodegen:
         body = self.fn.append_basic_block("body")
         self.b = ir.IRBuilder(body)
         names = [p.name for p in lir.SCALAR_PARAMS]
-        self.scalars = dict(zip(names, self.fn.args[1:7]))
+        self.scalars = dict(zip(names, self.fn.args[1:n + 1]))
         self.ptrs = {"rows": rows_arg, "margins": margins_arg}
         for i, buf in enumerate(module.table_buffers()):
             raw = self.alloca_builder.load(self.alloca_builder.gep(table_arg, [ir.Constant(i64, i)]))

@@ -68,7 +68,8 @@ class CpuKernel:
         in_ct = ctypes.c_float if module.input_type == "f32" else ctypes.c_double
         out_ct = ctypes.c_float if module.output_type == "f32" else ctypes.c_double
         i64 = ctypes.c_int64
-        proto = ctypes.CFUNCTYPE(None, ctypes.POINTER(in_ct), i64, i64, i64, i64, i64, i64,
+        scalars = [i64] * len(lir.SCALAR_PARAMS)
+        proto = ctypes.CFUNCTYPE(None, ctypes.POINTER(in_ct), *scalars,
                                  ctypes.POINTER(out_ct), ctypes.POINTER(ctypes.c_void_p))
         self._fns = [proto(self._engine.get_function_address(f.name)) for f in module.functions]
         self._in_ptr, self._out_ptr = ctypes.POINTER(in_ct), ctypes.POINTER(out_ct)
@@ -88,7 +89,7 @@ class CpuKernel:
         ptrs = self._model_ptrs + [a.ctypes.data for a in scratch]
         table = (ctypes.c_void_p * max(1, len(ptrs)))(*ptrs)
         self._fns[phase](rows.ctypes.data_as(self._in_ptr), rs, cs, row_begin, row_end, iter_begin,
-                         iter_end, out.ctypes.data_as(self._out_ptr), table)
+                         iter_end, rows.shape[0], out.ctypes.data_as(self._out_ptr), table)
 
     def artifact(self) -> bytes:
         """Optimised bitcode plus the host it was optimised for (see ``host_signature``)."""

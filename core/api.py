@@ -17,6 +17,7 @@ from .ir import hir, hir_io, lir, mir
 from .hir_passes import pad_trees, padded_nodes
 from .loading import load_model
 from .lowering import lower_to_lir
+from .tiling import check_tile_size, format_hir
 from .plugins import registry
 from .runtime import check_rows, run_kernel
 from .scheduler import CANNED, Schedule, canned, lower_to_mir, parse_schedule
@@ -68,20 +69,26 @@ class Lowered:
     schedule: Schedule
     mir: mir.MirFunction
     lir: lir.Module
+    tile_size: int = 1
 
 
 def lower(model, target: str = "cpu", rep: str | None = None, schedule=None,
-          batch_size: int | None = None, pad: bool | None = None) -> Lowered:
+          batch_size: int | None = None, pad: bool | None = None, tile_size: int = 1) -> Lowered:
     """The front half of ``compile``: model -> HIR (-> padded HIR) -> MIR -> LIR, for ``target``
     (which need not be able to run here).
 
     ``pad``: pad trees to one depth (:func:`silvanforge.hir_passes.pad_trees`); ``None`` pads when
-    the target chooses the schedule and padding is cheap, so that schedule can drop leaf checks.
+    the target chooses the schedule and padding is cheap, so that schedule can drop leaf checks
+    (never with tiles: a uniform node depth does not make a uniform tile depth).
+    ``tile_size``: nodes evaluated per walk step (:mod:`silvanforge.tiling`; 1 = node by node);
+    above 1 it needs a representation that lays out tiles (sparse).
     """
+    check_tile_size(tile_size)
+    tile_size = int(tile_size)
     model_forest = model if isinstance(model, hir.Forest) else load_model(model)
     hir.verify(model_forest)
     if pad is None:
-        pad = schedule is None and choose_padding(model_forest)
+        pad = schedule is None and tile_size == 1 and choose_padding(model_forest)
     forest = pad_trees(model_forest) if pad else model_forest
     reg = registry()
     if target not in reg.targets():
@@ -93,17 +100,17 @@ def lower(model, target: str = "cpu", rep: str | None = None, schedule=None,
     sched = _as_schedule(schedule, forest, batch_size) or reg.hook.silvanforge_target_default_schedule(
         target=target, forest=forest, batch_size=batch_size)
     mir_fn = lower_to_mir(forest, sched)
-    module = lower_to_lir(forest, mir_fn, rep, reg.hook)
-    return Lowered(model_forest, bool(pad), forest, rep, sched, mir_fn, module)
+    module = lower_to_lir(forest, mir_fn, rep, reg.hook, tile_size=tile_size)
+    return Lowered(model_forest, bool(pad), forest, rep, sched, mir_fn, module, tile_size)
 
 
 def show(model, level: str, target: str = "cpu", rep: str | None = None, schedule=None,
-         batch_size: int | None = None, pad: bool | None = None) -> str:
+         batch_size: int | None = None, pad: bool | None = None, tile_size: int = 1) -> str:
     """The program at ``level`` (hir, mir, lir, target) without running anything: GPU schedules
     can be printed on a machine without a GPU."""
-    low = lower(model, target, rep, schedule, batch_size, pad)
+    low = lower(model, target, rep, schedule, batch_size, pad, tile_size)
     if level == "hir":
-        return hir.format_forest(low.forest)
+        return format_hir(low.forest, low.tile_size)
     if level == "mir":
         return mir.format_function(low.mir)
     if level == "lir":
@@ -117,9 +124,10 @@ class CompiledForest:
     """A forest compiled for one target; ``predict`` behaves like the training library's."""
 
     def __init__(self, forest, kernel, lir_module, mir_function, target, rep, schedule,
-                 batch_size, threads, compile_seconds, pad: bool = False):
+                 batch_size, threads, compile_seconds, pad: bool = False, tile_size: int = 1):
         self.forest: hir.Forest = forest  # the model as imported (HIR passes work on copies)
         self.pad = pad
+        self.tile_size = tile_size
         self.kernel = kernel
         self.lir_module: lir.Module = lir_module
         self.mir_function: mir.MirFunction = mir_function
@@ -161,7 +169,7 @@ class CompiledForest:
     def show(self, level: str) -> str:
         """The program at ``level``: hir, mir, lir or target."""
         if level == "hir":
-            return hir.format_forest(self.forest)
+            return format_hir(self.forest, self.tile_size)
         if level == "mir":
             return mir.format_function(self.mir_function)
         if level == "lir":
@@ -175,7 +183,7 @@ class CompiledForest:
         return {"trees": f.num_trees, "max_depth": f.max_depth(), "features": f.num_features,
                 "outputs": f.num_outputs, "target": self.target, "rep": self.rep,
                 "schedule": self.schedule.to_text().replace("\n", "; "), "padded": self.pad,
-                "compile_seconds": round(self.compile_seconds, 3)}
+                "tile_size": self.tile_size, "compile_seconds": round(self.compile_seconds, 3)}
 
     # ---------------------------------------------------------------- saving
     def save(self, path) -> None:
@@ -185,6 +193,7 @@ class CompiledForest:
             "format": ARTIFACT_FORMAT, "silvanforge": __version__, "target": self.target,
             "rep": self.rep, "schedule": self.schedule.to_text(), "batch_size": self.batch_size,
             "threads": self.threads, "fingerprint": self.forest.fingerprint(), "pad": self.pad,
+            "tile_size": self.tile_size,
         }
         blob = self.kernel.artifact() if hasattr(self.kernel, "artifact") else b""
         tmp = f"{os.fspath(path)}.tmp-{os.getpid()}"
@@ -199,18 +208,22 @@ class CompiledForest:
 
 def compile(model, target: str = "cpu", rep: str | None = None, schedule=None,
             batch_size: int | None = None, threads: int | None = None,
-            pad: bool | None = None) -> CompiledForest:
-    """Compile a model file or HIR ``Forest`` for ``target``; ``None`` options are chosen well."""
+            pad: bool | None = None, tile_size: int = 1) -> CompiledForest:
+    """Compile a model file or HIR ``Forest`` for ``target``; ``None`` options are chosen well.
+
+    ``tile_size`` > 1 walks trees a tile of that many nodes per step (seed 001, 3.2-3.8; sparse
+    representation only); the default 1 walks node by node."""
     start = time.perf_counter()
     reg = registry()
     reg.check_target(target)
     if threads is not None and (not isinstance(threads, (int, np.integer)) or threads <= 0):
         raise InputError(f"threads must be a positive integer, got {threads!r}")
-    low = lower(model, target, rep, schedule, batch_size, pad)
+    low = lower(model, target, rep, schedule, batch_size, pad, tile_size)
     kernel = reg.hook.silvanforge_target_compile(target=target, module=low.lir,
                                                  options={"threads": threads, "batch_size": batch_size})
     return CompiledForest(low.forest, kernel, low.lir, low.mir, target, low.rep, low.schedule,
-                          batch_size, threads, time.perf_counter() - start, pad=low.pad)
+                          batch_size, threads, time.perf_counter() - start, pad=low.pad,
+                          tile_size=low.tile_size)
 
 
 def load_compiled(path) -> CompiledForest:
@@ -242,9 +255,14 @@ def load_compiled(path) -> CompiledForest:
     reg.check_representation(rep)
     sched = parse_schedule(meta["schedule"])
     pad = bool(meta.get("pad", False))
+    tile_size = meta.get("tile_size", 1)
+    try:
+        check_tile_size(tile_size)
+    except InputError as exc:
+        raise ArtifactError(f"{path}: {exc}") from None
     lowered_forest = pad_trees(forest) if pad else forest
     mir_fn = lower_to_mir(lowered_forest, sched)
-    module = lower_to_lir(lowered_forest, mir_fn, rep, reg.hook)
+    module = lower_to_lir(lowered_forest, mir_fn, rep, reg.hook, tile_size=tile_size)
     options = {"threads": meta.get("threads"), "batch_size": meta.get("batch_size")}
     kernel = None
     if blob and meta.get("silvanforge") == __version__:
@@ -253,4 +271,4 @@ def load_compiled(path) -> CompiledForest:
     if kernel is None:
         kernel = reg.hook.silvanforge_target_compile(target=target, module=module, options=options)
     return CompiledForest(forest, kernel, module, mir_fn, target, rep, sched, meta.get("batch_size"),
-                          meta.get("threads"), time.perf_counter() - start, pad=pad)
+                          meta.get("threads"), time.perf_counter() - start, pad=pad, tile_size=tile_size)

@@ -120,6 +120,7 @@ class BenchReport:
     notes: list[str] = dataclasses.field(default_factory=list)
     versions: dict[str, str] = dataclasses.field(default_factory=dict)
     builds: list[Build] = dataclasses.field(default_factory=list)
+    tile_size: int = 1
 
     def engines(self) -> list[str]:
         seen: list[str] = []
@@ -291,7 +292,7 @@ def run_bench(model, batch_sizes=DEFAULT_BATCH_SIZES, threads: int | Sequence[in
               target: str = "cpu", rep: str | None = None, schedule=None, repeat: int = 5,
               min_time: float = 0.1, seed: int = 0, peers: list[str] | None = None,
               progress: ProgressFn | None = None, lleaves_venv: str | None = None,
-              cache_dir: str | None = None) -> BenchReport:
+              cache_dir: str | None = None, tile_size: int = 1) -> BenchReport:
     """Time SilvanForge and the applicable available peers on ``model``; see the module doc.
 
     ``threads`` is one thread count or several (``[1, 2]``, ``"1,all"``); every engine is timed at
@@ -299,7 +300,8 @@ def run_bench(model, batch_sizes=DEFAULT_BATCH_SIZES, threads: int | Sequence[in
     target's default at each batch size.  ``peers`` limits which peers run (names as in
     :data:`PEERS`); ``None`` runs all.  ``lleaves_venv`` is an environment for lleaves (built there
     when missing; see :mod:`silvanforge.bench_peers.lleaves_peer`).  ``cache_dir`` keeps built
-    peer libraries (default :func:`bench_peers.cache_root`).
+    peer libraries (default :func:`bench_peers.cache_root`).  ``tile_size`` compiles ours with
+    tiled walks (:mod:`silvanforge.tiling`).
     """
     from . import api
     from .loading import load_model
@@ -352,7 +354,7 @@ def run_bench(model, batch_sizes=DEFAULT_BATCH_SIZES, threads: int | Sequence[in
             step(f"compiling for batch size {', '.join(map(str, sizes))}, {t} thread{'s' * (t != 1)}")
             start = time.perf_counter()
             cf = api.compile(forest, target=target, rep=rep, schedule=schedule,
-                             batch_size=max(sizes), threads=t)
+                             batch_size=max(sizes), threads=t, tile_size=tile_size)
             compile_seconds += time.perf_counter() - start
             first = first or cf
             for b in sizes:
@@ -363,7 +365,7 @@ def run_bench(model, batch_sizes=DEFAULT_BATCH_SIZES, threads: int | Sequence[in
         model=model, model_format=fmt, trees=forest.num_trees, max_depth=forest.max_depth(),
         features=forest.num_features, outputs=forest.num_outputs, target=target, rep=first.rep,
         schedule=first.schedule.to_text().replace("\n", "; "), threads=thread_counts, repeat=repeat,
-        min_time=min_time, batch_sizes=batch_sizes,
+        min_time=min_time, batch_sizes=batch_sizes, tile_size=first.tile_size,
     )
     report.versions = {"silvanforge": _version("silvanforge") or "?", "numpy": np.__version__}
     n_compiles = len(groups) * len(thread_counts)
@@ -570,7 +572,8 @@ def describe(report: BenchReport) -> str:
     return (f"{report.model} ({report.model_format}): {report.trees} trees, max depth "
             f"{report.max_depth}, {report.features} features, {report.outputs} "
             f"output{'s' if report.outputs != 1 else ''}; "
-            f"target {report.target}, rep {report.rep}, schedule {report.schedule}; "
+            f"target {report.target}, rep {report.rep}"
+            f"{f', tile size {report.tile_size}' if report.tile_size > 1 else ''}, schedule {report.schedule}; "
             f"{threads} thread{plural}, best of {report.repeat}")
 
 

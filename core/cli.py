@@ -89,6 +89,12 @@ def _schedule_opt():
                              "one-tree-at-a-time, tree-parallel, tahoe-* (default: the target's).")
 
 
+def _tile_opt():
+    return typer.Option(None, "--tile-size", min=1, max=8,
+                        help="Nodes evaluated per walk step (tiled walks, sparse representation; "
+                             "default 1: node by node).")
+
+
 def _threads_opt():
     return typer.Option(None, "--threads", "-j", min=1, help="Threads to predict with (default: all usable CPUs).")
 
@@ -127,7 +133,8 @@ def read_schedule(path: str | None):
 
 
 def load_or_compile(model: str, target: str | None, rep: str | None, schedule: str | None,
-                    batch_size: int | None = None, threads: int | None = None):
+                    batch_size: int | None = None, threads: int | None = None,
+                    tile_size: int | None = None):
     """A CompiledForest from a model file (compiled now) or a saved artifact (loaded)."""
     import silvanforge as sf
 
@@ -135,7 +142,8 @@ def load_or_compile(model: str, target: str | None, rep: str | None, schedule: s
         sched_given = schedule is not None
         with _err().status(f"loading {escape(model)}"):
             cf = sf.load_compiled(model)
-        for flag, wanted, actual in (("--target", target, cf.target), ("--rep", rep, cf.rep)):
+        for flag, wanted, actual in (("--target", target, cf.target), ("--rep", rep, cf.rep),
+                                     ("--tile-size", tile_size, cf.tile_size)):
             if wanted is not None and wanted != actual:
                 raise InputError(f"{model} was compiled with {flag[2:]} {actual!r}; compile the model "
                                  f"file again to use {flag} {wanted}")
@@ -146,7 +154,7 @@ def load_or_compile(model: str, target: str | None, rep: str | None, schedule: s
     sched = read_schedule(schedule)
     with _err().status(f"compiling {escape(model)}"):
         return sf.compile(model, target=target or "cpu", rep=rep, schedule=sched,
-                          batch_size=batch_size, threads=threads)
+                          batch_size=batch_size, threads=threads, tile_size=tile_size or 1)
 
 
 # --------------------------------------------------------------------------- commands
@@ -178,9 +186,10 @@ def compile_command(
     threads: int | None = _threads_opt(),
     output: str | None = typer.Option(None, "--output", "-o",
                                          help="Save the compiled model here (load it with predict/show)."),
+    tile_size: int | None = _tile_opt(),
 ):
     """Compile MODEL and report what was built; save it with -o."""
-    cf = load_or_compile(model, target, rep, schedule, batch_size, threads)
+    cf = load_or_compile(model, target, rep, schedule, batch_size, threads, tile_size)
     if output is not None:
         try:
             cf.save(output)
@@ -196,6 +205,7 @@ def compile_command(
         ("trees", s["trees"]), ("max depth", s["max_depth"]), ("features", s["features"]),
         ("outputs", s["outputs"]), ("target", s["target"]), ("representation", s["rep"]),
         ("schedule", s["schedule"]),
+        *([("tile size", cf.tile_size)] if cf.tile_size > 1 else []),
         ("batch size", cf.batch_size if cf.batch_size is not None else "any (not tuned for one)"),
         ("threads", cf.threads if cf.threads is not None else "all usable CPUs"),
         ("compile time", f"{cf.compile_seconds:.3f} s"),
@@ -221,9 +231,10 @@ def predict(
     margin: bool = typer.Option(False, "--margin", help="Raw margins (XGBoost output_margin, LightGBM raw_score)."),
     missing: float | None = typer.Option(None, "--missing", help="A value to treat as missing, besides NaN."),
     threads: int | None = _threads_opt(),
+    tile_size: int | None = _tile_opt(),
 ):
     """Predict rows from a CSV or .npy file; one output line (or row) per input row."""
-    cf = load_or_compile(model, target, rep, schedule, None, threads)
+    cf = load_or_compile(model, target, rep, schedule, None, threads, tile_size)
     rows = csvio.read_rows(input_path, cf.num_features, cf.forest.feature_names)
     if rows.note:
         _note(rows.note)
@@ -243,30 +254,31 @@ def show(
     rep: str | None = _rep_opt(),
     schedule: str | None = _schedule_opt(),
     max_trees: int = typer.Option(3, "--max-trees", min=0, help="Trees to print at hir (0: all)."),
+    tile_size: int | None = _tile_opt(),
 ):
-    """Print MODEL at one level of the pipeline."""
-    from .ir import hir
+    """Print MODEL at one level of the pipeline (with --tile-size, hir prints the tiles too)."""
+    from .tiling import format_hir
 
     if level is Level.hir and not is_artifact(model) and target is None and rep is None \
             and schedule is None:
         from .loading import load_model
 
         forest = load_model(model)
-        text = hir.format_forest(forest, max_trees=max_trees or None)
+        text = format_hir(forest, tile_size or 1, max_trees=max_trees or None)
     elif is_artifact(model):
-        cf = load_or_compile(model, target, rep, schedule)
-        text = hir.format_forest(cf.forest, max_trees=max_trees or None) if level is Level.hir \
-            else cf.show(level.value)
+        cf = load_or_compile(model, target, rep, schedule, tile_size=tile_size)
+        text = format_hir(cf.forest, cf.tile_size, max_trees=max_trees or None) \
+            if level is Level.hir else cf.show(level.value)
     elif level is Level.hir:
         from .loading import load_model
 
-        text = hir.format_forest(load_model(model), max_trees=max_trees or None)
+        text = format_hir(load_model(model), tile_size or 1, max_trees=max_trees or None)
     else:
         import silvanforge as sf
 
         # Lowering only: a GPU schedule prints here even where no GPU can run it.
         text = sf.show(model, level.value, target=target or "cpu", rep=rep,
-                       schedule=read_schedule(schedule))
+                       schedule=read_schedule(schedule), tile_size=tile_size or 1)
     sys.stdout.write(text if text.endswith("\n") else text + "\n")
 
 
@@ -335,6 +347,7 @@ def bench(
         None, "--lleaves-venv",
         help="A virtual environment for lleaves (needs llvmlite < 0.44), built there if missing "
              "(default: $SILVANFORGE_LLEAVES_VENV, or ~/.cache/silvanforge/lleaves-venv if present)."),
+    tile_size: int | None = _tile_opt(),
 ):
     """Time our compiled model against the available peers on the same random inputs."""
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
@@ -365,7 +378,8 @@ def bench(
 
         report = benchmod.run_bench(model, sizes, threads=thread_counts, target=target or "cpu", rep=rep,
                                     schedule=sched, repeat=repeat, min_time=min_time, peers=peer_list,
-                                    progress=on_progress, lleaves_venv=lleaves_venv)
+                                    progress=on_progress, lleaves_venv=lleaves_venv,
+                                    tile_size=tile_size or 1)
 
     out = _out()
     table = Table(title=escape(benchmod.describe(report)), title_justify="left")

@@ -67,6 +67,12 @@ def silvanforge_rep_buffers(rep, forest, layout):
     node encoding the core prepared (thresholds in the comparison dtype, split flags, category
     bitsets, leaf values).  The returned buffers are NumPy arrays the targets copy or map as
     they need; ``roots`` gives each tree's root handle.
+
+    ``layout.tiles`` is the uniform tiling (:class:`silvanforge.tiling.TiledForest`) when compiling
+    with a tile size above 1, else ``None``: node handles are then tiles, ``lane`` picks a node
+    of the tile (level order), ``load_tile_shape`` gives its shape id and ``child`` takes the
+    child *slot* (0 .. tile size).  A representation that cannot lay out tiles raises
+    :class:`silvanforge.errors.UnsupportedModelError` naming one that can.
     """
 
 
@@ -76,18 +82,21 @@ def silvanforge_rep_root(rep, b, tree):
 
 
 @hookspec(firstresult=True)
-def silvanforge_rep_load_threshold(rep, b, tree, node):
-    """LIR expression loading the threshold of ``node`` (in the comparison dtype)."""
+def silvanforge_rep_load_threshold(rep, b, tree, node, lane):
+    """LIR expression loading the threshold of ``node`` (in the comparison dtype); ``lane`` (an
+    int, 0 untiled) is the node's position in a tile.  An implementation that never tiles may
+    leave ``lane`` out of its arguments."""
 
 
 @hookspec(firstresult=True)
-def silvanforge_rep_load_feature_index(rep, b, tree, node):
-    """LIR expression loading the feature index (int32) of ``node``."""
+def silvanforge_rep_load_feature_index(rep, b, tree, node, lane):
+    """LIR expression loading the feature index (int32) of ``node`` (``lane``: as for thresholds)."""
 
 
 @hookspec(firstresult=True)
-def silvanforge_rep_load_split_flags(rep, b, tree, node):
-    """LIR expression loading the split flags byte of ``node`` (see ``lowering.FLAG_*``)."""
+def silvanforge_rep_load_split_flags(rep, b, tree, node, lane):
+    """LIR expression loading the split flags byte of ``node`` (see ``lowering.FLAG_*``; ``lane``:
+    as for thresholds)."""
 
 
 @hookspec(firstresult=True)
@@ -107,7 +116,8 @@ def silvanforge_rep_leaf_value(rep, b, tree, node, slot):
 
 @hookspec(firstresult=True)
 def silvanforge_rep_child(rep, b, tree, node, child):
-    """LIR expression for the handle of child number ``child`` (0 = left) of ``node``."""
+    """LIR expression for the handle of child number ``child`` (an i32 LIR expression; 0 = left)
+    of ``node``; for a tile, the child slot 0 .. tile size, left to right."""
 
 
 @hookspec(firstresult=True)

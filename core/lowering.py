@@ -15,6 +15,7 @@ import numpy as np
 
 from .errors import UnsupportedModelError
 from .reduction import identity
+from .tiling import TiledForest, tile_forest
 from .ir import hir, lir, mir
 from .ir.hir import ZERO_THRESHOLD, Aggregation, CategoryRule, Op
 from .ir.lir import Assign, Bin, Builder, Cast, Cmp, For, If, IsNan, Select, Store, Var, While
@@ -52,9 +53,16 @@ class ForestLayout:
     ops: frozenset[int]
     has_categorical: bool
     has_zero_missing: bool
+    # The uniform tiling of every tree (:mod:`silvanforge.tiling`) when compiling with a tile
+    # size above 1; None for node-at-a-time walks.  Representations that lay out tiles read it.
+    tiles: TiledForest | None = None
+
+    @property
+    def tile_size(self) -> int:
+        return 1 if self.tiles is None else self.tiles.tile_size
 
 
-def build_layout(forest: hir.Forest) -> ForestLayout:
+def build_layout(forest: hir.Forest, tile_size: int = 1) -> ForestLayout:
     thr_dt = np.dtype(forest.threshold_dtype)
     leaf_dt = np.dtype(forest.accumulate_dtype)
     cat_words: list[np.ndarray] = []
@@ -104,6 +112,7 @@ def build_layout(forest: hir.Forest) -> ForestLayout:
         threshold_dtype=thr_dt, leaf_dtype=leaf_dt, ops=frozenset(ops) or frozenset({Op.LT}),
         has_categorical=forest.has_categorical(),
         has_zero_missing=any(bool(t.zero_missing[t.left >= 0].any()) for t in forest.trees),
+        tiles=tile_forest(forest, tile_size) if tile_size > 1 else None,
     )
 
 
@@ -139,9 +148,11 @@ class _Rep:
         return call
 
 
-def lower_to_lir(forest: hir.Forest, fn: mir.MirFunction, rep: str, hook) -> lir.Module:
-    """Lower a MIR function to an LIR module using representation ``rep``."""
-    layout = build_layout(forest)
+def lower_to_lir(forest: hir.Forest, fn: mir.MirFunction, rep: str, hook,
+                 tile_size: int = 1) -> lir.Module:
+    """Lower a MIR function to an LIR module using representation ``rep``; with ``tile_size``
+    above 1 every walk step evaluates a tile of that many nodes (:mod:`silvanforge.tiling`)."""
+    layout = build_layout(forest, tile_size)
     reps = _Rep(hook, rep)
     rep_buffers: RepBuffers = reps.buffers(forest=forest, layout=layout)
     thr_t = lir.lir_type(layout.threshold_dtype)
@@ -173,11 +184,12 @@ def lower_to_lir(forest: hir.Forest, fn: mir.MirFunction, rep: str, hook) -> lir
             gen.loop_phase = None
         functions.append(lir.Function(f"predict_{i}", b.block, dict(b.locals), parallel=kind,
                                       row_parallel=row_parallel, trip=trip))
+    tiled = f" tile_size={tile_size} tiles={layout.tiles.num_tiles}" if layout.tiles else ""
     module = lir.Module(
         functions=functions,
         buffers=b.buffers, num_features=forest.num_features, num_outputs=forest.num_outputs,
         input_type=thr_t, output_type=acc_t,
-        info={"summary": f"rep={rep} trees={forest.num_trees} outputs={forest.num_outputs}",
+        info={"summary": f"rep={rep} trees={forest.num_trees} outputs={forest.num_outputs}{tiled}",
               "rep": rep, **rep_buffers.info,
               # GPU-only constructs a CPU target must refuse: (index, gpu dimension or reduction)
               "gpu": [(op.index, op.gpu or f"{op.reduce}Reduce") for op in mir.walk(fn.body)
@@ -207,7 +219,12 @@ class _Codegen:
                  private: dict):
         self.forest, self.layout, self.reps, self.b = forest, layout, reps, b
         self.private = private  # privatised buffer -> extents of its slice dimensions
-        self.max_depth = max((t.depth for t in layout.trees), default=0)
+        self.tiles = layout.tiles  # None: one node per step
+        if self.tiles is None:
+            self.max_depth = max((t.depth for t in layout.trees), default=0)
+        else:  # depths count tile steps
+            self.max_depth = self.tiles.depth()
+            b.buffer("tile_lut", self.tiles.lut().reshape(-1))
         self.loop_phase: mir.Loop | None = None
         self.thr_t, self.acc_t = thr_t, acc_t
         self.K = forest.num_outputs
@@ -395,8 +412,17 @@ class _Codegen:
 
     def _depth_bound(self, tree) -> int:
         if isinstance(tree, lir.Const):
+            if self.tiles is not None:
+                return self.tiles.trees[int(tree.value)].depth
             return self.layout.trees[int(tree.value)].depth
         return self.max_depth
+
+    def _peel_bound(self, tree) -> int:
+        """Tile steps every walk of ``tree`` takes at least (peelWalk counts tile steps when
+        tiled, and a padded tree of uniform node depth need not have uniform tile depth)."""
+        if isinstance(tree, lir.Const):
+            return self.tiles.trees[int(tree.value)].min_depth
+        return self.tiles.min_depth()
 
     def _walk_lanes(self, lanes, unroll_depth: int = 0, peel_depth: int = 0) -> list[Var]:
         """Walk each (tree, row) lane to a leaf; returns the leaf node of each lane.
@@ -408,11 +434,16 @@ class _Codegen:
         b, reps = self.b, self.reps
         nodes = [b.local("node", "i64", reps.root(b=b, tree=Cast(t, "i32"))) for t, _ in lanes]
         depth = max(self._depth_bound(t) for t, _ in lanes)
+        if self.tiles is not None:
+            peel_depth = min([peel_depth] + [self._peel_bound(t) for t, _ in lanes])
 
         def step(j):
             tree, row = lanes[j]
             b.push()
-            self._step(Cast(tree, "i32"), row, nodes[j])
+            if self.tiles is None:
+                self._step(Cast(tree, "i32"), row, nodes[j])
+            else:
+                self._tile_step(Cast(tree, "i32"), row, nodes[j])
             return b.pop()
 
         def not_leaf(j):
@@ -443,14 +474,32 @@ class _Codegen:
     def _step(self, t32, row, node: Var) -> None:
         """One move from ``node`` to the child the row's feature value selects."""
         b, reps = self.b, self.reps
-        feature = reps.load_feature_index(b=b, tree=t32, node=node)
-        x = b.local("x", self.thr_t, b.load("rows", Bin(
-            "+", Bin("*", row, lir.ROW_STRIDE), Bin("*", Cast(feature, "i64"), lir.COL_STRIDE))))
-        thr = b.local("thr", self.thr_t, reps.load_threshold(b=b, tree=t32, node=node))
-        flags = b.local("flags", "i32", Cast(reps.load_split_flags(b=b, tree=t32, node=node), "i32"))
-        left = self._decision(x, thr, flags)
+        left = self._node_decision(t32, row, node, 0)
         child = Select(left, self.c(0, "i32"), self.c(1, "i32"))
         b.emit(Assign(node, reps.child(b=b, tree=t32, node=node, child=child)))
+
+    def _node_decision(self, t32, row, node: Var, lane: int) -> lir.Expr:
+        """Whether the row goes left at node ``lane`` of ``node`` (lane 0 untiled)."""
+        b, reps = self.b, self.reps
+        feature = reps.load_feature_index(b=b, tree=t32, node=node, lane=lane)
+        x = b.local("x", self.thr_t, b.load("rows", Bin(
+            "+", Bin("*", row, lir.ROW_STRIDE), Bin("*", Cast(feature, "i64"), lir.COL_STRIDE))))
+        thr = b.local("thr", self.thr_t, reps.load_threshold(b=b, tree=t32, node=node, lane=lane))
+        flags = b.local("flags", "i32", Cast(reps.load_split_flags(b=b, tree=t32, node=node, lane=lane), "i32"))
+        return self._decision(x, thr, flags)
+
+    def _tile_step(self, t32, row, node: Var) -> None:
+        """One move from tile ``node`` to its child: every node's predicate (lane 0 the most
+        significant bit, true = left), then ``LUT[shape, bits]`` names the child slot."""
+        b, c, n = self.b, self.c, self.tiles.tile_size
+        bits = None
+        for lane in range(n):
+            bit = Select(self._node_decision(t32, row, node, lane), c(1 << (n - 1 - lane), "i32"), c(0, "i32"))
+            bits = bit if bits is None else Bin("|", bits, bit)
+        bits = b.local("bits", "i32", bits)
+        shape = Builder.cast(self.reps.load_tile_shape(b=b, tree=t32, node=node), "i32")
+        slot = Cast(b.load("tile_lut", Bin("+", Bin("*", shape, c(2**n, "i32")), bits)), "i32")
+        b.emit(Assign(node, self.reps.child(b=b, tree=t32, node=node, child=slot)))
 
     def _flag(self, flags: Var, bit: int) -> lir.Expr:
         return Cmp("!=", Bin("&", flags, self.c(bit, "i32")), self.c(0, "i32"))

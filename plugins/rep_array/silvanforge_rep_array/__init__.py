@@ -32,6 +32,10 @@ def silvanforge_representations():
 def silvanforge_rep_buffers(rep, forest, layout):
     if rep != NAME:
         return None
+    if getattr(layout, "tiles", None) is not None:
+        raise UnsupportedModelError(
+            f"the {NAME} representation does not lay out tiles (tile size {layout.tile_size}); "
+            "use the sparse representation (--rep sparse)")
     total = array_slots(layout)
     if total > MAX_SLOTS:
         raise UnsupportedModelError(

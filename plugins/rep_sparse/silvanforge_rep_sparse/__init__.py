@@ -4,6 +4,13 @@ Every node of every tree sits in one set of flat arrays.  An internal node store
 its left child; the right child is the next slot, so the child move is ``child[node] + c``.  A
 leaf stores, in the same ``child`` slot, the position of its values in the shared leaves array,
 so a leaf costs one entry and no space is wasted on incomplete trees.
+
+Tiled (tile size ``n > 1``, seed 001 section 3.8.2 / seed 002 "Vector"): a handle is a tile slot.
+Slot ``s`` holds ``n`` thresholds, feature indices and flag bytes at ``s*n .. s*n + n - 1`` (so a
+tile's fields load as vectors), its shape id and the slot of its first child; its ``n + 1``
+children sit side by side.  A leaf is a leaf tile: feature ``-1`` in every lane, the ``child``
+field holding the position of its values (leaves stay in the one tile array, so the leaf check
+is the untiled one).
 """
 
 from __future__ import annotations
@@ -17,6 +24,9 @@ from silvanforge.ir.lir import Bin, Builder, Cast, Cmp
 from silvanforge.lowering import RepBuffers
 
 NAME = "sparse"
+# Present only in tiled layouts: [tile size].  Hooks read it at code-generation time (it becomes
+# LIR constants), the generated code never loads it.
+TILE_META = "sparse_tile"
 
 
 @hookimpl
@@ -28,6 +38,8 @@ def silvanforge_representations():
 def silvanforge_rep_buffers(rep, forest, layout):
     if rep != NAME:
         return None
+    if layout.tiles is not None:
+        return _tiled_buffers(layout)
     total = sum(len(t.feature) for t in layout.trees)
     feature = np.empty(total, np.int32)
     threshold = np.empty(total, layout.threshold_dtype)
@@ -60,6 +72,66 @@ def silvanforge_rep_buffers(rep, forest, layout):
     )
 
 
+def _tiled_buffers(layout) -> RepBuffers:
+    n = layout.tile_size
+    # Slots: per tree one for the root, then n + 1 per tile (its children).
+    total = sum(1 + tt.num_tiles * (n + 1) for tt in layout.tiles.trees)
+    feature = np.full(total * n, -1, np.int32)
+    threshold = np.zeros(total * n, layout.threshold_dtype)
+    flags = np.zeros(total * n, np.uint8)
+    shape = np.zeros(total, np.int16)
+    child = np.zeros(total, np.int32)
+    roots = np.empty(len(layout.trees) + 1, np.int32)
+    pos = 0
+    lanes = np.arange(n)
+    for i, (t, tt) in enumerate(zip(layout.trees, layout.tiles.trees)):
+        roots[i] = pos
+        if tt.num_tiles == 0:  # a single leaf
+            child[pos] = t.leaf_slot[tt.root_leaf]
+            pos += 1
+            continue
+        slot_of = np.empty(tt.num_tiles, np.int64)
+        slot_of[0] = pos
+        pos += 1
+        for k in range(tt.num_tiles):  # breadth first: a tile's slot is known before its turn
+            s = slot_of[k]
+            nodes = tt.nodes[k]
+            real = nodes >= 0
+            lane_at = s * n + lanes
+            # Dummies compare x[0] < 0 (their outcome never matters); real nodes as encoded.
+            feature[lane_at] = np.where(real, t.feature[nodes], 0)
+            threshold[lane_at] = np.where(real, t.threshold[nodes], 0)
+            flags[lane_at] = np.where(real, t.flags[nodes], 0)
+            shape[s] = tt.shape[k]
+            child[s] = pos
+            kids = tt.child_tile[k]
+            is_tile = kids >= 0
+            slot_of[kids[is_tile]] = pos + np.flatnonzero(is_tile)
+            leaves = pos + np.flatnonzero(~is_tile)
+            child[leaves] = t.leaf_slot[tt.child_node[k][~is_tile]]
+            pos += n + 1
+    roots[-1] = pos
+    return RepBuffers(
+        buffers={TILE_META: np.array([n], np.int32), "sparse_roots": roots,
+                 "sparse_feature": feature, "sparse_threshold": threshold, "sparse_flags": flags,
+                 "sparse_shape": shape, "sparse_child": child, "leaf_values": layout.leaf_values},
+        info={"tiles": int(total), "tile_size": n},
+    )
+
+
+def _tile_size(b) -> int:
+    meta = b.buffers.get(TILE_META)
+    return 1 if meta is None else int(meta.data[0])
+
+
+def _lane_index(b, node, lane):
+    """Element of a node field: the node itself untiled, lane ``lane`` of tile ``node`` tiled."""
+    n = _tile_size(b)
+    if n == 1:
+        return node
+    return Bin("+", Bin("*", node, Builder.const(n, "i64")), Builder.const(lane, "i64"))
+
+
 def _i64(e):
     return Builder.cast(e, "i64")
 
@@ -70,30 +142,34 @@ def silvanforge_rep_root(rep, b, tree):
 
 
 @hookimpl
-def silvanforge_rep_load_threshold(rep, b, tree, node):
-    return None if rep != NAME else b.load("sparse_threshold", node)
+def silvanforge_rep_load_threshold(rep, b, tree, node, lane):
+    return None if rep != NAME else b.load("sparse_threshold", _lane_index(b, node, lane))
 
 
 @hookimpl
-def silvanforge_rep_load_feature_index(rep, b, tree, node):
-    return None if rep != NAME else b.load("sparse_feature", node)
+def silvanforge_rep_load_feature_index(rep, b, tree, node, lane):
+    return None if rep != NAME else b.load("sparse_feature", _lane_index(b, node, lane))
 
 
 @hookimpl
-def silvanforge_rep_load_split_flags(rep, b, tree, node):
-    return None if rep != NAME else b.load("sparse_flags", node)
+def silvanforge_rep_load_split_flags(rep, b, tree, node, lane):
+    return None if rep != NAME else b.load("sparse_flags", _lane_index(b, node, lane))
 
 
 @hookimpl
 def silvanforge_rep_load_tile_shape(rep, b, tree, node):
-    return None if rep != NAME else Builder.const(0, "i32")
+    if rep != NAME:
+        return None
+    if _tile_size(b) == 1:
+        return Builder.const(0, "i32")
+    return Cast(b.load("sparse_shape", node), "i32")
 
 
 @hookimpl
 def silvanforge_rep_is_leaf(rep, b, tree, node):
     if rep != NAME:
         return None
-    return Cmp("<", b.load("sparse_feature", node), Builder.const(0, "i32"))
+    return Cmp("<", b.load("sparse_feature", _lane_index(b, node, 0)), Builder.const(0, "i32"))
 
 
 @hookimpl
@@ -114,7 +190,12 @@ def silvanforge_rep_child(rep, b, tree, node, child):
 def silvanforge_rep_cache_trees(rep, b, first_tree, num_trees):
     if rep != NAME:
         return None
-    # The trees' nodes are one contiguous slice of every node array.
+    # The trees' nodes are one contiguous slice of every node array (n elements a tile tiled).
     lo = b.load("sparse_roots", first_tree)
     hi = b.load("sparse_roots", Bin("+", first_tree, num_trees))
-    return [(name, lo, hi) for name in ("sparse_feature", "sparse_threshold", "sparse_flags", "sparse_child")]
+    n = _tile_size(b)
+    if n == 1:
+        return [(name, lo, hi) for name in ("sparse_feature", "sparse_threshold", "sparse_flags", "sparse_child")]
+    lanes = (Bin("*", lo, Builder.const(n, "i32")), Bin("*", hi, Builder.const(n, "i32")))
+    return ([(name, *lanes) for name in ("sparse_feature", "sparse_threshold", "sparse_flags")]
+            + [(name, lo, hi) for name in ("sparse_shape", "sparse_child")])

@@ -15,7 +15,7 @@ import numpy as np
 
 from .errors import UnsupportedModelError
 from .reduction import identity
-from .tiling import TiledForest, tile_forest
+from .tiling import TiledForest, lane_order_lut, tile_forest
 from .ir import hir, lir, mir
 from .ir.hir import ZERO_THRESHOLD, Aggregation, CategoryRule, Op
 from .ir.lir import Assign, Bin, Builder, Cast, Cmp, For, If, IsNan, Select, Store, Var, While
@@ -224,7 +224,8 @@ class _Codegen:
             self.max_depth = max((t.depth for t in layout.trees), default=0)
         else:  # depths count tile steps
             self.max_depth = self.tiles.depth()
-            b.buffer("tile_lut", self.tiles.lut().reshape(-1))
+            # Indexed [shape, bits] with tile node k's outcome in bit k (see _tile_step).
+            b.buffer("tile_lut", lane_order_lut(self.tiles.tile_size).reshape(-1))
         self.loop_phase: mir.Loop | None = None
         self.thr_t, self.acc_t = thr_t, acc_t
         self.K = forest.num_outputs
@@ -489,37 +490,71 @@ class _Codegen:
         return self._decision(x, thr, flags)
 
     def _tile_step(self, t32, row, node: Var) -> None:
-        """One move from tile ``node`` to its child: every node's predicate (lane 0 the most
-        significant bit, true = left), then ``LUT[shape, bits]`` names the child slot."""
+        """One move from tile ``node`` to its child: every node's predicate (true = left) packed
+        into ``bits``, then ``LUT[shape, bits]`` names the child slot.  Seed 001 packs node 0 into
+        the most significant bit (:func:`silvanforge.tiling.shape_lut`); here node ``k`` is bit
+        ``k``, the order a vector compare packs in, and the LUT buffer is permuted to match
+        (:func:`silvanforge.tiling.lane_order_lut`).
+
+        Without categorical splits the predicates are one vector computation: the features
+        gathered from the row and the tile's thresholds and flags as vectors of ``n`` lanes."""
         b, c, n = self.b, self.c, self.tiles.tile_size
-        bits = None
-        for lane in range(n):
-            bit = Select(self._node_decision(t32, row, node, lane), c(1 << (n - 1 - lane), "i32"), c(0, "i32"))
-            bits = bit if bits is None else Bin("|", bits, bit)
+        if self.layout.has_categorical:
+            bits = None
+            for lane in range(n):
+                bit = Select(self._node_decision(t32, row, node, lane), c(1 << lane, "i32"), c(0, "i32"))
+                bits = bit if bits is None else Bin("|", bits, bit)
+        else:
+            reps, lanes = self.reps, range(n)
+            xs = []
+            for lane in lanes:
+                feature = reps.load_feature_index(b=b, tree=t32, node=node, lane=lane)
+                xs.append(b.load("rows", Bin("+", Bin("*", row, lir.ROW_STRIDE),
+                                             Bin("*", Cast(feature, "i64"), lir.COL_STRIDE))))
+            x = b.local("xv", lir.vector_type(self.thr_t, n), lir.Vector(tuple(xs)))
+            thr = b.local("thrv", x.type, _lanes([
+                reps.load_threshold(b=b, tree=t32, node=node, lane=lane) for lane in lanes]))
+            flags = _lanes([reps.load_split_flags(b=b, tree=t32, node=node, lane=lane) for lane in lanes])
+            flags = b.local("flagsv", lir.vector_type("i32", n), Cast(flags, lir.vector_type("i32", n)))
+            bits = lir.PackBits(self._decision(x, thr, flags))
         bits = b.local("bits", "i32", bits)
         shape = Builder.cast(self.reps.load_tile_shape(b=b, tree=t32, node=node), "i32")
         slot = Cast(b.load("tile_lut", Bin("+", Bin("*", shape, c(2**n, "i32")), bits)), "i32")
         b.emit(Assign(node, self.reps.child(b=b, tree=t32, node=node, child=slot)))
 
     def _flag(self, flags: Var, bit: int) -> lir.Expr:
-        return Cmp("!=", Bin("&", flags, self.c(bit, "i32")), self.c(0, "i32"))
+        n = lir.lanes_of(flags.type)
+        return Cmp("!=", Bin("&", flags, self.c(bit, flags.type)), self.c(0, flags.type),
+                   lir.vector_type("i1", n))
 
     def _decision(self, x: Var, thr: Var, flags: Var) -> lir.Expr:
-        """The HIR rule: missing -> default direction; categorical -> membership; else compare."""
-        c, t, lay = self.c, self.thr_t, self.layout
+        """The HIR rule: missing -> default direction; categorical -> membership; else compare.
+
+        ``x``, ``thr`` and ``flags`` are scalars, or vectors (``f32x4``...) deciding every node of
+        a tile at once (no categorical splits then)."""
+        lay, lanes = self.layout, lir.lanes_of(x.type)
+        i1, i32, t = lir.vector_type("i1", lanes), lir.vector_type("i32", lanes), x.type
+
+        def c(v, ty):
+            return self.c(v, ty)
+
+        def cmp(op, a, b):
+            return Cmp(op, a, b, i1)
+
         symbols = {Op.LT: "<", Op.LE: "<=", Op.EQ: "=="}
         ops = sorted(lay.ops)
-        numeric = Cmp(symbols[Op(ops[0])], x, thr)
+        numeric = cmp(symbols[Op(ops[0])], x, thr)
         for op in ops[1:]:
-            is_op = Cmp("==", Bin("&", Bin(">>", flags, c(FLAG_OP_SHIFT, "i32")), c(3, "i32")), c(op, "i32"))
-            numeric = Select(is_op, Cmp(symbols[Op(op)], x, thr), numeric)
+            is_op = cmp("==", Bin("&", Bin(">>", flags, c(FLAG_OP_SHIFT, i32)), c(3, i32)), c(op, i32))
+            numeric = Select(is_op, cmp(symbols[Op(op)], x, thr), numeric)
         decision = numeric
         if lay.has_categorical:
+            assert lanes == 1, "categorical splits are decided one node at a time"
             is_cat = self.b.local("iscat", "i1", self._flag(flags, FLAG_CATEGORICAL))
             decision = Select(is_cat, self._in_category_set(x, thr, is_cat), numeric)
-        missing = IsNan(x)
+        missing = IsNan(x, i1)
         if lay.has_zero_missing:
-            near_zero = Bin("&", Cmp(">=", x, c(-ZERO_THRESHOLD, t)), Cmp("<=", x, c(ZERO_THRESHOLD, t)))
+            near_zero = Bin("&", cmp(">=", x, c(-ZERO_THRESHOLD, t)), cmp("<=", x, c(ZERO_THRESHOLD, t)))
             missing = Bin("|", missing, Bin("&", self._flag(flags, FLAG_ZERO_MISSING), near_zero))
         return Select(missing, self._flag(flags, FLAG_DEFAULT_LEFT), decision)
 
@@ -593,6 +628,10 @@ class _Codegen:
     def _reduce_dimension(self, op: mir.ReduceDimension):
         """Fold the slices of dimension ``dim`` for the rows this iteration owns, resetting them."""
         b, c = self.b, self.c
+        if op.extent == 0:
+            # An empty loop (the empty half of a split) wrote no slice: nothing to fold, and an
+            # in-place fold would overwrite slot 0, which a sibling loop's fold may hold.
+            return
         extents = self.private[op.source]
         outer = [self.expr(i) for i in op.outer]
         zeros = [c(0, "i64")] * (len(extents) - op.dim - 1)
@@ -628,6 +667,20 @@ class _Codegen:
 
 __all__ = ["ForestLayout", "TreeLayout", "RepBuffers", "build_layout", "lower_to_lir",
            "FLAG_DEFAULT_LEFT", "FLAG_ZERO_MISSING", "FLAG_CATEGORICAL", "FLAG_OP_SHIFT"]
+
+
+def _lanes(loads: list) -> lir.Expr:
+    """The vector of the scalars ``loads``: one vector load where they are consecutive elements
+    of one buffer (``buf[base + 0]``, ``buf[base + 1]``, ... as a representation laying a tile's
+    nodes side by side answers the per-lane hooks), else a vector built lane by lane."""
+    first = loads[0]
+    if isinstance(first, lir.Load) and isinstance(first.index, Bin) and first.index.op == "+":
+        base = first.index.a
+        if all(isinstance(ld, lir.Load) and ld.buffer == first.buffer and isinstance(ld.index, Bin)
+               and ld.index.op == "+" and ld.index.a == base and isinstance(ld.index.b, lir.Const)
+               and ld.index.b.value == k for k, ld in enumerate(loads)):
+            return lir.Load(first.buffer, base, lir.vector_type(first.type, len(loads)))
+    return lir.Vector(tuple(loads))
 
 
 def _fold(op: str, a: lir.Expr, b: lir.Expr) -> lir.Expr:

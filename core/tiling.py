@@ -119,6 +119,17 @@ def shape_lut(n: int) -> np.ndarray:
     return _lut(n).copy()
 
 
+def lane_order_lut(n: int) -> np.ndarray:
+    """The LUT indexed with the outcome of tile node ``k`` in bit ``k`` (node 0 the least
+    significant bit): the order in which a vector comparison's lanes pack into an integer
+    (x86 ``movmsk``).  ``lane_order_lut(n)[s, b] == shape_lut(n)[s, reverse_n_bits(b)]``."""
+    bits = np.arange(2**n)
+    reverse = np.zeros_like(bits)
+    for k in range(n):
+        reverse |= ((bits >> k) & 1) << (n - 1 - k)
+    return np.ascontiguousarray(_lut(n)[:, reverse])
+
+
 @lru_cache(maxsize=None)
 def _lut(n: int) -> np.ndarray:
     check_tile_size(n)

@@ -207,3 +207,20 @@ def test_legalised_reductions(forest, text, aggregation):
     cf = sf.compile(f, schedule=text, threads=3)
     np.testing.assert_allclose(cf.predict(X, output_margin=True),
                                reference.predict(f, X, output_margin=True), rtol=2e-6, atol=2e-6)
+
+
+@pytest.mark.parametrize("rep", ["array", "sparse"])
+def test_empty_split_half_keeps_the_other_halfs_fold(rep):
+    # Found by hypothesis: split(i7, ..., 1) of a 1-tree range leaves an empty second half whose
+    # in-place fold must not overwrite the slot the first half folded into.
+    from silvanforge.ir.hir import Forest, Tree
+
+    f = Forest(trees=[Tree.from_nodes([-1], [-1], [-1], [0.0], [[0.126]])], num_features=1,
+               base_score=np.array([-0.13]))
+    text = ("tile(tree, i0, i1, 1)\ntile(i0, i2, i3, 1)\ntile(i2, i4, i5, 1)\ntile(i4, i6, i7, 1)\n"
+            "parallel(i6)\nsplit(i7, i14, i15, 1)\nparallel(i14)\nparallel(i15)\nvectorReduce(i15, 1)")
+    X = np.zeros((3, 1))
+    for threads in (1, 2):
+        cf = sf.compile(f, rep=rep, schedule=text, threads=threads)
+        np.testing.assert_allclose(cf.predict(X, output_margin=True),
+                                   reference.predict(f, X, output_margin=True), rtol=1e-6)

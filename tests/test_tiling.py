@@ -71,6 +71,14 @@ def test_lut_examples_from_the_seed():
         == [0, 0, 1, 1, 2, 3, 3]
 
 
+@pytest.mark.parametrize("n", range(1, 9))
+def test_lane_order_lut_is_the_lut_with_bits_reversed(n):
+    lut, lanes = tiling.shape_lut(n), tiling.lane_order_lut(n)
+    for bits in range(2**n):
+        reverse = int(format(bits, f"0{n}b")[::-1], 2)
+        np.testing.assert_array_equal(lanes[:, reverse], lut[:, bits])
+
+
 @pytest.mark.parametrize("bad", [0, 9, -1, 2.5, True, "4"])
 def test_tile_size_is_checked(bad):
     with pytest.raises(sf.InputError, match="tile_size"):
@@ -207,11 +215,11 @@ def test_padded_forest_with_peeled_tile_steps(n, rng):
         np.testing.assert_array_equal(cf.predict(X), want)
 
 
-def _seeded_forest(seed: int) -> sf.Forest:
+def _seeded_forest(seed: int, categorical: bool = True) -> sf.Forest:
     from strategies import _tree
 
     rng = np.random.default_rng(seed)
-    trees = [_tree(rng, 4, (0,), int(rng.integers(1, 7)), [0, 1], True, True) for _ in range(10)]
+    trees = [_tree(rng, 4, (0,), int(rng.integers(1, 7)), [0, 1], categorical, True) for _ in range(10)]
     return sf.Forest(trees=trees, num_features=4, threshold_dtype="float32", accumulate_dtype="float32")
 
 
@@ -223,6 +231,43 @@ def test_defaults_do_not_tile():
     low = sf.lower(forest, tile_size=4)
     assert not low.pad  # padding never chosen for tiled walks
     assert "tile_lut" in low.lir.buffers and "tile_size=4" in sf.show(forest, "lir", tile_size=4)
+
+
+def test_tile_steps_are_vector_code_without_categorical_splits():
+    numeric = _seeded_forest(3, categorical=False)
+    text = sf.show(numeric, "lir", tile_size=4, schedule="default")
+    assert "packbits(" in text and "f32x4" in text and "i32x4" in text
+    # The tile's thresholds and flags are one load each (consecutive elements).
+    assert "= sparse_threshold[(%node" in text and " +: 4]" in text
+    categorical = _seeded_forest(3, categorical=True)
+    assert categorical.has_categorical()
+    text = sf.show(categorical, "lir", tile_size=4, schedule="default")
+    assert "packbits(" not in text and "x4" not in text
+
+
+def test_lir_vector_types_are_checked():
+    from silvanforge.ir import lir
+
+    assert lir.vector_type("f32", 4) == "f32x4" and lir.vector_type("f32", 1) == "f32"
+    assert lir.element_type("u8x8") == "u8" and lir.lanes_of("u8x8") == 8 and lir.lanes_of("i64") == 1
+    v = lir.Var("v", "f32x4")
+    ok = [lir.Assign(lir.Var("m", "i32"), lir.PackBits(lir.Cmp("<", v, lir.Const(0.0, "f32x4"), "i1x4")))]
+    bad = [
+        lir.Assign(lir.Var("m", "i32"), lir.PackBits(lir.Cmp("<", v, lir.Const(0.0, "f32x4")))),  # i1 result
+        lir.Assign(lir.Var("m", "i32"), lir.PackBits(lir.IsNan(v))),  # i1 result of a vector isnan
+        lir.Assign(lir.Var("w", "f32x4"), lir.Select(lir.Const(1, "i1"), v, v)),  # scalar condition
+        lir.Assign(lir.Var("w", "f32x4"), lir.Cast(lir.Var("m", "i32"), "f32x4")),  # lanes change
+        lir.Assign(lir.Var("w", "f32x4"), lir.Vector((lir.Const(1.0, "f32"), lir.Const(1, "i32")))),
+    ]
+
+    def module(body):
+        fn = lir.Function("f", body, {"v": "f32x4", "w": "f32x4", "m": "i32"})
+        return lir.Module([fn], {}, 1, 1, "f32", "f32")
+
+    lir.verify(module(ok))
+    for stmt in bad:
+        with pytest.raises(IRVerificationError):
+            lir.verify(module([stmt]))
 
 
 @pytest.mark.parametrize("rep", ["array", "reorg"])

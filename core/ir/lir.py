@@ -4,7 +4,10 @@ This is where the in-memory layout of the model is explicit.  Representation plu
 expressions through a :class:`Builder`; target plugins translate a :class:`Module` to their
 language (LLVM IR, CUDA C, OpenCL C).  The IR is small and typed:
 
-* types are strings: ``i1 i8 i16 i32 i64 u8 u32 f32 f64``;
+* types are strings: ``i1 i8 i16 i32 i64 u8 u32 f32 f64``, and short vectors of them written
+  ``f32x4`` (:func:`vector_type`): arithmetic, comparisons, selects and casts apply lane by lane,
+  a vector constant is one value in every lane, ``Vector`` builds one from scalars and
+  ``PackBits`` packs an ``i1xN`` into an integer, lane ``k`` as bit ``k`` (tiled walks);
 * expressions are frozen dataclasses (``Const``, ``Var``, ``Load``, ``Bin``, ``Cmp``, ``Select``,
   ``Cast``, ``IsNan``), so they can be shared and printed;
 * statements are ``Assign`` (to a mutable local), ``Store``, ``For``, ``While``, ``If``.
@@ -37,6 +40,28 @@ def lir_type(dtype) -> str:
     return NUMPY_TO_LIR[np.dtype(dtype)]
 
 
+def vector_type(t: str, lanes: int) -> str:
+    """The type of ``lanes`` values of scalar type ``t`` (``t`` itself for one lane)."""
+    return t if lanes <= 1 else f"{t}x{lanes}"
+
+
+def element_type(t: str) -> str:
+    """The scalar type of the lanes of ``t`` (``t`` itself for scalars)."""
+    return t.split("x", 1)[0]
+
+
+def lanes_of(t: str) -> int:
+    """Lanes of a vector type; 1 for scalars."""
+    return int(t.split("x", 1)[1]) if "x" in t else 1
+
+
+def is_type(t: str) -> bool:
+    if "x" not in t:
+        return t in TYPES
+    elem, n = t.split("x", 1)
+    return elem in TYPES and n.isdigit() and int(n) >= 2
+
+
 # ----------------------------------------------------------------------------- expressions
 @dataclasses.dataclass(frozen=True)
 class Const:
@@ -58,12 +83,15 @@ class Var:
 
 @dataclasses.dataclass(frozen=True)
 class Load:
+    """``buffer[index]``; typed as a vector of N lanes, elements ``index .. index + N - 1``."""
+
     buffer: str
     index: "Expr"
     type: str
 
     def __str__(self):
-        return f"{self.buffer}[{self.index}]"
+        lanes = lanes_of(self.type)
+        return f"{self.buffer}[{self.index}]" if lanes == 1 else f"{self.buffer}[{self.index} +: {lanes}]"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -127,7 +155,33 @@ class IsNan:
         return f"isnan({self.a})"
 
 
-Expr = Union[Const, Var, Load, Bin, Cmp, Select, Cast, IsNan]
+@dataclasses.dataclass(frozen=True)
+class Vector:
+    """A vector whose lane ``k`` is the scalar ``elems[k]`` (all of one type)."""
+
+    elems: tuple
+
+    @property
+    def type(self) -> str:
+        return vector_type(self.elems[0].type, len(self.elems))
+
+    def __str__(self):
+        return "<" + ", ".join(map(str, self.elems)) + ">"
+
+
+@dataclasses.dataclass(frozen=True)
+class PackBits:
+    """The lanes of an ``i1xN`` vector as an ``i32``: lane ``k`` is bit ``k`` (lane 0 the least
+    significant), the other bits 0."""
+
+    a: "Expr"
+    type: str = "i32"
+
+    def __str__(self):
+        return f"packbits({self.a})"
+
+
+Expr = Union[Const, Var, Load, Bin, Cmp, Select, Cast, IsNan, Vector, PackBits]
 BIN_OPS = ("+", "-", "*", "/", "%", "&", "|", "^", "<<", ">>", "min", "max")
 CMP_OPS = ("<", "<=", "==", "!=", ">", ">=")
 
@@ -308,10 +362,11 @@ class Builder:
     # expressions
     @staticmethod
     def const(value, type_: str) -> Const:
-        return Const(float(value) if type_ in FLOAT_TYPES else int(value), type_)
+        return Const(float(value) if element_type(type_) in FLOAT_TYPES else int(value), type_)
 
-    def load(self, buffer: str, index: Expr) -> Load:
-        return Load(buffer, index, self.buffers[buffer].type)
+    def load(self, buffer: str, index: Expr, lanes: int = 1) -> Load:
+        """``buffer[index]``, or with ``lanes`` > 1 the vector of that many elements from there."""
+        return Load(buffer, index, vector_type(self.buffers[buffer].type, lanes))
 
     @staticmethod
     def cast(a: Expr, type_: str) -> Expr:
@@ -334,10 +389,12 @@ def verify(module: Module) -> None:
 
     def check_expr(e, scope):
         if isinstance(e, Const):
-            if e.type not in TYPES:
+            if not is_type(e.type):
                 fail(f"constant of unknown type {e.type}")
         elif isinstance(e, Var):
             t = scope.get(e.name)
+            if t is not None and not is_type(t):
+                fail(f"%{e.name} has unknown type {t}")
             if t is None:
                 fail(f"use of undeclared variable %{e.name}")
             if t != e.type:
@@ -346,7 +403,7 @@ def verify(module: Module) -> None:
             buf = module.buffers.get(e.buffer)
             if buf is None:
                 fail(f"load from undeclared buffer {e.buffer}")
-            if buf.type != e.type:
+            if buf.type != element_type(e.type) or not is_type(e.type):
                 fail(f"load from {e.buffer} typed {e.type}, buffer is {buf.type}")
             check_expr(e.index, scope)
             if e.index.type not in INT_TYPES:
@@ -361,14 +418,30 @@ def verify(module: Module) -> None:
             check_expr(e.a, scope), check_expr(e.b, scope)
             if e.op not in CMP_OPS or e.a.type != e.b.type:
                 fail(f"bad comparison {e}")
+            if e.type != vector_type("i1", lanes_of(e.a.type)):
+                fail(f"comparison of {e.a.type} typed {e.type}")
         elif isinstance(e, Select):
             check_expr(e.cond, scope), check_expr(e.a, scope), check_expr(e.b, scope)
-            if e.cond.type != "i1" or e.a.type != e.b.type:
+            if e.cond.type != vector_type("i1", lanes_of(e.a.type)) or e.a.type != e.b.type:
                 fail(f"bad select {e}")
         elif isinstance(e, (Cast, IsNan)):
             check_expr(e.a, scope)
-            if isinstance(e, IsNan) and e.a.type not in FLOAT_TYPES:
+            if isinstance(e, IsNan) and element_type(e.a.type) not in FLOAT_TYPES:
                 fail(f"isnan of {e.a.type}")
+            if isinstance(e, IsNan) and e.type != vector_type("i1", lanes_of(e.a.type)):
+                fail(f"isnan of {e.a.type} typed {e.type}")
+            if isinstance(e, Cast) and (not is_type(e.type) or lanes_of(e.type) != lanes_of(e.a.type)):
+                fail(f"cast of {e.a.type} to {e.type}")
+        elif isinstance(e, Vector):
+            for x in e.elems:
+                check_expr(x, scope)
+            if len(e.elems) < 2 or lanes_of(e.elems[0].type) != 1 \
+                    or any(x.type != e.elems[0].type for x in e.elems):
+                fail(f"a vector needs 2 or more scalars of one type: {e}")
+        elif isinstance(e, PackBits):
+            check_expr(e.a, scope)
+            if element_type(e.a.type) != "i1" or not 2 <= lanes_of(e.a.type) <= 31 or e.type != "i32":
+                fail(f"packbits of {e.a.type}")
         else:
             fail(f"unknown expression {e!r}")
 

@@ -22,6 +22,8 @@ _ICMP = {"<": "<", "<=": "<=", "==": "==", "!=": "!=", ">": ">", ">=": ">="}
 
 
 def llvm_type(t: str) -> ir.Type:
+    if lir.lanes_of(t) > 1:
+        return ir.VectorType(llvm_type(lir.element_type(t)), lir.lanes_of(t))
     if t == "f32":
         return ir.FloatType()
     if t == "f64":
@@ -30,7 +32,11 @@ def llvm_type(t: str) -> ir.Type:
 
 
 def is_float(t: str) -> bool:
-    return t in lir.FLOAT_TYPES
+    return lir.element_type(t) in lir.FLOAT_TYPES
+
+
+def is_unsigned(t: str) -> bool:
+    return lir.element_type(t) in _UNSIGNED
 
 
 class LLVMCodegen:
@@ -156,13 +162,28 @@ class LLVMCodegen:
     def expr(self, e) -> ir.Value:
         b = self.b
         if isinstance(e, lir.Const):
+            if lir.lanes_of(e.type) > 1:  # the value in every lane
+                return ir.Constant(llvm_type(e.type), [e.value] * lir.lanes_of(e.type))
             return ir.Constant(llvm_type(e.type), e.value)
+        if isinstance(e, lir.Vector):
+            v = ir.Constant(llvm_type(e.type), ir.Undefined)
+            for k, x in enumerate(e.elems):
+                v = b.insert_element(v, self.expr(x), ir.Constant(ir.IntType(32), k))
+            return v
+        if isinstance(e, lir.PackBits):
+            # <N x i1> reinterpreted as iN puts lane k in bit k (x86: one movmsk).
+            n = lir.lanes_of(e.a.type)
+            return b.zext(b.bitcast(self.expr(e.a), ir.IntType(n)), ir.IntType(32))
         if isinstance(e, lir.Var):
             if e.name in self.scalars:
                 return self.scalars[e.name]
             return b.load(self.vars[e.name])
         if isinstance(e, lir.Load):
-            return b.load(b.gep(self.ptrs[e.buffer], [self.index(e.index)]))
+            ptr = b.gep(self.ptrs[e.buffer], [self.index(e.index)])
+            if lir.lanes_of(e.type) > 1:  # contiguous lanes, aligned as one element
+                vec = b.bitcast(ptr, ir.PointerType(llvm_type(e.type)))
+                return b.load(vec, align=lir.LIR_TO_NUMPY[lir.element_type(e.type)].itemsize)
+            return b.load(ptr)
         if isinstance(e, lir.Cast):
             return self.cast(self.expr(e.a), e.a.type, e.type)
         if isinstance(e, lir.IsNan):
@@ -175,7 +196,7 @@ class LLVMCodegen:
             if is_float(e.a.type):
                 # Ordered compares (NaN -> false) except != which, as in C, is true for NaN.
                 return b.fcmp_unordered("!=", x, y) if e.op == "!=" else b.fcmp_ordered(e.op, x, y)
-            if e.a.type in _UNSIGNED:
+            if is_unsigned(e.a.type):
                 return b.icmp_unsigned(_ICMP[e.op], x, y)
             return b.icmp_signed(_ICMP[e.op], x, y)
         if isinstance(e, lir.Bin):
@@ -188,7 +209,7 @@ class LLVMCodegen:
             if op in ("min", "max"):
                 return b.select(b.fcmp_ordered("<" if op == "min" else ">", x, y), x, y)
             return {"+": b.fadd, "-": b.fsub, "*": b.fmul, "/": b.fdiv, "%": b.frem}[op](x, y)
-        unsigned = t in _UNSIGNED
+        unsigned = is_unsigned(t)
         if op in ("min", "max"):
             cmp = b.icmp_unsigned if unsigned else b.icmp_signed
             return b.select(cmp("<" if op == "min" else ">", x, y), x, y)
@@ -204,17 +225,17 @@ class LLVMCodegen:
             return v
         b, to = self.b, llvm_type(dst)
         if is_float(src) and is_float(dst):
-            return b.fpext(v, to) if dst == "f64" else b.fptrunc(v, to)
+            return b.fpext(v, to) if lir.element_type(dst) == "f64" else b.fptrunc(v, to)
         if is_float(src):
-            return b.fptoui(v, to) if dst in _UNSIGNED else b.fptosi(v, to)
+            return b.fptoui(v, to) if is_unsigned(dst) else b.fptosi(v, to)
         if is_float(dst):
-            return b.uitofp(v, to) if src in _UNSIGNED else b.sitofp(v, to)
-        sb, db = _INT_BITS[src], _INT_BITS[dst]
+            return b.uitofp(v, to) if is_unsigned(src) else b.sitofp(v, to)
+        sb, db = _INT_BITS[lir.element_type(src)], _INT_BITS[lir.element_type(dst)]
         if sb == db:
             return v
         if sb > db:
             return b.trunc(v, to)
-        return b.zext(v, to) if src in _UNSIGNED else b.sext(v, to)
+        return b.zext(v, to) if is_unsigned(src) else b.sext(v, to)
 
 
 def generate(module: lir.Module) -> ir.Module:

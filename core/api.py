@@ -100,7 +100,8 @@ def lower(model, target: str = "cpu", rep: str | None = None, schedule=None,
     sched = _as_schedule(schedule, forest, batch_size) or reg.hook.silvanforge_target_default_schedule(
         target=target, forest=forest, batch_size=batch_size)
     mir_fn = lower_to_mir(forest, sched)
-    module = lower_to_lir(forest, mir_fn, rep, reg.hook, tile_size=tile_size)
+    module = lower_to_lir(forest, mir_fn, rep, reg.hook, tile_size=tile_size,
+                          gpu=reg.target_kind(target) == "gpu")
     return Lowered(model_forest, bool(pad), forest, rep, sched, mir_fn, module, tile_size)
 
 
@@ -262,7 +263,8 @@ def load_compiled(path) -> CompiledForest:
         raise ArtifactError(f"{path}: {exc}") from None
     lowered_forest = pad_trees(forest) if pad else forest
     mir_fn = lower_to_mir(lowered_forest, sched)
-    module = lower_to_lir(lowered_forest, mir_fn, rep, reg.hook, tile_size=tile_size)
+    module = lower_to_lir(lowered_forest, mir_fn, rep, reg.hook, tile_size=tile_size,
+                          gpu=reg.target_kind(target) == "gpu")
     options = {"threads": meta.get("threads"), "batch_size": meta.get("batch_size")}
     kernel = None
     if blob and meta.get("silvanforge") == __version__:

@@ -140,6 +140,14 @@ def silvanforge_target_available(target):
 
 
 @hookspec(firstresult=True)
+def silvanforge_target_kind(target):
+    """Dispatched on ``target``: ``"cpu"`` or ``"gpu"``: which lowering of MIR to LIR it takes.
+    A ``gpu`` target receives LIR whose loops mapped by ``gpuDimension`` read thread and block
+    indices, with shared-memory buffers and barriers (:mod:`silvanforge.gpu_lowering`).
+    Targets that do not answer are ``cpu``."""
+
+
+@hookspec(firstresult=True)
 def silvanforge_target_default_schedule(target, forest, batch_size):
     """Dispatched on ``target``: the :class:`silvanforge.scheduler.Schedule` to use when the user
     gives none, for this forest and batch size."""

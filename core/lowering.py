@@ -149,9 +149,11 @@ class _Rep:
 
 
 def lower_to_lir(forest: hir.Forest, fn: mir.MirFunction, rep: str, hook,
-                 tile_size: int = 1) -> lir.Module:
+                 tile_size: int = 1, gpu: bool = False) -> lir.Module:
     """Lower a MIR function to an LIR module using representation ``rep``; with ``tile_size``
-    above 1 every walk step evaluates a tile of that many nodes (:mod:`silvanforge.tiling`)."""
+    above 1 every walk step evaluates a tile of that many nodes (:mod:`silvanforge.tiling`).
+    ``gpu``: lower for a GPU target (:mod:`silvanforge.gpu_lowering`): loops mapped to grid and
+    block dimensions, shared memory, barriers, one kernel launch per phase."""
     layout = build_layout(forest, tile_size)
     reps = _Rep(hook, rep)
     rep_buffers: RepBuffers = reps.buffers(forest=forest, layout=layout)
@@ -169,7 +171,33 @@ def lower_to_lir(forest: hir.Forest, fn: mir.MirFunction, rep: str, hook,
         slices = int(np.prod(buf.extents))
         b.buffers[buf.name] = lir.Buffer(buf.name, acc_t, "scratch", per_row=slices * forest.num_outputs,
                                          fill=fill)
-    gen = _Codegen(forest, layout, reps, b, thr_t, acc_t, {p.name: p.extents for p in fn.buffers})
+    private = {p.name: p.extents for p in fn.buffers}
+    if gpu:
+        from .gpu_lowering import GpuCodegen, gpu_functions
+
+        gen = GpuCodegen(forest, layout, reps, b, thr_t, acc_t, private)
+        functions = gpu_functions(gen, fn)
+    else:
+        gen = _Codegen(forest, layout, reps, b, thr_t, acc_t, private)
+        functions = _cpu_functions(gen, fn)
+    tiled = f" tile_size={tile_size} tiles={layout.tiles.num_tiles}" if layout.tiles else ""
+    module = lir.Module(
+        functions=functions,
+        buffers=b.buffers, num_features=forest.num_features, num_outputs=forest.num_outputs,
+        input_type=thr_t, output_type=acc_t,
+        info={"summary": f"rep={rep} trees={forest.num_trees} outputs={forest.num_outputs}{tiled}",
+              "rep": rep, **rep_buffers.info, **gen.info,
+              # GPU-only constructs a CPU target must refuse: (index, gpu dimension or reduction)
+              "gpu": [(op.index, op.gpu or f"{op.reduce}Reduce") for op in mir.walk(fn.body)
+                      if isinstance(op, mir.Loop) and (op.gpu or op.reduce == "shared")]},
+    )
+    lir.verify(module)
+    return module
+
+
+def _cpu_functions(gen: "_Codegen", fn: mir.MirFunction) -> list:
+    """One LIR function per phase (:func:`_phases`), each run split over CPU threads."""
+    b = gen.b
     row_parallel = any(op.parallel for op in mir.walk(fn.body)
                        if isinstance(op, mir.Loop) and op.dimension == "batch")
     functions = []
@@ -184,19 +212,7 @@ def lower_to_lir(forest: hir.Forest, fn: mir.MirFunction, rep: str, hook,
             gen.loop_phase = None
         functions.append(lir.Function(f"predict_{i}", b.block, dict(b.locals), parallel=kind,
                                       row_parallel=row_parallel, trip=trip))
-    tiled = f" tile_size={tile_size} tiles={layout.tiles.num_tiles}" if layout.tiles else ""
-    module = lir.Module(
-        functions=functions,
-        buffers=b.buffers, num_features=forest.num_features, num_outputs=forest.num_outputs,
-        input_type=thr_t, output_type=acc_t,
-        info={"summary": f"rep={rep} trees={forest.num_trees} outputs={forest.num_outputs}{tiled}",
-              "rep": rep, **rep_buffers.info,
-              # GPU-only constructs a CPU target must refuse: (index, gpu dimension or reduction)
-              "gpu": [(op.index, op.gpu or f"{op.reduce}Reduce") for op in mir.walk(fn.body)
-                      if isinstance(op, mir.Loop) and (op.gpu or op.reduce == "shared")]},
-    )
-    lir.verify(module)
-    return module
+    return functions
 
 
 def _phases(body: list):
@@ -229,6 +245,7 @@ class _Codegen:
         self.loop_phase: mir.Loop | None = None
         self.thr_t, self.acc_t = thr_t, acc_t
         self.K = forest.num_outputs
+        self.info: dict = {}  # facts for Module.info (what a GPU lowering fell back on, ...)
         self.index: dict[str, Var] = {}  # MIR loop index -> LIR variable
         self.values: dict[str, Var] = {}  # MIR value name -> LIR variable (the leaf node)
         self._outputs_plan()
@@ -483,8 +500,7 @@ class _Codegen:
         """Whether the row goes left at node ``lane`` of ``node`` (lane 0 untiled)."""
         b, reps = self.b, self.reps
         feature = reps.load_feature_index(b=b, tree=t32, node=node, lane=lane)
-        x = b.local("x", self.thr_t, b.load("rows", Bin(
-            "+", Bin("*", row, lir.ROW_STRIDE), Bin("*", Cast(feature, "i64"), lir.COL_STRIDE))))
+        x = b.local("x", self.thr_t, self._row_value(row, feature))
         thr = b.local("thr", self.thr_t, reps.load_threshold(b=b, tree=t32, node=node, lane=lane))
         flags = b.local("flags", "i32", Cast(reps.load_split_flags(b=b, tree=t32, node=node, lane=lane), "i32"))
         return self._decision(x, thr, flags)
@@ -509,8 +525,7 @@ class _Codegen:
             xs = []
             for lane in lanes:
                 feature = reps.load_feature_index(b=b, tree=t32, node=node, lane=lane)
-                xs.append(b.load("rows", Bin("+", Bin("*", row, lir.ROW_STRIDE),
-                                             Bin("*", Cast(feature, "i64"), lir.COL_STRIDE))))
+                xs.append(self._row_value(row, feature))
             x = b.local("xv", lir.vector_type(self.thr_t, n), lir.Vector(tuple(xs)))
             thr = b.local("thrv", x.type, _lanes([
                 reps.load_threshold(b=b, tree=t32, node=node, lane=lane) for lane in lanes]))
@@ -521,6 +536,12 @@ class _Codegen:
         shape = Builder.cast(self.reps.load_tile_shape(b=b, tree=t32, node=node), "i32")
         slot = Cast(b.load("tile_lut", Bin("+", Bin("*", shape, c(2**n, "i32")), bits)), "i32")
         b.emit(Assign(node, self.reps.child(b=b, tree=t32, node=node, child=slot)))
+
+    def _row_value(self, row, feature) -> lir.Expr:
+        """Feature ``feature`` (an int expression) of row ``row``: the one place inputs are read
+        (a GPU lowering reads cached rows from shared memory instead)."""
+        return self.b.load("rows", Bin("+", Bin("*", row, lir.ROW_STRIDE),
+                                       Bin("*", Cast(feature, "i64"), lir.COL_STRIDE)))
 
     def _flag(self, flags: Var, bit: int) -> lir.Expr:
         n = lir.lanes_of(flags.type)

@@ -116,6 +116,13 @@ class PluginRegistry:
         if not ok:
             raise PluginError(f"target {target!r} cannot run on this machine: {why}")
 
+    def target_kind(self, target: str) -> str:
+        """``cpu`` or ``gpu`` (see the ``silvanforge_target_kind`` hook); ``cpu`` if unanswered."""
+        kind = self.hook.silvanforge_target_kind(target=target) or "cpu"
+        if kind not in ("cpu", "gpu"):
+            raise PluginError(f"target {target!r} says it is of kind {kind!r}, not cpu or gpu")
+        return kind
+
     def target_available(self, target: str) -> tuple[bool, str]:
         try:
             answer = self.hook.silvanforge_target_available(target=target)

@@ -9,6 +9,8 @@ index, how a child is found) is asked of the representation plugin through the h
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import dataclasses
 
 import numpy as np
@@ -56,10 +58,49 @@ class ForestLayout:
     # The uniform tiling of every tree (:mod:`silvanforge.tiling`) when compiling with a tile
     # size above 1; None for node-at-a-time walks.  Representations that lay out tiles read it.
     tiles: TiledForest | None = None
+    # Widths (issue 4): representations store feature indices in ``feature_dtype`` (the smallest
+    # of int8/int16/int32 holding -1 .. num_features - 1) and their own index fields (child
+    # offsets, leaf slots) in :meth:`index_dtype`; narrower node arrays shrink the working set.
+    feature_dtype: np.dtype = np.dtype(np.int32)
+    min_index_dtype: np.dtype = np.dtype(np.int8)
+    # Whether representations may keep a leaf's value in its threshold slot (one load less at
+    # the end of every walk): every tree feeds one output and leaves have the threshold dtype.
+    inline_leaves: bool = False
 
     @property
     def tile_size(self) -> int:
         return 1 if self.tiles is None else self.tiles.tile_size
+
+    def index_dtype(self, lo: int, hi: int) -> np.dtype:
+        """The narrowest integer dtype (int8, int16, int32; never below ``min_index_dtype``)
+        holding every value in ``[lo, hi]``."""
+        return smallest_int(lo, hi, self.min_index_dtype)
+
+
+INDEX_DTYPES = (np.dtype(np.int8), np.dtype(np.int16), np.dtype(np.int32))
+# Set by :func:`node_widths` (tests and benchmarks compare widths on one model).
+_WIDTHS: contextvars.ContextVar = contextvars.ContextVar("silvanforge_node_widths", default=None)
+
+
+def smallest_int(lo: int, hi: int, at_least=np.int8) -> np.dtype:
+    """The narrowest of int8, int16, int32 (at least ``at_least``) holding ``[lo, hi]``."""
+    floor = np.dtype(at_least)
+    for dt in INDEX_DTYPES:
+        if dt.itemsize >= floor.itemsize and np.iinfo(dt).min <= lo and hi <= np.iinfo(dt).max:
+            return dt
+    raise UnsupportedModelError(f"node indices {lo}..{hi} do not fit in int32")
+
+
+@contextlib.contextmanager
+def node_widths(feature=None, index=None, inline_leaves: bool | None = None):
+    """Force node-array widths for what is compiled inside the block: ``feature`` and ``index``
+    are minimum widths (``"int32"`` gives the wide layout), ``inline_leaves=False`` keeps leaf
+    values in the separate leaves array.  The default (no block) chooses the narrowest exact."""
+    token = _WIDTHS.set({"feature": feature, "index": index, "inline_leaves": inline_leaves})
+    try:
+        yield
+    finally:
+        _WIDTHS.reset(token)
 
 
 def build_layout(forest: hir.Forest, tile_size: int = 1) -> ForestLayout:
@@ -107,12 +148,18 @@ def build_layout(forest: hir.Forest, tile_size: int = 1) -> ForestLayout:
     # A trailing zero word keeps the first-word load of an empty set (offset + 1) in bounds.
     cat_bits = np.concatenate(cat_words + [np.zeros(1, np.uint32)]).view(np.int32)
     leaf_values = np.concatenate(leaf_chunks) if leaf_chunks else np.zeros(1, leaf_dt)
+    forced = _WIDTHS.get() or {}
+    inline = (all(len(t.outputs) == 1 for t in forest.trees) and leaf_dt == thr_dt
+              and forced.get("inline_leaves") is not False)
     return ForestLayout(
         forest=forest, trees=trees, leaf_values=leaf_values, cat_bits=cat_bits,
         threshold_dtype=thr_dt, leaf_dtype=leaf_dt, ops=frozenset(ops) or frozenset({Op.LT}),
         has_categorical=forest.has_categorical(),
         has_zero_missing=any(bool(t.zero_missing[t.left >= 0].any()) for t in forest.trees),
         tiles=tile_forest(forest, tile_size) if tile_size > 1 else None,
+        feature_dtype=smallest_int(-1, max(forest.num_features - 1, 0), forced.get("feature") or np.int8),
+        min_index_dtype=np.dtype(forced.get("index") or np.int8),
+        inline_leaves=inline,
     )
 
 
@@ -682,11 +729,17 @@ class _Codegen:
         else:
             idx = b.local("mix", "i64", self.margin_index(r, k))
             b.emit(Store("margins", idx, self._combine(b.load("margins", idx), total)))
-        kloop = For(k, c(0, "i64"), c(self.K, "i64"), 1, b.pop())
-        b.emit(For(r, self.expr(op.rows[0]), self.expr(op.rows[1]), 1, [kloop]))
+        self._fold_rows(op, r, k, b.pop())
+
+    def _fold_rows(self, op: mir.ReduceDimension, r: Var, k: Var, body: list) -> None:
+        """Run a fold's ``body`` for every row ``r`` the fold covers and every output ``k``."""
+        c = self.c
+        kloop = For(k, c(0, "i64"), c(self.K, "i64"), 1, body)
+        self.b.emit(For(r, self.expr(op.rows[0]), self.expr(op.rows[1]), 1, [kloop]))
 
 
 __all__ = ["ForestLayout", "TreeLayout", "RepBuffers", "build_layout", "lower_to_lir",
+           "node_widths", "smallest_int",
            "FLAG_DEFAULT_LEFT", "FLAG_ZERO_MISSING", "FLAG_CATEGORICAL", "FLAG_OP_SHIFT"]
 
 

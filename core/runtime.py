@@ -67,6 +67,8 @@ def run_kernel(kernel, rows: np.ndarray, num_outputs: int, threads: int | None) 
     and ``trip``), ``scratch`` (buffers with ``per_row`` and ``fill``) and ``run(phase, rows, out,
     scratch, row_begin, row_end, iter_begin, iter_end)``.
     """
+    if hasattr(kernel, "margins"):  # a GPU kernel takes the whole batch (gpu_runtime.GpuKernel)
+        return kernel.margins(rows, num_outputs)
     n = rows.shape[0]
     out = np.empty((n, num_outputs), dtype=kernel.output_dtype)
     if n == 0:

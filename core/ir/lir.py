@@ -181,7 +181,22 @@ class PackBits:
         return f"packbits({self.a})"
 
 
-Expr = Union[Const, Var, Load, Bin, Cmp, Select, Cast, IsNan, Vector, PackBits]
+@dataclasses.dataclass(frozen=True)
+class GpuIndex:
+    """A GPU thread's coordinate: ``grid.x|y|z`` is the index of its block in the grid,
+    ``block.x|y|z`` its index inside the block (CUDA blockIdx / threadIdx, OpenCL
+    get_group_id / get_local_id)."""
+
+    dim: str
+    type: str = "i64"
+
+    def __str__(self):
+        return f"gpu.{self.dim}"
+
+
+GPU_DIMS = ("grid.x", "grid.y", "grid.z", "block.x", "block.y", "block.z")
+
+Expr = Union[Const, Var, Load, Bin, Cmp, Select, Cast, IsNan, Vector, PackBits, GpuIndex]
 BIN_OPS = ("+", "-", "*", "/", "%", "&", "|", "^", "<<", ">>", "min", "max")
 CMP_OPS = ("<", "<=", "==", "!=", ">", ">=")
 
@@ -241,7 +256,13 @@ class Prefetch:
     index: Expr
 
 
-Stmt = Union[Assign, Store, AtomicAdd, For, While, If, Prefetch]
+@dataclasses.dataclass
+class Barrier:
+    """Every thread of a GPU block waits here; memory written before it (shared and global) is
+    visible to the block's threads after it.  Every thread of the block must reach it."""
+
+
+Stmt = Union[Assign, Store, AtomicAdd, For, While, If, Prefetch, Barrier]
 
 
 # ----------------------------------------------------------------------------- module
@@ -253,7 +274,9 @@ class Buffer:
     kind ``input``: the rows, indexed ``row * row_stride + feature * col_stride``;
     kind ``output``: the margins, ``num_outputs`` per row;
     kind ``scratch``: working memory the runtime allocates per call, ``per_row`` elements for each
-      row of the batch, every element starting at ``fill`` (privatised reductions).
+      row of the batch, every element starting at ``fill`` (privatised reductions);
+    kind ``shared``: GPU shared (CUDA) / local (OpenCL) memory of ``size`` elements, one copy per
+      thread block, declared by the kernel (GPU lowering only).
     """
 
     name: str
@@ -262,6 +285,7 @@ class Buffer:
     data: np.ndarray | None = None
     per_row: int = 0
     fill: float = 0.0
+    size: int = 0
 
 
 @dataclasses.dataclass
@@ -281,6 +305,35 @@ class Function:
     parallel: str = "rows"
     row_parallel: bool = True
     trip: int = 0
+    launch: "Launch | None" = None  # GPU kernels: the grid and block they are launched with
+
+
+@dataclasses.dataclass
+class Launch:
+    """How a GPU kernel is launched.  ``block``: threads per block in x, y, z.  ``grid``: blocks
+    in x, y, z, each an ``int`` or ``("rows", step, per)``: ``ceil(ceil(num_rows / step) / per)``
+    (a loop over the batch whose trip count is known only when called)."""
+
+    grid: tuple
+    block: tuple
+
+    def grid_for(self, num_rows: int) -> tuple:
+        out = []
+        for g in self.grid:
+            if isinstance(g, tuple):
+                _, step, per = g
+                g = -(-(-(-num_rows // step)) // per)
+            out.append(max(1, int(g)))
+        return tuple(out)
+
+    @property
+    def threads_per_block(self) -> int:
+        return int(np.prod(self.block))
+
+    def __str__(self):
+        def fmt(g):
+            return f"ceil(rows/{g[1]}/{g[2]})" if isinstance(g, tuple) else str(g)
+        return f"grid({', '.join(map(fmt, self.grid))}) block({', '.join(map(str, self.block))})"
 
 
 @dataclasses.dataclass
@@ -298,6 +351,9 @@ class Module:
 
     def scratch_buffers(self) -> list[Buffer]:
         return [b for b in self.buffers.values() if b.kind == "scratch"]
+
+    def shared_buffers(self) -> list[Buffer]:
+        return [b for b in self.buffers.values() if b.kind == "shared"]
 
     def table_buffers(self) -> list[Buffer]:
         """The buffers passed through the pointer table: model buffers, then scratch."""
@@ -438,6 +494,9 @@ def verify(module: Module) -> None:
             if len(e.elems) < 2 or lanes_of(e.elems[0].type) != 1 \
                     or any(x.type != e.elems[0].type for x in e.elems):
                 fail(f"a vector needs 2 or more scalars of one type: {e}")
+        elif isinstance(e, GpuIndex):
+            if e.dim not in GPU_DIMS or e.type != "i64":
+                fail(f"unknown GPU index {e.dim}")
         elif isinstance(e, PackBits):
             check_expr(e.a, scope)
             if element_type(e.a.type) != "i1" or not 2 <= lanes_of(e.a.type) <= 31 or e.type != "i32":
@@ -454,7 +513,7 @@ def verify(module: Module) -> None:
             elif isinstance(s, (Store, AtomicAdd)):
                 check_expr(s.index, scope), check_expr(s.value, scope)
                 buf = module.buffers.get(s.buffer)
-                if buf is None or buf.kind == "model":
+                if buf is None or buf.kind in ("model", "input"):
                     fail(f"store into {s.buffer}, which is not a writable buffer")
                 if buf.type != s.value.type:
                     fail(f"store of {s.value.type} into {s.buffer} of {buf.type}")
@@ -473,6 +532,8 @@ def verify(module: Module) -> None:
                 check_expr(s.index, scope)
                 if s.buffer not in module.buffers:
                     fail(f"prefetch of undeclared buffer {s.buffer}")
+            elif isinstance(s, Barrier):
+                pass
             else:
                 fail(f"unknown statement {s!r}")
 
@@ -487,10 +548,14 @@ def format_module(module: Module) -> str:
         size = "" if buf.data is None else f"[{buf.data.size}]"
         if buf.kind == "scratch":
             size = f"[rows x {buf.per_row}] = {buf.fill}"
+        if buf.kind == "shared":
+            size = f"[{buf.size}] per block"
         lines.append(f"buffer {buf.kind} {buf.name}: {buf.type}{size}")
     params = ", ".join(f"%{p.name}: {p.type}" for p in SCALAR_PARAMS)
     for fn in module.functions:
         split = f"loop x{fn.trip}" if fn.parallel == "loop" else ("rows" if fn.row_parallel else "none")
+        if fn.launch is not None:
+            split = f"gpu {fn.launch}"
         lines.append(f"func @{fn.name}({params}) <parallel: {split}> {{")
         for name, t in fn.locals.items():
             lines.append(f"  local %{name}: {t}")
@@ -519,6 +584,8 @@ def _format_block(stmts: Iterable, pad: str, out: list) -> None:
             out.append(f"{pad}}}")
         elif isinstance(s, Prefetch):
             out.append(f"{pad}prefetch {s.buffer}[{s.index}]")
+        elif isinstance(s, Barrier):
+            out.append(f"{pad}barrier")
         elif isinstance(s, If):
             out.append(f"{pad}if {s.cond} {{")
             _format_block(s.then, pad + "  ", out)

@@ -78,6 +78,13 @@ def tahoe_shared_partial_forest(forest: hir.Forest, batch_size: int | None = Non
             .gpu_dimension("b0", "grid.x").gpu_dimension("t0", "grid.y").gpu_dimension("b1", "block.x"))
 
 
+def gpu_default(forest: hir.Forest, batch_size: int | None = None) -> Schedule:
+    """The GPU template of seed 004, section 9, with Algorithm 1's parameters for this batch."""
+    from .gpu_template import default_gpu_schedule
+
+    return default_gpu_schedule(forest, batch_size)
+
+
 CANNED = {
     "default": default,
     "xgboost": xgboost,
@@ -88,8 +95,9 @@ CANNED = {
     "tahoe-shared-data": tahoe_shared_data,
     "tahoe-shared-forest": tahoe_shared_forest,
     "tahoe-shared-partial-forest": tahoe_shared_partial_forest,
+    "gpu-template": gpu_default,
 }
-GPU_CANNED = tuple(name for name in CANNED if name.startswith("tahoe"))
+GPU_CANNED = tuple(name for name in CANNED if name.startswith("tahoe") or name.startswith("gpu"))
 
 
 def canned(name: str, forest: hir.Forest, batch_size: int | None = None) -> Schedule:

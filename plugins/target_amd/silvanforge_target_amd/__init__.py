@@ -1,9 +1,10 @@
-"""The AMD target: LIR -> OpenCL C, built and launched through pyopencl (ROCm on AMD GPUs, PoCL on
-CPUs).
+"""The AMD target: LIR -> OpenCL C, built and launched through pyopencl.
 
-Code generation is not implemented yet, so this plugin registers the ``amd`` target and reports
-honestly why it cannot run: ``forge plugins`` shows whether pyopencl and an OpenCL platform are
-present, followed by the missing code generator.
+It runs on AMD GPUs under ROCm and on any OpenCL platform, including PoCL on a CPU (where CI
+runs it).  The C is written by the core's shared emitter (:mod:`silvanforge.c_dialect`, the
+OpenCL dialect) from the GPU lowering (:mod:`silvanforge.gpu_lowering`); the launching around
+it is the core's :class:`silvanforge.gpu_runtime.GpuKernel`.  ``SILVANFORGE_OPENCL_DEVICE``
+(a substring of a platform or device name) picks a device; otherwise GPUs come first.
 """
 
 from __future__ import annotations
@@ -11,10 +12,8 @@ from __future__ import annotations
 import importlib.util
 
 from silvanforge import hookimpl
-from silvanforge.errors import PluginError
 
 NAME = "amd"
-NOT_IMPLEMENTED = "OpenCL code generation is not implemented yet"
 
 
 def platforms() -> tuple[list[str], str | None]:
@@ -38,35 +37,53 @@ def platforms() -> tuple[list[str], str | None]:
     return found, None
 
 
-def problems() -> list[str]:
-    names, problem = platforms()
-    found = [problem] if problem else []
-    found.append(NOT_IMPLEMENTED + (f" (OpenCL platforms here: {', '.join(names)})" if names else ""))
-    return found
-
-
 @hookimpl
 def silvanforge_targets():
     return [NAME]
 
 
 @hookimpl
-def silvanforge_target_available(target):
-    if target != NAME:
-        return None
-    missing = problems()
-    return (not missing), "; ".join(missing)
+def silvanforge_target_kind(target):
+    return "gpu" if target == NAME else None
 
 
 @hookimpl
-def silvanforge_target_compile(target, module, options):
+def silvanforge_target_available(target):
     if target != NAME:
-        return
-    raise PluginError(f"target 'amd' cannot run: {'; '.join(problems())}")
+        return None
+    _, problem = platforms()
+    return (problem is None), problem or ""
+
+
+@hookimpl
+def silvanforge_target_default_schedule(target, forest, batch_size):
+    if target != NAME:
+        return None
+    from silvanforge.scheduler.gpu_template import default_gpu_schedule
+
+    return default_gpu_schedule(forest, batch_size)
 
 
 @hookimpl
 def silvanforge_target_source(target, module):
     if target != NAME:
-        return
-    raise PluginError(f"target 'amd': {NOT_IMPLEMENTED}")
+        return None
+    from silvanforge.c_dialect import OPENCL, emit
+
+    return emit(module, OPENCL)
+
+
+@hookimpl
+def silvanforge_target_compile(target, module, options):
+    if target != NAME:
+        return None
+    from .opencl import OpenCLKernel
+
+    return OpenCLKernel(module)
+
+
+@hookimpl
+def silvanforge_target_load_kernel(target, module, blob, options):
+    if target != NAME:
+        return None
+    return None  # OpenCL programs are rebuilt from the LIR (drivers cache their binaries)

@@ -1,0 +1,88 @@
+"""The GPU template schedule of seed 004, section 9, and the default chosen from it.
+
+The template gives each thread block ``rows_per_block`` rows (grid.x), each thread
+``rows_per_thread`` of them (block.x threads: rows_per_block / rows_per_thread), and spreads the
+trees over ``tree_threads`` threads (block.y) that each walk a contiguous chunk of trees; the
+tree threads' partial sums are folded after a barrier (in shared memory with ``shared_reduce``).
+The block's rows can be cached in shared memory; walks can be unrolled and interleaved::
+
+    tile(batch, b0, b1, rows_per_block)     gpuDimension(b0, grid.x)
+    tile(b1, b2, b3, rows_per_thread)       gpuDimension(b2, block.x)
+    tile(tree, t0, t1, trees_per_thread)    gpuDimension(t0, block.y)
+    reorder(b0, b2, t0, t1, b3)             cache(b0) / sharedReduce(t0) / interleave(b3) ...
+
+:func:`default_gpu_schedule` picks the parameters the way Algorithm 1's ``TBConfigs`` narrows
+them (batch size against 2048 rows, features against 128), taking its first candidate, since the
+compiler may not time candidates on the machine that compiles; :func:`candidates` lists the
+whole set Algorithm 1 would evaluate, for a tuner that can.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import math
+
+from ..ir import hir
+from .schedule import Schedule
+
+BATCH_THRESHOLD = 2048  # T_batch of Algorithm 1
+FEATURE_THRESHOLD = 128  # T_f of Algorithm 1
+
+
+@dataclasses.dataclass(frozen=True)
+class TemplateParams:
+    rows_per_block: int = 32
+    rows_per_thread: int = 1
+    tree_threads: int = 1
+    cache_rows: bool = True
+    unroll_walk: int = 0
+    interleave: int = 1
+    shared_reduce: bool = False
+
+
+def gpu_template(forest: hir.Forest, p: TemplateParams) -> Schedule:
+    """The template schedule for ``forest`` with parameters ``p`` (see the module docstring)."""
+    rows_per_thread = max(1, min(p.rows_per_thread, p.rows_per_block))
+    tree_threads = max(1, min(p.tree_threads, forest.num_trees))
+    s = Schedule().tile("batch", "b0", "b1", p.rows_per_block)
+    s.tile("b1", "b2", "b3", rows_per_thread)
+    s.tile("tree", "t0", "t1", max(1, math.ceil(forest.num_trees / tree_threads)))
+    s.reorder("b0", "b2", "t0", "t1", "b3")
+    s.gpu_dimension("b0", "grid.x").gpu_dimension("b2", "block.x")
+    if tree_threads > 1:
+        s.gpu_dimension("t0", "block.y")
+        if p.shared_reduce:
+            s.shared_reduce("t0")
+    if p.cache_rows:
+        s.cache("b0")
+    if p.unroll_walk:
+        s.unroll_walk("b3", p.unroll_walk)
+    if p.interleave > 1 and rows_per_thread > 1:
+        s.interleave("b3", min(p.interleave, rows_per_thread))
+    return s
+
+
+def tb_configs(batch_size: int | None, num_features: int) -> tuple[tuple, tuple]:
+    """Algorithm 1's TBConfigs: (rows per block, tree threads) candidates."""
+    if batch_size is not None and batch_size <= BATCH_THRESHOLD:
+        return (8, 32), (20, 50)
+    if num_features <= FEATURE_THRESHOLD:
+        return (32, 64), (2, 10)
+    return (8, 32), (20, 50)
+
+
+def candidates(forest: hir.Forest, batch_size: int | None) -> list[TemplateParams]:
+    """The schedules Algorithm 1 evaluates (rows cached, trees never; interleave 1, 2, 4)."""
+    rows, threads = tb_configs(batch_size, forest.num_features)
+    return [TemplateParams(rows_per_block=r, rows_per_thread=i, tree_threads=t, interleave=i)
+            for r, t, i in itertools.product(rows, threads, (1, 2, 4))]
+
+
+def default_params(forest: hir.Forest, batch_size: int | None) -> TemplateParams:
+    rows, threads = tb_configs(batch_size, forest.num_features)
+    return TemplateParams(rows_per_block=rows[-1], tree_threads=threads[0], cache_rows=True)
+
+
+def default_gpu_schedule(forest: hir.Forest, batch_size: int | None = None) -> Schedule:
+    return gpu_template(forest, default_params(forest, batch_size))

@@ -1,0 +1,81 @@
+"""pyopencl spelling of the core's GPU kernel runtime (:class:`silvanforge.gpu_runtime.GpuKernel`)."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pyopencl as cl
+
+from silvanforge.c_dialect import OPENCL, emit
+from silvanforge.errors import PluginError, ScheduleError
+from silvanforge.gpu_runtime import GpuKernel
+
+_context = None
+
+
+def device_context():
+    """One context and queue for the process: the device ``SILVANFORGE_OPENCL_DEVICE`` names,
+    else the first GPU, else the first device of any kind."""
+    global _context
+    if _context is None:
+        wanted = os.environ.get("SILVANFORGE_OPENCL_DEVICE", "").lower()
+        devices = [d for p in cl.get_platforms() for d in p.get_devices()]
+        if wanted:
+            devices = [d for d in devices if wanted in f"{d.platform.name} {d.name}".lower()]
+            if not devices:
+                raise PluginError(f"no OpenCL device matches SILVANFORGE_OPENCL_DEVICE={wanted!r}")
+        if not devices:
+            raise PluginError("no OpenCL device found")
+        gpus = [d for d in devices if d.type & cl.device_type.GPU]
+        device = (gpus or devices)[0]
+        ctx = cl.Context([device])
+        queue = cl.CommandQueue(ctx, properties=cl.command_queue_properties.PROFILING_ENABLE)
+        _context = (ctx, queue, device)
+    return _context
+
+
+class OpenCLKernel(GpuKernel):
+    def __init__(self, module):
+        self.ctx, self.queue, self.device = device_context()
+        for fn in module.functions:
+            if fn.launch.threads_per_block > self.device.max_work_group_size:
+                raise ScheduleError(f"a block of {fn.launch.threads_per_block} threads is more than this "
+                                    f"OpenCL device allows ({self.device.max_work_group_size})")
+        self.source = emit(module, OPENCL)
+        try:
+            self.program = cl.Program(self.ctx, self.source).build()
+        except cl.RuntimeError as exc:  # a bug of ours, not the user's: keep the build log
+            raise PluginError(f"OpenCL build failed: {exc}") from None
+        self._kernels = [getattr(self.program, fn.name) for fn in module.functions]
+        super().__init__(module)
+
+    def _upload_model(self, name, array):
+        mf = cl.mem_flags
+        return cl.Buffer(self.ctx, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=array)
+
+    def _alloc(self, nbytes):
+        return cl.Buffer(self.ctx, cl.mem_flags.READ_WRITE, size=nbytes)
+
+    def _write(self, handle, array):
+        cl.enqueue_copy(self.queue, handle, array, is_blocking=False)
+
+    def _fill(self, handle, count, value, dtype):
+        if count:
+            cl.enqueue_fill_buffer(self.queue, handle, np.asarray(value, dtype=dtype), 0,
+                                   count * np.dtype(dtype).itemsize)
+
+    def _launch(self, index, grid, block, args):
+        gsize = tuple(g * b for g, b in zip(grid, block))
+        self._events.append(self._kernels[index](self.queue, gsize, block, *args))
+
+    def _read(self, handle, out):
+        cl.enqueue_copy(self.queue, out, handle, is_blocking=True)
+
+    def _start_timer(self):
+        self._events = []
+        return self._events
+
+    def _kernel_seconds(self, events):
+        cl.wait_for_events(events)
+        return sum((e.profile.end - e.profile.start) for e in events) * 1e-9

@@ -27,7 +27,7 @@ __all__ = [
     "ArtifactError", "InputError", "ModelFormatError", "PluginError", "ScheduleError",
     "SilvanForgeError", "UnsupportedModelError", "hookimpl", "Aggregation", "CategoryRule",
     "Forest", "Op", "Transform", "Tree", "load_model", "compile", "load_compiled",
-    "CompiledForest", "lower", "show", "__version__",
+    "CompiledForest", "lower", "show", "profile", "load_profile", "Profile", "__version__",
 ]
 
 
@@ -38,4 +38,8 @@ def __getattr__(name):
         from . import api
 
         return getattr(api, name)
+    if name in ("profile", "load_profile", "Profile"):
+        from . import profiling
+
+        return getattr(profiling, name)
     raise AttributeError(name)

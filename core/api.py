@@ -12,12 +12,12 @@ import zipfile
 import numpy as np
 
 from . import __version__, transforms
-from .errors import ArtifactError, InputError, PluginError, ScheduleError
+from .errors import ArtifactError, InputError, IRVerificationError, PluginError, ScheduleError
 from .ir import hir, hir_io, lir, mir
-from .hir_passes import pad_trees, padded_nodes
+from .hir_passes import pad_each_tree, pad_trees, padded_nodes, padded_nodes_each, reorder_trees
 from .loading import load_model
 from .lowering import lower_to_lir
-from .tiling import check_tile_size, format_hir
+from .tiling import check_tile_size, format_hir, probability_tile_ids, tile_forest, with_tile_ids
 from .plugins import registry
 from .runtime import check_rows, run_kernel
 from .scheduler import CANNED, Schedule, canned, lower_to_mir, parse_schedule
@@ -46,6 +46,33 @@ def choose_padding(forest: hir.Forest) -> bool:
     return padded_nodes(forest) <= PAD_LIMIT * max(nodes, 1)
 
 
+def hir_passes(model_forest: hir.Forest, pad: bool, reorder: str | None = None,
+               tile_ids: list | None = None) -> hir.Forest:
+    """The HIR passes ``lower`` runs, in order: probability-based tile ids attached to the trees
+    (``tile_ids``, model order), trees reordered into groups (``reorder``: "depth" or "peel",
+    :func:`silvanforge.hir_passes.reorder_trees`), padding (``pad``: every tree to the forest's
+    depth, or to its own depth when reordered, so each group walks without leaf checks)."""
+    forest = model_forest if tile_ids is None else with_tile_ids(model_forest, tile_ids)
+    if reorder is not None:
+        forest = reorder_trees(forest, reorder)[0]
+        return pad_each_tree(forest) if pad else forest
+    return pad_trees(forest) if pad else forest
+
+
+def _profile_tile_ids(forest: hir.Forest, profile, tile_size: int, pad) -> list | None:
+    """Tile ids of the probability-based tiling from ``profile`` (None without a profile)."""
+    if profile is None:
+        return None
+    from .profiling import as_profile
+
+    if tile_size < 2:
+        raise InputError("a profile guides tiling: give a tile size from 2 to 8 with it")
+    if pad:
+        raise InputError("profile-guided tiling tiles the trees as profiled; it cannot be combined "
+                         "with padding")
+    return probability_tile_ids(forest, as_profile(profile, forest).hits, tile_size)
+
+
 def _as_schedule(schedule, forest: hir.Forest, batch_size) -> Schedule | None:
     """A Schedule from a Schedule, the name of a canned one, or schedule text."""
     if schedule is None or isinstance(schedule, Schedule):
@@ -70,10 +97,13 @@ class Lowered:
     mir: mir.MirFunction
     lir: lir.Module
     tile_size: int = 1
+    reorder: str | None = None
+    tile_ids: list | None = None  # probability-based tiling per tree (model order), or None
 
 
 def lower(model, target: str = "cpu", rep: str | None = None, schedule=None,
-          batch_size: int | None = None, pad: bool | None = None, tile_size: int = 1) -> Lowered:
+          batch_size: int | None = None, pad: bool | None = None, tile_size: int = 1,
+          profile=None, reorder: str | None = None) -> Lowered:
     """The front half of ``compile``: model -> HIR (-> padded HIR) -> MIR -> LIR, for ``target``
     (which need not be able to run here).
 
@@ -82,14 +112,26 @@ def lower(model, target: str = "cpu", rep: str | None = None, schedule=None,
     (never with tiles: a uniform node depth does not make a uniform tile depth).
     ``tile_size``: nodes evaluated per walk step (:mod:`silvanforge.tiling`; 1 = node by node);
     above 1 it needs a representation that lays out tiles (sparse).
+    ``profile``: a :class:`silvanforge.Profile` or profile file of this model; skewed trees are
+    then tiled by probability (seed 000; needs ``tile_size`` above 1).
+    ``reorder``: "depth" or "peel" groups trees of equal depth / shallowest leaf; without a
+    schedule each group's walks are then peeled to its shallowest leaf (``peel-groups``), and
+    ``pad`` (None: when it at most doubles the nodes) pads each tree to its own depth.
     """
     check_tile_size(tile_size)
     tile_size = int(tile_size)
     model_forest = model if isinstance(model, hir.Forest) else load_model(model)
     hir.verify(model_forest)
+    if reorder is not None and reorder not in ("depth", "peel"):
+        raise InputError(f"unknown tree reordering {reorder!r}; choose depth or peel")
+    tile_ids = _profile_tile_ids(model_forest, profile, tile_size, pad)
     if pad is None:
-        pad = schedule is None and tile_size == 1 and choose_padding(model_forest)
-    forest = pad_trees(model_forest) if pad else model_forest
+        if reorder is not None:
+            pad = schedule is None and tile_size == 1 and padded_nodes_each(model_forest) <= \
+                PAD_LIMIT * max(sum(t.num_nodes for t in model_forest.trees), 1)
+        else:
+            pad = schedule is None and tile_size == 1 and tile_ids is None and choose_padding(model_forest)
+    forest = hir_passes(model_forest, bool(pad), reorder, tile_ids)
     reg = registry()
     if target not in reg.targets():
         reg.check_target(target)  # raises: unknown target
@@ -97,21 +139,26 @@ def lower(model, target: str = "cpu", rep: str | None = None, schedule=None,
     reg.check_representation(rep)
     if batch_size is not None and (not isinstance(batch_size, (int, np.integer)) or batch_size <= 0):
         raise InputError(f"batch_size must be a positive integer, got {batch_size!r}")
-    sched = _as_schedule(schedule, forest, batch_size) or reg.hook.silvanforge_target_default_schedule(
+    sched = _as_schedule(schedule, forest, batch_size)
+    if sched is None and reorder is not None:
+        sched = canned("peel-groups", forest, batch_size)
+    sched = sched or reg.hook.silvanforge_target_default_schedule(
         target=target, forest=forest, batch_size=batch_size)
     mir_fn = lower_to_mir(forest, sched)
     module = lower_to_lir(forest, mir_fn, rep, reg.hook, tile_size=tile_size,
                           gpu=reg.target_kind(target) == "gpu")
-    return Lowered(model_forest, bool(pad), forest, rep, sched, mir_fn, module, tile_size)
+    return Lowered(model_forest, bool(pad), forest, rep, sched, mir_fn, module, tile_size,
+                   reorder, tile_ids)
 
 
 def show(model, level: str, target: str = "cpu", rep: str | None = None, schedule=None,
-         batch_size: int | None = None, pad: bool | None = None, tile_size: int = 1) -> str:
+         batch_size: int | None = None, pad: bool | None = None, tile_size: int = 1,
+         profile=None, reorder: str | None = None) -> str:
     """The program at ``level`` (hir, mir, lir, target) without running anything: GPU schedules
     can be printed on a machine without a GPU."""
-    low = lower(model, target, rep, schedule, batch_size, pad, tile_size)
+    low = lower(model, target, rep, schedule, batch_size, pad, tile_size, profile, reorder)
     if level == "hir":
-        return format_hir(low.forest, low.tile_size)
+        return format_hir(_tiled_model(low.forest, low.tile_ids), low.tile_size)
     if level == "mir":
         return mir.format_function(low.mir)
     if level == "lir":
@@ -125,10 +172,13 @@ class CompiledForest:
     """A forest compiled for one target; ``predict`` behaves like the training library's."""
 
     def __init__(self, forest, kernel, lir_module, mir_function, target, rep, schedule,
-                 batch_size, threads, compile_seconds, pad: bool = False, tile_size: int = 1):
+                 batch_size, threads, compile_seconds, pad: bool = False, tile_size: int = 1,
+                 reorder: str | None = None, tile_ids: list | None = None):
         self.forest: hir.Forest = forest  # the model as imported (HIR passes work on copies)
         self.pad = pad
         self.tile_size = tile_size
+        self.reorder = reorder  # trees grouped by "depth" or "peel", or None
+        self.tile_ids = tile_ids  # probability-based tiling per tree (model order), or None
         self.kernel = kernel
         self.lir_module: lir.Module = lir_module
         self.mir_function: mir.MirFunction = mir_function
@@ -170,7 +220,7 @@ class CompiledForest:
     def show(self, level: str) -> str:
         """The program at ``level``: hir, mir, lir or target."""
         if level == "hir":
-            return format_hir(self.forest, self.tile_size)
+            return format_hir(_tiled_model(self.forest, self.tile_ids), self.tile_size)
         if level == "mir":
             return mir.format_function(self.mir_function)
         if level == "lir":
@@ -184,7 +234,9 @@ class CompiledForest:
         return {"trees": f.num_trees, "max_depth": f.max_depth(), "features": f.num_features,
                 "outputs": f.num_outputs, "target": self.target, "rep": self.rep,
                 "schedule": self.schedule.to_text().replace("\n", "; "), "padded": self.pad,
-                "tile_size": self.tile_size, "compile_seconds": round(self.compile_seconds, 3)}
+                "tile_size": self.tile_size, "reorder": self.reorder,
+                "probability_tiled_trees": sum(i is not None for i in self.tile_ids or []),
+                "compile_seconds": round(self.compile_seconds, 3)}
 
     # ---------------------------------------------------------------- saving
     def save(self, path) -> None:
@@ -194,7 +246,8 @@ class CompiledForest:
             "format": ARTIFACT_FORMAT, "silvanforge": __version__, "target": self.target,
             "rep": self.rep, "schedule": self.schedule.to_text(), "batch_size": self.batch_size,
             "threads": self.threads, "fingerprint": self.forest.fingerprint(), "pad": self.pad,
-            "tile_size": self.tile_size,
+            "tile_size": self.tile_size, "reorder": self.reorder,
+            "probability_tiling": self.tile_ids is not None,
         }
         blob = self.kernel.artifact() if hasattr(self.kernel, "artifact") else b""
         tmp = f"{os.fspath(path)}.tmp-{os.getpid()}"
@@ -204,27 +257,35 @@ class CompiledForest:
             np.savez(buf, **arrays)
             z.writestr("forest.npz", buf.getvalue())
             z.writestr("kernel.bin", blob)
+            if self.tile_ids is not None:  # the profile-derived tiling, to rebuild the layout
+                buf = io.BytesIO()
+                np.savez(buf, **_tile_id_arrays(self.tile_ids, self.forest))
+                z.writestr("tiling.npz", buf.getvalue())
         os.replace(tmp, path)  # never leave a half-written artifact under the real name
 
 
 def compile(model, target: str = "cpu", rep: str | None = None, schedule=None,
             batch_size: int | None = None, threads: int | None = None,
-            pad: bool | None = None, tile_size: int = 1) -> CompiledForest:
+            pad: bool | None = None, tile_size: int = 1, profile=None,
+            reorder: str | None = None) -> CompiledForest:
     """Compile a model file or HIR ``Forest`` for ``target``; ``None`` options are chosen well.
 
     ``tile_size`` > 1 walks trees a tile of that many nodes per step (seed 001, 3.2-3.8; sparse
-    representation only); the default 1 walks node by node."""
+    representation only); the default 1 walks node by node.  ``profile`` (a Profile or its
+    file, from :func:`silvanforge.profile` or ``forge profile``) tiles skewed trees by
+    probability (seed 000).  ``reorder`` ("depth" or "peel") groups trees and peels each group's
+    walks (see :func:`lower`)."""
     start = time.perf_counter()
     reg = registry()
     reg.check_target(target)
     if threads is not None and (not isinstance(threads, (int, np.integer)) or threads <= 0):
         raise InputError(f"threads must be a positive integer, got {threads!r}")
-    low = lower(model, target, rep, schedule, batch_size, pad, tile_size)
+    low = lower(model, target, rep, schedule, batch_size, pad, tile_size, profile, reorder)
     kernel = reg.hook.silvanforge_target_compile(target=target, module=low.lir,
                                                  options={"threads": threads, "batch_size": batch_size})
     return CompiledForest(low.forest, kernel, low.lir, low.mir, target, low.rep, low.schedule,
                           batch_size, threads, time.perf_counter() - start, pad=low.pad,
-                          tile_size=low.tile_size)
+                          tile_size=low.tile_size, reorder=low.reorder, tile_ids=low.tile_ids)
 
 
 def load_compiled(path) -> CompiledForest:
@@ -236,6 +297,10 @@ def load_compiled(path) -> CompiledForest:
             with np.load(io.BytesIO(z.read("forest.npz")), allow_pickle=False) as npz:
                 arrays = {k: npz[k] for k in npz.files}
             blob = z.read("kernel.bin")
+            tiling = None
+            if meta.get("probability_tiling"):
+                with np.load(io.BytesIO(z.read("tiling.npz")), allow_pickle=False) as npz:
+                    tiling = {k: npz[k] for k in npz.files}
     except FileNotFoundError:
         raise ArtifactError(f"compiled model not found: {path}") from None
     except (zipfile.BadZipFile, KeyError, ValueError, OSError) as exc:
@@ -261,7 +326,16 @@ def load_compiled(path) -> CompiledForest:
         check_tile_size(tile_size)
     except InputError as exc:
         raise ArtifactError(f"{path}: {exc}") from None
-    lowered_forest = pad_trees(forest) if pad else forest
+    reorder = meta.get("reorder")
+    try:
+        if reorder not in (None, "depth", "peel"):
+            raise ValueError(f"unknown tree reordering {reorder!r}")
+        tile_ids = None if tiling is None else _tile_ids_from_arrays(tiling, forest)
+        lowered_forest = hir_passes(forest, pad, reorder, tile_ids)
+        if tile_ids is not None:
+            tile_forest(lowered_forest, tile_size)  # verifies the stored tiling
+    except (ValueError, KeyError, IRVerificationError) as exc:
+        raise ArtifactError(f"{path}: the stored tiling or passes are corrupt ({exc})") from None
     mir_fn = lower_to_mir(lowered_forest, sched)
     module = lower_to_lir(lowered_forest, mir_fn, rep, reg.hook, tile_size=tile_size,
                           gpu=reg.target_kind(target) == "gpu")
@@ -273,4 +347,29 @@ def load_compiled(path) -> CompiledForest:
     if kernel is None:
         kernel = reg.hook.silvanforge_target_compile(target=target, module=module, options=options)
     return CompiledForest(forest, kernel, module, mir_fn, target, rep, sched, meta.get("batch_size"),
-                          meta.get("threads"), time.perf_counter() - start, pad=pad, tile_size=tile_size)
+                          meta.get("threads"), time.perf_counter() - start, pad=pad, tile_size=tile_size,
+                          reorder=reorder, tile_ids=tile_ids)
+
+
+def _tiled_model(forest: hir.Forest, tile_ids) -> hir.Forest:
+    return forest if tile_ids is None else with_tile_ids(forest, tile_ids)
+
+
+def _tile_id_arrays(tile_ids: list, forest: hir.Forest) -> dict[str, np.ndarray]:
+    """Tile ids of every tree as arrays: ``tiled`` (bool per tree) and ``tile_id`` (the tiled
+    trees' ids, concatenated in tree order)."""
+    tiled = np.array([i is not None for i in tile_ids], dtype=bool)
+    ids = [np.asarray(i, np.int32) for i in tile_ids if i is not None]
+    return {"tiled": tiled, "tile_id": np.concatenate(ids) if ids else np.zeros(0, np.int32)}
+
+
+def _tile_ids_from_arrays(arrays: dict, forest: hir.Forest) -> list:
+    tiled = arrays["tiled"].astype(bool)
+    flat = arrays["tile_id"].astype(np.int32)
+    if len(tiled) != forest.num_trees:
+        raise ValueError(f"a tiling for {len(tiled)} trees, the model has {forest.num_trees}")
+    sizes = [t.num_nodes for t, on in zip(forest.trees, tiled) if on]
+    if sum(sizes) != len(flat):
+        raise ValueError("tile ids do not match the trees' nodes")
+    parts = iter(np.split(flat, np.cumsum(sizes)[:-1]) if sizes else [])
+    return [next(parts) if on else None for on in tiled]

@@ -292,7 +292,8 @@ def run_bench(model, batch_sizes=DEFAULT_BATCH_SIZES, threads: int | Sequence[in
               target: str = "cpu", rep: str | None = None, schedule=None, repeat: int = 5,
               min_time: float = 0.1, seed: int = 0, peers: list[str] | None = None,
               progress: ProgressFn | None = None, lleaves_venv: str | None = None,
-              cache_dir: str | None = None, tile_size: int = 1) -> BenchReport:
+              cache_dir: str | None = None, tile_size: int = 1, profile=None,
+              reorder: str | None = None, pad: bool | None = None) -> BenchReport:
     """Time SilvanForge and the applicable available peers on ``model``; see the module doc.
 
     ``threads`` is one thread count or several (``[1, 2]``, ``"1,all"``); every engine is timed at
@@ -301,7 +302,8 @@ def run_bench(model, batch_sizes=DEFAULT_BATCH_SIZES, threads: int | Sequence[in
     :data:`PEERS`); ``None`` runs all.  ``lleaves_venv`` is an environment for lleaves (built there
     when missing; see :mod:`silvanforge.bench_peers.lleaves_peer`).  ``cache_dir`` keeps built
     peer libraries (default :func:`bench_peers.cache_root`).  ``tile_size`` compiles ours with
-    tiled walks (:mod:`silvanforge.tiling`).
+    tiled walks (:mod:`silvanforge.tiling`); ``profile``, ``reorder`` and ``pad`` are passed to
+    :func:`silvanforge.compile`.
     """
     from . import api
     from .loading import load_model
@@ -354,7 +356,8 @@ def run_bench(model, batch_sizes=DEFAULT_BATCH_SIZES, threads: int | Sequence[in
             step(f"compiling for batch size {', '.join(map(str, sizes))}, {t} thread{'s' * (t != 1)}")
             start = time.perf_counter()
             cf = api.compile(forest, target=target, rep=rep, schedule=schedule,
-                             batch_size=max(sizes), threads=t, tile_size=tile_size)
+                             batch_size=max(sizes), threads=t, tile_size=tile_size,
+                             profile=profile, reorder=reorder, pad=pad)
             compile_seconds += time.perf_counter() - start
             first = first or cf
             for b in sizes:

@@ -5,6 +5,7 @@
     forge show MODEL --level hir|mir|lir|target   print one level of the pipeline
     forge plugins                                 what is installed and which targets run here
     forge bench MODEL                             our compiled model against the peers
+    forge profile MODEL --data X.csv [-o P.npz]   node hit counts for probability-based tiling
 
 MODEL is a model file (XGBoost JSON/UBJSON, LightGBM text, ONNX) or an artifact saved by
 ``forge compile -o`` (recognised by content).  Every user error ends the command with one line
@@ -26,6 +27,7 @@ from rich.table import Table
 
 from . import __version__, csvio
 from .errors import InputError, ScheduleError, SilvanForgeError
+from .plugins import registry
 
 try:  # typer >= 0.2x vendors click; older releases use click itself
     from typer._click import exceptions as _click_exc
@@ -95,6 +97,18 @@ def _tile_opt():
                              "default 1: node by node).")
 
 
+def _profile_opt():
+    return typer.Option(None, "--profile", "-p",
+                        help="A profile from `forge profile` (.npz or .json): skewed trees are tiled "
+                             "by probability (needs --tile-size 2..8).")
+
+
+def _reorder_opt():
+    return typer.Option(None, "--reorder",
+                        help="Group trees of equal 'depth' or 'peel' depth (shallowest leaf) and peel "
+                             "each group's walks (schedule peel-groups unless --schedule).")
+
+
 def _threads_opt():
     return typer.Option(None, "--threads", "-j", min=1, help="Threads to predict with (default: all usable CPUs).")
 
@@ -134,7 +148,8 @@ def read_schedule(path: str | None):
 
 def load_or_compile(model: str, target: str | None, rep: str | None, schedule: str | None,
                     batch_size: int | None = None, threads: int | None = None,
-                    tile_size: int | None = None):
+                    tile_size: int | None = None, profile: str | None = None,
+                    reorder: str | None = None):
     """A CompiledForest from a model file (compiled now) or a saved artifact (loaded)."""
     import silvanforge as sf
 
@@ -147,14 +162,15 @@ def load_or_compile(model: str, target: str | None, rep: str | None, schedule: s
             if wanted is not None and wanted != actual:
                 raise InputError(f"{model} was compiled with {flag[2:]} {actual!r}; compile the model "
                                  f"file again to use {flag} {wanted}")
-        if sched_given or batch_size is not None:
-            raise InputError(f"{model} is already compiled; --schedule and --batch-size apply only "
-                             "when compiling a model file")
+        if sched_given or batch_size is not None or profile is not None or reorder is not None:
+            raise InputError(f"{model} is already compiled; --schedule, --batch-size, --profile and "
+                             "--reorder apply only when compiling a model file")
         return cf
     sched = read_schedule(schedule)
     with _err().status(f"compiling {escape(model)}"):
         return sf.compile(model, target=target or "cpu", rep=rep, schedule=sched,
-                          batch_size=batch_size, threads=threads, tile_size=tile_size or 1)
+                          batch_size=batch_size, threads=threads, tile_size=tile_size or 1,
+                          profile=profile, reorder=reorder)
 
 
 # --------------------------------------------------------------------------- commands
@@ -187,9 +203,11 @@ def compile_command(
     output: str | None = typer.Option(None, "--output", "-o",
                                          help="Save the compiled model here (load it with predict/show)."),
     tile_size: int | None = _tile_opt(),
+    profile: str | None = _profile_opt(),
+    reorder: str | None = _reorder_opt(),
 ):
     """Compile MODEL and report what was built; save it with -o."""
-    cf = load_or_compile(model, target, rep, schedule, batch_size, threads, tile_size)
+    cf = load_or_compile(model, target, rep, schedule, batch_size, threads, tile_size, profile, reorder)
     if output is not None:
         try:
             cf.save(output)
@@ -206,8 +224,11 @@ def compile_command(
         ("outputs", s["outputs"]), ("target", s["target"]), ("representation", s["rep"]),
         ("schedule", s["schedule"]),
         *([("tile size", cf.tile_size)] if cf.tile_size > 1 else []),
+        *([("probability-tiled trees", s["probability_tiled_trees"])] if cf.tile_ids is not None else []),
+        *([("trees grouped by", cf.reorder)] if cf.reorder else []),
         ("batch size", cf.batch_size if cf.batch_size is not None else "any (not tuned for one)"),
-        ("threads", cf.threads if cf.threads is not None else "all usable CPUs"),
+        ("threads", "GPU grid" if registry().target_kind(cf.target) == "gpu"
+         else cf.threads if cf.threads is not None else "all usable CPUs"),
         ("compile time", f"{cf.compile_seconds:.3f} s"),
     ]
     if output is not None:
@@ -232,9 +253,11 @@ def predict(
     missing: float | None = typer.Option(None, "--missing", help="A value to treat as missing, besides NaN."),
     threads: int | None = _threads_opt(),
     tile_size: int | None = _tile_opt(),
+    profile: str | None = _profile_opt(),
+    reorder: str | None = _reorder_opt(),
 ):
     """Predict rows from a CSV or .npy file; one output line (or row) per input row."""
-    cf = load_or_compile(model, target, rep, schedule, None, threads, tile_size)
+    cf = load_or_compile(model, target, rep, schedule, None, threads, tile_size, profile, reorder)
     rows = csvio.read_rows(input_path, cf.num_features, cf.forest.feature_names)
     if rows.note:
         _note(rows.note)
@@ -348,6 +371,11 @@ def bench(
         help="A virtual environment for lleaves (needs llvmlite < 0.44), built there if missing "
              "(default: $SILVANFORGE_LLEAVES_VENV, or ~/.cache/silvanforge/lleaves-venv if present)."),
     tile_size: int | None = _tile_opt(),
+    profile: str | None = _profile_opt(),
+    reorder: str | None = _reorder_opt(),
+    pad: bool | None = typer.Option(None, "--pad/--no-pad",
+                                    help="Pad trees to one depth (or each to its own with --reorder); "
+                                         "default: when it at most doubles the nodes."),
 ):
     """Time our compiled model against the available peers on the same random inputs."""
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
@@ -379,7 +407,7 @@ def bench(
         report = benchmod.run_bench(model, sizes, threads=thread_counts, target=target or "cpu", rep=rep,
                                     schedule=sched, repeat=repeat, min_time=min_time, peers=peer_list,
                                     progress=on_progress, lleaves_venv=lleaves_venv,
-                                    tile_size=tile_size or 1)
+                                    tile_size=tile_size or 1, profile=profile, reorder=reorder, pad=pad)
 
     out = _out()
     table = Table(title=escape(benchmod.describe(report)), title_justify="left")
@@ -404,6 +432,55 @@ def bench(
         done = benchmod.write_markdown(markdown, report, benchmod.command_line(_invocation),
                                        append=append, overwrite=overwrite)
         out.print(f"{done} {escape(markdown)}")
+
+
+@app.command("profile")
+def profile_command(
+    model: str = ModelArg,
+    data: str = typer.Option(..., "--data", "-d", show_default=False,
+                             help="Rows to profile with: X.csv (optional header) or X.npy, as for predict."),
+    out: str | None = typer.Option(None, "--out", "-o",
+                                   help="Where to write the profile: P.npz, or P.json for JSON "
+                                        "(default: MODEL's name + .profile.npz, next to it)."),
+    alpha: float = typer.Option(0.05, "--alpha", min=0.0, max=1.0,
+                                help="Skewed: this fraction of the leaves ..."),
+    beta: float = typer.Option(0.9, "--beta", min=0.0, max=1.0, help="... covers this fraction of the rows."),
+):
+    """Count how many rows reach every node of every tree (for `--profile` tiling)."""
+    from . import profiling
+    from .loading import load_model
+
+    if is_artifact(model):
+        import silvanforge as sf
+
+        forest = sf.load_compiled(model).forest
+    else:
+        forest = load_model(model)
+    rows = csvio.read_rows(data, forest.num_features, forest.feature_names)
+    if rows.note:
+        _note(rows.note)
+    try:
+        prof = profiling.profile(forest, rows.values)
+    except InputError as exc:
+        raise InputError(f"{data}: {exc}") from None
+    if out is None:
+        stem = Path(model)
+        out = str(stem.with_name(stem.name.split(".")[0] + ".profile.npz"))
+    prof.save(out)
+    s = profiling.summary(forest, prof, alpha, beta)
+    table = Table(title=f"profile of {escape(model)}", show_header=False, title_justify="left")
+    table.add_column("what", style="bold")
+    table.add_column("value", overflow="fold")
+    for key, value in (
+        ("rows", f"{s['rows']:,}"), ("trees", s["trees"]),
+        ("skewed trees", f"{s['skewed']} of {s['trees']} (alpha {alpha:g} of the leaves cover beta "
+                         f"{beta:g} of the rows; tiled by probability with --profile)"),
+        ("leaves never reached", f"{s['unreached_leaves']:,} of {s['leaves']:,}"),
+        ("leaves covering beta", f"median {s['median_leaf_fraction']:.1%} of a tree's leaves"),
+        ("written to", out),
+    ):
+        table.add_row(key, escape(str(value)))
+    _out().print(table)
 
 
 # --------------------------------------------------------------------------- entry point

@@ -3,6 +3,9 @@ exactly the same predictions.
 
 * :func:`pad_trees` makes every leaf of every tree as deep as the deepest leaf of the forest, so
   walks take a fixed number of steps and need no leaf checks (``peelWalk``).
+* :func:`reorder_trees` puts trees of equal depth (or equal peel depth, the shallowest leaf) next
+  to each other (seeds 000 and 004, Fig. 2), so a schedule can split the tree loop at the group
+  boundaries and specialise each group's walks (``peel-groups``, :func:`tree_groups`).
 """
 
 from __future__ import annotations
@@ -70,3 +73,71 @@ def leaf_depth_range(forest: Forest) -> tuple[int, int]:
         lo = int(d.min()) if lo is None else min(lo, int(d.min()))
         hi = max(hi, int(d.max()))
     return lo or 0, hi
+
+
+def min_leaf_depth(tree: Tree) -> int:
+    """Depth of the shallowest leaf: the steps every walk of the tree takes (its peel depth)."""
+    return int(tree.node_depths()[tree.left < 0].min())
+
+
+GROUP_KEYS = ("depth", "peel")
+
+
+def _tree_key(tree: Tree, key: str) -> int:
+    return tree.depth() if key == "depth" else min_leaf_depth(tree)
+
+
+@dataclasses.dataclass(frozen=True)
+class TreeGroup:
+    """Trees ``start .. stop - 1`` share ``key`` (their depth or peel depth); every walk of
+    them takes at least ``peel`` steps (their shallowest leaf)."""
+
+    start: int
+    stop: int
+    key: int
+    peel: int
+
+
+def tree_groups(forest: Forest, key: str = "peel") -> list[TreeGroup]:
+    """Runs of consecutive trees with equal ``key`` ("depth": deepest leaf, "peel": shallowest
+    leaf), in the forest's order."""
+    if key not in GROUP_KEYS:
+        from .errors import InputError
+
+        raise InputError(f"unknown tree grouping {key!r}; choose {' or '.join(GROUP_KEYS)}")
+    groups: list[TreeGroup] = []
+    for i, t in enumerate(forest.trees):
+        k, peel = _tree_key(t, key), min_leaf_depth(t)
+        if groups and groups[-1].key == k:
+            g = groups[-1]
+            groups[-1] = TreeGroup(g.start, i + 1, k, min(g.peel, peel))
+        else:
+            groups.append(TreeGroup(i, i + 1, k, peel))
+    return groups
+
+
+def reorder_trees(forest: Forest, key: str = "depth") -> tuple[Forest, list[TreeGroup], np.ndarray]:
+    """The trees stably sorted by ``key`` (see :func:`tree_groups`), the groups of equal key and
+    the permutation (``new.trees[i] is forest.trees[order[i]]``).
+
+    Each tree keeps its outputs, so every output's margin aggregates the same leaves as before:
+    exact for MIN and MAX, and for SUM and AVERAGE up to the order of the additions (the
+    library's order is tree order; floating-point sums in another order can round differently
+    in the last place).  Trees of one output stay in their original order within a group."""
+    keys = np.array([_tree_key(t, key) for t in forest.trees], dtype=np.int64)
+    if key not in GROUP_KEYS:
+        tree_groups(forest, key)  # raises
+    order = np.argsort(keys, kind="stable")
+    new = dataclasses.replace(forest, trees=[forest.trees[int(i)] for i in order])
+    return new, tree_groups(new, key), order
+
+
+def pad_each_tree(forest: Forest) -> Forest:
+    """Every tree padded to its own depth (:func:`pad_tree`): all of a tree's leaves at one
+    depth, so a group of equally deep trees walks without leaf checks."""
+    return dataclasses.replace(forest, trees=[pad_tree(t, t.depth()) for t in forest.trees])
+
+
+def padded_nodes_each(forest: Forest) -> int:
+    """Node count once every tree is padded to its own depth."""
+    return sum(2 ** (t.depth() + 1) - 1 for t in forest.trees)

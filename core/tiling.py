@@ -17,6 +17,11 @@ and that integer names the child slot to move to.  With tile size ``n``:
   so the dummy's outcome never matters.  Every tile then has exactly ``n`` nodes.
 
 Leaves are not part of tiles; a child slot names either another tile or a leaf.
+
+Probability-based tiling (seed 000) grows each tile of a *skewed* tree greedily towards the
+nodes most profiled rows reach (:func:`tile_tree_by_probability`); the chosen tiling travels
+with the HIR as ``Tree.tile_id`` and :func:`tile_forest` builds the same :class:`TiledForest`
+from it, so representations and walks take either kind unchanged.
 """
 
 from __future__ import annotations
@@ -204,9 +209,8 @@ class TiledForest:
         return shape_lut(self.tile_size)
 
 
-def _grow(tree: hir.Tree, root: int, n: int) -> tuple[Shape, list[int], list[int]]:
-    """One tile from ``root``: its shape, its nodes in level order (-1 = dummy) and the HIR node
-    behind each child slot, left to right."""
+def _uniform_members(tree: hir.Tree, root: int, n: int) -> set[int]:
+    """The internal nodes of a uniform tile from ``root``: level order inside its subtree."""
     left, right = tree.left, tree.right
     members: set[int] = set()
     queue = deque([root])
@@ -216,6 +220,13 @@ def _grow(tree: hir.Tree, root: int, n: int) -> tuple[Shape, list[int], list[int
         for c in (int(left[node]), int(right[node])):
             if left[c] >= 0:
                 queue.append(c)
+    return members
+
+
+def _grow(tree: hir.Tree, root: int, n: int, members: set[int]) -> tuple[Shape, list[int], list[int]]:
+    """The tile of ``members`` (connected internal nodes under ``root``): its shape, its nodes
+    in level order (-1 = dummy) and the HIR node behind each child slot, left to right."""
+    left, right = tree.left, tree.right
     # The tile as a small mutable tree: entries [hir node or -1, left, right], where a side is
     # an entry index (inside the tile) or ("exit", hir node).
     entries: list[list] = []
@@ -267,6 +278,11 @@ def _level_order(entries: list[list]) -> list[int]:
 def tile_tree(tree: hir.Tree, n: int) -> TiledTree:
     """Uniform tiling of one tree with tile size ``n`` (see the module docstring)."""
     check_tile_size(n)
+    return _tile_tree_with(tree, n, lambda root: _uniform_members(tree, root, n))
+
+
+def _tile_tree_with(tree: hir.Tree, n: int, members_of) -> TiledTree:
+    """The tree of tiles whose tile rooted at internal node ``r`` holds ``members_of(r)``."""
     ids = shape_ids(n)
     if tree.left[0] < 0:
         empty = np.zeros((0, n), np.int32)
@@ -277,7 +293,7 @@ def tile_tree(tree: hir.Tree, n: int) -> TiledTree:
     tile_of: dict[int, int] = {0: 0}
     while queue:
         root = queue.popleft()
-        shape, members, slots = _grow(tree, root, n)
+        shape, members, slots = _grow(tree, root, n, members_of(root))
         nodes.append(members)
         shapes.append(ids[shape])
         slot_nodes.append(slots)
@@ -301,8 +317,103 @@ def tile_tree(tree: hir.Tree, n: int) -> TiledTree:
 
 
 def tile_forest(forest: hir.Forest, n: int) -> TiledForest:
+    """The tiling of every tree: the one its ``tile_id`` names when a HIR pass chose one
+    (:func:`tile_by_ids`, checked by the verifier), else uniform."""
     check_tile_size(n)
-    return TiledForest(n, [tile_tree(t, n) for t in forest.trees])
+    trees = []
+    for i, t in enumerate(forest.trees):
+        if t.tile_id is None:
+            trees.append(tile_tree(t, n))
+            continue
+        tiled = tile_by_ids(t, n, t.tile_id)
+        try:
+            verify_tiled_tree(t, tiled, n)
+        except IRVerificationError as exc:
+            raise IRVerificationError(f"tree {i}: its tile ids are no valid tiling for tile size {n} "
+                                      f"({exc})") from None
+        trees.append(tiled)
+    return TiledForest(n, trees)
+
+
+def tile_by_ids(tree: hir.Tree, n: int, tile_id: np.ndarray) -> TiledTree:
+    """The tree of tiles a tile id per node describes (ids of internal nodes; leaves ignored).
+    Raises IRVerificationError when a tile holds more than ``n`` nodes."""
+    check_tile_size(n)
+    tile_id = np.asarray(tile_id)
+    internal = tree.left >= 0
+    ids, counts = np.unique(tile_id[internal], return_counts=True)
+    if len(counts) and counts.max() > n:
+        raise IRVerificationError(f"tiling verification failed: tile {ids[counts.argmax()]} holds "
+                                  f"{counts.max()} nodes, more than the tile size {n}")
+    groups: dict[int, set[int]] = {}
+    for node in np.flatnonzero(internal).tolist():
+        groups.setdefault(int(tile_id[node]), set()).add(node)
+    return _tile_tree_with(tree, n, lambda root: groups[int(tile_id[root])])
+
+
+def tile_ids(tiled: TiledTree, num_nodes: int) -> np.ndarray:
+    """The tile id of every node of a tiled tree (-1 on leaves): what ``Tree.tile_id`` holds."""
+    out = np.full(num_nodes, -1, np.int32)
+    for i in range(tiled.num_tiles):
+        real = tiled.nodes[i][tiled.nodes[i] >= 0]
+        out[real] = i
+    return out
+
+
+# ----------------------------------------------------------------------------- probability-based
+# Seed 000: a tree is *skewed* when a fraction ALPHA of its leaves covers a fraction BETA of the
+# profiled rows; only skewed trees are tiled by probability (others keep uniform tiles, so the
+# number of distinct tile shapes, and with it the LUT, stays small).
+ALPHA = 0.05
+BETA = 0.9
+
+
+def greedy_members(tree: hir.Tree, root: int, n: int, weight: np.ndarray) -> set[int]:
+    """Seed 000's greedy tile from ``root``: add the heaviest internal node on an edge leaving the
+    tile until it holds ``n`` nodes or no internal node is next to it.  Ties go to the node that
+    joined the frontier first (level order), so unvisited parts tile as uniform tiles do."""
+    left, right = tree.left, tree.right
+    members = {root}
+    frontier = [int(c) for c in (left[root], right[root]) if left[c] >= 0]
+    while frontier and len(members) < n:
+        best = max(range(len(frontier)), key=lambda k: (weight[frontier[k]], -k))
+        node = frontier.pop(best)
+        members.add(node)
+        frontier += [int(c) for c in (left[node], right[node]) if left[c] >= 0]
+    return members
+
+
+def tile_tree_by_probability(tree: hir.Tree, n: int, hits: np.ndarray) -> TiledTree:
+    """Probability-based tiling of one tree (seed 000, the greedy algorithm): ``hits[v]`` is
+    how many profiled rows reached node ``v`` (proportional to its probability ``p_v``)."""
+    check_tile_size(n)
+    weight = np.asarray(hits, dtype=np.float64)
+    return _tile_tree_with(tree, n, lambda root: greedy_members(tree, root, n, weight))
+
+
+def probability_tile_ids(forest: hir.Forest, hits: list[np.ndarray], n: int,
+                         alpha: float = ALPHA, beta: float = BETA) -> list[np.ndarray | None]:
+    """Per tree: tile ids of the probability-based tiling for skewed trees (``hits`` per node,
+    from a profile), ``None`` (uniform tiling) for the others."""
+    from .profiling import is_skewed
+
+    out: list[np.ndarray | None] = []
+    for t, h in zip(forest.trees, hits):
+        if is_skewed(t, h, alpha, beta):
+            out.append(tile_ids(tile_tree_by_probability(t, n, h), t.num_nodes))
+        else:
+            out.append(None)
+    return out
+
+
+def with_tile_ids(forest: hir.Forest, ids: list[np.ndarray | None]) -> hir.Forest:
+    """A copy of the forest whose trees carry ``ids`` (``None``: uniform tiling); arrays are
+    shared, trees are new objects."""
+    if len(ids) != forest.num_trees:
+        raise IRVerificationError(f"{len(ids)} tilings for {forest.num_trees} trees")
+    trees = [dataclasses.replace(t, tile_id=None if i is None else np.asarray(i, np.int32))
+             for t, i in zip(forest.trees, ids)]
+    return dataclasses.replace(forest, trees=trees)
 
 
 # ----------------------------------------------------------------------------- verifier
@@ -397,4 +508,7 @@ def format_hir(forest: hir.Forest, tile_size: int = 1, max_trees: int | None = 3
     text = hir.format_forest(forest, max_trees=max_trees)
     if tile_size > 1:
         text += "\n" + format_tiled_forest(tile_forest(forest, tile_size), max_trees=max_trees)
+        guided = sum(t.tile_id is not None for t in forest.trees)
+        if guided:
+            text += f"\n  ({guided} of {forest.num_trees} trees tiled by probability from a profile)"
     return text

@@ -105,6 +105,10 @@ class Tree:
     leaf_value: np.ndarray  # float64 (n_nodes, len(outputs))
     outputs: tuple[int, ...] = (0,)
     categories: dict[int, np.ndarray] = dataclasses.field(default_factory=dict)
+    # A tiling chosen for this tree by a HIR pass (seed 001, 3.5: a tiling transformation gives
+    # every node a tile id): the tile of each internal node, -1 on leaves; None tiles uniformly
+    # (:mod:`silvanforge.tiling`).  Only how walks step, never predictions: not fingerprinted.
+    tile_id: np.ndarray | None = None
 
     @property
     def num_nodes(self) -> int:
@@ -278,6 +282,8 @@ def verify(forest: Forest) -> None:
                 stack += [int(t.left[node]), int(t.right[node])]
         if not seen.all():
             fail(f"tree {i}: nodes {np.flatnonzero(~seen)[:5].tolist()} are unreachable")
+        if t.tile_id is not None and np.shape(t.tile_id) != (n,):
+            fail(f"tree {i}: tile_id has shape {np.shape(t.tile_id)} for {n} nodes")
         for node, cats in t.categories.items():
             if not (0 <= node < n) or t.left[node] < 0:
                 fail(f"tree {i}: categorical split on node {node}, which is not internal")

@@ -34,6 +34,34 @@ def interleaved(forest: hir.Forest, batch_size: int | None = None, chunk: int = 
             .tile("b1", "c0", "c1", lanes).interleave("c1").parallel("b0"))
 
 
+def peel_groups(forest: hir.Forest, batch_size: int | None = None, groups=None,
+                base: Schedule | None = None) -> Schedule:
+    """``base`` (default: ``interleaved``, or ``default`` for batches under 16 rows) with the tree
+    loop split at group boundaries and each group's walks peeled to its shallowest leaf
+    (seed 000: walks of trees with equal peel depth share specialised code).  ``groups``
+    (:class:`silvanforge.hir_passes.TreeGroup`) default to the runs of trees with equal peel
+    depth in the forest's order: reorder the trees first (``compile(reorder=...)``) for few,
+    large groups."""
+    from ..hir_passes import tree_groups
+
+    groups = tree_groups(forest, "peel") if groups is None else groups
+    if base is None:
+        base = default(forest, batch_size) if batch_size is not None and batch_size < 16 \
+            else interleaved(forest, batch_size)
+    s = Schedule(base.directives)
+    index, names = "tree", []
+    for k, g in enumerate(groups[:-1]):
+        first, rest = f"g{k}", f"g{k}_rest"
+        s.split(index, first, rest, g.stop - g.start)
+        names.append(first)
+        index = rest
+    names.append(index)
+    for name, g in zip(names, groups):
+        if g.peel > 0:
+            s.peel_walk(name, g.peel)
+    return s
+
+
 def one_tree_at_a_time(forest: hir.Forest, batch_size: int | None = None) -> Schedule:
     """Every row walks one tree before any row walks the next: the tree stays in cache."""
     return Schedule().reorder("tree", "batch").parallel("batch")
@@ -89,6 +117,7 @@ CANNED = {
     "default": default,
     "xgboost": xgboost,
     "interleaved": interleaved,
+    "peel-groups": peel_groups,
     "one-tree-at-a-time": one_tree_at_a_time,
     "tree-parallel": tree_parallel,
     "tahoe-direct": tahoe_direct,

@@ -97,6 +97,18 @@ class IndexVar:
         return max(0, parent - self.size)  # second
 
 
+def _tree_range(idx: IndexVar, num_trees: int) -> tuple[int, int]:
+    """The trees (start, stop) a loop over tree index ``idx`` can visit, from its lineage."""
+    if idx.role == "root":
+        return 0, num_trees
+    start, stop = _tree_range(idx.parent, num_trees)
+    if idx.role == "first":
+        return start, min(start + idx.size, stop)
+    if idx.role == "second":
+        return min(start + idx.size, stop), stop
+    return start, stop  # a tile's loops cover their parent's range together
+
+
 @dataclasses.dataclass
 class LoopNode:
     index: IndexVar
@@ -307,10 +319,17 @@ class _Builder:
 
     def d_peelWalk(self, name, depth):
         idx = self.index(name)
-        shallowest = leaf_depth_range(self.forest)[0]
-        if depth > shallowest:
-            self.fail(f"cannot peel {depth} steps: the forest has a leaf at depth {shallowest}, "
-                      "and peeled steps do not check for leaves")
+        # A loop over trees walks only the trees in its range; any other loop may walk them all.
+        start, stop = _tree_range(idx, self.forest.num_trees) if idx.dimension == "tree" \
+            else (0, self.forest.num_trees)
+        if start < stop:
+            part = dataclasses.replace(self.forest, trees=self.forest.trees[start:stop])
+            shallowest = leaf_depth_range(part)[0]
+            if depth > shallowest:
+                where = "the forest has" if (start, stop) == (0, self.forest.num_trees) \
+                    else f"trees {start}..{stop - 1} ({name}) have"
+                self.fail(f"cannot peel {depth} steps: {where} a leaf at depth {shallowest}, "
+                          "and peeled steps do not check for leaves")
         idx.peel_walk = depth
 
     def _reduction(self, name, kind, width=0):

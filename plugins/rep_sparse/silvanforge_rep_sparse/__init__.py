@@ -11,6 +11,14 @@ tile's fields load as vectors), its shape id and the slot of its first child; it
 children sit side by side.  A leaf is a leaf tile: feature ``-1`` in every lane, the ``child``
 field holding the position of its values (leaves stay in the one tile array, so the leaf check
 is the untiled one).
+
+Widths (issue 4): feature indices are stored in the layout's ``feature_dtype`` (int8 up to 127
+features) and ``child`` holds *relative* offsets (first child slot minus the node's slot: a
+breadth-first tree keeps them below its own size), in the narrowest integer type holding them.
+Where the layout allows it (``inline_leaves``: one output per tree, leaf dtype = threshold dtype)
+a leaf keeps its value in its threshold slot, so no leaf slot is stored (the child field of a
+leaf is 0) and the walk ends with one load instead of two; otherwise a leaf's child field holds
+the absolute position of its values in the leaves array.
 """
 
 from __future__ import annotations
@@ -24,9 +32,9 @@ from silvanforge.ir.lir import Bin, Builder, Cast, Cmp
 from silvanforge.lowering import RepBuffers
 
 NAME = "sparse"
-# Present only in tiled layouts: [tile size].  Hooks read it at code-generation time (it becomes
-# LIR constants), the generated code never loads it.
-TILE_META = "sparse_tile"
+# [tile size, leaves inline]: hooks read it at code-generation time (it becomes LIR constants),
+# the generated code never loads it.
+META = "sparse_meta"
 
 
 @hookimpl
@@ -44,8 +52,9 @@ def silvanforge_rep_buffers(rep, forest, layout):
     feature = np.empty(total, np.int32)
     threshold = np.empty(total, layout.threshold_dtype)
     flags = np.empty(total, np.uint8)
-    child = np.empty(total, np.int32)
+    child = np.empty(total, np.int64)
     roots = np.empty(len(layout.trees) + 1, np.int32)  # + the end, so tree t spans roots[t:t+2]
+    inline = layout.inline_leaves
     pos = 0
     for i, t in enumerate(layout.trees):
         # Breadth-first, giving both children of a node adjacent slots.
@@ -58,18 +67,35 @@ def silvanforge_rep_buffers(rep, forest, layout):
             s = slot_of[node]
             feature[s], threshold[s], flags[s] = t.feature[node], t.threshold[node], t.flags[node]
             if t.left[node] < 0:
-                child[s] = t.leaf_slot[node]
+                if inline:
+                    threshold[s], child[s] = layout.leaf_values[t.leaf_slot[node]], 0
+                else:
+                    child[s] = t.leaf_slot[node]
                 continue
-            child[s] = pos
+            child[s] = pos - s
             slot_of[int(t.left[node])], slot_of[int(t.right[node])] = pos, pos + 1
             pos += 2
             queue.extend((int(t.left[node]), int(t.right[node])))
     roots[-1] = pos
     return RepBuffers(
-        buffers={"sparse_roots": roots, "sparse_feature": feature, "sparse_threshold": threshold,
-                 "sparse_flags": flags, "sparse_child": child, "leaf_values": layout.leaf_values},
-        info={"nodes": total},
+        buffers={META: np.array([1, int(inline)], np.int32), "sparse_roots": roots,
+                 "sparse_feature": feature.astype(layout.feature_dtype),
+                 "sparse_threshold": threshold, "sparse_flags": flags,
+                 "sparse_child": _narrow(layout, child), "leaf_values": layout.leaf_values},
+        info={"nodes": total, **_widths_info(layout, feature, child)},
     )
+
+
+def _narrow(layout, values: np.ndarray) -> np.ndarray:
+    if len(values) == 0:
+        return values.astype(np.int32)
+    return values.astype(layout.index_dtype(int(values.min()), int(values.max())))
+
+
+def _widths_info(layout, feature, child) -> dict:
+    return {"widths": f"threshold {np.dtype(layout.threshold_dtype).name}, feature "
+                      f"{np.dtype(layout.feature_dtype).name}, child {_narrow(layout, child).dtype.name}"
+                      f"{', leaves inline' if layout.inline_leaves else ''}"}
 
 
 def _tiled_buffers(layout) -> RepBuffers:
@@ -80,14 +106,23 @@ def _tiled_buffers(layout) -> RepBuffers:
     threshold = np.zeros(total * n, layout.threshold_dtype)
     flags = np.zeros(total * n, np.uint8)
     shape = np.zeros(total, np.int16)
-    child = np.zeros(total, np.int32)
+    child = np.zeros(total, np.int64)
     roots = np.empty(len(layout.trees) + 1, np.int32)
+    inline = layout.inline_leaves
     pos = 0
     lanes = np.arange(n)
+
+    def leaf(slots, leaf_slots):
+        if inline:  # the value in lane 0 of the leaf tile's thresholds
+            threshold[slots * n] = layout.leaf_values[leaf_slots]
+            child[slots] = 0
+        else:
+            child[slots] = leaf_slots
+
     for i, (t, tt) in enumerate(zip(layout.trees, layout.tiles.trees)):
         roots[i] = pos
         if tt.num_tiles == 0:  # a single leaf
-            child[pos] = t.leaf_slot[tt.root_leaf]
+            leaf(np.array([pos]), np.array([t.leaf_slot[tt.root_leaf]]))
             pos += 1
             continue
         slot_of = np.empty(tt.num_tiles, np.int64)
@@ -103,25 +138,29 @@ def _tiled_buffers(layout) -> RepBuffers:
             threshold[lane_at] = np.where(real, t.threshold[nodes], 0)
             flags[lane_at] = np.where(real, t.flags[nodes], 0)
             shape[s] = tt.shape[k]
-            child[s] = pos
+            child[s] = pos - s
             kids = tt.child_tile[k]
             is_tile = kids >= 0
             slot_of[kids[is_tile]] = pos + np.flatnonzero(is_tile)
-            leaves = pos + np.flatnonzero(~is_tile)
-            child[leaves] = t.leaf_slot[tt.child_node[k][~is_tile]]
+            leaf(pos + np.flatnonzero(~is_tile), t.leaf_slot[tt.child_node[k][~is_tile]])
             pos += n + 1
     roots[-1] = pos
     return RepBuffers(
-        buffers={TILE_META: np.array([n], np.int32), "sparse_roots": roots,
-                 "sparse_feature": feature, "sparse_threshold": threshold, "sparse_flags": flags,
-                 "sparse_shape": shape, "sparse_child": child, "leaf_values": layout.leaf_values},
-        info={"tiles": int(total), "tile_size": n},
+        buffers={META: np.array([n, int(inline)], np.int32), "sparse_roots": roots,
+                 "sparse_feature": feature.astype(layout.feature_dtype),
+                 "sparse_threshold": threshold, "sparse_flags": flags,
+                 "sparse_shape": shape, "sparse_child": _narrow(layout, child),
+                 "leaf_values": layout.leaf_values},
+        info={"tiles": int(total), "tile_size": n, **_widths_info(layout, feature, child)},
     )
 
 
 def _tile_size(b) -> int:
-    meta = b.buffers.get(TILE_META)
-    return 1 if meta is None else int(meta.data[0])
+    return int(b.buffers[META].data[0])
+
+
+def _inline_leaves(b) -> bool:
+    return bool(b.buffers[META].data[1])
 
 
 def _lane_index(b, node, lane):
@@ -136,6 +175,10 @@ def _i64(e):
     return Builder.cast(e, "i64")
 
 
+def _i32(e):
+    return Builder.cast(e, "i32")
+
+
 @hookimpl
 def silvanforge_rep_root(rep, b, tree):
     return None if rep != NAME else _i64(b.load("sparse_roots", tree))
@@ -148,7 +191,7 @@ def silvanforge_rep_load_threshold(rep, b, tree, node, lane):
 
 @hookimpl
 def silvanforge_rep_load_feature_index(rep, b, tree, node, lane):
-    return None if rep != NAME else b.load("sparse_feature", _lane_index(b, node, lane))
+    return None if rep != NAME else _i32(b.load("sparse_feature", _lane_index(b, node, lane)))
 
 
 @hookimpl
@@ -169,21 +212,25 @@ def silvanforge_rep_load_tile_shape(rep, b, tree, node):
 def silvanforge_rep_is_leaf(rep, b, tree, node):
     if rep != NAME:
         return None
-    return Cmp("<", b.load("sparse_feature", _lane_index(b, node, 0)), Builder.const(0, "i32"))
+    feature = b.load("sparse_feature", _lane_index(b, node, 0))
+    return Cmp("<", feature, Builder.const(0, feature.type))
 
 
 @hookimpl
 def silvanforge_rep_leaf_value(rep, b, tree, node, slot):
     if rep != NAME:
         return None
-    return b.load("leaf_values", Bin("+", b.load("sparse_child", node), Cast(slot, "i32")))
+    if _inline_leaves(b):  # one output per tree: slot is always 0
+        return Builder.cast(b.load("sparse_threshold", _lane_index(b, node, 0)), b.buffers["leaf_values"].type)
+    return b.load("leaf_values", Bin("+", _i32(b.load("sparse_child", node)), Cast(slot, "i32")))
 
 
 @hookimpl
 def silvanforge_rep_child(rep, b, tree, node, child):
     if rep != NAME:
         return None
-    return _i64(Bin("+", b.load("sparse_child", node), child))
+    # Children are stored relative to their parent's slot.
+    return Bin("+", node, _i64(Bin("+", _i32(b.load("sparse_child", node)), child)))
 
 
 @hookimpl

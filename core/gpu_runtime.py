@@ -10,6 +10,7 @@ batch.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 
@@ -56,6 +57,10 @@ class GpuKernel:
     def _read(self, handle, out: np.ndarray) -> None:
         raise NotImplementedError
 
+    def _activate(self):
+        """A context manager making the device current for this thread (CUDA contexts)."""
+        return contextlib.nullcontext()
+
     def _start_timer(self):
         return None
 
@@ -82,7 +87,7 @@ class GpuKernel:
         rs, cs = rows.strides[0] // item, rows.strides[1] // item
         if rows.shape[1] <= 1 or n == 1:  # strides of a unit dimension can be anything
             rs, cs = (rows.shape[1], 1) if rows.flags.c_contiguous else (1, n)
-        with self._lock:
+        with self._lock, self._activate():
             start = time.perf_counter()
             d_rows = self._buffer("rows", rows.nbytes)
             self._write(d_rows, rows.ravel(order="K"))

@@ -1,9 +1,10 @@
-"""The CUDA target: LIR -> CUDA C, compiled and launched through pycuda (NVIDIA GPUs).
+"""The CUDA target: LIR -> CUDA C -> PTX (nvcc), launched through pycuda on NVIDIA GPUs.
 
-Code generation is not implemented yet, so this plugin registers the ``cuda`` target and
-reports honestly why it cannot run: ``forge plugins`` shows what is missing on this machine
-(pycuda, the CUDA driver, a GPU) followed by the missing code generator.  pycuda is imported only
-to check and (later) to launch kernels, so the distribution installs on machines without CUDA.
+Generating and compiling the code needs no GPU and no pycuda: ``forge show --level target``
+prints the CUDA C anywhere, and :func:`compile_ptx` turns it into PTX wherever nvcc is installed
+(the tests do so for sm_80 and sm_90).  pycuda is imported only to run kernels.  The C is
+written by the core's shared emitter (:mod:`silvanforge.c_dialect`, the CUDA dialect) and the
+launching around it is the core's :class:`silvanforge.gpu_runtime.GpuKernel`.
 """
 
 from __future__ import annotations
@@ -13,10 +14,10 @@ import ctypes.util
 import importlib.util
 
 from silvanforge import hookimpl
-from silvanforge.errors import PluginError
+
+from .nvcc import compile_ptx, find_nvcc  # noqa: F401  (public: tests and users compile PTX)
 
 NAME = "cuda"
-NOT_IMPLEMENTED = "CUDA code generation is not implemented yet"
 
 
 def _driver_problem() -> str | None:
@@ -51,13 +52,25 @@ def problems() -> list[str]:
     driver = _driver_problem()
     if driver:
         found.append(driver)
-    found.append(NOT_IMPLEMENTED)
+    if find_nvcc() is None:
+        found.append("nvcc (the CUDA toolkit) is not on PATH or in CUDA_HOME")
     return found
+
+
+def source(module) -> str:
+    from silvanforge.c_dialect import CUDA, emit
+
+    return emit(module, CUDA)
 
 
 @hookimpl
 def silvanforge_targets():
     return [NAME]
+
+
+@hookimpl
+def silvanforge_target_kind(target):
+    return "gpu" if target == NAME else None
 
 
 @hookimpl
@@ -69,14 +82,32 @@ def silvanforge_target_available(target):
 
 
 @hookimpl
-def silvanforge_target_compile(target, module, options):
+def silvanforge_target_default_schedule(target, forest, batch_size):
     if target != NAME:
-        return
-    raise PluginError(f"target 'cuda' cannot run: {'; '.join(problems())}")
+        return None
+    from silvanforge.scheduler.gpu_template import default_gpu_schedule
+
+    return default_gpu_schedule(forest, batch_size)
 
 
 @hookimpl
 def silvanforge_target_source(target, module):
+    return source(module) if target == NAME else None
+
+
+@hookimpl
+def silvanforge_target_compile(target, module, options):
     if target != NAME:
-        return
-    raise PluginError(f"target 'cuda': {NOT_IMPLEMENTED}")
+        return None
+    from .launch import CudaKernel
+
+    return CudaKernel(module)
+
+
+@hookimpl
+def silvanforge_target_load_kernel(target, module, blob, options):
+    if target != NAME:
+        return None
+    from .launch import CudaKernel
+
+    return CudaKernel.from_artifact(module, blob)

@@ -1,0 +1,100 @@
+"""The cuda target: its CUDA C compiles to PTX for sm_80 and sm_90 with nvcc (no GPU needed), and
+on an NVIDIA GPU (tests marked ``gpu``) its predictions equal the reference and the libraries."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import silvanforge as sf
+from silvanforge import reference
+from silvanforge.scheduler import GPU_CANNED
+from silvanforge.scheduler.gpu_template import TemplateParams, gpu_template
+from support_gpu import gpu_models
+
+cuda_target = pytest.importorskip("silvanforge_target_cuda")
+
+SCHEDULES = {
+    **{name: name for name in GPU_CANNED},
+    "atomic": "tile(batch, b0, b1, 16)\ntile(tree, t0, t1, 3)\nreorder(b0, b1, t0, t1)\n"
+              "gpuDimension(b0, grid.x)\ngpuDimension(b1, block.x)\ngpuDimension(t0, block.y)\natomicReduce(t0)",
+    "cached-tree-chunks": "tile(batch, b0, b1, 32)\ntile(tree, t0, t1, 4)\nreorder(b0, t0, b1, t1)\n"
+                          "cache(t0)\ngpuDimension(b0, grid.x)\ngpuDimension(t0, grid.y)\n"
+                          "gpuDimension(b1, block.x)",
+}
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory):
+    return gpu_models(tmp_path_factory.mktemp("cuda"))
+
+
+def _schedule(forest, name):
+    if name == "shared-template":
+        return gpu_template(forest, TemplateParams(rows_per_block=8, tree_threads=5, shared_reduce=True,
+                                                   rows_per_thread=2, interleave=2))
+    return SCHEDULES[name]
+
+
+@pytest.mark.skipif(cuda_target.find_nvcc() is None, reason="nvcc is not installed")
+@pytest.mark.parametrize("rep,name", [("sparse", n) for n in [*SCHEDULES, "shared-template"]]
+                         + [("array", "shared-template"), ("reorg", "cached-tree-chunks"),
+                            ("array", "tahoe-shared-partial-forest")])
+def test_cuda_source_compiles_to_ptx(models, rep, name):
+    for path, _ in models.values():
+        forest = sf.load_model(path)
+        low = sf.lower(forest, target="cuda", rep=rep, schedule=_schedule(forest, name))
+        source = cuda_target.source(low.lir)
+        for arch in ("sm_80", "sm_90"):
+            ptx = cuda_target.compile_ptx(source, arch)
+            assert f".target {arch}" in ptx
+            for fn in low.lir.functions:
+                assert f".entry {fn.name}(" in ptx
+
+
+def test_nvcc_errors_are_reported(monkeypatch):
+    if cuda_target.find_nvcc() is None:
+        with pytest.raises(sf.PluginError, match="nvcc"):
+            cuda_target.compile_ptx("", "sm_80")
+        return
+    with pytest.raises(sf.PluginError, match="nvcc failed"):
+        cuda_target.compile_ptx("this is not CUDA", "sm_80")
+
+
+def test_unavailable_cuda_says_why(models):
+    from silvanforge.plugins import registry
+
+    ok, why = registry().target_available("cuda")
+    if ok:
+        pytest.skip("this machine can run CUDA")
+    assert why
+    with pytest.raises(sf.PluginError, match="cannot run on this machine"):
+        sf.compile(models["xgb_multi"][0], target="cuda")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("rep", ["array", "sparse", "reorg"])
+@pytest.mark.parametrize("name", [None, *SCHEDULES, "shared-template"])
+def test_cuda_matches_reference(models, rep, name):
+    for path, X in models.values():
+        forest = sf.load_model(path)
+        cf = sf.compile(forest, target="cuda", rep=rep, schedule=None if name is None else _schedule(forest, name))
+        tol = 1e-5 if np.dtype(forest.accumulate_dtype) == np.float32 else 1e-12
+        for margin in (True, False):
+            np.testing.assert_allclose(cf.predict(X, output_margin=margin),
+                                       reference.predict(forest, X, output_margin=margin), rtol=tol, atol=tol)
+        assert cf.kernel.last_timing["kernel"] <= cf.kernel.last_timing["total"]
+
+
+@pytest.mark.gpu
+def test_cuda_save_load_and_library(models, tmp_path):
+    import xgboost as xgb
+
+    path, X = models["xgb_multi"]
+    cf = sf.compile(path, target="cuda")
+    cf.save(tmp_path / "m.forge")
+    back = sf.load_compiled(tmp_path / "m.forge")
+    np.testing.assert_array_equal(back.predict(X), cf.predict(X))
+    booster = xgb.Booster(model_file=str(path))
+    want = booster.predict(xgb.DMatrix(X, enable_categorical=True))
+    np.testing.assert_allclose(cf.predict(X), want, rtol=1e-5, atol=1e-6)

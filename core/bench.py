@@ -47,6 +47,7 @@ from .errors import InputError
 from .ir import hir
 
 OURS = "silvanforge"
+OURS_KERNEL = "silvanforge (kernel)"  # GPU targets: the kernels alone, without copies
 DEFAULT_BATCH_SIZES = (1, 64, 512, 4096)
 # Peers are compared with ours at this tolerance; the max abs difference is always reported.
 AGREE_RTOL, AGREE_ATOL = 1e-5, 1e-6
@@ -139,7 +140,7 @@ class BenchReport:
         >1: we are faster."""
         rows = self.at(batch_size, threads)
         ours = [m for m in rows if m.engine == OURS]
-        peers = [m for m in rows if m.engine != OURS]
+        peers = [m for m in rows if m.engine not in (OURS, OURS_KERNEL)]
         if not ours or not peers:
             return None
         best = max(peers, key=lambda m: m.rows_per_second)
@@ -163,6 +164,15 @@ class Ours(Engine):
 
     def predict(self, prepared):
         return self.by_size.get(len(prepared), self.fallback).predict(prepared)
+
+    def kernel_seconds(self, prepared, repeat: int) -> float:
+        """Best device time of the kernels alone (GPU kernels record it per call)."""
+        cf = self.by_size.get(len(prepared), self.fallback)
+        best = float("inf")
+        for _ in range(repeat):
+            cf.predict(prepared)
+            best = min(best, cf.kernel.last_timing.get("kernel", float("nan")))
+        return best
 
 
 def _importable(module: str) -> bool:
@@ -334,7 +344,10 @@ def run_bench(model, batch_sizes=DEFAULT_BATCH_SIZES, threads: int | Sequence[in
             target=target, forest=forest, batch_size=b)
         groups.setdefault(sched.to_text() if isinstance(sched, Schedule) else repr(sched), []).append(b)
 
-    wanted = [p for p in PEERS if fmt in p[2] and (peers is None or p[0] in peers)]
+    gpu = reg.target_kind(target) == "gpu"
+    # A GPU target races the GPU peers; CPU peers answer another question.
+    wanted = [p for p in (bench_peers.GPU_PEERS if gpu else PEERS)
+              if fmt in p[2] and (peers is None or p[0] in peers)]
     timings_per_engine = len(thread_counts) * len(batch_sizes)
     total = len(groups) * len(thread_counts) + len(wanted) + timings_per_engine * (1 + len(wanted))
     done = 0
@@ -447,6 +460,9 @@ def run_bench(model, batch_sizes=DEFAULT_BATCH_SIZES, threads: int | Sequence[in
                     prepared = engine.prepare(X[:b])
                     seconds = time_call(engine.predict, prepared, repeat, min_time)
                     report.measurements.append(Measurement(engine.name, b, seconds, diff, agrees, t))
+                    if gpu and engine is ours:  # the kernels alone, on the device's clock
+                        kernel = ours.kernel_seconds(prepared, repeat)
+                        report.measurements.append(Measurement(OURS_KERNEL, b, kernel, diff, agrees, t))
     if progress is not None:
         progress("done", total, total)
     return report

@@ -38,9 +38,9 @@ from .base import (
     version,
     versions,
 )
-from .hummingbird_peer import hummingbird_engine
+from .hummingbird_peer import hummingbird_cuda_engine, hummingbird_engine
 from .lleaves_peer import lleaves_engine
-from .native import lightgbm_engine, xgboost_engine
+from .native import lightgbm_engine, xgboost_cuda_engine, xgboost_engine
 from .onnx_runtime import onnxruntime_engine
 from .treelite_peers import gtil_engine, tl2cgen_engine
 
@@ -58,6 +58,11 @@ PEERS = [
     ("hummingbird", "hummingbird", XGB + LGB, hummingbird_engine),
     ("lleaves", None, LGB, lleaves_engine),  # may run from its own environment
 ]
+# The peers of GPU targets (same rows copied in and results copied out per call).
+GPU_PEERS = [
+    ("hummingbird-cuda", "hummingbird", XGB + LGB, hummingbird_cuda_engine),
+    ("xgboost-cuda", "xgboost", XGB, xgboost_cuda_engine),
+]
 
 # What to install when a peer's module is missing.
 PIP = {
@@ -71,6 +76,7 @@ PIP = {
 
 __all__ = [
     "CACHE_ENV",
+    "GPU_PEERS",
     "LGB",
     "PEERS",
     "PIP",

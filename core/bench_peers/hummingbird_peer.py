@@ -18,7 +18,7 @@ import time
 
 import numpy as np
 
-from .base import Call, PeerContext, versions
+from .base import Call, PeerContext, PeerUnavailable, versions
 
 _IDENTITY_XGB = ("reg:squarederror", "reg:squaredlogerror", "reg:pseudohubererror",
                  "reg:absoluteerror", "reg:quantileerror", "reg:linear")
@@ -97,10 +97,12 @@ def _lightgbm_model(path: str):
     raise NotImplementedError(f"hummingbird: LightGBM objective {name} is not handled here")
 
 
-def hummingbird_engine(ctx: PeerContext) -> Call:
+def hummingbird_engine(ctx: PeerContext, device: str = "cpu") -> Call:
     import hummingbird.ml
     import torch
 
+    if device == "cuda" and not torch.cuda.is_available():
+        raise PeerUnavailable("hummingbird-cuda: torch sees no CUDA GPU")
     if ctx.fmt.startswith("xgboost"):
         model, extra, proba = _xgboost_model(ctx.path, ctx.num_features)
     elif ctx.fmt.startswith("lightgbm"):
@@ -109,10 +111,17 @@ def hummingbird_engine(ctx: PeerContext) -> Call:
         raise NotImplementedError(f"hummingbird: no converter for {ctx.fmt} here")
     start = time.perf_counter()
     converted = hummingbird.ml.convert(model, "torch", extra_config=extra)
+    if device != "cpu":
+        converted.to(device)  # predict copies the rows in and the result out, as ours does
     seconds = time.perf_counter() - start
     predict = converted.predict_proba if proba else converted.predict
-    engine = Call("hummingbird", lambda X, n: predict(X),
+    engine = Call("hummingbird" if device == "cpu" else f"hummingbird-{device}", lambda X, n: predict(X),
                   prepare=lambda X: np.ascontiguousarray(X, dtype=np.float32),
                   on_threads=torch.set_num_threads, versions=versions("hummingbird-ml", "torch"))
     engine.build_what, engine.build_seconds = "conversion to torch", seconds
     return engine
+
+
+def hummingbird_cuda_engine(ctx: PeerContext) -> Call:
+    """Hummingbird's torch backend on the GPU (the peer of the GPU targets, seed 004)."""
+    return hummingbird_engine(ctx, device="cuda")

@@ -14,13 +14,14 @@ import numpy as np
 from . import __version__, transforms
 from .errors import ArtifactError, InputError, IRVerificationError, PluginError, ScheduleError
 from .ir import hir, hir_io, lir, mir
-from .hir_passes import pad_each_tree, pad_trees, padded_nodes, padded_nodes_each, reorder_trees
+from .hir_passes import pad_each_tree, pad_trees, padded_nodes, padded_nodes_each, reorder_trees, tree_groups
 from .loading import load_model
 from .lowering import lower_to_lir
 from .tiling import check_tile_size, format_hir, probability_tile_ids, tile_forest, with_tile_ids
 from .plugins import registry
 from .runtime import check_rows, run_kernel
 from .scheduler import CANNED, Schedule, canned, lower_to_mir, parse_schedule
+from .scheduler.canned import peel_groups
 
 ARTIFACT_FORMAT = 1
 # Padding every tree to the forest's depth lets walks skip leaf checks (peelWalk); it is chosen
@@ -54,8 +55,8 @@ def hir_passes(model_forest: hir.Forest, pad: bool, reorder: str | None = None,
     depth, or to its own depth when reordered, so each group walks without leaf checks)."""
     forest = model_forest if tile_ids is None else with_tile_ids(model_forest, tile_ids)
     if reorder is not None:
-        forest = reorder_trees(forest, reorder)[0]
-        return pad_each_tree(forest) if pad else forest
+        # Padded first: a padded tree's leaves are all at its depth, its peel depth.
+        return reorder_trees(pad_each_tree(forest) if pad else forest, reorder)[0]
     return pad_trees(forest) if pad else forest
 
 
@@ -141,7 +142,7 @@ def lower(model, target: str = "cpu", rep: str | None = None, schedule=None,
         raise InputError(f"batch_size must be a positive integer, got {batch_size!r}")
     sched = _as_schedule(schedule, forest, batch_size)
     if sched is None and reorder is not None:
-        sched = canned("peel-groups", forest, batch_size)
+        sched = peel_groups(forest, batch_size, groups=tree_groups(forest, reorder))
     sched = sched or reg.hook.silvanforge_target_default_schedule(
         target=target, forest=forest, batch_size=batch_size)
     mir_fn = lower_to_mir(forest, sched)

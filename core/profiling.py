@@ -25,6 +25,7 @@ import dataclasses
 import io
 import json
 import os
+import zipfile
 
 import numpy as np
 
@@ -126,7 +127,7 @@ def load_profile(path) -> Profile:
                                     int(doc.get("num_features", 0))))
     except InputError:
         raise
-    except (OSError, ValueError, KeyError, TypeError, UnicodeDecodeError) as exc:
+    except (OSError, ValueError, KeyError, TypeError, UnicodeDecodeError, zipfile.BadZipFile, EOFError) as exc:
         raise InputError(f"{path}: not a readable SilvanForge profile ({exc})") from None
 
 

@@ -131,6 +131,52 @@ def test_tiling_is_valid_and_walks_to_the_same_leaf(forest, n, seed):
             assert _walk_tiles(tree, tt, n, decide, dummy) == _walk_nodes(tree, decide)
 
 
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(forest=forests(max_depth=8), n=st.integers(1, 8), seed=st.integers(0, 2**16))
+def test_probability_tiling_is_valid_and_walks_to_the_same_leaf(forest, n, seed):
+    # Greedy tiles (seed 000) from random visit counts: leaf counts at random, parents the sums.
+    rng = np.random.default_rng(seed)
+    for tree in forest.trees:
+        hits = np.where(tree.left < 0, rng.integers(0, 5, tree.num_nodes) ** 3, 0)
+        for node in np.argsort(-tree.node_depths(), kind="stable"):
+            if tree.left[node] >= 0:
+                hits[node] = hits[tree.left[node]] + hits[tree.right[node]]
+        tt = tiling.tile_tree_by_probability(tree, n, hits)
+        tiling.verify_tiled_tree(tree, tt, n)
+        # The tile ids rebuild the same tree of tiles.
+        again = tiling.tile_by_ids(tree, n, tiling.tile_ids(tt, tree.num_nodes))
+        for field in ("nodes", "shape", "child_tile", "child_node"):
+            np.testing.assert_array_equal(getattr(again, field), getattr(tt, field))
+        if tt.num_tiles:
+            # The root tile grows towards the heaviest frontier node first.
+            frontier = [int(c) for c in (tree.left[0], tree.right[0]) if tree.left[c] >= 0]
+            if n > 1 and frontier:  # ties go to the left child (max keeps the first)
+                assert max(frontier, key=lambda c: hits[c]) in tt.nodes[0]
+        for _ in range(10):
+            decide = rng.random(tree.num_nodes) < 0.5
+            dummy = rng.random(n) < 0.5
+            assert _walk_tiles(tree, tt, n, decide, dummy) == _walk_nodes(tree, decide)
+
+
+def test_uniform_tile_ids_rebuild_the_uniform_tiling():
+    forest = _seeded_forest(11)
+    ids = [tiling.tile_ids(tiling.tile_tree(t, 4), t.num_nodes) for t in forest.trees]
+    annotated = tiling.with_tile_ids(forest, ids)
+    for a, b in zip(tiling.tile_forest(annotated, 4).trees, tiling.tile_forest(forest, 4).trees):
+        np.testing.assert_array_equal(a.nodes, b.nodes)
+        np.testing.assert_array_equal(a.child_node, b.child_node)
+        assert (a.depth, a.min_depth) == (b.depth, b.min_depth)
+    # Ids chosen for tiles of 4 are no tiling with tiles of 2 (too many nodes) or 8 (not maximal).
+    deep = next(i for i, t in enumerate(forest.trees) if t.depth() >= 3)
+    for n in (2, 8):
+        with pytest.raises(IRVerificationError, match=f"tree {deep}|tiling verification"):
+            tiling.tile_forest(annotated, n)
+    # A padded tree is a new tree: the ids do not follow it.
+    from silvanforge.hir_passes import pad_trees
+
+    assert all(t.tile_id is None for t in pad_trees(annotated).trees)
+
+
 def test_short_tiles_are_padded_with_dummies():
     stump = _stump_forest().trees[0]
     tt = tiling.tile_tree(stump, 4)

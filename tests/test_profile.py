@@ -1,0 +1,423 @@
+"""Profiles (node hit counts), probability-based tiling of skewed trees (seed 000) and tree
+reordering into depth / peel-depth groups with per-group peeled walks."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import silvanforge as sf
+from silvanforge import hir_passes, profiling, reference, tiling
+from silvanforge.ir.hir import Aggregation, Tree
+from strategies import forests, rows_for
+
+xgb = pytest.importorskip("xgboost")
+
+
+# ----------------------------------------------------------------------------- counting
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(forest=forests(max_depth=7), seed=st.integers(0, 2**16), rows=st.sampled_from([0, 1, 50, 400]))
+def test_hits_are_the_reference_walks(forest, seed, rows):
+    X = rows_for(forest, np.random.default_rng(seed), rows)
+    p = sf.profile(forest, X)
+    assert p.num_rows == rows and p.num_trees == forest.num_trees
+    Xc = np.asarray(X, dtype=forest.threshold_dtype)
+    for tree, hits in zip(forest.trees, p.hits):
+        leaves = tree.left < 0
+        reached = reference.leaf_indices(tree, Xc, forest.category_rule)
+        np.testing.assert_array_equal(hits[leaves], np.bincount(reached, minlength=tree.num_nodes)[leaves])
+        inner = np.flatnonzero(~leaves)
+        np.testing.assert_array_equal(hits[inner], hits[tree.left[inner]] + hits[tree.right[inner]])
+        assert hits[0] == rows
+
+
+def _train_xgb(rng, rows=3000, features=6, rounds=12, depth=5, objective="reg:squarederror", **extra):
+    X = rng.normal(size=(rows, features)).astype(np.float32)
+    X[:, 2] = np.round(X[:, 2] * 2)
+    y = X[:, 0] + X[:, 1] ** 2 - X[:, 2]
+    if objective.startswith("multi"):
+        y = np.digitize(y, np.quantile(y, [1 / 3, 2 / 3]))
+    params = {"max_depth": depth, "eta": 0.3, "nthread": 1, "seed": 7, "objective": objective, **extra}
+    return xgb.train(params, xgb.DMatrix(X, label=y), rounds), X
+
+
+def _skewed_rows(rng, X, hot_fraction=0.95, n=2000):
+    """Rows of which ``hot_fraction`` repeat one row (every tree sends them to one leaf)."""
+    rows = X[rng.integers(0, len(X), n)].copy()
+    rows[rng.random(rows.shape) < 0.05] = np.nan
+    hot = X[0].copy()
+    hot[1] = np.nan
+    rows[rng.random(n) < hot_fraction] = hot
+    return rows
+
+
+def test_profile_of_a_real_xgboost_model_matches_its_leaves(tmp_path, rng):
+    booster, X = _train_xgb(rng)
+    path = tmp_path / "m.json"
+    booster.save_model(path)
+    X = X.copy()
+    X[rng.random(X.shape) < 0.1] = np.nan
+    p = sf.profile(path, X)
+    forest = sf.load_model(path)
+    # XGBoost numbers its nodes otherwise: compare the counts per leaf as multisets.
+    leaves = booster.predict(xgb.DMatrix(X), pred_leaf=True).astype(np.int64)
+    for t, tree in enumerate(forest.trees):
+        ours = np.sort(p.hits[t][tree.left < 0])
+        theirs = np.bincount(leaves[:, t])
+        theirs = np.sort(np.concatenate([theirs[theirs > 0], np.zeros(len(ours) - np.count_nonzero(theirs), int)]))
+        np.testing.assert_array_equal(ours, theirs, err_msg=f"tree {t}")
+
+
+def test_profile_of_a_real_lightgbm_model_matches_its_leaves(tmp_path, rng):
+    lgb = pytest.importorskip("lightgbm")
+    X = rng.normal(size=(2000, 5))
+    X[:, 3] = rng.integers(0, 6, 2000)
+    y = X[:, 0] - X[:, 1] * (X[:, 3] > 2)
+    booster = lgb.train({"objective": "regression", "num_leaves": 15, "verbose": -1, "num_threads": 1,
+                         "min_data_in_leaf": 5}, lgb.Dataset(X, y, categorical_feature=[3]), 8)
+    path = tmp_path / "m.txt"
+    booster.save_model(path)
+    X[rng.random(X.shape) < 0.1] = np.nan
+    forest = sf.load_model(path)
+    p = sf.profile(forest, X)
+    leaves = booster.predict(X, pred_leaf=True).astype(np.int64)
+    for t, tree in enumerate(forest.trees):
+        ours = np.sort(p.hits[t][tree.left < 0])
+        theirs = np.sort(np.bincount(leaves[:, t], minlength=len(ours)))
+        np.testing.assert_array_equal(ours, theirs, err_msg=f"tree {t}")
+
+
+@pytest.mark.parametrize("suffix", [".npz", ".json", ".prof"])
+def test_profile_files_round_trip(tmp_path, rng, suffix):
+    forest = _skewed_forest()
+    p = sf.profile(forest, rows_for(forest, rng, 300))
+    path = tmp_path / f"p{suffix}"
+    p.save(path)
+    assert path.exists()  # no suffix added
+    back = sf.load_profile(path)
+    assert back.num_rows == p.num_rows and back.fingerprint == forest.fingerprint()
+    for a, b in zip(back.hits, p.hits):
+        np.testing.assert_array_equal(a, b)
+    if suffix == ".json":
+        doc = json.loads(path.read_text())
+        assert doc["format"] == "silvanforge-profile" and len(doc["trees"]) == forest.num_trees
+
+
+def test_bad_profiles_are_input_errors(tmp_path, rng):
+    forest = _skewed_forest()
+    other = _skewed_forest(depth=5)
+    p = sf.profile(other, rows_for(other, rng, 50))
+    with pytest.raises(sf.InputError, match="another model"):
+        sf.compile(forest, tile_size=4, profile=p)
+    mine = sf.profile(forest, rows_for(forest, rng, 50))
+    with pytest.raises(sf.InputError, match="tile size"):
+        sf.compile(forest, profile=mine)
+    with pytest.raises(sf.InputError, match="padding"):
+        sf.compile(forest, tile_size=4, profile=mine, pad=True)
+    with pytest.raises(sf.InputError, match="not found"):
+        sf.compile(forest, tile_size=4, profile=tmp_path / "missing.npz")
+    junk = tmp_path / "junk.json"
+    junk.write_text("{\"hello\": 1}")
+    with pytest.raises(sf.InputError, match="not a SilvanForge profile"):
+        sf.load_profile(junk)
+    truncated = tmp_path / "t.npz"
+    mine.save(truncated)
+    truncated.write_bytes(truncated.read_bytes()[:40])
+    with pytest.raises(sf.InputError, match="t.npz"):
+        sf.load_profile(truncated)
+    with pytest.raises(sf.InputError, match="features"):
+        sf.profile(forest, np.zeros((3, forest.num_features + 1)))
+
+
+# ----------------------------------------------------------------------------- skew
+def _comb_tree(depth: int) -> Tree:
+    """A complete tree of ``depth`` levels of splits on feature 0, thresholds in array order."""
+    size = 2 ** (depth + 1) - 1
+    k = np.arange(size)
+    inner = 2 * k + 2 < size
+    # In-order thresholds: x < threshold goes left, so a large x always goes right.
+    return Tree.from_nodes(np.where(inner, 2 * k + 1, -1), np.where(inner, 2 * k + 2, -1),
+                           np.where(inner, 0, -1), np.where(inner, _in_order(size), 0.0), k * 0.25)
+
+
+def _in_order(size: int) -> np.ndarray:
+    out = np.zeros(size)
+    counter = iter(range(size))
+
+    def visit(k):
+        if 2 * k + 2 < size:
+            visit(2 * k + 1)
+            out[k] = next(counter)
+            visit(2 * k + 2)
+
+    visit(0)
+    return out
+
+
+def _skewed_forest(depth: int = 6, trees: int = 3) -> sf.Forest:
+    return sf.Forest(trees=[_comb_tree(depth) for _ in range(trees)], num_features=1)
+
+
+def _expected_tile_steps(tree: Tree, tiled: tiling.TiledTree, hits: np.ndarray) -> float:
+    """Seed 000's objective: sum over leaves of p_l times the leaf's depth in tiles."""
+    depth = {}
+    for i in range(tiled.num_tiles):  # tiles are numbered breadth first
+        d = depth.setdefault(i, 1)
+        for c in tiled.child_tile[i]:
+            if c >= 0:
+                depth[int(c)] = d + 1
+    # A leaf behind several slots (dummies) counts once per slot: divide by its slot count.
+    slots = np.bincount(tiled.child_node[tiled.child_tile < 0], minlength=tree.num_nodes)
+    weights = np.where(slots > 0, hits / np.maximum(slots, 1), 0)
+    total = sum(weights[node] * depth[i] for i in range(tiled.num_tiles)
+                for slot, node in enumerate(tiled.child_node[i]) if tiled.child_tile[i, slot] < 0)
+    return total / hits[0]
+
+
+@pytest.mark.parametrize("n", [2, 3, 4, 8])
+def test_greedy_tiles_follow_the_hot_path(n, rng):
+    forest = _skewed_forest()
+    hot = np.full((950, 1), 1e9)  # always right: the rightmost leaf
+    X = np.concatenate([hot, rng.uniform(-1, 80, size=(50, 1))])
+    p = sf.profile(forest, X)
+    tree, hits = forest.trees[0], p.hits[0]
+    assert profiling.is_skewed(tree, hits, tiling.ALPHA, tiling.BETA)
+    assert p.skewed(forest).all()
+    greedy = tiling.tile_tree_by_probability(tree, n, hits)
+    uniform = tiling.tile_tree(tree, n)
+    tiling.verify_tiled_tree(tree, greedy, n)
+    # The root tile holds the hottest path: the root and its right spine, n nodes deep (the
+    # spine has 6 internal nodes; larger tiles add other nodes after it).
+    spine = [0]
+    while len(spine) < min(n, 6):
+        spine.append(2 * spine[-1] + 2)
+    assert set(spine) <= set(greedy.nodes[0].tolist())
+    assert _expected_tile_steps(tree, greedy, hits) <= _expected_tile_steps(tree, uniform, hits)
+    if n > 1:
+        assert _expected_tile_steps(tree, greedy, hits) < _expected_tile_steps(tree, uniform, hits)
+
+
+def test_uniform_trees_are_not_skewed(rng):
+    forest = _skewed_forest()
+    X = rng.uniform(-1, 64, size=(2000, 1))  # every leaf about equally likely
+    p = sf.profile(forest, X)
+    assert not p.skewed(forest).any()
+    ids = tiling.probability_tile_ids(forest, p.hits, 4)
+    assert ids == [None] * forest.num_trees
+    # Without skew the compiled model is the uniformly tiled one.
+    cf = sf.compile(forest, tile_size=4, profile=p)
+    assert cf.summary()["probability_tiled_trees"] == 0
+    assert cf.show("hir") == sf.compile(forest, tile_size=4).show("hir")
+
+
+def test_skew_thresholds():
+    tree = _comb_tree(5)  # 32 leaves
+    leaves = np.flatnonzero(tree.left < 0)
+    hits = np.zeros(tree.num_nodes, np.int64)
+    hits[leaves] = 1
+    hits[leaves[:2]] = 100  # 2 leaves (6% of 32) take 200 of 230 rows (87%)
+    assert profiling.leaves_covering(hits[leaves], 0.85) == 2
+    assert not profiling.is_skewed(tree, hits, 0.05, 0.9)
+    assert profiling.is_skewed(tree, hits, 0.07, 0.85)
+    assert not profiling.is_skewed(tree, np.zeros(tree.num_nodes, np.int64), 0.05, 0.9)
+
+
+# ----------------------------------------------------------------------------- compiled
+@pytest.mark.parametrize("objective", ["reg:squarederror", "multi:softprob"])
+def test_probability_tiled_xgboost_is_bit_exact(tmp_path, rng, objective):
+    extra = {"num_class": 3} if objective.startswith("multi") else {}
+    booster, X = _train_xgb(rng, objective=objective, rounds=8, **extra)
+    path = tmp_path / "m.json"
+    booster.save_model(path)
+    rows = _skewed_rows(rng, X)
+    p = sf.profile(path, rows)
+    forest = sf.load_model(path)
+    assert p.skewed(forest).sum() > 0
+    margin = booster.predict(xgb.DMatrix(rows), output_margin=True)
+    probs = booster.predict(xgb.DMatrix(rows))
+    for n in (3, 4, 8):
+        cf = sf.compile(path, tile_size=n, profile=p)
+        assert cf.summary()["probability_tiled_trees"] == p.skewed(forest).sum()
+        tiled = tiling.tile_forest(tiling.with_tile_ids(forest, cf.tile_ids), n)
+        tiling.verify_tiled_forest(forest, tiled)
+        np.testing.assert_array_equal(cf.predict(rows, output_margin=True), margin)
+        np.testing.assert_allclose(cf.predict(rows), probs, rtol=1e-6, atol=1e-7)
+        np.testing.assert_array_equal(cf.predict(rows, output_margin=True),
+                                      reference.predict(forest, rows, output_margin=True))
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(forest=forests(), n=st.integers(2, 8), seed=st.integers(0, 2**16),
+       schedule=st.sampled_from([None, "default", "reorder(tree, batch)"]))
+def test_probability_tiled_random_forests_match_reference(forest, n, seed, schedule):
+    rng = np.random.default_rng(seed)
+    # Half of the rows repeat one row: the trees it reaches deep are skewed.
+    X = rows_for(forest, rng, 200)
+    X[: 190] = X[0]
+    p = sf.profile(forest, X)
+    cf = sf.compile(forest, tile_size=n, profile=p, schedule=schedule)
+    assert cf.summary()["probability_tiled_trees"] == int(p.skewed(forest).sum())
+    Y = rows_for(forest, rng, 120)
+    for rows in (X, Y):
+        np.testing.assert_array_equal(cf.predict(rows, output_margin=True),
+                                      reference.predict(forest, rows, output_margin=True))
+
+
+def test_artifact_keeps_the_probability_tiling(tmp_path, rng):
+    forest = _skewed_forest(depth=7)
+    X = np.concatenate([np.full((900, 1), 1e9), rng.uniform(-1, 200, (100, 1))])
+    cf = sf.compile(forest, tile_size=3, profile=sf.profile(forest, X))
+    assert cf.summary()["probability_tiled_trees"] == forest.num_trees
+    path = tmp_path / "m.forge"
+    cf.save(path)
+    back = sf.load_compiled(path)
+    assert [None if i is None else i.tolist() for i in back.tile_ids] == [i.tolist() for i in cf.tile_ids]
+    assert back.show("hir") == cf.show("hir") and "tiled by probability" in back.show("hir")
+    assert back.show("hir") != sf.compile(forest, tile_size=3).show("hir")
+    for name, buf in cf.lir_module.buffers.items():
+        if buf.data is not None:
+            np.testing.assert_array_equal(back.lir_module.buffers[name].data, buf.data, err_msg=name)
+    np.testing.assert_array_equal(back.predict(X), reference.predict(forest, X))
+
+
+# ----------------------------------------------------------------------------- reordering
+def _integer_leaves(forest: sf.Forest, rng) -> sf.Forest:
+    """The forest with small integer leaf values and base score: every sum is exact in any order."""
+    import dataclasses
+
+    trees = [dataclasses.replace(t, leaf_value=rng.integers(-8, 9, t.leaf_value.shape).astype(float))
+             for t in forest.trees]
+    return dataclasses.replace(forest, trees=trees, base_score=np.round(forest.base_score))
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(forest=forests(max_trees=16), key=st.sampled_from(["depth", "peel"]), seed=st.integers(0, 2**16))
+def test_reordering_is_exact(forest, key, seed):
+    rng = np.random.default_rng(seed)
+    forest = _integer_leaves(forest, rng)
+    new, groups, order = hir_passes.reorder_trees(forest, key)
+    assert sorted(order.tolist()) == list(range(forest.num_trees))
+    assert all(new.trees[i] is forest.trees[int(o)] for i, o in enumerate(order))
+    keys = [t.depth() if key == "depth" else hir_passes.min_leaf_depth(t) for t in new.trees]
+    assert keys == sorted(keys)
+    assert [g.start for g in groups] == [0] + [g.stop for g in groups[:-1]] and groups[-1].stop == new.num_trees
+    for g in groups:
+        assert set(keys[g.start:g.stop]) == {g.key}
+        assert g.peel == min(hir_passes.min_leaf_depth(t) for t in new.trees[g.start:g.stop])
+    # Trees of one output keep their order inside a group (stable).
+    for g in groups:
+        assert list(order[g.start:g.stop]) == sorted(order[g.start:g.stop])
+    X = rows_for(forest, rng, 200)
+    np.testing.assert_array_equal(reference.predict(new, X, output_margin=True),
+                                  reference.predict(forest, X, output_margin=True))
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(forest=forests(max_trees=16), key=st.sampled_from(["depth", "peel"]), pad=st.sampled_from([None, True, False]),
+       seed=st.integers(0, 2**16), batch=st.sampled_from([None, 4]))
+def test_peel_groups_compile_to_the_reference(forest, key, pad, seed, batch):
+    rng = np.random.default_rng(seed)
+    X = rows_for(forest, rng, 150)
+    cf = sf.compile(forest, reorder=key, pad=pad, batch_size=batch)
+    assert cf.reorder == key
+    want = reference.predict(forest, X, output_margin=True)
+    got = cf.predict(X, output_margin=True)
+    if forest.aggregation in (Aggregation.MIN, Aggregation.MAX):
+        np.testing.assert_array_equal(got, want)
+    else:  # the same additions in group order
+        tol = 1e-5 if forest.accumulate_dtype == "float32" else 1e-12
+        np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
+    text = cf.schedule.to_text()
+    groups = hir_passes.reorder_trees(hir_passes.pad_each_tree(forest) if cf.pad else forest, key)[1]
+    assert text.count("split(") == len(groups) - 1
+    assert text.count("peelWalk(") == sum(g.peel > 0 for g in groups)
+
+
+def test_group_peel_is_legal_per_group_only():
+    shallow = _comb_tree(1)
+    deep = _comb_tree(4)
+    forest = sf.Forest(trees=[deep, shallow, deep], num_features=1)
+    new, groups, _ = hir_passes.reorder_trees(forest, "depth")
+    assert [(g.start, g.stop, g.peel) for g in groups] == [(0, 1, 1), (1, 3, 4)]
+    sf.compile(new, schedule="split(tree, a, b, 1)\npeelWalk(b, 4)")
+    with pytest.raises(sf.ScheduleError, match="trees 0..0"):
+        sf.compile(new, schedule="split(tree, a, b, 1)\npeelWalk(a, 2)")
+    with pytest.raises(sf.ScheduleError, match="the forest has a leaf at depth 1"):
+        sf.compile(new, schedule="peelWalk(tree, 4)")
+    X = np.linspace(-2, 20, 50)[:, None]
+    cf = sf.compile(forest, reorder="depth", pad=False)
+    assert "peelWalk(g0, 1)" in cf.schedule.to_text() and "peelWalk(g0_rest, 4)" in cf.schedule.to_text()
+    np.testing.assert_array_equal(cf.predict(X), reference.predict(forest, X))
+
+
+def test_reordered_artifact_round_trip(tmp_path, rng):
+    forest = sf.Forest(trees=[_comb_tree(4), _comb_tree(1), _comb_tree(3)], num_features=1,
+                       aggregation=Aggregation.MAX)
+    cf = sf.compile(forest, reorder="peel", pad=False)
+    cf.save(tmp_path / "r.forge")
+    back = sf.load_compiled(tmp_path / "r.forge")
+    assert back.reorder == "peel" and back.schedule == cf.schedule
+    X = rng.uniform(-1, 20, (64, 1))
+    np.testing.assert_array_equal(back.predict(X), reference.predict(forest, X))
+    with pytest.raises(sf.InputError, match="reordering"):
+        sf.compile(forest, reorder="width")
+
+
+# ----------------------------------------------------------------------------- command line
+def test_cli_profile(tmp_path, capsys, monkeypatch, rng):
+    from silvanforge import cli
+
+    monkeypatch.setenv("COLUMNS", "200")
+    booster, X = _train_xgb(rng, rounds=6)
+    model = tmp_path / "m.json"
+    booster.save_model(model)
+    rows = _skewed_rows(rng, X, n=400)
+    data = tmp_path / "X.csv"
+    np.savetxt(data, rows, delimiter=",")
+
+    def forge(*args):
+        code = cli.main([str(a) for a in args])
+        return code, *capsys.readouterr()
+
+    code, text, err = forge("profile", model, "--data", data)
+    assert code == 0, err
+    default_out = tmp_path / "m.profile.npz"
+    assert default_out.exists() and "skewed trees" in text and "m.profile.npz" in text
+    p = sf.load_profile(default_out)
+    forest = sf.load_model(model)
+    assert f"{int(p.skewed(forest).sum())} of {forest.num_trees}" in text
+    want = sf.profile(forest, np.loadtxt(data, delimiter=","))
+    for a, b in zip(p.hits, want.hits):
+        np.testing.assert_array_equal(a, b)
+    code, _, _ = forge("profile", model, "--data", data, "--out", tmp_path / "p.json")
+    assert code == 0 and sf.load_profile(tmp_path / "p.json").num_rows == len(rows)
+
+    art, out = tmp_path / "m.forge", tmp_path / "y.npy"
+    code, text, err = forge("compile", model, "--tile-size", 4, "--profile", default_out, "-o", art)
+    assert code == 0 and "probability-tiled trees" in text, err
+    code, _, err = forge("predict", art, "-i", data, "-o", out, "--margin")
+    assert code == 0, err
+    np.testing.assert_array_equal(np.load(out), booster.predict(xgb.DMatrix(np.loadtxt(data, delimiter=",")),
+                                                                 output_margin=True))
+    code, _, err = forge("predict", model, "-i", data, "--tile-size", 3, "--profile", tmp_path / "p.json",
+                         "--reorder", "depth")
+    assert code == 0, err
+
+    # One-line errors.
+    narrow = tmp_path / "narrow.csv"
+    np.savetxt(narrow, rows[:, :3], delimiter=",")
+    for args, message in [
+        (("profile", model, "--data", tmp_path / "missing.csv"), "not found"),
+        (("profile", model, "--data", narrow), "expects 6 features"),
+        (("profile", tmp_path / "nope.json", "--data", data), "not found"),
+        (("profile", model, "--data", data, "--out", tmp_path / "no" / "p.npz"), "does not exist"),
+        (("compile", model, "--profile", default_out), "tile size"),
+        (("compile", model, "--tile-size", 4, "--profile", tmp_path / "missing.npz"), "not found"),
+        (("predict", art, "-i", data, "--profile", default_out), "already compiled"),
+    ]:
+        code, _, err = forge(*args)
+        assert code != 0 and err.startswith("error:") and err.count("\n") == 1 and message in err, (args, err)

@@ -50,7 +50,7 @@ MODELS = [
     SuiteModel("xgb_300x8_f2000", "xgboost", 300, 8, 2000, 5_000),
     SuiteModel("lgb_100x6_f8", "lightgbm", 100, 6, 8, 20_000),
     SuiteModel("lgb_500x8_f64", "lightgbm", 500, 8, 64, 20_000, "regression"),
-    SuiteModel("lgb_1000x10_f200", "lightgbm", 1000, 10, 200, 20_000),
+    SuiteModel("lgb_1000x10_f200", "lightgbm", 1000, 10, 200, 10_000),
     SuiteModel("lgb_300x8_f2000", "lightgbm", 300, 8, 2000, 5_000),
 ]
 
@@ -83,9 +83,9 @@ def train(m: SuiteModel, path: Path) -> None:
 
         params = {"objective": m.objective, "max_depth": m.depth,
                   # leaf-wise trees with fewer leaves than a full tree: skewed, like real models
-                  "num_leaves": max(8, 2 ** m.depth // 2), "min_data_in_leaf": 5,
+                  "num_leaves": max(8, 2 ** m.depth // 4), "min_data_in_leaf": 5,
                   "learning_rate": 0.05, "feature_fraction": 0.8, "bagging_fraction": 0.8,
-                  "bagging_freq": 1, "verbose": -1, "num_threads": 2, "seed": 1}
+                  "bagging_freq": 1, "verbose": -1, "num_threads": 1, "seed": 1}
         lgb.train(params, lgb.Dataset(X, y), m.trees).save_model(str(path))
 
 

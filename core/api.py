@@ -27,6 +27,7 @@ ARTIFACT_FORMAT = 1
 # Padding every tree to the forest's depth lets walks skip leaf checks (peelWalk); it is chosen
 # while it at most doubles the nodes (docs/benchmarks.md measures what it buys).
 PAD_LIMIT = 2.0
+PAD_LIMIT_SMALL, PAD_SMALL_BYTES = 8.0, 4 << 20
 # Measured on the CPU (docs/benchmarks.md): sparse walks beat array walks, which load a tree
 # offset at every step; array and reorg stay available by name.
 REPRESENTATION_PREFERENCE = ("sparse", "array", "reorg")
@@ -43,8 +44,16 @@ def choose_representation(forest: hir.Forest) -> str:
 
 
 def choose_padding(forest: hir.Forest) -> bool:
-    nodes = sum(t.num_nodes for t in forest.trees)
-    return padded_nodes(forest) <= PAD_LIMIT * max(nodes, 1)
+    """Pad when it at most doubles the nodes, or up to 8x them while the padded node
+    arrays stay small enough for the L2/L3 caches (PAD_SMALL_BYTES): a walk without leaf checks
+    then beats the extra nodes (docs/benchmarks.md, the issue-4 suite)."""
+    nodes = max(sum(t.num_nodes for t in forest.trees), 1)
+    padded = padded_nodes(forest)
+    if padded <= PAD_LIMIT * nodes:
+        return True
+    # Bytes per node in the narrow sparse layout: threshold + feature + flags + child offset.
+    node_bytes = np.dtype(forest.threshold_dtype).itemsize + 4
+    return padded <= PAD_LIMIT_SMALL * nodes and padded * node_bytes <= PAD_SMALL_BYTES
 
 
 def hir_passes(model_forest: hir.Forest, pad: bool, reorder: str | None = None,

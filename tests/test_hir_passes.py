@@ -42,9 +42,11 @@ def test_padded_walks_skip_leaf_checks_and_stay_exact(forest):
 def test_default_pads_cheap_forests_and_saves_the_original(tmp_path):
     from test_predict_api import make_forest
 
-    sparse = make_forest()  # padding would more than double its nodes: left alone
+    from silvanforge.api import choose_padding
+
+    sparse = make_forest()  # padding more than doubles its nodes: the chooser decides (size)
     assert padded_nodes(sparse) > 2 * sum(t.num_nodes for t in sparse.trees)
-    assert not sf.compile(sparse).pad
+    assert sf.compile(sparse).pad == choose_padding(sparse)
     forest = pad_trees(make_forest())  # complete trees: padding is free, so it is chosen
     cf = sf.compile(forest)
     assert cf.pad and "peelWalk" in cf.schedule.to_text()

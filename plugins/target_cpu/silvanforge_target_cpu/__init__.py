@@ -35,14 +35,36 @@ def silvanforge_target_default_schedule(target, forest, batch_size):
     # a batch known to be tiny walks row by row.
     if batch_size is not None and batch_size < 16:
         return canned("default", forest, batch_size)
-    schedule = canned("interleaved", forest, batch_size)
+    from silvanforge.scheduler.canned import interleaved
+
+    schedule = interleaved(forest, batch_size, chunk=row_chunk(forest))
     from silvanforge.hir_passes import leaf_depth_range
 
     shallowest, deepest = leaf_depth_range(forest)
     if shallowest == deepest > 0:
         # Every walk takes exactly this many steps (padded trees): none needs a leaf check.
         schedule.peel_walk("c1", deepest)
+    elif shallowest >= PEEL_MIN:
+        # Every walk takes at least this many steps: those need no leaf check.
+        schedule.peel_walk("c1", shallowest)
     return schedule
+
+
+# Rows of one chunk (walked tree by tree) should stay in the L2 cache with room for the tree
+# nodes: 64 rows (XGBoost's block) unless rows are wide (2000 float32 features: 32 rows).
+CHUNK_BYTES = 256 << 10
+MAX_CHUNK, MIN_CHUNK = 64, 16
+PEEL_MIN = 2
+
+
+def row_chunk(forest) -> int:
+    import numpy as np
+
+    row_bytes = max(1, forest.num_features) * np.dtype(forest.threshold_dtype).itemsize
+    chunk = MAX_CHUNK
+    while chunk > MIN_CHUNK and chunk * row_bytes > CHUNK_BYTES:
+        chunk //= 2
+    return chunk
 
 
 @hookimpl

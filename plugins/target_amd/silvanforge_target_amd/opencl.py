@@ -58,7 +58,7 @@ class OpenCLKernel(GpuKernel):
         return cl.Buffer(self.ctx, cl.mem_flags.READ_WRITE, size=nbytes)
 
     def _write(self, handle, array):
-        cl.enqueue_copy(self.queue, handle, array, is_blocking=False)
+        cl.enqueue_copy(self.queue, handle, array, is_blocking=True)  # array may be a temporary
 
     def _fill(self, handle, count, value, dtype):
         if count:

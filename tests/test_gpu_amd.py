@@ -254,3 +254,17 @@ def test_cli_compile_predict_show(models, tmp_path, capsys, monkeypatch):
     code, text, err = forge("compile", path, "--target", "amd", "--schedule", tmp_path / "bad.sched")
     assert code != 0 and "Traceback" not in err + text and "trip count" in err
     assert len([line for line in err.splitlines() if line.strip()]) == 1
+
+
+def test_tune_times_candidates_and_keeps_the_fastest(models, tmp_path):
+    from silvanforge.scheduler.explore import explore
+
+    path, X = models["xgb_multi"]
+    forest = sf.load_model(path)
+    params = [TemplateParams(rows_per_block=8, tree_threads=4), TemplateParams(rows_per_block=32, tree_threads=1)]
+    result = explore(forest, "amd", 256, reps=("sparse",), params=params, repeat=1)
+    # both candidates, then the best tree-threaded one again with shared reduction
+    assert len(result.trials) == 3 and any(t.params.shared_reduce for t in result.trials)
+    assert result.best.seconds == min(t.seconds for t in result.trials)
+    cf = sf.compile(forest, target="amd", rep=result.best.rep, schedule=result.schedule)
+    assert_matches_reference(cf, forest, X)

@@ -1,0 +1,73 @@
+"""Algorithm 1 of seed 004 (section 9): time the template's candidates on the target and keep
+the best, then try shared reduction on the three best.
+
+It needs the target to run here (it times real launches), so it is a separate step
+(``forge tune``), not part of ``compile``: the default GPU schedule takes Algorithm 1's first
+candidate without timing (:func:`silvanforge.scheduler.gpu_template.default_params`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+
+import numpy as np
+
+from .gpu_template import TemplateParams, candidates, gpu_template
+from .schedule import Schedule
+
+
+@dataclasses.dataclass
+class Trial:
+    params: TemplateParams
+    rep: str
+    seconds: float  # best kernel time (device clock where the target records it)
+
+
+@dataclasses.dataclass
+class Exploration:
+    best: Trial
+    schedule: Schedule
+    trials: list
+
+
+def _time(cf, X, repeat: int) -> float:
+    best = float("inf")
+    for _ in range(repeat):
+        start = time.perf_counter()
+        cf.predict(X)
+        wall = time.perf_counter() - start
+        kernel = getattr(cf.kernel, "last_timing", {}).get("kernel")
+        best = min(best, kernel if kernel is not None and np.isfinite(kernel) else wall)
+    return best
+
+
+def explore(model, target: str, batch_size: int, reps=("array", "sparse", "reorg"),
+            params: list[TemplateParams] | None = None, repeat: int = 3, X=None,
+            progress=None) -> Exploration:
+    """Time every candidate x representation on ``batch_size`` rows (random ones unless ``X``);
+    the three fastest are timed again with ``sharedReduce``; the fastest of all wins."""
+    from .. import api
+    from ..bench import random_rows
+    from ..loading import load_model
+    from ..ir import hir
+
+    forest = model if isinstance(model, hir.Forest) else load_model(model)
+    X = random_rows(forest, batch_size) if X is None else X
+    todo = [(p, r) for p in (params or candidates(forest, batch_size)) for r in reps]
+    trials: list[Trial] = []
+
+    def run(p: TemplateParams, rep: str):
+        if progress is not None:
+            progress(f"{rep} {p}", len(trials), len(todo) + 3)
+        cf = api.compile(forest, target=target, rep=rep, schedule=gpu_template(forest, p),
+                         batch_size=batch_size)
+        trials.append(Trial(p, rep, _time(cf, X, repeat)))
+
+    for p, rep in todo:
+        run(p, rep)
+    for t in sorted(trials, key=lambda t: t.seconds)[:3]:
+        if t.params.tree_threads > 1 and not t.params.shared_reduce:
+            run(dataclasses.replace(t.params, shared_reduce=True), t.rep)
+    best = min(trials, key=lambda t: t.seconds)
+    return Exploration(best, gpu_template(forest, best.params), trials)

@@ -163,6 +163,36 @@ def build_layout(forest: hir.Forest, tile_size: int = 1) -> ForestLayout:
     )
 
 
+def float32_thresholds(threshold: np.ndarray, op: int = Op.LE) -> np.ndarray:
+    """Float64 thresholds as float32 thresholds that decide every float32 input the same way.
+
+    For ``x <= t`` (LightGBM) each ``t`` is rounded *down*: ``t32`` = the largest float32 that is
+    ``<= t`` (``-inf`` below the float32 range).  Proof, for every float32 ``x``: if
+    ``x <= t32`` then ``x <= t32 <= t``; conversely if ``x <= t`` then ``x`` is a float32 that is
+    ``<= t``, and ``t32`` is the largest of those, so ``x <= t32``.  A NaN ``x`` fails both.
+    Widening a float32 ``x`` to float64 is exact, so LightGBM's double comparison of the same
+    input agrees too.  For ``x < t`` the threshold is rounded *up* (the smallest float32
+    ``>= t``), by the mirror argument.  ``tests/test_widths.py`` checks both with hypothesis.
+
+    Only float32 *inputs* may use these thresholds: a float64 input between ``t32`` and ``t``
+    would be decided differently, so float64 callers need float64 thresholds (DESIGN.md:
+    LightGBM widens inputs to float64).  Kernels therefore keep the library's threshold dtype
+    (docs/design-choices.md, "Widths").
+    """
+    t = np.asarray(threshold, dtype=np.float64)
+    with np.errstate(over="ignore"):
+        t32 = t.astype(np.float32)
+    if op == Op.LT:
+        wrong = t32.astype(np.float64) < t
+        t32[wrong] = np.nextafter(t32[wrong], np.float32(np.inf))
+    elif op == Op.LE:
+        wrong = t32.astype(np.float64) > t
+        t32[wrong] = np.nextafter(t32[wrong], np.float32(-np.inf))
+    else:
+        raise ValueError("only <= and < thresholds can be narrowed exactly")
+    return t32
+
+
 def _cat_mask(tree: hir.Tree) -> np.ndarray:
     mask = np.zeros(tree.num_nodes, dtype=bool)
     mask[list(tree.categories)] = True
@@ -739,7 +769,7 @@ class _Codegen:
 
 
 __all__ = ["ForestLayout", "TreeLayout", "RepBuffers", "build_layout", "lower_to_lir",
-           "node_widths", "smallest_int",
+           "node_widths", "smallest_int", "float32_thresholds",
            "FLAG_DEFAULT_LEFT", "FLAG_ZERO_MISSING", "FLAG_CATEGORICAL", "FLAG_OP_SHIFT"]
 
 

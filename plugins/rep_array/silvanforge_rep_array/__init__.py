@@ -62,8 +62,8 @@ def silvanforge_rep_buffers(rep, forest, layout):
         pos += 2 ** (t.depth + 1) - 1
     offsets[-1] = pos
     return RepBuffers(
-        buffers={"array_offset": offsets, "array_feature": feature, "array_threshold": threshold,
-                 "array_flags": flags, "array_leaf": leaf_slot, "leaf_values": layout.leaf_values},
+        buffers={"array_offset": offsets, "array_feature": feature.astype(layout.feature_dtype), "array_threshold": threshold,
+                 "array_flags": flags, "array_leaf": leaf_slot.astype(layout.index_dtype(0, int(leaf_slot.max(initial=0)))), "leaf_values": layout.leaf_values},
         info={"slots": total},
     )
 
@@ -80,7 +80,7 @@ def silvanforge_rep_load_threshold(rep, b, tree, node):
 
 @hookimpl
 def silvanforge_rep_load_feature_index(rep, b, tree, node):
-    return None if rep != NAME else b.load("array_feature", node)
+    return None if rep != NAME else Builder.cast(b.load("array_feature", node), "i32")
 
 
 @hookimpl
@@ -97,14 +97,15 @@ def silvanforge_rep_load_tile_shape(rep, b, tree, node):
 def silvanforge_rep_is_leaf(rep, b, tree, node):
     if rep != NAME:
         return None
-    return Cmp("<", b.load("array_feature", node), Builder.const(0, "i32"))
+    feature = b.load("array_feature", node)  # the layout's feature width
+    return Cmp("<", feature, Builder.const(0, feature.type))
 
 
 @hookimpl
 def silvanforge_rep_leaf_value(rep, b, tree, node, slot):
     if rep != NAME:
         return None
-    return b.load("leaf_values", Bin("+", b.load("array_leaf", node), Cast(slot, "i32")))
+    return b.load("leaf_values", Bin("+", Builder.cast(b.load("array_leaf", node), "i32"), Cast(slot, "i32")))
 
 
 @hookimpl

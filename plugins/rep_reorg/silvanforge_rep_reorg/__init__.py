@@ -79,8 +79,8 @@ def silvanforge_rep_buffers(rep, forest, layout):
             else:
                 stack += [(int(t.left[node]), 2 * local + 1), (int(t.right[node]), 2 * local + 2)]
     return RepBuffers(
-        buffers={META: np.array([T, D], np.int32), "reorg_feature": feature,
-                 "reorg_threshold": threshold, "reorg_flags": flags, "reorg_leaf": leaf_slot,
+        buffers={META: np.array([T, D], np.int32), "reorg_feature": feature.astype(layout.feature_dtype),
+                 "reorg_threshold": threshold, "reorg_flags": flags, "reorg_leaf": leaf_slot.astype(layout.index_dtype(0, int(leaf_slot.max(initial=0)))),
                  "leaf_values": layout.leaf_values},
         info={"slots": total, "padded_depth": D},
     )
@@ -109,7 +109,7 @@ def silvanforge_rep_load_threshold(rep, b, tree, node):
 
 @hookimpl
 def silvanforge_rep_load_feature_index(rep, b, tree, node):
-    return None if rep != NAME else b.load("reorg_feature", node)
+    return None if rep != NAME else Builder.cast(b.load("reorg_feature", node), "i32")
 
 
 @hookimpl
@@ -126,14 +126,15 @@ def silvanforge_rep_load_tile_shape(rep, b, tree, node):
 def silvanforge_rep_is_leaf(rep, b, tree, node):
     if rep != NAME:
         return None
-    return Cmp("<", b.load("reorg_feature", node), Builder.const(0, "i32"))
+    feature = b.load("reorg_feature", node)  # the layout's feature width
+    return Cmp("<", feature, Builder.const(0, feature.type))
 
 
 @hookimpl
 def silvanforge_rep_leaf_value(rep, b, tree, node, slot):
     if rep != NAME:
         return None
-    return b.load("leaf_values", Bin("+", b.load("reorg_leaf", node), Cast(slot, "i32")))
+    return b.load("leaf_values", Bin("+", Builder.cast(b.load("reorg_leaf", node), "i32"), Cast(slot, "i32")))
 
 
 @hookimpl

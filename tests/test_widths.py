@@ -1,0 +1,170 @@
+"""Node-array widths (issue 4): narrow feature indices and child offsets, leaves kept in the
+threshold slot, float32 thresholds for LightGBM's float64 ones, and the CPU schedule chooser.
+
+Every representation with every width setting is compared with the reference evaluator on
+random forests (NaNs, categorical splits, several outputs) and with the libraries on trained
+models; chosen schedules are compiled for many model shapes and batch sizes and checked exact.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import silvanforge as sf
+from silvanforge import reference
+from silvanforge.ir.hir import Op
+from silvanforge.lowering import float32_thresholds, node_widths, smallest_int
+from strategies import forests, rows_for
+from support_common import assert_close
+
+WIDTHS = {
+    "narrow": {},  # the default: narrowest exact, leaves inline where possible
+    "wide": {"feature": "int32", "index": "int32", "inline_leaves": False},
+    "narrow-leaves-apart": {"inline_leaves": False},
+}
+REPS = ["array", "sparse", "reorg"]
+
+
+def _compile(model, rep, widths, **kw):
+    with node_widths(**WIDTHS[widths]):
+        return sf.compile(model, rep=rep, **kw)
+
+
+# ----------------------------------------------------------------------------- float32 thresholds
+f64 = st.floats(allow_nan=False, width=64)
+f32 = st.floats(allow_nan=True, width=32)
+
+
+@settings(max_examples=400, deadline=None)
+@given(t=f64, xs=st.lists(f32, min_size=1, max_size=8), near=st.integers(-3, 3))
+def test_float32_thresholds_decide_every_float32_input_like_float64(t, xs, near):
+    """x <= t (and x < t) in float64 equals x <= t32 (x < t32) in float32 for float32 x."""
+    with np.errstate(over="ignore"):
+        around = np.float32(t)  # inputs right next to the threshold are the interesting ones
+    for _ in range(abs(near)):
+        around = np.nextafter(around, np.float32(np.inf if near > 0 else -np.inf))
+    x = np.array(xs + [around], dtype=np.float32)
+    for op, cmp in ((Op.LE, np.less_equal), (Op.LT, np.less)):
+        t32 = float32_thresholds(np.array([t]), op)
+        assert t32.dtype == np.float32
+        np.testing.assert_array_equal(cmp(x, t32[0]), cmp(x.astype(np.float64), t), err_msg=f"{op} {t!r}")
+
+
+def test_float32_thresholds_edges():
+    big = float(np.finfo(np.float32).max) * 1.5
+    t = np.array([np.inf, -np.inf, big, -big, 0.1, -0.0, 1e-46])
+    down = float32_thresholds(t, Op.LE)
+    assert down[0] == np.inf and down[1] == -np.inf and down[2] == np.finfo(np.float32).max
+    assert down[3] == -np.inf and down[4] < 0.1 and down[6] == 0.0
+    with pytest.raises(ValueError):
+        float32_thresholds(t, Op.EQ)
+
+
+def test_smallest_int():
+    assert smallest_int(-1, 127) == np.int8
+    assert smallest_int(-1, 128) == np.int16
+    assert smallest_int(0, 40000) == np.int32
+    assert smallest_int(-1, 5, np.int32) == np.int32
+    with pytest.raises(sf.UnsupportedModelError):
+        smallest_int(0, 2**31)
+
+
+# ----------------------------------------------------------------------------- widths: exactness
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(forest=forests(max_trees=6, max_depth=5, max_features=300), rep=st.sampled_from(REPS),
+       widths=st.sampled_from(list(WIDTHS)), seed=st.integers(0, 2**16))
+def test_every_representation_and_width_matches_reference(forest, rep, widths, seed):
+    X = rows_for(forest, np.random.default_rng(seed), 150)
+    cf = _compile(forest, rep, widths, schedule="interleaved")
+    for margin in (True, False):
+        np.testing.assert_array_equal(cf.predict(X, output_margin=margin),
+                                      reference.predict(forest, X, output_margin=margin))
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(forest=forests(max_trees=6, max_depth=5, max_features=200), widths=st.sampled_from(list(WIDTHS)),
+       tile=st.sampled_from([2, 4]), seed=st.integers(0, 2**16))
+def test_tiled_sparse_widths_match_reference(forest, widths, tile, seed):
+    X = rows_for(forest, np.random.default_rng(seed), 100)
+    cf = _compile(forest, "sparse", widths, tile_size=tile)
+    np.testing.assert_array_equal(cf.predict(X, output_margin=True),
+                                  reference.predict(forest, X, output_margin=True))
+
+
+def test_narrow_buffers_are_chosen():
+    from silvanforge.ir.hir import Forest, Tree
+
+    rng = np.random.default_rng(0)
+    for features, want in ((8, "i8"), (300, "i16")):
+        tree = Tree.from_nodes([1, -1, -1], [2, -1, -1], [features - 1, 0, 0], [0.5, 0, 0],
+                               np.array([[0.0], [1.0], [2.0]]))
+        forest = Forest(trees=[tree], num_features=features)
+        cf = sf.compile(forest, rep="sparse")
+        bufs = cf.lir_module.buffers
+        assert bufs["sparse_feature"].type == want and bufs["sparse_child"].type == "i8"
+        assert "leaves inline" in cf.lir_module.info["widths"]
+        X = rng.normal(size=(20, features))
+        np.testing.assert_array_equal(cf.predict(X, output_margin=True),
+                                      reference.predict(forest, X, output_margin=True))
+
+
+@pytest.fixture(scope="module", params=["xgboost", "lightgbm"])
+def library_cases(request, tmp_path_factory):
+    module = importlib.import_module(f"support_{request.param}")
+    return module.cases(tmp_path_factory.mktemp(request.param), quick=True)
+
+
+@pytest.mark.parametrize("widths", list(WIDTHS))
+@pytest.mark.parametrize("rep", REPS)
+def test_widths_equal_the_libraries(library_cases, rep, widths):
+    """Trained models with NaNs and categorical splits (the importer tests' quick cases)."""
+    for case in library_cases:
+        try:
+            cf = _compile(case.path, rep, widths)
+        except sf.UnsupportedModelError as exc:  # array/reorg refuse trees too deep to pad
+            assert rep != "sparse" and "sparse" in str(exc), f"{case.name}: {exc}"
+            continue
+        assert_close(cf.predict(case.X, **case.predict_kwargs), case.expected, case)
+
+
+# ----------------------------------------------------------------------------- the chooser
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(forest=forests(max_trees=10, max_depth=7, max_features=40),
+       batch=st.sampled_from([None, 1, 8, 64, 512, 4096]), seed=st.integers(0, 2**16))
+def test_chosen_schedules_are_legal_and_exact(forest, batch, seed):
+    cf = sf.compile(forest, batch_size=batch)  # representation, padding, schedule chosen
+    X = rows_for(forest, np.random.default_rng(seed), 300)
+    for threads in (1, 2):
+        np.testing.assert_array_equal(cf.predict(X, output_margin=True, threads=threads),
+                                      reference.predict(forest, X, output_margin=True))
+
+
+def test_row_chunks_follow_row_width():
+    from silvanforge_target_cpu import row_chunk
+    from silvanforge.ir.hir import Forest
+
+    def shaped(features, dtype):
+        f = Forest.__new__(Forest)
+        f.num_features, f.threshold_dtype = features, dtype
+        return f
+
+    assert row_chunk(shaped(8, "float32")) == 64
+    assert row_chunk(shaped(2000, "float32")) == 32
+    assert row_chunk(shaped(2000, "float64")) == 16
+    assert row_chunk(shaped(100_000, "float64")) == 16
+
+
+def test_padding_choice_follows_size():
+    from silvanforge.api import PAD_SMALL_BYTES, choose_padding
+    from silvanforge.hir_passes import padded_nodes
+    from test_predict_api import make_forest
+
+    f = make_forest()
+    nodes, padded = sum(t.num_nodes for t in f.trees), padded_nodes(f)
+    small = padded * (np.dtype(f.threshold_dtype).itemsize + 4) <= PAD_SMALL_BYTES
+    assert choose_padding(f) == (padded <= 2 * nodes or (padded <= 8 * nodes and small))

@@ -150,7 +150,8 @@ def lower(model, target: str = "cpu", rep: str | None = None, schedule=None,
     if batch_size is not None and (not isinstance(batch_size, (int, np.integer)) or batch_size <= 0):
         raise InputError(f"batch_size must be a positive integer, got {batch_size!r}")
     sched = _as_schedule(schedule, forest, batch_size)
-    if sched is None and reorder is not None:
+    if sched is None and reorder is not None and reg.target_kind(target) != "gpu":
+        # GPU targets keep their own template (it tiles the tree loop); trees stay grouped.
         sched = peel_groups(forest, batch_size, groups=tree_groups(forest, reorder))
     sched = sched or reg.hook.silvanforge_target_default_schedule(
         target=target, forest=forest, batch_size=batch_size)

@@ -224,3 +224,10 @@ def test_empty_split_half_keeps_the_other_halfs_fold(rep):
         cf = sf.compile(f, rep=rep, schedule=text, threads=threads)
         np.testing.assert_allclose(cf.predict(X, output_margin=True),
                                    reference.predict(f, X, output_margin=True), rtol=1e-6)
+
+
+def test_an_index_derived_from_an_inner_tile_stays_inside_its_outer():
+    from test_predict_api import make_forest
+
+    with pytest.raises(ScheduleError, match="derived from i1"):
+        lower_to_mir(make_forest(), parse_schedule("tile(batch, i0, i1, 1)\ntile(i1, i2, i3, 1)\nreorder(i2, i0)"))

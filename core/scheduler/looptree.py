@@ -264,6 +264,12 @@ class _Builder:
             bound: list[IndexVar] = []
             for node in path:
                 idx = node.index
+                # Any index derived from an inner one (its tiles and splits) counts in that inner
+                # index's coordinates, which need the outer loop around it too.
+                inner = next((a for a in idx.lineage() if a.role == "inner"), None)
+                if inner is not None and inner is not idx and inner.sibling.value_on(bound) is None:
+                    self.fail(f"{idx.name} is derived from {inner.name}, the inner index of a tile of "
+                              f"{inner.parent.name}, and must stay inside {inner.sibling.name}")
                 if idx.role == "inner" and idx.sibling.value_on(bound) is None:
                     self.fail(f"{idx.name} is the inner index of a tile of {idx.parent.name} and "
                               f"must stay inside its outer index {idx.sibling.name}")

@@ -151,6 +151,8 @@ def _check_coverage(top, dims: dict) -> None:
 class GpuCodegen(_Codegen):
     """The CPU lowering with GPU loops, shared memory, barriers and folds across threads."""
 
+    vector_walks = False  # the C dialects have no vector types: GPU threads walk one row each
+
     def __init__(self, forest, layout, reps, b: Builder, thr_t, acc_t, private: dict):
         if layout.tiles is not None:
             raise ScheduleError("tiled walks (tile_size > 1) are a CPU vectorisation; GPU targets walk "

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import dataclasses
+import os
 
 import numpy as np
 
@@ -89,6 +90,36 @@ def smallest_int(lo: int, hi: int, at_least=np.int8) -> np.dtype:
         if dt.itemsize >= floor.itemsize and np.iinfo(dt).min <= lo and hi <= np.iinfo(dt).max:
             return dt
     raise UnsupportedModelError(f"node indices {lo}..{hi} do not fit in int32")
+
+
+# Set by :func:`vector_walks`; the default comes from ``SILVANFORGE_VECTOR_WALK`` (0 / 1).
+_VECTOR_WALKS: contextvars.ContextVar = contextvars.ContextVar("silvanforge_vector_walks", default=None)
+VECTOR_WALK_DEFAULT = False
+# Interleaved walks of 2 .. this many lanes may run as vectors (PackBits packs up to 31 lanes).
+MAX_VECTOR_LANES = 16
+
+
+@contextlib.contextmanager
+def vector_walks(enabled: bool = True):
+    """Walk interleaved rows as SIMD vectors (``True``) or as scalar walks in turn (``False``) for
+    what is compiled inside the block; see :meth:`_Codegen._walk_vector`."""
+    token = _VECTOR_WALKS.set(bool(enabled))
+    try:
+        yield
+    finally:
+        _VECTOR_WALKS.reset(token)
+
+
+def vector_walks_enabled() -> bool:
+    forced = _VECTOR_WALKS.get()
+    if forced is not None:
+        return forced
+    env = os.environ.get("SILVANFORGE_VECTOR_WALK", "").strip().lower()
+    if env in ("0", "false", "no", "off"):
+        return False
+    if env in ("1", "true", "yes", "on"):
+        return True
+    return VECTOR_WALK_DEFAULT
 
 
 @contextlib.contextmanager
@@ -308,6 +339,9 @@ def _phases(body: list):
 
 
 class _Codegen:
+    # Whether interleaved walks may run as vectors (gathers): CPU only; GpuCodegen turns it off.
+    vector_walks = True
+
     def __init__(self, forest, layout: ForestLayout, reps: _Rep, b: Builder, thr_t, acc_t,
                  private: dict):
         self.forest, self.layout, self.reps, self.b = forest, layout, reps, b
@@ -325,6 +359,7 @@ class _Codegen:
         self.info: dict = {}  # facts for Module.info (what a GPU lowering fell back on, ...)
         self.index: dict[str, Var] = {}  # MIR loop index -> LIR variable
         self.values: dict[str, Var] = {}  # MIR value name -> LIR variable (the leaf node)
+        self.vector_walks = self.vector_walks and vector_walks_enabled()
         self._outputs_plan()
 
     # -- how a tree's outputs map to margins
@@ -432,7 +467,7 @@ class _Codegen:
         walk = next(o for o in op.body if isinstance(o, mir.WalkDecisionTree))
         reduce = next(o for o in op.body if isinstance(o, mir.Reduce))
         b.push()
-        pairs, actives = [], []
+        pairs, actives, trees = [], [], []
         for j in range(lanes):
             v = b.local(op.index, "i64", Bin("+", base, self.c(j * op.step, "i64")))
             active = b.local("active", "i1", Cmp("<", v, stop)) if j else None
@@ -441,12 +476,18 @@ class _Codegen:
                 if isinstance(other, (mir.CacheRows, mir.CacheTrees)):
                     self.lower(other)
             tree, row = self.expr(walk.tree), self.expr(walk.row)
+            trees.append(tree)
             if j:  # an inactive lane walks lane 0's (valid) tree and row, and is not reduced
                 tree = Select(active, tree, pairs[0][0])
                 row = Select(active, row, pairs[0][1])
             pairs.append((b.local("lt", "i64", tree), b.local("lr", "i64", row)))
             actives.append(active)
-        nodes = self._walk_lanes(pairs, walk.unroll_depth, walk.peel_depth)
+        if self._can_walk_vector(lanes):
+            # One tree for every lane (rows interleaved): the tree stays a scalar.
+            shared = all(t == trees[0] for t in trees)
+            nodes = self._walk_vector(pairs, shared, walk.unroll_depth, walk.peel_depth)
+        else:
+            nodes = self._walk_lanes(pairs, walk.unroll_depth, walk.peel_depth)
         for (tree, row), node, active in zip(pairs, nodes, actives):
             b.push()
             self._reduce(row, tree, node)
@@ -566,6 +607,75 @@ class _Codegen:
                 b.emit(While(any_left, [If(not_leaf(j), step(j)) for j in range(len(lanes))]))
         return nodes
 
+    def _can_walk_vector(self, lanes: int) -> bool:
+        """Vector walks: untiled, no categorical splits (decided one node at a time), CPU."""
+        return (self.vector_walks and self.tiles is None and not self.layout.has_categorical
+                and 2 <= lanes <= MAX_VECTOR_LANES)
+
+    def _walk_vector(self, lanes, shared: bool, unroll_depth: int = 0, peel_depth: int = 0) -> list[Var]:
+        """Walk the ``n`` (tree, row) lanes as one SIMD walk; returns the leaf node of each lane.
+
+        The nodes are one ``i64xn`` vector.  Each step gathers every lane's feature index,
+        threshold and flags (the representation's hooks, given the vector of nodes, build loads
+        at a vector index: :func:`silvanforge.ir.lir.widen` makes them gathers), gathers the
+        lanes' feature values from their rows, decides all lanes with one vector
+        :meth:`_decision` and moves every lane to its child.  The first ``peel_depth`` steps
+        (every leaf is at least that deep: padded trees) need no leaf checks; after them a loop
+        runs while any lane is not at a leaf, and lanes at a leaf stay where they are (their
+        feature index, -1, is clamped to 0 so the row gather stays in bounds).
+        """
+        b, reps, n, c = self.b, self.reps, len(lanes), self.c
+        widen = lir.widen
+        self.info["vector_walk"] = True
+        vec = lambda t: lir.vector_type(t, n)  # noqa: E731
+        if shared:
+            t32 = Cast(lanes[0][0], "i32")
+        else:
+            t32 = Cast(b.local("tv", vec("i64"), lir.Vector(tuple(t for t, _ in lanes))), vec("i32"))
+        rows = b.local("rv", vec("i64"), lir.Vector(tuple(r for _, r in lanes)))
+        # Each lane's row start, once per walk (x86 has no 64-bit vector multiply below AVX-512).
+        row_at = b.local("rowat", vec("i64"), widen(Bin("*", rows, lir.ROW_STRIDE)))
+        root = lir.broadcast(Builder.cast(widen(reps.root(b=b, tree=t32)), "i64"), n)
+        node = b.local("nodev", vec("i64"), root)
+        depth = max(self._depth_bound(t) for t, _ in lanes)
+
+        def not_leaf():
+            leaf = widen(reps.is_leaf(b=b, tree=t32, node=node))
+            return lir.broadcast(widen(Cmp("==", Cast(leaf, "i32"), c(0, "i32"))), n)
+
+        def step(mask: Var | None):
+            feature = widen(reps.load_feature_index(b=b, tree=t32, node=node, lane=0))
+            feature = lir.broadcast(Builder.cast(feature, "i32"), n)
+            if mask is not None:  # a lane at a leaf has feature -1: read column 0 instead
+                feature = Bin("max", feature, c(0, vec("i32")))
+            x = b.local("xv", vec(self.thr_t), widen(self._row_value(rows, feature, row_at)))
+            thr = b.local("thrv", x.type, lir.broadcast(
+                widen(reps.load_threshold(b=b, tree=t32, node=node, lane=0)), n))
+            flags = widen(Cast(reps.load_split_flags(b=b, tree=t32, node=node, lane=0), "i32"))
+            flags = b.local("flagsv", vec("i32"), lir.broadcast(flags, n))
+            left = self._decision(x, thr, flags)
+            child = Select(left, c(0, vec("i32")), c(1, vec("i32")))
+            moved = lir.broadcast(Builder.cast(widen(reps.child(b=b, tree=t32, node=node, child=child)),
+                                               vec("i64")), n)
+            b.emit(Assign(node, moved if mask is None else Select(mask, moved, node)))
+
+        done = 0
+        for _ in range(min(peel_depth, depth)):
+            step(None)
+            done += 1
+        if done < depth:
+            mask = b.local("walking", vec("i1"), not_leaf())
+            for _ in range(min(unroll_depth, depth - done)):
+                step(mask)
+                b.emit(Assign(mask, not_leaf()))
+                done += 1
+            if done < depth:
+                b.push()
+                step(mask)
+                b.emit(Assign(mask, not_leaf()))
+                b.emit(While(Cmp("!=", lir.PackBits(mask), c(0, "i32")), b.pop()))
+        return [b.local("node", "i64", lir.Extract(node, j)) for j in range(n)]
+
     def _step(self, t32, row, node: Var) -> None:
         """One move from ``node`` to the child the row's feature value selects."""
         b, reps = self.b, self.reps
@@ -614,11 +724,12 @@ class _Codegen:
         slot = Cast(b.load("tile_lut", Bin("+", Bin("*", shape, c(2**n, "i32")), bits)), "i32")
         b.emit(Assign(node, self.reps.child(b=b, tree=t32, node=node, child=slot)))
 
-    def _row_value(self, row, feature) -> lir.Expr:
+    def _row_value(self, row, feature, row_at=None) -> lir.Expr:
         """Feature ``feature`` (an int expression) of row ``row``: the one place inputs are read
-        (a GPU lowering reads cached rows from shared memory instead)."""
-        return self.b.load("rows", Bin("+", Bin("*", row, lir.ROW_STRIDE),
-                                       Bin("*", Cast(feature, "i64"), lir.COL_STRIDE)))
+        (a GPU lowering reads cached rows from shared memory instead).  ``row_at``: the row's
+        first element (``row * row_stride``) where the caller has it."""
+        at = Bin("*", row, lir.ROW_STRIDE) if row_at is None else row_at
+        return self.b.load("rows", Bin("+", at, Bin("*", Cast(feature, "i64"), lir.COL_STRIDE)))
 
     def _flag(self, flags: Var, bit: int) -> lir.Expr:
         n = lir.lanes_of(flags.type)
@@ -769,7 +880,7 @@ class _Codegen:
 
 
 __all__ = ["ForestLayout", "TreeLayout", "RepBuffers", "build_layout", "lower_to_lir",
-           "node_widths", "smallest_int", "float32_thresholds",
+           "node_widths", "vector_walks", "smallest_int", "float32_thresholds",
            "FLAG_DEFAULT_LEFT", "FLAG_ZERO_MISSING", "FLAG_CATEGORICAL", "FLAG_OP_SHIFT"]
 
 

@@ -6,8 +6,10 @@ language (LLVM IR, CUDA C, OpenCL C).  The IR is small and typed:
 
 * types are strings: ``i1 i8 i16 i32 i64 u8 u32 f32 f64``, and short vectors of them written
   ``f32x4`` (:func:`vector_type`): arithmetic, comparisons, selects and casts apply lane by lane,
-  a vector constant is one value in every lane, ``Vector`` builds one from scalars and
-  ``PackBits`` packs an ``i1xN`` into an integer, lane ``k`` as bit ``k`` (tiled walks);
+  a vector constant is one value in every lane, ``Vector`` builds one from scalars,
+  ``PackBits`` packs an ``i1xN`` into an integer, lane ``k`` as bit ``k`` (tiled walks),
+  ``Gather`` loads one element per lane at a vector of indices and ``Extract`` takes one lane
+  (vector walks: :func:`widen` turns a scalar expression of vector operands into one);
 * expressions are frozen dataclasses (``Const``, ``Var``, ``Load``, ``Bin``, ``Cmp``, ``Select``,
   ``Cast``, ``IsNan``), so they can be shared and printed;
 * statements are ``Assign`` (to a mutable local), ``Store``, ``For``, ``While``, ``If``.
@@ -182,6 +184,34 @@ class PackBits:
 
 
 @dataclasses.dataclass(frozen=True)
+class Gather:
+    """``buffer[index[k]]`` in lane ``k``: ``index`` is an integer vector, the result a vector
+    of the buffer's element type with as many lanes (CPU vector walks: one gather per field)."""
+
+    buffer: str
+    index: "Expr"
+    type: str
+
+    def __str__(self):
+        return f"gather {self.buffer}[{self.index}]"
+
+
+@dataclasses.dataclass(frozen=True)
+class Extract:
+    """Lane ``lane`` (a constant) of the vector ``a``, as a scalar."""
+
+    a: "Expr"
+    lane: int
+
+    @property
+    def type(self) -> str:
+        return element_type(self.a.type)
+
+    def __str__(self):
+        return f"{self.a}[lane {self.lane}]"
+
+
+@dataclasses.dataclass(frozen=True)
 class GpuIndex:
     """A GPU thread's coordinate: ``grid.x|y|z`` is the index of its block in the grid,
     ``block.x|y|z`` its index inside the block (CUDA blockIdx / threadIdx, OpenCL
@@ -196,7 +226,8 @@ class GpuIndex:
 
 GPU_DIMS = ("grid.x", "grid.y", "grid.z", "block.x", "block.y", "block.z")
 
-Expr = Union[Const, Var, Load, Bin, Cmp, Select, Cast, IsNan, Vector, PackBits, GpuIndex]
+Expr = Union[Const, Var, Load, Bin, Cmp, Select, Cast, IsNan, Vector, PackBits, Gather, Extract,
+             GpuIndex]
 BIN_OPS = ("+", "-", "*", "/", "%", "&", "|", "^", "<<", ">>", "min", "max")
 CMP_OPS = ("<", "<=", "==", "!=", ">", ">=")
 
@@ -420,12 +451,22 @@ class Builder:
     def const(value, type_: str) -> Const:
         return Const(float(value) if element_type(type_) in FLOAT_TYPES else int(value), type_)
 
-    def load(self, buffer: str, index: Expr, lanes: int = 1) -> Load:
-        """``buffer[index]``, or with ``lanes`` > 1 the vector of that many elements from there."""
+    def load(self, buffer: str, index: Expr, lanes: int = 1) -> Expr:
+        """``buffer[index]``, or with ``lanes`` > 1 the vector of that many elements from there.
+        A vector ``index`` gathers one element per lane (:class:`Gather`), so representation
+        hooks written for one node serve a vector of nodes unchanged."""
+        n = lanes_of(index.type)
+        if n > 1:
+            if lanes > 1:
+                raise ValueError("a gather loads one element per lane")
+            return Gather(buffer, index, vector_type(self.buffers[buffer].type, n))
         return Load(buffer, index, vector_type(self.buffers[buffer].type, lanes))
 
     @staticmethod
     def cast(a: Expr, type_: str) -> Expr:
+        """``a`` as ``type_``; a vector ``a`` cast to a scalar type keeps its lanes."""
+        if lanes_of(a.type) > 1 and lanes_of(type_) == 1:
+            type_ = vector_type(type_, lanes_of(a.type))
         return a if a.type == type_ else Cast(a, type_)
 
     def add(self, a, b):
@@ -433,6 +474,53 @@ class Builder:
 
     def mul(self, a, b):
         return Bin("*", a, b)
+
+
+# ----------------------------------------------------------------------------- widening
+def broadcast(e: Expr, lanes: int) -> Expr:
+    """The scalar ``e`` in each of ``lanes`` lanes (a vector constant for a constant)."""
+    if lanes_of(e.type) == lanes:
+        return e
+    if isinstance(e, Const):
+        return Const(e.value, vector_type(e.type, lanes))
+    return Vector((e,) * lanes)
+
+
+def widen(e: Expr) -> Expr:
+    """``e`` with every operation applied lane by lane where an operand is a vector.
+
+    Representation hooks build expressions for one node (``node * 2``, ``i64(load(...))``); given
+    a vector of nodes they mix vector and scalar operands.  This types the result as a vector:
+    scalar operands of a vector operation are broadcast, casts and comparisons take the vector's
+    lanes and a load at a vector index becomes a :class:`Gather`.  Scalar expressions come back
+    unchanged."""
+    if isinstance(e, Load):
+        index = widen(e.index)
+        n = lanes_of(index.type)
+        if n > 1:
+            return Gather(e.buffer, index, vector_type(e.type, n))
+        return e if index is e.index else Load(e.buffer, index, e.type)
+    if isinstance(e, Bin):
+        a, b = widen(e.a), widen(e.b)
+        n = max(lanes_of(a.type), lanes_of(b.type))
+        return Bin(e.op, broadcast(a, n), broadcast(b, n)) if n > 1 else Bin(e.op, a, b)
+    if isinstance(e, Cmp):
+        a, b = widen(e.a), widen(e.b)
+        n = max(lanes_of(a.type), lanes_of(b.type))
+        return Cmp(e.op, broadcast(a, n), broadcast(b, n), vector_type("i1", n))
+    if isinstance(e, Select):
+        c, a, b = widen(e.cond), widen(e.a), widen(e.b)
+        n = max(lanes_of(c.type), lanes_of(a.type), lanes_of(b.type))
+        return Select(broadcast(c, n), broadcast(a, n), broadcast(b, n))
+    if isinstance(e, Cast):
+        a = widen(e.a)
+        return Cast(a, vector_type(element_type(e.type), lanes_of(a.type)))
+    if isinstance(e, IsNan):
+        a = widen(e.a)
+        return IsNan(a, vector_type("i1", lanes_of(a.type)))
+    if isinstance(e, Gather):
+        return Gather(e.buffer, widen(e.index), e.type)
+    return e
 
 
 # ----------------------------------------------------------------------------- verifier
@@ -494,6 +582,20 @@ def verify(module: Module) -> None:
             if len(e.elems) < 2 or lanes_of(e.elems[0].type) != 1 \
                     or any(x.type != e.elems[0].type for x in e.elems):
                 fail(f"a vector needs 2 or more scalars of one type: {e}")
+        elif isinstance(e, Gather):
+            buf = module.buffers.get(e.buffer)
+            if buf is None:
+                fail(f"gather from undeclared buffer {e.buffer}")
+            check_expr(e.index, scope)
+            n = lanes_of(e.index.type)
+            if n < 2 or element_type(e.index.type) not in INT_TYPES:
+                fail(f"gather from {e.buffer} with index of type {e.index.type}")
+            if e.type != vector_type(buf.type, n):
+                fail(f"gather from {e.buffer} typed {e.type}, buffer is {buf.type}, {n} lanes")
+        elif isinstance(e, Extract):
+            check_expr(e.a, scope)
+            if not 0 <= e.lane < lanes_of(e.a.type) or lanes_of(e.a.type) < 2:
+                fail(f"lane {e.lane} of {e.a.type}")
         elif isinstance(e, GpuIndex):
             if e.dim not in GPU_DIMS or e.type != "i64":
                 fail(f"unknown GPU index {e.dim}")

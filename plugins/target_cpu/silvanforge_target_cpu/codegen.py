@@ -46,6 +46,7 @@ class LLVMCodegen:
         self.lmod = module
         self.mod = ir.Module(name="silvanforge")
         self._prefetch = None
+        self._gathers: dict[str, ir.Function] = {}
 
     def generate(self) -> ir.Module:
         for fn in self.lmod.functions:
@@ -174,6 +175,10 @@ class LLVMCodegen:
             # <N x i1> reinterpreted as iN puts lane k in bit k (x86: one movmsk).
             n = lir.lanes_of(e.a.type)
             return b.zext(b.bitcast(self.expr(e.a), ir.IntType(n)), ir.IntType(32))
+        if isinstance(e, lir.Gather):
+            return self.gather(e)
+        if isinstance(e, lir.Extract):
+            return b.extract_element(self.expr(e.a), ir.Constant(ir.IntType(32), e.lane))
         if isinstance(e, lir.Var):
             if e.name in self.scalars:
                 return self.scalars[e.name]
@@ -202,6 +207,54 @@ class LLVMCodegen:
         if isinstance(e, lir.Bin):
             return self.binop(e.op, self.expr(e.a), self.expr(e.b), e.a.type)
         raise TypeError(f"cannot generate LLVM for {e!r}")
+
+    def gather(self, e: lir.Gather) -> ir.Value:
+        """``llvm.masked.gather`` with every lane on: one vector of addresses (a GEP of the
+        buffer with a vector index), which the backend turns into ``vgather`` where the target
+        has it (x86 AVX2, AVX-512) and into scalar loads elsewhere.
+
+        Model buffers hold fewer than 2**31 elements, so their indices are gathered as ``i32``
+        (x86: one 8-lane ``vpgatherdd``).  Elements narrower than 4 bytes (feature indices,
+        flags, child offsets) have no gather of their own: the 4-byte word starting at the
+        element is gathered and truncated; the kernel pads every model buffer so the word's
+        last bytes stay inside it (``jit.GATHER_PAD``)."""
+        b, n = self.b, lir.lanes_of(e.type)
+        et = lir.element_type(e.type)
+        size = lir.LIR_TO_NUMPY[et].itemsize
+        buf = self.lmod.buffers[e.buffer]
+        base = self.ptrs[e.buffer]
+        if buf.kind == "model":
+            idx = self.cast(self.expr(e.index), e.index.type, lir.vector_type("i32", n))
+            if size < 4:
+                i8p = ir.PointerType(ir.IntType(8))
+                offset = b.mul(idx, ir.Constant(ir.VectorType(ir.IntType(32), n), [size] * n))
+                ptrs = self._vector_gep(b.bitcast(base, i8p), offset, n)
+                word = self._masked_gather(b.bitcast(ptrs, ir.VectorType(ir.PointerType(ir.IntType(32)), n)),
+                                           ir.IntType(32), n, 1)
+                return b.trunc(word, llvm_type(e.type))
+        else:
+            idx = self.cast(self.expr(e.index), e.index.type, lir.vector_type("i64", n))
+        return self._masked_gather(self._vector_gep(base, idx, n), llvm_type(et), n, size)
+
+    def _vector_gep(self, base, idx, n):
+        gep = self.b.gep(base, [ir.Constant(ir.IntType(64), 0)], inbounds=True)
+        # llvmlite types a GEP by scalar indices only: give the vector GEP its vector type.
+        gep.operands[1] = idx
+        gep.indices = [idx]
+        gep.type = ir.VectorType(base.type, n)
+        return gep
+
+    def _masked_gather(self, ptrs, elem, n, align):
+        bits = {ir.FloatType: "f32", ir.DoubleType: "f64"}.get(type(elem)) or f"i{elem.width}"
+        name = f"llvm.masked.gather.v{n}{bits}.v{n}p0"
+        fn = self._gathers.get(name)
+        if fn is None:
+            fnty = ir.FunctionType(ir.VectorType(elem, n), [
+                ptrs.type, ir.IntType(32), ir.VectorType(ir.IntType(1), n), ir.VectorType(elem, n)])
+            fn = self._gathers[name] = ir.Function(self.mod, fnty, name=name)
+        mask = ir.Constant(ir.VectorType(ir.IntType(1), n), [1] * n)
+        return self.b.call(fn, [ptrs, ir.Constant(ir.IntType(32), align), mask,
+                                ir.Constant(ir.VectorType(elem, n), ir.Undefined)])
 
     def binop(self, op, x, y, t):
         b = self.b

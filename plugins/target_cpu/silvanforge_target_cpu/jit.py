@@ -36,17 +36,27 @@ def host_signature() -> dict:
             "features": llvm.get_host_cpu_features().flatten(), "llvm": list(llvm.llvm_version_info)}
 
 
-def _target_machine():
+def _target_machine(gathers: bool = False):
+    """The host's target machine.  ``gathers``: the module walks with vector gathers, which
+    LLVM otherwise splits into scalar loads on hosts it does not tune as fast-gather (AMD Zen);
+    measured faster there for vector walks (docs/benchmarks.md, "Vector walks")."""
     _init()
     target = llvm.Target.from_triple(llvm.get_process_triple())
-    return target.create_target_machine(cpu=llvm.get_host_cpu_name(),
-                                        features=llvm.get_host_cpu_features().flatten(),
+    features = llvm.get_host_cpu_features()
+    flat = features.flatten()
+    if gathers and features.get("avx2"):
+        flat += ",+fast-gather"
+    return target.create_target_machine(cpu=llvm.get_host_cpu_name(), features=flat,
                                         opt=3, codemodel="jitdefault")
 
 
-def optimise(ir_text: str):
+def uses_gathers(module: lir.Module) -> bool:
+    return bool(module.info.get("vector_walk"))
+
+
+def optimise(ir_text: str, gathers: bool = False):
     """Parse, verify and run the O3 module pipeline; returns (module, target machine)."""
-    tm = _target_machine()
+    tm = _target_machine(gathers)
     mod = llvm.parse_assembly(ir_text)
     mod.triple = llvm.get_process_triple()
     mod.data_layout = str(tm.target_data)
@@ -74,7 +84,8 @@ class CpuKernel:
         self._fns = [proto(self._engine.get_function_address(f.name)) for f in module.functions]
         self._in_ptr, self._out_ptr = ctypes.POINTER(in_ct), ctypes.POINTER(out_ct)
         # Keep the arrays alive as long as the kernel: the pointer table refers to them.
-        self._buffers = [b.data for b in module.model_buffers()]
+        # Each padded by GATHER_PAD bytes: a vector walk gathers narrow fields as 4-byte words.
+        self._buffers = [_padded(b.data) for b in module.model_buffers()]
         self._model_ptrs = [a.ctypes.data for a in self._buffers]
         self.phases = module.functions
         self.scratch = module.scratch_buffers()
@@ -97,8 +108,18 @@ class CpuKernel:
         return len(meta).to_bytes(4, "little") + meta + self._llvm_module.as_bitcode()
 
 
+GATHER_PAD = 8
+
+
+def _padded(data: np.ndarray) -> np.ndarray:
+    """``data`` in a buffer with GATHER_PAD zero bytes after its end (codegen.gather)."""
+    raw = np.zeros(data.nbytes + GATHER_PAD, np.uint8)
+    raw[:data.nbytes] = np.ascontiguousarray(data).reshape(-1).view(np.uint8)
+    return raw[:data.nbytes].view(data.dtype)
+
+
 def compile_module(module: lir.Module, ir_text: str) -> CpuKernel:
-    mod, tm = optimise(ir_text)
+    mod, tm = optimise(ir_text, uses_gathers(module))
     return CpuKernel(module, mod, tm)
 
 
@@ -109,4 +130,4 @@ def load_artifact(module: lir.Module, blob: bytes) -> CpuKernel | None:
     if meta != host_signature():
         return None
     mod = llvm.parse_bitcode(blob[4 + n:])
-    return CpuKernel(module, mod, _target_machine())
+    return CpuKernel(module, mod, _target_machine(uses_gathers(module)))

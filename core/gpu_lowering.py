@@ -159,6 +159,8 @@ class GpuCodegen(_Codegen):
                                 "node by node (seed 004, 5.1: tiling does not pay on SIMT GPUs)")
         super().__init__(forest, layout, reps, b, thr_t, acc_t, private)
         self.info = {"gpu_fallbacks": []}
+        # Every load the representation hooks build goes through the builder: inside a cacheTrees
+        # scope a load of a cached buffer must read the shared copy, whoever built it.
         plain_load = b.load
         b.load = lambda buffer, index, lanes=1: self._redirect(plain_load(buffer, index, lanes))
         self._plain_load = plain_load
@@ -203,6 +205,7 @@ class GpuCodegen(_Codegen):
         self.row_cache = None  # (shared buffer, first cached row) inside a cacheRows scope
         self.tree_cache: dict = {}  # buffer -> [(shared buffer, lo, hi)] inside a cacheTrees scope
         self.shared_bytes = 0
+        self.loop_steps: dict = {}  # MIR loop index -> step (what one iteration caches)
         self._plan_shared_reductions(top)
         prologue = self._fill_shared_partials()
         self.lower(top)
@@ -259,6 +262,7 @@ class GpuCodegen(_Codegen):
 
     def _gpu_loop(self, op: mir.Loop):
         b, c = self.b, self.c
+        self.loop_steps[op.index] = op.step
         start, stop = self.expr(op.start), self.expr(op.stop)
         barrier = self._has_barrier(op)
         saved_guard = self.guard
@@ -317,8 +321,9 @@ class GpuCodegen(_Codegen):
     def _gpu_cache(self, op):
         what = "rows" if isinstance(op, mir.CacheRows) else "trees"
         start, stop = self.expr(op.start), self.expr(op.stop)
-        step = op.stop[1][2] if isinstance(op.stop, tuple) and op.stop[0] == "min" \
-            and isinstance(op.stop[1], tuple) and isinstance(op.stop[1][2], int) else None
+        # A cache op heads the body of the loop it caches (its start is that loop's index): one
+        # iteration's working set is at most the loop's step of rows or trees.
+        step = self.loop_steps.get(op.start)
         if self.no_barriers or step is None or self._is_variant(start) or self._is_variant(stop):
             return self._fallback(f"cache {what} at {mir.fmt(op.start)}: the range differs between the "
                                   "threads of a block (or lies in an unrolled or interleaved loop)")

@@ -92,31 +92,31 @@ def _hoist_grid_folds(fn: mir.MirFunction) -> list:
     """Top-level operations, with the folds of tree loops spread over grid blocks moved to
     kernels of their own (blocks cannot wait for each other inside one launch)."""
     out = []
+    def visit(ops: list, hoisted: list) -> list:
+        """``ops`` without the folds to hoist, which are appended to ``hoisted``."""
+        kept, prev = [], None
+        for op in ops:
+            if isinstance(op, mir.Loop):
+                op.body = visit(op.body, hoisted)
+            if isinstance(op, mir.ReduceDimension) and isinstance(prev, mir.Loop) \
+                    and any(x.gpu.startswith("grid") for x in _mapped(prev)):
+                if op.inplace:
+                    raise ScheduleError(
+                        f"parallel tree loops nested inside {prev.index}, which is spread over GPU "
+                        "blocks: their partial sums cannot be folded inside one kernel; map the "
+                        "inner tree loop to block threads or use atomicReduce")
+                row = f"fold{len(out) + len(hoisted)}"
+                hoisted.append(mir.Loop(row, "batch", "row_begin", "row_end", 1, [
+                    dataclasses.replace(op, rows=(row, ("+", row, 1)))], parallel=True))
+            else:
+                kept.append(op)
+            prev = op
+        return kept
+
     for top in copy.deepcopy(fn.body):  # the MIR function itself stays as printed
-        hoisted = []
-
-        def visit(ops: list) -> list:
-            kept, prev = [], None
-            for op in ops:
-                if isinstance(op, mir.Loop):
-                    op.body = visit(op.body)
-                if isinstance(op, mir.ReduceDimension) and isinstance(prev, mir.Loop) \
-                        and any(x.gpu.startswith("grid") for x in _mapped(prev)):
-                    if op.inplace:
-                        raise ScheduleError(
-                            f"parallel tree loops nested inside {prev.index}, which is spread over GPU "
-                            "blocks: their partial sums cannot be folded inside one kernel; map the "
-                            "inner tree loop to block threads or use atomicReduce")
-                    row = f"fold{len(out) + len(hoisted)}"
-                    hoisted.append(mir.Loop(row, "batch", "row_begin", "row_end", 1, [
-                        dataclasses.replace(op, rows=(row, ("+", row, 1)))], parallel=True))
-                else:
-                    kept.append(op)
-                prev = op
-            return kept
-
+        hoisted: list = []
         if isinstance(top, mir.Loop):
-            top.body = visit(top.body)
+            top.body = visit(top.body, hoisted)
         out.append(top)
         out.extend(hoisted)
     return out
@@ -193,7 +193,7 @@ class GpuCodegen(_Codegen):
                 grid[_DIM_AXES.index(axis)] = min(rows, key=lambda e: e[1]) if rows else max(extents)
         if self.auto is not None:
             block[0] = AUTO_BLOCK
-            grid[0] = int(math.ceil(self.auto.max_trip / AUTO_BLOCK)) if self.auto.max_trip \
+            grid[0] = -(-self.auto.max_trip // AUTO_BLOCK) if self.auto.max_trip \
                 else ("rows", self.auto.step, AUTO_BLOCK)
         if math.prod(block) > MAX_THREADS_PER_BLOCK:
             raise ScheduleError(f"a GPU block of {' x '.join(map(str, block))} threads is more than "
@@ -382,7 +382,7 @@ class GpuCodegen(_Codegen):
         return self._plain_load(name, Bin("+", Bin("*", Bin("-", row, first), F), Cast(feature, "i64")))
 
     def _cache_trees_shared(self, first: Var, last: Var, step: int):
-        b, c = self.b, self.c
+        b = self.b
         regions = self.reps.cache_trees(b=b, first_tree=Cast(first, "i32"),
                                         num_trees=Cast(Bin("-", last, first), "i32"))
         sizes = self._region_sizes(step, len(regions))

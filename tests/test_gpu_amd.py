@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 import silvanforge as sf
 from silvanforge import reference
 from silvanforge.plugins import registry
-from silvanforge.scheduler import GPU_CANNED, Schedule
+from silvanforge.scheduler import GPU_CANNED
 from silvanforge.scheduler.gpu_template import TemplateParams, candidates, gpu_template
 from strategies import forests, rows_for
 from support_common import assert_close
@@ -94,6 +94,7 @@ def test_shared_reduction_lives_in_shared_memory(models):
     assert not cf.lir_module.scratch_buffers()
     source = cf.show("target")
     assert "__local" in source and "barrier(" in source
+    assert_matches_reference(cf, forest, X)
 
 
 SCHEDULES = {
@@ -126,6 +127,7 @@ def test_cached_trees_read_shared_memory(models):
     shared = [b.name for b in cf.lir_module.shared_buffers()]
     assert any(name.startswith("sparse_threshold") for name in shared), shared
     assert len(cf.lir_module.functions) >= 3  # init, walks, the fold across grid blocks
+    assert_matches_reference(cf, cf.forest, X)
 
 
 def test_library_cases_on_default_gpu_schedule(tmp_path):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import io
 import json
 import os
@@ -258,7 +259,7 @@ class CompiledForest:
             "rep": self.rep, "schedule": self.schedule.to_text(), "batch_size": self.batch_size,
             "threads": self.threads, "fingerprint": self.forest.fingerprint(), "pad": self.pad,
             "tile_size": self.tile_size, "reorder": self.reorder,
-            "probability_tiling": self.tile_ids is not None,
+            "probability_tiling": self.tile_ids is not None, "lir": lir_digest(self.lir_module),
         }
         blob = self.kernel.artifact() if hasattr(self.kernel, "artifact") else b""
         tmp = f"{os.fspath(path)}.tmp-{os.getpid()}"
@@ -352,7 +353,9 @@ def load_compiled(path) -> CompiledForest:
                           gpu=reg.target_kind(target) == "gpu")
     options = {"threads": meta.get("threads"), "batch_size": meta.get("batch_size")}
     kernel = None
-    if blob and meta.get("silvanforge") == __version__:
+    # Machine code is reused only for the very program it was built from: the same version can
+    # lower a model differently (a new chooser, widths) and old code would misread the buffers.
+    if blob and meta.get("silvanforge") == __version__ and meta.get("lir") == lir_digest(module):
         kernel = reg.hook.silvanforge_target_load_kernel(target=target, module=module, blob=blob,
                                                          options=options)
     if kernel is None:
@@ -360,6 +363,11 @@ def load_compiled(path) -> CompiledForest:
     return CompiledForest(forest, kernel, module, mir_fn, target, rep, sched, meta.get("batch_size"),
                           meta.get("threads"), time.perf_counter() - start, pad=pad, tile_size=tile_size,
                           reorder=reorder, tile_ids=tile_ids)
+
+
+def lir_digest(module: lir.Module) -> str:
+    """A digest of an LIR module's program (its printed form: buffers, types, functions)."""
+    return hashlib.sha256(lir.format_module(module).encode()).hexdigest()
 
 
 def _tiled_model(forest: hir.Forest, tile_ids) -> hir.Forest:

@@ -45,12 +45,16 @@ def pad_tree(tree: Tree, depth: int) -> Tree:
     feature = np.where(real_split, tree.feature[source], np.where(internal, 0, -1))
     cats = {int(k): tree.categories[int(source[k])] for k in np.flatnonzero(real_split)
             if int(source[k]) in tree.categories}
+    # A dummy split compares with the tree's own op (its outcome never matters): one op per
+    # forest keeps the compiled decision a single compare (LightGBM's <= would otherwise meet <).
+    real_ops = tree.op[tree.left >= 0]
+    dummy_op = int(np.bincount(real_ops).argmax()) if len(real_ops) else int(Op.LT)
     return Tree(
         left=np.where(internal, 2 * slots + 1, -1).astype(np.int32),
         right=np.where(internal, 2 * slots + 2, -1).astype(np.int32),
         feature=feature.astype(np.int32),
         threshold=np.where(real_split, tree.threshold[source], 0.0),
-        op=np.where(real_split, tree.op[source], Op.LT).astype(np.uint8),
+        op=np.where(real_split, tree.op[source], dummy_op).astype(np.uint8),
         default_left=np.where(real_split, tree.default_left[source], True),
         zero_missing=np.where(real_split, tree.zero_missing[source], False),
         leaf_value=np.where(internal[:, None], 0.0, tree.leaf_value[source]),

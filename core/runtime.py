@@ -15,6 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from .errors import InputError
+from .ir import lir
 
 # Fewer rows than this per thread costs more in hand-off than the walk saves.
 MIN_ROWS_PER_THREAD = 256
@@ -74,7 +75,28 @@ def run_kernel(kernel, rows: np.ndarray, num_outputs: int, threads: int | None) 
     if n == 0:
         return out
     threads = default_threads() if threads is None else max(1, int(threads))
-    scratch = [np.full(n * buf.per_row, buf.fill, dtype=kernel.output_dtype) for buf in kernel.scratch]
+    # Scratch grows with the rows: a batch whose scratch would pass SCRATCH_BYTES runs in blocks
+    # of rows (rows are independent, so each block runs every phase on its own).
+    row_bytes = sum(buf.per_row * np.dtype(_scratch_dtype(kernel, buf)).itemsize for buf in kernel.scratch)
+    block = max(MIN_ROWS_PER_THREAD * threads, SCRATCH_BYTES // max(row_bytes, 1))
+    for start in range(0, n, block):
+        _run_block(kernel, rows[start:start + block], out[start:start + block], threads)
+    return out
+
+
+SCRATCH_BYTES = 64 << 20
+
+
+def _scratch_dtype(kernel, buf):
+    # Privatised margins are kept in the output dtype; other scratch in its own element type.
+    return kernel.output_dtype if buf.fill is not None else lir.LIR_TO_NUMPY[buf.type]
+
+
+def _run_block(kernel, rows: np.ndarray, out: np.ndarray, threads: int) -> None:
+    n = rows.shape[0]
+    scratch = [np.empty((n + buf.pad_rows) * buf.per_row, dtype=_scratch_dtype(kernel, buf))
+               if buf.fill is None else np.full(n * buf.per_row, buf.fill, dtype=kernel.output_dtype)
+               for buf in kernel.scratch]
     for i, phase in enumerate(kernel.phases):
         if phase.parallel == "loop":
             # Every call covers all rows for a share of the parallel tree loop's iterations.
@@ -91,4 +113,3 @@ def run_kernel(kernel, rows: np.ndarray, num_outputs: int, threads: int | None) 
         pool = _get_pool(threads)
         for f in [pool.submit(kernel.run, i, rows, out, scratch, *t) for t in tasks]:
             f.result()
-    return out

@@ -45,16 +45,18 @@ def _tree(rng: np.random.Generator, num_features: int, outputs: tuple[int, ...],
 
 
 @st.composite
-def forests(draw, max_trees: int = 12, max_depth: int = 6, max_features: int = 6):
+def forests(draw, max_trees: int = 12, max_depth: int = 6, max_features: int = 6, plain: bool = False):
+    """Random forests; ``plain``: numerical splits of one op (< or <=), no zero-as-missing
+    (what split rows need, :func:`silvanforge.lowering.can_split_rows`)."""
     seed = draw(st.integers(0, 2**32 - 1))
     rng = np.random.default_rng(seed)
     num_features = draw(st.integers(1, max_features))
     num_outputs = draw(st.sampled_from([1, 1, 2, 3]))
     multi_output_trees = num_outputs > 1 and draw(st.booleans())
     aggregation = draw(st.sampled_from(list(Aggregation)))
-    ops = draw(st.sampled_from([[Op.LT], [Op.LE], [Op.LT, Op.LE, Op.EQ]]))
-    categorical = draw(st.booleans())
-    zero_missing = draw(st.booleans())
+    ops = draw(st.sampled_from([[Op.LT], [Op.LE]] + ([] if plain else [[Op.LT, Op.LE, Op.EQ]])))
+    categorical = not plain and draw(st.booleans())
+    zero_missing = not plain and draw(st.booleans())
     dtype = draw(st.sampled_from(["float32", "float64"]))
     n_trees = draw(st.integers(1, max_trees))
     trees = []

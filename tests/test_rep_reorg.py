@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 import silvanforge as sf
 from silvanforge import reference
 from silvanforge.ir.hir import Aggregation, Forest, Transform, Tree
-from silvanforge.lowering import build_layout
+from silvanforge.lowering import build_layout, node_widths
 from silvanforge.plugins import registry
 from strategies import forests, rows_for
 from support_common import assert_close
@@ -61,7 +61,8 @@ def _forest(trees, num_features=2) -> Forest:
 
 def test_layout_interleaves_the_trees_level_by_level():
     forest = _forest([_chain(2, 0), _chain(0), _chain(1, 1)])
-    layout = build_layout(forest)
+    with node_widths(packed_default_left=False):  # plain feature indices, as stored unpacked
+        layout = build_layout(forest)
     bufs = reorg.silvanforge_rep_buffers(rep="reorg", forest=forest, layout=layout).buffers
     T, D = 3, 2
     assert bufs["reorg_meta"].tolist() == [T, D]

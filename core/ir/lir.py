@@ -305,7 +305,9 @@ class Buffer:
     kind ``input``: the rows, indexed ``row * row_stride + feature * col_stride``;
     kind ``output``: the margins, ``num_outputs`` per row;
     kind ``scratch``: working memory the runtime allocates per call, ``per_row`` elements for each
-      row of the batch, every element starting at ``fill`` (privatised reductions);
+      row of the batch, every element starting at ``fill`` (privatised reductions), or left
+      unset where ``fill`` is None (buffers a phase writes before any reads: split rows), with
+      ``pad_rows`` rows more than the batch (walks of lanes past the batch's end read there);
     kind ``shared``: GPU shared (CUDA) / local (OpenCL) memory of ``size`` elements, one copy per
       thread block, declared by the kernel (GPU lowering only).
     """
@@ -315,7 +317,8 @@ class Buffer:
     kind: str
     data: np.ndarray | None = None
     per_row: int = 0
-    fill: float = 0.0
+    fill: float | None = 0.0
+    pad_rows: int = 0
     size: int = 0
 
 
@@ -649,7 +652,8 @@ def format_module(module: Module) -> str:
     for buf in module.buffers.values():
         size = "" if buf.data is None else f"[{buf.data.size}]"
         if buf.kind == "scratch":
-            size = f"[rows x {buf.per_row}] = {buf.fill}"
+            rows = f"(rows + {buf.pad_rows})" if buf.pad_rows else "rows"
+            size = f"[{rows} x {buf.per_row}]" + ("" if buf.fill is None else f" = {buf.fill}")
         if buf.kind == "shared":
             size = f"[{buf.size}] per block"
         lines.append(f"buffer {buf.kind} {buf.name}: {buf.type}{size}")

@@ -52,6 +52,10 @@ def silvanforge_target_available(target):
     if target != NAME:
         return None
     _, problem = platforms()
+    if problem is None:
+        from .opencl import build_problem
+
+        problem = build_problem()
     return (problem is None), problem or ""
 
 

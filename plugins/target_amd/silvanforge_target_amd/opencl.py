@@ -35,6 +35,26 @@ def device_context():
     return _context
 
 
+_probe: list = []  # [problem or None], once per process
+
+
+def build_problem() -> str | None:
+    """Why the chosen device cannot build OpenCL C, or None when a tiny kernel builds.  A platform
+    can list a device and still fail every build: PoCL 3.0's LLVM 14, for one, does not know CPUs
+    newer than it (AMD Zen 4) and asks for target CPU 'generic', which it then rejects."""
+    if not _probe:
+        try:
+            ctx, _, device = device_context()
+            cl.Program(ctx, "__kernel void probe(__global float *a) { a[0] = 1.0f; }").build()
+            _probe.append(None)
+        except Exception as exc:
+            log = " ".join(str(exc).split())
+            reason = next((line.strip() for line in str(exc).splitlines() if "error:" in line), log[:200])
+            name = device.name.strip() if "device" in locals() else "the OpenCL device"
+            _probe.append(f"{name} cannot build OpenCL kernels ({reason})")
+    return _probe[0]
+
+
 class OpenCLKernel(GpuKernel):
     def __init__(self, module):
         self.ctx, self.queue, self.device = device_context()

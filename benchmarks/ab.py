@@ -1,0 +1,81 @@
+"""Head-to-head A/B of compile variants on one thread, in one process, rounds interleaved.
+
+    python benchmarks/ab.py MODEL [MODEL...] --variant default= --variant array=rep=array \
+        [--batch-sizes 512,4096] [--rounds 5]
+
+A variant is ``NAME=key=value,key=value`` of :func:`silvanforge.compile` keyword arguments
+(``rep=array``, ``pad=0``, ``tile_size=4``, ``reorder=depth``), or ``packed=0`` / ``inline=0``
+(the default-left bit in the flags byte, leaves apart: :func:`silvanforge.lowering.node_widths`)
+or ``split=0`` (walks read the rows as given: :func:`silvanforge.lowering.split_rows`).  Each call's time is the CPU time
+of the predicting thread (``time.thread_time``), so the other sessions on a shared machine move
+it less than wall time; the best over the rounds is quoted, with the speed relative to the first
+variant.  Predictions of every variant are checked equal to the first's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+
+import silvanforge as sf
+from silvanforge.lowering import node_widths, split_rows
+
+
+def parse_variant(text: str) -> tuple[str, dict]:
+    name, _, spec = text.partition("=")
+    kw = {}
+    for item in filter(None, spec.split(",")):
+        key, _, value = item.partition("=")
+        kw[key] = int(value) if value.lstrip("-").isdigit() else value
+    return name, kw
+
+
+def compile_variant(forest, batch_size: int, kw: dict):
+    """``packed=0`` / ``inline=0`` force the wide node encodings (:func:`node_widths`); the rest
+    goes to :func:`silvanforge.compile`."""
+    kw = dict(kw)
+    widths = {"packed_default_left": kw.pop("packed", None), "inline_leaves": kw.pop("inline", None)}
+    widths = {k: bool(v) for k, v in widths.items() if v is not None}
+    with node_widths(**widths), split_rows(bool(kw.pop("split", 1))):
+        return sf.compile(forest, batch_size=batch_size, threads=1, **kw)
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("models", nargs="+")
+    p.add_argument("--variant", action="append", default=[])
+    p.add_argument("--batch-sizes", default="512,4096")
+    p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--calls", type=int, default=5)
+    args = p.parse_args(argv)
+    variants = [parse_variant(v) for v in (args.variant or ["default="])]
+    for path in args.models:
+        forest = sf.load_model(path)
+        for n in (int(b) for b in args.batch_sizes.split(",")):
+            rng = np.random.default_rng(0)
+            X = rng.standard_normal((n, forest.num_features)).astype(np.float32)
+            X[::11, 0] = np.nan
+            cfs = {name: compile_variant(forest, n, kw) for name, kw in variants}
+            first = variants[0][0]
+            want = cfs[first].predict(X)
+            for name, cf in cfs.items():
+                got = cf.predict(X)
+                if not np.allclose(got, want, rtol=1e-5, atol=1e-6):
+                    raise SystemExit(f"{name} differs from {first}: {np.abs(got - want).max()}")
+            best = {name: float("inf") for name in cfs}
+            for _ in range(args.rounds):
+                for name, cf in cfs.items():
+                    for _ in range(args.calls):
+                        t = time.thread_time()
+                        cf.predict(X)
+                        best[name] = min(best[name], time.thread_time() - t)
+            base = best[first]
+            cells = "  ".join(f"{name} {best[name] * 1e3:8.3f} ms ({base / best[name]:.2f}x)" for name in cfs)
+            print(f"{path.split('/')[-1]:22s} rows={n:5d}  {cells}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,157 @@
+"""Split rows (issue 4): CPU walks read each row as 2F columns, a missing value as +inf in
+column 2f and as -inf in column 2f + 1, and the feature field ``(f << 1) | default_left`` picks
+the column, so a step needs no NaN test and no flags.  Checked against the reference evaluator
+on random forests (NaN, +-inf and exact ties in the rows) for every representation, schedule
+family, tile size and vector walks, and that it is used only where it is exact."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import silvanforge as sf
+from silvanforge import api, reference, runtime
+from silvanforge.hir_passes import pad_trees
+from silvanforge.ir.hir import Forest, Op, Tree
+from silvanforge.lowering import SPLIT_ROWS, build_layout, can_split_rows, split_rows, vector_walks
+from strategies import _tree, forests, rows_for
+
+SCHEDULES = ["interleaved", "default", "xgboost", "tree-parallel", "one-tree-at-a-time"]
+
+
+def uses_split_rows(cf) -> bool:
+    return SPLIT_ROWS in cf.lir_module.buffers
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(forest=forests(max_trees=8, max_depth=6, max_features=40, plain=True),
+       rep=st.sampled_from(["sparse", "array", "reorg"]), schedule=st.sampled_from(SCHEDULES),
+       seed=st.integers(0, 2**16))
+def test_split_rows_match_reference(forest, rep, schedule, seed):
+    X = rows_for(forest, np.random.default_rng(seed), 200)
+    cf = sf.compile(forest, rep=rep, schedule=schedule)
+    assert uses_split_rows(cf)
+    # Tree-parallel sums partial margins in another order (float rounding), the rest bit-exact.
+    tol = 1e-5 if schedule == "tree-parallel" else 0
+    for threads in (1, 2):
+        np.testing.assert_allclose(cf.predict(X, output_margin=True, threads=threads),
+                                   reference.predict(forest, X, output_margin=True), rtol=tol, atol=tol)
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(forest=forests(max_trees=6, max_depth=5, max_features=20, plain=True),
+       tile=st.sampled_from([2, 4]), seed=st.integers(0, 2**16))
+def test_split_rows_tiled_and_vector_walks(forest, tile, seed):
+    X = rows_for(forest, np.random.default_rng(seed), 120)
+    want = reference.predict(forest, X, output_margin=True)
+    tiled = sf.compile(forest, tile_size=tile)
+    with vector_walks(True):
+        vector = sf.compile(forest, schedule="interleaved")
+    for cf in (tiled, vector):
+        assert uses_split_rows(cf)
+        np.testing.assert_array_equal(cf.predict(X, output_margin=True), want)
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(forest=forests(max_trees=6, max_depth=5, max_features=20), seed=st.integers(0, 2**16))
+def test_split_rows_only_where_exact(forest, seed):
+    """Any forest: split rows exactly when one op of < / <=, no categorical or zero-as-missing
+    split; the predictions equal the reference either way, and with split rows turned off."""
+    layout = build_layout(forest)
+    plain = (not forest.has_categorical() and len(layout.ops) == 1 and layout.ops <= {Op.LT, Op.LE}
+             and not any(t.zero_missing[t.left >= 0].any() for t in forest.trees))
+    X = rows_for(forest, np.random.default_rng(seed), 100)
+    cf = sf.compile(forest, schedule="interleaved")
+    assert uses_split_rows(cf) == plain
+    with split_rows(False):
+        off = sf.compile(forest, schedule="interleaved")
+    assert not uses_split_rows(off)
+    want = reference.predict(forest, X, output_margin=True)
+    np.testing.assert_array_equal(cf.predict(X, output_margin=True), want)
+    np.testing.assert_array_equal(off.predict(X, output_margin=True), want)
+
+
+@pytest.mark.parametrize("op", [Op.LT, Op.LE])
+@pytest.mark.parametrize("threshold", [np.inf, -np.inf])
+def test_infinite_thresholds_keep_the_nan_test(op, threshold):
+    """+-inf stand for a missing value only at finite thresholds: an infinite one turns split rows
+    off (a default-left NaN at x < -inf would otherwise go right)."""
+    tree = Tree.from_nodes([1, -1, -1], [2, -1, -1], [0, 0, 0], [threshold, 0, 0],
+                           np.array([[0.0], [1.0], [2.0]]), op=[int(op)] * 3,
+                           default_left=[True, False, False])
+    forest = Forest(trees=[tree], num_features=1)
+    assert not can_split_rows(build_layout(forest))
+    cf = sf.compile(forest)
+    assert not uses_split_rows(cf)
+    X = np.array([[np.nan], [np.inf], [-np.inf], [0.0]])
+    np.testing.assert_array_equal(cf.predict(X, output_margin=True),
+                                  reference.predict(forest, X, output_margin=True))
+
+
+def test_gpu_lowering_reads_rows_as_given():
+    forest = Forest(trees=[Tree.from_nodes([1, -1, -1], [2, -1, -1], [0, 0, 0], [0.5, 0, 0],
+                                           np.array([[0.0], [1.0], [2.0]]))], num_features=1)
+    assert SPLIT_ROWS in api.lower(forest, target="cpu").lir.buffers
+    for target in ("amd", "cuda"):
+        assert SPLIT_ROWS not in api.lower(forest, target=target).lir.buffers
+
+
+def test_split_rows_before_a_tree_parallel_loop():
+    """A tree-parallel loop phase reads every row: the row phase before it splits them all."""
+    forest = Forest(trees=[Tree.from_nodes([1, -1, -1], [2, -1, -1], [0, 0, 0], [0.5, 0, 0],
+                                           np.array([[0.0], [1.0], [2.0]]), default_left=[True, False, False]),
+                           Tree.from_nodes([1, -1, -1], [2, -1, -1], [0, 0, 0], [0.5, 0, 0],
+                                           np.array([[0.0], [3.0], [5.0]]))] * 2, num_features=1)
+    cf = sf.compile(forest, schedule="reorder(tree, batch)\nparallel(tree)")
+    kinds = [f.parallel for f in cf.lir_module.functions]
+    assert uses_split_rows(cf) and kinds == ["rows", "loop", "rows"], kinds
+    X = np.array([[np.nan], [0.4], [0.6], [np.inf], [-np.inf]] * 200)
+    for threads in (1, 2):
+        np.testing.assert_array_equal(cf.predict(X, output_margin=True, threads=threads),
+                                      reference.predict(forest, X, output_margin=True))
+
+
+def test_large_batches_run_in_blocks_of_rows(monkeypatch):
+    """Scratch grows with the rows: past SCRATCH_BYTES a batch runs block by block, same values."""
+    rng = np.random.default_rng(3)
+    trees = [_tree(rng, 30, (0,), 5, [int(Op.LT)], categorical=False, zero_missing=False) for _ in range(6)]
+    forest = Forest(trees=trees, num_features=30)
+    X = rows_for(forest, np.random.default_rng(0), 3000)
+    cf = sf.compile(forest)
+    want = cf.predict(X, output_margin=True)
+    monkeypatch.setattr(runtime, "SCRATCH_BYTES", 1)  # the smallest blocks
+    for threads in (1, 2):
+        np.testing.assert_array_equal(cf.predict(X, output_margin=True, threads=threads), want)
+    np.testing.assert_array_equal(want, reference.predict(forest, X, output_margin=True))
+
+
+def test_padding_keeps_the_forest_op():
+    """Dummy splits take the tree's op: a padded <= forest still compiles to one compare."""
+    tree = Tree.from_nodes([1, 3, -1, -1, -1], [2, 4, -1, -1, -1], [0, 1, 0, 0, 0], [0.5, 1.5, 0, 0, 0],
+                           np.array([[0.0], [0.0], [2.0], [3.0], [4.0]]), op=[int(Op.LE)] * 5)
+    padded = pad_trees(Forest(trees=[tree], num_features=2))
+    assert build_layout(padded).ops == {Op.LE}
+    assert can_split_rows(build_layout(padded))
+
+
+def test_artifact_code_is_reused_only_for_the_same_program(tmp_path):
+    """Machine code saved from a different lowering of the same model (here: without split rows)
+    is rebuilt on load, never run against the new program's buffers."""
+    rng = np.random.default_rng(5)
+    trees = [_tree(rng, 6, (0,), 4, [int(Op.LT)], categorical=False, zero_missing=False) for _ in range(5)]
+    forest = Forest(trees=trees, num_features=6)
+    X = rows_for(forest, rng, 300)
+    with split_rows(False):
+        old = sf.compile(forest)
+    assert not uses_split_rows(old)
+    old.save(tmp_path / "old.forge")
+    loaded = sf.load_compiled(tmp_path / "old.forge")  # lowered anew: split rows, a new digest
+    assert uses_split_rows(loaded)
+    np.testing.assert_array_equal(loaded.predict(X, output_margin=True),
+                                  reference.predict(forest, X, output_margin=True))
+    loaded.save(tmp_path / "new.forge")
+    again = sf.load_compiled(tmp_path / "new.forge")
+    np.testing.assert_array_equal(again.predict(X, output_margin=True),
+                                  loaded.predict(X, output_margin=True))

@@ -5,16 +5,18 @@
 
 A variant is ``NAME=key=value,key=value`` of :func:`silvanforge.compile` keyword arguments
 (``rep=array``, ``pad=0``, ``tile_size=4``, ``reorder=depth``), or ``packed=0`` / ``inline=0``
-(the default-left bit in the flags byte, leaves apart: :func:`silvanforge.lowering.node_widths`)
-or ``split=0`` (walks read the rows as given: :func:`silvanforge.lowering.split_rows`).  Each call's time is the CPU time
-of the predicting thread (``time.thread_time``), so the other sessions on a shared machine move
-it less than wall time; the best over the rounds is quoted, with the speed relative to the first
-variant.  Predictions of every variant are checked equal to the first's.
+(the default-left bit in the flags byte, leaves apart: :func:`silvanforge.lowering.node_widths`),
+or ``split=0`` / ``split=1`` (rows read as given / split rows even where wide:
+:func:`silvanforge.lowering.split_rows`).  Each call's time is the CPU time of the predicting
+thread (``time.thread_time``), so the other sessions on a shared machine move it less than wall
+time; the best over the rounds is quoted, with the speed relative to the first variant.
+Predictions of every variant are checked equal to the first's.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import time
 
 import numpy as np
@@ -38,7 +40,8 @@ def compile_variant(forest, batch_size: int, kw: dict):
     kw = dict(kw)
     widths = {"packed_default_left": kw.pop("packed", None), "inline_leaves": kw.pop("inline", None)}
     widths = {k: bool(v) for k, v in widths.items() if v is not None}
-    with node_widths(**widths), split_rows(bool(kw.pop("split", 1))):
+    split = kw.pop("split", None)
+    with node_widths(**widths), (contextlib.nullcontext() if split is None else split_rows(bool(split))):
         return sf.compile(forest, batch_size=batch_size, threads=1, **kw)
 
 

@@ -218,8 +218,9 @@ _SPLIT_ROWS: contextvars.ContextVar = contextvars.ContextVar("silvanforge_split_
 
 @contextlib.contextmanager
 def split_rows(enabled: bool = True):
-    """Let CPU walks read missing-split rows (the default where the model allows it) or not, for
-    what is compiled inside the block (A/B benchmarks and tests of both paths)."""
+    """Let CPU walks read missing-split rows wherever exact (``True``, even for wide rows) or
+    never (``False``) for what is compiled inside the block (A/B benchmarks, tests of both
+    paths); outside any block the chooser decides (:func:`can_split_rows`)."""
     token = _SPLIT_ROWS.set(bool(enabled))
     try:
         yield
@@ -227,15 +228,27 @@ def split_rows(enabled: bool = True):
         _SPLIT_ROWS.reset(token)
 
 
+# Split rows pay while writing one (2F values) costs little beside walking it: wide rows (2000
+# features under 300 trees of depth 8) spend more writing, and more cache, than the walks save.
+SPLIT_ROWS_ANY_WIDTH = 128  # columns of a split row that always pay
+SPLIT_ROWS_WALK_SHARE = 0.25  # otherwise at most this many columns per walk step of a row
+
+
 def can_split_rows(layout: ForestLayout) -> bool:
     """Whether walks can read split rows (:meth:`_Codegen.fill_split_rows`): the default-left bit
-    rides in the feature field, every split compares with ``<`` or with ``<=`` (one of them) and
-    every threshold is finite (+-inf would meet an infinite threshold on the wrong side)."""
-    if _SPLIT_ROWS.get() is False or not layout.packed_default_left:
+    rides in the feature field, every split compares with ``<`` or with ``<=`` (one of them),
+    every threshold is finite (+-inf would meet an infinite threshold on the wrong side), and the
+    split row is narrow beside the walk steps of a row (or forced on with :func:`split_rows`)."""
+    forced = _SPLIT_ROWS.get()
+    if forced is False or not layout.packed_default_left:
         return False
     if not layout.ops <= {Op.LT, Op.LE} or len(layout.ops) != 1:
         return False
-    return all(bool(np.isfinite(t.threshold[t.feature >= 0]).all()) for t in layout.trees)
+    if not all(bool(np.isfinite(t.threshold[t.feature >= 0]).all()) for t in layout.trees):
+        return False
+    columns = 2 * layout.forest.num_features
+    steps = sum(t.depth for t in layout.trees)
+    return forced is True or columns <= max(SPLIT_ROWS_ANY_WIDTH, SPLIT_ROWS_WALK_SHARE * steps)
 
 
 def float32_thresholds(threshold: np.ndarray, op: int = Op.LE) -> np.ndarray:
@@ -397,7 +410,7 @@ def _phases(body: list):
 class _Codegen:
     # Whether interleaved walks may run as vectors (gathers): CPU only; GpuCodegen turns it off.
     vector_walks = True
-    # Whether walks may read missing-split rows (:meth:`_fill_split_rows`): CPU only (a GPU
+    # Whether walks may read missing-split rows (:meth:`fill_split_rows`): CPU only (a GPU
     # lowering reads rows where they are, or from its shared-memory cache).
     split_rows = True
 
@@ -802,10 +815,12 @@ class _Codegen:
             x = b.local("xv", lir.vector_type(self.thr_t, n), lir.Vector(tuple(xs)))
             thr = b.local("thrv", x.type, _lanes([
                 reps.load_threshold(b=b, tree=t32, node=node, lane=lane) for lane in lanes]))
-            if not self.layout.packed_default_left:  # one vector load where they lie side by side
-                fl = [Cast(_lanes([reps.load_split_flags(b=b, tree=t32, node=node, lane=lane)
-                                   for lane in lanes]), lir.vector_type("i32", n))]
-            flags = b.local("flagsv", lir.vector_type("i32", n), fl[0] if len(fl) == 1 else lir.Vector(tuple(fl)))
+            if self.layout.packed_default_left:  # the bits came with the feature fields
+                flags = lir.Vector(tuple(fl))
+            else:  # one vector load where the flag bytes lie side by side
+                flags = Cast(_lanes([reps.load_split_flags(b=b, tree=t32, node=node, lane=lane)
+                                     for lane in lanes]), lir.vector_type("i32", n))
+            flags = b.local("flagsv", lir.vector_type("i32", n), flags)
             bits = lir.PackBits(self._decision(x, thr, flags))
         bits = b.local("bits", "i32", bits)
         shape = Builder.cast(self.reps.load_tile_shape(b=b, tree=t32, node=node), "i32")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import threading
+import weakref
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -92,11 +93,38 @@ def _scratch_dtype(kernel, buf):
     return kernel.output_dtype if buf.fill is not None else lir.LIR_TO_NUMPY[buf.type]
 
 
+# Per thread, per kernel: the scratch arrays of its last call, reused by the next one (a fresh
+# multi-megabyte array costs a page fault per 4 KiB page on first touch, every call).
+_scratch_cache = threading.local()
+
+
+def _scratch(kernel, n: int) -> list[np.ndarray]:
+    """The scratch buffers of a call over ``n`` rows: unfilled ones as they are, the others set
+    to their fill value."""
+    cache = _scratch_cache.__dict__.setdefault("arrays", weakref.WeakKeyDictionary())
+    try:
+        held = cache.get(kernel) or []
+    except TypeError:  # a kernel that cannot be weakly referenced: nothing is reused
+        held = None
+    arrays, views = [], []
+    for k, buf in enumerate(kernel.scratch):
+        size = (n + buf.pad_rows) * buf.per_row if buf.fill is None else n * buf.per_row
+        dtype = np.dtype(_scratch_dtype(kernel, buf))
+        a = held[k] if held and k < len(held) else None
+        if a is None or a.size < size or a.dtype != dtype:
+            a = np.empty(size, dtype)
+        arrays.append(a)
+        views.append(a[:size])
+        if buf.fill is not None:
+            views[-1].fill(buf.fill)
+    if held is not None and arrays:
+        cache[kernel] = arrays
+    return views
+
+
 def _run_block(kernel, rows: np.ndarray, out: np.ndarray, threads: int) -> None:
     n = rows.shape[0]
-    scratch = [np.empty((n + buf.pad_rows) * buf.per_row, dtype=_scratch_dtype(kernel, buf))
-               if buf.fill is None else np.full(n * buf.per_row, buf.fill, dtype=kernel.output_dtype)
-               for buf in kernel.scratch]
+    scratch = _scratch(kernel, n)
     for i, phase in enumerate(kernel.phases):
         if phase.parallel == "loop":
             # Every call covers all rows for a share of the parallel tree loop's iterations.
@@ -110,6 +138,11 @@ def _run_block(kernel, rows: np.ndarray, out: np.ndarray, threads: int) -> None:
         if len(tasks) == 1:
             kernel.run(i, rows, out, scratch, *tasks[0])
             continue
+        # The calling thread runs the first share itself: one hand-off fewer per phase.
         pool = _get_pool(threads)
-        for f in [pool.submit(kernel.run, i, rows, out, scratch, *t) for t in tasks]:
-            f.result()
+        futures = [pool.submit(kernel.run, i, rows, out, scratch, *t) for t in tasks[1:]]
+        try:
+            kernel.run(i, rows, out, scratch, *tasks[0])
+        finally:
+            for f in futures:
+                f.result()

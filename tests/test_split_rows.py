@@ -155,3 +155,19 @@ def test_artifact_code_is_reused_only_for_the_same_program(tmp_path):
     again = sf.load_compiled(tmp_path / "new.forge")
     np.testing.assert_array_equal(again.predict(X, output_margin=True),
                                   loaded.predict(X, output_margin=True))
+
+
+def test_wide_rows_are_read_as_given():
+    """2000 features under a few shallow trees: writing split rows costs more than the walks
+    save, so the chooser reads the rows as they are (still exact); forcing it splits them."""
+    rng = np.random.default_rng(9)
+    trees = [_tree(rng, 2000, (0,), 4, [int(Op.LT)], categorical=False, zero_missing=False) for _ in range(3)]
+    forest = Forest(trees=trees, num_features=2000)
+    X = rows_for(forest, rng, 50)
+    want = reference.predict(forest, X, output_margin=True)
+    chosen = sf.compile(forest)
+    with split_rows(True):
+        forced = sf.compile(forest)
+    assert not uses_split_rows(chosen) and uses_split_rows(forced)
+    for cf in (chosen, forced):
+        np.testing.assert_array_equal(cf.predict(X, output_margin=True), want)

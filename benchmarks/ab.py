@@ -7,7 +7,8 @@ A variant is ``NAME=key=value,key=value`` of :func:`silvanforge.compile` keyword
 (``rep=array``, ``pad=0``, ``tile_size=4``, ``reorder=depth``), or ``packed=0`` / ``inline=0``
 (the default-left bit in the flags byte, leaves apart: :func:`silvanforge.lowering.node_widths`),
 or ``split=0`` / ``split=1`` (rows read as given / split rows even where wide:
-:func:`silvanforge.lowering.split_rows`).  Each call's time is the CPU time of the predicting
+:func:`silvanforge.lowering.split_rows`), or ``loops=0`` / ``loops=1`` (leaf checks kept / leaves self-looping wherever possible:
+:func:`silvanforge.lowering.leaf_self_loops`).  Each call's time is the CPU time of the predicting
 thread (``time.thread_time``), so the other sessions on a shared machine move it less than wall
 time; the best over the rounds is quoted, with the speed relative to the first variant.
 Predictions of every variant are checked equal to the first's.
@@ -22,7 +23,7 @@ import time
 import numpy as np
 
 import silvanforge as sf
-from silvanforge.lowering import node_widths, split_rows
+from silvanforge.lowering import leaf_self_loops, node_widths, split_rows
 
 
 def parse_variant(text: str) -> tuple[str, dict]:
@@ -41,7 +42,9 @@ def compile_variant(forest, batch_size: int, kw: dict):
     widths = {"packed_default_left": kw.pop("packed", None), "inline_leaves": kw.pop("inline", None)}
     widths = {k: bool(v) for k, v in widths.items() if v is not None}
     split = kw.pop("split", None)
-    with node_widths(**widths), (contextlib.nullcontext() if split is None else split_rows(bool(split))):
+    loops = kw.pop("loops", None)
+    with node_widths(**widths), (contextlib.nullcontext() if loops is None else leaf_self_loops(bool(loops))), \
+            (contextlib.nullcontext() if split is None else split_rows(bool(split))):
         return sf.compile(forest, batch_size=batch_size, threads=1, **kw)
 
 

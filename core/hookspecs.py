@@ -73,6 +73,12 @@ def silvanforge_rep_buffers(rep, forest, layout):
     of the tile (level order), ``load_tile_shape`` gives its shape id and ``child`` takes the
     child *slot* (0 .. tile size).  A representation that cannot lay out tiles raises
     :class:`silvanforge.errors.UnsupportedModelError` naming one that can.
+
+    ``layout.leaf_self_loops`` asks (optionally) for leaves that are fixed points of a step: a
+    leaf's decision always goes right (child 1: the core makes a leaf's feature value NaN), so a
+    representation whose ``child(leaf, 1)`` is the leaf itself sets ``info["leaf_self_loops"] =
+    True``, and the core then walks every tree its full depth without leaf checks.  One that
+    cannot (implicit children) ignores the request and walks keep their checks.
     """
 
 

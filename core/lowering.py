@@ -72,6 +72,9 @@ class ForestLayout:
     # categorical or zero-as-missing splits): the walk then loads no flags byte, one load less per
     # step.  Representations store ``TreeLayout.feature`` as it is; the core decodes it.
     packed_default_left: bool = False
+    # Set by the core when walks read split rows (a leaf's feature, -1, reads a NaN column there):
+    # representations may then make a leaf a fixed point of a step (see the buffers hookspec).
+    leaf_self_loops: bool = False
 
     @property
     def tile_size(self) -> int:
@@ -228,6 +231,35 @@ def split_rows(enabled: bool = True):
         _SPLIT_ROWS.reset(token)
 
 
+_LEAF_LOOPS: contextvars.ContextVar = contextvars.ContextVar("silvanforge_leaf_loops", default=None)
+# Walks through self-looping leaves take the forest's deepest path for every tree: that pays
+# while trees are about equally deep (1.5-1.8x on 1000 trees of depth 10, docs/benchmarks.md),
+# not on leaf-wise forests of depths 9 to 23 (0.66-0.75x) or a mix of depths 4 and 10 (even).
+LEAF_LOOPS_DEPTH_RATIO = 1.25  # deepest tree / mean tree depth, at most
+
+
+@contextlib.contextmanager
+def leaf_self_loops(enabled: bool = True):
+    """Ask representations for leaves as fixed points wherever split rows are read (``True``)
+    or never (``False``) for what is compiled inside the block (A/B, tests); outside any block
+    :func:`want_leaf_self_loops` decides from the trees' depths."""
+    token = _LEAF_LOOPS.set(bool(enabled))
+    try:
+        yield
+    finally:
+        _LEAF_LOOPS.reset(token)
+
+
+def want_leaf_self_loops(layout: ForestLayout) -> bool:
+    """Whether walks should run every tree to the forest's depth through self-looping leaves
+    instead of checking for leaves (given that split rows are read and leaves are inline)."""
+    forced = _LEAF_LOOPS.get()
+    if forced is not None:
+        return forced
+    depths = [t.depth for t in layout.trees]
+    return bool(depths) and max(depths) <= LEAF_LOOPS_DEPTH_RATIO * (sum(depths) / len(depths))
+
+
 # Split rows pay while writing one (2F values) costs little beside walking it: wide rows (2000
 # features under 300 trees of depth 8) spend more writing, and more cache, than the walks save.
 SPLIT_ROWS_ANY_WIDTH = 128  # columns of a split row that always pay
@@ -320,6 +352,10 @@ def lower_to_lir(forest: hir.Forest, fn: mir.MirFunction, rep: str, hook,
     ``gpu``: lower for a GPU target (:mod:`silvanforge.gpu_lowering`): loops mapped to grid and
     block dimensions, shared memory, barriers, one kernel launch per phase."""
     layout = build_layout(forest, tile_size)
+    # Leaves as fixed points need split rows (column -1 of a split row is NaN: a leaf's compare
+    # fails, its step goes right) and leaves inline (the child field is free for the loop).
+    layout.leaf_self_loops = (not gpu and layout.tiles is None and layout.inline_leaves
+                              and can_split_rows(layout) and want_leaf_self_loops(layout))
     reps = _Rep(hook, rep)
     rep_buffers: RepBuffers = reps.buffers(forest=forest, layout=layout)
     thr_t = lir.lir_type(layout.threshold_dtype)
@@ -344,6 +380,7 @@ def lower_to_lir(forest: hir.Forest, fn: mir.MirFunction, rep: str, hook,
         functions = gpu_functions(gen, fn)
     else:
         gen = _Codegen(forest, layout, reps, b, thr_t, acc_t, private)
+        gen.leaf_loops = layout.leaf_self_loops and bool(rep_buffers.info.get("leaf_self_loops"))
         functions = _cpu_functions(gen, fn)
     tiled = f" tile_size={tile_size} tiles={layout.tiles.num_tiles}" if layout.tiles else ""
     module = lir.Module(
@@ -433,9 +470,11 @@ class _Codegen:
         self.values: dict[str, Var] = {}  # MIR value name -> LIR variable (the leaf node)
         self.vector_walks = self.vector_walks and vector_walks_enabled()
         self.split_rows = self.split_rows and can_split_rows(layout)
+        # Whether a step from a leaf stays at the leaf (set by lower_to_lir from the layout).
+        self.leaf_loops = False
         if self.split_rows:
             b.buffers[SPLIT_ROWS] = lir.Buffer(SPLIT_ROWS, thr_t, "scratch",
-                                               per_row=2 * forest.num_features, fill=None)
+                                               per_row=self._split_row_size(), fill=None)
         self._outputs_plan()
 
     # -- how a tree's outputs map to margins
@@ -672,6 +711,8 @@ class _Codegen:
             leaf = reps.is_leaf(b=b, tree=Cast(lanes[j][0], "i32"), node=nodes[j])
             return Cmp("==", Cast(leaf, "i32"), self.c(0, "i32"))
 
+        if self.leaf_loops and self.tiles is None:
+            peel_depth = depth  # a step from a leaf stays there: no walk needs a leaf check
         done = 0
         for _ in range(min(peel_depth, depth)):
             for j in range(len(lanes)):
@@ -838,13 +879,18 @@ class _Codegen:
 
     def _row_start(self, row) -> lir.Expr:
         """Index of a row's first value in the buffer :meth:`_row_value` reads."""
-        if self.split_rows:
-            return Bin("*", row, self.c(2 * self.forest.num_features, "i64"))
+        if self.split_rows:  # column -1 (NaN) comes first
+            return Bin("+", Bin("*", row, self.c(self._split_row_size(), "i64")), self.c(1, "i64"))
         return Bin("*", row, lir.ROW_STRIDE)
+
+    def _split_row_size(self) -> int:
+        return 2 * self.forest.num_features + 1
 
     def fill_split_rows(self) -> None:
         """Write the split rows of rows ``[row_begin, row_end)``: column ``2f`` holds feature
-        ``f`` with a missing value as +inf, column ``2f + 1`` the same with -inf.
+        ``f`` with a missing value as +inf, column ``2f + 1`` the same with -inf, and column -1
+        (before the row's first) NaN: what a leaf's feature field (-1) reads, so a step from a
+        leaf goes right (see ``leaf_self_loops``).
 
         With one comparison op (``<`` or ``<=``), finite thresholds and the default-left bit in the
         feature field (``(f << 1) | default_left``, :attr:`ForestLayout.packed_default_left`), the
@@ -862,7 +908,8 @@ class _Codegen:
         b.emit(Store(SPLIT_ROWS, at, Select(nan, c(float("inf"), t), x)))
         b.emit(Store(SPLIT_ROWS, Bin("+", at, c(1, "i64")), Select(nan, c(float("-inf"), t), x)))
         features = For(f, c(0, "i64"), c(self.forest.num_features, "i64"), 1, b.pop())
-        b.emit(For(r, lir.ROW_BEGIN, lir.ROW_END, 1, [features]))
+        leaf_column = Store(SPLIT_ROWS, Bin("-", self._row_start(r), c(1, "i64")), c(float("nan"), t))
+        b.emit(For(r, lir.ROW_BEGIN, lir.ROW_END, 1, [leaf_column, features]))
 
     def _flag(self, flags: Var, bit: int) -> lir.Expr:
         n = lir.lanes_of(flags.type)

@@ -15,7 +15,8 @@ import silvanforge as sf
 from silvanforge import api, reference, runtime
 from silvanforge.hir_passes import pad_trees
 from silvanforge.ir.hir import Forest, Op, Tree
-from silvanforge.lowering import SPLIT_ROWS, build_layout, can_split_rows, split_rows, vector_walks
+from silvanforge.lowering import (SPLIT_ROWS, build_layout, can_split_rows, leaf_self_loops, split_rows,
+                                  vector_walks, want_leaf_self_loops)
 from strategies import _tree, forests, rows_for
 
 SCHEDULES = ["interleaved", "default", "xgboost", "tree-parallel", "one-tree-at-a-time"]
@@ -171,3 +172,64 @@ def test_wide_rows_are_read_as_given():
     assert not uses_split_rows(chosen) and uses_split_rows(forced)
     for cf in (chosen, forced):
         np.testing.assert_array_equal(cf.predict(X, output_margin=True), want)
+
+
+# ----------------------------------------------------------------------------- self-looping leaves
+def uses_leaf_loops(cf) -> bool:
+    return bool(cf.lir_module.info.get("leaf_self_loops"))
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(forest=forests(max_trees=8, max_depth=7, max_features=30, plain=True),
+       schedule=st.sampled_from(SCHEDULES), n=st.sampled_from([1, 7, 203, 600]),
+       seed=st.integers(0, 2**16))
+def test_self_looping_leaves_match_reference(forest, schedule, n, seed):
+    """Unpadded trees walked to the forest's depth without leaf checks: a step from a leaf
+    stays at the leaf.  Row counts that leave interleaved lanes idle, and two threads."""
+    X = rows_for(forest, np.random.default_rng(seed), n)
+    with leaf_self_loops(True):
+        cf = sf.compile(forest, rep="sparse", schedule=schedule, pad=False)
+    inline = all(len(t.outputs) == 1 for t in forest.trees)
+    assert uses_leaf_loops(cf) == inline  # leaves apart keep their checks
+    tol = 1e-5 if schedule == "tree-parallel" else 0
+    for threads in (1, 2):
+        np.testing.assert_allclose(cf.predict(X, output_margin=True, threads=threads),
+                                   reference.predict(forest, X, output_margin=True), rtol=tol, atol=tol)
+
+
+def test_a_single_leaf_first_tree_and_idle_lanes():
+    """The first tree is one leaf (slot 0 in a plain layout): idle lanes walking rows past the
+    batch stay inside the node arrays (a spare slot 0), and every row is exact."""
+    leaf = Tree.from_nodes([-1], [-1], [-1], [0.0], np.array([[0.25]]))
+    rng = np.random.default_rng(11)
+    trees = [leaf] + [_tree(rng, 5, (0,), 6, [int(Op.LE)], categorical=False, zero_missing=False)
+                      for _ in range(6)]
+    forest = Forest(trees=trees, num_features=5)
+    with leaf_self_loops(True):
+        cf = sf.compile(forest, pad=False, schedule="interleaved")
+    assert uses_leaf_loops(cf)
+    for n in (1, 5, 9, 77, 515):
+        X = rows_for(forest, rng, n)
+        for threads in (1, 2):
+            np.testing.assert_array_equal(cf.predict(X, output_margin=True, threads=threads),
+                                          reference.predict(forest, X, output_margin=True))
+
+
+def test_leaf_loops_follow_the_depths():
+    """Chosen while the deepest tree is at most 1.25x the mean depth: all trees walk that deep."""
+    rng = np.random.default_rng(2)
+
+    def forest_of(depths):
+        trees = [_tree(rng, 4, (0,), d, [int(Op.LT)], categorical=False, zero_missing=False) for d in depths]
+        return Forest(trees=trees, num_features=4)
+
+    even, mixed = forest_of([8, 8, 8, 7]), forest_of([2, 2, 2, 8])
+    for forest in (even, mixed):
+        layout = build_layout(forest)
+        depths = [t.depth for t in layout.trees]
+        assert want_leaf_self_loops(layout) == (max(depths) <= 1.25 * np.mean(depths))
+        X = rows_for(forest, rng, 100)
+        cf = sf.compile(forest, pad=False)
+        assert uses_leaf_loops(cf) == want_leaf_self_loops(layout)
+        np.testing.assert_array_equal(cf.predict(X, output_margin=True),
+                                      reference.predict(forest, X, output_margin=True))

@@ -48,14 +48,22 @@ def silvanforge_rep_buffers(rep, forest, layout):
         return None
     if layout.tiles is not None:
         return _tiled_buffers(layout)
-    total = sum(len(t.feature) for t in layout.trees)
+    inline = layout.inline_leaves
+    # Leaves as fixed points (see the buffers hookspec): a leaf's step goes right, so its child
+    # offset is -1.  A walk past its row's end (an inactive interleaved lane reading rows that
+    # are not its own) may go left from a leaf, to the slot before it: slot 0 is a spare leaf
+    # whose offset is 0, so such a walk never leaves the arrays, and its result is discarded.
+    loops = inline and layout.leaf_self_loops
+    total = sum(len(t.feature) for t in layout.trees) + int(loops)
     feature = np.empty(total, np.int32)
     threshold = np.empty(total, layout.threshold_dtype)
     flags = np.empty(total, np.uint8)
     child = np.empty(total, np.int64)
     roots = np.empty(len(layout.trees) + 1, np.int32)  # + the end, so tree t spans roots[t:t+2]
-    inline = layout.inline_leaves
     pos = 0
+    if loops:
+        feature[0], threshold[0], flags[0], child[0] = -1, 0, 0, 0
+        pos = 1
     for i, t in enumerate(layout.trees):
         # Breadth-first, giving both children of a node adjacent slots.
         roots[i] = pos
@@ -68,7 +76,7 @@ def silvanforge_rep_buffers(rep, forest, layout):
             feature[s], threshold[s], flags[s] = t.feature[node], t.threshold[node], t.flags[node]
             if t.left[node] < 0:
                 if inline:
-                    threshold[s], child[s] = layout.leaf_values[t.leaf_slot[node]], 0
+                    threshold[s], child[s] = layout.leaf_values[t.leaf_slot[node]], -1 if loops else 0
                 else:
                     child[s] = t.leaf_slot[node]
                 continue
@@ -82,7 +90,7 @@ def silvanforge_rep_buffers(rep, forest, layout):
                  "sparse_feature": feature.astype(layout.feature_dtype),
                  "sparse_threshold": threshold, "sparse_flags": flags,
                  "sparse_child": _narrow(layout, child), "leaf_values": layout.leaf_values},
-        info={"nodes": total, **_widths_info(layout, feature, child)},
+        info={"nodes": total, "leaf_self_loops": loops, **_widths_info(layout, feature, child)},
     )
 
 

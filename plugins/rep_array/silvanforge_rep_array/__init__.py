@@ -3,7 +3,10 @@
 Children are implicit: the children of local node ``n`` are ``2n + 1`` and ``2n + 2``, so no
 child pointer is stored or loaded.  Slots under a leaf are never visited and hold filler.  The
 price is space: a tree of depth ``d`` takes ``2**(d+1) - 1`` slots however few nodes it has,
-so deep unbalanced trees (LightGBM) belong in the sparse representation.
+so deep unbalanced trees (LightGBM) belong in the sparse representation.  With one output per
+tree (``layout.inline_leaves``) a leaf keeps its value in its threshold slot and no leaf-slot
+array is stored.  Leaves cannot loop back to themselves (children are implicit), so this
+representation ignores ``layout.leaf_self_loops`` and its walks keep their leaf checks.
 """
 
 from __future__ import annotations
@@ -46,6 +49,7 @@ def silvanforge_rep_buffers(rep, forest, layout):
     threshold = np.zeros(total, layout.threshold_dtype)
     flags = np.zeros(total, np.uint8)
     leaf_slot = np.zeros(total, np.int32)
+    inline = layout.inline_leaves
     offsets = np.empty(len(layout.trees) + 1, np.int32)  # + the end: tree t spans offsets[t:t+2]
     pos = 0
     for i, t in enumerate(layout.trees):
@@ -56,16 +60,18 @@ def silvanforge_rep_buffers(rep, forest, layout):
             s = pos + local
             feature[s], threshold[s], flags[s] = t.feature[node], t.threshold[node], t.flags[node]
             if t.left[node] < 0:
+                if inline:  # the leaf's value in its threshold slot: one load to end a walk
+                    threshold[s] = layout.leaf_values[t.leaf_slot[node]]
                 leaf_slot[s] = t.leaf_slot[node]
             else:
                 stack += [(int(t.left[node]), 2 * local + 1), (int(t.right[node]), 2 * local + 2)]
         pos += 2 ** (t.depth + 1) - 1
     offsets[-1] = pos
-    return RepBuffers(
-        buffers={"array_offset": offsets, "array_feature": feature.astype(layout.feature_dtype), "array_threshold": threshold,
-                 "array_flags": flags, "array_leaf": leaf_slot.astype(layout.index_dtype(0, int(leaf_slot.max(initial=0)))), "leaf_values": layout.leaf_values},
-        info={"slots": total},
-    )
+    buffers = {"array_offset": offsets, "array_feature": feature.astype(layout.feature_dtype),
+               "array_threshold": threshold, "array_flags": flags, "leaf_values": layout.leaf_values}
+    if not inline:
+        buffers["array_leaf"] = leaf_slot.astype(layout.index_dtype(0, int(leaf_slot.max(initial=0))))
+    return RepBuffers(buffers=buffers, info={"slots": total})
 
 
 @hookimpl
@@ -105,6 +111,8 @@ def silvanforge_rep_is_leaf(rep, b, tree, node):
 def silvanforge_rep_leaf_value(rep, b, tree, node, slot):
     if rep != NAME:
         return None
+    if "array_leaf" not in b.buffers:  # leaves inline: one output per tree, slot is 0
+        return Builder.cast(b.load("array_threshold", node), b.buffers["leaf_values"].type)
     return b.load("leaf_values", Bin("+", Builder.cast(b.load("array_leaf", node), "i32"), Cast(slot, "i32")))
 
 

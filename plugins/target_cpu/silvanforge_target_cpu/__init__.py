@@ -38,6 +38,10 @@ def silvanforge_target_default_schedule(target, forest, batch_size):
     from silvanforge.scheduler.canned import interleaved
 
     schedule = interleaved(forest, batch_size, chunk=row_chunk(forest))
+    if row_bytes(forest) >= PREFETCH_ROW_BYTES:
+        # Wide rows: a walk touches lines all over each row, which no hardware prefetcher
+        # follows; prefetching a chunk's rows as it starts overlaps their misses (docs/benchmarks.md).
+        schedule.cache("b0")
     from silvanforge.hir_passes import leaf_depth_range
 
     shallowest, deepest = leaf_depth_range(forest)
@@ -57,12 +61,18 @@ MAX_CHUNK, MIN_CHUNK = 64, 16
 PEEL_MIN = 2
 
 
-def row_chunk(forest) -> int:
+PREFETCH_ROW_BYTES = 4096
+
+
+def row_bytes(forest) -> int:
     import numpy as np
 
-    row_bytes = max(1, forest.num_features) * np.dtype(forest.threshold_dtype).itemsize
+    return max(1, forest.num_features) * np.dtype(forest.threshold_dtype).itemsize
+
+
+def row_chunk(forest) -> int:
     chunk = MAX_CHUNK
-    while chunk > MIN_CHUNK and chunk * row_bytes > CHUNK_BYTES:
+    while chunk > MIN_CHUNK and chunk * row_bytes(forest) > CHUNK_BYTES:
         chunk //= 2
     return chunk
 

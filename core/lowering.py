@@ -250,13 +250,13 @@ def leaf_self_loops(enabled: bool = True):
         _LEAF_LOOPS.reset(token)
 
 
-def want_leaf_self_loops(layout: ForestLayout) -> bool:
+def want_leaf_self_loops(forest: hir.Forest) -> bool:
     """Whether walks should run every tree to the forest's depth through self-looping leaves
     instead of checking for leaves (given that split rows are read and leaves are inline)."""
     forced = _LEAF_LOOPS.get()
     if forced is not None:
         return forced
-    depths = [t.depth for t in layout.trees]
+    depths = [t.depth() for t in forest.trees]
     return bool(depths) and max(depths) <= LEAF_LOOPS_DEPTH_RATIO * (sum(depths) / len(depths))
 
 
@@ -267,20 +267,37 @@ SPLIT_ROWS_WALK_SHARE = 0.25  # otherwise at most this many columns per walk ste
 
 
 def can_split_rows(layout: ForestLayout) -> bool:
-    """Whether walks can read split rows (:meth:`_Codegen.fill_split_rows`): the default-left bit
-    rides in the feature field, every split compares with ``<`` or with ``<=`` (one of them),
-    every threshold is finite (+-inf would meet an infinite threshold on the wrong side), and the
-    split row is narrow beside the walk steps of a row (or forced on with :func:`split_rows`)."""
+    """Whether walks read split rows (:meth:`_Codegen.fill_split_rows`): the default-left bit
+    rides in the feature field and :func:`split_rows_pay` (or forced on with :func:`split_rows`)."""
     forced = _SPLIT_ROWS.get()
     if forced is False or not layout.packed_default_left:
         return False
-    if not layout.ops <= {Op.LT, Op.LE} or len(layout.ops) != 1:
-        return False
+    # Thresholds as compiled: a float64 threshold may round to an infinite float32 one.
     if not all(bool(np.isfinite(t.threshold[t.feature >= 0]).all()) for t in layout.trees):
         return False
-    columns = 2 * layout.forest.num_features
-    steps = sum(t.depth for t in layout.trees)
-    return forced is True or columns <= max(SPLIT_ROWS_ANY_WIDTH, SPLIT_ROWS_WALK_SHARE * steps)
+    return split_rows_pay(layout.forest, check_width=forced is not True)
+
+
+def split_rows_pay(forest: hir.Forest, check_width: bool = True) -> bool:
+    """Whether split rows are exact and pay for this forest: every split is numerical and
+    compares with ``<`` or with ``<=`` (one of them), none treats zero as missing, every threshold
+    is finite (+-inf would meet an infinite threshold on the wrong side), and the split row is
+    narrow beside the walk steps of a row (``check_width``).  Also asked by schedule choosers."""
+    if forest.has_categorical():
+        return False
+    ops = set()
+    for t in forest.trees:
+        internal = t.left >= 0
+        if t.zero_missing[internal].any() or not np.isfinite(t.threshold[internal]).all():
+            return False
+        ops.update(int(o) for o in np.unique(t.op[internal]))
+        if len(ops) > 1:
+            return False
+    if not ops <= {int(Op.LT), int(Op.LE)}:
+        return False
+    columns = 2 * forest.num_features
+    steps = sum(t.depth() for t in forest.trees)
+    return not check_width or columns <= max(SPLIT_ROWS_ANY_WIDTH, SPLIT_ROWS_WALK_SHARE * steps)
 
 
 def float32_thresholds(threshold: np.ndarray, op: int = Op.LE) -> np.ndarray:
@@ -355,7 +372,7 @@ def lower_to_lir(forest: hir.Forest, fn: mir.MirFunction, rep: str, hook,
     # Leaves as fixed points need split rows (column -1 of a split row is NaN: a leaf's compare
     # fails, its step goes right) and leaves inline (the child field is free for the loop).
     layout.leaf_self_loops = (not gpu and layout.tiles is None and layout.inline_leaves
-                              and can_split_rows(layout) and want_leaf_self_loops(layout))
+                              and can_split_rows(layout) and want_leaf_self_loops(forest))
     reps = _Rep(hook, rep)
     rep_buffers: RepBuffers = reps.buffers(forest=forest, layout=layout)
     thr_t = lir.lir_type(layout.threshold_dtype)

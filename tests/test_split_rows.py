@@ -227,9 +227,9 @@ def test_leaf_loops_follow_the_depths():
     for forest in (even, mixed):
         layout = build_layout(forest)
         depths = [t.depth for t in layout.trees]
-        assert want_leaf_self_loops(layout) == (max(depths) <= 1.25 * np.mean(depths))
+        assert want_leaf_self_loops(forest) == (max(depths) <= 1.25 * np.mean(depths))
         X = rows_for(forest, rng, 100)
         cf = sf.compile(forest, pad=False)
-        assert uses_leaf_loops(cf) == want_leaf_self_loops(layout)
+        assert uses_leaf_loops(cf) == want_leaf_self_loops(forest)
         np.testing.assert_array_equal(cf.predict(X, output_margin=True),
                                       reference.predict(forest, X, output_margin=True))

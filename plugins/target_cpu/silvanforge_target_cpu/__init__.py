@@ -29,22 +29,27 @@ def silvanforge_target_available(target):
 def silvanforge_target_default_schedule(target, forest, batch_size):
     if target != NAME:
         return None
+    from silvanforge.hir_passes import leaf_depth_range
+    from silvanforge.lowering import split_rows_pay, want_leaf_self_loops
     from silvanforge.scheduler import canned
+    from silvanforge.scheduler.canned import interleaved
 
     # Interleaved walks pay once a batch has rows to interleave (docs/benchmarks.md measures it);
     # a batch known to be tiny walks row by row.
     if batch_size is not None and batch_size < 16:
         return canned("default", forest, batch_size)
-    from silvanforge.scheduler.canned import interleaved
 
-    schedule = interleaved(forest, batch_size, chunk=row_chunk(forest))
+    shallowest, deepest = leaf_depth_range(forest)
+    # Walks of split rows address every lane's row from one register, so 16 lanes fit the
+    # registers where every step is peeled (padded trees, or self-looping leaves): 1.13-1.27x
+    # over 8 (docs/benchmarks.md); walks with leaf checks keep 8.
+    peeled = shallowest == deepest or want_leaf_self_loops(forest)
+    lanes = WIDE_LANES if split_rows_pay(forest) and peeled else LANES
+    schedule = interleaved(forest, batch_size, chunk=row_chunk(forest), lanes=lanes)
     if row_bytes(forest) >= PREFETCH_ROW_BYTES:
         # Wide rows: a walk touches lines all over each row, which no hardware prefetcher
         # follows; prefetching a chunk's rows as it starts overlaps their misses (docs/benchmarks.md).
         schedule.cache("b0")
-    from silvanforge.hir_passes import leaf_depth_range
-
-    shallowest, deepest = leaf_depth_range(forest)
     if shallowest == deepest > 0:
         # Every walk takes exactly this many steps (padded trees): none needs a leaf check.
         schedule.peel_walk("c1", deepest)
@@ -58,6 +63,7 @@ def silvanforge_target_default_schedule(target, forest, batch_size):
 # nodes: 64 rows (XGBoost's block) unless rows are wide (2000 float32 features: 32 rows).
 CHUNK_BYTES = 256 << 10
 MAX_CHUNK, MIN_CHUNK = 64, 16
+LANES, WIDE_LANES = 8, 16
 PEEL_MIN = 2
 
 

@@ -126,13 +126,16 @@ def _run_block(kernel, rows: np.ndarray, out: np.ndarray, threads: int) -> None:
     n = rows.shape[0]
     scratch = _scratch(kernel, n)
     for i, phase in enumerate(kernel.phases):
+        # A kernel may ask for more rows per thread (a cheap model: a hand-off costs more than
+        # the rows it would take, :data:`silvanforge.lowering.THREAD_STEPS`).
+        min_rows = max(MIN_ROWS_PER_THREAD, int(getattr(kernel, "min_rows_per_thread", 0) or 0))
         if phase.parallel == "loop":
             # Every call covers all rows for a share of the parallel tree loop's iterations.
-            chunks = min(threads, phase.trip) if n >= MIN_ROWS_PER_THREAD else 1
+            chunks = min(threads, phase.trip) if n >= min_rows else 1
             bounds = np.linspace(0, phase.trip, chunks + 1).astype(np.int64)
             tasks = [(0, n, int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:])]
         else:
-            chunks = min(threads, max(1, n // MIN_ROWS_PER_THREAD)) if phase.row_parallel else 1
+            chunks = min(threads, max(1, n // min_rows)) if phase.row_parallel else 1
             bounds = np.linspace(0, n, chunks + 1).astype(np.int64)
             tasks = [(int(a), int(b), 0, 0) for a, b in zip(bounds[:-1], bounds[1:])]
         if len(tasks) == 1:

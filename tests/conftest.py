@@ -22,6 +22,15 @@ def pytest_collection_modifyitems(config, items):
                 item.add_marker(skip)
 
 
+@pytest.fixture(autouse=True)
+def split_small_batches(monkeypatch):
+    """The suite's models are tiny: the compiler would keep their predictions on one thread
+    (``lowering.THREAD_STEPS``), so the tests lower that bar to exercise the threaded paths."""
+    from silvanforge import lowering
+
+    monkeypatch.setattr(lowering, "THREAD_STEPS", 1)
+
+
 @pytest.fixture
 def rng():
     return np.random.default_rng(12345)

@@ -233,3 +233,26 @@ def test_leaf_loops_follow_the_depths():
         assert uses_leaf_loops(cf) == want_leaf_self_loops(forest)
         np.testing.assert_array_equal(cf.predict(X, output_margin=True),
                                       reference.predict(forest, X, output_margin=True))
+
+
+def test_cheap_models_keep_small_batches_on_one_thread(monkeypatch):
+    """A kernel asks for enough rows per thread that a hand-off pays (THREAD_STEPS walk steps);
+    the runtime splits a batch only into shares that large, and the values do not change."""
+    from silvanforge import lowering
+
+    monkeypatch.setattr(lowering, "THREAD_STEPS", 500_000)
+    rng = np.random.default_rng(4)
+    trees = [_tree(rng, 6, (0,), 5, [int(Op.LT)], categorical=False, zero_missing=False) for _ in range(20)]
+    forest = Forest(trees=trees, num_features=6)
+    cf = sf.compile(forest, pad=False)
+    steps = sum(t.depth() for t in forest.trees)
+    assert cf.kernel.min_rows_per_thread == -(-500_000 // steps)
+    calls = []
+    run = cf.kernel.run
+    monkeypatch.setattr(cf.kernel, "run", lambda *a: (calls.append(a[4:6]), run(*a))[1])
+    for n, shares in ((cf.kernel.min_rows_per_thread, 1), (2 * cf.kernel.min_rows_per_thread + 3, 2)):
+        calls.clear()
+        X = rows_for(forest, rng, n)
+        np.testing.assert_array_equal(cf.predict(X, output_margin=True, threads=2),
+                                      reference.predict(forest, X, output_margin=True))
+        assert len(calls) == shares * len(cf.kernel.phases), (n, calls)

@@ -89,6 +89,7 @@ class CpuKernel:
         self._model_ptrs = [a.ctypes.data for a in self._buffers]
         self.phases = module.functions
         self.scratch = module.scratch_buffers()
+        self.min_rows_per_thread = int(module.info.get("min_rows_per_thread", 0))
         self.input_dtype = lir.LIR_TO_NUMPY[module.input_type]
         self.output_dtype = lir.LIR_TO_NUMPY[module.output_type]
 

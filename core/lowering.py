@@ -266,16 +266,37 @@ SPLIT_ROWS_ANY_WIDTH = 128  # columns of a split row that always pay
 SPLIT_ROWS_WALK_SHARE = 0.25  # otherwise at most this many columns per walk step of a row
 
 
-def can_split_rows(layout: ForestLayout) -> bool:
+def can_split_rows(layout: ForestLayout, per_chunk: bool = False) -> bool:
     """Whether walks read split rows (:meth:`_Codegen.fill_split_rows`): the default-left bit
-    rides in the feature field and :func:`split_rows_pay` (or forced on with :func:`split_rows`)."""
+    rides in the feature field and :func:`split_rows_pay` (or forced on with :func:`split_rows`).
+    ``per_chunk``: each chunk's rows are split as the chunk starts (:func:`rows_split_per_chunk`),
+    which pays for rows of any width: the walks then read rows the split just put in the cache."""
     forced = _SPLIT_ROWS.get()
     if forced is False or not layout.packed_default_left:
         return False
     # Thresholds as compiled: a float64 threshold may round to an infinite float32 one.
     if not all(bool(np.isfinite(t.threshold[t.feature >= 0]).all()) for t in layout.trees):
         return False
-    return split_rows_pay(layout.forest, check_width=forced is not True)
+    return split_rows_pay(layout.forest, check_width=forced is not True and not per_chunk)
+
+
+def rows_split_per_chunk(fn: mir.MirFunction) -> bool:
+    """Whether every walk lies in an iteration of a batch loop that caches its rows (``cache``
+    on a row chunk): the rows are then split chunk by chunk, each as its chunk starts, instead
+    of all at once before the walks."""
+    def covered(ops, cached: bool) -> bool:
+        for op in ops:
+            if isinstance(op, mir.WalkDecisionTree) and not cached:
+                return False
+            if isinstance(op, mir.Loop):
+                inner = cached or (op.dimension == "batch"
+                                   and any(isinstance(o, mir.CacheRows) for o in op.body))
+                if not covered(op.body, inner):
+                    return False
+        return True
+
+    walks = any(isinstance(op, mir.WalkDecisionTree) for op in mir.walk(fn.body))
+    return walks and covered(fn.body, False)
 
 
 def split_rows_pay(forest: hir.Forest, check_width: bool = True) -> bool:
@@ -383,8 +404,9 @@ def lower_to_lir(forest: hir.Forest, fn: mir.MirFunction, rep: str, hook,
     layout = build_layout(forest, tile_size)
     # Leaves as fixed points need split rows (column -1 of a split row is NaN: a leaf's compare
     # fails, its step goes right) and leaves inline (the child field is free for the loop).
+    per_chunk = not gpu and rows_split_per_chunk(fn)
     layout.leaf_self_loops = (not gpu and layout.tiles is None and layout.inline_leaves
-                              and can_split_rows(layout) and want_leaf_self_loops(forest))
+                              and can_split_rows(layout, per_chunk) and want_leaf_self_loops(forest))
     reps = _Rep(hook, rep)
     rep_buffers: RepBuffers = reps.buffers(forest=forest, layout=layout)
     thr_t = lir.lir_type(layout.threshold_dtype)
@@ -408,7 +430,7 @@ def lower_to_lir(forest: hir.Forest, fn: mir.MirFunction, rep: str, hook,
         gen = GpuCodegen(forest, layout, reps, b, thr_t, acc_t, private)
         functions = gpu_functions(gen, fn)
     else:
-        gen = _Codegen(forest, layout, reps, b, thr_t, acc_t, private)
+        gen = _Codegen(forest, layout, reps, b, thr_t, acc_t, private, per_chunk)
         gen.leaf_loops = layout.leaf_self_loops and bool(rep_buffers.info.get("leaf_self_loops"))
         functions = _cpu_functions(gen, fn)
     if not gpu:
@@ -435,7 +457,7 @@ def _cpu_functions(gen: "_Codegen", fn: mir.MirFunction) -> list:
                        if isinstance(op, mir.Loop) and op.dimension == "batch")
     functions = []
     phases = _phases(fn.body)
-    fill = gen.split_rows
+    fill = gen.split_rows and not gen.split_per_chunk
     if fill and phases[0][0] != "rows":
         # A phase of its own before a tree-parallel loop (whose calls read every row).
         b.locals, b._blocks = {}, [[]]
@@ -483,7 +505,7 @@ class _Codegen:
     split_rows = True
 
     def __init__(self, forest, layout: ForestLayout, reps: _Rep, b: Builder, thr_t, acc_t,
-                 private: dict):
+                 private: dict, split_per_chunk: bool = False):
         self.forest, self.layout, self.reps, self.b = forest, layout, reps, b
         self.private = private  # privatised buffer -> extents of its slice dimensions
         self.tiles = layout.tiles  # None: one node per step
@@ -500,12 +522,15 @@ class _Codegen:
         self.index: dict[str, Var] = {}  # MIR loop index -> LIR variable
         self.values: dict[str, Var] = {}  # MIR value name -> LIR variable (the leaf node)
         self.vector_walks = self.vector_walks and vector_walks_enabled()
-        self.split_rows = self.split_rows and can_split_rows(layout)
+        self.split_rows = self.split_rows and can_split_rows(layout, split_per_chunk)
+        # Rows split as each cached chunk starts (CacheRows), not all before the walks.
+        self.split_per_chunk = self.split_rows and split_per_chunk
         # Whether a step from a leaf stays at the leaf (set by lower_to_lir from the layout).
         self.leaf_loops = False
         if self.split_rows:
             b.buffers[SPLIT_ROWS] = lir.Buffer(SPLIT_ROWS, thr_t, "scratch",
                                                per_row=self._split_row_size(), fill=None)
+            self.info["split_rows"] = "per chunk" if self.split_per_chunk else "before the walks"
         self._outputs_plan()
 
     # -- how a tree's outputs map to margins
@@ -650,7 +675,10 @@ class _Codegen:
         b.emit(For(base, start, stop, op.step * lanes, b.pop()))
 
     def _cache_rows(self, start, stop):
-        """CPU caching is prefetching: touch every cache line of the rows of one iteration."""
+        """CPU caching is prefetching: touch every cache line of the rows of one iteration; with
+        rows split per chunk, splitting them (a sequential read the hardware prefetches)."""
+        if self.split_per_chunk:
+            return self.fill_split_rows(start, stop)
         b = self.b
         r, f = Var(f"cr{len(b.locals)}", "i64"), Var(f"cf{len(b.locals)}", "i64")
         per_line = max(1, 64 // np.dtype(self.layout.threshold_dtype).itemsize)
@@ -917,8 +945,8 @@ class _Codegen:
     def _split_row_size(self) -> int:
         return 2 * self.forest.num_features + 1
 
-    def fill_split_rows(self) -> None:
-        """Write the split rows of rows ``[row_begin, row_end)``: column ``2f`` holds feature
+    def fill_split_rows(self, start=lir.ROW_BEGIN, stop=lir.ROW_END) -> None:
+        """Write the split rows of rows ``[start, stop)``: column ``2f`` holds feature
         ``f`` with a missing value as +inf, column ``2f + 1`` the same with -inf, and column -1
         (before the row's first) NaN: what a leaf's feature field (-1) reads, so a step from a
         leaf goes right (see ``leaf_self_loops``).
@@ -930,7 +958,7 @@ class _Codegen:
         walk step is then three loads (field, value, threshold) and one compare: no NaN test, no
         flags, no column-stride multiply (docs/benchmarks.md measures 1.5-1.7x)."""
         b, c, t = self.b, self.c, self.thr_t
-        r, f = Var("sr", "i64"), Var("sf", "i64")
+        r, f = Var(f"sr{len(b.locals)}", "i64"), Var(f"sf{len(b.locals)}", "i64")
         b.push()
         x = b.local("sx", t, b.load("rows", Bin("+", Bin("*", r, lir.ROW_STRIDE),
                                                 Bin("*", f, lir.COL_STRIDE))))
@@ -940,7 +968,7 @@ class _Codegen:
         b.emit(Store(SPLIT_ROWS, Bin("+", at, c(1, "i64")), Select(nan, c(float("-inf"), t), x)))
         features = For(f, c(0, "i64"), c(self.forest.num_features, "i64"), 1, b.pop())
         leaf_column = Store(SPLIT_ROWS, Bin("-", self._row_start(r), c(1, "i64")), c(float("nan"), t))
-        b.emit(For(r, lir.ROW_BEGIN, lir.ROW_END, 1, [leaf_column, features]))
+        b.emit(For(r, start, stop, 1, [leaf_column, features]))
 
     def _flag(self, flags: Var, bit: int) -> lir.Expr:
         n = lir.lanes_of(flags.type)

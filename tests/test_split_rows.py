@@ -158,19 +158,20 @@ def test_artifact_code_is_reused_only_for_the_same_program(tmp_path):
                                   loaded.predict(X, output_margin=True))
 
 
-def test_wide_rows_are_read_as_given():
-    """2000 features under a few shallow trees: writing split rows costs more than the walks
-    save, so the chooser reads the rows as they are (still exact); forcing it splits them."""
+def test_wide_rows_are_split_only_per_chunk():
+    """2000 features under a few shallow trees: splitting every row before the walks costs more
+    than the walks save; a schedule without cached row chunks then reads the rows as they are
+    (still exact), and forcing split rows splits them."""
     rng = np.random.default_rng(9)
     trees = [_tree(rng, 2000, (0,), 4, [int(Op.LT)], categorical=False, zero_missing=False) for _ in range(3)]
     forest = Forest(trees=trees, num_features=2000)
     X = rows_for(forest, rng, 50)
     want = reference.predict(forest, X, output_margin=True)
-    chosen = sf.compile(forest)
+    plain = sf.compile(forest, schedule="interleaved")
     with split_rows(True):
-        forced = sf.compile(forest)
-    assert not uses_split_rows(chosen) and uses_split_rows(forced)
-    for cf in (chosen, forced):
+        forced = sf.compile(forest, schedule="interleaved")
+    assert not uses_split_rows(plain) and uses_split_rows(forced)
+    for cf in (plain, forced):
         np.testing.assert_array_equal(cf.predict(X, output_margin=True), want)
 
 
@@ -256,3 +257,47 @@ def test_cheap_models_keep_small_batches_on_one_thread(monkeypatch):
         np.testing.assert_array_equal(cf.predict(X, output_margin=True, threads=2),
                                       reference.predict(forest, X, output_margin=True))
         assert len(calls) == shares * len(cf.kernel.phases), (n, calls)
+
+
+# ----------------------------------------------------------------------------- rows split per chunk
+def test_rows_split_per_chunk_only_where_every_walk_is_cached():
+    from silvanforge.lowering import rows_split_per_chunk
+    from silvanforge.scheduler import lower_to_mir, parse_schedule
+
+    rng = np.random.default_rng(6)
+    forest = Forest(trees=[_tree(rng, 4, (0,), 4, [int(Op.LT)], categorical=False, zero_missing=False)
+                           for _ in range(3)], num_features=4)
+    chunked = "tile(batch, b0, b1, 32)\nreorder(b0, tree, b1)\ncache(b0)"
+    assert rows_split_per_chunk(lower_to_mir(forest, parse_schedule(chunked)))
+    for text in ("tile(batch, b0, b1, 32)\nreorder(b0, tree, b1)", "reorder(tree, batch)\ncache(tree)"):
+        assert not rows_split_per_chunk(lower_to_mir(forest, parse_schedule(text)))
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(forest=forests(max_trees=8, max_depth=6, max_features=30, plain=True),
+       chunk=st.sampled_from([16, 24, 64]), lanes=st.sampled_from([4, 8, 16]),
+       loops=st.booleans(), n=st.sampled_from([1, 13, 100, 700]), seed=st.integers(0, 2**16))
+def test_rows_split_per_chunk_match_reference(forest, chunk, lanes, loops, n, seed):
+    """Each cached chunk splits its own rows as it starts; lanes past a chunk read rows split
+    later (or never): their walks stay in the arrays and their results are dropped."""
+    lanes = min(lanes, chunk)
+    text = (f"tile(batch, b0, b1, {chunk})\nreorder(b0, tree, b1)\ntile(b1, c0, c1, {lanes})\n"
+            "interleave(c1)\nparallel(b0)\ncache(b0)")
+    X = rows_for(forest, np.random.default_rng(seed), n)
+    with leaf_self_loops(loops):
+        cf = sf.compile(forest, schedule=text, pad=False)
+    assert cf.lir_module.info.get("split_rows") == "per chunk"
+    for threads in (1, 2):
+        np.testing.assert_array_equal(cf.predict(X, output_margin=True, threads=threads),
+                                      reference.predict(forest, X, output_margin=True))
+
+
+def test_wide_rows_are_split_per_chunk_by_the_chooser():
+    rng = np.random.default_rng(8)
+    trees = [_tree(rng, 1500, (0,), 5, [int(Op.LT)], categorical=False, zero_missing=False) for _ in range(4)]
+    forest = Forest(trees=trees, num_features=1500)
+    cf = sf.compile(forest)
+    assert "cache(b0)" in cf.schedule.to_text() and cf.lir_module.info.get("split_rows") == "per chunk"
+    X = rows_for(forest, rng, 150)
+    np.testing.assert_array_equal(cf.predict(X, output_margin=True, threads=2),
+                                  reference.predict(forest, X, output_margin=True))

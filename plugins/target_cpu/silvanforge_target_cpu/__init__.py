@@ -40,15 +40,17 @@ def silvanforge_target_default_schedule(target, forest, batch_size):
         return canned("default", forest, batch_size)
 
     shallowest, deepest = leaf_depth_range(forest)
+    # Wide rows: a walk touches lines all over each row, which no hardware prefetcher follows.
+    # Caching each chunk's rows as it starts makes the lowering split them chunk by chunk (a
+    # sequential read, then walks of rows in L2: 1.6-2.4x on 2000 features), or prefetch them.
+    wide = row_bytes(forest) >= WIDE_ROW_BYTES
     # Walks of split rows address every lane's row from one register, so 16 lanes fit the
-    # registers where every step is peeled (padded trees, or self-looping leaves): 1.13-1.27x
+    # registers where every step is peeled (padded trees, or self-looping leaves): 1.13-1.34x
     # over 8 (docs/benchmarks.md); walks with leaf checks keep 8.
     peeled = shallowest == deepest or want_leaf_self_loops(forest)
-    lanes = WIDE_LANES if split_rows_pay(forest) and peeled else LANES
+    lanes = WIDE_LANES if split_rows_pay(forest, check_width=not wide) and peeled else LANES
     schedule = interleaved(forest, batch_size, chunk=row_chunk(forest), lanes=lanes)
-    if row_bytes(forest) >= PREFETCH_ROW_BYTES:
-        # Wide rows: a walk touches lines all over each row, which no hardware prefetcher
-        # follows; prefetching a chunk's rows as it starts overlaps their misses (docs/benchmarks.md).
+    if wide:
         schedule.cache("b0")
     if shallowest == deepest > 0:
         # Every walk takes exactly this many steps (padded trees): none needs a leaf check.
@@ -67,7 +69,7 @@ LANES, WIDE_LANES = 8, 16
 PEEL_MIN = 2
 
 
-PREFETCH_ROW_BYTES = 4096
+WIDE_ROW_BYTES = 4096
 
 
 def row_bytes(forest) -> int:

@@ -122,6 +122,12 @@ def _scratch(kernel, n: int) -> list[np.ndarray]:
     return views
 
 
+def _shares(total: int, parts: int) -> list[tuple[int, int]]:
+    """``[0, total)`` cut into ``parts`` ranges as even as whole numbers allow."""
+    bounds = [total * k // parts for k in range(parts + 1)]
+    return list(zip(bounds[:-1], bounds[1:]))
+
+
 def _run_block(kernel, rows: np.ndarray, out: np.ndarray, threads: int) -> None:
     n = rows.shape[0]
     scratch = _scratch(kernel, n)
@@ -132,12 +138,10 @@ def _run_block(kernel, rows: np.ndarray, out: np.ndarray, threads: int) -> None:
         if phase.parallel == "loop":
             # Every call covers all rows for a share of the parallel tree loop's iterations.
             chunks = min(threads, phase.trip) if n >= min_rows else 1
-            bounds = np.linspace(0, phase.trip, chunks + 1).astype(np.int64)
-            tasks = [(0, n, int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:])]
+            tasks = [(0, n, a, b) for a, b in _shares(phase.trip, chunks)]
         else:
             chunks = min(threads, max(1, n // min_rows)) if phase.row_parallel else 1
-            bounds = np.linspace(0, n, chunks + 1).astype(np.int64)
-            tasks = [(int(a), int(b), 0, 0) for a, b in zip(bounds[:-1], bounds[1:])]
+            tasks = [(a, b, 0, 0) for a, b in _shares(n, chunks)]
         if len(tasks) == 1:
             kernel.run(i, rows, out, scratch, *tasks[0])
             continue

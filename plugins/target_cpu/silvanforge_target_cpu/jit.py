@@ -75,18 +75,17 @@ class CpuKernel:
         self._llvm_module = llvm_module
         self._engine = llvm.create_mcjit_compiler(llvm_module, tm)
         self._engine.finalize_object()
-        in_ct = ctypes.c_float if module.input_type == "f32" else ctypes.c_double
-        out_ct = ctypes.c_float if module.output_type == "f32" else ctypes.c_double
         i64 = ctypes.c_int64
         scalars = [i64] * len(lir.SCALAR_PARAMS)
-        proto = ctypes.CFUNCTYPE(None, ctypes.POINTER(in_ct), *scalars,
-                                 ctypes.POINTER(out_ct), ctypes.POINTER(ctypes.c_void_p))
+        # Rows and margins are passed as addresses (no ctypes pointer objects per call).
+        proto = ctypes.CFUNCTYPE(None, ctypes.c_void_p, *scalars, ctypes.c_void_p,
+                                 ctypes.POINTER(ctypes.c_void_p))
         self._fns = [proto(self._engine.get_function_address(f.name)) for f in module.functions]
-        self._in_ptr, self._out_ptr = ctypes.POINTER(in_ct), ctypes.POINTER(out_ct)
         # Keep the arrays alive as long as the kernel: the pointer table refers to them.
         # Each padded by GATHER_PAD bytes: a vector walk gathers narrow fields as 4-byte words.
         self._buffers = [_padded(b.data) for b in module.model_buffers()]
         self._model_ptrs = [a.ctypes.data for a in self._buffers]
+        self._tables: dict = {}  # scratch addresses -> pointer table
         self.phases = module.functions
         self.scratch = module.scratch_buffers()
         self.min_rows_per_thread = int(module.info.get("min_rows_per_thread", 0))
@@ -98,10 +97,16 @@ class CpuKernel:
         """One call of one phase; ``rows`` may be C or Fortran ordered, or a strided view."""
         item = rows.itemsize
         rs, cs = rows.strides[0] // item, rows.strides[1] // item
-        ptrs = self._model_ptrs + [a.ctypes.data for a in scratch]
-        table = (ctypes.c_void_p * max(1, len(ptrs)))(*ptrs)
-        self._fns[phase](rows.ctypes.data_as(self._in_ptr), rs, cs, row_begin, row_end, iter_begin,
-                         iter_end, rows.shape[0], out.ctypes.data_as(self._out_ptr), table)
+        key = tuple(a.ctypes.data for a in scratch)
+        table = self._tables.get(key)
+        if table is None:  # scratch is reused between calls: so is its pointer table
+            ptrs = self._model_ptrs + list(key)
+            table = (ctypes.c_void_p * max(1, len(ptrs)))(*ptrs)
+            if len(self._tables) > 64:
+                self._tables.clear()
+            self._tables[key] = table
+        self._fns[phase](rows.ctypes.data, rs, cs, row_begin, row_end, iter_begin,
+                         iter_end, rows.shape[0], out.ctypes.data, table)
 
     def artifact(self) -> bytes:
         """Optimised bitcode plus the host it was optimised for (see ``host_signature``)."""

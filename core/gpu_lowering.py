@@ -152,7 +152,6 @@ class GpuCodegen(_Codegen):
     """The CPU lowering with GPU loops, shared memory, barriers and folds across threads."""
 
     vector_walks = False  # the C dialects have no vector types: GPU threads walk one row each
-    split_rows = False  # rows are read where they lie (or from their shared-memory cache)
 
     def __init__(self, forest, layout, reps, b: Builder, thr_t, acc_t, private: dict):
         if layout.tiles is not None:

@@ -404,9 +404,12 @@ def lower_to_lir(forest: hir.Forest, fn: mir.MirFunction, rep: str, hook,
     layout = build_layout(forest, tile_size)
     # Leaves as fixed points need split rows (column -1 of a split row is NaN: a leaf's compare
     # fails, its step goes right) and leaves inline (the child field is free for the loop).
+    # Split rows are a CPU layout of the input: GPU lowerings read rows where they are (or from
+    # their shared-memory cache).  Decided here, once, for the layout and the code generator.
     per_chunk = not gpu and rows_split_per_chunk(fn)
-    layout.leaf_self_loops = (not gpu and layout.tiles is None and layout.inline_leaves
-                              and can_split_rows(layout, per_chunk) and want_leaf_self_loops(forest))
+    split = not gpu and can_split_rows(layout, per_chunk)
+    layout.leaf_self_loops = (split and layout.tiles is None and layout.inline_leaves
+                              and want_leaf_self_loops(forest))
     reps = _Rep(hook, rep)
     rep_buffers: RepBuffers = reps.buffers(forest=forest, layout=layout)
     thr_t = lir.lir_type(layout.threshold_dtype)
@@ -430,7 +433,8 @@ def lower_to_lir(forest: hir.Forest, fn: mir.MirFunction, rep: str, hook,
         gen = GpuCodegen(forest, layout, reps, b, thr_t, acc_t, private)
         functions = gpu_functions(gen, fn)
     else:
-        gen = _Codegen(forest, layout, reps, b, thr_t, acc_t, private, per_chunk)
+        gen = _Codegen(forest, layout, reps, b, thr_t, acc_t, private,
+                       split_rows="per chunk" if split and per_chunk else "before the walks" if split else None)
         gen.leaf_loops = layout.leaf_self_loops and bool(rep_buffers.info.get("leaf_self_loops"))
         functions = _cpu_functions(gen, fn)
     if not gpu:
@@ -500,12 +504,8 @@ def _phases(body: list):
 class _Codegen:
     # Whether interleaved walks may run as vectors (gathers): CPU only; GpuCodegen turns it off.
     vector_walks = True
-    # Whether walks may read missing-split rows (:meth:`fill_split_rows`): CPU only (a GPU
-    # lowering reads rows where they are, or from its shared-memory cache).
-    split_rows = True
-
     def __init__(self, forest, layout: ForestLayout, reps: _Rep, b: Builder, thr_t, acc_t,
-                 private: dict, split_per_chunk: bool = False):
+                 private: dict, split_rows: str | None = None):
         self.forest, self.layout, self.reps, self.b = forest, layout, reps, b
         self.private = private  # privatised buffer -> extents of its slice dimensions
         self.tiles = layout.tiles  # None: one node per step
@@ -522,15 +522,16 @@ class _Codegen:
         self.index: dict[str, Var] = {}  # MIR loop index -> LIR variable
         self.values: dict[str, Var] = {}  # MIR value name -> LIR variable (the leaf node)
         self.vector_walks = self.vector_walks and vector_walks_enabled()
-        self.split_rows = self.split_rows and can_split_rows(layout, split_per_chunk)
-        # Rows split as each cached chunk starts (CacheRows), not all before the walks.
-        self.split_per_chunk = self.split_rows and split_per_chunk
+        # Whether walks read split rows (:meth:`fill_split_rows`), written "before the walks"
+        # or "per chunk" (as each cached row chunk starts); None: rows as given.
+        self.split_rows = split_rows is not None
+        self.split_per_chunk = split_rows == "per chunk"
         # Whether a step from a leaf stays at the leaf (set by lower_to_lir from the layout).
         self.leaf_loops = False
         if self.split_rows:
             b.buffers[SPLIT_ROWS] = lir.Buffer(SPLIT_ROWS, thr_t, "scratch",
                                                per_row=self._split_row_size(), fill=None)
-            self.info["split_rows"] = "per chunk" if self.split_per_chunk else "before the walks"
+            self.info["split_rows"] = split_rows
         self._outputs_plan()
 
     # -- how a tree's outputs map to margins
@@ -956,7 +957,7 @@ class _Codegen:
         field is the column to compare: at every finite threshold +inf goes right and -inf left,
         where the default direction sends a missing value, and other values are unchanged.  A
         walk step is then three loads (field, value, threshold) and one compare: no NaN test, no
-        flags, no column-stride multiply (docs/benchmarks.md measures 1.5-1.7x)."""
+        flags, no column-stride multiply (docs/benchmarks.md measures 1.1-1.6x)."""
         b, c, t = self.b, self.c, self.thr_t
         r, f = Var(f"sr{len(b.locals)}", "i64"), Var(f"sf{len(b.locals)}", "i64")
         b.push()

@@ -131,10 +131,10 @@ def _shares(total: int, parts: int) -> list[tuple[int, int]]:
 def _run_block(kernel, rows: np.ndarray, out: np.ndarray, threads: int) -> None:
     n = rows.shape[0]
     scratch = _scratch(kernel, n)
+    # A kernel may ask for more rows per thread (a cheap model: a hand-off costs more than the
+    # rows it would take, :data:`silvanforge.lowering.THREAD_STEPS`).
+    min_rows = max(MIN_ROWS_PER_THREAD, int(getattr(kernel, "min_rows_per_thread", 0) or 0))
     for i, phase in enumerate(kernel.phases):
-        # A kernel may ask for more rows per thread (a cheap model: a hand-off costs more than
-        # the rows it would take, :data:`silvanforge.lowering.THREAD_STEPS`).
-        min_rows = max(MIN_ROWS_PER_THREAD, int(getattr(kernel, "min_rows_per_thread", 0) or 0))
         if phase.parallel == "loop":
             # Every call covers all rows for a share of the parallel tree loop's iterations.
             chunks = min(threads, phase.trip) if n >= min_rows else 1

@@ -639,11 +639,13 @@ class _Codegen:
         walk = next(o for o in op.body if isinstance(o, mir.WalkDecisionTree))
         reduce = next(o for o in op.body if isinstance(o, mir.Reduce))
         b.push()
-        pairs, actives, trees = [], [], []
+        pairs, actives, trees, slots = [], [], [], []
         for j in range(lanes):
             v = b.local(op.index, "i64", Bin("+", base, self.c(j * op.step, "i64")))
             active = b.local("active", "i1", Cmp("<", v, stop)) if j else None
             self.index[op.index] = v
+            # Each lane's own partial-sum slot (tree-parallel reductions index it by the lane).
+            slots.append(tuple(self.expr(i) for i in reduce.private))
             for other in op.body:
                 if isinstance(other, (mir.CacheRows, mir.CacheTrees)):
                     self.lower(other)
@@ -667,12 +669,11 @@ class _Codegen:
             nodes = self._walk_vector(pairs, shared, walk.unroll_depth, walk.peel_depth)
         else:
             nodes = self._walk_lanes(pairs, walk.unroll_depth, walk.peel_depth)
-        for (tree, row), node, active in zip(pairs, nodes, actives):
+        for (tree, row), node, active, lane_slots in zip(pairs, nodes, actives, slots):
             b.push()
-            self._reduce(row, tree, node)
+            self._reduce(row, tree, node, reduce.target, lane_slots, reduce.atomic)
             stmts = b.pop()
             b.block.extend(stmts) if active is None else b.emit(If(active, stmts))
-        del reduce
         b.emit(For(base, start, stop, op.step * lanes, b.pop()))
 
     def _cache_rows(self, start, stop):

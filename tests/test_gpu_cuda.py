@@ -98,3 +98,23 @@ def test_cuda_save_load_and_library(models, tmp_path):
     booster = xgb.Booster(model_file=str(path))
     want = booster.predict(xgb.DMatrix(X, enable_categorical=True))
     np.testing.assert_allclose(cf.predict(X), want, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("copy", ["pageable", "staged", "registered"])
+def test_cuda_every_way_of_copying_rows(models, monkeypatch, copy):
+    from silvanforge_target_cuda import launch
+
+    monkeypatch.setattr(launch, "COPY", copy)
+    monkeypatch.setattr(launch, "REGISTER_MIN_BYTES", 1 << 12)
+    for path, X in models.values():
+        forest = sf.load_model(path)
+        cf = sf.compile(forest, target="cuda")
+        rows = np.concatenate([X] * 8)  # past REGISTER_MIN_BYTES
+        rows = rows[np.random.default_rng(3).permutation(len(rows))]
+        want = reference.predict(forest, rows, output_margin=True)
+        tol = 1e-5 if np.dtype(forest.accumulate_dtype) == np.float32 else 1e-12
+        for _ in range(2):  # buffers reused (and pages registered again) on the second call
+            np.testing.assert_allclose(cf.predict(rows, output_margin=True), want, rtol=tol, atol=tol)
+        half = np.asfortranarray(rows[: len(rows) // 2])  # column-major rows: strides passed through
+        np.testing.assert_allclose(cf.predict(half, output_margin=True), want[: len(half)], rtol=tol, atol=tol)

@@ -11,10 +11,10 @@ The block's rows can be cached in shared memory; walks can be unrolled and inter
     tile(tree, t0, t1, trees_per_thread)    gpuDimension(t0, block.y)
     reorder(b0, b2, t0, t1, b3)             cache(b0) / sharedReduce(t0) / interleave(b3) ...
 
-:func:`default_gpu_schedule` picks the parameters the way Algorithm 1's ``TBConfigs`` narrows
-them (batch size against 2048 rows, features against 128), taking its first candidate, since the
-compiler may not time candidates on the machine that compiles; :func:`candidates` lists the
-whole set Algorithm 1 would evaluate, for a tuner that can.
+:func:`candidates` lists the set Algorithm 1's ``TBConfigs`` would evaluate (batch size against
+2048 rows, features against 128), for a tuner that can time them on the GPU;
+:func:`default_gpu_schedule` takes the shapes that were fastest when such a sweep ran on an H100
+(:func:`default_params`), since the compiler may not time candidates on the machine that compiles.
 """
 
 from __future__ import annotations
@@ -79,9 +79,22 @@ def candidates(forest: hir.Forest, batch_size: int | None) -> list[TemplateParam
             for r, t, i in itertools.product(rows, threads, (1, 2, 4))]
 
 
+# Batches above this many rows take the large-batch shape of :func:`default_params`.
+LARGE_BATCH = 16384
+
+
 def default_params(forest: hir.Forest, batch_size: int | None) -> TemplateParams:
-    rows, threads = tb_configs(batch_size, forest.num_features)
-    return TemplateParams(rows_per_block=rows[-1], tree_threads=threads[0], cache_rows=True)
+    """Measured on an H100 over the 144 template schedules of ``benchmarks/gpu_explore.py``
+    (100-tree depth-8 XGBoost and LightGBM models, docs/benchmarks.md): folding the tree threads'
+    sums in shared memory beat global scratch at every batch size (0.52-0.75x the kernel time);
+    up to 4096 rows, 32 rows per block with 20 tree threads was fastest or near it; at 65536 rows,
+    16 rows per block, 2 interleaved rows per thread and 4 tree threads (0.53x the small shape's
+    kernel time; the grid alone fills the GPU).  An unknown batch size takes the small shape,
+    which is never far off at large batches, where the copy of the rows dominates."""
+    if batch_size is not None and batch_size > LARGE_BATCH:
+        return TemplateParams(rows_per_block=16, rows_per_thread=2, interleave=2, tree_threads=4,
+                              cache_rows=True, shared_reduce=True)
+    return TemplateParams(rows_per_block=32, tree_threads=20, cache_rows=True, shared_reduce=True)
 
 
 def default_gpu_schedule(forest: hir.Forest, batch_size: int | None = None) -> Schedule:

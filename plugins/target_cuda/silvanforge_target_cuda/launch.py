@@ -1,13 +1,15 @@
 """pycuda spelling of the core's GPU kernel runtime (:class:`silvanforge.gpu_runtime.GpuKernel`).
 
-The model's buffers are copied to the device once; rows go through a pinned host buffer (one
-copy per call, asynchronous on the kernel's stream); kernel time is measured with CUDA events.
+The model's buffers are copied to the device once; rows are copied in once per call (:data:`COPY`
+says how) and the margins out; kernel time is measured with CUDA events.
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import json
+import os
 
 import numpy as np
 import pycuda.driver as cuda
@@ -19,6 +21,42 @@ from . import source
 from .nvcc import compile_ptx
 
 _device = None
+
+# How rows reach the device: "pageable" (cuMemcpyHtoD from the caller's array; the driver stages
+# it), "staged" (one numpy copy into a pinned buffer, then an asynchronous DMA) or "registered"
+# (the caller's pages pinned in place for the call, one DMA).  On the H100 machine the host's
+# memory copies, not the PCIe link, set the pace (the DMA alone moved 38-53 GB/s, every way that
+# copies or pins host memory 9-15 GB/s), and pageable was fastest at 8 and 16 MB (0.57 / 1.14 ms,
+# against 0.77 / 1.64 staged and 0.61 / 1.15 registered; `benchmarks/gpu_explore.py`, copies).
+# Staging in chunks by 8 threads did not help (0.85 / 1.38 ms).  SILVANFORGE_CUDA_COPY overrides.
+# A pageable copy is on the legacy default stream, which the kernel stream (a blocking one)
+# waits for, so the kernels never read rows still in flight.
+COPY = os.environ.get("SILVANFORGE_CUDA_COPY", "pageable")
+REGISTER_MIN_BYTES = 1 << 22  # "registered" pins the caller's rows in place from this size
+
+
+_libcuda = None
+
+
+def _driver():
+    # pycuda's register_host_memory fails under numpy 2 (it sets an array's base twice), so the
+    # driver's own calls are used, through ctypes.
+    global _libcuda
+    if _libcuda is None:
+        _libcuda = ctypes.CDLL("libcuda.so.1")
+        _libcuda.cuMemHostRegister_v2.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_uint]
+        _libcuda.cuMemHostUnregister.argtypes = [ctypes.c_void_p]
+    return _libcuda
+
+
+def host_register(array: np.ndarray) -> bool:
+    """Page-lock a contiguous array's memory in place (the current context); False where the
+    driver refuses (read-only or foreign memory), and the caller copies another way."""
+    return _driver().cuMemHostRegister_v2(array.ctypes.data, array.nbytes, 0) == 0
+
+
+def host_unregister(address: int) -> None:
+    _driver().cuMemHostUnregister(address)
 
 
 def _primary():
@@ -50,6 +88,7 @@ class CudaKernel(GpuKernel):
             self._functions = [self.cu_module.get_function(fn.name) for fn in module.functions]
             self.stream = cuda.Stream()
             self._pinned = {}
+            self._registered = None
             super().__init__(module)
 
     @classmethod
@@ -80,13 +119,20 @@ class CudaKernel(GpuKernel):
         return cuda.mem_alloc(nbytes)
 
     def _write(self, handle, array):
+        if COPY == "pageable":  # the driver stages it (one thread)
+            cuda.memcpy_htod(handle, array)
+            return
+        if COPY == "registered" and array.nbytes >= REGISTER_MIN_BYTES:
+            if host_register(array):  # the caller's pages pinned for this call: one DMA, no staging
+                cuda.memcpy_htod_async(handle, array, self.stream)
+                self._registered = array.ctypes.data  # unpinned once the stream is done with it (_read)
+                return
         pinned = self._pinned.get("rows")
         if pinned is None or pinned.nbytes < array.nbytes:
             pinned = cuda.pagelocked_empty(max(array.nbytes, 256), np.uint8)
             self._pinned["rows"] = pinned
-        view = pinned[:array.nbytes]
-        view[:] = array.view(np.uint8)
-        cuda.memcpy_htod_async(handle, view, self.stream)
+        pinned[:array.nbytes] = array.view(np.uint8)  # staged: one numpy copy, then one DMA
+        cuda.memcpy_htod_async(handle, pinned[:array.nbytes], self.stream)
 
     def _fill(self, handle, count, value, dtype):
         host = np.full(count, value, dtype=dtype)
@@ -102,6 +148,9 @@ class CudaKernel(GpuKernel):
 
     def _read(self, handle, out):
         self.stream.synchronize()
+        registered, self._registered = self._registered, None
+        if registered is not None:
+            host_unregister(registered)
         cuda.memcpy_dtoh(out, handle)  # pageable destination: a synchronous copy
 
     def _start_timer(self):

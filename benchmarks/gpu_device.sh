@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# Everything the cuda target needs checked on an NVIDIA GPU, in one command (a lent device machine
+# starts bare and has no network): install carried wheels, build pycuda from its sdist (or reuse a
+# wheel built by an earlier run), install SilvanForge, run the GPU tests, the CLI on the GPU, and
+# `forge bench --target cuda` against Hummingbird (torch on the same GPU).
+#
+#   benchmarks/gpu_device.sh WHEEL_DIR MODEL_DIR [STEPS]
+#
+# WHEEL_DIR holds pycuda's sdist (or a pycuda wheel) and the wheels of what the machine lacks
+# (pytools, platformdirs, mako, siphash24, xgboost-cpu, lightgbm, hummingbird-ml,
+# onnxconverter-common, dill); MODEL_DIR holds benchmarks/make_models.py's models.  STEPS is a
+# comma-separated subset of tests,cli,copies,explore,bench (default: tests,cli,bench).  Logs, the pycuda wheel and the
+# markdown tables go to $OUT (default /tmp/gpu-out).
+set -uo pipefail
+
+WHEELS=$(realpath "$1")
+MODELS=$(realpath "$2")
+STEPS=",${3:-tests,cli,bench},"
+OUT=${OUT:-/tmp/gpu-out}
+REPO=$(pwd)
+mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1
+
+echo "== machine"
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm --format=csv
+nvcc --version | tail -1
+nproc
+
+echo "== wheels"
+SITE=/tmp/site
+mkdir -p "$SITE"
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$SITE" \
+    $(ls "$WHEELS"/*.whl | grep -v '/pycuda-') || exit 1
+export PYTHONPATH=$SITE
+
+echo "== pycuda"
+if ls "$WHEELS"/pycuda-*.whl >/dev/null 2>&1; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --target "$SITE" "$WHEELS"/pycuda-*.whl || exit 1
+else
+    t0=$(date +%s)
+    rm -rf /tmp/pycuda-src && mkdir -p /tmp/pycuda-src
+    tar xzf "$WHEELS"/pycuda-*.tar.gz -C /tmp/pycuda-src
+    (cd /tmp/pycuda-src/pycuda-* \
+        && python3 configure.py --cuda-root="$(dirname "$(dirname "$(command -v nvcc)")")" \
+        && python3 setup.py -q build_ext -j "$(nproc)" bdist_wheel -d "$OUT" >"$OUT/pycuda_build.log" 2>&1) \
+        || { tail -40 "$OUT/pycuda_build.log"; exit 1; }
+    python3 -m pip install -q --no-index --no-deps --no-compile --target "$SITE" "$OUT"/pycuda-*.whl || exit 1
+    echo "built pycuda in $(( $(date +%s) - t0 )) s"
+fi
+python3 -c "import pycuda.autoinit, pycuda.driver as d; print('pycuda', d.get_version(), d.Device(0).name())" || exit 1
+
+echo "== silvanforge"
+python3 -m pip install -q --no-index --no-deps --no-build-isolation --no-compile --upgrade --target "$SITE" \
+    "$REPO" "$REPO"/plugins/importers "$REPO"/plugins/rep_* "$REPO"/plugins/target_* >"$OUT/install.log" 2>&1 \
+    || { tail -30 "$OUT/install.log"; exit 1; }
+FORGE="python3 -m silvanforge.cli"
+$FORGE plugins
+
+if [[ $STEPS == *,tests,* ]]; then
+    echo "== tests"
+    python3 -m pytest -q -p no:cacheprovider -rs tests/test_gpu_cuda.py tests/test_gpu_lowering.py 2>&1 | tee "$OUT/pytest_cuda.log" | tail -25
+fi
+
+if [[ $STEPS == *,cli,* ]]; then
+    echo "== cli"
+    $FORGE predict examples/model.json --input examples/X.csv --output /tmp/y_cuda.csv --target cuda \
+        && $FORGE predict examples/model.json --input examples/X.csv --output /tmp/y_cpu.csv \
+        && python3 -c "import numpy as np; a=np.loadtxt('/tmp/y_cuda.csv',delimiter=',',ndmin=1); \
+b=np.loadtxt('/tmp/y_cpu.csv',delimiter=',',ndmin=1); print('cuda vs cpu max abs diff', np.abs(a-b).max(), len(a), 'rows')"
+    $FORGE compile "$MODELS"/xgb_100x8.json --rep reorg --target cuda --output /tmp/m.forge && ls -la /tmp/m.forge
+    $FORGE show "$MODELS"/xgb_100x8.json --level target --target cuda | head -20
+fi
+
+if [[ $STEPS == *,copies,* ]]; then
+    echo "== copies"
+    python3 benchmarks/gpu_explore.py "$MODELS"/xgb_100x8.json --skip-schedules --out "$OUT" 2>&1 | tee "$OUT/copies.log"
+fi
+
+if [[ $STEPS == *,explore,* ]]; then
+    echo "== explore"
+    python3 benchmarks/gpu_explore.py "$MODELS"/xgb_100x8.json "$MODELS"/lgb_100x8.txt --out "$OUT" 2>&1 \
+        | tee "$OUT/explore.log"
+fi
+
+if [[ $STEPS == *,bench,* ]]; then
+    echo "== bench"
+    if [[ -f $OUT/best_copy ]]; then export SILVANFORGE_CUDA_COPY=$(cat "$OUT/best_copy"); fi
+    echo "rows reach the device: ${SILVANFORGE_CUDA_COPY:-default}"
+    for m in xgb_100x8.json lgb_100x8.txt; do
+        $FORGE bench "$MODELS/$m" --target cuda --batch-sizes 512,4096,65536 --repeat 5 --min-time 0.2 \
+            --markdown "$OUT/bench_${m%%.*}.md" --overwrite 2>&1 | tail -30
+    done
+fi

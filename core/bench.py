@@ -15,6 +15,9 @@ its own environment when this one's llvmlite is too new (``lleaves_venv``).
 Times include only the ``predict`` call: inputs are converted to each engine's own container
 (a DMatrix, a float32 array) beforehand, and building an engine (our compile, TL2cgen's gcc -O3
 build, lleaves' LLVM compile, Hummingbird's conversion) is reported apart, never in rows/s.
+Each timing cycles through up to 16 different batches of random rows
+(:func:`bench_peers._timing.rotation`), the same for every engine: one batch repeated would let
+branchy code learn its paths and keep it in cache.
 Built libraries are cached by the model's hash (:func:`bench_peers.cache_root`).  Quote ratios
 from one run; shared machines are noisy.
 """
@@ -43,6 +46,7 @@ from .bench_peers import (
     PeerUnavailable,
     time_call,
 )
+from .bench_peers._timing import pool_rows, rotation
 from .errors import InputError
 from .ir import hir
 
@@ -392,7 +396,9 @@ def run_bench(model, batch_sizes=DEFAULT_BATCH_SIZES, threads: int | Sequence[in
         report.notes.append(f"{max(thread_counts)} threads asked for but only {usable} CPUs are "
                             "usable: those rows are oversubscribed")
 
-    X = random_rows(forest, batch_sizes[-1], seed)
+    row_bytes = forest.num_features * np.dtype(forest.threshold_dtype).itemsize
+    pool = random_rows(forest, pool_rows(batch_sizes[-1], row_bytes), seed)
+    X = pool[:batch_sizes[-1]]  # predictions are compared on these
     expected = ours.predict(X)
     engines: list[tuple[Engine, float | None, bool | None]] = [(ours, None, None)]
     external: dict[str, dict[tuple[int, int], float]] = {}
@@ -412,7 +418,8 @@ def run_bench(model, batch_sizes=DEFAULT_BATCH_SIZES, threads: int | Sequence[in
             try:
                 engine = factory(ctx)
                 if isinstance(engine, ExternalEngine) or getattr(engine, "external", False):
-                    got, timings = engine.measure(X, batch_sizes, thread_counts, repeat, min_time)
+                    got, timings = engine.measure(pool, batch_sizes, thread_counts, repeat, min_time,
+                                                  check_rows=len(X))
                     lacking = [k for k in ((t, b) for t in thread_counts for b in batch_sizes)
                                if k not in timings]
                     if lacking:
@@ -457,11 +464,11 @@ def run_bench(model, batch_sizes=DEFAULT_BATCH_SIZES, threads: int | Sequence[in
                 time.sleep(SETTLE_SECONDS)
                 for b in batch_sizes:
                     step(f"timing {engine.name} at batch size {b}, {t} thread{'s' * (t != 1)}")
-                    prepared = engine.prepare(X[:b])
+                    prepared = [engine.prepare(part) for part in rotation(pool, b)]
                     seconds = time_call(engine.predict, prepared, repeat, min_time)
                     report.measurements.append(Measurement(engine.name, b, seconds, diff, agrees, t))
                     if gpu and engine is ours:  # the kernels alone, on the device's clock
-                        kernel = ours.kernel_seconds(prepared, repeat)
+                        kernel = ours.kernel_seconds(prepared[0], repeat)
                         report.measurements.append(Measurement(OURS_KERNEL, b, kernel, diff, agrees, t))
     if progress is not None:
         progress("done", total, total)
@@ -629,7 +636,8 @@ def to_markdown(report: BenchReport, command: str | None = None, level: int = 1)
     if report.builds:
         lines.append(f"- Build times (not in rows/s): {describe_builds(report)}")
     lines += [(f"- Each time is the best of {report.repeat} runs of at least {report.min_time} s "
-               "each, after a warm-up; inputs are the same random rows for every engine."), ""]
+               "each, after a warm-up; each run cycles through the same (up to 16) batches of random rows "
+               "for every engine."), ""]
     lines.append("| " + " | ".join(HEADERS) + " |")
     lines.append("|" + "|".join("---:" if h in NUMERIC else "---" for h in HEADERS) + "|")
     for row in table_rows(report):

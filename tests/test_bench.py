@@ -421,3 +421,41 @@ def test_time_call_counts_calls():
     calls = []
     seconds = bench.time_call(calls.append, 1, repeat=2, min_time=0.001)
     assert seconds > 0 and len(calls) > 2
+
+
+def test_time_call_cycles_through_batches():
+    seen = []
+    parts = [np.full(3, i) for i in range(5)]
+    bench.time_call(lambda a: seen.append(int(a[0])), parts, repeat=2, min_time=0.001)
+    assert set(seen) == set(range(5))
+    counts = np.bincount(seen)
+    assert counts.max() - counts.min() <= 2  # the calls go round, every batch about as often
+
+
+def test_rotation_batches_are_distinct_and_bounded():
+    from silvanforge.bench_peers._timing import ROTATE_BATCHES, ROTATE_BYTES, pool_rows, rotation
+
+    X = np.arange(40_000 * 2).reshape(40_000, 2)
+    parts = rotation(X, 512)
+    assert len(parts) == ROTATE_BATCHES and all(p.shape == (512, 2) for p in parts)
+    assert len({int(p[0, 0]) for p in parts}) == len(parts)
+    assert len(rotation(X[:700], 512)) == 1 and len(rotation(X[:100], 512)[0]) == 100
+    assert pool_rows(4096, 64) == ROTATE_BATCHES * 4096
+    assert pool_rows(4096, 8000) == ROTATE_BYTES // 8000  # wide rows: fewer batches
+    assert pool_rows(4096, 10**9) == 4096  # never fewer rows than the largest batch
+
+
+def test_bench_times_several_batches(tiny_model, monkeypatch):
+    """Every engine is timed over the same rotation of different rows."""
+    from silvanforge import bench_peers
+
+    seen = {}
+    real = bench_peers._timing.time_call
+
+    def spy(fn, args, repeat, min_time):
+        seen.setdefault(len(args[0]) if isinstance(args, list) else -1, []).append(len(args))
+        return real(fn, args, repeat, min_time)
+
+    monkeypatch.setattr(bench, "time_call", spy)
+    bench.run_bench(tiny_model, [4, 64], threads=1, repeat=1, min_time=0.0, peers=["xgboost"])
+    assert seen[4] == [16, 16] and seen[64] == [16, 16]  # ours and xgboost

@@ -98,8 +98,11 @@ class ExternalEngine(Engine):
     external = True
 
     def measure(self, X: np.ndarray, batch_sizes: Sequence[int], threads: Sequence[int],
-                repeat: int, min_time: float) -> tuple[np.ndarray, dict[tuple[int, int], float]]:
-        """(predictions for all of ``X``, {(threads, batch size): best seconds per call})."""
+                repeat: int, min_time: float, check_rows: int | None = None
+                ) -> tuple[np.ndarray, dict[tuple[int, int], float]]:
+        """(predictions for the first ``check_rows`` rows of ``X`` (all by default),
+        {(threads, batch size): best seconds per call}); each timing cycles through
+        ``_timing.rotation(X, batch)``."""
         raise NotImplementedError
 
 

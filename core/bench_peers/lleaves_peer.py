@@ -159,14 +159,15 @@ class VenvLleaves(ExternalEngine):
         self.note = (f"lleaves: run in a subprocess from {os.path.dirname(os.path.dirname(python))} "
                      f"(Python {info.get('python', '?')}, llvmlite {info.get('llvmlite', '?')}), same rows")
 
-    def measure(self, X, batch_sizes, threads, repeat, min_time):
+    def measure(self, X, batch_sizes, threads, repeat, min_time, check_rows=None):
         d = os.path.join(self.ctx.workdir, "lleaves")
         os.makedirs(d, exist_ok=True)
         req = {"model": os.path.abspath(self.ctx.path), "inputs": os.path.join(d, "X.npy"),
                "predictions": os.path.join(d, "predictions.npy"), "result": os.path.join(d, "result.json"),
                "cache": _cache_file(self.ctx, self.info),
                "batch_sizes": [int(b) for b in batch_sizes], "threads": [int(t) for t in threads],
-               "repeat": int(repeat), "min_time": float(min_time)}
+               "repeat": int(repeat), "min_time": float(min_time),
+               "check_rows": int(len(X) if check_rows is None else check_rows)}
         np.save(req["inputs"], np.ascontiguousarray(X, dtype=np.float64))
         path = os.path.join(d, "request.json")
         with open(path, "w") as f:

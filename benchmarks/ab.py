@@ -10,7 +10,8 @@ or ``split=0`` / ``split=1`` (rows read as given / split rows even where wide:
 :func:`silvanforge.lowering.split_rows`), or ``loops=0`` / ``loops=1`` (leaf checks kept / leaves self-looping wherever possible:
 :func:`silvanforge.lowering.leaf_self_loops`).  Each call's time is the CPU time of the predicting
 thread (``time.thread_time``), so the other sessions on a shared machine move it less than wall
-time; the best over the rounds is quoted, with the speed relative to the first variant.
+time; the best over the rounds is quoted, with the speed relative to the first variant.  Rows are
+``forge bench``'s, and calls go round its rotation of different batches.
 Predictions of every variant are checked equal to the first's.
 """
 
@@ -23,6 +24,8 @@ import time
 import numpy as np
 
 import silvanforge as sf
+from silvanforge.bench import random_rows
+from silvanforge.bench_peers._timing import pool_rows, rotation
 from silvanforge.lowering import leaf_self_loops, node_widths, split_rows
 
 
@@ -60,9 +63,11 @@ def main(argv=None) -> int:
     for path in args.models:
         forest = sf.load_model(path)
         for n in (int(b) for b in args.batch_sizes.split(",")):
-            rng = np.random.default_rng(0)
-            X = rng.standard_normal((n, forest.num_features)).astype(np.float32)
-            X[::11, 0] = np.nan
+            # forge bench's rows, and its rotation: each call predicts the next of up to 16
+            # different batches, so no variant learns one batch's branches.
+            row_bytes = forest.num_features * np.dtype(forest.threshold_dtype).itemsize
+            parts = rotation(random_rows(forest, pool_rows(n, row_bytes), seed=0), n)
+            X = parts[0]
             cfs = {name: compile_variant(forest, n, kw) for name, kw in variants}
             first = variants[0][0]
             want = cfs[first].predict(X)
@@ -71,11 +76,12 @@ def main(argv=None) -> int:
                 if not np.allclose(got, want, rtol=1e-5, atol=1e-6):
                     raise SystemExit(f"{name} differs from {first}: {np.abs(got - want).max()}")
             best = {name: float("inf") for name in cfs}
-            for _ in range(args.rounds):
+            for r in range(args.rounds):
                 for name, cf in cfs.items():
-                    for _ in range(args.calls):
+                    for call in range(args.calls):
+                        part = parts[(r * args.calls + call) % len(parts)]
                         t = time.thread_time()
-                        cf.predict(X)
+                        cf.predict(part)
                         best[name] = min(best[name], time.thread_time() - t)
             base = best[first]
             cells = "  ".join(f"{name} {best[name] * 1e3:8.3f} ms ({base / best[name]:.2f}x)" for name in cfs)

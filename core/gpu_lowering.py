@@ -557,23 +557,8 @@ def _writes(stmts: list) -> bool:
 
 def _evaluate(e, buffers: dict):
     """The value of a constant LIR expression (loads read model buffers)."""
-    if isinstance(e, lir.Const):
-        return e.value
-    if isinstance(e, lir.Load):
-        return buffers[e.buffer].data[int(_evaluate(e.index, buffers))].item()
-    if isinstance(e, lir.Cast):
-        v = _evaluate(e.a, buffers)
-        return float(v) if lir.element_type(e.type) in lir.FLOAT_TYPES else int(v)
-    if isinstance(e, lir.Bin):
-        x, y = _evaluate(e.a, buffers), _evaluate(e.b, buffers)
-        ops = {"+": x + y, "-": x - y, "*": x * y, "min": min(x, y), "max": max(x, y)}
-        if e.op in ops:
-            return ops[e.op]
-        if e.op == "/":
-            return int(x / y) if isinstance(x, int) else x / y
-    if isinstance(e, lir.Select):
-        return _evaluate(e.a if _evaluate(e.cond, buffers) else e.b, buffers)
-    if isinstance(e, lir.Cmp):
-        x, y = _evaluate(e.a, buffers), _evaluate(e.b, buffers)
-        return {"<": x < y, "<=": x <= y, "==": x == y, "!=": x != y, ">": x > y, ">=": x >= y}[e.op]
-    raise ScheduleError(f"cacheTrees: the representation's cached range {e} is not a constant expression")
+    try:
+        return lir.constant_value(e, buffers)
+    except (KeyError, TypeError, IndexError):
+        raise ScheduleError(f"cacheTrees: the representation's cached range {e} is not a constant "
+                            "expression") from None

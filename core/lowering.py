@@ -231,11 +231,15 @@ def split_rows(enabled: bool = True):
         _SPLIT_ROWS.reset(token)
 
 
+TREE_DEPTH = "tree_depth"  # model buffer: each tree's depth, for walks through self-looping leaves
 _LEAF_LOOPS: contextvars.ContextVar = contextvars.ContextVar("silvanforge_leaf_loops", default=None)
-# Walks through self-looping leaves take the forest's deepest path for every tree: that pays
-# while trees are about equally deep (1.5-1.8x on 1000 trees of depth 10, docs/benchmarks.md),
-# not on leaf-wise forests of depths 9 to 23 (0.66-0.75x) or a mix of depths 4 and 10 (even).
-LEAF_LOOPS_DEPTH_RATIO = 1.25  # deepest tree / mean tree depth, at most
+# Walks through self-looping leaves take each tree's deepest path (a counted loop over the
+# tree's depth, the same for every lane, so its branch predicts; or peeled where every tree is
+# as deep): that pays while a tree's depth is not far past its leaves' mean depth: 1.5-1.8x on
+# 1000 trees of depth 10 (docs/benchmarks.md), not on leaf-wise forests of depths 9 to 23 (walks
+# to the forest's depth: 0.66-0.75x).  Walks that check for leaves pay a mispredicted branch
+# about every other step instead.
+LEAF_LOOPS_STEP_RATIO = 1.5  # sum of tree depths / sum of the trees' mean leaf depths, at most
 
 
 @contextlib.contextmanager
@@ -251,13 +255,16 @@ def leaf_self_loops(enabled: bool = True):
 
 
 def want_leaf_self_loops(forest: hir.Forest) -> bool:
-    """Whether walks should run every tree to the forest's depth through self-looping leaves
-    instead of checking for leaves (given that split rows are read and leaves are inline)."""
+    """Whether walks should run every tree to its depth through self-looping leaves instead of
+    checking for leaves (given that split rows are read and leaves are inline)."""
     forced = _LEAF_LOOPS.get()
     if forced is not None:
         return forced
-    depths = [t.depth() for t in forest.trees]
-    return bool(depths) and max(depths) <= LEAF_LOOPS_DEPTH_RATIO * (sum(depths) / len(depths))
+    if not forest.trees:
+        return False
+    steps = sum(t.depth() for t in forest.trees)
+    paths = sum(float(t.node_depths()[t.left < 0].mean()) for t in forest.trees)
+    return steps <= LEAF_LOOPS_STEP_RATIO * paths
 
 
 # Split rows pay while writing one (2F values) costs little beside walking it: wide rows (2000
@@ -436,6 +443,10 @@ def lower_to_lir(forest: hir.Forest, fn: mir.MirFunction, rep: str, hook,
         gen = _Codegen(forest, layout, reps, b, thr_t, acc_t, private,
                        split_rows="per chunk" if split and per_chunk else "before the walks" if split else None)
         gen.leaf_loops = layout.leaf_self_loops and bool(rep_buffers.info.get("leaf_self_loops"))
+        depths = [t.depth for t in layout.trees]
+        if gen.leaf_loops and depths and min(depths) < max(depths):
+            # Walks of trees of several depths loop to each tree's own (see _walk_lanes).
+            b.buffer(TREE_DEPTH, np.asarray(depths, np.int32))
         functions = _cpu_functions(gen, fn)
     if not gpu:
         gen.info["min_rows_per_thread"] = min_rows_per_thread(layout)
@@ -511,6 +522,7 @@ class _Codegen:
         self.tiles = layout.tiles  # None: one node per step
         if self.tiles is None:
             self.max_depth = max((t.depth for t in layout.trees), default=0)
+            self.min_depth = min((t.depth for t in layout.trees), default=0)
         else:  # depths count tile steps
             self.max_depth = self.tiles.depth()
             # Indexed [shape, bits] with tile node k's outcome in bit k (see _tile_step).
@@ -579,7 +591,10 @@ class _Codegen:
             self._finalize(self.index[op.row])
         elif isinstance(op, mir.WalkDecisionTree):
             tree, row = self.expr(op.tree), self.expr(op.row)
-            self.values[op.result] = self._walk_lanes([(tree, row)], op.unroll_depth, op.peel_depth)[0]
+            if op.expand:
+                self.values[op.result] = self._walk_expanded(tree, row)
+            else:
+                self.values[op.result] = self._walk_lanes([(tree, row)], op.unroll_depth, op.peel_depth)[0]
         elif isinstance(op, mir.Reduce):
             self._reduce(self.expr(op.row), self.expr(op.tree), self.values[op.value],
                          op.target, tuple(self.expr(i) for i in op.private), op.atomic)
@@ -663,7 +678,13 @@ class _Codegen:
                     row = Select(active, row, pairs[0][1])
             pairs.append((b.local("lt", "i64", tree), b.local("lr", "i64", row)))
             actives.append(active)
-        if self._can_walk_vector(lanes):
+        if walk.expand:  # each lane's branches in turn (out-of-order cores overlap them)
+            # The lanes' trees as compiled (constants); an idle lane past the last tree expands
+            # lane 0's (its result is not reduced).
+            n = self.forest.num_trees
+            nodes = [self._walk_expanded(t if isinstance(t, lir.Const) and t.value < n else trees[0], r)
+                     for t, (_, r) in zip(trees, pairs)]
+        elif self._can_walk_vector(lanes):
             # One tree for every lane (rows interleaved): the tree stays a scalar.
             shared = all(t == trees[0] for t in trees)
             nodes = self._walk_vector(pairs, shared, walk.unroll_depth, walk.peel_depth)
@@ -772,13 +793,27 @@ class _Codegen:
             leaf = reps.is_leaf(b=b, tree=Cast(lanes[j][0], "i32"), node=nodes[j])
             return Cmp("==", Cast(leaf, "i32"), self.c(0, "i32"))
 
+        steps_to = None  # walks through self-looping leaves: a counted loop to the tree's depth
         if self.leaf_loops and self.tiles is None:
-            peel_depth = depth  # a step from a leaf stays there: no walk needs a leaf check
+            # A step from a leaf stays there: no walk needs a leaf check.  Steps every lane's
+            # tree takes are peeled; a counted loop (the same trip count for every lane) takes
+            # the rest to the deepest lane tree's own depth.
+            peel_depth = depth
+            if TREE_DEPTH in b.buffers and not all(isinstance(t, lir.Const) for t, _ in lanes):
+                peel_depth = self.min_depth
+                trees = list(dict.fromkeys(t for t, _ in lanes))
+                steps_to = Cast(b.load(TREE_DEPTH, Cast(trees[0], "i32")), "i64")
+                for t in trees[1:]:
+                    steps_to = Bin("max", steps_to, Cast(b.load(TREE_DEPTH, Cast(t, "i32")), "i64"))
         done = 0
         for _ in range(min(peel_depth, depth)):
             for j in range(len(lanes)):
                 b.block.extend(step(j))
             done += 1
+        if steps_to is not None:
+            d = b.local("d", "i64")
+            b.emit(For(d, self.c(done, "i64"), steps_to, 1, [s for j in range(len(lanes)) for s in step(j)]))
+            return nodes
         for _ in range(unroll_depth):
             if done >= depth:
                 break
@@ -794,6 +829,50 @@ class _Codegen:
                     any_left = Bin("|", any_left, not_leaf(j))
                 b.emit(While(any_left, [If(not_leaf(j), step(j)) for j in range(len(lanes))]))
         return nodes
+
+    def _walk_expanded(self, tree, row) -> Var:
+        """``expandWalk``: the walk of a tree known at compile time as nested branches, each
+        node's feature column, threshold and flags constants (the if-else code lleaves and
+        Treelite generate).  Each branch is a separate jump the processor predicts for its node
+        alone, so paths that rows mostly share cost a compare and a jump per level; a data walk
+        (:meth:`_walk_lanes`) pays its loads on every step whatever the path.  The node values
+        come from the representation's own hooks, evaluated while compiling, so every
+        representation expands the same way; the leaf's node index then goes to the reduction
+        as a walk's would."""
+        from .errors import ScheduleError
+
+        if not isinstance(tree, lir.Const):
+            raise ScheduleError("expandWalk needs each walk's tree known at compile time: specialize "
+                                "(or unroll) the loop over trees around the walk")
+        if self.tiles is not None:
+            raise ScheduleError("expandWalk walks untiled trees (tile size 1)")
+        b, reps, c = self.b, self.reps, self.c
+        t32 = c(int(tree.value), "i32")
+        node = b.local("node", "i64")
+        at = b.local("rowat", "i64", self._row_start(row))
+
+        def static(make):
+            b.push()
+            e = make()
+            env = {}
+            for s in b.pop():  # what the hooks named on the way (b.local)
+                env[s.var.name] = lir.constant_value(s.value, b.buffers, env)
+            return lir.constant_value(e, b.buffers, env)
+
+        def expand(n: int) -> list:
+            nc = c(n, "i64")
+            if static(lambda: reps.is_leaf(b=b, tree=t32, node=nc)):
+                return [Assign(node, nc)]
+            field, flags = (static(lambda: self._feature_and_flags(t32, nc, 0)[k]) for k in (0, 1))
+            thr = static(lambda: reps.load_threshold(b=b, tree=t32, node=nc, lane=0))
+            left, right = (static(lambda: reps.child(b=b, tree=t32, node=nc, child=c(k, "i32"))) for k in (0, 1))
+            b.push()
+            x = b.local("x", self.thr_t, self._row_value(row, c(field, "i32"), row_at=at))
+            decision = self._decision(x, c(thr, self.thr_t), c(flags, "i32"))
+            return b.pop() + [If(decision, expand(int(left)), expand(int(right)))]
+
+        b.block.extend(expand(int(static(lambda: reps.root(b=b, tree=t32)))))
+        return node
 
     def _can_walk_vector(self, lanes: int) -> bool:
         """Vector walks: untiled, no categorical splits (decided one node at a time), CPU."""

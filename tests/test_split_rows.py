@@ -217,23 +217,42 @@ def test_a_single_leaf_first_tree_and_idle_lanes():
 
 
 def test_leaf_loops_follow_the_depths():
-    """Chosen while the deepest tree is at most 1.25x the mean depth: all trees walk that deep."""
+    """Chosen while the trees' depths sum to at most 1.5x their leaves' mean depths: each tree
+    then walks to its own depth (a counted loop where the depths differ)."""
     rng = np.random.default_rng(2)
 
     def forest_of(depths):
         trees = [_tree(rng, 4, (0,), d, [int(Op.LT)], categorical=False, zero_missing=False) for d in depths]
         return Forest(trees=trees, num_features=4)
 
-    even, mixed = forest_of([8, 8, 8, 7]), forest_of([2, 2, 2, 8])
-    for forest in (even, mixed):
-        layout = build_layout(forest)
-        depths = [t.depth for t in layout.trees]
-        assert want_leaf_self_loops(forest) == (max(depths) <= 1.25 * np.mean(depths))
+    def chain(depth):  # one leaf per level: the mean leaf depth is about half the tree's depth
+        left = list(range(1, 2 * depth, 2)) + [-1] * (depth + 1)
+        right = list(range(2, 2 * depth + 1, 2)) + [-1] * (depth + 1)
+        n = 2 * depth + 1
+        order = [0] + [i for k in range(depth) for i in (2 * k + 1, 2 * k + 2)]
+        ranks = {node: r for r, node in enumerate(order)}
+        lefts, rights = np.full(n, -1), np.full(n, -1)
+        for k in range(depth):
+            node = 0 if k == 0 else 2 * k  # the chain goes down the right children
+            lefts[ranks[node]], rights[ranks[node]] = ranks[2 * k + 1], ranks[2 * k + 2]
+        return Tree.from_nodes(lefts, rights, np.zeros(n, int), rng.normal(size=n), rng.normal(size=(n, 1)))
+
+    cases = {"even": forest_of([8, 8, 8, 7]), "mixed": forest_of([2, 2, 2, 8]),
+             "chains": Forest(trees=[chain(8), chain(6)], num_features=4)}
+    chosen = {}
+    for name, forest in cases.items():
+        steps = sum(t.depth() for t in forest.trees)
+        paths = sum(t.node_depths()[t.left < 0].mean() for t in forest.trees)
+        chosen[name] = want_leaf_self_loops(forest)
+        assert chosen[name] == (steps <= 1.5 * paths), name
         X = rows_for(forest, rng, 100)
         cf = sf.compile(forest, pad=False)
-        assert uses_leaf_loops(cf) == want_leaf_self_loops(forest)
+        assert uses_leaf_loops(cf) == chosen[name]
+        depths = {t.depth() for t in forest.trees}
+        assert ("tree_depth" in cf.show("lir")) == (chosen[name] and len(depths) > 1)
         np.testing.assert_array_equal(cf.predict(X, output_margin=True),
                                       reference.predict(forest, X, output_margin=True))
+    assert chosen["even"] and not chosen["chains"]
 
 
 def test_cheap_models_keep_small_batches_on_one_thread(monkeypatch):

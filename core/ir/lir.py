@@ -527,6 +527,40 @@ def widen(e: Expr) -> Expr:
 
 
 # ----------------------------------------------------------------------------- verifier
+def constant_value(e: Expr, buffers: dict, env: dict | None = None):
+    """The value of ``e`` where every input is known while compiling: constants, loads from
+    model buffers (their data) at constant indices, and variables bound in ``env`` (name ->
+    value).  Raises ``KeyError`` / ``TypeError`` on anything else."""
+    def ev(x):
+        return constant_value(x, buffers, env)
+
+    if isinstance(e, Const):
+        return e.value
+    if isinstance(e, Var):
+        return (env or {})[e.name]
+    if isinstance(e, Load):
+        return buffers[e.buffer].data[int(ev(e.index))].item()
+    if isinstance(e, Cast):
+        v, t = ev(e.a), element_type(e.type)
+        return float(v) if t in FLOAT_TYPES else bool(v) if t == "i1" else int(v)
+    if isinstance(e, IsNan):
+        return ev(e.a) != ev(e.a)
+    if isinstance(e, Select):
+        return ev(e.a) if ev(e.cond) else ev(e.b)
+    if isinstance(e, Cmp):
+        x, y = ev(e.a), ev(e.b)
+        return {"<": x < y, "<=": x <= y, "==": x == y, "!=": x != y, ">": x > y, ">=": x >= y}[e.op]
+    if isinstance(e, Bin):
+        x, y = ev(e.a), ev(e.b)
+        if e.op == "/":
+            return int(x / y) if isinstance(x, int) and isinstance(y, int) else x / y
+        ops = {"+": lambda: x + y, "-": lambda: x - y, "*": lambda: x * y, "min": lambda: min(x, y),
+               "max": lambda: max(x, y), "&": lambda: x & y, "|": lambda: x | y, "^": lambda: x ^ y,
+               ">>": lambda: x >> y, "<<": lambda: x << y}
+        return ops[e.op]()
+    raise TypeError(f"{e} is not a constant expression")
+
+
 def verify(module: Module) -> None:
     """Type-check every expression and check every buffer and local is declared."""
     params = {p.name: p.type for p in SCALAR_PARAMS}

@@ -59,6 +59,7 @@ class WalkDecisionTree:
     result: str
     unroll_depth: int = 0
     peel_depth: int = 0
+    expand: bool = False  # nested branches with the (constant) tree's nodes as constants
 
 
 @dataclasses.dataclass
@@ -166,6 +167,8 @@ def format_function(fn: MirFunction) -> str:
                     attrs.append(f"unrollDepth = {op.unroll_depth}")
                 if op.peel_depth:
                     attrs.append(f"peelDepth = {op.peel_depth}")
+                if op.expand:
+                    attrs.append("expand")
                 tail = f" <{', '.join(attrs)}>" if attrs else ""
                 lines.append(f"{pad}T = getTree(model, {fmt(op.tree)})")
                 lines.append(f"{pad}{op.result} = walkDecisionTree(T, input[{fmt(op.row)}]){tail}")

@@ -46,6 +46,7 @@ class IndexVar:
     interleave: int = 0  # number of walks in flight; 0 = not interleaved
     unroll_walk: int = 0
     peel_walk: int = 0
+    expand_walk: bool = False
     gpu: str | None = None
     cache: bool = False
     reduce: str | None = None  # "atomic" | "shared" | "vector"
@@ -188,6 +189,7 @@ class _Builder:
     def _attributes_set(self, idx: IndexVar) -> list[str]:
         names = {"parallel": "parallel", "unroll": "unroll", "specialize": "specialize",
                  "interleave": "interleave", "unroll_walk": "unrollWalk", "peel_walk": "peelWalk",
+                 "expand_walk": "expandWalk",
                  "gpu": "gpuDimension", "cache": "cache", "reduce": "a reduction directive"}
         return [d for attr, d in names.items() if getattr(idx, attr)]
 
@@ -337,6 +339,11 @@ class _Builder:
                 self.fail(f"cannot peel {depth} steps: {where} a leaf at depth {shallowest}, "
                           "and peeled steps do not check for leaves")
         idx.peel_walk = depth
+
+    def d_expandWalk(self, name):
+        # Whether every walk's tree is a compile-time constant is known once the loops are laid
+        # out; the lowering checks it (a tree loop specialised or unrolled around the walks).
+        self.index(name).expand_walk = True
 
     def _reduction(self, name, kind, width=0):
         idx = self.index(name)

@@ -68,7 +68,8 @@ def lower_to_mir(forest: hir.Forest, schedule: Schedule) -> mir.MirFunction:
             body = [
                 mir.WalkDecisionTree(tree=tree_ix, row=row, result="treePred",
                                      unroll_depth=_innermost(inside, "unroll_walk"),
-                                     peel_depth=_innermost(inside, "peel_walk")),
+                                     peel_depth=_innermost(inside, "peel_walk"),
+                                     expand=any(i.expand_walk for i in inside)),
                 mir.Reduce(target="margins", row=row, tree=tree_ix, value="treePred",
                            op=forest.aggregation.value),
             ]

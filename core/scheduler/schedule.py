@@ -20,7 +20,7 @@ The directives (their meaning is in :mod:`silvanforge.scheduler.looptree`, which
 loop modifiers  tile(i, outer, inner, size)  split(i, first, second, at)  reorder(i, j, ...)
                 unroll(i)  specialize(i)  gpuDimension(i, grid.x|block.y|...)
 optimisations   cache(i)  parallel(i)  interleave(i[, factor])  unrollWalk(i, depth)
-                peelWalk(i, depth)
+                peelWalk(i, depth)  expandWalk(i)
 reductions      atomicReduce(i)  sharedReduce(i)  vectorReduce(i, width)
 """
 
@@ -48,6 +48,7 @@ SIGNATURES: dict[str, tuple[str, ...]] = {
     "interleave": ("i", "k?"),
     "unrollWalk": ("i", "k"),
     "peelWalk": ("i", "k"),
+    "expandWalk": ("i",),
     "atomicReduce": ("i",),
     "sharedReduce": ("i",),
     "vectorReduce": ("i", "k"),
@@ -146,6 +147,9 @@ class Schedule:
 
     def peel_walk(self, index: str, depth: int) -> "Schedule":
         return self.add("peelWalk", index, depth)
+
+    def expand_walk(self, index: str) -> "Schedule":
+        return self.add("expandWalk", index)
 
     # reductions
     def atomic_reduce(self, index: str) -> "Schedule":

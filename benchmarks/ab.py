@@ -6,7 +6,8 @@
 A variant is ``NAME=key=value,key=value`` of :func:`silvanforge.compile` keyword arguments
 (``rep=array``, ``pad=0``, ``tile_size=4``, ``reorder=depth``), or ``packed=0`` / ``inline=0``
 (the default-left bit in the flags byte, leaves apart: :func:`silvanforge.lowering.node_widths`),
-or ``split=0`` / ``split=1`` (rows read as given / split rows even where wide:
+or ``treedepth=0`` (self-looping walks to the forest's depth, not each tree's), or
+``split=0`` / ``split=1`` (rows read as given / split rows even where wide:
 :func:`silvanforge.lowering.split_rows`), or ``loops=0`` / ``loops=1`` (leaf checks kept / leaves self-looping wherever possible:
 :func:`silvanforge.lowering.leaf_self_loops`).  Each call's time is the CPU time of the predicting
 thread (``time.thread_time``), so the other sessions on a shared machine move it less than wall
@@ -26,6 +27,7 @@ import numpy as np
 import silvanforge as sf
 from silvanforge.bench import random_rows
 from silvanforge.bench_peers._timing import pool_rows, rotation
+from silvanforge import lowering
 from silvanforge.lowering import leaf_self_loops, node_widths, split_rows
 
 
@@ -46,6 +48,8 @@ def compile_variant(forest, batch_size: int, kw: dict):
     widths = {k: bool(v) for k, v in widths.items() if v is not None}
     split = kw.pop("split", None)
     loops = kw.pop("loops", None)
+    # treedepth=0: walks through self-looping leaves go to the forest's depth, every step peeled
+    lowering.PER_TREE_WALK_DEPTH = bool(kw.pop("treedepth", 1))
     with node_widths(**widths), (contextlib.nullcontext() if loops is None else leaf_self_loops(bool(loops))), \
             (contextlib.nullcontext() if split is None else split_rows(bool(split))):
         return sf.compile(forest, batch_size=batch_size, threads=1, **kw)

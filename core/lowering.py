@@ -232,6 +232,7 @@ def split_rows(enabled: bool = True):
 
 
 TREE_DEPTH = "tree_depth"  # model buffer: each tree's depth, for walks through self-looping leaves
+PER_TREE_WALK_DEPTH = True  # False: such walks go to the forest's depth, peeled (A/B: benchmarks/ab.py)
 _LEAF_LOOPS: contextvars.ContextVar = contextvars.ContextVar("silvanforge_leaf_loops", default=None)
 # Walks through self-looping leaves take each tree's deepest path (a counted loop over the
 # tree's depth, the same for every lane, so its branch predicts; or peeled where every tree is
@@ -444,7 +445,7 @@ def lower_to_lir(forest: hir.Forest, fn: mir.MirFunction, rep: str, hook,
                        split_rows="per chunk" if split and per_chunk else "before the walks" if split else None)
         gen.leaf_loops = layout.leaf_self_loops and bool(rep_buffers.info.get("leaf_self_loops"))
         depths = [t.depth for t in layout.trees]
-        if gen.leaf_loops and depths and min(depths) < max(depths):
+        if gen.leaf_loops and PER_TREE_WALK_DEPTH and depths and min(depths) < max(depths):
             # Walks of trees of several depths loop to each tree's own (see _walk_lanes).
             b.buffer(TREE_DEPTH, np.asarray(depths, np.int32))
         functions = _cpu_functions(gen, fn)

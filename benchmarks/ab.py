@@ -27,8 +27,7 @@ import numpy as np
 import silvanforge as sf
 from silvanforge.bench import random_rows
 from silvanforge.bench_peers._timing import pool_rows, rotation
-from silvanforge import lowering
-from silvanforge.lowering import leaf_self_loops, node_widths, split_rows
+from silvanforge.lowering import leaf_self_loops, node_widths, per_tree_walk_depth, split_rows
 
 
 def parse_variant(text: str) -> tuple[str, dict]:
@@ -48,9 +47,8 @@ def compile_variant(forest, batch_size: int, kw: dict):
     widths = {k: bool(v) for k, v in widths.items() if v is not None}
     split = kw.pop("split", None)
     loops = kw.pop("loops", None)
-    # treedepth=0: walks through self-looping leaves go to the forest's depth, every step peeled
-    lowering.PER_TREE_WALK_DEPTH = bool(kw.pop("treedepth", 1))
-    with node_widths(**widths), (contextlib.nullcontext() if loops is None else leaf_self_loops(bool(loops))), \
+    tree_depth = bool(kw.pop("treedepth", 1))
+    with node_widths(**widths), per_tree_walk_depth(tree_depth), (contextlib.nullcontext() if loops is None else leaf_self_loops(bool(loops))), \
             (contextlib.nullcontext() if split is None else split_rows(bool(split))):
         return sf.compile(forest, batch_size=batch_size, threads=1, **kw)
 

@@ -16,7 +16,7 @@ import os
 
 import numpy as np
 
-from .errors import UnsupportedModelError
+from .errors import ScheduleError, UnsupportedModelError
 from .reduction import identity
 from .tiling import TiledForest, lane_order_lut, tile_forest
 from .ir import hir, lir, mir
@@ -232,7 +232,20 @@ def split_rows(enabled: bool = True):
 
 
 TREE_DEPTH = "tree_depth"  # model buffer: each tree's depth, for walks through self-looping leaves
-PER_TREE_WALK_DEPTH = True  # False: such walks go to the forest's depth, peeled (A/B: benchmarks/ab.py)
+_PER_TREE_DEPTH: contextvars.ContextVar = contextvars.ContextVar("silvanforge_per_tree_depth", default=True)
+
+
+@contextlib.contextmanager
+def per_tree_walk_depth(enabled: bool = True):
+    """Walks through self-looping leaves go to each tree's own depth (``True``, the default) or
+    to the forest's, every step peeled (``False``), for what is compiled inside the block (A/B)."""
+    token = _PER_TREE_DEPTH.set(bool(enabled))
+    try:
+        yield
+    finally:
+        _PER_TREE_DEPTH.reset(token)
+
+
 _LEAF_LOOPS: contextvars.ContextVar = contextvars.ContextVar("silvanforge_leaf_loops", default=None)
 # Walks through self-looping leaves take each tree's deepest path (a counted loop over the
 # tree's depth, the same for every lane, so its branch predicts; or peeled where every tree is
@@ -263,9 +276,11 @@ def want_leaf_self_loops(forest: hir.Forest) -> bool:
         return forced
     if not forest.trees:
         return False
-    steps = sum(t.depth() for t in forest.trees)
-    paths = sum(float(t.node_depths()[t.left < 0].mean()) for t in forest.trees)
-    return steps <= LEAF_LOOPS_STEP_RATIO * paths
+    steps = paths = 0.0
+    for t in forest.trees:
+        depths = t.node_depths()
+        steps, paths = steps + depths.max(), paths + depths[t.left < 0].mean()
+    return bool(steps <= LEAF_LOOPS_STEP_RATIO * paths)
 
 
 # Split rows pay while writing one (2F values) costs little beside walking it: wide rows (2000
@@ -445,7 +460,7 @@ def lower_to_lir(forest: hir.Forest, fn: mir.MirFunction, rep: str, hook,
                        split_rows="per chunk" if split and per_chunk else "before the walks" if split else None)
         gen.leaf_loops = layout.leaf_self_loops and bool(rep_buffers.info.get("leaf_self_loops"))
         depths = [t.depth for t in layout.trees]
-        if gen.leaf_loops and PER_TREE_WALK_DEPTH and depths and min(depths) < max(depths):
+        if gen.leaf_loops and _PER_TREE_DEPTH.get() and depths and min(depths) < max(depths):
             # Walks of trees of several depths loop to each tree's own (see _walk_lanes).
             b.buffer(TREE_DEPTH, np.asarray(depths, np.int32))
         functions = _cpu_functions(gen, fn)
@@ -679,6 +694,7 @@ class _Codegen:
                     row = Select(active, row, pairs[0][1])
             pairs.append((b.local("lt", "i64", tree), b.local("lr", "i64", row)))
             actives.append(active)
+        shared = all(t == trees[0] for t in trees)  # rows interleaved: every lane walks one tree
         if walk.expand:  # each lane's branches in turn (out-of-order cores overlap them)
             # The lanes' trees as compiled (constants); an idle lane past the last tree expands
             # lane 0's (its result is not reduced).
@@ -687,10 +703,9 @@ class _Codegen:
                      for t, (_, r) in zip(trees, pairs)]
         elif self._can_walk_vector(lanes):
             # One tree for every lane (rows interleaved): the tree stays a scalar.
-            shared = all(t == trees[0] for t in trees)
             nodes = self._walk_vector(pairs, shared, walk.unroll_depth, walk.peel_depth)
         else:
-            nodes = self._walk_lanes(pairs, walk.unroll_depth, walk.peel_depth)
+            nodes = self._walk_lanes(pairs, walk.unroll_depth, walk.peel_depth, same_tree=shared)
         for (tree, row), node, active, lane_slots in zip(pairs, nodes, actives, slots):
             b.push()
             self._reduce(row, tree, node, reduce.target, lane_slots, reduce.atomic)
@@ -768,7 +783,7 @@ class _Codegen:
             return self.tiles.trees[int(tree.value)].min_depth
         return self.tiles.min_depth()
 
-    def _walk_lanes(self, lanes, unroll_depth: int = 0, peel_depth: int = 0) -> list[Var]:
+    def _walk_lanes(self, lanes, unroll_depth: int = 0, peel_depth: int = 0, same_tree: bool = False) -> list[Var]:
         """Walk each (tree, row) lane to a leaf; returns the leaf node of each lane.
 
         ``peel_depth`` steps run without leaf checks (every leaf is at least that deep),
@@ -802,9 +817,9 @@ class _Codegen:
             peel_depth = depth
             if TREE_DEPTH in b.buffers and not all(isinstance(t, lir.Const) for t, _ in lanes):
                 peel_depth = self.min_depth
-                trees = list(dict.fromkeys(t for t, _ in lanes))
-                steps_to = Cast(b.load(TREE_DEPTH, Cast(trees[0], "i32")), "i64")
-                for t in trees[1:]:
+                trees = lanes[:1] if same_tree else lanes  # rows interleaved: one tree, one load
+                steps_to = Cast(b.load(TREE_DEPTH, Cast(trees[0][0], "i32")), "i64")
+                for t, _ in trees[1:]:
                     steps_to = Bin("max", steps_to, Cast(b.load(TREE_DEPTH, Cast(t, "i32")), "i64"))
         done = 0
         for _ in range(min(peel_depth, depth)):
@@ -840,8 +855,6 @@ class _Codegen:
         come from the representation's own hooks, evaluated while compiling, so every
         representation expands the same way; the leaf's node index then goes to the reduction
         as a walk's would."""
-        from .errors import ScheduleError
-
         if not isinstance(tree, lir.Const):
             raise ScheduleError("expandWalk needs each walk's tree known at compile time: specialize "
                                 "(or unroll) the loop over trees around the walk")
@@ -853,20 +866,24 @@ class _Codegen:
         at = b.local("rowat", "i64", self._row_start(row))
 
         def static(make):
+            """The value(s) of the expression(s) ``make`` builds from constants."""
             b.push()
-            e = make()
+            made = make()
             env = {}
             for s in b.pop():  # what the hooks named on the way (b.local)
                 env[s.var.name] = lir.constant_value(s.value, b.buffers, env)
-            return lir.constant_value(e, b.buffers, env)
+            if isinstance(made, tuple):
+                return tuple(lir.constant_value(e, b.buffers, env) for e in made)
+            return lir.constant_value(made, b.buffers, env)
 
         def expand(n: int) -> list:
             nc = c(n, "i64")
             if static(lambda: reps.is_leaf(b=b, tree=t32, node=nc)):
                 return [Assign(node, nc)]
-            field, flags = (static(lambda: self._feature_and_flags(t32, nc, 0)[k]) for k in (0, 1))
+            field, flags = static(lambda: self._feature_and_flags(t32, nc, 0))
             thr = static(lambda: reps.load_threshold(b=b, tree=t32, node=nc, lane=0))
-            left, right = (static(lambda: reps.child(b=b, tree=t32, node=nc, child=c(k, "i32"))) for k in (0, 1))
+            left, right = static(lambda: tuple(reps.child(b=b, tree=t32, node=nc, child=c(k, "i32"))
+                                               for k in (0, 1)))
             b.push()
             x = b.local("x", self.thr_t, self._row_value(row, c(field, "i32"), row_at=at))
             decision = self._decision(x, c(thr, self.thr_t), c(flags, "i32"))
@@ -1203,7 +1220,7 @@ class _Codegen:
 
 
 __all__ = ["ForestLayout", "TreeLayout", "RepBuffers", "build_layout", "lower_to_lir",
-           "node_widths", "vector_walks", "smallest_int", "float32_thresholds",
+           "node_widths", "per_tree_walk_depth", "vector_walks", "smallest_int", "float32_thresholds",
            "FLAG_DEFAULT_LEFT", "FLAG_ZERO_MISSING", "FLAG_CATEGORICAL", "FLAG_OP_SHIFT"]
 
 

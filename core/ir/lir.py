@@ -526,7 +526,7 @@ def widen(e: Expr) -> Expr:
     return e
 
 
-# ----------------------------------------------------------------------------- verifier
+# ----------------------------------------------------------------------------- constants
 def constant_value(e: Expr, buffers: dict, env: dict | None = None):
     """The value of ``e`` where every input is known while compiling: constants, loads from
     model buffers (their data) at constant indices, and variables bound in ``env`` (name ->
@@ -561,6 +561,7 @@ def constant_value(e: Expr, buffers: dict, env: dict | None = None):
     raise TypeError(f"{e} is not a constant expression")
 
 
+# ----------------------------------------------------------------------------- verifier
 def verify(module: Module) -> None:
     """Type-check every expression and check every buffer and local is declared."""
     params = {p.name: p.type for p in SCALAR_PARAMS}

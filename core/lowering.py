@@ -344,14 +344,15 @@ def split_rows_pay(forest: hir.Forest, check_width: bool = True) -> bool:
     return not check_width or columns <= max(SPLIT_ROWS_ANY_WIDTH, SPLIT_ROWS_WALK_SHARE * steps)
 
 
-# Walk steps a CPU thread should get before a prediction is split over threads: below about
-# this much work (~0.2 ms) handing rows to a second thread costs more than it saves (a 100-tree
+# Walk steps a CPU thread should get before a prediction is split over Python's thread pool:
+# below about this much work (~0.2 ms) handing rows to a second thread costs more than it saves (a 100-tree
 # depth-6 model at 512 rows ran 1.15x faster on two threads at best, slower on average).
 THREAD_STEPS = 500_000
 
 
 def min_rows_per_thread(layout: ForestLayout) -> int:
-    """Rows a thread should get: enough for :data:`THREAD_STEPS` walk steps."""
+    """Rows a thread should get: enough for :data:`THREAD_STEPS` walk steps (a target with a
+    faster hand-off of its own sets a lower bar from ``walk_steps_per_row``)."""
     steps = max(1, sum(t.depth for t in layout.trees))
     return -(-THREAD_STEPS // steps)
 
@@ -466,6 +467,7 @@ def lower_to_lir(forest: hir.Forest, fn: mir.MirFunction, rep: str, hook,
         functions = _cpu_functions(gen, fn)
     if not gpu:
         gen.info["min_rows_per_thread"] = min_rows_per_thread(layout)
+        gen.info["walk_steps_per_row"] = max(1, sum(t.depth for t in layout.trees))
     tiled = f" tile_size={tile_size} tiles={layout.tiles.num_tiles}" if layout.tiles else ""
     module = lir.Module(
         functions=functions,

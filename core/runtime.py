@@ -134,6 +134,11 @@ def _run_block(kernel, rows: np.ndarray, out: np.ndarray, threads: int) -> None:
     # A kernel may ask for more rows per thread (a cheap model: a hand-off costs more than the
     # rows it would take, :data:`silvanforge.lowering.THREAD_STEPS`).
     min_rows = max(MIN_ROWS_PER_THREAD, int(getattr(kernel, "min_rows_per_thread", 0) or 0))
+    # A kernel with a hand-off of its own (``run_shares``, native workers) says how few rows a
+    # share may hold: microseconds per hand-off instead of tens.
+    run_shares = getattr(kernel, "run_shares", None)
+    if run_shares is not None:
+        min_rows = max(1, int(kernel.min_rows_per_share))
     for i, phase in enumerate(kernel.phases):
         if phase.parallel == "loop":
             # Every call covers all rows for a share of the parallel tree loop's iterations.
@@ -144,6 +149,8 @@ def _run_block(kernel, rows: np.ndarray, out: np.ndarray, threads: int) -> None:
             tasks = [(a, b, 0, 0) for a, b in _shares(n, chunks)]
         if len(tasks) == 1:
             kernel.run(i, rows, out, scratch, *tasks[0])
+            continue
+        if run_shares is not None and run_shares(i, rows, out, scratch, tasks):
             continue
         # The calling thread runs the first share itself: one hand-off fewer per phase.
         pool = _get_pool(threads)

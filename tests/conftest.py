@@ -25,10 +25,14 @@ def pytest_collection_modifyitems(config, items):
 @pytest.fixture(autouse=True)
 def split_small_batches(monkeypatch):
     """The suite's models are tiny: the compiler would keep their predictions on one thread
-    (``lowering.THREAD_STEPS``), so the tests lower that bar to exercise the threaded paths."""
+    (``lowering.THREAD_STEPS``, ``pool.SHARE_STEPS`` of the native workers), so the tests lower
+    those bars to exercise the threaded paths."""
     from silvanforge import lowering
+    from silvanforge_target_cpu import pool
 
     monkeypatch.setattr(lowering, "THREAD_STEPS", 1)
+    monkeypatch.setattr(pool, "SHARE_STEPS", 1)
+    monkeypatch.setattr(pool, "MIN_SHARE_ROWS", 8)
 
 
 @pytest.fixture

@@ -255,9 +255,22 @@ def test_leaf_loops_follow_the_depths():
     assert chosen["even"] and not chosen["chains"]
 
 
+def _counted_shares(monkeypatch, kernel) -> list:
+    """Record each phase call's row ranges, whichever pool runs them."""
+    calls = []
+    run = kernel.run
+    monkeypatch.setattr(kernel, "run", lambda *a: (calls.append([a[4:6]]), run(*a))[1])
+    if kernel.run_shares is not None:
+        run_shares = kernel.run_shares
+        monkeypatch.setattr(kernel, "run_shares",
+                            lambda *a: (calls.append([s[:2] for s in a[4]]), run_shares(*a))[1])
+    return calls
+
+
 def test_cheap_models_keep_small_batches_on_one_thread(monkeypatch):
-    """A kernel asks for enough rows per thread that a hand-off pays (THREAD_STEPS walk steps);
-    the runtime splits a batch only into shares that large, and the values do not change."""
+    """Without native workers a kernel asks for enough rows per thread that a hand-off through
+    Python's pool pays (THREAD_STEPS walk steps); the runtime splits a batch only into shares
+    that large, and the values do not change."""
     from silvanforge import lowering
 
     monkeypatch.setattr(lowering, "THREAD_STEPS", 500_000)
@@ -265,17 +278,45 @@ def test_cheap_models_keep_small_batches_on_one_thread(monkeypatch):
     trees = [_tree(rng, 6, (0,), 5, [int(Op.LT)], categorical=False, zero_missing=False) for _ in range(20)]
     forest = Forest(trees=trees, num_features=6)
     cf = sf.compile(forest, pad=False)
+    monkeypatch.setattr(cf.kernel, "run_shares", None)
     steps = sum(t.depth() for t in forest.trees)
     assert cf.kernel.min_rows_per_thread == -(-500_000 // steps)
-    calls = []
-    run = cf.kernel.run
-    monkeypatch.setattr(cf.kernel, "run", lambda *a: (calls.append(a[4:6]), run(*a))[1])
+    calls = _counted_shares(monkeypatch, cf.kernel)
     for n, shares in ((cf.kernel.min_rows_per_thread, 1), (2 * cf.kernel.min_rows_per_thread + 3, 2)):
         calls.clear()
         X = rows_for(forest, rng, n)
         np.testing.assert_array_equal(cf.predict(X, output_margin=True, threads=2),
                                       reference.predict(forest, X, output_margin=True))
         assert len(calls) == shares * len(cf.kernel.phases), (n, calls)
+
+
+def test_native_workers_split_batches_by_walk_steps(monkeypatch):
+    """With native workers (target_cpu's pool) a share needs only SHARE_STEPS walk steps: small
+    batches split too, into shares of at least that many rows, with the same values."""
+    from silvanforge_target_cpu import pool
+
+    if pool.native_pool() is None:
+        pytest.skip("no native worker pool on this host")
+    monkeypatch.setattr(pool, "SHARE_STEPS", 2000)
+    monkeypatch.setattr(pool, "MIN_SHARE_ROWS", 16)
+    rng = np.random.default_rng(5)
+    trees = [_tree(rng, 6, (0,), 5, [int(Op.LT)], categorical=False, zero_missing=False) for _ in range(20)]
+    forest = Forest(trees=trees, num_features=6)
+    cf = sf.compile(forest, pad=False)
+    steps = sum(t.depth() for t in forest.trees)
+    per_share = max(16, -(-2000 // steps))
+    assert cf.kernel.min_rows_per_share == per_share
+    calls = _counted_shares(monkeypatch, cf.kernel)
+    for n, threads, shares in ((per_share, 2, 1), (2 * per_share + 1, 2, 2), (5 * per_share, 4, 4),
+                               (3 * per_share, 8, 3)):
+        calls.clear()
+        X = rows_for(forest, rng, n)
+        np.testing.assert_array_equal(cf.predict(X, output_margin=True, threads=threads),
+                                      reference.predict(forest, X, output_margin=True))
+        assert [len(c) for c in calls] == [shares] * len(cf.kernel.phases), (n, calls)
+        covered = sorted(r for c in calls for r in c)
+        assert covered[0][0] == 0 and covered[-1][1] == n
+        assert all(a[1] == b[0] for a, b in zip(covered, covered[1:]))
 
 
 # ----------------------------------------------------------------------------- rows split per chunk

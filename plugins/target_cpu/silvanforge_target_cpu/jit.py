@@ -16,6 +16,8 @@ import numpy as np
 
 from silvanforge.ir import lir
 
+from . import pool
+
 _lock = threading.Lock()
 _initialised = False
 
@@ -77,10 +79,11 @@ class CpuKernel:
         self._engine.finalize_object()
         i64 = ctypes.c_int64
         scalars = [i64] * len(lir.SCALAR_PARAMS)
-        # Rows and margins are passed as addresses (no ctypes pointer objects per call).
-        proto = ctypes.CFUNCTYPE(None, ctypes.c_void_p, *scalars, ctypes.c_void_p,
-                                 ctypes.POINTER(ctypes.c_void_p))
-        self._fns = [proto(self._engine.get_function_address(f.name)) for f in module.functions]
+        # Rows, margins and the pointer table are passed as addresses (no ctypes pointer objects
+        # per call; the native pool passes the same words).
+        proto = ctypes.CFUNCTYPE(None, ctypes.c_void_p, *scalars, ctypes.c_void_p, ctypes.c_void_p)
+        self._addresses = [self._engine.get_function_address(f.name) for f in module.functions]
+        self._fns = [proto(a) for a in self._addresses]
         # Keep the arrays alive as long as the kernel: the pointer table refers to them.
         # Each padded by GATHER_PAD bytes: a vector walk gathers narrow fields as 4-byte words.
         self._buffers = [_padded(b.data) for b in module.model_buffers()]
@@ -89,14 +92,19 @@ class CpuKernel:
         self.phases = module.functions
         self.scratch = module.scratch_buffers()
         self.min_rows_per_thread = int(module.info.get("min_rows_per_thread", 0))
+        if pool.native_pool() is None:
+            self.run_shares = None  # the core's Python pool runs the shares
+        # Rows a share on the native pool should hold (the runtime asks; see pool.SHARE_STEPS).
+        steps = int(module.info.get("walk_steps_per_row", 0))
+        self.min_rows_per_share = (max(pool.MIN_SHARE_ROWS, -(-pool.SHARE_STEPS // steps)) if steps > 0
+                                   else max(pool.MIN_SHARE_ROWS, self.min_rows_per_thread))
         self.input_dtype = lir.LIR_TO_NUMPY[module.input_type]
         self.output_dtype = lir.LIR_TO_NUMPY[module.output_type]
 
-    def run(self, phase: int, rows: np.ndarray, out: np.ndarray, scratch: list, row_begin: int,
-            row_end: int, iter_begin: int = 0, iter_end: int = 0) -> None:
-        """One call of one phase; ``rows`` may be C or Fortran ordered, or a strided view."""
+    def _bound(self, rows: np.ndarray, out: np.ndarray, scratch: list) -> tuple:
+        """What every share of a call passes: rows, strides, row count, out, the pointer table
+        (addresses as integers; each costs about a microsecond to read, so once per call)."""
         item = rows.itemsize
-        rs, cs = rows.strides[0] // item, rows.strides[1] // item
         key = tuple(a.ctypes.data for a in scratch)
         table = self._tables.get(key)
         if table is None:  # scratch is reused between calls: so is its pointer table
@@ -105,8 +113,37 @@ class CpuKernel:
             if len(self._tables) > 64:
                 self._tables.clear()
             self._tables[key] = table
-        self._fns[phase](rows.ctypes.data, rs, cs, row_begin, row_end, iter_begin,
-                         iter_end, rows.shape[0], out.ctypes.data, table)
+        return (rows.ctypes.data, rows.strides[0] // item, rows.strides[1] // item, rows.shape[0],
+                out.ctypes.data, ctypes.addressof(table))
+
+    @staticmethod
+    def _share(bound: tuple, row_begin: int, row_end: int, iter_begin: int, iter_end: int) -> tuple:
+        """The kernel's arguments for one share, in lir.SCALAR_PARAMS order."""
+        rows, rs, cs, n, out, table = bound
+        return rows, rs, cs, row_begin, row_end, iter_begin, iter_end, n, out, table
+
+    def run(self, phase: int, rows: np.ndarray, out: np.ndarray, scratch: list, row_begin: int,
+            row_end: int, iter_begin: int = 0, iter_end: int = 0) -> None:
+        """One call of one phase; ``rows`` may be C or Fortran ordered, or a strided view."""
+        bound = self._bound(rows, out, scratch)
+        self._fns[phase](*self._share(bound, row_begin, row_end, iter_begin, iter_end))
+
+    def run_shares(self, phase: int, rows: np.ndarray, out: np.ndarray, scratch: list,
+                   shares: list[tuple]) -> bool:
+        """Every share ``(row_begin, row_end, iter_begin, iter_end)`` of one phase in parallel on
+        the native pool (:mod:`.pool`), the first on this thread; False (nothing run) when the
+        pool is busy with another caller or cannot run here: the core's Python pool runs them."""
+        native = pool.native_pool()
+        if native is None or not native.lock.acquire(blocking=False):
+            return False
+        try:
+            if not native.grow(len(shares) - 1):
+                return False
+            bound = self._bound(rows, out, scratch)
+            native.run(self._addresses[phase], [self._share(bound, *share) for share in shares])
+        finally:
+            native.lock.release()
+        return True
 
     def artifact(self) -> bytes:
         """Optimised bitcode plus the host it was optimised for (see ``host_signature``)."""

@@ -212,6 +212,21 @@ class Extract:
 
 
 @dataclasses.dataclass(frozen=True)
+class Clz:
+    """Leading zero bits of an integer (lane by lane for vectors); the width for zero
+    (bitvector evaluation: the leftmost leaf still standing is the highest set bit)."""
+
+    a: "Expr"
+
+    @property
+    def type(self) -> str:
+        return self.a.type
+
+    def __str__(self):
+        return f"clz({self.a})"
+
+
+@dataclasses.dataclass(frozen=True)
 class GpuIndex:
     """A GPU thread's coordinate: ``grid.x|y|z`` is the index of its block in the grid,
     ``block.x|y|z`` its index inside the block (CUDA blockIdx / threadIdx, OpenCL
@@ -227,7 +242,7 @@ class GpuIndex:
 GPU_DIMS = ("grid.x", "grid.y", "grid.z", "block.x", "block.y", "block.z")
 
 Expr = Union[Const, Var, Load, Bin, Cmp, Select, Cast, IsNan, Vector, PackBits, Gather, Extract,
-             GpuIndex]
+             Clz, GpuIndex]
 BIN_OPS = ("+", "-", "*", "/", "%", "&", "|", "^", "<<", ">>", "min", "max")
 CMP_OPS = ("<", "<=", "==", "!=", ">", ">=")
 
@@ -309,7 +324,9 @@ class Buffer:
       unset where ``fill`` is None (buffers a phase writes before any reads: split rows), with
       ``pad_rows`` rows more than the batch (walks of lanes past the batch's end read there);
     kind ``shared``: GPU shared (CUDA) / local (OpenCL) memory of ``size`` elements, one copy per
-      thread block, declared by the kernel (GPU lowering only).
+      thread block, declared by the kernel (GPU lowering only);
+    kind ``local``: ``size`` elements private to one call of a function, unset at its start (CPU:
+      on the stack; bitvector evaluation's per-tree bits).
     """
 
     name: str
@@ -385,6 +402,9 @@ class Module:
 
     def scratch_buffers(self) -> list[Buffer]:
         return [b for b in self.buffers.values() if b.kind == "scratch"]
+
+    def local_buffers(self) -> list[Buffer]:
+        return [b for b in self.buffers.values() if b.kind == "local"]
 
     def shared_buffers(self) -> list[Buffer]:
         return [b for b in self.buffers.values() if b.kind == "shared"]
@@ -637,6 +657,10 @@ def verify(module: Module) -> None:
         elif isinstance(e, GpuIndex):
             if e.dim not in GPU_DIMS or e.type != "i64":
                 fail(f"unknown GPU index {e.dim}")
+        elif isinstance(e, Clz):
+            check_expr(e.a, scope)
+            if element_type(e.a.type) not in INT_TYPES or element_type(e.a.type) == "i1":
+                fail(f"clz of {e.a.type}")
         elif isinstance(e, PackBits):
             check_expr(e.a, scope)
             if element_type(e.a.type) != "i1" or not 2 <= lanes_of(e.a.type) <= 31 or e.type != "i32":
@@ -655,7 +679,7 @@ def verify(module: Module) -> None:
                 buf = module.buffers.get(s.buffer)
                 if buf is None or buf.kind in ("model", "input"):
                     fail(f"store into {s.buffer}, which is not a writable buffer")
-                if buf.type != s.value.type:
+                if buf.type != element_type(s.value.type) or (isinstance(s, AtomicAdd) and lanes_of(s.value.type) > 1):
                     fail(f"store of {s.value.type} into {s.buffer} of {buf.type}")
             elif isinstance(s, For):
                 check_expr(s.start, scope), check_expr(s.stop, scope)
@@ -691,6 +715,8 @@ def format_module(module: Module) -> str:
             size = f"[{rows} x {buf.per_row}]" + ("" if buf.fill is None else f" = {buf.fill}")
         if buf.kind == "shared":
             size = f"[{buf.size}] per block"
+        if buf.kind == "local":
+            size = f"[{buf.size}] per call"
         lines.append(f"buffer {buf.kind} {buf.name}: {buf.type}{size}")
     params = ", ".join(f"%{p.name}: {p.type}" for p in SCALAR_PARAMS)
     for fn in module.functions:

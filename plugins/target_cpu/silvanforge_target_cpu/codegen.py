@@ -76,6 +76,11 @@ class LLVMCodegen:
         for i, buf in enumerate(module.table_buffers()):
             raw = self.alloca_builder.load(self.alloca_builder.gep(table_arg, [ir.Constant(i64, i)]))
             self.ptrs[buf.name] = self.alloca_builder.bitcast(raw, ptr(buf.type), name=buf.name)
+        for buf in module.local_buffers():
+            arr = self.alloca_builder.alloca(llvm_type(buf.type), size=ir.Constant(i64, buf.size),
+                                             name=buf.name)
+            arr.align = 64  # vector loads and stores of whole cache lines
+            self.ptrs[buf.name] = arr
         self.vars: dict[str, ir.Value] = {}
         for name, t in lfn.locals.items():
             self.vars[name] = self.alloca_builder.alloca(llvm_type(t), name=name)
@@ -93,7 +98,12 @@ class LLVMCodegen:
 
     def s_Store(self, s: lir.Store):
         ptr = self.b.gep(self.ptrs[s.buffer], [self.index(s.index)])
-        self.b.store(self.expr(s.value), ptr)
+        value = self.expr(s.value)
+        if lir.lanes_of(s.value.type) > 1:  # contiguous lanes, as vector loads read them
+            ptr = self.b.bitcast(ptr, ir.PointerType(value.type))
+            self.b.store(value, ptr, align=lir.LIR_TO_NUMPY[lir.element_type(s.value.type)].itemsize)
+            return
+        self.b.store(value, ptr)
 
     def s_For(self, s: lir.For):
         b = self.b
@@ -177,6 +187,14 @@ class LLVMCodegen:
             return b.zext(b.bitcast(self.expr(e.a), ir.IntType(n)), ir.IntType(32))
         if isinstance(e, lir.Gather):
             return self.gather(e)
+        if isinstance(e, lir.Clz):
+            v = self.expr(e.a)
+            name = f"llvm.ctlz.{_intrinsic_suffix(v.type)}"
+            fn = self._gathers.get(name)
+            if fn is None:
+                fn = self._gathers[name] = ir.Function(
+                    self.mod, ir.FunctionType(v.type, [v.type, ir.IntType(1)]), name=name)
+            return b.call(fn, [v, ir.Constant(ir.IntType(1), 0)])  # zero in: the width
         if isinstance(e, lir.Extract):
             return b.extract_element(self.expr(e.a), ir.Constant(ir.IntType(32), e.lane))
         if isinstance(e, lir.Var):
@@ -289,6 +307,13 @@ class LLVMCodegen:
         if sb > db:
             return b.trunc(v, to)
         return b.zext(v, to) if is_unsigned(src) else b.sext(v, to)
+
+
+def _intrinsic_suffix(t: ir.Type) -> str:
+    """LLVM's overload suffix of an integer or integer-vector type: ``i64``, ``v8i64``."""
+    if isinstance(t, ir.VectorType):
+        return f"v{t.count}i{t.element.width}"
+    return f"i{t.width}"
 
 
 def generate(module: lir.Module) -> ir.Module:

@@ -12,7 +12,7 @@ import zipfile
 
 import numpy as np
 
-from . import __version__, transforms
+from . import __version__, bitvector, transforms
 from .errors import ArtifactError, InputError, IRVerificationError, PluginError, ScheduleError
 from .ir import hir, hir_io, lir, mir
 from .hir_passes import pad_each_tree, pad_trees, padded_nodes, padded_nodes_each, reorder_trees, tree_groups
@@ -133,6 +133,10 @@ def lower(model, target: str = "cpu", rep: str | None = None, schedule=None,
     tile_size = int(tile_size)
     model_forest = model if isinstance(model, hir.Forest) else load_model(model)
     hir.verify(model_forest)
+    if target not in registry().targets():
+        registry().check_target(target)  # raises: unknown target
+    if _wants_bitvector(model_forest, target, rep, schedule, pad, tile_size, profile, reorder):
+        return _lower_bitvector(model_forest)
     if reorder is not None and reorder not in ("depth", "peel"):
         raise InputError(f"unknown tree reordering {reorder!r}; choose depth or peel")
     tile_ids = _profile_tile_ids(model_forest, profile, tile_size, pad)
@@ -161,6 +165,33 @@ def lower(model, target: str = "cpu", rep: str | None = None, schedule=None,
                           gpu=reg.target_kind(target) == "gpu")
     return Lowered(model_forest, bool(pad), forest, rep, sched, mir_fn, module, tile_size,
                    reorder, tile_ids)
+
+
+def _wants_bitvector(forest: hir.Forest, target: str, rep, schedule, pad, tile_size: int, profile,
+                     reorder) -> bool:
+    """Whether ``lower`` evaluates by bitvectors (:mod:`silvanforge.bitvector`): asked for by
+    name, or chosen for a CPU target when nothing else was asked for and it pays."""
+    if rep != bitvector.NAME:
+        return (rep is None and schedule is None and pad is None and tile_size == 1 and profile is None
+                and reorder is None and registry().target_kind(target) == "cpu" and bitvector.pays(forest))
+    asked = [what for what, on in (("schedule", schedule is not None), ("padding", bool(pad)),
+                                   ("tiles", tile_size > 1), ("profile", profile is not None),
+                                   ("tree reordering", reorder is not None)) if on]
+    if asked:
+        raise InputError(f"the bitvector representation does not walk trees: it takes no {asked[0]}")
+    if registry().target_kind(target) != "cpu":
+        raise InputError(f"the bitvector representation runs on the cpu target, not {target}")
+    why = bitvector.unsupported(forest)
+    if why is not None:
+        raise InputError(f"the bitvector representation cannot run this model: {why}")
+    return True
+
+
+def _lower_bitvector(forest: hir.Forest) -> Lowered:
+    module = bitvector.lower(forest)
+    fn = mir.MirFunction(body=[], num_trees=forest.num_trees, num_outputs=forest.num_outputs,
+                         schedule_text="bitvector evaluation: no walks, nothing to schedule")
+    return Lowered(forest, False, forest, bitvector.NAME, Schedule(), fn, module)
 
 
 def show(model, level: str, target: str = "cpu", rep: str | None = None, schedule=None,
@@ -330,6 +361,8 @@ def load_compiled(path) -> CompiledForest:
     reg = registry()
     target, rep = meta["target"], meta["rep"]
     reg.check_target(target)
+    if rep == bitvector.NAME:
+        return _load_bitvector(path, forest, meta, blob, start)
     reg.check_representation(rep)
     sched = parse_schedule(meta["schedule"])
     pad = bool(meta.get("pad", False))
@@ -351,18 +384,33 @@ def load_compiled(path) -> CompiledForest:
     mir_fn = lower_to_mir(lowered_forest, sched)
     module = lower_to_lir(lowered_forest, mir_fn, rep, reg.hook, tile_size=tile_size,
                           gpu=reg.target_kind(target) == "gpu")
+    low = Lowered(forest, pad, lowered_forest, rep, sched, mir_fn, module, tile_size, reorder, tile_ids)
+    return _kernel_for(path, low, meta, blob, start)
+
+
+def _load_bitvector(path: str, forest: hir.Forest, meta: dict, blob: bytes, start: float) -> CompiledForest:
+    why = bitvector.unsupported(forest)
+    if why is not None:
+        raise ArtifactError(f"{path}: a bitvector artifact of a model it cannot run ({why}): corrupt")
+    low = _lower_bitvector(forest)
+    return _kernel_for(path, low, meta, blob, start)
+
+
+def _kernel_for(path: str, low: Lowered, meta: dict, blob: bytes, start: float) -> CompiledForest:
+    """The compiled forest of a loaded artifact: its machine code where it is still the program's."""
+    reg, target = registry(), meta["target"]
     options = {"threads": meta.get("threads"), "batch_size": meta.get("batch_size")}
     kernel = None
     # Machine code is reused only for the very program it was built from: the same version can
     # lower a model differently (a new chooser, widths) and old code would misread the buffers.
-    if blob and meta.get("silvanforge") == __version__ and meta.get("lir") == lir_digest(module):
-        kernel = reg.hook.silvanforge_target_load_kernel(target=target, module=module, blob=blob,
+    if blob and meta.get("silvanforge") == __version__ and meta.get("lir") == lir_digest(low.lir):
+        kernel = reg.hook.silvanforge_target_load_kernel(target=target, module=low.lir, blob=blob,
                                                          options=options)
     if kernel is None:
-        kernel = reg.hook.silvanforge_target_compile(target=target, module=module, options=options)
-    return CompiledForest(forest, kernel, module, mir_fn, target, rep, sched, meta.get("batch_size"),
-                          meta.get("threads"), time.perf_counter() - start, pad=pad, tile_size=tile_size,
-                          reorder=reorder, tile_ids=tile_ids)
+        kernel = reg.hook.silvanforge_target_compile(target=target, module=low.lir, options=options)
+    return CompiledForest(low.forest, kernel, low.lir, low.mir, target, low.rep, low.schedule,
+                          meta.get("batch_size"), meta.get("threads"), time.perf_counter() - start,
+                          pad=low.pad, tile_size=low.tile_size, reorder=low.reorder, tile_ids=low.tile_ids)
 
 
 def lir_digest(module: lir.Module) -> str:

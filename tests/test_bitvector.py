@@ -1,0 +1,175 @@
+"""Bitvector evaluation (``rep="bitvector"``, silvanforge.bitvector): exact against the reference
+on random forests with NaN, infinities and ties, against XGBoost and LightGBM on every model of
+their factories it can run; its limits give clear errors; the CPU chooser takes it where it pays."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import silvanforge as sf
+from silvanforge import InputError, bitvector, reference
+from silvanforge.ir.hir import Aggregation, Forest, Op, Transform
+from strategies import _tree, forests, rows_for
+from support_common import assert_close
+
+
+@st.composite
+def small_forests(draw):
+    """Sums of single-output trees of at most 64 leaves, < and <= mixed in one forest."""
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    features = draw(st.integers(1, 7))
+    outputs = draw(st.sampled_from([1, 1, 3]))
+    ops = draw(st.sampled_from([[Op.LT], [Op.LE], [Op.LT, Op.LE]]))
+    dtype = draw(st.sampled_from(["float32", "float64"]))
+    trees = [_tree(rng, features, (k % outputs,), draw(st.integers(0, 6)), [int(o) for o in ops],
+                   categorical=False, zero_missing=False) for k in range(draw(st.integers(1, 20)))]
+    return Forest(trees=trees, num_features=features, num_outputs=outputs,
+                  base_score=np.round(rng.normal(size=outputs), 2), transform=Transform("identity"),
+                  threshold_dtype=dtype, accumulate_dtype=dtype, source="random")
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(forest=small_forests(), n=st.integers(1, 40), threads=st.sampled_from([1, 3]))
+def test_equals_the_reference_exactly(forest, n, threads):
+    cf = sf.compile(forest, rep="bitvector")
+    assert cf.rep == "bitvector"
+    X = rows_for(forest, np.random.default_rng(n), n)
+    np.testing.assert_array_equal(cf.predict(X, output_margin=True, threads=threads),
+                                  reference.predict(forest, X, output_margin=True))
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(forest=forests(max_trees=8, max_depth=5))
+def test_any_forest_runs_or_is_refused_with_the_reason(forest):
+    why = bitvector.unsupported(forest)
+    if why is None:
+        cf = sf.compile(forest, rep="bitvector")
+        X = rows_for(forest, np.random.default_rng(1), 30)
+        np.testing.assert_array_equal(cf.predict(X, output_margin=True),
+                                      reference.predict(forest, X, output_margin=True))
+    else:
+        with pytest.raises(InputError, match="bitvector representation cannot run this model"):
+            sf.compile(forest, rep="bitvector")
+
+
+def _forest(**kw) -> Forest:
+    rng = np.random.default_rng(3)
+    trees = [_tree(rng, 4, (0,), 4, [int(Op.LT)], categorical=kw.pop("categorical", False),
+                   zero_missing=kw.pop("zero_missing", False)) for _ in range(5)]
+    return Forest(trees=trees, num_features=4, **kw)
+
+
+@pytest.mark.parametrize("change, reason", [
+    (lambda f: setattr(f, "aggregation", Aggregation.AVERAGE), "sums trees"),
+    (lambda f: f.trees[0].op.__setitem__(0, int(Op.EQ)), "splits other than"),
+    (lambda f: f.trees[1].threshold.__setitem__(0, np.inf), "infinite or NaN"),
+    (lambda f: f.trees[2].zero_missing.__setitem__(0, True), "zero as missing"),
+])
+def test_limits(change, reason):
+    forest = _forest()
+    change(forest)
+    assert reason in bitvector.unsupported(forest)
+    assert not bitvector.pays(forest)
+    with pytest.raises(InputError, match=reason):
+        sf.compile(forest, rep="bitvector")
+    assert sf.compile(forest).rep != "bitvector"  # the chooser walks it
+
+
+def test_more_than_64_leaves_is_refused():
+    rng = np.random.default_rng(5)
+    deep = _tree(rng, 3, (0,), 7, [int(Op.LT)], categorical=False, zero_missing=False)
+    while (deep.left < 0).sum() <= 64:
+        deep = _tree(rng, 3, (0,), 7, [int(Op.LT)], categorical=False, zero_missing=False)
+    with pytest.raises(InputError, match="more than 64 leaves"):
+        sf.compile(Forest(trees=[deep], num_features=3), rep="bitvector")
+
+
+@pytest.mark.parametrize("kw, what", [({"schedule": "default"}, "schedule"), ({"tile_size": 2}, "tiles"),
+                                      ({"pad": True}, "padding"), ({"reorder": "depth"}, "tree reordering")])
+def test_walk_options_are_refused(kw, what):
+    with pytest.raises(InputError, match=f"takes no {what}"):
+        sf.compile(_forest(), rep="bitvector", **kw)
+
+
+def test_gpu_targets_are_refused():
+    with pytest.raises(InputError, match="runs on the cpu target"):
+        sf.show(_forest(), "lir", target="cuda", rep="bitvector")
+
+
+def test_chooser_takes_it_for_small_trees_not_for_full_deep_ones():
+    rng = np.random.default_rng(7)
+    shallow = Forest(trees=[_tree(rng, 6, (0,), int(rng.integers(2, 7)), [int(Op.LT)], categorical=False,
+                                  zero_missing=False) for _ in range(30)], num_features=6)
+    assert bitvector.pays(shallow) and sf.compile(shallow).rep == "bitvector"
+    full = Forest(trees=[_full_tree(6) for _ in range(10)], num_features=6)
+    assert not bitvector.pays(full) and sf.compile(full).rep != "bitvector"
+    # Asking for anything the walks take keeps the walks.
+    assert sf.compile(shallow, schedule="default").rep != "bitvector"
+
+
+def _full_tree(depth: int):
+    from silvanforge.ir.hir import Tree
+
+    left, right, feature, threshold = [], [], [], []
+
+    def new(d):
+        node = len(left)
+        left.append(-1), right.append(-1), feature.append(-1), threshold.append(0.0)
+        if d < depth:
+            feature[node], threshold[node] = d % 6, 0.1 * node
+            left[node] = new(d + 1)
+            right[node] = new(d + 1)
+        return node
+
+    new(0)
+    return Tree.from_nodes(left, right, feature, threshold, np.arange(len(left), dtype=float)[:, None])
+
+
+def test_save_and_load(tmp_path):
+    forest = _forest(num_outputs=1)
+    cf = sf.compile(forest, rep="bitvector")
+    cf.save(tmp_path / "m.sfm")
+    back = sf.load_compiled(tmp_path / "m.sfm")
+    assert back.rep == "bitvector"
+    X = rows_for(forest, np.random.default_rng(2), 50)
+    np.testing.assert_array_equal(back.predict(X), cf.predict(X))
+    assert "bitvector" in cf.show("lir") and "clz" in cf.show("lir")
+
+
+def _library_cases(tmp_path):
+    import support_lightgbm
+    import support_xgboost
+
+    for sub in ("xgb", "lgb"):
+        (tmp_path / sub).mkdir()
+    return support_xgboost.cases(tmp_path / "xgb", quick=True) + support_lightgbm.cases(tmp_path / "lgb", quick=True)
+
+
+def test_agrees_with_xgboost_and_lightgbm(tmp_path):
+    pytest.importorskip("xgboost")
+    pytest.importorskip("lightgbm")
+    ran = []
+    for case in _library_cases(tmp_path):
+        forest = sf.load_model(case.path)
+        if bitvector.unsupported(forest) is not None:
+            continue
+        cf = sf.compile(case.path, rep="bitvector")
+        assert_close(cf.predict(case.X, **case.predict_kwargs), case.expected, case)
+        if case.expected_margin is not None:
+            assert_close(cf.predict(case.X, output_margin=True, **case.predict_kwargs),
+                         case.expected_margin, case, "margins")
+        ran.append(case.name)
+    assert len(ran) >= 5, ran
+
+
+def test_cli_compiles_and_refuses(capsys, tmp_path):
+    from silvanforge import cli
+
+    assert cli.main(["compile", "examples/model.json", "--rep", "bitvector"]) == 0
+    assert "bitvector" in capsys.readouterr().out
+    code = cli.main(["compile", "examples/model.json", "--rep", "bitvector", "--tile-size", "2"])
+    err = capsys.readouterr()
+    assert code != 0 and "takes no tiles" in err.out + err.err and "Traceback" not in err.out + err.err

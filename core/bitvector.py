@@ -65,9 +65,14 @@ def unsupported(forest: hir.Forest) -> str | None:
     return None
 
 
+# Whether the CPU default may choose it (the walk tests switch it off to test walks by default).
+AUTO_CHOOSE = True
+
+
 def pays(forest: hir.Forest) -> bool:
-    """Whether bitvector evaluation should beat the walks on this forest (see the costs above)."""
-    if unsupported(forest) is not None:
+    """Whether bitvector evaluation should beat the walks on this forest (see the costs above);
+    always False while :data:`AUTO_CHOOSE` is off."""
+    if not AUTO_CHOOSE or unsupported(forest) is not None:
         return False
     nodes = sum(int((t.left >= 0).sum()) for t in forest.trees)
     steps = sum(t.depth() for t in forest.trees)

@@ -35,6 +35,15 @@ def split_small_batches(monkeypatch):
     monkeypatch.setattr(pool, "MIN_SHARE_ROWS", 8)
 
 
+@pytest.fixture(autouse=True)
+def walks_by_default(monkeypatch):
+    """The suite's tiny forests are what the CPU default evaluates by bitvectors: the walk tests
+    test walks, so the chooser keeps to them unless a test asks (tests/test_bitvector.py)."""
+    from silvanforge import bitvector
+
+    monkeypatch.setattr(bitvector, "AUTO_CHOOSE", False)
+
+
 @pytest.fixture
 def rng():
     return np.random.default_rng(12345)

@@ -72,7 +72,6 @@ def test_limits(change, reason):
     forest = _forest()
     change(forest)
     assert reason in bitvector.unsupported(forest)
-    assert not bitvector.pays(forest)
     with pytest.raises(InputError, match=reason):
         sf.compile(forest, rep="bitvector")
     assert sf.compile(forest).rep != "bitvector"  # the chooser walks it
@@ -99,7 +98,8 @@ def test_gpu_targets_are_refused():
         sf.show(_forest(), "lir", target="cuda", rep="bitvector")
 
 
-def test_chooser_takes_it_for_small_trees_not_for_full_deep_ones():
+def test_chooser_takes_it_for_small_trees_not_for_full_deep_ones(monkeypatch):
+    monkeypatch.setattr(bitvector, "AUTO_CHOOSE", True)
     rng = np.random.default_rng(7)
     shallow = Forest(trees=[_tree(rng, 6, (0,), int(rng.integers(2, 7)), [int(Op.LT)], categorical=False,
                                   zero_missing=False) for _ in range(30)], num_features=6)
@@ -173,3 +173,17 @@ def test_cli_compiles_and_refuses(capsys, tmp_path):
     code = cli.main(["compile", "examples/model.json", "--rep", "bitvector", "--tile-size", "2"])
     err = capsys.readouterr()
     assert code != 0 and "takes no tiles" in err.out + err.err and "Traceback" not in err.out + err.err
+
+
+def test_chooser_default_on_library_models(tmp_path, monkeypatch):
+    """With the chooser free, the default compile of every library case agrees with the library
+    (whichever of bitvectors and walks it chose)."""
+    monkeypatch.setattr(bitvector, "AUTO_CHOOSE", True)
+    pytest.importorskip("xgboost")
+    pytest.importorskip("lightgbm")
+    reps = set()
+    for case in _library_cases(tmp_path):
+        cf = sf.compile(case.path)
+        reps.add(cf.rep)
+        assert_close(cf.predict(case.X, **case.predict_kwargs), case.expected, case)
+    assert "bitvector" in reps, reps

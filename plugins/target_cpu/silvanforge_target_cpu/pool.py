@@ -75,32 +75,7 @@ define internal void @relax() {
   ret void
 }
 
-; Run one share: kernel(rows, 7 x i64, out, table) with its words from the argument block.
-define internal void @run_share(ptr %fn, ptr %args) {
-  %p0 = getelementptr i64, ptr %args, i64 0
-  %a0 = load ptr, ptr %p0
-  %p1 = getelementptr i64, ptr %args, i64 1
-  %a1 = load i64, ptr %p1
-  %p2 = getelementptr i64, ptr %args, i64 2
-  %a2 = load i64, ptr %p2
-  %p3 = getelementptr i64, ptr %args, i64 3
-  %a3 = load i64, ptr %p3
-  %p4 = getelementptr i64, ptr %args, i64 4
-  %a4 = load i64, ptr %p4
-  %p5 = getelementptr i64, ptr %args, i64 5
-  %a5 = load i64, ptr %p5
-  %p6 = getelementptr i64, ptr %args, i64 6
-  %a6 = load i64, ptr %p6
-  %p7 = getelementptr i64, ptr %args, i64 7
-  %a7 = load i64, ptr %p7
-  %p8 = getelementptr i64, ptr %args, i64 8
-  %a8 = load ptr, ptr %p8
-  %p9 = getelementptr i64, ptr %args, i64 9
-  %a9 = load ptr, ptr %p9
-  call void %fn(ptr %a0, i64 %a1, i64 %a2, i64 %a3, i64 %a4, i64 %a5, i64 %a6, i64 %a7, ptr %a8, ptr %a9)
-  ret void
-}
-
+RUN_SHARE
 ; Worker k: wait for mailbox k's sequence number to move past the last one it ran, run the share.
 define internal ptr @worker(ptr %arg) {
 entry:
@@ -302,8 +277,19 @@ define void @sf_pool_set_spin(i64 %ns) {
 """
 
 
+def _run_share_ir() -> str:
+    """``run_share(fn, args)``: kernel(rows, 7 x i64, out, table), its words from ``args``."""
+    types = ["ptr"] + ["i64"] * (SHARE_WORDS - 3) + ["ptr", "ptr"]
+    lines = ["; Run one share: the kernel with its words from the argument block.",
+             "define internal void @run_share(ptr %fn, ptr %args) {"]
+    for k, t in enumerate(types):
+        lines += [f"  %p{k} = getelementptr i64, ptr %args, i64 {k}", f"  %a{k} = load {t}, ptr %p{k}"]
+    lines += ["  call void %fn(" + ", ".join(f"{t} %a{k}" for k, t in enumerate(types)) + ")", "  ret void", "}"]
+    return "\n".join(lines) + "\n"
+
+
 def _ir_text(x86: bool) -> str:
-    return (_IR.replace("MAXW", str(MAX_WORKERS)).replace("SPINNS", str(SPIN_NS))
+    return (_IR.replace("RUN_SHARE", _run_share_ir()).replace("MAXW", str(MAX_WORKERS)).replace("SPINNS", str(SPIN_NS))
             .replace("SHAREWORDS", str(SHARE_WORDS))
             .replace("PAUSE", "call void @llvm.x86.sse2.pause()" if x86 else ""))
 

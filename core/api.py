@@ -148,8 +148,6 @@ def lower(model, target: str = "cpu", rep: str | None = None, schedule=None,
             pad = schedule is None and tile_size == 1 and tile_ids is None and choose_padding(model_forest)
     forest = hir_passes(model_forest, bool(pad), reorder, tile_ids)
     reg = registry()
-    if target not in reg.targets():
-        reg.check_target(target)  # raises: unknown target
     rep = rep or choose_representation(forest)
     reg.check_representation(rep)
     if batch_size is not None and (not isinstance(batch_size, (int, np.integer)) or batch_size <= 0):

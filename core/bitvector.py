@@ -27,8 +27,9 @@ from __future__ import annotations
 import numpy as np
 
 from .ir import hir, lir
+from .lowering import thread_info
 from .ir.hir import Aggregation, Op
-from .ir.lir import (Assign, Bin, Buffer, Builder, Cast, Clz, Cmp, Const, Extract, For, Gather, If,
+from .ir.lir import (Assign, Bin, Buffer, Builder, Cast, Clz, Cmp, Extract, For, Gather, If,
                      Load, Select, Store, Var, Vector, While)
 
 NAME = "bitvector"
@@ -162,14 +163,12 @@ def lower(forest: hir.Forest) -> lir.Module:
     last = Bin("-", lir.ROW_END, c(1, i64))
     # Lanes past the batch's end read its last row and are never stored.
     lane_rows = [Bin("min", Bin("+", row0, c(k, i64)), last) for k in range(LANES)]
-    body: list = []
-    b._blocks.append(body)
+    body = b.push()
     # Every tree's bits set.
     t = Var("bv_t", i64)
     b.emit(For(t, c(0, i64), c(T, i64), 1, [Store("bv_bits", Bin("*", t, c(LANES, i64)), c(-1, v(i64, LANES)))]))
     f = Var("bv_f", i64)
-    feature_body: list = []
-    b._blocks.append(feature_body)
+    feature_body = b.push()
     x = b.local("x", v(thr_t, LANES))
     b.emit(Assign(x, Vector(tuple(
         Load("rows", Bin("+", Bin("*", r, lir.ROW_STRIDE), Bin("*", f, lir.COL_STRIDE)), thr_t)
@@ -195,12 +194,11 @@ def lower(forest: hir.Forest) -> lir.Module:
                 Assign(going, Cmp("<", i, end)),
             ], [Assign(going, c(0, "i1"))]),
         ]))
-    b._blocks.pop()
+    b.pop()
     b.emit(For(f, c(0, i64), c(F, i64), 1, feature_body))
     # Exit leaves, output by output, each from its base score in model order.
     out = Var("bv_o", i64)
-    out_body: list = []
-    b._blocks.append(out_body)
+    out_body = b.push()
     acc = b.local("acc", v(acc_t, LANES), Vector((Load("bv_base", out, acc_t),) * LANES))
     leaf_body = [Assign(acc, Bin("+", acc, Gather("bv_leaf", Bin(
         "+", Clz(Load("bv_bits", Bin("*", t, c(LANES, i64)), v(i64, LANES))),
@@ -211,9 +209,9 @@ def lower(forest: hir.Forest) -> lir.Module:
         row = Bin("+", row0, c(k, i64))
         b.emit(If(Cmp("<", row, lir.ROW_END),
                   [Store("margins", Bin("+", Bin("*", row, c(C, i64)), out), Extract(acc, k))]))
-    b._blocks.pop()
+    b.pop()
     b.emit(For(out, c(0, i64), c(C, i64), 1, out_body))
-    b._blocks.pop()
+    b.pop()
     fn = lir.Function("predict_bitvector", [For(row0, lir.ROW_BEGIN, lir.ROW_END, LANES, body)],
                       dict(b.locals), parallel="rows", row_parallel=True)
     nodes = len(buffers["bv_threshold"].data)
@@ -221,7 +219,6 @@ def lower(forest: hir.Forest) -> lir.Module:
         functions=[fn], buffers=buffers, num_features=F, num_outputs=C, input_type=thr_t,
         output_type=acc_t,
         info={"summary": f"rep={NAME} trees={T} nodes={nodes} outputs={C} lanes={LANES}", "rep": NAME,
-              "walk_steps_per_row": max(1, nodes // LANES),
-              "min_rows_per_thread": -(-500_000 // max(1, nodes // LANES))})
+              **thread_info(max(1, nodes // LANES))})
     lir.verify(module)
     return module

@@ -350,11 +350,12 @@ def split_rows_pay(forest: hir.Forest, check_width: bool = True) -> bool:
 THREAD_STEPS = 500_000
 
 
-def min_rows_per_thread(layout: ForestLayout) -> int:
-    """Rows a thread should get: enough for :data:`THREAD_STEPS` walk steps (a target with a
+def thread_info(steps_per_row: int) -> dict:
+    """What a CPU module tells the runtime about splitting rows over threads: its walk steps a
+    row, and the rows a thread should get for :data:`THREAD_STEPS` of them (a target with a
     faster hand-off of its own sets a lower bar from ``walk_steps_per_row``)."""
-    steps = max(1, sum(t.depth for t in layout.trees))
-    return -(-THREAD_STEPS // steps)
+    steps = max(1, int(steps_per_row))
+    return {"walk_steps_per_row": steps, "min_rows_per_thread": -(-THREAD_STEPS // steps)}
 
 
 def float32_thresholds(threshold: np.ndarray, op: int = Op.LE) -> np.ndarray:
@@ -466,8 +467,7 @@ def lower_to_lir(forest: hir.Forest, fn: mir.MirFunction, rep: str, hook,
             b.buffer(TREE_DEPTH, np.asarray(depths, np.int32))
         functions = _cpu_functions(gen, fn)
     if not gpu:
-        gen.info["min_rows_per_thread"] = min_rows_per_thread(layout)
-        gen.info["walk_steps_per_row"] = max(1, sum(t.depth for t in layout.trees))
+        gen.info.update(thread_info(sum(t.depth for t in layout.trees)))
     tiled = f" tile_size={tile_size} tiles={layout.tiles.num_tiles}" if layout.tiles else ""
     module = lir.Module(
         functions=functions,

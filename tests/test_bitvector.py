@@ -68,10 +68,12 @@ def _forest(**kw) -> Forest:
     (lambda f: f.trees[1].threshold.__setitem__(0, np.inf), "infinite or NaN"),
     (lambda f: f.trees[2].zero_missing.__setitem__(0, True), "zero as missing"),
 ])
-def test_limits(change, reason):
+def test_limits(change, reason, monkeypatch):
+    monkeypatch.setattr(bitvector, "AUTO_CHOOSE", True)
     forest = _forest()
     change(forest)
     assert reason in bitvector.unsupported(forest)
+    assert not bitvector.pays(forest)
     with pytest.raises(InputError, match=reason):
         sf.compile(forest, rep="bitvector")
     assert sf.compile(forest).rep != "bitvector"  # the chooser walks it

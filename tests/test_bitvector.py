@@ -18,24 +18,34 @@ from support_common import assert_close
 
 @st.composite
 def small_forests(draw):
-    """Sums of single-output trees of at most 64 leaves, < and <= mixed in one forest."""
+    """Sums of single-output trees of at most 256 leaves (one to four words), < and <= mixed in
+    one forest."""
     rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
     features = draw(st.integers(1, 7))
     outputs = draw(st.sampled_from([1, 1, 3]))
     ops = draw(st.sampled_from([[Op.LT], [Op.LE], [Op.LT, Op.LE]]))
     dtype = draw(st.sampled_from(["float32", "float64"]))
-    trees = [_tree(rng, features, (k % outputs,), draw(st.integers(0, 6)), [int(o) for o in ops],
+    depths = st.one_of(st.integers(0, 6), st.integers(7, 8))
+    trees = [_tree(rng, features, (k % outputs,), draw(depths), [int(o) for o in ops],
                    categorical=False, zero_missing=False) for k in range(draw(st.integers(1, 20)))]
     return Forest(trees=trees, num_features=features, num_outputs=outputs,
                   base_score=np.round(rng.normal(size=outputs), 2), transform=Transform("identity"),
                   threshold_dtype=dtype, accumulate_dtype=dtype, source="random")
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@pytest.fixture(params=["expanded", "looped"])
+def form(request, monkeypatch):
+    """Both forms of the program: every node as code, or loops over node tables."""
+    monkeypatch.setattr(bitvector, "EXPAND_NODES", 10**9 if request.param == "expanded" else -1)
+    return request.param
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                 HealthCheck.function_scoped_fixture])
 @given(forest=small_forests(), n=st.integers(1, 40), threads=st.sampled_from([1, 3]))
-def test_equals_the_reference_exactly(forest, n, threads):
+def test_equals_the_reference_exactly(form, forest, n, threads):
     cf = sf.compile(forest, rep="bitvector")
-    assert cf.rep == "bitvector"
+    assert cf.rep == "bitvector" and form in cf.show("lir")
     X = rows_for(forest, np.random.default_rng(n), n)
     np.testing.assert_array_equal(cf.predict(X, output_margin=True, threads=threads),
                                   reference.predict(forest, X, output_margin=True))
@@ -79,13 +89,30 @@ def test_limits(change, reason, monkeypatch):
     assert sf.compile(forest).rep != "bitvector"  # the chooser walks it
 
 
-def test_more_than_64_leaves_is_refused():
-    rng = np.random.default_rng(5)
-    deep = _tree(rng, 3, (0,), 7, [int(Op.LT)], categorical=False, zero_missing=False)
-    while (deep.left < 0).sum() <= 64:
-        deep = _tree(rng, 3, (0,), 7, [int(Op.LT)], categorical=False, zero_missing=False)
-    with pytest.raises(InputError, match="more than 64 leaves"):
-        sf.compile(Forest(trees=[deep], num_features=3), rep="bitvector")
+def test_more_than_256_leaves_is_refused():
+    with pytest.raises(InputError, match="more than 256 leaves"):
+        sf.compile(Forest(trees=[_full_tree(9)], num_features=6), rep="bitvector")
+
+
+@pytest.mark.parametrize("default_left", [True, False])
+@pytest.mark.parametrize("depth", [6, 7, 8])
+def test_full_trees_of_one_to_four_words(form, depth, default_left):
+    """Every leaf of a 64, 128 or 256-leaf tree is found, whichever word it is in: rows on both
+    sides of every threshold, on the thresholds, NaN (missing going left, then right)."""
+    forest = Forest(trees=[_full_tree(depth, default_left)], num_features=6, base_score=np.array([0.5]))
+    thresholds = np.unique(forest.trees[0].threshold[forest.trees[0].left >= 0])
+    rng = np.random.default_rng(depth)
+    X = rng.choice(np.concatenate([thresholds, thresholds + 0.05]), size=(6000, 6))
+    X[rng.random(X.shape) < 0.15] = -1.0  # left of every threshold
+    X[rng.random(X.shape) < 0.15] = np.nan
+    cf = sf.compile(forest, rep="bitvector")
+    assert form in cf.show("lir")
+    got = cf.predict(X, output_margin=True)
+    np.testing.assert_array_equal(got, reference.predict(forest, X, output_margin=True))
+    # Leaf values are node ids, in preorder: a leaf's rank among them is its position from the left.
+    tree = forest.trees[0]
+    position = np.searchsorted(np.flatnonzero(tree.left < 0), got - 0.5)
+    assert set(position // 64) == set(range(2 ** depth // 64))  # every word held some exit leaf
 
 
 @pytest.mark.parametrize("kw, what", [({"schedule": "default"}, "schedule"), ({"tile_size": 2}, "tiles"),
@@ -106,13 +133,13 @@ def test_chooser_takes_it_for_small_trees_not_for_full_deep_ones(monkeypatch):
     shallow = Forest(trees=[_tree(rng, 6, (0,), int(rng.integers(2, 7)), [int(Op.LT)], categorical=False,
                                   zero_missing=False) for _ in range(30)], num_features=6)
     assert bitvector.pays(shallow) and sf.compile(shallow).rep == "bitvector"
-    full = Forest(trees=[_full_tree(6) for _ in range(10)], num_features=6)
+    full = Forest(trees=[_full_tree(8) for _ in range(10)], num_features=6)
     assert not bitvector.pays(full) and sf.compile(full).rep != "bitvector"
     # Asking for anything the walks take keeps the walks.
     assert sf.compile(shallow, schedule="default").rep != "bitvector"
 
 
-def _full_tree(depth: int):
+def _full_tree(depth: int, default_left: bool = False):
     from silvanforge.ir.hir import Tree
 
     left, right, feature, threshold = [], [], [], []
@@ -127,7 +154,8 @@ def _full_tree(depth: int):
         return node
 
     new(0)
-    return Tree.from_nodes(left, right, feature, threshold, np.arange(len(left), dtype=float)[:, None])
+    return Tree.from_nodes(left, right, feature, threshold, np.arange(len(left), dtype=float)[:, None],
+                           default_left=default_left)
 
 
 def test_save_and_load(tmp_path):

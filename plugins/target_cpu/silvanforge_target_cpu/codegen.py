@@ -39,6 +39,21 @@ def is_unsigned(t: str) -> bool:
     return lir.element_type(t) in _UNSIGNED
 
 
+class _Splat(ir.Constant):
+    """A vector constant with one value in every lane, printed ``splat (T v)`` (LLVM 19+): a
+    fraction of the text of the lane-by-lane form, which expanded kernels hold thousands of."""
+
+    def __init__(self, typ: ir.VectorType, value):
+        super().__init__(typ, None)
+        self._lane = ir.Constant(typ.element, value)
+
+    def get_reference(self) -> str:
+        return f"splat ({self._lane})"
+
+    def _to_string(self) -> str:
+        return f"{self.type} {self.get_reference()}"
+
+
 class LLVMCodegen:
     """Generates one LLVM function per LIR function (phase) into one LLVM module."""
 
@@ -174,7 +189,7 @@ class LLVMCodegen:
         b = self.b
         if isinstance(e, lir.Const):
             if lir.lanes_of(e.type) > 1:  # the value in every lane
-                return ir.Constant(llvm_type(e.type), [e.value] * lir.lanes_of(e.type))
+                return _Splat(llvm_type(e.type), e.value)
             return ir.Constant(llvm_type(e.type), e.value)
         if isinstance(e, lir.Vector):
             v = ir.Constant(llvm_type(e.type), ir.Undefined)

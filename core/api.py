@@ -247,7 +247,7 @@ class CompiledForest:
         ``missing`` marks an extra value treated as missing, like XGBoost's DMatrix ``missing``.
         """
         rows = check_rows(X, self.forest.num_features, self.kernel.input_dtype)
-        if not (isinstance(missing, float) and np.isnan(missing)):
+        if missing == missing:  # not NaN (NaN is what the kernels treat as missing already)
             try:
                 missing_value = float(missing)
             except (TypeError, ValueError):

@@ -50,14 +50,20 @@ GROUP = 8
 # Models of at most this many nodes get expanded code: it compiles in about 0.4 ms a node
 # (a model at the limit in about 2.5 s), so larger ones loop over node tables.
 EXPAND_NODES = 6000
+# Rows of a block this many blocks ahead are prefetched while the block runs (rows of at most
+# PREFETCH_ROW_BYTES: batches cycled from L3 ran 1.25x slower without it on lgb_cancer).
+PREFETCH_AHEAD, PREFETCH_ROW_BYTES = 2, 1024
 # Per-call stack for the trees' exit leaves (LANES words each).
 MAX_TREES = 16384
 # Cost model, ns a row on the AMD Zen 4 these were measured on (docs/benchmarks.md "Bitvector
-# evaluation"): nodes and trees of each form against walk steps; bitvectors are chosen when
+# evaluation"): nodes and trees of each form, and the copy of each used feature into the block's
+# columns, against walk steps, which slow down as rows grow (a walk reads its row at random:
+# 0.65 ns a step with 8 features, 2.4 ns with 2000 float64 ones).  Bitvectors are chosen when
 # estimated at least MARGIN times faster than the walks.
 EXPANDED_NODE_NS, EXPANDED_TREE_NS = 0.047, 0.2
 LOOPED_NODE_NS, LOOPED_TREE_NS = 0.068, 0.7
-WALK_STEP_NS = 0.65
+COLUMN_NS = 0.4
+WALK_STEP_NS, WALK_STEP_NS_PER_ROW_KB = 0.65, 0.1
 MARGIN = 1.1
 
 
@@ -101,7 +107,15 @@ def estimate_ns(forest: hir.Forest) -> float:
     """Estimated ns a row of this forest's bitvector kernel (the form :func:`lower` picks)."""
     node_ns, tree_ns = ((EXPANDED_NODE_NS, EXPANDED_TREE_NS) if expands(forest)
                         else (LOOPED_NODE_NS, LOOPED_TREE_NS))
-    return node_ns * node_count(forest) + tree_ns * forest.num_trees
+    used = len({int(f) for t in forest.trees for f in t.feature[t.left >= 0]})
+    return node_ns * node_count(forest) + tree_ns * forest.num_trees + COLUMN_NS * used
+
+
+def walk_estimate_ns(forest: hir.Forest) -> float:
+    """Estimated ns a row of walking every tree to its depth (the walks' cost model above)."""
+    row_kb = forest.num_features * np.dtype(forest.threshold_dtype).itemsize / 1000
+    steps = sum(t.depth() for t in forest.trees)
+    return (WALK_STEP_NS + WALK_STEP_NS_PER_ROW_KB * row_kb) * steps
 
 
 def pays(forest: hir.Forest) -> bool:
@@ -109,8 +123,7 @@ def pays(forest: hir.Forest) -> bool:
     always False while :data:`AUTO_CHOOSE` is off."""
     if not AUTO_CHOOSE or unsupported(forest) is not None:
         return False
-    steps = sum(t.depth() for t in forest.trees)
-    return MARGIN * estimate_ns(forest) <= WALK_STEP_NS * steps
+    return MARGIN * estimate_ns(forest) <= walk_estimate_ns(forest)
 
 
 @dataclasses.dataclass
@@ -259,6 +272,7 @@ class _Lowering:
         # Lanes past the batch's end read its last row and are never stored.
         lane_rows = [Bin("min", Bin("+", row0, c(k, i64)), last) for k in range(LANES)]
         body = b.push()
+        self._prefetch(row0, last)
         u = Var("bv_u", i64)
         feature = Cast(Load("bv_used", u, i32), i64)
         x = b.local("x", self.x_t)
@@ -289,6 +303,20 @@ class _Lowering:
                   "rep": NAME, **thread_info(round(estimate_ns(forest) / WALK_STEP_NS))})
         lir.verify(module)
         return module
+
+    def _prefetch(self, row0: Var, last: lir.Expr) -> None:
+        """Touch every cache line of the rows ``PREFETCH_AHEAD`` blocks on (the last row past the
+        batch's end)."""
+        item = np.dtype(self.forest.threshold_dtype).itemsize
+        F = self.forest.num_features
+        if F * item > PREFETCH_ROW_BYTES:
+            return
+        c = Builder.const
+        f = Var("bv_pf", "i64")
+        for k in range(LANES):
+            row = Bin("min", Bin("+", row0, c(PREFETCH_AHEAD * LANES + k, "i64")), last)
+            self.b.emit(For(f, c(0, "i64"), c(F, "i64"), max(1, 64 // item), [
+                lir.Prefetch("rows", Bin("+", Bin("*", row, lir.ROW_STRIDE), Bin("*", f, lir.COL_STRIDE)))]))
 
     def _store(self, acc: Var, row0: Var, out) -> None:
         C = self.forest.num_outputs

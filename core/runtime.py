@@ -43,6 +43,9 @@ def _get_pool(size: int) -> ThreadPoolExecutor:
 
 def check_rows(X, num_features: int, dtype: np.dtype) -> np.ndarray:
     """Validate a batch and view it in the kernel's input dtype, copying only when needed."""
+    if type(X) is np.ndarray and X.dtype == dtype and X.ndim == 2 and X.shape[1] == num_features \
+            and X.flags.c_contiguous:
+        return X  # the common case, checked in a fraction of a microsecond (small batches)
     if hasattr(X, "to_numpy") and not isinstance(X, np.ndarray):  # pandas / polars frames
         X = X.to_numpy()
     X = np.asarray(X)
@@ -76,6 +79,9 @@ def run_kernel(kernel, rows: np.ndarray, num_outputs: int, threads: int | None) 
     if n == 0:
         return out
     threads = default_threads() if threads is None else max(1, int(threads))
+    if not kernel.scratch:
+        _run_block(kernel, rows, out, threads)
+        return out
     # Scratch grows with the rows: a batch whose scratch would pass SCRATCH_BYTES runs in blocks
     # of rows (rows are independent, so each block runs every phase on its own).
     row_bytes = sum(buf.per_row * np.dtype(_scratch_dtype(kernel, buf)).itemsize for buf in kernel.scratch)
@@ -101,6 +107,8 @@ _scratch_cache = threading.local()
 def _scratch(kernel, n: int) -> list[np.ndarray]:
     """The scratch buffers of a call over ``n`` rows: unfilled ones as they are, the others set
     to their fill value."""
+    if not kernel.scratch:
+        return []
     cache = _scratch_cache.__dict__.setdefault("arrays", weakref.WeakKeyDictionary())
     try:
         held = cache.get(kernel) or []

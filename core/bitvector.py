@@ -12,10 +12,11 @@ shape: this pays where trees are small beside their depth (real data's leaf-wise
 trees, :func:`pays`), and is what the CPU default chooses there.  Each tree's exit leaf is kept
 and the leaf values are summed after all trees: in model order, as the reference does.
 
-Two forms of one program (:func:`lower`): models of up to ``EXPAND_NODES`` nodes are
-*expanded*, every node's compare and AND emitted with its threshold and mask as constants;
-larger models loop over node tables, which compiles in constant time and runs about 1.5x slower
-a node (docs/benchmarks.md, "Bitvector evaluation").
+Two forms of one program (:func:`lower`): *expanded* trees have every node's compare and AND
+emitted with its threshold and mask as constants; *looped* trees are applied by loops over node
+tables, which compile in constant time and run about 1.5x slower a node (docs/benchmarks.md,
+"Bitvector evaluation").  The smallest trees are expanded, up to ``EXPAND_NODES`` nodes in all
+(compile time grows with them), and the rest looped.
 
 Exact like the walks: every node becomes "goes right iff ``x >= t``" with ``t`` the threshold
 (``x < t`` splits) or the next representable value above it (``x <= t`` splits, exact for every
@@ -47,8 +48,8 @@ LANES = 8
 # The looped form applies nodes in groups of this many (segments padded with no-op nodes), so
 # its inner loop has no remainder to finish.
 GROUP = 8
-# Models of at most this many nodes get expanded code: it compiles in about 0.4 ms a node
-# (a model at the limit in about 2.5 s), so larger ones loop over node tables.
+# Expanded code compiles in about 0.4 ms a node: at most this many nodes are expanded (about
+# 2.5 s), the smallest trees first (they gain the most a node: the loops' cost a tree is larger).
 EXPAND_NODES = 6000
 # Rows of a block this many blocks ahead are prefetched while the block runs (rows of at most
 # PREFETCH_ROW_BYTES: batches cycled from L3 ran 1.25x slower without it on lgb_cancer).
@@ -98,17 +99,27 @@ def node_count(forest: hir.Forest) -> int:
     return sum(int((t.left >= 0).sum()) for t in forest.trees)
 
 
-def expands(forest: hir.Forest) -> bool:
-    """Whether :func:`lower` emits every node as code (else it loops over node tables)."""
-    return node_count(forest) <= EXPAND_NODES
+def _tree_nodes(forest: hir.Forest) -> np.ndarray:
+    return np.array([int((t.left >= 0).sum()) for t in forest.trees], np.int64).reshape(forest.num_trees)
+
+
+def expanded_trees(forest: hir.Forest) -> np.ndarray:
+    """Which trees (model order) :func:`lower` expands by default: the smallest ones, up to
+    :data:`EXPAND_NODES` nodes in all."""
+    nodes = _tree_nodes(forest)
+    order = np.argsort(nodes, kind="stable")
+    chosen = np.zeros(forest.num_trees, bool)
+    chosen[order[np.cumsum(nodes[order]) <= EXPAND_NODES]] = True
+    return chosen
 
 
 def estimate_ns(forest: hir.Forest) -> float:
-    """Estimated ns a row of this forest's bitvector kernel (the form :func:`lower` picks)."""
-    node_ns, tree_ns = ((EXPANDED_NODE_NS, EXPANDED_TREE_NS) if expands(forest)
-                        else (LOOPED_NODE_NS, LOOPED_TREE_NS))
+    """Estimated ns a row of this forest's bitvector kernel (as :func:`lower` builds it)."""
+    nodes, expanded = _tree_nodes(forest), expanded_trees(forest)
     used = len({int(f) for t in forest.trees for f in t.feature[t.left >= 0]})
-    return node_ns * node_count(forest) + tree_ns * forest.num_trees + COLUMN_NS * used
+    return (EXPANDED_NODE_NS * nodes[expanded].sum() + EXPANDED_TREE_NS * expanded.sum()
+            + LOOPED_NODE_NS * nodes[~expanded].sum() + LOOPED_TREE_NS * (~expanded).sum()
+            + COLUMN_NS * used)
 
 
 def walk_estimate_ns(forest: hir.Forest) -> float:
@@ -170,7 +181,8 @@ def _plan(forest: hir.Forest) -> tuple[list[int], list[_Tree], np.ndarray]:
     nodes per word, and the leaf values in leaf order."""
     thr_dtype = np.dtype(forest.threshold_dtype)
     used = sorted({int(f) for t in forest.trees for f in t.feature[t.left >= 0]})
-    column = {f: k for k, f in enumerate(used)}
+    column = np.zeros(max(forest.num_features, 1), np.int64)
+    column[used] = np.arange(len(used))
     order = sorted(range(forest.num_trees), key=lambda k: forest.trees[k].outputs[0])  # stable
     trees, leaf_values = [], []
     for k in order:
@@ -178,30 +190,36 @@ def _plan(forest: hir.Forest) -> tuple[list[int], list[_Tree], np.ndarray]:
         leaves, span = _leaf_order(t)
         tree = _Tree(k, t.outputs[0], len(leaf_values), [[] for _ in range(-(-len(leaves) // WORD))])
         leaf_values += [t.leaf_value[n, 0] for n in leaves]
-        for node in np.flatnonzero(t.left >= 0):
+        internal = np.flatnonzero(t.left >= 0)
+        thr = t.threshold[internal].astype(thr_dtype)
+        le = t.op[internal] == int(Op.LE)
+        # x > t  <=>  x >= the next value up, for every x of the dtype
+        thr[le] = np.nextafter(thr[le], thr_dtype.type(np.inf))
+        # Missing values go right: read the copy where NaN is +inf, greater than any threshold.
+        cols = column[t.feature[internal]] + np.where(t.default_left[internal], 0, len(used))
+        for node, th, col in zip(internal.tolist(), thr.tolist(), cols.tolist()):
             first, last = span[int(t.left[node])]
-            thr = thr_dtype.type(t.threshold[node])
-            if t.op[node] == Op.LE:  # x > t  <=>  x >= the next value up, for every x of the dtype
-                thr = np.nextafter(thr, thr_dtype.type(np.inf))
-            # Missing values go right: read the copy where NaN is +inf, greater than any threshold.
-            col = column[int(t.feature[node])] + (0 if t.default_left[node] else len(used))
-            for w, nodes in enumerate(tree.words):
+            for w in range(first // WORD, (last - 1) // WORD + 1):  # the words of its left leaves
                 lo, hi = max(first, w * WORD), min(last, (w + 1) * WORD)
-                if lo < hi:  # the left subtree has leaves in this word: clear them
-                    bits = ((1 << (hi - lo)) - 1) << ((w + 1) * WORD - hi)
-                    nodes.append(_Node(col, thr.item(), _signed(~bits & ((1 << WORD) - 1))))
+                bits = ((1 << (hi - lo)) - 1) << ((w + 1) * WORD - hi)
+                tree.words[w].append(_Node(col, th, _signed(~bits & ((1 << WORD) - 1))))
         trees.append(tree)
     return used, trees, np.array(leaf_values, forest.accumulate_dtype)
 
 
-def layout(forest: hir.Forest) -> dict[str, np.ndarray]:
-    """The model buffers of the looped form: node tables (threshold, mask, column offset) in
-    segments of one word each, a tree's words last to first; each segment's start and its
-    word's first leaf position; each tree's first segment and first leaf; trees grouped by
-    output."""
-    used, trees, leaf_values = _plan(forest)
-    thr, mask, col, seg_start, seg_word, tree_seg = [], [], [], [], [], []
-    for tree in trees:
+def layout(forest: hir.Forest, looped: np.ndarray, plan=None) -> dict[str, np.ndarray]:
+    """The model buffers: the leaves, in leaf order, each output's trees, the base scores; for
+    the ``looped`` trees (a mask in model order), node tables (threshold, mask, column offset) in
+    segments of one word each, a tree's words last to first, each segment's start and its
+    word's first leaf position, each tree's first segment, first leaf and position in the sum.
+    ``plan``: :func:`_plan`'s result, if made already."""
+    used, trees, leaf_values = plan or _plan(forest)
+    thr, mask, col, seg_start, seg_word, tree_seg, leaf_base, position = [], [], [], [], [], [], [], []
+    for pos, tree in enumerate(trees):
+        if not looped[tree.slot]:
+            continue
+        position.append(pos)
+        leaf_base.append(tree.leaf_base)
         tree_seg.append(len(seg_start))
         for w in reversed(range(len(tree.words))):
             nodes = tree.words[w] + [_Node(0, 0.0, -1)] * (-len(tree.words[w]) % GROUP)  # no-ops
@@ -222,8 +240,9 @@ def layout(forest: hir.Forest) -> dict[str, np.ndarray]:
         "bv_seg_start": np.array(seg_start, i32),
         "bv_seg_word": np.array(seg_word, i32),
         "bv_tree_seg": np.array(tree_seg, i32),
+        "bv_position": np.array(position, i32),
         "bv_leaf": leaf_values,
-        "bv_leaf_base": np.array([t.leaf_base for t in trees], i32),
+        "bv_leaf_base": np.array(leaf_base, i32),
         "bv_output": np.concatenate([[0], np.cumsum(per_output)]).astype(i32),
         "bv_base": np.asarray(forest.base_score, forest.accumulate_dtype).reshape(forest.num_outputs),
     }
@@ -256,12 +275,13 @@ class _Lowering:
         return Assign(ex, Select(Cmp("!=", w, self.splat(0, "i64"), self.mask_t),
                                  Bin("+", Clz(w), word_first), ex))
 
-    def lower(self, expand: bool) -> lir.Module:
+    def lower(self, expanded: np.ndarray) -> lir.Module:
         forest, b = self.forest, self.b
         c = Builder.const
         i64, i32 = "i64", "i32"
-        used, trees, _ = _plan(forest)
-        for name, data in layout(forest).items():
+        plan = _plan(forest)
+        used, trees, _ = plan
+        for name, data in layout(forest, ~expanded, plan).items():
             b.buffer(name, data)
         U = len(used)
         self.buffers["bv_x"] = Buffer("bv_x", self.thr_t, "local", size=max(1, 2 * U) * LANES)
@@ -287,19 +307,17 @@ class _Lowering:
         acc = b.local("acc", lir.vector_type(self.acc_t, LANES))
         w = b.local("w", self.word_t)
         ex = b.local("ex", self.word_t)
-        if expand:
-            self._expanded(trees, 2 * U, acc, w, ex, row0)
-        else:
-            self._looped(acc, w, ex, row0)
+        self._expanded([(p, t) for p, t in enumerate(trees) if expanded[t.slot]], 2 * U, w, ex)
+        self._looped(w, ex, int((~expanded).sum()))
+        self._sum(acc, row0)
         b.pop()
         fn = lir.Function("predict_bitvector", [For(row0, lir.ROW_BEGIN, lir.ROW_END, LANES, body)],
                           dict(b.locals), parallel="rows", row_parallel=True)
-        nodes = len(self.buffers["bv_threshold"].data)
         module = lir.Module(
             functions=[fn], buffers=self.buffers, num_features=forest.num_features, num_outputs=C,
             input_type=self.thr_t, output_type=self.acc_t,
-            info={"summary": f"rep={NAME} trees={forest.num_trees} nodes={nodes} outputs={C} lanes={LANES} "
-                             f"{'expanded' if expand else 'looped'}",
+            info={"summary": f"rep={NAME} trees={forest.num_trees} nodes={node_count(forest)} outputs={C} "
+                             f"lanes={LANES} expanded={int(expanded.sum())} looped={int((~expanded).sum())}",
                   "rep": NAME, **thread_info(round(estimate_ns(forest) / WALK_STEP_NS))})
         lir.verify(module)
         return module
@@ -341,12 +359,15 @@ class _Lowering:
         b.pop()
         b.emit(For(out, c(0, i64), c(self.forest.num_outputs, i64), 1, out_body))
 
-    def _expanded(self, trees: list, columns: int, acc: Var, w: Var, ex: Var, row0: Var) -> None:
-        """Every node's compare and AND with its threshold and mask as constants."""
-        b, forest = self.b, self.forest
+    def _expanded(self, trees: list, columns: int, w: Var, ex: Var) -> None:
+        """Every node of these (position in the sum, tree) as code: its threshold and mask are
+        constants, its feature's column a local loaded once a block."""
+        if not trees:
+            return
+        b = self.b
         xs = [b.local("x", self.x_t, Load("bv_x", Builder.const(k * LANES, "i64"), self.x_t))
               for k in range(columns)]
-        for t, tree in enumerate(trees):
+        for pos, tree in trees:
             for k in reversed(range(len(tree.words))):
                 b.emit(Assign(w, self.splat(-1, "i64")))
                 for n in tree.words[k]:
@@ -356,11 +377,13 @@ class _Lowering:
                     b.emit(Assign(ex, Bin("+", Clz(w), self.splat(k * WORD, "i64"))))
                 else:
                     b.emit(self.exit_leaf(ex, w, self.splat(k * WORD, "i64")))
-            b.emit(Store("bv_exit", Builder.const(t * LANES, "i64"), Bin("+", ex, self.splat(tree.leaf_base, "i64"))))
-        self._sum(acc, row0)
+            b.emit(Store("bv_exit", Builder.const(pos * LANES, "i64"),
+                         Bin("+", ex, self.splat(tree.leaf_base, "i64"))))
 
-    def _looped(self, acc: Var, w: Var, ex: Var, row0: Var) -> None:
-        """Loops over the node tables of :func:`layout`."""
+    def _looped(self, w: Var, ex: Var, count: int) -> None:
+        """Loops over the node tables of :func:`layout` (``count`` trees)."""
+        if not count:
+            return
         b = self.b
         c = Builder.const
         i64, i32 = "i64", "i32"
@@ -387,18 +410,20 @@ class _Lowering:
         tree = [
             Assign(ex, self.splat(0, i64)),
             For(s, at("bv_tree_seg", t), at("bv_tree_seg", Bin("+", t, c(1, i64))), 1, segment),
-            Store("bv_exit", Bin("*", t, c(LANES, i64)), Bin("+", ex, splat_of(at("bv_leaf_base", t)))),
+            Store("bv_exit", Bin("*", at("bv_position", t), c(LANES, i64)), Bin("+", ex, splat_of(at("bv_leaf_base", t)))),
         ]
-        b.emit(For(t, c(0, i64), c(self.forest.num_trees, i64), 1, tree))
-        self._sum(acc, row0)
+        b.emit(For(t, c(0, i64), c(count, i64), 1, tree))
 
 
 def lower(forest: hir.Forest, expand: bool | None = None) -> lir.Module:
-    """The LIR module of bitvector evaluation.  ``expand``: emit every node as code (default:
-    when the model has at most :data:`EXPAND_NODES` nodes) or loop over node tables."""
+    """The LIR module of bitvector evaluation.  ``expand``: emit every node as code (True),
+    loop over node tables for every tree (False), or expand the trees :func:`expanded_trees`
+    picks (None)."""
     why = unsupported(forest)
     if why is not None:
         raise ValueError(f"bitvector evaluation cannot run this model: {why}")
     if expand is None:
-        expand = expands(forest)
-    return _Lowering(forest).lower(bool(expand))
+        expanded = expanded_trees(forest)
+    else:
+        expanded = np.full(forest.num_trees, bool(expand))
+    return _Lowering(forest).lower(expanded)

@@ -33,11 +33,21 @@ def small_forests(draw):
                   threshold_dtype=dtype, accumulate_dtype=dtype, source="random")
 
 
-@pytest.fixture(params=["expanded", "looped"])
+@pytest.fixture(params=["expanded", "looped", "mixed"])
 def form(request, monkeypatch):
-    """Both forms of the program: every node as code, or loops over node tables."""
-    monkeypatch.setattr(bitvector, "EXPAND_NODES", 10**9 if request.param == "expanded" else -1)
+    """The forms of the program: every node as code, loops over node tables for every tree, or
+    the smallest trees as code (up to 40 nodes) and loops for the rest."""
+    budget = {"expanded": 10**9, "looped": -1, "mixed": 40}[request.param]
+    monkeypatch.setattr(bitvector, "EXPAND_NODES", budget)
     return request.param
+
+
+def _check_form(cf, forest, form):
+    lir_text = cf.show("lir")
+    if form != "mixed":
+        assert f"{form}={forest.num_trees}" in lir_text, lir_text[:300]
+    else:
+        assert int(lir_text.split("expanded=")[1].split()[0]) == bitvector.expanded_trees(forest).sum()
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow,
@@ -45,7 +55,8 @@ def form(request, monkeypatch):
 @given(forest=small_forests(), n=st.integers(1, 40), threads=st.sampled_from([1, 3]))
 def test_equals_the_reference_exactly(form, forest, n, threads):
     cf = sf.compile(forest, rep="bitvector")
-    assert cf.rep == "bitvector" and form in cf.show("lir")
+    assert cf.rep == "bitvector"
+    _check_form(cf, forest, form)
     X = rows_for(forest, np.random.default_rng(n), n)
     np.testing.assert_array_equal(cf.predict(X, output_margin=True, threads=threads),
                                   reference.predict(forest, X, output_margin=True))
@@ -106,7 +117,7 @@ def test_full_trees_of_one_to_four_words(form, depth, default_left):
     X[rng.random(X.shape) < 0.15] = -1.0  # left of every threshold
     X[rng.random(X.shape) < 0.15] = np.nan
     cf = sf.compile(forest, rep="bitvector")
-    assert form in cf.show("lir")
+    _check_form(cf, forest, form)
     got = cf.predict(X, output_margin=True)
     np.testing.assert_array_equal(got, reference.predict(forest, X, output_margin=True))
     # Leaf values are node ids, in preorder: a leaf's rank among them is its position from the left.

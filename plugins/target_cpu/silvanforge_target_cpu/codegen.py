@@ -97,9 +97,15 @@ class LLVMCodegen:
             arr.align = 64  # vector loads and stores of whole cache lines
             self.ptrs[buf.name] = arr
         self.vars: dict[str, ir.Value] = {}
+        # Within one basic block a local's value is kept as a value, stored to its slot only
+        # before control flow: straight-line code (expanded bitvector trees: thousands of
+        # assignments in a row) then costs a third of the instructions to build and optimise.
+        self._values: dict[str, ir.Value] = {}
+        self._dirty: set[str] = set()
         for name, t in lfn.locals.items():
             self.vars[name] = self.alloca_builder.alloca(llvm_type(t), name=name)
         self.block(lfn.body)
+        self._flush()
         self.b.ret_void()
         self.alloca_builder.branch(body)
 
@@ -108,8 +114,20 @@ class LLVMCodegen:
         for s in stmts:
             getattr(self, "s_" + type(s).__name__)(s)
 
+    def _flush(self) -> None:
+        """Store the locals assigned in this basic block; the code that follows starts another."""
+        for name in self._dirty:
+            self.b.store(self._values[name], self.vars[name])
+        self._dirty.clear()
+        self._values.clear()
+
+    def _enter(self, block) -> None:
+        self.b.position_at_end(block)
+        self._values.clear()
+
     def s_Assign(self, s: lir.Assign):
-        self.b.store(self.expr(s.value), self.vars[s.var.name])
+        self._values[s.var.name] = self.expr(s.value)
+        self._dirty.add(s.var.name)
 
     def s_Store(self, s: lir.Store):
         ptr = self.b.gep(self.ptrs[s.buffer], [self.index(s.index)])
@@ -131,14 +149,16 @@ class LLVMCodegen:
         cond_bb = b.append_basic_block(f"for.{s.var.name}.cond")
         body_bb = b.append_basic_block(f"for.{s.var.name}.body")
         end_bb = b.append_basic_block(f"for.{s.var.name}.end")
+        self._flush()
         b.branch(cond_bb)
-        b.position_at_end(cond_bb)
+        self._enter(cond_bb)
         b.cbranch(b.icmp_signed("<", b.load(slot), stop), body_bb, end_bb)
-        b.position_at_end(body_bb)
+        self._enter(body_bb)
         self.block(s.body)
+        self._flush()
         b.store(b.add(b.load(slot), ir.Constant(ty, s.step)), slot)
         b.branch(cond_bb)
-        b.position_at_end(end_bb)
+        self._enter(end_bb)
         if outer is None:
             del self.vars[s.var.name]
         else:
@@ -149,13 +169,15 @@ class LLVMCodegen:
         cond_bb = b.append_basic_block("while.cond")
         body_bb = b.append_basic_block("while.body")
         end_bb = b.append_basic_block("while.end")
+        self._flush()
         b.branch(cond_bb)
-        b.position_at_end(cond_bb)
+        self._enter(cond_bb)
         b.cbranch(self.expr(s.cond), body_bb, end_bb)
-        b.position_at_end(body_bb)
+        self._enter(body_bb)
         self.block(s.body)
+        self._flush()
         b.branch(cond_bb)
-        b.position_at_end(end_bb)
+        self._enter(end_bb)
 
     def s_AtomicAdd(self, s: lir.AtomicAdd):
         ptr = self.b.gep(self.ptrs[s.buffer], [self.index(s.index)])
@@ -175,11 +197,16 @@ class LLVMCodegen:
 
     def s_If(self, s: lir.If):
         b = self.b
-        with b.if_else(self.expr(s.cond)) as (then, orelse):
+        cond = self.expr(s.cond)
+        self._flush()
+        with b.if_else(cond) as (then, orelse):
             with then:
                 self.block(s.then)
+                self._flush()
             with orelse:
                 self.block(s.orelse)
+                self._flush()
+        self._values.clear()
 
     # ------------------------------------------------------------------ expressions
     def index(self, e) -> ir.Value:
@@ -215,7 +242,10 @@ class LLVMCodegen:
         if isinstance(e, lir.Var):
             if e.name in self.scalars:
                 return self.scalars[e.name]
-            return b.load(self.vars[e.name])
+            value = self._values.get(e.name)
+            if value is None:
+                value = self._values[e.name] = b.load(self.vars[e.name])
+            return value
         if isinstance(e, lir.Load):
             ptr = b.gep(self.ptrs[e.buffer], [self.index(e.index)])
             if lir.lanes_of(e.type) > 1:  # contiguous lanes, aligned as one element

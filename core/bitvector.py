@@ -44,7 +44,11 @@ NAME = "bitvector"
 WORD = 64
 MAX_WORDS = 4
 MAX_LEAVES = WORD * MAX_WORDS
-LANES = 8
+# Rows a block: 8 (one 512-bit vector of 64-bit words), or 16 where most nodes are looped: a
+# looped node's loads (column, threshold, mask, the rows' values) then serve twice the rows
+# (measured 1.25-1.35x faster on looped models, Zen 4), while expanded nodes gain little and
+# compile twice as long, so 16-lane blocks expand half as many nodes.
+LANES, WIDE_LANES = 8, 16
 # The looped form applies nodes in groups of this many (segments padded with no-op nodes), so
 # its inner loop has no remainder to finish.
 GROUP = 8
@@ -54,7 +58,7 @@ EXPAND_NODES = 6000
 # Rows of a block this many blocks ahead are prefetched while the block runs (rows of at most
 # PREFETCH_ROW_BYTES: batches cycled from L3 ran 1.25x slower without it on lgb_cancer).
 PREFETCH_AHEAD, PREFETCH_ROW_BYTES = 2, 1024
-# Per-call stack for the trees' exit leaves (LANES words each).
+# Per-call stack for the trees' exit leaves (a block's lanes of words each).
 MAX_TREES = 16384
 # Cost model, ns a row on the AMD Zen 4 these were measured on (docs/benchmarks.md "Bitvector
 # evaluation"): nodes and trees of each form, and the copy of each used feature into the block's
@@ -62,7 +66,8 @@ MAX_TREES = 16384
 # 0.65 ns a step with 8 features, 2.4 ns with 2000 float64 ones).  Bitvectors are chosen when
 # estimated at least MARGIN times faster than the walks.
 EXPANDED_NODE_NS, EXPANDED_TREE_NS = 0.047, 0.2
-LOOPED_NODE_NS, LOOPED_TREE_NS = 0.068, 0.7
+LOOPED_NODE_NS, LOOPED_TREE_NS = 0.068, 0.7  # 8 lanes
+WIDE_LOOPED_NODE_NS = 0.05  # 16 lanes
 COLUMN_NS = 0.4
 WALK_STEP_NS, WALK_STEP_NS_PER_ROW_KB = 0.65, 0.1
 MARGIN = 1.1
@@ -103,22 +108,37 @@ def _tree_nodes(forest: hir.Forest) -> np.ndarray:
     return np.array([int((t.left >= 0).sum()) for t in forest.trees], np.int64).reshape(forest.num_trees)
 
 
-def expanded_trees(forest: hir.Forest) -> np.ndarray:
-    """Which trees (model order) :func:`lower` expands by default: the smallest ones, up to
-    :data:`EXPAND_NODES` nodes in all."""
-    nodes = _tree_nodes(forest)
+def _smallest_up_to(nodes: np.ndarray, budget: int) -> np.ndarray:
     order = np.argsort(nodes, kind="stable")
-    chosen = np.zeros(forest.num_trees, bool)
-    chosen[order[np.cumsum(nodes[order]) <= EXPAND_NODES]] = True
+    chosen = np.zeros(len(nodes), bool)
+    chosen[order[np.cumsum(nodes[order]) <= budget]] = True
     return chosen
+
+
+def choose_form(forest: hir.Forest) -> tuple[int, np.ndarray]:
+    """Lanes a block and which trees (model order) are expanded: the smallest ones, up to
+    :data:`EXPAND_NODES` nodes in all at 8 lanes; where that leaves most nodes looped, 16 lanes
+    and half the expanded nodes."""
+    nodes = _tree_nodes(forest)
+    expanded = _smallest_up_to(nodes, EXPAND_NODES)
+    if nodes[~expanded].sum() <= nodes[expanded].sum():
+        return LANES, expanded
+    return WIDE_LANES, _smallest_up_to(nodes, EXPAND_NODES * LANES // WIDE_LANES)
+
+
+def expanded_trees(forest: hir.Forest) -> np.ndarray:
+    """Which trees (model order) :func:`lower` expands by default (:func:`choose_form`)."""
+    return choose_form(forest)[1]
 
 
 def estimate_ns(forest: hir.Forest) -> float:
     """Estimated ns a row of this forest's bitvector kernel (as :func:`lower` builds it)."""
-    nodes, expanded = _tree_nodes(forest), expanded_trees(forest)
+    nodes = _tree_nodes(forest)
+    lanes, expanded = choose_form(forest)
+    looped_ns = LOOPED_NODE_NS if lanes == LANES else WIDE_LOOPED_NODE_NS
     used = len({int(f) for t in forest.trees for f in t.feature[t.left >= 0]})
     return (EXPANDED_NODE_NS * nodes[expanded].sum() + EXPANDED_TREE_NS * expanded.sum()
-            + LOOPED_NODE_NS * nodes[~expanded].sum() + LOOPED_TREE_NS * (~expanded).sum()
+            + looped_ns * nodes[~expanded].sum() + LOOPED_TREE_NS * (~expanded).sum()
             + COLUMN_NS * used)
 
 
@@ -207,7 +227,7 @@ def _plan(forest: hir.Forest) -> tuple[list[int], list[_Tree], np.ndarray]:
     return used, trees, np.array(leaf_values, forest.accumulate_dtype)
 
 
-def layout(forest: hir.Forest, looped: np.ndarray, plan=None) -> dict[str, np.ndarray]:
+def layout(forest: hir.Forest, looped: np.ndarray, plan=None, lanes: int = 8) -> dict[str, np.ndarray]:
     """The model buffers: the leaves, in leaf order, each output's trees, the base scores; for
     the ``looped`` trees (a mask in model order), node tables (threshold, mask, column offset) in
     segments of one word each, a tree's words last to first, each segment's start and its
@@ -227,7 +247,7 @@ def layout(forest: hir.Forest, looped: np.ndarray, plan=None) -> dict[str, np.nd
             seg_word.append(w * WORD)
             thr += [n.threshold for n in nodes]
             mask += [n.mask for n in nodes]
-            col += [n.column * LANES for n in nodes]
+            col += [n.column * lanes for n in nodes]
     tree_seg.append(len(seg_start))
     seg_start.append(len(thr))
     per_output = np.bincount([t.output for t in trees], minlength=forest.num_outputs)
@@ -249,22 +269,23 @@ def layout(forest: hir.Forest, looped: np.ndarray, plan=None) -> dict[str, np.nd
 
 
 class _Lowering:
-    """Builds the one phase: blocks of ``LANES`` rows, their used features copied into per-call
+    """Builds the one phase: blocks of ``lanes`` rows, their used features copied into per-call
     columns (twice: as they are, and with NaN as +inf), then each output's trees."""
 
-    def __init__(self, forest: hir.Forest):
+    def __init__(self, forest: hir.Forest, lanes: int):
         self.forest = forest
+        self.lanes = lanes
         self.thr_t = lir.lir_type(forest.threshold_dtype)
         self.acc_t = lir.lir_type(forest.accumulate_dtype)
         self.buffers = {"rows": Buffer("rows", self.thr_t, "input"),
                         "margins": Buffer("margins", self.acc_t, "output")}
         self.b = Builder(self.buffers)
-        self.x_t = lir.vector_type(self.thr_t, LANES)
-        self.mask_t = lir.vector_type("i1", LANES)
-        self.word_t = lir.vector_type("i64", LANES)
+        self.x_t = lir.vector_type(self.thr_t, self.lanes)
+        self.mask_t = lir.vector_type("i1", self.lanes)
+        self.word_t = lir.vector_type("i64", self.lanes)
 
     def splat(self, value, t: str) -> lir.Expr:
-        return Builder.const(value, lir.vector_type(t, LANES))
+        return Builder.const(value, lir.vector_type(t, self.lanes))
 
     def apply(self, w: Var, x: lir.Expr, thr: lir.Expr, mask: lir.Expr) -> Assign:
         """A node: where the row goes right (``x >= t``; false for NaN), clear its left leaves."""
@@ -281,16 +302,16 @@ class _Lowering:
         i64, i32 = "i64", "i32"
         plan = _plan(forest)
         used, trees, _ = plan
-        for name, data in layout(forest, ~expanded, plan).items():
+        for name, data in layout(forest, ~expanded, plan, self.lanes).items():
             b.buffer(name, data)
         U = len(used)
-        self.buffers["bv_x"] = Buffer("bv_x", self.thr_t, "local", size=max(1, 2 * U) * LANES)
-        self.buffers["bv_exit"] = Buffer("bv_exit", "i64", "local", size=forest.num_trees * LANES)
+        self.buffers["bv_x"] = Buffer("bv_x", self.thr_t, "local", size=max(1, 2 * U) * self.lanes)
+        self.buffers["bv_exit"] = Buffer("bv_exit", "i64", "local", size=forest.num_trees * self.lanes)
         C = forest.num_outputs
         row0 = b.local("r", i64)
         last = Bin("-", lir.ROW_END, c(1, i64))
         # Lanes past the batch's end read its last row and are never stored.
-        lane_rows = [Bin("min", Bin("+", row0, c(k, i64)), last) for k in range(LANES)]
+        lane_rows = [Bin("min", Bin("+", row0, c(k, i64)), last) for k in range(self.lanes)]
         body = b.push()
         self._prefetch(row0, last)
         u = Var("bv_u", i64)
@@ -300,25 +321,26 @@ class _Lowering:
             Assign(x, Vector(tuple(
                 Load("rows", Bin("+", Bin("*", r, lir.ROW_STRIDE), Bin("*", feature, lir.COL_STRIDE)), self.thr_t)
                 for r in lane_rows))),
-            Store("bv_x", Bin("*", u, c(LANES, i64)), x),
-            Store("bv_x", Bin("*", Bin("+", u, c(U, i64)), c(LANES, i64)),
+            Store("bv_x", Bin("*", u, c(self.lanes, i64)), x),
+            Store("bv_x", Bin("*", Bin("+", u, c(U, i64)), c(self.lanes, i64)),
                   Select(Cmp("==", x, x, self.mask_t), x, self.splat(np.inf, self.thr_t))),
         ]))
-        acc = b.local("acc", lir.vector_type(self.acc_t, LANES))
+        acc = b.local("acc", lir.vector_type(self.acc_t, self.lanes))
         w = b.local("w", self.word_t)
         ex = b.local("ex", self.word_t)
         self._expanded([(p, t) for p, t in enumerate(trees) if expanded[t.slot]], 2 * U, w, ex)
         self._looped(w, ex, int((~expanded).sum()))
         self._sum(acc, row0)
         b.pop()
-        fn = lir.Function("predict_bitvector", [For(row0, lir.ROW_BEGIN, lir.ROW_END, LANES, body)],
+        fn = lir.Function("predict_bitvector", [For(row0, lir.ROW_BEGIN, lir.ROW_END, self.lanes, body)],
                           dict(b.locals), parallel="rows", row_parallel=True)
         module = lir.Module(
             functions=[fn], buffers=self.buffers, num_features=forest.num_features, num_outputs=C,
             input_type=self.thr_t, output_type=self.acc_t,
             info={"summary": f"rep={NAME} trees={forest.num_trees} nodes={node_count(forest)} outputs={C} "
-                             f"lanes={LANES} expanded={int(expanded.sum())} looped={int((~expanded).sum())}",
-                  "rep": NAME, **thread_info(round(estimate_ns(forest) / WALK_STEP_NS))})
+                             f"lanes={self.lanes} expanded={int(expanded.sum())} looped={int((~expanded).sum())}",
+                  "rep": NAME, "light_optimisation": bool(expanded.any()),
+                  **thread_info(round(estimate_ns(forest) / WALK_STEP_NS))})
         lir.verify(module)
         return module
 
@@ -331,14 +353,14 @@ class _Lowering:
             return
         c = Builder.const
         f = Var("bv_pf", "i64")
-        for k in range(LANES):
-            row = Bin("min", Bin("+", row0, c(PREFETCH_AHEAD * LANES + k, "i64")), last)
+        for k in range(self.lanes):
+            row = Bin("min", Bin("+", row0, c(PREFETCH_AHEAD * self.lanes + k, "i64")), last)
             self.b.emit(For(f, c(0, "i64"), c(F, "i64"), max(1, 64 // item), [
                 lir.Prefetch("rows", Bin("+", Bin("*", row, lir.ROW_STRIDE), Bin("*", f, lir.COL_STRIDE)))]))
 
     def _store(self, acc: Var, row0: Var, out) -> None:
         C = self.forest.num_outputs
-        for k in range(LANES):
+        for k in range(self.lanes):
             row = Bin("+", row0, Builder.const(k, "i64"))
             self.b.emit(If(Cmp("<", row, lir.ROW_END),
                            [Store("margins", Bin("+", Bin("*", row, Builder.const(C, "i64")), out), Extract(acc, k))]))
@@ -351,10 +373,10 @@ class _Lowering:
         i64 = "i64"
         out, t = Var("bv_o", i64), Var("bv_t", i64)
         out_body = b.push()
-        b.emit(Assign(acc, Vector((Load("bv_base", out, self.acc_t),) * LANES)))
+        b.emit(Assign(acc, Vector((Load("bv_base", out, self.acc_t),) * self.lanes)))
         b.emit(For(t, Cast(Load("bv_output", out, "i32"), i64), Cast(Load("bv_output", Bin("+", out, c(1, i64)), "i32"), i64), 1, [
-            Assign(acc, Bin("+", acc, Gather("bv_leaf", Load("bv_exit", Bin("*", t, c(LANES, i64)), self.word_t),
-                                             lir.vector_type(self.acc_t, LANES))))]))
+            Assign(acc, Bin("+", acc, Gather("bv_leaf", Load("bv_exit", Bin("*", t, c(self.lanes, i64)), self.word_t),
+                                             lir.vector_type(self.acc_t, self.lanes))))]))
         self._store(acc, row0, out)
         b.pop()
         b.emit(For(out, c(0, i64), c(self.forest.num_outputs, i64), 1, out_body))
@@ -365,7 +387,7 @@ class _Lowering:
         if not trees:
             return
         b = self.b
-        xs = [b.local("x", self.x_t, Load("bv_x", Builder.const(k * LANES, "i64"), self.x_t))
+        xs = [b.local("x", self.x_t, Load("bv_x", Builder.const(k * self.lanes, "i64"), self.x_t))
               for k in range(columns)]
         for pos, tree in trees:
             for k in reversed(range(len(tree.words))):
@@ -377,7 +399,7 @@ class _Lowering:
                     b.emit(Assign(ex, Bin("+", Clz(w), self.splat(k * WORD, "i64"))))
                 else:
                     b.emit(self.exit_leaf(ex, w, self.splat(k * WORD, "i64")))
-            b.emit(Store("bv_exit", Builder.const(pos * LANES, "i64"),
+            b.emit(Store("bv_exit", Builder.const(pos * self.lanes, "i64"),
                          Bin("+", ex, self.splat(tree.leaf_base, "i64"))))
 
     def _looped(self, w: Var, ex: Var, count: int) -> None:
@@ -392,7 +414,7 @@ class _Lowering:
             return Cast(Load(buffer, index, i32), i64)
 
         def splat_of(e):
-            return Vector((e,) * LANES)
+            return Vector((e,) * self.lanes)
 
         t, s, i = Var("bv_t", i64), Var("bv_s", i64), Var("bv_i", i64)
 
@@ -410,7 +432,7 @@ class _Lowering:
         tree = [
             Assign(ex, self.splat(0, i64)),
             For(s, at("bv_tree_seg", t), at("bv_tree_seg", Bin("+", t, c(1, i64))), 1, segment),
-            Store("bv_exit", Bin("*", at("bv_position", t), c(LANES, i64)), Bin("+", ex, splat_of(at("bv_leaf_base", t)))),
+            Store("bv_exit", Bin("*", at("bv_position", t), c(self.lanes, i64)), Bin("+", ex, splat_of(at("bv_leaf_base", t)))),
         ]
         b.emit(For(t, c(0, i64), c(count, i64), 1, tree))
 
@@ -422,8 +444,7 @@ def lower(forest: hir.Forest, expand: bool | None = None) -> lir.Module:
     why = unsupported(forest)
     if why is not None:
         raise ValueError(f"bitvector evaluation cannot run this model: {why}")
-    if expand is None:
-        expanded = expanded_trees(forest)
-    else:
+    lanes, expanded = choose_form(forest)
+    if expand is not None:
         expanded = np.full(forest.num_trees, bool(expand))
-    return _Lowering(forest).lower(expanded)
+    return _Lowering(forest, lanes).lower(expanded)

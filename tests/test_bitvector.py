@@ -46,6 +46,8 @@ def _check_form(cf, forest, form):
     lir_text = cf.show("lir")
     if form != "mixed":
         assert f"{form}={forest.num_trees}" in lir_text, lir_text[:300]
+    if form == "looped" and bitvector.node_count(forest):
+        assert "lanes=16" in lir_text  # mostly looped: 16-row blocks
     else:
         assert int(lir_text.split("expanded=")[1].split()[0]) == bitvector.expanded_trees(forest).sum()
 

@@ -56,8 +56,15 @@ def uses_gathers(module: lir.Module) -> bool:
     return bool(module.info.get("vector_walk"))
 
 
-def optimise(ir_text: str, gathers: bool = False):
-    """Parse, verify and run the O3 module pipeline; returns (module, target machine)."""
+# A module whose info sets "light_optimisation" (long straight-line code that is already what
+# the machine should run: expanded bitvector trees) gets these function passes instead of O3,
+# whose InstCombine alone took a third of lgb_cancer's compile for the same machine code.
+LIGHT_PASSES = ("sroa", "simplify_cfg", "new_gvn", "dead_code_elimination")
+
+
+def optimise(ir_text: str, gathers: bool = False, light: bool = False):
+    """Parse, verify and run the O3 module pipeline (``light``: :data:`LIGHT_PASSES`); returns
+    (module, target machine)."""
     tm = _target_machine(gathers)
     mod = llvm.parse_assembly(ir_text)
     mod.triple = llvm.get_process_triple()
@@ -65,7 +72,15 @@ def optimise(ir_text: str, gathers: bool = False):
     mod.verify()
     pto = llvm.PipelineTuningOptions(speed_level=3)
     pb = llvm.create_pass_builder(tm, pto)
-    pb.getModulePassManager().run(mod, pb)
+    if light:
+        fpm = llvm.create_new_function_pass_manager()
+        for name in LIGHT_PASSES:
+            getattr(fpm, f"add_{name}_pass")()
+        for fn in mod.functions:
+            if not fn.is_declaration:
+                fpm.run(fn, pb)
+    else:
+        pb.getModulePassManager().run(mod, pb)
     return mod, tm
 
 
@@ -170,7 +185,7 @@ def _padded(data: np.ndarray) -> np.ndarray:
 
 
 def compile_module(module: lir.Module, ir_text: str) -> CpuKernel:
-    mod, tm = optimise(ir_text, uses_gathers(module))
+    mod, tm = optimise(ir_text, uses_gathers(module), bool(module.info.get("light_optimisation")))
     return CpuKernel(module, mod, tm)
 
 

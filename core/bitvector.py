@@ -5,12 +5,13 @@ Instead of walking each tree node by node, every tree keeps words of bits, one b
 (leaf ``k`` from the left is bit ``63 - k % 64`` of word ``k // 64``), all set at the start.  A
 split the row does *not* take to the left (a "false" node) clears the bits of the leaves in its
 left subtree; once every node of the tree has been applied, its exit leaf is the leftmost leaf
-whose bit is still set: a leading-zero count.  ``LANES`` rows are evaluated together, one per
-vector lane, and a tree's word stays in a register while its nodes are applied, so a node costs
-one vector compare and one masked AND, with no branch and no memory write, whatever the tree's
-shape: this pays where trees are small beside their depth (real data's leaf-wise and mixed-depth
-trees, :func:`pays`), and is what the CPU default chooses there.  Each tree's exit leaf is kept
-and the leaf values are summed after all trees: in model order, as the reference does.
+whose bit is still set: a leading-zero count.  ``LANES`` (or ``WIDE_LANES``) rows are evaluated
+together, one per vector lane, and a tree's word stays in a register while its nodes are
+applied, so a node costs one vector compare and one masked AND, with no branch and no memory
+write, whatever the tree's shape: this pays where trees are small beside their depth (real
+data's leaf-wise and mixed-depth trees, :func:`pays`), and is what the CPU default chooses
+there.  Each tree's exit leaf is kept and the leaf values are summed after all trees: in model
+order, as the reference does.
 
 Two forms of one program (:func:`lower`): *expanded* trees have every node's compare and AND
 emitted with its threshold and mask as constants; *looped* trees are applied by loops over node

@@ -135,8 +135,10 @@ def lower(model, target: str = "cpu", rep: str | None = None, schedule=None,
     hir.verify(model_forest)
     if target not in registry().targets():
         registry().check_target(target)  # raises: unknown target
-    if _wants_bitvector(model_forest, target, rep, schedule, pad, tile_size, profile, reorder):
-        return _lower_bitvector(model_forest)
+    if batch_size is not None and (not isinstance(batch_size, (int, np.integer)) or batch_size <= 0):
+        raise InputError(f"batch_size must be a positive integer, got {batch_size!r}")
+    if _wants_bitvector(model_forest, target, rep, schedule, pad, tile_size, profile, reorder, batch_size):
+        return _lower_bitvector(model_forest, batch_size)
     if reorder is not None and reorder not in ("depth", "peel"):
         raise InputError(f"unknown tree reordering {reorder!r}; choose depth or peel")
     tile_ids = _profile_tile_ids(model_forest, profile, tile_size, pad)
@@ -150,8 +152,6 @@ def lower(model, target: str = "cpu", rep: str | None = None, schedule=None,
     reg = registry()
     rep = rep or choose_representation(forest)
     reg.check_representation(rep)
-    if batch_size is not None and (not isinstance(batch_size, (int, np.integer)) or batch_size <= 0):
-        raise InputError(f"batch_size must be a positive integer, got {batch_size!r}")
     sched = _as_schedule(schedule, forest, batch_size)
     if sched is None and reorder is not None and reg.target_kind(target) != "gpu":
         # GPU targets keep their own template (it tiles the tree loop); trees stay grouped.
@@ -166,12 +166,13 @@ def lower(model, target: str = "cpu", rep: str | None = None, schedule=None,
 
 
 def _wants_bitvector(forest: hir.Forest, target: str, rep, schedule, pad, tile_size: int, profile,
-                     reorder) -> bool:
+                     reorder, batch_size=None) -> bool:
     """Whether ``lower`` evaluates by bitvectors (:mod:`silvanforge.bitvector`): asked for by
     name, or chosen for a CPU target when nothing else was asked for and it pays."""
     if rep != bitvector.NAME:
         return (rep is None and schedule is None and pad is None and tile_size == 1 and profile is None
-                and reorder is None and registry().target_kind(target) == "cpu" and bitvector.pays(forest))
+                and reorder is None and registry().target_kind(target) == "cpu"
+                and bitvector.pays(forest, batch_size))
     asked = [what for what, on in (("schedule", schedule is not None), ("padding", bool(pad)),
                                    ("tiles", tile_size > 1), ("profile", profile is not None),
                                    ("tree reordering", reorder is not None)) if on]
@@ -185,8 +186,8 @@ def _wants_bitvector(forest: hir.Forest, target: str, rep, schedule, pad, tile_s
     return True
 
 
-def _lower_bitvector(forest: hir.Forest) -> Lowered:
-    module = bitvector.lower(forest)
+def _lower_bitvector(forest: hir.Forest, batch_size: int | None = None) -> Lowered:
+    module = bitvector.lower(forest, batch_size=None if batch_size is None else int(batch_size))
     fn = mir.MirFunction(body=[], num_trees=forest.num_trees, num_outputs=forest.num_outputs,
                          schedule_text="bitvector evaluation: no walks, nothing to schedule")
     return Lowered(forest, False, forest, bitvector.NAME, Schedule(), fn, module)
@@ -390,7 +391,7 @@ def _load_bitvector(path: str, forest: hir.Forest, meta: dict, blob: bytes, star
     why = bitvector.unsupported(forest)
     if why is not None:
         raise ArtifactError(f"{path}: a bitvector artifact of a model it cannot run ({why}): corrupt")
-    low = _lower_bitvector(forest)
+    low = _lower_bitvector(forest, meta.get("batch_size"))
     return _kernel_for(path, low, meta, blob, start)
 
 

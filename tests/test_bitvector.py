@@ -47,7 +47,7 @@ def _check_form(cf, forest, form):
     if form != "mixed":
         assert f"{form}={forest.num_trees}" in lir_text, lir_text[:300]
     if form == "looped" and bitvector.node_count(forest):
-        assert "lanes=16" in lir_text  # mostly looped: 16-row blocks
+        assert f"lanes={bitvector.WIDE_LANES}" in lir_text  # mostly looped: wide blocks
     else:
         assert int(lir_text.split("expanded=")[1].split()[0]) == bitvector.expanded_trees(forest).sum()
 
@@ -171,15 +171,30 @@ def _full_tree(depth: int, default_left: bool = False):
                            default_left=default_left)
 
 
+def test_small_batches_get_narrower_blocks(monkeypatch):
+    monkeypatch.setattr(bitvector, "EXPAND_NODES", -1)  # every tree looped: wide blocks pay
+    forest = Forest(trees=[_full_tree(5) for _ in range(4)], num_features=6)
+    assert bitvector.choose_form(forest)[0] == 32
+    assert bitvector.choose_form(forest, batch_size=100)[0] == 16
+    assert bitvector.choose_form(forest, batch_size=20)[0] == 8
+    # A batch under a block's lanes pays for the whole block.
+    assert bitvector.estimate_ns(forest, batch_size=1) == 8 * bitvector.estimate_ns(forest, batch_size=8)
+    cf = sf.compile(forest, rep="bitvector", batch_size=100)
+    assert "lanes=16" in cf.show("lir")
+    X = rows_for(forest, np.random.default_rng(4), 37)
+    np.testing.assert_array_equal(cf.predict(X, output_margin=True), reference.predict(forest, X, output_margin=True))
+
+
 def test_save_and_load(tmp_path):
     forest = _forest(num_outputs=1)
-    cf = sf.compile(forest, rep="bitvector")
+    cf = sf.compile(forest, rep="bitvector", batch_size=64)
     cf.save(tmp_path / "m.sfm")
     back = sf.load_compiled(tmp_path / "m.sfm")
     assert back.rep == "bitvector"
     X = rows_for(forest, np.random.default_rng(2), 50)
     np.testing.assert_array_equal(back.predict(X), cf.predict(X))
     assert "bitvector" in cf.show("lir") and "clz" in cf.show("lir")
+    assert back.show("lir") == cf.show("lir")  # the same program (the batch size it was built for)
 
 
 def _library_cases(tmp_path):

@@ -23,10 +23,11 @@ Exact like the walks: every node becomes "goes right iff ``x >= t``" with ``t`` 
 (``x < t`` splits) or the next representable value above it (``x <= t`` splits, exact for every
 ``x`` of the comparison dtype).  ``x >= t`` is false for NaN, so missing values go left; a node
 whose missing values go right reads a second copy of its feature where NaN is +inf, above every
-(finite) threshold.
+other threshold.  LightGBM's NaN-or-not splits (``x <= +inf``) send every number left: dropped
+where missing values go left too, else read from a third copy, +inf for NaN and 0 otherwise.
 
 Limits (:func:`unsupported`, the walk then runs): at most ``MAX_LEAVES`` leaves a tree, numeric
-``<`` / ``<=`` splits with finite thresholds, no zero-as-missing, summed single-output trees.
+``<`` / ``<=`` splits with non-NaN thresholds, no zero-as-missing, summed single-output trees.
 """
 
 from __future__ import annotations
@@ -93,8 +94,8 @@ def unsupported(forest: hir.Forest) -> str | None:
             return f"tree {k} has splits other than < and <="
         if t.zero_missing[internal].any():
             return f"tree {k} treats zero as missing"
-        if not np.isfinite(t.threshold[internal]).all():
-            return f"tree {k} has infinite or NaN thresholds"
+        if np.isnan(t.threshold[internal]).any():
+            return f"tree {k} has NaN thresholds"
     return None
 
 
@@ -142,7 +143,7 @@ def estimate_ns(forest: hir.Forest, batch_size: int | None = None) -> float:
     nodes = _tree_nodes(forest)
     lanes, expanded = choose_form(forest, batch_size)
     looped_ns = LOOPED_NODE_NS if lanes == LANES else WIDE_LOOPED_NODE_NS[lanes]
-    used = len({int(f) for t in forest.trees for f in t.feature[t.left >= 0]})
+    used = len({int(f) for t in forest.trees for f in t.feature[t.left >= 0]}) + len(_nan_split_features(forest))
     per_row = (EXPANDED_NODE_NS * nodes[expanded].sum() + EXPANDED_TREE_NS * expanded.sum()
                + looped_ns * nodes[~expanded].sum() + LOOPED_TREE_NS * (~expanded).sum()
                + COLUMN_NS * used)
@@ -203,13 +204,17 @@ def _signed(word: int) -> int:
     return word - (1 << WORD) if word >= 1 << (WORD - 1) else word
 
 
-def _plan(forest: hir.Forest) -> tuple[list[int], list[_Tree], np.ndarray]:
+def _plan(forest: hir.Forest) -> tuple[list[int], list[_Tree], np.ndarray, list[int]]:
     """The used features, the trees (grouped by output, model order inside each) with their
-    nodes per word, and the leaf values in leaf order."""
+    nodes per word, the leaf values in leaf order, and the features of NaN-or-not splits
+    (:func:`_nan_split_features`)."""
     thr_dtype = np.dtype(forest.threshold_dtype)
     used = sorted({int(f) for t in forest.trees for f in t.feature[t.left >= 0]})
     column = np.zeros(max(forest.num_features, 1), np.int64)
     column[used] = np.arange(len(used))
+    nan_used = _nan_split_features(forest)
+    nan_column = np.zeros_like(column)
+    nan_column[nan_used] = np.arange(len(nan_used))
     order = sorted(range(forest.num_trees), key=lambda k: forest.trees[k].outputs[0])  # stable
     trees, leaf_values = [], []
     for k in order:
@@ -220,18 +225,34 @@ def _plan(forest: hir.Forest) -> tuple[list[int], list[_Tree], np.ndarray]:
         internal = np.flatnonzero(t.left >= 0)
         thr = t.threshold[internal].astype(thr_dtype)
         le = t.op[internal] == int(Op.LE)
+        # "x <= +inf" (LightGBM's NaN-or-not splits) sends every number left: with missing
+        # values left it is a no-op, dropped; with them right it reads the NaN indicator copy.
+        nan_split = le & (thr == np.inf)
         # x > t  <=>  x >= the next value up, for every x of the dtype
         thr[le] = np.nextafter(thr[le], thr_dtype.type(np.inf))
         # Missing values go right: read the copy where NaN is +inf, greater than any threshold.
         cols = column[t.feature[internal]] + np.where(t.default_left[internal], 0, len(used))
-        for node, th, col in zip(internal.tolist(), thr.tolist(), cols.tolist()):
+        cols[nan_split] = 2 * len(used) + nan_column[t.feature[internal][nan_split]]
+        keep = ~(nan_split & t.default_left[internal])
+        for node, th, col in zip(internal[keep].tolist(), thr[keep].tolist(), cols[keep].tolist()):
             first, last = span[int(t.left[node])]
             for w in range(first // WORD, (last - 1) // WORD + 1):  # the words of its left leaves
                 lo, hi = max(first, w * WORD), min(last, (w + 1) * WORD)
                 bits = ((1 << (hi - lo)) - 1) << ((w + 1) * WORD - hi)
                 tree.words[w].append(_Node(col, th, _signed(~bits & ((1 << WORD) - 1))))
         trees.append(tree)
-    return used, trees, np.array(leaf_values, forest.accumulate_dtype)
+    return used, trees, np.array(leaf_values, forest.accumulate_dtype), nan_used
+
+
+def _nan_split_features(forest: hir.Forest) -> list[int]:
+    """Features of "x <= +inf" splits whose missing values go right (true iff x is NaN): they
+    get a third copy in the block, +inf where NaN and 0 elsewhere."""
+    found = set()
+    for t in forest.trees:
+        internal = t.left >= 0
+        hit = internal & (t.op == int(Op.LE)) & (t.threshold == np.inf) & ~t.default_left
+        found.update(int(f) for f in t.feature[hit])
+    return sorted(found)
 
 
 def layout(forest: hir.Forest, looped: np.ndarray, plan=None, lanes: int = 8) -> dict[str, np.ndarray]:
@@ -240,7 +261,7 @@ def layout(forest: hir.Forest, looped: np.ndarray, plan=None, lanes: int = 8) ->
     segments of one word each, a tree's words last to first, each segment's start and its
     word's first leaf position, each tree's first segment, first leaf and position in the sum.
     ``plan``: :func:`_plan`'s result, if made already."""
-    used, trees, leaf_values = plan or _plan(forest)
+    used, trees, leaf_values, nan_used = plan or _plan(forest)
     thr, mask, col, seg_start, seg_word, tree_seg, leaf_base, position = [], [], [], [], [], [], [], []
     for pos, tree in enumerate(trees):
         if not looped[tree.slot]:
@@ -260,7 +281,7 @@ def layout(forest: hir.Forest, looped: np.ndarray, plan=None, lanes: int = 8) ->
     per_output = np.bincount([t.output for t in trees], minlength=forest.num_outputs)
     i32 = np.int32
     return {
-        "bv_used": np.array(used, i32).reshape(len(used)),
+        "bv_used": np.array(used + nan_used, i32).reshape(len(used) + len(nan_used)),
         "bv_threshold": np.array(thr, forest.threshold_dtype),
         "bv_mask": np.array(mask, np.int64),
         "bv_column": np.array(col, i32),
@@ -309,11 +330,12 @@ class _Lowering:
         c = Builder.const
         i64, i32 = "i64", "i32"
         plan = _plan(forest)
-        used, trees, _ = plan
+        used, trees, _, nan_used = plan
         for name, data in layout(forest, ~expanded, plan, self.lanes).items():
             b.buffer(name, data)
-        U = len(used)
-        self.buffers["bv_x"] = Buffer("bv_x", self.thr_t, "local", size=max(1, 2 * U) * self.lanes)
+        U, N = len(used), len(nan_used)
+        columns = 2 * U + N
+        self.buffers["bv_x"] = Buffer("bv_x", self.thr_t, "local", size=max(1, columns) * self.lanes)
         self.buffers["bv_exit"] = Buffer("bv_exit", "i64", "local", size=forest.num_trees * self.lanes)
         C = forest.num_outputs
         row0 = b.local("r", i64)
@@ -325,18 +347,26 @@ class _Lowering:
         u = Var("bv_u", i64)
         feature = Cast(Load("bv_used", u, i32), i64)
         x = b.local("x", self.x_t)
+        read = Assign(x, Vector(tuple(
+            Load("rows", Bin("+", Bin("*", r, lir.ROW_STRIDE), Bin("*", feature, lir.COL_STRIDE)), self.thr_t)
+            for r in lane_rows)))
+        is_number = Cmp("==", x, x, self.mask_t)
         b.emit(For(u, c(0, i64), c(U, i64), 1, [
-            Assign(x, Vector(tuple(
-                Load("rows", Bin("+", Bin("*", r, lir.ROW_STRIDE), Bin("*", feature, lir.COL_STRIDE)), self.thr_t)
-                for r in lane_rows))),
+            read,
             Store("bv_x", Bin("*", u, c(self.lanes, i64)), x),
             Store("bv_x", Bin("*", Bin("+", u, c(U, i64)), c(self.lanes, i64)),
-                  Select(Cmp("==", x, x, self.mask_t), x, self.splat(np.inf, self.thr_t))),
+                  Select(is_number, x, self.splat(np.inf, self.thr_t))),
         ]))
+        if N:  # NaN indicators (bv_used lists their features after the others)
+            b.emit(For(u, c(U, i64), c(U + N, i64), 1, [
+                read,
+                Store("bv_x", Bin("*", Bin("+", u, c(U, i64)), c(self.lanes, i64)),
+                      Select(is_number, self.splat(0.0, self.thr_t), self.splat(np.inf, self.thr_t))),
+            ]))
         acc = b.local("acc", lir.vector_type(self.acc_t, self.lanes))
         w = b.local("w", self.word_t)
         ex = b.local("ex", self.word_t)
-        self._expanded([(p, t) for p, t in enumerate(trees) if expanded[t.slot]], 2 * U, w, ex)
+        self._expanded([(p, t) for p, t in enumerate(trees) if expanded[t.slot]], columns, w, ex)
         self._looped(w, ex, int((~expanded).sum()))
         self._sum(acc, row0)
         b.pop()

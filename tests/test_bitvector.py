@@ -28,6 +28,11 @@ def small_forests(draw):
     depths = st.one_of(st.integers(0, 6), st.integers(7, 8))
     trees = [_tree(rng, features, (k % outputs,), draw(depths), [int(o) for o in ops],
                    categorical=False, zero_missing=False) for k in range(draw(st.integers(1, 20)))]
+    if draw(st.booleans()):  # infinite thresholds: LightGBM's NaN-or-not splits are "<= +inf"
+        for t in trees:
+            internal = np.flatnonzero(t.left >= 0)
+            pick = internal[rng.random(len(internal)) < 0.3]
+            t.threshold[pick] = rng.choice([np.inf, -np.inf], size=len(pick))
     return Forest(trees=trees, num_features=features, num_outputs=outputs,
                   base_score=np.round(rng.normal(size=outputs), 2), transform=Transform("identity"),
                   threshold_dtype=dtype, accumulate_dtype=dtype, source="random")
@@ -88,7 +93,7 @@ def _forest(**kw) -> Forest:
 @pytest.mark.parametrize("change, reason", [
     (lambda f: setattr(f, "aggregation", Aggregation.AVERAGE), "sums trees"),
     (lambda f: f.trees[0].op.__setitem__(0, int(Op.EQ)), "splits other than"),
-    (lambda f: f.trees[1].threshold.__setitem__(0, np.inf), "infinite or NaN"),
+    (lambda f: f.trees[1].threshold.__setitem__(0, np.nan), "NaN thresholds"),
     (lambda f: f.trees[2].zero_missing.__setitem__(0, True), "zero as missing"),
 ])
 def test_limits(change, reason, monkeypatch):
@@ -245,3 +250,43 @@ def test_chooser_default_on_library_models(tmp_path, monkeypatch):
         reps.add(cf.rep)
         assert_close(cf.predict(case.X, **case.predict_kwargs), case.expected, case)
     assert "bitvector" in reps, reps
+
+
+@pytest.mark.parametrize("op", [Op.LT, Op.LE])
+@pytest.mark.parametrize("default_left", [True, False])
+def test_infinite_thresholds(form, op, default_left):
+    """``x <= +inf`` sends every number left and NaN its default way (dropped, or read from the
+    NaN indicator copy); ``x < +inf`` sends +inf right; -inf thresholds send every number right."""
+    tree = _full_tree(3, default_left)
+    internal = np.flatnonzero(tree.left >= 0)
+    tree.op[internal] = int(op)
+    tree.threshold[internal[::3]] = np.inf
+    tree.threshold[internal[1::3]] = -np.inf
+    forest = Forest(trees=[tree, _full_tree(2, not default_left)], num_features=6)
+    X = np.random.default_rng(4).choice([np.nan, np.inf, -np.inf, 0.0, 1.0, 3.5, 1e30], size=(500, 6))
+    cf = sf.compile(forest, rep="bitvector")
+    np.testing.assert_array_equal(cf.predict(X, output_margin=True),
+                                  reference.predict(forest, X, output_margin=True))
+    assert len(set(cf.predict(X, output_margin=True))) > 4
+
+
+def test_lightgbm_nan_or_not_splits(tmp_path):
+    """LightGBM trained where a feature's missingness predicts the label writes ``<= inf`` splits
+    with missing values right: bitvector evaluation takes the model and agrees with LightGBM."""
+    lgb = pytest.importorskip("lightgbm")
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(3000, 5))
+    missing = rng.random(X.shape) < 0.3
+    y = X[:, 1] + 2.0 * missing[:, 0] + 0.1 * rng.normal(size=3000)
+    X[missing] = np.nan
+    booster = lgb.train({"objective": "regression", "num_leaves": 15, "verbose": -1, "seed": 1},
+                        lgb.Dataset(X, y), 20)
+    booster.save_model(tmp_path / "m.txt")
+    cf = sf.compile(tmp_path / "m.txt", rep="bitvector")
+    assert any(((t.threshold == np.inf) & (t.left >= 0)).any() for t in cf.forest.trees)
+    assert bitvector._nan_split_features(cf.forest) == [0]
+    Xt = rng.normal(size=(400, 5))
+    Xt[rng.random(Xt.shape) < 0.3] = np.nan
+    Xt[rng.random(Xt.shape) < 0.05] = np.inf
+    np.testing.assert_array_equal(cf.predict(Xt), reference.predict(cf.forest, Xt))
+    np.testing.assert_allclose(cf.predict(Xt), booster.predict(Xt), rtol=1e-12, atol=1e-12)

@@ -37,7 +37,7 @@ import dataclasses
 import numpy as np
 
 from .ir import hir, lir
-from .lowering import thread_info
+from .lowering import split_rows_pay, thread_info
 from .ir.hir import Aggregation, Op
 from .ir.lir import (Assign, Bin, Buffer, Builder, Cast, Clz, Cmp, Extract, For, Gather, If,
                      Load, Select, Store, Var, Vector)
@@ -73,6 +73,10 @@ LOOPED_NODE_NS, LOOPED_TREE_NS = 0.068, 0.7  # 8 lanes
 WIDE_LOOPED_NODE_NS = {16: 0.05, 32: 0.045}
 COLUMN_NS = 0.4
 WALK_STEP_NS, WALK_STEP_NS_PER_ROW_KB = 0.65, 0.1
+# Walks that cannot read split rows test each value for NaN (lowering.split_rows_pay: infinite
+# thresholds, e.g. LightGBM's NaN-or-not splits, or mixed ops): 1.45-1.9x the steps' time on
+# LightGBM models trained on data with NaN (public_shapes.py higgs, airline, year, covtype).
+WALK_NAN_TEST_FACTOR = 1.5
 MARGIN = 1.1
 
 
@@ -154,7 +158,8 @@ def walk_estimate_ns(forest: hir.Forest) -> float:
     """Estimated ns a row of walking every tree to its depth (the walks' cost model above)."""
     row_kb = forest.num_features * np.dtype(forest.threshold_dtype).itemsize / 1000
     steps = sum(t.depth() for t in forest.trees)
-    return (WALK_STEP_NS + WALK_STEP_NS_PER_ROW_KB * row_kb) * steps
+    nan_test = 1.0 if split_rows_pay(forest, check_width=False) else WALK_NAN_TEST_FACTOR
+    return (WALK_STEP_NS + WALK_STEP_NS_PER_ROW_KB * row_kb) * steps * nan_test
 
 
 def pays(forest: hir.Forest, batch_size: int | None = None) -> bool:

@@ -290,3 +290,12 @@ def test_lightgbm_nan_or_not_splits(tmp_path):
     Xt[rng.random(Xt.shape) < 0.05] = np.inf
     np.testing.assert_array_equal(cf.predict(Xt), reference.predict(cf.forest, Xt))
     np.testing.assert_allclose(cf.predict(Xt), booster.predict(Xt), rtol=1e-12, atol=1e-12)
+
+
+def test_walks_without_split_rows_are_costed_with_their_nan_tests():
+    """An infinite threshold keeps the walks' NaN test (no split rows): the chooser charges
+    their steps WALK_NAN_TEST_FACTOR more, so NaN-trained LightGBM models get bitvectors."""
+    forest = Forest(trees=[_full_tree(4) for _ in range(3)], num_features=6)
+    plain = bitvector.walk_estimate_ns(forest)
+    forest.trees[1].threshold[0] = np.inf
+    assert bitvector.walk_estimate_ns(forest) == pytest.approx(plain * bitvector.WALK_NAN_TEST_FACTOR)

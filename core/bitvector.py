@@ -22,9 +22,10 @@ tables, which compile in constant time and run about 1.5x slower a node (docs/be
 Exact like the walks: every node becomes "goes right iff ``x >= t``" with ``t`` the threshold
 (``x < t`` splits) or the next representable value above it (``x <= t`` splits, exact for every
 ``x`` of the comparison dtype).  ``x >= t`` is false for NaN, so missing values go left; a node
-whose missing values go right reads a second copy of its feature where NaN is +inf, above every
-other threshold.  LightGBM's NaN-or-not splits (``x <= +inf``) send every number left: dropped
-where missing values go left too, else read from a third copy, +inf for NaN and 0 otherwise.
+whose missing values go right reads a copy of its feature where NaN is +inf, above every
+other threshold.  LightGBM's NaN-or-not splits (``x <= +inf``) send every number left:
+dropped where missing values go left too, else read from a NaN indicator copy (+inf for NaN,
+0 for numbers).
 
 Limits (:func:`unsupported`, the walk then runs): at most ``MAX_LEAVES`` leaves a tree, numeric
 ``<`` / ``<=`` splits with non-NaN thresholds, no zero-as-missing, summed single-output trees.

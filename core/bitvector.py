@@ -53,6 +53,15 @@ MAX_LEAVES = WORD * MAX_WORDS
 # more), while expanded nodes gain little and compile longer, so wide blocks expand
 # proportionally fewer nodes.  A batch size known to be small (under 4 blocks) halves the lanes.
 LANES, WIDE_LANES = 8, 32
+# Wide blocks whose feature columns (two copies of each used feature a lane) would pass this
+# many bytes take 16 lanes: the columns then stay in L2 (2000-feature models: 16 lanes ran
+# 1.05-1.19x faster than 32, Zen 4; lgb_1000x10_f200's 200 features, 100 KiB, keep 32).
+WIDE_COLUMN_BYTES = 256 * 1024
+# float32 models take wide blocks from this many nodes even when they could all be expanded: a
+# float32 compare fills half a vector of 64-bit words, so looped nodes over 32 rows beat expanded
+# ones over 8 (xgb_100x6_f8 1.27x, xgb_diabetes 1.41x, xgb_digits 1.17x; xgb_cancer's 645 nodes
+# ran 0.72x; float64 lgb_cancer 0.86x: float64 keeps the rule "most nodes looped").
+WIDE_FLOAT32_NODES = 3000
 # The looped form applies nodes in groups of this many (segments padded with no-op nodes), so
 # its inner loop has no remainder to finish.
 GROUP = 8
@@ -123,16 +132,25 @@ def _smallest_up_to(nodes: np.ndarray, budget: int) -> np.ndarray:
     return chosen
 
 
+def _used_count(forest: hir.Forest) -> int:
+    return len({int(f) for t in forest.trees for f in t.feature[t.left >= 0]})
+
+
 def choose_form(forest: hir.Forest, batch_size: int | None = None) -> tuple[int, np.ndarray]:
     """Lanes a block and which trees (model order) are expanded: the smallest ones, up to
     :data:`EXPAND_NODES` nodes in all at 8 lanes; where that leaves most nodes looped, wider
-    blocks (:data:`WIDE_LANES`, fewer for small batches) expanding proportionally fewer."""
+    blocks (:data:`WIDE_LANES`, fewer for small batches and wide feature columns) expanding
+    proportionally fewer."""
     nodes = _tree_nodes(forest)
     expanded = _smallest_up_to(nodes, EXPAND_NODES)
     lanes = WIDE_LANES
     while batch_size is not None and lanes > LANES and batch_size < 4 * lanes:
         lanes //= 2
-    if lanes == LANES or nodes[~expanded].sum() <= nodes[expanded].sum():
+    column_bytes = 2 * _used_count(forest) * np.dtype(forest.threshold_dtype).itemsize
+    while lanes > 2 * LANES and lanes * column_bytes > WIDE_COLUMN_BYTES:
+        lanes //= 2
+    wide_float32 = np.dtype(forest.threshold_dtype) == np.float32 and nodes.sum() >= WIDE_FLOAT32_NODES
+    if lanes == LANES or (nodes[~expanded].sum() <= nodes[expanded].sum() and not wide_float32):
         return LANES, expanded
     return lanes, _smallest_up_to(nodes, EXPAND_NODES * LANES // lanes)
 
@@ -148,7 +166,7 @@ def estimate_ns(forest: hir.Forest, batch_size: int | None = None) -> float:
     nodes = _tree_nodes(forest)
     lanes, expanded = choose_form(forest, batch_size)
     looped_ns = LOOPED_NODE_NS if lanes == LANES else WIDE_LOOPED_NODE_NS[lanes]
-    used = len({int(f) for t in forest.trees for f in t.feature[t.left >= 0]}) + len(_nan_split_features(forest))
+    used = _used_count(forest) + len(_nan_split_features(forest))
     per_row = (EXPANDED_NODE_NS * nodes[expanded].sum() + EXPANDED_TREE_NS * expanded.sum()
                + looped_ns * nodes[~expanded].sum() + LOOPED_TREE_NS * (~expanded).sum()
                + COLUMN_NS * used)

@@ -299,3 +299,21 @@ def test_walks_without_split_rows_are_costed_with_their_nan_tests():
     plain = bitvector.walk_estimate_ns(forest)
     forest.trees[1].threshold[0] = np.inf
     assert bitvector.walk_estimate_ns(forest) == pytest.approx(plain * bitvector.WALK_NAN_TEST_FACTOR)
+
+
+def test_large_float32_models_take_wide_blocks_with_expanded_and_looped_trees():
+    """float32 models of WIDE_FLOAT32_NODES nodes and more run 32-row blocks, expanding the
+    smallest trees up to a quarter of EXPAND_NODES and looping the rest; exact either way."""
+    trees = [_full_tree(7, default_left=k % 2 == 0) for k in range(24)] + [_full_tree(3) for _ in range(8)]
+    forest = Forest(trees=trees, num_features=6, threshold_dtype="float32", accumulate_dtype="float32")
+    assert bitvector.node_count(forest) >= bitvector.WIDE_FLOAT32_NODES
+    lanes, expanded = bitvector.choose_form(forest)
+    assert lanes == bitvector.WIDE_LANES and 0 < expanded.sum() < forest.num_trees
+    assert expanded[24:].all()  # the small trees are the expanded ones
+    float64 = Forest(trees=trees, num_features=6, threshold_dtype="float64", accumulate_dtype="float64")
+    assert bitvector.choose_form(float64)[0] == bitvector.LANES  # float64: most nodes expanded
+    X = np.random.default_rng(6).choice([np.nan, -1.0, 0.35, 1.0, 2.05, 7.5, 12.0, np.inf], size=(300, 6))
+    cf = sf.compile(forest, rep="bitvector")
+    assert f"lanes={bitvector.WIDE_LANES}" in cf.show("lir")
+    np.testing.assert_array_equal(cf.predict(X, output_margin=True),
+                                  reference.predict(forest, X, output_margin=True))

@@ -132,8 +132,8 @@ def _smallest_up_to(nodes: np.ndarray, budget: int) -> np.ndarray:
     return chosen
 
 
-def _used_count(forest: hir.Forest) -> int:
-    return len({int(f) for t in forest.trees for f in t.feature[t.left >= 0]})
+def _used_features(forest: hir.Forest) -> list[int]:
+    return sorted({int(f) for t in forest.trees for f in t.feature[t.left >= 0]})
 
 
 def choose_form(forest: hir.Forest, batch_size: int | None = None) -> tuple[int, np.ndarray]:
@@ -146,7 +146,7 @@ def choose_form(forest: hir.Forest, batch_size: int | None = None) -> tuple[int,
     lanes = WIDE_LANES
     while batch_size is not None and lanes > LANES and batch_size < 4 * lanes:
         lanes //= 2
-    column_bytes = 2 * _used_count(forest) * np.dtype(forest.threshold_dtype).itemsize
+    column_bytes = 2 * len(_used_features(forest)) * np.dtype(forest.threshold_dtype).itemsize
     while lanes > 2 * LANES and lanes * column_bytes > WIDE_COLUMN_BYTES:
         lanes //= 2
     wide_float32 = np.dtype(forest.threshold_dtype) == np.float32 and nodes.sum() >= WIDE_FLOAT32_NODES
@@ -166,7 +166,7 @@ def estimate_ns(forest: hir.Forest, batch_size: int | None = None) -> float:
     nodes = _tree_nodes(forest)
     lanes, expanded = choose_form(forest, batch_size)
     looped_ns = LOOPED_NODE_NS if lanes == LANES else WIDE_LOOPED_NODE_NS[lanes]
-    used = _used_count(forest) + len(_nan_split_features(forest))
+    used = len(_used_features(forest)) + len(_nan_split_features(forest))
     per_row = (EXPANDED_NODE_NS * nodes[expanded].sum() + EXPANDED_TREE_NS * expanded.sum()
                + looped_ns * nodes[~expanded].sum() + LOOPED_TREE_NS * (~expanded).sum()
                + COLUMN_NS * used)
@@ -233,7 +233,7 @@ def _plan(forest: hir.Forest) -> tuple[list[int], list[_Tree], np.ndarray, list[
     nodes per word, the leaf values in leaf order, and the features of NaN-or-not splits
     (:func:`_nan_split_features`)."""
     thr_dtype = np.dtype(forest.threshold_dtype)
-    used = sorted({int(f) for t in forest.trees for f in t.feature[t.left >= 0]})
+    used = _used_features(forest)
     column = np.zeros(max(forest.num_features, 1), np.int64)
     column[used] = np.arange(len(used))
     nan_used = _nan_split_features(forest)
@@ -251,7 +251,7 @@ def _plan(forest: hir.Forest) -> tuple[list[int], list[_Tree], np.ndarray, list[
         le = t.op[internal] == int(Op.LE)
         # "x <= +inf" (LightGBM's NaN-or-not splits) sends every number left: with missing
         # values left it is a no-op, dropped; with them right it reads the NaN indicator copy.
-        nan_split = le & (thr == np.inf)
+        nan_split = _nan_or_not(t, internal, thr_dtype)
         # x > t  <=>  x >= the next value up, for every x of the dtype
         thr[le] = np.nextafter(thr[le], thr_dtype.type(np.inf))
         # Missing values go right: read the copy where NaN is +inf, greater than any threshold.
@@ -273,10 +273,15 @@ def _nan_split_features(forest: hir.Forest) -> list[int]:
     get a third copy in the block, +inf where NaN and 0 elsewhere."""
     found = set()
     for t in forest.trees:
-        internal = t.left >= 0
-        hit = internal & (t.op == int(Op.LE)) & (t.threshold == np.inf) & ~t.default_left
-        found.update(int(f) for f in t.feature[hit])
+        internal = np.flatnonzero(t.left >= 0)
+        hit = _nan_or_not(t, internal, np.dtype(forest.threshold_dtype)) & ~t.default_left[internal]
+        found.update(int(f) for f in t.feature[internal[hit]])
     return sorted(found)
+
+
+def _nan_or_not(t: hir.Tree, internal: np.ndarray, thr_dtype: np.dtype) -> np.ndarray:
+    """Which of the ``internal`` nodes are "x <= +inf" splits, thresholds as compiled."""
+    return (t.op[internal] == int(Op.LE)) & (t.threshold[internal].astype(thr_dtype) == np.inf)
 
 
 def layout(forest: hir.Forest, looped: np.ndarray, plan=None, lanes: int = 8) -> dict[str, np.ndarray]:
@@ -322,7 +327,8 @@ def layout(forest: hir.Forest, looped: np.ndarray, plan=None, lanes: int = 8) ->
 
 class _Lowering:
     """Builds the one phase: blocks of ``lanes`` rows, their used features copied into per-call
-    columns (twice: as they are, and with NaN as +inf), then each output's trees."""
+    columns (twice: as they are, and with NaN as +inf; NaN indicators after them), then each
+    output's trees."""
 
     def __init__(self, forest: hir.Forest, lanes: int, batch_size: int | None = None):
         self.forest = forest

@@ -39,7 +39,7 @@ import numpy as np
 
 from .ir import hir, lir
 from .lowering import split_rows_pay, thread_info
-from .ir.hir import Aggregation, Op
+from .ir.hir import Aggregation, CategoryRule, Op
 from .ir.lir import (Assign, Bin, Buffer, Builder, Cast, Clz, Cmp, Extract, For, Gather, If,
                      Load, Select, Store, Var, Vector)
 
@@ -102,16 +102,52 @@ def unsupported(forest: hir.Forest) -> str | None:
             return f"tree {k} has more than {MAX_LEAVES} leaves"
         if len(t.outputs) != 1:
             return f"tree {k} adds to several outputs"
-        if t.categories:
-            return f"tree {k} has categorical splits"
-        if not np.isin(t.op[internal], (int(Op.LT), int(Op.LE))).all():
+        numeric = internal & ~_categorical_mask(t)
+        if not np.isin(t.op[numeric], (int(Op.LT), int(Op.LE))).all():
             return f"tree {k} has splits other than < and <="
         if t.zero_missing[internal].any():
             return f"tree {k} treats zero as missing"
-        if np.isnan(t.threshold[internal]).any():
+        if np.isnan(t.threshold[numeric]).any():
             return f"tree {k} has NaN thresholds"
+    table = _category_table_bytes(forest)
+    if table > MAX_CATEGORY_TABLE_BYTES:
+        return (f"its categorical splits would need {table / 2**20:.0f} MiB of decision tables "
+                f"(categories up to {_largest_category(forest)}; at most "
+                f"{MAX_CATEGORY_TABLE_BYTES // 2**20} MiB)")
     return None
 
+
+def _categorical_mask(t: hir.Tree) -> np.ndarray:
+    mask = np.zeros(t.num_nodes, bool)
+    mask[list(t.categories)] = True
+    return mask
+
+
+def _category_counts(forest: hir.Forest) -> dict[int, list[int]]:
+    """Per feature of categorical splits: [categorical nodes, 1 + the largest category named]."""
+    counts: dict[int, list[int]] = {}
+    for t in forest.trees:
+        for node, cats in t.categories.items():
+            entry = counts.setdefault(int(t.feature[node]), [0, 0])
+            entry[0] += 1
+            if len(cats):
+                entry[1] = max(entry[1], int(cats.max()) + 1)
+    return counts
+
+
+def _category_table_bytes(forest: hir.Forest) -> int:
+    """Bytes of the decision tables (:class:`_CatFeature`): a row of words per category, plus
+    the NaN and no-category rows."""
+    return sum(8 * (rows + 2) * -(-nodes // WORD) for nodes, rows in _category_counts(forest).values())
+
+
+def _largest_category(forest: hir.Forest) -> int:
+    return max((rows - 1 for _, rows in _category_counts(forest).values()), default=-1)
+
+
+# Categorical splits read decision tables (:class:`_CatFeature`) of one row per category: models
+# whose tables would pass this size (category ids in the millions) are walked instead.
+MAX_CATEGORY_TABLE_BYTES = 64 * 2**20
 
 # Whether the CPU default may choose it (the walk tests switch it off to test walks by default).
 AUTO_CHOOSE = True
@@ -133,7 +169,8 @@ def _smallest_up_to(nodes: np.ndarray, budget: int) -> np.ndarray:
 
 
 def _used_features(forest: hir.Forest) -> list[int]:
-    return sorted({int(f) for t in forest.trees for f in t.feature[t.left >= 0]})
+    """Features of numeric splits (categorical ones read decision tables, :class:`_CatFeature`)."""
+    return sorted({int(f) for t in forest.trees for f in t.feature[(t.left >= 0) & ~_categorical_mask(t)]})
 
 
 def choose_form(forest: hir.Forest, batch_size: int | None = None) -> tuple[int, np.ndarray]:
@@ -191,12 +228,18 @@ def pays(forest: hir.Forest, batch_size: int | None = None) -> bool:
 
 @dataclasses.dataclass
 class _Node:
-    """One node's test as applied to one word of its tree: goes right iff ``x >= threshold``,
-    then ``word &= mask``; ``column`` is its feature's column in the block (the copy with NaN
-    as +inf where missing values go right)."""
+    """One node's test as applied to one word of its tree, then ``word &= mask``.  Numeric: goes
+    right iff ``x >= threshold``, ``column`` its feature's column in the block (the copy with
+    NaN as +inf where missing values go right).  Categorical (``bit`` non-zero): goes right iff
+    ``decision_word & bit`` is 0, ``column`` the decision word's column (:class:`_CatFeature`)."""
     column: int
     threshold: float
     mask: int  # signed 64-bit
+    bit: int = 0  # signed 64-bit; 0 for numeric nodes
+
+    @property
+    def categorical(self) -> bool:
+        return self.bit != 0
 
 
 @dataclasses.dataclass
@@ -205,6 +248,36 @@ class _Tree:
     output: int
     leaf_base: int  # first of its leaves in the leaf array
     words: list  # per word: its nodes
+
+
+@dataclasses.dataclass
+class _CatFeature:
+    """A feature of categorical splits.  Its ``nodes`` categorical nodes (all trees) are
+    numbered; bit ``j % 64`` of decision word ``j // 64`` says whether node ``j`` sends a row
+    left.  The decision table has one row of ``words`` words per category ``0 .. rows - 1``,
+    then the row for NaN (each node's default direction) and the row for values that are no
+    category, or a category no split names (all zero: right).  A block looks up each lane's row
+    once (a gather a word) and every categorical node is then one AND and one compare, like a
+    numeric one, whatever its bitset's size."""
+    feature: int
+    rows: int
+    words: int
+    table_base: int  # first element of its table in bv_cat_table
+    column: int  # first decision word's column in bv_cw
+
+
+@dataclasses.dataclass
+class _Plan:
+    used: list  # features of numeric nodes, in column order
+    trees: list  # _Tree, grouped by output, model order inside each
+    leaf_values: np.ndarray  # leaf order
+    nan_used: list  # features of NaN-or-not splits (:func:`_nan_split_features`)
+    cat_features: list  # _CatFeature
+    cat_table: np.ndarray  # int64, every feature's decision table
+
+    @property
+    def cat_words(self) -> int:
+        return sum(c.words for c in self.cat_features)
 
 
 def _leaf_order(t: hir.Tree) -> tuple[list[int], dict[int, tuple[int, int]]]:
@@ -228,10 +301,48 @@ def _signed(word: int) -> int:
     return word - (1 << WORD) if word >= 1 << (WORD - 1) else word
 
 
-def _plan(forest: hir.Forest) -> tuple[list[int], list[_Tree], np.ndarray, list[int]]:
-    """The used features, the trees (grouped by output, model order inside each) with their
-    nodes per word, the leaf values in leaf order, and the features of NaN-or-not splits
-    (:func:`_nan_split_features`)."""
+def _left_masks(first: int, last: int) -> list[tuple[int, int]]:
+    """(word, mask) for every word holding leaf positions [first, last): the mask clears them."""
+    out = []
+    for w in range(first // WORD, (last - 1) // WORD + 1):
+        lo, hi = max(first, w * WORD), min(last, (w + 1) * WORD)
+        bits = ((1 << (hi - lo)) - 1) << ((w + 1) * WORD - hi)
+        out.append((w, _signed(~bits & ((1 << WORD) - 1))))
+    return out
+
+
+def _cat_features(forest: hir.Forest, order: list[int]) -> tuple[list[_CatFeature], np.ndarray, dict]:
+    """The decision tables of :class:`_CatFeature`, and each categorical node's (column, bit) by
+    (tree, node); nodes are numbered per feature in the plan's tree order."""
+    members: dict[int, list] = {}  # feature -> [(tree, node)]
+    for k in order:
+        t = forest.trees[k]
+        for node in sorted(t.categories):
+            members.setdefault(int(t.feature[node]), []).append((k, node))
+    counts = _category_counts(forest)
+    features, tables, where = [], [], {}
+    base = column = 0
+    for f in sorted(members):
+        nodes = members[f]
+        rows, words = counts[f][1], -(-len(nodes) // WORD)
+        table = np.zeros((rows + 2, words), np.uint64)
+        for j, (k, node) in enumerate(nodes):
+            t = forest.trees[k]
+            bit = np.uint64(1 << (j % WORD))
+            table[t.categories[node], j // WORD] |= bit
+            if t.default_left[node]:
+                table[rows, j // WORD] |= bit
+            where[k, node] = (column + j // WORD, _signed(1 << (j % WORD)))
+        features.append(_CatFeature(f, rows, words, base, column))
+        tables.append(table.reshape(-1))
+        base += table.size
+        column += words
+    cat_table = np.concatenate(tables).view(np.int64) if tables else np.zeros(1, np.int64)
+    return features, cat_table, where
+
+
+def _plan(forest: hir.Forest) -> _Plan:
+    """Every tree's nodes per word, the columns they read and the leaf values in leaf order."""
     thr_dtype = np.dtype(forest.threshold_dtype)
     used = _used_features(forest)
     column = np.zeros(max(forest.num_features, 1), np.int64)
@@ -240,13 +351,14 @@ def _plan(forest: hir.Forest) -> tuple[list[int], list[_Tree], np.ndarray, list[
     nan_column = np.zeros_like(column)
     nan_column[nan_used] = np.arange(len(nan_used))
     order = sorted(range(forest.num_trees), key=lambda k: forest.trees[k].outputs[0])  # stable
+    cat_features, cat_table, cat_where = _cat_features(forest, order)
     trees, leaf_values = [], []
     for k in order:
         t = forest.trees[k]
         leaves, span = _leaf_order(t)
         tree = _Tree(k, t.outputs[0], len(leaf_values), [[] for _ in range(-(-len(leaves) // WORD))])
         leaf_values += [t.leaf_value[n, 0] for n in leaves]
-        internal = np.flatnonzero(t.left >= 0)
+        internal = np.flatnonzero((t.left >= 0) & ~_categorical_mask(t))
         thr = t.threshold[internal].astype(thr_dtype)
         le = t.op[internal] == int(Op.LE)
         # "x <= +inf" (LightGBM's NaN-or-not splits) sends every number left: with missing
@@ -259,13 +371,15 @@ def _plan(forest: hir.Forest) -> tuple[list[int], list[_Tree], np.ndarray, list[
         cols[nan_split] = 2 * len(used) + nan_column[t.feature[internal][nan_split]]
         keep = ~(nan_split & t.default_left[internal])
         for node, th, col in zip(internal[keep].tolist(), thr[keep].tolist(), cols[keep].tolist()):
-            first, last = span[int(t.left[node])]
-            for w in range(first // WORD, (last - 1) // WORD + 1):  # the words of its left leaves
-                lo, hi = max(first, w * WORD), min(last, (w + 1) * WORD)
-                bits = ((1 << (hi - lo)) - 1) << ((w + 1) * WORD - hi)
-                tree.words[w].append(_Node(col, th, _signed(~bits & ((1 << WORD) - 1))))
+            for w, mask in _left_masks(*span[int(t.left[node])]):
+                tree.words[w].append(_Node(col, th, mask))
+        for node in sorted(t.categories):
+            col, bit = cat_where[k, node]
+            for w, mask in _left_masks(*span[int(t.left[node])]):
+                tree.words[w].append(_Node(col, 0.0, mask, bit))
         trees.append(tree)
-    return used, trees, np.array(leaf_values, forest.accumulate_dtype), nan_used
+    return _Plan(used, trees, np.array(leaf_values, forest.accumulate_dtype), nan_used,
+                 cat_features, cat_table)
 
 
 def _nan_split_features(forest: hir.Forest) -> list[int]:
@@ -273,7 +387,7 @@ def _nan_split_features(forest: hir.Forest) -> list[int]:
     get a third copy in the block, +inf where NaN and 0 elsewhere."""
     found = set()
     for t in forest.trees:
-        internal = np.flatnonzero(t.left >= 0)
+        internal = np.flatnonzero((t.left >= 0) & ~_categorical_mask(t))
         hit = _nan_or_not(t, internal, np.dtype(forest.threshold_dtype)) & ~t.default_left[internal]
         found.update(int(f) for f in t.feature[internal[hit]])
     return sorted(found)
@@ -284,33 +398,44 @@ def _nan_or_not(t: hir.Tree, internal: np.ndarray, thr_dtype: np.dtype) -> np.nd
     return (t.op[internal] == int(Op.LE)) & (t.threshold[internal].astype(thr_dtype) == np.inf)
 
 
-def layout(forest: hir.Forest, looped: np.ndarray, plan=None, lanes: int = 8) -> dict[str, np.ndarray]:
-    """The model buffers: the leaves, in leaf order, each output's trees, the base scores; for
-    the ``looped`` trees (a mask in model order), node tables (threshold, mask, column offset) in
-    segments of one word each, a tree's words last to first, each segment's start and its
-    word's first leaf position, each tree's first segment, first leaf and position in the sum.
-    ``plan``: :func:`_plan`'s result, if made already."""
-    used, trees, leaf_values, nan_used = plan or _plan(forest)
+def layout(forest: hir.Forest, looped: np.ndarray, plan: _Plan | None = None, lanes: int = 8) -> dict[str, np.ndarray]:
+    """The model buffers: the leaves, in leaf order, each output's trees, the base scores, the
+    categorical decision tables; for the ``looped`` trees (a mask in model order), node tables
+    in segments of one word each, a tree's words last to first: numeric nodes (threshold, mask,
+    column offset) and categorical ones (bit, mask, column offset), each segment's starts in
+    both and its word's first leaf position, each tree's first segment, first leaf and position
+    in the sum.  ``plan``: :func:`_plan`'s result, if made already."""
+    plan = plan or _plan(forest)
     thr, mask, col, seg_start, seg_word, tree_seg, leaf_base, position = [], [], [], [], [], [], [], []
-    for pos, tree in enumerate(trees):
+    cbit, cmask, ccol, cseg_start = [], [], [], []
+    for pos, tree in enumerate(plan.trees):
         if not looped[tree.slot]:
             continue
         position.append(pos)
         leaf_base.append(tree.leaf_base)
         tree_seg.append(len(seg_start))
         for w in reversed(range(len(tree.words))):
-            nodes = tree.words[w] + [_Node(0, 0.0, -1)] * (-len(tree.words[w]) % GROUP)  # no-ops
+            numeric = [n for n in tree.words[w] if not n.categorical]
+            numeric += [_Node(0, 0.0, -1)] * (-len(numeric) % GROUP)  # no-ops
+            categorical = [n for n in tree.words[w] if n.categorical]
+            categorical += [_Node(0, 0.0, -1)] * (-len(categorical) % GROUP)  # bit 0: no-ops
             seg_start.append(len(thr))
+            cseg_start.append(len(cbit))
             seg_word.append(w * WORD)
-            thr += [n.threshold for n in nodes]
-            mask += [n.mask for n in nodes]
-            col += [n.column * lanes for n in nodes]
+            thr += [n.threshold for n in numeric]
+            mask += [n.mask for n in numeric]
+            col += [n.column * lanes for n in numeric]
+            cbit += [n.bit for n in categorical]
+            cmask += [n.mask for n in categorical]
+            ccol += [n.column * lanes for n in categorical]
     tree_seg.append(len(seg_start))
     seg_start.append(len(thr))
-    per_output = np.bincount([t.output for t in trees], minlength=forest.num_outputs)
+    cseg_start.append(len(cbit))
+    per_output = np.bincount([t.output for t in plan.trees], minlength=forest.num_outputs)
     i32 = np.int32
-    return {
-        "bv_used": np.array(used + nan_used, i32).reshape(len(used) + len(nan_used)),
+    cats = plan.cat_features
+    buffers = {
+        "bv_used": np.array(plan.used + plan.nan_used, i32).reshape(len(plan.used) + len(plan.nan_used)),
         "bv_threshold": np.array(thr, forest.threshold_dtype),
         "bv_mask": np.array(mask, np.int64),
         "bv_column": np.array(col, i32),
@@ -318,11 +443,18 @@ def layout(forest: hir.Forest, looped: np.ndarray, plan=None, lanes: int = 8) ->
         "bv_seg_word": np.array(seg_word, i32),
         "bv_tree_seg": np.array(tree_seg, i32),
         "bv_position": np.array(position, i32),
-        "bv_leaf": leaf_values,
+        "bv_leaf": plan.leaf_values,
         "bv_leaf_base": np.array(leaf_base, i32),
         "bv_output": np.concatenate([[0], np.cumsum(per_output)]).astype(i32),
         "bv_base": np.asarray(forest.base_score, forest.accumulate_dtype).reshape(forest.num_outputs),
+        "bv_cat_bit": np.array(cbit, np.int64),
+        "bv_cat_mask": np.array(cmask, np.int64),
+        "bv_cat_column": np.array(ccol, i32),
+        "bv_cat_seg_start": np.array(cseg_start, i32),
+        "bv_cat_feature": np.array([c.feature for c in cats], i32).reshape(len(cats)),
+        "bv_cat_table": plan.cat_table,
     }
+    return buffers if cats else {k: v for k, v in buffers.items() if not k.startswith("bv_cat")}
 
 
 class _Lowering:
@@ -350,6 +482,12 @@ class _Lowering:
         """A node: where the row goes right (``x >= t``; false for NaN), clear its left leaves."""
         return Assign(w, Select(Cmp(">=", x, thr, self.mask_t), Bin("&", w, mask), w))
 
+    def apply_categorical(self, w: Var, word: lir.Expr, bit: lir.Expr, mask: lir.Expr) -> Assign:
+        """A categorical node: where its bit of the decision word is clear (the row goes
+        right), clear its left leaves."""
+        right = Cmp("==", Bin("&", word, bit), self.splat(0, "i64"), self.mask_t)
+        return Assign(w, Select(right, Bin("&", w, mask), w))
+
     def exit_leaf(self, ex: Var, w: Var, word_first: lir.Expr) -> Assign:
         """Words come last to first: the leftmost word with a bit set decides."""
         return Assign(ex, Select(Cmp("!=", w, self.splat(0, "i64"), self.mask_t),
@@ -360,12 +498,14 @@ class _Lowering:
         c = Builder.const
         i64, i32 = "i64", "i32"
         plan = _plan(forest)
-        used, trees, _, nan_used = plan
+        used, trees, nan_used = plan.used, plan.trees, plan.nan_used
         for name, data in layout(forest, ~expanded, plan, self.lanes).items():
             b.buffer(name, data)
         U, N = len(used), len(nan_used)
         columns = 2 * U + N
         self.buffers["bv_x"] = Buffer("bv_x", self.thr_t, "local", size=max(1, columns) * self.lanes)
+        if plan.cat_words:
+            self.buffers["bv_cw"] = Buffer("bv_cw", "i64", "local", size=plan.cat_words * self.lanes)
         self.buffers["bv_exit"] = Buffer("bv_exit", "i64", "local", size=forest.num_trees * self.lanes)
         C = forest.num_outputs
         row0 = b.local("r", i64)
@@ -393,6 +533,8 @@ class _Lowering:
                 Store("bv_x", Bin("*", Bin("+", u, c(U, i64)), c(self.lanes, i64)),
                       Select(is_number, self.splat(0.0, self.thr_t), self.splat(np.inf, self.thr_t))),
             ]))
+        self.categorical = bool(plan.cat_features)
+        self._decision_words(plan, lane_rows)
         acc = b.local("acc", lir.vector_type(self.acc_t, self.lanes))
         w = b.local("w", self.word_t)
         ex = b.local("ex", self.word_t)
@@ -411,6 +553,40 @@ class _Lowering:
                   **thread_info(round(estimate_ns(forest, self.batch_size) / WALK_STEP_NS))})
         lir.verify(module)
         return module
+
+    def _decision_words(self, plan: _Plan, lane_rows: list) -> None:
+        """Each categorical feature's decision words for the block's rows (:class:`_CatFeature`):
+        the lane's value becomes its table row (its category, the NaN row, or the no-category
+        row, as the forest's category rule says), then one gather a word."""
+        b, c = self.b, Builder.const
+        i64 = "i64"
+        rule = self.forest.category_rule
+        idx_t = lir.vector_type(i64, self.lanes)
+        for cf in plan.cat_features:
+            x = b.local("xc", self.x_t, Vector(tuple(
+                Load("rows", Bin("+", Bin("*", r, lir.ROW_STRIDE), Bin("*", c(cf.feature, i64), lir.COL_STRIDE)),
+                     self.thr_t)
+                for r in lane_rows)))
+            if rule is CategoryRule.LIGHTGBM:  # static_cast<int> truncates: (-1, 0) is category 0
+                low, high, low_op = -1.0, 2.0**31, ">"
+            elif rule is CategoryRule.XGBOOST:
+                low, high, low_op = 0.0, 2.0**24, ">="
+            else:  # EXACT: integral values only (checked below)
+                low, high, low_op = 0.0, 2.0**31, ">="
+            valid = Bin("&", Cmp(low_op, x, self.splat(low, self.thr_t), self.mask_t),
+                        Cmp("<", x, self.splat(high, self.thr_t), self.mask_t))
+            cat = b.local("cat", idx_t, Cast(Select(valid, x, self.splat(0.0, self.thr_t)), idx_t))
+            if rule is CategoryRule.EXACT:
+                valid = Bin("&", valid, Cmp("==", Cast(cat, self.x_t), x, self.mask_t))
+            named = Bin("&", valid, Cmp("<", cat, self.splat(cf.rows, i64), self.mask_t))
+            row = Select(named, cat, self.splat(cf.rows + 1, i64))
+            row = Select(Cmp("!=", x, x, self.mask_t), self.splat(cf.rows, i64), row)  # NaN
+            start = b.local("crow", idx_t, Bin("+", Bin("*", row, self.splat(cf.words, i64)),
+                                                   self.splat(cf.table_base, i64)))
+            k = Var("bv_k", i64)
+            b.emit(For(k, c(0, i64), c(cf.words, i64), 1, [
+                Store("bv_cw", Bin("*", Bin("+", k, c(cf.column, i64)), c(self.lanes, i64)),
+                      Gather("bv_cat_table", Bin("+", start, Vector((k,) * self.lanes)), self.word_t))]))
 
     def _prefetch(self, row0: Var, last: lir.Expr) -> None:
         """Touch every cache line of the rows ``PREFETCH_AHEAD`` blocks on (the last row past the
@@ -461,8 +637,12 @@ class _Lowering:
             for k in reversed(range(len(tree.words))):
                 b.emit(Assign(w, self.splat(-1, "i64")))
                 for n in tree.words[k]:
-                    b.emit(self.apply(w, xs[n.column], self.splat(n.threshold, self.thr_t),
-                                      self.splat(n.mask, "i64")))
+                    if n.categorical:
+                        word = Load("bv_cw", Builder.const(n.column * self.lanes, "i64"), self.word_t)
+                        b.emit(self.apply_categorical(w, word, self.splat(n.bit, "i64"), self.splat(n.mask, "i64")))
+                    else:
+                        b.emit(self.apply(w, xs[n.column], self.splat(n.threshold, self.thr_t),
+                                          self.splat(n.mask, "i64")))
                 if k == len(tree.words) - 1:
                     b.emit(Assign(ex, Bin("+", Clz(w), self.splat(k * WORD, "i64"))))
                 else:
@@ -491,12 +671,20 @@ class _Lowering:
             return self.apply(w, Load("bv_x", at("bv_column", j), self.x_t),
                               splat_of(Load("bv_threshold", j, self.thr_t)), splat_of(Load("bv_mask", j, i64)))
 
+        def cat_node(k):
+            j = Bin("+", i, c(k, i64))
+            return self.apply_categorical(w, Load("bv_cw", at("bv_cat_column", j), self.word_t),
+                                          splat_of(Load("bv_cat_bit", j, i64)), splat_of(Load("bv_cat_mask", j, i64)))
+
         segment = [
             Assign(w, self.splat(-1, i64)),
             For(i, at("bv_seg_start", s), at("bv_seg_start", Bin("+", s, c(1, i64))), GROUP,
                 [node(k) for k in range(GROUP)]),
-            self.exit_leaf(ex, w, splat_of(at("bv_seg_word", s))),
         ]
+        if self.categorical:
+            segment.append(For(i, at("bv_cat_seg_start", s), at("bv_cat_seg_start", Bin("+", s, c(1, i64))),
+                               GROUP, [cat_node(k) for k in range(GROUP)]))
+        segment.append(self.exit_leaf(ex, w, splat_of(at("bv_seg_word", s))))
         tree = [
             Assign(ex, self.splat(0, i64)),
             For(s, at("bv_tree_seg", t), at("bv_tree_seg", Bin("+", t, c(1, i64))), 1, segment),

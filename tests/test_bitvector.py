@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 import silvanforge as sf
 from silvanforge import InputError, bitvector, reference
-from silvanforge.ir.hir import Aggregation, Forest, Op, Transform
+from silvanforge.ir.hir import Aggregation, CategoryRule, Forest, Op, Transform
 from strategies import _tree, forests, rows_for
 from support_common import assert_close
 
@@ -317,3 +317,93 @@ def test_large_float32_models_take_wide_blocks_with_expanded_and_looped_trees():
     assert f"lanes={bitvector.WIDE_LANES}" in cf.show("lir")
     np.testing.assert_array_equal(cf.predict(X, output_margin=True),
                                   reference.predict(forest, X, output_margin=True))
+
+
+# Categorical splits: decision tables of one row per category (bitvector._CatFeature).
+
+
+@st.composite
+def categorical_forests(draw):
+    """:func:`small_forests` with most nodes categorical: sets inside one 64-bit word, across
+    several words and with large category ids (a large table), empty sets, every category rule."""
+    forest = draw(small_forests())
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    top = draw(st.sampled_from([3, 64, 65, 300, 5000]))
+    for t in forest.trees:
+        internal = np.flatnonzero(t.left >= 0)
+        for node in internal[rng.random(len(internal)) < 0.6].tolist():
+            cats = rng.integers(0, top, int(rng.integers(0, 12)))
+            if rng.random() < 0.2:
+                cats = np.append(cats, top - 1)  # the largest category: the table's last row
+            t.categories[node] = np.unique(cats).astype(np.int64)
+    forest.category_rule = draw(st.sampled_from(list(CategoryRule)))
+    return forest, top
+
+
+def category_rows(forest: Forest, rng, n: int, top: int) -> np.ndarray:
+    """Rows of :func:`rows_for` with a half of the values categories, named or not, and values
+    on the edges of every category rule (negative, fractional, -0.5, 2**24, 2**31, NaN)."""
+    X = rows_for(forest, rng, n)
+    edges = np.array([-1.0, -0.5, -0.0, 0.5, top - 1, top - 0.5, top, top + 3, 2.0**24 - 1,
+                      2.0**24, 2.0**31 - 1, 2.0**31, 1e12, np.nan, -np.inf, np.inf])
+    pick = rng.random(X.shape) < 0.5
+    X[pick] = np.where(rng.random(int(pick.sum())) < 0.7, rng.integers(0, top + 2, int(pick.sum())),
+                       rng.choice(edges, int(pick.sum())))
+    return X
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                 HealthCheck.function_scoped_fixture])
+@given(drawn=categorical_forests(), n=st.integers(1, 70), threads=st.sampled_from([1, 3]))
+def test_categorical_splits_equal_the_reference_exactly(form, drawn, n, threads):
+    forest, top = drawn
+    cf = sf.compile(forest, rep="bitvector")
+    assert cf.rep == "bitvector"
+    _check_form(cf, forest, form)
+    X = category_rows(forest, np.random.default_rng(n), n, top)
+    np.testing.assert_array_equal(cf.predict(X, output_margin=True, threads=threads),
+                                  reference.predict(forest, X, output_margin=True))
+
+
+def test_categorical_decision_tables_past_the_limit_are_walked(monkeypatch):
+    monkeypatch.setattr(bitvector, "AUTO_CHOOSE", True)
+    forest = _forest(category_rule=CategoryRule.LIGHTGBM)
+    forest.trees[0].categories[0] = np.array([3, 2**27], np.int64)  # a 1 GiB table
+    assert "decision tables" in bitvector.unsupported(forest)
+    with pytest.raises(InputError, match="decision tables"):
+        sf.compile(forest, rep="bitvector")
+    cf = sf.compile(forest)
+    assert cf.rep != "bitvector"
+    X = np.array([[2.0**27, 0, 0, 0], [3, 1, 1, 1], [2.0**27 + 1, 0, 0, 0], [np.nan] * 4])
+    np.testing.assert_array_equal(cf.predict(X, output_margin=True), reference.predict(forest, X, output_margin=True))
+
+
+def _categorical_library_cases(tmp_path):
+    import support_lightgbm
+    import support_xgboost
+
+    for sub in ("xgb", "lgb"):
+        (tmp_path / sub).mkdir()
+    return ([support_lightgbm.build_case(n, tmp_path / "lgb") for n in ("categorical", "categorical_multiclass")]
+            + [support_xgboost.build(n, tmp_path / "xgb") for n in
+               ("categorical_regression", "categorical_binary_ubj", "categorical_onehot")])
+
+
+def test_categorical_models_agree_with_lightgbm_and_xgboost(form, tmp_path, monkeypatch):
+    """LightGBM partition splits past one word, one-hot splits, XGBoost's categories (in the set
+    goes right), on rows with unseen, negative, fractional, huge and NaN categories: in every
+    form forced, and with the chooser free (which takes bitvectors for these small trees)."""
+    pytest.importorskip("xgboost")
+    pytest.importorskip("lightgbm")
+    monkeypatch.setattr(bitvector, "AUTO_CHOOSE", True)
+    for case in _categorical_library_cases(tmp_path):
+        forest = sf.load_model(case.path)
+        assert forest.has_categorical() and bitvector.unsupported(forest) is None, case.name
+        for cf in (sf.compile(case.path, rep="bitvector"), sf.compile(case.path)):
+            assert cf.rep == "bitvector", case.name
+            assert_close(cf.predict(case.X, **case.predict_kwargs), case.expected, case)
+            if case.expected_margin is not None:
+                assert_close(cf.predict(case.X, output_margin=True, **case.predict_kwargs),
+                             case.expected_margin, case, "margins")
+        _check_form(sf.compile(case.path, rep="bitvector"), forest, form)
+

@@ -1,7 +1,12 @@
 """The issue-4 benchmark suite: models spanning the bar, each timed with ``forge bench``.
 
     python benchmarks/suite.py [--dir ~/.cache/silvanforge/suite] [--markdown OUT.md]
+                               [--set suite|categorical|all]
                                [--models xgb_100x6_f8,...] [--peers xgboost,lleaves,...]
+
+``--set categorical`` takes the models users have that the synthetic suite lacks (issue 14):
+LightGBM with categorical features (flight-delay and insurance shapes) and deep leaf-wise trees
+(taxi), XGBoost with ``enable_categorical`` (benchmarks/categorical_models.py).
 
 The bar (issue 4): 100- to 1000-tree models of depth 6 to 10 with 8 to 2000 features, XGBoost
 and LightGBM alike, at batch 512 and 4096, with 1 thread and with every core.  Every model is
@@ -89,7 +94,32 @@ def train(m: SuiteModel, path: Path) -> None:
         lgb.train(params, lgb.Dataset(X, y), m.trees).save_model(str(path))
 
 
-def ensure_models(directory: Path, models: list[SuiteModel], say=print) -> dict[str, Path]:
+@dataclasses.dataclass(frozen=True)
+class CategoricalModel:
+    """A model of benchmarks/categorical_models.py: LightGBM with categorical features and deep
+    leaf-wise trees, XGBoost with ``enable_categorical``, shaped like public data."""
+    name: str
+
+    @property
+    def filename(self) -> str:
+        return _categorical_models().filename(self.name)
+
+    def train(self, path: Path) -> None:
+        _categorical_models().train(self.name, path, rows=50_000)
+
+
+def _categorical_models():
+    sys.path.insert(0, str(Path(__file__).parent))
+    import categorical_models
+
+    return categorical_models
+
+
+def categorical_set() -> list[CategoricalModel]:
+    return [CategoricalModel(name) for name in _categorical_models().MODELS]
+
+
+def ensure_models(directory: Path, models: list, say=print) -> dict[str, Path]:
     directory.mkdir(parents=True, exist_ok=True)
     paths = {}
     for m in models:
@@ -97,7 +127,7 @@ def ensure_models(directory: Path, models: list[SuiteModel], say=print) -> dict[
         if not path.exists():
             start = time.perf_counter()
             tmp = directory / ("tmp-" + m.filename)
-            train(m, tmp)
+            m.train(tmp) if isinstance(m, CategoricalModel) else train(m, tmp)
             os.replace(tmp, path)
             say(f"trained {m.name} in {time.perf_counter() - start:.1f} s")
         paths[m.name] = path
@@ -134,6 +164,10 @@ def suite_table(results: list[tuple[SuiteModel, object]], batch_sizes, threads) 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--dir", default=os.path.expanduser("~/.cache/silvanforge/suite"))
+    p.add_argument("--set", default="suite", choices=("suite", "categorical", "all"),
+                   help="suite: the synthetic models above; categorical: LightGBM with categorical "
+                        "features and deep leaf-wise trees, XGBoost enable_categorical "
+                        "(benchmarks/categorical_models.py); all: both")
     p.add_argument("--models", default=None, help="comma-separated model names (default: all)")
     p.add_argument("--peers", default=None, help="comma-separated peers (default: every available)")
     p.add_argument("--batch-sizes", default="512,4096")
@@ -147,13 +181,14 @@ def main(argv=None) -> int:
     p.add_argument("--train-only", action="store_true")
     args = p.parse_args(argv)
 
-    models = MODELS
+    known = {"suite": MODELS, "categorical": categorical_set(), "all": MODELS + categorical_set()}[args.set]
+    models = known
     if args.models:
         wanted = args.models.split(",")
-        models = [m for m in MODELS if m.name in wanted]
+        models = [m for m in known if m.name in wanted]
         unknown = set(wanted) - {m.name for m in models}
         if unknown:
-            p.error(f"unknown models {sorted(unknown)}; choose from {[m.name for m in MODELS]}")
+            p.error(f"unknown models {sorted(unknown)}; choose from {[m.name for m in known]}")
     paths = ensure_models(Path(args.dir), models, say=lambda s: print(s, file=sys.stderr))
     if args.train_only:
         return 0

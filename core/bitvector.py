@@ -27,7 +27,8 @@ other threshold.  LightGBM's NaN-or-not splits (``x <= +inf``) send every number
 dropped where missing values go left too, else read from a NaN indicator copy (+inf for NaN,
 0 for numbers).
 
-Limits (:func:`unsupported`, the walk then runs): at most ``MAX_LEAVES`` leaves a tree, numeric
+Limits (:func:`unsupported`, the walk then runs): at most ``MAX_LEAVES`` leaves a tree, categorical
+splits (decision tables, :class:`_CatFeature`) of at most ``MAX_CATEGORY_TABLE_BYTES``, numeric
 ``<`` / ``<=`` splits with non-NaN thresholds, no zero-as-missing, summed single-output trees.
 """
 
@@ -87,6 +88,11 @@ WALK_STEP_NS, WALK_STEP_NS_PER_ROW_KB = 0.65, 0.1
 # thresholds, e.g. LightGBM's NaN-or-not splits, or mixed ops): 1.45-1.9x the steps' time on
 # LightGBM models trained on data with NaN (public_shapes.py higgs, airline, year, covtype).
 WALK_NAN_TEST_FACTOR = 1.5
+# Walks of models with categorical splits take the general step (a flags byte, the bitset's
+# length and word loaded, no split rows, one row at a time): 3.3x the numeric step's estimate on
+# a flight-delay-shaped LightGBM model (83% categorical splits), 11.6x on an XGBoost one of
+# depth 8 (benchmarks/categorical_models.py); the smaller is charged.
+WALK_CATEGORICAL_FACTOR = 3.0
 MARGIN = 1.1
 
 
@@ -214,8 +220,11 @@ def walk_estimate_ns(forest: hir.Forest) -> float:
     """Estimated ns a row of walking every tree to its depth (the walks' cost model above)."""
     row_kb = forest.num_features * np.dtype(forest.threshold_dtype).itemsize / 1000
     steps = sum(t.depth() for t in forest.trees)
-    nan_test = 1.0 if split_rows_pay(forest, check_width=False) else WALK_NAN_TEST_FACTOR
-    return (WALK_STEP_NS + WALK_STEP_NS_PER_ROW_KB * row_kb) * steps * nan_test
+    if forest.has_categorical():
+        factor = WALK_CATEGORICAL_FACTOR
+    else:
+        factor = 1.0 if split_rows_pay(forest, check_width=False) else WALK_NAN_TEST_FACTOR
+    return (WALK_STEP_NS + WALK_STEP_NS_PER_ROW_KB * row_kb) * steps * factor
 
 
 def pays(forest: hir.Forest, batch_size: int | None = None) -> bool:

@@ -176,7 +176,8 @@ def _smallest_up_to(nodes: np.ndarray, budget: int) -> np.ndarray:
 
 def _used_features(forest: hir.Forest) -> list[int]:
     """Features of numeric splits (categorical ones read decision tables, :class:`_CatFeature`)."""
-    return sorted({int(f) for t in forest.trees for f in t.feature[(t.left >= 0) & ~_categorical_mask(t)]})
+    parts = [t.feature[(t.left >= 0) & ~_categorical_mask(t)] for t in forest.trees]
+    return np.unique(np.concatenate(parts)).tolist() if parts else []
 
 
 def choose_form(forest: hir.Forest, batch_size: int | None = None) -> tuple[int, np.ndarray]:
@@ -252,11 +253,30 @@ class _Node:
 
 
 @dataclasses.dataclass
+class _Word:
+    """The nodes applied to one word of a tree, as arrays (one entry a node, see :class:`_Node`;
+    ``bit`` 0 marks numeric nodes).  Arrays, not objects: a 1000-tree model of 255 leaves has a
+    quarter of a million nodes, planned in numpy in a fraction of a second."""
+    column: np.ndarray  # int64
+    threshold: np.ndarray  # the comparison dtype
+    mask: np.ndarray  # int64
+    bit: np.ndarray  # int64
+
+    @property
+    def categorical(self) -> np.ndarray:
+        return self.bit != 0
+
+    def nodes(self) -> list[_Node]:
+        return [_Node(*n) for n in zip(self.column.tolist(), self.threshold.tolist(),
+                                       self.mask.tolist(), self.bit.tolist())]
+
+
+@dataclasses.dataclass
 class _Tree:
     slot: int  # model index
     output: int
     leaf_base: int  # first of its leaves in the leaf array
-    words: list  # per word: its nodes
+    words: list  # per word: its nodes (_Word)
 
 
 @dataclasses.dataclass
@@ -289,40 +309,45 @@ class _Plan:
         return sum(c.words for c in self.cat_features)
 
 
-def _leaf_order(t: hir.Tree) -> tuple[list[int], dict[int, tuple[int, int]]]:
-    """Leaves from left to right, and each node's range of leaf positions [first, last)."""
-    leaves: list[int] = []
-    span: dict[int, tuple[int, int]] = {}
-    stack = [(0, False)]
-    while stack:
-        node, done = stack.pop()
-        if t.left[node] < 0:
-            span[node] = (len(leaves), len(leaves) + 1)
-            leaves.append(node)
-        elif done:
-            span[node] = (span[int(t.left[node])][0], span[int(t.right[node])][1])
-        else:
-            stack += [(node, True), (int(t.right[node]), False), (int(t.left[node]), False)]
-    return leaves, span
+def _leaf_spans(t: hir.Tree) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Leaves from left to right (node ids), and each node's range of leaf positions
+    [first, last), level by level in numpy."""
+    levels, frontier = [], np.array([0])
+    while frontier.size:
+        levels.append(frontier)
+        inner = frontier[t.left[frontier] >= 0]
+        frontier = np.concatenate([t.left[inner], t.right[inner]])
+    count = np.ones(t.num_nodes, np.int64)  # leaves under each node, deepest level first
+    for level in reversed(levels):
+        inner = level[t.left[level] >= 0]
+        count[inner] = count[t.left[inner]] + count[t.right[inner]]
+    first = np.zeros(t.num_nodes, np.int64)
+    for level in levels:
+        inner = level[t.left[level] >= 0]
+        first[t.left[inner]] = first[inner]
+        first[t.right[inner]] = first[inner] + count[t.left[inner]]
+    is_leaf = t.left < 0
+    leaves = np.flatnonzero(is_leaf)[np.argsort(first[is_leaf], kind="stable")]
+    return leaves, first, first + count
 
 
-def _signed(word: int) -> int:
-    return word - (1 << WORD) if word >= 1 << (WORD - 1) else word
-
-
-def _left_masks(first: int, last: int) -> list[tuple[int, int]]:
-    """(word, mask) for every word holding leaf positions [first, last): the mask clears them."""
-    out = []
-    for w in range(first // WORD, (last - 1) // WORD + 1):
-        lo, hi = max(first, w * WORD), min(last, (w + 1) * WORD)
-        bits = ((1 << (hi - lo)) - 1) << ((w + 1) * WORD - hi)
-        out.append((w, _signed(~bits & ((1 << WORD) - 1))))
-    return out
+def _left_masks(first: np.ndarray, last: np.ndarray, word: int) -> tuple[np.ndarray, np.ndarray]:
+    """For nodes whose left leaves are positions [first, last): which of them have leaves in
+    ``word``, and the mask clearing those (signed 64-bit)."""
+    lo, hi = np.maximum(first, word * WORD), np.minimum(last, (word + 1) * WORD)
+    hit = lo < hi
+    lo, hi = lo[hit], hi[hit]
+    width = (hi - lo).astype(np.uint64)
+    with np.errstate(over="ignore"):
+        ones = np.where(width == WORD, ~np.uint64(0), (np.uint64(1) << (width % np.uint64(WORD))) - np.uint64(1))
+    bits = ones << ((word + 1) * WORD - hi).astype(np.uint64)
+    return hit, (~bits).view(np.int64)
 
 
 def _cat_features(forest: hir.Forest, order: list[int]) -> tuple[list[_CatFeature], np.ndarray, dict]:
-    """The decision tables of :class:`_CatFeature`, and each categorical node's (column, bit) by
-    (tree, node); nodes are numbered per feature in the plan's tree order."""
+    """The decision tables of :class:`_CatFeature`, and each tree's categorical nodes with
+    their decision word's column and bit (arrays, by tree); nodes are numbered per feature in
+    the plan's tree order."""
     members: dict[int, list] = {}  # feature -> [(tree, node)]
     for k in order:
         t = forest.trees[k]
@@ -334,20 +359,24 @@ def _cat_features(forest: hir.Forest, order: list[int]) -> tuple[list[_CatFeatur
     for f in sorted(members):
         nodes = members[f]
         rows, words = counts[f][1], -(-len(nodes) // WORD)
+        j = np.arange(len(nodes))
+        bit = np.uint64(1) << (j % WORD).astype(np.uint64)
+        sets = [forest.trees[k].categories[node] for k, node in nodes]
+        sizes = np.array([len(c) for c in sets], np.int64)
         table = np.zeros((rows + 2, words), np.uint64)
-        for j, (k, node) in enumerate(nodes):
-            t = forest.trees[k]
-            bit = np.uint64(1 << (j % WORD))
-            table[t.categories[node], j // WORD] |= bit
-            if t.default_left[node]:
-                table[rows, j // WORD] |= bit
-            where[k, node] = (column + j // WORD, _signed(1 << (j % WORD)))
+        if sizes.sum():
+            np.bitwise_or.at(table, (np.concatenate(sets), np.repeat(j // WORD, sizes)), np.repeat(bit, sizes))
+        left = np.array([bool(forest.trees[k].default_left[node]) for k, node in nodes])
+        np.bitwise_or.at(table, (np.full(int(left.sum()), rows), j[left] // WORD), bit[left])
+        for (k, node), jj, b in zip(nodes, j.tolist(), bit.view(np.int64).tolist()):
+            where.setdefault(k, []).append((node, column + jj // WORD, b))
         features.append(_CatFeature(f, rows, words, base, column))
         tables.append(table.reshape(-1))
         base += table.size
         column += words
     cat_table = np.concatenate(tables).view(np.int64) if tables else np.zeros(1, np.int64)
-    return features, cat_table, where
+    by_tree = {k: tuple(np.array(a, np.int64) for a in zip(*entries)) for k, entries in where.items()}
+    return features, cat_table, by_tree
 
 
 def _plan(forest: hir.Forest) -> _Plan:
@@ -360,13 +389,15 @@ def _plan(forest: hir.Forest) -> _Plan:
     nan_column = np.zeros_like(column)
     nan_column[nan_used] = np.arange(len(nan_used))
     order = sorted(range(forest.num_trees), key=lambda k: forest.trees[k].outputs[0])  # stable
-    cat_features, cat_table, cat_where = _cat_features(forest, order)
-    trees, leaf_values = [], []
+    cat_features, cat_table, cat_nodes = _cat_features(forest, order)
+    no_cats = (np.zeros(0, np.int64),) * 3
+    trees, leaf_values, leaf_count = [], [], 0
     for k in order:
         t = forest.trees[k]
-        leaves, span = _leaf_order(t)
-        tree = _Tree(k, t.outputs[0], len(leaf_values), [[] for _ in range(-(-len(leaves) // WORD))])
-        leaf_values += [t.leaf_value[n, 0] for n in leaves]
+        leaves, first, last = _leaf_spans(t)
+        tree = _Tree(k, t.outputs[0], leaf_count, [])
+        leaf_values.append(t.leaf_value[leaves, 0])
+        leaf_count += len(leaves)
         internal = np.flatnonzero((t.left >= 0) & ~_categorical_mask(t))
         thr = t.threshold[internal].astype(thr_dtype)
         le = t.op[internal] == int(Op.LE)
@@ -379,15 +410,18 @@ def _plan(forest: hir.Forest) -> _Plan:
         cols = column[t.feature[internal]] + np.where(t.default_left[internal], 0, len(used))
         cols[nan_split] = 2 * len(used) + nan_column[t.feature[internal][nan_split]]
         keep = ~(nan_split & t.default_left[internal])
-        for node, th, col in zip(internal[keep].tolist(), thr[keep].tolist(), cols[keep].tolist()):
-            for w, mask in _left_masks(*span[int(t.left[node])]):
-                tree.words[w].append(_Node(col, th, mask))
-        for node in sorted(t.categories):
-            col, bit = cat_where[k, node]
-            for w, mask in _left_masks(*span[int(t.left[node])]):
-                tree.words[w].append(_Node(col, 0.0, mask, bit))
+        internal, thr, cols = internal[keep], thr[keep], cols[keep]
+        cnodes, ccols, cbits = cat_nodes.get(k, no_cats)
+        nodes = np.concatenate([internal, cnodes])
+        columns = np.concatenate([cols, ccols])
+        thresholds = np.concatenate([thr, np.zeros(len(cnodes), thr_dtype)])
+        bits = np.concatenate([np.zeros(len(internal), np.int64), cbits])
+        for w in range(-(-len(leaves) // WORD)):
+            hit, mask = _left_masks(first[t.left[nodes]], last[t.left[nodes]], w)
+            tree.words.append(_Word(columns[hit], thresholds[hit], mask, bits[hit]))
         trees.append(tree)
-    return _Plan(used, trees, np.array(leaf_values, forest.accumulate_dtype), nan_used,
+    leaf_values = np.concatenate(leaf_values) if leaf_values else np.zeros(0)
+    return _Plan(used, trees, leaf_values.astype(forest.accumulate_dtype), nan_used,
                  cat_features, cat_table)
 
 
@@ -417,6 +451,7 @@ def layout(forest: hir.Forest, looped: np.ndarray, plan: _Plan | None = None, la
     plan = plan or _plan(forest)
     thr, mask, col, seg_start, seg_word, tree_seg, leaf_base, position = [], [], [], [], [], [], [], []
     cbit, cmask, ccol, cseg_start = [], [], [], []
+    count = ccount = 0  # nodes in the numeric and categorical tables so far
     for pos, tree in enumerate(plan.trees):
         if not looped[tree.slot]:
             continue
@@ -424,30 +459,36 @@ def layout(forest: hir.Forest, looped: np.ndarray, plan: _Plan | None = None, la
         leaf_base.append(tree.leaf_base)
         tree_seg.append(len(seg_start))
         for w in reversed(range(len(tree.words))):
-            numeric = [n for n in tree.words[w] if not n.categorical]
-            numeric += [_Node(0, 0.0, -1)] * (-len(numeric) % GROUP)  # no-ops
-            categorical = [n for n in tree.words[w] if n.categorical]
-            categorical += [_Node(0, 0.0, -1)] * (-len(categorical) % GROUP)  # bit 0: no-ops
-            seg_start.append(len(thr))
-            cseg_start.append(len(cbit))
+            word = tree.words[w]
+            num, cat = ~word.categorical, word.categorical
+            seg_start.append(count)
+            cseg_start.append(ccount)
             seg_word.append(w * WORD)
-            thr += [n.threshold for n in numeric]
-            mask += [n.mask for n in numeric]
-            col += [n.column * lanes for n in numeric]
-            cbit += [n.bit for n in categorical]
-            cmask += [n.mask for n in categorical]
-            ccol += [n.column * lanes for n in categorical]
+            # segments padded to GROUP nodes with no-ops (mask -1; categorical: bit 0)
+            pad, cpad = -int(num.sum()) % GROUP, -int(cat.sum()) % GROUP
+            thr += [word.threshold[num], np.zeros(pad, word.threshold.dtype)]
+            mask += [word.mask[num], np.full(pad, -1, np.int64)]
+            col += [word.column[num] * lanes, np.zeros(pad, np.int64)]
+            cbit += [word.bit[cat], np.zeros(cpad, np.int64)]
+            cmask += [word.mask[cat], np.full(cpad, -1, np.int64)]
+            ccol += [word.column[cat] * lanes, np.zeros(cpad, np.int64)]
+            count += int(num.sum()) + pad
+            ccount += int(cat.sum()) + cpad
     tree_seg.append(len(seg_start))
-    seg_start.append(len(thr))
-    cseg_start.append(len(cbit))
+    seg_start.append(count)
+    cseg_start.append(ccount)
+
+    def joined(parts, dtype):
+        return np.concatenate(parts).astype(dtype) if parts else np.zeros(0, dtype)
+
     per_output = np.bincount([t.output for t in plan.trees], minlength=forest.num_outputs)
     i32 = np.int32
     cats = plan.cat_features
     buffers = {
         "bv_used": np.array(plan.used + plan.nan_used, i32).reshape(len(plan.used) + len(plan.nan_used)),
-        "bv_threshold": np.array(thr, forest.threshold_dtype),
-        "bv_mask": np.array(mask, np.int64),
-        "bv_column": np.array(col, i32),
+        "bv_threshold": joined(thr, forest.threshold_dtype),
+        "bv_mask": joined(mask, np.int64),
+        "bv_column": joined(col, i32),
         "bv_seg_start": np.array(seg_start, i32),
         "bv_seg_word": np.array(seg_word, i32),
         "bv_tree_seg": np.array(tree_seg, i32),
@@ -456,9 +497,9 @@ def layout(forest: hir.Forest, looped: np.ndarray, plan: _Plan | None = None, la
         "bv_leaf_base": np.array(leaf_base, i32),
         "bv_output": np.concatenate([[0], np.cumsum(per_output)]).astype(i32),
         "bv_base": np.asarray(forest.base_score, forest.accumulate_dtype).reshape(forest.num_outputs),
-        "bv_cat_bit": np.array(cbit, np.int64),
-        "bv_cat_mask": np.array(cmask, np.int64),
-        "bv_cat_column": np.array(ccol, i32),
+        "bv_cat_bit": joined(cbit, np.int64),
+        "bv_cat_mask": joined(cmask, np.int64),
+        "bv_cat_column": joined(ccol, i32),
         "bv_cat_seg_start": np.array(cseg_start, i32),
         "bv_cat_feature": np.array([c.feature for c in cats], i32).reshape(len(cats)),
         "bv_cat_table": plan.cat_table,
@@ -645,7 +686,7 @@ class _Lowering:
         for pos, tree in trees:
             for k in reversed(range(len(tree.words))):
                 b.emit(Assign(w, self.splat(-1, "i64")))
-                for n in tree.words[k]:
+                for n in tree.words[k].nodes():
                     if n.categorical:
                         word = Load("bv_cw", Builder.const(n.column * self.lanes, "i64"), self.word_t)
                         b.emit(self.apply_categorical(w, word, self.splat(n.bit, "i64"), self.splat(n.mask, "i64")))

@@ -354,10 +354,19 @@ def category_rows(forest: Forest, rng, n: int, top: int) -> np.ndarray:
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow,
                                                                  HealthCheck.function_scoped_fixture])
-@given(drawn=categorical_forests(), n=st.integers(1, 70), threads=st.sampled_from([1, 3]))
-def test_categorical_splits_equal_the_reference_exactly(form, drawn, n, threads):
+@given(drawn=categorical_forests(), n=st.integers(1, 70), threads=st.sampled_from([1, 3]),
+       tiny_chunks=st.booleans())
+def test_categorical_splits_equal_the_reference_exactly(form, drawn, n, threads, tiny_chunks):
+    """``tiny_chunks``: decision words gathered a word at a time (a chunk a tree or less)."""
     forest, top = drawn
-    cf = sf.compile(forest, rep="bitvector")
+    saved = bitvector.CHUNK_BYTES
+    bitvector.CHUNK_BYTES = 1 if tiny_chunks else saved
+    try:
+        cf = sf.compile(forest, rep="bitvector")
+    finally:
+        bitvector.CHUNK_BYTES = saved
+    if tiny_chunks and forest.has_categorical():
+        assert "bv_chunk_tree" in cf.show("lir") or form == "expanded"
     assert cf.rep == "bitvector"
     _check_form(cf, forest, form)
     X = category_rows(forest, np.random.default_rng(n), n, top)

@@ -325,26 +325,33 @@ class _Plan:
         return max((sum(e[3] for e in ch.entries) for ch in self.chunks), default=0)
 
 
-def _leaf_spans(t: hir.Tree) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Leaves from left to right (node ids), and each node's range of leaf positions
-    [first, last), level by level in numpy."""
-    levels, frontier = [], np.array([0])
+def _leaf_spans(forest: hir.Forest) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """Per tree: its leaves from left to right (node ids), and each node's range of leaf
+    positions [first, last).  Every tree at once, level by level in numpy (a level loop per tree
+    took a third of a second on 1000 leaf-wise trees 37 deep)."""
+    sizes = np.array([t.num_nodes for t in forest.trees], np.int64)
+    offset = np.concatenate([[0], np.cumsum(sizes)])
+    left = np.concatenate([np.where(t.left >= 0, t.left + o, -1) for t, o in zip(forest.trees, offset)])
+    right = np.concatenate([np.where(t.right >= 0, t.right + o, -1) for t, o in zip(forest.trees, offset)])
+    levels, frontier = [], offset[:-1]
     while frontier.size:
-        levels.append(frontier)
-        inner = frontier[t.left[frontier] >= 0]
-        frontier = np.concatenate([t.left[inner], t.right[inner]])
-    count = np.ones(t.num_nodes, np.int64)  # leaves under each node, deepest level first
-    for level in reversed(levels):
-        inner = level[t.left[level] >= 0]
-        count[inner] = count[t.left[inner]] + count[t.right[inner]]
-    first = np.zeros(t.num_nodes, np.int64)
-    for level in levels:
-        inner = level[t.left[level] >= 0]
-        first[t.left[inner]] = first[inner]
-        first[t.right[inner]] = first[inner] + count[t.left[inner]]
-    is_leaf = t.left < 0
-    leaves = np.flatnonzero(is_leaf)[np.argsort(first[is_leaf], kind="stable")]
-    return leaves, first, first + count
+        inner = frontier[left[frontier] >= 0]
+        levels.append(inner)
+        frontier = np.concatenate([left[inner], right[inner]])
+    count = np.ones(len(left), np.int64)  # leaves under each node, deepest level first
+    for inner in reversed(levels):
+        count[inner] = count[left[inner]] + count[right[inner]]
+    first = np.zeros(len(left), np.int64)
+    for inner in levels:
+        first[left[inner]] = first[inner]
+        first[right[inner]] = first[inner] + count[left[inner]]
+    spans = []
+    for k, t in enumerate(forest.trees):
+        f = first[offset[k]:offset[k + 1]]
+        is_leaf = t.left < 0
+        leaves = np.flatnonzero(is_leaf)[np.argsort(f[is_leaf], kind="stable")]
+        spans.append((leaves, f, f + count[offset[k]:offset[k + 1]]))
+    return spans
 
 
 def _left_masks(first: np.ndarray, last: np.ndarray, word: int) -> tuple[np.ndarray, np.ndarray]:
@@ -448,9 +455,10 @@ def _plan(forest: hir.Forest, expanded: np.ndarray | None = None, lanes: int = L
         forest, evaluation, int(expanded.sum()), max(1, CHUNK_BYTES // (8 * lanes)))
     no_cats = (np.zeros(0, np.int64),) * 3
     trees, leaf_values, leaf_count = [], [], 0
+    spans = _leaf_spans(forest)
     for k in order:
         t = forest.trees[k]
-        leaves, first, last = _leaf_spans(t)
+        leaves, first, last = spans[k]
         tree = _Tree(k, t.outputs[0], leaf_count, [])
         leaf_values.append(t.leaf_value[leaves, 0])
         leaf_count += len(leaves)

@@ -270,18 +270,21 @@ def verify(forest: Forest) -> None:
             fail(f"tree {i}: feature index outside 0..{forest.num_features - 1}")
         if np.any(t.op[internal] > max(Op)):
             fail(f"tree {i}: unknown comparison op")
-        # Every node reachable exactly once from the root: a tree, not a DAG or a cycle.
-        seen = np.zeros(n, dtype=bool)
-        stack = [0]
-        while stack:
-            node = stack.pop()
-            if seen[node]:
-                fail(f"tree {i}: node {node} is reached twice (not a tree)")
-            seen[node] = True
-            if t.left[node] >= 0:
-                stack += [int(t.left[node]), int(t.right[node])]
-        if not seen.all():
-            fail(f"tree {i}: nodes {np.flatnonzero(~seen)[:5].tolist()} are unreachable")
+        # Every node reachable exactly once from the root: a tree, not a DAG or a cycle.  In
+        # numpy, whatever the depth: every node but the root has one parent, and climbing
+        # parents (pointer jumping) leads every node to the root.
+        parents = np.flatnonzero(internal)
+        children = np.concatenate([t.left[internal], t.right[internal]])
+        indegree = np.bincount(children, minlength=n)
+        twice = np.flatnonzero(indegree > 1)
+        if indegree[0] or twice.size:
+            fail(f"tree {i}: node {0 if indegree[0] else int(twice[0])} is reached twice (not a tree)")
+        up = np.arange(n)
+        up[children] = np.concatenate([parents, parents])
+        for _ in range(max(1, int(n).bit_length())):
+            up = up[up]
+        if (up != 0).any():
+            fail(f"tree {i}: nodes {np.flatnonzero(up != 0)[:5].tolist()} are unreachable")
         if t.tile_id is not None and np.shape(t.tile_id) != (n,):
             fail(f"tree {i}: tile_id has shape {np.shape(t.tile_id)} for {n} nodes")
         for node, cats in t.categories.items():

@@ -39,7 +39,7 @@ import dataclasses
 import numpy as np
 
 from .ir import hir, lir
-from .lowering import split_rows_pay, thread_info
+from .lowering import split_rows_pay, thread_info, walks_exit_early
 from .ir.hir import Aggregation, CategoryRule, Op
 from .ir.lir import (Assign, Bin, Buffer, Builder, Cast, Clz, Cmp, Extract, For, Gather, If,
                      Load, Select, Store, Var, Vector)
@@ -84,6 +84,15 @@ LOOPED_NODE_NS, LOOPED_TREE_NS = 0.068, 0.7  # 8 lanes
 WIDE_LOOPED_NODE_NS = {16: 0.05, 32: 0.045}
 COLUMN_NS = 0.4
 WALK_STEP_NS, WALK_STEP_NS_PER_ROW_KB = 0.65, 0.1
+# Walks that stop when their rows are at leaves (deep leaf-wise trees), a step of the trees'
+# mean leaf depth: the interleaved rows' longest path plus the leaf checks (3.2 us a row on a
+# taxi-shaped 300x255 LightGBM model without NaN, mean leaf depth 13.7; 14.3 us with NaN tests
+# on the 1000x255 one, 1.11 ns a step = this times WALK_NAN_TEST_FACTOR within 5%).
+WALK_EXIT_STEP_NS = 0.78
+# Wide blocks of float64 rows compare twice the vectors of float32 ones: 0.0185 ns a looped node
+# more than WIDE_LOOPED_NODE_NS (fitted on float32 and float64 models together) on three
+# LightGBM models of 255 leaves (insurance 100 trees, taxi 300 and 1000 trees: 0.016-0.019).
+WIDE_LOOPED_FLOAT64_EXTRA_NS = 0.0185
 # Walks that cannot read split rows test each value for NaN (lowering.split_rows_pay: infinite
 # thresholds, e.g. LightGBM's NaN-or-not splits, or mixed ops): 1.45-1.9x the steps' time on
 # LightGBM models trained on data with NaN (public_shapes.py higgs, airline, year, covtype).
@@ -216,6 +225,8 @@ def estimate_ns(forest: hir.Forest, batch_size: int | None = None) -> float:
     lanes, expanded = choose_form(forest, batch_size)
     looped_ns = LOOPED_NODE_NS if lanes == LANES else WIDE_LOOPED_NODE_NS[lanes]
     used = len(_used_features(forest)) + len(_nan_split_features(forest))
+    if lanes != LANES and np.dtype(forest.threshold_dtype) == np.float64:
+        looped_ns += WIDE_LOOPED_FLOAT64_EXTRA_NS
     per_row = (EXPANDED_NODE_NS * nodes[expanded].sum() + EXPANDED_TREE_NS * expanded.sum()
                + looped_ns * nodes[~expanded].sum() + LOOPED_TREE_NS * (~expanded).sum()
                + COLUMN_NS * used)
@@ -223,14 +234,22 @@ def estimate_ns(forest: hir.Forest, batch_size: int | None = None) -> float:
 
 
 def walk_estimate_ns(forest: hir.Forest) -> float:
-    """Estimated ns a row of walking every tree to its depth (the walks' cost model above)."""
+    """Estimated ns a row of the walks (the walks' cost model above): every tree to its depth,
+    or, where walks stop when their rows are at leaves (:func:`lowering.walks_exit_early`:
+    trees deep beside their leaves), about each tree's mean leaf depth."""
     row_kb = forest.num_features * np.dtype(forest.threshold_dtype).itemsize / 1000
-    steps = sum(t.depth() for t in forest.trees)
+    exit_early, _ = walks_exit_early(forest)
+    if exit_early:
+        steps = sum(float(t.node_depths()[t.left < 0].mean()) for t in forest.trees)
+        step_ns = WALK_EXIT_STEP_NS
+    else:
+        steps = sum(t.depth() for t in forest.trees)
+        step_ns = WALK_STEP_NS
     if forest.has_categorical():
         factor = WALK_CATEGORICAL_FACTOR
     else:
         factor = 1.0 if split_rows_pay(forest, check_width=False) else WALK_NAN_TEST_FACTOR
-    return (WALK_STEP_NS + WALK_STEP_NS_PER_ROW_KB * row_kb) * steps * factor
+    return (step_ns + WALK_STEP_NS_PER_ROW_KB * row_kb) * steps * factor
 
 
 def pays(forest: hir.Forest, batch_size: int | None = None) -> bool:

@@ -16,7 +16,7 @@ from silvanforge import api, reference, runtime
 from silvanforge.hir_passes import pad_trees
 from silvanforge.ir.hir import Forest, Op, Tree
 from silvanforge.lowering import (SPLIT_ROWS, build_layout, can_split_rows, leaf_self_loops, split_rows,
-                                  vector_walks, want_leaf_self_loops)
+                                  vector_walks, walks_exit_early, want_leaf_self_loops)
 from strategies import _tree, forests, rows_for
 
 SCHEDULES = ["interleaved", "default", "xgboost", "tree-parallel", "one-tree-at-a-time"]
@@ -216,43 +216,74 @@ def test_a_single_leaf_first_tree_and_idle_lanes():
                                           reference.predict(forest, X, output_margin=True))
 
 
+def _chain(rng, depth):
+    """One leaf per level, down the right children: the mean leaf depth is about half the
+    tree's depth (a leaf-wise LightGBM tree's shape, exaggerated)."""
+    left = list(range(1, 2 * depth, 2)) + [-1] * (depth + 1)
+    right = list(range(2, 2 * depth + 1, 2)) + [-1] * (depth + 1)
+    n = 2 * depth + 1
+    order = [0] + [i for k in range(depth) for i in (2 * k + 1, 2 * k + 2)]
+    ranks = {node: r for r, node in enumerate(order)}
+    lefts, rights = np.full(n, -1), np.full(n, -1)
+    for k in range(depth):
+        node = 0 if k == 0 else 2 * k
+        lefts[ranks[node]], rights[ranks[node]] = ranks[2 * k + 1], ranks[2 * k + 2]
+    grid = np.array([-1.0, 0.0, 0.5, 1.0, 2.0])
+    return Tree.from_nodes(lefts, rights, rng.integers(0, 4, n), rng.choice(grid, n), rng.normal(size=(n, 1)),
+                           default_left=rng.random(n) < 0.5)
+
+
 def test_leaf_loops_follow_the_depths():
-    """Chosen while the trees' depths sum to at most 1.5x their leaves' mean depths: each tree
-    then walks to its own depth (a counted loop where the depths differ)."""
+    """Leaves loop to themselves wherever split rows are read.  While the trees' depths sum to
+    at most 1.5x their leaves' mean depths, each tree walks to its own depth (a counted loop
+    where the depths differ); deeper trees (leaf-wise chains) stop once every interleaved walk
+    is at a leaf (a while loop, no per-walk branch)."""
     rng = np.random.default_rng(2)
 
     def forest_of(depths):
         trees = [_tree(rng, 4, (0,), d, [int(Op.LT)], categorical=False, zero_missing=False) for d in depths]
         return Forest(trees=trees, num_features=4)
 
-    def chain(depth):  # one leaf per level: the mean leaf depth is about half the tree's depth
-        left = list(range(1, 2 * depth, 2)) + [-1] * (depth + 1)
-        right = list(range(2, 2 * depth + 1, 2)) + [-1] * (depth + 1)
-        n = 2 * depth + 1
-        order = [0] + [i for k in range(depth) for i in (2 * k + 1, 2 * k + 2)]
-        ranks = {node: r for r, node in enumerate(order)}
-        lefts, rights = np.full(n, -1), np.full(n, -1)
-        for k in range(depth):
-            node = 0 if k == 0 else 2 * k  # the chain goes down the right children
-            lefts[ranks[node]], rights[ranks[node]] = ranks[2 * k + 1], ranks[2 * k + 2]
-        return Tree.from_nodes(lefts, rights, np.zeros(n, int), rng.normal(size=n), rng.normal(size=(n, 1)))
-
     cases = {"even": forest_of([8, 8, 8, 7]), "mixed": forest_of([2, 2, 2, 8]),
-             "chains": Forest(trees=[chain(8), chain(6)], num_features=4)}
-    chosen = {}
+             "chains": Forest(trees=[_chain(rng, 8), _chain(rng, 6)], num_features=4)}
+    early = {}
     for name, forest in cases.items():
         steps = sum(t.depth() for t in forest.trees)
         paths = sum(t.node_depths()[t.left < 0].mean() for t in forest.trees)
-        chosen[name] = want_leaf_self_loops(forest)
-        assert chosen[name] == (steps <= 1.5 * paths), name
+        assert want_leaf_self_loops(forest)
+        early[name] = walks_exit_early(forest)[0]
+        assert early[name] == (steps > 1.5 * paths), name
         X = rows_for(forest, rng, 100)
-        cf = sf.compile(forest, pad=False)
-        assert uses_leaf_loops(cf) == chosen[name]
+        cf = sf.compile(forest, pad=False, rep="sparse")
+        assert uses_leaf_loops(cf)
+        lir_text = cf.show("lir")
         depths = {t.depth() for t in forest.trees}
-        assert ("tree_depth" in cf.show("lir")) == (chosen[name] and len(depths) > 1)
+        assert ("tree_depth" in lir_text) == (not early[name] and len(depths) > 1)
+        assert ("while" in lir_text) == early[name]
         np.testing.assert_array_equal(cf.predict(X, output_margin=True),
                                       reference.predict(forest, X, output_margin=True))
-    assert chosen["even"] and not chosen["chains"]
+    assert not early["even"] and early["chains"]
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**16), chains=st.lists(st.integers(1, 12), min_size=1, max_size=5),
+       others=st.integers(0, 4), schedule=st.sampled_from(SCHEDULES), n=st.sampled_from([1, 7, 203, 600]))
+def test_walks_that_exit_early_match_reference(seed, chains, others, schedule, n):
+    """Deep chains among ordinary trees: walks through self-looping leaves that stop when every
+    interleaved walk is at a leaf, for every schedule, idle lanes and two threads."""
+    rng = np.random.default_rng(seed)
+    trees = [_chain(rng, d) for d in chains] + [
+        _tree(rng, 4, (0,), int(rng.integers(0, 4)), [int(Op.LT)], categorical=False, zero_missing=False)
+        for _ in range(others)]
+    forest = Forest(trees=trees, num_features=4, base_score=np.array([0.5]))
+    X = rows_for(forest, rng, n)
+    cf = sf.compile(forest, rep="sparse", schedule=schedule, pad=False)
+    if walks_exit_early(forest)[0]:
+        assert uses_leaf_loops(cf) and "while" in cf.show("lir")
+    tol = 1e-5 if schedule == "tree-parallel" else 0
+    for threads in (1, 2):
+        np.testing.assert_allclose(cf.predict(X, output_margin=True, threads=threads),
+                                   reference.predict(forest, X, output_margin=True), rtol=tol, atol=tol)
 
 
 def _counted_shares(monkeypatch, kernel) -> list:

@@ -314,9 +314,30 @@ def can_split_rows(layout: ForestLayout, per_chunk: bool = False) -> bool:
     if forced is False or not layout.packed_default_left:
         return False
     # Thresholds as compiled: a float64 threshold may round to an infinite float32 one.
-    if not all(bool(np.isfinite(t.threshold[t.feature >= 0]).all()) for t in layout.trees):
+    if not all(_split_thresholds_exact(t.threshold[t.feature >= 0], layout.ops) for t in layout.trees):
         return False
     return split_rows_pay(layout.forest, check_width=forced is not True and not per_chunk)
+
+
+def _split_thresholds_exact(threshold: np.ndarray, ops) -> bool:
+    """Whether split rows decide these thresholds (of one dtype) exactly.  Split rows hold
+    +-inf inputs as +-MAX (the dtype's largest finite value) and missing values as +-inf, so a
+    threshold must not be +-MAX, nor -inf; +inf only under ``<=`` (LightGBM's NaN-or-not split
+    ``x <= +inf``), compiled as ``x <= MAX``: every number (+inf too, as MAX) goes left, a
+    missing value (+inf, or -inf where missing values go left) where its default sends it."""
+    top = np.finfo(threshold.dtype).max
+    if (np.abs(threshold) == top).any() or (threshold == -np.inf).any():
+        return False
+    return not (threshold == np.inf).any() or set(int(o) for o in ops) == {int(Op.LE)}
+
+
+def split_thresholds(layout: ForestLayout) -> None:
+    """Rewrite the +inf thresholds of ``x <= +inf`` splits to the dtype's largest finite value
+    for walks reading split rows (:func:`_split_thresholds_exact`)."""
+    for t in layout.trees:
+        internal = t.feature >= 0
+        thr = t.threshold
+        thr[internal & (thr == np.inf)] = np.finfo(thr.dtype).max
 
 
 def rows_split_per_chunk(fn: mir.MirFunction) -> bool:
@@ -346,13 +367,17 @@ def split_rows_pay(forest: hir.Forest, check_width: bool = True) -> bool:
     if forest.has_categorical():
         return False
     ops = set()
+    thr_dtype = np.dtype(forest.threshold_dtype)
     for t in forest.trees:
         internal = t.left >= 0
-        if t.zero_missing[internal].any() or not np.isfinite(t.threshold[internal]).all():
+        if t.zero_missing[internal].any():
             return False
         ops.update(int(o) for o in np.unique(t.op[internal]))
         if len(ops) > 1:
             return False
+        with np.errstate(over="ignore"):
+            if not _split_thresholds_exact(t.threshold[internal].astype(thr_dtype), ops):
+                return False
     if not ops <= {int(Op.LT), int(Op.LE)}:
         return False
     columns = 2 * forest.num_features
@@ -449,6 +474,8 @@ def lower_to_lir(forest: hir.Forest, fn: mir.MirFunction, rep: str, hook,
     # their shared-memory cache).  Decided here, once, for the layout and the code generator.
     per_chunk = not gpu and rows_split_per_chunk(fn)
     split = not gpu and can_split_rows(layout, per_chunk)
+    if split:
+        split_thresholds(layout)
     layout.leaf_self_loops = (split and layout.tiles is None and layout.inline_leaves
                               and want_leaf_self_loops(forest))
     reps = _Rep(hook, rep)
@@ -1098,6 +1125,10 @@ class _Codegen:
                                                 Bin("*", f, lir.COL_STRIDE))))
         at = b.local("sat", "i64", Bin("+", self._row_start(r), Bin("*", f, c(2, "i64"))))
         nan = b.local("snan", "i1", IsNan(x))
+        # +-inf inputs as +-MAX: "x <= +inf" splits compare with MAX (split_thresholds).
+        top = float(np.finfo(lir.LIR_TO_NUMPY[t]).max)
+        x = b.local("sxc", t, Select(Cmp("==", x, c(float("inf"), t)), c(top, t),
+                                     Select(Cmp("==", x, c(float("-inf"), t)), c(-top, t), x)))
         b.emit(Store(SPLIT_ROWS, at, Select(nan, c(float("inf"), t), x)))
         b.emit(Store(SPLIT_ROWS, Bin("+", at, c(1, "i64")), Select(nan, c(float("-inf"), t), x)))
         features = For(f, c(0, "i64"), c(self.forest.num_features, "i64"), 1, b.pop())

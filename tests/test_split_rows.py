@@ -74,21 +74,51 @@ def test_split_rows_only_where_exact(forest, seed):
     np.testing.assert_array_equal(off.predict(X, output_margin=True), want)
 
 
-@pytest.mark.parametrize("op", [Op.LT, Op.LE])
-@pytest.mark.parametrize("threshold", [np.inf, -np.inf])
-def test_infinite_thresholds_keep_the_nan_test(op, threshold):
-    """+-inf stand for a missing value only at finite thresholds: an infinite one turns split rows
-    off (a default-left NaN at x < -inf would otherwise go right)."""
-    tree = Tree.from_nodes([1, -1, -1], [2, -1, -1], [0, 0, 0], [threshold, 0, 0],
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("default_left", [True, False])
+@pytest.mark.parametrize("op, threshold, split", [
+    (Op.LE, np.inf, True),  # LightGBM's NaN-or-not split: compiled as x <= MAX
+    (Op.LT, np.inf, False), (Op.LT, -np.inf, False), (Op.LE, -np.inf, False),
+    (Op.LE, "max", False), (Op.LT, "max", False), (Op.LE, "-max", False), (Op.LT, "-max", False),
+])
+def test_infinite_and_largest_thresholds(op, threshold, split, default_left, dtype):
+    """Split rows hold +-inf inputs as +-MAX and missing values as +-inf: a threshold of +inf
+    under <= reads as MAX and stays exact; -inf, +inf under <, and +-MAX themselves turn split
+    rows off (a default-left NaN at x < -inf would otherwise go right).  Rows on every edge."""
+    top = float(np.finfo(dtype).max)
+    value = {"max": top, "-max": -top}.get(threshold, threshold)
+    tree = Tree.from_nodes([1, -1, -1], [2, -1, -1], [0, 0, 0], [value, 0, 0],
                            np.array([[0.0], [1.0], [2.0]]), op=[int(op)] * 3,
-                           default_left=[True, False, False])
-    forest = Forest(trees=[tree], num_features=1)
-    assert not can_split_rows(build_layout(forest))
-    cf = sf.compile(forest)
-    assert not uses_split_rows(cf)
-    X = np.array([[np.nan], [np.inf], [-np.inf], [0.0]])
+                           default_left=[default_left, False, False])
+    forest = Forest(trees=[tree], num_features=1, threshold_dtype=dtype, accumulate_dtype=dtype)
+    assert can_split_rows(build_layout(forest)) == split
+    cf = sf.compile(forest, rep="sparse")
+    assert uses_split_rows(cf) == split
+    X = np.array([[np.nan], [np.inf], [-np.inf], [top], [-top], [np.nextafter(top, 0)], [0.0], [-0.0]])
     np.testing.assert_array_equal(cf.predict(X, output_margin=True),
                                   reference.predict(forest, X, output_margin=True))
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(forest=forests(max_trees=6, max_depth=6, max_features=5, plain=True), seed=st.integers(0, 2**16),
+       schedule=st.sampled_from(SCHEDULES))
+def test_nan_or_not_splits_read_split_rows(forest, seed, schedule):
+    """Forests of <= splits, a third of them x <= +inf (missing values left or right), on rows with
+    NaN, +-inf and +-MAX: split rows and self-looping leaves stay on and exact."""
+    rng = np.random.default_rng(seed)
+    for t in forest.trees:
+        t.op[:] = int(Op.LE)
+        internal = np.flatnonzero(t.left >= 0)
+        t.threshold[internal[rng.random(len(internal)) < 0.3]] = np.inf
+    top = float(np.finfo(forest.threshold_dtype).max)
+    X = rows_for(forest, rng, 300)
+    edge = rng.random(X.shape) < 0.2
+    X[edge] = rng.choice([top, -top, np.inf, -np.inf, np.nan], int(edge.sum()))
+    cf = sf.compile(forest, rep="sparse", schedule=schedule, pad=False)
+    assert uses_split_rows(cf)
+    tol = 1e-5 if schedule == "tree-parallel" else 0
+    np.testing.assert_allclose(cf.predict(X, output_margin=True), reference.predict(forest, X, output_margin=True),
+                               rtol=tol, atol=tol)
 
 
 def test_gpu_lowering_reads_rows_as_given():

@@ -869,7 +869,14 @@ class _Codegen:
                 any_left = not_leaf(0)
                 for j in range(1, len(lanes)):
                     any_left = Bin("|", any_left, not_leaf(j))
-                b.emit(While(any_left, [s for j in range(len(lanes)) for s in step(j)]))
+                # At most to the deepest tree's depth: a lane past the batch's end reads rows
+                # that are not its own and may step off a leaf (see leaf_self_loops); the
+                # counted bound keeps its walk finite, as the counted loops' trip count does.
+                d = b.local("d", "i64", self.c(min(self.shallowest_leaf, depth), "i64"))
+                more = Cmp("<", d, self.c(depth, "i64"))
+                b.emit(While(Bin("&", more, any_left),
+                             [s for j in range(len(lanes)) for s in step(j)]
+                             + [Assign(d, Bin("+", d, self.c(1, "i64")))]))
             return nodes
         steps_to = None  # walks through self-looping leaves: a counted loop to the tree's depth
         if self.leaf_loops and self.tiles is None:

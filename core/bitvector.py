@@ -85,10 +85,10 @@ WIDE_LOOPED_NODE_NS = {16: 0.05, 32: 0.045}
 COLUMN_NS = 0.4
 WALK_STEP_NS, WALK_STEP_NS_PER_ROW_KB = 0.65, 0.1
 # Walks that stop when their rows are at leaves (deep leaf-wise trees), a step of the trees'
-# mean leaf depth: the interleaved rows' longest path plus the leaf checks (3.2 us a row on a
+# mean leaf depth: the interleaved rows' longest path plus the leaf checks (3.7 us a row on a
 # taxi-shaped 300x255 LightGBM model without NaN, mean leaf depth 13.7; 14.3 us with NaN tests
-# on the 1000x255 one, 1.11 ns a step = this times WALK_NAN_TEST_FACTOR within 5%).
-WALK_EXIT_STEP_NS = 0.78
+# on the 1000x255 one, 1.11 ns a step, before split rows took NaN-trained models).
+WALK_EXIT_STEP_NS = 0.9
 # Wide blocks of float64 rows compare twice the vectors of float32 ones: 0.0185 ns a looped node
 # more than WIDE_LOOPED_NODE_NS (fitted on float32 and float64 models together) on three
 # LightGBM models of 255 leaves (insurance 100 trees, taxi 300 and 1000 trees: 0.016-0.019).

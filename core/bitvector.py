@@ -139,25 +139,33 @@ def _categorical_mask(t: hir.Tree) -> np.ndarray:
 
 
 def _category_counts(forest: hir.Forest) -> dict[int, list[int]]:
-    """Per feature of categorical splits: [categorical nodes, 1 + the largest category named]."""
+    """Per feature of categorical splits: [categorical nodes, 1 + the largest category named,
+    trees with such a node]."""
     counts: dict[int, list[int]] = {}
     for t in forest.trees:
+        seen = set()
         for node, cats in t.categories.items():
-            entry = counts.setdefault(int(t.feature[node]), [0, 0])
+            f = int(t.feature[node])
+            entry = counts.setdefault(f, [0, 0, 0])
             entry[0] += 1
             if len(cats):
                 entry[1] = max(entry[1], int(cats.max()) + 1)
+            if f not in seen:
+                seen.add(f)
+                entry[2] += 1
     return counts
 
 
 def _category_table_bytes(forest: hir.Forest) -> int:
-    """Bytes of the decision tables (:class:`_CatFeature`): a row of words per category, plus
-    the NaN and no-category rows."""
-    return sum(8 * (rows + 2) * -(-nodes // WORD) for nodes, rows in _category_counts(forest).values())
+    """At most the bytes of the decision tables (:class:`_CatFeature`): a row of words per
+    category, plus the NaN and no-category rows; every chunk (:class:`_Chunk`) gives a feature
+    words of its own, so a feature has at most a word more than its nodes need per tree using it."""
+    return sum(8 * (rows + 2) * (-(-nodes // WORD) + trees)
+               for nodes, rows, trees in _category_counts(forest).values())
 
 
 def _largest_category(forest: hir.Forest) -> int:
-    return max((rows - 1 for _, rows in _category_counts(forest).values()), default=-1)
+    return max((rows - 1 for _, rows, _ in _category_counts(forest).values()), default=-1)
 
 
 # A block's decision words (:class:`_Chunk`) are gathered a chunk of trees at a time, at most

@@ -326,9 +326,10 @@ def _split_thresholds_exact(threshold: np.ndarray, ops) -> bool:
     +-inf inputs as +-MAX (the dtype's largest finite value) and missing values as +-inf, so a
     threshold must not be +-MAX, nor -inf; +inf only under ``<=`` (LightGBM's NaN-or-not split
     ``x <= +inf``), compiled as ``x <= MAX``: every number (+inf too, as MAX) goes left, a
-    missing value (+inf, or -inf where missing values go left) where its default sends it."""
+    missing value (+inf, or -inf where missing values go left) where its default sends it.  A
+    NaN threshold (no input goes left at it) keeps the NaN test too."""
     top = np.finfo(threshold.dtype).max
-    if (np.abs(threshold) == top).any() or (threshold == -np.inf).any():
+    if np.isnan(threshold).any() or (np.abs(threshold) == top).any() or (threshold == -np.inf).any():
         return False
     return not (threshold == np.inf).any() or set(int(o) for o in ops) == {int(Op.LE)}
 

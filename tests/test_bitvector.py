@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 
 import silvanforge as sf
 from silvanforge import InputError, bitvector, reference
-from silvanforge.ir.hir import Aggregation, CategoryRule, Forest, Op, Transform
+from silvanforge.ir import hir
+from silvanforge.ir.hir import Aggregation, CategoryRule, Forest, Op, Transform, Tree
 from strategies import _tree, forests, rows_for
 from support_common import assert_close
 
@@ -416,3 +417,38 @@ def test_categorical_models_agree_with_lightgbm_and_xgboost(form, tmp_path, monk
                              case.expected_margin, case, "margins")
         _check_form(sf.compile(case.path, rep="bitvector"), forest, form)
 
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(drawn=categorical_forests(), lanes=st.sampled_from([8, 32]), tiny_chunks=st.booleans())
+def test_decision_tables_stay_within_the_bound_the_limit_checks(drawn, lanes, tiny_chunks):
+    """The size :func:`unsupported` checks against the limit bounds the tables the chunks build
+    (every chunk gives a feature words of its own)."""
+    forest, _ = drawn
+    saved = bitvector.CHUNK_BYTES
+    bitvector.CHUNK_BYTES = 1 if tiny_chunks else saved
+    try:
+        plan = bitvector._plan(forest, np.zeros(forest.num_trees, bool), lanes)
+    finally:
+        bitvector.CHUNK_BYTES = saved
+    if plan.cat_features:
+        assert plan.cat_table.nbytes <= bitvector._category_table_bytes(forest)
+
+
+def test_many_categorical_features_in_small_chunks_are_bounded():
+    """One tree a chunk, 40 features of 3000 categories each: a word per feature per chunk, and
+    the size the limit checks still bounds it."""
+    rng = np.random.default_rng(4)
+    trees = []
+    for _ in range(30):
+        n = 81  # a chain of 40 categorical nodes, one per feature
+        left = [2 * k + 1 if k < 40 else -1 for k in range(n)]
+        right = [2 * k + 2 if k < 40 else -1 for k in range(n)]
+        feature = [k if k < 40 else -1 for k in range(n)]
+        cats = {k: rng.integers(0, 3000, 5).tolist() + [2999] for k in range(40)}
+        trees.append(Tree.from_nodes(left, right, feature, [0.0] * n, rng.normal(size=(n, 1)), categories=cats))
+    forest = Forest(trees=trees, num_features=40, category_rule=CategoryRule.LIGHTGBM)
+    hir.verify(forest)
+    plan = bitvector._plan(forest, np.zeros(30, bool), bitvector.WIDE_LANES)
+    assert plan.cat_table.nbytes <= bitvector._category_table_bytes(forest)
+    assert plan.cat_table.nbytes > 8 * 3001 * 40  # a word per feature per chunk, not per feature

@@ -99,6 +99,21 @@ def test_infinite_and_largest_thresholds(op, threshold, split, default_left, dty
                                   reference.predict(forest, X, output_margin=True))
 
 
+@pytest.mark.parametrize("op", [Op.LT, Op.LE])
+def test_nan_thresholds_keep_the_nan_test(op):
+    """No input goes left at a NaN threshold, a missing one included where its default is left:
+    split rows (missing values as +-inf, compared) would send it right."""
+    tree = Tree.from_nodes([1, -1, -1], [2, -1, -1], [0, -1, -1], [np.nan, 0, 0],
+                           np.array([[0.0], [1.0], [2.0]]), op=int(op), default_left=True)
+    forest = Forest(trees=[tree], num_features=1)
+    assert not can_split_rows(build_layout(forest))
+    cf = sf.compile(forest, rep="sparse")
+    assert not uses_split_rows(cf)
+    X = np.array([[np.nan], [1.0], [np.inf], [-np.inf]])
+    np.testing.assert_array_equal(cf.predict(X, output_margin=True),
+                                  reference.predict(forest, X, output_margin=True))
+
+
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(forest=forests(max_trees=6, max_depth=6, max_features=5, plain=True), seed=st.integers(0, 2**16),
        schedule=st.sampled_from(SCHEDULES))

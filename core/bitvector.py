@@ -39,7 +39,7 @@ import dataclasses
 import numpy as np
 
 from .ir import hir, lir
-from .lowering import split_rows_pay, thread_info, walks_exit_early
+from .lowering import depth_stats, split_rows_pay, thread_info, walks_exit_early
 from .ir.hir import Aggregation, CategoryRule, Op
 from .ir.lir import (Assign, Bin, Buffer, Builder, Cast, Clz, Cmp, Extract, For, Gather, If,
                      Load, Select, Store, Var, Vector)
@@ -117,7 +117,7 @@ def unsupported(forest: hir.Forest) -> str | None:
             return f"tree {k} has more than {MAX_LEAVES} leaves"
         if len(t.outputs) != 1:
             return f"tree {k} adds to several outputs"
-        numeric = internal & ~_categorical_mask(t)
+        numeric = internal & ~t.categorical_mask()
         if not np.isin(t.op[numeric], (int(Op.LT), int(Op.LE))).all():
             return f"tree {k} has splits other than < and <="
         if t.zero_missing[internal].any():
@@ -130,12 +130,6 @@ def unsupported(forest: hir.Forest) -> str | None:
                 f"(categories up to {_largest_category(forest)}; at most "
                 f"{MAX_CATEGORY_TABLE_BYTES // 2**20} MiB)")
     return None
-
-
-def _categorical_mask(t: hir.Tree) -> np.ndarray:
-    mask = np.zeros(t.num_nodes, bool)
-    mask[list(t.categories)] = True
-    return mask
 
 
 def _category_counts(forest: hir.Forest) -> dict[int, list[int]]:
@@ -198,7 +192,7 @@ def _smallest_up_to(nodes: np.ndarray, budget: int) -> np.ndarray:
 
 def _used_features(forest: hir.Forest) -> list[int]:
     """Features of numeric splits (categorical ones read decision tables, :class:`_CatFeature`)."""
-    parts = [t.feature[(t.left >= 0) & ~_categorical_mask(t)] for t in forest.trees]
+    parts = [t.feature[(t.left >= 0) & ~t.categorical_mask()] for t in forest.trees]
     return np.unique(np.concatenate(parts)).tolist() if parts else []
 
 
@@ -246,13 +240,12 @@ def walk_estimate_ns(forest: hir.Forest) -> float:
     or, where walks stop when their rows are at leaves (:func:`lowering.walks_exit_early`:
     trees deep beside their leaves), about each tree's mean leaf depth."""
     row_kb = forest.num_features * np.dtype(forest.threshold_dtype).itemsize / 1000
-    exit_early, _ = walks_exit_early(forest)
-    if exit_early:
-        steps = sum(float(t.node_depths()[t.left < 0].mean()) for t in forest.trees)
-        step_ns = WALK_EXIT_STEP_NS
+    stats = depth_stats(forest)
+    depth, mean_leaf, _ = stats
+    if walks_exit_early(forest, stats)[0]:
+        steps, step_ns = float(mean_leaf.sum()), WALK_EXIT_STEP_NS
     else:
-        steps = sum(t.depth() for t in forest.trees)
-        step_ns = WALK_STEP_NS
+        steps, step_ns = float(depth.sum()), WALK_STEP_NS
     if forest.has_categorical():
         factor = WALK_CATEGORICAL_FACTOR
     else:
@@ -356,15 +349,8 @@ def _leaf_spans(forest: hir.Forest) -> list[tuple[np.ndarray, np.ndarray, np.nda
     """Per tree: its leaves from left to right (node ids), and each node's range of leaf
     positions [first, last).  Every tree at once, level by level in numpy (a level loop per tree
     took a third of a second on 1000 leaf-wise trees 37 deep)."""
-    sizes = np.array([t.num_nodes for t in forest.trees], np.int64)
-    offset = np.concatenate([[0], np.cumsum(sizes)])
-    left = np.concatenate([np.where(t.left >= 0, t.left + o, -1) for t, o in zip(forest.trees, offset)])
-    right = np.concatenate([np.where(t.right >= 0, t.right + o, -1) for t, o in zip(forest.trees, offset)])
-    levels, frontier = [], offset[:-1]
-    while frontier.size:
-        inner = frontier[left[frontier] >= 0]
-        levels.append(inner)
-        frontier = np.concatenate([left[inner], right[inner]])
+    offset, left, right, levels = hir.level_order(forest)
+    levels = [level[left[level] >= 0] for level in levels]  # the internal nodes
     count = np.ones(len(left), np.int64)  # leaves under each node, deepest level first
     for inner in reversed(levels):
         count[inner] = count[left[inner]] + count[right[inner]]
@@ -489,7 +475,7 @@ def _plan(forest: hir.Forest, expanded: np.ndarray | None = None, lanes: int = L
         tree = _Tree(k, t.outputs[0], leaf_count, [])
         leaf_values.append(t.leaf_value[leaves, 0])
         leaf_count += len(leaves)
-        internal = np.flatnonzero((t.left >= 0) & ~_categorical_mask(t))
+        internal = np.flatnonzero((t.left >= 0) & ~t.categorical_mask())
         thr = t.threshold[internal].astype(thr_dtype)
         le = t.op[internal] == int(Op.LE)
         # "x <= +inf" (LightGBM's NaN-or-not splits) sends every number left: with missing
@@ -521,7 +507,7 @@ def _nan_split_features(forest: hir.Forest) -> list[int]:
     get a third copy in the block, +inf where NaN and 0 elsewhere."""
     found = set()
     for t in forest.trees:
-        internal = np.flatnonzero((t.left >= 0) & ~_categorical_mask(t))
+        internal = np.flatnonzero((t.left >= 0) & ~t.categorical_mask())
         hit = _nan_or_not(t, internal, np.dtype(forest.threshold_dtype)) & ~t.default_left[internal]
         found.update(int(f) for f in t.feature[internal[hit]])
     return sorted(found)
@@ -739,13 +725,8 @@ class _Lowering:
                 Load("rows", Bin("+", Bin("*", r, lir.ROW_STRIDE), Bin("*", c(cf.feature, i64), lir.COL_STRIDE)),
                      self.thr_t)
                 for r in lane_rows)))
-            if rule is CategoryRule.LIGHTGBM:  # static_cast<int> truncates: (-1, 0) is category 0
-                low, high, low_op = -1.0, 2.0**31, ">"
-            elif rule is CategoryRule.XGBOOST:
-                low, high, low_op = 0.0, 2.0**24, ">="
-            else:  # EXACT: integral values only (checked below)
-                low, high, low_op = 0.0, 2.0**31, ">="
-            valid = Bin("&", Cmp(low_op, x, self.splat(low, self.thr_t), self.mask_t),
+            low, low_inside, high = rule.bounds  # LightGBM truncates: (-1, 0) is category 0
+            valid = Bin("&", Cmp(">=" if low_inside else ">", x, self.splat(low, self.thr_t), self.mask_t),
                         Cmp("<", x, self.splat(high, self.thr_t), self.mask_t))
             cat = b.local("cat", idx_t, Cast(Select(valid, x, self.splat(0.0, self.thr_t)), idx_t))
             if rule is CategoryRule.EXACT:

@@ -173,7 +173,7 @@ def build_layout(forest: hir.Forest, tile_size: int = 1) -> ForestLayout:
             thresholds[node] = cat_size
             cat_words.append(words)
             cat_size += len(words)
-        ops.update(int(o) for o in np.unique(tree.op[internal & ~_cat_mask(tree)]))
+        ops.update(int(o) for o in np.unique(tree.op[internal & ~tree.categorical_mask()]))
         leaves = np.flatnonzero(~internal)
         n_out = len(tree.outputs)
         slot = np.full(tree.num_nodes, -1, dtype=np.int32)
@@ -278,7 +278,7 @@ def want_leaf_self_loops(forest: hir.Forest) -> bool:
     return bool(forest.trees)
 
 
-def walks_exit_early(forest: hir.Forest) -> tuple[bool, int]:
+def walks_exit_early(forest: hir.Forest, stats=None) -> tuple[bool, int]:
     """Whether self-looping walks stop once every walk interleaved with them is at a leaf
     (trees deep beside their leaves' mean depth: leaf-wise LightGBM), instead of running each
     tree to its depth; and the steps every walk takes (the shallowest leaf of any tree).
@@ -288,17 +288,30 @@ def walks_exit_early(forest: hir.Forest) -> tuple[bool, int]:
     leaf-wise trees of 255 leaves (depth 24.9 on average, a row's path about 6.4, the longest of
     8 rows' paths about 11.5) it ran 1.03x the walks that branch on a leaf check per walk and
     per step (1.2x without the bound, which a lane past its chunk needs: it may read a row not
-    its own and step off a leaf), and it keeps the self-looping leaves' layout for all forests."""
+    its own and step off a leaf), and it keeps the self-looping leaves' layout for all forests.
+    ``stats``: :func:`depth_stats` of the forest, if computed already."""
     if not forest.trees:
         return False, 0
-    steps = paths = 0.0
-    shallowest = None
-    for t in forest.trees:
-        depths = t.node_depths()
-        leaf = depths[t.left < 0]
-        steps, paths = steps + depths.max(), paths + leaf.mean()
-        shallowest = int(leaf.min()) if shallowest is None else min(shallowest, int(leaf.min()))
-    return bool(steps > LEAF_LOOPS_STEP_RATIO * paths), shallowest
+    depth, mean_leaf, shallowest = stats or depth_stats(forest)
+    return bool(depth.sum() > LEAF_LOOPS_STEP_RATIO * mean_leaf.sum()), shallowest
+
+
+def depth_stats(forest: hir.Forest) -> tuple[np.ndarray, np.ndarray, int]:
+    """Each tree's depth and its leaves' mean depth, and the shallowest leaf of any tree: every
+    tree at once, level by level (a per-tree walk took half a second on 1000 deep trees)."""
+    if not forest.trees:
+        return np.zeros(0, np.int64), np.zeros(0), 0
+    offset, left, _, levels = hir.level_order(forest)
+    node_depth = np.zeros(len(left), np.int64)
+    for depth, level in enumerate(levels):
+        node_depth[level] = depth
+    sizes = np.diff(offset)
+    tree_of = np.repeat(np.arange(len(sizes)), sizes)
+    is_leaf = left < 0
+    depth = np.maximum.reduceat(node_depth, offset[:-1])
+    leaves = np.bincount(tree_of[is_leaf], minlength=len(sizes))
+    mean_leaf = np.bincount(tree_of[is_leaf], weights=node_depth[is_leaf], minlength=len(sizes)) / leaves
+    return depth, mean_leaf, int(node_depth[is_leaf].min())
 
 
 # Split rows pay while writing one (2F values) costs little beside walking it: wide rows (2000
@@ -383,9 +396,10 @@ def split_rows_pay(forest: hir.Forest, check_width: bool = True) -> bool:
                 return False
     if not ops <= {int(Op.LT), int(Op.LE)}:
         return False
-    columns = 2 * forest.num_features
-    steps = sum(t.depth() for t in forest.trees)
-    return not check_width or columns <= max(SPLIT_ROWS_ANY_WIDTH, SPLIT_ROWS_WALK_SHARE * steps)
+    if not check_width:
+        return True
+    steps = int(depth_stats(forest)[0].sum())
+    return 2 * forest.num_features <= max(SPLIT_ROWS_ANY_WIDTH, SPLIT_ROWS_WALK_SHARE * steps)
 
 
 # Walk steps a CPU thread should get before a prediction is split over Python's thread pool:
@@ -430,12 +444,6 @@ def float32_thresholds(threshold: np.ndarray, op: int = Op.LE) -> np.ndarray:
     else:
         raise ValueError("only <= and < thresholds can be narrowed exactly")
     return t32
-
-
-def _cat_mask(tree: hir.Tree) -> np.ndarray:
-    mask = np.zeros(tree.num_nodes, dtype=bool)
-    mask[list(tree.categories)] = True
-    return mask
 
 
 @dataclasses.dataclass
@@ -862,6 +870,12 @@ class _Codegen:
             leaf = reps.is_leaf(b=b, tree=Cast(lanes[j][0], "i32"), node=nodes[j])
             return Cmp("==", Cast(leaf, "i32"), self.c(0, "i32"))
 
+        def any_not_leaf():
+            out = not_leaf(0)
+            for j in range(1, len(lanes)):
+                out = Bin("|", out, not_leaf(j))
+            return out
+
         if self.leaf_loops and self.tiles is None and self.exit_early:
             # Steps every walk takes are peeled; then all walks step together, unconditionally
             # (a leaf stays put), until every one is at a leaf.
@@ -869,15 +883,12 @@ class _Codegen:
                 for j in range(len(lanes)):
                     b.block.extend(step(j))
             if self.shallowest_leaf < depth:
-                any_left = not_leaf(0)
-                for j in range(1, len(lanes)):
-                    any_left = Bin("|", any_left, not_leaf(j))
                 # At most to the deepest tree's depth: a lane past the batch's end reads rows
                 # that are not its own and may step off a leaf (see leaf_self_loops); the
                 # counted bound keeps its walk finite, as the counted loops' trip count does.
                 d = b.local("d", "i64", self.c(min(self.shallowest_leaf, depth), "i64"))
                 more = Cmp("<", d, self.c(depth, "i64"))
-                b.emit(While(Bin("&", more, any_left),
+                b.emit(While(Bin("&", more, any_not_leaf()),
                              [s for j in range(len(lanes)) for s in step(j)]
                              + [Assign(d, Bin("+", d, self.c(1, "i64")))]))
             return nodes
@@ -912,10 +923,7 @@ class _Codegen:
             if len(lanes) == 1:
                 b.emit(While(not_leaf(0), step(0)))
             else:
-                any_left = not_leaf(0)
-                for j in range(1, len(lanes)):
-                    any_left = Bin("|", any_left, not_leaf(j))
-                b.emit(While(any_left, [If(not_leaf(j), step(j)) for j in range(len(lanes))]))
+                b.emit(While(any_not_leaf(), [If(not_leaf(j), step(j)) for j in range(len(lanes))]))
         return nodes
 
     def _walk_expanded(self, tree, row) -> Var:
@@ -1188,13 +1196,11 @@ class _Codegen:
         every load here stays in bounds on numerical nodes too (offset 0, word 0)."""
         b, c, t = self.b, self.c, self.thr_t
         rule = self.forest.category_rule
-        if rule is CategoryRule.XGBOOST:
-            valid = Bin("&", Cmp(">=", x, c(0, t)), Cmp("<", x, c(2.0**24, t)))
-        elif rule is CategoryRule.LIGHTGBM:
-            valid = Bin("&", Cmp(">", x, c(-1, t)), Cmp("<", x, c(2.0**31, t)))
-        else:
-            whole = Cmp("==", Cast(Cast(Select(Cmp("<", x, c(2.0**31, t)), x, c(0, t)), "i64"), t), x)
-            valid = Bin("&", Bin("&", Cmp(">=", x, c(0, t)), Cmp("<", x, c(2.0**31, t))), whole)
+        low, low_inside, high = rule.bounds
+        valid = Bin("&", Cmp(">=" if low_inside else ">", x, c(low, t)), Cmp("<", x, c(high, t)))
+        if rule is CategoryRule.EXACT:
+            whole = Cmp("==", Cast(Cast(Select(Cmp("<", x, c(high, t)), x, c(0, t)), "i64"), t), x)
+            valid = Bin("&", valid, whole)
         valid_v = b.local("valid", "i1", valid)
         cat = b.local("cat", "i32", Cast(Select(valid_v, x, c(0, t)), "i32"))
         offset = b.local("off", "i32", Select(is_cat, Cast(thr, "i32"), c(0, "i32")))

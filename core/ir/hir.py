@@ -60,6 +60,14 @@ class CategoryRule(enum.Enum):
     LIGHTGBM = "lightgbm"
     EXACT = "exact"
 
+    @property
+    def bounds(self) -> tuple[float, bool, float]:
+        """(low, whether low itself is inside, high): values outside ``[low, high)`` (or
+        ``(low, high)``) are no category; EXACT also wants an integral value.  One definition
+        for the code generators (the reference evaluator spells the rule out on its own)."""
+        return {CategoryRule.XGBOOST: (0.0, True, 2.0**24), CategoryRule.LIGHTGBM: (-1.0, False, 2.0**31),
+                CategoryRule.EXACT: (0.0, True, 2.0**31)}[self]
+
 
 class Aggregation(enum.Enum):
     """How the leaves reached in all trees of one output are combined into its margin.
@@ -132,6 +140,12 @@ class Tree:
     def depth(self) -> int:
         """Number of edges on the longest root-to-leaf path."""
         return int(self.node_depths().max())
+
+    def categorical_mask(self) -> np.ndarray:
+        """Which nodes are categorical splits."""
+        mask = np.zeros(self.num_nodes, dtype=bool)
+        mask[list(self.categories)] = True
+        return mask
 
     @property
     def num_leaves(self) -> int:
@@ -229,6 +243,22 @@ class Forest:
                 h.update(repr(k).encode())
                 h.update(t.categories[k].tobytes())
         return h.hexdigest()
+
+
+def level_order(forest: Forest) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[np.ndarray]]:
+    """Every tree's nodes in one numbering (tree ``k``'s node ``n`` is ``offset[k] + n``): the
+    offsets, children in that numbering (-1 at leaves), and the nodes of each level, all trees
+    at once, so passes over 1000-tree forests take a numpy step a level, not a loop a tree."""
+    sizes = np.array([t.num_nodes for t in forest.trees], np.int64)
+    offset = np.concatenate([[0], np.cumsum(sizes)])
+    left = np.concatenate([np.where(t.left >= 0, t.left + o, -1) for t, o in zip(forest.trees, offset)])
+    right = np.concatenate([np.where(t.right >= 0, t.right + o, -1) for t, o in zip(forest.trees, offset)])
+    levels, frontier = [], offset[:-1]
+    while frontier.size:
+        levels.append(frontier)
+        inner = frontier[left[frontier] >= 0]
+        frontier = np.concatenate([left[inner], right[inner]])
+    return offset, left, right, levels
 
 
 def verify(forest: Forest) -> None:

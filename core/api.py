@@ -20,7 +20,8 @@ from .loading import load_model
 from .lowering import lower_to_lir
 from .tiling import check_tile_size, format_hir, probability_tile_ids, tile_forest, with_tile_ids
 from .plugins import registry
-from .runtime import check_rows, run_kernel
+from .inputs import as_rows
+from .runtime import run_kernel
 from .scheduler import CANNED, Schedule, canned, lower_to_mir, parse_schedule
 from .scheduler.canned import peel_groups
 
@@ -85,14 +86,28 @@ def _profile_tile_ids(forest: hir.Forest, profile, tile_size: int, pad) -> list 
 
 
 def _as_schedule(schedule, forest: hir.Forest, batch_size) -> Schedule | None:
-    """A Schedule from a Schedule, the name of a canned one, or schedule text."""
+    """A Schedule from a Schedule, the name of a canned one, schedule text, or a schedule file
+    (a ``Path``, or a ``str`` naming an existing file)."""
     if schedule is None or isinstance(schedule, Schedule):
         return schedule
+    if isinstance(schedule, str) and schedule.strip() in CANNED:
+        return canned(schedule.strip(), forest, batch_size)
+    if isinstance(schedule, os.PathLike) or (isinstance(schedule, str) and "\n" not in schedule
+                                             and os.path.isfile(schedule)):
+        path = os.fspath(schedule)
+        try:
+            with open(path, encoding="utf-8") as f:
+                text = f.read()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ScheduleError(f"cannot read schedule file {path}: "
+                                f"{getattr(exc, 'strerror', None) or exc}") from None
+        try:
+            return parse_schedule(text)
+        except ScheduleError as exc:
+            raise ScheduleError(f"{path}: {exc}") from None
     if isinstance(schedule, str):
-        if schedule.strip() in CANNED:
-            return canned(schedule.strip(), forest, batch_size)
         return parse_schedule(schedule)
-    raise ScheduleError(f"a schedule must be a Schedule, its text or a canned name "
+    raise ScheduleError(f"a schedule must be a Schedule, its text, a schedule file or a canned name "
                         f"({', '.join(CANNED)}), got {type(schedule).__name__}")
 
 
@@ -247,7 +262,7 @@ class CompiledForest:
         ``output_margin`` gives raw margins (XGBoost ``output_margin``, LightGBM ``raw_score``).
         ``missing`` marks an extra value treated as missing, like XGBoost's DMatrix ``missing``.
         """
-        rows = check_rows(X, self.forest.num_features, self.kernel.input_dtype)
+        rows = as_rows(X, self.forest, self.kernel.input_dtype)
         if missing == missing:  # not NaN (NaN is what the kernels treat as missing already)
             try:
                 missing_value = float(missing)
@@ -330,11 +345,12 @@ def compile(model, target: str = "cpu", rep: str | None = None, schedule=None,
                           tile_size=low.tile_size, reorder=low.reorder, tile_ids=low.tile_ids)
 
 
-def load_compiled(path) -> CompiledForest:
-    """Load a saved artifact; machine code built for another host or version is rebuilt."""
-    path = os.fspath(path)
+def _read_artifact(source) -> tuple[dict, hir.Forest, bytes, dict | None]:
+    """The parts of an artifact (a path or its bytes): meta, the verified stored forest, the
+    machine code and the stored tiling (or None)."""
+    name = "the artifact bytes" if isinstance(source, (bytes, bytearray)) else os.fspath(source)
     try:
-        with zipfile.ZipFile(path) as z:
+        with zipfile.ZipFile(io.BytesIO(source) if isinstance(source, (bytes, bytearray)) else name) as z:
             meta = json.loads(z.read("meta.json"))
             with np.load(io.BytesIO(z.read("forest.npz")), allow_pickle=False) as npz:
                 arrays = {k: npz[k] for k in npz.files}
@@ -344,18 +360,37 @@ def load_compiled(path) -> CompiledForest:
                 with np.load(io.BytesIO(z.read("tiling.npz")), allow_pickle=False) as npz:
                     tiling = {k: npz[k] for k in npz.files}
     except FileNotFoundError:
-        raise ArtifactError(f"compiled model not found: {path}") from None
+        raise ArtifactError(f"compiled model not found: {name}") from None
     except (zipfile.BadZipFile, KeyError, ValueError, OSError) as exc:
-        raise ArtifactError(f"{path}: not a SilvanForge compiled model or corrupt ({exc})") from None
-    if meta.get("format") != ARTIFACT_FORMAT:
-        raise ArtifactError(f"{path}: artifact format {meta.get('format')} is not {ARTIFACT_FORMAT}")
+        raise ArtifactError(f"{name}: not a SilvanForge compiled model or corrupt ({exc})") from None
+    if not isinstance(meta, dict) or meta.get("format") != ARTIFACT_FORMAT:
+        raise ArtifactError(f"{name}: artifact format {meta.get('format') if isinstance(meta, dict) else '?'} "
+                            f"is not {ARTIFACT_FORMAT}")
     try:
         forest = hir_io.from_arrays(arrays)
         hir.verify(forest)
     except Exception as exc:
-        raise ArtifactError(f"{path}: the stored model is corrupt ({exc})") from None
+        raise ArtifactError(f"{name}: the stored model is corrupt ({exc})") from None
     if forest.fingerprint() != meta.get("fingerprint"):
-        raise ArtifactError(f"{path}: the stored model does not match its fingerprint (corrupt or edited)")
+        raise ArtifactError(f"{name}: the stored model does not match its fingerprint (corrupt or edited)")
+    return meta, forest, blob, tiling
+
+
+def read_artifact_forest(source) -> hir.Forest:
+    """The model stored in an artifact (a path or its bytes), without compiling anything."""
+    return _read_artifact(source)[1]
+
+
+def load_compiled(path: str | os.PathLike) -> CompiledForest:
+    """Load an artifact saved by :meth:`CompiledForest.save` (``forge compile -o``); machine code
+    built for another host or version is rebuilt.  Load artifacts only from places you trust,
+    as you would a shared library.
+
+        >>> cf = sf.compile("examples/model.json"); cf.save("/tmp/model.forge")   # doctest: +SKIP
+        >>> sf.load_compiled("/tmp/model.forge").predict(X)                       # doctest: +SKIP
+    """
+    path = os.fspath(path)
+    meta, forest, blob, tiling = _read_artifact(path)
     start = time.perf_counter()
     reg = registry()
     target, rep = meta["target"], meta["rep"]

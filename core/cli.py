@@ -27,15 +27,13 @@ from rich.table import Table
 
 from . import __version__, csvio
 from .errors import InputError, ScheduleError, SilvanForgeError
+from .loading import is_artifact
 from .plugins import registry
 
 try:  # typer >= 0.2x vendors click; older releases use click itself
     from typer._click import exceptions as _click_exc
 except ImportError:  # pragma: no cover - depends on the installed typer
     from click import exceptions as _click_exc
-
-ARTIFACT_SUFFIX = ".forge"
-ZIP_MAGIC = b"PK\x03\x04"
 
 app = typer.Typer(
     name="forge",
@@ -111,17 +109,6 @@ def _reorder_opt():
 
 def _threads_opt():
     return typer.Option(None, "--threads", "-j", min=1, help="Threads to predict with (default: all usable CPUs).")
-
-
-def is_artifact(path: str) -> bool:
-    """A compiled artifact (a zip written by ``CompiledForest.save``), by extension or content."""
-    if path.lower().endswith(ARTIFACT_SUFFIX):
-        return True
-    try:
-        with open(path, "rb") as f:
-            return f.read(4) == ZIP_MAGIC
-    except OSError:
-        return False
 
 
 def read_schedule(path: str | None):

@@ -53,6 +53,23 @@ def silvanforge_import_model(path, fmt):
     """
 
 
+@hookspec(firstresult=True)
+def silvanforge_import_object(obj):
+    """Read a model held in memory and return a HIR ``Forest``, or ``None`` when ``obj`` is not
+    something this plugin reads.
+
+    ``obj`` is whatever the user passed to ``silvanforge.compile`` / ``load_model`` that is not
+    a path: a fitted estimator (scikit-learn, ``xgboost.XGBModel``, ``lightgbm.LGBMModel``), a
+    library's booster, an ``onnx.ModelProto``, or the raw ``bytes`` of a model file.  Recognise
+    objects by their class without importing libraries the user has not imported (check
+    ``sys.modules`` first), so a plugin never makes an import that fails.  Set
+    ``Forest.feature_names`` and ``Forest.class_labels`` from the object where it has them, and
+    ``Forest.feature_categories`` where the library maps pandas categories itself.  Raise
+    :class:`silvanforge.errors.UnsupportedModelError` for objects of yours that cannot be
+    compiled (an unfitted estimator, a multi-output model), naming what is missing.
+    """
+
+
 # --------------------------------------------------------------------------- representations
 @hookspec
 def silvanforge_representations():

@@ -211,8 +211,17 @@ class Forest:
     objective: str = ""
     # Shape of ``predict``: "vector" gives (n,) for one output, "matrix" always (n, num_outputs).
     output_shape: str = "auto"
-    # Class labels for classifiers that carry them (ONNX); None otherwise.
+    # Class labels for classifiers that carry them (ONNX, scikit-learn estimators); None otherwise.
     class_labels: list | None = None
+    # Category labels of features trained from categorical columns (pandas ``category``, as
+    # LightGBM's ``pandas_categorical`` or XGBoost's stored categories record them): feature
+    # index -> labels in code order (label ``i`` is category ``i``).  ``predict`` maps a frame's
+    # categorical column through them (silvanforge.inputs); an unseen label is a missing value.
+    # Labels are str, int, float or bool (JSON-representable, saved in artifacts).
+    feature_categories: dict[int, list] | None = None
+    # What a label outside ``feature_categories`` is: a missing value (LightGBM, scikit-learn)
+    # or an error (XGBoost refuses categories it was not trained with).
+    unseen_category_error: bool = False
 
     @property
     def num_trees(self) -> int:

@@ -37,6 +37,9 @@ def to_arrays(forest: Forest) -> dict[str, np.ndarray]:
         "category_rule": forest.category_rule.value, "feature_names": forest.feature_names,
         "source": forest.source, "objective": forest.objective, "output_shape": forest.output_shape,
         "class_labels": forest.class_labels,
+        "feature_categories": None if forest.feature_categories is None else
+        [[int(f), list(labels)] for f, labels in sorted(forest.feature_categories.items())],
+        "unseen_category_error": forest.unseen_category_error,
     }
     out["meta"] = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
     return out
@@ -75,4 +78,7 @@ def from_arrays(arrs) -> Forest:
         category_rule=CategoryRule(meta["category_rule"]), feature_names=meta["feature_names"],
         source=meta["source"], objective=meta["objective"], output_shape=meta["output_shape"],
         class_labels=meta["class_labels"],
+        feature_categories=None if meta.get("feature_categories") is None else
+        {int(f): list(labels) for f, labels in meta["feature_categories"]},
+        unseen_category_error=bool(meta.get("unseen_category_error", False)),
     )

@@ -35,6 +35,7 @@ Linear trees (``is_linear=1``) cannot be expressed in the HIR and are refused.
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 
 import numpy as np
@@ -88,13 +89,22 @@ def load(path) -> Forest:
             data = f.read()
     except OSError as exc:
         raise ModelFormatError(f"{path}: cannot read the LightGBM model ({exc.strerror or exc})") from exc
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise ModelFormatError(
-            f"{path}: not a LightGBM text model (byte {exc.start} is not UTF-8 text)"
-        ) from exc
-    return _Parser(path).parse(text)
+    return loads(data, path)
+
+
+def loads(data: bytes | str, name: str = "the model") -> Forest:
+    """Import a LightGBM text model from its contents (``Booster.model_to_string()``); ``name``
+    is what error messages call it."""
+    if isinstance(data, str):
+        text = data
+    else:
+        try:
+            text = bytes(data).decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise ModelFormatError(
+                f"{name}: not a LightGBM text model (byte {exc.start} is not UTF-8 text)"
+            ) from exc
+    return _Parser(name).parse(text)
 
 
 class _Parser:
@@ -164,7 +174,42 @@ class _Parser:
             self.fail(
                 f"the file is truncated: no 'end of trees' line after {len(blocks)} tree block(s)"
             )
-        return self.build(header, flags, blocks)
+        forest = self.build(header, flags, blocks)
+        forest.feature_categories = self.pandas_categories(lines[i:], forest.num_features)
+        if forest.feature_names == [f"Column_{j}" for j in range(forest.num_features)]:
+            # LightGBM's names for a model trained without names: it predicts by position, so do we.
+            forest.feature_names = None
+        return forest
+
+    def pandas_categories(self, tail: list[str], num_features: int) -> dict[int, list] | None:
+        """The category labels of features trained from pandas ``category`` columns.
+
+        LightGBM writes ``pandas_categorical:`` (one label list per categorical column, in column
+        order) after the parameters and ``[categorical_feature: i,j]`` among them; its predict
+        maps a frame's categorical columns through the lists in order.  When the two counts
+        differ (categorical features given as integer codes too) the lists cannot be tied to
+        features, and frames' categorical columns are read by their own codes."""
+        cats = next((ln[len("pandas_categorical:"):] for ln in tail
+                     if ln.startswith("pandas_categorical:")), None)
+        if cats is None:
+            return None
+        try:
+            lists = json.loads(cats)
+        except ValueError:
+            self.fail("the pandas_categorical line is not JSON")
+        if not lists:
+            return None
+        if not isinstance(lists, list) or not all(isinstance(c, list) for c in lists):
+            self.fail("pandas_categorical is not a list of category lists")
+        param = next((ln[len("[categorical_feature:"):-1] for ln in tail
+                      if ln.startswith("[categorical_feature:") and ln.endswith("]")), "")
+        try:
+            features = [int(t) for t in param.replace(",", " ").split()]
+        except ValueError:
+            return None  # categorical features given by name: no index to tie the lists to
+        if len(features) != len(lists) or not all(0 <= f < num_features for f in features):
+            return None
+        return {f: list(labels) for f, labels in zip(features, lists)}
 
     # ------------------------------------------------------------------ header
     def header_int(self, header, key, default=None) -> int:

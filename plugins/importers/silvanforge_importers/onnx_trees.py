@@ -139,6 +139,11 @@ def load(path) -> Forest:
             data = f.read()
     except OSError as exc:
         raise ModelFormatError(f"{path}: cannot read the ONNX model ({exc.strerror or exc})") from exc
+    return loads(data, path)
+
+
+def loads(data: bytes, path: str = "the model") -> Forest:
+    """Import an ONNX tree ensemble from its serialized bytes; ``path`` is what errors call it."""
     try:
         from onnx import ModelProto
     except ImportError as exc:  # pragma: no cover - onnx is a dependency of this plugin
@@ -151,6 +156,11 @@ def load(path) -> Forest:
     except Exception as exc:
         raise ModelFormatError(
             f"{path}: not a valid ONNX model: the protobuf is truncated or corrupt ({exc})") from exc
+    return from_proto(model, path)
+
+
+def from_proto(model, path: str = "the model") -> Forest:
+    """Import an ONNX tree ensemble from an ``onnx.ModelProto`` held in memory."""
     if not model.HasField("graph") or model.ir_version <= 0:
         raise ModelFormatError(f"{path}: not a valid ONNX model (no ir_version or no graph)")
     try:

@@ -101,7 +101,12 @@ def _as_bytes(head) -> bytes:
 
 def load_json(path) -> Forest:
     path = os.fspath(path)
-    raw = _read(path)
+    return loads_json(_read(path), path)
+
+
+def loads_json(raw: bytes, path: str = "the model") -> Forest:
+    """Import an XGBoost JSON model from its bytes (``Booster.save_raw("json")``); ``path`` is
+    what error messages call it."""
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
@@ -124,7 +129,11 @@ def load_json(path) -> Forest:
 
 def load_ubjson(path) -> Forest:
     path = os.fspath(path)
-    raw = _read(path)
+    return loads_ubjson(_read(path), path)
+
+
+def loads_ubjson(raw: bytes, path: str = "the model") -> Forest:
+    """Import an XGBoost UBJSON model from its bytes; ``path`` is what errors call it."""
     try:
         doc = ubjson.decode(raw)
     except ubjson.UBJSONError as exc:
@@ -300,6 +309,10 @@ def _forest_from_document(doc, path: str) -> Forest:
         feature_names = list(names)
 
     return Forest(
+        feature_categories=_stored_categories(model.get("cats"), learner.get("feature_types"), num_feature),
+        # XGBoost's re-coder refuses a category it was not trained with (3.2.0 alone mapped
+        # some to a neighbouring category: dmlc/xgboost#12189).
+        unseen_category_error=True,
         trees=trees,
         num_features=num_feature,
         num_outputs=num_outputs,
@@ -314,6 +327,39 @@ def _forest_from_document(doc, path: str) -> Forest:
         objective=objective,
         output_shape="auto",
     )
+
+
+def _stored_categories(cats, types, num_feature: int) -> dict[int, list] | None:
+    """The category labels XGBoost (3.1 and later) stores for features trained from pandas
+    ``category`` columns: ``cats.enc`` has one entry per feature, strings as UTF-8 bytes cut
+    at ``offsets``, numbers as ``values``; the label's position is its category code.  Only
+    what predict needs to map a frame's labels; anything unexpected leaves frames read by
+    their own codes, as XGBoost before 3.1 did."""
+    if not isinstance(cats, dict) or not isinstance(types, list) or len(types) != num_feature:
+        return None
+    enc = cats.get("enc")
+    if not isinstance(enc, list) or len(enc) != num_feature:
+        return None
+    out: dict[int, list] = {}
+    for feature, (kind, entry) in enumerate(zip(types, enc)):
+        if kind != "c" or not isinstance(entry, dict):
+            continue
+        values = entry.get("values")
+        if not isinstance(values, list) or not values:
+            continue
+        if "offsets" in entry:
+            offsets = entry["offsets"]
+            if not (isinstance(offsets, list) and offsets and offsets[-1] == len(values)
+                    and all(isinstance(o, int) for o in offsets) and offsets == sorted(offsets)):
+                continue
+            try:
+                raw = bytes(int(v) & 0xFF for v in values)
+                out[feature] = [raw[a:b].decode("utf-8", "replace") for a, b in zip(offsets[:-1], offsets[1:])]
+            except (TypeError, ValueError):
+                continue
+        elif all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
+            out[feature] = list(values)
+    return out or None
 
 
 def _objective_name(f: _Fields, learner: dict) -> str:

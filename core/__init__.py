@@ -31,6 +31,11 @@ __all__ = [
 ]
 
 
+def __dir__():
+    # The lazily imported names (compile, ...) are part of the API: list them too.
+    return sorted(set(globals()) | set(__all__))
+
+
 def __getattr__(name):
     # The compiler pulls in the scheduler and lowering; import it only when first used so
     # `import silvanforge` inside a plugin stays cheap and free of cycles.

@@ -1,0 +1,268 @@
+"""predict on what users hold: data frames (pandas, polars, pyarrow) matched to the model by
+column name, categorical columns mapped as XGBoost and LightGBM map them.
+
+Every expected value is the training library's own prediction on the frame in its training
+order (or on the codes the library itself would use)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import silvanforge as sf
+from silvanforge.errors import InputError
+
+pd = pytest.importorskip("pandas")
+xgb = pytest.importorskip("xgboost")
+lgb = pytest.importorskip("lightgbm")
+
+def _same(got, expected):
+    """Equal to the library's own output: to the last bit, but for LightGBM's softmax, which
+    rounds its exponentials' sum differently from NumPy (1 ulp; a wrong column is far off)."""
+    np.testing.assert_allclose(got, np.asarray(expected, dtype=np.asarray(got).dtype), rtol=1e-12, atol=0)
+
+
+COLOURS = ["red", "green", "blue", "amber", "violet"]
+SIZES = [3, 7, 11, 40]
+
+
+def _frame(rng, n=600):
+    """Numeric and categorical columns (string and integer labels), 10% of each missing."""
+    df = pd.DataFrame({
+        "age": rng.normal(40, 12, n),
+        "colour": pd.Categorical(rng.choice(COLOURS, n), categories=COLOURS),
+        "income": rng.lognormal(3, 1, n),
+        "size": pd.Categorical(rng.choice(SIZES, n), categories=SIZES),
+        "score": rng.uniform(-1, 1, n),
+    })
+    df.loc[rng.random(n) < 0.1, "age"] = np.nan
+    df.loc[rng.random(n) < 0.1, "colour"] = None
+    df.loc[rng.random(n) < 0.1, "size"] = None
+    return df
+
+
+def _target(df, rng, classes=2):
+    signal = (df["age"].fillna(40) / 12 + df["colour"].isin(["red", "blue"]) * 1.5
+              + (df["size"] == 7) * 1.0 + df["score"] + rng.normal(0, 0.3, len(df)))
+    if classes == 2:
+        return (signal > signal.median()).astype(int)
+    return np.digitize(signal, np.quantile(signal, np.linspace(0, 1, classes + 1)[1:-1]))
+
+
+@pytest.fixture(scope="module")
+def data():
+    rng = np.random.default_rng(7)
+    df = _frame(rng)
+    return df, _target(df, rng), _target(df, rng, classes=3)
+
+
+@pytest.fixture(scope="module")
+def xgb_binary(data):
+    df, y, _ = data
+    return xgb.XGBClassifier(n_estimators=25, max_depth=4, enable_categorical=True,
+                             tree_method="hist").fit(df, y)
+
+
+@pytest.fixture(scope="module")
+def lgb_multiclass(data):
+    df, _, y3 = data
+    return lgb.LGBMClassifier(n_estimators=20, num_leaves=15, min_child_samples=5,
+                              verbose=-1).fit(df, y3)
+
+
+def _test_rows(df, rng, n=120):
+    """Rows with the training labels in another category order and with missing labels."""
+    t = df.sample(n, random_state=1).reset_index(drop=True)
+    t["colour"] = pd.Categorical(t["colour"].astype(object), categories=COLOURS[::-1])
+    return t
+
+
+# ------------------------------------------------------------------ columns by name
+@pytest.mark.parametrize("kind", ["pandas", "polars", "pyarrow"])
+def test_reordered_columns_predict_like_the_library(data, xgb_binary, lgb_multiclass, kind):
+    df, _, _ = data
+    rows = _test_rows(df, np.random.default_rng(2))
+    shuffled = rows[["score", "size", "age", "income", "colour"]]
+    for model in (xgb_binary, lgb_multiclass):
+        expected = model.predict_proba(rows)
+        expected = expected[:, 1] if expected.shape[1] == 2 and model is xgb_binary else expected
+        got = sf.compile(model).predict(_as(shuffled, kind))
+        _same(got, expected)
+
+
+def _as(frame, kind):
+    if kind == "pandas":
+        return frame
+    if kind == "pyarrow":
+        pa = pytest.importorskip("pyarrow")
+        return pa.Table.from_pandas(frame, preserve_index=False)
+    pl = pytest.importorskip("polars")
+    # polars' categorical columns hold strings: string categories become an Enum of the frame's
+    # categories; integer ones are given as the codes the model was trained with.
+    cols = {}
+    for name in frame.columns:
+        s = frame[name]
+        if name == "colour":
+            values = [None if v != v else v for v in s.astype(object).tolist()]
+            cols[name] = pl.Series(name, values, dtype=pl.Enum(list(s.cat.categories)))
+        elif name == "size":
+            cols[name] = pl.Series(name, s.cat.set_categories(SIZES).cat.codes.replace(-1, np.nan)
+                                   .astype(float).to_numpy())
+        else:
+            cols[name] = pl.Series(name, s.to_numpy())
+    return pl.DataFrame(cols)
+
+
+@pytest.mark.parametrize("kind", ["pandas", "polars", "pyarrow"])
+def test_renamed_missing_and_unknown_columns_are_named(data, xgb_binary, kind):
+    df, _, _ = data
+    rows = df.head(20)
+    cf = sf.compile(xgb_binary)
+    with pytest.raises(InputError, match="missing 'age'.*not features of the model: 'AGE'"):
+        cf.predict(_as(rows.rename(columns={"age": "AGE"}), kind))
+    with pytest.raises(InputError, match="missing 'income'"):
+        cf.predict(_as(rows.drop(columns=["income"]), kind))
+    with pytest.raises(InputError, match="not features of the model: 'extra'"):
+        cf.predict(_as(rows.assign(extra=1.0), kind))
+
+
+def test_frames_without_names_and_models_without_names_go_by_position(rng):
+    X = rng.normal(size=(400, 4))
+    y = X[:, 0] - 2 * X[:, 3]
+    named = pd.DataFrame(X, columns=list("abcd"))
+    # A model trained on an array has no names: any frame is read by position.
+    unnamed_model = xgb.XGBRegressor(n_estimators=10, max_depth=3).fit(X, y)
+    _same(sf.compile(unnamed_model).predict(named), unnamed_model.predict(X))
+    # LightGBM calls the features of such a model Column_0...; still no names of the user's.
+    lgb_model = lgb.LGBMRegressor(n_estimators=10, verbose=-1).fit(X, y)
+    _same(sf.compile(lgb_model).predict(named), lgb_model.predict(X))
+    # A frame with pandas' default integer columns has no names: read by position.
+    named_model = xgb.XGBRegressor(n_estimators=10, max_depth=3).fit(named, y)
+    _same(sf.compile(named_model).predict(pd.DataFrame(X)), named_model.predict(named))
+
+
+@settings(max_examples=15, deadline=None)
+@given(order=st.permutations(["age", "colour", "income", "size", "score"]))
+def test_any_column_order_gives_the_same_predictions(lgb_multiclass_model, rows_for_order, order):
+    cf, expected = lgb_multiclass_model
+    _same(cf.predict(rows_for_order[list(order)]), expected)
+
+
+@pytest.fixture(scope="module")
+def lgb_multiclass_model(lgb_multiclass, rows_for_order):
+    return sf.compile(lgb_multiclass), lgb_multiclass.predict_proba(rows_for_order)
+
+
+@pytest.fixture(scope="module")
+def rows_for_order(data):
+    return _test_rows(data[0], np.random.default_rng(3), n=40)
+
+
+# ------------------------------------------------------------------ categorical columns
+def _unseen(rows):
+    t = rows.copy()
+    labels = t["colour"].astype(object).to_numpy().copy()
+    labels[::4] = "teal"  # a colour no tree was trained on
+    t["colour"] = pd.Categorical(labels)
+    return t
+
+
+def test_lightgbm_unseen_and_missing_categories_are_missing_values(data):
+    df, y, _ = data
+    model = lgb.LGBMClassifier(n_estimators=20, num_leaves=15, min_child_samples=5, verbose=-1).fit(df, y)
+    rows = _unseen(_test_rows(df, np.random.default_rng(4)))
+    assert rows["colour"].isna().any() and (rows["colour"] == "teal").any()
+    cf = sf.compile(model)
+    _same(cf.predict(rows), model.predict_proba(rows)[:, 1])
+    # the same through the booster, whose predict maps pandas_categorical too
+    _same(cf.predict(rows), model.booster_.predict(rows))
+
+
+def test_lightgbm_categories_survive_the_saved_model_and_the_artifact(data, tmp_path):
+    df, y, _ = data
+    model = lgb.LGBMClassifier(n_estimators=10, verbose=-1).fit(df, y)
+    path = tmp_path / "m.txt"
+    model.booster_.save_model(str(path))
+    rows = _test_rows(df, np.random.default_rng(5))
+    expected = model.predict_proba(rows)[:, 1]
+    cf = sf.compile(path)
+    assert cf.forest.feature_categories == {1: COLOURS, 3: SIZES}
+    _same(cf.predict(rows), expected)
+    cf.save(tmp_path / "m.forge")
+    loaded = sf.load_compiled(tmp_path / "m.forge")
+    assert loaded.forest.feature_categories == {1: COLOURS, 3: SIZES}
+    _same(loaded.predict(rows[rows.columns[::-1]]), expected)
+
+
+def test_xgboost_categories_map_like_xgboost_and_unseen_ones_are_refused(data, xgb_binary):
+    df, _, _ = data
+    rows = _test_rows(df, np.random.default_rng(6))
+    cf = sf.compile(xgb_binary)
+    assert cf.forest.feature_categories[1] == COLOURS
+    assert cf.forest.feature_categories[3] == SIZES
+    _same(cf.predict(rows), xgb_binary.predict_proba(rows)[:, 1])
+    with pytest.raises(InputError, match="column 'colour' has a category the model was not trained with"):
+        cf.predict(_unseen(rows))
+
+
+def test_category_codes_in_arrays_are_read_as_the_library_reads_them(data, xgb_binary):
+    df, _, _ = data
+    rows = _test_rows(df, np.random.default_rng(8))
+    # the training order of categories: codes as the training frame had them
+    codes = rows.copy()
+    for name, labels in (("colour", COLOURS), ("size", SIZES)):
+        codes[name] = rows[name].cat.set_categories(labels).cat.codes.replace(-1, np.nan).astype(float)
+    X = codes[["age", "colour", "income", "size", "score"]].to_numpy()
+    _same(sf.compile(xgb_binary).predict(X), xgb_binary.predict_proba(rows)[:, 1])
+
+
+def test_string_columns_are_mapped_through_the_stored_labels(data, lgb_multiclass):
+    df, _, _ = data
+    rows = _test_rows(df, np.random.default_rng(9))
+    as_strings = rows.assign(colour=rows["colour"].astype(object))
+    _same(sf.compile(lgb_multiclass).predict(as_strings),
+                                  lgb_multiclass.predict_proba(rows))
+
+
+# ------------------------------------------------------------------ dtypes and bad frames
+def test_nullable_and_boolean_columns(rng):
+    X = rng.normal(size=(300, 3))
+    y = X[:, 0] + X[:, 1] - X[:, 2]
+    cols = ["a", "b", "c"]
+    model = xgb.XGBRegressor(n_estimators=10, max_depth=3).fit(pd.DataFrame(X, columns=cols), y)
+    cf = sf.compile(model)
+    ints = np.round(X * 3)
+    frame = pd.DataFrame({"a": pd.array(ints[:, 0].astype(int), dtype="Int64"),
+                          "b": pd.array(ints[:, 1], dtype="Float64"), "c": ints[:, 2] > 0})
+    frame.loc[::5, "a"] = pd.NA
+    frame.loc[::7, "b"] = pd.NA
+    expected_rows = np.column_stack([ints[:, 0], ints[:, 1], (ints[:, 2] > 0).astype(float)])
+    expected_rows[::5, 0] = np.nan
+    expected_rows[::7, 1] = np.nan
+    _same(cf.predict(frame), cf.predict(expected_rows))
+
+
+def test_frames_that_cannot_be_read_say_why(rng):
+    X = rng.normal(size=(200, 2))
+    model = xgb.XGBRegressor(n_estimators=5, max_depth=2).fit(pd.DataFrame(X, columns=["a", "b"]), X[:, 0])
+    cf = sf.compile(model)
+    with pytest.raises(InputError, match="column 'b' holds"):
+        cf.predict(pd.DataFrame({"a": [1.0], "b": ["text"]}))
+    with pytest.raises(InputError, match="two columns named 'a'"):
+        cf.predict(pd.DataFrame([[1.0, 2.0, 3.0]], columns=["a", "b", "a"]))
+    with pytest.raises(InputError, match="pandas Series is one column"):
+        cf.predict(pd.Series([1.0, 2.0], index=["a", "b"]))
+    scipy_sparse = pytest.importorskip("scipy.sparse")
+    with pytest.raises(InputError, match="sparse matrices"):
+        cf.predict(scipy_sparse.csr_matrix(X))
+
+
+def test_polars_categorical_without_stored_labels_is_refused(rng):
+    pl = pytest.importorskip("polars")
+    X = rng.integers(0, 3, size=(200, 2)).astype(float)
+    model = xgb.XGBRegressor(n_estimators=5, max_depth=2).fit(pd.DataFrame(X, columns=["a", "b"]), X[:, 0])
+    frame = pl.DataFrame({"a": pl.Series(["x", "y"], dtype=pl.Categorical), "b": [1.0, 2.0]})
+    with pytest.raises(InputError, match="polars Categorical"):
+        sf.compile(model).predict(frame)

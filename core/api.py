@@ -9,6 +9,7 @@ import json
 import os
 import time
 import zipfile
+from typing import Any, Union
 
 import numpy as np
 
@@ -111,6 +112,11 @@ def _as_schedule(schedule, forest: hir.Forest, batch_size) -> Schedule | None:
                         f"({', '.join(CANNED)}), got {type(schedule).__name__}")
 
 
+# What compile and load_model read (see silvanforge.load_model): a path, bytes, a Forest, or
+# a model object an installed importer recognises.
+ModelLike = Union[str, "os.PathLike[str]", bytes, hir.Forest, Any]
+
+
 @dataclasses.dataclass
 class Lowered:
     """What the front half of the compiler produced, before any target code."""
@@ -139,7 +145,7 @@ def lower(model, target: str = "cpu", rep: str | None = None, schedule=None,
     ``tile_size``: nodes evaluated per walk step (:mod:`silvanforge.tiling`; 1 = node by node);
     above 1 it needs a representation that lays out tiles (sparse).
     ``profile``: a :class:`silvanforge.Profile` or profile file of this model; skewed trees are
-    then tiled by probability (seed 000; needs ``tile_size`` above 1).
+    then tiled along the paths most rows take (needs ``tile_size`` above 1).
     ``reorder``: "depth" or "peel" groups trees of equal depth / shallowest leaf; without a
     schedule each group's walks are then peeled to its shallowest leaf (``peel-groups``), and
     ``pad`` (None: when it at most doubles the nodes) pads each tree to its own depth.
@@ -257,10 +263,19 @@ class CompiledForest:
 
     def predict(self, X, output_margin: bool = False, missing: float = np.nan,
                 threads: int | None = None) -> np.ndarray:
-        """Predictions for rows ``X`` (n, num_features): what the source library returns.
+        """Predictions for rows ``X``: what the source library's ``predict`` returns (XGBoost's
+        and LightGBM's boosters: probabilities for classifiers; scikit-learn: ``predict_proba``
+        for classifiers, ``predict`` for regressors).
 
-        ``output_margin`` gives raw margins (XGBoost ``output_margin``, LightGBM ``raw_score``).
-        ``missing`` marks an extra value treated as missing, like XGBoost's DMatrix ``missing``.
+        ``X``: a NumPy array (n, num_features), or a pandas / polars DataFrame or pyarrow Table,
+        whose columns are matched to the model's feature names and whose categorical columns
+        are mapped to the model's categories (:mod:`silvanforge.inputs`).
+        ``output_margin``: raw margins (XGBoost ``output_margin``, LightGBM ``raw_score``).
+        ``missing``: a value treated as missing besides NaN, like XGBoost's DMatrix ``missing``.
+        ``threads``: threads for this call (default: the compile option, else all CPUs).
+
+            >>> cf.predict(np.array([[0.5, 1.0, np.nan, 3.0]]))     # doctest: +SKIP
+            >>> cf.predict(frame[["b", "a", "d", "c"]])             # matched by name  # doctest: +SKIP
         """
         rows = as_rows(X, self.forest, self.kernel.input_dtype)
         if missing == missing:  # not NaN (NaN is what the kernels treat as missing already)
@@ -321,17 +336,36 @@ class CompiledForest:
         os.replace(tmp, path)  # never leave a half-written artifact under the real name
 
 
-def compile(model, target: str = "cpu", rep: str | None = None, schedule=None,
+def compile(model: ModelLike, target: str = "cpu", rep: str | None = None,
+            schedule: Schedule | str | os.PathLike | None = None,
             batch_size: int | None = None, threads: int | None = None,
             pad: bool | None = None, tile_size: int = 1, profile=None,
             reorder: str | None = None) -> CompiledForest:
-    """Compile a model file or HIR ``Forest`` for ``target``; ``None`` options are chosen well.
+    """Compile ``model`` into machine code for ``target``; options left ``None`` are chosen for
+    the model.
 
-    ``tile_size`` > 1 walks trees a tile of that many nodes per step (seed 001, 3.2-3.8; sparse
-    representation only); the default 1 walks node by node.  ``profile`` (a Profile or its
-    file, from :func:`silvanforge.profile` or ``forge profile``) tiles skewed trees by
-    probability (seed 000).  ``reorder`` ("depth" or "peel") groups trees and peels each group's
-    walks (see :func:`lower`)."""
+    ``model``: a model file's path (XGBoost JSON/UBJSON, LightGBM text, ONNX; ``str`` or
+    ``Path``) or its bytes, a compiled artifact, a fitted ``XGBModel``/``xgboost.Booster``,
+    ``LGBMModel``/``lightgbm.Booster``, scikit-learn forest or ``onnx.ModelProto``, or a HIR
+    ``Forest`` (see :func:`silvanforge.load_model`).
+
+    ``target``: ``"cpu"``, ``"cuda"`` or ``"amd"`` (``forge plugins`` says which run here).
+    ``rep``: how trees are laid out in memory (``"bitvector"``, ``"sparse"``, ``"array"``,
+    ``"reorg"``). ``schedule``: the loop nest to generate: a canned name (``"xgboost"``,
+    ``"tree-parallel"``, ...), schedule text, or a schedule file. ``batch_size``: the rows per
+    call to tune for (any number of rows still works). ``threads``: threads ``predict`` uses by
+    default (all usable CPUs). ``pad``: pad trees to one depth so walks skip leaf checks.
+    ``tile_size``: nodes decided per walk step (2-8, sparse layout; 1 walks node by node).
+    ``profile``: a :class:`silvanforge.Profile` (or its file) from :func:`silvanforge.profile`:
+    trees most rows walk the same way are tiled along those paths (needs ``tile_size`` > 1).
+    ``reorder``: ``"depth"`` or ``"peel"`` groups trees of equal depth (or shallowest leaf)
+    and walks each group without leaf checks.
+
+        >>> import silvanforge as sf
+        >>> cf = sf.compile("examples/model.json")
+        >>> y = cf.predict(X)                     # what xgboost's predict returns  # doctest: +SKIP
+        >>> cf = sf.compile(xgb_classifier, threads=1)                            # doctest: +SKIP
+    """
     start = time.perf_counter()
     reg = registry()
     reg.check_target(target)

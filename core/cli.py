@@ -66,7 +66,8 @@ def _note(message: str) -> None:
 
 
 # --------------------------------------------------------------------------- shared options
-ModelArg = typer.Argument(..., help="A model file, or a compiled artifact saved with `forge compile -o`.",
+ModelArg = typer.Argument(..., help="A model file (XGBoost JSON/UBJSON, LightGBM text, ONNX), or a "
+                                    "compiled artifact saved with `forge compile -o`.",
                           show_default=False)
 
 
@@ -76,11 +77,14 @@ LevelOpt = typer.Option(..., "--level", "-l", show_default=False, case_sensitive
 
 
 def _target_opt():
-    return typer.Option(None, "--target", "-t", help="Target to compile for (default: cpu).")
+    return typer.Option(None, "--target", "-t",
+                        help="Hardware to compile for: cpu, cuda or amd (default: cpu).")
 
 
 def _rep_opt():
-    return typer.Option(None, "--rep", "-r", help="Tree representation (default: chosen for the model).")
+    return typer.Option(None, "--rep", "-r",
+                        help="How trees are laid out in memory: bitvector, sparse, array or reorg "
+                             "(`forge plugins` lists what is installed; default: chosen for the model).")
 
 
 def _schedule_opt():
@@ -478,7 +482,8 @@ def tune_command(
     out: str | None = typer.Option(None, "--out", "-o", help="Write the best schedule here (text)."),
     repeat: int = typer.Option(3, "--repeat", min=1, help="Timed calls per candidate (the best counts)."),
 ):
-    """Time seed 004's GPU template candidates (Algorithm 1) on TARGET and keep the fastest."""
+    """Time the GPU loop nests worth trying for MODEL (rows per block, threads per tree, what is
+    cached) on TARGET and keep the fastest schedule."""
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     from .plugins import registry as reg

@@ -4,6 +4,7 @@ held in memory (a fitted estimator, a booster, an ``onnx.ModelProto``, the bytes
 from __future__ import annotations
 
 import os
+from typing import Any
 
 from .errors import InputError, IRVerificationError, ModelFormatError
 from .ir import hir
@@ -32,7 +33,7 @@ def _shown(path: str) -> str:
         f"{path[:60]!r}... ({len(path)} characters: pass the model's contents as bytes, not str)"
 
 
-def load_model(model, fmt: str | None = None) -> hir.Forest:
+def load_model(model: str | os.PathLike | bytes | hir.Forest | Any, fmt: str | None = None) -> hir.Forest:
     """The HIR forest of ``model``.
 
     ``model`` is a path (``str`` or ``Path``) to a model file, recognised by its content unless

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from .errors import (
     ArtifactError,
+    ArtifactWarning,
     InputError,
     ModelFormatError,
     PluginError,
@@ -24,7 +25,7 @@ from .loading import load_model
 __version__ = "0.1.0"
 
 __all__ = [
-    "ArtifactError", "InputError", "ModelFormatError", "PluginError", "ScheduleError",
+    "ArtifactError", "ArtifactWarning", "InputError", "ModelFormatError", "PluginError", "ScheduleError",
     "SilvanForgeError", "UnsupportedModelError", "hookimpl", "Aggregation", "CategoryRule",
     "Forest", "Op", "Transform", "Tree", "load_model", "compile", "load_compiled",
     "CompiledForest", "lower", "show", "profile", "load_profile", "Profile", "__version__",

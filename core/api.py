@@ -4,17 +4,16 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import io
-import json
 import os
 import time
-import zipfile
+import warnings
 from typing import Any, Union
 
 import numpy as np
 
-from . import __version__, bitvector, transforms
-from .errors import ArtifactError, InputError, IRVerificationError, PluginError, ScheduleError
+from . import __version__, artifacts, bitvector, transforms
+from .errors import (ArtifactError, ArtifactWarning, InputError, IRVerificationError, PluginError,
+                     ScheduleError, UnsupportedModelError)
 from .ir import hir, hir_io, lir, mir
 from .hir_passes import pad_each_tree, pad_trees, padded_nodes, padded_nodes_each, reorder_trees, tree_groups
 from .loading import load_model
@@ -22,11 +21,10 @@ from .lowering import lower_to_lir
 from .tiling import check_tile_size, format_hir, probability_tile_ids, tile_forest, with_tile_ids
 from .plugins import registry
 from .inputs import as_rows
-from .runtime import run_kernel
+from .runtime import check_threads, run_kernel
 from .scheduler import CANNED, Schedule, canned, lower_to_mir, parse_schedule
 from .scheduler.canned import peel_groups
 
-ARTIFACT_FORMAT = 1
 # Padding every tree to the forest's depth lets walks skip leaf checks (peelWalk); it is chosen
 # while it at most doubles the nodes (docs/benchmarks.md measures what it buys).
 PAD_LIMIT = 2.0
@@ -311,29 +309,23 @@ class CompiledForest:
                 "compile_seconds": round(self.compile_seconds, 3)}
 
     # ---------------------------------------------------------------- saving
-    def save(self, path) -> None:
-        """Write a self-contained artifact: the HIR, the options and the target's machine code."""
-        arrays = hir_io.to_arrays(self.forest)
+    def save(self, path: str | os.PathLike, key: str | bytes | None = None) -> None:
+        """Write a self-contained artifact: the model, the options and the target's machine code
+        (:mod:`silvanforge.artifacts`).  With ``key`` (or ``SILVANFORGE_ARTIFACT_KEY`` set) the
+        artifact is signed, and a loader holding the same key runs its machine code instead of
+        compiling again."""
         meta = {
-            "format": ARTIFACT_FORMAT, "silvanforge": __version__, "target": self.target,
+            "silvanforge": __version__, "target": self.target,
             "rep": self.rep, "schedule": self.schedule.to_text(), "batch_size": self.batch_size,
             "threads": self.threads, "fingerprint": self.forest.fingerprint(), "pad": self.pad,
             "tile_size": self.tile_size, "reorder": self.reorder,
             "probability_tiling": self.tile_ids is not None, "lir": lir_digest(self.lir_module),
         }
+        arrays = {"forest.npz": hir_io.to_arrays(self.forest)}
+        if self.tile_ids is not None:  # the profile-derived tiling, to rebuild the layout
+            arrays["tiling.npz"] = _tile_id_arrays(self.tile_ids, self.forest)
         blob = self.kernel.artifact() if hasattr(self.kernel, "artifact") else b""
-        tmp = f"{os.fspath(path)}.tmp-{os.getpid()}"
-        with zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_DEFLATED) as z:
-            z.writestr("meta.json", json.dumps(meta))
-            buf = io.BytesIO()
-            np.savez(buf, **arrays)
-            z.writestr("forest.npz", buf.getvalue())
-            z.writestr("kernel.bin", blob)
-            if self.tile_ids is not None:  # the profile-derived tiling, to rebuild the layout
-                buf = io.BytesIO()
-                np.savez(buf, **_tile_id_arrays(self.tile_ids, self.forest))
-                z.writestr("tiling.npz", buf.getvalue())
-        os.replace(tmp, path)  # never leave a half-written artifact under the real name
+        artifacts.write(path, meta, arrays, blob, key)
 
 
 def compile(model: ModelLike, target: str = "cpu", rep: str | None = None,
@@ -369,62 +361,50 @@ def compile(model: ModelLike, target: str = "cpu", rep: str | None = None,
     start = time.perf_counter()
     reg = registry()
     reg.check_target(target)
-    if threads is not None and (not isinstance(threads, (int, np.integer)) or threads <= 0):
-        raise InputError(f"threads must be a positive integer, got {threads!r}")
-    low = lower(model, target, rep, schedule, batch_size, pad, tile_size, profile, reorder)
-    kernel = reg.hook.silvanforge_target_compile(target=target, module=low.lir,
-                                                 options={"threads": threads, "batch_size": batch_size})
+    if threads is not None:
+        threads = check_threads(threads)
+    forest = model if isinstance(model, hir.Forest) else load_model(model)
+    try:
+        low = lower(forest, target, rep, schedule, batch_size, pad, tile_size, profile, reorder)
+        kernel = reg.hook.silvanforge_target_compile(target=target, module=low.lir,
+                                                     options={"threads": threads, "batch_size": batch_size})
+    except MemoryError:
+        nodes = sum(t.num_nodes for t in forest.trees)
+        raise UnsupportedModelError(
+            f"out of memory compiling a model of {forest.num_trees} trees and {nodes} nodes "
+            f"(depth up to {forest.max_depth()}) for {target}: free memory, or compile fewer trees") from None
     return CompiledForest(low.forest, kernel, low.lir, low.mir, target, low.rep, low.schedule,
                           batch_size, threads, time.perf_counter() - start, pad=low.pad,
                           tile_size=low.tile_size, reorder=low.reorder, tile_ids=low.tile_ids)
 
 
-def _read_artifact(source) -> tuple[dict, hir.Forest, bytes, dict | None]:
-    """The parts of an artifact (a path or its bytes): meta, the verified stored forest, the
-    machine code and the stored tiling (or None)."""
-    name = "the artifact bytes" if isinstance(source, (bytes, bytearray)) else os.fspath(source)
-    try:
-        with zipfile.ZipFile(io.BytesIO(source) if isinstance(source, (bytes, bytearray)) else name) as z:
-            meta = json.loads(z.read("meta.json"))
-            with np.load(io.BytesIO(z.read("forest.npz")), allow_pickle=False) as npz:
-                arrays = {k: npz[k] for k in npz.files}
-            blob = z.read("kernel.bin")
-            tiling = None
-            if meta.get("probability_tiling"):
-                with np.load(io.BytesIO(z.read("tiling.npz")), allow_pickle=False) as npz:
-                    tiling = {k: npz[k] for k in npz.files}
-    except FileNotFoundError:
-        raise ArtifactError(f"compiled model not found: {name}") from None
-    except (zipfile.BadZipFile, KeyError, ValueError, OSError) as exc:
-        raise ArtifactError(f"{name}: not a SilvanForge compiled model or corrupt ({exc})") from None
-    if not isinstance(meta, dict) or meta.get("format") != ARTIFACT_FORMAT:
-        raise ArtifactError(f"{name}: artifact format {meta.get('format') if isinstance(meta, dict) else '?'} "
-                            f"is not {ARTIFACT_FORMAT}")
-    try:
-        forest = hir_io.from_arrays(arrays)
-        hir.verify(forest)
-    except Exception as exc:
-        raise ArtifactError(f"{name}: the stored model is corrupt ({exc})") from None
-    if forest.fingerprint() != meta.get("fingerprint"):
-        raise ArtifactError(f"{name}: the stored model does not match its fingerprint (corrupt or edited)")
-    return meta, forest, blob, tiling
-
-
 def read_artifact_forest(source) -> hir.Forest:
     """The model stored in an artifact (a path or its bytes), without compiling anything."""
-    return _read_artifact(source)[1]
+    return artifacts.read(source).forest
 
 
-def load_compiled(path: str | os.PathLike) -> CompiledForest:
-    """Load an artifact saved by :meth:`CompiledForest.save` (``forge compile -o``); machine code
-    built for another host or version is rebuilt.  Load artifacts only from places you trust,
-    as you would a shared library.
+def load_compiled(path: str | os.PathLike, key: str | bytes | None = None,
+                  trust_code: bool = False) -> CompiledForest:
+    """Load an artifact saved by :meth:`CompiledForest.save` (``forge compile -o``).
+
+    Its machine code runs only when the artifact is signed with ``key`` (or the
+    ``SILVANFORGE_ARTIFACT_KEY`` environment variable), or when ``trust_code`` says you trust
+    where it came from, as you would a shared library; otherwise the stored model is compiled
+    again (a warning says so).  Code built for another host or version is always rebuilt.  A
+    damaged or mixed artifact is an ``ArtifactError``.
 
         >>> cf = sf.compile("examples/model.json"); cf.save("/tmp/model.forge")   # doctest: +SKIP
         >>> sf.load_compiled("/tmp/model.forge").predict(X)                       # doctest: +SKIP
     """
     path = os.fspath(path)
-    meta, forest, blob, tiling = _read_artifact(path)
+    art = artifacts.read(path, key)
+    meta, forest, tiling = art.meta, art.forest, art.tiling
+    blob = art.blob
+    if blob and not (art.signed or trust_code):
+        warnings.warn(f"{path}: its machine code was not run (the artifact is not signed with your key: "
+                      f"set {artifacts.KEY_ENV} when saving and loading, or pass trust_code=True for "
+                      "artifacts you trust); compiling its model again", ArtifactWarning, stacklevel=2)
+        blob = b""
     start = time.perf_counter()
     reg = registry()
     target, rep = meta["target"], meta["rep"]
@@ -432,7 +412,10 @@ def load_compiled(path: str | os.PathLike) -> CompiledForest:
     if rep == bitvector.NAME:
         return _load_bitvector(path, forest, meta, blob, start)
     reg.check_representation(rep)
-    sched = parse_schedule(meta["schedule"])
+    try:
+        sched = parse_schedule(meta["schedule"])
+    except ScheduleError as exc:
+        raise ArtifactError(f"{path}: the stored schedule is damaged ({exc})") from None
     pad = bool(meta.get("pad", False))
     tile_size = meta.get("tile_size", 1)
     try:
@@ -472,8 +455,12 @@ def _kernel_for(path: str, low: Lowered, meta: dict, blob: bytes, start: float) 
     # Machine code is reused only for the very program it was built from: the same version can
     # lower a model differently (a new chooser, widths) and old code would misread the buffers.
     if blob and meta.get("silvanforge") == __version__ and meta.get("lir") == lir_digest(low.lir):
-        kernel = reg.hook.silvanforge_target_load_kernel(target=target, module=low.lir, blob=blob,
-                                                         options=options)
+        try:
+            kernel = reg.hook.silvanforge_target_load_kernel(target=target, module=low.lir, blob=blob,
+                                                             options=options)
+        except Exception as exc:  # noqa: BLE001 - signed or trusted, yet the code will not load
+            raise ArtifactError(f"{path}: its machine code does not load ({type(exc).__name__}: "
+                                f"{str(exc)[:200]}): damaged") from None
     if kernel is None:
         kernel = reg.hook.silvanforge_target_compile(target=target, module=low.lir, options=options)
     return CompiledForest(low.forest, kernel, low.lir, low.mir, target, low.rep, low.schedule,

@@ -140,22 +140,31 @@ def read_schedule(path: str | None):
 def load_or_compile(model: str, target: str | None, rep: str | None, schedule: str | None,
                     batch_size: int | None = None, threads: int | None = None,
                     tile_size: int | None = None, profile: str | None = None,
-                    reorder: str | None = None):
-    """A CompiledForest from a model file (compiled now) or a saved artifact (loaded)."""
+                    reorder: str | None = None, trust_code: bool = False):
+    """A CompiledForest from a model file (compiled now) or a saved artifact (loaded; its machine
+    code runs when signed with SILVANFORGE_ARTIFACT_KEY or with --trust-code)."""
+    import warnings
+
     import silvanforge as sf
 
     if is_artifact(model):
-        sched_given = schedule is not None
-        with _err().status(f"loading {escape(model)}"):
-            cf = sf.load_compiled(model)
-        for flag, wanted, actual in (("--target", target, cf.target), ("--rep", rep, cf.rep),
-                                     ("--tile-size", tile_size, cf.tile_size)):
+        from . import artifacts
+
+        meta = artifacts.read(model).meta  # checked, and its options compared, before compiling
+        for flag, wanted, actual in (("--target", target, meta["target"]), ("--rep", rep, meta["rep"]),
+                                     ("--tile-size", tile_size, meta["tile_size"])):
             if wanted is not None and wanted != actual:
                 raise InputError(f"{model} was compiled with {flag[2:]} {actual!r}; compile the model "
                                  f"file again to use {flag} {wanted}")
-        if sched_given or batch_size is not None or profile is not None or reorder is not None:
+        if schedule is not None or batch_size is not None or profile is not None or reorder is not None:
             raise InputError(f"{model} is already compiled; --schedule, --batch-size, --profile and "
                              "--reorder apply only when compiling a model file")
+        with _err().status(f"loading {escape(model)}"), warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", sf.ArtifactWarning)
+            cf = sf.load_compiled(model, trust_code=trust_code)
+        for w in caught:
+            if issubclass(w.category, sf.ArtifactWarning):
+                _note(str(w.message))
         return cf
     sched = read_schedule(schedule)
     with _err().status(f"compiling {escape(model)}"):
@@ -246,9 +255,14 @@ def predict(
     tile_size: int | None = _tile_opt(),
     profile: str | None = _profile_opt(),
     reorder: str | None = _reorder_opt(),
+    trust_code: bool = typer.Option(False, "--trust-code",
+                                    help="Run an artifact's machine code though it is not signed with "
+                                         "SILVANFORGE_ARTIFACT_KEY (only for artifacts you trust: it is "
+                                         "native code); otherwise its model is compiled again."),
 ):
     """Predict rows from a CSV or .npy file; one output line (or row) per input row."""
-    cf = load_or_compile(model, target, rep, schedule, None, threads, tile_size, profile, reorder)
+    cf = load_or_compile(model, target, rep, schedule, None, threads, tile_size, profile, reorder,
+                         trust_code=trust_code)
     rows = csvio.read_rows(input_path, cf.num_features, cf.forest.feature_names)
     if rows.note:
         _note(rows.note)
@@ -441,12 +455,7 @@ def profile_command(
     from . import profiling
     from .loading import load_model
 
-    if is_artifact(model):
-        import silvanforge as sf
-
-        forest = sf.load_compiled(model).forest
-    else:
-        forest = load_model(model)
+    forest = load_model(model)  # an artifact's stored model, too
     rows = csvio.read_rows(data, forest.num_features, forest.feature_names)
     if rows.note:
         _note(rows.note)

@@ -38,3 +38,8 @@ class IRVerificationError(Exception):
 
 class ArtifactError(SilvanForgeError):
     """A saved compiled model is corrupt, from another version, or for another machine."""
+
+
+class ArtifactWarning(UserWarning):
+    """A saved compiled model was loaded without running its machine code (it was compiled
+    again): the artifact is not signed with the loader's key, or is from an older version."""

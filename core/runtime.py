@@ -41,6 +41,13 @@ def _get_pool(size: int) -> ThreadPoolExecutor:
         return _pool
 
 
+def check_threads(threads) -> int:
+    """A thread count as an int; anything but a positive integer is an InputError."""
+    if isinstance(threads, (bool, np.bool_)) or not isinstance(threads, (int, np.integer)) or threads <= 0:
+        raise InputError(f"threads must be a positive integer, got {threads!r}")
+    return int(threads)
+
+
 def check_rows(X, num_features: int, dtype: np.dtype) -> np.ndarray:
     """Validate a batch and view it in the kernel's input dtype, copying only when needed."""
     if type(X) is np.ndarray and X.dtype == dtype and X.ndim == 2 and X.shape[1] == num_features \
@@ -74,11 +81,11 @@ def run_kernel(kernel, rows: np.ndarray, num_outputs: int, threads: int | None) 
     """
     if hasattr(kernel, "margins"):  # a GPU kernel takes the whole batch (gpu_runtime.GpuKernel)
         return kernel.margins(rows, num_outputs)
+    threads = default_threads() if threads is None else check_threads(threads)
     n = rows.shape[0]
     out = np.empty((n, num_outputs), dtype=kernel.output_dtype)
     if n == 0:
         return out
-    threads = default_threads() if threads is None else max(1, int(threads))
     if not kernel.scratch:
         _run_block(kernel, rows, out, threads)
         return out

@@ -133,3 +133,44 @@ def test_switched_off_by_environment(tmp_path):
     done = subprocess.run([sys.executable, "-c", code], cwd=root, env=env, capture_output=True, text=True,
                           timeout=120)
     assert done.returncode == 0, done.stderr
+
+
+def test_more_threads_than_the_pool_holds_run_in_rounds(monkeypatch):
+    """threads past the pool's MAX_WORKERS + 1 (hosts with more CPUs, or a large ``threads=``)
+    run their shares in rounds on the native workers; once they hung, indexing past the
+    mailboxes.  Run in a child with a time limit so a hang fails instead of stalling the suite."""
+    code = """
+import numpy as np, silvanforge as sf
+from silvanforge import lowering, reference
+from silvanforge_target_cpu import pool
+lowering.THREAD_STEPS = 1
+pool.SHARE_STEPS, pool.MIN_SHARE_ROWS = 1, 1
+import sys; sys.path.insert(0, "tests")
+from test_native_pool import _forest
+from strategies import rows_for
+forest = _forest(11)
+cf = sf.compile(forest)
+X = rows_for(forest, np.random.default_rng(3), 3000)
+want = reference.predict(forest, X, output_margin=True)
+shares = []
+run_shares = cf.kernel.run_shares
+cf.kernel.run_shares = lambda *a: shares.append(len(a[-1])) or run_shares(*a)
+for threads in (pool.MAX_WORKERS + 2, 300, 700):
+    np.testing.assert_array_equal(cf.predict(X, output_margin=True, threads=threads), want)
+assert max(shares) > pool.MAX_WORKERS + 1, shares
+assert pool.native_pool().workers == pool.MAX_WORKERS
+print("ok")
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                          cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    assert done.returncode == 0 and "ok" in done.stdout, done.stderr[-2000:]
+
+
+@pytest.mark.parametrize("bad", ["x", 0, -3, 2.5, True, None.__class__])
+def test_thread_counts_that_are_not_positive_integers_are_input_errors(bad):
+    cf = sf.compile(_forest(12))
+    X = rows_for(cf.forest, np.random.default_rng(4), 10)
+    with pytest.raises(sf.InputError, match="threads must be a positive integer"):
+        cf.predict(X, threads=bad)
+    with pytest.raises(sf.InputError, match="threads must be a positive integer"):
+        sf.compile(cf.forest, threads=bad)

@@ -152,10 +152,15 @@ class CpuKernel:
         if native is None or not native.lock.acquire(blocking=False):
             return False
         try:
-            if not native.grow(len(shares) - 1):
+            # More shares than the pool holds workers (threads past pool.MAX_WORKERS + 1) run
+            # in rounds: a round never hands out more shares than there are mailboxes.
+            per_round = pool.MAX_WORKERS + 1
+            if not native.grow(min(len(shares), per_round) - 1):
                 return False
             bound = self._bound(rows, out, scratch)
-            native.run(self._addresses[phase], [self._share(bound, *share) for share in shares])
+            for k in range(0, len(shares), per_round):
+                native.run(self._addresses[phase],
+                           [self._share(bound, *share) for share in shares[k:k + per_round]])
         finally:
             native.lock.release()
         return True

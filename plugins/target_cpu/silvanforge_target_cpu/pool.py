@@ -323,8 +323,10 @@ class NativePool:
             self.set_spin(max(0, int(spin)))
 
     def grow(self, workers: int) -> bool:
-        """At least ``workers`` workers (held ``lock``); False if the system refused a thread."""
-        workers = min(workers, MAX_WORKERS)
+        """At least ``workers`` workers (held ``lock``); False if the system refused a thread
+        or more than MAX_WORKERS were asked for (there are that many mailboxes)."""
+        if workers > MAX_WORKERS:
+            return False
         if workers > self.workers:
             first, self.workers = self.workers, workers
             if self._start(first, workers) != 0:

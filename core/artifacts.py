@@ -1,0 +1,266 @@
+"""Compiled-model artifacts on disk: what is in one, how it is checked, and when its machine code
+may run.
+
+An artifact is a zip of plain members: ``meta.json`` (the options and the digests that bind
+the code to its program), ``forest.npz`` (the model as arrays, never pickles), ``kernel.bin``
+(the target's machine code, or bitcode), ``tiling.npz`` (a profile-derived tiling, optional),
+``manifest.json`` (the SHA-256 of every other member) and ``signature`` (an HMAC-SHA256 of
+the manifest, when saved with a key).
+
+Checks, in order, before anything is used: the zip's members and their declared sizes (a
+size field that would allocate more than the file could hold is refused before anything is
+read); every member against the manifest (a damaged file, or members mixed from two
+artifacts, is refused); ``meta.json``'s fields and types; each array's header against the
+bytes it occupies; the forest's verifier and its fingerprint.
+
+Trust: loading machine code runs it.  A manifest proves the members belong together, not who
+made them, so the code runs only when the artifact is signed with the key the loader holds
+(``key=`` or the ``SILVANFORGE_ARTIFACT_KEY`` environment variable, at save and at load), or
+the caller vouches for it (``trust_code=True``).  Otherwise the forest is compiled again from
+its arrays and a warning says why: slower, never unsafe.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import hashlib
+import hmac
+import io
+import json
+import os
+import tempfile
+import zipfile
+import zlib
+
+import numpy as np
+
+from .errors import ArtifactError
+from .ir import hir, hir_io
+
+FORMAT = 2
+OLD_FORMATS = (1,)  # no manifest: their forests load, their machine code never runs
+KEY_ENV = "SILVANFORGE_ARTIFACT_KEY"
+MANIFEST, SIGNATURE = "manifest.json", "signature"
+MEMBERS = ("meta.json", "forest.npz", "kernel.bin", "tiling.npz")
+# meta.json is a few hundred bytes; anything near this is padding, not options.
+META_MAX_BYTES = 1 << 20
+# Deflate cannot expand data more than about 1032 to 1: a member declaring more is a lie.
+MAX_DEFLATE_RATIO = 1100
+
+# meta.json: field -> the types it may have.
+_META_FIELDS = {
+    "format": (int,), "silvanforge": (str,), "target": (str,), "rep": (str,), "schedule": (str,),
+    "batch_size": (int, type(None)), "threads": (int, type(None)), "fingerprint": (str,),
+    "pad": (bool,), "tile_size": (int,), "reorder": (str, type(None)), "probability_tiling": (bool,),
+    "lir": (str,), "kernel_sha256": (str,),
+}
+
+
+@dataclasses.dataclass
+class Artifact:
+    meta: dict
+    forest: hir.Forest
+    blob: bytes  # machine code, b"" when none was saved
+    tiling: dict | None
+    signed: bool  # the manifest's signature checked out under the loader's key
+    has_manifest: bool
+
+
+def _key(key) -> bytes | None:
+    if key is None:
+        key = os.environ.get(KEY_ENV) or None
+    if key is None:
+        return None
+    return key.encode() if isinstance(key, str) else bytes(key)
+
+
+def _sign(key: bytes, manifest: bytes) -> str:
+    return hmac.new(key, manifest, hashlib.sha256).hexdigest()
+
+
+# ------------------------------------------------------------------------------------- writing
+def write(path, meta: dict, arrays: dict[str, dict[str, np.ndarray]], blob: bytes, key=None) -> None:
+    """Write an artifact atomically: ``arrays`` maps member names (``forest.npz``,
+    ``tiling.npz``) to their arrays; signed when a key is given or set in the environment."""
+    meta = dict(meta, format=FORMAT, kernel_sha256=hashlib.sha256(blob).hexdigest())
+    members = {"meta.json": json.dumps(meta).encode()}
+    for name, group in arrays.items():
+        buf = io.BytesIO()
+        np.savez(buf, **group)
+        members[name] = buf.getvalue()
+    members["kernel.bin"] = blob
+    manifest = json.dumps({name: hashlib.sha256(data).hexdigest() for name, data in members.items()},
+                          sort_keys=True).encode()
+    members[MANIFEST] = manifest
+    k = _key(key)
+    if k is not None:
+        members[SIGNATURE] = _sign(k, manifest).encode()
+    path = os.fspath(path)
+    # A temporary file of this call's own beside the target (threads and processes saving to
+    # one path never share it), renamed over the target once complete.
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path) or ".", prefix=os.path.basename(path) + ".",
+                               suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f, zipfile.ZipFile(f, "w", compression=zipfile.ZIP_DEFLATED) as z:
+            for name, data in members.items():
+                z.writestr(name, data)
+        os.chmod(tmp, 0o666 & ~_UMASK)
+        os.replace(tmp, path)  # never a half-written artifact under the real name
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def _read_umask() -> int:
+    # Read once, at import: os.umask sets as it reads, which threads saving at once must not see.
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+# mkstemp creates files 0600; an artifact gets the permissions any new file would.
+_UMASK = _read_umask()
+
+
+# ------------------------------------------------------------------------------------- reading
+def read(source, key=None) -> Artifact:
+    """Read and check an artifact (a path or its bytes); every failure is an ArtifactError."""
+    name = "the artifact bytes" if isinstance(source, (bytes, bytearray, memoryview)) else os.fspath(source)
+    try:
+        return _read(source, name, _key(key))
+    except ArtifactError:
+        raise
+    except FileNotFoundError:
+        raise ArtifactError(f"compiled model not found: {name}") from None
+    except MemoryError:
+        raise ArtifactError(f"{name}: too large to load in the memory available") from None
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, zlib.error, EOFError, OSError, ValueError,
+            KeyError, TypeError, UnicodeDecodeError, NotImplementedError, RuntimeError) as exc:
+        raise ArtifactError(f"{name}: not a SilvanForge compiled model, or damaged "
+                            f"({type(exc).__name__}: {str(exc)[:200]})") from None
+
+
+def _read(source, name: str, key: bytes | None) -> Artifact:
+    file = io.BytesIO(bytes(source)) if isinstance(source, (bytes, bytearray, memoryview)) else source
+    with zipfile.ZipFile(file) as z:
+        infos = {i.filename: i for i in z.infolist()}
+        for info in infos.values():
+            if info.compress_type == zipfile.ZIP_DEFLATED and \
+                    info.file_size > MAX_DEFLATE_RATIO * max(info.compress_size, 1):
+                raise ArtifactError(f"{name}: member {info.filename} claims {info.file_size} bytes "
+                                    f"from {info.compress_size}: damaged")
+            if info.compress_type == zipfile.ZIP_STORED and info.file_size != info.compress_size:
+                raise ArtifactError(f"{name}: member {info.filename} has inconsistent sizes: damaged")
+        if "meta.json" not in infos:
+            raise ArtifactError(f"{name}: not a SilvanForge compiled model (no meta.json)")
+        if infos["meta.json"].file_size > META_MAX_BYTES:
+            raise ArtifactError(f"{name}: meta.json is {infos['meta.json'].file_size} bytes, "
+                                f"past {META_MAX_BYTES}: damaged or padded")
+        data = {n: z.read(n) for n in MEMBERS + (MANIFEST, SIGNATURE) if n in infos}
+    meta = _meta(data["meta.json"], name)
+    has_manifest = MANIFEST in data
+    if has_manifest:
+        _check_manifest(data, name)
+    elif meta["format"] not in OLD_FORMATS:
+        raise ArtifactError(f"{name}: no manifest of its members: damaged")
+    signed = has_manifest and key is not None and SIGNATURE in data and \
+        hmac.compare_digest(data[SIGNATURE], _sign(key, data[MANIFEST]).encode())
+    for needed in ("forest.npz", "kernel.bin"):
+        if needed not in data:
+            raise ArtifactError(f"{name}: member {needed} is missing: damaged")
+    blob = data["kernel.bin"]
+    if has_manifest and hashlib.sha256(blob).hexdigest() != meta.get("kernel_sha256"):
+        raise ArtifactError(f"{name}: the machine code is not the one its options were saved with: "
+                            "damaged or mixed")
+    try:
+        forest = hir_io.from_arrays(load_npz(data["forest.npz"], f"{name}: forest.npz"))
+        hir.verify(forest)
+    except ArtifactError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - any inconsistency in the stored arrays
+        raise ArtifactError(f"{name}: the stored model is corrupt ({type(exc).__name__}: {str(exc)[:200]})") from None
+    if forest.fingerprint() != meta["fingerprint"]:
+        raise ArtifactError(f"{name}: the stored model does not match its fingerprint (corrupt or edited)")
+    tiling = None
+    if meta["probability_tiling"]:
+        if "tiling.npz" not in data:
+            raise ArtifactError(f"{name}: member tiling.npz is missing: damaged")
+        tiling = load_npz(data["tiling.npz"], f"{name}: tiling.npz")
+    return Artifact(meta, forest, blob, tiling, signed, has_manifest)
+
+
+def _meta(raw: bytes, name: str) -> dict:
+    try:
+        meta = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        raise ArtifactError(f"{name}: meta.json is not JSON: damaged") from None
+    if not isinstance(meta, dict):
+        raise ArtifactError(f"{name}: meta.json is not an object: damaged")
+    fmt = meta.get("format")
+    if fmt != FORMAT and fmt not in OLD_FORMATS:
+        raise ArtifactError(f"{name}: artifact format {fmt!r} is not {FORMAT}: saved by another "
+                            "version of SilvanForge? compile the model again")
+    meta.setdefault("kernel_sha256", "")
+    for field, types in _META_FIELDS.items():
+        value = meta.get(field, _default(field))
+        if value is ...:
+            raise ArtifactError(f"{name}: meta.json has no {field!r} field: damaged")
+        if not isinstance(value, types) or (bool in types) != isinstance(value, bool):
+            raise ArtifactError(f"{name}: meta.json field {field!r} is {type(value).__name__}: damaged")
+        meta[field] = value
+    return meta
+
+
+def _default(field: str):
+    # Fields an artifact of format 1 may lack.
+    return {"pad": False, "tile_size": 1, "reorder": None, "probability_tiling": False}.get(field, ...)
+
+
+def _check_manifest(data: dict, name: str) -> None:
+    try:
+        manifest = json.loads(data[MANIFEST].decode("utf-8"))
+    except (UnicodeDecodeError, ValueError):
+        raise ArtifactError(f"{name}: the manifest is not JSON: damaged") from None
+    if not isinstance(manifest, dict):
+        raise ArtifactError(f"{name}: the manifest is not an object: damaged")
+    present = {n for n in data if n not in (MANIFEST, SIGNATURE)}
+    if set(manifest) != present:
+        raise ArtifactError(f"{name}: members {sorted(present ^ set(manifest))} do not match the "
+                            "manifest: damaged or mixed")
+    for member, digest in manifest.items():
+        if not isinstance(digest, str) or not hmac.compare_digest(
+                hashlib.sha256(data[member]).hexdigest().encode(), digest.encode()):
+            raise ArtifactError(f"{name}: member {member} does not match the manifest: damaged or "
+                                "mixed from another artifact")
+
+
+def load_npz(raw: bytes, name: str) -> dict[str, np.ndarray]:
+    """The arrays of an .npz held in ``raw``, each header checked against the bytes the array
+    occupies before it is allocated (a header may claim any shape), never unpickling."""
+    out = {}
+    with zipfile.ZipFile(io.BytesIO(raw)) as z:
+        for info in z.infolist():
+            if not info.filename.endswith(".npy"):
+                raise ArtifactError(f"{name}: unexpected member {info.filename}")
+            if info.compress_type == zipfile.ZIP_DEFLATED and \
+                    info.file_size > MAX_DEFLATE_RATIO * max(info.compress_size, 1):
+                raise ArtifactError(f"{name}: {info.filename} claims {info.file_size} bytes: damaged")
+            with z.open(info) as f:
+                version = np.lib.format.read_magic(f)
+                if version == (1, 0):
+                    shape, fortran, dtype = np.lib.format.read_array_header_1_0(f)
+                elif version == (2, 0):
+                    shape, fortran, dtype = np.lib.format.read_array_header_2_0(f)
+                else:
+                    raise ArtifactError(f"{name}: {info.filename} has .npy version {version}")
+                if dtype.hasobject:
+                    raise ArtifactError(f"{name}: {info.filename} holds Python objects: refused")
+                nbytes = int(np.prod(shape, dtype=np.float64)) * dtype.itemsize
+                if nbytes > info.file_size:
+                    raise ArtifactError(f"{name}: {info.filename} claims {nbytes} bytes of data in "
+                                        f"{info.file_size}: damaged")
+            with z.open(info) as f:
+                out[info.filename[:-4]] = np.lib.format.read_array(f, allow_pickle=False)
+    return out

@@ -1,0 +1,34 @@
+"""The user's own directories for caches: created private (0700) and checked before use.
+
+A directory another local user owns or can write to could hold a planted library or artifact
+that we would then load and run, so such a directory is refused, never used.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+
+from .errors import InputError
+
+
+def cache_home() -> str:
+    """``$XDG_CACHE_HOME/silvanforge`` (``~/.cache/silvanforge``)."""
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "silvanforge")
+
+
+def private_dir(path: str | os.PathLike) -> str:
+    """``path`` as a directory only this user can write: made (with parents) 0700 if missing;
+    an existing one must be owned by this user and not writable by group or others."""
+    path = os.fspath(path)
+    os.makedirs(path, mode=0o700, exist_ok=True)
+    st = os.lstat(path)
+    if stat.S_ISLNK(st.st_mode) or not stat.S_ISDIR(st.st_mode):
+        raise InputError(f"{path}: not a directory (a link or file is not used as a cache)")
+    if hasattr(os, "getuid") and st.st_uid != os.getuid():
+        raise InputError(f"{path}: owned by another user; refusing to keep or load code there")
+    if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        raise InputError(f"{path}: writable by other users; refusing to keep or load code there "
+                         f"(chmod go-w {path})")
+    return path

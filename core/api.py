@@ -11,7 +11,7 @@ from typing import Any, Union
 
 import numpy as np
 
-from . import __version__, artifacts, bitvector, transforms
+from . import __version__, artifacts, bitvector, codecache, transforms
 from .errors import (ArtifactError, ArtifactWarning, InputError, IRVerificationError, PluginError,
                      ScheduleError, UnsupportedModelError)
 from .ir import hir, hir_io, lir, mir
@@ -314,6 +314,14 @@ class CompiledForest:
         (:mod:`silvanforge.artifacts`).  With ``key`` (or ``SILVANFORGE_ARTIFACT_KEY`` set) the
         artifact is signed, and a loader holding the same key runs its machine code instead of
         compiling again."""
+        artifacts.write(path, *self._artifact_parts(), key)
+
+    def __reduce__(self):
+        # pickle, joblib and copy.deepcopy go through the artifact: a pickle is code the
+        # unpickler runs anyway, so its machine code is trusted (fast on a matching host).
+        return _unpickle, (artifacts.to_bytes(*self._artifact_parts()),)
+
+    def _artifact_parts(self) -> tuple[dict, dict, bytes]:
         meta = {
             "silvanforge": __version__, "target": self.target,
             "rep": self.rep, "schedule": self.schedule.to_text(), "batch_size": self.batch_size,
@@ -325,14 +333,18 @@ class CompiledForest:
         if self.tile_ids is not None:  # the profile-derived tiling, to rebuild the layout
             arrays["tiling.npz"] = _tile_id_arrays(self.tile_ids, self.forest)
         blob = self.kernel.artifact() if hasattr(self.kernel, "artifact") else b""
-        artifacts.write(path, meta, arrays, blob, key)
+        return meta, arrays, blob
+
+
+def _unpickle(data: bytes) -> "CompiledForest":
+    return _load(data, "the pickled compiled model", None, trust_code=True)
 
 
 def compile(model: ModelLike, target: str = "cpu", rep: str | None = None,
             schedule: Schedule | str | os.PathLike | None = None,
             batch_size: int | None = None, threads: int | None = None,
             pad: bool | None = None, tile_size: int = 1, profile=None,
-            reorder: str | None = None) -> CompiledForest:
+            reorder: str | None = None, cache: str | os.PathLike | None = None) -> CompiledForest:
     """Compile ``model`` into machine code for ``target``; options left ``None`` are chosen for
     the model.
 
@@ -352,6 +364,8 @@ def compile(model: ModelLike, target: str = "cpu", rep: str | None = None,
     trees most rows walk the same way are tiled along those paths (needs ``tile_size`` > 1).
     ``reorder``: ``"depth"`` or ``"peel"`` groups trees of equal depth (or shallowest leaf)
     and walks each group without leaf checks.
+    ``cache``: a directory (private to you) where machine code is kept and reused, across
+    processes, for the same program on the same host (:mod:`silvanforge.codecache`).
 
         >>> import silvanforge as sf
         >>> cf = sf.compile("examples/model.json")
@@ -366,8 +380,10 @@ def compile(model: ModelLike, target: str = "cpu", rep: str | None = None,
     forest = model if isinstance(model, hir.Forest) else load_model(model)
     try:
         low = lower(forest, target, rep, schedule, batch_size, pad, tile_size, profile, reorder)
-        kernel = reg.hook.silvanforge_target_compile(target=target, module=low.lir,
-                                                     options={"threads": threads, "batch_size": batch_size})
+        options = {"threads": threads, "batch_size": batch_size}
+        kernel = None if cache is None else _cached_kernel(cache, target, low.lir, options)
+        if kernel is None:
+            kernel = reg.hook.silvanforge_target_compile(target=target, module=low.lir, options=options)
     except MemoryError:
         nodes = sum(t.num_nodes for t in forest.trees)
         raise UnsupportedModelError(
@@ -376,6 +392,26 @@ def compile(model: ModelLike, target: str = "cpu", rep: str | None = None,
     return CompiledForest(low.forest, kernel, low.lir, low.mir, target, low.rep, low.schedule,
                           batch_size, threads, time.perf_counter() - start, pad=low.pad,
                           tile_size=low.tile_size, reorder=low.reorder, tile_ids=low.tile_ids)
+
+
+def _cached_kernel(cache, target: str, module: lir.Module, options: dict):
+    """The kernel of ``module`` from the code cache, compiled and stored there when absent,
+    damaged or built for another host."""
+    reg = registry()
+    entry = codecache.key(target, lir_digest(module))
+    blob = codecache.get(cache, entry)
+    kernel = None
+    if blob is not None:
+        try:
+            kernel = reg.hook.silvanforge_target_load_kernel(target=target, module=module, blob=blob,
+                                                             options=options)
+        except Exception:  # noqa: BLE001 - an entry that will not map: compile again
+            kernel = None
+    if kernel is None:
+        kernel = reg.hook.silvanforge_target_compile(target=target, module=module, options=options)
+        if hasattr(kernel, "artifact"):
+            codecache.put(cache, entry, kernel.artifact())
+    return kernel
 
 
 def read_artifact_forest(source) -> hir.Forest:
@@ -397,7 +433,12 @@ def load_compiled(path: str | os.PathLike, key: str | bytes | None = None,
         >>> sf.load_compiled("/tmp/model.forge").predict(X)                       # doctest: +SKIP
     """
     path = os.fspath(path)
-    art = artifacts.read(path, key)
+    return _load(path, path, key, trust_code)
+
+
+def _load(source, path: str, key, trust_code: bool) -> CompiledForest:
+    """load_compiled of a path or artifact bytes (``path``: what messages call it)."""
+    art = artifacts.read(source, key)
     meta, forest, tiling = art.meta, art.forest, art.tiling
     blob = art.blob
     if blob and not (art.signed or trust_code):

@@ -83,6 +83,37 @@ def _sign(key: bytes, manifest: bytes) -> str:
 def write(path, meta: dict, arrays: dict[str, dict[str, np.ndarray]], blob: bytes, key=None) -> None:
     """Write an artifact atomically: ``arrays`` maps member names (``forest.npz``,
     ``tiling.npz``) to their arrays; signed when a key is given or set in the environment."""
+    members = _members(meta, arrays, blob, key)
+    path = os.fspath(path)
+    # A temporary file of this call's own beside the target (threads and processes saving to
+    # one path never share it), renamed over the target once complete.
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path) or ".", prefix=os.path.basename(path) + ".",
+                               suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            _zip(f, members)
+        os.chmod(tmp, 0o666 & ~_UMASK)
+        os.replace(tmp, path)  # never a half-written artifact under the real name
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def to_bytes(meta: dict, arrays: dict[str, dict[str, np.ndarray]], blob: bytes, key=None) -> bytes:
+    """The artifact :func:`write` would write, in memory (pickling a compiled model)."""
+    buf = io.BytesIO()
+    _zip(buf, _members(meta, arrays, blob, key))
+    return buf.getvalue()
+
+
+def _zip(f, members: dict[str, bytes]) -> None:
+    with zipfile.ZipFile(f, "w", compression=zipfile.ZIP_DEFLATED) as z:
+        for name, data in members.items():
+            z.writestr(name, data)
+
+
+def _members(meta: dict, arrays: dict[str, dict[str, np.ndarray]], blob: bytes, key) -> dict[str, bytes]:
     meta = dict(meta, format=FORMAT, kernel_sha256=hashlib.sha256(blob).hexdigest())
     members = {"meta.json": json.dumps(meta).encode()}
     for name, group in arrays.items():
@@ -96,21 +127,7 @@ def write(path, meta: dict, arrays: dict[str, dict[str, np.ndarray]], blob: byte
     k = _key(key)
     if k is not None:
         members[SIGNATURE] = _sign(k, manifest).encode()
-    path = os.fspath(path)
-    # A temporary file of this call's own beside the target (threads and processes saving to
-    # one path never share it), renamed over the target once complete.
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path) or ".", prefix=os.path.basename(path) + ".",
-                               suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f, zipfile.ZipFile(f, "w", compression=zipfile.ZIP_DEFLATED) as z:
-            for name, data in members.items():
-                z.writestr(name, data)
-        os.chmod(tmp, 0o666 & ~_UMASK)
-        os.replace(tmp, path)  # never a half-written artifact under the real name
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+    return members
 
 
 def _read_umask() -> int:

@@ -111,6 +111,12 @@ def _reorder_opt():
                              "each group's walks (schedule peel-groups unless --schedule).")
 
 
+def _cache_opt():
+    return typer.Option(None, "--cache",
+                        help="A directory (private to you) where compiled machine code is kept and "
+                             "reused by later runs and other processes for the same model and options.")
+
+
 def _threads_opt():
     return typer.Option(None, "--threads", "-j", min=1, help="Threads to predict with (default: all usable CPUs).")
 
@@ -140,7 +146,7 @@ def read_schedule(path: str | None):
 def load_or_compile(model: str, target: str | None, rep: str | None, schedule: str | None,
                     batch_size: int | None = None, threads: int | None = None,
                     tile_size: int | None = None, profile: str | None = None,
-                    reorder: str | None = None, trust_code: bool = False):
+                    reorder: str | None = None, trust_code: bool = False, cache: str | None = None):
     """A CompiledForest from a model file (compiled now) or a saved artifact (loaded; its machine
     code runs when signed with SILVANFORGE_ARTIFACT_KEY or with --trust-code)."""
     import warnings
@@ -170,7 +176,7 @@ def load_or_compile(model: str, target: str | None, rep: str | None, schedule: s
     with _err().status(f"compiling {escape(model)}"):
         return sf.compile(model, target=target or "cpu", rep=rep, schedule=sched,
                           batch_size=batch_size, threads=threads, tile_size=tile_size or 1,
-                          profile=profile, reorder=reorder)
+                          profile=profile, reorder=reorder, cache=cache)
 
 
 # --------------------------------------------------------------------------- commands
@@ -205,9 +211,11 @@ def compile_command(
     tile_size: int | None = _tile_opt(),
     profile: str | None = _profile_opt(),
     reorder: str | None = _reorder_opt(),
+    cache: str | None = _cache_opt(),
 ):
     """Compile MODEL and report what was built; save it with -o."""
-    cf = load_or_compile(model, target, rep, schedule, batch_size, threads, tile_size, profile, reorder)
+    cf = load_or_compile(model, target, rep, schedule, batch_size, threads, tile_size, profile, reorder,
+                         cache=cache)
     if output is not None:
         try:
             cf.save(output)
@@ -259,10 +267,11 @@ def predict(
                                     help="Run an artifact's machine code though it is not signed with "
                                          "SILVANFORGE_ARTIFACT_KEY (only for artifacts you trust: it is "
                                          "native code); otherwise its model is compiled again."),
+    cache: str | None = _cache_opt(),
 ):
     """Predict rows from a CSV or .npy file; one output line (or row) per input row."""
     cf = load_or_compile(model, target, rep, schedule, None, threads, tile_size, profile, reorder,
-                         trust_code=trust_code)
+                         trust_code=trust_code, cache=cache)
     rows = csvio.read_rows(input_path, cf.num_features, cf.forest.feature_names)
     if rows.note:
         _note(rows.note)

@@ -87,10 +87,18 @@ def optimise(ir_text: str, gathers: bool = False, light: bool = False):
 class CpuKernel:
     """JIT-compiled phase functions plus the model buffers they read (see ``runtime.Kernel``)."""
 
-    def __init__(self, module: lir.Module, llvm_module, tm):
+    def __init__(self, module: lir.Module, llvm_module, tm, object_code: bytes | None = None):
+        """From an optimised ``llvm_module`` (compiled now), or from ``object_code`` an earlier
+        compile of the same program produced on this host (mapped, not compiled: milliseconds)."""
         self.module = module
-        self._llvm_module = llvm_module
-        self._engine = llvm.create_mcjit_compiler(llvm_module, tm)
+        if object_code is None:
+            self._engine = llvm.create_mcjit_compiler(llvm_module, tm)
+            # Keep the object code MCJIT makes, so an artifact can carry it (see artifact()).
+            self._engine.set_object_cache(self._keep_object, lambda _module: None)
+        else:
+            self._engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), tm)
+            self._engine.add_object_file(llvm.ObjectFileRef.from_data(object_code))
+            self._object = object_code
         self._engine.finalize_object()
         i64 = ctypes.c_int64
         scalars = [i64] * len(lir.SCALAR_PARAMS)
@@ -165,10 +173,13 @@ class CpuKernel:
             native.lock.release()
         return True
 
+    def _keep_object(self, _module, data: bytes) -> None:
+        self._object = bytes(data)
+
     def artifact(self) -> bytes:
-        """Optimised bitcode plus the host it was optimised for (see ``host_signature``)."""
-        meta = json.dumps(host_signature()).encode()
-        return len(meta).to_bytes(4, "little") + meta + self._llvm_module.as_bitcode()
+        """The object code plus the host it was built for (see ``host_signature``)."""
+        meta = json.dumps({**host_signature(), "code": "object"}).encode()
+        return len(meta).to_bytes(4, "little") + meta + self._object
 
 
 def _address(a: np.ndarray) -> int:
@@ -195,10 +206,14 @@ def compile_module(module: lir.Module, ir_text: str) -> CpuKernel:
 
 
 def load_artifact(module: lir.Module, blob: bytes) -> CpuKernel | None:
-    """Rebuild a kernel from saved bitcode, or None if it was built for another host."""
+    """A kernel from saved object code (or, from older artifacts, bitcode), or None if it was
+    built for another host: the caller then compiles the program again."""
     n = int.from_bytes(blob[:4], "little")
     meta = json.loads(blob[4:4 + n])
+    code = meta.pop("code", "bitcode") if isinstance(meta, dict) else None
     if meta != host_signature():
         return None
-    mod = llvm.parse_bitcode(blob[4 + n:])
-    return CpuKernel(module, mod, _target_machine(uses_gathers(module)))
+    tm = _target_machine(uses_gathers(module))
+    if code == "object":
+        return CpuKernel(module, None, tm, object_code=blob[4 + n:])
+    return CpuKernel(module, llvm.parse_bitcode(blob[4 + n:]), tm)

@@ -1,0 +1,235 @@
+"""Taking a compiled model to production: artifacts that load without compiling, the shared
+code cache, pickling (pickle, joblib, deepcopy, worker processes), Dask."""
+
+from __future__ import annotations
+
+import copy
+import multiprocessing
+import os
+import pickle
+import warnings
+
+import numpy as np
+import pytest
+
+import silvanforge as sf
+from silvanforge import codecache, reference
+from silvanforge.plugins import registry
+from strategies import rows_for
+from test_predict_api import make_forest
+
+
+@pytest.fixture(scope="module")
+def forest():
+    return make_forest(seed=21)
+
+
+@pytest.fixture(scope="module")
+def compiled(forest):
+    return sf.compile(forest)
+
+
+@pytest.fixture(scope="module")
+def rows(forest):
+    return rows_for(forest, np.random.default_rng(8), 700)
+
+
+class CompileSpy:
+    """Counts the target compiles (LLVM runs) while active."""
+
+    def __enter__(self):
+        self.hook = registry().hook.silvanforge_target_compile
+        self.calls = 0
+        real = self.hook
+
+        def spy(**kw):
+            self.calls += 1
+            return real(**kw)
+
+        registry().hook.silvanforge_target_compile = spy
+        return self
+
+    def __exit__(self, *exc):
+        registry().hook.silvanforge_target_compile = self.hook
+
+
+# ------------------------------------------------------------------ artifacts
+def test_a_trusted_artifact_loads_without_compiling(tmp_path, compiled, rows):
+    path = tmp_path / "m.forge"
+    compiled.save(path, key="k")
+    with CompileSpy() as spy:
+        back = sf.load_compiled(path, key="k")
+    assert spy.calls == 0
+    np.testing.assert_array_equal(back.predict(rows), compiled.predict(rows))
+
+
+def test_machine_code_of_another_host_is_compiled_again(tmp_path, compiled, rows, monkeypatch):
+    from silvanforge_target_cpu import jit
+
+    path = tmp_path / "m.forge"
+    compiled.save(path, key="k")
+    real = jit.host_signature()
+    monkeypatch.setattr(jit, "host_signature", lambda: {**real, "cpu": real["cpu"] + "-other"})
+    with CompileSpy() as spy:
+        back = sf.load_compiled(path, key="k")
+    assert spy.calls == 1
+    np.testing.assert_array_equal(back.predict(rows), compiled.predict(rows))
+
+
+# ------------------------------------------------------------------ the code cache
+def test_the_cache_reuses_code_across_compiles(tmp_path, forest, rows):
+    cache = tmp_path / "cache"
+    with CompileSpy() as spy:
+        first = sf.compile(forest, cache=cache)
+        second = sf.compile(forest, cache=cache)
+        other = sf.compile(make_forest(num_outputs=1, seed=5), cache=cache)
+    assert spy.calls == 2  # the first and the other model; the second reused the first's code
+    np.testing.assert_array_equal(second.predict(rows), first.predict(rows))
+    np.testing.assert_array_equal(second.predict(rows, output_margin=True),
+                                  reference.predict(forest, rows, output_margin=True))
+    assert os.stat(cache).st_mode & 0o777 == 0o700
+    assert other.num_outputs == 1
+
+
+def test_damaged_cache_entries_are_rebuilt_not_run(tmp_path, forest, rows):
+    cache = tmp_path / "cache"
+    sf.compile(forest, cache=cache)
+    (entry,) = [os.path.join(d, f) for d, _, fs in os.walk(cache) for f in fs]
+    raw = open(entry, "rb").read()
+    for damaged in (raw[: len(raw) // 2], raw[:40] + bytes([raw[40] ^ 1]) + raw[41:], b""):
+        with open(entry, "wb") as f:
+            f.write(damaged)
+        with CompileSpy() as spy:
+            cf = sf.compile(forest, cache=cache)
+        assert spy.calls == 1
+        np.testing.assert_array_equal(cf.predict(rows, output_margin=True),
+                                      reference.predict(forest, rows, output_margin=True))
+        assert open(entry, "rb").read() == raw  # rebuilt, whole again
+
+
+def _compile_into(args):
+    cache, seed = args
+    forest = make_forest(seed=seed)
+    cf = sf.compile(forest, cache=cache)
+    X = rows_for(forest, np.random.default_rng(1), 100)
+    return bool(np.array_equal(cf.predict(X, output_margin=True), reference.predict(forest, X, output_margin=True)))
+
+
+def test_processes_compiling_into_one_cache_at_once_all_succeed(tmp_path):
+    cache = str(tmp_path / "cache")
+    with multiprocessing.get_context("spawn").Pool(2) as pool:
+        results = pool.map(_compile_into, [(cache, 9)] * 4)
+    assert results == [True] * 4
+    entries = [f for _, _, fs in os.walk(cache) for f in fs]
+    assert len(entries) == 1 and entries[0].endswith(".kernel")
+
+
+def test_a_cache_other_users_can_write_is_refused(tmp_path, forest):
+    cache = tmp_path / "shared"
+    cache.mkdir()
+    os.chmod(cache, 0o777)
+    with pytest.raises(sf.InputError, match="writable by other users"):
+        sf.compile(forest, cache=cache)
+
+
+# ------------------------------------------------------------------ pickling
+def test_pickle_deepcopy_and_joblib_round_trips(tmp_path, compiled, rows):
+    joblib = pytest.importorskip("joblib")
+    want = compiled.predict(rows)
+    with CompileSpy() as spy, warnings.catch_warnings():
+        warnings.simplefilter("error", sf.ArtifactWarning)  # a pickle's code is trusted: no warning
+        for back in (pickle.loads(pickle.dumps(compiled)), copy.deepcopy(compiled)):
+            np.testing.assert_array_equal(back.predict(rows), want)
+        joblib.dump(compiled, tmp_path / "m.joblib")
+        np.testing.assert_array_equal(joblib.load(tmp_path / "m.joblib").predict(rows), want)
+    assert spy.calls == 0
+
+
+def _predict_with(model, X):
+    return model.predict(X)
+
+
+def test_worker_processes_receive_compiled_models(compiled, rows):
+    joblib = pytest.importorskip("joblib")
+    want = compiled.predict(rows)
+    parts = joblib.Parallel(n_jobs=2, backend="loky")(
+        joblib.delayed(_predict_with)(compiled, rows[i::2]) for i in range(2))
+    np.testing.assert_array_equal(parts[0], want[0::2])
+    np.testing.assert_array_equal(parts[1], want[1::2])
+    with multiprocessing.get_context("spawn").Pool(2) as pool:
+        got = pool.starmap(_predict_with, [(compiled, rows[:300]), (compiled, rows[300:])])
+    np.testing.assert_array_equal(np.concatenate(got), want)
+
+
+# ------------------------------------------------------------------ Dask
+@pytest.fixture(scope="module")
+def cluster():
+    distributed = pytest.importorskip("distributed")
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                  dashboard_address=None) as c, distributed.Client(c) as client:
+        yield client
+
+
+def test_dask_arrays_and_dataframes_on_a_cluster(cluster, compiled, rows):
+    da = pytest.importorskip("dask.array")
+    dd = pytest.importorskip("dask.dataframe")
+    pd = pytest.importorskip("pandas")
+    import silvanforge.dask as sfd
+
+    lazy = sfd.predict(compiled, da.from_array(rows, chunks=(100, rows.shape[1])))
+    assert isinstance(lazy, da.Array) and lazy.shape == (len(rows), compiled.num_outputs)
+    np.testing.assert_array_equal(lazy.compute(), compiled.predict(rows))
+    frame = dd.from_pandas(pd.DataFrame(rows, index=np.arange(len(rows)) * 3), npartitions=4)
+    scored = sfd.predict(compiled, frame)
+    result = scored.compute()
+    np.testing.assert_array_equal(result.to_numpy(), compiled.predict(rows))
+    np.testing.assert_array_equal(result.index.to_numpy(), np.arange(len(rows)) * 3)
+    # the model entered the graph once: every partition's task depends on one key
+    graph = dict(scored.__dask_graph__())
+    assert sum(1 for v in graph.values() if isinstance(v, type(compiled))) <= 1
+
+
+def test_dask_one_output_models_give_series_and_vectors(cluster, rows):
+    da = pytest.importorskip("dask.array")
+    import silvanforge.dask as sfd
+
+    forest = make_forest(num_outputs=1, seed=2)
+    cf = sf.compile(forest)
+    X = rows_for(forest, np.random.default_rng(3), 500)
+    lazy = sfd.predict(cf, da.from_array(X, chunks=(128, 2)))  # column chunks: rechunked to rows
+    assert lazy.ndim == 1
+    np.testing.assert_array_equal(lazy.compute(), cf.predict(X))
+    with pytest.raises(sf.InputError, match="dask array or dataframe"):
+        sfd.predict(cf, X)
+
+
+# ------------------------------------------------------------------ the command line
+def test_cli_cache_and_trusted_artifacts(tmp_path, capsys, compiled, rows, monkeypatch):
+    from silvanforge import cli
+    from test_cli import read_csv, write_csv
+
+    def forge(*args):
+        code = cli.main([str(a) for a in args])
+        out, err = capsys.readouterr()
+        return code, out, err
+
+    X = write_csv(tmp_path / "X.csv", rows)
+    art = tmp_path / "m.forge"
+    compiled.save(art)
+    want = read_csv(write_csv(tmp_path / "want.csv", compiled.predict(rows)))
+    code, _, err = forge("predict", art, "-i", X, "-o", tmp_path / "a.csv")
+    assert code == 0 and "not signed" in err  # compiled again, and said so
+    with CompileSpy() as spy:
+        code, _, err = forge("predict", art, "-i", X, "-o", tmp_path / "b.csv", "--trust-code")
+    assert code == 0 and spy.calls == 0 and "not signed" not in err
+    for name in ("a.csv", "b.csv"):
+        np.testing.assert_array_equal(read_csv(tmp_path / name), want)
+    model = tmp_path / "model.json"
+    model.write_text(open("examples/model.json").read())
+    cache = tmp_path / "cache"
+    with CompileSpy() as spy:
+        for out in ("c1.csv", "c2.csv"):
+            code, _, err = forge("predict", model, "-i", "examples/X.csv", "-o", tmp_path / out, "--cache", cache)
+            assert code == 0, err
+    assert spy.calls == 1
+    assert (tmp_path / "c1.csv").read_text() == (tmp_path / "c2.csv").read_text()

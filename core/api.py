@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import os
 import time
@@ -14,7 +15,7 @@ import numpy as np
 from . import __version__, artifacts, bitvector, codecache, transforms
 from .errors import (ArtifactError, ArtifactWarning, InputError, IRVerificationError, PluginError,
                      ScheduleError, UnsupportedModelError)
-from .ir import hir, hir_io, lir, mir
+from .ir import hir, hir_io, lir, lir_io, mir
 from .hir_passes import pad_each_tree, pad_trees, padded_nodes, padded_nodes_each, reorder_trees, tree_groups
 from .loading import load_model
 from .lowering import lower_to_lir
@@ -234,18 +235,37 @@ class CompiledForest:
 
     def __init__(self, forest, kernel, lir_module, mir_function, target, rep, schedule,
                  batch_size, threads, compile_seconds, pad: bool = False, tile_size: int = 1,
-                 reorder: str | None = None, tile_ids: list | None = None):
+                 reorder: str | None = None, tile_ids: list | None = None, relower=None,
+                 lir_digest_value: str | None = None):
         self.forest: hir.Forest = forest  # the model as imported (HIR passes work on copies)
         self.pad = pad
         self.tile_size = tile_size
         self.reorder = reorder  # trees grouped by "depth" or "peel", or None
         self.tile_ids = tile_ids  # probability-based tiling per tree (model order), or None
         self.kernel = kernel
-        self.lir_module: lir.Module = lir_module
-        self.mir_function: mir.MirFunction = mir_function
+        self._lir_module, self._mir_function = lir_module, mir_function
+        # A model loaded from an artifact runs its saved code without being lowered; its
+        # program is lowered again only when asked for (show, lir_module).
+        self._relower = relower
+        self._lir_digest = lir_digest_value
         self.target, self.rep, self.schedule = target, rep, schedule
         self.batch_size, self.threads = batch_size, threads
         self.compile_seconds = compile_seconds
+
+    def _lowered(self) -> None:
+        if self._lir_module is None:
+            low = self._relower()
+            self._lir_module, self._mir_function = low.lir, low.mir
+
+    @property
+    def lir_module(self) -> lir.Module:
+        self._lowered()
+        return self._lir_module
+
+    @property
+    def mir_function(self) -> mir.MirFunction:
+        self._lowered()
+        return self._mir_function
 
     @property
     def num_features(self) -> int:
@@ -321,19 +341,26 @@ class CompiledForest:
         # unpickler runs anyway, so its machine code is trusted (fast on a matching host).
         return _unpickle, (artifacts.to_bytes(*self._artifact_parts()),)
 
-    def _artifact_parts(self) -> tuple[dict, dict, bytes]:
+    def _artifact_parts(self) -> tuple[dict, dict, bytes, dict]:
         meta = {
             "silvanforge": __version__, "target": self.target,
             "rep": self.rep, "schedule": self.schedule.to_text(), "batch_size": self.batch_size,
             "threads": self.threads, "fingerprint": self.forest.fingerprint(), "pad": self.pad,
             "tile_size": self.tile_size, "reorder": self.reorder,
-            "probability_tiling": self.tile_ids is not None, "lir": lir_digest(self.lir_module),
+            "probability_tiling": self.tile_ids is not None,
+            "lir": self._lir_digest or lir_digest(self.lir_module),
         }
         arrays = {"forest.npz": hir_io.to_arrays(self.forest)}
         if self.tile_ids is not None:  # the profile-derived tiling, to rebuild the layout
             arrays["tiling.npz"] = _tile_id_arrays(self.tile_ids, self.forest)
         blob = self.kernel.artifact() if hasattr(self.kernel, "artifact") else b""
-        return meta, arrays, blob
+        extra = {}
+        if blob:
+            # What running the code needs, so a trusted load maps it without lowering the model.
+            spec, buffers = lir_io.to_parts(getattr(self.kernel, "module", None) or self.lir_module)
+            arrays["program.npz"] = buffers
+            extra["program.json"] = spec
+        return meta, arrays, blob, extra
 
 
 def _unpickle(data: bytes) -> "CompiledForest":
@@ -450,8 +477,51 @@ def _load(source, path: str, key, trust_code: bool) -> CompiledForest:
     reg = registry()
     target, rep = meta["target"], meta["rep"]
     reg.check_target(target)
+    relower = functools.partial(_lowered_from_artifact, path, forest, meta, tiling)
+    if blob and art.program is not None and meta["silvanforge"] == __version__:
+        fast = _mapped(path, art, relower, start)
+        if fast is not None:
+            return fast
+    return _kernel_for(path, relower(), meta, blob, start)
+
+
+def _mapped(path: str, art, relower, start: float) -> CompiledForest | None:
+    """The compiled forest of a trusted artifact from its saved code and program, lowering
+    nothing; None when the code was built for another host."""
+    meta = art.meta
+    try:
+        module = lir_io.from_parts(*art.program)
+    except (ValueError, KeyError, TypeError) as exc:
+        raise ArtifactError(f"{path}: the stored program is damaged ({exc})") from None
+    options = {"threads": meta["threads"], "batch_size": meta["batch_size"]}
+    try:
+        kernel = registry().hook.silvanforge_target_load_kernel(target=meta["target"], module=module,
+                                                                blob=art.blob, options=options)
+    except Exception as exc:  # noqa: BLE001 - signed or trusted, yet the code will not load
+        raise ArtifactError(f"{path}: its machine code does not load ({type(exc).__name__}: "
+                            f"{str(exc)[:200]}): damaged") from None
+    if kernel is None:
+        return None
+    try:
+        sched = parse_schedule(meta["schedule"])
+        tile_ids = None if art.tiling is None else _tile_ids_from_arrays(art.tiling, art.forest)
+    except (ScheduleError, ValueError, KeyError) as exc:
+        raise ArtifactError(f"{path}: the stored schedule or tiling is damaged ({exc})") from None
+    return CompiledForest(art.forest, kernel, None, None, meta["target"], meta["rep"], sched,
+                          meta["batch_size"], meta["threads"], time.perf_counter() - start,
+                          pad=meta["pad"], tile_size=meta["tile_size"], reorder=meta["reorder"],
+                          tile_ids=tile_ids, relower=relower, lir_digest_value=meta["lir"])
+
+
+def _lowered_from_artifact(path: str, forest: hir.Forest, meta: dict, tiling) -> Lowered:
+    """The model of an artifact lowered again with its stored options."""
+    reg = registry()
+    target, rep = meta["target"], meta["rep"]
     if rep == bitvector.NAME:
-        return _load_bitvector(path, forest, meta, blob, start)
+        why = bitvector.unsupported(forest)
+        if why is not None:
+            raise ArtifactError(f"{path}: a bitvector artifact of a model it cannot run ({why}): corrupt")
+        return _lower_bitvector(forest, meta.get("batch_size"))
     reg.check_representation(rep)
     try:
         sched = parse_schedule(meta["schedule"])
@@ -476,16 +546,7 @@ def _load(source, path: str, key, trust_code: bool) -> CompiledForest:
     mir_fn = lower_to_mir(lowered_forest, sched)
     module = lower_to_lir(lowered_forest, mir_fn, rep, reg.hook, tile_size=tile_size,
                           gpu=reg.target_kind(target) == "gpu")
-    low = Lowered(forest, pad, lowered_forest, rep, sched, mir_fn, module, tile_size, reorder, tile_ids)
-    return _kernel_for(path, low, meta, blob, start)
-
-
-def _load_bitvector(path: str, forest: hir.Forest, meta: dict, blob: bytes, start: float) -> CompiledForest:
-    why = bitvector.unsupported(forest)
-    if why is not None:
-        raise ArtifactError(f"{path}: a bitvector artifact of a model it cannot run ({why}): corrupt")
-    low = _lower_bitvector(forest, meta.get("batch_size"))
-    return _kernel_for(path, low, meta, blob, start)
+    return Lowered(forest, pad, lowered_forest, rep, sched, mir_fn, module, tile_size, reorder, tile_ids)
 
 
 def _kernel_for(path: str, low: Lowered, meta: dict, blob: bytes, start: float) -> CompiledForest:

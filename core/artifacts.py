@@ -3,7 +3,9 @@ may run.
 
 An artifact is a zip of plain members: ``meta.json`` (the options and the digests that bind
 the code to its program), ``forest.npz`` (the model as arrays, never pickles), ``kernel.bin``
-(the target's machine code, or bitcode), ``tiling.npz`` (a profile-derived tiling, optional),
+(the target's machine code), ``program.json`` and ``program.npz`` (what running that code
+needs: its functions and buffers, so a trusted load lowers nothing), ``tiling.npz`` (a
+profile-derived tiling, optional),
 ``manifest.json`` (the SHA-256 of every other member) and ``signature`` (an HMAC-SHA256 of
 the manifest, when saved with a key).
 
@@ -42,7 +44,7 @@ FORMAT = 2
 OLD_FORMATS = (1,)  # no manifest: their forests load, their machine code never runs
 KEY_ENV = "SILVANFORGE_ARTIFACT_KEY"
 MANIFEST, SIGNATURE = "manifest.json", "signature"
-MEMBERS = ("meta.json", "forest.npz", "kernel.bin", "tiling.npz")
+MEMBERS = ("meta.json", "forest.npz", "kernel.bin", "tiling.npz", "program.json", "program.npz")
 # meta.json is a few hundred bytes; anything near this is padding, not options.
 META_MAX_BYTES = 1 << 20
 # Deflate cannot expand data more than about 1032 to 1: a member declaring more is a lie.
@@ -65,6 +67,9 @@ class Artifact:
     tiling: dict | None
     signed: bool  # the manifest's signature checked out under the loader's key
     has_manifest: bool
+    # What running the machine code needs without lowering (silvanforge.ir.lir_io): the
+    # program's JSON and its model buffers; None in artifacts without it.
+    program: tuple[bytes, dict] | None = None
 
 
 def _key(key) -> bytes | None:
@@ -80,10 +85,12 @@ def _sign(key: bytes, manifest: bytes) -> str:
 
 
 # ------------------------------------------------------------------------------------- writing
-def write(path, meta: dict, arrays: dict[str, dict[str, np.ndarray]], blob: bytes, key=None) -> None:
+def write(path, meta: dict, arrays: dict[str, dict[str, np.ndarray]], blob: bytes,
+          extra: dict[str, bytes] | None = None, key=None) -> None:
     """Write an artifact atomically: ``arrays`` maps member names (``forest.npz``,
-    ``tiling.npz``) to their arrays; signed when a key is given or set in the environment."""
-    members = _members(meta, arrays, blob, key)
+    ``tiling.npz``, ``program.npz``) to their arrays, ``extra`` names raw members
+    (``program.json``); signed when a key is given or set in the environment."""
+    members = _members(meta, arrays, blob, extra, key)
     path = os.fspath(path)
     # A temporary file of this call's own beside the target (threads and processes saving to
     # one path never share it), renamed over the target once complete.
@@ -100,10 +107,11 @@ def write(path, meta: dict, arrays: dict[str, dict[str, np.ndarray]], blob: byte
         raise
 
 
-def to_bytes(meta: dict, arrays: dict[str, dict[str, np.ndarray]], blob: bytes, key=None) -> bytes:
+def to_bytes(meta: dict, arrays: dict[str, dict[str, np.ndarray]], blob: bytes,
+             extra: dict[str, bytes] | None = None, key=None) -> bytes:
     """The artifact :func:`write` would write, in memory (pickling a compiled model)."""
     buf = io.BytesIO()
-    _zip(buf, _members(meta, arrays, blob, key))
+    _zip(buf, _members(meta, arrays, blob, extra, key))
     return buf.getvalue()
 
 
@@ -113,7 +121,7 @@ def _zip(f, members: dict[str, bytes]) -> None:
             z.writestr(name, data)
 
 
-def _members(meta: dict, arrays: dict[str, dict[str, np.ndarray]], blob: bytes, key) -> dict[str, bytes]:
+def _members(meta: dict, arrays: dict[str, dict[str, np.ndarray]], blob: bytes, extra, key) -> dict[str, bytes]:
     meta = dict(meta, format=FORMAT, kernel_sha256=hashlib.sha256(blob).hexdigest())
     members = {"meta.json": json.dumps(meta).encode()}
     for name, group in arrays.items():
@@ -121,6 +129,7 @@ def _members(meta: dict, arrays: dict[str, dict[str, np.ndarray]], blob: bytes, 
         np.savez(buf, **group)
         members[name] = buf.getvalue()
     members["kernel.bin"] = blob
+    members.update(extra or {})
     manifest = json.dumps({name: hashlib.sha256(data).hexdigest() for name, data in members.items()},
                           sort_keys=True).encode()
     members[MANIFEST] = manifest
@@ -205,7 +214,10 @@ def _read(source, name: str, key: bytes | None) -> Artifact:
         if "tiling.npz" not in data:
             raise ArtifactError(f"{name}: member tiling.npz is missing: damaged")
         tiling = load_npz(data["tiling.npz"], f"{name}: tiling.npz")
-    return Artifact(meta, forest, blob, tiling, signed, has_manifest)
+    program = None
+    if "program.json" in data and "program.npz" in data:
+        program = (data["program.json"], load_npz(data["program.npz"], f"{name}: program.npz"))
+    return Artifact(meta, forest, blob, tiling, signed, has_manifest, program)
 
 
 def _meta(raw: bytes, name: str) -> dict:

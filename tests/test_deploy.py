@@ -233,3 +233,26 @@ def test_cli_cache_and_trusted_artifacts(tmp_path, capsys, compiled, rows, monke
             assert code == 0, err
     assert spy.calls == 1
     assert (tmp_path / "c1.csv").read_text() == (tmp_path / "c2.csv").read_text()
+
+
+@pytest.mark.parametrize("options", [{}, {"rep": "sparse"}, {"rep": "array"}, {"tile_size": 4},
+                                     {"reorder": "depth"}, {"rep": "bitvector"}])
+def test_a_trusted_load_lowers_nothing_until_asked(tmp_path, forest, rows, options, monkeypatch):
+    from silvanforge import api
+
+    cf = sf.compile(forest, **options)
+    path = tmp_path / "m.forge"
+    cf.save(path, key="k")
+    lowered = []
+    real_lir, real_bv = api.lower_to_lir, api.bitvector.lower
+    monkeypatch.setattr(api, "lower_to_lir", lambda *a, **k: lowered.append(1) or real_lir(*a, **k))
+    monkeypatch.setattr(api.bitvector, "lower", lambda *a, **k: lowered.append(1) or real_bv(*a, **k))
+    back = sf.load_compiled(path, key="k")
+    assert lowered == []
+    np.testing.assert_array_equal(back.predict(rows), cf.predict(rows))
+    assert (back.rep, back.tile_size, back.reorder, back.pad) == (cf.rep, cf.tile_size, cf.reorder, cf.pad)
+    assert back.show("lir") == cf.show("lir")  # lowered again, on demand
+    assert lowered
+    again = tmp_path / "again.forge"
+    back.save(again, key="k")  # a loaded model saves as it was loaded
+    np.testing.assert_array_equal(sf.load_compiled(again, key="k").predict(rows), cf.predict(rows))

@@ -166,7 +166,8 @@ def test_corrupt_or_foreign_artifacts(tmp_path, compiled):
         zm.writestr("meta.json", zg.read("meta.json"))
         zm.writestr("forest.npz", zo.read("forest.npz"))
         zm.writestr("kernel.bin", zg.read("kernel.bin"))
-        zm.writestr("manifest.json", zg.read("manifest.json"))
+        for member in ("manifest.json", "program.json", "program.npz"):
+            zm.writestr(member, zg.read(member))
     with pytest.raises(sf.ArtifactError, match="forest.npz does not match the manifest"):
         sf.load_compiled(mixed)
 

@@ -111,6 +111,9 @@ def _as_schedule(schedule, forest: hir.Forest, batch_size) -> Schedule | None:
                         f"({', '.join(CANNED)}), got {type(schedule).__name__}")
 
 
+# Requests of up to this many rows take the lean path of CompiledForest.predict.
+SMALL_ROWS = 16
+
 # What compile and load_model read (see silvanforge.load_model): a path, bytes, a Forest, or
 # a model object an installed importer recognises.
 ModelLike = Union[str, "os.PathLike[str]", bytes, hir.Forest, Any]
@@ -251,6 +254,10 @@ class CompiledForest:
         self.target, self.rep, self.schedule = target, rep, schedule
         self.batch_size, self.threads = batch_size, threads
         self.compile_seconds = compile_seconds
+        # The lean path of small requests (see predict), where the kernel offers one.
+        small = getattr(kernel, "small_calls", None)
+        self._small = small(SMALL_ROWS) if small is not None else None
+        self._small_dtype = np.dtype(getattr(kernel, "input_dtype", np.float32))
 
     def _lowered(self) -> None:
         if self._lir_module is None:
@@ -295,6 +302,17 @@ class CompiledForest:
             >>> cf.predict(np.array([[0.5, 1.0, np.nan, 3.0]]))     # doctest: +SKIP
             >>> cf.predict(frame[["b", "a", "d", "c"]])             # matched by name  # doctest: +SKIP
         """
+        small = self._small
+        if small is not None and type(X) is np.ndarray and X.ndim == 2 and X.shape[0] <= SMALL_ROWS \
+                and X.dtype == self._small_dtype and X.shape[1] == self.forest.num_features \
+                and X.flags.c_contiguous and missing != missing:
+            # Online scoring, a row or a few per call: no thread split, no scratch, no checks
+            # the conditions above have not made.
+            margins = small(X)
+            if threads is not None:
+                check_threads(threads)
+            values = margins if output_margin else transforms.apply(self.forest, margins)
+            return transforms.shape_output(self.forest, values)
         rows = as_rows(X, self.forest, self.kernel.input_dtype)
         if missing == missing:  # not NaN (NaN is what the kernels treat as missing already)
             try:

@@ -179,3 +179,51 @@ def test_float64_models_accumulate_in_float64():
     got = cf.predict(X, output_margin=True)
     assert got.dtype == np.float64
     np.testing.assert_array_equal(got, reference.predict(forest, X, output_margin=True))
+
+
+@pytest.mark.parametrize("options", [{}, {"rep": "bitvector"}, {"rep": "sparse"}, {"rep": "array"},
+                                     {"rep": "reorg"}, {"schedule": "tree-parallel"}, {"tile_size": 3},
+                                     {"batch_size": 1}])
+def test_small_requests_take_the_lean_path_and_match_the_reference(forest, options):
+    """1-16 rows of the kernel's dtype, C-ordered, go through the kernel's staging arrays (one
+    foreign call a phase); the answers are the general path's (the reference's, but for
+    tree-parallel's partial sums, which add in another order), from many threads at once too."""
+    from silvanforge import runtime
+
+    cf = sf.compile(forest, **options)
+    assert cf._small is not None
+    X = rows_for(forest, np.random.default_rng(31), 16).astype(cf.kernel.input_dtype)
+    calls = []
+    small = cf._small
+    cf._small = lambda rows: calls.append(len(rows)) or small(rows)
+    exact = options.get("schedule") != "tree-parallel"
+    for k in range(1, 17):
+        general = runtime.run_kernel(cf.kernel, X[:k], forest.num_outputs, 1)
+        np.testing.assert_array_equal(cf.predict(X[:k], output_margin=True), general)
+        if exact:
+            np.testing.assert_array_equal(general, reference.predict(forest, X[:k], output_margin=True))
+            np.testing.assert_array_equal(cf.predict(X[:k]), reference.predict(forest, X[:k]))
+    assert calls == [k for k in range(1, 17) for _ in range(2 if exact else 1)]
+    errors = []
+
+    def hammer(seed):
+        rng = np.random.default_rng(seed)
+        for _ in range(200):
+            k = int(rng.integers(1, 17))
+            rows = X[rng.permutation(16)[:k]]
+            if not np.array_equal(cf.predict(rows, output_margin=True),
+                                  runtime.run_kernel(cf.kernel, rows, forest.num_outputs, 1)):
+                errors.append(seed)
+
+    threads = [threading.Thread(target=hammer, args=(s,)) for s in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    # what the lean path does not take goes the general way, with the same answers
+    calls.clear()
+    wide = X[:5].astype(np.float64) if X.dtype == np.float32 else X[:5].astype(np.float32)
+    np.testing.assert_array_equal(cf.predict(np.asfortranarray(X[:5])), cf.predict(X[:5]))
+    np.testing.assert_allclose(cf.predict(wide), reference.predict(forest, wide), rtol=1e-6)
+    assert calls == [5]

@@ -7,6 +7,7 @@ float32, LightGBM and ONNX-double float64) to match its rounding.
 
 from __future__ import annotations
 
+import math
 from typing import Callable
 
 import numpy as np
@@ -240,6 +241,60 @@ def _onnx_binary(m, tr):
             single = np.stack([-v, v], axis=1)
         out = np.where(two[:, None], out, single.astype(_F32))
     return out if tr.param("f32", 1.0) else out.astype(m.dtype)
+
+
+# ---- scikit-learn, as its losses' inverse links compute them ------------------------------
+# scikit-learn takes probabilities from float64 margins with scipy.special.expit, which is
+# 1 / (1 + exp(-x)) with the C library's exp; NumPy's own float64 exp (SIMD) differs from it
+# in the last bit for a few percent of inputs, so the expit here is the C library's too.
+
+
+def _libm_expit_scalar(v: float) -> float:
+    try:
+        return 1.0 / (1.0 + math.exp(-v))
+    except OverflowError:  # exp(-v) beyond the double range: 1 / (1 + inf)
+        return 0.0
+
+
+_libm_expit = np.frompyfunc(_libm_expit_scalar, 1, 1)
+
+
+def _expit(x: np.ndarray) -> np.ndarray:
+    """scipy.special.expit on float64, bit for bit; without SciPy (an artifact scored where it
+    is not installed) the same formula through Python's math.exp, the same C library exp."""
+    x = np.asarray(x, dtype=np.float64)
+    try:
+        from scipy.special import expit
+    except ImportError:
+        with np.errstate(over="ignore"):  # exp's overflow flag, already answered as 0.0
+            return _libm_expit(x).astype(np.float64)
+    return expit(x)
+
+
+@register("sklearn_binary")
+def _sklearn_binary(m, tr):
+    """Binary classifiers' predict_proba: [1 - p, p] with p = expit(scale * margin) (scale 1:
+    log-loss, 2: GradientBoosting's exponential loss, whose half-logit link doubles first)."""
+    scale = m.dtype.type(tr.param("scale", 1.0))
+    p = _expit(m[:, 0] * scale if scale != 1 else m[:, 0]).astype(m.dtype)
+    out = np.empty((m.shape[0], 2), dtype=m.dtype)
+    out[:, 1] = p
+    out[:, 0] = m.dtype.type(1) - p
+    return out
+
+
+@register("sklearn_softmax")
+def _sklearn_softmax(m, tr):
+    """sklearn.utils.extmath.softmax: exp with NumPy, the row sums as NumPy adds them.  Those
+    sums depend on the margins' memory order: GradientBoosting keeps them in C order (a row is
+    contiguous and NumPy sums it pairwise, which differs from left to right from 8 classes on),
+    HistGradientBoosting in Fortran order (NumPy adds the columns left to right); ``fortran``
+    1 takes the latter."""
+    x = np.array(m, dtype=np.float64, order="F" if tr.param("fortran", 0.0) else "C", copy=True)
+    x -= x.max(axis=1).reshape(-1, 1)
+    np.exp(x, out=x)
+    x /= x.sum(axis=1).reshape(-1, 1)
+    return x.astype(m.dtype, copy=False)
 
 
 def apply(forest: Forest, margins: np.ndarray) -> np.ndarray:

@@ -91,3 +91,35 @@ def test_fit_inside_a_pipeline_fits_a_clone_and_compiles_it(data):
 
     with pytest.raises(NotFittedError):
         copy.predict(X)
+
+
+@pytest.mark.parametrize("make", [
+    lambda: __import__("sklearn.ensemble", fromlist=["x"]).RandomForestClassifier(n_estimators=10, max_depth=6,
+                                                                                  random_state=0),
+    lambda: __import__("sklearn.ensemble", fromlist=["x"]).HistGradientBoostingClassifier(max_iter=15),
+    lambda: __import__("sklearn.ensemble", fromlist=["x"]).GradientBoostingClassifier(n_estimators=15),
+    lambda: __import__("sklearn.tree", fromlist=["x"]).DecisionTreeClassifier(max_depth=5, random_state=0),
+])
+def test_scikit_learn_forests_predict_their_own_labels(data, make):
+    X, s, y3 = data
+    labels = np.array(["low", "mid", "high"])[y3]
+    model = make()
+    Xf = X if "GradientBoostingClassifier" != type(model).__name__ else X.fillna(0.0)  # it refuses NaN
+    model.fit(Xf, labels)
+    fast = sfk.compile(model)
+    np.testing.assert_array_equal(fast.classes_, model.classes_)
+    np.testing.assert_array_equal(fast.predict(Xf), model.predict(Xf))
+    np.testing.assert_array_equal(fast.predict_proba(Xf), model.predict_proba(Xf))
+    pipe = Pipeline([("scale", StandardScaler()), ("model", make())]).fit(Xf, labels)
+    np.testing.assert_array_equal(sfk.compile(pipe).predict(Xf), pipe.predict(Xf))
+
+
+def test_scikit_learn_regressors(data):
+    from sklearn.ensemble import ExtraTreesRegressor, HistGradientBoostingRegressor
+
+    X, s, _ = data
+    for model in (ExtraTreesRegressor(n_estimators=8, max_depth=6, random_state=0).fit(X, s),
+                  HistGradientBoostingRegressor(max_iter=15).fit(X, s)):
+        fast = sfk.compile(model)
+        assert not hasattr(fast, "predict_proba")
+        np.testing.assert_array_equal(fast.predict(X), model.predict(X))

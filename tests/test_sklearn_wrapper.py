@@ -18,6 +18,15 @@ from sklearn.preprocessing import StandardScaler  # noqa: E402
 import silvanforge.sklearn as sfk  # noqa: E402
 
 
+@pytest.fixture(autouse=True)
+def one_openmp_thread():
+    """LightGBM's and HistGradientBoosting's OpenMP threads spin against the compiled kernels'
+    on a 2-core machine (seconds a fit); one thread changes none of their numbers."""
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+    with threadpoolctl.threadpool_limits(limits=1, user_api="openmp"):
+        yield
+
+
 def _close(got, expected):
     # LightGBM's sigmoid/softmax may round 1 ulp off NumPy's; labels are compared exactly.
     np.testing.assert_allclose(got, expected, rtol=1e-12, atol=1e-15)

@@ -443,7 +443,7 @@ def _cached_kernel(cache, target: str, module: lir.Module, options: dict):
     """The kernel of ``module`` from the code cache, compiled and stored there when absent,
     damaged or built for another host."""
     reg = registry()
-    entry = codecache.key(target, lir_digest(module))
+    entry = codecache.key(target, lir_digest(module), reg.hook.silvanforge_target_host(target=target))
     blob = codecache.get(cache, entry)
     kernel = None
     if blob is not None:
@@ -500,6 +500,9 @@ def _load(source, path: str, key, trust_code: bool) -> CompiledForest:
         fast = _mapped(path, art, relower, start)
         if fast is not None:
             return fast
+        warnings.warn(f"{path}: its machine code was built for another host (CPU or LLVM); "
+                      "compiling its model again", ArtifactWarning, stacklevel=3)
+        blob = b""
     return _kernel_for(path, relower(), meta, blob, start)
 
 

@@ -1,10 +1,11 @@
 """A directory of compiled machine code shared by processes: ``compile(..., cache=DIR)``.
 
 An entry is the target's kernel artifact (object code and the host it was built for) for one
-program, named by a digest of everything the code depends on: the SilvanForge version, the
-target, and the LIR digest (the lowered program: model buffers' types and shapes, loop nest,
-representation); the host (CPU name and features, LLVM version) is checked by the target when
-it maps the code, and a mismatch compiles again and replaces the entry.  Entries start with
+program, named by a digest of everything the code depends on: the SilvanForge version, the target,
+the host (CPU name and features, LLVM version: the target's ``silvanforge_target_host``) and
+the LIR digest (the lowered program: model buffers' types and shapes, loop nest,
+representation).  The target checks the host again when it maps the code; a mismatch compiles
+again and replaces the entry.  Entries start with
 the SHA-256 of their body: a truncated or damaged entry is rebuilt, never run.  Writes go to a
 private temporary file renamed into place, so processes compiling the same model at once both
 succeed.  The directory must be private to the user (:func:`silvanforge.userdirs.private_dir`):
@@ -24,8 +25,10 @@ from .userdirs import private_dir
 _DIGEST = 32  # bytes of SHA-256 before each entry's body
 
 
-def key(target: str, lir_digest: str) -> str:
-    return hashlib.sha256(f"silvanforge {__version__}\0{target}\0{lir_digest}".encode()).hexdigest()
+def key(target: str, lir_digest: str, host: str | None) -> str:
+    """An entry's name: the version, the target, the host the code runs on (the target's
+    ``silvanforge_target_host``), the program's LIR digest."""
+    return hashlib.sha256(f"silvanforge {__version__}\0{target}\0{host}\0{lir_digest}".encode()).hexdigest()
 
 
 def _path(directory: str, entry: str) -> str:

@@ -192,4 +192,14 @@ def silvanforge_target_source(target, module):
 @hookspec(firstresult=True)
 def silvanforge_target_load_kernel(target, module, blob, options):
     """Dispatched on ``target``: rebuild a kernel from a saved artifact ``blob`` (bytes the
-    kernel's ``artifact()`` returned) for the same LIR ``module``; return ``None`` to recompile."""
+    kernel's ``artifact()`` returned) for the same LIR ``module``; return ``None`` to recompile
+    (code built for another host).  ``module`` may be the runnable part only of the program
+    (:mod:`silvanforge.ir.lir_io`: functions without bodies, buffers with their data)."""
+
+
+@hookspec(firstresult=True)
+def silvanforge_target_host(target):
+    """Dispatched on ``target``: a short string naming everything this host's machine code
+    depends on (for the CPU: triple, CPU name and features, LLVM version), or ``None``.  The
+    code cache (:mod:`silvanforge.codecache`) keys entries by it, so hosts sharing a cache
+    directory keep their own code."""

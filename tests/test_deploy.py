@@ -70,10 +70,24 @@ def test_machine_code_of_another_host_is_compiled_again(tmp_path, compiled, rows
     compiled.save(path, key="k")
     real = jit.host_signature()
     monkeypatch.setattr(jit, "host_signature", lambda: {**real, "cpu": real["cpu"] + "-other"})
-    with CompileSpy() as spy:
+    with CompileSpy() as spy, pytest.warns(sf.ArtifactWarning, match="built for another host"):
         back = sf.load_compiled(path, key="k")
     assert spy.calls == 1
     np.testing.assert_array_equal(back.predict(rows), compiled.predict(rows))
+
+
+def test_hosts_sharing_a_cache_keep_their_own_code(tmp_path, forest, rows, monkeypatch):
+    from silvanforge_target_cpu import jit
+
+    cache = tmp_path / "cache"
+    sf.compile(forest, cache=cache)
+    real = jit.host_signature()
+    monkeypatch.setattr(jit, "host_signature", lambda: {**real, "cpu": real["cpu"] + "-other"})
+    with CompileSpy() as spy:
+        other = sf.compile(forest, cache=cache)
+    assert spy.calls == 1
+    np.testing.assert_array_equal(other.predict(rows), sf.compile(forest).predict(rows))
+    assert len([f for _, _, fs in os.walk(cache) for f in fs]) == 2
 
 
 # ------------------------------------------------------------------ the code cache

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from silvanforge import hookimpl
 
 NAME = "cpu"
@@ -111,6 +113,15 @@ def silvanforge_target_compile(target, module, options):
 
     _reject_gpu_constructs(module)
     return jit.compile_module(module, str(codegen.generate(module)))
+
+
+@hookimpl
+def silvanforge_target_host(target):
+    if target != NAME:
+        return None
+    from . import jit
+
+    return json.dumps(jit.host_signature(), sort_keys=True)
 
 
 @hookimpl

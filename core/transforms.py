@@ -30,8 +30,8 @@ def names() -> list[str]:
     return sorted(_REGISTRY)
 
 
-def _one(dt) -> np.ndarray:
-    return np.asarray(1, dtype=dt)
+def _one(dt) -> np.generic:
+    return np.dtype(dt).type(1)
 
 
 def _exp(x: np.ndarray) -> np.ndarray:
@@ -39,7 +39,7 @@ def _exp(x: np.ndarray) -> np.ndarray:
     glibc's (nearly correctly rounded) expf; evaluating in float64 and rounding once is not."""
     with np.errstate(over="ignore"):
         if x.dtype == np.float32:
-            return np.exp(x.astype(np.float64)).astype(np.float32)
+            return np.exp(x, dtype=np.float64).astype(np.float32)
         return np.exp(x)
 
 
@@ -52,7 +52,8 @@ def _identity(m, tr):
 def _sigmoid(m, tr):
     # 1 / (1 + exp(-alpha * x)): XGBoost's logistic (alpha 1) and LightGBM's sigmoid(alpha).
     alpha = m.dtype.type(tr.param("alpha", 1.0))
-    return _one(m.dtype) / (_one(m.dtype) + _exp(-alpha * m if alpha != 1 else -m))
+    one = _one(m.dtype)
+    return one / (one + _exp(-alpha * m if alpha != 1 else -m))
 
 
 @register("exp")

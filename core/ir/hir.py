@@ -92,7 +92,12 @@ class Transform:
     params: tuple[tuple[str, float], ...] = ()
 
     def param(self, key: str, default: float) -> float:
-        return dict(self.params).get(key, default)
+        # A scan, not a dict: a transform has a handful of parameters and a one-row predict
+        # asks for them every call.
+        for name, value in self.params:
+            if name == key:
+                return value
+        return default
 
 
 @dataclasses.dataclass

@@ -80,10 +80,9 @@ class _Labels:
         if unseen.any():
             if self.unseen_error:
                 raise InputError(f"column {name!r} has a category the model was not trained with "
-                                 f"(it knows {_listed(self.labels)}); XGBoost refuses these too")
+                                 f"(it knows {_listed(self.labels)}), which its library refuses too")
             codes[unseen] = np.nan
         return codes
-
 
 
 def _is_sparse(X) -> bool:

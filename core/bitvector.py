@@ -454,12 +454,11 @@ def _plan(forest: hir.Forest, expanded: np.ndarray | None = None, lanes: int = L
     ``expanded`` (model order; default none) and ``lanes`` decide the chunks of categorical
     decision words (:class:`_Chunk`)."""
     thr_dtype = np.dtype(forest.threshold_dtype)
+    # A feature's column is its place among the (sorted) features read, found by search: a
+    # table as wide as num_features would cost memory for features no split reads.
     used = _used_features(forest)
-    column = np.zeros(max(forest.num_features, 1), np.int64)
-    column[used] = np.arange(len(used))
     nan_used = _nan_split_features(forest)
-    nan_column = np.zeros_like(column)
-    nan_column[nan_used] = np.arange(len(nan_used))
+    used_sorted, nan_sorted = np.asarray(used, np.int64), np.asarray(nan_used, np.int64)
     order = sorted(range(forest.num_trees), key=lambda k: forest.trees[k].outputs[0])  # stable
     if expanded is None:
         expanded = np.zeros(forest.num_trees, bool)
@@ -484,8 +483,8 @@ def _plan(forest: hir.Forest, expanded: np.ndarray | None = None, lanes: int = L
         # x > t  <=>  x >= the next value up, for every x of the dtype
         thr[le] = np.nextafter(thr[le], thr_dtype.type(np.inf))
         # Missing values go right: read the copy where NaN is +inf, greater than any threshold.
-        cols = column[t.feature[internal]] + np.where(t.default_left[internal], 0, len(used))
-        cols[nan_split] = 2 * len(used) + nan_column[t.feature[internal][nan_split]]
+        cols = np.searchsorted(used_sorted, t.feature[internal]) + np.where(t.default_left[internal], 0, len(used))
+        cols[nan_split] = 2 * len(used) + np.searchsorted(nan_sorted, t.feature[internal][nan_split])
         keep = ~(nan_split & t.default_left[internal])
         internal, thr, cols = internal[keep], thr[keep], cols[keep]
         cnodes, ccols, cbits = cat_nodes.get(k, no_cats)

@@ -36,14 +36,14 @@ def as_rows(X, forest: Forest, dtype: np.dtype) -> np.ndarray:
     """``X`` as a (n, num_features) array of ``dtype`` that a kernel can read: arrays as they
     are (validated, copied only when needed), frames column by column in the model's order."""
     if type(X) is np.ndarray:
-        return check_rows(X, forest.num_features, dtype)
+        return check_rows(X, forest.num_features, dtype, forest.wider_rows)
     frame = _frame(X)
     if frame is None:
         if _is_sparse(X):
             raise InputError("scipy sparse matrices are not read: convert with .toarray() first, "
                              "deciding what an absent entry means (XGBoost reads it as missing, "
                              "LightGBM as 0)")
-        return check_rows(X, forest.num_features, dtype)
+        return check_rows(X, forest.num_features, dtype, forest.wider_rows)
     names, column = frame
     order = _column_order(names, forest)
     n = _num_rows(X)
@@ -122,7 +122,7 @@ def _column_order(names: list | None, forest: Forest) -> list[int]:
     wanted = forest.feature_names
     if names is None or wanted is None:
         count = forest.num_features
-        if names is not None and len(names) != count:
+        if names is not None and len(names) != count and not (forest.wider_rows and len(names) > count):
             raise InputError(f"the model expects {count} features per row, got {len(names)} columns")
         return list(range(count))
     seen: dict = {}

@@ -163,12 +163,16 @@ def build_layout(forest: hir.Forest, tile_size: int = 1) -> ForestLayout:
         thresholds = tree.threshold.astype(thr_dt)
         for node, cats in sorted(tree.categories.items()):
             nwords = int(cats.max()) // 32 + 1 if len(cats) else 0
+            # Offsets live in the threshold slot (exact in float32 below 2**24): check the size
+            # before allocating, so a huge category id is refused, not laid out.
+            if cat_size + nwords + 1 > 2**24:
+                raise UnsupportedModelError(
+                    f"categorical splits naming categories up to {int(cats.max())} (feature "
+                    f"{int(tree.feature[node])}): their bitsets would pass 2**24 words (64 MiB)")
             words = np.zeros(nwords + 1, dtype=np.uint32)
             words[0] = nwords
             for c in cats.tolist():
                 words[1 + c // 32] |= np.uint32(1) << np.uint32(c % 32)
-            if cat_size >= 2**24:
-                raise UnsupportedModelError("category bitsets larger than 2**24 words")
             flags[node] |= FLAG_CATEGORICAL
             thresholds[node] = cat_size
             cat_words.append(words)

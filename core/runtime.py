@@ -48,8 +48,9 @@ def check_threads(threads) -> int:
     return int(threads)
 
 
-def check_rows(X, num_features: int, dtype: np.dtype) -> np.ndarray:
-    """Validate a batch and view it in the kernel's input dtype, copying only when needed."""
+def check_rows(X, num_features: int, dtype: np.dtype, wider: bool = False) -> np.ndarray:
+    """Validate a batch and view it in the kernel's input dtype, copying only when needed;
+    ``wider``: rows may have more columns, of which the first ``num_features`` are read."""
     if type(X) is np.ndarray and X.dtype == dtype and X.ndim == 2 and X.shape[1] == num_features \
             and X.flags.c_contiguous:
         return X  # the common case, checked in a fraction of a microsecond (small batches)
@@ -62,8 +63,11 @@ def check_rows(X, num_features: int, dtype: np.dtype) -> np.ndarray:
         raise InputError(f"inputs must be real numbers, got dtype {X.dtype}")
     if X.ndim != 2:
         raise InputError(f"inputs must be a 2-D array (rows, features), got shape {X.shape}")
+    if wider and X.shape[1] > num_features:
+        X = X[:, :num_features]  # a view: the kernel reads rows by their strides
     if X.shape[1] != num_features:
-        raise InputError(f"the model expects {num_features} features per row, got {X.shape[1]}")
+        at_least = "at least " if wider else ""
+        raise InputError(f"the model expects {at_least}{num_features} features per row, got {X.shape[1]}")
     rows = np.asarray(X, dtype=dtype)
     # The kernel indexes rows by element strides: any view with non-negative strides that are
     # whole elements works as it is (C, Fortran, sliced); anything else is copied once.

@@ -420,3 +420,62 @@ def test_random_corruption_never_raises_raw_errors(tmp_path, good_text, seed):
         sf.load_model(p)
     except SilvanForgeError as exc:
         assert str(p) in str(exc)
+
+
+# ---------------------------------------------------------------------------- read as LightGBM reads
+@pytest.fixture(scope="module")
+def two_trees():
+    """(model text, rows) of a two-tree regression model."""
+    rng = np.random.default_rng(8)
+    X = rng.normal(size=(300, 3))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        booster = lgb.train({"verbose": -1, "num_leaves": 4, "objective": "regression", "num_threads": 1},
+                            lgb.Dataset(X, X[:, 0] * 2 + X[:, 1]), 2)
+    return booster.model_to_string(), X
+
+
+def _lgb_raw(path, X):
+    return lgb.Booster(model_file=str(path)).predict(X, raw_score=True)
+
+
+def test_tree_sizes_must_lead_to_the_trees(tmp_path, two_trees):
+    # LightGBM finds tree k at the byte offset tree_sizes gives: "0 n" makes it read tree 0
+    # twice, not the file's tree 1.  Such a file is refused, never read by its lines.
+    text, X = two_trees
+    sizes = re.search(r"^tree_sizes=(\d+) (\d+)$", text, re.M)
+    edited = _write(tmp_path, text.replace(sizes.group(0), f"tree_sizes=0 {sizes.group(2)}"))
+    by_lines = reference.predict(sf.load_model(_write(tmp_path, text, "orig.txt")), X, output_margin=True)
+    assert not np.allclose(_lgb_raw(edited, X), by_lines)
+    assert "tree_sizes" in _load_error(edited)
+
+
+def test_end_of_trees_in_the_header_is_a_header_line(tmp_path, two_trees):
+    # LightGBM's header runs to the first Tree= line, whatever it holds.
+    text, X = two_trees
+    path = _write(tmp_path, text.replace("version=v4\n", "version=v4\nend of trees\n", 1))
+    np.testing.assert_allclose(reference.predict(sf.load_model(path), X, output_margin=True),
+                               _lgb_raw(path, X), rtol=1e-12, atol=1e-12)
+
+
+def test_num_class_must_match_trees_per_iteration(tmp_path, two_trees):
+    # LightGBM predicts num_class columns but fills num_tree_per_iteration of them.
+    text, X = two_trees
+    path = _write(tmp_path, text.replace("num_class=1\n", "num_class=3\n", 1))
+    assert _lgb_raw(path, X[:4]).shape == (4, 3)
+    assert "num_class=3" in _load_error(path)
+
+
+@pytest.mark.parametrize("spelling,lightgbm_reads", [("1_0", "1"), ("0x10", "0"), ("2.5abc", "2.5")])
+def test_numbers_lightgbm_reads_otherwise_are_refused(tmp_path, two_trees, spelling, lightgbm_reads):
+    # Python's float() would read "1_0" as 10 and "0x10" not at all; LightGBM reads a prefix.
+    text, X = two_trees
+    text = re.sub(r"^tree_sizes=.*\n", "", text, flags=re.M)  # trees found by lines, not offsets
+    first = re.search(r"^leaf_value=(\S+)", text, re.M)
+
+    def with_leaf(value, name):
+        return _write(tmp_path, text[:first.start(1)] + value + text[first.end(1):], name)
+
+    odd, plain = with_leaf(spelling, "odd.txt"), with_leaf(lightgbm_reads, "plain.txt")
+    np.testing.assert_array_equal(_lgb_raw(odd, X), _lgb_raw(plain, X))
+    assert "leaf_value" in _load_error(odd)

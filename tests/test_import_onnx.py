@@ -374,3 +374,86 @@ def test_errors_are_silvanforge_errors(tmp_path, case_dir):
             assert str(path) in str(exc)
         else:
             reference.predict(forest, np.zeros((2, forest.num_features), np.float32))
+
+
+# ---------------------------------------------------------------------------- odd but loadable
+_STUMP = [(0, 0, "BRANCH_LEQ", 0, 0.5, 1, 2, 0), (0, 1, "LEAF", 0, 0.0, 0, 0, 0),
+          (0, 2, "LEAF", 0, 0.0, 0, 0, 0)]
+
+
+@pytest.mark.parametrize("post", ["NONE", "SOFTMAX", "LOGISTIC"])
+@pytest.mark.parametrize("weights", [[0.25, np.nan], [np.nan, 0.75], [0.25, 0.75], [0.25, -0.75]],
+                         ids=["nan-right", "nan-left", "positive", "negative"])
+def test_nan_class_weight_counts_as_positive(tmp_path, post, weights):
+    # onnxruntime's binary case: "weights all positive" fails only on w < 0, so one NaN weight
+    # leaves rows that reach a number as [1 - v, v], not [-v, v].
+    model = S.v3_model("TreeEnsembleClassifier", _STUMP,
+                       [(0, 1, 0, weights[0]), (0, 2, 0, weights[1])], 2, labels=[0, 1],
+                       post_transform=post)
+    path = _save(model, tmp_path)
+    X = np.array([[0.0, 0.0], [1.0, 0.0], [np.nan, 1.0], [0.5, 2.0]], np.float32)
+    expected = S.ort_predict(path, X)
+    forest = sf.load_model(path)
+    np.testing.assert_allclose(reference.predict(forest, X), expected, rtol=1e-6, equal_nan=True)
+    np.testing.assert_allclose(sf.compile(forest).predict(X), expected, rtol=1e-6, equal_nan=True)
+
+
+def _dynamic_width_model(idle_feature):
+    """A stump on feature 1 with a dynamic feature dimension; its true branch passes through a
+    node on ``idle_feature`` whose two children are the same leaf (and its leaves name feature
+    7, which onnxruntime does not count)."""
+    nodes = [(0, 0, "BRANCH_LEQ", 1, 0.5, 3, 2, 0), (0, 1, "LEAF", 7, 0.0, 0, 0, 0),
+             (0, 2, "LEAF", 7, 0.0, 0, 0, 0), (0, 3, "BRANCH_LT", idle_feature, 0.0, 1, 1, 0)]
+    return S.v3_model("TreeEnsembleRegressor", nodes, [(0, 1, 0, 1.0), (0, 2, 0, 2.0)], None)
+
+
+def test_dynamic_feature_dimension_counts_every_decision_node(tmp_path):
+    # onnxruntime checks the row width against the largest feature of a reachable decision
+    # node, one that decides nothing included: the narrowest input it runs.
+    path = _save(_dynamic_width_model(idle_feature=3), tmp_path)
+    forest = sf.load_model(path)
+    assert forest.num_features == 4
+    X = np.array([[0, 0, 0, 0], [0, 1, 0, 0], [9, np.nan, 9, 9]], np.float32)
+    np.testing.assert_array_equal(sf.compile(forest).predict(X), S.ort_predict(path, X))
+    with pytest.raises(Exception, match="requests feature 3"):
+        S.ort_predict(path, X[:, :2])  # what the forest used to take
+
+
+def test_fixed_feature_dimension_counts_every_decision_node(tmp_path):
+    model = _dynamic_width_model(idle_feature=3)
+    model.graph.input[0].type.tensor_type.shape.dim[1].dim_value = 2
+    path = _save(model, tmp_path)
+    with pytest.raises(Exception, match="requests feature 3"):
+        S.ort_predict(path, np.zeros((2, 2), np.float32))  # loads, but never runs
+    _raises(path, ModelFormatError, "feature 3", "2 features")
+
+
+def test_dynamic_feature_dimension_accepts_wider_inputs(tmp_path):
+    path = _save(_dynamic_width_model(idle_feature=0), tmp_path)
+    forest = sf.load_model(path)
+    X = np.array([[0, 0, 5, 5, 5], [0, 1, 5, 5, 5], [0, np.nan, 5, 5, 5]], np.float32)
+    expected = S.ort_predict(path, X)  # onnxruntime ignores the extra columns
+    np.testing.assert_array_equal(sf.compile(forest).predict(X), expected)
+
+
+def _big_member_model(member):
+    """A TreeEnsemble whose membership set {3, member} is evaluated on int32(x)."""
+    return S.v5_model([(6, 0, 0.0, 0, 1, 1, 1, 0)], [(0, 1.0), (0, 2.0)], [0], [3.0, member, np.nan],
+                      2, 1, dtype=np.float64)
+
+
+def test_huge_membership_value_is_refused_before_allocating(tmp_path):
+    import tracemalloc
+
+    path = _save(_big_member_model(2.0**31 - 1), tmp_path)
+    forest = sf.load_model(path)  # what onnxruntime runs, the reference evaluator runs too
+    X = np.array([[3.0, 0], [2.0**31 - 1, 0], [4.0, 0]])
+    np.testing.assert_array_equal(reference.predict(forest, X), S.ort_predict(path, X))
+    tracemalloc.start()
+    try:
+        with pytest.raises(UnsupportedModelError, match="2147483647"):
+            sf.compile(forest)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 32 * 2**20, f"{peak / 2**20:.0f} MiB traced while refusing"

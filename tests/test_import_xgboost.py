@@ -507,3 +507,244 @@ def test_unsupported_models(small_model, tmp_path):
     odd = _edit(doc, lambda d: d["learner"]["gradient_booster"].update(name="gbforest"))
     with pytest.raises(UnsupportedModelError, match="gbforest"):
         sf.load_model(_write(tmp_path, odd))
+
+
+# ---------------------------------------------------------------------------------------------
+# odd but loadable files: what XGBoost itself makes of them
+# ---------------------------------------------------------------------------------------------
+
+
+def _xgb_predict(data: bytes, X, margin=False):
+    booster = xgb.Booster(model_file=bytearray(data))
+    return booster.predict(xgb.DMatrix(X, feature_names=booster.feature_names), output_margin=margin)
+
+
+def _ubj_default_left(raw: bytes, value: int) -> bytes:
+    """Every tree's typed ``default_left`` array (``[$U#L<count>`` then one byte a node) set to
+    ``value``, as a hex editor would."""
+    out, pos, key = bytearray(raw), 0, b"default_left[$U#L"
+    while (pos := raw.find(key, pos)) >= 0:
+        start = pos + len(key)
+        count = int.from_bytes(raw[start:start + 8], "big")
+        out[start + 8:start + 8 + count] = bytes([value]) * count
+        pos = start + 8 + count
+    assert out != bytearray(raw) or value == 0
+    return bytes(out)
+
+
+@pytest.mark.parametrize("value", [2, 256, 10**9, -1, 1, True, False])
+def test_default_left_reads_like_xgboost_json(small_model, tmp_path, value):
+    # XGBoost's JSON loader reads an integer default_left as ``value == 1``: 2, 256 and 10**9 send
+    # missing values right.
+    _, doc, X = small_model
+    doc = _edit(doc, lambda d: [t.update(default_left=[value] * len(t["default_left"])) for t in _trees(d)])
+    path = _write(tmp_path, doc)
+    forest = sf.load_model(path)
+    expected = _xgb_predict(path.read_bytes(), X, margin=True)
+    np.testing.assert_allclose(reference.predict(forest, X, output_margin=True), expected, rtol=1e-6)
+    left = value is True or value == 1
+    assert all(bool(t.default_left[t.left >= 0].all()) == left for t in forest.trees)
+
+
+@pytest.mark.parametrize("value", [2, 255, 1, 0])
+def test_default_left_reads_like_xgboost_ubjson(small_model, tmp_path, value):
+    booster, _, X = small_model
+    data = _ubj_default_left(bytes(booster.save_raw("ubj")), value)
+    path = tmp_path / "m.ubj"
+    path.write_bytes(data)
+    forest = sf.load_model(path)
+    expected = _xgb_predict(data, X, margin=True)
+    np.testing.assert_allclose(reference.predict(forest, X, output_margin=True), expected, rtol=1e-6)
+    np.testing.assert_allclose(sf.compile(forest).predict(X, output_margin=True), expected, rtol=1e-6)
+
+
+def test_default_left_as_a_float_is_refused_like_xgboost(small_model, tmp_path):
+    _, doc, _ = small_model
+    path = _write(tmp_path, _edit(doc, lambda d: _tree0(d)["default_left"].__setitem__(0, 1.0)))
+    with pytest.raises(xgb.core.XGBoostError):
+        _xgb_predict(path.read_bytes(), np.zeros((1, 4), np.float32))
+    with pytest.raises(ModelFormatError, match="default_left"):
+        sf.load_model(path)
+
+
+@pytest.mark.parametrize("objective", ["multi:softprob", "multi:softmax"])
+@pytest.mark.parametrize("param", [None, "0", "2"])
+def test_multiclass_objective_without_classes_is_refused(small_model, tmp_path, objective, param):
+    # A binary model relabelled multi-class with num_class 0: XGBoost refuses it (it used to
+    # predict 1.0 everywhere here).
+    _, doc, X = small_model
+
+    def edit(d):
+        d["learner"]["objective"] = {"name": objective}
+        if param is not None:
+            d["learner"]["objective"]["softmax_multiclass_param"] = {"num_class": param}
+        d["learner"]["learner_model_param"]["num_class"] = "0"
+
+    path = _write(tmp_path, _edit(doc, edit))
+    with pytest.raises(xgb.core.XGBoostError):
+        _xgb_predict(path.read_bytes(), X)
+    with pytest.raises(ModelFormatError, match="num_class"):
+        sf.load_model(path)
+
+
+@pytest.fixture(scope="module")
+def categorical_doc():
+    """(JSON document, X) of a small model with categorical splits on feature 0."""
+    rng = np.random.default_rng(4)
+    X = np.column_stack([rng.integers(0, 8, 300), rng.normal(size=300)]).astype(np.float32)
+    y = np.isin(X[:, 0], [1, 4, 6]) * 2.0 + X[:, 1]
+    booster = _train({"tree_method": "hist", "max_cat_to_onehot": 1}, X, y, 3,
+                     feature_types=["c", "q"], enable_categorical=True)
+    Xt = np.array([[c, v] for c in [0, 1, 2, 3, 4, 5, 6, 7, 8, 40, 2.0**24 - 1, 2.0**24 + 7, 1e9, -1, np.nan]
+                   for v in (-1.0, 1.0)], np.float32)
+    doc = json.loads(booster.save_raw("json"))
+    assert any(t["categories"] for t in _trees(doc))
+    return doc, Xt
+
+
+def _with_category(doc, value):
+    """Every categorical split's first category replaced by ``value``."""
+    def edit(d):
+        for t in _trees(d):
+            for seg in t["categories_segments"]:
+                t["categories"][seg] = value
+    return _edit(doc, edit)
+
+
+def _cat_predict(data: bytes, X):
+    booster = xgb.Booster(model_file=bytearray(data))
+    return booster.predict(xgb.DMatrix(X, feature_types=["c", "q"], enable_categorical=True),
+                           output_margin=True)
+
+
+@pytest.mark.parametrize("value", [2**24 - 1, 2**24 + 7])
+def test_large_categories_match_xgboost(categorical_doc, tmp_path, value):
+    # Categories at or past 2**24 are no category when predicting: such set members never match
+    # and are not laid out.
+    doc, X = categorical_doc
+    path = _write(tmp_path, _with_category(doc, value))
+    forest = sf.load_model(path)
+    assert max(int(c.max()) for t in forest.trees for c in t.categories.values() if len(c)) < 2**24
+    expected = _cat_predict(path.read_bytes(), X)
+    np.testing.assert_allclose(reference.predict(forest, X, output_margin=True), expected, rtol=1e-6)
+    np.testing.assert_allclose(sf.compile(forest).predict(X, output_margin=True), expected, rtol=1e-6)
+
+
+@pytest.mark.parametrize("value", [2**31 - 1, 2**31, 2**40])
+def test_category_beyond_32_bits_is_refused(categorical_doc, tmp_path, value):
+    # A 10 KB file naming category 2**31 - 1 used to lay out a 256 MiB bitset (662 MB in all);
+    # XGBoost itself fails to allocate it (and crashes on larger values).
+    doc, _ = categorical_doc
+    path = _write(tmp_path, _with_category(doc, value))
+    if value == 2**31 - 1:
+        with pytest.raises(xgb.core.XGBoostError, match="bad_alloc"):
+            _cat_predict(path.read_bytes(), np.zeros((1, 2), np.float32))
+    with pytest.raises(ModelFormatError, match=str(value)):
+        sf.load_model(path)
+
+
+def test_large_categories_allocate_little(categorical_doc, tmp_path):
+    # The largest category XGBoost loads: every bitset past 2**24 is dropped, so loading and
+    # compiling stay small (XGBoost itself allocates 256 MiB for it).
+    import tracemalloc
+
+    doc, X = categorical_doc
+    path = _write(tmp_path, _with_category(doc, 2**31 - 2))
+    tracemalloc.start()
+    try:
+        cf = sf.compile(sf.load_model(path))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 32 * 2**20, f"{peak / 2**20:.0f} MiB traced"
+    expected = _cat_predict(_write(tmp_path, _with_category(doc, 2**24 + 7), "ref.json").read_bytes(), X)
+    np.testing.assert_allclose(cf.predict(X, output_margin=True), expected, rtol=1e-6)
+
+
+@pytest.fixture(scope="module")
+def softprob_doc():
+    """(JSON document, X with NaN) of a 3-class softprob model (2 rounds, 6 trees)."""
+    rng = np.random.default_rng(12)
+    X = rng.normal(size=(200, 4)).astype(np.float32)
+    y = np.digitize(X[:, 0] - X[:, 2], [-0.5, 0.5])
+    booster = _train({"objective": "multi:softprob", "num_class": 3}, X, y, 2)
+    X[rng.random(X.shape) < 0.1] = np.nan
+    return json.loads(booster.save_raw("json")), X
+
+
+def _same_as_xgboost(path, X):
+    expected = _xgb_predict(path.read_bytes(), X, margin=True)
+    np.testing.assert_allclose(reference.predict(sf.load_model(path), X, output_margin=True), expected,
+                               rtol=1e-6, atol=1e-7)
+
+
+def test_trees_are_placed_by_their_id(softprob_doc, tmp_path):
+    # XGBoost puts each tree where its "id" says: the array's order does not matter.
+    doc, X = softprob_doc
+    path = _write(tmp_path, _edit(doc, lambda d: _trees(d).reverse()))
+    _same_as_xgboost(path, X)
+    np.testing.assert_array_equal(reference.predict(sf.load_model(path), X),
+                                  reference.predict(sf.load_model(_write(tmp_path, doc, "o.json")), X))
+    bad = _edit(doc, lambda d: _trees(d)[1].update(id=0))
+    with pytest.raises(ModelFormatError, match="tree ids"):
+        sf.load_model(_write(tmp_path, bad, "dup.json"))
+
+
+def test_iteration_indptr_decides_the_trees(softprob_doc, tmp_path):
+    # XGBoost predicts with trees iteration_indptr[0] up to its last entry.
+    doc, X = softprob_doc
+    model = lambda d: d["learner"]["gradient_booster"]["model"]  # noqa: E731
+    _same_as_xgboost(_write(tmp_path, _edit(doc, lambda d: model(d)["iteration_indptr"].__setitem__(0, 3))), X)
+    _same_as_xgboost(_write(tmp_path, _edit(doc, lambda d: model(d).update(iteration_indptr=[6]))), X)
+    with pytest.raises(ModelFormatError, match="iteration_indptr"):
+        sf.load_model(_write(tmp_path, _edit(doc, lambda d: model(d)["iteration_indptr"].__setitem__(-1, 5))))
+
+
+def test_categorical_split_type_without_categories_is_numerical(small_model, tmp_path):
+    # A tree that stores no category is evaluated numerically whatever split_type says.
+    _, doc, X = small_model
+    _same_as_xgboost(_write(tmp_path, _edit(doc, lambda d: _tree0(d)["split_type"].__setitem__(0, 1))), X)
+
+
+def test_categories_out_of_node_order_are_refused(categorical_doc, tmp_path):
+    # XGBoost hands categories out walking the nodes in order: an entry whose node comes
+    # before the previous one's is never read.  Such a file is refused.
+    doc, _ = categorical_doc
+
+    def edit(d):
+        t = next(t for t in _trees(d) if t["categories_nodes"])
+        t["categories_nodes"] = t["categories_nodes"] * 2
+        t["categories_segments"] = t["categories_segments"] * 2
+        t["categories_sizes"] = t["categories_sizes"] * 2
+
+    with pytest.raises(ModelFormatError, match="increasing node order"):
+        sf.load_model(_write(tmp_path, _edit(doc, edit)))
+
+
+@pytest.mark.parametrize("spelling,accepted", [("-inf", False), ("0.25abc", False), ("nan", False),
+                                               ("NaN", True), ("Infinity", True), ("1.", True)])
+def test_base_score_read_as_xgboost_reads_it(tmp_path, spelling, accepted):
+    # XGBoost's JSON reader takes "-inf" as 0 and "0.25abc" as 0.25 (and refuses "nan"):
+    # only what it reads whole is accepted, and then it equals XGBoost.
+    X = np.random.default_rng(3).normal(size=(40, 3)).astype(np.float32)
+    doc = json.loads(_train({"objective": "reg:squarederror"}, X, X[:, 0], 2).save_raw("json"))
+    path = _write(tmp_path, _edit(doc, lambda d: d["learner"]["learner_model_param"].update(base_score=spelling)))
+    if accepted:
+        _same_as_xgboost(path, X)
+    else:
+        with pytest.raises(ModelFormatError, match="base_score"):
+            sf.load_model(path)
+
+
+@pytest.mark.parametrize("key", ["num_class", "num_target"])
+def test_millions_of_outputs_need_a_file_to_match(small_model, tmp_path, key):
+    # A few KB claiming 2**24 outputs: XGBoost loads it (broadcasting base_score); here it would
+    # cost memory for every row predicted, so it is refused.
+    _, doc, _ = small_model
+
+    def edit(d):
+        d["learner"]["learner_model_param"][key] = str(2**24)
+        d["learner"]["objective"] = {"name": "multi:softprob" if key == "num_class" else "reg:squarederror"}
+
+    with pytest.raises(UnsupportedModelError, match="16777216 outputs"):
+        sf.load_model(_write(tmp_path, _edit(doc, edit)))

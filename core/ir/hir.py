@@ -227,6 +227,9 @@ class Forest:
     # What a label outside ``feature_categories`` is: a missing value (LightGBM, scikit-learn)
     # or an error (XGBoost refuses categories it was not trained with).
     unseen_category_error: bool = False
+    # Rows may have more columns than ``num_features``; the extra ones are never read (ONNX
+    # models whose input width is dynamic: onnxruntime takes any row at least that wide).
+    wider_rows: bool = False
 
     @property
     def num_trees(self) -> int:

@@ -39,7 +39,7 @@ def to_arrays(forest: Forest) -> dict[str, np.ndarray]:
         "class_labels": forest.class_labels,
         "feature_categories": None if forest.feature_categories is None else
         [[int(f), list(labels)] for f, labels in sorted(forest.feature_categories.items())],
-        "unseen_category_error": forest.unseen_category_error,
+        "unseen_category_error": forest.unseen_category_error, "wider_rows": forest.wider_rows,
     }
     out["meta"] = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
     return out
@@ -81,4 +81,5 @@ def from_arrays(arrs) -> Forest:
         feature_categories=None if meta.get("feature_categories") is None else
         {int(f): list(labels) for f, labels in meta["feature_categories"]},
         unseen_category_error=bool(meta.get("unseen_category_error", False)),
+        wider_rows=bool(meta.get("wider_rows", False)),
     )

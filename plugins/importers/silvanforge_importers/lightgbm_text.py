@@ -30,6 +30,11 @@ How LightGBM predicts, and how each rule is canonicalised into the HIR (:mod:`si
 * The objective line names the output transform (see ``_transform``).
 
 Linear trees (``is_linear=1``) cannot be expressed in the HIR and are refused.
+
+The file is read as LightGBM reads it (its lines, trees of at most 22 lines ended by a blank
+line, ``tree_sizes`` byte offsets, numbers in the forms it writes); an edited file that LightGBM
+would read another way than its lines say (a tree ``tree_sizes`` does not lead to, ``0x10`` or
+``1_0`` for a number) is refused, never read one way when LightGBM reads it another.
 """
 
 from __future__ import annotations
@@ -37,6 +42,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 
 import numpy as np
 
@@ -48,6 +54,33 @@ _KZ = float(np.float32(1e-35))
 _BELOW_NEG_KZ = float(np.nextafter(-_KZ, -np.inf))
 
 _MISSING_NONE, _MISSING_ZERO, _MISSING_NAN = 0, 1, 2
+
+# Outputs a model may have beyond its number of trees (each costs memory for every row).
+_FREE_OUTPUTS = 4096
+# LightGBM's Tree reads at most this many key=value lines of a tree block.
+_TREE_LINES = 22
+# Numbers as LightGBM writes them (and reads them the same way Python does); anything else
+# (hex, underscores, trailing text, which LightGBM's parsers read differently) is refused.
+_INT = re.compile(r"[+-]?[0-9]+")
+_FLOAT = re.compile(r"[+-]?(?:(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|nan|inf|infinity)",
+                    re.IGNORECASE)
+_PLAIN_FLOAT = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+_EOL = re.compile(r"\r\n|\r|\n")
+
+
+def _split_lines(text: str) -> tuple[list[int], list[str]]:
+    """LightGBM's lines (ending at \\n, \\r\\n or \\r) and the byte offset each starts at."""
+    offsets, lines = [], []
+    pos = at = 0
+    while True:
+        m = _EOL.search(text, pos)
+        line = text[pos:] if m is None else text[pos:m.start()]
+        offsets.append(at)
+        lines.append(line)
+        if m is None:
+            return offsets, lines
+        at += len(line.encode("utf-8")) + (m.end() - m.start())
+        pos = m.end()
 
 # Objective name (and its aliases) -> transform name; "regression-like" ones honour "sqrt".
 _SQRT_CAPABLE = {"regression", "regression_l1", "huber", "fair", "quantile", "mape"}
@@ -116,70 +149,102 @@ class _Parser:
 
     # ------------------------------------------------------------------ file structure
     def parse(self, text: str) -> Forest:
-        lines = [ln.strip() for ln in text.lstrip("\ufeff").splitlines()]
-        first = next((i for i, ln in enumerate(lines) if ln), None)
-        if first is None or lines[first] != "tree":
+        """The file read the way LightGBM's ``GBDT::LoadModelFromString`` reads it: lines end at
+        ``\\n``, ``\\r\\n`` or ``\\r``; the header runs to the first ``Tree=`` line; a tree is
+        at most 22 ``key=value`` lines up to a blank line; with ``tree_sizes`` LightGBM finds the
+        trees by byte offsets.  What LightGBM would read differently from the lines as they
+        stand (a tree where ``tree_sizes`` does not put it, a line without ``=`` inside a tree)
+        is refused, never read another way."""
+        text = text.lstrip("\ufeff")
+        if "\0" in text:  # LightGBM's line reader stops at NUL (and loops there)
+            self.fail("not a LightGBM text model (the file holds a NUL byte)")
+        offsets, lines = _split_lines(text)
+        first = next((i for i, ln in enumerate(lines) if ln.strip()), None)
+        if first is None or lines[first].strip() != "tree":
             self.fail("not a LightGBM text model (the first line is not 'tree')")
         header: dict[str, str] = {}
-        flags: set[str] = set()
         i = first + 1
         n = len(lines)
-        while i < n and not lines[i].startswith("Tree=") and lines[i] != "end of trees":
+        while i < n and not lines[i].startswith("Tree="):
             ln = lines[i]
-            if ln:
-                key, eq, value = ln.partition("=")
-                if eq:
-                    header[key.strip()] = value.strip()
-                else:
-                    flags.add(ln)
+            parts = [part for part in ln.split("=") if part]
+            if len(parts) == 1:
+                header[parts[0]] = ""
+            elif len(parts) == 2:
+                header[parts[0]] = parts[1]
+            elif parts and parts[0] in ("feature_names", "monotone_constraints"):
+                header[parts[0]] = ln[len(parts[0]) + 1:]
+            elif parts:
+                self.fail(f"line {i + 1}: header line {ln[:40]!r} has several '='")
             i += 1
         if "version" not in header or not header["version"].startswith("v"):
             self.fail("not a LightGBM text model (no 'version=v...' header line)")
 
-        if "end of trees" not in lines[i:]:
+        if "end of trees" not in lines:
             started = sum(1 for ln in lines[i:] if ln.startswith("Tree="))
             self.fail(f"the file is truncated: no 'end of trees' line after {started} tree block(s)")
 
         blocks: list[tuple[int, dict[str, str]]] = []
-        found_end = False
-        while i < n:
-            ln = lines[i]
-            if ln == "end of trees":
-                found_end = True
-                break
-            if ln.startswith("Tree="):
-                start_line = i + 1
-                block: dict[str, str] = {}
+        starts: list[int] = []
+        while True:
+            while i < n and not lines[i]:
                 i += 1
-                while i < n and not lines[i].startswith("Tree=") and lines[i] != "end of trees":
-                    key, eq, value = lines[i].partition("=")
-                    if eq:
-                        block[key.strip()] = value
-                    elif lines[i]:
-                        self.fail(f"line {i + 1}: unexpected text {lines[i][:40]!r} in tree block")
-                    i += 1
-                expect = len(blocks)
-                try:
-                    idx = int(ln[len("Tree="):])
-                except ValueError:
-                    self.fail(f"line {start_line}: malformed tree header {ln[:40]!r}")
-                if idx != expect:
-                    self.fail(f"line {start_line}: found Tree={idx} where Tree={expect} was expected")
-                blocks.append((start_line, block))
-                continue
-            if ln:
-                self.fail(f"line {i + 1}: unexpected text {ln[:40]!r} between trees")
+            if i >= n or not lines[i].startswith("Tree="):
+                break
+            start_line = i + 1
+            label = lines[i][len("Tree="):]
+            expect = len(blocks)
+            if not label.isascii() or not label.isdigit():
+                self.fail(f"line {start_line}: malformed tree header {lines[i][:40]!r}")
+            if int(label) != expect:
+                self.fail(f"line {start_line}: found Tree={label} where Tree={expect} was expected")
+            starts.append(i)
+            block: dict[str, str] = {}
             i += 1
-        if not found_end:
-            self.fail(
-                f"the file is truncated: no 'end of trees' line after {len(blocks)} tree block(s)"
-            )
-        forest = self.build(header, flags, blocks)
+            count = 0
+            while i < n and lines[i]:
+                key, eq, value = lines[i].partition("=")
+                if not eq:
+                    self.fail(f"line {i + 1}: unexpected text {lines[i][:40]!r} in tree block")
+                if count == _TREE_LINES:
+                    self.fail(f"line {i + 1}: Tree={expect} has more than {_TREE_LINES} lines "
+                              "(LightGBM reads no more)")
+                block[key] = value
+                count += 1
+                i += 1
+            blocks.append((start_line, block))
+        if i >= n and not blocks:  # no tree at all: the header ran through 'end of trees'
+            i = lines.index("end of trees")
+        elif i >= n:
+            self.fail(f"the file is truncated: no 'end of trees' line after {len(blocks)} tree block(s)")
+        # A tree ends at its first blank line: what follows that is not a tree is reported after
+        # the trees read so far (a tree cut short by a blank line is missing a field).
+        forest = self.build(header, blocks)
+        if lines[i] != "end of trees":
+            self.fail(f"line {i + 1}: unexpected text {lines[i][:40]!r} between trees")
+        if "tree_sizes" in header:
+            self.check_tree_sizes(header["tree_sizes"], [offsets[k] for k in starts])
         forest.feature_categories = self.pandas_categories(lines[i:], forest.num_features)
         if forest.feature_names == [f"Column_{j}" for j in range(forest.num_features)]:
             # LightGBM's names for a model trained without names: it predicts by position, so do we.
             forest.feature_names = None
         return forest
+
+    def check_tree_sizes(self, value: str, starts: list[int]) -> None:
+        """LightGBM reads tree ``k`` at the first tree's byte offset plus the sizes before it:
+        they must lead to the tree blocks as they stand."""
+        sizes = [t for t in value.split(" ") if t]
+        if len(sizes) != len(starts):
+            self.fail(f"tree_sizes lists {len(sizes)} trees but the file has {len(starts)} tree "
+                      "blocks (truncated or edited?)")
+        if not all(t.isascii() and t.isdigit() for t in sizes):
+            self.fail(f"tree_sizes {value[:40]!r} is not a list of byte counts")
+        at = starts[0] if starts else 0
+        for k, (size, start) in enumerate(zip(sizes, starts)):
+            if start != at:
+                self.fail(f"tree_sizes puts Tree={k} at byte {at}, but it starts at byte {start} "
+                          "(edited file?)")
+            at += int(size)
 
     def pandas_categories(self, tail: list[str], num_features: int) -> dict[int, list] | None:
         """The category labels of features trained from pandas ``category`` columns.
@@ -217,31 +282,32 @@ class _Parser:
             if default is None:
                 self.fail(f"the header has no '{key}=' line")
             return default
-        try:
-            return int(header[key])
-        except ValueError:
-            self.fail(f"header '{key}={header[key][:40]}' is not an integer")
+        value = header[key].strip(" ")
+        if not _INT.fullmatch(value) or not -2**31 <= int(value) < 2**31:
+            self.fail(f"header '{key}={header[key][:40]}' is not a 32-bit integer")
+        return int(value)
 
-    def build(self, header, flags, blocks) -> Forest:
+    def build(self, header, blocks) -> Forest:
         num_class = self.header_int(header, "num_class", 1)
         k = self.header_int(header, "num_tree_per_iteration", num_class)
         if num_class < 1 or k < 1:
             self.fail(f"num_class={num_class} and num_tree_per_iteration={k} must be positive")
+        if num_class != k:  # LightGBM writes num_class columns but fills k of them
+            self.fail(f"num_class={num_class} differs from num_tree_per_iteration={k}")
         num_features = self.header_int(header, "max_feature_idx") + 1
         if num_features < 1:
             self.fail(f"max_feature_idx={num_features - 1} is negative")
         names = header.get("feature_names")
-        feature_names = names.split() if names is not None else None
+        feature_names = [t for t in names.split(" ") if t] if names is not None else None
         if feature_names is not None and len(feature_names) != num_features:
             self.fail(
                 f"feature_names has {len(feature_names)} names for {num_features} features "
                 f"(max_feature_idx={num_features - 1})"
             )
-        if "tree_sizes" in header and len(header["tree_sizes"].split()) != len(blocks):
-            self.fail(
-                f"tree_sizes lists {len(header['tree_sizes'].split())} trees but the file has "
-                f"{len(blocks)} tree blocks (truncated or edited?)"
-            )
+        if k > max(_FREE_OUTPUTS, len(blocks)):
+            raise UnsupportedModelError(
+                f"{self.path}: num_tree_per_iteration={k} for a model of {len(blocks)} trees: at "
+                f"most {max(_FREE_OUTPUTS, len(blocks))} outputs are supported here")
         if len(blocks) % k:
             self.fail(f"{len(blocks)} trees is not a multiple of num_tree_per_iteration={k}")
 
@@ -249,7 +315,7 @@ class _Parser:
 
         trees = [self.tree(idx, line, block, num_features, idx % k)
                  for idx, (line, block) in enumerate(blocks)]
-        average = "average_output" in flags or "average_output" in header
+        average = "average_output" in header
         iterations = len(blocks) // k
         if average and iterations == 0:
             self.fail("an average_output (random forest) model without trees")
@@ -276,7 +342,7 @@ class _Parser:
         if line is None or not line.strip():
             # Models trained with a custom objective have no objective line; predict is raw.
             return "custom", Transform("identity")
-        tokens = line.split()
+        tokens = [t for t in line.split(" ") if t]  # LightGBM splits on spaces only
         name = _ALIASES.get(tokens[0], tokens[0])
         params: dict[str, str] = {}
         bare: set[str] = set()
@@ -290,10 +356,9 @@ class _Parser:
         def number(key: str) -> float:
             if key not in params:
                 self.fail(f"objective '{line}' has no '{key}:' parameter")
-            try:
-                return float(params[key])
-            except ValueError:
+            if not _PLAIN_FLOAT.fullmatch(params[key]):
                 self.fail(f"objective '{line}': '{key}:{params[key]}' is not a number")
+            return float(params[key])
 
         def sigmoid_alpha() -> Transform:
             alpha = number("sigmoid")
@@ -333,13 +398,14 @@ class _Parser:
     def array(self, block, key, dtype, length, where):
         if key not in block:
             self.fail(f"{where}: missing '{key}=' (truncated file?)")
-        text = block[key]
-        try:
-            arr = np.array(text.split(), dtype=dtype)
-        except (ValueError, OverflowError):
-            bad = next((t for t in text.split() if not _parses(t, dtype)), text[:20])
+        tokens = [t for t in block[key].split(" ") if t]  # LightGBM splits on spaces only
+        pattern = _INT if dtype is np.int64 else _FLOAT
+        bad = next((t for t in tokens if not pattern.fullmatch(t)
+                    or (dtype is np.int64 and not -2**63 <= int(t) < 2**63)), None)
+        if bad is not None:
             kind = "an integer" if dtype is np.int64 else "a number"
             self.fail(f"{where}: '{key}' holds {bad[:30]!r}, which is not {kind}")
+        arr = np.array([int(t) if dtype is np.int64 else float(t) for t in tokens], dtype=dtype)
         if length is not None and len(arr) != length:
             self.fail(f"{where}: '{key}' has {len(arr)} entries, expected {length} (truncated file?)")
         return arr
@@ -443,10 +509,3 @@ class _Parser:
             out[node] = np.flatnonzero(bits[lo:hi]).astype(np.int64)
         return out
 
-
-def _parses(token: str, dtype) -> bool:
-    try:
-        np.array([token], dtype=dtype)
-        return True
-    except (ValueError, OverflowError):
-        return False

@@ -77,6 +77,8 @@ _TYPE_NAMES = {1: "float", 2: "uint8", 3: "int8", 5: "int16", 6: "int32", 7: "in
 # in [0, _EXACT_MAX_MEMBER]; otherwise it truncates the feature to int32.
 _EXACT_MAX_COUNT = 30
 _EXACT_MAX_MEMBER = 30
+# Outputs a model may have without a weight for each (each costs memory for every row).
+_FREE_OUTPUTS = 4096
 # Copying shared subtrees (or unrolling exact sets) must not explode.
 _MAX_NODES = 5_000_000
 
@@ -453,6 +455,7 @@ class _Importer:
             n_out = self.int_("n_targets", 0)
             if n_out <= 0:
                 self.fail(f"{op}: n_targets must be positive, got {n_out}")
+            self._check_output_count(n_out, len(w_vals) + len(base))
             agg = self.str_("aggregate_function", "SUM")
             if agg not in _AGG:
                 self.fail(f"{op}: unknown aggregate_function {agg!r}")
@@ -492,12 +495,20 @@ class _Importer:
         roots = [i for i in range(n) if i == 0 or treeids[i] != treeids[i - 1]]
         self._check_acyclic(children, roots)
         nodes = [(modes[i], feats[i], float(values[i]), mvt[i] == 1) for i in range(n)]
-        # Classifier weights count as positive the way onnxruntime checks them (every entry).
+        # Classifier weights count as positive the way onnxruntime checks them: every entry
+        # (internal nodes' too), and only ``w < 0`` counts against it, so NaN is positive.
         return {"kind": "classifier" if classifier else "regressor", "nodes": nodes,
                     "children": children, "leaves": weights, "leaf_fallback": [float(v) for v in values],
                     "roots": roots, "n_out": n_out, "agg": agg, "post": post, "base": base, "labels": labels,
-                    "class_ids": w_ids, "all_positive": all(w >= 0 for w in w_vals), "members": {},
+                    "class_ids": w_ids, "all_positive": not any(w < 0 for w in w_vals), "members": {},
                     "out_f32": True}
+
+    def _check_output_count(self, n_out, held):
+        """Outputs cost memory for every row: beyond ``_FREE_OUTPUTS`` the file must hold a
+        value per output, so that a small file cannot claim millions of them."""
+        if n_out > max(_FREE_OUTPUTS, held):
+            self.unsupported(f"{self.op}: n_targets={n_out} with {held} weights: at most "
+                             f"{max(_FREE_OUTPUTS, held)} outputs are supported here")
 
     def _check_acyclic(self, children, roots):
         state = {}
@@ -558,6 +569,7 @@ class _Importer:
         n_out = self.int_("n_targets", 0)
         if n_out <= 0:
             self.fail(f"{op}: n_targets must be positive, got {n_out}")
+        self._check_output_count(n_out, len(leaf_w))
         for t in leaf_t:
             if not 0 <= t < n_out:
                 self.fail(f"{op}: leaf target id {t} is outside 0..{n_out - 1}")
@@ -663,10 +675,15 @@ class _Importer:
                                  f"{_MAX_NODES} nodes")
             builders.append(b)
 
-        max_feat = max((f for b in builders for f, l in zip(b.feature, b.left) if l >= 0), default=-1)
+        # onnxruntime refuses a row with no more columns than the largest feature a reachable
+        # decision node names (one whose two children are the same included): that is the
+        # narrowest input it runs, and with a fixed feature dimension the only one.
+        max_feat = self._max_feature(spec)
+        if max_feat > 2**31 - 2:  # onnxruntime narrows feature ids to int, wrapping larger ones
+            self.fail(f"{self.op}: nodes_featureids holds {max_feat}, not a 32-bit feature index")
         if nfeat_graph is not None:
             if max_feat >= nfeat_graph:
-                self.fail(f"{self.op}: a node tests feature {max_feat} but the graph input has "
+                self.fail(f"{self.op}: a node names feature {max_feat} but the graph input has "
                           f"{nfeat_graph} features")
             num_features = nfeat_graph
         else:
@@ -677,7 +694,8 @@ class _Importer:
         acc = "float64" if self.double else "float32"
         thr = "float32" if (not self.double or self.f32_values) else "float64"
         post = spec["post"]
-        common = {"num_features": num_features, "threshold_dtype": thr, "accumulate_dtype": acc,
+        common = {"num_features": num_features, "wider_rows": nfeat_graph is None,
+                  "threshold_dtype": thr, "accumulate_dtype": acc,
                       "category_rule": rule, "source": "onnx",
                       "objective": f"{self.op}:{_POST_NAMES[post]}", "output_shape": "matrix",
                       "class_labels": list(spec["labels"]) if spec["labels"] is not None else None}
@@ -692,6 +710,20 @@ class _Importer:
         if n_out == 1:
             return self._single(spec, builders, common, out_f32, n_trees)
         return self._multi(spec, builders, common, out_f32, spec["agg"], n_trees, classifier=False)
+
+    @staticmethod
+    def _max_feature(spec) -> int:
+        """The largest feature of a decision node reachable from a root (0 if none)."""
+        nodes, children = spec["nodes"], spec["children"]
+        best, seen, stack = 0, set(), list(spec["roots"])
+        while stack:
+            i = stack.pop()
+            if i in seen or children[i] is None:
+                continue
+            seen.add(i)
+            best = max(best, int(nodes[i][1]))
+            stack.extend(children[i])
+        return best
 
     def _expand(self, spec, root, b, cat_sets, eq_chains):
         """Copy the tree under ``root`` into ``b`` in canonical HIR form."""

@@ -22,6 +22,11 @@ into the HIR as follows:
   has used (``"5E-1"``, ``"[5E-1]"``, vector intercepts ``"[a,b,c]"``); the forest's base score
   is the margin, i.e. the objective's ``ProbToMargin`` of it, computed in float32.
 * Unreachable (deleted) nodes are dropped and the remaining nodes renumbered in pre-order.
+* As XGBoost loads them: trees go where their ``id`` says, the trees predicted with run from
+  ``iteration_indptr[0]`` to the last; ``default_left`` is ``value == 1``; a tree that stores
+  no category is numerical whatever its ``split_type``; categories at or past 2**24 (no category
+  when predicting) are dropped.  What XGBoost would read otherwise than it stands (a
+  ``base_score`` of ``"-inf"``, categories out of node order) is refused.
 
 Errors never leak ``KeyError`` / ``IndexError``: a file that is not an XGBoost model, is
 truncated or inconsistent raises :class:`ModelFormatError`; a model using something the HIR
@@ -68,8 +73,19 @@ _OBJECTIVES: dict[str, tuple[str, str]] = {
 # Sanity bounds that catch corrupt counts before anything is allocated from them.
 _MAX_FEATURES = 2**31 - 1  # feature indices are int32 in XGBoost and in the HIR
 _MAX_OUTPUTS = 2**24
+# Categories are 32-bit in XGBoost, which sizes a split's bitset by its largest category plus
+# one: 2**31 - 1 overflows that (XGBoost fails to allocate, larger values crash it).  A value
+# of 2**24 or more is no category at prediction time (``CategoryRule.XGBOOST``), so such set
+# members can never match and are dropped rather than laid out.
+_MAX_CATEGORY = 2**31 - 2
+_NO_CATEGORY_FROM = 2**24
+# Outputs a model may have without the file holding anything for each (_check_output_count).
+_FREE_OUTPUTS = 4096
 
 _JSON_START = re.compile(rb'\A(?:\xef\xbb\xbf)?\s*\{\s*"')
+# A number in a base_score string as XGBoost's JSON reader takes it whole.  Anything else is
+# refused: XGBoost reads a prefix of some ("-inf" as 0, "0.25abc" as 0.25), refuses others.
+_BASE_NUMBER = re.compile(r"-?[0-9]+(?:\.[0-9]*)?(?:[eE][+-]?[0-9]+)?|NaN|-?Infinity")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -217,8 +233,8 @@ class _Fields:
             self.fail(f"{where} has {arr.size} entries, expected {length}")
         if kind == "float":
             return arr.astype(np.float64)
-        if kind == "bool":
-            return arr.astype(np.int64) != 0
+        if kind == "bool":  # XGBoost reads an integer flag as ``value == 1`` (true / false too)
+            return arr.astype(np.int64) == 1
         return arr.astype(np.int64)
 
 
@@ -260,9 +276,10 @@ def _forest_from_document(doc, path: str) -> Forest:
             f"(supported: {', '.join(sorted(_OBJECTIVES))})"
         )
     margin_fn, transform = _OBJECTIVES[objective]
-
-    base = _base_score(f, mparam.get("base_score", "5E-1"), num_outputs)
-    base_margin = _prob_to_margin(f, margin_fn, base, objective)
+    if objective.startswith("multi:") and num_class < 1:
+        # XGBoost configures the objective from the learner's num_class and refuses 0.
+        f.fail(f"objective {objective!r} needs learner.learner_model_param.num_class of at least "
+               f"1, found {num_class}")
 
     booster = f.obj(learner, "gradient_booster", "learner")
     booster_name = booster.get("name", "gbtree")
@@ -294,14 +311,19 @@ def _forest_from_document(doc, path: str) -> Forest:
             f.fail(f"{where}.gbtree_model_param.num_trees is {declared} but {n_trees} trees are stored "
                    "(truncated or edited file?)")
     tree_info = f.array(f.get(model, "tree_info", where), f"{where}.tree_info", "int", n_trees)
+    _check_output_count(path, num_outputs, trees_json, mparam.get("base_score"))
+    base = _base_score(f, mparam.get("base_score", "5E-1"), num_outputs)
+    base_margin = _prob_to_margin(f, margin_fn, base, objective)
     if weights is not None and weights.size != n_trees:
         f.fail(f"learner.gradient_booster.weight_drop has {weights.size} entries for {n_trees} trees")
 
+    order = _tree_order(f, trees_json, where)
+    first, stop = _trees_predicted(f, model.get("iteration_indptr"), n_trees, where)
     trees = []
-    for i, tj in enumerate(trees_json):
+    for i in range(first, stop):
         w = None if weights is None else np.float32(weights[i])
-        trees.append(_tree(f, tj, f"{where}.trees[{i}]", int(tree_info[i]), num_feature,
-                           num_outputs, w))
+        trees.append(_tree(f, trees_json[order[i]], f"{where}.trees[{order[i]}]", int(tree_info[i]),
+                           num_feature, num_outputs, w))
 
     names = learner.get("feature_names")
     feature_names = None
@@ -327,6 +349,51 @@ def _forest_from_document(doc, path: str) -> Forest:
         objective=objective,
         output_shape="auto",
     )
+
+
+def _check_output_count(path: str, num_outputs: int, trees_json: list, base_score) -> None:
+    """Outputs cost memory and time for every row predicted: beyond ``_FREE_OUTPUTS`` the file
+    must hold something per output (a tree, a leaf value, a base_score entry), so that a small
+    file cannot claim millions of them (XGBoost itself accepts outputs no tree adds to)."""
+    if num_outputs <= _FREE_OUTPUTS:
+        return
+    def size(v):
+        return len(v) if isinstance(v, (list, np.ndarray)) else 0
+    held = len(trees_json) + (base_score.count(",") + 1 if isinstance(base_score, str) else size(base_score))
+    held += sum(size(tj.get("leaf_weights")) + size(tj.get("base_weights"))
+                for tj in trees_json if isinstance(tj, dict))
+    if num_outputs > held:
+        raise UnsupportedModelError(
+            f"{path}: {num_outputs} outputs (num_class / num_target) for a model of "
+            f"{len(trees_json)} trees: at most {max(_FREE_OUTPUTS, held)} are supported here")
+
+
+def _tree_order(f: _Fields, trees_json: list, where: str) -> list[int]:
+    """Position in ``trees`` of tree 0, 1, ...: XGBoost puts each tree where its ``id`` says
+    (so the array's order does not matter); files without ids are read in order."""
+    ids = [tj.get("id") if isinstance(tj, dict) else None for tj in trees_json]
+    if all(i is None for i in ids):
+        return list(range(len(trees_json)))
+    if not all(isinstance(i, (int, np.integer)) and not isinstance(i, (bool, np.bool_)) for i in ids) \
+            or sorted(int(i) for i in ids) != list(range(len(ids))):
+        f.fail(f"{where}.trees: the tree ids {[i for i in ids][:8]} are not 0..{len(ids) - 1}, "
+               "each once")
+    order = [0] * len(ids)
+    for pos, i in enumerate(ids):
+        order[int(i)] = pos
+    return order
+
+
+def _trees_predicted(f: _Fields, indptr, n_trees: int, where: str) -> tuple[int, int]:
+    """The trees XGBoost predicts with: ``iteration_indptr[0]`` up to its last entry, which
+    must be the number of trees (the entries between do not matter for a whole prediction)."""
+    if indptr is None:
+        return 0, n_trees
+    bounds = f.array(indptr, f"{where}.iteration_indptr", "int")
+    if bounds.size == 0 or bounds[-1] != n_trees or not 0 <= bounds[0] <= n_trees:
+        f.fail(f"{where}.iteration_indptr {bounds.tolist()[:8]} does not run from a tree to the "
+               f"{n_trees} trees stored")
+    return int(bounds[0]), n_trees
 
 
 def _stored_categories(cats, types, num_feature: int) -> dict[int, list] | None:
@@ -379,10 +446,9 @@ def _base_score(f: _Fields, value, num_outputs: int) -> np.ndarray:
         if text.startswith("[") and text.endswith("]"):
             text = text[1:-1]
         parts = [p.strip() for p in text.split(",")] if text.strip() else []
-        try:
-            vals = [float(p) for p in parts]
-        except ValueError:
+        if not all(_BASE_NUMBER.fullmatch(p) for p in parts):
             f.fail(f"{where} {value!r} is not a number or a list of numbers")
+        vals = [float(p) for p in parts]
     elif isinstance(value, (list, np.ndarray)):
         vals = f.array(value, where, "float").tolist()
     elif isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool):
@@ -496,6 +562,8 @@ def _tree(f: _Fields, tj, where: str, group: int, num_feature: int, num_outputs:
         outputs = (group,)
 
     categories = _categories(f, tj, where, n, split_type)
+    # With no category stored, XGBoost evaluates every split numerically.
+    evaluated_type = split_type if categories else np.zeros(n, dtype=np.int64)
 
     # Walk from the root, renumbering reachable nodes in pre-order; unreachable (deleted)
     # nodes are dropped, and a node reached twice means the file is not a tree.
@@ -525,6 +593,7 @@ def _tree(f: _Fields, tj, where: str, group: int, num_feature: int, num_outputs:
     if np.any((kind != 0) & (kind != 1)):
         bad = int(old[np.flatnonzero((kind != 0) & (kind != 1))[0]])
         f.fail(f"{where}: node {bad} has unknown split_type {int(split_type[bad])}")
+    kind = np.where(internal, evaluated_type[old], 0)
     feat = np.where(internal, feature[old], -1)
     bad = internal & ((feat < 0) | (feat >= num_feature))
     if bad.any():
@@ -577,7 +646,12 @@ def _tree(f: _Fields, tj, where: str, group: int, num_feature: int, num_outputs:
 
 
 def _categories(f: _Fields, tj: dict, where: str, n: int, split_type: np.ndarray) -> dict[int, np.ndarray]:
-    """node -> sorted category set, from categories_nodes / _segments / _sizes / categories."""
+    """node -> sorted category set, from categories_nodes / _segments / _sizes / categories.
+
+    XGBoost hands the entries out walking the nodes in order (an entry whose node comes before
+    the previous entry's is never read), refuses an empty entry, and evaluates a tree with no
+    entry at all as numerical whatever its split_type says (``HasCategoricalSplit``): the
+    caller reads an empty result so."""
     cat_nodes_needed = np.flatnonzero(split_type == 1)
     keys = ("categories_nodes", "categories_segments", "categories_sizes", "categories")
     if not all(k in tj for k in keys):
@@ -588,16 +662,21 @@ def _categories(f: _Fields, tj: dict, where: str, n: int, split_type: np.ndarray
     segments = f.array(tj["categories_segments"], f"{where}.categories_segments", "int", nodes.size)
     sizes = f.array(tj["categories_sizes"], f"{where}.categories_sizes", "int", nodes.size)
     cats = f.array(tj["categories"], f"{where}.categories", "int")
+    if nodes.size > 1 and np.any(np.diff(nodes) <= 0):
+        f.fail(f"{where}.categories_nodes {nodes.tolist()[:8]} is not in increasing node order")
     out: dict[int, np.ndarray] = {}
     for node, seg, size in zip(nodes.tolist(), segments.tolist(), sizes.tolist()):
         if not 0 <= node < n:
             f.fail(f"{where}.categories_nodes names node {node}, outside 0..{n - 1}")
-        if seg < 0 or size < 0 or seg + size > cats.size:
+        if seg < 0 or size <= 0 or seg + size > cats.size:
             f.fail(f"{where}: the categories of node {node} ({seg}..{seg + size}) lie outside "
-                   f"categories (length {cats.size})")
+                   f"categories (length {cats.size}) or are empty")
         chosen = cats[seg:seg + size]
         if np.any(chosen < 0):
             f.fail(f"{where}: node {node} has a negative category")
-        out[node] = np.unique(chosen)
+        if chosen.max() > _MAX_CATEGORY:
+            f.fail(f"{where}: node {node} names category {int(chosen.max())}, beyond XGBoost's "
+                   f"32-bit categories (at most {_MAX_CATEGORY})")
+        out[node] = np.unique(chosen[chosen < _NO_CATEGORY_FROM])
     # XGBoost gives a categorical node without an entry an empty set (everything goes left).
     return out

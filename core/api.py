@@ -464,7 +464,7 @@ def read_artifact_forest(source) -> hir.Forest:
     return artifacts.read(source).forest
 
 
-def load_compiled(path: str | os.PathLike, key: str | bytes | None = None,
+def load_compiled(path: str | os.PathLike | bytes, key: str | bytes | None = None,
                   trust_code: bool = False) -> CompiledForest:
     """Load an artifact saved by :meth:`CompiledForest.save` (``forge compile -o``).
 
@@ -477,6 +477,8 @@ def load_compiled(path: str | os.PathLike, key: str | bytes | None = None,
         >>> cf = sf.compile("examples/model.json"); cf.save("/tmp/model.forge")   # doctest: +SKIP
         >>> sf.load_compiled("/tmp/model.forge").predict(X)                       # doctest: +SKIP
     """
+    if isinstance(path, (bytes, bytearray, memoryview)):  # an artifact's bytes
+        return _load(bytes(path), "the artifact bytes", key, trust_code)
     path = os.fspath(path)
     return _load(path, path, key, trust_code)
 

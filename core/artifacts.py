@@ -37,7 +37,7 @@ import zlib
 
 import numpy as np
 
-from .errors import ArtifactError
+from .errors import ArtifactError, InputError
 from .ir import hir, hir_io
 
 FORMAT = 2
@@ -77,7 +77,10 @@ def _key(key) -> bytes | None:
         key = os.environ.get(KEY_ENV) or None
     if key is None:
         return None
-    return key.encode() if isinstance(key, str) else bytes(key)
+    key = key.encode() if isinstance(key, str) else bytes(key)
+    if not key:
+        raise InputError("an artifact key cannot be empty")
+    return key
 
 
 def _sign(key: bytes, manifest: bytes) -> str:
@@ -169,9 +172,20 @@ def read(source, key=None) -> Artifact:
 
 
 def _read(source, name: str, key: bytes | None) -> Artifact:
-    file = io.BytesIO(bytes(source)) if isinstance(source, (bytes, bytearray, memoryview)) else source
-    with zipfile.ZipFile(file) as z:
+    if isinstance(source, (bytes, bytearray, memoryview)):
+        raw = bytes(source)
+    else:
+        with open(source, "rb") as f:
+            raw = f.read()
+    # Exactly the zip written: nothing before its first member, nothing after its directory
+    # (zip readers skip both, so a padded or prefixed file would otherwise pass).
+    if raw[:4] != b"PK\x03\x04" or raw[-22:-18] != b"PK\x05\x06":
+        raise ArtifactError(f"{name}: not a SilvanForge compiled model, or padded or truncated")
+    with zipfile.ZipFile(io.BytesIO(raw)) as z:
         infos = {i.filename: i for i in z.infolist()}
+        unknown = sorted(set(infos) - set(MEMBERS) - {MANIFEST, SIGNATURE})
+        if unknown:
+            raise ArtifactError(f"{name}: members {unknown[:4]} are not part of an artifact: edited")
         for info in infos.values():
             if info.compress_type == zipfile.ZIP_DEFLATED and \
                     info.file_size > MAX_DEFLATE_RATIO * max(info.compress_size, 1):

@@ -169,8 +169,8 @@ def load_or_compile(model: str, target: str | None, rep: str | None, schedule: s
             warnings.simplefilter("always", sf.ArtifactWarning)
             cf = sf.load_compiled(model, trust_code=trust_code)
         for w in caught:
-            if issubclass(w.category, sf.ArtifactWarning):
-                _note(str(w.message))
+            if issubclass(w.category, sf.ArtifactWarning):  # the option's spelling here
+                _note(str(w.message).replace("pass trust_code=True", "pass --trust-code"))
         return cf
     sched = read_schedule(schedule)
     with _err().status(f"compiling {escape(model)}"):

@@ -54,12 +54,13 @@ def get(directory: str | os.PathLike, entry: str) -> bytes | None:
 def put(directory: str | os.PathLike, entry: str, body: bytes) -> None:
     """Store ``body`` under ``entry`` atomically (a concurrent writer of the same entry writes
     the same bytes; the last rename wins)."""
-    sub = private_dir(os.path.dirname(_path(os.fspath(directory), entry)))
+    directory = private_dir(directory)
+    sub = private_dir(os.path.dirname(_path(directory, entry)))
     fd, tmp = tempfile.mkstemp(dir=sub, prefix=".entry-", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(hashlib.sha256(body).digest() + body)
-        os.replace(tmp, _path(os.fspath(directory), entry))
+        os.replace(tmp, _path(directory, entry))
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp)

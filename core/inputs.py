@@ -153,6 +153,9 @@ def _pandas_column(s, name, labels) -> np.ndarray:
     import pandas as pd
 
     dtype = s.dtype
+    if pd.api.types.is_datetime64_any_dtype(dtype) or pd.api.types.is_timedelta64_dtype(dtype):
+        raise InputError(f"column {name!r} holds dates or durations ({dtype}); predict reads numbers: "
+                         "convert it as the model was trained (LightGBM and XGBoost refuse them too)")
     if isinstance(dtype, pd.CategoricalDtype):
         missing = s.isna().to_numpy()
         if labels is not None:

@@ -73,6 +73,8 @@ def load_model(model: str | os.PathLike | bytes | hir.Forest | Any, fmt: str | N
 
 
 def _load_path(path: str, fmt: str | None) -> hir.Forest:
+    if os.path.isdir(path):
+        raise ModelFormatError(f"{path} is a directory, not a model file")
     if not os.path.isfile(path):
         raise ModelFormatError(f"model file not found: {_shown(path)}")
     if fmt is None and is_artifact(path):
@@ -87,9 +89,12 @@ def _load_path(path: str, fmt: str | None) -> hir.Forest:
             raise ModelFormatError(f"{path}: the file is empty")
         fmt = reg.hook.silvanforge_detect_format(path=path, head=head)
         if fmt is None:
+            # A pickle (protocol 2+ starts with 0x80) of an estimator is code, not a model file.
+            hint = ("; it looks like a pickle: unpickle it yourself, from a source you trust, and "
+                    "pass the estimator") if head[:1] == b"\x80" else ""
             raise ModelFormatError(
                 f"{path}: not a model format any installed importer recognises "
-                f"(known formats: {', '.join(reg.formats()) or 'none'})"
+                f"(known formats: {', '.join(reg.formats()) or 'none'}){hint}"
             )
     elif fmt not in reg.formats():
         raise ModelFormatError(f"unknown model format {fmt!r}; known: {', '.join(reg.formats())}")

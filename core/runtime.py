@@ -57,7 +57,7 @@ def check_rows(X, num_features: int, dtype: np.dtype, wider: bool = False) -> np
     if hasattr(X, "to_numpy") and not isinstance(X, np.ndarray):  # pandas / polars frames
         X = X.to_numpy()
     X = np.asarray(X)
-    if X.dtype == object or not (np.issubdtype(X.dtype, np.number) or X.dtype == np.bool_):
+    if X.dtype == object or X.dtype.kind in "mM" or not (np.issubdtype(X.dtype, np.number) or X.dtype == np.bool_):
         raise InputError(f"inputs must be numeric (float32 or float64), got dtype {X.dtype}")
     if np.issubdtype(X.dtype, np.complexfloating):
         raise InputError(f"inputs must be real numbers, got dtype {X.dtype}")

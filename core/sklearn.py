@@ -11,10 +11,11 @@
 
 What is supported: ``predict`` (class labels for classifiers, values for regressors),
 ``predict_proba`` for classifiers, ``classes_``, ``n_features_in_``, ``feature_names_in_``,
-``fit`` (fits a clone of the wrapped estimator, then compiles it), ``get_params`` /
-``set_params`` / ``clone``, and use as the last step of a ``Pipeline``.  Not supported:
-``decision_function``, ``score_samples``, ``predict_log_proba``, multi-output estimators,
-and pickling (a compiled model holds machine code).
+``fit`` (fits a clone of the wrapped estimator, then compiles it), ``score`` (accuracy for
+classifiers, R^2 for regressors, as scikit-learn's mixins), ``get_params`` / ``set_params`` /
+``clone``, pickling, and use as the last step of a ``Pipeline`` or in ``cross_val_score`` /
+``GridSearchCV``.  Not supported: ``decision_function``, ``score_samples``,
+``predict_log_proba``, multi-output estimators.
 """
 
 from __future__ import annotations
@@ -115,6 +116,13 @@ class CompiledEstimator(BaseEstimator):
         if not hasattr(self, "classes_"):
             return compiled.predict(X)
         return self.classes_.take(np.argmax(self.predict_proba(X), axis=1))
+
+    def score(self, X, y, sample_weight=None) -> float:
+        """Accuracy (classifiers) or R^2 (regressors) of ``predict(X)`` against ``y``."""
+        from sklearn.metrics import accuracy_score, r2_score
+
+        metric = accuracy_score if hasattr(self, "classes_") else r2_score
+        return float(metric(y, self.predict(X), sample_weight=sample_weight))
 
     @available_if(lambda self: self.estimator is not None and is_classifier(self.estimator))
     def predict_proba(self, X):

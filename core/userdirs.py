@@ -21,9 +21,13 @@ def cache_home() -> str:
 def private_dir(path: str | os.PathLike) -> str:
     """``path`` as a directory only this user can write: made (with parents) 0700 if missing;
     an existing one must be owned by this user and not writable by group or others."""
-    path = os.fspath(path)
-    os.makedirs(path, mode=0o700, exist_ok=True)
-    st = os.lstat(path)
+    path = os.path.expanduser(os.fspath(path))
+    try:
+        os.makedirs(path, mode=0o700, exist_ok=True)
+        st = os.lstat(path)
+    except OSError as exc:
+        raise InputError(f"{path}: cannot be used as a cache directory "
+                         f"({exc.strerror or type(exc).__name__})") from None
     if stat.S_ISLNK(st.st_mode) or not stat.S_ISDIR(st.st_mode):
         raise InputError(f"{path}: not a directory (a link or file is not used as a cache)")
     if hasattr(os, "getuid") and st.st_uid != os.getuid():

@@ -258,3 +258,30 @@ def test_running_out_of_memory_while_compiling_is_one_line(monkeypatch):
     with pytest.raises(sf.UnsupportedModelError, match="out of memory compiling a model of 30 trees") as info:
         sf.compile(forest)
     assert "\n" not in str(info.value)
+
+
+def test_padded_prefixed_or_extended_artifacts_are_refused(tmp_path, compiled):
+    path = tmp_path / "m.forge"
+    compiled.save(path, key="k")
+    raw = path.read_bytes()
+    members = _members(path)
+    cases = {"padded": raw + bytes(1000), "prefixed": b"junk" * 10 + raw}
+    extended = tmp_path / "extended.forge"
+    _rewrite(extended, {**members, "payload.bin": b"x" * 100_000})
+    cases["extended"] = extended.read_bytes()
+    for what, data in cases.items():
+        bad = tmp_path / f"{what}.forge"
+        bad.write_bytes(data)
+        with pytest.raises(sf.ArtifactError):
+            sf.load_compiled(bad, key="k")
+    with pytest.raises(sf.InputError, match="empty"):
+        sf.load_compiled(path, key="")
+
+
+def test_artifact_bytes_are_named_not_echoed(compiled, tmp_path):
+    path = tmp_path / "m.forge"
+    compiled.save(path)
+    with pytest.warns(sf.ArtifactWarning) as caught:
+        sf.load_compiled(path.read_bytes())
+    assert all(len(str(w.message)) < 400 for w in caught)
+    assert "the artifact bytes" in str(caught[0].message)

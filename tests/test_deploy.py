@@ -270,3 +270,13 @@ def test_a_trusted_load_lowers_nothing_until_asked(tmp_path, forest, rows, optio
     again = tmp_path / "again.forge"
     back.save(again, key="k")  # a loaded model saves as it was loaded
     np.testing.assert_array_equal(sf.load_compiled(again, key="k").predict(rows), cf.predict(rows))
+
+
+def test_cache_paths_expand_home_and_bad_ones_are_input_errors(tmp_path, forest, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    sf.compile(forest, cache="~/codecache")
+    assert (tmp_path / "home" / "codecache").is_dir()
+    a_file = tmp_path / "file"
+    a_file.write_text("x")
+    with pytest.raises(sf.InputError, match="cannot be used as a cache directory"):
+        sf.compile(forest, cache=a_file)

@@ -266,3 +266,17 @@ def test_polars_categorical_without_stored_labels_is_refused(rng):
     frame = pl.DataFrame({"a": pl.Series(["x", "y"], dtype=pl.Categorical), "b": [1.0, 2.0]})
     with pytest.raises(InputError, match="polars Categorical"):
         sf.compile(model).predict(frame)
+
+
+def test_dates_and_durations_are_refused(rng):
+    X = rng.normal(size=(100, 2))
+    model = xgb.XGBRegressor(n_estimators=3, max_depth=2).fit(pd.DataFrame(X, columns=["a", "b"]), X[:, 0])
+    cf = sf.compile(model)
+    frame = pd.DataFrame({"a": pd.date_range("2020-01-01", periods=3), "b": [1.0, 2.0, 3.0]})
+    with pytest.raises(InputError, match="column 'a' holds dates or durations"):
+        cf.predict(frame)
+    with pytest.raises(InputError, match="dates or durations"):
+        cf.predict(frame.assign(a=pd.to_timedelta([1, 2, 3], unit="s")))
+    for array in (np.array([[1, 2]], dtype="timedelta64[s]"), np.array([[1, 2]], dtype="datetime64[s]")):
+        with pytest.raises(InputError, match="numeric"):
+            cf.predict(array)

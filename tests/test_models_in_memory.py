@@ -161,3 +161,15 @@ def test_dir_lists_the_api():
     names = dir(sf)
     for name in ("compile", "load_compiled", "load_model", "CompiledForest", "profile"):
         assert name in names
+
+
+def test_directories_and_pickles_get_a_hint(tmp_path, data):
+    X, y = data
+    with pytest.raises(ModelFormatError, match="is a directory"):
+        sf.compile(tmp_path)
+    import pickle
+
+    path = tmp_path / "model.pkl"
+    path.write_bytes(pickle.dumps(xgb.XGBClassifier(n_estimators=2).fit(X, y)))
+    with pytest.raises(ModelFormatError, match="looks like a pickle"):
+        sf.compile(path)

@@ -132,3 +132,18 @@ def test_scikit_learn_regressors(data):
         fast = sfk.compile(model)
         assert not hasattr(fast, "predict_proba")
         np.testing.assert_array_equal(fast.predict(X), model.predict(X))
+
+
+def test_score_and_model_selection(data):
+    from sklearn.model_selection import GridSearchCV, cross_val_score
+
+    X, s, y3 = data
+    clf = sfk.CompiledEstimator(xgb.XGBClassifier(n_estimators=5, max_depth=2))
+    scores = cross_val_score(clf, X, y3, cv=2)
+    plain = cross_val_score(xgb.XGBClassifier(n_estimators=5, max_depth=2), X, y3, cv=2)
+    np.testing.assert_array_equal(scores, plain)
+    reg = sfk.compile(lgb.LGBMRegressor(n_estimators=5, verbose=-1).fit(X, s))
+    assert reg.score(X, s) == pytest.approx(reg.estimator_.score(X, s), rel=1e-12)
+    search = GridSearchCV(sfk.CompiledEstimator(xgb.XGBClassifier(n_estimators=5)),
+                          {"estimator__max_depth": [1, 2]}, cv=2).fit(X, y3)
+    assert search.best_params_["estimator__max_depth"] in (1, 2)

@@ -43,6 +43,10 @@ def predict(compiled, data, output_margin: bool = False, threads: int = 1):
     if type(data).__module__.startswith("dask.dataframe") or hasattr(data, "map_partitions"):
         import pandas as pd
 
+        from .inputs import frame_columns_match
+
+        frame_columns_match(list(data.columns), compiled.forest)  # now, not at compute()
+
         dtype = np.dtype(compiled.kernel.output_dtype)
         meta = pd.Series([], dtype=dtype) if outputs is None else \
             pd.DataFrame({k: pd.Series([], dtype=dtype) for k in range(outputs)})

@@ -117,6 +117,11 @@ def _frame(X):
     return None
 
 
+def frame_columns_match(columns: list, forest: Forest) -> None:
+    """Raise the InputError predict would raise for a frame with these column labels."""
+    _column_order(columns if all(isinstance(c, str) for c in columns) else None, forest)
+
+
 def _column_order(names: list | None, forest: Forest) -> list[int]:
     """For each model feature, the frame column that holds it."""
     wanted = forest.feature_names

@@ -280,3 +280,16 @@ def test_cache_paths_expand_home_and_bad_ones_are_input_errors(tmp_path, forest,
     a_file.write_text("x")
     with pytest.raises(sf.InputError, match="cannot be used as a cache directory"):
         sf.compile(forest, cache=a_file)
+
+
+def test_dask_frames_with_wrong_columns_fail_before_compute(rows):
+    dd = pytest.importorskip("dask.dataframe")
+    pd = pytest.importorskip("pandas")
+    import silvanforge.dask as sfd
+
+    forest = make_forest(seed=4)
+    forest.feature_names = [f"f{i}" for i in range(forest.num_features)]
+    cf = sf.compile(forest)
+    frame = dd.from_pandas(pd.DataFrame(rows, columns=[f"g{i}" for i in range(rows.shape[1])]), npartitions=2)
+    with pytest.raises(sf.InputError, match="missing 'f0'"):
+        sfd.predict(cf, frame)

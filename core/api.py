@@ -399,8 +399,8 @@ def compile(model: ModelLike, target: str = "cpu", rep: str | None = None,
     ``Forest`` (see :func:`silvanforge.load_model`).
 
     ``target``: ``"cpu"``, ``"cuda"`` or ``"amd"`` (``forge plugins`` says which run here).
-    ``rep``: how trees are laid out in memory (``"bitvector"``, ``"sparse"``, ``"array"``,
-    ``"reorg"``). ``schedule``: the loop nest to generate: a canned name (``"xgboost"``,
+    ``rep``: how trees are laid out in memory: the name of a representation plugin
+    (``forge plugins`` lists them; None lets their costs decide). ``schedule``: the loop nest to generate: a canned name (``"xgboost"``,
     ``"tree-parallel"``, ...), schedule text, or a schedule file. ``batch_size``: the rows per
     call to tune for (any number of rows still works). ``threads``: threads ``predict`` uses by
     default (all usable CPUs). ``pad``: pad trees to one depth so walks skip leaf checks.
@@ -494,9 +494,7 @@ def _load(source, path: str, key, trust_code: bool) -> CompiledForest:
                       "artifacts you trust); compiling its model again", ArtifactWarning, stacklevel=2)
         blob = b""
     start = time.perf_counter()
-    reg = registry()
-    target, rep = meta["target"], meta["rep"]
-    reg.check_target(target)
+    registry().check_target(meta["target"])
     relower = functools.partial(_lowered_from_artifact, path, forest, meta, tiling)
     if blob and art.program is not None and meta["silvanforge"] == __version__:
         fast = _mapped(path, art, relower, start)

@@ -25,14 +25,16 @@ def predict(compiled, data, output_margin: bool = False, threads: int = 1):
     import dask.array as da
 
     model = dask.delayed(compiled, pure=True, traverse=False)
-    outputs = compiled.num_outputs if compiled.forest.output_shape == "matrix" or compiled.num_outputs > 1 \
-        else None
+    # The result's columns and dtype, from one row: transforms may change both (a binary
+    # scikit-learn classifier's one margin gives two probabilities, ONNX gives float32).
+    probe = compiled.predict(np.zeros((1, compiled.num_features), compiled.kernel.input_dtype),
+                             output_margin=output_margin)
+    dtype, outputs = probe.dtype, (None if probe.ndim == 1 else probe.shape[1])
     if isinstance(data, da.Array):
         if data.ndim != 2:
             raise InputError(f"a dask array of rows is 2-D, got {data.ndim}-D")
         if len(data.chunks[1]) != 1:
             data = data.rechunk({1: -1})  # every block must hold whole rows
-        dtype = np.dtype(compiled.kernel.output_dtype)
         # meta given: dask would otherwise call the scorer on empty arrays to learn the result
         kwargs = dict(dtype=dtype, output_margin=output_margin, threads=threads)
         if outputs is None:
@@ -46,8 +48,6 @@ def predict(compiled, data, output_margin: bool = False, threads: int = 1):
         from .inputs import frame_columns_match
 
         frame_columns_match(list(data.columns), compiled.forest)  # now, not at compute()
-
-        dtype = np.dtype(compiled.kernel.output_dtype)
         meta = pd.Series([], dtype=dtype) if outputs is None else \
             pd.DataFrame({k: pd.Series([], dtype=dtype) for k in range(outputs)})
         return data.map_partitions(_score_frame, model, output_margin, threads, meta=meta)

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import silvanforge as sf
-from silvanforge import codecache, reference
+from silvanforge import reference
 from silvanforge.plugins import registry
 from strategies import rows_for
 from test_predict_api import make_forest
@@ -293,3 +293,25 @@ def test_dask_frames_with_wrong_columns_fail_before_compute(rows):
     frame = dd.from_pandas(pd.DataFrame(rows, columns=[f"g{i}" for i in range(rows.shape[1])]), npartitions=2)
     with pytest.raises(sf.InputError, match="missing 'f0'"):
         sfd.predict(cf, frame)
+
+
+def test_dask_result_shapes_follow_the_transform_not_the_margins():
+    """A binary scikit-learn classifier has one margin and two probabilities per row: the lazy
+    result must be declared with what predict returns."""
+    da = pytest.importorskip("dask.array")
+    dd = pytest.importorskip("dask.dataframe")
+    pd = pytest.importorskip("pandas")
+    ensemble = pytest.importorskip("sklearn.ensemble")
+    import silvanforge.dask as sfd
+
+    X = np.random.default_rng(6).normal(size=(300, 4))
+    model = ensemble.GradientBoostingClassifier(n_estimators=5).fit(X, (X[:, 0] > 0).astype(int))
+    cf = sf.compile(model)
+    lazy = sfd.predict(cf, da.from_array(X, chunks=(100, 4)))
+    assert lazy.shape == (300, 2) and lazy.dtype == cf.predict(X).dtype
+    np.testing.assert_array_equal(lazy.compute(scheduler="sync"), model.predict_proba(X))
+    frame = sfd.predict(cf, dd.from_pandas(pd.DataFrame(X), npartitions=3)).compute(scheduler="sync")
+    np.testing.assert_array_equal(frame.to_numpy(), model.predict_proba(X))
+    margins = sfd.predict(cf, da.from_array(X, chunks=(100, 4)), output_margin=True)
+    assert margins.shape == cf.predict(X, output_margin=True).shape == (300,)
+    np.testing.assert_array_equal(margins.compute(scheduler="sync"), cf.predict(X, output_margin=True))

@@ -4,8 +4,6 @@ cannot read."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
 

@@ -640,7 +640,7 @@ class _Importer:
 
     # ------------------------------------------------------------------ building
     def _build(self, spec, nfeat_graph) -> Forest:
-        _nodes, members = spec["nodes"], spec["members"]
+        members = spec["members"]
         # Membership sets: exact ones (x == m) and truncating ones (int32(x) in set).
         exact_sets, trunc_sets = {}, {}
         for i, vals in members.items():

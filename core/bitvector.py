@@ -48,6 +48,20 @@ NAME = "bitvector"
 WORD = 64
 MAX_WORDS = 4
 MAX_LEAVES = WORD * MAX_WORDS
+# The narrow form (:func:`narrow_pays`): each used feature's value becomes its bin once a block
+# (how many of the feature's thresholds are <= it: a binary search), every threshold its bin's
+# index, so a node compares 16-bit integers and clears bits of 16-bit words: 32 lanes in one
+# 512-bit vector, where 64-bit words over float64 values take four (node applications measured
+# 2.5-3x cheaper, 16 against 50 ps a row, Zen 4; 16-bit words need 1.2-1.35x the applications
+# of 64-bit ones on 255-leaf trees).  Exact: x >= t[j] iff more than j thresholds are <= x.
+NARROW_WORD = 32
+NARROW_MAX_BINS = 2**15 - 1
+NARROW_MAX_BIN_BYTES = 16 << 20  # the bins' search table (a row a used feature)
+NARROW_CAT_WORD = 32  # categorical decision words: two vectors of 32 lanes, not four
+# Narrow nodes (wide looped blocks) cost this much a row, whatever the threshold dtype (fitted on
+# 255-leaf LightGBM models: taxi 1000 trees 0.039, insurance 100 trees with 26% categorical
+# nodes 0.047, taxi 300 trees 0.052), and each used feature's binary search this much a step.
+NARROW_LOOPED_NODE_NS, BIN_STEP_NS = 0.045, 0.2
 # Rows a block: 8 (one 512-bit vector of 64-bit words), or 32 where most nodes are looped: a
 # looped node's loads (column, threshold, mask, the rows' values) then serve four times the rows
 # (measured 1.5-1.7x faster on lgb_digits and lgb_500x8_f64, Zen 4; 64 lanes gained nothing
@@ -196,6 +210,27 @@ def _used_features(forest: hir.Forest) -> list[int]:
     return np.unique(np.concatenate(parts)).tolist() if parts else []
 
 
+def _bin_counts(forest: hir.Forest) -> np.ndarray:
+    """Per used feature (:func:`_used_features`), how many distinct thresholds its numeric
+    nodes have (an upper bound of the narrow form's bins: ``<=`` splits move to the next value)."""
+    parts = [np.stack([t.feature[m], t.threshold[m].astype(forest.threshold_dtype).astype(np.float64)])
+             for t in forest.trees for m in [(t.left >= 0) & ~t.categorical_mask()]]
+    pairs = np.concatenate(parts, axis=1) if parts else np.zeros((2, 0))
+    features = np.unique(pairs, axis=1)[0] if pairs.size else np.zeros(0)
+    return np.unique(features, return_counts=True)[1]
+
+
+def narrow_form(forest: hir.Forest, lanes: int) -> bool:
+    """Whether :func:`lower` takes the narrow form (:data:`NARROW_WORD`): for wide blocks (most
+    nodes looped; expanded 8-lane blocks gained nothing), where every feature's thresholds
+    fit 16-bit bins."""
+    counts = _bin_counts(forest)
+    # ``<=`` and ``<`` splits at one value make two bins: twice the distinct values bounds them.
+    most = 2 * int(counts.max(initial=0))
+    table = len(counts) * 2**most.bit_length() * np.dtype(forest.threshold_dtype).itemsize
+    return lanes > LANES and most <= NARROW_MAX_BINS and table <= NARROW_MAX_BIN_BYTES
+
+
 def choose_form(forest: hir.Forest, batch_size: int | None = None) -> tuple[int, np.ndarray]:
     """Lanes a block and which trees (model order) are expanded: the smallest ones, up to
     :data:`EXPAND_NODES` nodes in all at 8 lanes; where that leaves most nodes looped, wider
@@ -227,11 +262,16 @@ def estimate_ns(forest: hir.Forest, batch_size: int | None = None) -> float:
     lanes, expanded = choose_form(forest, batch_size)
     looped_ns = LOOPED_NODE_NS if lanes == LANES else WIDE_LOOPED_NODE_NS[lanes]
     used = len(_used_features(forest)) + len(_nan_split_features(forest))
-    if lanes != LANES and np.dtype(forest.threshold_dtype) == np.float64:
+    bins = 0.0
+    if narrow_form(forest, lanes):
+        looped_ns = NARROW_LOOPED_NODE_NS
+        counts = _bin_counts(forest)
+        bins = BIN_STEP_NS * len(counts) * int(counts.max(initial=0)).bit_length()
+    elif lanes != LANES and np.dtype(forest.threshold_dtype) == np.float64:
         looped_ns += WIDE_LOOPED_FLOAT64_EXTRA_NS
     per_row = (EXPANDED_NODE_NS * nodes[expanded].sum() + EXPANDED_TREE_NS * expanded.sum()
                + looped_ns * nodes[~expanded].sum() + LOOPED_TREE_NS * (~expanded).sum()
-               + COLUMN_NS * used)
+               + COLUMN_NS * used + bins)
     return per_row * (lanes / min(lanes, batch_size) if batch_size else 1)
 
 
@@ -338,6 +378,11 @@ class _Plan:
     cat_features: list  # _CatFeature
     cat_table: np.ndarray  # int64, every feature's decision table
     chunks: list  # _Chunk, covering every tree when there are categorical splits, else empty
+    word_bits: int = WORD  # leaves a word: NARROW_WORD in the narrow form
+    node_dtype: np.dtype = np.dtype(np.float64)  # nodes' thresholds: bins (int16) when narrow
+    bins: np.ndarray | None = None  # narrow: per used feature, its thresholds, NaN-padded (_Bins)
+    bin_counts: np.ndarray | None = None  # narrow: per used feature, how many thresholds
+    bin_steps: int = 0  # narrow: binary search steps (rows of bins are 2**steps - 1 long)
 
     @property
     def cat_words(self) -> int:
@@ -367,21 +412,24 @@ def _leaf_spans(forest: hir.Forest) -> list[tuple[np.ndarray, np.ndarray, np.nda
     return spans
 
 
-def _left_masks(first: np.ndarray, last: np.ndarray, word: int) -> tuple[np.ndarray, np.ndarray]:
+def _left_masks(first: np.ndarray, last: np.ndarray, word: int, bits: int = WORD) -> tuple[np.ndarray, np.ndarray]:
     """For nodes whose left leaves are positions [first, last): which of them have leaves in
-    ``word``, and the mask clearing those (signed 64-bit)."""
-    lo, hi = np.maximum(first, word * WORD), np.minimum(last, (word + 1) * WORD)
+    ``word`` (of ``bits`` bits), and the mask clearing those (signed, ``bits`` wide, as int64)."""
+    lo, hi = np.maximum(first, word * bits), np.minimum(last, (word + 1) * bits)
     hit = lo < hi
     lo, hi = lo[hit], hi[hit]
     width = (hi - lo).astype(np.uint64)
     with np.errstate(over="ignore"):
         ones = np.where(width == WORD, ~np.uint64(0), (np.uint64(1) << (width % np.uint64(WORD))) - np.uint64(1))
-    bits = ones << ((word + 1) * WORD - hi).astype(np.uint64)
-    return hit, (~bits).view(np.int64)
+    cleared = ~(ones << ((word + 1) * bits - hi).astype(np.uint64))
+    if bits == WORD:
+        return hit, cleared.view(np.int64)
+    cleared = (cleared & np.uint64((1 << bits) - 1)).astype(np.int64)
+    return hit, np.where(cleared >= 1 << (bits - 1), cleared - (1 << bits), cleared)
 
 
 def _cat_features(forest: hir.Forest, evaluation: list[int], looped_from: int,
-                  chunk_words: int) -> tuple[list[_CatFeature], np.ndarray, dict, list[_Chunk]]:
+                  chunk_words: int, bits: int = WORD) -> tuple[list[_CatFeature], np.ndarray, dict, list[_Chunk]]:
     """The decision tables (:class:`_CatFeature`), each tree's categorical nodes with their
     bv_cw column and bit (arrays, by tree), and the chunks (:class:`_Chunk`) of the trees in
     ``evaluation`` order (``evaluation[looped_from:]`` are looped: a chunk never spans both
@@ -405,7 +453,7 @@ def _cat_features(forest: hir.Forest, evaluation: list[int], looped_from: int,
             trial = dict(need)
             for q, nodes in per_tree[end].items():
                 trial[q] = trial.get(q, 0) + len(nodes)
-            if end > start and sum(-(-n // WORD) for n in trial.values()) > chunk_words:
+            if end > start and sum(-(-n // bits) for n in trial.values()) > chunk_words:
                 break
             need, end = trial, end + 1
         bounds.append((start, end))
@@ -420,11 +468,11 @@ def _cat_features(forest: hir.Forest, evaluation: list[int], looped_from: int,
             nodes = [(evaluation[i], node) for i in range(lo, hi) for node in per_tree[i].get(q, [])]
             if not nodes:
                 continue
-            words = -(-len(nodes) // WORD)
+            words = -(-len(nodes) // bits)
             entries.append((q, table_cols[q], local, words))
             for j, (k, node) in enumerate(nodes):
-                members[q].append((k, node, table_cols[q] + j // WORD, j % WORD))
-                where.setdefault(k, []).append((node, local + j // WORD, 1 << (j % WORD)))
+                members[q].append((k, node, table_cols[q] + j // bits, j % bits))
+                where.setdefault(k, []).append((node, local + j // bits, 1 << (j % bits)))
             table_cols[q] += words
             local += words
         chunks.append(_Chunk(hi - lo, entries))
@@ -443,16 +491,21 @@ def _cat_features(forest: hir.Forest, evaluation: list[int], looped_from: int,
         features.append(_CatFeature(f, rows, words, base))
         tables.append(table.reshape(-1))
         base += table.size
+    signed = np.int64 if bits == WORD else np.int32
     by_tree = {k: (np.array([e[0] for e in entries], np.int64), np.array([e[1] for e in entries], np.int64),
-                   np.array([e[2] for e in entries], np.uint64).view(np.int64))
+                   np.array([e[2] for e in entries], np.uint64).astype(f"uint{bits}").view(signed).astype(np.int64))
                for k, entries in where.items()}
-    return features, np.concatenate(tables).view(np.int64), by_tree, chunks
+    table = np.concatenate(tables)
+    return features, (table.view(np.int64) if bits == WORD else table.astype(np.uint32).view(np.int32)), by_tree, chunks
 
 
-def _plan(forest: hir.Forest, expanded: np.ndarray | None = None, lanes: int = LANES) -> _Plan:
+def _plan(forest: hir.Forest, expanded: np.ndarray | None = None, lanes: int = LANES,
+          narrow: bool = False) -> _Plan:
     """Every tree's nodes per word, the columns they read and the leaf values in leaf order;
     ``expanded`` (model order; default none) and ``lanes`` decide the chunks of categorical
-    decision words (:class:`_Chunk`)."""
+    decision words (:class:`_Chunk`); ``narrow``: the narrow form (16-bit words, thresholds as
+    bin indices: :func:`_narrow_thresholds`)."""
+    word_bits = NARROW_WORD if narrow else WORD
     thr_dtype = np.dtype(forest.threshold_dtype)
     # A feature's column is its place among the (sorted) features read, found by search: a
     # table as wide as num_features would cost memory for features no split reads.
@@ -463,8 +516,9 @@ def _plan(forest: hir.Forest, expanded: np.ndarray | None = None, lanes: int = L
     if expanded is None:
         expanded = np.zeros(forest.num_trees, bool)
     evaluation = [k for k in order if expanded[k]] + [k for k in order if not expanded[k]]
+    cat_bits = NARROW_CAT_WORD if narrow else WORD
     cat_features, cat_table, cat_nodes, chunks = _cat_features(
-        forest, evaluation, int(expanded.sum()), max(1, CHUNK_BYTES // (8 * lanes)))
+        forest, evaluation, int(expanded.sum()), max(1, CHUNK_BYTES // (cat_bits // 8 * lanes)), cat_bits)
     no_cats = (np.zeros(0, np.int64),) * 3
     trees, leaf_values, leaf_count = [], [], 0
     spans = _leaf_spans(forest)
@@ -492,13 +546,52 @@ def _plan(forest: hir.Forest, expanded: np.ndarray | None = None, lanes: int = L
         columns = np.concatenate([cols, ccols])
         thresholds = np.concatenate([thr, np.zeros(len(cnodes), thr_dtype)])
         bits = np.concatenate([np.zeros(len(internal), np.int64), cbits])
-        for w in range(-(-len(leaves) // WORD)):
-            hit, mask = _left_masks(first[t.left[nodes]], last[t.left[nodes]], w)
+        for w in range(-(-len(leaves) // word_bits)):
+            hit, mask = _left_masks(first[t.left[nodes]], last[t.left[nodes]], w, word_bits)
             tree.words.append(_Word(columns[hit], thresholds[hit], mask, bits[hit]))
         trees.append(tree)
     leaf_values = np.concatenate(leaf_values) if leaf_values else np.zeros(0)
-    return _Plan(used, trees, leaf_values.astype(forest.accumulate_dtype), nan_used,
-                 cat_features, cat_table, chunks)
+    plan = _Plan(used, trees, leaf_values.astype(forest.accumulate_dtype), nan_used,
+                 cat_features, cat_table, chunks, word_bits, thr_dtype)
+    if narrow:
+        _narrow_thresholds(plan)
+    return plan
+
+
+def _narrow_thresholds(plan: _Plan) -> None:
+    """The narrow form's bins: per used feature, the sorted distinct thresholds its nodes
+    compare with (either copy), and every numeric node's threshold replaced by its index there
+    plus one, so that ``x >= t`` becomes ``bin(x) >= index`` with ``bin(x)`` the count of the
+    feature's thresholds ``<= x`` (0 for NaN; the copy with NaN as +inf counts them all).  NaN
+    indicator columns hold 0 or 1 and compare with 1."""
+    U = len(plan.used)
+    words = [w for tree in plan.trees for w in tree.words]
+    sizes = [len(w.column) for w in words]
+    column = np.concatenate([w.column for w in words]) if words else np.zeros(0, np.int64)
+    threshold = np.concatenate([w.threshold for w in words]) if words else np.zeros(0)
+    numeric = np.concatenate([w.bit == 0 for w in words]) if words else np.zeros(0, bool)
+    binned = numeric & (column < 2 * U)
+    feature = column[binned] % U if U else column[binned]
+    value = threshold[binned]
+    order = np.lexsort((value, feature))
+    fs, vs = feature[order], value[order]
+    new = np.ones(len(fs), bool)
+    new[1:] = (fs[1:] != fs[:-1]) | (vs[1:] != vs[:-1])
+    distinct = np.cumsum(new) - 1  # index among every feature's distinct thresholds
+    counts = np.bincount(fs[new], minlength=U).astype(np.int64)
+    first = np.concatenate([[0], np.cumsum(counts)[:-1]]) if U else np.zeros(0, np.int64)
+    index = np.empty(len(fs), np.int64)
+    index[order] = distinct - first[fs] + 1
+    narrowed = np.zeros(len(column), np.int16)
+    narrowed[binned] = index
+    narrowed[numeric & ~binned] = 1  # NaN indicators: 1 for NaN, 0 for numbers
+    steps = max(1, int(counts.max(initial=0)).bit_length())
+    table = np.full((max(U, 1), 2**steps - 1), np.nan, plan.node_dtype)
+    table[fs[new], np.arange(int(new.sum())) - first[fs[new]]] = vs[new]
+    for w, part in zip(words, np.split(narrowed, np.cumsum(sizes)[:-1]) if words else []):
+        w.threshold = part
+    plan.node_dtype = np.dtype(np.int16)
+    plan.bins, plan.bin_counts, plan.bin_steps = table.reshape(-1), counts, steps
 
 
 def _nan_split_features(forest: hir.Forest) -> list[int]:
@@ -539,7 +632,7 @@ def layout(forest: hir.Forest, looped: np.ndarray, plan: _Plan | None = None, la
             num, cat = ~word.categorical, word.categorical
             seg_start.append(count)
             cseg_start.append(ccount)
-            seg_word.append(w * WORD)
+            seg_word.append(w * plan.word_bits)
             # segments padded to GROUP nodes with no-ops (mask -1; categorical: bit 0)
             pad, cpad = -int(num.sum()) % GROUP, -int(cat.sum()) % GROUP
             thr += [word.threshold[num], np.zeros(pad, word.threshold.dtype)]
@@ -562,8 +655,8 @@ def layout(forest: hir.Forest, looped: np.ndarray, plan: _Plan | None = None, la
     cats = plan.cat_features
     buffers = {
         "bv_used": np.array(plan.used + plan.nan_used, i32).reshape(len(plan.used) + len(plan.nan_used)),
-        "bv_threshold": joined(thr, forest.threshold_dtype),
-        "bv_mask": joined(mask, np.int64),
+        "bv_threshold": joined(thr, plan.node_dtype),
+        "bv_mask": joined(mask, f"int{plan.word_bits}"),
         "bv_column": joined(col, i32),
         "bv_seg_start": np.array(seg_start, i32),
         "bv_seg_word": np.array(seg_word, i32),
@@ -573,14 +666,17 @@ def layout(forest: hir.Forest, looped: np.ndarray, plan: _Plan | None = None, la
         "bv_leaf_base": np.array(leaf_base, i32),
         "bv_output": np.concatenate([[0], np.cumsum(per_output)]).astype(i32),
         "bv_base": np.asarray(forest.base_score, forest.accumulate_dtype).reshape(forest.num_outputs),
-        "bv_cat_bit": joined(cbit, np.int64),
-        "bv_cat_mask": joined(cmask, np.int64),
+        "bv_cat_bit": joined(cbit, np.int64 if plan.word_bits == WORD else np.int32),
+        "bv_cat_mask": joined(cmask, f"int{plan.word_bits}"),
         "bv_cat_column": joined(ccol, i32),
         "bv_cat_seg_start": np.array(cseg_start, i32),
         "bv_cat_feature": np.array([c.feature for c in cats], i32).reshape(len(cats)),
         "bv_cat_table": plan.cat_table,
         **_chunk_tables(plan, looped, lanes),
     }
+    if plan.bins is not None:
+        buffers["bv_bins"] = plan.bins
+        buffers["bv_bin_count"] = plan.bin_counts.astype(np.int16).reshape(len(plan.bin_counts))
     return buffers if cats else {k: v for k, v in buffers.items() if not k.startswith("bv_cat")}
 
 
@@ -616,18 +712,27 @@ class _Lowering:
     columns (twice: as they are, and with NaN as +inf; NaN indicators after them), then each
     output's trees."""
 
-    def __init__(self, forest: hir.Forest, lanes: int, batch_size: int | None = None):
+    def __init__(self, forest: hir.Forest, lanes: int, batch_size: int | None = None, narrow: bool = False):
         self.forest = forest
         self.lanes = lanes
         self.batch_size = batch_size
+        self.narrow = narrow
         self.thr_t = lir.lir_type(forest.threshold_dtype)
         self.acc_t = lir.lir_type(forest.accumulate_dtype)
         self.buffers = {"rows": Buffer("rows", self.thr_t, "input"),
                         "margins": Buffer("margins", self.acc_t, "output")}
         self.b = Builder(self.buffers)
-        self.x_t = lir.vector_type(self.thr_t, self.lanes)
+        # What nodes compare (the block's columns: bins when narrow) and the words they clear.
+        self.node_e = "i16" if narrow else self.thr_t
+        self.word_e = f"i{NARROW_WORD}" if narrow else "i64"
+        self.word_bits = NARROW_WORD if narrow else WORD
+        self.row_t = lir.vector_type(self.thr_t, self.lanes)
+        self.x_t = lir.vector_type(self.node_e, self.lanes)
         self.mask_t = lir.vector_type("i1", self.lanes)
-        self.word_t = lir.vector_type("i64", self.lanes)
+        self.word_t = lir.vector_type(self.word_e, self.lanes)
+        self.i64_t = lir.vector_type("i64", self.lanes)  # table rows, exit leaves
+        self.cat_e = "i32" if narrow else "i64"
+        self.cat_t = lir.vector_type(self.cat_e, self.lanes)  # decision words
 
     def splat(self, value, t: str) -> lir.Expr:
         return Builder.const(value, lir.vector_type(t, self.lanes))
@@ -639,29 +744,33 @@ class _Lowering:
     def apply_categorical(self, w: Var, word: lir.Expr, bit: lir.Expr, mask: lir.Expr) -> Assign:
         """A categorical node: where its bit of the decision word is clear (the row goes
         right), clear its left leaves."""
-        right = Cmp("==", Bin("&", word, bit), self.splat(0, "i64"), self.mask_t)
+        right = Cmp("==", Bin("&", word, bit), self.splat(0, self.cat_e), self.mask_t)
         return Assign(w, Select(right, Bin("&", w, mask), w))
+
+    def leading_zeros(self, w: Var) -> lir.Expr:
+        return Clz(w) if self.word_e == "i64" else Cast(Clz(w), self.i64_t)
 
     def exit_leaf(self, ex: Var, w: Var, word_first: lir.Expr) -> Assign:
         """Words come last to first: the leftmost word with a bit set decides."""
-        return Assign(ex, Select(Cmp("!=", w, self.splat(0, "i64"), self.mask_t),
-                                 Bin("+", Clz(w), word_first), ex))
+        return Assign(ex, Select(Cmp("!=", w, self.splat(0, self.word_e), self.mask_t),
+                                 Bin("+", self.leading_zeros(w), word_first), ex))
 
     def lower(self, expanded: np.ndarray) -> lir.Module:
         forest, b = self.forest, self.b
         c = Builder.const
         i64, i32 = "i64", "i32"
-        plan = _plan(forest, expanded, self.lanes)
+        plan = _plan(forest, expanded, self.lanes, self.narrow)
         used, trees, nan_used = plan.used, plan.trees, plan.nan_used
         for name, data in layout(forest, ~expanded, plan, self.lanes).items():
             b.buffer(name, data)
         U, N = len(used), len(nan_used)
         columns = 2 * U + N
-        self.buffers["bv_x"] = Buffer("bv_x", self.thr_t, "local", size=max(1, columns) * self.lanes)
+        self.buffers["bv_x"] = Buffer("bv_x", self.node_e, "local", size=max(1, columns) * self.lanes)
         if plan.cat_features:
-            self.buffers["bv_cw"] = Buffer("bv_cw", "i64", "local", size=max(1, plan.cat_words) * self.lanes)
+            self.buffers["bv_cw"] = Buffer("bv_cw", self.cat_e, "local", size=max(1, plan.cat_words) * self.lanes)
             self.buffers["bv_crow"] = Buffer("bv_crow", "i64", "local", size=len(plan.cat_features) * self.lanes)
         self.buffers["bv_exit"] = Buffer("bv_exit", "i64", "local", size=forest.num_trees * self.lanes)
+        self.plan = plan
         C = forest.num_outputs
         row0 = b.local("r", i64)
         last = Bin("-", lir.ROW_END, c(1, i64))
@@ -671,18 +780,21 @@ class _Lowering:
         self._prefetch(row0, last)
         u = Var("bv_u", i64)
         feature = Cast(Load("bv_used", u, i32), i64)
-        x = b.local("x", self.x_t)
+        x = b.local("x", self.row_t)
         read = Assign(x, Vector(tuple(
             Load("rows", Bin("+", Bin("*", r, lir.ROW_STRIDE), Bin("*", feature, lir.COL_STRIDE)), self.thr_t)
             for r in lane_rows)))
         is_number = Cmp("==", x, x, self.mask_t)
-        b.emit(For(u, c(0, i64), c(U, i64), 1, [
-            read,
-            Store("bv_x", Bin("*", u, c(self.lanes, i64)), x),
-            Store("bv_x", Bin("*", Bin("+", u, c(U, i64)), c(self.lanes, i64)),
-                  Select(is_number, x, self.splat(np.inf, self.thr_t))),
-        ]))
-        if N:  # NaN indicators (bv_used lists their features after the others)
+        if self.narrow:
+            self._bins(u, read, x, is_number, U, N)
+        else:
+            b.emit(For(u, c(0, i64), c(U, i64), 1, [
+                read,
+                Store("bv_x", Bin("*", u, c(self.lanes, i64)), x),
+                Store("bv_x", Bin("*", Bin("+", u, c(U, i64)), c(self.lanes, i64)),
+                      Select(is_number, x, self.splat(np.inf, self.thr_t))),
+            ]))
+        if N and not self.narrow:  # NaN indicators (bv_used lists their features after the others)
             b.emit(For(u, c(U, i64), c(U + N, i64), 1, [
                 read,
                 Store("bv_x", Bin("*", Bin("+", u, c(U, i64)), c(self.lanes, i64)),
@@ -692,8 +804,10 @@ class _Lowering:
         self._decision_words(plan, lane_rows)
         acc = b.local("acc", lir.vector_type(self.acc_t, self.lanes))
         w = b.local("w", self.word_t)
-        ex = b.local("ex", self.word_t)
-        self.plan = plan
+        # Narrow nodes alternate between two words, ANDed at the end of a word's nodes: one
+        # chain of dependent ANDs held 16-bit nodes to 1.5x their throughput.
+        self.w2 = b.local("w2", self.word_t) if self.narrow else None
+        ex = b.local("ex", self.i64_t)
         self._expanded([(p, t) for p, t in enumerate(trees) if expanded[t.slot]], columns, w, ex)
         self._looped(w, ex, int((~expanded).sum()))
         self._sum(acc, row0)
@@ -704,11 +818,39 @@ class _Lowering:
             functions=[fn], buffers=self.buffers, num_features=forest.num_features, num_outputs=C,
             input_type=self.thr_t, output_type=self.acc_t,
             info={"summary": f"rep={NAME} trees={forest.num_trees} nodes={node_count(forest)} outputs={C} "
-                             f"lanes={self.lanes} expanded={int(expanded.sum())} looped={int((~expanded).sum())}",
+                             f"lanes={self.lanes} words={self.word_bits}-bit expanded={int(expanded.sum())} "
+                                f"looped={int((~expanded).sum())}",
                   "rep": NAME, "light_optimisation": bool(expanded.any()),
                   **thread_info(round(estimate_ns(forest, self.batch_size) / WALK_STEP_NS))})
         lir.verify(module)
         return module
+
+    def _bins(self, u: Var, read: Assign, x: Var, is_number: lir.Expr, U: int, N: int) -> None:
+        """Narrow columns: each used feature's bin (thresholds ``<= x``, by a branchless binary
+        search of its NaN-padded row of bv_bins; NaN is in bin 0), then the copy where NaN is
+        +inf (every threshold below it), then the NaN indicators (0 or 1)."""
+        b, c, i64 = self.b, Builder.const, "i64"
+        steps = self.plan.bin_steps
+        width = 2**steps - 1
+        pos = b.local("bin", self.i64_t)
+        search = [Assign(pos, self.splat(0, i64))]
+        for k in reversed(range(steps)):
+            probe = Gather("bv_bins", Bin("+", pos, Vector((Bin("+", Bin("*", u, c(width, i64)), c(2**k - 1, i64)),)
+                                                          * self.lanes)), self.row_t)
+            search.append(Assign(pos, Select(Cmp("<=", probe, x, self.mask_t), Bin("+", pos, self.splat(2**k, i64)), pos)))
+        binned = Cast(pos, self.x_t)
+        count = Vector((Load("bv_bin_count", u, "i16"),) * self.lanes)
+        b.emit(For(u, c(0, i64), c(U, i64), 1, [
+            read, *search,
+            Store("bv_x", Bin("*", u, c(self.lanes, i64)), binned),
+            Store("bv_x", Bin("*", Bin("+", u, c(U, i64)), c(self.lanes, i64)), Select(is_number, binned, count)),
+        ]))
+        if N:
+            b.emit(For(u, c(U, i64), c(U + N, i64), 1, [
+                read,
+                Store("bv_x", Bin("*", Bin("+", u, c(U, i64)), c(self.lanes, i64)),
+                      Select(is_number, self.splat(0, "i16"), self.splat(1, "i16"))),
+            ]))
 
     def _decision_words(self, plan: _Plan, lane_rows: list) -> None:
         """Each categorical feature's table row for the block's lanes (its category, the NaN
@@ -720,7 +862,7 @@ class _Lowering:
         rule = self.forest.category_rule
         idx_t = lir.vector_type(i64, self.lanes)
         for q, cf in enumerate(plan.cat_features):
-            x = b.local("xc", self.x_t, Vector(tuple(
+            x = b.local("xc", self.row_t, Vector(tuple(
                 Load("rows", Bin("+", Bin("*", r, lir.ROW_STRIDE), Bin("*", c(cf.feature, i64), lir.COL_STRIDE)),
                      self.thr_t)
                 for r in lane_rows)))
@@ -729,7 +871,7 @@ class _Lowering:
                         Cmp("<", x, self.splat(high, self.thr_t), self.mask_t))
             cat = b.local("cat", idx_t, Cast(Select(valid, x, self.splat(0.0, self.thr_t)), idx_t))
             if rule is CategoryRule.EXACT:
-                valid = Bin("&", valid, Cmp("==", Cast(cat, self.x_t), x, self.mask_t))
+                valid = Bin("&", valid, Cmp("==", Cast(cat, self.row_t), x, self.mask_t))
             named = Bin("&", valid, Cmp("<", cat, self.splat(cf.rows, i64), self.mask_t))
             row = Select(named, cat, self.splat(cf.rows + 1, i64))
             row = Select(Cmp("!=", x, x, self.mask_t), self.splat(cf.rows, i64), row)  # NaN
@@ -742,10 +884,10 @@ class _Lowering:
         gather each, of the lanes' rows from ``table_column`` on."""
         c, i64 = Builder.const, "i64"
         k = Var("bv_k", i64)
-        start = Bin("+", Load("bv_crow", row_offset, self.word_t), Vector((Bin("+", table_column, k),) * self.lanes))
+        start = Bin("+", Load("bv_crow", row_offset, self.i64_t), Vector((Bin("+", table_column, k),) * self.lanes))
         return For(k, c(0, i64), words, 1, [
             Store("bv_cw", Bin("+", column_offset, Bin("*", k, c(self.lanes, i64))),
-                  Gather("bv_cat_table", start, self.word_t))])
+                  Gather("bv_cat_table", start, self.cat_t))])
 
     def _gather_chunk(self, chunk: _Chunk) -> None:
         c, i64 = Builder.const, "i64"
@@ -784,7 +926,7 @@ class _Lowering:
         out_body = b.push()
         b.emit(Assign(acc, Vector((Load("bv_base", out, self.acc_t),) * self.lanes)))
         b.emit(For(t, Cast(Load("bv_output", out, "i32"), i64), Cast(Load("bv_output", Bin("+", out, c(1, i64)), "i32"), i64), 1, [
-            Assign(acc, Bin("+", acc, Gather("bv_leaf", Load("bv_exit", Bin("*", t, c(self.lanes, i64)), self.word_t),
+            Assign(acc, Bin("+", acc, Gather("bv_leaf", Load("bv_exit", Bin("*", t, c(self.lanes, i64)), self.i64_t),
                                              lir.vector_type(self.acc_t, self.lanes))))]))
         self._store(acc, row0, out)
         b.pop()
@@ -809,18 +951,23 @@ class _Lowering:
             if index in starts:
                 self._gather_chunk(starts[index])
             for k in reversed(range(len(tree.words))):
-                b.emit(Assign(w, self.splat(-1, "i64")))
-                for n in tree.words[k].nodes():
+                words = [w, self.w2] if self.narrow else [w]
+                for v in words:
+                    b.emit(Assign(v, self.splat(-1, self.word_e)))
+                for j, n in enumerate(tree.words[k].nodes()):
+                    v = words[j % len(words)]
                     if n.categorical:
-                        word = Load("bv_cw", Builder.const(n.column * self.lanes, "i64"), self.word_t)
-                        b.emit(self.apply_categorical(w, word, self.splat(n.bit, "i64"), self.splat(n.mask, "i64")))
+                        word = Load("bv_cw", Builder.const(n.column * self.lanes, "i64"), self.cat_t)
+                        b.emit(self.apply_categorical(v, word, self.splat(n.bit, self.cat_e), self.splat(n.mask, self.word_e)))
                     else:
-                        b.emit(self.apply(w, xs[n.column], self.splat(n.threshold, self.thr_t),
-                                          self.splat(n.mask, "i64")))
+                        b.emit(self.apply(v, xs[n.column], self.splat(n.threshold, self.node_e),
+                                          self.splat(n.mask, self.word_e)))
+                if self.narrow:
+                    b.emit(Assign(w, Bin("&", w, self.w2)))
                 if k == len(tree.words) - 1:
-                    b.emit(Assign(ex, Bin("+", Clz(w), self.splat(k * WORD, "i64"))))
+                    b.emit(Assign(ex, Bin("+", self.leading_zeros(w), self.splat(k * self.word_bits, "i64"))))
                 else:
-                    b.emit(self.exit_leaf(ex, w, self.splat(k * WORD, "i64")))
+                    b.emit(self.exit_leaf(ex, w, self.splat(k * self.word_bits, "i64")))
             b.emit(Store("bv_exit", Builder.const(pos * self.lanes, "i64"),
                          Bin("+", ex, self.splat(tree.leaf_base, "i64"))))
 
@@ -840,24 +987,27 @@ class _Lowering:
 
         t, s, i = Var("bv_t", i64), Var("bv_s", i64), Var("bv_i", i64)
 
+        words = [w, self.w2] if self.narrow else [w]
+
         def node(k):
             j = Bin("+", i, c(k, i64))
-            return self.apply(w, Load("bv_x", at("bv_column", j), self.x_t),
-                              splat_of(Load("bv_threshold", j, self.thr_t)), splat_of(Load("bv_mask", j, i64)))
+            return self.apply(words[k % len(words)], Load("bv_x", at("bv_column", j), self.x_t),
+                              splat_of(Load("bv_threshold", j, self.node_e)), splat_of(Load("bv_mask", j, self.word_e)))
 
         def cat_node(k):
             j = Bin("+", i, c(k, i64))
-            return self.apply_categorical(w, Load("bv_cw", at("bv_cat_column", j), self.word_t),
-                                          splat_of(Load("bv_cat_bit", j, i64)), splat_of(Load("bv_cat_mask", j, i64)))
+            return self.apply_categorical(words[k % len(words)], Load("bv_cw", at("bv_cat_column", j), self.cat_t),
+                                          splat_of(Load("bv_cat_bit", j, self.cat_e)),
+                                          splat_of(Load("bv_cat_mask", j, self.word_e)))
 
-        segment = [
-            Assign(w, self.splat(-1, i64)),
-            For(i, at("bv_seg_start", s), at("bv_seg_start", Bin("+", s, c(1, i64))), GROUP,
-                [node(k) for k in range(GROUP)]),
-        ]
+        segment = [Assign(v, self.splat(-1, self.word_e)) for v in words]
+        segment.append(For(i, at("bv_seg_start", s), at("bv_seg_start", Bin("+", s, c(1, i64))), GROUP,
+                           [node(k) for k in range(GROUP)]))
         if self.categorical:
             segment.append(For(i, at("bv_cat_seg_start", s), at("bv_cat_seg_start", Bin("+", s, c(1, i64))),
                                GROUP, [cat_node(k) for k in range(GROUP)]))
+        if self.narrow:
+            segment.append(Assign(w, Bin("&", w, self.w2)))
         segment.append(self.exit_leaf(ex, w, splat_of(at("bv_seg_word", s))))
         tree = [
             Assign(ex, self.splat(0, i64)),
@@ -877,14 +1027,18 @@ class _Lowering:
         ]))
 
 
-def lower(forest: hir.Forest, expand: bool | None = None, batch_size: int | None = None) -> lir.Module:
+def lower(forest: hir.Forest, expand: bool | None = None, batch_size: int | None = None,
+          narrow: bool | None = None) -> lir.Module:
     """The LIR module of bitvector evaluation.  ``expand``: emit every node as code (True),
     loop over node tables for every tree (False), or expand the trees :func:`expanded_trees`
-    picks (None).  ``batch_size``: the batch size compiled for, if known (:func:`choose_form`)."""
+    picks (None).  ``batch_size``: the batch size compiled for, if known (:func:`choose_form`).
+    ``narrow``: the narrow form (True), the float form (False) or the cheaper (None)."""
     why = unsupported(forest)
     if why is not None:
         raise ValueError(f"bitvector evaluation cannot run this model: {why}")
     lanes, expanded = choose_form(forest, batch_size)
+    if narrow is None:
+        narrow = narrow_form(forest, lanes)
     if expand is not None:
         expanded = np.full(forest.num_trees, bool(expand))
-    return _Lowering(forest, lanes, batch_size).lower(expanded)
+    return _Lowering(forest, lanes, batch_size, bool(narrow)).lower(expanded)

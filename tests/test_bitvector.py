@@ -39,23 +39,32 @@ def small_forests(draw):
                   threshold_dtype=dtype, accumulate_dtype=dtype, source="random")
 
 
-@pytest.fixture(params=["expanded", "looped", "mixed"])
+@pytest.fixture(params=["expanded", "looped", "mixed", "looped-float", "expanded-narrow"])
 def form(request, monkeypatch):
     """The forms of the program: every node as code, loops over node tables for every tree, or
-    the smallest trees as code (up to 40 nodes) and loops for the rest."""
-    budget = {"expanded": 10**9, "looped": -1, "mixed": 40}[request.param]
+    the smallest trees as code (up to 40 nodes) and loops for the rest; the narrow form (bins
+    and 32-bit words) where it is chosen (wide blocks), refused (``-float``) or forced
+    (``-narrow``)."""
+    shape, _, words = request.param.partition("-")
+    budget = {"expanded": 10**9, "looped": -1, "mixed": 40}[shape]
     monkeypatch.setattr(bitvector, "EXPAND_NODES", budget)
+    if words:
+        monkeypatch.setattr(bitvector, "narrow_form", lambda forest, lanes: words == "narrow")
     return request.param
 
 
 def _check_form(cf, forest, form):
     lir_text = cf.show("lir")
-    if form != "mixed":
-        assert f"{form}={forest.num_trees}" in lir_text, lir_text[:300]
-    if form == "looped" and bitvector.node_count(forest):
+    shape, _, words = form.partition("-")
+    if shape != "mixed":
+        assert f"{shape}={forest.num_trees}" in lir_text, lir_text[:300]
+    if shape == "looped" and bitvector.node_count(forest):
         assert f"lanes={bitvector.WIDE_LANES}" in lir_text  # mostly looped: wide blocks
     else:
         assert int(lir_text.split("expanded=")[1].split()[0]) == bitvector.expanded_trees(forest).sum()
+    if words:
+        bits = bitvector.NARROW_WORD if words == "narrow" else bitvector.WORD
+        assert f"words={bits}-bit" in lir_text
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow,
@@ -367,7 +376,7 @@ def test_categorical_splits_equal_the_reference_exactly(form, drawn, n, threads,
     finally:
         bitvector.CHUNK_BYTES = saved
     if tiny_chunks and forest.has_categorical():
-        assert "bv_chunk_tree" in cf.show("lir") or form == "expanded"
+        assert "bv_chunk_tree" in cf.show("lir") or form.startswith("expanded")
     assert cf.rep == "bitvector"
     _check_form(cf, forest, form)
     X = category_rows(forest, np.random.default_rng(n), n, top)
@@ -420,15 +429,16 @@ def test_categorical_models_agree_with_lightgbm_and_xgboost(form, tmp_path, monk
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(drawn=categorical_forests(), lanes=st.sampled_from([8, 32]), tiny_chunks=st.booleans())
-def test_decision_tables_stay_within_the_bound_the_limit_checks(drawn, lanes, tiny_chunks):
+@given(drawn=categorical_forests(), lanes=st.sampled_from([8, 32]), tiny_chunks=st.booleans(),
+       narrow=st.booleans())
+def test_decision_tables_stay_within_the_bound_the_limit_checks(drawn, lanes, tiny_chunks, narrow):
     """The size :func:`unsupported` checks against the limit bounds the tables the chunks build
     (every chunk gives a feature words of its own)."""
     forest, _ = drawn
     saved = bitvector.CHUNK_BYTES
     bitvector.CHUNK_BYTES = 1 if tiny_chunks else saved
     try:
-        plan = bitvector._plan(forest, np.zeros(forest.num_trees, bool), lanes)
+        plan = bitvector._plan(forest, np.zeros(forest.num_trees, bool), lanes, narrow)
     finally:
         bitvector.CHUNK_BYTES = saved
     if plan.cat_features:
@@ -452,3 +462,54 @@ def test_many_categorical_features_in_small_chunks_are_bounded():
     plan = bitvector._plan(forest, np.zeros(30, bool), bitvector.WIDE_LANES)
     assert plan.cat_table.nbytes <= bitvector._category_table_bytes(forest)
     assert plan.cat_table.nbytes > 8 * 3001 * 40  # a word per feature per chunk, not per feature
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("expand", [False, True])
+def test_narrow_bins_are_exact_on_every_threshold_and_its_neighbours(dtype, expand, monkeypatch):
+    """The narrow form's bins: ``<`` and ``<=`` splits at the same values (two bins from one
+    value), infinite thresholds, both default directions, on rows at every threshold, the
+    values next to it, +-inf, +-MAX and NaN, forced in looped and expanded trees."""
+    monkeypatch.setattr(bitvector, "narrow_form", lambda forest, lanes: True)
+    rng = np.random.default_rng(11)
+    values = np.array([-np.inf, -3.0, -0.0, 0.25, 1.0, 1e30, np.inf])
+    trees = []
+    for k in range(12):
+        tree = _full_tree(5, default_left=bool(k % 2))
+        internal = np.flatnonzero(tree.left >= 0)
+        tree.threshold[internal] = rng.choice(values, len(internal))
+        tree.op[internal] = rng.choice([int(Op.LT), int(Op.LE)], len(internal))
+        tree.default_left[internal] = rng.random(len(internal)) < 0.5
+        tree.leaf_value[:] = rng.normal(size=tree.leaf_value.shape)
+        trees.append(tree)
+    forest = Forest(trees=trees, num_features=6, threshold_dtype=dtype, accumulate_dtype=dtype)
+    t = np.dtype(dtype).type
+    edges = np.concatenate([values.astype(dtype), np.nextafter(values.astype(dtype), t(np.inf)),
+                            np.nextafter(values.astype(dtype), t(-np.inf)),
+                            [np.finfo(dtype).max, -np.finfo(dtype).max, np.nan]]).astype(dtype)
+    X = rng.choice(edges, size=(700, 6)).astype(dtype)
+    monkeypatch.setattr(bitvector, "EXPAND_NODES", 10**9 if expand else -1)
+    cf = sf.compile(forest, rep="bitvector")
+    assert f"words={bitvector.NARROW_WORD}-bit" in cf.show("lir")
+    assert ("expanded=12" if expand else "looped=12") in cf.show("lir")
+    np.testing.assert_array_equal(cf.predict(X, output_margin=True), reference.predict(forest, X, output_margin=True))
+    assert len(np.unique(cf.predict(X, output_margin=True))) > 20
+
+
+def test_narrow_form_is_taken_for_wide_blocks_where_bins_fit(monkeypatch):
+    """Wide (looped) blocks take the narrow form; 8-lane blocks, features with more distinct
+    thresholds than 16-bit bins hold, and bin tables past their limit keep the float form."""
+    rng = np.random.default_rng(2)
+    trees = [_tree(rng, 5, (0,), 8, [int(Op.LT)], categorical=False, zero_missing=False) for _ in range(40)]
+    forest = Forest(trees=trees, num_features=5)
+    assert bitvector.narrow_form(forest, bitvector.WIDE_LANES)
+    assert not bitvector.narrow_form(forest, bitvector.LANES)
+    monkeypatch.setattr(bitvector, "EXPAND_NODES", -1)
+    assert f"words={bitvector.NARROW_WORD}-bit" in sf.compile(forest, rep="bitvector").show("lir")
+    most = int(bitvector._bin_counts(forest).max())
+    monkeypatch.setattr(bitvector, "NARROW_MAX_BINS", 2 * most - 1)
+    assert not bitvector.narrow_form(forest, bitvector.WIDE_LANES)
+    assert f"words={bitvector.WORD}-bit" in sf.compile(forest, rep="bitvector").show("lir")
+    monkeypatch.setattr(bitvector, "NARROW_MAX_BINS", 2**15 - 1)
+    monkeypatch.setattr(bitvector, "NARROW_MAX_BIN_BYTES", 64)
+    assert not bitvector.narrow_form(forest, bitvector.WIDE_LANES)

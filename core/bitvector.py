@@ -58,10 +58,12 @@ NARROW_WORD = 32
 NARROW_MAX_BINS = 2**15 - 1
 NARROW_MAX_BIN_BYTES = 16 << 20  # the bins' search table (a row a used feature)
 NARROW_CAT_WORD = 32  # categorical decision words: two vectors of 32 lanes, not four
-# Narrow nodes (wide looped blocks) cost this much a row, whatever the threshold dtype (fitted on
-# 255-leaf LightGBM models: taxi 1000 trees 0.039, insurance 100 trees with 26% categorical
-# nodes 0.047, taxi 300 trees 0.052), and each used feature's binary search this much a step.
-NARROW_LOOPED_NODE_NS, BIN_STEP_NS = 0.045, 0.2
+# Narrow looped nodes cost this much a row, the trees' overhead included, whatever the threshold
+# dtype (`forge bench`, 1 thread, 4096 rows, Zen 4, taxi-shaped LightGBM models of 255 leaves:
+# 100 trees 0.037, 300 trees 0.042, 1000 trees 0.039-0.042), categorical ones this much more
+# (insurance 100x255, 26% categorical nodes: 0.047 a node in all), and each used feature's
+# binary search this much a step.
+NARROW_LOOPED_NODE_NS, NARROW_CATEGORICAL_EXTRA_NS, BIN_STEP_NS = 0.036, 0.025, 0.2
 # Rows a block: 8 (one 512-bit vector of 64-bit words), or 32 where most nodes are looped: a
 # looped node's loads (column, threshold, mask, the rows' values) then serve four times the rows
 # (measured 1.5-1.7x faster on lgb_digits and lgb_500x8_f64, Zen 4; 64 lanes gained nothing
@@ -262,16 +264,16 @@ def estimate_ns(forest: hir.Forest, batch_size: int | None = None) -> float:
     lanes, expanded = choose_form(forest, batch_size)
     looped_ns = LOOPED_NODE_NS if lanes == LANES else WIDE_LOOPED_NODE_NS[lanes]
     used = len(_used_features(forest)) + len(_nan_split_features(forest))
-    bins = 0.0
+    looped = looped_ns * nodes[~expanded].sum() + LOOPED_TREE_NS * (~expanded).sum()
     if narrow_form(forest, lanes):
-        looped_ns = NARROW_LOOPED_NODE_NS
         counts = _bin_counts(forest)
-        bins = BIN_STEP_NS * len(counts) * int(counts.max(initial=0)).bit_length()
+        categorical = sum(int(forest.trees[k].categorical_mask().sum()) for k in np.flatnonzero(~expanded))
+        looped = (NARROW_LOOPED_NODE_NS * nodes[~expanded].sum() + NARROW_CATEGORICAL_EXTRA_NS * categorical
+                  + BIN_STEP_NS * len(counts) * int(counts.max(initial=0)).bit_length())
     elif lanes != LANES and np.dtype(forest.threshold_dtype) == np.float64:
-        looped_ns += WIDE_LOOPED_FLOAT64_EXTRA_NS
+        looped += WIDE_LOOPED_FLOAT64_EXTRA_NS * nodes[~expanded].sum()
     per_row = (EXPANDED_NODE_NS * nodes[expanded].sum() + EXPANDED_TREE_NS * expanded.sum()
-               + looped_ns * nodes[~expanded].sum() + LOOPED_TREE_NS * (~expanded).sum()
-               + COLUMN_NS * used + bins)
+               + looped + COLUMN_NS * used)
     return per_row * (lanes / min(lanes, batch_size) if batch_size else 1)
 
 

@@ -12,7 +12,7 @@ from typing import Any, Union
 
 import numpy as np
 
-from . import __version__, artifacts, bitvector, codecache, transforms
+from . import __version__, artifacts, codecache, transforms
 from .errors import (ArtifactError, ArtifactWarning, InputError, IRVerificationError, PluginError,
                      ScheduleError, UnsupportedModelError)
 from .ir import hir, hir_io, lir, lir_io, mir
@@ -32,17 +32,23 @@ PAD_LIMIT = 2.0
 PAD_LIMIT_SMALL, PAD_SMALL_BYTES = 8.0, 4 << 20
 # Measured on the CPU (docs/benchmarks.md): sparse walks beat array walks, which load a tree
 # offset at every step; array and reorg stay available by name.
-REPRESENTATION_PREFERENCE = ("sparse", "array", "reorg")
-
-
-def choose_representation(forest: hir.Forest) -> str:
-    reps = registry().representations()
-    for rep in REPRESENTATION_PREFERENCE:
-        if rep in reps:
-            return rep
+def choose_representation(forest: hir.Forest, target_kind: str = "cpu", batch_size: int | None = None,
+                          walks_only: bool = False) -> str:
+    """The cheapest representation for ``forest`` by the installed plugins' own estimates
+    (``silvanforge_rep_cost``; ties by name); ``walks_only``: among those the core walks.
+    Without any estimate, the first installed walk representation."""
+    reg = registry()
+    reps = reg.representations()
     if not reps:
         raise PluginError("no representation plugin is installed (pip install silvanforge-rep-sparse)")
-    return reps[0]
+    costs = sorted((ns, rep) for rep, ns, _ in reg.rep_costs(forest, target_kind, batch_size)
+                   if ns is not None and rep in reps and not (walks_only and reg.rep_kind(rep) != "walk"))
+    if costs:
+        return costs[0][1]
+    walks = [rep for rep in reps if reg.rep_kind(rep) == "walk"]
+    if not walks:
+        raise PluginError(f"no representation can walk trees (installed: {', '.join(reps)})")
+    return walks[0]
 
 
 def choose_padding(forest: hir.Forest) -> bool:
@@ -160,8 +166,19 @@ def lower(model, target: str = "cpu", rep: str | None = None, schedule=None,
         registry().check_target(target)  # raises: unknown target
     if batch_size is not None and (not isinstance(batch_size, (int, np.integer)) or batch_size <= 0):
         raise InputError(f"batch_size must be a positive integer, got {batch_size!r}")
-    if _wants_bitvector(model_forest, target, rep, schedule, pad, tile_size, profile, reorder, batch_size):
-        return _lower_bitvector(model_forest, batch_size)
+    reg = registry()
+    kind = reg.target_kind(target)
+    walk_options = [what for what, on in (("schedule", schedule is not None), ("padding", bool(pad)),
+                                          ("tiles", tile_size > 1), ("profile", profile is not None),
+                                          ("tree reordering", reorder is not None)) if on]
+    if rep is None and not walk_options and pad is None:
+        rep = choose_representation(model_forest, kind, batch_size)
+    if rep is not None:
+        reg.check_representation(rep)
+        if reg.rep_kind(rep) == "program":
+            if walk_options:
+                raise InputError(f"the {rep} representation does not walk trees: it takes no {walk_options[0]}")
+            return _lower_program(model_forest, rep, kind, batch_size)
     if reorder is not None and reorder not in ("depth", "peel"):
         raise InputError(f"unknown tree reordering {reorder!r}; choose depth or peel")
     tile_ids = _profile_tile_ids(model_forest, profile, tile_size, pad)
@@ -172,48 +189,29 @@ def lower(model, target: str = "cpu", rep: str | None = None, schedule=None,
         else:
             pad = schedule is None and tile_size == 1 and tile_ids is None and choose_padding(model_forest)
     forest = hir_passes(model_forest, bool(pad), reorder, tile_ids)
-    reg = registry()
-    rep = rep or choose_representation(forest)
-    reg.check_representation(rep)
+    rep = rep or choose_representation(forest, kind, batch_size, walks_only=True)
     sched = _as_schedule(schedule, forest, batch_size)
-    if sched is None and reorder is not None and reg.target_kind(target) != "gpu":
+    if sched is None and reorder is not None and kind != "gpu":
         # GPU targets keep their own template (it tiles the tree loop); trees stay grouped.
         sched = peel_groups(forest, batch_size, groups=tree_groups(forest, reorder))
     sched = sched or reg.hook.silvanforge_target_default_schedule(
         target=target, forest=forest, batch_size=batch_size)
     mir_fn = lower_to_mir(forest, sched)
     module = lower_to_lir(forest, mir_fn, rep, reg.hook, tile_size=tile_size,
-                          gpu=reg.target_kind(target) == "gpu")
+                          gpu=kind == "gpu")
     return Lowered(model_forest, bool(pad), forest, rep, sched, mir_fn, module, tile_size,
                    reorder, tile_ids)
 
 
-def _wants_bitvector(forest: hir.Forest, target: str, rep, schedule, pad, tile_size: int, profile,
-                     reorder, batch_size=None) -> bool:
-    """Whether ``lower`` evaluates by bitvectors (:mod:`silvanforge.bitvector`): asked for by
-    name, or chosen for a CPU target when nothing else was asked for and it pays."""
-    if rep != bitvector.NAME:
-        return (rep is None and schedule is None and pad is None and tile_size == 1 and profile is None
-                and reorder is None and registry().target_kind(target) == "cpu"
-                and bitvector.pays(forest, batch_size))
-    asked = [what for what, on in (("schedule", schedule is not None), ("padding", bool(pad)),
-                                   ("tiles", tile_size > 1), ("profile", profile is not None),
-                                   ("tree reordering", reorder is not None)) if on]
-    if asked:
-        raise InputError(f"the bitvector representation does not walk trees: it takes no {asked[0]}")
-    if registry().target_kind(target) != "cpu":
-        raise InputError(f"the bitvector representation runs on the cpu target, not {target}")
-    why = bitvector.unsupported(forest)
-    if why is not None:
-        raise InputError(f"the bitvector representation cannot run this model: {why}")
-    return True
-
-
-def _lower_bitvector(forest: hir.Forest, batch_size: int | None = None) -> Lowered:
-    module = bitvector.lower(forest, batch_size=None if batch_size is None else int(batch_size))
+def _lower_program(forest: hir.Forest, rep: str, target_kind: str, batch_size: int | None = None) -> Lowered:
+    """A program representation's own LIR (``silvanforge_rep_program``): no HIR passes, no MIR."""
+    module = registry().hook.silvanforge_rep_program(rep=rep, forest=forest, target_kind=target_kind,
+                                                     batch_size=batch_size)
+    if module is None:
+        raise PluginError(f"representation {rep!r} says it is a program representation but builds no program")
     fn = mir.MirFunction(body=[], num_trees=forest.num_trees, num_outputs=forest.num_outputs,
-                         schedule_text="bitvector evaluation: no walks, nothing to schedule")
-    return Lowered(forest, False, forest, bitvector.NAME, Schedule(), fn, module)
+                         schedule_text=f"{rep} evaluation: no walks, nothing to schedule")
+    return Lowered(forest, False, forest, rep, Schedule(), fn, module)
 
 
 def show(model, level: str, target: str = "cpu", rep: str | None = None, schedule=None,
@@ -538,12 +536,12 @@ def _lowered_from_artifact(path: str, forest: hir.Forest, meta: dict, tiling) ->
     """The model of an artifact lowered again with its stored options."""
     reg = registry()
     target, rep = meta["target"], meta["rep"]
-    if rep == bitvector.NAME:
-        why = bitvector.unsupported(forest)
-        if why is not None:
-            raise ArtifactError(f"{path}: a bitvector artifact of a model it cannot run ({why}): corrupt")
-        return _lower_bitvector(forest, meta.get("batch_size"))
     reg.check_representation(rep)
+    if reg.rep_kind(rep) == "program":
+        try:
+            return _lower_program(forest, rep, reg.target_kind(target), meta.get("batch_size"))
+        except InputError as exc:
+            raise ArtifactError(f"{path}: a {rep} artifact of a model it cannot run ({exc}): corrupt") from None
     try:
         sched = parse_schedule(meta["schedule"])
     except ScheduleError as exc:

@@ -83,8 +83,8 @@ def _target_opt():
 
 def _rep_opt():
     return typer.Option(None, "--rep", "-r",
-                        help="How trees are laid out in memory: bitvector, sparse, array or reorg "
-                             "(`forge plugins` lists what is installed; default: chosen for the model).")
+                        help="How trees are laid out in memory, a representation `forge plugins` lists "
+                             "(default: the cheapest for the model by the plugins' own estimates).")
 
 
 def _schedule_opt():

@@ -73,7 +73,37 @@ def silvanforge_import_object(obj):
 # --------------------------------------------------------------------------- representations
 @hookspec
 def silvanforge_representations():
-    """Return the names of the representations this plugin provides (``["array"]``)."""
+    """Return the names of the representations this plugin provides (``["my_layout"]``)."""
+
+
+@hookspec
+def silvanforge_rep_cost(forest, target_kind, batch_size):
+    """The chooser's question, asked of every representation plugin when the user names none:
+    return a list of ``(rep, ns_per_row, why)`` for your representations, ``ns_per_row`` the
+    estimated time a row of ``forest`` takes at ``batch_size`` (``None``: large batches) on a
+    ``target_kind`` (``"cpu"`` / ``"gpu"``) target, or ``None`` with ``why`` saying why it cannot
+    or should not run this forest there.  The cheapest answer wins (ties: by name).  Walk
+    representations may price themselves with :func:`silvanforge.walkcost.walk_estimate_ns`,
+    the core's estimate of its walks.  Representations that do not answer run only when named.
+    """
+
+
+@hookspec(firstresult=True)
+def silvanforge_rep_kind(rep):
+    """Dispatched on ``rep``: ``"walk"`` (the core walks the trees through the node hooks
+    below) or ``"program"`` (the representation evaluates trees its own way and builds the
+    whole LIR program: :func:`silvanforge_rep_program`).  Representations that do not answer
+    are walked."""
+
+
+@hookspec(firstresult=True)
+def silvanforge_rep_program(rep, forest, target_kind, batch_size):
+    """Dispatched on ``rep`` (a ``"program"`` representation): the LIR
+    :class:`silvanforge.ir.lir.Module` evaluating ``forest`` (the model as imported: no HIR
+    passes, no schedule) for rows given to its ``rows`` input buffer, margins written to its
+    ``margins`` output buffer, for batches of ``batch_size`` rows (``None``: any).  Raise
+    :class:`silvanforge.errors.InputError` with the reason when the representation cannot run
+    this forest or this ``target_kind``."""
 
 
 @hookspec(firstresult=True)

@@ -98,6 +98,19 @@ class PluginRegistry:
     def representations(self) -> list[str]:
         return sorted({r for lst in self.hook.silvanforge_representations() for r in lst})
 
+    def rep_kind(self, rep: str) -> str:
+        """``walk`` or ``program`` (see the ``silvanforge_rep_kind`` hook); ``walk`` if unanswered."""
+        kind = self.hook.silvanforge_rep_kind(rep=rep) or "walk"
+        if kind not in ("walk", "program"):
+            raise PluginError(f"representation {rep!r} says it is of kind {kind!r}, not walk or program")
+        return kind
+
+    def rep_costs(self, forest, target_kind: str, batch_size) -> list[tuple[str, float | None, str]]:
+        """Every installed representation's answer to ``silvanforge_rep_cost``."""
+        answers = self.hook.silvanforge_rep_cost(forest=forest, target_kind=target_kind, batch_size=batch_size)
+        return [(str(rep), None if ns is None else float(ns), str(why or ""))
+                for lst in answers if lst for rep, ns, why in lst]
+
     def targets(self) -> list[str]:
         return sorted({t for lst in self.hook.silvanforge_targets() for t in lst})
 

@@ -39,7 +39,7 @@ def split_small_batches(monkeypatch):
 def walks_by_default(monkeypatch):
     """The suite's tiny forests are what the CPU default evaluates by bitvectors: the walk tests
     test walks, so the chooser keeps to them unless a test asks (tests/test_bitvector.py)."""
-    from silvanforge import bitvector
+    from silvanforge_rep_bitvector import bitvector
 
     monkeypatch.setattr(bitvector, "AUTO_CHOOSE", False)
 

@@ -1,4 +1,4 @@
-"""Bitvector evaluation (``rep="bitvector"``, silvanforge.bitvector): exact against the reference
+"""Bitvector evaluation (``rep="bitvector"``, plugins/rep_bitvector): exact against the reference
 on random forests with NaN, infinities and ties, against XGBoost and LightGBM on every model of
 their factories it can run; its limits give clear errors; the CPU chooser takes it where it pays."""
 
@@ -10,7 +10,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import silvanforge as sf
-from silvanforge import InputError, bitvector, reference
+from silvanforge import InputError, reference
+from silvanforge_rep_bitvector import bitvector
 from silvanforge.ir import hir
 from silvanforge.ir.hir import Aggregation, CategoryRule, Forest, Op, Transform, Tree
 from strategies import _tree, forests, rows_for
@@ -151,7 +152,7 @@ def test_walk_options_are_refused(kw, what):
 
 
 def test_gpu_targets_are_refused():
-    with pytest.raises(InputError, match="runs on the cpu target"):
+    with pytest.raises(InputError, match="runs on cpu targets, not gpu ones"):
         sf.show(_forest(), "lir", target="cuda", rep="bitvector")
 
 
@@ -306,9 +307,11 @@ def test_walks_without_split_rows_are_costed_with_their_nan_tests():
     """An infinite threshold keeps the walks' NaN test (no split rows): the chooser charges
     their steps WALK_NAN_TEST_FACTOR more, so NaN-trained LightGBM models get bitvectors."""
     forest = Forest(trees=[_full_tree(4) for _ in range(3)], num_features=6)
-    plain = bitvector.walk_estimate_ns(forest)
+    from silvanforge import walkcost
+
+    plain = walkcost.walk_estimate_ns(forest)
     forest.trees[1].threshold[0] = np.inf
-    assert bitvector.walk_estimate_ns(forest) == pytest.approx(plain * bitvector.WALK_NAN_TEST_FACTOR)
+    assert walkcost.walk_estimate_ns(forest) == pytest.approx(plain * walkcost.WALK_NAN_TEST_FACTOR)
 
 
 def test_large_float32_models_take_wide_blocks_with_expanded_and_looped_trees():

@@ -253,14 +253,15 @@ def test_cli_cache_and_trusted_artifacts(tmp_path, capsys, compiled, rows, monke
                                      {"reorder": "depth"}, {"rep": "bitvector"}])
 def test_a_trusted_load_lowers_nothing_until_asked(tmp_path, forest, rows, options, monkeypatch):
     from silvanforge import api
+    from silvanforge_rep_bitvector import bitvector
 
     cf = sf.compile(forest, **options)
     path = tmp_path / "m.forge"
     cf.save(path, key="k")
     lowered = []
-    real_lir, real_bv = api.lower_to_lir, api.bitvector.lower
+    real_lir, real_bv = api.lower_to_lir, bitvector.lower
     monkeypatch.setattr(api, "lower_to_lir", lambda *a, **k: lowered.append(1) or real_lir(*a, **k))
-    monkeypatch.setattr(api.bitvector, "lower", lambda *a, **k: lowered.append(1) or real_bv(*a, **k))
+    monkeypatch.setattr(bitvector, "lower", lambda *a, **k: lowered.append(1) or real_bv(*a, **k))
     back = sf.load_compiled(path, key="k")
     assert lowered == []
     np.testing.assert_array_equal(back.predict(rows), cf.predict(rows))

@@ -17,6 +17,7 @@ SHIPPED = {
     ("silvanforge.representations", "array"): "silvanforge-rep-array",
     ("silvanforge.representations", "sparse"): "silvanforge-rep-sparse",
     ("silvanforge.representations", "reorg"): "silvanforge-rep-reorg",
+    ("silvanforge.representations", "bitvector"): "silvanforge-rep-bitvector",
     ("silvanforge.targets", "cpu"): "silvanforge-target-cpu",
     ("silvanforge.targets", "cuda"): "silvanforge-target-cuda",
     ("silvanforge.targets", "amd"): "silvanforge-target-amd",
@@ -146,3 +147,80 @@ def test_shipped_hooks_match_the_specs():
     assert set(reg.targets()) == {"cuda", "amd"}
     assert reg.representations() == ["reorg"]
     assert sf.hookimpl is hookimpl
+
+
+def _program_rep(name: str, cost, kind: str = "program"):
+    """A third-party program representation that evaluates like bitvectors under its own name,
+    offering ``cost`` (None: refusing, with a reason)."""
+    from silvanforge_rep_bitvector import bitvector
+
+    mod = types.ModuleType(f"sf_test_rep_{name}")
+
+    @hookimpl
+    def silvanforge_representations():
+        return [name]
+
+    @hookimpl
+    def silvanforge_rep_kind(rep):
+        return kind if rep == name else None
+
+    @hookimpl
+    def silvanforge_rep_cost(forest, target_kind, batch_size):
+        return [(name, cost, "" if cost is not None else "not for this forest")]
+
+    @hookimpl
+    def silvanforge_rep_program(rep, forest, target_kind, batch_size):
+        return bitvector.lower(forest, batch_size=batch_size) if rep == name else None
+
+    for fn in (silvanforge_representations, silvanforge_rep_kind, silvanforge_rep_cost, silvanforge_rep_program):
+        setattr(mod, fn.__name__, fn)
+    return mod
+
+
+@pytest.fixture
+def extra_reps():
+    """Registers representation modules into the process registry for one test."""
+    reg = plugins.registry()
+    added = []
+
+    def add(mod):
+        reg.register(mod, name=mod.__name__)
+        added.append(mod.__name__)
+
+    yield add
+    for name in added:
+        reg.pm.unregister(name=name)
+
+
+def test_a_third_party_program_representation_is_chosen_by_its_cost(extra_reps):
+    """The chooser asks every representation for its cost: the cheapest wins, a refusal never
+    does, and a representation named by the user runs whatever its cost."""
+    import numpy as np
+    from silvanforge import reference
+    from strategies import rows_for
+    from test_predict_api import make_forest
+
+    forest = make_forest(seed=3)
+    X = rows_for(forest, np.random.default_rng(0), 50)
+    extra_reps(_program_rep("cheap", 0.0))
+    extra_reps(_program_rep("refusing", None))
+    costs = {rep: ns for rep, ns, _ in plugins.registry().rep_costs(forest, "cpu", None)}
+    assert costs["cheap"] == 0.0 and costs["refusing"] is None and costs["sparse"] > 0
+    cf = sf.compile(forest)
+    assert cf.rep == "cheap"
+    np.testing.assert_array_equal(cf.predict(X, output_margin=True), reference.predict(forest, X, output_margin=True))
+    named = sf.compile(forest, rep="refusing")
+    assert named.rep == "refusing"
+    np.testing.assert_array_equal(named.predict(X, output_margin=True), reference.predict(forest, X, output_margin=True))
+    # Walk options choose among walk representations only.
+    assert sf.compile(forest, tile_size=2).rep == "sparse"
+    with pytest.raises(sf.InputError, match="the cheap representation does not walk trees: it takes no schedule"):
+        sf.compile(forest, rep="cheap", schedule="default")
+
+
+def test_a_representation_of_unknown_kind_is_a_plugin_error(extra_reps):
+    from test_predict_api import make_forest
+
+    extra_reps(_program_rep("odd", 1.0, kind="other"))
+    with pytest.raises(PluginError, match="representation 'odd' says it is of kind 'other'"):
+        sf.compile(make_forest(seed=3), rep="odd")

@@ -214,7 +214,7 @@ class Extract:
 @dataclasses.dataclass(frozen=True)
 class Clz:
     """Leading zero bits of an integer (lane by lane for vectors); the width for zero
-    (bitvector evaluation: the leftmost leaf still standing is the highest set bit)."""
+    (QuickScorer-style bitvectors: the leftmost leaf still standing is the highest set bit)."""
 
     a: "Expr"
 
@@ -326,7 +326,7 @@ class Buffer:
     kind ``shared``: GPU shared (CUDA) / local (OpenCL) memory of ``size`` elements, one copy per
       thread block, declared by the kernel (GPU lowering only);
     kind ``local``: ``size`` elements private to one call of a function, unset at its start (CPU:
-      on the stack; bitvector evaluation's per-tree bits).
+      on the stack; a program representation's per-tree bits).
     """
 
     name: str

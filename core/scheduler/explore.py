@@ -42,18 +42,23 @@ def _time(cf, X, repeat: int) -> float:
     return best
 
 
-def explore(model, target: str, batch_size: int, reps=("array", "sparse", "reorg"),
+def explore(model, target: str, batch_size: int, reps: tuple[str, ...] | None = None,
             params: list[TemplateParams] | None = None, repeat: int = 3, X=None,
             progress=None) -> Exploration:
     """Time every candidate x representation on ``batch_size`` rows (random ones unless ``X``);
-    the three fastest are timed again with ``sharedReduce``; the fastest of all wins."""
+    the three fastest are timed again with ``sharedReduce``; the fastest of all wins.  ``reps``:
+    the representations to try (default: every installed one the core walks)."""
     from .. import api
+    from ..plugins import registry
     from ..bench import random_rows
     from ..loading import load_model
     from ..ir import hir
 
     forest = model if isinstance(model, hir.Forest) else load_model(model)
     X = random_rows(forest, batch_size) if X is None else X
+    if reps is None:
+        reg = registry()
+        reps = tuple(r for r in reg.representations() if reg.rep_kind(r) == "walk")
     todo = [(p, r) for p in (params or candidates(forest, batch_size)) for r in reps]
     trials: list[Trial] = []
 

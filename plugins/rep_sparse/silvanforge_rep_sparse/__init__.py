@@ -37,6 +37,17 @@ NAME = "sparse"
 META = "sparse_meta"
 
 
+# The core's walks priced as they are: sparse is the default walk layout (issue 4's suite).
+WALK_COST_FACTOR = 1.0
+
+
+@hookimpl
+def silvanforge_rep_cost(forest, target_kind, batch_size):
+    from silvanforge.walkcost import walk_estimate_ns
+
+    return [(NAME, WALK_COST_FACTOR * walk_estimate_ns(forest), "")]
+
+
 @hookimpl
 def silvanforge_representations():
     return [NAME]

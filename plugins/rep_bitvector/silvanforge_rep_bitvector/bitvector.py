@@ -38,10 +38,11 @@ import dataclasses
 
 import numpy as np
 
-from .ir import hir, lir
-from .lowering import depth_stats, split_rows_pay, thread_info, walks_exit_early
-from .ir.hir import Aggregation, CategoryRule, Op
-from .ir.lir import (Assign, Bin, Buffer, Builder, Cast, Clz, Cmp, Extract, For, Gather, If,
+from silvanforge.ir import hir, lir
+from silvanforge.ir.hir import Aggregation, CategoryRule, Op
+from silvanforge.lowering import thread_info
+from silvanforge.walkcost import WALK_STEP_NS, walk_estimate_ns
+from silvanforge.ir.lir import (Assign, Bin, Buffer, Builder, Cast, Clz, Cmp, Extract, For, Gather, If,
                      Load, Select, Store, Var, Vector)
 
 NAME = "bitvector"
@@ -93,34 +94,20 @@ EXPAND_NODES = 6000
 PREFETCH_AHEAD, PREFETCH_ROW_BYTES = 2, 1024
 # Per-call stack for the trees' exit leaves (a block's lanes of words each).
 MAX_TREES = 16384
+MARGIN = 1.1
 # Cost model, ns a row on the AMD Zen 4 these were measured on (docs/benchmarks.md "Bitvector
 # evaluation"): nodes and trees of each form, and the copy of each used feature into the block's
-# columns, against walk steps, which slow down as rows grow (a walk reads its row at random:
-# 0.65 ns a step with 8 features, 2.4 ns with 2000 float64 ones).  Bitvectors are chosen when
-# estimated at least MARGIN times faster than the walks.
+# columns, against the walks' estimate (:mod:`silvanforge.walkcost`).  Bitvectors are chosen when
+# estimated at least MARGIN times faster than the walks: their cost is offered as MARGIN times
+# the estimate (:func:`cost_ns`).
 EXPANDED_NODE_NS, EXPANDED_TREE_NS = 0.047, 0.2
 LOOPED_NODE_NS, LOOPED_TREE_NS = 0.068, 0.7  # 8 lanes
 WIDE_LOOPED_NODE_NS = {16: 0.05, 32: 0.045}
 COLUMN_NS = 0.4
-WALK_STEP_NS, WALK_STEP_NS_PER_ROW_KB = 0.65, 0.1
-# Walks that stop when their rows are at leaves (deep leaf-wise trees), a step of the trees'
-# mean leaf depth: the interleaved rows' longest path plus the leaf checks (3.7 us a row on a
-# taxi-shaped 300x255 LightGBM model without NaN, mean leaf depth 13.7; 14.3 us with NaN tests
-# on the 1000x255 one, 1.11 ns a step, before split rows took NaN-trained models).
-WALK_EXIT_STEP_NS = 0.9
 # Wide blocks of float64 rows compare twice the vectors of float32 ones: 0.0185 ns a looped node
 # more than WIDE_LOOPED_NODE_NS (fitted on float32 and float64 models together) on three
 # LightGBM models of 255 leaves (insurance 100 trees, taxi 300 and 1000 trees: 0.016-0.019).
 WIDE_LOOPED_FLOAT64_EXTRA_NS = 0.0185
-# Walks that cannot read split rows test each value for NaN (lowering.split_rows_pay: infinite
-# thresholds, e.g. LightGBM's NaN-or-not splits, or mixed ops): 1.45-1.9x the steps' time on
-# LightGBM models trained on data with NaN (public_shapes.py higgs, airline, year, covtype).
-WALK_NAN_TEST_FACTOR = 1.5
-# Walks of models with categorical splits take the general step (a flags byte, the bitset's
-# length and word loaded, no split rows, one row at a time): 3.3x the numeric step's estimate on
-# a flight-delay-shaped LightGBM model (83% categorical splits), 11.6x on an XGBoost one of
-# depth 8 (benchmarks/categorical_models.py); the smaller is charged.
-WALK_CATEGORICAL_FACTOR = 3.0
 MARGIN = 1.1
 
 
@@ -280,30 +267,18 @@ def estimate_ns(forest: hir.Forest, batch_size: int | None = None) -> float:
     return per_row * (lanes / min(lanes, batch_size) if batch_size else 1)
 
 
-def walk_estimate_ns(forest: hir.Forest) -> float:
-    """Estimated ns a row of the walks (the walks' cost model above): every tree to its depth,
-    or, where walks stop when their rows are at leaves (:func:`lowering.walks_exit_early`:
-    trees deep beside their leaves), about each tree's mean leaf depth."""
-    row_kb = forest.num_features * np.dtype(forest.threshold_dtype).itemsize / 1000
-    stats = depth_stats(forest)
-    depth, mean_leaf, _ = stats
-    if walks_exit_early(forest, stats)[0]:
-        steps, step_ns = float(mean_leaf.sum()), WALK_EXIT_STEP_NS
-    else:
-        steps, step_ns = float(depth.sum()), WALK_STEP_NS
-    if forest.has_categorical():
-        factor = WALK_CATEGORICAL_FACTOR
-    else:
-        factor = 1.0 if split_rows_pay(forest, check_width=False) else WALK_NAN_TEST_FACTOR
-    return (step_ns + WALK_STEP_NS_PER_ROW_KB * row_kb) * steps * factor
-
-
 def pays(forest: hir.Forest, batch_size: int | None = None) -> bool:
     """Whether bitvector evaluation should beat the walks on this forest at this batch size
     (None: large batches; see the costs above); always False while :data:`AUTO_CHOOSE` is off."""
     if not AUTO_CHOOSE or unsupported(forest) is not None:
         return False
-    return MARGIN * estimate_ns(forest, batch_size) <= walk_estimate_ns(forest)
+    return cost_ns(forest, batch_size) <= walk_estimate_ns(forest)
+
+
+def cost_ns(forest: hir.Forest, batch_size: int | None = None) -> float:
+    """What the representation chooser compares with the other representations' costs: the
+    estimate, charged :data:`MARGIN` so that walks keep models where bitvectors would gain less."""
+    return MARGIN * estimate_ns(forest, batch_size)
 
 
 @dataclasses.dataclass

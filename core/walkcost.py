@@ -1,0 +1,47 @@
+"""The walks' cost model: estimated ns a row of the walks the core generates (MIR -> LIR), which
+representations compare their own costs with when the CPU default chooses one
+(``silvanforge_rep_cost``).  Measured on the AMD Zen 4 of docs/benchmarks.md ("Bitvector
+evaluation", "Categorical features and deep leaf-wise trees")."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .ir import hir
+from .lowering import depth_stats, split_rows_pay, walks_exit_early
+
+# A walk step, and more as rows grow (a walk reads its row at random: 0.65 ns a step with 8
+# features, 2.4 ns with 2000 float64 ones).
+WALK_STEP_NS, WALK_STEP_NS_PER_ROW_KB = 0.65, 0.1
+# Walks that stop when their rows are at leaves (deep leaf-wise trees), a step of the trees'
+# mean leaf depth: the interleaved rows' longest path plus the leaf checks (3.7 us a row on a
+# taxi-shaped 300x255 LightGBM model without NaN, mean leaf depth 13.7; 14.3 us with NaN tests
+# on the 1000x255 one, 1.11 ns a step, before split rows took NaN-trained models).
+WALK_EXIT_STEP_NS = 0.9
+# Walks that cannot read split rows test each value for NaN (lowering.split_rows_pay: infinite
+# thresholds, e.g. LightGBM's NaN-or-not splits, or mixed ops): 1.45-1.9x the steps' time on
+# LightGBM models trained on data with NaN (public_shapes.py higgs, airline, year, covtype).
+WALK_NAN_TEST_FACTOR = 1.5
+# Walks of models with categorical splits take the general step (a flags byte, the bitset's
+# length and word loaded, no split rows, one row at a time): 3.3x the numeric step's estimate on
+# a flight-delay-shaped LightGBM model (83% categorical splits), 11.6x on an XGBoost one of
+# depth 8 (benchmarks/categorical_models.py); the smaller is charged.
+WALK_CATEGORICAL_FACTOR = 3.0
+
+
+def walk_estimate_ns(forest: hir.Forest) -> float:
+    """Estimated ns a row of the walks (the costs above): every tree to its depth,
+    or, where walks stop when their rows are at leaves (:func:`lowering.walks_exit_early`:
+    trees deep beside their leaves), about each tree's mean leaf depth."""
+    row_kb = forest.num_features * np.dtype(forest.threshold_dtype).itemsize / 1000
+    stats = depth_stats(forest)
+    depth, mean_leaf, _ = stats
+    if walks_exit_early(forest, stats)[0]:
+        steps, step_ns = float(mean_leaf.sum()), WALK_EXIT_STEP_NS
+    else:
+        steps, step_ns = float(depth.sum()), WALK_STEP_NS
+    if forest.has_categorical():
+        factor = WALK_CATEGORICAL_FACTOR
+    else:
+        factor = 1.0 if split_rows_pay(forest, check_width=False) else WALK_NAN_TEST_FACTOR
+    return (step_ns + WALK_STEP_NS_PER_ROW_KB * row_kb) * steps * factor

@@ -57,9 +57,9 @@ def load_model(model: str | os.PathLike | bytes | hir.Forest | Any, fmt: str | N
         if not data:
             raise ModelFormatError("the model bytes are empty")
         if data[:4] == ZIP_MAGIC:
-            from .api import read_artifact_forest
+            from . import artifacts
 
-            return read_artifact_forest(data)
+            return artifacts.read(data).forest
     reg = registry()
     forest = reg.hook.silvanforge_import_object(obj=model)
     if forest is None:
@@ -78,9 +78,9 @@ def _load_path(path: str, fmt: str | None) -> hir.Forest:
     if not os.path.isfile(path):
         raise ModelFormatError(f"model file not found: {_shown(path)}")
     if fmt is None and is_artifact(path):
-        from .api import read_artifact_forest
+        from . import artifacts
 
-        return read_artifact_forest(path)
+        return artifacts.read(path).forest
     reg = registry()
     if fmt is None:
         with open(path, "rb") as f:

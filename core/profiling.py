@@ -33,6 +33,11 @@ from .errors import InputError
 from .ir.hir import ZERO_THRESHOLD, CategoryRule, Forest, Op, Tree
 from .reference import category_of
 
+# Seed 000: a tree is *skewed* when a fraction ALPHA of its leaves covers a fraction BETA of the
+# profiled rows (tiling takes probability-based tiles for those only).
+ALPHA = 0.05
+BETA = 0.9
+
 PROFILE_FORMAT = "silvanforge-profile"
 PROFILE_VERSION = 1
 
@@ -55,8 +60,6 @@ class Profile:
 
     def skewed(self, forest: Forest, alpha: float | None = None, beta: float | None = None) -> np.ndarray:
         """Which trees are skewed (bool per tree); see :func:`is_skewed`."""
-        from .tiling import ALPHA, BETA
-
         a = ALPHA if alpha is None else alpha
         b = BETA if beta is None else beta
         return np.array([is_skewed(t, h, a, b) for t, h in zip(forest.trees, self.hits)], dtype=bool)
@@ -229,8 +232,6 @@ def is_skewed(tree: Tree, hits: np.ndarray, alpha: float, beta: float) -> bool:
 
 def summary(forest: Forest, p: Profile, alpha: float | None = None, beta: float | None = None) -> dict:
     """What ``forge profile`` prints: skewed trees and how concentrated the leaves are."""
-    from .tiling import ALPHA, BETA
-
     a = ALPHA if alpha is None else alpha
     b = BETA if beta is None else beta
     skewed = p.skewed(forest, a, b)

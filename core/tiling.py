@@ -34,6 +34,7 @@ import numpy as np
 
 from .errors import IRVerificationError
 from .ir import hir
+from .profiling import ALPHA, BETA, is_skewed
 
 # LUT sizes grow as NTS(n) * 2**n (1430 * 256 bytes at 8); larger tiles gain nothing on CPUs.
 MAX_TILE_SIZE = 8
@@ -361,11 +362,8 @@ def tile_ids(tiled: TiledTree, num_nodes: int) -> np.ndarray:
 
 
 # ----------------------------------------------------------------------------- probability-based
-# Seed 000: a tree is *skewed* when a fraction ALPHA of its leaves covers a fraction BETA of the
-# profiled rows; only skewed trees are tiled by probability (others keep uniform tiles, so the
-# number of distinct tile shapes, and with it the LUT, stays small).
-ALPHA = 0.05
-BETA = 0.9
+# Only skewed trees (profiling.is_skewed, ALPHA and BETA) are tiled by probability: others keep
+# uniform tiles, so the number of distinct tile shapes, and with it the LUT, stays small.
 
 
 def greedy_members(tree: hir.Tree, root: int, n: int, weight: np.ndarray) -> set[int]:
@@ -395,8 +393,6 @@ def probability_tile_ids(forest: hir.Forest, hits: list[np.ndarray], n: int,
                          alpha: float = ALPHA, beta: float = BETA) -> list[np.ndarray | None]:
     """Per tree: tile ids of the probability-based tiling for skewed trees (``hits`` per node,
     from a profile), ``None`` (uniform tiling) for the others."""
-    from .profiling import is_skewed
-
     out: list[np.ndarray | None] = []
     for t, h in zip(forest.trees, hits):
         if is_skewed(t, h, alpha, beta):

@@ -230,7 +230,7 @@ def test_show_hir_all_trees_and_artifact(capsys, tmp_path, binary_model):
 def test_plugins_lists_everything(capsys):
     code, out, err = forge(capsys, "plugins")
     assert code == 0, err
-    for text in ("silvanforge-importers", "silvanforge-target-cpu", "importers", "targets", "0.1.0",
+    for text in ("silvanforge-importer-xgboost", "silvanforge-target-cpu", "importers", "targets", "0.1.0",
                  "xgboost-json", "runs here", "yes"):
         assert text in out
     for target in ("cuda", "amd"):

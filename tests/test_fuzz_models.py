@@ -534,7 +534,7 @@ def make_mutant(fmt: str, data: bytes, rng) -> tuple[bytes, str]:
         doc, how = mutate_document(json.loads(data), rng)
         return json.dumps(doc).encode("utf-8", "surrogatepass"), how
     if fmt == "xgboost-ubjson":
-        from silvanforge_importers import ubjson
+        from silvanforge_importer_xgboost import ubjson
 
         doc, how = mutate_document(ubjson.decode(data), rng)
         return ubjson_encode(doc), how
@@ -920,7 +920,7 @@ def default_run(fuzz_dir):
 def test_ubjson_encoder_writes_what_xgboost_writes(fuzz_dir):
     """The UBJSON mutants are documents edited and encoded again: unedited, the encoding gives
     back XGBoost's own file byte for byte, so every difference is the edit's."""
-    from silvanforge_importers import ubjson
+    from silvanforge_importer_xgboost import ubjson
 
     bases = json.loads((fuzz_dir / "bases.json").read_text())
     for b in bases["xgboost-ubjson"]:

@@ -21,7 +21,7 @@ import silvanforge as sf
 from silvanforge import reference
 from silvanforge.errors import ModelFormatError, SilvanForgeError, UnsupportedModelError
 from silvanforge.ir.hir import CategoryRule
-from silvanforge_importers import lightgbm_text
+from silvanforge_importer_lightgbm import lightgbm_text
 
 import support_lightgbm as S
 from support_common import assert_close

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from silvanforge import reference
 from silvanforge.errors import ModelFormatError, SilvanForgeError, UnsupportedModelError
 from silvanforge.ir.hir import CategoryRule, Op
-from silvanforge_importers import onnx_trees
+from silvanforge_importer_onnx import onnx_trees
 
 pytest.importorskip("onnxruntime")
 onnx = pytest.importorskip("onnx")

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from silvanforge import reference
 from silvanforge.errors import ModelFormatError, SilvanForgeError, UnsupportedModelError
 from silvanforge.ir.hir import CategoryRule, Op
-from silvanforge_importers import ubjson, xgboost_json
+from silvanforge_importer_xgboost import ubjson, xgboost_json
 from support_common import assert_close
 
 xgb = pytest.importorskip("xgboost")

@@ -13,7 +13,9 @@ from silvanforge import cli, hookimpl, plugins
 from silvanforge.errors import PluginError
 
 SHIPPED = {
-    ("silvanforge.importers", "builtin"): "silvanforge-importers",
+    ("silvanforge.importers", "xgboost"): "silvanforge-importer-xgboost",
+    ("silvanforge.importers", "lightgbm"): "silvanforge-importer-lightgbm",
+    ("silvanforge.importers", "onnx"): "silvanforge-importer-onnx",
     ("silvanforge.representations", "array"): "silvanforge-rep-array",
     ("silvanforge.representations", "sparse"): "silvanforge-rep-sparse",
     ("silvanforge.representations", "reorg"): "silvanforge-rep-reorg",
@@ -33,7 +35,8 @@ def test_shipped_plugins_are_discovered_with_distribution_and_version():
         assert rec.error is None, rec.error
         assert rec.distribution == dist
         assert rec.version == metadata.version(dist)
-    assert "xgboost-json" in found[("silvanforge.importers", "builtin")].provides
+    assert found[("silvanforge.importers", "xgboost")].provides == ["xgboost-json", "xgboost-ubjson"]
+    assert found[("silvanforge.importers", "onnx")].provides == ["onnx"]
     assert found[("silvanforge.targets", "cpu")].provides == ["cpu"]
     assert set(reg.targets()) >= {"cpu", "cuda", "amd"}
     assert set(reg.representations()) >= {"array", "sparse"}

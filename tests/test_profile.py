@@ -185,7 +185,7 @@ def test_greedy_tiles_follow_the_hot_path(n, rng):
     X = np.concatenate([hot, rng.uniform(-1, 80, size=(50, 1))])
     p = sf.profile(forest, X)
     tree, hits = forest.trees[0], p.hits[0]
-    assert profiling.is_skewed(tree, hits, tiling.ALPHA, tiling.BETA)
+    assert profiling.is_skewed(tree, hits, profiling.ALPHA, profiling.BETA)
     assert p.skewed(forest).all()
     greedy = tiling.tile_tree_by_probability(tree, n, hits)
     uniform = tiling.tile_tree(tree, n)

@@ -17,18 +17,7 @@ import numpy as np
 from silvanforge.ir import lir
 
 from . import pool
-
-_lock = threading.Lock()
-_initialised = False
-
-
-def _init():
-    global _initialised
-    with _lock:
-        if not _initialised:
-            llvm.initialize_native_target()
-            llvm.initialize_native_asmprinter()
-            _initialised = True
+from .llvm_init import init as _init
 
 
 def host_signature() -> dict:

@@ -300,9 +300,9 @@ class NativePool:
     def __init__(self):
         import llvmlite.binding as llvm
 
-        from . import jit
+        from .llvm_init import init
 
-        jit._init()
+        init()
         libc = ctypes.CDLL(None)
         for name in ("pthread_create", "pthread_join", "pthread_mutex_lock", "pthread_mutex_unlock",
                      "pthread_cond_wait", "pthread_cond_broadcast", "clock_gettime", "sched_yield"):

@@ -1,0 +1,69 @@
+"""The conformance kit (silvanforge.testing) on every first-party representation and the CPU
+and AMD (OpenCL) targets: what a third-party plugin runs in its own tests."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from silvanforge import reference, testing
+from silvanforge.plugins import registry
+
+
+@pytest.mark.parametrize("rep", ["sparse", "array", "reorg", "bitvector"])
+def test_first_party_representations_conform(rep, monkeypatch):
+    result = testing.check_representation(rep, seeds=range(6))
+    assert result.cases >= 6
+    if rep == "sparse":  # the layout that takes tiles takes every case
+        assert not result.refused, result.refused
+
+
+def test_the_cpu_target_conforms():
+    result = testing.check_target("cpu", seeds=range(4))
+    assert result.cases >= 4 * 2
+
+
+def test_the_amd_target_conforms_on_opencl():
+    ok, why = registry().target_available("amd")
+    if not ok:
+        pytest.skip(f"no OpenCL platform: {why}")
+    result = testing.check_target("amd", reps=["sparse"], seeds=range(3))
+    assert result.cases >= 3
+
+
+def test_a_wrong_representation_fails_the_kit():
+    """The kit catches a representation that computes something else: a plugin answering for
+    ``sparse`` whose leaf values are one too large fails with the seed in the message."""
+    import types
+
+    import silvanforge_rep_sparse
+    from silvanforge import hookimpl, plugins
+    from silvanforge.ir.lir import Bin, Builder
+
+    mutant = types.ModuleType("sf_test_sparse_mutant")
+    for name in dir(silvanforge_rep_sparse):  # every hook of sparse, answered first (registered last)
+        if name.startswith("silvanforge_"):
+            setattr(mutant, name, getattr(silvanforge_rep_sparse, name))
+
+    @hookimpl
+    def silvanforge_rep_leaf_value(rep, b, tree, node, slot):
+        real = silvanforge_rep_sparse.silvanforge_rep_leaf_value(rep, b, tree, node, slot)
+        return None if real is None else Bin("+", real, Builder.const(1.0, b.buffers["leaf_values"].type))
+
+    mutant.silvanforge_rep_leaf_value = silvanforge_rep_leaf_value
+    try:
+        registry().register(mutant, name="sf_test_sparse_mutant")
+        with pytest.raises(AssertionError, match="seed"):
+            testing.check_representation("sparse", seeds=range(3), schedules=[None], tile_sizes=(1,))
+    finally:
+        plugins.reset_registry()
+
+
+def test_random_forests_are_reproducible_and_varied():
+    a, b = testing.random_forest(5), testing.random_forest(5)
+    X = testing.rows_for(a, np.random.default_rng(0), 30)
+    np.testing.assert_array_equal(reference.predict(a, X, output_margin=True),
+                                  reference.predict(b, X, output_margin=True))
+    shapes = {(f.num_outputs, f.aggregation, f.threshold_dtype, f.has_categorical())
+              for f in map(testing.random_forest, range(40))}
+    assert len(shapes) >= 8

@@ -499,6 +499,34 @@ def test_narrow_bins_are_exact_on_every_threshold_and_its_neighbours(dtype, expa
     assert len(np.unique(cf.predict(X, output_margin=True))) > 20
 
 
+@pytest.mark.parametrize("distinct", [100, 1200])  # <= splits add a bin each
+def test_narrow_bins_as_bytes_and_as_16_bit_integers(distinct, monkeypatch):
+    """Features of at most 255 distinct thresholds compare as bytes, more as 16-bit integers:
+    both exact on rows at, between and around every threshold."""
+    monkeypatch.setattr(bitvector, "narrow_form", lambda forest, lanes: True)
+    monkeypatch.setattr(bitvector, "EXPAND_NODES", -1)
+    rng = np.random.default_rng(distinct)
+    values = np.round(rng.normal(size=distinct), 6)
+    trees = []
+    for _ in range(40):
+        tree = _full_tree(5, default_left=bool(rng.random() < 0.5))
+        internal = np.flatnonzero(tree.left >= 0)
+        tree.feature[internal] = rng.integers(0, 2, len(internal))
+        tree.threshold[internal] = rng.choice(values, len(internal))
+        tree.op[internal] = rng.choice([int(Op.LT), int(Op.LE)], len(internal))
+        tree.leaf_value[:] = rng.normal(size=tree.leaf_value.shape)
+        trees.append(tree)
+    forest = Forest(trees=trees, num_features=6)
+    plan = bitvector._plan(forest, np.zeros(40, bool), bitvector.WIDE_LANES, narrow=True)
+    assert plan.node_dtype == (np.uint8 if plan.bin_counts.max() <= 255 else np.int16)
+    assert (plan.bin_counts.max() > 255) == (distinct > 255)
+    X = rng.choice(np.concatenate([values, np.nextafter(values, np.inf), np.nextafter(values, -np.inf),
+                                   [np.nan, np.inf, -np.inf, 0.0]]), size=(900, 6))
+    cf = sf.compile(forest, rep="bitvector")
+    assert f"words={bitvector.NARROW_WORD}-bit" in cf.show("lir")
+    np.testing.assert_array_equal(cf.predict(X, output_margin=True), reference.predict(forest, X, output_margin=True))
+
+
 def test_narrow_form_is_taken_for_wide_blocks_where_bins_fit(monkeypatch):
     """Wide (looped) blocks take the narrow form; 8-lane blocks, features with more distinct
     thresholds than 16-bit bins hold, and bin tables past their limit keep the float form."""

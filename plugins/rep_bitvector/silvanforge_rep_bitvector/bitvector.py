@@ -57,6 +57,7 @@ MAX_LEAVES = WORD * MAX_WORDS
 # of 64-bit ones on 255-leaf trees).  Exact: x >= t[j] iff more than j thresholds are <= x.
 NARROW_WORD = 32
 NARROW_MAX_BINS = 2**15 - 1
+NARROW_BYTE_BINS = 255
 NARROW_MAX_BIN_BYTES = 16 << 20  # the bins' search table (a row a used feature)
 NARROW_CAT_WORD = 32  # categorical decision words: two vectors of 32 lanes, not four
 # Narrow looped nodes cost this much a row, the trees' overhead included, whatever the threshold
@@ -359,7 +360,7 @@ class _Plan:
     cat_table: np.ndarray  # int64, every feature's decision table
     chunks: list  # _Chunk, covering every tree when there are categorical splits, else empty
     word_bits: int = WORD  # leaves a word: NARROW_WORD in the narrow form
-    node_dtype: np.dtype = np.dtype(np.float64)  # nodes' thresholds: bins (int16) when narrow
+    node_dtype: np.dtype = np.dtype(np.float64)  # nodes' thresholds: bins (uint8 or int16) when narrow
     bins: np.ndarray | None = None  # narrow: per used feature, its thresholds, NaN-padded (_Bins)
     bin_counts: np.ndarray | None = None  # narrow: per used feature, how many thresholds
     bin_steps: int = 0  # narrow: binary search steps (rows of bins are 2**steps - 1 long)
@@ -568,9 +569,11 @@ def _narrow_thresholds(plan: _Plan) -> None:
     steps = max(1, int(counts.max(initial=0)).bit_length())
     table = np.full((max(U, 1), 2**steps - 1), np.nan, plan.node_dtype)
     table[fs[new], np.arange(int(new.sum())) - first[fs[new]]] = vs[new]
+    # Bins of at most 255 thresholds compare as bytes (LightGBM's default max_bin is 255).
+    plan.node_dtype = np.dtype(np.uint8 if counts.max(initial=0) <= NARROW_BYTE_BINS else np.int16)
+    narrowed = narrowed.astype(plan.node_dtype)
     for w, part in zip(words, np.split(narrowed, np.cumsum(sizes)[:-1]) if words else []):
         w.threshold = part
-    plan.node_dtype = np.dtype(np.int16)
     plan.bins, plan.bin_counts, plan.bin_steps = table.reshape(-1), counts, steps
 
 
@@ -657,7 +660,7 @@ def layout(forest: hir.Forest, looped: np.ndarray, plan: _Plan | None = None, la
     }
     if plan.bins is not None:
         buffers["bv_bins"] = plan.bins
-        buffers["bv_bin_count"] = plan.bin_counts.astype(np.int16).reshape(len(plan.bin_counts))
+        buffers["bv_bin_count"] = plan.bin_counts.astype(plan.node_dtype).reshape(len(plan.bin_counts))
     return buffers if cats else {k: v for k, v in buffers.items() if not k.startswith("bv_cat")}
 
 
@@ -753,6 +756,9 @@ class _Lowering:
             b.buffer(name, data)
         U, N = len(used), len(nan_used)
         columns = 2 * U + N
+        if self.narrow:  # bins of up to 255 thresholds are bytes
+            self.node_e = lir.lir_type(plan.node_dtype)
+            self.x_t = lir.vector_type(self.node_e, self.lanes)
         self.buffers["bv_x"] = Buffer("bv_x", self.node_e, "local", size=max(1, columns) * self.lanes)
         if plan.cat_features:
             self.buffers["bv_cw"] = Buffer("bv_cw", self.cat_e, "local", size=max(1, plan.cat_words) * self.lanes)
@@ -827,7 +833,7 @@ class _Lowering:
                                                           * self.lanes)), self.row_t)
             search.append(Assign(pos, Select(Cmp("<=", probe, x, self.mask_t), Bin("+", pos, self.splat(2**k, i64)), pos)))
         binned = Cast(pos, self.x_t)
-        count = Vector((Load("bv_bin_count", u, "i16"),) * self.lanes)
+        count = Vector((Load("bv_bin_count", u, self.node_e),) * self.lanes)
         b.emit(For(u, c(0, i64), c(U, i64), 1, [
             read, *search,
             Store("bv_x", Bin("*", u, c(self.lanes, i64)), binned),
@@ -837,7 +843,7 @@ class _Lowering:
             b.emit(For(u, c(U, i64), c(U + N, i64), 1, [
                 read,
                 Store("bv_x", Bin("*", Bin("+", u, c(U, i64)), c(self.lanes, i64)),
-                      Select(is_number, self.splat(0, "i16"), self.splat(1, "i16"))),
+                      Select(is_number, self.splat(0, self.node_e), self.splat(1, self.node_e))),
             ]))
 
     def _decision_words(self, plan: _Plan, lane_rows: list) -> None:

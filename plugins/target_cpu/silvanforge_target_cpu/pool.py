@@ -300,7 +300,7 @@ class NativePool:
     def __init__(self):
         import llvmlite.binding as llvm
 
-        from .llvm_init import init
+        from .llvm_host import init, optimise
 
         init()
         libc = ctypes.CDLL(None)
@@ -308,7 +308,7 @@ class NativePool:
                      "pthread_cond_wait", "pthread_cond_broadcast", "clock_gettime", "sched_yield"):
             llvm.add_symbol(name, ctypes.cast(getattr(libc, name), ctypes.c_void_p).value)
         x86 = llvm.get_process_triple().startswith(("x86_64", "i686", "i386"))
-        mod, tm = jit.optimise(_ir_text(x86))
+        mod, tm = optimise(_ir_text(x86))
         self._engine = llvm.create_mcjit_compiler(mod, tm)
         self._engine.finalize_object()
         addr = self._engine.get_function_address

@@ -25,8 +25,8 @@ import time
 import numpy as np
 
 import silvanforge as sf
-from silvanforge.bench import random_rows
-from silvanforge.bench_peers._timing import pool_rows, rotation
+from silvanforge_bench.bench import random_rows
+from silvanforge_bench.bench_peers._timing import pool_rows, rotation
 from silvanforge.lowering import leaf_self_loops, node_widths, per_tree_walk_depth, split_rows
 
 

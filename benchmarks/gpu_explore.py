@@ -28,7 +28,7 @@ import numpy as np
 
 import silvanforge as sf
 from silvanforge import reference
-from silvanforge.bench import random_rows
+from silvanforge_bench.bench import random_rows
 from silvanforge.scheduler.gpu_template import TemplateParams, gpu_template
 
 

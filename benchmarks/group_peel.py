@@ -16,7 +16,7 @@ import time
 import numpy as np
 
 import silvanforge as sf
-from silvanforge.bench import random_rows
+from silvanforge_bench.bench import random_rows
 from silvanforge.hir_passes import padded_nodes, padded_nodes_each
 
 VARIANTS = {

@@ -20,8 +20,8 @@ import sys
 
 
 def main(argv: list[str] | None = None) -> int:
-    from silvanforge.bench_peers import PeerUnavailable
-    from silvanforge.bench_peers.lleaves_peer import (
+    from silvanforge_bench.bench_peers import PeerUnavailable
+    from silvanforge_bench.bench_peers.lleaves_peer import (
         build_venv,
         default_venv,
         probe,

@@ -11,7 +11,7 @@ LightGBM with categorical features (flight-delay and insurance shapes) and deep 
 The bar (issue 4): 100- to 1000-tree models of depth 6 to 10 with 8 to 2000 features, XGBoost
 and LightGBM alike, at batch 512 and 4096, with 1 thread and with every core.  Every model is
 trained once on synthetic data with fixed seeds and cached in ``--dir`` (a model file found there
-is reused), then timed by :func:`silvanforge.bench.run_bench`, the function behind
+is reused), then timed by :func:`silvanforge_bench.bench.run_bench`, the function behind
 ``forge bench MODEL --batch-sizes 512,4096 --threads 1,2 --repeat 5``.  The output is one
 markdown table (our rows/s, the fastest peer, the ratio) per model, thread count and batch size,
 and the geometric mean of the ratios.  ``--details`` also appends each model's full
@@ -193,7 +193,7 @@ def main(argv=None) -> int:
     if args.train_only:
         return 0
 
-    from silvanforge import bench
+    from silvanforge_bench import bench
 
     batch_sizes = [int(b) for b in args.batch_sizes.split(",")]
     threads = [int(t) for t in args.threads.split(",")]

@@ -225,7 +225,7 @@ def test_saves_from_several_processes_leave_one_whole_artifact(tmp_path):
 
 # ------------------------------------------------------------------ private directories
 def test_cache_directories_are_private_and_checked(tmp_path, monkeypatch):
-    from silvanforge.bench_peers import cache_root
+    from silvanforge_bench.bench_peers import cache_root
     from silvanforge.userdirs import private_dir
 
     made = private_dir(tmp_path / "a" / "b")

@@ -10,8 +10,9 @@ import textwrap
 import numpy as np
 import pytest
 import silvanforge as sf
-from silvanforge import bench, bench_peers, cli
-from silvanforge.bench_peers import lleaves_peer
+from silvanforge import cli
+from silvanforge_bench import bench, bench_peers
+from silvanforge_bench.bench_peers import lleaves_peer
 from silvanforge.errors import InputError
 
 xgb = pytest.importorskip("xgboost")
@@ -433,7 +434,7 @@ def test_time_call_cycles_through_batches():
 
 
 def test_rotation_batches_are_distinct_and_bounded():
-    from silvanforge.bench_peers._timing import ROTATE_BATCHES, ROTATE_BYTES, pool_rows, rotation
+    from silvanforge_bench.bench_peers._timing import ROTATE_BATCHES, ROTATE_BYTES, pool_rows, rotation
 
     X = np.arange(40_000 * 2).reshape(40_000, 2)
     parts = rotation(X, 512)
@@ -447,7 +448,7 @@ def test_rotation_batches_are_distinct_and_bounded():
 
 def test_bench_times_several_batches(tiny_model, monkeypatch):
     """Every engine is timed over the same rotation of different rows."""
-    from silvanforge import bench_peers
+    from silvanforge_bench import bench_peers
 
     seen = {}
     real = bench_peers._timing.time_call

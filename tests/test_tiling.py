@@ -361,7 +361,8 @@ def test_tiled_library_models(quick_cases, n):
 
 # ----------------------------------------------------------------------------- command line
 def test_cli_tile_size(tmp_path, capsys, monkeypatch):
-    from silvanforge import bench, cli
+    from silvanforge import cli
+    from silvanforge_bench import bench
 
     monkeypatch.setenv("COLUMNS", "200")
     xgb = pytest.importorskip("xgboost")

@@ -50,7 +50,7 @@ def explore(model, target: str, batch_size: int, reps: tuple[str, ...] | None = 
     the representations to try (default: every installed one the core walks)."""
     from .. import api
     from ..plugins import registry
-    from ..bench import random_rows
+    from ..testing import random_rows
     from ..loading import load_model
     from ..ir import hir
 

@@ -47,8 +47,9 @@ from .bench_peers import (
     time_call,
 )
 from .bench_peers._timing import pool_rows, rotation
-from .errors import InputError
-from .ir import hir
+from silvanforge.errors import InputError
+from silvanforge.ir import hir
+from silvanforge.testing import random_rows  # noqa: F401 - benchmark scripts import it from here
 
 OURS = "silvanforge"
 OURS_KERNEL = "silvanforge (kernel)"  # GPU targets: the kernels alone, without copies
@@ -188,32 +189,6 @@ def _version(dist: str) -> str | None:
 
 
 # --------------------------------------------------------------------------- inputs and checks
-def random_rows(forest: hir.Forest, n: int, seed: int = 0) -> np.ndarray:
-    """Rows that exercise both sides of the splits: each feature uniform over a little more than
-    the range of its thresholds; features with categorical splits get category codes."""
-    rng = np.random.default_rng(seed)
-    lo = np.full(forest.num_features, np.inf)
-    hi = np.full(forest.num_features, -np.inf)
-    cat_max = np.full(forest.num_features, -1)
-    for t in forest.trees:
-        internal = np.flatnonzero(t.left >= 0)
-        feats = t.feature[internal]
-        thr = np.asarray(t.threshold[internal], dtype=np.float64)
-        finite = np.isfinite(thr)
-        np.minimum.at(lo, feats[finite], thr[finite])
-        np.maximum.at(hi, feats[finite], thr[finite])
-        for node, cats in t.categories.items():
-            f = int(t.feature[node])
-            cat_max[f] = max(cat_max[f], int(cats.max()) if len(cats) else 0)
-    unused = ~np.isfinite(lo)
-    lo[unused], hi[unused] = 0.0, 1.0
-    pad = np.maximum((hi - lo) * 0.1, 1e-3)
-    X = rng.uniform(lo - pad, hi + pad, size=(n, forest.num_features))
-    for f in np.flatnonzero(cat_max >= 0):
-        X[:, f] = rng.integers(0, cat_max[f] + 2, size=n)
-    return X.astype(np.float32 if forest.threshold_dtype == "float32" else np.float64)
-
-
 def _align(ours: np.ndarray, peer) -> np.ndarray:
     """The peer's output in our shape (a binary classifier's (n, 2) becomes column 1)."""
     if isinstance(peer, list) and peer and isinstance(peer[0], dict):  # ONNX ZipMap
@@ -263,7 +238,7 @@ def parse_threads(text: str | None) -> list[int] | None:
     """``"1,2"`` -> [1, 2] (in the order given); ``"all"`` is every usable CPU; None stays None."""
     if text is None:
         return None
-    from .runtime import default_threads
+    from silvanforge.runtime import default_threads
 
     counts: list[int] = []
     for part in str(text).split(","):
@@ -283,7 +258,7 @@ def parse_threads(text: str | None) -> list[int] | None:
 
 
 def _thread_counts(threads) -> list[int]:
-    from .runtime import default_threads
+    from silvanforge.runtime import default_threads
 
     if threads is None:
         return [default_threads()]
@@ -319,11 +294,11 @@ def run_bench(model, batch_sizes=DEFAULT_BATCH_SIZES, threads: int | Sequence[in
     tiled walks (:mod:`silvanforge.tiling`); ``profile``, ``reorder`` and ``pad`` are passed to
     :func:`silvanforge.compile`.
     """
-    from . import api
-    from .loading import load_model
-    from .plugins import registry
-    from .runtime import default_threads
-    from .scheduler import CANNED, Schedule, canned, parse_schedule
+    from silvanforge import api
+    from silvanforge.loading import load_model
+    from silvanforge.plugins import registry
+    from silvanforge.runtime import default_threads
+    from silvanforge.scheduler import CANNED, Schedule, canned, parse_schedule
 
     batch_sizes = sorted({int(b) for b in batch_sizes})
     if not batch_sizes or batch_sizes[0] <= 0:
@@ -477,7 +452,7 @@ def run_bench(model, batch_sizes=DEFAULT_BATCH_SIZES, threads: int | Sequence[in
 
 
 def _detect_format(path: str, reg) -> str:
-    from .errors import ModelFormatError
+    from silvanforge.errors import ModelFormatError
 
     if not os.path.isfile(path):
         raise ModelFormatError(f"model file not found: {path}")

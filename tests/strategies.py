@@ -11,37 +11,12 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import strategies as st
 
-from silvanforge.ir.hir import Aggregation, CategoryRule, Forest, Op, Transform, Tree
+from silvanforge.ir.hir import Aggregation, CategoryRule, Forest, Op, Transform
+from silvanforge.testing import GRID, random_tree, rows_for  # noqa: F401 - the suite's names for them
 
-GRID = np.array([-2.0, -1.0, -0.5, 0.0, 1e-36, 0.5, 1.0, 2.0, 3.0, 70.0])
 
-
-def _tree(rng: np.random.Generator, num_features: int, outputs: tuple[int, ...], max_depth: int,
-          ops: list[int], categorical: bool, zero_missing: bool) -> Tree:
-    left, right, feature, threshold, op, dleft, zmiss, leaf = [], [], [], [], [], [], [], []
-    cats: dict[int, list[int]] = {}
-
-    def new(depth: int) -> int:
-        node = len(left)
-        left.append(-1), right.append(-1), feature.append(-1), threshold.append(0.0)
-        op.append(int(Op.LT)), dleft.append(False), zmiss.append(False)
-        leaf.append(np.round(rng.normal(size=len(outputs)), 3))
-        if depth < max_depth and (depth == 0 or rng.random() < 0.75):
-            feature[node] = int(rng.integers(num_features))
-            threshold[node] = float(rng.choice(GRID))
-            op[node] = int(rng.choice(ops))
-            dleft[node] = bool(rng.random() < 0.5)
-            zmiss[node] = zero_missing and bool(rng.random() < 0.3)
-            if categorical and rng.random() < 0.3:
-                cats[node] = sorted(set(rng.integers(0, 80, size=rng.integers(1, 6)).tolist()))
-            l_child = new(depth + 1)
-            r_child = new(depth + 1)
-            left[node], right[node] = l_child, r_child
-        return node
-
-    new(0)
-    return Tree.from_nodes(left, right, feature, threshold, np.array(leaf), op=op, default_left=dleft,
-                           zero_missing=zmiss, outputs=outputs, categories=cats)
+# One generator of random trees: the conformance kit's (silvanforge.testing).
+_tree = random_tree
 
 
 @st.composite
@@ -72,12 +47,3 @@ def forests(draw, max_trees: int = 12, max_depth: int = 6, max_features: int = 6
         threshold_dtype=dtype, accumulate_dtype=dtype,
         category_rule=draw(st.sampled_from(list(CategoryRule))), source="random",
     )
-
-
-def rows_for(forest: Forest, rng: np.random.Generator, n: int) -> np.ndarray:
-    """Rows mixing grid values (exact ties), random values, NaN, +-inf and fractional categories."""
-    choices = np.concatenate([GRID, [np.nan, np.inf, -np.inf, 2.7, -0.3, 5.0, 64.0, 1e-40, -0.0, 1e-35, -1e-35, 1.5e-35, 1.00000002e-35, -1.00000002e-35]])
-    X = rng.choice(choices, size=(n, forest.num_features))
-    noise = rng.random((n, forest.num_features)) < 0.3
-    X[noise] = rng.normal(scale=3, size=int(noise.sum()))
-    return X

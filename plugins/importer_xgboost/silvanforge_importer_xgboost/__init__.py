@@ -9,52 +9,11 @@ from __future__ import annotations
 
 import sys
 
-from silvanforge import hookimpl
-from silvanforge.errors import UnsupportedModelError  # noqa: F401 - raised by the object readers
+from silvanforge.errors import UnsupportedModelError
+from silvanforge.importing import Format, FormatImporter
 from silvanforge.ir.hir import Forest
 
 from . import xgboost_json
-
-# How error messages name a model that has no file.
-BYTES_NAME = "the model bytes"
-_FORMATS = {"xgboost-json": xgboost_json.load_json, "xgboost-ubjson": xgboost_json.load_ubjson}
-_FROM_BYTES = {"xgboost-json": xgboost_json.loads_json, "xgboost-ubjson": xgboost_json.loads_ubjson}
-_DETECTORS = (("xgboost-json", xgboost_json.detect_json), ("xgboost-ubjson", xgboost_json.detect_ubjson))
-
-
-@hookimpl
-def silvanforge_formats():
-    return list(_FORMATS)
-
-
-@hookimpl
-def silvanforge_detect_format(path, head):
-    for fmt, detect in _DETECTORS:
-        if detect(path, head):
-            return fmt
-    return None
-
-
-@hookimpl
-def silvanforge_import_model(path, fmt):
-    loader = _FORMATS.get(fmt)
-    return None if loader is None else loader(path)
-
-
-@hookimpl
-def silvanforge_import_object(obj):
-    forest = _from_bytes(obj)
-    return forest if forest is not None else _from_object(obj)
-
-
-def _from_bytes(obj):
-    """The forest of raw model bytes in one of this plugin's formats, else None."""
-    if not isinstance(obj, (bytes, bytearray, memoryview)):
-        return None
-    data = bytes(obj)
-    head = data[:4096]
-    fmt = next((fmt for fmt, detect in _DETECTORS if detect(BYTES_NAME, head)), None)
-    return None if fmt is None else _FROM_BYTES[fmt](data, BYTES_NAME)
 
 
 def _labels(estimator) -> list | None:
@@ -90,3 +49,10 @@ def _from_object(obj) -> Forest | None:
     if labels is not None:
         forest.class_labels = labels
     return forest
+
+
+# The plugin object the entry point names: the hooks over this table (silvanforge.importing).
+plugin = FormatImporter({
+    "xgboost-json": Format(xgboost_json.detect_json, xgboost_json.load_json, xgboost_json.loads_json),
+    "xgboost-ubjson": Format(xgboost_json.detect_ubjson, xgboost_json.load_ubjson, xgboost_json.loads_ubjson),
+}, from_object=_from_object)

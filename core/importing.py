@@ -18,11 +18,25 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 
+import os
+
 from . import hookimpl
+from .errors import ModelFormatError
 from .ir.hir import Forest
 
 # How error messages name a model that has no file.
 BYTES_NAME = "the model bytes"
+
+
+def read_model_file(path, what: str = "model") -> bytes:
+    """The bytes of the model file at ``path``; a file that cannot be read is a ModelFormatError
+    naming it and the reason (``what``: "LightGBM model", ...)."""
+    path = os.fspath(path)
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except OSError as exc:
+        raise ModelFormatError(f"{path}: cannot read the {what} ({exc.strerror or exc})") from None
 
 
 @dataclasses.dataclass(frozen=True)

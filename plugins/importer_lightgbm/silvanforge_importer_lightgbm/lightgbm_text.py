@@ -47,6 +47,7 @@ import re
 import numpy as np
 
 from silvanforge.errors import ModelFormatError, UnsupportedModelError
+from silvanforge.importing import read_model_file
 from silvanforge.ir.hir import Aggregation, CategoryRule, Forest, Op, Transform, Tree
 
 # LightGBM's kZeroThreshold is the float literal 1e-35f stored in a double.
@@ -116,13 +117,7 @@ def detect(path, head) -> bool:
 
 def load(path) -> Forest:
     """Import the LightGBM text model at ``path``."""
-    path = os.fspath(path)
-    try:
-        with open(path, "rb") as f:
-            data = f.read()
-    except OSError as exc:
-        raise ModelFormatError(f"{path}: cannot read the LightGBM model ({exc.strerror or exc})") from exc
-    return loads(data, path)
+    return loads(read_model_file(path, "LightGBM model"), os.fspath(path))
 
 
 def loads(data: bytes | str, name: str = "the model") -> Forest:

@@ -52,6 +52,7 @@ import os
 
 import numpy as np
 from silvanforge.errors import ModelFormatError, SilvanForgeError, UnsupportedModelError
+from silvanforge.importing import read_model_file
 from silvanforge.ir.hir import Aggregation, CategoryRule, Forest, Op, Transform, Tree
 
 _ENSEMBLE_OPS = ("TreeEnsembleRegressor", "TreeEnsembleClassifier", "TreeEnsemble")
@@ -135,13 +136,7 @@ def detect(path, head) -> bool:
 # ----------------------------------------------------------------------------- loading
 def load(path) -> Forest:
     """Import the ONNX tree ensemble at ``path``."""
-    path = os.fspath(path)
-    try:
-        with open(path, "rb") as f:
-            data = f.read()
-    except OSError as exc:
-        raise ModelFormatError(f"{path}: cannot read the ONNX model ({exc.strerror or exc})") from exc
-    return loads(data, path)
+    return loads(read_model_file(path, "ONNX model"), os.fspath(path))
 
 
 def loads(data: bytes, path: str = "the model") -> Forest:

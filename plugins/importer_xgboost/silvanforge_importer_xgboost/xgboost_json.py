@@ -42,6 +42,7 @@ import re
 
 import numpy as np
 from silvanforge.errors import ModelFormatError, UnsupportedModelError
+from silvanforge.importing import read_model_file
 from silvanforge.ir.hir import Aggregation, CategoryRule, Forest, Op, Transform, Tree
 
 from . import ubjson
@@ -158,11 +159,7 @@ def loads_ubjson(raw: bytes, path: str = "the model") -> Forest:
 
 
 def _read(path: str) -> bytes:
-    try:
-        with open(path, "rb") as f:
-            raw = f.read()
-    except OSError as exc:
-        raise ModelFormatError(f"{path}: cannot read the model file: {exc.strerror or exc}") from None
+    raw = read_model_file(path, "XGBoost model")
     if not raw:
         raise ModelFormatError(f"{path}: the file is empty")
     return raw

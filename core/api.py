@@ -30,8 +30,8 @@ from .scheduler.canned import peel_groups
 # while it at most doubles the nodes (docs/benchmarks.md measures what it buys).
 PAD_LIMIT = 2.0
 PAD_LIMIT_SMALL, PAD_SMALL_BYTES = 8.0, 4 << 20
-# Measured on the CPU (docs/benchmarks.md): sparse walks beat array walks, which load a tree
-# offset at every step; array and reorg stay available by name.
+
+
 def choose_representation(forest: hir.Forest, target_kind: str = "cpu", batch_size: int | None = None,
                           walks_only: bool = False) -> str:
     """The cheapest representation for ``forest`` by the installed plugins' own estimates
@@ -40,7 +40,8 @@ def choose_representation(forest: hir.Forest, target_kind: str = "cpu", batch_si
     reg = registry()
     reps = reg.representations()
     if not reps:
-        raise PluginError("no representation plugin is installed (pip install silvanforge-rep-sparse)")
+        raise PluginError("no representation plugin is installed (pip install -r requirements.txt "
+                          "installs the shipped ones; forge plugins lists what is found)")
     costs = sorted((ns, rep) for rep, ns, _ in reg.rep_costs(forest, target_kind, batch_size)
                    if ns is not None and rep in reps and not (walks_only and reg.rep_kind(rep) != "walk"))
     if costs:

@@ -206,22 +206,33 @@ def _used_features(forest: hir.Forest) -> list[int]:
 def _bin_counts(forest: hir.Forest) -> np.ndarray:
     """Per used feature (:func:`_used_features`), how many distinct thresholds its numeric
     nodes have (an upper bound of the narrow form's bins: ``<=`` splits move to the next value)."""
-    parts = [np.stack([t.feature[m], t.threshold[m].astype(forest.threshold_dtype).astype(np.float64)])
-             for t in forest.trees for m in [(t.left >= 0) & ~t.categorical_mask()]]
-    pairs = np.concatenate(parts, axis=1) if parts else np.zeros((2, 0))
-    features = np.unique(pairs, axis=1)[0] if pairs.size else np.zeros(0)
-    return np.unique(features, return_counts=True)[1]
+    numeric = [(t.left >= 0) & ~t.categorical_mask() for t in forest.trees]
+    feature = np.concatenate([t.feature[m] for t, m in zip(forest.trees, numeric)] or [np.zeros(0, np.int64)])
+    value = np.concatenate([t.threshold[m].astype(forest.threshold_dtype) for t, m in zip(forest.trees, numeric)]
+                           or [np.zeros(0)])
+    order = np.lexsort((value, feature))  # a sort, not np.unique(axis=1): 10x faster on 250k nodes
+    f, v = feature[order], value[order]
+    distinct = np.ones(len(f), bool)
+    distinct[1:] = (f[1:] != f[:-1]) | (v[1:] != v[:-1])
+    return np.unique(f[distinct], return_counts=True)[1]
 
 
 def narrow_form(forest: hir.Forest, lanes: int) -> bool:
     """Whether :func:`lower` takes the narrow form (:data:`NARROW_WORD`): for wide blocks (most
     nodes looped; expanded 8-lane blocks gained nothing), where every feature's thresholds
     fit 16-bit bins."""
+    return _narrow_bins(forest, lanes) is not None
+
+
+def _narrow_bins(forest: hir.Forest, lanes: int) -> np.ndarray | None:
+    """:func:`_bin_counts` where the narrow form is taken (:func:`narrow_form`), else None."""
+    if lanes <= LANES:
+        return None
     counts = _bin_counts(forest)
     # ``<=`` and ``<`` splits at one value make two bins: twice the distinct values bounds them.
     most = 2 * int(counts.max(initial=0))
     table = len(counts) * 2**most.bit_length() * np.dtype(forest.threshold_dtype).itemsize
-    return lanes > LANES and most <= NARROW_MAX_BINS and table <= NARROW_MAX_BIN_BYTES
+    return counts if most <= NARROW_MAX_BINS and table <= NARROW_MAX_BIN_BYTES else None
 
 
 def choose_form(forest: hir.Forest, batch_size: int | None = None) -> tuple[int, np.ndarray]:
@@ -256,8 +267,8 @@ def estimate_ns(forest: hir.Forest, batch_size: int | None = None) -> float:
     looped_ns = LOOPED_NODE_NS if lanes == LANES else WIDE_LOOPED_NODE_NS[lanes]
     used = len(_used_features(forest)) + len(_nan_split_features(forest))
     looped = looped_ns * nodes[~expanded].sum() + LOOPED_TREE_NS * (~expanded).sum()
-    if narrow_form(forest, lanes):
-        counts = _bin_counts(forest)
+    counts = _narrow_bins(forest, lanes)
+    if counts is not None:
         categorical = sum(int(forest.trees[k].categorical_mask().sum()) for k in np.flatnonzero(~expanded))
         looped = (NARROW_LOOPED_NODE_NS * nodes[~expanded].sum() + NARROW_CATEGORICAL_EXTRA_NS * categorical
                   + BIN_STEP_NS * len(counts) * int(counts.max(initial=0)).bit_length())

@@ -348,7 +348,7 @@ def plugins():
                       escape(rec.version), escape(", ".join(rec.provides)) or "-", status)
     out.print(table)
     if not reg.records:
-        out.print("no plugins found: pip install ./plugins/importer_xgboost ./plugins/rep_array "
+        out.print("no plugins found: pip install ./plugins/importers/xgboost ./plugins/rep_array "
                   "./plugins/target_cpu (see README)")
 
     commands = Table(title="commands added by plugins", title_justify="left", box=box.SIMPLE_HEAD)

@@ -1,7 +1,7 @@
 """SilvanForge's LightGBM importer: model text files, and LightGBM boosters and estimators held
 in memory (``model_to_string()``, read like a file).
 
-Installable alone (``pip install ./plugins/importer_lightgbm``): it needs neither lightgbm, which
+Installable alone (``pip install ./plugins/importers/lightgbm``): it needs neither lightgbm, which
 a model file does not, nor the other formats' libraries.
 """
 

@@ -1,7 +1,7 @@
 """SilvanForge's XGBoost importer: JSON and UBJSON model files, and XGBoost boosters and
 estimators held in memory (saved to JSON by XGBoost itself, then read like a file).
 
-Installable alone (``pip install ./plugins/importer_xgboost``): it needs neither xgboost, which
+Installable alone (``pip install ./plugins/importers/xgboost``): it needs neither xgboost, which
 a model file does not, nor the other formats' libraries.
 """
 

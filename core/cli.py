@@ -465,7 +465,12 @@ def tune_command(
 def _plugin_commands() -> None:
     """Commands other distributions add (entry-point group ``silvanforge.commands``: a name and a
     typer command function), such as ``forge bench`` from silvanforge-bench.  One that fails to
-    load is left out; ``forge plugins`` lists it with the error."""
+    load is left out; ``forge plugins`` lists it with the error.  Added when ``main`` first runs,
+    not at import: a command module imports this one for its option builders."""
+    global _commands_added
+    if _commands_added:
+        return
+    _commands_added = True
     from importlib import metadata
 
     for ep in metadata.entry_points(group=COMMANDS_GROUP):
@@ -477,7 +482,7 @@ def _plugin_commands() -> None:
 
 
 COMMANDS_GROUP = "silvanforge.commands"
-_plugin_commands()
+_commands_added = False
 
 _invocation: list[str] = ["forge"]  # the command line being run, for `bench --markdown`
 
@@ -500,6 +505,7 @@ def main(argv: list[str] | None = None) -> int:
     """
     global _invocation
     _invocation = ["forge", *(sys.argv[1:] if argv is None else argv)]
+    _plugin_commands()
     command = typer.main.get_command(app)
     try:
         rv = command.main(args=argv, prog_name="forge", standalone_mode=False)

@@ -227,3 +227,15 @@ def test_a_representation_of_unknown_kind_is_a_plugin_error(extra_reps):
     extra_reps(_program_rep("odd", 1.0, kind="other"))
     with pytest.raises(PluginError, match="representation 'odd' says it is of kind 'other'"):
         sf.compile(make_forest(seed=3), rep="odd")
+
+
+def test_plugin_commands_are_added_whatever_is_imported_first():
+    """`forge bench` comes from silvanforge-bench's entry point; its module imports the CLI for
+    the option builders, so importing it first must not lose the command (fresh process)."""
+    import subprocess
+
+    code = ("import silvanforge_bench.cli\nfrom silvanforge import cli\n"
+            "import sys\nsys.exit(cli.main(['--help']))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "bench" in out.stdout

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 import silvanforge as sf
 from silvanforge import InputError, reference
-from silvanforge_rep_bitvector import bitvector
+from silvanforge_rep_bitvector import bitvector, masktables
 from silvanforge.ir import hir
 from silvanforge.ir.hir import Aggregation, CategoryRule, Forest, Op, Transform, Tree
 from strategies import _tree, forests, rows_for
@@ -40,12 +40,21 @@ def small_forests(draw):
                   threshold_dtype=dtype, accumulate_dtype=dtype, source="random")
 
 
-@pytest.fixture(params=["expanded", "looped", "mixed", "looped-float", "expanded-narrow"])
+@pytest.fixture(autouse=True)
+def node_forms(monkeypatch):
+    """The node forms unless a test asks for the mask-table form (its tests are below)."""
+    monkeypatch.setattr(bitvector, "MASK_TABLES", False)
+
+
+@pytest.fixture(params=["expanded", "looped", "mixed", "looped-float", "expanded-narrow", "mask-tables"])
 def form(request, monkeypatch):
     """The forms of the program: every node as code, loops over node tables for every tree, or
     the smallest trees as code (up to 40 nodes) and loops for the rest; the narrow form (bins
     and 32-bit words) where it is chosen (wide blocks), refused (``-float``) or forced
-    (``-narrow``)."""
+    (``-narrow``); the mask-table form (:mod:`.masktables`) wherever it can run."""
+    monkeypatch.setattr(bitvector, "MASK_TABLES", request.param == "mask-tables")
+    if request.param == "mask-tables":
+        return request.param
     shape, _, words = request.param.partition("-")
     budget = {"expanded": 10**9, "looped": -1, "mixed": 40}[shape]
     monkeypatch.setattr(bitvector, "EXPAND_NODES", budget)
@@ -56,6 +65,10 @@ def form(request, monkeypatch):
 
 def _check_form(cf, forest, form):
     lir_text = cf.show("lir")
+    tables = form == "mask-tables" and masktables.unsupported(forest) is None
+    assert ("form=mask-tables" in lir_text) == tables, lir_text[:300]
+    if form == "mask-tables":
+        return
     shape, _, words = form.partition("-")
     if shape != "mixed":
         assert f"{shape}={forest.num_trees}" in lir_text, lir_text[:300]
@@ -544,3 +557,96 @@ def test_narrow_form_is_taken_for_wide_blocks_where_bins_fit(monkeypatch):
     monkeypatch.setattr(bitvector, "NARROW_MAX_BINS", 2**15 - 1)
     monkeypatch.setattr(bitvector, "NARROW_MAX_BIN_BYTES", 64)
     assert not bitvector.narrow_form(forest, bitvector.WIDE_LANES)
+
+
+# ----------------------------------------------------------------------------- mask tables
+
+
+def _leafwise_forest(trees: int, features: int, depth: int, rng, dtype="float64") -> Forest:
+    built = []
+    for k in range(trees):
+        tree = _full_tree(depth, default_left=bool(k % 2))
+        internal = np.flatnonzero(tree.left >= 0)
+        tree.feature[internal] = rng.integers(0, features, len(internal))
+        tree.threshold[internal] = np.round(rng.normal(size=len(internal)), 1)
+        tree.op[internal] = rng.choice([int(Op.LT), int(Op.LE)], len(internal))
+        tree.default_left[internal] = rng.random(len(internal)) < 0.5
+        tree.leaf_value[:] = rng.normal(size=tree.leaf_value.shape)
+        built.append(tree)
+    return Forest(trees=built, num_features=features, threshold_dtype=dtype, accumulate_dtype=dtype)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_mask_table_keys_are_exact_on_every_threshold_and_its_neighbours(dtype, monkeypatch):
+    """Keys: ``<`` and ``<=`` splits at one value, infinite thresholds, both default directions,
+    on rows at every threshold, the values next to it, +-inf, +-MAX and NaN."""
+    monkeypatch.setattr(bitvector, "MASK_TABLES", True)
+    rng = np.random.default_rng(12)
+    values = np.array([-np.inf, -3.0, -0.0, 0.25, 1.0, 1e30, np.inf])
+    forest = _leafwise_forest(12, 6, 5, rng, dtype)
+    for tree in forest.trees:
+        internal = np.flatnonzero(tree.left >= 0)
+        tree.threshold[internal] = rng.choice(values, len(internal))
+    t = np.dtype(dtype).type
+    edges = np.concatenate([values.astype(dtype), np.nextafter(values.astype(dtype), t(np.inf)),
+                            np.nextafter(values.astype(dtype), t(-np.inf)),
+                            [np.finfo(dtype).max, -np.finfo(dtype).max, np.nan]]).astype(dtype)
+    X = rng.choice(edges, size=(700, 6)).astype(dtype)
+    cf = sf.compile(forest, rep="bitvector")
+    assert "form=mask-tables" in cf.show("lir")
+    np.testing.assert_array_equal(cf.predict(X, output_margin=True), reference.predict(forest, X, output_margin=True))
+    assert len(np.unique(cf.predict(X, output_margin=True))) > 20
+
+
+@pytest.mark.parametrize("threads", [1, 3])
+def test_mask_tables_over_several_blocks_and_outputs(threads, monkeypatch):
+    """Rows past one block (blocks made small), three outputs, every tree with 256 leaves."""
+    monkeypatch.setattr(bitvector, "MASK_TABLES", True)
+    monkeypatch.setattr(masktables, "BLOCK_ROWS", 256)
+    rng = np.random.default_rng(13)
+    forest = _leafwise_forest(9, 4, 8, rng)
+    for k, tree in enumerate(forest.trees):
+        tree.outputs = (k % 3,)
+    forest.num_outputs = 3
+    forest.base_score = np.array([0.5, -1.0, 2.0])
+    X = rows_for(forest, rng, 1300)
+    cf = sf.compile(forest, rep="bitvector")
+    assert "block=256" in cf.show("lir")
+    np.testing.assert_array_equal(cf.predict(X, output_margin=True, threads=threads),
+                                  reference.predict(forest, X, output_margin=True))
+
+
+def test_mask_tables_are_chosen_for_large_trees_over_few_features(monkeypatch):
+    """The form goes where its cost says: 256-leaf trees over 4 features, not 32-leaf trees, not
+    256-leaf trees over 40 features; never with categorical splits or too many outputs."""
+    monkeypatch.setattr(bitvector, "MASK_TABLES", None)
+    rng = np.random.default_rng(14)
+    assert bitvector.mask_tables_form(_leafwise_forest(40, 4, 8, rng), 4096)
+    assert not bitvector.mask_tables_form(_leafwise_forest(40, 4, 5, rng), 4096)
+    assert not bitvector.mask_tables_form(_leafwise_forest(40, 40, 8, rng), 4096)
+    assert masktables.unsupported(_forest(category_rule=CategoryRule.LIGHTGBM, categorical=True)) is not None
+    many = _leafwise_forest(4, 4, 3, rng)
+    many.num_outputs = 10000
+    assert "too many" in masktables.unsupported(many)
+
+
+def test_leafwise_lightgbm_takes_mask_tables_and_agrees(tmp_path, monkeypatch):
+    """A leaf-wise LightGBM model of 255 leaves over 5 features (taxi-shaped, NaN in training
+    and in the rows): the default compile takes the mask-table form, equal to the reference and
+    to LightGBM's predictions."""
+    lgb = pytest.importorskip("lightgbm")
+    monkeypatch.setattr(bitvector, "MASK_TABLES", None)
+    monkeypatch.setattr(bitvector, "AUTO_CHOOSE", True)
+    rng = np.random.default_rng(15)
+    X = rng.normal(size=(20000, 5))
+    y = np.sin(3 * X[:, 0]) + X[:, 1] * X[:, 2] + np.abs(X[:, 3]) + 0.1 * rng.normal(size=len(X))
+    X[rng.random(X.shape) < 0.1] = np.nan
+    booster = lgb.train({"objective": "regression", "num_leaves": 255, "min_data_in_leaf": 5,
+                         "verbose": -1, "seed": 1}, lgb.Dataset(X, y), 30)
+    booster.save_model(tmp_path / "m.txt")
+    cf = sf.compile(tmp_path / "m.txt", batch_size=4096)
+    assert cf.rep == "bitvector" and "form=mask-tables" in cf.show("lir")
+    Xt = rng.normal(size=(3000, 5))
+    Xt[rng.random(Xt.shape) < 0.1] = np.nan
+    np.testing.assert_array_equal(cf.predict(Xt), reference.predict(cf.forest, Xt))
+    np.testing.assert_allclose(cf.predict(Xt), booster.predict(Xt), rtol=1e-12, atol=1e-12)

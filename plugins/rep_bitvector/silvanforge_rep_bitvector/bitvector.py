@@ -45,6 +45,8 @@ from silvanforge.walkcost import WALK_STEP_NS, walk_estimate_ns
 from silvanforge.ir.lir import (Assign, Bin, Buffer, Builder, Cast, Clz, Cmp, Extract, For, Gather, If,
                      Load, Select, Store, Var, Vector)
 
+from . import masktables
+
 NAME = "bitvector"
 WORD = 64
 MAX_WORDS = 4
@@ -180,6 +182,9 @@ MAX_CATEGORY_TABLE_BYTES = 64 * 2**20
 
 # Whether the CPU default may choose it (the walk tests switch it off to test walks by default).
 AUTO_CHOOSE = True
+# The mask-table form (:mod:`.masktables`): None takes it where estimated cheaper, True wherever
+# it can run, False never (tests force each).
+MASK_TABLES: bool | None = None
 
 
 def node_count(forest: hir.Forest) -> int:
@@ -259,9 +264,24 @@ def expanded_trees(forest: hir.Forest, batch_size: int | None = None) -> np.ndar
     return choose_form(forest, batch_size)[1]
 
 
+def mask_tables_form(forest: hir.Forest, batch_size: int | None = None) -> bool:
+    """Whether :func:`lower` takes the mask-table form (:mod:`.masktables`): where it can run and
+    is estimated cheaper than the node forms (or forced by :data:`MASK_TABLES`)."""
+    if MASK_TABLES is False or masktables.unsupported(forest) is not None:
+        return False
+    return bool(MASK_TABLES) or masktables.estimate_ns(forest, batch_size) < _node_forms_ns(forest, batch_size)
+
+
 def estimate_ns(forest: hir.Forest, batch_size: int | None = None) -> float:
-    """Estimated ns a row of this forest's bitvector kernel (as :func:`lower` builds it); a
-    batch smaller than a block pays for the whole block."""
+    """Estimated ns a row of this forest's bitvector kernel (as :func:`lower` builds it)."""
+    if mask_tables_form(forest, batch_size):
+        return masktables.estimate_ns(forest, batch_size)
+    return _node_forms_ns(forest, batch_size)
+
+
+def _node_forms_ns(forest: hir.Forest, batch_size: int | None = None) -> float:
+    """Estimated ns a row of the node forms (expanded, looped, narrow); a batch smaller than a
+    block pays for the whole block."""
     nodes = _tree_nodes(forest)
     lanes, expanded = choose_form(forest, batch_size)
     looped_ns = LOOPED_NODE_NS if lanes == LANES else WIDE_LOOPED_NODE_NS[lanes]
@@ -1043,6 +1063,8 @@ def lower(forest: hir.Forest, expand: bool | None = None, batch_size: int | None
     why = unsupported(forest)
     if why is not None:
         raise ValueError(f"bitvector evaluation cannot run this model: {why}")
+    if expand is None and narrow is None and mask_tables_form(forest, batch_size):
+        return masktables.lower(forest, batch_size)
     lanes, expanded = choose_form(forest, batch_size)
     if narrow is None:
         narrow = narrow_form(forest, lanes)

@@ -269,7 +269,7 @@ def mask_tables_form(forest: hir.Forest, batch_size: int | None = None) -> bool:
     is estimated cheaper than the node forms (or forced by :data:`MASK_TABLES`)."""
     if MASK_TABLES is False or masktables.unsupported(forest) is not None:
         return False
-    return bool(MASK_TABLES) or masktables.estimate_ns(forest, batch_size) < _node_forms_ns(forest, batch_size)
+    return bool(MASK_TABLES) or bool(masktables.estimate_ns(forest, batch_size) < _node_forms_ns(forest, batch_size))
 
 
 def estimate_ns(forest: hir.Forest, batch_size: int | None = None) -> float:

@@ -29,6 +29,8 @@ more than :data:`MAX_KEYS` thresholds, use the other forms.
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from silvanforge.ir import hir, lir
@@ -55,59 +57,76 @@ MAX_BLOCK_BYTES = 64 * 1024
 TREE_NS, ENTRY_NS, LINE_NS, MISS_CAP_NS, KEY_STEP_NS = 1.0, 0.6, 9.0, 3.2, 0.6
 
 
-def unsupported(forest: hir.Forest) -> str | None:
-    """Why this form cannot run the forest (beyond :func:`.bitvector.unsupported`), or None."""
-    for k, t in enumerate(forest.trees):
-        if t.categories:
-            return f"tree {k} has categorical splits"
-    counts = _threshold_counts(forest)
-    if not len(counts):
-        return "it has no numeric splits"
-    if counts.max(initial=0) > MAX_KEYS:
-        return f"a feature has more than {MAX_KEYS} distinct thresholds"
-    if block_rows(forest) < MIN_BLOCK_ROWS:
-        return "its features or outputs are too many for blocks of rows on the stack"
-    return None
+@dataclasses.dataclass
+class _Shape:
+    """What the choice needs, from one pass over the nodes: per used feature (sorted) its
+    distinct ``x >= g`` thresholds; the most features a tree reads; internal nodes."""
+
+    thresholds: dict[int, np.ndarray]
+    entries: int
+    nodes: int
+
+    @property
+    def counts(self) -> np.ndarray:
+        return np.array([len(v) for v in self.thresholds.values()], np.int64)
 
 
-def block_rows(forest: hir.Forest) -> int:
-    """Rows a block: :data:`BLOCK_ROWS`, fewer where their keys (2 bytes a used feature) or sums
-    would pass :data:`MAX_BLOCK_BYTES`."""
-    used = max(1, len(_threshold_counts(forest)))
-    sums = forest.num_outputs * np.dtype(forest.accumulate_dtype).itemsize
-    fit = min(BLOCK_ROWS, MAX_BLOCK_BYTES // (2 * used), MAX_BLOCK_BYTES // sums)
-    return 1 << (max(1, fit).bit_length() - 1)
-
-
-def _ge_thresholds(forest: hir.Forest, t: hir.Tree, internal: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The ``internal`` nodes' thresholds as ``x >= g`` (goes right), and which nodes no number
-    reaches (``x <= +inf``)."""
+def _shape(forest: hir.Forest) -> _Shape:
     dtype = np.dtype(forest.threshold_dtype)
-    g = t.threshold[internal].astype(dtype)
-    le = t.op[internal] == int(Op.LE)
+    internal = [t.left >= 0 for t in forest.trees]
+    feature = np.concatenate([t.feature[m] for t, m in zip(forest.trees, internal)] or [np.zeros(0, np.int32)])
+    thr = np.concatenate([t.threshold[m] for t, m in zip(forest.trees, internal)] or [np.zeros(0)]).astype(dtype)
+    op = np.concatenate([t.op[m] for t, m in zip(forest.trees, internal)] or [np.zeros(0, np.uint8)])
+    tree = np.repeat(np.arange(forest.num_trees), [int(m.sum()) for m in internal])
+    g, never = _as_ge(thr, op, dtype)
+    f, v = feature[~never].astype(np.int64), g[~never]
+    order = np.lexsort((v, f))
+    f, v = f[order], v[order]
+    new = np.ones(len(f), bool)
+    new[1:] = (f[1:] != f[:-1]) | (v[1:] != v[:-1])
+    used, starts = np.unique(f[new], return_index=True)
+    distinct = v[new]
+    bounds = list(starts) + [len(distinct)]
+    thresholds = {int(u): distinct[bounds[k]:bounds[k + 1]] for k, u in enumerate(used)}
+    pairs = np.unique(tree.astype(np.int64) * (forest.num_features + 1) + feature)
+    entries = int(np.bincount(pairs // (forest.num_features + 1)).max(initial=0)) if len(pairs) else 0
+    return _Shape(thresholds, entries, len(feature))
+
+
+def _as_ge(thr: np.ndarray, op: np.ndarray, dtype: np.dtype) -> tuple[np.ndarray, np.ndarray]:
+    """Thresholds (of ``dtype``) as ``x >= g`` (goes right), and which nodes no number reaches
+    (``x <= +inf``)."""
+    g = thr.astype(dtype)
+    le = op == int(Op.LE)
     never = le & (g == np.inf)
     with np.errstate(over="ignore"):
         g[le] = np.nextafter(g[le], dtype.type(np.inf))
     return g, never
 
 
-def _thresholds(forest: hir.Forest) -> dict[int, np.ndarray]:
-    """Per feature a numeric split reads: its distinct ``x >= g`` thresholds, sorted."""
-    parts: dict[int, list] = {}
-    for t in forest.trees:
-        internal = np.flatnonzero(t.left >= 0)
-        g, never = _ge_thresholds(forest, t, internal)
-        for f in np.unique(t.feature[internal]):
-            parts.setdefault(int(f), []).append(g[(t.feature[internal] == f) & ~never])
-    return {f: np.unique(np.concatenate(p)) for f, p in sorted(parts.items())}
+def unsupported(forest: hir.Forest, shape: _Shape | None = None) -> str | None:
+    """Why this form cannot run the forest (beyond :func:`.bitvector.unsupported`), or None."""
+    for k, t in enumerate(forest.trees):
+        if t.categories:
+            return f"tree {k} has categorical splits"
+    shape = shape or _shape(forest)
+    counts = shape.counts
+    if not len(counts):
+        return "it has no numeric splits"
+    if counts.max(initial=0) > MAX_KEYS:
+        return f"a feature has more than {MAX_KEYS} distinct thresholds"
+    if block_rows(forest, shape) < MIN_BLOCK_ROWS:
+        return "its features or outputs are too many for blocks of rows on the stack"
+    return None
 
 
-def _threshold_counts(forest: hir.Forest) -> np.ndarray:
-    return np.array([len(v) for v in _thresholds(forest).values()], np.int64)
-
-
-def _entries_a_tree(forest: hir.Forest) -> int:
-    return max((len(np.unique(t.feature[t.left >= 0])) for t in forest.trees), default=0)
+def block_rows(forest: hir.Forest, shape: _Shape | None = None) -> int:
+    """Rows a block: :data:`BLOCK_ROWS`, fewer where their keys (2 bytes a used feature) or sums
+    would pass :data:`MAX_BLOCK_BYTES`."""
+    used = max(1, len((shape or _shape(forest)).thresholds))
+    sums = forest.num_outputs * np.dtype(forest.accumulate_dtype).itemsize
+    fit = min(BLOCK_ROWS, MAX_BLOCK_BYTES // (2 * used), MAX_BLOCK_BYTES // sums)
+    return 1 << (max(1, fit).bit_length() - 1)
 
 
 def words(forest: hir.Forest) -> int:
@@ -116,20 +135,23 @@ def words(forest: hir.Forest) -> int:
     return 1 << (w - 1).bit_length()  # a power of two: one vector
 
 
-def estimate_ns(forest: hir.Forest, batch_size: int | None = None) -> float:
+def choose(forest: hir.Forest, batch_size: int | None = None) -> float | None:
+    """:func:`estimate_ns`, or None where the form cannot run: one pass over the nodes."""
+    shape = _shape(forest)
+    return None if unsupported(forest, shape) is not None else estimate_ns(forest, batch_size, shape)
+
+
+def estimate_ns(forest: hir.Forest, batch_size: int | None = None, shape: _Shape | None = None) -> float:
     """Estimated ns a row of this form's kernel (:data:`TREE_NS` and the others)."""
-    counts = _threshold_counts(forest)
+    shape = shape or _shape(forest)
+    counts = shape.counts
     steps = int(counts.max(initial=0) + 1).bit_length()
-    W, F = words(forest), _entries_a_tree(forest)
+    W, F = words(forest), shape.entries
     keys = int(counts.max(initial=0)) + 2
-    lines = (F * keys * 2 + (_node_count(forest) / forest.num_trees + 2 * F) * W * 8) / 64
-    rows = min(block_rows(forest), batch_size or BLOCK_ROWS)
+    lines = (F * keys * 2 + (shape.nodes / forest.num_trees + 2 * F) * W * 8) / 64
+    rows = min(block_rows(forest, shape), batch_size or BLOCK_ROWS)
     per_tree = TREE_NS + ENTRY_NS * F + min(MISS_CAP_NS, LINE_NS * lines / rows)
     return forest.num_trees * per_tree + KEY_STEP_NS * steps * len(counts)
-
-
-def _node_count(forest: hir.Forest) -> int:
-    return sum(int((t.left >= 0).sum()) for t in forest.trees)
 
 
 def tables(forest: hir.Forest) -> dict[str, np.ndarray]:
@@ -139,7 +161,8 @@ def tables(forest: hir.Forest) -> dict[str, np.ndarray]:
     leaf order, each tree's first leaf and output, the base scores."""
     from .bitvector import _leaf_spans, _left_masks
 
-    by_feature = _thresholds(forest)
+    shape = _shape(forest)
+    by_feature = shape.thresholds
     used = list(by_feature)
     slot = {f: u for u, f in enumerate(used)}
     counts = np.array([len(by_feature[f]) for f in used], np.int64)
@@ -149,7 +172,7 @@ def tables(forest: hir.Forest) -> dict[str, np.ndarray]:
     for u, f in enumerate(used):
         search[u, :counts[u]] = by_feature[f]
     keys = int(counts.max(initial=0)) + 2
-    F = max(1, _entries_a_tree(forest))
+    F = max(1, shape.entries)
     W = words(forest)
     ones = np.full(W, -1, np.int64)
     masks = []
@@ -166,7 +189,7 @@ def tables(forest: hir.Forest) -> dict[str, np.ndarray]:
         leaf_base.append(base)
         base += len(leaves)
         internal = np.flatnonzero(t.left >= 0)
-        g, never = _ge_thresholds(forest, t, internal)
+        g, never = _as_ge(t.threshold[internal], t.op[internal], np.dtype(forest.threshold_dtype))
         mask_start.append(rows * W)
         masks.append(ones[None, :])  # the padding entries' row
         rows += 1

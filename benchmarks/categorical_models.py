@@ -11,7 +11,9 @@ Data sets (synthetic, one tenth of the numeric values missing):
   the target depends mostly on the categories, so most splits are categorical.
 - insurance: 15 features, 5 categorical of 5-25 levels and 10 numeric.
 - taxi: 5 numeric features, a smooth target: leaf-wise trees grow 16-39 deep; taxiclean: the
-  same without missing values (no NaN-or-not splits: the walks read split rows).
+  same without missing values (no NaN-or-not splits: the walks read split rows); taxizone: taxi
+  with a pickup zone of 30 levels and a small effect (some trees split on it, most do not: the
+  per-tree choice of forms).
 Models: LightGBM (100 and 1000 trees, 31 and 255 leaves, leaf-wise, no depth limit) and XGBoost
 hist with ``enable_categorical`` (pandas categoricals, depth 8).  ``--only`` takes model names.
 """
@@ -32,6 +34,7 @@ MODELS = {
     "lgb_taxi_100x31": ("taxi", "lightgbm", 100, 31),
     "lgb_taxi_1000x255": ("taxi", "lightgbm", 1000, 255),
     "lgb_taxiclean_100x255": ("taxiclean", "lightgbm", 100, 255),
+    "lgb_taxizone_1000x255": ("taxizone", "lightgbm", 1000, 255),
     "xgb_flight_100": ("flight", "xgboost", 100, 0),
     "xgb_insurance_300": ("insurance", "xgboost", 300, 0),
 }
@@ -68,13 +71,16 @@ def dataset(name: str, rows: int, seed: int = 0):
         effect = {c: rng.normal(0, 1, k) for c, k in levels.items()}
         mean = sum(effect[c][cols[c]] for c in levels) + cols["num0"] * cols["num1"] + np.abs(cols["num2"])
         y = rng.gamma(2.0, np.exp(0.3 * mean) / 2.0)  # claim amounts: skewed, positive
-    elif name in ("taxi", "taxiclean"):
-        levels = {}
+    elif name in ("taxi", "taxiclean", "taxizone"):
+        levels = {"zone": 30} if name == "taxizone" else {}
         cols["pickup_x"], cols["pickup_y"] = rng.normal(0, 1, rows), rng.normal(0, 1, rows)
         cols["dropoff_x"], cols["dropoff_y"] = rng.normal(0, 1, rows), rng.normal(0, 1, rows)
         cols["hour"] = rng.uniform(0, 24, rows)
         dist = np.hypot(cols["pickup_x"] - cols["dropoff_x"], cols["pickup_y"] - cols["dropoff_y"])
         y = 3 + 7 * dist * (1 + 0.3 * np.sin(cols["hour"] / 24 * 2 * np.pi)) + rng.normal(0, 0.5, rows)
+        if levels:
+            cols["zone"] = rng.integers(0, 30, rows)
+            y = y + 0.3 * rng.normal(0, 1, 30)[cols["zone"]]
     else:
         raise ValueError(f"unknown data set {name!r}")
     frame = pd.DataFrame(cols)
@@ -87,7 +93,8 @@ def dataset(name: str, rows: int, seed: int = 0):
 
 
 def task_of(data: str) -> str:
-    return {"flight": "binary", "insurance": "regression", "taxi": "regression", "taxiclean": "regression"}[data]
+    return {"flight": "binary", "insurance": "regression", "taxi": "regression", "taxiclean": "regression",
+            "taxizone": "regression"}[data]
 
 
 def train(name: str, path: Path, rows: int) -> None:

@@ -161,8 +161,11 @@ def lower(model, target: str = "cpu", rep: str | None = None, schedule=None,
     """
     check_tile_size(tile_size)
     tile_size = int(tile_size)
-    model_forest = model if isinstance(model, hir.Forest) else load_model(model)
-    hir.verify(model_forest)
+    if isinstance(model, hir.Forest):
+        model_forest = model
+        hir.verify(model_forest)
+    else:
+        model_forest = load_model(model)  # verified as it loads
     if target not in registry().targets():
         registry().check_target(target)  # raises: unknown target
     if batch_size is not None and (not isinstance(batch_size, (int, np.integer)) or batch_size <= 0):

@@ -650,3 +650,51 @@ def test_leafwise_lightgbm_takes_mask_tables_and_agrees(tmp_path, monkeypatch):
     Xt[rng.random(Xt.shape) < 0.1] = np.nan
     np.testing.assert_array_equal(cf.predict(Xt), reference.predict(cf.forest, Xt))
     np.testing.assert_allclose(cf.predict(Xt), booster.predict(Xt), rtol=1e-12, atol=1e-12)
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                 HealthCheck.function_scoped_fixture])
+@given(drawn=categorical_forests(), n=st.integers(1, 70), threads=st.sampled_from([1, 3]),
+       seed=st.integers(0, 2**16), budget=st.sampled_from([-1, 40, 10**9]), narrow=st.booleans())
+def test_mask_tables_beside_node_forms_equal_the_reference_exactly(drawn, n, threads, seed, budget, narrow,
+                                                                  monkeypatch):
+    """The mixed form: some numeric trees by mask tables, the rest (categorical ones among them)
+    by the node forms, every tree's leaf summed in model order; any split of the trees, the
+    node trees expanded, looped or both, narrow or not."""
+    forest, top = drawn
+    numeric = np.flatnonzero([not t.categories for t in forest.trees])
+    pick = np.random.default_rng(seed).random(len(numeric)) < 0.5
+    tabled = np.zeros(forest.num_trees, bool)
+    tabled[numeric[pick]] = True
+    if tabled.all() and forest.num_trees > 1:
+        tabled[0] = False
+    monkeypatch.setattr(bitvector, "tabled_trees", lambda forest, batch_size=None: tabled)
+    monkeypatch.setattr(bitvector, "EXPAND_NODES", budget)
+    monkeypatch.setattr(bitvector, "narrow_form", lambda forest, lanes: narrow and lanes > bitvector.LANES)
+    cf = sf.compile(forest, rep="bitvector")
+    assert f"tabled={int(tabled.sum())}" in cf.show("lir") or tabled.all()
+    X = category_rows(forest, np.random.default_rng(n), n, top)
+    np.testing.assert_array_equal(cf.predict(X, output_margin=True, threads=threads),
+                                  reference.predict(forest, X, output_margin=True))
+
+
+def test_mask_tables_with_a_feature_split_only_at_infinity_and_stumps(monkeypatch):
+    """A feature whose every split is ``<= +inf`` (no number goes right, NaN by its default)
+    still has a key, NaN's; a stump among the trees exits at its only leaf."""
+    monkeypatch.setattr(bitvector, "MASK_TABLES", True)
+    rng = np.random.default_rng(16)
+    forest = _leafwise_forest(6, 3, 4, rng)
+    for tree in forest.trees:
+        on = (tree.left >= 0) & (tree.feature == 2)
+        tree.threshold[on], tree.op[on] = np.inf, int(Op.LE)
+        tree.default_left[on] = rng.random(int(on.sum())) < 0.5
+    assert any(((t.left >= 0) & (t.feature == 2)).any() for t in forest.trees)
+    forest.trees.append(Tree(left=np.array([-1], np.int32), right=np.array([-1], np.int32),
+                             feature=np.array([-1], np.int32), threshold=np.zeros(1), op=np.zeros(1, np.uint8),
+                             default_left=np.zeros(1, bool), zero_missing=np.zeros(1, bool),
+                             leaf_value=np.array([[0.75]]), outputs=(0,)))
+    X = rows_for(forest, rng, 300)
+    X[rng.random(X.shape) < 0.3] = np.nan
+    cf = sf.compile(forest, rep="bitvector")
+    assert "form=mask-tables" in cf.show("lir")
+    np.testing.assert_array_equal(cf.predict(X, output_margin=True), reference.predict(forest, X, output_margin=True))

@@ -479,3 +479,28 @@ def test_numbers_lightgbm_reads_otherwise_are_refused(tmp_path, two_trees, spell
     odd, plain = with_leaf(spelling, "odd.txt"), with_leaf(lightgbm_reads, "plain.txt")
     np.testing.assert_array_equal(_lgb_raw(odd, X), _lgb_raw(plain, X))
     assert "leaf_value" in _load_error(odd)
+
+
+_FLOAT_TOKENS = st.one_of(
+    st.floats(allow_nan=False).map(repr), st.floats(allow_nan=False, width=32).map(lambda v: "%.9g" % v),
+    st.sampled_from(["nan", "-nan", "NaN", "inf", "-inf", "+Infinity", "1e309", "-1e-400", ".5", "5.", "+3"]))
+
+
+@settings(max_examples=200, deadline=None)
+@given(tokens=st.lists(_FLOAT_TOKENS, min_size=1, max_size=30))
+def test_number_lists_parse_as_python_does(tokens):
+    """Tree arrays are parsed by NumPy in C: every token as ``float()`` reads it, bit for bit."""
+    from silvanforge_importer_lightgbm.lightgbm_text import _Parser
+
+    parser = _Parser.__new__(_Parser)
+    got = parser.array({"leaf_value": " ".join(tokens)}, "leaf_value", np.float64, len(tokens), "Tree=0")
+    want = np.array([float(t) for t in tokens])
+    number = ~np.isnan(want)  # a NaN's sign means nothing to LightGBM
+    assert np.array_equal(got, want, equal_nan=True) and np.array_equal(np.signbit(got[number]), np.signbit(want[number]))
+
+
+def test_an_integer_past_int64_is_an_error_not_clamped(tmp_path, good_text):
+    m = re.search(r"^split_feature=(.*)$", good_text, re.M)
+    n = len(m.group(1).split())
+    msg = _load_error(_write(tmp_path, _replace_line(good_text, "split_feature", " ".join(["9223372036854775808"] * n))))
+    assert "split_feature" in msg and "Tree=0" in msg

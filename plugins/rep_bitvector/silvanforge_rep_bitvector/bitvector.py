@@ -285,21 +285,63 @@ def expanded_trees(forest: hir.Forest, batch_size: int | None = None) -> np.ndar
 
 
 def mask_tables_form(forest: hir.Forest, batch_size: int | None = None) -> bool:
-    """Whether :func:`lower` takes the mask-table form (:mod:`.masktables`): where it can run and
-    is estimated cheaper than the node forms (or forced by :data:`MASK_TABLES`)."""
+    """Whether :func:`lower` takes the mask-table form (:mod:`.masktables`) for every tree."""
+    return bool(tabled_trees(forest, batch_size).all())
+
+
+# A tree evaluated by mask tables beside node-form trees also writes its exit leaf to scratch,
+# which the node phase reads back: ns a row.
+MIXED_TREE_NS = 0.2
+
+
+def tabled_trees(forest: hir.Forest, batch_size: int | None = None) -> np.ndarray:
+    """Which trees (model order) :func:`lower` evaluates by mask tables: every tree (the
+    mask-table form), some (a mask-table phase, then the node forms for the rest, summed
+    together in model order) or none, by :func:`_choice`'s estimates; :data:`MASK_TABLES` True
+    forces every tree where the form can run, False none."""
+    return _choice(forest, batch_size)[0]
+
+
+def _part(forest: hir.Forest, trees: np.ndarray) -> hir.Forest:
+    return dataclasses.replace(forest, trees=[forest.trees[k] for k in np.flatnonzero(trees)])
+
+
+def _choice(forest: hir.Forest, batch_size: int | None) -> tuple[np.ndarray, float]:
+    """(the trees to evaluate by mask tables, the estimated ns a row).  A tree goes to the
+    tables where its share of their cost (:func:`.masktables.tree_costs_ns`, plus
+    :data:`MIXED_TREE_NS` unless every tree does) is below its narrow looped nodes' cost; the
+    result is kept if estimated cheaper than the node forms for every tree."""
+    none = np.zeros(forest.num_trees, bool)
+    nodes_ns = _node_forms_ns(forest, batch_size)
     if MASK_TABLES is False:
-        return False
-    tables_ns = masktables.choose(forest, batch_size)
-    if tables_ns is None:
-        return False
-    return bool(MASK_TABLES) or bool(tables_ns < _node_forms_ns(forest, batch_size))
+        return none, nodes_ns
+    if MASK_TABLES:
+        tables_ns = masktables.choose(forest, batch_size)
+        return (none, nodes_ns) if tables_ns is None else (~none, tables_ns)
+    numeric = np.array([not t.categories for t in forest.trees])
+    if not numeric.any():
+        return none, nodes_ns
+    candidates = _part(forest, numeric)
+    cost = masktables.tree_costs_ns(candidates, batch_size)
+    nodes = _tree_nodes(candidates)
+    tabled = none.copy()
+    tabled[np.flatnonzero(numeric)] = cost + MIXED_TREE_NS * (~numeric).any() < NARROW_LOOPED_NODE_NS * nodes
+    if tabled.all():
+        tables_ns = masktables.choose(forest, batch_size)
+        return (~none, tables_ns) if tables_ns is not None and tables_ns < nodes_ns else (none, nodes_ns)
+    if not tabled.any():
+        return none, nodes_ns
+    part = _part(forest, tabled)
+    part_ns = masktables.choose(part, batch_size)
+    if part_ns is None:
+        return none, nodes_ns
+    mixed_ns = part_ns + MIXED_TREE_NS * part.num_trees + _node_forms_ns(_part(forest, ~tabled), batch_size)
+    return (tabled, mixed_ns) if mixed_ns < nodes_ns else (none, nodes_ns)
 
 
 def estimate_ns(forest: hir.Forest, batch_size: int | None = None) -> float:
     """Estimated ns a row of this forest's bitvector kernel (as :func:`lower` builds it)."""
-    if mask_tables_form(forest, batch_size):
-        return masktables.estimate_ns(forest, batch_size)
-    return _node_forms_ns(forest, batch_size)
+    return _choice(forest, batch_size)[1]
 
 
 def _node_forms_ns(forest: hir.Forest, batch_size: int | None = None) -> float:
@@ -535,7 +577,7 @@ def _cat_features(forest: hir.Forest, evaluation: list[int], looped_from: int,
 
 
 def _plan(forest: hir.Forest, expanded: np.ndarray | None = None, lanes: int = LANES,
-          narrow: bool = False) -> _Plan:
+          narrow: bool = False, tabled: np.ndarray | None = None) -> _Plan:
     """Every tree's nodes per word, the columns they read and the leaf values in leaf order;
     ``expanded`` (model order; default none) and ``lanes`` decide the chunks of categorical
     decision words (:class:`_Chunk`); ``narrow``: the narrow form (16-bit words, thresholds as
@@ -550,7 +592,10 @@ def _plan(forest: hir.Forest, expanded: np.ndarray | None = None, lanes: int = L
     order = sorted(range(forest.num_trees), key=lambda k: forest.trees[k].outputs[0])  # stable
     if expanded is None:
         expanded = np.zeros(forest.num_trees, bool)
-    evaluation = [k for k in order if expanded[k]] + [k for k in order if not expanded[k]]
+    if tabled is None:
+        tabled = np.zeros(forest.num_trees, bool)
+    # Trees of the mask-table phase (``tabled``) keep their leaves and place in the sum only.
+    evaluation = [k for k in order if expanded[k]] + [k for k in order if not expanded[k] and not tabled[k]]
     cat_bits = NARROW_CAT_WORD if narrow else WORD
     cat_features, cat_table, cat_nodes, chunks = _cat_features(
         forest, evaluation, int(expanded.sum()), max(1, CHUNK_BYTES // (cat_bits // 8 * lanes)), cat_bits)
@@ -563,6 +608,9 @@ def _plan(forest: hir.Forest, expanded: np.ndarray | None = None, lanes: int = L
         tree = _Tree(k, t.outputs[0], leaf_count, [])
         leaf_values.append(t.leaf_value[leaves, 0])
         leaf_count += len(leaves)
+        if tabled[k]:
+            trees.append(tree)
+            continue
         internal = np.flatnonzero((t.left >= 0) & ~t.categorical_mask())
         thr = t.threshold[internal].astype(thr_dtype)
         le = t.op[internal] == int(Op.LE)
@@ -800,14 +848,25 @@ class _Lowering:
         return Assign(ex, Select(Cmp("!=", w, self.splat(0, self.word_e), self.mask_t),
                                  Bin("+", self.leading_zeros(w), word_first), ex))
 
-    def lower(self, expanded: np.ndarray) -> lir.Module:
+    def lower(self, expanded: np.ndarray, tabled: np.ndarray | None = None) -> lir.Module:
+        """``tabled`` (model order): trees a first phase evaluates by mask tables
+        (:func:`.masktables.function`), their exit leaves summed here with the others'."""
         forest, b = self.forest, self.b
         c = Builder.const
         i64, i32 = "i64", "i32"
-        plan = _plan(forest, expanded, self.lanes, self.narrow)
+        tabled = np.zeros(forest.num_trees, bool) if tabled is None else tabled
+        looped = ~expanded & ~tabled
+        plan = _plan(forest, expanded, self.lanes, self.narrow, tabled)
         used, trees, nan_used = plan.used, plan.trees, plan.nan_used
-        for name, data in layout(forest, ~expanded, plan, self.lanes).items():
+        for name, data in layout(forest, looped, plan, self.lanes).items():
             b.buffer(name, data)
+        functions = []
+        if tabled.any():
+            by_slot = {tree.slot: (pos, tree) for pos, tree in enumerate(trees)}
+            picked = np.flatnonzero(tabled)
+            part = dataclasses.replace(forest, trees=[forest.trees[k] for k in picked])
+            functions.append(masktables.function(part, self.buffers, [by_slot[k][1].leaf_base for k in picked]))
+            b.buffer("bv_tabled_position", np.array([by_slot[k][0] for k in picked], np.int32))
         U, N = len(used), len(nan_used)
         columns = 2 * U + N
         if self.narrow:  # bins of up to 255 thresholds are bytes
@@ -857,17 +916,19 @@ class _Lowering:
         self.w2 = b.local("w2", self.word_t) if self.narrow else None
         ex = b.local("ex", self.ex_t)
         self._expanded([(p, t) for p, t in enumerate(trees) if expanded[t.slot]], columns, w, ex)
-        self._looped(w, ex, int((~expanded).sum()))
+        self._looped(w, ex, int(looped.sum()))
+        if tabled.any():
+            self._tabled_exits(lane_rows, int(tabled.sum()))
         self._sum(acc, row0)
         b.pop()
         fn = lir.Function("predict_bitvector", [For(row0, lir.ROW_BEGIN, lir.ROW_END, self.lanes, body)],
                           dict(b.locals), parallel="rows", row_parallel=True)
         module = lir.Module(
-            functions=[fn], buffers=self.buffers, num_features=forest.num_features, num_outputs=C,
+            functions=functions + [fn], buffers=self.buffers, num_features=forest.num_features, num_outputs=C,
             input_type=self.thr_t, output_type=self.acc_t,
             info={"summary": f"rep={NAME} trees={forest.num_trees} nodes={node_count(forest)} outputs={C} "
                              f"lanes={self.lanes} words={self.word_bits}-bit expanded={int(expanded.sum())} "
-                                f"looped={int((~expanded).sum())}",
+                                f"looped={int(looped.sum())} tabled={int(tabled.sum())}",
                   "rep": NAME, "light_optimisation": bool(expanded.any()),
                   **thread_info(round(estimate_ns(forest, self.batch_size) / WALK_STEP_NS))})
         lir.verify(module)
@@ -899,6 +960,17 @@ class _Lowering:
                 Store("bv_x", Bin("*", Bin("+", u, c(U, i64)), c(self.lanes, i64)),
                       Select(is_number, self.splat(0, self.node_e), self.splat(1, self.node_e))),
             ]))
+
+    def _tabled_exits(self, lane_rows: list, count: int) -> None:
+        """The mask-table phase's exit leaves of the block's rows (``mt_exits``, a row's tabled
+        trees in model order) into bv_exit at their trees' places in the sum."""
+        c, i64 = Builder.const, "i64"
+        j = Var("bv_j", i64)
+        rows = self.b.local("tab_rows", self.i64_t, Vector(tuple(Bin("*", r, c(count, i64)) for r in lane_rows)))
+        self.b.emit(For(j, c(0, i64), c(count, i64), 1, [
+            Store("bv_exit", Bin("*", Cast(Load("bv_tabled_position", j, "i32"), i64), c(self.lanes, i64)),
+                  Cast(Gather("mt_exits", Bin("+", rows, Vector((j,) * self.lanes)), lir.vector_type("i32", self.lanes)),
+                       self.i64_t))]))
 
     def _decision_words(self, plan: _Plan, lane_rows: list) -> None:
         """Each categorical feature's table row for the block's lanes (its category, the NaN
@@ -1086,11 +1158,17 @@ def lower(forest: hir.Forest, expand: bool | None = None, batch_size: int | None
     why = unsupported(forest)
     if why is not None:
         raise ValueError(f"bitvector evaluation cannot run this model: {why}")
-    if expand is None and narrow is None and mask_tables_form(forest, batch_size):
-        return masktables.lower(forest, batch_size)
-    lanes, expanded = choose_form(forest, batch_size)
+    tabled = np.zeros(forest.num_trees, bool)
+    if expand is None and narrow is None:
+        tabled = tabled_trees(forest, batch_size)
+        if tabled.all():
+            return masktables.lower(forest, batch_size)
+    nodes_part = _part(forest, ~tabled) if tabled.any() else forest
+    lanes, chosen = choose_form(nodes_part, batch_size)
+    expanded = np.zeros(forest.num_trees, bool)  # the node trees' choice, in model order again
+    expanded[np.flatnonzero(~tabled)] = chosen
     if narrow is None:
         narrow = narrow_form(forest, lanes)
     if expand is not None:
         expanded = np.full(forest.num_trees, bool(expand))
-    return _Lowering(forest, lanes, batch_size, bool(narrow)).lower(expanded)
+    return _Lowering(forest, lanes, batch_size, bool(narrow)).lower(expanded, tabled)

@@ -65,6 +65,7 @@ class _Shape:
     thresholds: dict[int, np.ndarray]
     entries: int
     nodes: int
+    tree_entries: np.ndarray  # features each tree reads
 
     @property
     def counts(self) -> np.ndarray:
@@ -87,10 +88,12 @@ def _shape(forest: hir.Forest) -> _Shape:
     used, starts = np.unique(f[new], return_index=True)
     distinct = v[new]
     bounds = list(starts) + [len(distinct)]
-    thresholds = {int(u): distinct[bounds[k]:bounds[k + 1]] for k, u in enumerate(used)}
+    found = {int(u): distinct[bounds[k]:bounds[k + 1]] for k, u in enumerate(used)}
+    # A feature split only at ``<= +inf`` has no thresholds, but a key still: NaN's.
+    thresholds = {int(u): found.get(int(u), distinct[:0]) for u in np.unique(feature)}
     pairs = np.unique(tree.astype(np.int64) * (forest.num_features + 1) + feature)
-    entries = int(np.bincount(pairs // (forest.num_features + 1)).max(initial=0)) if len(pairs) else 0
-    return _Shape(thresholds, entries, len(feature))
+    tree_entries = np.bincount(pairs // (forest.num_features + 1), minlength=forest.num_trees)
+    return _Shape(thresholds, int(tree_entries.max(initial=0)), len(feature), tree_entries)
 
 
 def _as_ge(thr: np.ndarray, op: np.ndarray, dtype: np.dtype) -> tuple[np.ndarray, np.ndarray]:
@@ -141,6 +144,17 @@ def choose(forest: hir.Forest, batch_size: int | None = None) -> float | None:
     return None if unsupported(forest, shape) is not None else estimate_ns(forest, batch_size, shape)
 
 
+def tree_costs_ns(forest: hir.Forest, batch_size: int | None = None) -> np.ndarray:
+    """Each tree's share of :func:`estimate_ns` (as if it were padded to no other tree's
+    entries): what the per-tree choice of :func:`.bitvector.tabled_trees` compares."""
+    shape = _shape(forest)
+    keys = int(shape.counts.max(initial=0)) + 2
+    nodes = np.array([int((t.left >= 0).sum()) for t in forest.trees], np.int64)
+    lines = (shape.tree_entries * keys * 2 + (nodes + 2 * shape.tree_entries) * words(forest) * 8) / 64
+    rows = min(block_rows(forest, shape), batch_size or BLOCK_ROWS)
+    return TREE_NS + ENTRY_NS * shape.tree_entries + np.minimum(MISS_CAP_NS, LINE_NS * lines / rows)
+
+
 def estimate_ns(forest: hir.Forest, batch_size: int | None = None, shape: _Shape | None = None) -> float:
     """Estimated ns a row of this form's kernel (:data:`TREE_NS` and the others)."""
     shape = shape or _shape(forest)
@@ -163,6 +177,8 @@ def tables(forest: hir.Forest) -> dict[str, np.ndarray]:
 
     shape = _shape(forest)
     by_feature = shape.thresholds
+    if not by_feature:  # stumps only: one feature without thresholds, so padding entries' keys are set
+        by_feature = {0: np.empty(0, forest.threshold_dtype)}
     used = list(by_feature)
     slot = {f: u for u, f in enumerate(used)}
     counts = np.array([len(by_feature[f]) for f in used], np.int64)
@@ -234,19 +250,48 @@ def tables(forest: hir.Forest) -> dict[str, np.ndarray]:
 
 
 def lower(forest: hir.Forest, batch_size: int | None = None) -> lir.Module:
-    """The LIR module of the mask-table form (see the module's docstring)."""
-    c, i64, i32, i16 = Builder.const, "i64", "i32", "i16"
+    """The LIR module of the mask-table form (see the module's docstring): every tree, summed."""
     thr_t = lir.lir_type(forest.threshold_dtype)
     acc_t = lir.lir_type(forest.accumulate_dtype)
     buffers = {"rows": Buffer("rows", thr_t, "input"), "margins": Buffer("margins", acc_t, "output")}
+    fn = function(forest, buffers)
+    module = lir.Module(
+        functions=[fn], buffers=buffers, num_features=forest.num_features, num_outputs=forest.num_outputs,
+        input_type=thr_t, output_type=acc_t,
+        info={"summary": f"rep=bitvector form=mask-tables trees={forest.num_trees} outputs={forest.num_outputs} "
+                         f"entries={_shape(forest).entries} words={words(forest)}x{WORD}-bit "
+                         f"block={block_rows(forest)}",
+              "rep": "bitvector", "light_optimisation": False,
+              **thread_info(round(estimate_ns(forest, batch_size) / WALK_STEP_NS))})
+    lir.verify(module)
+    return module
+
+
+def function(forest: hir.Forest, buffers: dict, exits: np.ndarray | None = None) -> lir.Function:
+    """The phase evaluating every tree of ``forest`` (its model buffers and locals are added to
+    ``buffers``).  ``exits`` None: each row's margins, summed in model order from the base
+    scores.  Else the trees are some of a larger forest's (:func:`.bitvector.lower`'s mixed
+    form): ``exits[k]`` is tree ``k``'s first leaf in that forest's leaf array, and the phase
+    writes each tree's exit leaf there, as an i32, to the scratch buffer ``mt_exits`` (a row's
+    trees in order), for the other phase to sum with its own trees'."""
+    c, i64, i32, i16 = Builder.const, "i64", "i32", "i16"
+    thr_t = lir.lir_type(forest.threshold_dtype)
+    acc_t = lir.lir_type(forest.accumulate_dtype)
     b = Builder(buffers)
     data = tables(forest)
     steps, width, keys, F, W = (int(v) for v in data.pop("_steps"))
+    if exits is not None:
+        data["mt_leaf_base"] = np.asarray(exits, np.int32).reshape(forest.num_trees)
+        for unused in ("mt_leaf", "mt_output", "mt_base"):
+            del data[unused]
     for name, array in data.items():
         b.buffer(name, array)
     U, C, T, R = len(data["mt_used"]), forest.num_outputs, forest.num_trees, block_rows(forest)
     buffers["mt_key"] = Buffer("mt_key", i16, "local", size=max(1, U) * R)
-    buffers["mt_acc"] = Buffer("mt_acc", acc_t, "local", size=R * C)
+    if exits is None:
+        buffers["mt_acc"] = Buffer("mt_acc", acc_t, "local", size=R * C)
+    else:
+        buffers["mt_exits"] = Buffer("mt_exits", i32, "scratch", per_row=T, fill=None)
     buffers["mt_exit"] = Buffer("mt_exit", i64, "local", size=MAX_WORDS)
     row0, r, u, t, o = (b.local(n, i64) for n in ("r0", "r", "u", "t", "o"))
     n = b.local("n", i64)
@@ -269,8 +314,9 @@ def lower(forest: hir.Forest, batch_size: int | None = None) -> lir.Module:
         Assign(feature, Cast(Load("mt_used", u, i32), i64)),
         For(r, c(0, i64), n, 1, search)]))
 
-    body.append(For(r, c(0, i64), n, 1, [
-        For(o, c(0, i64), c(C, i64), 1, [Store("mt_acc", Bin("+", Bin("*", r, c(C, i64)), o), Load("mt_base", o, acc_t))])]))
+    if exits is None:
+        body.append(For(r, c(0, i64), n, 1, [
+            For(o, c(0, i64), c(C, i64), 1, [Store("mt_acc", Bin("+", Bin("*", r, c(C, i64)), o), Load("mt_base", o, acc_t))])]))
 
     # Trees, rows inner: each entry's key row and key-map start are hoisted out of the rows.
     vec_t = lir.vector_type(i64, W) if W > 1 else i64
@@ -284,8 +330,9 @@ def lower(forest: hir.Forest, batch_size: int | None = None) -> lir.Module:
         tree_head.append(Assign(key_at[j], Cast(Load("mt_feat", Bin("+", Bin("*", t, c(F, i64)), c(j, i64)), i32), i64)))
     mask0 = b.local("mb", i64)
     tree_head += [Assign(mask0, Cast(Load("mt_mask_start", t, i32), i64)),
-                  Assign(leaf0, Cast(Load("mt_leaf_base", t, i32), i64)),
-                  Assign(out, Cast(Load("mt_output", t, i32), i64))]
+                  Assign(leaf0, Cast(Load("mt_leaf_base", t, i32), i64))]
+    if exits is None:
+        tree_head.append(Assign(out, Cast(Load("mt_output", t, i32), i64)))
     # The next tree's tables, a cache line a row (measured 1.25-1.45x faster on 256-512 rows of
     # taxi 1000x255): its rows pick lines at random, which no
     # hardware prefetcher follows (the tables of 1000 trees are read from L3).
@@ -319,22 +366,17 @@ def lower(forest: hir.Forest, batch_size: int | None = None) -> lir.Module:
         starts = lir.Vector(tuple(c(WORD * w, i64) for w in range(W)))
         row.append(Store("mt_exit", c(0, i64), Bin("+", Clz(m), starts)))
         row.append(Assign(ex, Load("mt_exit", first, i64)))
-    at = Bin("+", Bin("*", r, c(C, i64)), out)
-    row.append(Store("mt_acc", at, Bin("+", Load("mt_acc", at, acc_t), Load("mt_leaf", Bin("+", leaf0, ex), acc_t))))
+    if exits is None:
+        at = Bin("+", Bin("*", r, c(C, i64)), out)
+        row.append(Store("mt_acc", at, Bin("+", Load("mt_acc", at, acc_t), Load("mt_leaf", Bin("+", leaf0, ex), acc_t))))
+    else:
+        row.append(Store("mt_exits", Bin("+", Bin("*", Bin("+", row0, r), c(T, i64)), t), Cast(Bin("+", leaf0, ex), i32)))
     body.append(For(t, c(0, i64), c(T, i64), 1, tree_head + [For(r, c(0, i64), n, 1, row)]))
 
-    body.append(For(r, c(0, i64), n, 1, [
-        For(o, c(0, i64), c(C, i64), 1, [
-            Store("margins", Bin("+", Bin("*", Bin("+", row0, r), c(C, i64)), o),
-                  Load("mt_acc", Bin("+", Bin("*", r, c(C, i64)), o), acc_t))])]))
-    fn = lir.Function("predict_mask_tables", [For(row0, lir.ROW_BEGIN, lir.ROW_END, R, body)],
-                      dict(b.locals), parallel="rows", row_parallel=True)
-    module = lir.Module(
-        functions=[fn], buffers=buffers, num_features=forest.num_features, num_outputs=C,
-        input_type=thr_t, output_type=acc_t,
-        info={"summary": f"rep=bitvector form=mask-tables trees={T} outputs={C} entries={F} "
-                         f"words={W}x{WORD}-bit block={R}",
-              "rep": "bitvector", "light_optimisation": False,
-              **thread_info(round(estimate_ns(forest, batch_size) / WALK_STEP_NS))})
-    lir.verify(module)
-    return module
+    if exits is None:
+        body.append(For(r, c(0, i64), n, 1, [
+            For(o, c(0, i64), c(C, i64), 1, [
+                Store("margins", Bin("+", Bin("*", Bin("+", row0, r), c(C, i64)), o),
+                      Load("mt_acc", Bin("+", Bin("*", r, c(C, i64)), o), acc_t))])]))
+    return lir.Function("predict_mask_tables", [For(row0, lir.ROW_BEGIN, lir.ROW_END, R, body)],
+                        dict(b.locals), parallel="rows", row_parallel=True)

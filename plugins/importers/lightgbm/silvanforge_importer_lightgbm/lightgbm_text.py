@@ -67,6 +67,7 @@ _FLOAT = re.compile(r"[+-]?(?:(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|n
                     re.IGNORECASE)
 # Whole space-separated lists of them, checked in one match (a match per token took half of a
 # 1000-tree 255-leaf model's load).
+_LONG_INT = re.compile(r"[0-9]{19}")
 _INT_LIST = re.compile(rf" *(?:{_INT.pattern})(?: +(?:{_INT.pattern}))* *")
 _FLOAT_LIST = re.compile(rf" *(?:{_FLOAT.pattern})(?: +(?:{_FLOAT.pattern}))* *", re.IGNORECASE)
 _PLAIN_FLOAT = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
@@ -397,16 +398,17 @@ class _Parser:
     def array(self, block, key, dtype, length, where):
         if key not in block:
             self.fail(f"{where}: missing '{key}=' (truncated file?)")
-        tokens = [t for t in block[key].split(" ") if t]  # LightGBM splits on spaces only
-        if (_INT_LIST if dtype is np.int64 else _FLOAT_LIST).fullmatch(block[key]):
-            try:  # NumPy parses as float() and int() do; an int64 overflow is reported below
-                arr = np.array(tokens, dtype=dtype)
-            except OverflowError:
-                arr = None
-            if arr is not None:
-                if length is not None and len(arr) != length:
-                    self.fail(f"{where}: '{key}' has {len(arr)} entries, expected {length} (truncated file?)")
-                return arr
+        text = block[key]
+        # A list the pattern matches is parsed by NumPy in C, as float() and int() do (checked
+        # in the tests); an integer of 19 digits or more may not fit int64 (NumPy would clamp
+        # it), so it takes the checked path below.
+        if (_INT_LIST if dtype is np.int64 else _FLOAT_LIST).fullmatch(text) and not (
+                dtype is np.int64 and _LONG_INT.search(text)):
+            arr = np.fromstring(text, dtype=dtype, sep=" ")
+            if length is not None and len(arr) != length:
+                self.fail(f"{where}: '{key}' has {len(arr)} entries, expected {length} (truncated file?)")
+            return arr
+        tokens = [t for t in text.split(" ") if t]  # LightGBM splits on spaces only
         pattern = _INT if dtype is np.int64 else _FLOAT
         bad = next((t for t in tokens if not pattern.fullmatch(t)
                     or (dtype is np.int64 and not -2**63 <= int(t) < 2**63)), None)

@@ -668,7 +668,7 @@ def test_mask_tables_beside_node_forms_equal_the_reference_exactly(drawn, n, thr
     tabled[numeric[pick]] = True
     if tabled.all() and forest.num_trees > 1:
         tabled[0] = False
-    monkeypatch.setattr(bitvector, "tabled_trees", lambda forest, batch_size=None: tabled)
+    monkeypatch.setattr(bitvector, "_choice", lambda forest, batch_size=None: (tabled, 100.0))
     monkeypatch.setattr(bitvector, "EXPAND_NODES", budget)
     monkeypatch.setattr(bitvector, "narrow_form", lambda forest, lanes: narrow and lanes > bitvector.LANES)
     cf = sf.compile(forest, rep="bitvector")
@@ -698,3 +698,30 @@ def test_mask_tables_with_a_feature_split_only_at_infinity_and_stumps(monkeypatc
     cf = sf.compile(forest, rep="bitvector")
     assert "form=mask-tables" in cf.show("lir")
     np.testing.assert_array_equal(cf.predict(X, output_margin=True), reference.predict(forest, X, output_margin=True))
+
+
+def _one_word_masks(first, last, word, bits):
+    """A word's masks the plain way: the reference of the all-words computation."""
+    lo, hi = np.maximum(first, word * bits), np.minimum(last, (word + 1) * bits)
+    hit = lo < hi
+    cleared = []
+    for a, b in zip(lo[hit].tolist(), hi[hit].tolist()):
+        ones = ((1 << (b - a)) - 1) << ((word + 1) * bits - b)
+        value = ~ones & ((1 << bits) - 1)
+        cleared.append(value - (1 << bits) if value >= 1 << (bits - 1) else value)
+    return hit, np.array(cleared, np.int64)
+
+
+@settings(max_examples=300, deadline=None)
+@given(leaves=st.integers(1, 256), bits=st.sampled_from([64, 32, 16]), seed=st.integers(0, 2**16))
+def test_left_masks_of_every_word_at_once_equal_a_word_at_a_time(leaves, bits, seed):
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(0, 20))
+    first = rng.integers(0, leaves, n)
+    last = np.minimum(leaves, first + rng.integers(1, leaves + 1, n))
+    words = -(-leaves // bits)
+    hits, masks = bitvector._all_left_masks(first, last, words, bits)
+    for w in range(words):
+        hit, mask = _one_word_masks(first, last, w, bits)
+        np.testing.assert_array_equal(hits[w], hit)
+        np.testing.assert_array_equal(masks[w][hit], mask)

@@ -504,3 +504,17 @@ def test_an_integer_past_int64_is_an_error_not_clamped(tmp_path, good_text):
     n = len(m.group(1).split())
     msg = _load_error(_write(tmp_path, _replace_line(good_text, "split_feature", " ".join(["9223372036854775808"] * n))))
     assert "split_feature" in msg and "Tree=0" in msg
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=st.text(alphabet=st.sampled_from(list("ab= 1\r\n\v\x1c") + ["é"]), max_size=40))
+def test_lines_end_where_lightgbm_ends_them(text):
+    """Lines end at \\n, \\r\\n and \\r only, each with its byte offset (the fast path through
+    str.splitlines agrees with the one that matches line ends one by one)."""
+    from silvanforge_importer_lightgbm.lightgbm_text import _split_lines
+
+    offsets, lines = _split_lines(text)
+    pieces = re.split(r"(\r\n|\r|\n)", text)
+    assert lines == pieces[0::2]
+    ends = pieces[1::2] + [""]
+    assert offsets == [sum(len((l + e).encode()) for l, e in zip(lines[:k], ends[:k])) for k in range(len(lines))]

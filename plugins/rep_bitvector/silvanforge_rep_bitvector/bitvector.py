@@ -489,16 +489,19 @@ def _leaf_spans(forest: hir.Forest) -> list[tuple[np.ndarray, np.ndarray, np.nda
     return spans
 
 
-def _left_masks(first: np.ndarray, last: np.ndarray, word: int, bits: int = WORD) -> tuple[np.ndarray, np.ndarray]:
-    """For nodes whose left leaves are positions [first, last): which of them have leaves in
-    ``word`` (of ``bits`` bits), and the mask clearing those (signed, ``bits`` wide, as int64)."""
-    lo, hi = np.maximum(first, word * bits), np.minimum(last, (word + 1) * bits)
+def _all_left_masks(first: np.ndarray, last: np.ndarray, words: int, bits: int = WORD) -> tuple[np.ndarray, np.ndarray]:
+    """For nodes whose left leaves are positions [first, last), per word of ``bits`` bits (0 to
+    ``words - 1``): which have leaves in it (``hit``) and the mask clearing those (signed,
+    ``bits`` wide, as int64; -1 where not hit).  (words, nodes) arrays, every word in one numpy
+    pass (a pass a word took a sixth of a 1000-tree model's lowering)."""
+    starts = np.arange(words, dtype=np.int64)[:, None] * bits
+    lo, hi = np.maximum(first[None, :], starts), np.minimum(last[None, :], starts + bits)
     hit = lo < hi
-    lo, hi = lo[hit], hi[hit]
-    width = (hi - lo).astype(np.uint64)
+    hi = np.where(hit, hi, starts + bits)
+    width = np.where(hit, hi - lo, 0).astype(np.uint64)
     with np.errstate(over="ignore"):
         ones = np.where(width == WORD, ~np.uint64(0), (np.uint64(1) << (width % np.uint64(WORD))) - np.uint64(1))
-    cleared = ~(ones << ((word + 1) * bits - hi).astype(np.uint64))
+    cleared = ~(ones << (starts + bits - hi).astype(np.uint64))
     if bits == WORD:
         return hit, cleared.view(np.int64)
     cleared = (cleared & np.uint64((1 << bits) - 1)).astype(np.int64)
@@ -629,9 +632,9 @@ def _plan(forest: hir.Forest, expanded: np.ndarray | None = None, lanes: int = L
         columns = np.concatenate([cols, ccols])
         thresholds = np.concatenate([thr, np.zeros(len(cnodes), thr_dtype)])
         bits = np.concatenate([np.zeros(len(internal), np.int64), cbits])
-        for w in range(-(-len(leaves) // word_bits)):
-            hit, mask = _left_masks(first[t.left[nodes]], last[t.left[nodes]], w, word_bits)
-            tree.words.append(_Word(columns[hit], thresholds[hit], mask, bits[hit]))
+        hits, masks = _all_left_masks(first[t.left[nodes]], last[t.left[nodes]], -(-len(leaves) // word_bits), word_bits)
+        for hit, mask in zip(hits, masks):
+            tree.words.append(_Word(columns[hit], thresholds[hit], mask[hit], bits[hit]))
         trees.append(tree)
     leaf_values = np.concatenate(leaf_values) if leaf_values else np.zeros(0)
     plan = _Plan(used, trees, leaf_values.astype(forest.accumulate_dtype), nan_used,
@@ -848,9 +851,11 @@ class _Lowering:
         return Assign(ex, Select(Cmp("!=", w, self.splat(0, self.word_e), self.mask_t),
                                  Bin("+", self.leading_zeros(w), word_first), ex))
 
-    def lower(self, expanded: np.ndarray, tabled: np.ndarray | None = None) -> lir.Module:
+    def lower(self, expanded: np.ndarray, tabled: np.ndarray | None = None,
+              estimate: float | None = None) -> lir.Module:
         """``tabled`` (model order): trees a first phase evaluates by mask tables
-        (:func:`.masktables.function`), their exit leaves summed here with the others'."""
+        (:func:`.masktables.function`), their exit leaves summed here with the others';
+        ``estimate``: :func:`estimate_ns` where the caller has it."""
         forest, b = self.forest, self.b
         c = Builder.const
         i64, i32 = "i64", "i32"
@@ -930,7 +935,7 @@ class _Lowering:
                              f"lanes={self.lanes} words={self.word_bits}-bit expanded={int(expanded.sum())} "
                                 f"looped={int(looped.sum())} tabled={int(tabled.sum())}",
                   "rep": NAME, "light_optimisation": bool(expanded.any()),
-                  **thread_info(round(estimate_ns(forest, self.batch_size) / WALK_STEP_NS))})
+                  **thread_info(round((estimate or estimate_ns(forest, self.batch_size)) / WALK_STEP_NS))})
         lir.verify(module)
         return module
 
@@ -1158,9 +1163,9 @@ def lower(forest: hir.Forest, expand: bool | None = None, batch_size: int | None
     why = unsupported(forest)
     if why is not None:
         raise ValueError(f"bitvector evaluation cannot run this model: {why}")
-    tabled = np.zeros(forest.num_trees, bool)
+    tabled, estimate = np.zeros(forest.num_trees, bool), None
     if expand is None and narrow is None:
-        tabled = tabled_trees(forest, batch_size)
+        tabled, estimate = _choice(forest, batch_size)
         if tabled.all():
             return masktables.lower(forest, batch_size)
     nodes_part = _part(forest, ~tabled) if tabled.any() else forest
@@ -1171,4 +1176,4 @@ def lower(forest: hir.Forest, expand: bool | None = None, batch_size: int | None
         narrow = narrow_form(forest, lanes)
     if expand is not None:
         expanded = np.full(forest.num_trees, bool(expand))
-    return _Lowering(forest, lanes, batch_size, bool(narrow)).lower(expanded, tabled)
+    return _Lowering(forest, lanes, batch_size, bool(narrow)).lower(expanded, tabled, estimate)

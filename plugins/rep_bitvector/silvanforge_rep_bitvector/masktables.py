@@ -173,7 +173,7 @@ def tables(forest: hir.Forest) -> dict[str, np.ndarray]:
     NaN key; per tree, ``F`` entries (its features, padded with entries whose every key maps to
     the all-ones mask) of feature slot and key map; the masks (row 0 all ones), the leaves in
     leaf order, each tree's first leaf and output, the base scores."""
-    from .bitvector import _leaf_spans, _left_masks
+    from .bitvector import _all_left_masks, _leaf_spans
 
     shape = _shape(forest)
     by_feature = shape.thresholds
@@ -209,10 +209,8 @@ def tables(forest: hir.Forest) -> dict[str, np.ndarray]:
         mask_start.append(rows * W)
         masks.append(ones[None, :])  # the padding entries' row
         rows += 1
-        clear = np.full((len(internal), W), -1, np.int64)
-        for w in range(W):
-            hit, mask = _left_masks(first[t.left[internal]], last[t.left[internal]], w)
-            clear[hit, w] = mask
+        hits, masks_w = _all_left_masks(first[t.left[internal]], last[t.left[internal]], W)
+        clear = np.where(hits, masks_w, -1).T  # (nodes, words)
         for j, f in enumerate(np.unique(t.feature[internal])):
             on = t.feature[internal] == f
             u = slot[int(f)]

@@ -42,6 +42,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import itertools
 import re
 
 import numpy as np
@@ -67,15 +68,27 @@ _FLOAT = re.compile(r"[+-]?(?:(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|n
                     re.IGNORECASE)
 # Whole space-separated lists of them, checked in one match (a match per token took half of a
 # 1000-tree 255-leaf model's load).
-_LONG_INT = re.compile(r"[0-9]{19}")
+_I64 = np.iinfo(np.int64)
 _INT_LIST = re.compile(rf" *(?:{_INT.pattern})(?: +(?:{_INT.pattern}))* *")
 _FLOAT_LIST = re.compile(rf" *(?:{_FLOAT.pattern})(?: +(?:{_FLOAT.pattern}))* *", re.IGNORECASE)
 _PLAIN_FLOAT = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 _EOL = re.compile(r"\r\n|\r|\n")
+_OTHER_EOL = "\v\f\x1c\x1d\x1e"  # str.splitlines' other line ends in ASCII
 
 
 def _split_lines(text: str) -> tuple[list[int], list[str]]:
     """LightGBM's lines (ending at \\n, \\r\\n or \\r) and the byte offset each starts at."""
+    if text.isascii() and not any(c in text for c in _OTHER_EOL):  # a scan in C each
+        # str.splitlines (in C) ends lines where LightGBM does when no other line boundary of
+        # Python's is in the text; ASCII: a character is a byte.
+        ended = text.splitlines(keepends=True)
+        offsets = list(itertools.accumulate((len(line) for line in ended), initial=0))
+        lines = [line.rstrip("\r\n") for line in ended]
+        if text and text[-1] not in "\r\n":
+            offsets.pop()  # the last line has no end: no line after it
+        else:
+            lines.append("")
+        return offsets, lines
     offsets, lines = [], []
     pos = at = 0
     while True:
@@ -400,11 +413,14 @@ class _Parser:
             self.fail(f"{where}: missing '{key}=' (truncated file?)")
         text = block[key]
         # A list the pattern matches is parsed by NumPy in C, as float() and int() do (checked
-        # in the tests); an integer of 19 digits or more may not fit int64 (NumPy would clamp
-        # it), so it takes the checked path below.
-        if (_INT_LIST if dtype is np.int64 else _FLOAT_LIST).fullmatch(text) and not (
-                dtype is np.int64 and _LONG_INT.search(text)):
+        # in the tests); NumPy clamps an integer past int64 to its limits, so a list reaching
+        # them takes the checked path below.
+        arr = None
+        if (_INT_LIST if dtype is np.int64 else _FLOAT_LIST).fullmatch(text):
             arr = np.fromstring(text, dtype=dtype, sep=" ")
+            if dtype is np.int64 and len(arr) and (arr.max() == _I64.max or arr.min() == _I64.min):
+                arr = None
+        if arr is not None:
             if length is not None and len(arr) != length:
                 self.fail(f"{where}: '{key}' has {len(arr)} entries, expected {length} (truncated file?)")
             return arr

@@ -48,4 +48,4 @@ def silvanforge_rep_program(rep, forest, target_kind, batch_size):
     if why is not None:
         raise InputError(f"the {NAME} representation cannot run this model: {why}")
     # Looked up at call time: tests count lowerings by replacing bitvector.lower.
-    return bitvector.lower(forest, batch_size=None if batch_size is None else int(batch_size))
+    return bitvector.lower(forest, batch_size=None if batch_size is None else int(batch_size), checked=True)

@@ -258,7 +258,7 @@ class CompiledForest:
         self.compile_seconds = compile_seconds
         # The lean path of small requests (see predict), where the kernel offers one.
         small = getattr(kernel, "small_calls", None)
-        self._small = small(SMALL_ROWS) if small is not None else None
+        self._small = small(SMALL_ROWS, forest.transform) if small is not None else None
         self._small_dtype = np.dtype(getattr(kernel, "input_dtype", np.float32))
 
     def _lowered(self) -> None:
@@ -310,10 +310,12 @@ class CompiledForest:
                 and X.flags.c_contiguous and missing != missing:
             # Online scoring, a row or a few per call: no thread split, no scratch, no checks
             # the conditions above have not made.
-            margins = small(X)
             if threads is not None:
                 check_threads(threads)
-            values = margins if output_margin else transforms.apply(self.forest, margins)
+            # The kernel applies the transform itself where it can do so exactly (``applied``).
+            values, applied = small(X, not output_margin)
+            if not (output_margin or applied):
+                values = transforms.apply(self.forest, values)
             return transforms.shape_output(self.forest, values)
         rows = as_rows(X, self.forest, self.kernel.input_dtype)
         if missing == missing:  # not NaN (NaN is what the kernels treat as missing already)

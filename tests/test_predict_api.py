@@ -7,6 +7,8 @@ import zipfile
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import silvanforge as sf
 from silvanforge import reference
@@ -195,7 +197,7 @@ def test_small_requests_take_the_lean_path_and_match_the_reference(forest, optio
     X = rows_for(forest, np.random.default_rng(31), 16).astype(cf.kernel.input_dtype)
     calls = []
     small = cf._small
-    cf._small = lambda rows: calls.append(len(rows)) or small(rows)
+    cf._small = lambda rows, apply=False: calls.append(len(rows)) or small(rows, apply)
     exact = options.get("schedule") != "tree-parallel"
     for k in range(1, 17):
         general = runtime.run_kernel(cf.kernel, X[:k], forest.num_outputs, 1)
@@ -227,3 +229,57 @@ def test_small_requests_take_the_lean_path_and_match_the_reference(forest, optio
     np.testing.assert_array_equal(cf.predict(np.asfortranarray(X[:5])), cf.predict(X[:5]))
     np.testing.assert_allclose(cf.predict(wide), reference.predict(forest, wide), rtol=1e-6)
     assert calls == [5]
+
+
+def _chain_forest(values, dtype: str, transform: Transform) -> Forest:
+    """One tree whose leaf k (rows with x0 = k) holds values[k]: margins chosen row by row."""
+    from silvanforge.ir.hir import Tree
+
+    L = len(values)
+    left = np.full(2 * L - 1, -1, np.int32)
+    right = np.full(2 * L - 1, -1, np.int32)
+    for i in range(L - 1):
+        left[i], right[i] = L - 1 + i, i + 1 if i < L - 2 else 2 * L - 2
+    feature = np.where(left >= 0, 0, -1).astype(np.int32)
+    threshold = np.where(left >= 0, np.arange(2 * L - 1) + 0.5, 0.0)
+    leaf = np.zeros((2 * L - 1, 1))
+    leaf[L - 1:, 0] = values
+    tree = Tree(left=left, right=right, feature=feature, threshold=threshold,
+                op=np.full(2 * L - 1, int(Op.LT), np.uint8), default_left=np.zeros(2 * L - 1, bool),
+                zero_missing=np.zeros(2 * L - 1, bool), leaf_value=leaf, outputs=(0,))
+    return Forest(trees=[tree], num_features=2, num_outputs=1, base_score=np.zeros(1), transform=transform,
+                  threshold_dtype=dtype, accumulate_dtype=dtype, source="random")
+
+
+_MARGINS = st.one_of(st.floats(width=32, allow_nan=False),
+                     st.sampled_from([0.0, -0.0, 88.0, -88.0, 88.8, -104.0, 709.0, -745.0, 1e-45, 3.4e38]))
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(values=st.lists(_MARGINS, min_size=1, max_size=16),
+       transform=st.sampled_from([Transform("sigmoid"), Transform("sigmoid", (("alpha", 0.37),)),
+                                  Transform("exp"), Transform("hinge"), Transform("identity"),
+                                  Transform("sigmoid", (("margin_divisor", 3.0),)), Transform("softmax")]),
+       dtype=st.sampled_from(["float32", "float64"]), rep=st.sampled_from([None, "bitvector"]))
+def test_small_requests_transform_in_the_kernel_as_the_reference_does(values, transform, dtype, rep):
+    """The small-call entry applies identity, hinge and float32 sigmoid / exp in machine code
+    (every margin of the row: overflowing exp, ties at 0, signed zeros), bit for bit the
+    reference's; other transforms and float64 exp are NumPy's after the call."""
+    import warnings
+
+    forest = _chain_forest(values, dtype, transform)
+    cf = sf.compile(forest, rep=rep)
+    X = np.zeros((len(values), 2), cf.kernel.input_dtype)
+    X[:, 0] = np.arange(len(values))
+    applied = []
+    small = cf._small
+    cf._small = lambda rows, apply=False: applied.append(small(rows, apply)[1]) or small(rows, apply)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # overflow in exp is expected and silent, as in the reference
+        got = cf.predict(X)
+    want = reference.predict(forest, X)
+    np.testing.assert_array_equal(got, want)
+    assert np.array_equal(np.signbit(got), np.signbit(want))
+    in_kernel = transform.name in ("identity", "hinge") or (dtype == "float32" and transform.name in ("sigmoid", "exp"))
+    assert applied == [in_kernel and transform.param("margin_divisor", 1.0) == 1.0]
+    np.testing.assert_array_equal(cf.predict(X, output_margin=True), reference.predict(forest, X, output_margin=True))

@@ -120,23 +120,33 @@ class CpuKernel:
             native.lock.release()
         return True
 
-    def small_calls(self, max_rows: int):
-        """A function ``rows -> margins`` for up to ``max_rows`` C-ordered rows of the input
-        dtype, on the calling thread.
+    def small_calls(self, max_rows: int, transform=None):
+        """A function ``(rows, apply) -> (values, applied)`` for up to ``max_rows`` C-ordered
+        rows of the input dtype, on the calling thread: the margins, or where ``apply`` and
+        the entry can (:func:`.small.entry_transform`), the transformed values (``applied``).
 
         A one-row request should cost what the walk costs: the rows are copied into staging
-        arrays of this thread whose addresses, like its scratch and pointer table, are fixed, so
-        a call is one copy in, the phases' foreign calls with fixed arguments, one copy out
-        (the runtime's general path spends ten microseconds on threads and scratch instead)."""
+        arrays of this thread whose addresses, like its scratch and pointer table, are fixed,
+        and one foreign call of two arguments (:mod:`.small`) runs every phase and the
+        transform (the runtime's general path spends ten microseconds on threads and scratch;
+        the phases' own ten-argument calls and the transform in NumPy cost seven)."""
+        from . import small
+
         features, outputs = self.module.num_features, self.module.num_outputs
         # Lanes past the rows may be read (a block is 8-32 lanes): staging has room for them.
         room = max_rows + 64
-        calls = [(fn, phase.parallel == "loop", int(phase.trip)) for fn, phase in zip(self._fns, self.phases)]
+        phases = [(address, int(phase.trip) if phase.parallel == "loop" else 0)
+                  for address, phase in zip(self._addresses, self.phases)]
+        applies = small.entry_transform(transform, self.output_dtype)
+        alpha = transform.param("alpha", 1.0) if applies == "sigmoid" else 1.0
         local = threading.local()
+        lock = threading.Lock()
+        entry = []  # compiled on the first call (milliseconds), shared by every thread
 
         def staging():
             ins = np.zeros((room, features), self.input_dtype)
             out = np.zeros((room, outputs), self.output_dtype)
+            final = np.zeros((room, outputs), self.output_dtype)
             scratch, fills = [], []
             for buf in self.scratch:  # as runtime._scratch lays them out, for ``room`` rows
                 dtype = self.output_dtype if buf.fill is not None else lir.LIR_TO_NUMPY[buf.type]
@@ -146,23 +156,29 @@ class CpuKernel:
                     fills.append((a, buf.per_row, buf.fill))
             ptrs = self._model_ptrs + [a.ctypes.data for a in scratch]
             table = (ctypes.c_void_p * max(1, len(ptrs)))(*ptrs)  # held by the staging: alive
-            st = local.staging = (ins, out, ins.ctypes.data, out.ctypes.data, ctypes.addressof(table),
-                                  fills, (scratch, table))
+            block = np.zeros(4, np.int64)
+            block[[small.INS, small.OUT, small.TABLE, small.FINAL]] = [
+                ins.ctypes.data, out.ctypes.data, ctypes.addressof(table), final.ctypes.data]
+            st = local.staging = (ins, out, final, block.ctypes.data, fills, (scratch, table, block))
             return st
 
-        def call(rows: np.ndarray) -> np.ndarray:
+        def compiled():
+            with lock:
+                if not entry:
+                    entry.append(small.SmallEntry(phases, features, outputs, self.module.output_type,
+                                                  applies, alpha))
+            return entry[0].call
+
+        def call(rows: np.ndarray, apply: bool = False) -> tuple[np.ndarray, bool]:
             st = local.__dict__.get("staging") or staging()
-            ins, out, ins_at, out_at, table, fills, _ = st
+            ins, out, final, block, fills, _ = st
             n = rows.shape[0]
             ins[:n] = rows
             for a, per_row, value in fills:
                 a[:n * per_row] = value
-            for fn, loop, trip in calls:
-                if loop:
-                    fn(ins_at, features, 1, 0, n, 0, trip, n, out_at, table)
-                else:
-                    fn(ins_at, features, 1, 0, n, 0, 0, n, out_at, table)
-            return out[:n].copy()
+            applied = apply and applies is not None and applies != "identity"
+            (entry[0].call if entry else compiled())(block, n, applied)
+            return (final if applied else out)[:n].copy(), apply and applies is not None
 
         return call
 

@@ -1,0 +1,130 @@
+"""The entry of small requests (1-16 rows): one foreign call of two arguments runs every phase
+of a kernel on rows staged by the caller and applies the output transform in machine code.
+
+Why: a ctypes call costs about 0.15 us an argument, so the ten arguments of a phase function
+cost 1.8 us of a 1-row call whose walks take under one; the output transform through NumPy
+(an ``errstate`` and four ufunc calls on one value) cost 5 us more.  The entry takes the
+address of a per-thread block of words (staged rows, margins, pointer table, results) and the
+row count; it is a small module of its own, compiled on a kernel's first small call (a few
+milliseconds), which calls the phase functions at their addresses.
+
+Transforms are computed in machine code only where the result is the reference's
+(:mod:`silvanforge.transforms`) bit for bit: IEEE operations in the accumulation type as NumPy
+does them, and exp only for float32 outputs, evaluated in double and rounded once as the
+reference does (NumPy's float64 exp and the C library's disagree in the last bit of a few
+percent of values; rounded to float32 they agree).  Others are left to NumPy
+(:func:`entry_transform` says which).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import threading
+
+import llvmlite.binding as llvm
+import numpy as np
+from llvmlite import ir
+
+from silvanforge.ir import lir
+
+from .llvm_host import target_machine
+
+# The words of a thread's block (int64 each), in order.
+INS, OUT, TABLE, FINAL = range(4)
+
+
+def entry_transform(transform, output_dtype: np.dtype) -> str | None:
+    """The transform the entry applies itself (``identity``, ``hinge``, float32 ``sigmoid`` and
+    ``exp``), or None where NumPy must (any other, or a margin divisor)."""
+    if transform is None or transform.param("margin_divisor", 1.0) != 1.0:
+        return None
+    name = transform.name
+    if name in ("identity", "hinge"):
+        return name
+    if name in ("sigmoid", "exp") and np.dtype(output_dtype) == np.float32:
+        return name
+    return None
+
+
+_libm_lock = threading.Lock()
+_libm_ready = False
+
+
+def _bind_exp() -> None:
+    """Resolve ``exp`` to the C library's for the JIT (a libcall llvm.exp may become)."""
+    global _libm_ready
+    with _libm_lock:
+        if not _libm_ready:
+            libm = ctypes.CDLL(ctypes.util.find_library("m") or None)
+            llvm.add_symbol("exp", ctypes.cast(libm.exp, ctypes.c_void_p).value)
+            _libm_ready = True
+
+
+def _ir(phases: list[tuple[int, int]], features: int, outputs: int, acc: str,
+        transform: str | None, alpha: float) -> str:
+    """IR of ``entry(i64* block, i64 n, i64 apply)``: every phase ``(address, trip)`` over rows
+    [0, n), then, if ``apply``, the transform of the n x outputs margins into FINAL."""
+    i64, i8p = ir.IntType(64), ir.IntType(8).as_pointer()
+    t = ir.FloatType() if acc == "f32" else ir.DoubleType()
+    mod = ir.Module(name="silvanforge_small")
+    phase_t = ir.FunctionType(ir.VoidType(), [i8p] + [i64] * len(lir.SCALAR_PARAMS) + [i8p, i8p])
+    fn = ir.Function(mod, ir.FunctionType(ir.VoidType(), [i64.as_pointer(), i64, i64]), "silvanforge_small_entry")
+    block, n, apply = fn.args
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    word = [b.load(b.gep(block, [ir.Constant(i64, k)])) for k in range(4)]
+    ins, out, table = (b.inttoptr(word[k], i8p) for k in (INS, OUT, TABLE))
+    zero, one = ir.Constant(i64, 0), ir.Constant(i64, 1)
+    for address, trip in phases:
+        callee = b.inttoptr(ir.Constant(i64, address), phase_t.as_pointer())
+        # rows, row stride, column stride, row_begin, row_end, iter_begin, iter_end, n, out, table
+        b.call(callee, [ins, ir.Constant(i64, features), one, zero, n, zero, ir.Constant(i64, trip), n, out, table])
+    if transform is None or transform == "identity":
+        b.ret_void()
+        return str(mod)
+    loop, done = fn.append_basic_block("transform"), fn.append_basic_block("done")
+    count = b.mul(n, ir.Constant(i64, outputs))
+    start = b.block
+    b.cbranch(b.and_(b.icmp_signed("!=", apply, zero), b.icmp_signed(">", count, zero)), loop, done)
+    b.position_at_end(loop)
+    k = b.phi(i64)
+    k.add_incoming(zero, start)
+    margins = b.bitcast(out, t.as_pointer())
+    final = b.inttoptr(word[FINAL], t.as_pointer())
+    m = b.load(b.gep(margins, [k]))
+    unit = ir.Constant(t, 1.0)
+    if transform == "hinge":  # (m > 0) as a number; NaN is not > 0
+        value = b.select(b.fcmp_ordered(">", m, ir.Constant(t, 0.0)), unit, ir.Constant(t, 0.0))
+    else:
+        double = ir.DoubleType()
+        exp = mod.declare_intrinsic("llvm.exp", [double])
+        # sigmoid: 1 / (1 + exp(-alpha * m)), each operation rounded to float32 as NumPy's are
+        x = m if transform == "exp" else (b.fneg(m) if alpha == 1.0 else b.fmul(ir.Constant(t, -alpha), m))
+        e = b.fptrunc(b.call(exp, [b.fpext(x, double)]), t)
+        value = e if transform == "exp" else b.fdiv(unit, b.fadd(unit, e))
+    b.store(value, b.gep(final, [k]))
+    following = b.add(k, one)
+    k.add_incoming(following, loop)
+    b.cbranch(b.icmp_signed("<", following, count), loop, done)
+    b.position_at_end(done)
+    b.ret_void()
+    return str(mod)
+
+
+class SmallEntry:
+    """The compiled entry of one kernel (kept alive with it)."""
+
+    def __init__(self, phases: list[tuple[int, int]], features: int, outputs: int, acc: str,
+                 transform: str | None, alpha: float):
+        _bind_exp()
+        tm = target_machine()
+        mod = llvm.parse_assembly(_ir(phases, features, outputs, acc, transform, alpha))
+        mod.triple = llvm.get_process_triple()
+        mod.data_layout = str(tm.target_data)
+        mod.verify()
+        pb = llvm.create_pass_builder(tm, llvm.PipelineTuningOptions(speed_level=2))
+        pb.getModulePassManager().run(mod, pb)
+        self._engine = llvm.create_mcjit_compiler(mod, tm)
+        self._engine.finalize_object()
+        address = self._engine.get_function_address("silvanforge_small_entry")
+        self.call = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)(address)

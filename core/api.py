@@ -258,8 +258,11 @@ class CompiledForest:
         self.compile_seconds = compile_seconds
         # The lean path of small requests (see predict), where the kernel offers one.
         small = getattr(kernel, "small_calls", None)
-        self._small = small(SMALL_ROWS, forest.transform) if small is not None else None
+        # transforms.shape_output of this model's margins: (n,) for one column
+        self._flat = forest.num_outputs == 1 and forest.output_shape != "matrix"
+        self._small = small(SMALL_ROWS, forest.transform, self._flat) if small is not None else None
         self._small_dtype = np.dtype(getattr(kernel, "input_dtype", np.float32))
+        self._num_features = forest.num_features
 
     def _lowered(self) -> None:
         if self._lir_module is None:
@@ -305,18 +308,23 @@ class CompiledForest:
             >>> cf.predict(frame[["b", "a", "d", "c"]])             # matched by name  # doctest: +SKIP
         """
         small = self._small
-        if small is not None and type(X) is np.ndarray and X.ndim == 2 and X.shape[0] <= SMALL_ROWS \
-                and X.dtype == self._small_dtype and X.shape[1] == self.forest.num_features \
-                and X.flags.c_contiguous and missing != missing:
-            # Online scoring, a row or a few per call: no thread split, no scratch, no checks
-            # the conditions above have not made.
-            if threads is not None:
-                check_threads(threads)
-            # The kernel applies the transform itself where it can do so exactly (``applied``).
-            values, applied = small(X, not output_margin)
-            if not (output_margin or applied):
-                values = transforms.apply(self.forest, values)
-            return transforms.shape_output(self.forest, values)
+        # (The conditions are ordered and written for speed: a 1-row call takes 3 us in all.
+        # A dtype of the kernel's is NumPy's own instance, so ``is`` tells; any other goes the
+        # general way, which converts it.)
+        if small is not None and type(X) is np.ndarray and X.dtype is self._small_dtype \
+                and missing != missing:
+            shape = X.shape
+            if len(shape) == 2 and shape[0] <= SMALL_ROWS and shape[1] == self._num_features:
+                # Online scoring, a row or a few per call: no thread split, no scratch, no checks
+                # the conditions above have not made.
+                if threads is not None:
+                    check_threads(threads)
+                # The kernel applies the transform itself where it can do so exactly (``applied``).
+                values, applied = small(X, not output_margin)  # shaped as returned if applied
+                if output_margin or applied:
+                    return values
+                margins = values.reshape(-1, 1) if self._flat else values
+                return transforms.shape_output(self.forest, transforms.apply(self.forest, margins))
         rows = as_rows(X, self.forest, self.kernel.input_dtype)
         if missing == missing:  # not NaN (NaN is what the kernels treat as missing already)
             try:

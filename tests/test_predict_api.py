@@ -223,12 +223,17 @@ def test_small_requests_take_the_lean_path_and_match_the_reference(forest, optio
     for t in threads:
         t.join()
     assert errors == []
-    # what the lean path does not take goes the general way, with the same answers
+    # Fortran-ordered and strided rows are staged like C-ordered ones; what the lean path does
+    # not take (another dtype, more rows) goes the general way, with the same answers
     calls.clear()
     wide = X[:5].astype(np.float64) if X.dtype == np.float32 else X[:5].astype(np.float32)
     np.testing.assert_array_equal(cf.predict(np.asfortranarray(X[:5])), cf.predict(X[:5]))
+    np.testing.assert_array_equal(cf.predict(X[:10:2]), cf.predict(X[:10:2].copy()))
     np.testing.assert_allclose(cf.predict(wide), reference.predict(forest, wide), rtol=1e-6)
-    assert calls == [5]
+    assert calls == [5, 5, 5, 5]
+    many = np.concatenate([X, X])
+    np.testing.assert_array_equal(cf.predict(many)[16:], cf.predict(X))
+    assert calls == [5, 5, 5, 5, 16]
 
 
 def _chain_forest(values, dtype: str, transform: Transform) -> Forest:

@@ -139,7 +139,10 @@ class CpuKernel:
         phases = [(address, int(phase.trip) if phase.parallel == "loop" else 0)
                   for address, phase in zip(self._addresses, self.phases)]
         applies = small.entry_transform(transform, self.output_dtype)
-        alpha = transform.param("alpha", 1.0) if applies == "sigmoid" else 1.0
+        guarded = small.guarded_transform(transform, self.output_dtype)
+        alpha = transform.param("alpha", 1.0) if "sigmoid" in (applies, guarded) else 1.0
+        if guarded and abs(alpha) > 1.0:  # the entry's bound on the margins holds for |alpha| <= 1
+            guarded = None
         local = threading.local()
         lock = threading.Lock()
         entry = []  # compiled on the first call (milliseconds), shared by every thread
@@ -171,7 +174,7 @@ class CpuKernel:
             with lock:
                 if not entry:
                     entry.append(small.SmallEntry(phases, features, outputs, self.module.output_type,
-                                                  applies, alpha))
+                                                  applies, alpha, guard=guarded is not None))
             return entry[0].call
 
         def call(rows: np.ndarray, apply: bool = False) -> tuple[np.ndarray, bool]:
@@ -182,6 +185,10 @@ class CpuKernel:
             ins[...] = rows
             for a, per_row, value in fills:
                 a[:n * per_row] = value
+            if guarded and apply:
+                if (entry[0].call if entry else compiled())(block, n, 1):
+                    return small.numpy_transform(guarded, alpha, out, np.empty_like(out)), True
+                return out.copy(), False
             applied = apply and applies is not None and applies != "identity"
             (entry[0].call if entry else compiled())(block, n, applied)
             return (final if applied else out).copy(), apply and applies is not None

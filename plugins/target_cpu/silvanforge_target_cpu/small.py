@@ -12,8 +12,10 @@ Transforms are computed in machine code only where the result is the reference's
 (:mod:`silvanforge.transforms`) bit for bit: IEEE operations in the accumulation type as NumPy
 does them, and exp only for float32 outputs, evaluated in double and rounded once as the
 reference does (NumPy's float64 exp and the C library's disagree in the last bit of a few
-percent of values; rounded to float32 they agree).  Others are left to NumPy
-(:func:`entry_transform` says which).
+percent of values; rounded to float32 they agree).  float64 sigmoid and exp stay NumPy's, but
+the entry tells whether every margin is small enough that no exp overflows: then the caller
+runs the reference's ufuncs on its staged arrays without the ``errstate`` (0.75 us) that
+silences overflow (:func:`guarded_transform`).  Others are left to NumPy whole.
 """
 
 from __future__ import annotations
@@ -47,6 +49,21 @@ def entry_transform(transform, output_dtype: np.dtype) -> str | None:
     return None
 
 
+def guarded_transform(transform, output_dtype: np.dtype) -> str | None:
+    """float64 ``sigmoid`` and ``exp``: NumPy's ufuncs after the entry, where it reports every
+    margin below :data:`GUARD` in magnitude (no exp overflows), else None."""
+    if transform is None or transform.param("margin_divisor", 1.0) != 1.0:
+        return None
+    if transform.name in ("sigmoid", "exp") and np.dtype(output_dtype) == np.float64:
+        return transform.name
+    return None
+
+
+# |margin| below this (times alpha, at most 1 apart from LightGBM's sigmoid parameter, checked
+# by the caller) keeps exp finite in float64 (it overflows past 709.78).
+GUARD = 700.0
+
+
 _libm_lock = threading.Lock()
 _libm_ready = False
 
@@ -62,14 +79,15 @@ def _bind_exp() -> None:
 
 
 def _ir(phases: list[tuple[int, int]], features: int, outputs: int, acc: str,
-        transform: str | None, alpha: float) -> str:
-    """IR of ``entry(i64* block, i64 n, i64 apply)``: every phase ``(address, trip)`` over rows
-    [0, n), then, if ``apply``, the transform of the n x outputs margins into FINAL."""
+        transform: str | None, alpha: float, guard: bool = False) -> str:
+    """IR of ``i64 entry(i64* block, i64 n, i64 apply)``: every phase ``(address, trip)`` over
+    rows [0, n), then, if ``apply``, the transform of the n x outputs margins into FINAL; or,
+    with ``guard``, whether every margin is below :data:`GUARD` in magnitude (1 or 0)."""
     i64, i8p = ir.IntType(64), ir.IntType(8).as_pointer()
     t = ir.FloatType() if acc == "f32" else ir.DoubleType()
     mod = ir.Module(name="silvanforge_small")
     phase_t = ir.FunctionType(ir.VoidType(), [i8p] + [i64] * len(lir.SCALAR_PARAMS) + [i8p, i8p])
-    fn = ir.Function(mod, ir.FunctionType(ir.VoidType(), [i64.as_pointer(), i64, i64]), "silvanforge_small_entry")
+    fn = ir.Function(mod, ir.FunctionType(i64, [i64.as_pointer(), i64, i64]), "silvanforge_small_entry")
     block, n, apply = fn.args
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     word = [b.load(b.gep(block, [ir.Constant(i64, k)])) for k in range(4)]
@@ -79,8 +97,8 @@ def _ir(phases: list[tuple[int, int]], features: int, outputs: int, acc: str,
         callee = b.inttoptr(ir.Constant(i64, address), phase_t.as_pointer())
         # rows, row stride, column stride, row_begin, row_end, iter_begin, iter_end, n, out, table
         b.call(callee, [ins, ir.Constant(i64, features), one, zero, n, zero, ir.Constant(i64, trip), n, out, table])
-    if transform is None or transform == "identity":
-        b.ret_void()
+    if (transform is None or transform == "identity") and not guard:
+        b.ret(one)
         return str(mod)
     loop, done = fn.append_basic_block("transform"), fn.append_basic_block("done")
     count = b.mul(n, ir.Constant(i64, outputs))
@@ -89,9 +107,25 @@ def _ir(phases: list[tuple[int, int]], features: int, outputs: int, acc: str,
     b.position_at_end(loop)
     k = b.phi(i64)
     k.add_incoming(zero, start)
+    if guard:  # all(|m| < GUARD) so far; NaN is not below it
+        safe = b.phi(ir.IntType(1))
+        safe.add_incoming(ir.Constant(ir.IntType(1), 1), start)
     margins = b.bitcast(out, t.as_pointer())
-    final = b.inttoptr(word[FINAL], t.as_pointer())
     m = b.load(b.gep(margins, [k]))
+    if guard:
+        fabs = mod.declare_intrinsic("llvm.fabs", [t])
+        below = b.and_(safe, b.fcmp_ordered("<", b.call(fabs, [m]), ir.Constant(t, GUARD)))
+        following = b.add(k, one)
+        k.add_incoming(following, loop)
+        safe.add_incoming(below, loop)
+        b.cbranch(b.icmp_signed("<", following, count), loop, done)
+        b.position_at_end(done)
+        result = b.phi(ir.IntType(1))
+        result.add_incoming(ir.Constant(ir.IntType(1), 1), start)
+        result.add_incoming(below, loop)
+        b.ret(b.zext(result, i64))
+        return str(mod)
+    final = b.inttoptr(word[FINAL], t.as_pointer())
     unit = ir.Constant(t, 1.0)
     if transform == "hinge":  # (m > 0) as a number; NaN is not > 0
         value = b.select(b.fcmp_ordered(">", m, ir.Constant(t, 0.0)), unit, ir.Constant(t, 0.0))
@@ -107,7 +141,7 @@ def _ir(phases: list[tuple[int, int]], features: int, outputs: int, acc: str,
     k.add_incoming(following, loop)
     b.cbranch(b.icmp_signed("<", following, count), loop, done)
     b.position_at_end(done)
-    b.ret_void()
+    b.ret(one)
     return str(mod)
 
 
@@ -115,10 +149,10 @@ class SmallEntry:
     """The compiled entry of one kernel (kept alive with it)."""
 
     def __init__(self, phases: list[tuple[int, int]], features: int, outputs: int, acc: str,
-                 transform: str | None, alpha: float):
+                 transform: str | None, alpha: float, guard: bool = False):
         _bind_exp()
         tm = target_machine()
-        mod = llvm.parse_assembly(_ir(phases, features, outputs, acc, transform, alpha))
+        mod = llvm.parse_assembly(_ir(phases, features, outputs, acc, transform, alpha, guard))
         mod.triple = llvm.get_process_triple()
         mod.data_layout = str(tm.target_data)
         mod.verify()
@@ -127,4 +161,23 @@ class SmallEntry:
         self._engine = llvm.create_mcjit_compiler(mod, tm)
         self._engine.finalize_object()
         address = self._engine.get_function_address("silvanforge_small_entry")
-        self.call = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)(address)
+        self.call = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)(address)
+
+
+def numpy_transform(name: str, alpha: float, margins: np.ndarray, out: np.ndarray) -> np.ndarray:
+    """:mod:`silvanforge.transforms`' float64 ``sigmoid`` / ``exp`` ufunc by ufunc into ``out``
+    (same shape), without its ``errstate``: for margins the entry found overflow-free."""
+    if name == "exp":
+        return np.exp(margins, out)
+    # 1 / (1 + exp(-alpha * m)), as transforms._sigmoid computes it.  Operands are arrays and
+    # passed by position: a Python scalar or keyword costs a ufunc call a third more.
+    if alpha != 1.0:
+        np.multiply(margins, np.full(1, -alpha), out)
+    else:
+        np.negative(margins, out)
+    np.exp(out, out)
+    np.add(out, _ONE, out)
+    return np.divide(_ONE, out, out)
+
+
+_ONE = np.ones(1)

@@ -725,3 +725,31 @@ def test_left_masks_of_every_word_at_once_equal_a_word_at_a_time(leaves, bits, s
         hit, mask = _one_word_masks(first, last, w, bits)
         np.testing.assert_array_equal(hits[w], hit)
         np.testing.assert_array_equal(masks[w][hit], mask)
+
+
+def test_mask_tables_beside_node_forms_agree_with_lightgbm(tmp_path, monkeypatch):
+    """A trained LightGBM model with a categorical feature some trees split on: its numeric
+    trees by mask tables, the others by the node forms, equal to the reference and to
+    LightGBM's raw scores and probabilities on rows with NaN and unseen categories."""
+    lgb = pytest.importorskip("lightgbm")
+    rng = np.random.default_rng(17)
+    X = rng.normal(size=(6000, 4))
+    X[:, 3] = rng.integers(0, 12, len(X))
+    y = (np.sin(2 * X[:, 0]) + X[:, 1] * X[:, 2] + 0.15 * np.isin(X[:, 3], [2, 5, 7]) + 0.3 * rng.normal(size=len(X)) > 0)
+    X[rng.random(X.shape) < 0.1] = np.nan
+    booster = lgb.train({"objective": "binary", "num_leaves": 15, "min_data_in_leaf": 5, "verbose": -1, "seed": 2,
+                         "max_cat_to_onehot": 4, "cat_smooth": 1, "min_data_per_group": 5},
+                        lgb.Dataset(X, y.astype(int), categorical_feature=[3]), 40)
+    booster.save_model(tmp_path / "m.txt")
+    forest = sf.load_model(tmp_path / "m.txt")
+    numeric = np.array([not t.categories for t in forest.trees])
+    assert numeric.any() and not numeric.all()
+    monkeypatch.setattr(bitvector, "_choice", lambda forest, batch_size=None: (numeric.copy(), 100.0))
+    cf = sf.compile(forest, rep="bitvector")
+    assert f"tabled={int(numeric.sum())}" in cf.show("lir")
+    Xt = rng.normal(size=(2000, 4))
+    Xt[:, 3] = rng.integers(-2, 20, len(Xt))
+    Xt[rng.random(Xt.shape) < 0.1] = np.nan
+    np.testing.assert_array_equal(cf.predict(Xt, output_margin=True), reference.predict(forest, Xt, output_margin=True))
+    np.testing.assert_allclose(cf.predict(Xt, output_margin=True), booster.predict(Xt, raw_score=True), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(cf.predict(Xt), booster.predict(Xt), rtol=1e-12, atol=1e-15)

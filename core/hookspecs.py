@@ -72,8 +72,18 @@ def silvanforge_import_object(obj):
 
 # --------------------------------------------------------------------------- representations
 @hookspec
+def silvanforge_representation_types():
+    """Return the walk representation classes this plugin provides: subclasses of
+    :class:`silvanforge.rep.Representation`, which documents the whole contract (one instance
+    per compile; its methods lay the forest out and answer the walk generator).  A plugin
+    written this way implements no other representation hook."""
+
+
+@hookspec
 def silvanforge_representations():
-    """Return the names of the representations this plugin provides (``["my_layout"]``)."""
+    """Return the names of the representations this plugin provides through the name-dispatched
+    hooks below (``["my_layout"]``).  New representations use
+    :func:`silvanforge_representation_types` instead."""
 
 
 @hookspec

@@ -459,12 +459,21 @@ class RepBuffers:
 
 
 class _Rep:
-    """Calls the representation hooks for one representation name."""
+    """Calls one representation: the instance of its class for this compile (the contract of
+    :mod:`silvanforge.rep`), or the name-dispatched hooks of plugins written before it."""
 
     def __init__(self, hook, rep: str):
+        from .plugins import rep_types
+
         self.hook, self.rep = hook, rep
+        cls = rep_types(hook).get(rep)
+        self.instance = None if cls is None else cls()
 
     def __getattr__(self, op):
+        if self.instance is not None:
+            if op == "buffers":
+                return self._buffers
+            return getattr(self.instance, op)
         fn = getattr(self.hook, f"silvanforge_rep_{op}")
 
         def call(**kw):
@@ -474,6 +483,20 @@ class _Rep:
             return out
 
         return call
+
+    def _buffers(self, forest: hir.Forest, layout: ForestLayout) -> RepBuffers:
+        from .errors import UnsupportedModelError
+
+        if layout.tiles is not None and not type(self.instance).tiles:
+            raise UnsupportedModelError(f"the {self.rep} representation does not lay out tiles "
+                                        f"(tile size {layout.tile_size}); use one that does, or tile size 1")
+        out = self.instance.buffers(forest, layout)
+        if not isinstance(out, RepBuffers):
+            from .errors import PluginError
+
+            raise PluginError(f"representation {self.rep!r}: buffers() returned {type(out).__name__}, "
+                              "not a RepBuffers")
+        return out
 
 
 def lower_to_lir(forest: hir.Forest, fn: mir.MirFunction, rep: str, hook,

@@ -78,11 +78,12 @@ class PluginRegistry:
 
     def _provides(self, plugin) -> list[str]:
         out: list[str] = []
-        for hook in ("silvanforge_formats", "silvanforge_representations", "silvanforge_targets"):
+        for hook in ("silvanforge_formats", "silvanforge_representations", "silvanforge_targets",
+                     "silvanforge_representation_types"):
             impl = getattr(plugin, hook, None)
             if impl is not None:
                 try:
-                    out += list(impl())
+                    out += [getattr(v, "name", v) for v in impl()]
                 except Exception as exc:  # pragma: no cover - a plugin bug, reported not raised
                     out.append(f"<error: {exc}>")
         return out
@@ -96,7 +97,8 @@ class PluginRegistry:
         return sorted({f for lst in self.hook.silvanforge_formats() for f in lst})
 
     def representations(self) -> list[str]:
-        return sorted({r for lst in self.hook.silvanforge_representations() for r in lst})
+        named = {r for lst in self.hook.silvanforge_representations() for r in lst}
+        return sorted(named | set(rep_types(self.hook)))
 
     def rep_kind(self, rep: str) -> str:
         """``walk`` or ``program`` (see the ``silvanforge_rep_kind`` hook); ``walk`` if unanswered."""
@@ -106,10 +108,15 @@ class PluginRegistry:
         return kind
 
     def rep_costs(self, forest, target_kind: str, batch_size) -> list[tuple[str, float | None, str]]:
-        """Every installed representation's answer to ``silvanforge_rep_cost``."""
+        """Every installed representation's answer to ``silvanforge_rep_cost`` (classes of
+        ``silvanforge_representation_types``: their ``cost``)."""
         answers = self.hook.silvanforge_rep_cost(forest=forest, target_kind=target_kind, batch_size=batch_size)
-        return [(str(rep), None if ns is None else float(ns), str(why or ""))
-                for lst in answers if lst for rep, ns, why in lst]
+        costs = [(str(rep), None if ns is None else float(ns), str(why or ""))
+                 for lst in answers if lst for rep, ns, why in lst]
+        for name, cls in rep_types(self.hook).items():
+            ns = cls.cost(forest, target_kind, batch_size)
+            costs.append((name, None if ns is None else float(ns), "" if ns is not None else "chosen only by name"))
+        return costs
 
     def targets(self) -> list[str]:
         return sorted({t for lst in self.hook.silvanforge_targets() for t in lst})
@@ -144,6 +151,21 @@ class PluginRegistry:
         if answer is None:
             return False, "no plugin answers for this target"
         return bool(answer[0]), str(answer[1])
+
+
+def rep_types(hook) -> dict:
+    """The representation classes the plugins list (``silvanforge_representation_types``), by
+    name, each checked against :class:`silvanforge.rep.Representation`."""
+    from .rep import check_class
+
+    found = {}
+    for lst in hook.silvanforge_representation_types():
+        for cls in lst or ():
+            check_class(cls)
+            if cls.name in found and found[cls.name] is not cls:
+                raise PluginError(f"two plugins provide a representation named {cls.name!r}")
+            found[cls.name] = cls
+    return found
 
 
 _registry: PluginRegistry | None = None

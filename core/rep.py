@@ -1,0 +1,133 @@
+"""The representation contract: what a plugin implements to lay trees out in memory and tell the
+core's walk generator how to read them, and every type it needs, in one public module.
+
+A *walk representation* is a class deriving from :class:`Representation`, listed by its
+plugin's ``silvanforge_representation_types`` hook (the one hook of this contract; see
+``docs/writing-a-representation.md`` and the complete example under ``examples/``).  The core
+makes one instance per compile, so an instance may keep what :meth:`~Representation.buffers`
+computed for the methods that generate code afterwards.
+
+How a walk reads a representation: the core lays the forest out in a shared node encoding
+(:class:`ForestLayout`, one :class:`TreeLayout` a tree: children -1 at leaves, a forest-wide
+``leaf_slot`` per leaf, thresholds in the comparison dtype, split flags ``FLAG_*``, features as
+:attr:`TreeLayout.feature` says), the representation turns it into model buffers (NumPy
+arrays, :class:`RepBuffers`), and then, while the core generates each walk, it answers with
+LIR expressions (built with :class:`Builder`; ``b.load(buffer, index)`` reads a model buffer,
+``Builder.const(value, type)`` makes a constant, ``Bin``/``Cmp``/``Cast``/``Select`` combine
+them) for a node *handle*: an i64 expression naming a node, which the representation alone
+interprets (an index into its arrays in every first-party representation).
+
+Required methods: :meth:`buffers`, :meth:`root`, :meth:`load_threshold`,
+:meth:`load_feature_index`, :meth:`load_split_flags`, :meth:`is_leaf`, :meth:`leaf_value`,
+:meth:`child`.  Optional capabilities, off unless a class says so:
+
+- :attr:`tiles`: lays out tiles (compiles with ``tile_size`` above 1; then a handle is a tile,
+  ``lane`` picks a node of it and :meth:`load_tile_shape` gives its shape; see
+  :mod:`silvanforge.tiling`).  Without it the core refuses tile sizes above 1 for it.
+- self-looping leaves: when ``layout.leaf_self_loops`` is set, a representation whose
+  ``child(leaf, 1)`` is the leaf itself returns ``info={"leaf_self_loops": True}`` from
+  :meth:`buffers`; walks then run every tree its full depth without leaf checks.
+- inline leaves: when ``layout.inline_leaves`` is set, a leaf's value may sit in its threshold
+  slot (:meth:`leaf_value` then loads it from there).
+- :meth:`cache_trees`: where a range of trees lives, for schedules that cache trees.
+- :meth:`cost`: the estimated ns a row, for the default choice among representations (None:
+  never chosen by default, only by name).
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from .errors import InputError, UnsupportedModelError
+from .ir import lir
+from .ir.hir import Forest
+from .ir.lir import Bin, Builder, Cast, Cmp, Expr, Select
+from .lowering import (FLAG_CATEGORICAL, FLAG_DEFAULT_LEFT, FLAG_OP_SHIFT, FLAG_ZERO_MISSING, ForestLayout,
+                       RepBuffers, TreeLayout)
+
+__all__ = [
+    "Representation", "ForestLayout", "TreeLayout", "RepBuffers", "Builder", "Bin", "Cast", "Cmp",
+    "Select", "Expr", "Forest", "lir", "FLAG_CATEGORICAL", "FLAG_DEFAULT_LEFT", "FLAG_OP_SHIFT",
+    "FLAG_ZERO_MISSING", "InputError", "UnsupportedModelError",
+]
+
+
+class Representation:
+    """Base of walk representations.  ``b`` below is the compile's :class:`Builder` (its
+    ``buffers`` hold this representation's model buffers), ``tree`` an i32 LIR expression,
+    ``node`` a handle (i64), ``lane`` a Python int (0 untiled)."""
+
+    #: The name users pass as ``rep=`` and ``--rep`` (unique among installed plugins).
+    name: ClassVar[str] = ""
+    #: Lays out tiles (see the module docstring).
+    tiles: ClassVar[bool] = False
+
+    @classmethod
+    def cost(cls, forest: Forest, target_kind: str, batch_size: int | None) -> float | None:
+        """Estimated ns a row of this representation's walks on ``forest`` (the cheapest
+        installed representation is the default); None: only when asked for by name.
+        :func:`silvanforge.walkcost.walk_estimate_ns` is the first-party walks' estimate."""
+        return None
+
+    def buffers(self, forest: Forest, layout: ForestLayout) -> RepBuffers:
+        """The model buffers of ``layout`` (the forest in the shared node encoding).  Raise
+        :class:`UnsupportedModelError` with the reason where this layout cannot hold it."""
+        raise NotImplementedError
+
+    def root(self, b: Builder, tree: Expr) -> Expr:
+        """The handle of tree ``tree``'s root."""
+        raise NotImplementedError
+
+    def load_threshold(self, b: Builder, tree: Expr, node: Expr, lane: int = 0) -> Expr:
+        """The threshold of ``node`` (the layout's threshold dtype); for a categorical split, the
+        offset of its bitset in ``layout.cat_bits`` as the layout gives it."""
+        raise NotImplementedError
+
+    def load_feature_index(self, b: Builder, tree: Expr, node: Expr, lane: int = 0) -> Expr:
+        """The feature field of ``node`` as :attr:`TreeLayout.feature` holds it (an integer
+        expression; the core widens and decodes it)."""
+        raise NotImplementedError
+
+    def load_split_flags(self, b: Builder, tree: Expr, node: Expr, lane: int = 0) -> Expr:
+        """The flags byte of ``node`` (``FLAG_*``)."""
+        raise NotImplementedError
+
+    def load_tile_shape(self, b: Builder, tree: Expr, node: Expr) -> Expr:
+        """The tile-shape id of tile ``node`` (representations with :attr:`tiles`)."""
+        return Builder.const(0, "i32")
+
+    def is_leaf(self, b: Builder, tree: Expr, node: Expr) -> Expr:
+        """An i1 expression: ``node`` is a leaf."""
+        raise NotImplementedError
+
+    def leaf_value(self, b: Builder, tree: Expr, node: Expr, slot: Expr) -> Expr:
+        """Output ``slot`` (an i32 expression; 0 for one-output trees) of leaf ``node``, in the
+        accumulation dtype (``layout.leaf_values[leaf_slot + slot]``)."""
+        raise NotImplementedError
+
+    def child(self, b: Builder, tree: Expr, node: Expr, child: Expr) -> Expr:
+        """The handle of child ``child`` (an i32 expression, 0 left, 1 right; for a tile, the
+        child slot 0 .. tile size) of ``node``."""
+        raise NotImplementedError
+
+    def cache_trees(self, b: Builder, first_tree: Expr, num_trees: Expr) -> list[tuple[str, Expr, Expr]]:
+        """Where trees ``first_tree`` .. ``first_tree + num_trees`` live: ``(buffer, start,
+        stop)`` element ranges the target may prefetch or copy to shared memory; [] caches
+        nothing."""
+        return []
+
+
+def check_class(cls) -> None:
+    """Why a class a plugin lists is not a usable representation (raises PluginError)."""
+    from .errors import PluginError
+
+    if not (isinstance(cls, type) and issubclass(cls, Representation)):
+        raise PluginError(f"{cls!r} is not a silvanforge.rep.Representation subclass")
+    if not cls.name or not isinstance(cls.name, str):
+        raise PluginError(f"representation class {cls.__qualname__} has no name")
+    required = ("buffers", "root", "load_threshold", "load_feature_index", "load_split_flags",
+                "is_leaf", "leaf_value", "child")
+    missing = [m for m in required if getattr(cls, m) is getattr(Representation, m)]
+    if missing:
+        raise PluginError(f"representation {cls.name!r} ({cls.__qualname__}) does not implement "
+                          f"{', '.join(missing)}")

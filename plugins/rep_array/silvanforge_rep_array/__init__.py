@@ -14,8 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from silvanforge import UnsupportedModelError, hookimpl
-from silvanforge.ir.lir import Bin, Builder, Cast, Cmp
-from silvanforge.lowering import RepBuffers
+from silvanforge.rep import Bin, Builder, Cast, Cmp, RepBuffers, Representation
 
 NAME = "array"
 # Refuse layouts beyond this many slots (about 1.5 GB of node data): use sparse instead.
@@ -31,118 +30,88 @@ def array_slots(layout) -> int:
 WALK_COST_FACTOR = 1.1
 
 
-@hookimpl
-def silvanforge_rep_cost(forest, target_kind, batch_size):
-    from silvanforge.walkcost import walk_estimate_ns
+class ArrayLayout(Representation):
+    """Written against :mod:`silvanforge.rep` (the class contract)."""
 
-    # A picosecond more keeps the factors' order where a forest has no steps (single leaves).
-    return [(NAME, WALK_COST_FACTOR * (walk_estimate_ns(forest) + 1e-3), "")]
+    name = NAME
 
+    @classmethod
+    def cost(cls, forest, target_kind, batch_size):
+        from silvanforge.walkcost import walk_estimate_ns
 
-@hookimpl
-def silvanforge_representations():
-    return [NAME]
+        # A picosecond more keeps the factors' order where a forest has no steps (single leaves).
+        return WALK_COST_FACTOR * (walk_estimate_ns(forest) + 1e-3)
 
+    def buffers(self, forest, layout):
+        total = array_slots(layout)
+        if total > MAX_SLOTS:
+            raise UnsupportedModelError(
+                f"the array representation needs {total} node slots for trees up to depth "
+                f"{max(t.depth for t in layout.trees)}; use the sparse representation (--rep sparse)"
+            )
+        feature = np.full(total, -1, np.int32)
+        threshold = np.zeros(total, layout.threshold_dtype)
+        flags = np.zeros(total, np.uint8)
+        leaf_slot = np.zeros(total, np.int32)
+        inline = layout.inline_leaves
+        offsets = np.empty(len(layout.trees) + 1, np.int32)  # + the end: tree t spans offsets[t:t+2]
+        pos = 0
+        for i, t in enumerate(layout.trees):
+            offsets[i] = pos
+            stack = [(0, 0)]  # (node, local array index)
+            while stack:
+                node, local = stack.pop()
+                s = pos + local
+                feature[s], threshold[s], flags[s] = t.feature[node], t.threshold[node], t.flags[node]
+                if t.left[node] < 0:
+                    if inline:  # the leaf's value in its threshold slot: one load to end a walk
+                        threshold[s] = layout.leaf_values[t.leaf_slot[node]]
+                    leaf_slot[s] = t.leaf_slot[node]
+                else:
+                    stack += [(int(t.left[node]), 2 * local + 1), (int(t.right[node]), 2 * local + 2)]
+            pos += 2 ** (t.depth + 1) - 1
+        offsets[-1] = pos
+        buffers = {"array_offset": offsets, "array_feature": feature.astype(layout.feature_dtype),
+                   "array_threshold": threshold, "array_flags": flags, "leaf_values": layout.leaf_values}
+        # Leaves inline (one output per tree): slot is always 0 and the value is the threshold.
+        self.inline = inline
+        if not inline:
+            buffers["array_leaf"] = leaf_slot.astype(layout.index_dtype(0, int(leaf_slot.max(initial=0))))
+        return RepBuffers(buffers=buffers, info={"slots": total})
 
-@hookimpl
-def silvanforge_rep_buffers(rep, forest, layout):
-    if rep != NAME:
-        return None
-    if getattr(layout, "tiles", None) is not None:
-        raise UnsupportedModelError(
-            f"the {NAME} representation does not lay out tiles (tile size {layout.tile_size}); "
-            "use the sparse representation (--rep sparse)")
-    total = array_slots(layout)
-    if total > MAX_SLOTS:
-        raise UnsupportedModelError(
-            f"the array representation needs {total} node slots for trees up to depth "
-            f"{max(t.depth for t in layout.trees)}; use the sparse representation (--rep sparse)"
-        )
-    feature = np.full(total, -1, np.int32)
-    threshold = np.zeros(total, layout.threshold_dtype)
-    flags = np.zeros(total, np.uint8)
-    leaf_slot = np.zeros(total, np.int32)
-    inline = layout.inline_leaves
-    offsets = np.empty(len(layout.trees) + 1, np.int32)  # + the end: tree t spans offsets[t:t+2]
-    pos = 0
-    for i, t in enumerate(layout.trees):
-        offsets[i] = pos
-        stack = [(0, 0)]  # (node, local array index)
-        while stack:
-            node, local = stack.pop()
-            s = pos + local
-            feature[s], threshold[s], flags[s] = t.feature[node], t.threshold[node], t.flags[node]
-            if t.left[node] < 0:
-                if inline:  # the leaf's value in its threshold slot: one load to end a walk
-                    threshold[s] = layout.leaf_values[t.leaf_slot[node]]
-                leaf_slot[s] = t.leaf_slot[node]
-            else:
-                stack += [(int(t.left[node]), 2 * local + 1), (int(t.right[node]), 2 * local + 2)]
-        pos += 2 ** (t.depth + 1) - 1
-    offsets[-1] = pos
-    buffers = {"array_offset": offsets, "array_feature": feature.astype(layout.feature_dtype),
-               "array_threshold": threshold, "array_flags": flags, "leaf_values": layout.leaf_values}
-    if not inline:
-        buffers["array_leaf"] = leaf_slot.astype(layout.index_dtype(0, int(leaf_slot.max(initial=0))))
-    return RepBuffers(buffers=buffers, info={"slots": total})
+    def root(self, b, tree):
+        return Builder.cast(b.load("array_offset", tree), "i64")
 
+    def load_threshold(self, b, tree, node, lane=0):
+        return b.load("array_threshold", node)
 
-@hookimpl
-def silvanforge_rep_root(rep, b, tree):
-    return None if rep != NAME else Builder.cast(b.load("array_offset", tree), "i64")
+    def load_feature_index(self, b, tree, node, lane=0):
+        return Builder.cast(b.load("array_feature", node), "i32")
 
+    def load_split_flags(self, b, tree, node, lane=0):
+        return b.load("array_flags", node)
 
-@hookimpl
-def silvanforge_rep_load_threshold(rep, b, tree, node):
-    return None if rep != NAME else b.load("array_threshold", node)
+    def is_leaf(self, b, tree, node):
+        feature = b.load("array_feature", node)  # the layout's feature width
+        return Cmp("<", feature, Builder.const(0, feature.type))
 
+    def leaf_value(self, b, tree, node, slot):
+        if self.inline:
+            return Builder.cast(b.load("array_threshold", node), b.buffers["leaf_values"].type)
+        return b.load("leaf_values", Bin("+", Builder.cast(b.load("array_leaf", node), "i32"), Cast(slot, "i32")))
 
-@hookimpl
-def silvanforge_rep_load_feature_index(rep, b, tree, node):
-    return None if rep != NAME else Builder.cast(b.load("array_feature", node), "i32")
+    def child(self, b, tree, node, child):
+        # global = offset + 2 * (node - offset) + 1 + child  ==  2 * node - offset + 1 + child
+        offset = Builder.cast(b.load("array_offset", tree), "i64")
+        two_node = Bin("*", node, Builder.const(2, "i64"))
+        return Bin("+", Bin("-", two_node, offset), Builder.cast(Bin("+", child, Builder.const(1, "i32")), "i64"))
 
-
-@hookimpl
-def silvanforge_rep_load_split_flags(rep, b, tree, node):
-    return None if rep != NAME else b.load("array_flags", node)
-
-
-@hookimpl
-def silvanforge_rep_load_tile_shape(rep, b, tree, node):
-    return None if rep != NAME else Builder.const(0, "i32")
-
-
-@hookimpl
-def silvanforge_rep_is_leaf(rep, b, tree, node):
-    if rep != NAME:
-        return None
-    feature = b.load("array_feature", node)  # the layout's feature width
-    return Cmp("<", feature, Builder.const(0, feature.type))
+    def cache_trees(self, b, first_tree, num_trees):
+        lo = b.load("array_offset", first_tree)
+        hi = b.load("array_offset", Bin("+", first_tree, num_trees))
+        return [(name, lo, hi) for name in ("array_feature", "array_threshold", "array_flags")]
 
 
 @hookimpl
-def silvanforge_rep_leaf_value(rep, b, tree, node, slot):
-    if rep != NAME:
-        return None
-    if "array_leaf" not in b.buffers:  # leaves inline: one output per tree, slot is 0
-        return Builder.cast(b.load("array_threshold", node), b.buffers["leaf_values"].type)
-    return b.load("leaf_values", Bin("+", Builder.cast(b.load("array_leaf", node), "i32"), Cast(slot, "i32")))
-
-
-@hookimpl
-def silvanforge_rep_child(rep, b, tree, node, child):
-    if rep != NAME:
-        return None
-    # global = offset + 2 * (node - offset) + 1 + child  ==  2 * node - offset + 1 + child
-    offset = Builder.cast(b.load("array_offset", tree), "i64")
-    two_node = Bin("*", node, Builder.const(2, "i64"))
-    return Bin("+", Bin("-", two_node, offset), Builder.cast(Bin("+", child, Builder.const(1, "i32")), "i64"))
-
-
-@hookimpl
-def silvanforge_rep_cache_trees(rep, b, first_tree, num_trees):
-    if rep != NAME:
-        return None
-    lo = b.load("array_offset", first_tree)
-    hi = b.load("array_offset", Bin("+", first_tree, num_trees))
-    return [(name, lo, hi) for name in ("array_feature", "array_threshold", "array_flags")]
+def silvanforge_representation_types():
+    return [ArrayLayout]

@@ -159,7 +159,7 @@ class GpuCodegen(_Codegen):
                                 "node by node (seed 004, 5.1: tiling does not pay on SIMT GPUs)")
         super().__init__(forest, layout, reps, b, thr_t, acc_t, private)
         self.info = {"gpu_fallbacks": []}
-        # Every load the representation hooks build goes through the builder: inside a cacheTrees
+        # Every load the representation methods build goes through the builder: inside a cacheTrees
         # scope a load of a cached buffer must read the shared copy, whoever built it.
         plain_load = b.load
         b.load = lambda buffer, index, lanes=1: self._redirect(plain_load(buffer, index, lanes))

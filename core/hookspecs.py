@@ -81,15 +81,16 @@ def silvanforge_representation_types():
 
 @hookspec
 def silvanforge_representations():
-    """Return the names of the representations this plugin provides through the name-dispatched
-    hooks below (``["my_layout"]``).  New representations use
-    :func:`silvanforge_representation_types` instead."""
+    """Return the names of the *program* representations this plugin provides (``["my_form"]``;
+    see :func:`silvanforge_rep_kind`).  Walk representations are classes:
+    :func:`silvanforge_representation_types`."""
 
 
 @hookspec
 def silvanforge_rep_cost(forest, target_kind, batch_size):
-    """The chooser's question, asked of every representation plugin when the user names none:
-    return a list of ``(rep, ns_per_row, why)`` for your representations, ``ns_per_row`` the
+    """The chooser's question, asked of every program representation plugin when the user names
+    none (walk representation classes answer with their ``cost``): return a list of
+    ``(rep, ns_per_row, why)`` for your representations, ``ns_per_row`` the
     estimated time a row of ``forest`` takes at ``batch_size`` (``None``: large batches) on a
     ``target_kind`` (``"cpu"`` / ``"gpu"``) target, or ``None`` with ``why`` saying why it cannot
     or should not run this forest there.  The cheapest answer wins (ties: by name).  Walk
@@ -100,8 +101,8 @@ def silvanforge_rep_cost(forest, target_kind, batch_size):
 
 @hookspec(firstresult=True)
 def silvanforge_rep_kind(rep):
-    """Dispatched on ``rep``: ``"walk"`` (the core walks the trees through the node hooks
-    below) or ``"program"`` (the representation evaluates trees its own way and builds the
+    """Dispatched on ``rep``: ``"walk"`` (the core walks the trees: a
+    :class:`silvanforge.rep.Representation` class) or ``"program"`` (the representation evaluates trees its own way and builds the
     whole LIR program: :func:`silvanforge_rep_program`).  Representations that do not answer
     are walked."""
 
@@ -114,80 +115,6 @@ def silvanforge_rep_program(rep, forest, target_kind, batch_size):
     ``margins`` output buffer, for batches of ``batch_size`` rows (``None``: any).  Raise
     :class:`silvanforge.errors.InputError` with the reason when the representation cannot run
     this forest or this ``target_kind``."""
-
-
-@hookspec(firstresult=True)
-def silvanforge_rep_buffers(rep, forest, layout):
-    """Lay the (tiled) forest out in memory: return a :class:`silvanforge.lowering.RepBuffers`.
-
-    Dispatched on ``rep``.  ``layout`` is the :class:`silvanforge.lowering.ForestLayout` with the
-    node encoding the core prepared (thresholds in the comparison dtype, split flags, category
-    bitsets, leaf values).  The returned buffers are NumPy arrays the targets copy or map as
-    they need; ``roots`` gives each tree's root handle.
-
-    ``layout.tiles`` is the uniform tiling (:class:`silvanforge.tiling.TiledForest`) when compiling
-    with a tile size above 1, else ``None``: node handles are then tiles, ``lane`` picks a node
-    of the tile (level order), ``load_tile_shape`` gives its shape id and ``child`` takes the
-    child *slot* (0 .. tile size).  A representation that cannot lay out tiles raises
-    :class:`silvanforge.errors.UnsupportedModelError` naming one that can.
-
-    ``layout.leaf_self_loops`` asks (optionally) for leaves that are fixed points of a step: a
-    leaf's decision always goes right (child 1: the core makes a leaf's feature value NaN), so a
-    representation whose ``child(leaf, 1)`` is the leaf itself sets ``info["leaf_self_loops"] =
-    True``, and the core then walks every tree its full depth without leaf checks.  One that
-    cannot (implicit children) ignores the request and walks keep their checks.
-    """
-
-
-@hookspec(firstresult=True)
-def silvanforge_rep_root(rep, b, tree):
-    """LIR expression for the root node handle of tree ``tree`` (an LIR int expression)."""
-
-
-@hookspec(firstresult=True)
-def silvanforge_rep_load_threshold(rep, b, tree, node, lane):
-    """LIR expression loading the threshold of ``node`` (in the comparison dtype); ``lane`` (an
-    int, 0 untiled) is the node's position in a tile.  An implementation that never tiles may
-    leave ``lane`` out of its arguments."""
-
-
-@hookspec(firstresult=True)
-def silvanforge_rep_load_feature_index(rep, b, tree, node, lane):
-    """LIR expression loading the feature index (int32) of ``node`` (``lane``: as for thresholds)."""
-
-
-@hookspec(firstresult=True)
-def silvanforge_rep_load_split_flags(rep, b, tree, node, lane):
-    """LIR expression loading the split flags byte of ``node`` (see ``lowering.FLAG_*``; ``lane``:
-    as for thresholds)."""
-
-
-@hookspec(firstresult=True)
-def silvanforge_rep_load_tile_shape(rep, b, tree, node):
-    """LIR expression loading the tile-shape ID of ``node`` (tiled layouts; 0 at tile size 1)."""
-
-
-@hookspec(firstresult=True)
-def silvanforge_rep_is_leaf(rep, b, tree, node):
-    """LIR boolean expression: is ``node`` a leaf?"""
-
-
-@hookspec(firstresult=True)
-def silvanforge_rep_leaf_value(rep, b, tree, node, slot):
-    """LIR expression loading output ``slot`` of the leaf ``node`` (accumulation dtype)."""
-
-
-@hookspec(firstresult=True)
-def silvanforge_rep_child(rep, b, tree, node, child):
-    """LIR expression for the handle of child number ``child`` (an i32 LIR expression; 0 = left)
-    of ``node``; for a tile, the child slot 0 .. tile size, left to right."""
-
-
-@hookspec(firstresult=True)
-def silvanforge_rep_cache_trees(rep, b, first_tree, num_trees):
-    """Where trees ``first_tree`` .. ``first_tree + num_trees`` (LIR int expressions) live: a list
-    of ``(buffer, start, stop)`` element ranges.  The core caches these ranges as the target
-    does it (CPU: prefetch each cache line; GPU: copy into shared memory)."""
 
 
 # --------------------------------------------------------------------------- targets

@@ -3,8 +3,8 @@
 The core owns what every representation shares: the encoding of a split (threshold in the
 comparison dtype, a flags byte, category bitsets) in :class:`ForestLayout`, the decision rule of
 the HIR, and the aggregation of margins.  Where a value lives in memory (which buffer, which
-index, how a child is found) is asked of the representation plugin through the hooks of
-:mod:`silvanforge.hookspecs`, so one representation serves every target.
+index, how a child is found) is asked of the representation plugin's class, the contract of
+:mod:`silvanforge.rep`, so one representation serves every target.
 """
 
 from __future__ import annotations
@@ -73,7 +73,7 @@ class ForestLayout:
     # step.  Representations store ``TreeLayout.feature`` as it is; the core decodes it.
     packed_default_left: bool = False
     # Set by the core when walks read split rows (a leaf's feature, -1, reads a NaN column there):
-    # representations may then make a leaf a fixed point of a step (see the buffers hookspec).
+    # representations may then make a leaf a fixed point of a step (see silvanforge.rep).
     leaf_self_loops: bool = False
 
     @property
@@ -459,30 +459,24 @@ class RepBuffers:
 
 
 class _Rep:
-    """Calls one representation: the instance of its class for this compile (the contract of
-    :mod:`silvanforge.rep`), or the name-dispatched hooks of plugins written before it."""
+    """One walk representation for one compile: the instance of its class (the contract of
+    :mod:`silvanforge.rep`), whose methods the walk generator calls by name."""
 
     def __init__(self, hook, rep: str):
         from .plugins import rep_types
 
-        self.hook, self.rep = hook, rep
         cls = rep_types(hook).get(rep)
-        self.instance = None if cls is None else cls()
+        if cls is None:
+            from .errors import PluginError
+
+            raise PluginError(f"representation {rep!r} is not a walk representation (no "
+                              "silvanforge.rep.Representation class of that name is installed)")
+        self.rep, self.instance = rep, cls()
 
     def __getattr__(self, op):
-        if self.instance is not None:
-            if op == "buffers":
-                return self._buffers
-            return getattr(self.instance, op)
-        fn = getattr(self.hook, f"silvanforge_rep_{op}")
-
-        def call(**kw):
-            out = fn(rep=self.rep, **kw)
-            if out is None:
-                raise NotImplementedError(f"representation {self.rep!r} does not implement {op}")
-            return out
-
-        return call
+        if op == "buffers":
+            return self._buffers
+        return getattr(self.instance, op)
 
     def _buffers(self, forest: hir.Forest, layout: ForestLayout) -> RepBuffers:
         from .errors import UnsupportedModelError

@@ -32,29 +32,32 @@ def test_the_amd_target_conforms_on_opencl():
 
 
 def test_a_wrong_representation_fails_the_kit():
-    """The kit catches a representation that computes something else: a plugin answering for
-    ``sparse`` whose leaf values are one too large fails with the seed in the message."""
+    """The kit catches a representation that computes something else: sparse's class with leaf
+    values one too large, installed under its own name, fails with the seed in the message."""
     import types
 
-    import silvanforge_rep_sparse
+    from silvanforge_rep_sparse import SparseLayout
+
     from silvanforge import hookimpl, plugins
-    from silvanforge.ir.lir import Bin, Builder
+    from silvanforge.rep import Bin, Builder
+
+    class Mutant(SparseLayout):
+        name = "sparse_mutant"
+
+        def leaf_value(self, b, tree, node, slot):
+            return Bin("+", super().leaf_value(b, tree, node, slot), Builder.const(1.0, b.buffers["leaf_values"].type))
 
     mutant = types.ModuleType("sf_test_sparse_mutant")
-    for name in dir(silvanforge_rep_sparse):  # every hook of sparse, answered first (registered last)
-        if name.startswith("silvanforge_"):
-            setattr(mutant, name, getattr(silvanforge_rep_sparse, name))
 
     @hookimpl
-    def silvanforge_rep_leaf_value(rep, b, tree, node, slot):
-        real = silvanforge_rep_sparse.silvanforge_rep_leaf_value(rep, b, tree, node, slot)
-        return None if real is None else Bin("+", real, Builder.const(1.0, b.buffers["leaf_values"].type))
+    def silvanforge_representation_types():
+        return [Mutant]
 
-    mutant.silvanforge_rep_leaf_value = silvanforge_rep_leaf_value
+    mutant.silvanforge_representation_types = silvanforge_representation_types
     try:
         registry().register(mutant, name="sf_test_sparse_mutant")
         with pytest.raises(AssertionError, match="seed"):
-            testing.check_representation("sparse", seeds=range(3), schedules=[None], tile_sizes=(1,))
+            testing.check_representation("sparse_mutant", seeds=range(3), schedules=[None], tile_sizes=(1,))
     finally:
         plugins.reset_registry()
 

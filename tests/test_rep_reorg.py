@@ -63,9 +63,10 @@ def test_layout_interleaves_the_trees_level_by_level():
     forest = _forest([_chain(2, 0), _chain(0), _chain(1, 1)])
     with node_widths(packed_default_left=False):  # plain feature indices, as stored unpacked
         layout = build_layout(forest)
-    bufs = reorg.silvanforge_rep_buffers(rep="reorg", forest=forest, layout=layout).buffers
+    laid = reorg.ReorgLayout().buffers(forest, layout)
+    bufs = laid.buffers
     T, D = 3, 2
-    assert bufs["reorg_meta"].tolist() == [T, D]
+    assert (laid.info["trees"], laid.info["padded_depth"]) == (T, D)
     feature, threshold = bufs["reorg_feature"], bufs["reorg_threshold"]
     assert len(feature) == (2 ** (D + 1) - 1) * T
     # Slot n * T + t holds local node n (level order of the complete tree) of tree t.

@@ -22,8 +22,7 @@ from __future__ import annotations
 import numpy as np
 
 from silvanforge import UnsupportedModelError, hookimpl
-from silvanforge.ir.lir import Bin, Builder, Cast, Cmp
-from silvanforge.lowering import RepBuffers
+from silvanforge.rep import Bin, Builder, Cast, Cmp, RepBuffers, Representation
 
 NAME = "reorg"
 # Refuse layouts beyond this many slots (about 1.5 GB of node data): use sparse instead.
@@ -31,11 +30,6 @@ MAX_SLOTS = 2**27
 # cache_trees names each node's range separately for the top levels only (where every walk goes);
 # this many nodes per tree at most (levels 0..2), so the prefetch code stays small.
 CACHED_NODES = 7
-
-# Buffer holding [T, D] (number of trees, padded depth).  Hooks read it at code-generation
-# time from the builder's declared buffers, so the layout's shape becomes LIR constants; it is
-# never loaded by the generated code.
-META = "reorg_meta"
 
 
 def reorg_slots(layout) -> tuple[int, int, int]:
@@ -50,130 +44,93 @@ def reorg_slots(layout) -> tuple[int, int, int]:
 WALK_COST_FACTOR = 1.2
 
 
-@hookimpl
-def silvanforge_rep_cost(forest, target_kind, batch_size):
-    from silvanforge.walkcost import walk_estimate_ns
-
-    # A picosecond more keeps the factors' order where a forest has no steps (single leaves).
-    return [(NAME, WALK_COST_FACTOR * (walk_estimate_ns(forest) + 1e-3), "")]
-
-
-@hookimpl
-def silvanforge_representations():
-    return [NAME]
-
-
-@hookimpl
-def silvanforge_rep_buffers(rep, forest, layout):
-    if rep != NAME:
-        return None
-    if getattr(layout, "tiles", None) is not None:
-        raise UnsupportedModelError(
-            f"the {NAME} representation does not lay out tiles (tile size {layout.tile_size}); "
-            "use the sparse representation (--rep sparse)")
-    T, D, total = reorg_slots(layout)
-    if total > MAX_SLOTS:
-        raise UnsupportedModelError(
-            f"the reorg representation needs {total} node slots for {T} trees padded to depth {D}; "
-            f"use the sparse representation (--rep sparse)"
-        )
-    feature = np.full(total, -1, np.int32)
-    threshold = np.zeros(total, layout.threshold_dtype)
-    flags = np.zeros(total, np.uint8)
-    leaf_slot = np.zeros(total, np.int32)
-    for i, t in enumerate(layout.trees):
-        stack = [(0, 0)]  # (node, local level-order index)
-        while stack:
-            node, local = stack.pop()
-            s = local * T + i
-            feature[s], threshold[s], flags[s] = t.feature[node], t.threshold[node], t.flags[node]
-            if t.left[node] < 0:
-                leaf_slot[s] = t.leaf_slot[node]
-            else:
-                stack += [(int(t.left[node]), 2 * local + 1), (int(t.right[node]), 2 * local + 2)]
-    return RepBuffers(
-        buffers={META: np.array([T, D], np.int32), "reorg_feature": feature.astype(layout.feature_dtype),
-                 "reorg_threshold": threshold, "reorg_flags": flags, "reorg_leaf": leaf_slot.astype(layout.index_dtype(0, int(leaf_slot.max(initial=0)))),
-                 "leaf_values": layout.leaf_values},
-        info={"slots": total, "padded_depth": D},
-    )
-
-
-def _shape(b) -> tuple[int, int]:
-    """(T, D) of the forest being lowered, from the metadata buffer declared by rep_buffers."""
-    T, D = (int(v) for v in b.buffers[META].data[:2])
-    return T, D
-
-
 def _i64(e):
     return Builder.cast(e, "i64")
 
 
-@hookimpl
-def silvanforge_rep_root(rep, b, tree):
-    # Root of tree t: local node 0, slot 0 * T + t.
-    return None if rep != NAME else _i64(tree)
+class ReorgLayout(Representation):
+    """Written against :mod:`silvanforge.rep`: the tree count ``T`` and padded depth ``D`` are
+    this compile's (set by :meth:`buffers`) and become constants of the generated code."""
+
+    name = NAME
+
+    @classmethod
+    def cost(cls, forest, target_kind, batch_size):
+        from silvanforge.walkcost import walk_estimate_ns
+
+        # A picosecond more keeps the factors' order where a forest has no steps (single leaves).
+        return WALK_COST_FACTOR * (walk_estimate_ns(forest) + 1e-3)
+
+    def buffers(self, forest, layout):
+        T, D, total = reorg_slots(layout)
+        if total > MAX_SLOTS:
+            raise UnsupportedModelError(
+                f"the reorg representation needs {total} node slots for {T} trees padded to depth {D}; "
+                f"use the sparse representation (--rep sparse)"
+            )
+        self.T, self.D = T, D
+        feature = np.full(total, -1, np.int32)
+        threshold = np.zeros(total, layout.threshold_dtype)
+        flags = np.zeros(total, np.uint8)
+        leaf_slot = np.zeros(total, np.int32)
+        for i, t in enumerate(layout.trees):
+            stack = [(0, 0)]  # (node, local level-order index)
+            while stack:
+                node, local = stack.pop()
+                s = local * T + i
+                feature[s], threshold[s], flags[s] = t.feature[node], t.threshold[node], t.flags[node]
+                if t.left[node] < 0:
+                    leaf_slot[s] = t.leaf_slot[node]
+                else:
+                    stack += [(int(t.left[node]), 2 * local + 1), (int(t.right[node]), 2 * local + 2)]
+        return RepBuffers(
+            buffers={"reorg_feature": feature.astype(layout.feature_dtype), "reorg_threshold": threshold,
+                     "reorg_flags": flags,
+                     "reorg_leaf": leaf_slot.astype(layout.index_dtype(0, int(leaf_slot.max(initial=0)))),
+                     "leaf_values": layout.leaf_values},
+            info={"slots": total, "padded_depth": D, "trees": T},
+        )
+
+    def root(self, b, tree):
+        # Root of tree t: local node 0, slot 0 * T + t.
+        return _i64(tree)
+
+    def load_threshold(self, b, tree, node, lane=0):
+        return b.load("reorg_threshold", node)
+
+    def load_feature_index(self, b, tree, node, lane=0):
+        return Builder.cast(b.load("reorg_feature", node), "i32")
+
+    def load_split_flags(self, b, tree, node, lane=0):
+        return b.load("reorg_flags", node)
+
+    def is_leaf(self, b, tree, node):
+        feature = b.load("reorg_feature", node)  # the layout's feature width
+        return Cmp("<", feature, Builder.const(0, feature.type))
+
+    def leaf_value(self, b, tree, node, slot):
+        return b.load("leaf_values", Bin("+", Builder.cast(b.load("reorg_leaf", node), "i32"), Cast(slot, "i32")))
+
+    def child(self, b, tree, node, child):
+        # slot s = n*T + t  ->  child slot (2n + 1 + c)*T + t  ==  2s - t + (1 + c)*T
+        two_node = Bin("*", node, Builder.const(2, "i64"))
+        step = Bin("*", _i64(Bin("+", child, Builder.const(1, "i32"))), Builder.const(self.T, "i64"))
+        return Bin("+", Bin("-", two_node, _i64(tree)), step)
+
+    def cache_trees(self, b, first_tree, num_trees):
+        # The nodes of trees first..first+num are strided: local node n of them is the contiguous
+        # run [n*T + first, n*T + first + num).  One range per node for the top levels, which every
+        # walk visits; deeper levels are left to the hardware (naming them all would emit a
+        # prefetch loop per node of the padded tree).
+        first, num = _i64(first_tree), _i64(num_trees)
+        regions = []
+        for n in range(min(CACHED_NODES, 2 ** (self.D + 1) - 1)):
+            lo = Bin("+", Builder.const(n * self.T, "i64"), first) if n else first
+            regions += [(name, lo, Bin("+", lo, num))
+                        for name in ("reorg_feature", "reorg_threshold", "reorg_flags")]
+        return regions
 
 
 @hookimpl
-def silvanforge_rep_load_threshold(rep, b, tree, node):
-    return None if rep != NAME else b.load("reorg_threshold", node)
-
-
-@hookimpl
-def silvanforge_rep_load_feature_index(rep, b, tree, node):
-    return None if rep != NAME else Builder.cast(b.load("reorg_feature", node), "i32")
-
-
-@hookimpl
-def silvanforge_rep_load_split_flags(rep, b, tree, node):
-    return None if rep != NAME else b.load("reorg_flags", node)
-
-
-@hookimpl
-def silvanforge_rep_load_tile_shape(rep, b, tree, node):
-    return None if rep != NAME else Builder.const(0, "i32")
-
-
-@hookimpl
-def silvanforge_rep_is_leaf(rep, b, tree, node):
-    if rep != NAME:
-        return None
-    feature = b.load("reorg_feature", node)  # the layout's feature width
-    return Cmp("<", feature, Builder.const(0, feature.type))
-
-
-@hookimpl
-def silvanforge_rep_leaf_value(rep, b, tree, node, slot):
-    if rep != NAME:
-        return None
-    return b.load("leaf_values", Bin("+", Builder.cast(b.load("reorg_leaf", node), "i32"), Cast(slot, "i32")))
-
-
-@hookimpl
-def silvanforge_rep_child(rep, b, tree, node, child):
-    if rep != NAME:
-        return None
-    T, _ = _shape(b)
-    # slot s = n*T + t  ->  child slot (2n + 1 + c)*T + t  ==  2s - t + (1 + c)*T
-    two_node = Bin("*", node, Builder.const(2, "i64"))
-    step = Bin("*", _i64(Bin("+", child, Builder.const(1, "i32"))), Builder.const(T, "i64"))
-    return Bin("+", Bin("-", two_node, _i64(tree)), step)
-
-
-@hookimpl
-def silvanforge_rep_cache_trees(rep, b, first_tree, num_trees):
-    if rep != NAME:
-        return None
-    # The nodes of trees first..first+num are strided: local node n of them is the contiguous
-    # run [n*T + first, n*T + first + num).  One range per node for the top levels, which every
-    # walk visits; deeper levels are left to the hardware (naming them all would emit a
-    # prefetch loop per node of the padded tree).
-    T, D = _shape(b)
-    first, num = _i64(first_tree), _i64(num_trees)
-    regions = []
-    for n in range(min(CACHED_NODES, 2 ** (D + 1) - 1)):
-        lo = Bin("+", Builder.const(n * T, "i64"), first) if n else first
-        regions += [(name, lo, Bin("+", lo, num))
-                    for name in ("reorg_feature", "reorg_threshold", "reorg_flags")]
-    return regions
+def silvanforge_representation_types():
+    return [ReorgLayout]

@@ -28,40 +28,18 @@ from collections import deque
 import numpy as np
 
 from silvanforge import hookimpl
-from silvanforge.ir.lir import Bin, Builder, Cast, Cmp
-from silvanforge.lowering import RepBuffers
+from silvanforge.rep import Bin, Builder, Cast, Cmp, RepBuffers, Representation
 
 NAME = "sparse"
-# [tile size, leaves inline]: hooks read it at code-generation time (it becomes LIR constants),
-# the generated code never loads it.
-META = "sparse_meta"
 
 
 # The core's walks priced as they are: sparse is the default walk layout (issue 4's suite).
 WALK_COST_FACTOR = 1.0
 
 
-@hookimpl
-def silvanforge_rep_cost(forest, target_kind, batch_size):
-    from silvanforge.walkcost import walk_estimate_ns
-
-    # A picosecond more keeps the factors' order where a forest has no steps (single leaves).
-    return [(NAME, WALK_COST_FACTOR * (walk_estimate_ns(forest) + 1e-3), "")]
-
-
-@hookimpl
-def silvanforge_representations():
-    return [NAME]
-
-
-@hookimpl
-def silvanforge_rep_buffers(rep, forest, layout):
-    if rep != NAME:
-        return None
-    if layout.tiles is not None:
-        return _tiled_buffers(layout)
+def _buffers(layout) -> RepBuffers:
     inline = layout.inline_leaves
-    # Leaves as fixed points (see the buffers hookspec): a leaf's step goes right, so its child
+    # Leaves as fixed points (see silvanforge.rep): a leaf's step goes right, so its child
     # offset is -1.  A walk past its row's end (an inactive interleaved lane reading rows that
     # are not its own) may go left from a leaf, to the slot before it: slot 0 is a spare leaf
     # whose offset is 0, so such a walk never leaves the arrays, and its result is discarded.
@@ -98,7 +76,7 @@ def silvanforge_rep_buffers(rep, forest, layout):
             queue.extend((int(t.left[node]), int(t.right[node])))
     roots[-1] = pos
     return RepBuffers(
-        buffers={META: np.array([1, int(inline)], np.int32), "sparse_roots": roots,
+        buffers={"sparse_roots": roots,
                  "sparse_feature": feature.astype(layout.feature_dtype),
                  "sparse_threshold": threshold, "sparse_flags": flags,
                  "sparse_child": _narrow(layout, child), "leaf_values": layout.leaf_values},
@@ -166,29 +144,13 @@ def _tiled_buffers(layout) -> RepBuffers:
             pos += n + 1
     roots[-1] = pos
     return RepBuffers(
-        buffers={META: np.array([n, int(inline)], np.int32), "sparse_roots": roots,
+        buffers={"sparse_roots": roots,
                  "sparse_feature": feature.astype(layout.feature_dtype),
                  "sparse_threshold": threshold, "sparse_flags": flags,
                  "sparse_shape": shape, "sparse_child": _narrow(layout, child),
                  "leaf_values": layout.leaf_values},
         info={"tiles": int(total), "tile_size": n, **_widths_info(layout, feature, child)},
     )
-
-
-def _tile_size(b) -> int:
-    return int(b.buffers[META].data[0])
-
-
-def _inline_leaves(b) -> bool:
-    return bool(b.buffers[META].data[1])
-
-
-def _lane_index(b, node, lane):
-    """Element of a node field: the node itself untiled, lane ``lane`` of tile ``node`` tiled."""
-    n = _tile_size(b)
-    if n == 1:
-        return node
-    return Bin("+", Bin("*", node, Builder.const(n, "i64")), Builder.const(lane, "i64"))
 
 
 def _i64(e):
@@ -199,70 +161,72 @@ def _i32(e):
     return Builder.cast(e, "i32")
 
 
-@hookimpl
-def silvanforge_rep_root(rep, b, tree):
-    return None if rep != NAME else _i64(b.load("sparse_roots", tree))
+class SparseLayout(Representation):
+    """Written against :mod:`silvanforge.rep`: the tile size and whether leaves are inline are
+    this compile's (set by :meth:`buffers`), read as the walk's code is generated."""
+
+    name = NAME
+    tiles = True
+
+    @classmethod
+    def cost(cls, forest, target_kind, batch_size):
+        from silvanforge.walkcost import walk_estimate_ns
+
+        # A picosecond more keeps the factors' order where a forest has no steps (single leaves).
+        return WALK_COST_FACTOR * (walk_estimate_ns(forest) + 1e-3)
+
+    def buffers(self, forest, layout):
+        self.n, self.inline = layout.tile_size, layout.inline_leaves
+        return _buffers(layout) if layout.tiles is None else _tiled_buffers(layout)
+
+    def _lane(self, node, lane):
+        """Element of a node field: the node itself untiled, lane ``lane`` of tile ``node`` tiled."""
+        if self.n == 1:
+            return node
+        return Bin("+", Bin("*", node, Builder.const(self.n, "i64")), Builder.const(lane, "i64"))
+
+    def root(self, b, tree):
+        return _i64(b.load("sparse_roots", tree))
+
+    def load_threshold(self, b, tree, node, lane=0):
+        return b.load("sparse_threshold", self._lane(node, lane))
+
+    def load_feature_index(self, b, tree, node, lane=0):
+        return _i32(b.load("sparse_feature", self._lane(node, lane)))
+
+    def load_split_flags(self, b, tree, node, lane=0):
+        return b.load("sparse_flags", self._lane(node, lane))
+
+    def load_tile_shape(self, b, tree, node):
+        if self.n == 1:
+            return Builder.const(0, "i32")
+        return Cast(b.load("sparse_shape", node), "i32")
+
+    def is_leaf(self, b, tree, node):
+        feature = b.load("sparse_feature", self._lane(node, 0))
+        return Cmp("<", feature, Builder.const(0, feature.type))
+
+    def leaf_value(self, b, tree, node, slot):
+        if self.inline:  # one output per tree: slot is always 0
+            return Builder.cast(b.load("sparse_threshold", self._lane(node, 0)), b.buffers["leaf_values"].type)
+        return b.load("leaf_values", Bin("+", _i32(b.load("sparse_child", node)), Cast(slot, "i32")))
+
+    def child(self, b, tree, node, child):
+        # Children are stored relative to their parent's slot.
+        return Bin("+", node, _i64(Bin("+", _i32(b.load("sparse_child", node)), child)))
+
+    def cache_trees(self, b, first_tree, num_trees):
+        # The trees' nodes are one contiguous slice of every node array (n elements a tile tiled).
+        lo = b.load("sparse_roots", first_tree)
+        hi = b.load("sparse_roots", Bin("+", first_tree, num_trees))
+        n = self.n
+        if n == 1:
+            return [(name, lo, hi) for name in ("sparse_feature", "sparse_threshold", "sparse_flags", "sparse_child")]
+        lanes = (Bin("*", lo, Builder.const(n, "i32")), Bin("*", hi, Builder.const(n, "i32")))
+        return ([(name, *lanes) for name in ("sparse_feature", "sparse_threshold", "sparse_flags")]
+                + [(name, lo, hi) for name in ("sparse_shape", "sparse_child")])
 
 
 @hookimpl
-def silvanforge_rep_load_threshold(rep, b, tree, node, lane):
-    return None if rep != NAME else b.load("sparse_threshold", _lane_index(b, node, lane))
-
-
-@hookimpl
-def silvanforge_rep_load_feature_index(rep, b, tree, node, lane):
-    return None if rep != NAME else _i32(b.load("sparse_feature", _lane_index(b, node, lane)))
-
-
-@hookimpl
-def silvanforge_rep_load_split_flags(rep, b, tree, node, lane):
-    return None if rep != NAME else b.load("sparse_flags", _lane_index(b, node, lane))
-
-
-@hookimpl
-def silvanforge_rep_load_tile_shape(rep, b, tree, node):
-    if rep != NAME:
-        return None
-    if _tile_size(b) == 1:
-        return Builder.const(0, "i32")
-    return Cast(b.load("sparse_shape", node), "i32")
-
-
-@hookimpl
-def silvanforge_rep_is_leaf(rep, b, tree, node):
-    if rep != NAME:
-        return None
-    feature = b.load("sparse_feature", _lane_index(b, node, 0))
-    return Cmp("<", feature, Builder.const(0, feature.type))
-
-
-@hookimpl
-def silvanforge_rep_leaf_value(rep, b, tree, node, slot):
-    if rep != NAME:
-        return None
-    if _inline_leaves(b):  # one output per tree: slot is always 0
-        return Builder.cast(b.load("sparse_threshold", _lane_index(b, node, 0)), b.buffers["leaf_values"].type)
-    return b.load("leaf_values", Bin("+", _i32(b.load("sparse_child", node)), Cast(slot, "i32")))
-
-
-@hookimpl
-def silvanforge_rep_child(rep, b, tree, node, child):
-    if rep != NAME:
-        return None
-    # Children are stored relative to their parent's slot.
-    return Bin("+", node, _i64(Bin("+", _i32(b.load("sparse_child", node)), child)))
-
-
-@hookimpl
-def silvanforge_rep_cache_trees(rep, b, first_tree, num_trees):
-    if rep != NAME:
-        return None
-    # The trees' nodes are one contiguous slice of every node array (n elements a tile tiled).
-    lo = b.load("sparse_roots", first_tree)
-    hi = b.load("sparse_roots", Bin("+", first_tree, num_trees))
-    n = _tile_size(b)
-    if n == 1:
-        return [(name, lo, hi) for name in ("sparse_feature", "sparse_threshold", "sparse_flags", "sparse_child")]
-    lanes = (Bin("*", lo, Builder.const(n, "i32")), Bin("*", hi, Builder.const(n, "i32")))
-    return ([(name, *lanes) for name in ("sparse_feature", "sparse_threshold", "sparse_flags")]
-            + [(name, lo, hi) for name in ("sparse_shape", "sparse_child")])
+def silvanforge_representation_types():
+    return [SparseLayout]

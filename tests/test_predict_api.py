@@ -256,7 +256,7 @@ def _chain_forest(values, dtype: str, transform: Transform) -> Forest:
                   threshold_dtype=dtype, accumulate_dtype=dtype, source="random")
 
 
-_MARGINS = st.one_of(st.floats(width=32, allow_nan=False),
+_MARGINS = st.one_of(st.floats(width=32, allow_nan=False, allow_infinity=False),
                      st.sampled_from([0.0, -0.0, 88.0, -88.0, 88.8, -104.0, 709.0, -745.0, 1e-45, 3.4e38]))
 
 

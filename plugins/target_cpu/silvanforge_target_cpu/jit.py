@@ -144,8 +144,7 @@ class CpuKernel:
         if guarded and abs(alpha) > 1.0:  # the entry's bound on the margins holds for |alpha| <= 1
             guarded = None
         local = threading.local()
-        lock = threading.Lock()
-        entry = []  # compiled on the first call (milliseconds), shared by every thread
+        entry = []  # looked up (compiled once a process) on the first call
 
         def staging():
             ins = np.zeros((room, features), self.input_dtype)
@@ -160,9 +159,10 @@ class CpuKernel:
                     fills.append((a, buf.per_row, buf.fill))
             ptrs = self._model_ptrs + [a.ctypes.data for a in scratch]
             table = (ctypes.c_void_p * max(1, len(ptrs)))(*ptrs)  # held by the staging: alive
-            block = np.zeros(4, np.int64)
-            block[[small.INS, small.OUT, small.TABLE, small.FINAL]] = [
-                ins.ctypes.data, out.ctypes.data, ctypes.addressof(table), final.ctypes.data]
+            block = np.zeros(small.PHASES + 2 * len(phases), np.int64)
+            block[:small.PHASES] = [ins.ctypes.data, out.ctypes.data, ctypes.addressof(table),
+                                    final.ctypes.data, features, outputs]
+            block[small.PHASES:] = np.array(phases, np.int64).reshape(-1)
             # Views for every row count, made once: slicing at each call cost a third of a
             # microsecond more.
             shaped = (lambda a: a.reshape(-1)) if flat else (lambda a: a)
@@ -171,10 +171,8 @@ class CpuKernel:
             return st
 
         def compiled():
-            with lock:
-                if not entry:
-                    entry.append(small.SmallEntry(phases, features, outputs, self.module.output_type,
-                                                  applies, alpha, guard=guarded is not None))
+            if not entry:
+                entry.append(small.entry(len(phases), self.module.output_type, applies, alpha, guarded is not None))
             return entry[0].call
 
         def call(rows: np.ndarray, apply: bool = False) -> tuple[np.ndarray, bool]:

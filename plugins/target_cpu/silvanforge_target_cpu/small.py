@@ -4,9 +4,10 @@ of a kernel on rows staged by the caller and applies the output transform in mac
 Why: a ctypes call costs about 0.15 us an argument, so the ten arguments of a phase function
 cost 1.8 us of a 1-row call whose walks take under one; the output transform through NumPy
 (an ``errstate`` and four ufunc calls on one value) cost 5 us more.  The entry takes the
-address of a per-thread block of words (staged rows, margins, pointer table, results) and the
-row count; it is a small module of its own, compiled on a kernel's first small call (a few
-milliseconds), which calls the phase functions at their addresses.
+address of a per-thread block of words (staged rows, margins, pointer table, results, the
+kernel's widths, each phase's address and trip) and the row count, so it is a small module
+compiled once a process for each shape of kernel (phases, accumulation type, transform), on
+the first small call that needs it (a few milliseconds).
 
 Transforms are computed in machine code only where the result is the reference's
 (:mod:`silvanforge.transforms`) bit for bit: IEEE operations in the accumulation type as NumPy
@@ -32,8 +33,8 @@ from silvanforge.ir import lir
 
 from .llvm_host import target_machine
 
-# The words of a thread's block (int64 each), in order.
-INS, OUT, TABLE, FINAL = range(4)
+# The words of a thread's block (int64 each), in order; then each phase's address and trip.
+INS, OUT, TABLE, FINAL, FEATURES, OUTPUTS, PHASES = range(7)
 
 
 def entry_transform(transform, output_dtype: np.dtype) -> str | None:
@@ -78,11 +79,12 @@ def _bind_exp() -> None:
             _libm_ready = True
 
 
-def _ir(phases: list[tuple[int, int]], features: int, outputs: int, acc: str,
-        transform: str | None, alpha: float, guard: bool = False) -> str:
-    """IR of ``i64 entry(i64* block, i64 n, i64 apply)``: every phase ``(address, trip)`` over
-    rows [0, n), then, if ``apply``, the transform of the n x outputs margins into FINAL; or,
-    with ``guard``, whether every margin is below :data:`GUARD` in magnitude (1 or 0)."""
+def _ir(phases: int, acc: str, transform: str | None, alpha: float, guard: bool = False) -> str:
+    """IR of ``i64 entry(i64* block, i64 n, i64 apply)``: each of the ``phases`` phases (its
+    address and trip in the block) over rows [0, n), then, if ``apply``, the transform of the
+    n x outputs margins into FINAL; or, with ``guard``, whether every margin is below
+    :data:`GUARD` in magnitude (1 or 0).  Everything of a kernel is read from the block, so one
+    compiled entry serves every kernel of the same shape (:func:`entry`)."""
     i64, i8p = ir.IntType(64), ir.IntType(8).as_pointer()
     t = ir.FloatType() if acc == "f32" else ir.DoubleType()
     mod = ir.Module(name="silvanforge_small")
@@ -90,18 +92,20 @@ def _ir(phases: list[tuple[int, int]], features: int, outputs: int, acc: str,
     fn = ir.Function(mod, ir.FunctionType(i64, [i64.as_pointer(), i64, i64]), "silvanforge_small_entry")
     block, n, apply = fn.args
     b = ir.IRBuilder(fn.append_basic_block("entry"))
-    word = [b.load(b.gep(block, [ir.Constant(i64, k)])) for k in range(4)]
+    word = [b.load(b.gep(block, [ir.Constant(i64, k)])) for k in range(PHASES + 2 * phases)]
     ins, out, table = (b.inttoptr(word[k], i8p) for k in (INS, OUT, TABLE))
+    features, outputs = word[FEATURES], word[OUTPUTS]
     zero, one = ir.Constant(i64, 0), ir.Constant(i64, 1)
-    for address, trip in phases:
-        callee = b.inttoptr(ir.Constant(i64, address), phase_t.as_pointer())
+    for k in range(phases):
+        callee = b.inttoptr(word[PHASES + 2 * k], phase_t.as_pointer())
+        trip = word[PHASES + 2 * k + 1]
         # rows, row stride, column stride, row_begin, row_end, iter_begin, iter_end, n, out, table
-        b.call(callee, [ins, ir.Constant(i64, features), one, zero, n, zero, ir.Constant(i64, trip), n, out, table])
+        b.call(callee, [ins, features, one, zero, n, zero, trip, n, out, table])
     if (transform is None or transform == "identity") and not guard:
         b.ret(one)
         return str(mod)
     loop, done = fn.append_basic_block("transform"), fn.append_basic_block("done")
-    count = b.mul(n, ir.Constant(i64, outputs))
+    count = b.mul(n, outputs)
     start = b.block
     b.cbranch(b.and_(b.icmp_signed("!=", apply, zero), b.icmp_signed(">", count, zero)), loop, done)
     b.position_at_end(loop)
@@ -146,13 +150,12 @@ def _ir(phases: list[tuple[int, int]], features: int, outputs: int, acc: str,
 
 
 class SmallEntry:
-    """The compiled entry of one kernel (kept alive with it)."""
+    """A compiled entry (kept alive as long as the process: :func:`entry` shares it)."""
 
-    def __init__(self, phases: list[tuple[int, int]], features: int, outputs: int, acc: str,
-                 transform: str | None, alpha: float, guard: bool = False):
+    def __init__(self, phases: int, acc: str, transform: str | None, alpha: float, guard: bool):
         _bind_exp()
         tm = target_machine()
-        mod = llvm.parse_assembly(_ir(phases, features, outputs, acc, transform, alpha, guard))
+        mod = llvm.parse_assembly(_ir(phases, acc, transform, alpha, guard))
         mod.triple = llvm.get_process_triple()
         mod.data_layout = str(tm.target_data)
         mod.verify()
@@ -162,6 +165,21 @@ class SmallEntry:
         self._engine.finalize_object()
         address = self._engine.get_function_address("silvanforge_small_entry")
         self.call = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)(address)
+
+
+_entries: dict[tuple, SmallEntry] = {}
+_entries_lock = threading.Lock()
+
+
+def entry(phases: int, acc: str, transform: str | None, alpha: float, guard: bool) -> SmallEntry:
+    """The compiled entry of kernels of this shape: compiled once a process (a few ms; a
+    compile each kernel made the suite's thousands of small models a third slower)."""
+    key = (phases, acc, transform, float(alpha), bool(guard))
+    with _entries_lock:
+        found = _entries.get(key)
+        if found is None:
+            found = _entries[key] = SmallEntry(*key)
+        return found
 
 
 def numpy_transform(name: str, alpha: float, margins: np.ndarray, out: np.ndarray) -> np.ndarray:

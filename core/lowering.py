@@ -471,7 +471,7 @@ class _Rep:
 
             raise PluginError(f"representation {rep!r} is not a walk representation (no "
                               "silvanforge.rep.Representation class of that name is installed)")
-        self.rep, self.instance = rep, cls()
+        self.hook, self.rep, self.instance = hook, rep, cls()
 
     def __getattr__(self, op):
         if op == "buffers":
@@ -482,8 +482,13 @@ class _Rep:
         from .errors import UnsupportedModelError
 
         if layout.tiles is not None and not type(self.instance).tiles:
-            raise UnsupportedModelError(f"the {self.rep} representation does not lay out tiles "
-                                        f"(tile size {layout.tile_size}); use one that does, or tile size 1")
+            from .plugins import rep_types
+
+            tiling = sorted(name for name, cls in rep_types(self.hook).items() if cls.tiles)
+            raise UnsupportedModelError(
+                f"the {self.rep} representation does not lay out tiles (tile size {layout.tile_size}); "
+                + (f"use one that does ({', '.join(f'--rep {name}' for name in tiling)})" if tiling
+                   else "no installed representation does: use tile size 1"))
         out = self.instance.buffers(forest, layout)
         if not isinstance(out, RepBuffers):
             from .errors import PluginError

@@ -46,7 +46,7 @@ from .lowering import (FLAG_CATEGORICAL, FLAG_DEFAULT_LEFT, FLAG_OP_SHIFT, FLAG_
                        RepBuffers, TreeLayout)
 
 __all__ = [
-    "Representation", "ForestLayout", "TreeLayout", "RepBuffers", "Builder", "Bin", "Cast", "Cmp",
+    "Representation", "FieldArrays", "ForestLayout", "TreeLayout", "RepBuffers", "Builder", "Bin", "Cast", "Cmp",
     "Select", "Expr", "Forest", "lir", "FLAG_CATEGORICAL", "FLAG_DEFAULT_LEFT", "FLAG_OP_SHIFT",
     "FLAG_ZERO_MISSING", "InputError", "UnsupportedModelError",
 ]
@@ -115,6 +115,29 @@ class Representation:
         stop)`` element ranges the target may prefetch or copy to shared memory; [] caches
         nothing."""
         return []
+
+
+class FieldArrays(Representation):
+    """A representation whose node fields are arrays named ``{prefix}_threshold``,
+    ``{prefix}_feature`` and ``{prefix}_flags``, indexed by the node handle (untiled), leaves
+    having a negative feature field as the layout gives it: the three loads and the leaf test
+    come with it; ``array`` and ``reorg`` are written this way."""
+
+    #: The arrays' name prefix (the representation's name, usually).
+    prefix: ClassVar[str] = ""
+
+    def load_threshold(self, b: Builder, tree: Expr, node: Expr, lane: int = 0) -> Expr:
+        return b.load(f"{self.prefix}_threshold", node)
+
+    def load_feature_index(self, b: Builder, tree: Expr, node: Expr, lane: int = 0) -> Expr:
+        return Builder.cast(b.load(f"{self.prefix}_feature", node), "i32")
+
+    def load_split_flags(self, b: Builder, tree: Expr, node: Expr, lane: int = 0) -> Expr:
+        return b.load(f"{self.prefix}_flags", node)
+
+    def is_leaf(self, b: Builder, tree: Expr, node: Expr) -> Expr:
+        feature = b.load(f"{self.prefix}_feature", node)  # in the width it is stored in
+        return Cmp("<", feature, Builder.const(0, feature.type))
 
 
 def check_class(cls) -> None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from silvanforge import UnsupportedModelError, hookimpl
-from silvanforge.rep import Bin, Builder, Cast, Cmp, RepBuffers, Representation
+from silvanforge.rep import Bin, Builder, Cast, FieldArrays, RepBuffers
 
 NAME = "array"
 # Refuse layouts beyond this many slots (about 1.5 GB of node data): use sparse instead.
@@ -30,10 +30,11 @@ def array_slots(layout) -> int:
 WALK_COST_FACTOR = 1.1
 
 
-class ArrayLayout(Representation):
+class ArrayLayout(FieldArrays):
     """Written against :mod:`silvanforge.rep` (the class contract)."""
 
     name = NAME
+    prefix = NAME  # array_threshold, array_feature, array_flags: FieldArrays loads them
 
     @classmethod
     def cost(cls, forest, target_kind, batch_size):
@@ -81,19 +82,6 @@ class ArrayLayout(Representation):
 
     def root(self, b, tree):
         return Builder.cast(b.load("array_offset", tree), "i64")
-
-    def load_threshold(self, b, tree, node, lane=0):
-        return b.load("array_threshold", node)
-
-    def load_feature_index(self, b, tree, node, lane=0):
-        return Builder.cast(b.load("array_feature", node), "i32")
-
-    def load_split_flags(self, b, tree, node, lane=0):
-        return b.load("array_flags", node)
-
-    def is_leaf(self, b, tree, node):
-        feature = b.load("array_feature", node)  # the layout's feature width
-        return Cmp("<", feature, Builder.const(0, feature.type))
 
     def leaf_value(self, b, tree, node, slot):
         if self.inline:

@@ -22,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 
 from silvanforge import UnsupportedModelError, hookimpl
-from silvanforge.rep import Bin, Builder, Cast, Cmp, RepBuffers, Representation
+from silvanforge.rep import Bin, Builder, Cast, FieldArrays, RepBuffers
 
 NAME = "reorg"
 # Refuse layouts beyond this many slots (about 1.5 GB of node data): use sparse instead.
@@ -48,11 +48,12 @@ def _i64(e):
     return Builder.cast(e, "i64")
 
 
-class ReorgLayout(Representation):
+class ReorgLayout(FieldArrays):
     """Written against :mod:`silvanforge.rep`: the tree count ``T`` and padded depth ``D`` are
     this compile's (set by :meth:`buffers`) and become constants of the generated code."""
 
     name = NAME
+    prefix = NAME  # reorg_threshold, reorg_feature, reorg_flags: FieldArrays loads them
 
     @classmethod
     def cost(cls, forest, target_kind, batch_size):
@@ -94,19 +95,6 @@ class ReorgLayout(Representation):
     def root(self, b, tree):
         # Root of tree t: local node 0, slot 0 * T + t.
         return _i64(tree)
-
-    def load_threshold(self, b, tree, node, lane=0):
-        return b.load("reorg_threshold", node)
-
-    def load_feature_index(self, b, tree, node, lane=0):
-        return Builder.cast(b.load("reorg_feature", node), "i32")
-
-    def load_split_flags(self, b, tree, node, lane=0):
-        return b.load("reorg_flags", node)
-
-    def is_leaf(self, b, tree, node):
-        feature = b.load("reorg_feature", node)  # the layout's feature width
-        return Cmp("<", feature, Builder.const(0, feature.type))
 
     def leaf_value(self, b, tree, node, slot):
         return b.load("leaf_values", Bin("+", Builder.cast(b.load("reorg_leaf", node), "i32"), Cast(slot, "i32")))

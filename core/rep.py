@@ -62,12 +62,21 @@ class Representation:
     #: Lays out tiles (see the module docstring).
     tiles: ClassVar[bool] = False
 
+    #: Where set, :meth:`cost` is this factor times the core's estimate of its walks
+    #: (:func:`silvanforge.walkcost.walk_estimate_ns`): 1.0 prices them as the estimate does.
+    walk_cost_factor: ClassVar[float | None] = None
+
     @classmethod
     def cost(cls, forest: Forest, target_kind: str, batch_size: int | None) -> float | None:
         """Estimated ns a row of this representation's walks on ``forest`` (the cheapest
-        installed representation is the default); None: only when asked for by name.
-        :func:`silvanforge.walkcost.walk_estimate_ns` is the first-party walks' estimate."""
-        return None
+        installed representation is the default); None: only when asked for by name.  By
+        default :attr:`walk_cost_factor` times the walks' estimate, or None without one."""
+        if cls.walk_cost_factor is None:
+            return None
+        from .walkcost import walk_estimate_ns
+
+        # A picosecond more keeps the factors' order where a forest has no steps (single leaves).
+        return cls.walk_cost_factor * (walk_estimate_ns(forest) + 1e-3)
 
     def buffers(self, forest: Forest, layout: ForestLayout) -> RepBuffers:
         """The model buffers of ``layout`` (the forest in the shared node encoding).  Raise

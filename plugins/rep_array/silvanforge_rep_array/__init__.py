@@ -36,12 +36,7 @@ class ArrayLayout(FieldArrays):
     name = NAME
     prefix = NAME  # array_threshold, array_feature, array_flags: FieldArrays loads them
 
-    @classmethod
-    def cost(cls, forest, target_kind, batch_size):
-        from silvanforge.walkcost import walk_estimate_ns
-
-        # A picosecond more keeps the factors' order where a forest has no steps (single leaves).
-        return WALK_COST_FACTOR * (walk_estimate_ns(forest) + 1e-3)
+    walk_cost_factor = WALK_COST_FACTOR
 
     def buffers(self, forest, layout):
         total = array_slots(layout)

@@ -55,12 +55,7 @@ class ReorgLayout(FieldArrays):
     name = NAME
     prefix = NAME  # reorg_threshold, reorg_feature, reorg_flags: FieldArrays loads them
 
-    @classmethod
-    def cost(cls, forest, target_kind, batch_size):
-        from silvanforge.walkcost import walk_estimate_ns
-
-        # A picosecond more keeps the factors' order where a forest has no steps (single leaves).
-        return WALK_COST_FACTOR * (walk_estimate_ns(forest) + 1e-3)
+    walk_cost_factor = WALK_COST_FACTOR
 
     def buffers(self, forest, layout):
         T, D, total = reorg_slots(layout)

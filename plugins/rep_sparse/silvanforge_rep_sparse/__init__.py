@@ -168,12 +168,7 @@ class SparseLayout(Representation):
     name = NAME
     tiles = True
 
-    @classmethod
-    def cost(cls, forest, target_kind, batch_size):
-        from silvanforge.walkcost import walk_estimate_ns
-
-        # A picosecond more keeps the factors' order where a forest has no steps (single leaves).
-        return WALK_COST_FACTOR * (walk_estimate_ns(forest) + 1e-3)
+    walk_cost_factor = WALK_COST_FACTOR
 
     def buffers(self, forest, layout):
         self.n, self.inline = layout.tile_size, layout.inline_leaves

@@ -35,7 +35,7 @@ PAD_LIMIT_SMALL, PAD_SMALL_BYTES = 8.0, 4 << 20
 def choose_representation(forest: hir.Forest, target_kind: str = "cpu", batch_size: int | None = None,
                           walks_only: bool = False) -> str:
     """The cheapest representation for ``forest`` by the installed plugins' own estimates
-    (``silvanforge_rep_cost``; ties by name); ``walks_only``: among those the core walks.
+    (each representation class's ``cost``; ties by name); ``walks_only``: among those the core walks.
     Without any estimate, the first installed walk representation."""
     reg = registry()
     reps = reg.representations()
@@ -208,11 +208,10 @@ def lower(model, target: str = "cpu", rep: str | None = None, schedule=None,
 
 
 def _lower_program(forest: hir.Forest, rep: str, target_kind: str, batch_size: int | None = None) -> Lowered:
-    """A program representation's own LIR (``silvanforge_rep_program``): no HIR passes, no MIR."""
-    module = registry().hook.silvanforge_rep_program(rep=rep, forest=forest, target_kind=target_kind,
-                                                     batch_size=batch_size)
-    if module is None:
-        raise PluginError(f"representation {rep!r} says it is a program representation but builds no program")
+    """A program representation's own LIR (its ``program``): no HIR passes, no MIR."""
+    module = registry().rep_class(rep)().program(forest, target_kind, batch_size)
+    if not isinstance(module, lir.Module):
+        raise PluginError(f"program representation {rep!r} built {type(module).__name__}, not an LIR module")
     fn = mir.MirFunction(body=[], num_trees=forest.num_trees, num_outputs=forest.num_outputs,
                          schedule_text=f"{rep} evaluation: no walks, nothing to schedule")
     return Lowered(forest, False, forest, rep, Schedule(), fn, module)

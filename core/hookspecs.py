@@ -8,12 +8,14 @@ found through one of three entry-point groups in the plugin distribution's ``pyp
     [project.entry-points."silvanforge.representations"]  # in-memory layouts of trees
     [project.entry-points."silvanforge.targets"]          # code generators
 
-Hooks marked *dispatched* are called on every plugin with a ``rep``/``target``/``fmt`` name
-first; a plugin answers ``None`` for names that are not its own, and the first non-``None``
-answer wins (pluggy ``firstresult``), exactly like pytest's own hooks.
+Hooks marked *dispatched* are called on every plugin with a ``target``/``fmt`` name first; a
+plugin answers ``None`` for names that are not its own, and the first non-``None`` answer wins
+(pluggy ``firstresult``), exactly like pytest's own hooks.
 
-Representation hooks never emit target code: they build LIR expressions with the
-:class:`silvanforge.ir.lir.Builder` they are handed, so one representation serves every target.
+Representations are classes (:mod:`silvanforge.rep`) listed by one hook,
+:func:`silvanforge_representation_types`; their methods never emit target code: they build LIR
+expressions with the :class:`silvanforge.ir.lir.Builder` they are handed, so one
+representation serves every target.
 """
 
 from __future__ import annotations
@@ -73,48 +75,11 @@ def silvanforge_import_object(obj):
 # --------------------------------------------------------------------------- representations
 @hookspec
 def silvanforge_representation_types():
-    """Return the walk representation classes this plugin provides: subclasses of
-    :class:`silvanforge.rep.Representation`, which documents the whole contract (one instance
-    per compile; its methods lay the forest out and answer the walk generator).  A plugin
-    written this way implements no other representation hook."""
-
-
-@hookspec
-def silvanforge_representations():
-    """Return the names of the *program* representations this plugin provides (``["my_form"]``;
-    see :func:`silvanforge_rep_kind`).  Walk representations are classes:
-    :func:`silvanforge_representation_types`."""
-
-
-@hookspec
-def silvanforge_rep_cost(forest, target_kind, batch_size):
-    """The chooser's question, asked of every program representation plugin when the user names
-    none (walk representation classes answer with their ``cost``): return a list of
-    ``(rep, ns_per_row, why)`` for your representations, ``ns_per_row`` the
-    estimated time a row of ``forest`` takes at ``batch_size`` (``None``: large batches) on a
-    ``target_kind`` (``"cpu"`` / ``"gpu"``) target, or ``None`` with ``why`` saying why it cannot
-    or should not run this forest there.  The cheapest answer wins (ties: by name).  Walk
-    representations may price themselves with :func:`silvanforge.walkcost.walk_estimate_ns`,
-    the core's estimate of its walks.  Representations that do not answer run only when named.
-    """
-
-
-@hookspec(firstresult=True)
-def silvanforge_rep_kind(rep):
-    """Dispatched on ``rep``: ``"walk"`` (the core walks the trees: a
-    :class:`silvanforge.rep.Representation` class) or ``"program"`` (the representation evaluates trees its own way and builds the
-    whole LIR program: :func:`silvanforge_rep_program`).  Representations that do not answer
-    are walked."""
-
-
-@hookspec(firstresult=True)
-def silvanforge_rep_program(rep, forest, target_kind, batch_size):
-    """Dispatched on ``rep`` (a ``"program"`` representation): the LIR
-    :class:`silvanforge.ir.lir.Module` evaluating ``forest`` (the model as imported: no HIR
-    passes, no schedule) for rows given to its ``rows`` input buffer, margins written to its
-    ``margins`` output buffer, for batches of ``batch_size`` rows (``None``: any).  Raise
-    :class:`silvanforge.errors.InputError` with the reason when the representation cannot run
-    this forest or this ``target_kind``."""
+    """Return the representation classes this plugin provides: subclasses of
+    :class:`silvanforge.rep.Representation` (walks: its methods lay the forest out and answer
+    the walk generator) or :class:`silvanforge.rep.ProgramRepresentation` (a whole program of
+    its own); :mod:`silvanforge.rep` documents the contract.  The core makes one instance per
+    compile and asks each class its ``cost`` when the user names no representation."""
 
 
 # --------------------------------------------------------------------------- targets

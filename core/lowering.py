@@ -465,8 +465,10 @@ class _Rep:
     def __init__(self, hook, rep: str):
         from .plugins import rep_types
 
+        from .rep import Representation
+
         cls = rep_types(hook).get(rep)
-        if cls is None:
+        if cls is None or not issubclass(cls, Representation):
             from .errors import PluginError
 
             raise PluginError(f"representation {rep!r} is not a walk representation (no "
@@ -484,7 +486,7 @@ class _Rep:
         if layout.tiles is not None and not type(self.instance).tiles:
             from .plugins import rep_types
 
-            tiling = sorted(name for name, cls in rep_types(self.hook).items() if cls.tiles)
+            tiling = sorted(name for name, cls in rep_types(self.hook).items() if getattr(cls, "tiles", False))
             raise UnsupportedModelError(
                 f"the {self.rep} representation does not lay out tiles (tile size {layout.tile_size}); "
                 + (f"use one that does ({', '.join(f'--rep {name}' for name in tiling)})" if tiling

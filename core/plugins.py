@@ -78,8 +78,7 @@ class PluginRegistry:
 
     def _provides(self, plugin) -> list[str]:
         out: list[str] = []
-        for hook in ("silvanforge_formats", "silvanforge_representations", "silvanforge_targets",
-                     "silvanforge_representation_types"):
+        for hook in ("silvanforge_formats", "silvanforge_targets", "silvanforge_representation_types"):
             impl = getattr(plugin, hook, None)
             if impl is not None:
                 try:
@@ -97,25 +96,29 @@ class PluginRegistry:
         return sorted({f for lst in self.hook.silvanforge_formats() for f in lst})
 
     def representations(self) -> list[str]:
-        named = {r for lst in self.hook.silvanforge_representations() for r in lst}
-        return sorted(named | set(rep_types(self.hook)))
+        return sorted(rep_types(self.hook))
+
+    def rep_class(self, rep: str):
+        """The class of representation ``rep`` (:mod:`silvanforge.rep`)."""
+        self.check_representation(rep)
+        return rep_types(self.hook)[rep]
 
     def rep_kind(self, rep: str) -> str:
-        """``walk`` or ``program`` (see the ``silvanforge_rep_kind`` hook); ``walk`` if unanswered."""
-        kind = self.hook.silvanforge_rep_kind(rep=rep) or "walk"
-        if kind not in ("walk", "program"):
-            raise PluginError(f"representation {rep!r} says it is of kind {kind!r}, not walk or program")
-        return kind
+        """``walk`` (a :class:`silvanforge.rep.Representation`: the core walks the trees) or
+        ``program`` (a :class:`silvanforge.rep.ProgramRepresentation` builds its own program)."""
+        from .rep import ProgramRepresentation
+
+        return "program" if issubclass(self.rep_class(rep), ProgramRepresentation) else "walk"
 
     def rep_costs(self, forest, target_kind: str, batch_size) -> list[tuple[str, float | None, str]]:
-        """Every installed representation's answer to ``silvanforge_rep_cost`` (classes of
-        ``silvanforge_representation_types``: their ``cost``)."""
-        answers = self.hook.silvanforge_rep_cost(forest=forest, target_kind=target_kind, batch_size=batch_size)
-        costs = [(str(rep), None if ns is None else float(ns), str(why or ""))
-                 for lst in answers if lst for rep, ns, why in lst]
+        """``(rep, ns a row or None, why)``: every installed representation's ``cost``."""
+        costs = []
         for name, cls in rep_types(self.hook).items():
             ns = cls.cost(forest, target_kind, batch_size)
-            costs.append((name, None if ns is None else float(ns), "" if ns is not None else "chosen only by name"))
+            if isinstance(ns, str):
+                costs.append((name, None, ns))
+            else:
+                costs.append((name, None if ns is None else float(ns), "" if ns is not None else "chosen only by name"))
         return costs
 
     def targets(self) -> list[str]:

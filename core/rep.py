@@ -46,7 +46,7 @@ from .lowering import (FLAG_CATEGORICAL, FLAG_DEFAULT_LEFT, FLAG_OP_SHIFT, FLAG_
                        RepBuffers, TreeLayout)
 
 __all__ = [
-    "Representation", "FieldArrays", "ForestLayout", "TreeLayout", "RepBuffers", "Builder", "Bin", "Cast", "Cmp",
+    "Representation", "FieldArrays", "ProgramRepresentation", "ForestLayout", "TreeLayout", "RepBuffers", "Builder", "Bin", "Cast", "Cmp",
     "Select", "Expr", "Forest", "lir", "FLAG_CATEGORICAL", "FLAG_DEFAULT_LEFT", "FLAG_OP_SHIFT",
     "FLAG_ZERO_MISSING", "InputError", "UnsupportedModelError",
 ]
@@ -149,17 +149,42 @@ class FieldArrays(Representation):
         return Cmp("<", feature, Builder.const(0, feature.type))
 
 
+class ProgramRepresentation:
+    """Base of *program* representations: they evaluate trees their own way and build the whole
+    LIR program from the model as imported (no HIR passes, no schedule, no walks), as
+    ``plugins/rep_bitvector`` does.  Listed by ``silvanforge_representation_types`` like walk
+    representations; one instance per compile."""
+
+    name: ClassVar[str] = ""
+
+    @classmethod
+    def cost(cls, forest: Forest, target_kind: str, batch_size: int | None) -> float | str | None:
+        """Estimated ns a row of ``forest`` on a ``target_kind`` target at ``batch_size`` (None:
+        large batches); a string: the reason it cannot or should not run this forest there
+        (never chosen by default then); None: only when asked for by name."""
+        return None
+
+    def program(self, forest: Forest, target_kind: str, batch_size: int | None) -> lir.Module:
+        """The LIR module evaluating ``forest`` for rows given to its ``rows`` input buffer,
+        margins written to its ``margins`` output buffer.  Raise :class:`InputError` with the
+        reason where it cannot run this forest or this ``target_kind``."""
+        raise NotImplementedError
+
+
 def check_class(cls) -> None:
     """Why a class a plugin lists is not a usable representation (raises PluginError)."""
     from .errors import PluginError
 
-    if not (isinstance(cls, type) and issubclass(cls, Representation)):
-        raise PluginError(f"{cls!r} is not a silvanforge.rep.Representation subclass")
+    if not (isinstance(cls, type) and issubclass(cls, (Representation, ProgramRepresentation))):
+        raise PluginError(f"{cls!r} is not a silvanforge.rep.Representation or ProgramRepresentation subclass")
     if not cls.name or not isinstance(cls.name, str):
         raise PluginError(f"representation class {cls.__qualname__} has no name")
-    required = ("buffers", "root", "load_threshold", "load_feature_index", "load_split_flags",
-                "is_leaf", "leaf_value", "child")
-    missing = [m for m in required if getattr(cls, m) is getattr(Representation, m)]
+    if issubclass(cls, ProgramRepresentation):
+        base, required = ProgramRepresentation, ("program",)
+    else:
+        base, required = Representation, ("buffers", "root", "load_threshold", "load_feature_index",
+                                          "load_split_flags", "is_leaf", "leaf_value", "child")
+    missing = [m for m in required if getattr(cls, m) is getattr(base, m)]
     if missing:
         raise PluginError(f"representation {cls.name!r} ({cls.__qualname__}) does not implement "
                           f"{', '.join(missing)}")

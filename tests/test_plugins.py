@@ -152,31 +152,29 @@ def test_shipped_hooks_match_the_specs():
     assert sf.hookimpl is hookimpl
 
 
-def _program_rep(name: str, cost, kind: str = "program"):
+def _program_rep(name: str, cost):
     """A third-party program representation that evaluates like bitvectors under its own name,
     offering ``cost`` (None: refusing, with a reason)."""
     from silvanforge_rep_bitvector import bitvector
 
+    from silvanforge.rep import ProgramRepresentation
+
+    class Form(ProgramRepresentation):
+        @classmethod
+        def cost(cls, forest, target_kind, batch_size):
+            return cost if cost is not None else "not for this forest"
+
+        def program(self, forest, target_kind, batch_size):
+            return bitvector.lower(forest, batch_size=batch_size)
+
+    Form.name = name
     mod = types.ModuleType(f"sf_test_rep_{name}")
 
     @hookimpl
-    def silvanforge_representations():
-        return [name]
+    def silvanforge_representation_types():
+        return [Form]
 
-    @hookimpl
-    def silvanforge_rep_kind(rep):
-        return kind if rep == name else None
-
-    @hookimpl
-    def silvanforge_rep_cost(forest, target_kind, batch_size):
-        return [(name, cost, "" if cost is not None else "not for this forest")]
-
-    @hookimpl
-    def silvanforge_rep_program(rep, forest, target_kind, batch_size):
-        return bitvector.lower(forest, batch_size=batch_size) if rep == name else None
-
-    for fn in (silvanforge_representations, silvanforge_rep_kind, silvanforge_rep_cost, silvanforge_rep_program):
-        setattr(mod, fn.__name__, fn)
+    mod.silvanforge_representation_types = silvanforge_representation_types
     return mod
 
 
@@ -221,12 +219,28 @@ def test_a_third_party_program_representation_is_chosen_by_its_cost(extra_reps):
         sf.compile(forest, rep="cheap", schedule="default")
 
 
-def test_a_representation_of_unknown_kind_is_a_plugin_error(extra_reps):
+def test_a_representation_class_that_breaks_the_contract_is_a_plugin_error(extra_reps):
+    """A listed class that is no representation, or lacks a required method, is named."""
     from test_predict_api import make_forest
 
-    extra_reps(_program_rep("odd", 1.0, kind="other"))
-    with pytest.raises(PluginError, match="representation 'odd' says it is of kind 'other'"):
-        sf.compile(make_forest(seed=3), rep="odd")
+    from silvanforge.rep import Representation
+
+    class Half(Representation):
+        name = "half"
+
+        def buffers(self, forest, layout):
+            raise AssertionError("never laid out")
+
+    mod = types.ModuleType("sf_test_rep_half")
+
+    @hookimpl
+    def silvanforge_representation_types():
+        return [Half]
+
+    mod.silvanforge_representation_types = silvanforge_representation_types
+    extra_reps(mod)
+    with pytest.raises(PluginError, match="representation 'half' .* does not implement root, load_threshold"):
+        sf.compile(make_forest(seed=3), rep="half")
 
 
 def test_plugin_commands_are_added_whatever_is_imported_first():

@@ -392,7 +392,7 @@ def test_categorical_splits_equal_the_reference_exactly(form, drawn, n, threads,
     finally:
         bitvector.CHUNK_BYTES = saved
     if tiny_chunks and forest.has_categorical():
-        assert "bv_chunk_tree" in cf.show("lir") or form.startswith("expanded")
+        assert "bv_chunk_tree" in cf.show("lir") or form.startswith("expanded") or form == "mask-tables"
     assert cf.rep == "bitvector"
     _check_form(cf, forest, form)
     X = category_rows(forest, np.random.default_rng(n), n, top)
@@ -618,13 +618,14 @@ def test_mask_tables_over_several_blocks_and_outputs(threads, monkeypatch):
 
 def test_mask_tables_are_chosen_for_large_trees_over_few_features(monkeypatch):
     """The form goes where its cost says: 256-leaf trees over 4 features, not 32-leaf trees, not
-    256-leaf trees over 40 features; never with categorical splits or too many outputs."""
+    256-leaf trees over 40 features; never with too many outputs."""
     monkeypatch.setattr(bitvector, "MASK_TABLES", None)
     rng = np.random.default_rng(14)
     assert bitvector.mask_tables_form(_leafwise_forest(40, 4, 8, rng), 4096)
     assert not bitvector.mask_tables_form(_leafwise_forest(40, 4, 5, rng), 4096)
     assert not bitvector.mask_tables_form(_leafwise_forest(40, 40, 8, rng), 4096)
-    assert masktables.unsupported(_forest(category_rule=CategoryRule.LIGHTGBM, categorical=True)) is not None
+    # categorical splits have entries of their own (a mask a category)
+    assert masktables.unsupported(_forest(category_rule=CategoryRule.LIGHTGBM, categorical=True)) is None
     many = _leafwise_forest(4, 4, 3, rng)
     many.num_outputs = 10000
     assert "too many" in masktables.unsupported(many)
@@ -753,3 +754,31 @@ def test_mask_tables_beside_node_forms_agree_with_lightgbm(tmp_path, monkeypatch
     np.testing.assert_array_equal(cf.predict(Xt, output_margin=True), reference.predict(forest, Xt, output_margin=True))
     np.testing.assert_allclose(cf.predict(Xt, output_margin=True), booster.predict(Xt, raw_score=True), rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(cf.predict(Xt), booster.predict(Xt), rtol=1e-12, atol=1e-15)
+
+
+def test_leafwise_lightgbm_with_a_categorical_feature_takes_mask_tables_and_agrees(tmp_path, monkeypatch):
+    """Every tree of a leaf-wise 255-leaf model splits on a 30-level categorical feature (taxi
+    with a pickup zone): the chooser takes the mask tables, whose categorical entries look a
+    mask up by category; equal to the reference and to LightGBM on rows with NaN, negative,
+    fractional, unseen and huge categories."""
+    lgb = pytest.importorskip("lightgbm")
+    monkeypatch.setattr(bitvector, "MASK_TABLES", None)
+    monkeypatch.setattr(bitvector, "AUTO_CHOOSE", True)
+    rng = np.random.default_rng(18)
+    X = rng.normal(size=(20000, 5))
+    X[:, 4] = rng.integers(0, 30, len(X))
+    y = np.sin(3 * X[:, 0]) + X[:, 1] * X[:, 2] + rng.normal(0, 1, 30)[X[:, 4].astype(int)] + 0.1 * rng.normal(size=len(X))
+    X[:, :4][rng.random((len(X), 4)) < 0.1] = np.nan
+    booster = lgb.train({"objective": "regression", "num_leaves": 255, "min_data_in_leaf": 5, "verbose": -1,
+                         "seed": 1, "max_cat_to_onehot": 4, "cat_smooth": 1, "min_data_per_group": 5},
+                        lgb.Dataset(X, y, categorical_feature=[4]), 100)
+    booster.save_model(tmp_path / "m.txt")
+    cf = sf.compile(tmp_path / "m.txt", batch_size=4096)
+    assert cf.forest.has_categorical() and "form=mask-tables" in cf.show("lir")
+    Xt = rng.normal(size=(3000, 5))
+    Xt[:, 4] = rng.choice([-2.0, -0.5, 0.0, 3.0, 7.9, 29.0, 31.0, 2.0**31, np.nan], len(Xt))
+    named = rng.random(len(Xt)) < 0.6
+    Xt[named, 4] = rng.integers(0, 30, int(named.sum()))
+    Xt[:, :4][rng.random((len(Xt), 4)) < 0.1] = np.nan
+    np.testing.assert_array_equal(cf.predict(Xt), reference.predict(cf.forest, Xt))
+    np.testing.assert_allclose(cf.predict(Xt), booster.predict(Xt), rtol=1e-12, atol=1e-12)

@@ -311,7 +311,8 @@ def _choice(forest: hir.Forest, batch_size: int | None) -> tuple[np.ndarray, flo
     """(the trees to evaluate by mask tables, the estimated ns a row).  A tree goes to the
     tables where its share of their cost (:func:`.masktables.tree_costs_ns`, plus
     :data:`MIXED_TREE_NS` unless every tree does) is below its narrow looped nodes' cost; the
-    result is kept if estimated cheaper than the node forms for every tree."""
+    result is kept if estimated cheaper than the node forms for every tree.  Categorical trees
+    are candidates too (their categorical features are entries keyed by category)."""
     none = np.zeros(forest.num_trees, bool)
     nodes_ns = _node_forms_ns(forest, batch_size)
     if MASK_TABLES is False:
@@ -319,15 +320,9 @@ def _choice(forest: hir.Forest, batch_size: int | None) -> tuple[np.ndarray, flo
     if MASK_TABLES:
         tables_ns = masktables.choose(forest, batch_size)
         return (none, nodes_ns) if tables_ns is None else (~none, tables_ns)
-    numeric = np.array([not t.categories for t in forest.trees])
-    if not numeric.any():
-        return none, nodes_ns
-    candidates = _part(forest, numeric)
-    cost = masktables.tree_costs_ns(candidates, batch_size)
-    nodes = _tree_nodes(candidates)
-    tabled = none.copy()
-    tabled[np.flatnonzero(numeric)] = cost + MIXED_TREE_NS * (~numeric).any() < NARROW_LOOPED_NODE_NS * nodes
-    if tabled.all():
+    cost = masktables.tree_costs_ns(forest, batch_size)
+    tabled = cost + MIXED_TREE_NS < NARROW_LOOPED_NODE_NS * _tree_nodes(forest)
+    if tabled.all() or (cost < NARROW_LOOPED_NODE_NS * _tree_nodes(forest)).all():
         tables_ns = masktables.choose(forest, batch_size)
         return (~none, tables_ns) if tables_ns is not None and tables_ns < nodes_ns else (none, nodes_ns)
     if not tabled.any():

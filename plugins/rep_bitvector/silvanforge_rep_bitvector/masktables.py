@@ -23,8 +23,12 @@ rows are found once, by a branchless binary search of the feature's sorted thres
 Exact as the other forms: ``x >= g`` (``g`` the threshold of ``x < t`` splits, or the next
 value above ``t`` for ``x <= t``) holds iff more than the index of ``g`` thresholds are ``<= x``;
 LightGBM's NaN-or-not splits (``x <= +inf``) send every number left (no key reaches them) and
-NaN as missing values go.  Numeric splits only: trees with categorical splits, or features with
-more than :data:`MAX_KEYS` thresholds, use the other forms.
+NaN as missing values go.  Categorical splits (session 12) are entries of their own: the key of
+a categorical feature is its category (as the forest's rule makes one of ``x``) below the
+feature's rows, ``rows`` for NaN and ``rows + 1`` for no category, and its masks are one a key,
+the AND over the entry's nodes that key goes right at (not in the node's set; NaN as missing
+values go); a feature split both ways has both keys.  Features with more than
+:data:`MAX_KEYS` thresholds or categories use the other forms.
 """
 
 from __future__ import annotations
@@ -66,19 +70,36 @@ class _Shape:
     entries: int
     nodes: int
     tree_entries: np.ndarray  # features each tree reads
+    # Categorical features: their rows (1 + the largest category a split names); a feature
+    # split both ways has a numeric and a categorical key.
+    categories: dict[int, int] = dataclasses.field(default_factory=dict)
 
     @property
     def counts(self) -> np.ndarray:
         return np.array([len(v) for v in self.thresholds.values()], np.int64)
 
+    @property
+    def keys(self) -> int:
+        """Keys a feature's map has at most: K + 2 (numeric), rows + 2 (categorical)."""
+        return max(int(self.counts.max(initial=0)), max(self.categories.values(), default=0)) + 2
+
 
 def _shape(forest: hir.Forest) -> _Shape:
     dtype = np.dtype(forest.threshold_dtype)
-    internal = [t.left >= 0 for t in forest.trees]
+    every = [t.left >= 0 for t in forest.trees]
+    all_features = np.concatenate([t.feature[m] for t, m in zip(forest.trees, every)] or [np.zeros(0, np.int32)])
+    all_trees = np.repeat(np.arange(forest.num_trees), [int(m.sum()) for m in every])
+    # an entry is (tree, feature, categorical or not): a feature split both ways has two keys
+    all_kinds = np.concatenate([t.categorical_mask()[m] for t, m in zip(forest.trees, every)] or [np.zeros(0, bool)])
+    categories: dict[int, int] = {}
+    for t in forest.trees:
+        for node, cats in t.categories.items():
+            f = int(t.feature[node])
+            categories[f] = max(categories.get(f, 1), int(cats.max(initial=-1)) + 1)
+    internal = [(t.left >= 0) & ~t.categorical_mask() if t.categories else t.left >= 0 for t in forest.trees]
     feature = np.concatenate([t.feature[m] for t, m in zip(forest.trees, internal)] or [np.zeros(0, np.int32)])
     thr = np.concatenate([t.threshold[m] for t, m in zip(forest.trees, internal)] or [np.zeros(0)]).astype(dtype)
     op = np.concatenate([t.op[m] for t, m in zip(forest.trees, internal)] or [np.zeros(0, np.uint8)])
-    tree = np.repeat(np.arange(forest.num_trees), [int(m.sum()) for m in internal])
     g, never = _as_ge(thr, op, dtype)
     f, v = feature[~never].astype(np.int64), g[~never]
     order = np.lexsort((v, f))
@@ -91,9 +112,9 @@ def _shape(forest: hir.Forest) -> _Shape:
     found = {int(u): distinct[bounds[k]:bounds[k + 1]] for k, u in enumerate(used)}
     # A feature split only at ``<= +inf`` has no thresholds, but a key still: NaN's.
     thresholds = {int(u): found.get(int(u), distinct[:0]) for u in np.unique(feature)}
-    pairs = np.unique(tree.astype(np.int64) * (forest.num_features + 1) + feature)
-    tree_entries = np.bincount(pairs // (forest.num_features + 1), minlength=forest.num_trees)
-    return _Shape(thresholds, int(tree_entries.max(initial=0)), len(feature), tree_entries)
+    pairs = np.unique((all_trees.astype(np.int64) * (forest.num_features + 1) + all_features) * 2 + all_kinds)
+    tree_entries = np.bincount(pairs // (2 * (forest.num_features + 1)), minlength=forest.num_trees)
+    return _Shape(thresholds, int(tree_entries.max(initial=0)), len(all_features), tree_entries, categories)
 
 
 def _as_ge(thr: np.ndarray, op: np.ndarray, dtype: np.dtype) -> tuple[np.ndarray, np.ndarray]:
@@ -109,15 +130,14 @@ def _as_ge(thr: np.ndarray, op: np.ndarray, dtype: np.dtype) -> tuple[np.ndarray
 
 def unsupported(forest: hir.Forest, shape: _Shape | None = None) -> str | None:
     """Why this form cannot run the forest (beyond :func:`.bitvector.unsupported`), or None."""
-    for k, t in enumerate(forest.trees):
-        if t.categories:
-            return f"tree {k} has categorical splits"
     shape = shape or _shape(forest)
     counts = shape.counts
-    if not len(counts):
-        return "it has no numeric splits"
+    if not len(counts) and not shape.categories:
+        return "it has no splits"
     if counts.max(initial=0) > MAX_KEYS:
         return f"a feature has more than {MAX_KEYS} distinct thresholds"
+    if max(shape.categories.values(), default=0) > MAX_KEYS:
+        return f"a categorical feature has categories past {MAX_KEYS}"
     if block_rows(forest, shape) < MIN_BLOCK_ROWS:
         return "its features or outputs are too many for blocks of rows on the stack"
     return None
@@ -126,7 +146,8 @@ def unsupported(forest: hir.Forest, shape: _Shape | None = None) -> str | None:
 def block_rows(forest: hir.Forest, shape: _Shape | None = None) -> int:
     """Rows a block: :data:`BLOCK_ROWS`, fewer where their keys (2 bytes a used feature) or sums
     would pass :data:`MAX_BLOCK_BYTES`."""
-    used = max(1, len((shape or _shape(forest)).thresholds))
+    shape = shape or _shape(forest)
+    used = max(1, len(shape.thresholds) + len(shape.categories))
     sums = forest.num_outputs * np.dtype(forest.accumulate_dtype).itemsize
     fit = min(BLOCK_ROWS, MAX_BLOCK_BYTES // (2 * used), MAX_BLOCK_BYTES // sums)
     return 1 << (max(1, fit).bit_length() - 1)
@@ -148,7 +169,7 @@ def tree_costs_ns(forest: hir.Forest, batch_size: int | None = None) -> np.ndarr
     """Each tree's share of :func:`estimate_ns` (as if it were padded to no other tree's
     entries): what the per-tree choice of :func:`.bitvector.tabled_trees` compares."""
     shape = _shape(forest)
-    keys = int(shape.counts.max(initial=0)) + 2
+    keys = shape.keys
     nodes = np.array([int((t.left >= 0).sum()) for t in forest.trees], np.int64)
     lines = (shape.tree_entries * keys * 2 + (nodes + 2 * shape.tree_entries) * words(forest) * 8) / 64
     rows = min(block_rows(forest, shape), batch_size or BLOCK_ROWS)
@@ -161,11 +182,12 @@ def estimate_ns(forest: hir.Forest, batch_size: int | None = None, shape: _Shape
     counts = shape.counts
     steps = int(counts.max(initial=0) + 1).bit_length()
     W, F = words(forest), shape.entries
-    keys = int(counts.max(initial=0)) + 2
+    keys = shape.keys
     lines = (F * keys * 2 + (shape.nodes / forest.num_trees + 2 * F) * W * 8) / 64
     rows = min(block_rows(forest, shape), batch_size or BLOCK_ROWS)
     per_tree = TREE_NS + ENTRY_NS * F + min(MISS_CAP_NS, LINE_NS * lines / rows)
-    return forest.num_trees * per_tree + KEY_STEP_NS * steps * len(counts)
+    # a categorical key: a range check and a select, about two search steps
+    return forest.num_trees * per_tree + KEY_STEP_NS * (steps * len(counts) + 2 * len(shape.categories))
 
 
 def tables(forest: hir.Forest) -> dict[str, np.ndarray]:
@@ -177,17 +199,22 @@ def tables(forest: hir.Forest) -> dict[str, np.ndarray]:
 
     shape = _shape(forest)
     by_feature = shape.thresholds
-    if not by_feature:  # stumps only: one feature without thresholds, so padding entries' keys are set
-        by_feature = {0: np.empty(0, forest.threshold_dtype)}
-    used = list(by_feature)
-    slot = {f: u for u, f in enumerate(used)}
-    counts = np.array([len(by_feature[f]) for f in used], np.int64)
-    steps = max(1, int(counts.max(initial=0)).bit_length())
+    if not by_feature and not shape.categories:  # stumps only: one feature without thresholds,
+        by_feature = {0: np.empty(0, forest.threshold_dtype)}  # so padding entries' keys are set
+    # Numeric features first (keys by search), then categorical ones (keys by category).
+    cats = sorted(shape.categories)
+    used = list(by_feature) + cats
+    slot = {(f, u >= len(by_feature)): u for u, f in enumerate(used)}
+    # a categorical feature's "count": its rows (keys 0..rows-1 its categories, rows NaN's,
+    # rows + 1 no category's)
+    counts = np.array([len(by_feature[f]) for f in by_feature] + [shape.categories[f] for f in cats], np.int64)
+    numeric = len(by_feature)
+    steps = max(1, int(counts[:numeric].max(initial=0)).bit_length())
     width = 2**steps - 1
     search = np.full((max(1, len(used)), width), np.nan, forest.threshold_dtype)
-    for u, f in enumerate(used):
+    for u, f in enumerate(used[:numeric]):
         search[u, :counts[u]] = by_feature[f]
-    keys = int(counts.max(initial=0)) + 2
+    keys = shape.keys
     F = max(1, shape.entries)
     W = words(forest)
     ones = np.full(W, -1, np.int64)
@@ -205,36 +232,52 @@ def tables(forest: hir.Forest) -> dict[str, np.ndarray]:
         leaf_base.append(base)
         base += len(leaves)
         internal = np.flatnonzero(t.left >= 0)
-        g, never = _as_ge(t.threshold[internal], t.op[internal], np.dtype(forest.threshold_dtype))
+        with np.errstate(invalid="ignore"):  # a categorical node's "threshold" is no number
+            g, never = _as_ge(t.threshold[internal], t.op[internal], np.dtype(forest.threshold_dtype))
         mask_start.append(rows * W)
         masks.append(ones[None, :])  # the padding entries' row
         rows += 1
         hits, masks_w = _all_left_masks(first[t.left[internal]], last[t.left[internal]], W)
         clear = np.where(hits, masks_w, -1).T  # (nodes, words)
-        for j, f in enumerate(np.unique(t.feature[internal])):
-            on = t.feature[internal] == f
-            u = slot[int(f)]
+        kinds = t.categorical_mask()[internal] if t.categories else np.zeros(len(internal), bool)
+        for j, (f, kind) in enumerate(sorted({(int(f), bool(c)) for f, c in zip(t.feature[internal], kinds)})):
+            on = (t.feature[internal] == f) & (kinds == kind)
+            u = slot[(f, kind)]
+            feat[k, j] = u
+            at = rows - mask_start[-1] // W  # rows of this tree so far
+            if u >= numeric:  # categorical: a mask a key, the AND over the nodes it goes right at
+                R = int(counts[u])
+                right = np.ones((int(on.sum()), R + 2), bool)  # no category (key R + 1): right
+                for i, node in enumerate(internal[on].tolist()):
+                    right[i, t.categories[node]] = False  # in the set: left
+                    right[i, R] = not t.default_left[node]  # NaN: as missing values go
+                table = np.tile(ones, (R + 2, 1))
+                for i, row in enumerate(clear[on]):
+                    table[right[i]] &= row
+                cmap[k, j, :R + 2] = (at + np.arange(R + 2)) * W
+                masks.append(table)
+                rows += R + 2
+                continue
             # each node's index among the feature's thresholds, plus one: a key reaches it
             # (the row goes right) iff key >= index; never-reached nodes get K + 1
-            index = np.searchsorted(by_feature[int(f)], g[on]) + 1
+            index = np.searchsorted(by_feature[f], g[on]) + 1
             index[never[on]] = counts[u] + 1
             order = np.argsort(index, kind="stable")
             prefix = np.bitwise_and.accumulate(np.vstack([ones, clear[on][order]]), axis=0)
             nan_right = ~t.default_left[internal][on]
             nan_mask = np.bitwise_and.reduce(np.vstack([ones, clear[on][nan_right]]), axis=0)
             reached = np.searchsorted(index[order], np.arange(counts[u] + 1), side="right")
-            at = rows - mask_start[-1] // W  # rows of this tree so far
             cmap[k, j, :counts[u] + 1] = (at + reached) * W
             cmap[k, j, counts[u] + 1] = (at + len(prefix)) * W
             cmap[k, j, counts[u] + 2:] = 0  # keys past this feature's: never looked up
             masks += [prefix, nan_mask[None, :]]
             rows += len(prefix) + 1
-            feat[k, j] = u
     per_output = np.array([t.outputs[0] for t in forest.trees], np.int32)
     return {
         "mt_used": np.array(used, np.int32).reshape(len(used)),
         "mt_search": search.reshape(-1),
-        "mt_nan_key": (counts + 1).astype(np.int16).reshape(len(used)),
+        "mt_nan_key": np.concatenate([counts[:numeric] + 1, counts[numeric:]]).astype(np.int16).reshape(len(used)),
+        "mt_numeric": np.array([numeric], np.int32),
         "mt_feat": feat.reshape(-1),
         "mt_cmap": cmap.reshape(-1),
         "mt_mask": np.concatenate(masks).reshape(-1),
@@ -278,6 +321,7 @@ def function(forest: hir.Forest, buffers: dict, exits: np.ndarray | None = None)
     b = Builder(buffers)
     data = tables(forest)
     steps, width, keys, F, W = (int(v) for v in data.pop("_steps"))
+    numeric = int(data.pop("mt_numeric")[0])  # used features searched; the rest categorical
     if exits is not None:
         data["mt_leaf_base"] = np.asarray(exits, np.int32).reshape(forest.num_trees)
         for unused in ("mt_leaf", "mt_output", "mt_base"):
@@ -308,9 +352,30 @@ def function(forest: hir.Forest, buffers: dict, exits: np.ndarray | None = None)
         search.append(Assign(pos, Select(Cmp("<=", probe, x), Bin("+", pos, c(2**k, i64)), pos)))
     key = Select(IsNan(x), Load("mt_nan_key", u, i16), Cast(pos, i16))
     search.append(Store("mt_key", Bin("+", Bin("*", r, c(U, i64)), u), key))
-    body.append(For(u, c(0, i64), c(U, i64), 1, [
+    body.append(For(u, c(0, i64), c(numeric, i64), 1, [
         Assign(feature, Cast(Load("mt_used", u, i32), i64)),
         For(r, c(0, i64), n, 1, search)]))
+    if numeric < U:
+        # A categorical feature's key: its category where the forest's rule makes x one below
+        # the feature's rows, NaN's key (rows) for NaN, rows + 1 for no category (every split
+        # sends it right), as the bitvector form's decision tables pick their rows.
+        rule = forest.category_rule
+        low, low_inside, high = rule.bounds
+        rows_u = b.local("cr", i64)
+        cat = b.local("cat", i64)
+        at_x = Load("rows", Bin("+", Bin("*", Bin("+", row0, r), lir.ROW_STRIDE), Bin("*", feature, lir.COL_STRIDE)), thr_t)
+        valid = Bin("&", Cmp(">=" if low_inside else ">", x, Builder.const(low, thr_t)), Cmp("<", x, Builder.const(high, thr_t)))
+        keyed = [Assign(x, at_x),
+                 Assign(cat, Cast(Select(valid, x, Builder.const(0.0, thr_t)), i64))]
+        if rule is hir.CategoryRule.EXACT:
+            valid = Bin("&", valid, Cmp("==", Cast(cat, thr_t), x))
+        named = Bin("&", valid, Cmp("<", cat, rows_u))
+        key = Select(IsNan(x), rows_u, Select(named, cat, Bin("+", rows_u, c(1, i64))))
+        keyed.append(Store("mt_key", Bin("+", Bin("*", r, c(U, i64)), u), Cast(key, i16)))
+        body.append(For(u, c(numeric, i64), c(U, i64), 1, [
+            Assign(feature, Cast(Load("mt_used", u, i32), i64)),
+            Assign(rows_u, Cast(Load("mt_nan_key", u, i16), i64)),
+            For(r, c(0, i64), n, 1, keyed)]))
 
     if exits is None:
         body.append(For(r, c(0, i64), n, 1, [

@@ -16,6 +16,7 @@ SHIPPED = {
     ("silvanforge.importers", "xgboost"): "silvanforge-importer-xgboost",
     ("silvanforge.importers", "lightgbm"): "silvanforge-importer-lightgbm",
     ("silvanforge.importers", "onnx"): "silvanforge-importer-onnx",
+    ("silvanforge.importers", "all"): "silvanforge-importers",
     ("silvanforge.representations", "array"): "silvanforge-rep-array",
     ("silvanforge.representations", "sparse"): "silvanforge-rep-sparse",
     ("silvanforge.representations", "reorg"): "silvanforge-rep-reorg",
@@ -37,6 +38,7 @@ def test_shipped_plugins_are_discovered_with_distribution_and_version():
         assert rec.version == metadata.version(dist)
     assert found[("silvanforge.importers", "xgboost")].provides == ["xgboost-json", "xgboost-ubjson"]
     assert found[("silvanforge.importers", "onnx")].provides == ["onnx"]
+    assert found[("silvanforge.importers", "all")].provides == []  # the members provide the formats
     assert found[("silvanforge.targets", "cpu")].provides == ["cpu"]
     assert set(reg.targets()) >= {"cpu", "cuda", "amd"}
     assert set(reg.representations()) >= {"array", "sparse"}

@@ -325,8 +325,9 @@ def _choice(forest: hir.Forest, batch_size: int | None) -> tuple[np.ndarray, flo
         tables_ns = masktables.choose(forest, batch_size)
         return (none, nodes_ns) if tables_ns is None else (~none, tables_ns)
     cost = masktables.tree_costs_ns(forest, batch_size)
-    tabled = cost + MIXED_TREE_NS < NARROW_LOOPED_NODE_NS * _tree_nodes(forest)
-    if tabled.all() or (cost < NARROW_LOOPED_NODE_NS * _tree_nodes(forest)).all():
+    node_cost = NARROW_LOOPED_NODE_NS * _tree_nodes(forest)
+    tabled = cost + MIXED_TREE_NS < node_cost
+    if (cost < node_cost).all():  # every tree: one phase, no hand-over
         tables_ns = masktables.choose(forest, batch_size)
         return (~none, tables_ns) if tables_ns is not None and tables_ns < nodes_ns else (none, nodes_ns)
     if not tabled.any():

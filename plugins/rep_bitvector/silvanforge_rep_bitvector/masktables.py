@@ -167,7 +167,7 @@ def choose(forest: hir.Forest, batch_size: int | None = None) -> float | None:
 
 def tree_costs_ns(forest: hir.Forest, batch_size: int | None = None) -> np.ndarray:
     """Each tree's share of :func:`estimate_ns` (as if it were padded to no other tree's
-    entries): what the per-tree choice of :func:`.bitvector.tabled_trees` compares."""
+    entries): what the per-tree choice of :func:`.bitvector._choice` compares."""
     shape = _shape(forest)
     keys = shape.keys
     nodes = np.array([int((t.left >= 0).sum()) for t in forest.trees], np.int64)

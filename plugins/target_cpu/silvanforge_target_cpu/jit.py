@@ -183,12 +183,13 @@ class CpuKernel:
             ins[...] = rows
             for a, per_row, value in fills:
                 a[:n * per_row] = value
+            run = entry[0].call if entry else compiled()
             if guarded and apply:
-                if (entry[0].call if entry else compiled())(block, n, 1):
+                if run(block, n, 1):  # no margin can overflow exp: the ufuncs without errstate
                     return small.numpy_transform(guarded, alpha, out, np.empty_like(out)), True
                 return out.copy(), False
             applied = apply and applies is not None and applies != "identity"
-            (entry[0].call if entry else compiled())(block, n, applied)
+            run(block, n, applied)
             return (final if applied else out).copy(), apply and applies is not None
 
         return call

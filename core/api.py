@@ -6,6 +6,7 @@ import dataclasses
 import functools
 import hashlib
 import os
+import threading
 import time
 import warnings
 from typing import Any, Union
@@ -120,6 +121,11 @@ def _as_schedule(schedule, forest: hir.Forest, batch_size) -> Schedule | None:
 
 # Requests of up to this many rows take the lean path of CompiledForest.predict.
 SMALL_ROWS = 16
+# ... and of up to this many, the one-row form where the compile has one (see
+# CompiledForest._one_row_calls): a block of the default form walks 8-32 rows at once, so one
+# row costs what eight do; a one-row walk costs a row's.  Two rows at a time still paid and three
+# did not (XGBoost 100 trees depth 8, LightGBM taxi, flight and insurance models; 1 thread).
+ONE_ROW_ROWS = 2
 
 # What compile and load_model read (see silvanforge.load_model): a path, bytes, a Forest, or
 # a model object an installed importer recognises.
@@ -240,7 +246,7 @@ class CompiledForest:
     def __init__(self, forest, kernel, lir_module, mir_function, target, rep, schedule,
                  batch_size, threads, compile_seconds, pad: bool = False, tile_size: int = 1,
                  reorder: str | None = None, tile_ids: list | None = None, relower=None,
-                 lir_digest_value: str | None = None):
+                 lir_digest_value: str | None = None, one_row: bool = False, cache=None):
         self.forest: hir.Forest = forest  # the model as imported (HIR passes work on copies)
         self.pad = pad
         self.tile_size = tile_size
@@ -262,6 +268,12 @@ class CompiledForest:
         self._small = small(SMALL_ROWS, forest.transform, self._flat) if small is not None else None
         self._small_dtype = np.dtype(getattr(kernel, "input_dtype", np.float32))
         self._num_features = forest.num_features
+        # The one-row form: compiled on the first request of ONE_ROW_ROWS rows or fewer, where
+        # the compile chose every option (``one_row``); else those requests take ``_small``.
+        self.one_row = bool(one_row and self._small is not None)
+        self._one_row = None if self.one_row else self._small
+        self._one_row_lock = threading.Lock()
+        self._cache = cache
 
     def _lowered(self) -> None:
         if self._lir_module is None:
@@ -318,6 +330,8 @@ class CompiledForest:
                 # the conditions above have not made.
                 if threads is not None:
                     check_threads(threads)
+                if shape[0] <= ONE_ROW_ROWS:
+                    small = self._one_row or self._one_row_calls()
                 # The kernel applies the transform itself where it can do so exactly (``applied``).
                 values, applied = small(X, not output_margin)  # shaped as returned if applied
                 if output_margin or applied:
@@ -335,6 +349,34 @@ class CompiledForest:
                              self.threads if threads is None else threads)
         values = margins if output_margin else transforms.apply(self.forest, margins)
         return transforms.shape_output(self.forest, values)
+
+    def _one_row_calls(self):
+        """The small calls of the one-row form, built on first use (once, 0.05-0.7 s): the model
+        lowered for one row a call (``batch_size=1``: the representations' one-row costs choose,
+        trees unpadded) and compiled; the default form's where that is the same program or
+        cannot be built.  Both are exact, so which one answers never changes a prediction."""
+        with self._one_row_lock:
+            if self._one_row is None:
+                try:
+                    self._one_row = self._build_one_row()
+                except (UnsupportedModelError, PluginError):
+                    self._one_row = self._small
+            return self._one_row
+
+    def _build_one_row(self):
+        low = lower(self.forest, self.target, batch_size=1, pad=False)
+        if low.rep == self.rep and low.schedule.to_text() == self.schedule.to_text() and not self.pad:
+            return self._small
+        options = {"threads": 1, "batch_size": 1}
+        reg = registry()
+        kernel = (_cached_kernel(self._cache, self.target, low.lir, options) if self._cache is not None
+                  else reg.hook.silvanforge_target_compile(target=self.target, module=low.lir, options=options))
+        small = getattr(kernel, "small_calls", None)
+        if small is None:
+            return self._small
+        self.one_row_rep = low.rep
+        self._one_row_kernel = kernel  # alive as long as its calls
+        return small(ONE_ROW_ROWS, self.forest.transform, self._flat)
 
     def show(self, level: str) -> str:
         """The program at ``level``: hir, mir, lir or target."""
@@ -377,7 +419,7 @@ class CompiledForest:
             "threads": self.threads, "fingerprint": self.forest.fingerprint(), "pad": self.pad,
             "tile_size": self.tile_size, "reorder": self.reorder,
             "probability_tiling": self.tile_ids is not None,
-            "lir": self._lir_digest or lir_digest(self.lir_module),
+            "lir": self._lir_digest or lir_digest(self.lir_module), "one_row": self.one_row,
         }
         arrays = {"forest.npz": hir_io.to_arrays(self.forest)}
         if self.tile_ids is not None:  # the profile-derived tiling, to rebuild the layout
@@ -445,9 +487,13 @@ def compile(model: ModelLike, target: str = "cpu", rep: str | None = None,
         raise UnsupportedModelError(
             f"out of memory compiling a model of {forest.num_trees} trees and {nodes} nodes "
             f"(depth up to {forest.max_depth()}) for {target}: free memory, or compile fewer trees") from None
+    # The one-row form only where the compile chose the program: options given are the user's.
+    one_row = (rep is None and schedule is None and pad is None and tile_size == 1 and profile is None
+               and reorder is None and (batch_size is None or batch_size > ONE_ROW_ROWS))
     return CompiledForest(low.forest, kernel, low.lir, low.mir, target, low.rep, low.schedule,
                           batch_size, threads, time.perf_counter() - start, pad=low.pad,
-                          tile_size=low.tile_size, reorder=low.reorder, tile_ids=low.tile_ids)
+                          tile_size=low.tile_size, reorder=low.reorder, tile_ids=low.tile_ids,
+                          one_row=one_row, cache=cache)
 
 
 def _cached_kernel(cache, target: str, module: lir.Module, options: dict):
@@ -542,7 +588,8 @@ def _mapped(path: str, art, relower, start: float) -> CompiledForest | None:
     return CompiledForest(art.forest, kernel, None, None, meta["target"], meta["rep"], sched,
                           meta["batch_size"], meta["threads"], time.perf_counter() - start,
                           pad=meta["pad"], tile_size=meta["tile_size"], reorder=meta["reorder"],
-                          tile_ids=tile_ids, relower=relower, lir_digest_value=meta["lir"])
+                          tile_ids=tile_ids, relower=relower, lir_digest_value=meta["lir"],
+                          one_row=bool(meta.get("one_row", False)))
 
 
 def _lowered_from_artifact(path: str, forest: hir.Forest, meta: dict, tiling) -> Lowered:
@@ -599,7 +646,8 @@ def _kernel_for(path: str, low: Lowered, meta: dict, blob: bytes, start: float) 
         kernel = reg.hook.silvanforge_target_compile(target=target, module=low.lir, options=options)
     return CompiledForest(low.forest, kernel, low.lir, low.mir, target, low.rep, low.schedule,
                           meta.get("batch_size"), meta.get("threads"), time.perf_counter() - start,
-                          pad=low.pad, tile_size=low.tile_size, reorder=low.reorder, tile_ids=low.tile_ids)
+                          pad=low.pad, tile_size=low.tile_size, reorder=low.reorder, tile_ids=low.tile_ids,
+                          one_row=bool(meta.get("one_row", False)))
 
 
 def lir_digest(module: lir.Module) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pickle
 import threading
 import zipfile
 
@@ -196,8 +197,9 @@ def test_small_requests_take_the_lean_path_and_match_the_reference(forest, optio
     assert cf._small is not None
     X = rows_for(forest, np.random.default_rng(31), 16).astype(cf.kernel.input_dtype)
     calls = []
-    small = cf._small
+    small, one_row = cf._small, cf._one_row_calls()  # the one-row form built now, where it is made
     cf._small = lambda rows, apply=False: calls.append(len(rows)) or small(rows, apply)
+    cf._one_row = lambda rows, apply=False: calls.append(len(rows)) or one_row(rows, apply)
     exact = options.get("schedule") != "tree-parallel"
     for k in range(1, 17):
         general = runtime.run_kernel(cf.kernel, X[:k], forest.num_outputs, 1)
@@ -234,6 +236,33 @@ def test_small_requests_take_the_lean_path_and_match_the_reference(forest, optio
     many = np.concatenate([X, X])
     np.testing.assert_array_equal(cf.predict(many)[16:], cf.predict(X))
     assert calls == [5, 5, 5, 5, 16]
+
+
+@pytest.mark.parametrize("options, made", [({}, True), ({"batch_size": 4096}, True), ({"rep": "bitvector"}, False),
+                                           ({"schedule": "xgboost"}, False), ({"batch_size": 2}, False)])
+def test_one_row_form_answers_requests_of_one_or_two_rows(forest, options, made):
+    """Where the compile chose every option, requests of up to ONE_ROW_ROWS rows are walked by
+    the one-row form (the model compiled for batch_size 1, built on the first such request),
+    equal to the reference; options the user gave are kept for every request."""
+    from silvanforge import api
+
+    cf = sf.compile(forest, **options)
+    assert cf.one_row == made
+    X = rows_for(forest, np.random.default_rng(7), 40).astype(cf.kernel.input_dtype)
+    for k in range(1, 5):
+        for start in range(0, 40, 7):
+            rows = X[start:start + k]
+            np.testing.assert_array_equal(cf.predict(rows), reference.predict(forest, rows))
+            np.testing.assert_array_equal(cf.predict(rows, output_margin=True),
+                                          reference.predict(forest, rows, output_margin=True))
+    if made:
+        assert cf.one_row_rep == api.choose_representation(forest, "cpu", 1, walks_only=True)
+        if cf.one_row_rep != cf.rep:
+            assert cf._one_row is not cf._small
+    else:
+        assert cf._one_row is cf._small
+    # the artifact and a pickle keep whether the form is made
+    assert pickle.loads(pickle.dumps(cf)).one_row == made
 
 
 def _chain_forest(values, dtype: str, transform: Transform) -> Forest:
@@ -279,8 +308,9 @@ def test_small_requests_transform_in_the_kernel_as_the_reference_does(values, tr
     X = np.zeros((len(values), 2), cf.kernel.input_dtype)
     X[:, 0] = np.arange(len(values))
     applied = []
-    small = cf._small
+    small, one_row = cf._small, cf._one_row_calls()  # 1-2 rows: the one-row form, where made
     cf._small = lambda rows, apply=False: applied.append(small(rows, apply)[1]) or small(rows, apply)
+    cf._one_row = lambda rows, apply=False: applied.append(one_row(rows, apply)[1]) or one_row(rows, apply)
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # overflow in exp is expected and silent, as in the reference
         got = cf.predict(X)
@@ -294,3 +324,27 @@ def test_small_requests_transform_in_the_kernel_as_the_reference_does(values, tr
                and bool((np.abs(np.asarray(values, np.float64)) < 700).all()))
     assert applied == [(in_kernel or guarded) and transform.param("margin_divisor", 1.0) == 1.0]
     np.testing.assert_array_equal(cf.predict(X, output_margin=True), reference.predict(forest, X, output_margin=True))
+
+
+@pytest.mark.parametrize("dtype, transform", [("float32", Transform("sigmoid")), ("float64", Transform("sigmoid")),
+                                              ("float64", Transform("exp")), ("float32", Transform("identity"))])
+def test_small_calls_without_the_c_module_are_the_same(monkeypatch, dtype, transform):
+    """Where the CPU target was installed without its C call (no compiler), small requests go
+    through ctypes and NumPy staging with the same answers; with it, C-ordered rows take it and
+    other layouts the staging."""
+    small = pytest.importorskip("silvanforge_target_cpu.small")
+    forest = _chain_forest([0.5, -3.0, 40.0, -800.0, 0.0, 1e-3], dtype, transform)
+    X = np.zeros((6, 2), np.float32 if dtype == "float32" else np.float64)
+    X[:, 0] = np.arange(6)
+    X = X.astype(sf.compile(forest).kernel.input_dtype)
+    want, want_margin = reference.predict(forest, X), reference.predict(forest, X, output_margin=True)
+    with_c = sf.compile(forest)
+    with_c._one_row_calls()  # made with the C call
+    monkeypatch.setattr(small, "foreign_call", lambda: None)
+    without = sf.compile(forest)
+    for cf in (with_c, without):
+        for k in range(1, 7):
+            for rows in (X[:k], np.asfortranarray(X[:k]), X[::-1][:k]):
+                order = rows[:, 0].astype(int)
+                np.testing.assert_array_equal(cf.predict(rows), want[order])
+                np.testing.assert_array_equal(cf.predict(rows, output_margin=True), want_margin[order])

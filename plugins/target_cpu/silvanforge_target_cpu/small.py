@@ -163,7 +163,7 @@ class SmallEntry:
         pb.getModulePassManager().run(mod, pb)
         self._engine = llvm.create_mcjit_compiler(mod, tm)
         self._engine.finalize_object()
-        address = self._engine.get_function_address("silvanforge_small_entry")
+        self.address = address = self._engine.get_function_address("silvanforge_small_entry")
         self.call = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)(address)
 
 
@@ -180,6 +180,27 @@ def entry(phases: int, acc: str, transform: str | None, alpha: float, guard: boo
         if found is None:
             found = _entries[key] = SmallEntry(*key)
         return found
+
+
+def foreign_call():
+    """The C module of small requests (``_smallcall``: ``run``, ``sigmoid_tail``), or None where
+    the target was installed without it (no C compiler): small calls then go through ctypes."""
+    try:
+        from . import _smallcall
+    except ImportError:
+        return None
+    return _smallcall
+
+
+def call_state(compiled: SmallEntry, block: np.ndarray, ins: np.ndarray, margins: np.ndarray,
+               final: np.ndarray, max_rows: int, release_rows: int, guarded: str | None = None,
+               alpha: float = 1.0) -> bytes:
+    """The bytes of ``_smallcall.c``'s State for a thread's staging (its arrays stay alive
+    with the staging) and the compiled entry (alive as long as the process)."""
+    words = [compiled.address, block.ctypes.data, ins.ctypes.data, margins.ctypes.data,
+             final.ctypes.data, ins.strides[0], margins.strides[0], max_rows, release_rows,
+             {None: 0, "exp": 1, "sigmoid": 2}[guarded]]
+    return np.array(words, np.int64).tobytes() + np.array([-alpha], np.float64).tobytes()
 
 
 def numpy_transform(name: str, alpha: float, margins: np.ndarray, out: np.ndarray) -> np.ndarray:

@@ -121,10 +121,8 @@ def _as_schedule(schedule, forest: hir.Forest, batch_size) -> Schedule | None:
 
 # Requests of up to this many rows take the lean path of CompiledForest.predict.
 SMALL_ROWS = 16
-# ... and of up to this many, the one-row form where the compile has one (see
-# CompiledForest._one_row_calls): a block of the default form walks 8-32 rows at once, so one
-# row costs what eight do; a one-row walk costs a row's.  Two rows at a time still paid and three
-# did not (XGBoost 100 trees depth 8, LightGBM taxi, flight and insurance models; 1 thread).
+# Compiles for batches of up to this many rows make no one-row form (CompiledForest._one_row_calls):
+# theirs is one already.
 ONE_ROW_ROWS = 2
 
 # What compile and load_model read (see silvanforge.load_model): a path, bytes, a Forest, or
@@ -268,10 +266,11 @@ class CompiledForest:
         self._small = small(SMALL_ROWS, forest.transform, self._flat) if small is not None else None
         self._small_dtype = np.dtype(getattr(kernel, "input_dtype", np.float32))
         self._num_features = forest.num_features
-        # The one-row form: compiled on the first request of ONE_ROW_ROWS rows or fewer, where
-        # the compile chose every option (``one_row``); else those requests take ``_small``.
+        # The one-row form: compiled on the first 1-row request where the compile chose every
+        # option (``one_row``); it then answers requests of up to ``_one_row_rows`` rows.
         self.one_row = bool(one_row and self._small is not None)
         self._one_row = None if self.one_row else self._small
+        self._one_row_rows = 1 if self.one_row else 0
         self._one_row_lock = threading.Lock()
         self._cache = cache
 
@@ -330,7 +329,7 @@ class CompiledForest:
                 # the conditions above have not made.
                 if threads is not None:
                     check_threads(threads)
-                if shape[0] <= ONE_ROW_ROWS:
+                if shape[0] <= self._one_row_rows:
                     small = self._one_row or self._one_row_calls()
                 # The kernel applies the transform itself where it can do so exactly (``applied``).
                 values, applied = small(X, not output_margin)  # shaped as returned if applied
@@ -354,13 +353,20 @@ class CompiledForest:
         """The small calls of the one-row form, built on first use (once, 0.05-0.7 s): the model
         lowered for one row a call (``batch_size=1``: the representations' one-row costs choose,
         trees unpadded) and compiled; the default form's where that is the same program or
-        cannot be built.  Both are exact, so which one answers never changes a prediction."""
+        cannot be built.  Why: a block of the default form walks 8-32 rows at once, so one row
+        costs what a block does; a one-row walk costs a row's.  The form then answers requests
+        of as many rows as it was timed faster for (:func:`_one_row_pays`).  Both forms are
+        exact, so which one answers never changes a prediction."""
         with self._one_row_lock:
             if self._one_row is None:
                 try:
-                    self._one_row = self._build_one_row()
+                    one = self._build_one_row()
                 except (UnsupportedModelError, PluginError):
-                    self._one_row = self._small
+                    one = self._small
+                if one is not self._small:
+                    self._one_row_rows = _one_row_pays(one, self._small, self._small_dtype,
+                                                       self._num_features)
+                self._one_row = one
             return self._one_row
 
     def _build_one_row(self):
@@ -376,7 +382,7 @@ class CompiledForest:
             return self._small
         self.one_row_rep = low.rep
         self._one_row_kernel = kernel  # alive as long as its calls
-        return small(ONE_ROW_ROWS, self.forest.transform, self._flat)
+        return small(SMALL_ROWS, self.forest.transform, self._flat)
 
     def show(self, level: str) -> str:
         """The program at ``level``: hir, mir, lir or target."""
@@ -432,6 +438,28 @@ class CompiledForest:
             arrays["program.npz"] = buffers
             extra["program.json"] = spec
         return meta, arrays, blob, extra
+
+
+def _one_row_pays(one, block, dtype, features: int) -> int:
+    """The most rows (1 at least, as the form is built for it) up to which a request was answered
+    faster by the one-row form ``one`` than by the default form ``block``, each timed at its best
+    of five calls on the same random rows (a few milliseconds, once)."""
+    rows = np.random.default_rng(0).normal(size=(SMALL_ROWS, features)).astype(dtype)
+
+    def best(fn, n: int) -> float:
+        times = []
+        for _ in range(5):
+            start = time.perf_counter()
+            fn(rows[:n], True)
+            times.append(time.perf_counter() - start)
+        return min(times)
+
+    pays = 1
+    for n in range(2, SMALL_ROWS + 1):
+        if best(one, n) >= best(block, n):
+            break
+        pays = n
+    return pays
 
 
 def _unpickle(data: bytes) -> "CompiledForest":

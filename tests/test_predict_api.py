@@ -240,14 +240,16 @@ def test_small_requests_take_the_lean_path_and_match_the_reference(forest, optio
 
 @pytest.mark.parametrize("options, made", [({}, True), ({"batch_size": 4096}, True), ({"rep": "bitvector"}, False),
                                            ({"schedule": "xgboost"}, False), ({"batch_size": 2}, False)])
-def test_one_row_form_answers_requests_of_one_or_two_rows(forest, options, made):
-    """Where the compile chose every option, requests of up to ONE_ROW_ROWS rows are walked by
-    the one-row form (the model compiled for batch_size 1, built on the first such request),
-    equal to the reference; options the user gave are kept for every request."""
+def test_one_row_form_answers_requests_of_few_rows(forest, options, made):
+    """Where the compile chose every option, the first 1-row request builds the one-row form
+    (the model compiled for batch_size 1), which then answers requests of up to as many rows as
+    it was timed faster for, equal to the reference; options the user gave are kept for every
+    request."""
     from silvanforge import api
 
     cf = sf.compile(forest, **options)
     assert cf.one_row == made
+    assert cf._one_row_rows == (1 if made else 0)
     X = rows_for(forest, np.random.default_rng(7), 40).astype(cf.kernel.input_dtype)
     for k in range(1, 5):
         for start in range(0, 40, 7):
@@ -259,6 +261,7 @@ def test_one_row_form_answers_requests_of_one_or_two_rows(forest, options, made)
         assert cf.one_row_rep == api.choose_representation(forest, "cpu", 1, walks_only=True)
         if cf.one_row_rep != cf.rep:
             assert cf._one_row is not cf._small
+            assert 1 <= cf._one_row_rows <= api.SMALL_ROWS
     else:
         assert cf._one_row is cf._small
     # the artifact and a pickle keep whether the form is made
@@ -348,3 +351,25 @@ def test_small_calls_without_the_c_module_are_the_same(monkeypatch, dtype, trans
                 order = rows[:, 0].astype(int)
                 np.testing.assert_array_equal(cf.predict(rows), want[order])
                 np.testing.assert_array_equal(cf.predict(rows, output_margin=True), want_margin[order])
+
+
+def test_numpy_exp_loop_is_numpys_own_or_none():
+    """float64 sigmoid / exp of small calls run NumPy's own exp loop, taken from the ufunc only
+    after it returned np.exp's bits on a probe; a loop one ulp off anywhere is refused."""
+    import ctypes
+
+    small = pytest.importorskip("silvanforge_target_cpu.small")
+    fn, data = small.numpy_exp_loop()
+    if fn:
+        assert small._same_as_numpy(fn, data or None)
+
+    def off_by_one_ulp(args, dims, steps, _data):
+        n = dims[0]
+        x = np.ctypeslib.as_array(ctypes.cast(args[0], ctypes.POINTER(ctypes.c_double)), (n,))
+        out = np.ctypeslib.as_array(ctypes.cast(args[1], ctypes.POINTER(ctypes.c_double)), (n,))
+        with np.errstate(all="ignore"):
+            e = np.exp(x)
+        out[:] = np.where(x > 300, np.nextafter(e, np.inf), e)
+
+    wrong = small._LOOP(off_by_one_ulp)
+    assert not small._same_as_numpy(ctypes.cast(wrong, ctypes.c_void_p).value, None)

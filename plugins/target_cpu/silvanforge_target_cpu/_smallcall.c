@@ -13,10 +13,11 @@
  * out:   a writable C-contiguous buffer of n x outputs values of the output dtype.
  * mode:  0 margins into out; 1 the entry's transform into out; 2 float64 sigmoid or exp: where
  *        the entry finds every margin safe for exp (small.GUARD), exp's argument into out (the
- *        margins times -alpha for sigmoid, the margins for exp), for NumPy's exp and then
- *        sigmoid_tail; else the margins.
- * Returns the entry's result (modes 0 and 1: 1; mode 2: whether exp's arguments were written),
- * or -1 when the rows are not taken.
+ *        margins times -alpha for sigmoid, the margins for exp), then, where the state holds
+ *        NumPy's own float64 exp loop (small.numpy_exp_loop), the whole transform through it;
+ *        else the margins.
+ * Returns the entry's result (modes 0 and 1: 1; mode 2: 0 margins, 1 exp's arguments, 2 the
+ * transformed values), or -1 when the rows are not taken.
  *
  *   sigmoid_tail(out) -> None: out = 1 / (1 + out), float64, in place: the reference's last two
  *   operations (IEEE, as NumPy's add and divide round them).
@@ -39,8 +40,14 @@ typedef struct {
     int64_t max_rows;
     int64_t release_rows;   /* from this many rows on, the walk runs without the GIL */
     int64_t tail;           /* mode 2: 1 exp, 2 sigmoid */
+    int64_t exp_loop;       /* mode 2: NumPy's float64 exp inner loop, or 0 */
+    int64_t exp_data;       /* ... and its data argument */
     double neg_alpha;       /* mode 2, sigmoid: -alpha */
 } State;
+
+/* NumPy's inner-loop signature (PyUFuncGenericFunction). */
+typedef void (*ufunc_loop)(char **args, const Py_ssize_t *dimensions, const Py_ssize_t *steps,
+                           void *data);
 
 static PyObject *run(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -92,11 +99,21 @@ static PyObject *run(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     } else {
         result = entry(block, n, mode != 0);
     }
-    if (mode == 2 && result && st->tail == 2) {
+    if (mode == 2 && result) {
         const double *m = (const double *)(intptr_t)st->margins;
         double *x = (double *)out.buf;
-        for (Py_ssize_t k = 0; k < out.len / (Py_ssize_t)sizeof(double); k++)
-            x[k] = st->neg_alpha * m[k];
+        Py_ssize_t count = out.len / (Py_ssize_t)sizeof(double);
+        for (Py_ssize_t k = 0; k < count; k++)
+            x[k] = st->tail == 2 ? st->neg_alpha * m[k] : m[k];
+        if (st->exp_loop) {  /* exp in place, as np.exp(x, x) runs it; then 1 / (1 + e) */
+            char *args[2] = {(char *)x, (char *)x};
+            Py_ssize_t steps[2] = {sizeof(double), sizeof(double)};
+            ((ufunc_loop)(intptr_t)st->exp_loop)(args, &count, steps, (void *)(intptr_t)st->exp_data);
+            if (st->tail == 2)
+                for (Py_ssize_t k = 0; k < count; k++)
+                    x[k] = 1.0 / (1.0 + x[k]);
+            result = 2;
+        }
     } else {
         const void *from = (const void *)(intptr_t)(mode == 1 ? st->final : st->margins);
         memcpy(out.buf, from, (size_t)out.len);

@@ -225,8 +225,8 @@ class CpuKernel:
             if mode != 2:
                 return values, reports[apply]
             # float64 sigmoid / exp: NumPy's exp where no margin can overflow it
-            if not taken:
-                return values, False  # the margins: the reference's transform follows
+            if taken != 1:  # 2: transformed through NumPy's own exp loop; 0: margins
+                return values, taken == 2
             np.exp(values, values)
             if guarded == "sigmoid":
                 native.sigmoid_tail(values)

@@ -381,8 +381,17 @@ class CompiledForest:
         if small is None:
             return self._small
         self.one_row_rep = low.rep
-        self._one_row_kernel = kernel  # alive as long as its calls
+        self._one_row_kernel = kernel  # alive as long as its calls (and saved with the model)
         return small(SMALL_ROWS, self.forest.transform, self._flat)
+
+    def _adopt_one_row(self, kernel, rep: str, rows: int) -> None:
+        """The one-row form from saved machine code (a trusted artifact that holds it)."""
+        small = getattr(kernel, "small_calls", None)
+        if small is None or not self.one_row:
+            return
+        self.one_row_rep, self._one_row_kernel = rep, kernel
+        self._one_row = small(SMALL_ROWS, self.forest.transform, self._flat)
+        self._one_row_rows = max(1, min(int(rows), SMALL_ROWS))
 
     def show(self, level: str) -> str:
         """The program at ``level``: hir, mir, lir or target."""
@@ -437,6 +446,13 @@ class CompiledForest:
             spec, buffers = lir_io.to_parts(getattr(self.kernel, "module", None) or self.lir_module)
             arrays["program.npz"] = buffers
             extra["program.json"] = spec
+            # The one-row form where it was built, so a trusted load does not build it again.
+            one = getattr(self, "_one_row_kernel", None)
+            if one is not None and hasattr(one, "artifact") and self._one_row is not self._small:
+                spec, buffers = lir_io.to_parts(one.module)
+                arrays["one_row_program.npz"] = buffers
+                extra.update({"one_row_program.json": spec, "one_row.bin": one.artifact()})
+                meta.update(one_row_rows=self._one_row_rows, one_row_rep=self.one_row_rep)
         return meta, arrays, blob, extra
 
 
@@ -613,11 +629,25 @@ def _mapped(path: str, art, relower, start: float) -> CompiledForest | None:
         tile_ids = None if art.tiling is None else _tile_ids_from_arrays(art.tiling, art.forest)
     except (ScheduleError, ValueError, KeyError) as exc:
         raise ArtifactError(f"{path}: the stored schedule or tiling is damaged ({exc})") from None
-    return CompiledForest(art.forest, kernel, None, None, meta["target"], meta["rep"], sched,
-                          meta["batch_size"], meta["threads"], time.perf_counter() - start,
-                          pad=meta["pad"], tile_size=meta["tile_size"], reorder=meta["reorder"],
-                          tile_ids=tile_ids, relower=relower, lir_digest_value=meta["lir"],
-                          one_row=bool(meta.get("one_row", False)))
+    cf = CompiledForest(art.forest, kernel, None, None, meta["target"], meta["rep"], sched,
+                        meta["batch_size"], meta["threads"], time.perf_counter() - start,
+                        pad=meta["pad"], tile_size=meta["tile_size"], reorder=meta["reorder"],
+                        tile_ids=tile_ids, relower=relower, lir_digest_value=meta["lir"],
+                        one_row=meta["one_row"])
+    if art.one_row is not None and meta["one_row"] and meta["one_row_rep"]:
+        one_code, one_spec, one_buffers = art.one_row
+        try:
+            one_module = lir_io.from_parts(one_spec, one_buffers)
+            one = registry().hook.silvanforge_target_load_kernel(
+                target=meta["target"], module=one_module, blob=one_code,
+                options={"threads": 1, "batch_size": 1})
+        except Exception as exc:  # noqa: BLE001 - signed or trusted, yet the code will not load
+            raise ArtifactError(f"{path}: its one-row machine code does not load ({type(exc).__name__}: "
+                                f"{str(exc)[:200]}): damaged") from None
+        if one is not None:
+            cf._adopt_one_row(one, meta["one_row_rep"], meta["one_row_rows"])
+    cf.compile_seconds = time.perf_counter() - start
+    return cf
 
 
 def _lowered_from_artifact(path: str, forest: hir.Forest, meta: dict, tiling) -> Lowered:

@@ -5,7 +5,8 @@ An artifact is a zip of plain members: ``meta.json`` (the options and the digest
 the code to its program), ``forest.npz`` (the model as arrays, never pickles), ``kernel.bin``
 (the target's machine code), ``program.json`` and ``program.npz`` (what running that code
 needs: its functions and buffers, so a trusted load lowers nothing), ``tiling.npz`` (a
-profile-derived tiling, optional),
+profile-derived tiling, optional), ``one_row.bin``, ``one_row_program.json`` and
+``one_row_program.npz`` (the one-row form of small requests, where it was built),
 ``manifest.json`` (the SHA-256 of every other member) and ``signature`` (an HMAC-SHA256 of
 the manifest, when saved with a key).
 
@@ -44,7 +45,8 @@ FORMAT = 2
 OLD_FORMATS = (1,)  # no manifest: their forests load, their machine code never runs
 KEY_ENV = "SILVANFORGE_ARTIFACT_KEY"
 MANIFEST, SIGNATURE = "manifest.json", "signature"
-MEMBERS = ("meta.json", "forest.npz", "kernel.bin", "tiling.npz", "program.json", "program.npz")
+MEMBERS = ("meta.json", "forest.npz", "kernel.bin", "tiling.npz", "program.json", "program.npz",
+           "one_row.bin", "one_row_program.json", "one_row_program.npz")
 # meta.json is a few hundred bytes; anything near this is padding, not options.
 META_MAX_BYTES = 1 << 20
 # Deflate cannot expand data more than about 1032 to 1: a member declaring more is a lie.
@@ -56,6 +58,9 @@ _META_FIELDS = {
     "batch_size": (int, type(None)), "threads": (int, type(None)), "fingerprint": (str,),
     "pad": (bool,), "tile_size": (int,), "reorder": (str, type(None)), "probability_tiling": (bool,),
     "lir": (str,), "kernel_sha256": (str,),
+    # the one-row form (CompiledForest._one_row_calls): made at all, and if saved, for how
+    # many rows and with which representation
+    "one_row": (bool,), "one_row_rows": (int,), "one_row_rep": (str, type(None)),
 }
 
 
@@ -70,6 +75,8 @@ class Artifact:
     # What running the machine code needs without lowering (silvanforge.ir.lir_io): the
     # program's JSON and its model buffers; None in artifacts without it.
     program: tuple[bytes, dict] | None = None
+    # The one-row form's machine code, program JSON and buffers, where it was saved.
+    one_row: tuple[bytes, bytes, dict] | None = None
 
 
 def _key(key) -> bytes | None:
@@ -231,7 +238,11 @@ def _read(source, name: str, key: bytes | None) -> Artifact:
     program = None
     if "program.json" in data and "program.npz" in data:
         program = (data["program.json"], load_npz(data["program.npz"], f"{name}: program.npz"))
-    return Artifact(meta, forest, blob, tiling, signed, has_manifest, program)
+    one_row = None
+    if all(m in data for m in ("one_row.bin", "one_row_program.json", "one_row_program.npz")):
+        one_row = (data["one_row.bin"], data["one_row_program.json"],
+                   load_npz(data["one_row_program.npz"], f"{name}: one_row_program.npz"))
+    return Artifact(meta, forest, blob, tiling, signed, has_manifest, program, one_row)
 
 
 def _meta(raw: bytes, name: str) -> dict:
@@ -258,7 +269,8 @@ def _meta(raw: bytes, name: str) -> dict:
 
 def _default(field: str):
     # Fields an artifact of format 1 may lack.
-    return {"pad": False, "tile_size": 1, "reorder": None, "probability_tiling": False}.get(field, ...)
+    return {"pad": False, "tile_size": 1, "reorder": None, "probability_tiling": False,
+            "one_row": False, "one_row_rows": 0, "one_row_rep": None}.get(field, ...)
 
 
 def _check_manifest(data: dict, name: str) -> None:

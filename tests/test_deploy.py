@@ -316,3 +316,30 @@ def test_dask_result_shapes_follow_the_transform_not_the_margins():
     margins = sfd.predict(cf, da.from_array(X, chunks=(100, 4)), output_margin=True)
     assert margins.shape == cf.predict(X, output_margin=True).shape == (300,)
     np.testing.assert_array_equal(margins.compute(scheduler="sync"), cf.predict(X, output_margin=True))
+
+
+def test_the_one_row_form_is_saved_and_loads_without_compiling(tmp_path, forest, rows):
+    """A model whose one-row form was built saves its machine code too: a trusted load (and a
+    pickle) answers 1-row requests without compiling anything; one saved before the form was
+    built builds it on its first 1-row request, as a fresh compile does."""
+    cf = sf.compile(forest)
+    X = rows[:16].astype(cf.kernel.input_dtype)
+    before = tmp_path / "before.forge"
+    cf.save(before, key="k")
+    cf.predict(X[:1])  # builds the one-row form
+    assert cf.one_row and cf._one_row is not cf._small, "the test's model should get a one-row form"
+    path = tmp_path / "m.forge"
+    cf.save(path, key="k")
+    with CompileSpy() as spy:
+        back = sf.load_compiled(path, key="k")
+        unpickled = pickle.loads(pickle.dumps(cf))
+        for loaded in (back, unpickled):
+            assert (loaded.one_row_rep, loaded._one_row_rows) == (cf.one_row_rep, cf._one_row_rows)
+            for k in range(1, 17):
+                np.testing.assert_array_equal(loaded.predict(X[:k]), reference.predict(forest, X[:k]))
+    assert spy.calls == 0
+    with CompileSpy() as spy:
+        early = sf.load_compiled(before, key="k")
+        assert early._one_row is None
+        np.testing.assert_array_equal(early.predict(X[:1]), reference.predict(forest, X[:1]))
+    assert spy.calls == 1 and early.one_row_rep == cf.one_row_rep

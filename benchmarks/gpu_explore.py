@@ -8,7 +8,7 @@ against the reference evaluator, and its kernel time (CUDA events, median of man
 at each batch size.  Then rows of the largest batch are moved to the device in several ways
 (staging copy into pinned memory then one DMA, pageable copy, staging in chunks by several
 threads overlapped with the DMA).  Prints the best schedules per batch and writes every number to
-OUT/gpu_explore.json.  Used to set :mod:`silvanforge.scheduler.gpu_template`'s default and
+OUT/gpu_explore.json.  Used to set :mod:`silvanforge_gpu.template`'s default and
 :mod:`silvanforge_target_cuda.launch`'s copy (docs/benchmarks.md, GPU section).
 """
 
@@ -29,7 +29,7 @@ import numpy as np
 import silvanforge as sf
 from silvanforge import reference
 from silvanforge_bench.bench import random_rows
-from silvanforge.scheduler.gpu_template import TemplateParams, gpu_template
+from silvanforge_gpu.template import TemplateParams, gpu_template
 
 
 def grid(forest):

@@ -24,7 +24,7 @@ from .tiling import check_tile_size, format_hir, probability_tile_ids, tile_fore
 from .plugins import registry
 from .inputs import as_rows
 from .runtime import check_threads, run_kernel
-from .scheduler import CANNED, Schedule, canned, lower_to_mir, parse_schedule
+from .scheduler import Schedule, lower_to_mir, parse_schedule
 from .scheduler.canned import peel_groups
 
 # Padding every tree to the forest's depth lets walks skip leaf checks (peelWalk); it is chosen
@@ -94,12 +94,13 @@ def _profile_tile_ids(forest: hir.Forest, profile, tile_size: int, pad) -> list 
 
 
 def _as_schedule(schedule, forest: hir.Forest, batch_size) -> Schedule | None:
-    """A Schedule from a Schedule, the name of a canned one, schedule text, or a schedule file
-    (a ``Path``, or a ``str`` naming an existing file)."""
+    """A Schedule from a Schedule, the name of a canned one (or of one a plugin adds), schedule
+    text, or a schedule file (a ``Path``, or a ``str`` naming an existing file)."""
     if schedule is None or isinstance(schedule, Schedule):
         return schedule
-    if isinstance(schedule, str) and schedule.strip() in CANNED:
-        return canned(schedule.strip(), forest, batch_size)
+    named = registry().schedules()
+    if isinstance(schedule, str) and schedule.strip() in named:
+        return named[schedule.strip()](forest, batch_size)
     if isinstance(schedule, os.PathLike) or (isinstance(schedule, str) and "\n" not in schedule
                                              and os.path.isfile(schedule)):
         path = os.fspath(schedule)
@@ -116,7 +117,7 @@ def _as_schedule(schedule, forest: hir.Forest, batch_size) -> Schedule | None:
     if isinstance(schedule, str):
         return parse_schedule(schedule)
     raise ScheduleError(f"a schedule must be a Schedule, its text, a schedule file or a canned name "
-                        f"({', '.join(CANNED)}), got {type(schedule).__name__}")
+                        f"({', '.join(named)}), got {type(schedule).__name__}")
 
 
 # Requests of up to this many rows take the lean path of CompiledForest.predict.
@@ -205,10 +206,21 @@ def lower(model, target: str = "cpu", rep: str | None = None, schedule=None,
     sched = sched or reg.hook.silvanforge_target_default_schedule(
         target=target, forest=forest, batch_size=batch_size)
     mir_fn = lower_to_mir(forest, sched)
-    module = lower_to_lir(forest, mir_fn, rep, reg.hook, tile_size=tile_size,
-                          gpu=kind == "gpu")
+    module = _lower_lir(reg, target, forest, mir_fn, rep, tile_size)
     return Lowered(model_forest, bool(pad), forest, rep, sched, mir_fn, module, tile_size,
                    reorder, tile_ids)
+
+
+def _lower_lir(reg, target: str, forest: hir.Forest, mir_fn, rep: str, tile_size: int) -> lir.Module:
+    """MIR -> LIR: the target's own lowering where it brings one (``silvanforge_target_lower``),
+    else the core's."""
+    module = reg.hook.silvanforge_target_lower(target=target, forest=forest, fn=mir_fn, rep=rep,
+                                               tile_size=tile_size)
+    if module is None:
+        return lower_to_lir(forest, mir_fn, rep, reg.hook, tile_size=tile_size)
+    if not isinstance(module, lir.Module):
+        raise PluginError(f"target {target!r} lowered to {type(module).__name__}, not an LIR module")
+    return module
 
 
 def _lower_program(forest: hir.Forest, rep: str, target_kind: str, batch_size: int | None = None) -> Lowered:
@@ -681,8 +693,7 @@ def _lowered_from_artifact(path: str, forest: hir.Forest, meta: dict, tiling) ->
     except (ValueError, KeyError, IRVerificationError) as exc:
         raise ArtifactError(f"{path}: the stored tiling or passes are corrupt ({exc})") from None
     mir_fn = lower_to_mir(lowered_forest, sched)
-    module = lower_to_lir(lowered_forest, mir_fn, rep, reg.hook, tile_size=tile_size,
-                          gpu=reg.target_kind(target) == "gpu")
+    module = _lower_lir(reg, target, lowered_forest, mir_fn, rep, tile_size)
     return Lowered(forest, pad, lowered_forest, rep, sched, mir_fn, module, tile_size, reorder, tile_ids)
 
 

@@ -6,6 +6,7 @@
     forge plugins                                 what is installed and which targets run here
     forge bench MODEL                             our compiled model against the peers
     forge profile MODEL --data X.csv [-o P.npz]   node hit counts for probability-based tiling
+    forge tune MODEL --target amd                 the fastest GPU template schedule here
 
 MODEL is a model file (XGBoost JSON/UBJSON, LightGBM text, ONNX) or an artifact saved by
 ``forge compile -o`` (recognised by content).  Every user error ends the command with one line
@@ -90,7 +91,8 @@ def _rep_opt():
 def _schedule_opt():
     return typer.Option(None, "--schedule", "-s",
                         help="A file holding a schedule, or a canned one: default, xgboost, "
-                             "one-tree-at-a-time, tree-parallel, tahoe-* (default: the target's).")
+                             "one-tree-at-a-time, tree-parallel, tahoe-*, or one a plugin adds "
+                             "such as gpu-template (default: the target's).")
 
 
 def _tile_opt():
@@ -122,19 +124,20 @@ def _threads_opt():
 
 
 def read_schedule(path: str | None):
-    """The schedule in file ``path``, or the name of a canned schedule (None: let the target
-    choose); errors name the file."""
+    """The schedule in file ``path``, or the name of a canned schedule or of one a plugin adds
+    (None: let the target choose); errors name the file."""
     if path is None:
         return None
-    from .scheduler import CANNED, parse_schedule
+    from .scheduler import parse_schedule
 
     try:
         text = Path(path).read_text(encoding="utf-8")
     except FileNotFoundError:
-        if path in CANNED:
+        named = registry().schedules()
+        if path in named:
             return path  # compile() resolves the name against the model
         raise InputError(f"schedule file not found: {path} (canned schedules: "
-                         f"{', '.join(CANNED)})") from None
+                         f"{', '.join(named)})") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise InputError(f"cannot read schedule file {path}: {getattr(exc, 'strerror', None) or exc}") from None
     try:
@@ -420,53 +423,13 @@ def profile_command(
     _out().print(table)
 
 
-@app.command("tune")
-def tune_command(
-    model: str = ModelArg,
-    target: str = typer.Option(..., "--target", "-t", show_default=False, help="A GPU target: cuda or amd."),
-    batch_size: int = typer.Option(4096, "--batch-size", "-b", min=1, help="Rows per call to tune for."),
-    out: str | None = typer.Option(None, "--out", "-o", help="Write the best schedule here (text)."),
-    repeat: int = typer.Option(3, "--repeat", min=1, help="Timed calls per candidate (the best counts)."),
-):
-    """Time the GPU loop nests worth trying for MODEL (rows per block, threads per tree, what is
-    cached) on TARGET and keep the fastest schedule."""
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-
-    from .plugins import registry as reg
-    from .scheduler.explore import explore
-
-    reg().check_target(target)
-    if reg().target_kind(target) != "gpu":
-        raise InputError(f"tune explores the GPU template; {target!r} is not a GPU target")
-    with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
-                  TimeElapsedColumn(), console=_err(), transient=True) as progress:
-        task = progress.add_task("tune", total=None)
-        result = explore(model, target, batch_size, repeat=repeat,
-                         progress=lambda what, done, total: progress.update(
-                             task, description=escape(what), completed=done, total=total))
-    table = Table(title=f"GPU template on {target}, batch {batch_size}", title_justify="left")
-    for col in ("rep", "rows/block", "rows/thread", "tree threads", "shared", "kernel time"):
-        table.add_column(col)
-    for t in sorted(result.trials, key=lambda t: t.seconds):
-        p = t.params
-        table.add_row(t.rep, str(p.rows_per_block), str(p.rows_per_thread), str(p.tree_threads),
-                      "yes" if p.shared_reduce else "", f"{t.seconds * 1e6:.1f} µs")
-    _out().print(table)
-    text = result.schedule.to_text()
-    if out is not None:
-        try:
-            Path(out).write_text(text + "\n")
-        except OSError as exc:
-            raise InputError(f"cannot write {out}: {exc.strerror or exc}") from None
-    _out().print(f"best: --rep {result.best.rep} --schedule {escape(out or 'FILE')}\n{escape(text)}")
-
-
 # --------------------------------------------------------------------------- entry point
 def _plugin_commands() -> None:
     """Commands other distributions add (entry-point group ``silvanforge.commands``: a name and a
-    typer command function), such as ``forge bench`` from silvanforge-bench.  One that fails to
-    load is left out; ``forge plugins`` lists it with the error.  Added when ``main`` first runs,
-    not at import: a command module imports this one for its option builders."""
+    typer command function), such as ``forge bench`` from silvanforge-bench and ``forge tune``
+    from silvanforge-gpu.  One that fails to load is left out; ``forge plugins`` lists it with
+    the error.  Added when ``main`` first runs, not at import: a command module imports this one
+    for its option builders."""
     global _commands_added
     if _commands_added:
         return

@@ -96,16 +96,42 @@ def silvanforge_target_available(target):
 
 @hookspec(firstresult=True)
 def silvanforge_target_kind(target):
-    """Dispatched on ``target``: ``"cpu"`` or ``"gpu"``: which lowering of MIR to LIR it takes.
-    A ``gpu`` target receives LIR whose loops mapped by ``gpuDimension`` read thread and block
-    indices, with shared-memory buffers and barriers (:mod:`silvanforge.gpu_lowering`).
-    Targets that do not answer are ``cpu``."""
+    """Dispatched on ``target``: ``"cpu"`` or ``"gpu"``: the kind of machine it runs on, which
+    representations' ``cost`` and the compiler's defaults are asked about (a ``gpu`` target keeps
+    its own schedule when trees are reordered; its sums may be reordered).  How its MIR becomes
+    LIR is :func:`silvanforge_target_lower`'s, not the kind's.  Targets that do not answer are
+    ``cpu``."""
+
+
+@hookspec(firstresult=True)
+def silvanforge_target_lower(target, forest, fn, rep, tile_size):
+    """Dispatched on ``target``: lower the MIR function ``fn`` (a
+    :class:`silvanforge.ir.mir.MirFunction`) of ``forest`` (the HIR forest after the passes,
+    which ``fn`` walks) with the walk representation named ``rep`` to an LIR
+    :class:`silvanforge.ir.lir.Module`, or return ``None`` to take the core's lowering
+    (:func:`silvanforge.lowering.lower_to_lir`: one function per phase, run by threads over row
+    ranges).  ``tile_size``: nodes a walk step evaluates (1: node by node).  A target whose code
+    runs otherwise (GPU kernels: ``silvanforge_gpu.lowering``) builds its module from the core's
+    public pieces: :func:`silvanforge.lowering.setup_walks` (layout and buffers), a
+    :class:`silvanforge.lowering.WalkGenerator` given a placement of its own (where loops, caches,
+    input reads and folds go) and :func:`silvanforge.lowering.walk_module`.  Raise
+    :class:`silvanforge.errors.ScheduleError` for schedules it cannot lower."""
 
 
 @hookspec(firstresult=True)
 def silvanforge_target_default_schedule(target, forest, batch_size):
     """Dispatched on ``target``: the :class:`silvanforge.scheduler.Schedule` to use when the user
     gives none, for this forest and batch size."""
+
+
+@hookspec
+def silvanforge_schedules():
+    """Return named schedules this plugin adds to the core's canned ones
+    (:data:`silvanforge.scheduler.CANNED`): a dict of name -> function ``(forest, batch_size)``
+    returning a :class:`silvanforge.scheduler.Schedule`.  Users name them as they name the
+    canned ones (``compile(schedule=NAME)``, ``--schedule NAME``); the GPU targets add
+    ``gpu-template``.  Two plugins may list the same function under one name; a name the core or
+    another plugin gives another schedule is an error."""
 
 
 @hookspec(firstresult=True)

@@ -110,7 +110,7 @@ MAX_VECTOR_LANES = 16
 @contextlib.contextmanager
 def vector_walks(enabled: bool = True):
     """Walk interleaved rows as SIMD vectors (``True``) or as scalar walks in turn (``False``) for
-    what is compiled inside the block; see :meth:`_Codegen._walk_vector`."""
+    what is compiled inside the block; see :meth:`WalkGenerator._walk_vector`."""
     token = _VECTOR_WALKS.set(bool(enabled))
     try:
         yield
@@ -218,7 +218,7 @@ def build_layout(forest: hir.Forest, tile_size: int = 1) -> ForestLayout:
     )
 
 
-# The scratch buffer of split rows (:meth:`_Codegen.fill_split_rows`).
+# The scratch buffer of split rows (:meth:`WalkGenerator.fill_split_rows`).
 SPLIT_ROWS = "split_rows"
 _SPLIT_ROWS: contextvars.ContextVar = contextvars.ContextVar("silvanforge_split_rows", default=None)
 
@@ -325,7 +325,7 @@ SPLIT_ROWS_WALK_SHARE = 0.25  # otherwise at most this many columns per walk ste
 
 
 def can_split_rows(layout: ForestLayout, per_chunk: bool = False) -> bool:
-    """Whether walks read split rows (:meth:`_Codegen.fill_split_rows`): the default-left bit
+    """Whether walks read split rows (:meth:`WalkGenerator.fill_split_rows`): the default-left bit
     rides in the feature field and :func:`split_rows_pay` (or forced on with :func:`split_rows`).
     ``per_chunk``: each chunk's rows are split as the chunk starts (:func:`rows_split_per_chunk`),
     which pays for rows of any width: the walks then read rows the split just put in the cache."""
@@ -500,19 +500,46 @@ class _Rep:
         return out
 
 
-def lower_to_lir(forest: hir.Forest, fn: mir.MirFunction, rep: str, hook,
-                 tile_size: int = 1, gpu: bool = False) -> lir.Module:
-    """Lower a MIR function to an LIR module using representation ``rep``; with ``tile_size``
-    above 1 every walk step evaluates a tile of that many nodes (:mod:`silvanforge.tiling`).
-    ``gpu``: lower for a GPU target (:mod:`silvanforge.gpu_lowering`): loops mapped to grid and
-    block dimensions, shared memory, barriers, one kernel launch per phase."""
+@dataclasses.dataclass
+class WalkSetup:
+    """What every MIR -> LIR lowering of walks starts from (:func:`setup_walks`): the forest's
+    node layout, one instance of the representation for this compile (``reps``: its methods,
+    the contract of :mod:`silvanforge.rep`, build the loads), the builder holding the module's
+    buffers (rows, margins, the representation's, the privatised scratch of ``fn``), the
+    threshold and accumulation LIR types, and the extents of each privatised buffer's slices."""
+
+    forest: hir.Forest
+    fn: mir.MirFunction
+    rep: str
+    layout: ForestLayout
+    reps: object
+    rep_info: dict  # RepBuffers.info: facts the representation records in Module.info
+    b: Builder
+    thr_t: str
+    acc_t: str
+    private: dict  # privatised buffer -> extents of its slice dimensions
+    # Whether walks read split rows (WalkGenerator.fill_split_rows): "before the walks",
+    # "per chunk" (as each cached row chunk starts) or None (rows as given).
+    split_rows: str | None = None
+
+
+def setup_walks(forest: hir.Forest, fn: mir.MirFunction, rep: str, hook=None, tile_size: int = 1,
+                split_rows: bool = False) -> WalkSetup:
+    """Lay ``forest`` out for walk representation ``rep`` (``hook``: the plugin manager's hook
+    relay; None: the process registry's) and declare the module's buffers.  ``split_rows``: let
+    walks read split rows where they pay (:func:`can_split_rows`), a layout of the input the
+    core's lowering fills on each thread's rows; a lowering that reads rows where they are
+    (GPU kernels: :mod:`silvanforge_gpu`) leaves it off."""
+    if hook is None:
+        from .plugins import registry
+
+        hook = registry().hook
     layout = build_layout(forest, tile_size)
     # Leaves as fixed points need split rows (column -1 of a split row is NaN: a leaf's compare
     # fails, its step goes right) and leaves inline (the child field is free for the loop).
-    # Split rows are a CPU layout of the input: GPU lowerings read rows where they are (or from
-    # their shared-memory cache).  Decided here, once, for the layout and the code generator.
-    per_chunk = not gpu and rows_split_per_chunk(fn)
-    split = not gpu and can_split_rows(layout, per_chunk)
+    # Decided here, once, for the layout and the code generator.
+    per_chunk = split_rows and rows_split_per_chunk(fn)
+    split = split_rows and can_split_rows(layout, per_chunk)
     if split:
         split_thresholds(layout)
     layout.leaf_self_loops = (split and layout.tiles is None and layout.inline_leaves
@@ -534,32 +561,21 @@ def lower_to_lir(forest: hir.Forest, fn: mir.MirFunction, rep: str, hook,
         b.buffers[buf.name] = lir.Buffer(buf.name, acc_t, "scratch", per_row=slices * forest.num_outputs,
                                          fill=fill)
     private = {p.name: p.extents for p in fn.buffers}
-    if gpu:
-        from .gpu_lowering import GpuCodegen, gpu_functions
+    return WalkSetup(forest, fn, rep, layout, reps, rep_buffers.info, b, thr_t, acc_t, private,
+                     split_rows="per chunk" if split and per_chunk else "before the walks" if split else None)
 
-        gen = GpuCodegen(forest, layout, reps, b, thr_t, acc_t, private)
-        functions = gpu_functions(gen, fn)
-    else:
-        gen = _Codegen(forest, layout, reps, b, thr_t, acc_t, private,
-                       split_rows="per chunk" if split and per_chunk else "before the walks" if split else None)
-        gen.leaf_loops = layout.leaf_self_loops and bool(rep_buffers.info.get("leaf_self_loops"))
-        if gen.leaf_loops:
-            gen.exit_early, gen.shallowest_leaf = walks_exit_early(forest)
-        depths = [t.depth for t in layout.trees]
-        if (gen.leaf_loops and not gen.exit_early and _PER_TREE_DEPTH.get() and depths
-                and min(depths) < max(depths)):
-            # Walks of trees of several depths loop to each tree's own (see _walk_lanes).
-            b.buffer(TREE_DEPTH, np.asarray(depths, np.int32))
-        functions = _cpu_functions(gen, fn)
-    if not gpu:
-        gen.info.update(thread_info(sum(t.depth for t in layout.trees)))
-    tiled = f" tile_size={tile_size} tiles={layout.tiles.num_tiles}" if layout.tiles else ""
+
+def walk_module(setup: WalkSetup, functions: list, info: dict) -> lir.Module:
+    """The verified LIR module of a lowering's ``functions`` over ``setup``'s buffers;
+    ``info`` (the generator's facts) joins the representation's in ``Module.info``."""
+    forest, layout, fn = setup.forest, setup.layout, setup.fn
+    tiled = f" tile_size={layout.tile_size} tiles={layout.tiles.num_tiles}" if layout.tiles else ""
     module = lir.Module(
         functions=functions,
-        buffers=b.buffers, num_features=forest.num_features, num_outputs=forest.num_outputs,
-        input_type=thr_t, output_type=acc_t,
-        info={"summary": f"rep={rep} trees={forest.num_trees} outputs={forest.num_outputs}{tiled}",
-              "rep": rep, **rep_buffers.info, **gen.info,
+        buffers=setup.b.buffers, num_features=forest.num_features, num_outputs=forest.num_outputs,
+        input_type=setup.thr_t, output_type=setup.acc_t,
+        info={"summary": f"rep={setup.rep} trees={forest.num_trees} outputs={forest.num_outputs}{tiled}",
+              "rep": setup.rep, **setup.rep_info, **info,
               # GPU-only constructs a CPU target must refuse: (index, gpu dimension or reduction)
               "gpu": [(op.index, op.gpu or f"{op.reduce}Reduce") for op in mir.walk(fn.body)
                       if isinstance(op, mir.Loop) and (op.gpu or op.reduce == "shared")]},
@@ -568,7 +584,30 @@ def lower_to_lir(forest: hir.Forest, fn: mir.MirFunction, rep: str, hook,
     return module
 
 
-def _cpu_functions(gen: "_Codegen", fn: mir.MirFunction) -> list:
+def lower_to_lir(forest: hir.Forest, fn: mir.MirFunction, rep: str, hook,
+                 tile_size: int = 1) -> lir.Module:
+    """The core's lowering of a MIR function to an LIR module using representation ``rep``: one
+    function per phase, each run by threads over row ranges (or tree ranges); with ``tile_size``
+    above 1 every walk step evaluates a tile of that many nodes (:mod:`silvanforge.tiling`).
+    A target may bring its own (the ``silvanforge_target_lower`` hook), built from the same
+    pieces: :func:`setup_walks`, a :class:`WalkGenerator` and :func:`walk_module`."""
+    setup = setup_walks(forest, fn, rep, hook, tile_size, split_rows=True)
+    layout, b = setup.layout, setup.b
+    gen = WalkGenerator(setup)
+    gen.leaf_loops = layout.leaf_self_loops and bool(setup.rep_info.get("leaf_self_loops"))
+    if gen.leaf_loops:
+        gen.exit_early, gen.shallowest_leaf = walks_exit_early(forest)
+    depths = [t.depth for t in layout.trees]
+    if (gen.leaf_loops and not gen.exit_early and _PER_TREE_DEPTH.get() and depths
+            and min(depths) < max(depths)):
+        # Walks of trees of several depths loop to each tree's own (see _walk_lanes).
+        b.buffer(TREE_DEPTH, np.asarray(depths, np.int32))
+    functions = _cpu_functions(gen, fn)
+    gen.info.update(thread_info(sum(t.depth for t in layout.trees)))
+    return walk_module(setup, functions, gen.info)
+
+
+def _cpu_functions(gen: "WalkGenerator", fn: mir.MirFunction) -> list:
     """One LIR function per phase (:func:`_phases`), each run split over CPU threads."""
     b = gen.b
     row_parallel = any(op.parallel for op in mir.walk(fn.body)
@@ -578,13 +617,13 @@ def _cpu_functions(gen: "_Codegen", fn: mir.MirFunction) -> list:
     fill = gen.split_rows and not gen.split_per_chunk
     if fill and phases[0][0] != "rows":
         # A phase of its own before a tree-parallel loop (whose calls read every row).
-        b.locals, b._blocks = {}, [[]]
+        b.begin_function()
         gen.fill_split_rows()
         functions.append(lir.Function("split_rows", b.block, dict(b.locals), parallel="rows",
                                       row_parallel=True, trip=0))
         fill = False
     for i, (kind, ops) in enumerate(phases):
-        b.locals, b._blocks = {}, [[]]
+        b.begin_function()
         if fill:  # each call of the first row phase splits its own rows first (one dispatch)
             gen.fill_split_rows()
             fill = False
@@ -615,13 +654,40 @@ def _phases(body: list):
     return phases
 
 
-class _Codegen:
-    # Whether interleaved walks may run as vectors (gathers): CPU only; GpuCodegen turns it off.
-    vector_walks = True
-    def __init__(self, forest, layout: ForestLayout, reps: _Rep, b: Builder, thr_t, acc_t,
-                 private: dict, split_rows: str | None = None):
-        self.forest, self.layout, self.reps, self.b = forest, layout, reps, b
-        self.private = private  # privatised buffer -> extents of its slice dimensions
+class WalkGenerator:
+    """MIR operations -> LIR statements: loops, walks (the representation's methods give the
+    loads), the split decision and the reduction, emitted into ``setup.b``'s current block.
+
+    The core's lowering (:func:`lower_to_lir`) runs it as is; a target's own lowering (the
+    ``silvanforge_target_lower`` hook) uses it by composition, passing a *placement*: an object
+    with the five methods below, which the generator calls wherever it lowers a MIR operation,
+    a loop body, reads an input value, indexes a partial-sum slot or folds slices over rows.
+    Without one the generator is its own placement: sequential code, as one CPU thread runs it
+    over a row range.  A placement's method may emit something around, or instead of, what the
+    generator's method of the same name emits (``silvanforge_gpu.lowering.GpuCodegen`` maps
+    loops to GPU threads and caches rows in shared memory this way):
+
+    - ``lower(op)``: lower one MIR operation (the generator's: :meth:`loop` for loops,
+      :meth:`reduce_dimension` for folds, a prefetch for caches, walks and reductions);
+    - ``lower_body(ops) -> list``: the statements of a loop's body (each op through ``lower``);
+    - ``row_value(row, feature, row_at=None) -> Expr``: feature ``feature`` of row ``row``;
+    - ``slot_index(target, slots, row, out) -> Expr``: the element of ``margins`` or of a
+      privatised buffer a leaf value adds to;
+    - ``fold_rows(op, r, k, body)``: run a fold's ``body`` for each of its rows and outputs.
+
+    Also public: ``forest``, ``layout``, ``reps`` (the representation's instance), ``b`` (the
+    :class:`silvanforge.ir.lir.Builder`), ``thr_t`` and ``acc_t``, ``K`` (outputs), ``private``
+    (privatised buffer -> slice extents), ``index`` (MIR loop index -> its LIR value), ``info``
+    (facts for ``Module.info``), :meth:`c` and :meth:`expr`.  Other members are its own.
+    ``vector_walks=False``: interleaved walks never run as SIMD vectors (targets without vector
+    types)."""
+
+    def __init__(self, setup: WalkSetup, placement=None, vector_walks: bool = True):
+        forest, layout, b = setup.forest, setup.layout, setup.b
+        thr_t, acc_t, split_rows = setup.thr_t, setup.acc_t, setup.split_rows
+        self.placement = self if placement is None else placement
+        self.forest, self.layout, self.reps, self.b = forest, layout, setup.reps, b
+        self.private = setup.private  # privatised buffer -> extents of its slice dimensions
         self.tiles = layout.tiles  # None: one node per step
         if self.tiles is None:
             self.max_depth = max((t.depth for t in layout.trees), default=0)
@@ -633,10 +699,11 @@ class _Codegen:
         self.loop_phase: mir.Loop | None = None
         self.thr_t, self.acc_t = thr_t, acc_t
         self.K = forest.num_outputs
-        self.info: dict = {}  # facts for Module.info (what a GPU lowering fell back on, ...)
+        self.info: dict = {}  # facts for Module.info (what a placement fell back on, ...)
         self.index: dict[str, Var] = {}  # MIR loop index -> LIR variable
         self.values: dict[str, Var] = {}  # MIR value name -> LIR variable (the leaf node)
-        self.vector_walks = self.vector_walks and vector_walks_enabled()
+        # Whether interleaved walks may run as vectors (gathers).
+        self.vector_walks = vector_walks and vector_walks_enabled()
         # Whether walks read split rows (:meth:`fill_split_rows`), written "before the walks"
         # or "per chunk" (as each cached row chunk starts); None: rows as given.
         self.split_rows = split_rows is not None
@@ -686,9 +753,10 @@ class _Codegen:
 
     # -- MIR operations
     def lower(self, op):
+        """Emit one MIR operation (a placement's ``lower`` may call this for what it leaves as is)."""
         b = self.b
         if isinstance(op, mir.Loop):
-            self._loop(op)
+            self.loop(op)
         elif isinstance(op, mir.InitMargins):
             self._for_outputs(lambda k: Store("margins", self.margin_index(self.index[op.row], k),
                                               self._init_value(k)))
@@ -704,7 +772,7 @@ class _Codegen:
             self._reduce(self.expr(op.row), self.expr(op.tree), self.values[op.value],
                          op.target, tuple(self.expr(i) for i in op.private), op.atomic)
         elif isinstance(op, mir.ReduceDimension):
-            self._reduce_dimension(op)
+            self.reduce_dimension(op)
         elif isinstance(op, mir.CacheRows):
             self._cache_rows(self.expr(op.start), self.expr(op.stop))
         elif isinstance(op, mir.CacheTrees):
@@ -713,13 +781,15 @@ class _Codegen:
             raise TypeError(op)
         del b
 
-    def _lower_body(self, ops) -> list:
+    def lower_body(self, ops) -> list:
+        """The statements of ``ops`` (each through the placement's ``lower``), emitted nowhere."""
         self.b.push()
         for inner in ops:
-            self.lower(inner)
+            self.placement.lower(inner)
         return self.b.pop()
 
-    def _loop(self, op: mir.Loop):
+    def loop(self, op: mir.Loop):
+        """A MIR loop as a sequential LIR loop (unrolled, interleaved or specialised as asked)."""
         start, stop = self.expr(op.start), self.expr(op.stop)
         if op is self.loop_phase:
             # This call runs iterations [iter_begin, iter_end) of the parallel loop.
@@ -732,7 +802,7 @@ class _Codegen:
             return self._unrolled_loop(op, start, stop)
         var = Var(op.index, "i64")
         self.index[op.index] = var
-        body = self._lower_body(op.body)
+        body = self.placement.lower_body(op.body)
         self.b.emit(For(var, start, stop, op.step, body, parallel=op.parallel))
 
     def _unrolled_loop(self, op: mir.Loop, start, stop):
@@ -744,12 +814,12 @@ class _Codegen:
                 if value.value >= stop.value:
                     break
                 self.index[op.index] = value
-                for stmt in self._lower_body(op.body):
+                for stmt in self.placement.lower_body(op.body):
                     self.b.emit(stmt)
                 continue
             var = self.b.local(op.index, "i64", value)
             self.index[op.index] = var
-            self.b.emit(If(Cmp("<", var, stop), self._lower_body(op.body)))
+            self.b.emit(If(Cmp("<", var, stop), self.placement.lower_body(op.body)))
 
     def _interleaved_loop(self, op: mir.Loop, start, stop):
         """``interleave`` walks of the innermost loop advance together, one step each in turn, so
@@ -768,7 +838,7 @@ class _Codegen:
             slots.append(tuple(self.expr(i) for i in reduce.private))
             for other in op.body:
                 if isinstance(other, (mir.CacheRows, mir.CacheTrees)):
-                    self.lower(other)
+                    self.placement.lower(other)
             tree, row = self.expr(walk.tree), self.expr(walk.row)
             trees.append(tree)
             if j:  # an inactive lane walks lane 0's (valid) tree and row, and is not reduced
@@ -993,7 +1063,7 @@ class _Codegen:
             left, right = static(lambda: tuple(reps.child(b=b, tree=t32, node=nc, child=c(k, "i32"))
                                                for k in (0, 1)))
             b.push()
-            x = b.local("x", self.thr_t, self._row_value(row, c(field, "i32"), row_at=at))
+            x = b.local("x", self.thr_t, self.placement.row_value(row, c(field, "i32"), row_at=at))
             decision = self._decision(x, c(thr, self.thr_t), c(flags, "i32"))
             return b.pop() + [If(decision, expand(int(left)), expand(int(right)))]
 
@@ -1041,7 +1111,7 @@ class _Codegen:
             feature = lir.broadcast(feature, n)
             if mask is not None:  # a lane at a leaf has feature -1: read column 0 instead
                 feature = Bin("max", feature, c(0, vec("i32")))
-            x = b.local("xv", vec(self.thr_t), widen(self._row_value(rows, feature, row_at)))
+            x = b.local("xv", vec(self.thr_t), widen(self.placement.row_value(rows, feature, row_at)))
             thr = b.local("thrv", x.type, lir.broadcast(
                 widen(reps.load_threshold(b=b, tree=t32, node=node, lane=0)), n))
             flags = b.local("flagsv", vec("i32"), lir.broadcast(flags, n))
@@ -1079,7 +1149,7 @@ class _Codegen:
         """Whether the row goes left at node ``lane`` of ``node`` (lane 0 untiled)."""
         b, reps = self.b, self.reps
         feature, flags = self._feature_and_flags(t32, node, lane)
-        x = b.local("x", self.thr_t, self._row_value(row, feature))
+        x = b.local("x", self.thr_t, self.placement.row_value(row, feature))
         thr = b.local("thr", self.thr_t, reps.load_threshold(b=b, tree=t32, node=node, lane=lane))
         flags = b.local("flags", "i32", flags)
         return self._decision(x, thr, flags)
@@ -1117,7 +1187,7 @@ class _Codegen:
             xs, fl = [], []
             for lane in lanes:
                 feature, flags = self._feature_and_flags(t32, node, lane)
-                xs.append(self._row_value(row, feature))
+                xs.append(self.placement.row_value(row, feature))
                 fl.append(flags)
             x = b.local("xv", lir.vector_type(self.thr_t, n), lir.Vector(tuple(xs)))
             thr = b.local("thrv", x.type, _lanes([
@@ -1134,7 +1204,7 @@ class _Codegen:
         slot = Cast(b.load("tile_lut", Bin("+", Bin("*", shape, c(2**n, "i32")), bits)), "i32")
         b.emit(Assign(node, self.reps.child(b=b, tree=t32, node=node, child=slot)))
 
-    def _row_value(self, row, feature, row_at=None) -> lir.Expr:
+    def row_value(self, row, feature, row_at=None) -> lir.Expr:
         """Feature ``feature`` (an int expression) of row ``row``: the one place inputs are read
         (a GPU lowering reads cached rows from shared memory instead).  ``row_at``: the row's
         first element (``row * row_stride``) where the caller has it."""
@@ -1144,7 +1214,7 @@ class _Codegen:
         return self.b.load("rows", Bin("+", at, Bin("*", Cast(feature, "i64"), lir.COL_STRIDE)))
 
     def _row_start(self, row) -> lir.Expr:
-        """Index of a row's first value in the buffer :meth:`_row_value` reads."""
+        """Index of a row's first value in the buffer :meth:`row_value` reads."""
         if self.split_rows:  # column -1 (NaN) comes first
             return Bin("+", Bin("*", row, self.c(self._split_row_size(), "i64")), self.c(1, "i64"))
         return Bin("*", row, lir.ROW_STRIDE)
@@ -1240,7 +1310,7 @@ class _Codegen:
         bit = Bin("&", Bin(">>", bits, Bin("&", cat, c(31, "i32"))), c(1, "i32"))
         return Bin("&", in_range, Cmp("!=", bit, c(0, "i32")))
 
-    def _slot_index(self, target: str, slots: tuple, row, out) -> lir.Expr:
+    def slot_index(self, target: str, slots: tuple, row, out) -> lir.Expr:
         """Element of ``target`` for a row and output: margins are (row, k); a privatised buffer
         is (slice..., row, k): each slice is one contiguous block, so threads that own different
         slices never write to the same cache line."""
@@ -1266,7 +1336,7 @@ class _Codegen:
         t32 = Cast(tree, "i32")
 
         def accumulate(out_idx, slot):
-            idx = b.local("ri", "i64", self._slot_index(target, slots, row, out_idx))
+            idx = b.local("ri", "i64", self.placement.slot_index(target, slots, row, out_idx))
             value = b.local("leaf", self.acc_t, reps.leaf_value(b=b, tree=t32, node=leaf, slot=slot))
             if atomic:
                 b.emit(lir.AtomicAdd(target, idx, value))
@@ -1284,7 +1354,7 @@ class _Codegen:
         body = b.pop()
         b.emit(For(j, begin, Cast(b.load("tree_out_begin", Bin("+", t32, self.c(1, "i32"))), "i64"), 1, body))
 
-    def _reduce_dimension(self, op: mir.ReduceDimension):
+    def reduce_dimension(self, op: mir.ReduceDimension):
         """Fold the slices of dimension ``dim`` for the rows this iteration owns, resetting them."""
         b, c = self.b, self.c
         if op.extent == 0:
@@ -1304,7 +1374,7 @@ class _Codegen:
         b.push()
         for lane, acc in enumerate(accs):
             dl = Bin("+", d, c(lane, "i64"))
-            idx = b.local("rix", "i64", self._slot_index(op.source, (*outer, dl, *zeros), r, k))
+            idx = b.local("rix", "i64", self.placement.slot_index(op.source, (*outer, dl, *zeros), r, k))
             body = [Assign(acc, self._combine(acc, b.load(op.source, idx))), Store(op.source, idx, fill)]
             if lane == 0:
                 b.block.extend(body)
@@ -1315,14 +1385,14 @@ class _Codegen:
         for acc in accs[1:]:
             total = self._combine(total, acc)
         if op.inplace:
-            idx = self._slot_index(op.source, (*outer, c(0, "i64"), *zeros), r, k)
+            idx = self.placement.slot_index(op.source, (*outer, c(0, "i64"), *zeros), r, k)
             b.emit(Store(op.source, idx, total))
         else:
             idx = b.local("mix", "i64", self.margin_index(r, k))
             b.emit(Store("margins", idx, self._combine(b.load("margins", idx), total)))
-        self._fold_rows(op, r, k, b.pop())
+        self.placement.fold_rows(op, r, k, b.pop())
 
-    def _fold_rows(self, op: mir.ReduceDimension, r: Var, k: Var, body: list) -> None:
+    def fold_rows(self, op: mir.ReduceDimension, r: Var, k: Var, body: list) -> None:
         """Run a fold's ``body`` for every row ``r`` the fold covers and every output ``k``."""
         c = self.c
         kloop = For(k, c(0, "i64"), c(self.K, "i64"), 1, body)
@@ -1330,6 +1400,7 @@ class _Codegen:
 
 
 __all__ = ["ForestLayout", "TreeLayout", "RepBuffers", "build_layout", "lower_to_lir",
+           "WalkSetup", "setup_walks", "WalkGenerator", "walk_module",
            "node_widths", "per_tree_walk_depth", "vector_walks", "smallest_int", "float32_thresholds",
            "FLAG_DEFAULT_LEFT", "FLAG_ZERO_MISSING", "FLAG_CATEGORICAL", "FLAG_OP_SHIFT"]
 

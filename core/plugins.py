@@ -146,6 +146,19 @@ class PluginRegistry:
             raise PluginError(f"target {target!r} says it is of kind {kind!r}, not cpu or gpu")
         return kind
 
+    def schedules(self) -> dict:
+        """Named schedules, name -> function ``(forest, batch_size) -> Schedule``: the core's
+        canned ones and those plugins add (the ``silvanforge_schedules`` hook)."""
+        from .scheduler.canned import CANNED
+
+        found = dict(CANNED)
+        for named in self.hook.silvanforge_schedules():
+            for name, make in (named or {}).items():
+                if name in found and found[name] is not make:
+                    raise PluginError(f"two schedules are named {name!r} (the core's or a plugin's)")
+                found[name] = make
+        return found
+
     def target_available(self, target: str) -> tuple[bool, str]:
         try:
             answer = self.hook.silvanforge_target_available(target=target)

@@ -20,7 +20,7 @@ import silvanforge as sf
 from silvanforge import reference
 from silvanforge.plugins import registry
 from silvanforge.scheduler import GPU_CANNED
-from silvanforge.scheduler.gpu_template import TemplateParams, candidates, gpu_template
+from silvanforge_gpu.template import TemplateParams, candidates, gpu_template
 from strategies import forests, rows_for
 from support_common import assert_close
 from support_gpu import gpu_models
@@ -60,7 +60,7 @@ def _pairs(schedules):
     return [(rep, s) for s in schedules for rep in REPS if rep == "sparse" or s in OTHER_REPS]
 
 
-@pytest.mark.parametrize("rep,schedule", _pairs([None, *GPU_CANNED]))
+@pytest.mark.parametrize("rep,schedule", _pairs([None, *GPU_CANNED, "gpu-template"]))
 def test_canned_gpu_schedules_match_reference(models, rep, schedule):
     for path, X in models.values():
         forest = sf.load_model(path)
@@ -110,6 +110,9 @@ SCHEDULES = {
                     "parallel(b0)",
     "specialized-trees": "tile(batch, b0, b1, 32)\nreorder(b0, b1, tree)\nspecialize(tree)\n"
                          "gpuDimension(b0, grid.x)\ngpuDimension(b1, block.x)",
+    # each tree's walk as nested branches (it read rows through a method GPU code did not take)
+    "expanded-trees": "tile(batch, b0, b1, 32)\nreorder(b0, b1, tree)\nunroll(tree)\nexpandWalk(tree)\n"
+                      "gpuDimension(b0, grid.x)\ngpuDimension(b1, block.x)",
 }
 
 
@@ -259,7 +262,7 @@ def test_cli_compile_predict_show(models, tmp_path, capsys, monkeypatch):
 
 
 def test_tune_times_candidates_and_keeps_the_fastest(models, tmp_path):
-    from silvanforge.scheduler.explore import explore
+    from silvanforge_gpu.explore import explore
 
     path, X = models["xgb_multi"]
     forest = sf.load_model(path)
@@ -270,3 +273,23 @@ def test_tune_times_candidates_and_keeps_the_fastest(models, tmp_path):
     assert result.best.seconds == min(t.seconds for t in result.trials)
     cf = sf.compile(forest, target="amd", rep=result.best.rep, schedule=result.schedule)
     assert_matches_reference(cf, forest, X)
+
+
+def test_forge_tune_comes_from_the_gpu_backend(models, tmp_path, capsys, monkeypatch):
+    """`forge tune` is silvanforge-gpu's command (entry point silvanforge.commands): it times the
+    candidates on the target and writes the fastest schedule, which compiles and matches."""
+    from silvanforge import cli
+    from silvanforge_gpu import explore
+
+    monkeypatch.setenv("COLUMNS", "200")
+    monkeypatch.setattr(explore, "candidates", lambda forest, batch_size: [TemplateParams(rows_per_block=16)])
+    path, X = models["xgb_multi"]
+    out = tmp_path / "best.sched"
+    code = cli.main(["tune", str(path), "--target", "amd", "--batch-size", "64", "--repeat", "1", "-o", str(out)])
+    text, err = capsys.readouterr()
+    assert code == 0, err
+    assert "best: --rep" in text and "gpuDimension(b0, grid.x)" in out.read_text()
+    rep = text.split("best: --rep ")[1].split()[0]
+    assert_matches_reference(sf.compile(path, target="amd", rep=rep, schedule=out), sf.load_model(path), X)
+    assert cli.main(["tune", str(path), "--target", "cpu"]) != 0
+    assert "not a GPU target" in capsys.readouterr().err

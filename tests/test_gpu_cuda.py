@@ -9,13 +9,13 @@ import pytest
 import silvanforge as sf
 from silvanforge import reference
 from silvanforge.scheduler import GPU_CANNED
-from silvanforge.scheduler.gpu_template import TemplateParams, gpu_template
+from silvanforge_gpu.template import TemplateParams, gpu_template
 from support_gpu import gpu_models
 
 cuda_target = pytest.importorskip("silvanforge_target_cuda")
 
 SCHEDULES = {
-    **{name: name for name in GPU_CANNED},
+    **{name: name for name in (*GPU_CANNED, "gpu-template")},
     "atomic": "tile(batch, b0, b1, 16)\ntile(tree, t0, t1, 3)\nreorder(b0, b1, t0, t1)\n"
               "gpuDimension(b0, grid.x)\ngpuDimension(b1, block.x)\ngpuDimension(t0, block.y)\natomicReduce(t0)",
     "cached-tree-chunks": "tile(batch, b0, b1, 32)\ntile(tree, t0, t1, 4)\nreorder(b0, t0, b1, t1)\n"

@@ -11,7 +11,7 @@ import pytest
 
 import silvanforge as sf
 from silvanforge.ir import lir
-from silvanforge.scheduler.gpu_template import TemplateParams, gpu_template
+from silvanforge_gpu.template import TemplateParams, gpu_template
 from support_gpu import gpu_models
 
 

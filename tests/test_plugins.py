@@ -6,6 +6,7 @@ from __future__ import annotations
 import sys
 import types
 from importlib import metadata
+from pathlib import Path
 
 import pytest
 import silvanforge as sf
@@ -255,3 +256,130 @@ def test_plugin_commands_are_added_whatever_is_imported_first():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert "bench" in out.stdout
+
+
+def test_the_gpu_backend_is_a_distribution_of_its_own():
+    """silvanforge-gpu, which both GPU targets require, adds `forge tune`; the core imports none
+    of it (its lowering arrives through the targets' silvanforge_target_lower)."""
+    import subprocess
+
+    commands = {ep.name: ep.dist.name for ep in metadata.entry_points(group=cli.COMMANDS_GROUP)}
+    assert commands.get("tune") == "silvanforge-gpu"
+    for target in ("silvanforge-target-cuda", "silvanforge-target-amd"):
+        assert any(r.startswith("silvanforge-gpu") for r in metadata.requires(target))
+    code = ("import sys, silvanforge as sf\nsf.lower(sf.load_model(sys.argv[1]), target='cpu')\n"
+            "print(sorted(m for m in sys.modules if 'gpu' in m))")
+    model = str(Path(__file__).parents[1] / "examples" / "model.json")
+    out = subprocess.run([sys.executable, "-c", code, model], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
+
+
+def _own_lowering_target(reads: list):
+    """A third-party target ``seq`` that lowers by itself (``silvanforge_target_lower``) from the
+    core's public pieces, with a placement that counts the walks' input reads and otherwise
+    keeps the generator's code, and runs the result through the cpu target's compile."""
+    from silvanforge.ir import lir
+    from silvanforge.lowering import WalkGenerator, setup_walks, walk_module
+    from silvanforge.scheduler import canned
+
+    class Counting:
+        def __init__(self, setup):
+            self.gen = WalkGenerator(setup, placement=self)
+
+        def lower(self, op):
+            self.gen.lower(op)
+
+        def lower_body(self, ops):
+            return self.gen.lower_body(ops)
+
+        def row_value(self, row, feature, row_at=None):
+            reads.append(feature)
+            return self.gen.row_value(row, feature, row_at)
+
+        def slot_index(self, target, slots, row, out):
+            return self.gen.slot_index(target, slots, row, out)
+
+        def fold_rows(self, op, r, k, body):
+            self.gen.fold_rows(op, r, k, body)
+
+    mod = types.ModuleType("sf_test_own_lowering")
+
+    @hookimpl
+    def silvanforge_targets():
+        return ["seq"]
+
+    @hookimpl
+    def silvanforge_target_available(target):
+        return (True, "") if target == "seq" else None
+
+    @hookimpl
+    def silvanforge_target_default_schedule(target, forest, batch_size):
+        return canned("default", forest, batch_size) if target == "seq" else None
+
+    @hookimpl
+    def silvanforge_target_lower(target, forest, fn, rep, tile_size):
+        if target != "seq":
+            return None
+        if rep == "array":
+            return "not a module"
+        setup = setup_walks(forest, fn, rep, tile_size=tile_size)
+        place = Counting(setup)
+        place.gen.b.begin_function()
+        for op in fn.body:
+            place.lower(op)
+        body = place.gen.b.block
+        function = lir.Function("predict_0", body, dict(place.gen.b.locals), parallel="rows", row_parallel=False)
+        return walk_module(setup, [function], {**place.gen.info, "lowered_by": "seq"})
+
+    @hookimpl
+    def silvanforge_target_compile(target, module, options):
+        if target != "seq":
+            return None
+        return plugins.registry().hook.silvanforge_target_compile(target="cpu", module=module, options=options)
+
+    for f in (silvanforge_targets, silvanforge_target_available, silvanforge_target_default_schedule,
+              silvanforge_target_lower, silvanforge_target_compile):
+        setattr(mod, f.__name__, f)
+    return mod
+
+
+def test_a_target_brings_its_own_lowering(extra_reps):
+    """``silvanforge_target_lower``: a target's own MIR -> LIR, built from the core's public walk
+    generator by composition; a target that does not answer takes the core's lowering."""
+    import numpy as np
+    from silvanforge import reference
+    from strategies import rows_for
+    from test_predict_api import make_forest
+
+    reads: list = []
+    extra_reps(_own_lowering_target(reads))
+    forest = make_forest(seed=3)
+    X = rows_for(forest, np.random.default_rng(0), 50)
+    cf = sf.compile(forest, target="seq", rep="sparse", threads=1)
+    assert cf.lir_module.info["lowered_by"] == "seq" and reads
+    np.testing.assert_array_equal(cf.predict(X, output_margin=True), reference.predict(forest, X, output_margin=True))
+    assert "lowered_by" not in sf.lower(forest, target="cpu", rep="sparse").lir.info
+    with pytest.raises(PluginError, match="target 'seq' lowered to str, not an LIR module"):
+        sf.lower(forest, target="seq", rep="array")
+
+
+def test_plugins_add_named_schedules(extra_reps):
+    """``silvanforge_schedules``: the GPU targets name their template ``gpu-template`` (both list
+    one function); a plugin giving a taken name another schedule is an error."""
+    from silvanforge.scheduler import CANNED, Schedule
+    from test_predict_api import make_forest
+
+    named = plugins.registry().schedules()
+    assert set(CANNED) < set(named) and "gpu-template" in named
+    assert "gpuDimension" in sf.lower(make_forest(seed=3), target="amd", schedule="gpu-template").schedule.to_text()
+    mod = types.ModuleType("sf_test_schedule_clash")
+
+    @hookimpl
+    def silvanforge_schedules():
+        return {"xgboost": lambda forest, batch_size: Schedule()}
+
+    mod.silvanforge_schedules = silvanforge_schedules
+    extra_reps(mod)
+    with pytest.raises(PluginError, match="two schedules are named 'xgboost'"):
+        sf.compile(make_forest(seed=3), schedule="xgboost")

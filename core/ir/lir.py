@@ -454,6 +454,11 @@ class Builder:
     def pop(self) -> list:
         return self._blocks.pop()
 
+    def begin_function(self) -> None:
+        """Start the body of a new function: no locals, one empty block (buffers are the
+        module's and stay)."""
+        self.locals, self._blocks = {}, [[]]
+
     # declarations
     def buffer(self, name: str, data: np.ndarray) -> str:
         """Declare (or re-use) a model buffer holding ``data``; returns its name."""

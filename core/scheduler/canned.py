@@ -1,7 +1,9 @@
 """Named schedules: the loop orders of known systems, written in the scheduling language.
 
 Each is a function ``(forest, batch_size) -> Schedule`` so its sizes can follow the model; the
-text of each is what ``forge show --level mir --schedule NAME`` prints at its head.
+text of each is what ``forge show --level mir --schedule NAME`` prints at its head.  Plugins add
+named schedules of their own (the ``silvanforge_schedules`` hook: the GPU targets' template,
+``gpu-template``); :meth:`silvanforge.plugins.PluginRegistry.schedules` lists them all.
 """
 
 from __future__ import annotations
@@ -106,13 +108,6 @@ def tahoe_shared_partial_forest(forest: hir.Forest, batch_size: int | None = Non
             .gpu_dimension("b0", "grid.x").gpu_dimension("t0", "grid.y").gpu_dimension("b1", "block.x"))
 
 
-def gpu_default(forest: hir.Forest, batch_size: int | None = None) -> Schedule:
-    """The GPU template of seed 004, section 9, with Algorithm 1's parameters for this batch."""
-    from .gpu_template import default_gpu_schedule
-
-    return default_gpu_schedule(forest, batch_size)
-
-
 CANNED = {
     "default": default,
     "xgboost": xgboost,
@@ -124,9 +119,9 @@ CANNED = {
     "tahoe-shared-data": tahoe_shared_data,
     "tahoe-shared-forest": tahoe_shared_forest,
     "tahoe-shared-partial-forest": tahoe_shared_partial_forest,
-    "gpu-template": gpu_default,
 }
-GPU_CANNED = tuple(name for name in CANNED if name.startswith("tahoe") or name.startswith("gpu"))
+# Those that map loops to a GPU (Tahoe's strategies, seed 004, 4.3).
+GPU_CANNED = tuple(name for name in CANNED if name.startswith("tahoe"))
 
 
 def canned(name: str, forest: hir.Forest, batch_size: int | None = None) -> Schedule:

@@ -298,7 +298,7 @@ def run_bench(model, batch_sizes=DEFAULT_BATCH_SIZES, threads: int | Sequence[in
     from silvanforge.loading import load_model
     from silvanforge.plugins import registry
     from silvanforge.runtime import default_threads
-    from silvanforge.scheduler import CANNED, Schedule, canned, parse_schedule
+    from silvanforge.scheduler import Schedule, parse_schedule
 
     batch_sizes = sorted({int(b) for b in batch_sizes})
     if not batch_sizes or batch_sizes[0] <= 0:
@@ -312,8 +312,9 @@ def run_bench(model, batch_sizes=DEFAULT_BATCH_SIZES, threads: int | Sequence[in
     fmt = _detect_format(model, reg)
     forest = load_model(model)
     reg.check_target(target)
-    if isinstance(schedule, str):  # a canned schedule's name, or schedule text
-        schedule = canned(schedule.strip(), forest) if schedule.strip() in CANNED \
+    if isinstance(schedule, str):  # a canned (or plugin-named) schedule's name, or schedule text
+        named = reg.schedules()
+        schedule = named[schedule.strip()](forest, None) if schedule.strip() in named \
             else parse_schedule(schedule)
 
     # One compile per distinct schedule: the default may depend on the batch size.

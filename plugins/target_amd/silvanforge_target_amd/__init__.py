@@ -1,10 +1,11 @@
 """The AMD target: LIR -> OpenCL C, built and launched through pyopencl.
 
 It runs on AMD GPUs under ROCm and on any OpenCL platform, including PoCL on a CPU (where CI
-runs it).  The C is written by the core's shared emitter (:mod:`silvanforge.c_dialect`, the
-OpenCL dialect) from the GPU lowering (:mod:`silvanforge.gpu_lowering`); the launching around
-it is the core's :class:`silvanforge.gpu_runtime.GpuKernel`.  ``SILVANFORGE_OPENCL_DEVICE``
-(a substring of a platform or device name) picks a device; otherwise GPUs come first.
+runs it).  The GPU backend it shares with the cuda target (silvanforge-gpu) lowers the MIR
+(:mod:`silvanforge_gpu.lowering`) and writes the C (:mod:`silvanforge_gpu.c_dialect`, the OpenCL
+dialect); the launching around it is :class:`silvanforge_gpu.runtime.GpuKernel`.
+``SILVANFORGE_OPENCL_DEVICE`` (a substring of a platform or device name) picks a device;
+otherwise GPUs come first.
 """
 
 from __future__ import annotations
@@ -63,16 +64,32 @@ def silvanforge_target_available(target):
 def silvanforge_target_default_schedule(target, forest, batch_size):
     if target != NAME:
         return None
-    from silvanforge.scheduler.gpu_template import default_gpu_schedule
+    from silvanforge_gpu.template import default_gpu_schedule
 
     return default_gpu_schedule(forest, batch_size)
+
+
+@hookimpl
+def silvanforge_target_lower(target, forest, fn, rep, tile_size):
+    if target != NAME:
+        return None
+    from silvanforge_gpu.lowering import lower_gpu
+
+    return lower_gpu(forest, fn, rep, tile_size)
+
+
+@hookimpl
+def silvanforge_schedules():
+    from silvanforge_gpu.template import SCHEDULES
+
+    return SCHEDULES
 
 
 @hookimpl
 def silvanforge_target_source(target, module):
     if target != NAME:
         return None
-    from silvanforge.c_dialect import OPENCL, emit
+    from silvanforge_gpu.c_dialect import OPENCL, emit
 
     return emit(module, OPENCL)
 

@@ -1,4 +1,4 @@
-"""pyopencl spelling of the core's GPU kernel runtime (:class:`silvanforge.gpu_runtime.GpuKernel`)."""
+"""pyopencl spelling of the GPU kernel runtime (:class:`silvanforge_gpu.runtime.GpuKernel`)."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import os
 import numpy as np
 import pyopencl as cl
 
-from silvanforge.c_dialect import OPENCL, emit
 from silvanforge.errors import PluginError, ScheduleError
-from silvanforge.gpu_runtime import GpuKernel
+from silvanforge_gpu.c_dialect import OPENCL, emit
+from silvanforge_gpu.runtime import GpuKernel
 
 _context = None
 

@@ -2,9 +2,10 @@
 
 Generating and compiling the code needs no GPU and no pycuda: ``forge show --level target``
 prints the CUDA C anywhere, and :func:`compile_ptx` turns it into PTX wherever nvcc is installed
-(the tests do so for sm_80 and sm_90).  pycuda is imported only to run kernels.  The C is
-written by the core's shared emitter (:mod:`silvanforge.c_dialect`, the CUDA dialect) and the
-launching around it is the core's :class:`silvanforge.gpu_runtime.GpuKernel`.
+(the tests do so for sm_80 and sm_90).  pycuda is imported only to run kernels.  The GPU
+backend it shares with the amd target (silvanforge-gpu) lowers the MIR
+(:mod:`silvanforge_gpu.lowering`) and writes the C (:mod:`silvanforge_gpu.c_dialect`, the CUDA
+dialect); the launching around it is :class:`silvanforge_gpu.runtime.GpuKernel`.
 """
 
 from __future__ import annotations
@@ -58,7 +59,7 @@ def problems() -> list[str]:
 
 
 def source(module) -> str:
-    from silvanforge.c_dialect import CUDA, emit
+    from silvanforge_gpu.c_dialect import CUDA, emit
 
     return emit(module, CUDA)
 
@@ -85,9 +86,25 @@ def silvanforge_target_available(target):
 def silvanforge_target_default_schedule(target, forest, batch_size):
     if target != NAME:
         return None
-    from silvanforge.scheduler.gpu_template import default_gpu_schedule
+    from silvanforge_gpu.template import default_gpu_schedule
 
     return default_gpu_schedule(forest, batch_size)
+
+
+@hookimpl
+def silvanforge_target_lower(target, forest, fn, rep, tile_size):
+    if target != NAME:
+        return None
+    from silvanforge_gpu.lowering import lower_gpu
+
+    return lower_gpu(forest, fn, rep, tile_size)
+
+
+@hookimpl
+def silvanforge_schedules():
+    from silvanforge_gpu.template import SCHEDULES
+
+    return SCHEDULES
 
 
 @hookimpl

@@ -1,4 +1,4 @@
-"""pycuda spelling of the core's GPU kernel runtime (:class:`silvanforge.gpu_runtime.GpuKernel`).
+"""pycuda spelling of the GPU kernel runtime (:class:`silvanforge_gpu.runtime.GpuKernel`).
 
 The model's buffers are copied to the device once; rows are copied in once per call (:data:`COPY`
 says how) and the margins out; kernel time is measured with CUDA events.
@@ -15,7 +15,7 @@ import numpy as np
 import pycuda.driver as cuda
 
 from silvanforge.errors import PluginError, ScheduleError
-from silvanforge.gpu_runtime import GpuKernel
+from silvanforge_gpu.runtime import GpuKernel
 
 from . import source
 from .nvcc import compile_ptx

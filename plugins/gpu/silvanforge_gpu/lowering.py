@@ -1,5 +1,11 @@
 """MIR -> LIR for GPU targets (seed 004, sections 4.3, 6.1.2 and 8): one kernel per phase.
 
+The cuda and amd targets lower through :func:`lower_gpu` (their ``silvanforge_target_lower``
+hook).  It is the core's walk generator (:class:`silvanforge.lowering.WalkGenerator`) with a
+placement of its own, :class:`GpuCodegen`: the walks, split decisions and reductions are the
+core's, and where the generator lowers a loop, a cache, a fold, reads an input value or indexes a
+partial-sum slot, this module's placement decides what runs on which GPU thread.
+
 Every thread of a launch runs the whole kernel body.  A loop mapped by ``gpuDimension`` is not a
 loop there: its index is ``start + (block or thread index) * step`` and threads whose index is
 past the loop's end are *inactive* below it.  Loops the schedule left unmapped run in full in
@@ -36,10 +42,10 @@ import math
 
 import numpy as np
 
-from .errors import ScheduleError
-from .ir import lir, mir
-from .ir.lir import Assign, Barrier, Bin, Builder, Cast, Cmp, For, GpuIndex, If, Select, Store, Var
-from .lowering import _Codegen
+from silvanforge.errors import ScheduleError
+from silvanforge.ir import hir, lir, mir
+from silvanforge.ir.lir import Assign, Barrier, Bin, Builder, Cast, Cmp, For, GpuIndex, If, Select, Store, Var
+from silvanforge.lowering import WalkGenerator, WalkSetup, setup_walks, walk_module
 
 # Static shared memory every CUDA GPU since Fermi gives one block (and OpenCL GPUs at least
 # 32 KiB; AMD's give 64 KiB).  Caches and shared reductions that need more fall back.
@@ -147,28 +153,57 @@ def _check_coverage(top, dims: dict) -> None:
     visit(top, [])
 
 
-# ----------------------------------------------------------------------------- codegen
-class GpuCodegen(_Codegen):
-    """The CPU lowering with GPU loops, shared memory, barriers and folds across threads."""
+# ----------------------------------------------------------------------------- lowering
+def lower_gpu(forest: hir.Forest, fn: mir.MirFunction, rep: str, tile_size: int = 1, hook=None) -> lir.Module:
+    """The GPU lowering of MIR function ``fn`` with walk representation ``rep``: one kernel per
+    phase (see the module docstring).  Rows are read where they are (no split rows: those are a
+    layout the core's CPU lowering writes per thread); ``hook``: the plugin manager's hook relay
+    (None: the process registry's)."""
+    setup = setup_walks(forest, fn, rep, hook, tile_size)
+    gen = GpuCodegen(setup)
+    return walk_module(setup, gen.functions(fn), gen.info)
 
-    vector_walks = False  # the C dialects have no vector types: GPU threads walk one row each
 
-    def __init__(self, forest, layout, reps, b: Builder, thr_t, acc_t, private: dict):
-        if layout.tiles is not None:
+class GpuCodegen:
+    """The placement of the core's walk generator on GPU threads: loops mapped to grid and block
+    dimensions, shared memory, barriers and folds across threads (the generator calls its
+    ``lower``, ``lower_body``, ``row_value``, ``slot_index`` and ``fold_rows``; see
+    :class:`silvanforge.lowering.WalkGenerator`)."""
+
+    def __init__(self, setup: WalkSetup):
+        if setup.layout.tiles is not None:
             raise ScheduleError("tiled walks (tile_size > 1) are a CPU vectorisation; GPU targets walk "
                                 "node by node (seed 004, 5.1: tiling does not pay on SIMT GPUs)")
-        super().__init__(forest, layout, reps, b, thr_t, acc_t, private)
-        self.info = {"gpu_fallbacks": []}
+        # The C dialects have no vector types: GPU threads walk one row each.
+        self.gen = gen = WalkGenerator(setup, placement=self, vector_walks=False)
+        self.forest, self.reps, self.b, self.thr_t = gen.forest, gen.reps, gen.b, gen.thr_t
+        self.K, self.private, self.index, self.c, self.expr = gen.K, gen.private, gen.index, gen.c, gen.expr
+        self.info = gen.info
+        self.info["gpu_fallbacks"] = []
         # Every load the representation methods build goes through the builder: inside a cacheTrees
         # scope a load of a cached buffer must read the shared copy, whoever built it.
+        b = self.b
         plain_load = b.load
         b.load = lambda buffer, index, lanes=1: self._redirect(plain_load(buffer, index, lanes))
         self._plain_load = plain_load
+        self.tree_cache: dict = {}
+
+    def functions(self, fn: mir.MirFunction) -> list:
+        """One kernel per top-level operation (margins initialised, the loop nest, folds across
+        blocks, margins finalised), skipping kernels that do nothing (a sum needs no finalising)."""
+        functions = []
+        self._tree_dims = {x.gpu for x in mir.walk(fn.body)
+                           if isinstance(x, mir.Loop) and x.gpu and x.dimension == "tree"}
+        for top in _hoist_grid_folds(fn):
+            kernel = self.kernel(f"predict_{len(functions)}", top)
+            if _writes(kernel.body):
+                functions.append(kernel)
+        return functions
 
     # -------------------------------------------------------------- per kernel
     def kernel(self, name: str, top) -> lir.Function:
         b = self.b
-        b.locals, b._blocks = {}, [[]]
+        b.begin_function()
         loops = _mapped(top)
         self.auto = None
         dims: dict = {}
@@ -251,12 +286,12 @@ class GpuCodegen(_Codegen):
         if isinstance(op, mir.ReduceDimension):
             return self._reduce_dimension(op)
         self.b.push()
-        super().lower(op)
+        self.gen.lower(op)
         self._guarded(self.b.pop())
 
-    def _lower_body(self, ops) -> list:
+    def lower_body(self, ops) -> list:
         saved = self.row_cache, dict(self.tree_cache)
-        out = super()._lower_body(ops)
+        out = self.gen.lower_body(ops)
         self.row_cache, self.tree_cache = saved
         return out
 
@@ -280,25 +315,25 @@ class GpuCodegen(_Codegen):
                 active = Bin("&", self.guard, active)
             if barrier:
                 self.guard = b.local("active", "i1", active)
-                for stmt in self._lower_body(op.body):
+                for stmt in self.lower_body(op.body):
                     b.emit(stmt)
             else:
                 self.guard = None
-                b.emit(If(active, self._lower_body(op.body)))
+                b.emit(If(active, self.lower_body(op.body)))
             self.guard = saved_guard
             return
         if op.interleave or op.unroll or op.specialize or not barrier:
             # Nothing below synchronises: inactive threads skip the whole loop.
             self.guard, self.no_barriers = None, True
             b.push()
-            super()._loop(op)
+            self.gen.loop(op)
             stmts = b.pop()
             self.guard, self.no_barriers = saved_guard, False
             return self._guarded(stmts)
         var = Var(op.index, "i64")
         self.index[op.index] = var
         if not (self._is_variant(start) or self._is_variant(stop)):
-            b.emit(For(var, start, stop, op.step, self._lower_body(op.body)))
+            b.emit(For(var, start, stop, op.step, self.lower_body(op.body)))
             return
         # Bounds differ between threads of a block, and a barrier lies below: every thread runs
         # the loop's largest trip count, and iterations past its own end are inactive.
@@ -309,7 +344,7 @@ class GpuCodegen(_Codegen):
         b.push()
         active = Cmp("<", var, stop)
         self.guard = b.local("active", "i1", active if saved_guard is None else Bin("&", saved_guard, active))
-        b.block.extend(self._lower_body(op.body))
+        b.block.extend(self.lower_body(op.body))
         body = b.pop()
         self.guard = saved_guard
         b.emit(For(var, start, Bin("+", start, c(op.max_trip * op.step, "i64")), op.step, body))
@@ -374,9 +409,9 @@ class GpuCodegen(_Codegen):
         b.emit(Barrier())
         self.row_cache = (name, first)
 
-    def _row_value(self, row, feature) -> lir.Expr:
+    def row_value(self, row, feature, row_at=None) -> lir.Expr:
         if self.row_cache is None:
-            return super()._row_value(row, feature)
+            return self.gen.row_value(row, feature, row_at)
         name, first = self.row_cache
         F = self.c(self.forest.num_features, "i64")
         return self._plain_load(name, Bin("+", Bin("*", Bin("-", row, first), F), Cast(feature, "i64")))
@@ -421,7 +456,7 @@ class GpuCodegen(_Codegen):
 
     def _redirect(self, load: lir.Load) -> lir.Expr:
         """A load from a buffer with cached ranges reads the shared copy when inside one."""
-        regions = self.tree_cache.get(load.buffer) if getattr(self, "tree_cache", None) else None
+        regions = self.tree_cache.get(load.buffer)
         if not regions:
             return load
         idx = Builder.cast(load.index, "i64")
@@ -485,9 +520,9 @@ class GpuCodegen(_Codegen):
             b.emit(Barrier())
         return b.pop()
 
-    def _slot_index(self, target: str, slots: tuple, row, out) -> lir.Expr:
+    def slot_index(self, target: str, slots: tuple, row, out) -> lir.Expr:
         if target not in getattr(self, "shared_private", {}):
-            return super()._slot_index(target, slots, row, out)
+            return self.gen.slot_index(target, slots, row, out)
         base, rows = self.shared_private[target]
         flat = self.c(0, "i64")
         for extent, s in zip(self.private[target], slots):
@@ -499,15 +534,15 @@ class GpuCodegen(_Codegen):
     def _reduce_dimension(self, op: mir.ReduceDimension):
         if op.source not in self.synced:
             self.b.push()
-            super()._reduce_dimension(op)
+            self.gen.reduce_dimension(op)
             return self._guarded(self.b.pop())
         self.b.emit(Barrier())  # every tree thread has written its slice
-        super()._reduce_dimension(op)
+        self.gen.reduce_dimension(op)
         self.b.emit(Barrier())  # the slices are reset before they are written again
 
-    def _fold_rows(self, op: mir.ReduceDimension, r: Var, k: Var, body: list) -> None:
+    def fold_rows(self, op: mir.ReduceDimension, r: Var, k: Var, body: list) -> None:
         if op.source not in self.synced:
-            return super()._fold_rows(op, r, k, body)
+            return self.gen.fold_rows(op, r, k, body)
         # The (row, output) pairs of the fold are spread over every thread of the block that
         # shares this thread's rows (the tree threads that just wrote the slices).
         b, c = self.b, self.c
@@ -529,19 +564,6 @@ class GpuCodegen(_Codegen):
                 tid = Bin("+", tid, Bin("*", GpuIndex(f"block.{axis}"), self.c(total, "i64")))
                 total *= n
         return tid, total
-
-
-def gpu_functions(gen: GpuCodegen, fn: mir.MirFunction) -> list:
-    """One kernel per top-level operation (margins initialised, the loop nest, folds across
-    blocks, margins finalised), skipping kernels that do nothing (a sum needs no finalising)."""
-    functions = []
-    gen._tree_dims = {x.gpu for x in mir.walk(fn.body)
-                      if isinstance(x, mir.Loop) and x.gpu and x.dimension == "tree"}
-    for top in _hoist_grid_folds(fn):
-        kernel = gen.kernel(f"predict_{len(functions)}", top)
-        if _writes(kernel.body):
-            functions.append(kernel)
-    return functions
 
 
 def _writes(stmts: list) -> bool:

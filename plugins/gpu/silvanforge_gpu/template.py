@@ -23,8 +23,8 @@ import dataclasses
 import itertools
 import math
 
-from ..ir import hir
-from .schedule import Schedule
+from silvanforge.ir import hir
+from silvanforge.scheduler import Schedule
 
 BATCH_THRESHOLD = 2048  # T_batch of Algorithm 1
 FEATURE_THRESHOLD = 128  # T_f of Algorithm 1
@@ -98,4 +98,11 @@ def default_params(forest: hir.Forest, batch_size: int | None) -> TemplateParams
 
 
 def default_gpu_schedule(forest: hir.Forest, batch_size: int | None = None) -> Schedule:
+    """The GPU template of seed 004, section 9, with Algorithm 1's parameters for this batch
+    (the GPU targets' default schedule, and the named schedule ``gpu-template``)."""
     return gpu_template(forest, default_params(forest, batch_size))
+
+
+# The named schedules the GPU targets add to the core's canned ones (their ``silvanforge_schedules``
+# hook): ``compile(schedule="gpu-template")``, ``--schedule gpu-template``.
+SCHEDULES = {"gpu-template": default_gpu_schedule}

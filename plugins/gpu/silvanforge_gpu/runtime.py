@@ -16,8 +16,9 @@ import time
 
 import numpy as np
 
+from silvanforge.ir import lir
+
 from .c_dialect import kernel_arguments
-from .ir import lir
 
 
 class GpuKernel:

@@ -20,8 +20,8 @@ import dataclasses
 import math
 from typing import Callable
 
-from .errors import ScheduleError
-from .ir import lir
+from silvanforge.errors import ScheduleError
+from silvanforge.ir import lir
 
 
 @dataclasses.dataclass(frozen=True)

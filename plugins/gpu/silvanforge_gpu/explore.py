@@ -3,7 +3,7 @@ the best, then try shared reduction on the three best.
 
 It needs the target to run here (it times real launches), so it is a separate step
 (``forge tune``), not part of ``compile``: the default GPU schedule takes Algorithm 1's first
-candidate without timing (:func:`silvanforge.scheduler.gpu_template.default_params`).
+candidate without timing (:func:`silvanforge_gpu.template.default_params`).
 """
 
 from __future__ import annotations
@@ -13,8 +13,9 @@ import time
 
 import numpy as np
 
-from .gpu_template import TemplateParams, candidates, gpu_template
-from .schedule import Schedule
+from silvanforge.scheduler import Schedule
+
+from .template import TemplateParams, candidates, gpu_template
 
 
 @dataclasses.dataclass
@@ -48,11 +49,11 @@ def explore(model, target: str, batch_size: int, reps: tuple[str, ...] | None = 
     """Time every candidate x representation on ``batch_size`` rows (random ones unless ``X``);
     the three fastest are timed again with ``sharedReduce``; the fastest of all wins.  ``reps``:
     the representations to try (default: every installed one the core walks)."""
-    from .. import api
-    from ..plugins import registry
-    from ..testing import random_rows
-    from ..loading import load_model
-    from ..ir import hir
+    from silvanforge import api
+    from silvanforge.ir import hir
+    from silvanforge.loading import load_model
+    from silvanforge.plugins import registry
+    from silvanforge.testing import random_rows
 
     forest = model if isinstance(model, hir.Forest) else load_model(model)
     X = random_rows(forest, batch_size) if X is None else X

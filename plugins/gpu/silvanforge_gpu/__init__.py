@@ -1,0 +1,33 @@
+"""SilvanForge's GPU backend, shared by the ``cuda`` and ``amd`` targets (silvanforge-gpu).
+
+A library the GPU target plugins depend on; it registers no target itself, and adds one command,
+``forge tune`` (entry point ``silvanforge.commands``).  One obvious place for each concern:
+
+- :mod:`silvanforge_gpu.lowering`: MIR -> LIR with loops on GPU threads (:func:`lower_gpu`, which
+  a target returns from its ``silvanforge_target_lower`` hook): the core's walk generator with a
+  placement of its own (shared memory, barriers, folds across threads), by composition;
+- :mod:`silvanforge_gpu.c_dialect`: LIR -> C, one emitter for CUDA C and OpenCL C;
+- :mod:`silvanforge_gpu.runtime`: :class:`~silvanforge_gpu.runtime.GpuKernel`, what every GPU
+  kernel does around its launches (device buffers, copies, the kernels of a module in order); a
+  target subclasses it with its API's spelling;
+- :mod:`silvanforge_gpu.template`: the GPU template schedule (seed 004, section 9), the targets'
+  default and the named schedule ``gpu-template``;
+- :mod:`silvanforge_gpu.explore` and :mod:`silvanforge_gpu.cli`: Algorithm 1, timing the template's
+  candidates on the device (``forge tune``).
+
+A GPU target plugin wires them in with a few hooks::
+
+    @hookimpl
+    def silvanforge_target_lower(target, forest, fn, rep, tile_size):
+        if target == NAME:
+            from silvanforge_gpu.lowering import lower_gpu
+            return lower_gpu(forest, fn, rep, tile_size)
+
+    @hookimpl
+    def silvanforge_schedules():
+        from silvanforge_gpu.template import SCHEDULES
+        return SCHEDULES
+
+plus ``silvanforge_target_default_schedule`` (:func:`silvanforge_gpu.template.default_gpu_schedule`)
+and ``silvanforge_target_source`` (:func:`silvanforge_gpu.c_dialect.emit` in its dialect).
+"""

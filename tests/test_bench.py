@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 import silvanforge as sf
 from silvanforge import cli
+from silvanforge.errors import InputError
 from silvanforge_bench import bench, bench_peers
 from silvanforge_bench.bench_peers import lleaves_peer
 from silvanforge.errors import InputError
@@ -96,6 +97,18 @@ def test_bench_measures_ours_and_xgboost(tiny_model):
     md = bench.to_markdown(report, "forge bench tiny.json")
     assert "forge bench tiny.json" in md and "| threads | batch |" in md and "CPUs" in md
     assert "xgboost " + xgb.__version__ in md and "Build times" in md
+
+
+def test_bench_compiles_once_for_any_batch_when_asked(tiny_model):
+    """--compile-batch none: one compile without a batch size (a service's), said in a note;
+    a bad value is an input error."""
+    report = bench.run_bench(tiny_model, [1, 16], threads=1, repeat=1, min_time=0.0,
+                             peers=["xgboost"], compile_batch="none")
+    assert [b.what for b in report.builds if b.engine == bench.OURS] == ["compile (1 compile)"]
+    assert any("compiled once for any batch size" in n for n in report.notes)
+    assert all(m.agrees for m in report.measurements if m.engine == "xgboost")
+    with pytest.raises(InputError, match="compile batch"):
+        bench.run_bench(tiny_model, [1], threads=1, repeat=1, min_time=0.0, peers=[], compile_batch=0)
 
 
 def test_bench_all_installed_peers_agree(tiny_model):

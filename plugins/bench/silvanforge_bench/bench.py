@@ -282,7 +282,8 @@ def run_bench(model, batch_sizes=DEFAULT_BATCH_SIZES, threads: int | Sequence[in
               min_time: float = 0.1, seed: int = 0, peers: list[str] | None = None,
               progress: ProgressFn | None = None, lleaves_venv: str | None = None,
               cache_dir: str | None = None, tile_size: int = 1, profile=None,
-              reorder: str | None = None, pad: bool | None = None) -> BenchReport:
+              reorder: str | None = None, pad: bool | None = None,
+              compile_batch: int | str = "each") -> BenchReport:
     """Time SilvanForge and the applicable available peers on ``model``; see the module doc.
 
     ``threads`` is one thread count or several (``[1, 2]``, ``"1,all"``); every engine is timed at
@@ -292,7 +293,9 @@ def run_bench(model, batch_sizes=DEFAULT_BATCH_SIZES, threads: int | Sequence[in
     when missing; see :mod:`silvanforge.bench_peers.lleaves_peer`).  ``cache_dir`` keeps built
     peer libraries (default :func:`bench_peers.cache_root`).  ``tile_size`` compiles ours with
     tiled walks (:mod:`silvanforge.tiling`); ``profile``, ``reorder`` and ``pad`` are passed to
-    :func:`silvanforge.compile`.
+    :func:`silvanforge.compile`.  ``compile_batch``: the batch size ours is compiled for:
+    ``"each"`` (a compile per batch size whose default schedule differs), ``"none"`` (one compile
+    without a batch size, as a service compiled once for any request), or a number.
     """
     from silvanforge import api
     from silvanforge.loading import load_model
@@ -319,7 +322,11 @@ def run_bench(model, batch_sizes=DEFAULT_BATCH_SIZES, threads: int | Sequence[in
 
     # One compile per distinct schedule: the default may depend on the batch size.
     groups: dict[str, list[int]] = {}
-    for b in batch_sizes:
+    if compile_batch != "each":
+        if compile_batch != "none" and (not isinstance(compile_batch, int) or compile_batch <= 0):
+            raise InputError(f"compile batch must be each, none or a positive integer, got {compile_batch!r}")
+        groups["one compile"] = list(batch_sizes)
+    for b in batch_sizes if not groups else []:
         sched = schedule or reg.hook.silvanforge_target_default_schedule(
             target=target, forest=forest, batch_size=b)
         groups.setdefault(sched.to_text() if isinstance(sched, Schedule) else repr(sched), []).append(b)
@@ -346,10 +353,11 @@ def run_bench(model, batch_sizes=DEFAULT_BATCH_SIZES, threads: int | Sequence[in
     for t in thread_counts:
         compiled[t] = {}
         for sizes in groups.values():
-            step(f"compiling for batch size {', '.join(map(str, sizes))}, {t} thread{'s' * (t != 1)}")
+            for_size = {"each": max(sizes), "none": None}.get(compile_batch, compile_batch)
+            step(f"compiling for batch size {for_size or 'any'}, {t} thread{'s' * (t != 1)}")
             start = time.perf_counter()
             cf = api.compile(forest, target=target, rep=rep, schedule=schedule,
-                             batch_size=max(sizes), threads=t, tile_size=tile_size,
+                             batch_size=for_size, threads=t, tile_size=tile_size,
                              profile=profile, reorder=reorder, pad=pad)
             compile_seconds += time.perf_counter() - start
             first = first or cf
@@ -365,6 +373,9 @@ def run_bench(model, batch_sizes=DEFAULT_BATCH_SIZES, threads: int | Sequence[in
         min_time=min_time, batch_sizes=batch_sizes, tile_size=first.tile_size,
     )
     report.versions = {"silvanforge": _version("silvanforge") or "?", "numpy": np.__version__}
+    if compile_batch != "each":
+        report.notes.append(f"silvanforge: compiled once for {'any batch size' if compile_batch == 'none' else f'batch size {compile_batch}'}"
+                            f" ({first.rep}{', one-row form on 1-row calls' if first.one_row else ''})")
     n_compiles = len(groups) * len(thread_counts)
     report.builds.append(Build(OURS, f"compile ({n_compiles} compile{'s' * (n_compiles != 1)})",
                                compile_seconds))

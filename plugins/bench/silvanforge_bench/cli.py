@@ -19,6 +19,10 @@ from silvanforge.errors import InputError
 def bench(
     model: str = typer.Argument(..., help="A model file (XGBoost, LightGBM or ONNX).", show_default=False),
     batch_sizes: str = typer.Option("1,64,512,4096", "--batch-sizes", help="Comma-separated batch sizes."),
+    compile_batch: str = typer.Option(
+        "each", "--compile-batch",
+        help="The batch size ours is compiled for: each (one compile per batch size), none (one "
+             "compile without a batch size, as a service compiled once for any request), or a number."),
     threads: str | None = typer.Option(
         None, "--threads", "-j",
         help="Threads to predict with, or a comma-separated list timed one after the other "
@@ -61,6 +65,11 @@ def bench(
         if unknown:
             raise InputError(f"unknown peer {unknown[0]!r}; known: {', '.join(known)}")
     sched = read_schedule(schedule)
+    if compile_batch not in ("each", "none"):
+        try:
+            compile_batch = int(compile_batch)
+        except ValueError:
+            raise InputError(f"--compile-batch must be each, none or a positive integer, got {compile_batch!r}") from None
     if markdown is not None:
         benchmod.check_markdown_target(markdown, append, overwrite)
     elif append or overwrite:
@@ -76,7 +85,8 @@ def bench(
         report = benchmod.run_bench(model, sizes, threads=thread_counts, target=target or "cpu", rep=rep,
                                     schedule=sched, repeat=repeat, min_time=min_time, peers=peer_list,
                                     progress=on_progress, lleaves_venv=lleaves_venv,
-                                    tile_size=tile_size or 1, profile=profile, reorder=reorder, pad=pad)
+                                    tile_size=tile_size or 1, profile=profile, reorder=reorder, pad=pad,
+                                    compile_batch=compile_batch)
 
     out = _out()
     table = Table(title=escape(benchmod.describe(report)), title_justify="left")

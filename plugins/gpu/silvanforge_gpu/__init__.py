@@ -15,19 +15,7 @@ A library the GPU target plugins depend on; it registers no target itself, and a
 - :mod:`silvanforge_gpu.explore` and :mod:`silvanforge_gpu.cli`: Algorithm 1, timing the template's
   candidates on the device (``forge tune``).
 
-A GPU target plugin wires them in with a few hooks::
-
-    @hookimpl
-    def silvanforge_target_lower(target, forest, fn, rep, tile_size):
-        if target == NAME:
-            from silvanforge_gpu.lowering import lower_gpu
-            return lower_gpu(forest, fn, rep, tile_size)
-
-    @hookimpl
-    def silvanforge_schedules():
-        from silvanforge_gpu.template import SCHEDULES
-        return SCHEDULES
-
-plus ``silvanforge_target_default_schedule`` (:func:`silvanforge_gpu.template.default_gpu_schedule`)
-and ``silvanforge_target_source`` (:func:`silvanforge_gpu.c_dialect.emit` in its dialect).
+A GPU target plugin wires them in with :func:`silvanforge_gpu.hooks.target_hooks` (its default
+schedule, lowering and named schedules) and a ``silvanforge_target_source`` of its own
+(:func:`silvanforge_gpu.c_dialect.emit` in its dialect).
 """

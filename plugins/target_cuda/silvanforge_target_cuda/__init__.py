@@ -15,6 +15,7 @@ import ctypes.util
 import importlib.util
 
 from silvanforge import hookimpl
+from silvanforge_gpu.hooks import target_hooks
 
 from .nvcc import compile_ptx, find_nvcc  # noqa: F401  (public: tests and users compile PTX)
 
@@ -82,29 +83,10 @@ def silvanforge_target_available(target):
     return (not missing), "; ".join(missing)
 
 
-@hookimpl
-def silvanforge_target_default_schedule(target, forest, batch_size):
-    if target != NAME:
-        return None
-    from silvanforge_gpu.template import default_gpu_schedule
-
-    return default_gpu_schedule(forest, batch_size)
-
-
-@hookimpl
-def silvanforge_target_lower(target, forest, fn, rep, tile_size):
-    if target != NAME:
-        return None
-    from silvanforge_gpu.lowering import lower_gpu
-
-    return lower_gpu(forest, fn, rep, tile_size)
-
-
-@hookimpl
-def silvanforge_schedules():
-    from silvanforge_gpu.template import SCHEDULES
-
-    return SCHEDULES
+# The default schedule (the GPU template), the lowering and the template's named schedules:
+# as every GPU target has them (silvanforge_gpu.hooks).
+(silvanforge_target_default_schedule, silvanforge_target_lower,
+ silvanforge_schedules) = target_hooks(NAME)
 
 
 @hookimpl

@@ -1,9 +1,24 @@
-"""Shared fixtures.  Models are trained inside the tests on generated data; nothing is pasted."""
+"""Shared fixtures.  Models are trained inside the tests on generated data; nothing is pasted.
+
+Two layers of tests share this file: ``tests/core`` tests the core package alone (no target,
+no first-party representation: tests/test_core_alone.py runs it with them blocked), and the
+rest of ``tests`` tests the plugins shipped here.  The fixtures that patch a plugin's constants
+patch it only where it can be imported, and ``tests/core/conftest.py`` turns them off there.
+"""
 
 from __future__ import annotations
 
+import importlib
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
+
+# The helper modules (strategies.py, support_*.py) live here; tests in subfolders import them too.
+HERE = str(Path(__file__).resolve().parent)
+if HERE not in sys.path:
+    sys.path.insert(0, HERE)
 
 
 def pytest_collection_modifyitems(config, items):
@@ -22,26 +37,35 @@ def pytest_collection_modifyitems(config, items):
                 item.add_marker(skip)
 
 
+def plugin_module(name: str):
+    """The plugin module ``name``, or None where that plugin is not installed (or is blocked)."""
+    try:
+        return importlib.import_module(name)
+    except ImportError:
+        return None
+
+
 @pytest.fixture(autouse=True)
 def split_small_batches(monkeypatch):
     """The suite's models are tiny: the compiler would keep their predictions on one thread
     (``lowering.THREAD_STEPS``, ``pool.SHARE_STEPS`` of the native workers), so the tests lower
     those bars to exercise the threaded paths."""
     from silvanforge import lowering
-    from silvanforge_target_cpu import pool
 
     monkeypatch.setattr(lowering, "THREAD_STEPS", 1)
-    monkeypatch.setattr(pool, "SHARE_STEPS", 1)
-    monkeypatch.setattr(pool, "MIN_SHARE_ROWS", 8)
+    pool = plugin_module("silvanforge_target_cpu.pool")
+    if pool is not None:
+        monkeypatch.setattr(pool, "SHARE_STEPS", 1)
+        monkeypatch.setattr(pool, "MIN_SHARE_ROWS", 8)
 
 
 @pytest.fixture(autouse=True)
 def walks_by_default(monkeypatch):
     """The suite's tiny forests are what the CPU default evaluates by bitvectors: the walk tests
     test walks, so the chooser keeps to them unless a test asks (tests/test_bitvector.py)."""
-    from silvanforge_rep_bitvector import bitvector
-
-    monkeypatch.setattr(bitvector, "AUTO_CHOOSE", False)
+    bitvector = plugin_module("silvanforge_rep_bitvector.bitvector")
+    if bitvector is not None:
+        monkeypatch.setattr(bitvector, "AUTO_CHOOSE", False)
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import strategies as st
 
-from silvanforge.ir.hir import Aggregation, CategoryRule, Forest, Op, Transform
+from silvanforge.ir.hir import Aggregation, CategoryRule, Forest, Op, Transform, Tree
 from silvanforge.testing import GRID, random_tree, rows_for  # noqa: F401 - the suite's names for them
 
 
@@ -47,3 +47,21 @@ def forests(draw, max_trees: int = 12, max_depth: int = 6, max_features: int = 6
         threshold_dtype=dtype, accumulate_dtype=dtype,
         category_rule=draw(st.sampled_from(list(CategoryRule))), source="random",
     )
+
+
+# ----------------------------------------------------------------------------- fixed forests
+def stump_forest(depth: int = 1) -> Forest:
+    """A complete tree of ``depth`` levels of splits on feature 0 (thresholds 0, 1, 2, ...)."""
+    size = 2 ** (depth + 1) - 1
+    k = np.arange(size)
+    inner = 2 * k + 2 < size
+    tree = Tree.from_nodes(np.where(inner, 2 * k + 1, -1), np.where(inner, 2 * k + 2, -1),
+                           np.where(inner, 0, -1), k.astype(float), k * 0.5 + 1)
+    return Forest(trees=[tree], num_features=1)
+
+
+def seeded_forest(seed: int, categorical: bool = True) -> Forest:
+    """Ten random trees of depth 1 to 6 on 4 features, float32 (the tiling tests' forest)."""
+    rng = np.random.default_rng(seed)
+    trees = [_tree(rng, 4, (0,), int(rng.integers(1, 7)), [0, 1], categorical, True) for _ in range(10)]
+    return Forest(trees=trees, num_features=4, threshold_dtype="float32", accumulate_dtype="float32")

@@ -1,0 +1,23 @@
+"""Tests of the core package alone: the IRs, HIR passes, MIR and the scheduler, the reference
+evaluator, loading, artifacts and LIR lowering.  Nothing here runs a target or needs a
+first-party representation; a test that lowers walks uses the out-of-tree example
+representation ``linked`` (examples/rep_linked) and skips where it is not installed.
+tests/test_core_alone.py runs this folder with the CPU target and every ``silvanforge_rep_*``
+package but the example blocked."""
+
+from __future__ import annotations
+
+import pytest
+
+
+@pytest.fixture(autouse=True)
+def walks_by_default():
+    """The bitvector chooser is a plugin's (tests/conftest.py patches it for the plugin tests)."""
+
+
+@pytest.fixture(autouse=True)
+def split_small_batches(monkeypatch):
+    """Only the core's bar: no target's worker pool runs here."""
+    from silvanforge import lowering
+
+    monkeypatch.setattr(lowering, "THREAD_STEPS", 1)

@@ -1,0 +1,64 @@
+"""Core's tests run without the CPU target and the first-party representations (issue 17).
+
+tests/core runs in a child process whose ``sitecustomize`` puts a finder first on
+``sys.meta_path`` that refuses every target (``silvanforge_target_*``), the GPU backend
+(``silvanforge_gpu``) and every ``silvanforge_rep_*`` package but the out-of-tree example
+``silvanforge_rep_linked``: their entry points then fail to load, and the plugin manager
+records them as broken and leaves them out (silvanforge.plugins), as if they were not installed.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+BLOCKER = textwrap.dedent('''
+    import sys
+
+
+    class _CoreAlone:
+        """Refuses the shipped targets and representations (tests/test_core_alone.py)."""
+
+        def find_spec(self, name, path=None, target=None):
+            top = name.partition(".")[0]
+            if top.startswith(("silvanforge_target_", "silvanforge_gpu")) or (
+                    top.startswith("silvanforge_rep_") and top != "silvanforge_rep_linked"):
+                raise ModuleNotFoundError(f"No module named {name!r} (blocked: core alone)", name=name)
+            return None
+
+
+    sys.meta_path.insert(0, _CoreAlone())
+''')
+
+
+def _run(tmp_path, *command):
+    (tmp_path / "sitecustomize.py").write_text(BLOCKER)
+    env = dict(os.environ, COLUMNS="200", PYTHONPATH=os.pathsep.join(filter(None, [str(tmp_path), os.environ.get("PYTHONPATH")])))
+    return subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+
+
+def test_the_blocked_plugins_are_not_there(tmp_path):
+    code = ("from silvanforge.plugins import registry\nr = registry()\n"
+            "print(sorted(r.targets()))\nprint(sorted(r.representations()))\n"
+            "print(sorted(x.name for x in r.records if x.error))")
+    out = _run(tmp_path, sys.executable, "-c", code)
+    assert out.returncode == 0, out.stderr
+    targets, reps, broken = out.stdout.splitlines()
+    assert targets == "[]" and set(eval(reps)) <= {"linked"}
+    assert {"cpu", "bitvector", "sparse"} <= set(eval(broken))
+    listing = _run(tmp_path, sys.executable, "-m", "silvanforge.cli", "plugins")
+    assert re.search(r" cpu .*silvanforge-target-cpu .*broken: ModuleNotFoundError", listing.stdout), listing.stdout + listing.stderr
+
+
+def test_core_tests_pass_without_the_cpu_target(tmp_path):
+    out = _run(tmp_path, sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/core")
+    summary = out.stdout.strip().splitlines()[-1] if out.stdout.strip() else out.stderr
+    assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-2000:]
+    passed = re.search(r"(\d+) passed", summary)
+    assert passed and int(passed.group(1)) > 0, summary

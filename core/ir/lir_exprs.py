@@ -1,0 +1,89 @@
+"""Rewriting and evaluating LIR expressions: :func:`widen` (a scalar expression of vector
+operands as a vector expression, for vector walks) and :func:`constant_value` (an expression
+whose inputs are known while compiling, for walks of compile-time trees)."""
+
+from __future__ import annotations
+
+from .lir_nodes import (FLOAT_TYPES, Bin, Cast, Cmp, Const, Expr, Gather, IsNan, Load, Select, Var, Vector,
+                        element_type, lanes_of, vector_type)
+
+
+def broadcast(e: Expr, lanes: int) -> Expr:
+    """The scalar ``e`` in each of ``lanes`` lanes (a vector constant for a constant)."""
+    if lanes_of(e.type) == lanes:
+        return e
+    if isinstance(e, Const):
+        return Const(e.value, vector_type(e.type, lanes))
+    return Vector((e,) * lanes)
+
+
+def widen(e: Expr) -> Expr:
+    """``e`` with every operation applied lane by lane where an operand is a vector.
+
+    Representation hooks build expressions for one node (``node * 2``, ``i64(load(...))``); given
+    a vector of nodes they mix vector and scalar operands.  This types the result as a vector:
+    scalar operands of a vector operation are broadcast, casts and comparisons take the vector's
+    lanes and a load at a vector index becomes a :class:`Gather`.  Scalar expressions come back
+    unchanged."""
+    if isinstance(e, Load):
+        index = widen(e.index)
+        n = lanes_of(index.type)
+        if n > 1:
+            return Gather(e.buffer, index, vector_type(e.type, n))
+        return e if index is e.index else Load(e.buffer, index, e.type)
+    if isinstance(e, Bin):
+        a, b = widen(e.a), widen(e.b)
+        n = max(lanes_of(a.type), lanes_of(b.type))
+        return Bin(e.op, broadcast(a, n), broadcast(b, n)) if n > 1 else Bin(e.op, a, b)
+    if isinstance(e, Cmp):
+        a, b = widen(e.a), widen(e.b)
+        n = max(lanes_of(a.type), lanes_of(b.type))
+        return Cmp(e.op, broadcast(a, n), broadcast(b, n), vector_type("i1", n))
+    if isinstance(e, Select):
+        c, a, b = widen(e.cond), widen(e.a), widen(e.b)
+        n = max(lanes_of(c.type), lanes_of(a.type), lanes_of(b.type))
+        return Select(broadcast(c, n), broadcast(a, n), broadcast(b, n))
+    if isinstance(e, Cast):
+        a = widen(e.a)
+        return Cast(a, vector_type(element_type(e.type), lanes_of(a.type)))
+    if isinstance(e, IsNan):
+        a = widen(e.a)
+        return IsNan(a, vector_type("i1", lanes_of(a.type)))
+    if isinstance(e, Gather):
+        return Gather(e.buffer, widen(e.index), e.type)
+    return e
+
+
+# ----------------------------------------------------------------------------- constants
+def constant_value(e: Expr, buffers: dict, env: dict | None = None):
+    """The value of ``e`` where every input is known while compiling: constants, loads from
+    model buffers (their data) at constant indices, and variables bound in ``env`` (name ->
+    value).  Raises ``KeyError`` / ``TypeError`` on anything else."""
+    def ev(x):
+        return constant_value(x, buffers, env)
+
+    if isinstance(e, Const):
+        return e.value
+    if isinstance(e, Var):
+        return (env or {})[e.name]
+    if isinstance(e, Load):
+        return buffers[e.buffer].data[int(ev(e.index))].item()
+    if isinstance(e, Cast):
+        v, t = ev(e.a), element_type(e.type)
+        return float(v) if t in FLOAT_TYPES else bool(v) if t == "i1" else int(v)
+    if isinstance(e, IsNan):
+        return ev(e.a) != ev(e.a)
+    if isinstance(e, Select):
+        return ev(e.a) if ev(e.cond) else ev(e.b)
+    if isinstance(e, Cmp):
+        x, y = ev(e.a), ev(e.b)
+        return {"<": x < y, "<=": x <= y, "==": x == y, "!=": x != y, ">": x > y, ">=": x >= y}[e.op]
+    if isinstance(e, Bin):
+        x, y = ev(e.a), ev(e.b)
+        if e.op == "/":
+            return int(x / y) if isinstance(x, int) and isinstance(y, int) else x / y
+        ops = {"+": lambda: x + y, "-": lambda: x - y, "*": lambda: x * y, "min": lambda: min(x, y),
+               "max": lambda: max(x, y), "&": lambda: x & y, "|": lambda: x | y, "^": lambda: x ^ y,
+               ">>": lambda: x >> y, "<<": lambda: x << y}
+        return ops[e.op]()
+    raise TypeError(f"{e} is not a constant expression")

@@ -47,8 +47,10 @@ def compile_variant(forest, batch_size: int, kw: dict):
     widths = {k: bool(v) for k, v in widths.items() if v is not None}
     split = kw.pop("split", None)
     loops = kw.pop("loops", None)
-    tree_depth = bool(kw.pop("treedepth", 1))
-    with node_widths(**widths), per_tree_walk_depth(tree_depth), (contextlib.nullcontext() if loops is None else leaf_self_loops(bool(loops))), \
+    tree_depth = kw.pop("treedepth", None)
+    with node_widths(**widths), \
+            (contextlib.nullcontext() if tree_depth is None else per_tree_walk_depth(bool(tree_depth))), \
+            (contextlib.nullcontext() if loops is None else leaf_self_loops(bool(loops))), \
             (contextlib.nullcontext() if split is None else split_rows(bool(split))):
         return sf.compile(forest, batch_size=batch_size, threads=1, **kw)
 

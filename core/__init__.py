@@ -28,7 +28,8 @@ __all__ = [
     "ArtifactError", "ArtifactWarning", "InputError", "ModelFormatError", "PluginError", "ScheduleError",
     "SilvanForgeError", "UnsupportedModelError", "hookimpl", "Aggregation", "CategoryRule",
     "Forest", "Op", "Transform", "Tree", "load_model", "compile", "load_compiled",
-    "CompiledForest", "lower", "show", "profile", "load_profile", "Profile", "__version__",
+    "CompiledForest", "lower", "show", "profile", "load_profile", "Profile", "CompileOptions",
+    "__version__",
 ]
 
 
@@ -44,6 +45,10 @@ def __getattr__(name):
         from . import api
 
         return getattr(api, name)
+    if name == "CompileOptions":
+        from .options import CompileOptions
+
+        return CompileOptions
     if name in ("profile", "load_profile", "Profile"):
         from . import profiling
 

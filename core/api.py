@@ -20,6 +20,7 @@ from .ir import hir, hir_io, lir, lir_io, mir
 from .hir_passes import pad_each_tree, pad_trees, padded_nodes, padded_nodes_each, reorder_trees, tree_groups
 from .loading import load_model
 from .lowering import lower_to_lir
+from .options import CompileOptions
 from .tiling import check_tile_size, format_hir, probability_tile_ids, tile_forest, with_tile_ids
 from .plugins import registry
 from .inputs import as_rows
@@ -145,11 +146,40 @@ class Lowered:
     tile_size: int = 1
     reorder: str | None = None
     tile_ids: list | None = None  # probability-based tiling per tree (model order), or None
+    # The options that decided the program: the compile's, resolved, with the representation,
+    # schedule and padding the compiler chose filled in.
+    options: CompileOptions = dataclasses.field(default_factory=CompileOptions)
+
+    def show(self, level: str) -> str:
+        """The program at ``level``: hir, mir, lir or target."""
+        if level == "hir":
+            return format_hir(_tiled_model(self.forest, self.tile_ids), self.tile_size)
+        if level == "mir":
+            return mir.format_function(self.mir)
+        if level == "lir":
+            return lir.format_module(self.lir)
+        if level == "target":
+            return registry().hook.silvanforge_target_source(target=self.options.target, module=self.lir)
+        raise InputError(f"unknown level {level!r}; choose hir, mir, lir or target")
+
+
+def compile_options(options: CompileOptions | None = None, **given) -> CompileOptions:
+    """The one :class:`~silvanforge.options.CompileOptions` of a ``compile``, ``lower`` or
+    ``show`` call: ``options`` (or the defaults) with the keyword arguments ``given`` that differ
+    from their defaults in place of its fields, resolved (the context managers and environment
+    variable of :mod:`silvanforge.options` read here, once)."""
+    base = options if options is not None else CompileOptions()
+    if not isinstance(base, CompileOptions):
+        raise InputError(f"options must be a CompileOptions, got {type(base).__name__}")
+    defaults = CompileOptions()
+    changed = {name: value for name, value in given.items() if value is not None
+               and not (type(value) is type(getattr(defaults, name)) and value == getattr(defaults, name))}
+    return (dataclasses.replace(base, **changed) if changed else base).resolved()
 
 
 def lower(model, target: str = "cpu", rep: str | None = None, schedule=None,
           batch_size: int | None = None, pad: bool | None = None, tile_size: int = 1,
-          profile=None, reorder: str | None = None) -> Lowered:
+          profile=None, reorder: str | None = None, options: CompileOptions | None = None) -> Lowered:
     """The front half of ``compile``: model -> HIR (-> padded HIR) -> MIR -> LIR, for ``target``
     (which need not be able to run here).
 
@@ -163,7 +193,18 @@ def lower(model, target: str = "cpu", rep: str | None = None, schedule=None,
     ``reorder``: "depth" or "peel" groups trees of equal depth / shallowest leaf; without a
     schedule each group's walks are then peeled to its shallowest leaf (``peel-groups``), and
     ``pad`` (None: when it at most doubles the nodes) pads each tree to its own depth.
+    ``options``: a :class:`silvanforge.options.CompileOptions` holding all of these (and the
+    lowering knobs); keyword arguments set to other than their defaults replace its fields.
     """
+    return _lower(model, compile_options(options, target=target, rep=rep, schedule=schedule,
+                                         batch_size=batch_size, pad=pad, tile_size=tile_size,
+                                         profile=profile, reorder=reorder))
+
+
+def _lower(model, opts: CompileOptions) -> Lowered:
+    """:func:`lower` of resolved options."""
+    target, rep, schedule, batch_size = opts.target, opts.rep, opts.schedule, opts.batch_size
+    pad, tile_size, profile, reorder = opts.pad, opts.tile_size, opts.profile, opts.reorder
     check_tile_size(tile_size)
     tile_size = int(tile_size)
     if isinstance(model, hir.Forest):
@@ -187,7 +228,7 @@ def lower(model, target: str = "cpu", rep: str | None = None, schedule=None,
         if reg.rep_kind(rep) == "program":
             if walk_options:
                 raise InputError(f"the {rep} representation does not walk trees: it takes no {walk_options[0]}")
-            return _lower_program(model_forest, rep, kind, batch_size)
+            return _lower_program(model_forest, rep, kind, batch_size, opts)
     if reorder is not None and reorder not in ("depth", "peel"):
         raise InputError(f"unknown tree reordering {reorder!r}; choose depth or peel")
     tile_ids = _profile_tile_ids(model_forest, profile, tile_size, pad)
@@ -204,63 +245,60 @@ def lower(model, target: str = "cpu", rep: str | None = None, schedule=None,
         # GPU targets keep their own template (it tiles the tree loop); trees stay grouped.
         sched = peel_groups(forest, batch_size, groups=tree_groups(forest, reorder))
     sched = sched or reg.hook.silvanforge_target_default_schedule(
-        target=target, forest=forest, batch_size=batch_size)
+        target=target, forest=forest, batch_size=batch_size, options=opts)
     mir_fn = lower_to_mir(forest, sched)
-    module = _lower_lir(reg, target, forest, mir_fn, rep, tile_size)
+    chosen = dataclasses.replace(opts, rep=rep, schedule=sched, pad=bool(pad), tile_size=tile_size)
+    module = _lower_lir(reg, forest, mir_fn, chosen)
     return Lowered(model_forest, bool(pad), forest, rep, sched, mir_fn, module, tile_size,
-                   reorder, tile_ids)
+                   reorder, tile_ids, chosen)
 
 
-def _lower_lir(reg, target: str, forest: hir.Forest, mir_fn, rep: str, tile_size: int) -> lir.Module:
-    """MIR -> LIR: the target's own lowering where it brings one (``silvanforge_target_lower``),
-    else the core's."""
-    module = reg.hook.silvanforge_target_lower(target=target, forest=forest, fn=mir_fn, rep=rep,
-                                               tile_size=tile_size)
+def _lower_lir(reg, forest: hir.Forest, mir_fn, opts: CompileOptions) -> lir.Module:
+    """MIR -> LIR with the options' target, representation, tile size and lowering knobs: the
+    target's own lowering where it brings one (``silvanforge_target_lower``), else the core's."""
+    target = opts.target
+    module = reg.hook.silvanforge_target_lower(target=target, forest=forest, fn=mir_fn, rep=opts.rep,
+                                               tile_size=opts.tile_size, options=opts)
     if module is None:
-        return lower_to_lir(forest, mir_fn, rep, reg.hook, tile_size=tile_size)
+        return lower_to_lir(forest, mir_fn, opts.rep, reg.hook, tile_size=opts.tile_size, options=opts)
     if not isinstance(module, lir.Module):
         raise PluginError(f"target {target!r} lowered to {type(module).__name__}, not an LIR module")
     return module
 
 
-def _lower_program(forest: hir.Forest, rep: str, target_kind: str, batch_size: int | None = None) -> Lowered:
+def _lower_program(forest: hir.Forest, rep: str, target_kind: str, batch_size: int | None = None,
+                   opts: CompileOptions | None = None) -> Lowered:
     """A program representation's own LIR (its ``program``): no HIR passes, no MIR."""
     module = registry().rep_class(rep)().program(forest, target_kind, batch_size)
     if not isinstance(module, lir.Module):
         raise PluginError(f"program representation {rep!r} built {type(module).__name__}, not an LIR module")
     fn = mir.MirFunction(body=[], num_trees=forest.num_trees, num_outputs=forest.num_outputs,
                          schedule_text=f"{rep} evaluation: no walks, nothing to schedule")
-    return Lowered(forest, False, forest, rep, Schedule(), fn, module)
+    chosen = dataclasses.replace(opts or CompileOptions(batch_size=batch_size), rep=rep,
+                                 schedule=Schedule(), pad=False)
+    return Lowered(forest, False, forest, rep, Schedule(), fn, module, options=chosen)
 
 
 def show(model, level: str, target: str = "cpu", rep: str | None = None, schedule=None,
          batch_size: int | None = None, pad: bool | None = None, tile_size: int = 1,
-         profile=None, reorder: str | None = None) -> str:
+         profile=None, reorder: str | None = None, options: CompileOptions | None = None) -> str:
     """The program at ``level`` (hir, mir, lir, target) without running anything: GPU schedules
-    can be printed on a machine without a GPU."""
-    low = lower(model, target, rep, schedule, batch_size, pad, tile_size, profile, reorder)
-    if level == "hir":
-        return format_hir(_tiled_model(low.forest, low.tile_ids), low.tile_size)
-    if level == "mir":
-        return mir.format_function(low.mir)
-    if level == "lir":
-        return lir.format_module(low.lir)
-    if level == "target":
-        return registry().hook.silvanforge_target_source(target=target, module=low.lir)
-    raise InputError(f"unknown level {level!r}; choose hir, mir, lir or target")
+    can be printed on a machine without a GPU.  The options are :func:`lower`'s."""
+    return _lower(model, compile_options(options, target=target, rep=rep, schedule=schedule,
+                                         batch_size=batch_size, pad=pad, tile_size=tile_size,
+                                         profile=profile, reorder=reorder)).show(level)
 
 
 class CompiledForest:
     """A forest compiled for one target; ``predict`` behaves like the training library's."""
 
-    def __init__(self, forest, kernel, lir_module, mir_function, target, rep, schedule,
-                 batch_size, threads, compile_seconds, pad: bool = False, tile_size: int = 1,
-                 reorder: str | None = None, tile_ids: list | None = None, relower=None,
+    def __init__(self, forest, kernel, lir_module, mir_function, options: CompileOptions,
+                 compile_seconds: float, tile_ids: list | None = None, relower=None,
                  lir_digest_value: str | None = None, one_row: bool = False, cache=None):
         self.forest: hir.Forest = forest  # the model as imported (HIR passes work on copies)
-        self.pad = pad
-        self.tile_size = tile_size
-        self.reorder = reorder  # trees grouped by "depth" or "peel", or None
+        # What decided the program (recorded in the artifact): the compile's options, resolved,
+        # with the representation, schedule (a Schedule) and padding chosen.
+        self.options: CompileOptions = options
         self.tile_ids = tile_ids  # probability-based tiling per tree (model order), or None
         self.kernel = kernel
         self._lir_module, self._mir_function = lir_module, mir_function
@@ -268,8 +306,6 @@ class CompiledForest:
         # program is lowered again only when asked for (show, lir_module).
         self._relower = relower
         self._lir_digest = lir_digest_value
-        self.target, self.rep, self.schedule = target, rep, schedule
-        self.batch_size, self.threads = batch_size, threads
         self.compile_seconds = compile_seconds
         # The lean path of small requests (see predict), where the kernel offers one.
         small = getattr(kernel, "small_calls", None)
@@ -285,6 +321,16 @@ class CompiledForest:
         self._one_row_rows = 1 if self.one_row else 0
         self._one_row_lock = threading.Lock()
         self._cache = cache
+
+    # The options a compiled model is known by (read from ``options``).
+    target = property(lambda self: self.options.target, doc="the target compiled for")
+    rep = property(lambda self: self.options.rep, doc="the representation chosen")
+    schedule = property(lambda self: self.options.schedule, doc="the Schedule chosen")
+    batch_size = property(lambda self: self.options.batch_size, doc="the batch size tuned for, or None")
+    threads = property(lambda self: self.options.threads, doc="threads predict uses by default, or None: all")
+    pad = property(lambda self: self.options.pad, doc="whether the trees were padded")
+    tile_size = property(lambda self: self.options.tile_size, doc="nodes a walk step evaluates")
+    reorder = property(lambda self: self.options.reorder, doc='trees grouped by "depth" or "peel", or None')
 
     def _lowered(self) -> None:
         if self._lir_module is None:
@@ -423,6 +469,9 @@ class CompiledForest:
                 "schedule": self.schedule.to_text().replace("\n", "; ") or "none (nothing walked)", "padded": self.pad,
                 "tile_size": self.tile_size, "reorder": self.reorder,
                 "probability_tiled_trees": sum(i is not None for i in self.tile_ids or []),
+                "batch_size": self.batch_size, "threads": self.threads,
+                # the lowering knobs (None: chosen by the lowering for the model)
+                **self.options.lowering(),
                 "compile_seconds": round(self.compile_seconds, 3)}
 
     # ---------------------------------------------------------------- saving
@@ -446,6 +495,7 @@ class CompiledForest:
             "tile_size": self.tile_size, "reorder": self.reorder,
             "probability_tiling": self.tile_ids is not None,
             "lir": self._lir_digest or lir_digest(self.lir_module), "one_row": self.one_row,
+            **self.options.lowering(),  # what else decided the program, to lower it again alike
         }
         arrays = {"forest.npz": hir_io.to_arrays(self.forest)}
         if self.tile_ids is not None:  # the profile-derived tiling, to rebuild the layout
@@ -502,7 +552,8 @@ def compile(model: ModelLike, target: str = "cpu", rep: str | None = None,
             schedule: Schedule | str | os.PathLike | None = None,
             batch_size: int | None = None, threads: int | None = None,
             pad: bool | None = None, tile_size: int = 1, profile=None,
-            reorder: str | None = None, cache: str | os.PathLike | None = None) -> CompiledForest:
+            reorder: str | None = None, cache: str | os.PathLike | None = None,
+            options: CompileOptions | None = None) -> CompiledForest:
     """Compile ``model`` into machine code for ``target``; options left ``None`` are chosen for
     the model.
 
@@ -524,6 +575,10 @@ def compile(model: ModelLike, target: str = "cpu", rep: str | None = None,
     and walks each group without leaf checks.
     ``cache``: a directory (private to you) where machine code is kept and reused, across
     processes, for the same program on the same host (:mod:`silvanforge.codecache`).
+    ``options``: a :class:`silvanforge.options.CompileOptions` holding the options above but
+    ``cache`` (and the lowering knobs); keyword arguments set to other than their defaults
+    replace its fields.
+    The compiled model's ``options`` record what decided its program, as its artifact does.
 
         >>> import silvanforge as sf
         >>> cf = sf.compile("examples/model.json")
@@ -531,29 +586,32 @@ def compile(model: ModelLike, target: str = "cpu", rep: str | None = None,
         >>> cf = sf.compile(xgb_classifier, threads=1)                            # doctest: +SKIP
     """
     start = time.perf_counter()
+    opts = compile_options(options, target=target, rep=rep, schedule=schedule, batch_size=batch_size,
+                           threads=threads, pad=pad, tile_size=tile_size, profile=profile, reorder=reorder)
     reg = registry()
+    target = opts.target
     reg.check_target(target)
-    if threads is not None:
-        threads = check_threads(threads)
+    if opts.threads is not None:
+        opts = dataclasses.replace(opts, threads=check_threads(opts.threads))
     forest = model if isinstance(model, hir.Forest) else load_model(model)
     try:
-        low = lower(forest, target, rep, schedule, batch_size, pad, tile_size, profile, reorder)
-        options = {"threads": threads, "batch_size": batch_size}
-        kernel = None if cache is None else _cached_kernel(cache, target, low.lir, options)
+        low = _lower(forest, opts)
+        kernel_options = {"threads": opts.threads, "batch_size": opts.batch_size}
+        kernel = None if cache is None else _cached_kernel(cache, target, low.lir, kernel_options)
         if kernel is None:
-            kernel = reg.hook.silvanforge_target_compile(target=target, module=low.lir, options=options)
+            kernel = reg.hook.silvanforge_target_compile(target=target, module=low.lir, options=kernel_options)
     except MemoryError:
         nodes = sum(t.num_nodes for t in forest.trees)
         raise UnsupportedModelError(
             f"out of memory compiling a model of {forest.num_trees} trees and {nodes} nodes "
             f"(depth up to {forest.max_depth()}) for {target}: free memory, or compile fewer trees") from None
     # The one-row form only where the compile chose the program: options given are the user's.
-    one_row = (rep is None and schedule is None and pad is None and tile_size == 1 and profile is None
-               and reorder is None and (batch_size is None or batch_size > ONE_ROW_ROWS))
-    return CompiledForest(low.forest, kernel, low.lir, low.mir, target, low.rep, low.schedule,
-                          batch_size, threads, time.perf_counter() - start, pad=low.pad,
-                          tile_size=low.tile_size, reorder=low.reorder, tile_ids=low.tile_ids,
-                          one_row=one_row, cache=cache)
+    one_row = (opts.rep is None and opts.schedule is None and opts.pad is None and opts.tile_size == 1
+               and opts.profile is None and opts.reorder is None
+               and all(value is None for value in opts.lowering().values())
+               and (opts.batch_size is None or opts.batch_size > ONE_ROW_ROWS))
+    return CompiledForest(low.forest, kernel, low.lir, low.mir, low.options, time.perf_counter() - start,
+                          tile_ids=low.tile_ids, one_row=one_row, cache=cache)
 
 
 def _cached_kernel(cache, target: str, module: lir.Module, options: dict):
@@ -645,11 +703,9 @@ def _mapped(path: str, art, relower, start: float) -> CompiledForest | None:
         tile_ids = None if art.tiling is None else _tile_ids_from_arrays(art.tiling, art.forest)
     except (ScheduleError, ValueError, KeyError) as exc:
         raise ArtifactError(f"{path}: the stored schedule or tiling is damaged ({exc})") from None
-    cf = CompiledForest(art.forest, kernel, None, None, meta["target"], meta["rep"], sched,
-                        meta["batch_size"], meta["threads"], time.perf_counter() - start,
-                        pad=meta["pad"], tile_size=meta["tile_size"], reorder=meta["reorder"],
-                        tile_ids=tile_ids, relower=relower, lir_digest_value=meta["lir"],
-                        one_row=meta["one_row"])
+    cf = CompiledForest(art.forest, kernel, None, None, CompileOptions.from_meta(meta, sched),
+                        time.perf_counter() - start, tile_ids=tile_ids, relower=relower,
+                        lir_digest_value=meta["lir"], one_row=meta["one_row"])
     if art.one_row is not None and meta["one_row"] and meta["one_row_rep"]:
         one_code, one_spec, one_buffers = art.one_row
         try:
@@ -673,7 +729,8 @@ def _lowered_from_artifact(path: str, forest: hir.Forest, meta: dict, tiling) ->
     reg.check_representation(rep)
     if reg.rep_kind(rep) == "program":
         try:
-            return _lower_program(forest, rep, reg.target_kind(target), meta.get("batch_size"))
+            return _lower_program(forest, rep, reg.target_kind(target), meta.get("batch_size"),
+                                  CompileOptions.from_meta(meta, Schedule()))
         except InputError as exc:
             raise ArtifactError(f"{path}: a {rep} artifact of a model it cannot run ({exc}): corrupt") from None
     try:
@@ -696,9 +753,12 @@ def _lowered_from_artifact(path: str, forest: hir.Forest, meta: dict, tiling) ->
             tile_forest(lowered_forest, tile_size)  # verifies the stored tiling
     except (ValueError, KeyError, IRVerificationError) as exc:
         raise ArtifactError(f"{path}: the stored tiling or passes are corrupt ({exc})") from None
+    # The options it was compiled with, lowering knobs included: the same program again (never
+    # the context or environment of this process: they were resolved, and recorded, at compile).
+    opts = CompileOptions.from_meta(meta, sched)
     mir_fn = lower_to_mir(lowered_forest, sched)
-    module = _lower_lir(reg, target, lowered_forest, mir_fn, rep, tile_size)
-    return Lowered(forest, pad, lowered_forest, rep, sched, mir_fn, module, tile_size, reorder, tile_ids)
+    module = _lower_lir(reg, lowered_forest, mir_fn, opts)
+    return Lowered(forest, pad, lowered_forest, rep, sched, mir_fn, module, tile_size, reorder, tile_ids, opts)
 
 
 def _kernel_for(path: str, low: Lowered, meta: dict, blob: bytes, start: float) -> CompiledForest:
@@ -717,10 +777,8 @@ def _kernel_for(path: str, low: Lowered, meta: dict, blob: bytes, start: float) 
                                 f"{str(exc)[:200]}): damaged") from None
     if kernel is None:
         kernel = reg.hook.silvanforge_target_compile(target=target, module=low.lir, options=options)
-    return CompiledForest(low.forest, kernel, low.lir, low.mir, target, low.rep, low.schedule,
-                          meta.get("batch_size"), meta.get("threads"), time.perf_counter() - start,
-                          pad=low.pad, tile_size=low.tile_size, reorder=low.reorder, tile_ids=low.tile_ids,
-                          one_row=bool(meta.get("one_row", False)))
+    return CompiledForest(low.forest, kernel, low.lir, low.mir, low.options, time.perf_counter() - start,
+                          tile_ids=low.tile_ids, one_row=bool(meta.get("one_row", False)))
 
 
 def lir_digest(module: lir.Module) -> str:

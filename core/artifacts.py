@@ -1,7 +1,8 @@
 """Compiled-model artifacts on disk: what is in one, how it is checked, and when its machine code
 may run.
 
-An artifact is a zip of plain members: ``meta.json`` (the options and the digests that bind
+An artifact is a zip of plain members: ``meta.json`` (the options, those of
+:class:`silvanforge.options.CompileOptions` that decided the program, and the digests that bind
 the code to its program), ``forest.npz`` (the model as arrays, never pickles), ``kernel.bin``
 (the target's machine code), ``program.json`` and ``program.npz`` (what running that code
 needs: its functions and buffers, so a trusted load lowers nothing), ``tiling.npz`` (a
@@ -40,6 +41,7 @@ import numpy as np
 
 from .errors import ArtifactError, InputError
 from .ir import hir, hir_io
+from .options import LOWERING_FIELDS, WIDTHS
 
 FORMAT = 2
 OLD_FORMATS = (1,)  # no manifest: their forests load, their machine code never runs
@@ -61,7 +63,13 @@ _META_FIELDS = {
     # the one-row form (CompiledForest._one_row_calls): made at all, and if saved, for how
     # many rows and with which representation
     "one_row": (bool,), "one_row_rows": (int,), "one_row_rep": (str, type(None)),
+    # the lowering knobs of silvanforge.options.CompileOptions (None: the lowering chose)
+    "vector_walks": (bool, type(None)), "split_rows": (bool, type(None)),
+    "leaf_self_loops": (bool, type(None)), "per_tree_walk_depth": (bool, type(None)),
+    "feature_width": (str, type(None)), "index_width": (str, type(None)),
+    "inline_leaves": (bool, type(None)), "packed_default_left": (bool, type(None)),
 }
+_WIDTH_FIELDS = ("feature_width", "index_width")
 
 
 @dataclasses.dataclass
@@ -261,14 +269,20 @@ def _meta(raw: bytes, name: str) -> dict:
         value = meta.get(field, _default(field))
         if value is ...:
             raise ArtifactError(f"{name}: meta.json has no {field!r} field: damaged")
-        if not isinstance(value, types) or (bool in types) != isinstance(value, bool):
+        if not isinstance(value, types) or (value is not None and (bool in types) != isinstance(value, bool)):
             raise ArtifactError(f"{name}: meta.json field {field!r} is {type(value).__name__}: damaged")
+        if field in _WIDTH_FIELDS and value not in (None, *WIDTHS):
+            raise ArtifactError(f"{name}: meta.json field {field!r} is {value!r}, not one of "
+                                f"{', '.join(WIDTHS)}: damaged")
         meta[field] = value
     return meta
 
 
 def _default(field: str):
-    # Fields an artifact of format 1 may lack.
+    # Fields an artifact of format 1 may lack, and the lowering knobs older artifacts lack (they
+    # were lowered with the defaults, None).
+    if field in LOWERING_FIELDS:
+        return None
     return {"pad": False, "tile_size": 1, "reorder": None, "probability_tiling": False,
             "one_row": False, "one_row_rows": 0, "one_row_rep": None}.get(field, ...)
 

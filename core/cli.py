@@ -237,6 +237,7 @@ def compile_command(
         *([("tile size", cf.tile_size)] if cf.tile_size > 1 else []),
         *([("probability-tiled trees", s["probability_tiled_trees"])] if cf.tile_ids is not None else []),
         *([("trees grouped by", cf.reorder)] if cf.reorder else []),
+        *[(name.replace("_", " "), value) for name, value in cf.options.lowering().items() if value is not None],
         ("batch size", cf.batch_size if cf.batch_size is not None else "any (not tuned for one)"),
         ("threads", "GPU grid" if registry().target_kind(cf.target) == "gpu"
          else cf.threads if cf.threads is not None else "all usable CPUs"),
@@ -309,6 +310,8 @@ def show(
         cf = load_or_compile(model, target, rep, schedule, tile_size=tile_size)
         text = format_hir(cf.forest, cf.tile_size, max_trees=max_trees or None) \
             if level is Level.hir else cf.show(level.value)
+        if level is not Level.hir:
+            _options_line(cf.options)
     elif level is Level.hir:
         from .loading import load_model
 
@@ -317,9 +320,18 @@ def show(
         import silvanforge as sf
 
         # Lowering only: a GPU schedule prints here even where no GPU can run it.
-        text = sf.show(model, level.value, target=target or "cpu", rep=rep,
-                       schedule=read_schedule(schedule), tile_size=tile_size or 1)
+        low = sf.lower(model, target=target or "cpu", rep=rep, schedule=read_schedule(schedule),
+                       tile_size=tile_size or 1)
+        text = low.show(level.value)
+        _options_line(low.options)
     sys.stdout.write(text if text.endswith("\n") else text + "\n")
+
+
+def _options_line(options) -> None:
+    """The options that decided the program shown (as its artifact records them), on stderr:
+    the program on stdout stays what the level prints (a file to diff, or to feed a tool)."""
+    schedule = options.schedule.to_text().replace("\n", "; ") if options.schedule is not None else ""
+    sys.stderr.write(f"options: {options.describe()}" + (f" schedule={schedule}" if schedule else "") + "\n")
 
 
 @app.command()

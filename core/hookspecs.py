@@ -104,13 +104,15 @@ def silvanforge_target_kind(target):
 
 
 @hookspec(firstresult=True)
-def silvanforge_target_lower(target, forest, fn, rep, tile_size):
+def silvanforge_target_lower(target, forest, fn, rep, tile_size, options):
     """Dispatched on ``target``: lower the MIR function ``fn`` (a
     :class:`silvanforge.ir.mir.MirFunction`) of ``forest`` (the HIR forest after the passes,
     which ``fn`` walks) with the walk representation named ``rep`` to an LIR
     :class:`silvanforge.ir.lir.Module`, or return ``None`` to take the core's lowering
     (:func:`silvanforge.lowering.lower_to_lir`: one function per phase, run by threads over row
-    ranges).  ``tile_size``: nodes a walk step evaluates (1: node by node).  A target whose code
+    ranges).  ``tile_size``: nodes a walk step evaluates (1: node by node).  ``options``: the
+    compile's :class:`silvanforge.options.CompileOptions`, whose lowering knobs (node widths,
+    vector walks, ...) the lowering honours: pass it to ``setup_walks``.  A target whose code
     runs otherwise (GPU kernels: ``silvanforge_gpu.lowering``) builds its module from the core's
     public pieces: :func:`silvanforge.lowering.setup_walks` (layout and buffers), a
     :class:`silvanforge.lowering.WalkGenerator` given a placement of its own (where loops, caches,
@@ -119,9 +121,11 @@ def silvanforge_target_lower(target, forest, fn, rep, tile_size):
 
 
 @hookspec(firstresult=True)
-def silvanforge_target_default_schedule(target, forest, batch_size):
+def silvanforge_target_default_schedule(target, forest, batch_size, options):
     """Dispatched on ``target``: the :class:`silvanforge.scheduler.Schedule` to use when the user
-    gives none, for this forest and batch size."""
+    gives none, for this forest and batch size.  ``options``: the compile's
+    :class:`silvanforge.options.CompileOptions` (its lowering knobs, such as
+    ``leaf_self_loops``, may change what pays), or None when asked outside a compile."""
 
 
 @hookspec

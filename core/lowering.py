@@ -9,14 +9,12 @@ index, how a child is found) is asked of the representation plugin's class, the 
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
 import dataclasses
-import os
 
 import numpy as np
 
 from .errors import ScheduleError, UnsupportedModelError
+from .options import CompileOptions, leaf_self_loops, node_widths, per_tree_walk_depth, split_rows, vector_walks
 from .reduction import identity
 from .tiling import TiledForest, lane_order_lut, tile_forest
 from .ir import hir, lir, mir
@@ -87,8 +85,6 @@ class ForestLayout:
 
 
 INDEX_DTYPES = (np.dtype(np.int8), np.dtype(np.int16), np.dtype(np.int32))
-# Set by :func:`node_widths` (tests and benchmarks compare widths on one model).
-_WIDTHS: contextvars.ContextVar = contextvars.ContextVar("silvanforge_node_widths", default=None)
 
 
 def smallest_int(lo: int, hi: int, at_least=np.int8) -> np.dtype:
@@ -100,52 +96,19 @@ def smallest_int(lo: int, hi: int, at_least=np.int8) -> np.dtype:
     raise UnsupportedModelError(f"node indices {lo}..{hi} do not fit in int32")
 
 
-# Set by :func:`vector_walks`; the default comes from ``SILVANFORGE_VECTOR_WALK`` (0 / 1).
-_VECTOR_WALKS: contextvars.ContextVar = contextvars.ContextVar("silvanforge_vector_walks", default=None)
+# Whether interleaved walks run as vectors where the options leave it open
+# (``CompileOptions.vector_walks`` None; ``SILVANFORGE_VECTOR_WALK`` and
+# :func:`silvanforge.options.vector_walks` set it for a compile).
 VECTOR_WALK_DEFAULT = False
 # Interleaved walks of 2 .. this many lanes may run as vectors (PackBits packs up to 31 lanes).
 MAX_VECTOR_LANES = 16
 
 
-@contextlib.contextmanager
-def vector_walks(enabled: bool = True):
-    """Walk interleaved rows as SIMD vectors (``True``) or as scalar walks in turn (``False``) for
-    what is compiled inside the block; see :meth:`WalkGenerator._walk_vector`."""
-    token = _VECTOR_WALKS.set(bool(enabled))
-    try:
-        yield
-    finally:
-        _VECTOR_WALKS.reset(token)
-
-
-def vector_walks_enabled() -> bool:
-    forced = _VECTOR_WALKS.get()
-    if forced is not None:
-        return forced
-    env = os.environ.get("SILVANFORGE_VECTOR_WALK", "").strip().lower()
-    if env in ("0", "false", "no", "off"):
-        return False
-    if env in ("1", "true", "yes", "on"):
-        return True
-    return VECTOR_WALK_DEFAULT
-
-
-@contextlib.contextmanager
-def node_widths(feature=None, index=None, inline_leaves: bool | None = None,
-                packed_default_left: bool | None = None):
-    """Force node-array widths for what is compiled inside the block: ``feature`` and ``index``
-    are minimum widths (``"int32"`` gives the wide layout), ``inline_leaves=False`` keeps leaf
-    values in the separate leaves array, ``packed_default_left=False`` keeps the default-left bit
-    in the flags byte.  The default (no block) chooses the narrowest exact."""
-    token = _WIDTHS.set({"feature": feature, "index": index, "inline_leaves": inline_leaves,
-                         "packed_default_left": packed_default_left})
-    try:
-        yield
-    finally:
-        _WIDTHS.reset(token)
-
-
-def build_layout(forest: hir.Forest, tile_size: int = 1) -> ForestLayout:
+def build_layout(forest: hir.Forest, tile_size: int = 1, options: CompileOptions | None = None) -> ForestLayout:
+    """``forest`` in the shared node encoding; ``options``: the node widths, inline leaves and
+    packed default-left bit it forces (:class:`silvanforge.options.CompileOptions`; None: the
+    narrowest exact)."""
+    options = options or CompileOptions()
     thr_dt = np.dtype(forest.threshold_dtype)
     leaf_dt = np.dtype(forest.accumulate_dtype)
     cat_words: list[np.ndarray] = []
@@ -194,63 +157,32 @@ def build_layout(forest: hir.Forest, tile_size: int = 1) -> ForestLayout:
     # A trailing zero word keeps the first-word load of an empty set (offset + 1) in bounds.
     cat_bits = np.concatenate(cat_words + [np.zeros(1, np.uint32)]).view(np.int32)
     leaf_values = np.concatenate(leaf_chunks) if leaf_chunks else np.zeros(1, leaf_dt)
-    forced = _WIDTHS.get() or {}
     has_categorical = forest.has_categorical()
     has_zero_missing = any(bool(t.zero_missing[t.left >= 0].any()) for t in forest.trees)
     packed = (not has_categorical and not has_zero_missing and len(ops) <= 1
-              and forced.get("packed_default_left") is not False)
+              and options.packed_default_left is not False)
     if packed:
         for t in trees:
             internal = t.feature >= 0
             t.feature = np.where(internal, (t.feature << 1) | (t.flags & FLAG_DEFAULT_LEFT), -1).astype(np.int32)
     max_feature = max(forest.num_features - 1, 0)
     inline = (all(len(t.outputs) == 1 for t in forest.trees) and leaf_dt == thr_dt
-              and forced.get("inline_leaves") is not False)
+              and options.inline_leaves is not False)
     return ForestLayout(
         forest=forest, trees=trees, leaf_values=leaf_values, cat_bits=cat_bits,
         threshold_dtype=thr_dt, leaf_dtype=leaf_dt, ops=frozenset(ops) or frozenset({Op.LT}),
         has_categorical=has_categorical, has_zero_missing=has_zero_missing,
         tiles=tile_forest(forest, tile_size) if tile_size > 1 else None,
         feature_dtype=smallest_int(-1, 2 * max_feature + 1 if packed else max_feature,
-                                   forced.get("feature") or np.int8),
-        min_index_dtype=np.dtype(forced.get("index") or np.int8),
+                                   options.feature_width or np.int8),
+        min_index_dtype=np.dtype(options.index_width or np.int8),
         inline_leaves=inline, packed_default_left=packed,
     )
 
 
 # The scratch buffer of split rows (:meth:`WalkGenerator.fill_split_rows`).
 SPLIT_ROWS = "split_rows"
-_SPLIT_ROWS: contextvars.ContextVar = contextvars.ContextVar("silvanforge_split_rows", default=None)
-
-
-@contextlib.contextmanager
-def split_rows(enabled: bool = True):
-    """Let CPU walks read missing-split rows wherever exact (``True``, even for wide rows) or
-    never (``False``) for what is compiled inside the block (A/B benchmarks, tests of both
-    paths); outside any block the chooser decides (:func:`can_split_rows`)."""
-    token = _SPLIT_ROWS.set(bool(enabled))
-    try:
-        yield
-    finally:
-        _SPLIT_ROWS.reset(token)
-
-
 TREE_DEPTH = "tree_depth"  # model buffer: each tree's depth, for walks through self-looping leaves
-_PER_TREE_DEPTH: contextvars.ContextVar = contextvars.ContextVar("silvanforge_per_tree_depth", default=True)
-
-
-@contextlib.contextmanager
-def per_tree_walk_depth(enabled: bool = True):
-    """Walks through self-looping leaves go to each tree's own depth (``True``, the default) or
-    to the forest's, every step peeled (``False``), for what is compiled inside the block (A/B)."""
-    token = _PER_TREE_DEPTH.set(bool(enabled))
-    try:
-        yield
-    finally:
-        _PER_TREE_DEPTH.reset(token)
-
-
-_LEAF_LOOPS: contextvars.ContextVar = contextvars.ContextVar("silvanforge_leaf_loops", default=None)
 # Walks through self-looping leaves take each tree's deepest path (a counted loop over the
 # tree's depth, the same for every lane, so its branch predicts; or peeled where every tree is
 # as deep): that pays while a tree's depth is not far past its leaves' mean depth: 1.5-1.8x on
@@ -260,23 +192,11 @@ _LEAF_LOOPS: contextvars.ContextVar = contextvars.ContextVar("silvanforge_leaf_l
 LEAF_LOOPS_STEP_RATIO = 1.5  # sum of tree depths / sum of the trees' mean leaf depths, at most
 
 
-@contextlib.contextmanager
-def leaf_self_loops(enabled: bool = True):
-    """Ask representations for leaves as fixed points wherever split rows are read (``True``)
-    or never (``False``) for what is compiled inside the block (A/B, tests); outside any block
-    :func:`want_leaf_self_loops` decides from the trees' depths."""
-    token = _LEAF_LOOPS.set(bool(enabled))
-    try:
-        yield
-    finally:
-        _LEAF_LOOPS.reset(token)
-
-
-def want_leaf_self_loops(forest: hir.Forest) -> bool:
+def want_leaf_self_loops(forest: hir.Forest, forced: bool | None = None) -> bool:
     """Whether walks should go through self-looping leaves instead of checking for a leaf
     before each step (given that split rows are read and leaves are inline): always, unless
-    forced off (:func:`leaf_self_loops`); :func:`walks_exit_early` decides how far they go."""
-    forced = _LEAF_LOOPS.get()
+    ``forced`` off (``CompileOptions.leaf_self_loops``); :func:`walks_exit_early` decides how
+    far they go."""
     if forced is not None:
         return forced
     return bool(forest.trees)
@@ -324,12 +244,12 @@ SPLIT_ROWS_ANY_WIDTH = 128  # columns of a split row that always pay
 SPLIT_ROWS_WALK_SHARE = 0.25  # otherwise at most this many columns per walk step of a row
 
 
-def can_split_rows(layout: ForestLayout, per_chunk: bool = False) -> bool:
+def can_split_rows(layout: ForestLayout, per_chunk: bool = False, forced: bool | None = None) -> bool:
     """Whether walks read split rows (:meth:`WalkGenerator.fill_split_rows`): the default-left bit
-    rides in the feature field and :func:`split_rows_pay` (or forced on with :func:`split_rows`).
-    ``per_chunk``: each chunk's rows are split as the chunk starts (:func:`rows_split_per_chunk`),
-    which pays for rows of any width: the walks then read rows the split just put in the cache."""
-    forced = _SPLIT_ROWS.get()
+    rides in the feature field and :func:`split_rows_pay` (or ``forced`` on or off:
+    ``CompileOptions.split_rows``).  ``per_chunk``: each chunk's rows are split as the chunk
+    starts (:func:`rows_split_per_chunk`), which pays for rows of any width: the walks then read
+    rows the split just put in the cache."""
     if forced is False or not layout.packed_default_left:
         return False
     # Thresholds as compiled: a float64 threshold may round to an infinite float32 one.
@@ -506,7 +426,9 @@ class WalkSetup:
     node layout, one instance of the representation for this compile (``reps``: its methods,
     the contract of :mod:`silvanforge.rep`, build the loads), the builder holding the module's
     buffers (rows, margins, the representation's, the privatised scratch of ``fn``), the
-    threshold and accumulation LIR types, and the extents of each privatised buffer's slices."""
+    threshold and accumulation LIR types, the extents of each privatised buffer's slices, and
+    the compile's options (:class:`silvanforge.options.CompileOptions`: the lowering knobs the
+    generator reads)."""
 
     forest: hir.Forest
     fn: mir.MirFunction
@@ -521,29 +443,32 @@ class WalkSetup:
     # Whether walks read split rows (WalkGenerator.fill_split_rows): "before the walks",
     # "per chunk" (as each cached row chunk starts) or None (rows as given).
     split_rows: str | None = None
+    options: CompileOptions = dataclasses.field(default_factory=CompileOptions)
 
 
 def setup_walks(forest: hir.Forest, fn: mir.MirFunction, rep: str, hook=None, tile_size: int = 1,
-                split_rows: bool = False) -> WalkSetup:
+                split_rows: bool = False, options: CompileOptions | None = None) -> WalkSetup:
     """Lay ``forest`` out for walk representation ``rep`` (``hook``: the plugin manager's hook
     relay; None: the process registry's) and declare the module's buffers.  ``split_rows``: let
     walks read split rows where they pay (:func:`can_split_rows`), a layout of the input the
     core's lowering fills on each thread's rows; a lowering that reads rows where they are
-    (GPU kernels: :mod:`silvanforge_gpu`) leaves it off."""
+    (GPU kernels: :mod:`silvanforge_gpu`) leaves it off.  ``options``: the compile's options,
+    whose lowering knobs decide widths, split rows and self-looping leaves (None: defaults)."""
     if hook is None:
         from .plugins import registry
 
         hook = registry().hook
-    layout = build_layout(forest, tile_size)
+    options = options or CompileOptions()
+    layout = build_layout(forest, tile_size, options)
     # Leaves as fixed points need split rows (column -1 of a split row is NaN: a leaf's compare
     # fails, its step goes right) and leaves inline (the child field is free for the loop).
     # Decided here, once, for the layout and the code generator.
     per_chunk = split_rows and rows_split_per_chunk(fn)
-    split = split_rows and can_split_rows(layout, per_chunk)
+    split = split_rows and can_split_rows(layout, per_chunk, options.split_rows)
     if split:
         split_thresholds(layout)
     layout.leaf_self_loops = (split and layout.tiles is None and layout.inline_leaves
-                              and want_leaf_self_loops(forest))
+                              and want_leaf_self_loops(forest, options.leaf_self_loops))
     reps = _Rep(hook, rep)
     rep_buffers: RepBuffers = reps.buffers(forest=forest, layout=layout)
     thr_t = lir.lir_type(layout.threshold_dtype)
@@ -562,7 +487,8 @@ def setup_walks(forest: hir.Forest, fn: mir.MirFunction, rep: str, hook=None, ti
                                          fill=fill)
     private = {p.name: p.extents for p in fn.buffers}
     return WalkSetup(forest, fn, rep, layout, reps, rep_buffers.info, b, thr_t, acc_t, private,
-                     split_rows="per chunk" if split and per_chunk else "before the walks" if split else None)
+                     split_rows="per chunk" if split and per_chunk else "before the walks" if split else None,
+                     options=options)
 
 
 def walk_module(setup: WalkSetup, functions: list, info: dict) -> lir.Module:
@@ -585,20 +511,21 @@ def walk_module(setup: WalkSetup, functions: list, info: dict) -> lir.Module:
 
 
 def lower_to_lir(forest: hir.Forest, fn: mir.MirFunction, rep: str, hook,
-                 tile_size: int = 1) -> lir.Module:
+                 tile_size: int = 1, options: CompileOptions | None = None) -> lir.Module:
     """The core's lowering of a MIR function to an LIR module using representation ``rep``: one
     function per phase, each run by threads over row ranges (or tree ranges); with ``tile_size``
-    above 1 every walk step evaluates a tile of that many nodes (:mod:`silvanforge.tiling`).
+    above 1 every walk step evaluates a tile of that many nodes (:mod:`silvanforge.tiling`);
+    ``options``: the compile's lowering knobs (None: defaults).
     A target may bring its own (the ``silvanforge_target_lower`` hook), built from the same
     pieces: :func:`setup_walks`, a :class:`WalkGenerator` and :func:`walk_module`."""
-    setup = setup_walks(forest, fn, rep, hook, tile_size, split_rows=True)
+    setup = setup_walks(forest, fn, rep, hook, tile_size, split_rows=True, options=options)
     layout, b = setup.layout, setup.b
     gen = WalkGenerator(setup)
     gen.leaf_loops = layout.leaf_self_loops and bool(setup.rep_info.get("leaf_self_loops"))
     if gen.leaf_loops:
         gen.exit_early, gen.shallowest_leaf = walks_exit_early(forest)
     depths = [t.depth for t in layout.trees]
-    if (gen.leaf_loops and not gen.exit_early and _PER_TREE_DEPTH.get() and depths
+    if (gen.leaf_loops and not gen.exit_early and setup.options.per_tree_walk_depth is not False and depths
             and min(depths) < max(depths)):
         # Walks of trees of several depths loop to each tree's own (see _walk_lanes).
         b.buffer(TREE_DEPTH, np.asarray(depths, np.int32))
@@ -680,7 +607,7 @@ class WalkGenerator:
     (privatised buffer -> slice extents), ``index`` (MIR loop index -> its LIR value), ``info``
     (facts for ``Module.info``), :meth:`c` and :meth:`expr`.  Other members are its own.
     ``vector_walks=False``: interleaved walks never run as SIMD vectors (targets without vector
-    types)."""
+    types); otherwise ``setup.options.vector_walks`` decides (None: :data:`VECTOR_WALK_DEFAULT`)."""
 
     def __init__(self, setup: WalkSetup, placement=None, vector_walks: bool = True):
         forest, layout, b = setup.forest, setup.layout, setup.b
@@ -703,7 +630,8 @@ class WalkGenerator:
         self.index: dict[str, Var] = {}  # MIR loop index -> LIR variable
         self.values: dict[str, Var] = {}  # MIR value name -> LIR variable (the leaf node)
         # Whether interleaved walks may run as vectors (gathers).
-        self.vector_walks = vector_walks and vector_walks_enabled()
+        forced = setup.options.vector_walks
+        self.vector_walks = vector_walks and (VECTOR_WALK_DEFAULT if forced is None else forced)
         # Whether walks read split rows (:meth:`fill_split_rows`), written "before the walks"
         # or "per chunk" (as each cached row chunk starts); None: rows as given.
         self.split_rows = split_rows is not None
@@ -1400,8 +1328,10 @@ class WalkGenerator:
 
 
 __all__ = ["ForestLayout", "TreeLayout", "RepBuffers", "build_layout", "lower_to_lir",
-           "WalkSetup", "setup_walks", "WalkGenerator", "walk_module",
-           "node_widths", "per_tree_walk_depth", "vector_walks", "smallest_int", "float32_thresholds",
+           "WalkSetup", "setup_walks", "WalkGenerator", "walk_module", "CompileOptions",
+           # the options' context managers (silvanforge.options), where tests and benchmarks import them
+           "node_widths", "per_tree_walk_depth", "vector_walks", "split_rows", "leaf_self_loops",
+           "smallest_int", "float32_thresholds",
            "FLAG_DEFAULT_LEFT", "FLAG_ZERO_MISSING", "FLAG_CATEGORICAL", "FLAG_OP_SHIFT"]
 
 

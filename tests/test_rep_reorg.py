@@ -14,7 +14,8 @@ from hypothesis import strategies as st
 import silvanforge as sf
 from silvanforge import reference
 from silvanforge.ir.hir import Aggregation, Forest, Transform, Tree
-from silvanforge.lowering import build_layout, node_widths
+from silvanforge.lowering import build_layout
+from silvanforge.options import CompileOptions
 from silvanforge.plugins import registry
 from strategies import forests, rows_for
 from support_common import assert_close
@@ -61,8 +62,8 @@ def _forest(trees, num_features=2) -> Forest:
 
 def test_layout_interleaves_the_trees_level_by_level():
     forest = _forest([_chain(2, 0), _chain(0), _chain(1, 1)])
-    with node_widths(packed_default_left=False):  # plain feature indices, as stored unpacked
-        layout = build_layout(forest)
+    # plain feature indices, as stored unpacked
+    layout = build_layout(forest, options=CompileOptions(packed_default_left=False))
     laid = reorg.ReorgLayout().buffers(forest, layout)
     bufs = laid.buffers
     T, D = 3, 2

@@ -183,16 +183,20 @@ def test_padding_keeps_the_forest_op():
 
 
 def test_artifact_code_is_reused_only_for_the_same_program(tmp_path):
-    """Machine code saved from a different lowering of the same model (here: without split rows)
+    """Machine code saved from a different lowering of the same model (here: without split rows,
+    in an artifact whose options do not say so, as one saved by a version that lowered it so)
     is rebuilt on load, never run against the new program's buffers."""
+    from silvanforge import artifacts
+
     rng = np.random.default_rng(5)
     trees = [_tree(rng, 6, (0,), 4, [int(Op.LT)], categorical=False, zero_missing=False) for _ in range(5)]
     forest = Forest(trees=trees, num_features=6)
     X = rows_for(forest, rng, 300)
     with split_rows(False):
         old = sf.compile(forest)
-    assert not uses_split_rows(old)
-    old.save(tmp_path / "old.forge")
+    assert not uses_split_rows(old) and old.options.split_rows is False
+    meta, arrays, blob, extra = old._artifact_parts()
+    artifacts.write(tmp_path / "old.forge", {**meta, "split_rows": None}, arrays, blob, extra)
     loaded = sf.load_compiled(tmp_path / "old.forge")  # lowered anew: split rows, a new digest
     assert uses_split_rows(loaded)
     np.testing.assert_array_equal(loaded.predict(X, output_margin=True),

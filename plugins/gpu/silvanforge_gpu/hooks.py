@@ -24,12 +24,12 @@ def target_hooks(name: str) -> tuple:
         return default_gpu_schedule(forest, batch_size)
 
     @hookimpl
-    def silvanforge_target_lower(target, forest, fn, rep, tile_size):
+    def silvanforge_target_lower(target, forest, fn, rep, tile_size, options):
         if target != name:
             return None
         from .lowering import lower_gpu
 
-        return lower_gpu(forest, fn, rep, tile_size)
+        return lower_gpu(forest, fn, rep, tile_size, options=options)
 
     @hookimpl
     def silvanforge_schedules():

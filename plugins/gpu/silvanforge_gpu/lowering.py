@@ -154,12 +154,14 @@ def _check_coverage(top, dims: dict) -> None:
 
 
 # ----------------------------------------------------------------------------- lowering
-def lower_gpu(forest: hir.Forest, fn: mir.MirFunction, rep: str, tile_size: int = 1, hook=None) -> lir.Module:
+def lower_gpu(forest: hir.Forest, fn: mir.MirFunction, rep: str, tile_size: int = 1, hook=None,
+              options=None) -> lir.Module:
     """The GPU lowering of MIR function ``fn`` with walk representation ``rep``: one kernel per
     phase (see the module docstring).  Rows are read where they are (no split rows: those are a
     layout the core's CPU lowering writes per thread); ``hook``: the plugin manager's hook relay
-    (None: the process registry's)."""
-    setup = setup_walks(forest, fn, rep, hook, tile_size)
+    (None: the process registry's); ``options``: the compile's
+    :class:`silvanforge.options.CompileOptions` (node widths; None: defaults)."""
+    setup = setup_walks(forest, fn, rep, hook, tile_size, options=options)
     gen = GpuCodegen(setup)
     return walk_module(setup, gen.functions(fn), gen.info)
 

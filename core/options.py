@@ -1,0 +1,215 @@
+"""Compile options: one frozen object holding everything that decides the program a compile builds.
+
+``compile``, ``lower`` and ``show`` (and ``forge compile`` / ``forge show``) build one
+:class:`CompileOptions` from their keyword arguments, resolve it once (:meth:`CompileOptions.resolved`:
+the lowering knobs set by the context managers below and ``SILVANFORGE_VECTOR_WALK``) and pass
+that object down through the lowering.  Nothing deeper reads a context or the environment, so
+the options a compiled model reports (``CompiledForest.options``, ``summary()``, ``forge show``)
+and its artifact records (``meta.json``) are all that decided its program, and loading the
+artifact lowers the same program again.
+
+The context managers (:func:`vector_walks`, :func:`split_rows`, :func:`leaf_self_loops`,
+:func:`per_tree_walk_depth`, :func:`node_widths`) are for tests and A/B benchmarks: what is
+compiled inside the block takes their values, as if given in the options, and records them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import dataclasses
+import os
+from typing import Any
+
+import numpy as np
+
+from .errors import InputError
+
+# The environment variable a benchmark sets to run vector walks (0 / 1); read once per compile.
+VECTOR_WALK_ENV = "SILVANFORGE_VECTOR_WALK"
+WIDTHS = ("int8", "int16", "int32")
+
+
+@dataclasses.dataclass(frozen=True)
+class CompileOptions:
+    """What decides the program of a compile.  ``None`` everywhere means "the compiler chooses"
+    (for the model, the target and the batch size); a compiled model's options
+    (``CompiledForest.options``) hold what was chosen for the first six fields.
+
+    The compile (see :func:`silvanforge.compile` for how each is given):
+
+    - ``target``: the target plugin's name (``"cpu"``, ``"cuda"``, ``"amd"``).
+    - ``rep``: the representation plugin laying out the trees (None: the cheapest by their costs).
+    - ``schedule``: the loop nest: a :class:`silvanforge.scheduler.Schedule`, its text, a canned
+      name or a schedule file (None: the target's default).  Chosen: a ``Schedule``.
+    - ``batch_size``: rows per call to tune for (None: any).
+    - ``threads``: threads ``predict`` uses by default (None: all usable CPUs).
+    - ``pad``: pad trees to one depth so walks skip leaf checks (None: where cheap).
+    - ``tile_size``: nodes a walk step evaluates (1: node by node).
+    - ``profile``: a :class:`silvanforge.Profile` (or its file) guiding tiling; the tiling it
+      gives is what an artifact records (``tiling.npz``), not the profile.
+    - ``reorder``: ``"depth"`` or ``"peel"`` groups trees (None: model order).
+
+    The lowering of walks (:mod:`silvanforge.lowering`; None: its chooser decides per model):
+
+    - ``vector_walks``: interleaved walks run as SIMD vectors (True) or as scalar walks in turn
+      (False; None: the default, :data:`silvanforge.lowering.VECTOR_WALK_DEFAULT`).
+    - ``split_rows``: CPU walks read split rows wherever exact, even for wide rows (True), or
+      never (False); None: where they pay (:func:`silvanforge.lowering.can_split_rows`).
+    - ``leaf_self_loops``: leaves as fixed points of a step wherever split rows are read (True)
+      or never (False); None: :func:`silvanforge.lowering.want_leaf_self_loops`.
+    - ``per_tree_walk_depth``: walks through self-looping leaves go to each tree's own depth
+      (True, what None does) or to the forest's, every step peeled (False).
+    - ``feature_width``, ``index_width``: the narrowest integer type (``"int8"``, ``"int16"``,
+      ``"int32"``) node arrays store feature indices and the representations' index fields in
+      (None: the narrowest exact; ``"int32"``: the wide layout).
+    - ``inline_leaves``: False keeps leaf values in the separate leaves array (None and True:
+      in the threshold slot wherever exact).
+    - ``packed_default_left``: False keeps the default-left bit in the flags byte (None and
+      True: in the feature field wherever it is all a split's flags say).
+    """
+
+    target: str = "cpu"
+    rep: str | None = None
+    schedule: Any = None
+    batch_size: int | None = None
+    threads: int | None = None
+    pad: bool | None = None
+    tile_size: int = 1
+    profile: Any = None
+    reorder: str | None = None
+    vector_walks: bool | None = None
+    split_rows: bool | None = None
+    leaf_self_loops: bool | None = None
+    per_tree_walk_depth: bool | None = None
+    feature_width: str | None = None
+    index_width: str | None = None
+    inline_leaves: bool | None = None
+    packed_default_left: bool | None = None
+
+    def __post_init__(self):
+        for name in LOWERING_FIELDS:
+            value = getattr(self, name)
+            if name in ("feature_width", "index_width"):
+                if value is not None:
+                    try:
+                        width = np.dtype(value).name
+                    except TypeError:
+                        width = None
+                    if width not in WIDTHS:
+                        raise InputError(f"{name} must be one of {', '.join(WIDTHS)} (or None), got {value!r}")
+                    object.__setattr__(self, name, width)
+            elif value is not None and not isinstance(value, (bool, np.bool_)):
+                raise InputError(f"{name} must be True, False or None, got {value!r}")
+            elif value is not None:
+                object.__setattr__(self, name, bool(value))
+
+    def resolved(self) -> CompileOptions:
+        """These options with the lowering knobs left None taken from the context managers in
+        effect (:func:`override`) and, for ``vector_walks``, from ``SILVANFORGE_VECTOR_WALK``: the
+        one place either is read.  A value given in the options wins."""
+        given = {name: value for name, value in (_OVERRIDES.get() or {}).items()
+                 if getattr(self, name) is None}
+        if self.vector_walks is None and "vector_walks" not in given:
+            env = os.environ.get(VECTOR_WALK_ENV, "").strip().lower()
+            if env in ("0", "false", "no", "off"):
+                given["vector_walks"] = False
+            elif env in ("1", "true", "yes", "on"):
+                given["vector_walks"] = True
+        return dataclasses.replace(self, **given) if given else self
+
+    def lowering(self) -> dict:
+        """The lowering knobs (JSON values), as ``meta.json`` records them."""
+        return {name: getattr(self, name) for name in LOWERING_FIELDS}
+
+    @classmethod
+    def from_meta(cls, meta: dict, schedule=None) -> CompileOptions:
+        """The options an artifact's ``meta.json`` records (checked by
+        :mod:`silvanforge.artifacts`); ``schedule``: its parsed schedule."""
+        return cls(target=meta["target"], rep=meta["rep"],
+                   schedule=meta["schedule"] if schedule is None else schedule,
+                   batch_size=meta.get("batch_size"), threads=meta.get("threads"),
+                   pad=bool(meta.get("pad", False)), tile_size=meta.get("tile_size", 1),
+                   reorder=meta.get("reorder"),
+                   **{name: meta.get(name) for name in LOWERING_FIELDS})
+
+    def describe(self) -> str:
+        """One line naming every option that is set (``forge show``); the schedule on its own
+        line elsewhere, so here only whether one was given."""
+        parts = []
+        for field in dataclasses.fields(self):
+            value = getattr(self, field.name)
+            if field.name == "schedule":
+                continue
+            if field.name == "profile":
+                value = None if value is None else "given"
+            if value is None or (field.name == "tile_size" and value == 1):
+                continue
+            parts.append(f"{field.name}={value}")
+        return " ".join(parts)
+
+
+LOWERING_FIELDS = ("vector_walks", "split_rows", "leaf_self_loops", "per_tree_walk_depth",
+                   "feature_width", "index_width", "inline_leaves", "packed_default_left")
+
+
+# ------------------------------------------------------------------ context managers
+# The lowering knobs set by the blocks below; read only by CompileOptions.resolved.
+_OVERRIDES: contextvars.ContextVar = contextvars.ContextVar("silvanforge_option_overrides", default=None)
+
+
+@contextlib.contextmanager
+def override(**knobs):
+    """Compile what is compiled inside the block with these lowering knobs (fields of
+    :class:`CompileOptions` named in :data:`LOWERING_FIELDS`) unless its options give them;
+    the compile records them."""
+    unknown = sorted(set(knobs) - set(LOWERING_FIELDS))
+    if unknown:
+        raise InputError(f"not lowering options: {', '.join(unknown)}")
+    CompileOptions(**knobs)  # checks the values
+    token = _OVERRIDES.set({**(_OVERRIDES.get() or {}), **knobs})
+    try:
+        yield
+    finally:
+        _OVERRIDES.reset(token)
+
+
+def vector_walks(enabled: bool = True):
+    """Walk interleaved rows as SIMD vectors (``True``) or as scalar walks in turn (``False``) for
+    what is compiled inside the block; see :meth:`silvanforge.lowering.WalkGenerator._walk_vector`."""
+    return override(vector_walks=bool(enabled))
+
+
+def split_rows(enabled: bool = True):
+    """Let CPU walks read missing-split rows wherever exact (``True``, even for wide rows) or
+    never (``False``) for what is compiled inside the block (A/B benchmarks, tests of both
+    paths); outside any block the chooser decides (:func:`silvanforge.lowering.can_split_rows`)."""
+    return override(split_rows=bool(enabled))
+
+
+def per_tree_walk_depth(enabled: bool = True):
+    """Walks through self-looping leaves go to each tree's own depth (``True``, the default) or
+    to the forest's, every step peeled (``False``), for what is compiled inside the block (A/B)."""
+    return override(per_tree_walk_depth=bool(enabled))
+
+
+def leaf_self_loops(enabled: bool = True):
+    """Ask representations for leaves as fixed points wherever split rows are read (``True``)
+    or never (``False``) for what is compiled inside the block (A/B, tests); outside any block
+    :func:`silvanforge.lowering.want_leaf_self_loops` decides."""
+    return override(leaf_self_loops=bool(enabled))
+
+
+def node_widths(feature=None, index=None, inline_leaves: bool | None = None,
+                packed_default_left: bool | None = None):
+    """Force node-array widths for what is compiled inside the block: ``feature`` and ``index``
+    are minimum widths (``"int32"`` gives the wide layout), ``inline_leaves=False`` keeps leaf
+    values in the separate leaves array, ``packed_default_left=False`` keeps the default-left bit
+    in the flags byte.  The default (no block) chooses the narrowest exact."""
+    knobs = {"feature_width": feature, "index_width": index, "inline_leaves": inline_leaves,
+             "packed_default_left": packed_default_left}
+    return override(**{k: v for k, v in knobs.items() if v is not None})
+
+
+__all__ = ["CompileOptions", "LOWERING_FIELDS", "override", "vector_walks", "split_rows",
+           "per_tree_walk_depth", "leaf_self_loops", "node_widths"]

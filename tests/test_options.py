@@ -1,0 +1,162 @@
+"""Compile options (issue 17): one frozen CompileOptions decides the program; the context managers
+and SILVANFORGE_VECTOR_WALK are resolved into it once, at compile, and the artifact records it,
+so a model loaded and lowered again gets the same program, wherever it is loaded."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import zipfile
+
+import numpy as np
+import pytest
+
+import silvanforge as sf
+from silvanforge import ArtifactError, InputError, artifacts, cli, reference
+from silvanforge.ir.hir import Forest, Op
+from silvanforge.lowering import SPLIT_ROWS, leaf_self_loops, node_widths, split_rows, vector_walks
+from silvanforge.options import LOWERING_FIELDS, CompileOptions
+from strategies import _tree, rows_for
+
+# Artifacts loaded here without a key are lowered again, which is what these tests look at.
+pytestmark = pytest.mark.filterwarnings("ignore::silvanforge.ArtifactWarning")
+
+
+@pytest.fixture
+def forest():
+    rng = np.random.default_rng(3)
+    trees = [_tree(rng, 6, (0,), d, [int(Op.LT)], categorical=False, zero_missing=False) for d in (3, 5, 6, 2, 6)]
+    return Forest(trees=trees, num_features=6)
+
+
+def _lowered_again(cf, tmp_path, **load):
+    cf.save(tmp_path / "m.forge")
+    return sf.load_compiled(tmp_path / "m.forge", **load)
+
+
+def test_options_are_frozen_and_checked():
+    opts = CompileOptions(rep="sparse", vector_walks=True)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        opts.vector_walks = False
+    assert CompileOptions(feature_width=np.int32).feature_width == "int32"
+    with pytest.raises(InputError):
+        CompileOptions(index_width="int64")
+    with pytest.raises(InputError):
+        CompileOptions(split_rows=1)
+    with pytest.raises(InputError):
+        sf.compile(Forest(trees=[], num_features=1), options={"rep": "sparse"})
+
+
+@pytest.mark.parametrize("trust", [False, True])
+def test_a_context_manager_is_recorded_and_honoured_on_reload(forest, tmp_path, trust):
+    """Vector walks forced by the context manager: the compiled model's options and its
+    artifact say so, and the artifact lowered again (outside the block) is the same program."""
+    with vector_walks(True):
+        cf = sf.compile(forest, schedule="interleaved")
+    plain = sf.compile(forest, schedule="interleaved")
+    assert cf.options.vector_walks is True and plain.options.vector_walks is None
+    assert cf.show("lir") != plain.show("lir")  # the knob changes the program
+    cf.save(tmp_path / "m.forge")
+    assert artifacts.read(tmp_path / "m.forge").meta["vector_walks"] is True
+    back = sf.load_compiled(tmp_path / "m.forge", trust_code=trust)
+    assert back.options.lowering() == cf.options.lowering() and back.options.rep == cf.options.rep
+    assert back.options.schedule.to_text() == cf.schedule.to_text()
+    assert back.show("lir") == cf.show("lir")
+    X = rows_for(forest, np.random.default_rng(0), 100)
+    np.testing.assert_array_equal(back.predict(X, output_margin=True), reference.predict(forest, X, output_margin=True))
+
+
+@pytest.mark.parametrize("block, field, value", [
+    (lambda: split_rows(False), "split_rows", False),
+    (lambda: leaf_self_loops(False), "leaf_self_loops", False),
+    (lambda: node_widths(feature="int32", index="int32"), "index_width", "int32"),
+    (lambda: node_widths(inline_leaves=False, packed_default_left=False), "packed_default_left", False),
+])
+def test_every_knob_is_recorded(forest, tmp_path, block, field, value):
+    with block():
+        cf = sf.compile(forest, rep="sparse", schedule="interleaved", pad=False)
+    assert getattr(cf.options, field) == value and cf.summary()[field] == value
+    back = _lowered_again(cf, tmp_path)
+    assert getattr(back.options, field) == value
+    assert back.show("lir") == cf.show("lir") != sf.compile(forest, rep="sparse", schedule="interleaved",
+                                                             pad=False).show("lir")
+
+
+def test_the_environment_variable_is_read_once_at_compile(forest, tmp_path, monkeypatch):
+    monkeypatch.setenv("SILVANFORGE_VECTOR_WALK", "1")
+    cf = sf.compile(forest, schedule="interleaved")
+    assert cf.options.vector_walks is True
+    cf.save(tmp_path / "m.forge")
+    monkeypatch.setenv("SILVANFORGE_VECTOR_WALK", "0")
+    back = sf.load_compiled(tmp_path / "m.forge")
+    assert back.options.vector_walks is True and back.show("lir") == cf.show("lir")
+    # Given in the options, a knob wins over the environment.
+    assert sf.compile(forest, schedule="interleaved", options=CompileOptions(vector_walks=True)).show("lir") \
+        == cf.show("lir")
+
+
+def test_options_object_and_keywords(forest):
+    """compile/lower/show take one CompileOptions; keyword arguments given besides replace its fields."""
+    opts = CompileOptions(rep="array", schedule="interleaved", split_rows=False)
+    cf = sf.compile(forest, options=opts)
+    with split_rows(False):
+        same = sf.compile(forest, rep="array", schedule="interleaved")
+    assert cf.show("lir") == same.show("lir") and SPLIT_ROWS not in cf.lir_module.buffers
+    assert sf.show(forest, "lir", options=opts) == cf.show("lir")
+    assert sf.lower(forest, options=opts).options.split_rows is False
+    assert sf.compile(forest, rep="sparse", options=opts).rep == "sparse"
+    assert cf.options.rep == "array" and cf.options.schedule.to_text() == cf.schedule.to_text()
+
+
+def test_forge_show_and_compile_print_the_options(forest, tmp_path, capsys):
+    with split_rows(False):
+        cf = sf.compile(forest, rep="sparse", schedule="interleaved")
+    cf.save(tmp_path / "m.forge")
+    code = cli.main(["show", str(tmp_path / "m.forge"), "--level", "lir"])
+    out, err = capsys.readouterr()
+    assert code == 0 and out.rstrip("\n") == cf.show("lir").rstrip("\n")
+    line = [ln for ln in err.splitlines() if ln.startswith("options:")]
+    assert line and "rep=sparse" in line[0] and "split_rows=False" in line[0] and "interleave" in line[0]
+    code = cli.main(["compile", str(tmp_path / "m.forge")])
+    out, _ = capsys.readouterr()
+    assert code == 0 and "split rows" in out
+
+
+def test_forge_show_of_a_model_file_prints_the_resolved_options(tmp_path, capsys, monkeypatch):
+    import xgboost as xgb
+
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(200, 4))
+    xgb.train({"max_depth": 3}, xgb.DMatrix(X, X[:, 0] > 0), 4).save_model(tmp_path / "m.json")
+    monkeypatch.setenv("SILVANFORGE_VECTOR_WALK", "1")
+    code = cli.main(["show", str(tmp_path / "m.json"), "--level", "mir", "--rep", "sparse"])
+    _, err = capsys.readouterr()
+    assert code == 0 and "vector_walks=True" in err and "target=cpu" in err
+
+
+def test_artifacts_saved_before_the_options_load(forest, tmp_path):
+    """An artifact without the lowering fields (saved before them) loads with None (the
+    defaults); a damaged width is refused."""
+    cf = sf.compile(forest, schedule="interleaved")
+    meta, arrays, blob, extra = cf._artifact_parts()
+    old = {k: v for k, v in meta.items() if k not in LOWERING_FIELDS}
+    artifacts.write(tmp_path / "old.forge", old, arrays, blob, extra)
+    with zipfile.ZipFile(tmp_path / "old.forge") as z:
+        assert "vector_walks" not in json.loads(z.read("meta.json"))
+    back = sf.load_compiled(tmp_path / "old.forge")
+    assert all(v is None for v in back.options.lowering().values())
+    assert back.show("lir") == cf.show("lir")
+    artifacts.write(tmp_path / "bad.forge", {**meta, "feature_width": "int64"}, arrays, blob, extra)
+    with pytest.raises(ArtifactError, match="feature_width"):
+        sf.load_compiled(tmp_path / "bad.forge")
+    artifacts.write(tmp_path / "bad2.forge", {**meta, "vector_walks": 1}, arrays, blob, extra)
+    with pytest.raises(ArtifactError, match="vector_walks"):
+        sf.load_compiled(tmp_path / "bad2.forge")
+
+
+def test_a_target_lowering_gets_the_options(forest):
+    """The GPU targets' own lowering (silvanforge_target_lower) honours the node widths too."""
+    with node_widths(feature="int32"):
+        wide = sf.show(forest, "lir", target="cuda")
+    assert wide != sf.show(forest, "lir", target="cuda")
+    assert wide == sf.show(forest, "lir", target="cuda", options=CompileOptions(feature_width="int32"))

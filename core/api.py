@@ -427,7 +427,9 @@ class CompiledForest:
             return self._one_row
 
     def _build_one_row(self):
-        low = lower(self.forest, self.target, batch_size=1, pad=False)
+        # The compile's lowering knobs (resolved and recorded when it ran), not today's context.
+        low = _lower(self.forest, CompileOptions(target=self.target, batch_size=1, pad=False,
+                                                 **self.options.lowering()))
         if low.rep == self.rep and low.schedule.to_text() == self.schedule.to_text() and not self.pad:
             return self._small
         options = {"threads": 1, "batch_size": 1}

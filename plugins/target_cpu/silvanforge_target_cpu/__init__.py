@@ -28,7 +28,7 @@ def silvanforge_target_available(target):
 
 
 @hookimpl
-def silvanforge_target_default_schedule(target, forest, batch_size):
+def silvanforge_target_default_schedule(target, forest, batch_size, options=None):
     if target != NAME:
         return None
     from silvanforge.hir_passes import leaf_depth_range
@@ -49,7 +49,8 @@ def silvanforge_target_default_schedule(target, forest, batch_size):
     # Walks of split rows address every lane's row from one register, so 16 lanes fit the
     # registers where every step is peeled (padded trees, or self-looping leaves): 1.13-1.34x
     # over 8 (docs/benchmarks.md); walks with leaf checks keep 8.
-    peeled = shallowest == deepest or want_leaf_self_loops(forest)
+    peeled = shallowest == deepest or want_leaf_self_loops(
+        forest, options.leaf_self_loops if options is not None else None)
     lanes = WIDE_LANES if split_rows_pay(forest, check_width=not wide) and peeled else LANES
     schedule = interleaved(forest, batch_size, chunk=row_chunk(forest), lanes=lanes)
     if wide:

@@ -19,7 +19,7 @@ from .errors import (ArtifactError, ArtifactWarning, InputError, IRVerificationE
 from .ir import hir, hir_io, lir, lir_io, mir
 from .hir_passes import pad_each_tree, pad_trees, padded_nodes, padded_nodes_each, reorder_trees, tree_groups
 from .loading import load_model
-from .lowering import lower_to_lir
+from .walkgen import lower_to_lir
 from .options import CompileOptions
 from .tiling import check_tile_size, format_hir, probability_tile_ids, tile_forest, with_tile_ids
 from .plugins import registry

@@ -109,13 +109,13 @@ def silvanforge_target_lower(target, forest, fn, rep, tile_size, options):
     :class:`silvanforge.ir.mir.MirFunction`) of ``forest`` (the HIR forest after the passes,
     which ``fn`` walks) with the walk representation named ``rep`` to an LIR
     :class:`silvanforge.ir.lir.Module`, or return ``None`` to take the core's lowering
-    (:func:`silvanforge.lowering.lower_to_lir`: one function per phase, run by threads over row
+    (:func:`silvanforge.walkgen.lower_to_lir`: one function per phase, run by threads over row
     ranges).  ``tile_size``: nodes a walk step evaluates (1: node by node).  ``options``: the
     compile's :class:`silvanforge.options.CompileOptions`, whose lowering knobs (node widths,
     vector walks, ...) the lowering honours: pass it to ``setup_walks``.  A target whose code
     runs otherwise (GPU kernels: ``silvanforge_gpu.lowering``) builds its module from the core's
     public pieces: :func:`silvanforge.lowering.setup_walks` (layout and buffers), a
-    :class:`silvanforge.lowering.WalkGenerator` given a placement of its own (where loops, caches,
+    :class:`silvanforge.walkgen.WalkGenerator` given a placement of its own (where loops, caches,
     input reads and folds go) and :func:`silvanforge.lowering.walk_module`.  Raise
     :class:`silvanforge.errors.ScheduleError` for schedules it cannot lower."""
 

@@ -176,7 +176,7 @@ def override(**knobs):
 
 def vector_walks(enabled: bool = True):
     """Walk interleaved rows as SIMD vectors (``True``) or as scalar walks in turn (``False``) for
-    what is compiled inside the block; see :meth:`silvanforge.lowering.WalkGenerator._walk_vector`."""
+    what is compiled inside the block; see :meth:`silvanforge.walkgen.WalkGenerator._walk_vector`."""
     return override(vector_walks=bool(enabled))
 
 

@@ -282,7 +282,8 @@ def _own_lowering_target(reads: list):
     core's public pieces, with a placement that counts the walks' input reads and otherwise
     keeps the generator's code, and runs the result through the cpu target's compile."""
     from silvanforge.ir import lir
-    from silvanforge.lowering import WalkGenerator, setup_walks, walk_module
+    from silvanforge.lowering import setup_walks, walk_module
+    from silvanforge.walkgen import WalkGenerator
     from silvanforge.scheduler import canned
 
     class Counting:

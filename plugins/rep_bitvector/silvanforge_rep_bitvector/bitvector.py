@@ -30,6 +30,13 @@ dropped where missing values go left too, else read from a NaN indicator copy (+
 Limits (:func:`unsupported`, the walk then runs): at most ``MAX_LEAVES`` leaves a tree, categorical
 splits (decision tables, :class:`_CatFeature`) of at most ``MAX_CATEGORY_TABLE_BYTES``, numeric
 ``<`` / ``<=`` splits with non-NaN thresholds, no zero-as-missing, summed single-output trees.
+
+Over 600 lines (the mask-table form is :mod:`.masktables`): the form chooser and its cost model,
+the plan (words, chunks, categorical decision tables) and the code generator share this
+module's tuning constants and private plan classes, and the tests and benchmarks set those
+constants and choosers as this module's attributes (``AUTO_CHOOSE``, ``MASK_TABLES``,
+``EXPAND_NODES``, ``NARROW_MAX_BINS``, ``_choice``, ``narrow_form``, ...), which a split would
+have to carry to every module that reads them.
 """
 
 from __future__ import annotations

@@ -402,6 +402,12 @@ class CompiledForest:
             except (TypeError, ValueError):
                 raise InputError(f"missing must be a number, got {missing!r}") from None
             rows = np.where(rows == rows.dtype.type(missing_value), rows.dtype.type(np.nan), rows)
+        if small is not None and rows.shape[0] <= SMALL_ROWS and rows.dtype is self._small_dtype \
+                and rows.shape[1] == self._num_features:
+            # A few rows that arrived otherwise (a data frame, another dtype, a missing value):
+            # converted, they are online scoring too, and now meet every condition of the lean
+            # path above (so this calls itself once).
+            return self.predict(rows, output_margin, threads=threads)
         margins = run_kernel(self.kernel, rows, self.forest.num_outputs,
                              self.threads if threads is None else threads)
         values = margins if output_margin else transforms.apply(self.forest, margins)

@@ -244,6 +244,29 @@ def test_nullable_and_boolean_columns(rng):
     _same(cf.predict(frame), cf.predict(expected_rows))
 
 
+def test_numeric_frames_of_any_size_predict_like_the_library(rng):
+    """A frame of plain NumPy numbers (float32/64, int8-64, unsigned, bool) is read in one
+    conversion; in any column order and at 1-16 rows (online scoring: the small-call path)
+    or many, the predictions are XGBoost's own on the same frame."""
+    n = 400
+    frame = pd.DataFrame({"f32": rng.normal(size=n).astype(np.float32), "f64": rng.normal(size=n) * 1e3,
+                          "i8": rng.integers(-100, 100, n).astype(np.int8),
+                          "i64": rng.integers(-2**40, 2**40, n), "u16": rng.integers(0, 60000, n).astype(np.uint16),
+                          "flag": rng.random(n) < 0.5})
+    frame.loc[::9, "f64"] = np.nan
+    y = (frame["f32"] + frame["f64"] / 1e3 + frame["flag"] + frame["i8"] / 50 > 0.5).astype(int)
+    model = xgb.XGBClassifier(n_estimators=30, max_depth=5).fit(frame, y)
+    cf = sf.compile(model)
+    small_calls = []
+    lean = cf._small
+    cf._small = lambda rows, apply=False: small_calls.append(len(rows)) or lean(rows, apply)
+    cf._one_row_rows = 0  # every small request through the recorder
+    shuffled = frame[["u16", "flag", "f64", "i64", "f32", "i8"]]
+    for k in (1, 2, 16, 17, n):
+        np.testing.assert_array_equal(cf.predict(shuffled.iloc[:k]), model.predict_proba(frame.iloc[:k])[:, 1])
+    assert small_calls == [1, 2, 16]
+
+
 def test_frames_that_cannot_be_read_say_why(rng):
     X = rng.normal(size=(200, 2))
     model = xgb.XGBRegressor(n_estimators=5, max_depth=2).fit(pd.DataFrame(X, columns=["a", "b"]), X[:, 0])

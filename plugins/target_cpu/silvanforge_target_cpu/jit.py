@@ -173,8 +173,7 @@ class CpuKernel:
             # the CPU forms' small kernels has any, but a schedule may ask for them).
             state = None
             if fast is not None and not fills:
-                state = small.call_state(compiled(), block, ins, out, final, max_rows,
-                                         RELEASE_GIL_ROWS, guarded, alpha)
+                state = small.call_state(compiled(), block, ins, out, final, max_rows, guarded, alpha)
             st = local.staging = (views, block.ctypes.data, fills, state,
                                   (scratch, table, block, ins, out, final))
             local.state = state
@@ -252,10 +251,6 @@ def _address(a: np.ndarray) -> int:
 
 
 GATHER_PAD = 8
-
-# Small calls of this many rows or more walk without the GIL, so other Python threads run
-# meanwhile (as ctypes calls do); releasing and taking it back costs a 1-row call 0.05 us.
-RELEASE_GIL_ROWS = 1
 
 
 def _padded(data: np.ndarray) -> np.ndarray:

@@ -2,7 +2,7 @@
 
     import silvanforge as sf
     forest = sf.load_model("model.json")
-    cf = sf.compile(forest, target="cpu")
+    cf = sf.compile(forest)            # for this machine's CPU
     y = cf.predict(X)
 """
 

@@ -62,7 +62,7 @@ def choose_padding(forest: hir.Forest) -> bool:
     padded = padded_nodes(forest)
     if padded <= PAD_LIMIT * nodes:
         return True
-    # Bytes per node in the narrow sparse layout: threshold + feature + flags + child offset.
+    # Bytes per node of a narrow node layout: threshold + feature + flags + child offset.
     node_bytes = np.dtype(forest.threshold_dtype).itemsize + 4
     return padded <= PAD_LIMIT_SMALL * nodes and padded * node_bytes <= PAD_SMALL_BYTES
 
@@ -177,7 +177,7 @@ def compile_options(options: CompileOptions | None = None, **given) -> CompileOp
     return (dataclasses.replace(base, **changed) if changed else base).resolved()
 
 
-def lower(model, target: str = "cpu", rep: str | None = None, schedule=None,
+def lower(model, target: str | None = None, rep: str | None = None, schedule=None,
           batch_size: int | None = None, pad: bool | None = None, tile_size: int = 1,
           profile=None, reorder: str | None = None, options: CompileOptions | None = None) -> Lowered:
     """The front half of ``compile``: model -> HIR (-> padded HIR) -> MIR -> LIR, for ``target``
@@ -187,7 +187,7 @@ def lower(model, target: str = "cpu", rep: str | None = None, schedule=None,
     the target chooses the schedule and padding is cheap, so that schedule can drop leaf checks
     (never with tiles: a uniform node depth does not make a uniform tile depth).
     ``tile_size``: nodes evaluated per walk step (:mod:`silvanforge.tiling`; 1 = node by node);
-    above 1 it needs a representation that lays out tiles (sparse).
+    above 1 it needs a representation that lays out tiles.
     ``profile``: a :class:`silvanforge.Profile` or profile file of this model; skewed trees are
     then tiled along the paths most rows take (needs ``tile_size`` above 1).
     ``reorder``: "depth" or "peel" groups trees of equal depth / shallowest leaf; without a
@@ -279,7 +279,7 @@ def _lower_program(forest: hir.Forest, rep: str, target_kind: str, batch_size: i
     return Lowered(forest, False, forest, rep, Schedule(), fn, module, options=chosen)
 
 
-def show(model, level: str, target: str = "cpu", rep: str | None = None, schedule=None,
+def show(model, level: str, target: str | None = None, rep: str | None = None, schedule=None,
          batch_size: int | None = None, pad: bool | None = None, tile_size: int = 1,
          profile=None, reorder: str | None = None, options: CompileOptions | None = None) -> str:
     """The program at ``level`` (hir, mir, lir, target) without running anything: GPU schedules
@@ -556,7 +556,7 @@ def _unpickle(data: bytes) -> "CompiledForest":
     return _load(data, "the pickled compiled model", None, trust_code=True)
 
 
-def compile(model: ModelLike, target: str = "cpu", rep: str | None = None,
+def compile(model: ModelLike, target: str | None = None, rep: str | None = None,
             schedule: Schedule | str | os.PathLike | None = None,
             batch_size: int | None = None, threads: int | None = None,
             pad: bool | None = None, tile_size: int = 1, profile=None,
@@ -570,13 +570,15 @@ def compile(model: ModelLike, target: str = "cpu", rep: str | None = None,
     ``LGBMModel``/``lightgbm.Booster``, scikit-learn forest or ``onnx.ModelProto``, or a HIR
     ``Forest`` (see :func:`silvanforge.load_model`).
 
-    ``target``: ``"cpu"``, ``"cuda"`` or ``"amd"`` (``forge plugins`` says which run here).
+    ``target``: a target plugin's name (``forge plugins`` lists them and says which run here;
+    None: the host's CPU target).
     ``rep``: how trees are laid out in memory: the name of a representation plugin
     (``forge plugins`` lists them; None lets their costs decide). ``schedule``: the loop nest to generate: a canned name (``"xgboost"``,
     ``"tree-parallel"``, ...), schedule text, or a schedule file. ``batch_size``: the rows per
     call to tune for (any number of rows still works). ``threads``: threads ``predict`` uses by
     default (all usable CPUs). ``pad``: pad trees to one depth so walks skip leaf checks.
-    ``tile_size``: nodes decided per walk step (2-8, sparse layout; 1 walks node by node).
+    ``tile_size``: nodes decided per walk step (2-8, a representation that lays out tiles; 1
+    walks node by node).
     ``profile``: a :class:`silvanforge.Profile` (or its file) from :func:`silvanforge.profile`:
     trees most rows walk the same way are tiled along those paths (needs ``tile_size`` > 1).
     ``reorder``: ``"depth"`` or ``"peel"`` groups trees of equal depth (or shallowest leaf)

@@ -4,9 +4,8 @@
     forge predict MODEL --input X.csv --output Y.csv
     forge show MODEL --level hir|mir|lir|target   print one level of the pipeline
     forge plugins                                 what is installed and which targets run here
-    forge bench MODEL                             our compiled model against the peers
     forge profile MODEL --data X.csv [-o P.npz]   node hit counts for probability-based tiling
-    forge tune MODEL --target amd                 the fastest GPU template schedule here
+    forge COMMAND ...                             commands plugins add (forge plugins lists them)
 
 MODEL is a model file (XGBoost JSON/UBJSON, LightGBM text, ONNX) or an artifact saved by
 ``forge compile -o`` (recognised by content).  Every user error ends the command with one line
@@ -79,7 +78,7 @@ LevelOpt = typer.Option(..., "--level", "-l", show_default=False, case_sensitive
 
 def _target_opt():
     return typer.Option(None, "--target", "-t",
-                        help="Hardware to compile for: cpu, cuda or amd (default: cpu).")
+                        help="Hardware to compile for, a target `forge plugins` lists (default: this machine's CPU).")
 
 
 def _rep_opt():
@@ -92,12 +91,12 @@ def _schedule_opt():
     return typer.Option(None, "--schedule", "-s",
                         help="A file holding a schedule, or a canned one: default, xgboost, "
                              "one-tree-at-a-time, tree-parallel, tahoe-*, or one a plugin adds "
-                             "such as gpu-template (default: the target's).")
+                             "(`forge show MODEL -l mir` prints one; default: the target's).")
 
 
 def _tile_opt():
     return typer.Option(None, "--tile-size", min=1, max=8,
-                        help="Nodes evaluated per walk step (tiled walks, sparse representation; "
+                        help="Nodes evaluated per walk step (tiled walks, a representation that lays out tiles; "
                              "default 1: node by node).")
 
 
@@ -177,7 +176,7 @@ def load_or_compile(model: str, target: str | None, rep: str | None, schedule: s
         return cf
     sched = read_schedule(schedule)
     with _err().status(f"compiling {escape(model)}"):
-        return sf.compile(model, target=target or "cpu", rep=rep, schedule=sched,
+        return sf.compile(model, target=target, rep=rep, schedule=sched,
                           batch_size=batch_size, threads=threads, tile_size=tile_size or 1,
                           profile=profile, reorder=reorder, cache=cache)
 
@@ -320,7 +319,7 @@ def show(
         import silvanforge as sf
 
         # Lowering only: a GPU schedule prints here even where no GPU can run it.
-        low = sf.lower(model, target=target or "cpu", rep=rep, schedule=read_schedule(schedule),
+        low = sf.lower(model, target=target, rep=rep, schedule=read_schedule(schedule),
                        tile_size=tile_size or 1)
         text = low.show(level.value)
         _options_line(low.options)
@@ -363,8 +362,7 @@ def plugins():
                       escape(rec.version), escape(", ".join(rec.provides)) or "-", status)
     out.print(table)
     if not reg.records:
-        out.print("no plugins found: pip install ./plugins/importers/xgboost ./plugins/rep_array "
-                  "./plugins/target_cpu (see README)")
+        out.print("no plugins found: pip install -r requirements.txt installs the shipped ones (see README)")
 
     commands = Table(title="commands added by plugins", title_justify="left", box=box.SIMPLE_HEAD)
     for col in ("command", "distribution", "status"):
@@ -438,8 +436,7 @@ def profile_command(
 # --------------------------------------------------------------------------- entry point
 def _plugin_commands() -> None:
     """Commands other distributions add (entry-point group ``silvanforge.commands``: a name and a
-    typer command function), such as ``forge bench`` from silvanforge-bench and ``forge tune``
-    from silvanforge-gpu.  One that fails to load is left out; ``forge plugins`` lists it with
+    typer command function), such as the benchmark tooling's.  One that fails to load is left out; ``forge plugins`` lists it with
     the error.  Added when ``main`` first runs, not at import: a command module imports this one
     for its option builders."""
     global _commands_added

@@ -30,7 +30,7 @@ hookimpl = pluggy.HookimplMarker(PROJECT)
 # --------------------------------------------------------------------------- importers
 @hookspec
 def silvanforge_formats():
-    """Return the model formats this plugin reads, as a list of short names (``["xgboost-json"]``).
+    """Return the model formats this plugin reads, as a list of short names (``["my-format-json"]``).
 
     Used by ``forge plugins`` and to explain which formats exist when none recognises a file.
     """
@@ -85,13 +85,13 @@ def silvanforge_representation_types():
 # --------------------------------------------------------------------------- targets
 @hookspec
 def silvanforge_targets():
-    """Return the names of the targets this plugin provides (``["cpu"]``)."""
+    """Return the names of the targets this plugin provides (``["my-target"]``)."""
 
 
 @hookspec(firstresult=True)
 def silvanforge_target_available(target):
     """Dispatched on ``target``: return ``(True, "")`` if it can run here, else
-    ``(False, reason)`` with a reason a user can act on (``"no CUDA driver (libcuda) found"``)."""
+    ``(False, reason)`` with a reason a user can act on (``"no GPU driver found"``)."""
 
 
 @hookspec(firstresult=True)
@@ -113,7 +113,7 @@ def silvanforge_target_lower(target, forest, fn, rep, tile_size, options):
     ranges).  ``tile_size``: nodes a walk step evaluates (1: node by node).  ``options``: the
     compile's :class:`silvanforge.options.CompileOptions`, whose lowering knobs (node widths,
     vector walks, ...) the lowering honours: pass it to ``setup_walks``.  A target whose code
-    runs otherwise (GPU kernels: ``silvanforge_gpu.lowering``) builds its module from the core's
+    runs otherwise (a GPU backend's kernels) builds its module from the core's
     public pieces: :func:`silvanforge.lowering.setup_walks` (layout and buffers), a
     :class:`silvanforge.walkgen.WalkGenerator` given a placement of its own (where loops, caches,
     input reads and folds go) and :func:`silvanforge.lowering.walk_module`.  Raise
@@ -133,8 +133,8 @@ def silvanforge_schedules():
     """Return named schedules this plugin adds to the core's canned ones
     (:data:`silvanforge.scheduler.CANNED`): a dict of name -> function ``(forest, batch_size)``
     returning a :class:`silvanforge.scheduler.Schedule`.  Users name them as they name the
-    canned ones (``compile(schedule=NAME)``, ``--schedule NAME``); the GPU targets add
-    ``gpu-template``.  Two plugins may list the same function under one name; a name the core or
+    canned ones (``compile(schedule=NAME)``, ``--schedule NAME``), e.g. a GPU
+    backend's template.  Two plugins may list the same function under one name; a name the core or
     another plugin gives another schedule is an error."""
 
 

@@ -454,7 +454,7 @@ def setup_walks(forest: hir.Forest, fn: mir.MirFunction, rep: str, hook=None, ti
     relay; None: the process registry's) and declare the module's buffers.  ``split_rows``: let
     walks read split rows where they pay (:func:`can_split_rows`), a layout of the input the
     core's lowering fills on each thread's rows; a lowering that reads rows where they are
-    (GPU kernels: :mod:`silvanforge_gpu`) leaves it off.  ``options``: the compile's options,
+    (a GPU backend's kernels) leaves it off.  ``options``: the compile's options,
     whose lowering knobs decide widths, split rows and self-looping leaves (None: defaults)."""
     if hook is None:
         from .plugins import registry

@@ -38,7 +38,8 @@ class CompileOptions:
 
     The compile (see :func:`silvanforge.compile` for how each is given):
 
-    - ``target``: the target plugin's name (``"cpu"``, ``"cuda"``, ``"amd"``).
+    - ``target``: the target plugin's name (None: the host's,
+      :meth:`silvanforge.plugins.PluginRegistry.default_target`).
     - ``rep``: the representation plugin laying out the trees (None: the cheapest by their costs).
     - ``schedule``: the loop nest: a :class:`silvanforge.scheduler.Schedule`, its text, a canned
       name or a schedule file (None: the target's default).  Chosen: a ``Schedule``.
@@ -69,7 +70,7 @@ class CompileOptions:
       True: in the feature field wherever it is all a split's flags say).
     """
 
-    target: str = "cpu"
+    target: str | None = None
     rep: str | None = None
     schedule: Any = None
     batch_size: int | None = None
@@ -107,7 +108,12 @@ class CompileOptions:
     def resolved(self) -> CompileOptions:
         """These options with the lowering knobs left None taken from the context managers in
         effect (:func:`override`) and, for ``vector_walks``, from ``SILVANFORGE_VECTOR_WALK``: the
-        one place either is read.  A value given in the options wins."""
+        one place either is read.  A value given in the options wins.  No target: the host's
+        (:meth:`silvanforge.plugins.PluginRegistry.default_target`, chosen here only)."""
+        if self.target is None:
+            from .plugins import registry
+
+            return dataclasses.replace(self, target=registry().default_target()).resolved()
         given = {name: value for name, value in (_OVERRIDES.get() or {}).items()
                  if getattr(self, name) is None}
         if self.vector_walks is None and "vector_walks" not in given:

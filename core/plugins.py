@@ -139,6 +139,18 @@ class PluginRegistry:
         if not ok:
             raise PluginError(f"target {target!r} cannot run on this machine: {why}")
 
+    def default_target(self) -> str:
+        """The target a compile that names none uses: the host itself, an installed target of
+        kind cpu that runs here (the first by name where several do; ``target=`` picks another)."""
+        hosts = [t for t in self.targets() if self.target_kind(t) == "cpu"]
+        running = [t for t in hosts if self.target_available(t)[0]]
+        if running:
+            return running[0]
+        why = "; ".join(f"{t}: {self.target_available(t)[1]}" for t in hosts)
+        raise PluginError("no target plugin for this machine's CPU " + (f"runs here ({why})" if hosts else
+                          "is installed (pip install -r requirements.txt installs the shipped ones; "
+                          "forge plugins lists what is found)"))
+
     def target_kind(self, target: str) -> str:
         """``cpu`` or ``gpu`` (see the ``silvanforge_target_kind`` hook); ``cpu`` if unanswered."""
         kind = self.hook.silvanforge_target_kind(target=target) or "cpu"

@@ -130,7 +130,7 @@ class FieldArrays(Representation):
     """A representation whose node fields are arrays named ``{prefix}_threshold``,
     ``{prefix}_feature`` and ``{prefix}_flags``, indexed by the node handle (untiled), leaves
     having a negative feature field as the layout gives it: the three loads and the leaf test
-    come with it; ``array`` and ``reorg`` are written this way."""
+    come with it; the shipped layouts of whole-node arrays are written this way."""
 
     #: The arrays' name prefix (the representation's name, usually).
     prefix: ClassVar[str] = ""

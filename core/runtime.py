@@ -83,7 +83,7 @@ def run_kernel(kernel, rows: np.ndarray, num_outputs: int, threads: int | None) 
     and ``trip``), ``scratch`` (buffers with ``per_row`` and ``fill``) and ``run(phase, rows, out,
     scratch, row_begin, row_end, iter_begin, iter_end)``.
     """
-    if hasattr(kernel, "margins"):  # takes the whole batch (GPU kernels: silvanforge_gpu.runtime.GpuKernel)
+    if hasattr(kernel, "margins"):  # takes the whole batch (a GPU backend's kernels)
         return kernel.margins(rows, num_outputs)
     threads = default_threads() if threads is None else check_threads(threads)
     n = rows.shape[0]

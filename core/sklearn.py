@@ -54,7 +54,7 @@ class CompiledEstimator(BaseEstimator):
     :func:`silvanforge.compile`'s options.
     """
 
-    def __init__(self, estimator=None, target: str = "cpu", rep: str | None = None,
+    def __init__(self, estimator=None, target: str | None = None, rep: str | None = None,
                  batch_size: int | None = None, threads: int | None = None):
         self.estimator = estimator
         self.target = target

@@ -146,7 +146,7 @@ def _run(result: Conformance, forest: Forest, X: np.ndarray, exact: bool, what: 
     result.cases += 1
 
 
-def check_representation(rep: str, target: str = "cpu", seeds=range(12), rows: int = 48,
+def check_representation(rep: str, target: str | None = None, seeds=range(12), rows: int = 48,
                          tile_sizes=(1, 2, 4), schedules=None) -> Conformance:
     """Compile ``seeds`` random forests with representation ``rep`` on ``target`` and compare
     with the reference: a walk representation under every schedule family (:data:`CPU_SCHEDULES`

@@ -1,7 +1,7 @@
 """The walks' cost model: estimated ns a row of the walks the core generates (MIR -> LIR), which
 representations compare their own costs with when the CPU default chooses one
-(a representation's ``cost``).  Measured on the AMD Zen 4 of docs/benchmarks.md ("Bitvector
-evaluation", "Categorical features and deep leaf-wise trees")."""
+(a representation's ``cost``).  Measured on the AMD Zen 4 of docs/benchmarks.md (its
+evaluation without walks, "Categorical features and deep leaf-wise trees")."""
 
 from __future__ import annotations
 

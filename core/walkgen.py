@@ -111,7 +111,7 @@ class WalkGenerator:
     a loop body, reads an input value, indexes a partial-sum slot or folds slices over rows.
     Without one the generator is its own placement: sequential code, as one CPU thread runs it
     over a row range.  A placement's method may emit something around, or instead of, what the
-    generator's method of the same name emits (``silvanforge_gpu.lowering.GpuCodegen`` maps
+    generator's method of the same name emits (a GPU backend's placement maps
     loops to GPU threads and caches rows in shared memory this way):
 
     - ``lower(op)``: lower one MIR operation (the generator's: :meth:`loop` for loops,

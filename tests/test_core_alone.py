@@ -62,3 +62,47 @@ def test_core_tests_pass_without_the_cpu_target(tmp_path):
     assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-2000:]
     passed = re.search(r"(\d+) passed", summary)
     assert passed and int(passed.group(1)) > 0, summary
+
+
+def test_without_a_cpu_target_a_compile_says_what_to_install(tmp_path):
+    """The host's target is found among the installed ones, not named by the core: with none,
+    a compile that names no target says so (and the CLI prints it as one error line)."""
+    code = ("import silvanforge as sf\nfrom silvanforge.testing import random_forest\n"
+            "try:\n    sf.compile(random_forest(1))\nexcept sf.PluginError as exc:\n    print(exc)\n")
+    out = _run(tmp_path, sys.executable, "-c", code)
+    assert out.returncode == 0, out.stderr
+    assert "no target plugin for this machine's CPU is installed" in out.stdout, out.stdout
+    cli = _run(tmp_path, sys.executable, "-m", "silvanforge.cli", "compile", "examples/model.json")
+    assert cli.returncode != 0 and "Traceback" not in cli.stderr
+    assert "error: no target plugin for this machine's CPU" in cli.stderr, cli.stderr
+
+
+def _plugin_names() -> set[str]:
+    from importlib import metadata
+
+    names = set()
+    for group in ("silvanforge.representations", "silvanforge.targets"):
+        for ep in metadata.entry_points(group=group):
+            names |= {ep.name, ep.value.partition(":")[0].partition(".")[0]}
+            if ep.dist is not None:
+                names.add(ep.dist.metadata["Name"])
+    return names
+
+
+def test_core_names_no_representation_or_target_plugin():
+    """Nothing in core names a concrete representation or target: not as a quoted name, not by
+    its module or distribution.  ``cpu`` and ``gpu`` are also the core's two target kinds (the
+    machine a target runs on), so only those two words may appear quoted."""
+    names = _plugin_names() | {"silvanforge_gpu", "silvanforge-gpu"}
+    assert {"sparse", "bitvector", "cuda", "silvanforge_target_cpu", "silvanforge-rep-reorg"} <= names
+    found = []
+    for path in sorted((ROOT / "core").rglob("*.py")):
+        text = path.read_text(encoding="utf-8")
+        for name in names - {"cpu", "gpu"}:
+            if "_" in name or "-" in name:  # a module or distribution name, anywhere
+                pattern = rf"(?<![\w-]){re.escape(name)}(?![\w-])"
+            else:  # a plugin's short name, as a name: quoted or in ``literal`` markup
+                pattern = rf"[\"'`]{re.escape(name)}[\"'`]"
+            found += [f"{path.relative_to(ROOT)}:{text.count(chr(10), 0, m.start()) + 1}: {m.group(0)}"
+                      for m in re.finditer(pattern, text, flags=re.IGNORECASE)]
+    assert found == [], "\n".join(found)

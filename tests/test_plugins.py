@@ -13,6 +13,8 @@ import silvanforge as sf
 from silvanforge import cli, hookimpl, plugins
 from silvanforge.errors import PluginError
 
+ROOT = Path(__file__).resolve().parent.parent
+
 SHIPPED = {
     ("silvanforge.importers", "xgboost"): "silvanforge-importer-xgboost",
     ("silvanforge.importers", "lightgbm"): "silvanforge-importer-lightgbm",
@@ -386,3 +388,65 @@ def test_plugins_add_named_schedules(extra_reps):
     extra_reps(mod)
     with pytest.raises(PluginError, match="two schedules are named 'xgboost'"):
         sf.compile(make_forest(seed=3), schedule="xgboost")
+
+
+def _projects() -> dict:
+    """name -> [project] table of every distribution in this repository."""
+    import tomllib
+
+    found = {}
+    for path in [ROOT / "pyproject.toml", *ROOT.glob("plugins/*/pyproject.toml"),
+                 *ROOT.glob("plugins/importers/*/pyproject.toml")]:
+        project = tomllib.loads(path.read_text())["project"]
+        found[project["name"]] = project
+    return found
+
+
+def _requirement_names(requirements) -> list[str]:
+    import re
+
+    return [re.match(r"[A-Za-z0-9_.-]+(\[[^]]*\])?", r).group(0) for r in requirements]
+
+
+def _closure(names, projects) -> set[str]:
+    """Every distribution ``names`` install, following this repository's projects (and the
+    core's extras where a requirement asks for them)."""
+    core = projects["silvanforge"]
+    seen, todo = set(), list(names)
+    while todo:
+        name = todo.pop()
+        base, _, extras = name.partition("[")
+        if name in seen:
+            continue
+        seen.add(name)
+        if base == "silvanforge" and extras:
+            for extra in extras.rstrip("]").split(","):
+                todo += _requirement_names(core["optional-dependencies"][extra])
+        elif base in projects:
+            todo += _requirement_names(projects[base].get("dependencies", []))
+    return {name.partition("[")[0].lower() for name in seen}
+
+
+def test_extras_name_the_plugins_by_what_they_are_for():
+    """``pip install "silvanforge[xgboost,cpu]"`` installs the XGBoost importer, the CPU target
+    and every representation it chooses among, and nothing of ONNX; each extra names
+    distributions of this repository (or the libraries it is about)."""
+    projects = _projects()
+    extras = projects["silvanforge"]["optional-dependencies"]
+    assert {"xgboost", "lightgbm", "onnx", "sklearn", "cpu", "cuda", "amd", "bench", "dask", "all"} <= set(extras)
+    for extra, requirements in extras.items():
+        for name in _requirement_names(requirements):
+            base = name.partition("[")[0]
+            if base.startswith("silvanforge"):
+                assert base in projects, f"extra {extra!r} names {base!r}, which is no distribution here"
+    xgb_cpu = _closure(["silvanforge[xgboost,cpu]"], projects)
+    reps = {name for name in projects if name.startswith("silvanforge-rep-")}
+    assert {"silvanforge-importer-xgboost", "silvanforge-target-cpu"} | reps <= xgb_cpu
+    assert not {"onnx", "silvanforge-importer-onnx", "silvanforge-gpu", "pyopencl"} & xgb_cpu
+    assert "onnx" in _closure(["silvanforge[onnx]"], projects)
+    assert "silvanforge-gpu" in _closure(["silvanforge[cuda]"], projects) & _closure(["silvanforge[amd]"], projects)
+    every = {name for name in projects if name != "silvanforge"}
+    assert every <= _closure(["silvanforge[all]"], projects) | {"silvanforge-importers"}
+    # the installed core carries the same extras (what pip reads)
+    installed = metadata.requires("silvanforge") or []
+    assert any(r.startswith("silvanforge-importer-onnx") and 'extra == "onnx"' in r for r in installed), installed

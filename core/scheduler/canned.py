@@ -2,8 +2,8 @@
 
 Each is a function ``(forest, batch_size) -> Schedule`` so its sizes can follow the model; the
 text of each is what ``forge show --level mir --schedule NAME`` prints at its head.  Plugins add
-named schedules of their own (the ``silvanforge_schedules`` hook: the GPU targets' template,
-``gpu-template``); :meth:`silvanforge.plugins.PluginRegistry.schedules` lists them all.
+named schedules of their own (the ``silvanforge_schedules`` hook: a GPU backend's template, say);
+:meth:`silvanforge.plugins.PluginRegistry.schedules` lists them all.
 """
 
 from __future__ import annotations

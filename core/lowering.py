@@ -17,7 +17,7 @@ import numpy as np
 
 from .errors import UnsupportedModelError
 from .options import CompileOptions, leaf_self_loops, node_widths, per_tree_walk_depth, split_rows, vector_walks
-from .reduction import identity
+from .reduction.legalize import identity
 from .tiling import TiledForest, tile_forest
 from .ir import hir, lir, mir
 from .ir.hir import Op

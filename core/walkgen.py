@@ -24,7 +24,7 @@ from .lowering import (FLAG_CATEGORICAL, FLAG_DEFAULT_LEFT, FLAG_OP_SHIFT, FLAG_
                        MAX_VECTOR_LANES, SPLIT_ROWS, TREE_DEPTH, VECTOR_WALK_DEFAULT, WalkSetup,
                        setup_walks, thread_info, walk_module, walks_exit_early)
 from .options import CompileOptions
-from .reduction import identity
+from .reduction.legalize import identity
 from .tiling import lane_order_lut
 
 __all__ = ["WalkGenerator", "lower_to_lir"]

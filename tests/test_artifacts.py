@@ -247,13 +247,13 @@ def test_cache_directories_are_private_and_checked(tmp_path, monkeypatch):
 
 
 def test_running_out_of_memory_while_compiling_is_one_line(monkeypatch):
-    from silvanforge import api
+    from silvanforge import pipeline
     from silvanforge_rep_bitvector import bitvector
 
     def exhausted(*args, **kwargs):
         raise MemoryError()
 
-    monkeypatch.setattr(api, "lower_to_lir", exhausted)
+    monkeypatch.setattr(pipeline, "lower_to_lir", exhausted)
     monkeypatch.setattr(bitvector, "lower", exhausted)
     forest = make_forest(seed=4)
     with pytest.raises(sf.UnsupportedModelError, match="out of memory compiling a model of 30 trees") as info:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..ir import hir, mir
-from ..reduction import legalize
+from ..reduction.legalize import legalize
 from .looptree import IndexVar, LoopNode, build_loop_tree
 from .schedule import Schedule
 

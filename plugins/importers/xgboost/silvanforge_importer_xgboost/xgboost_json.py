@@ -31,6 +31,10 @@ into the HIR as follows:
 Errors never leak ``KeyError`` / ``IndexError``: a file that is not an XGBoost model, is
 truncated or inconsistent raises :class:`ModelFormatError`; a model using something the HIR
 cannot express raises :class:`UnsupportedModelError` naming it.
+
+Over 600 lines (the UBJSON decoder is :mod:`.ubjson`) because the rules above are one reading of
+one document: the document walk, the base score's spellings, the tree and category decoding and
+every refusal check the same fields (``_Fields``) and are only ever used together.
 """
 
 from __future__ import annotations

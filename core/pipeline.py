@@ -1,0 +1,281 @@
+"""The front half of the compiler: a model -> HIR (-> the HIR passes) -> MIR -> LIR, under the
+options of one compile (``lower``, ``show``), and the choices made on the way when the user
+leaves them open (representation by the plugins' costs, padding).  Nothing here compiles
+machine code: :mod:`silvanforge.api` does, through the target plugin."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import os
+
+import numpy as np
+
+from .errors import InputError, PluginError, ScheduleError
+from .hir_passes import pad_each_tree, pad_trees, padded_nodes, padded_nodes_each, reorder_trees, tree_groups
+from .ir import hir, lir, mir
+from .loading import load_model
+from .options import CompileOptions
+from .plugins import registry
+from .scheduler import Schedule, lower_to_mir, parse_schedule
+from .scheduler.canned import peel_groups
+from .tiling import check_tile_size, format_hir, probability_tile_ids, with_tile_ids
+from .walkgen import lower_to_lir
+
+# Padding every tree to the forest's depth lets walks skip leaf checks (peelWalk); it is chosen
+# while it at most doubles the nodes (docs/benchmarks.md measures what it buys).
+PAD_LIMIT = 2.0
+PAD_LIMIT_SMALL, PAD_SMALL_BYTES = 8.0, 4 << 20
+
+
+def choose_representation(forest: hir.Forest, target_kind: str = "cpu", batch_size: int | None = None,
+                          walks_only: bool = False) -> str:
+    """The cheapest representation for ``forest`` by the installed plugins' own estimates
+    (each representation class's ``cost``; ties by name); ``walks_only``: among those the core walks.
+    Without any estimate, the first installed walk representation."""
+    reg = registry()
+    reps = reg.representations()
+    if not reps:
+        raise PluginError("no representation plugin is installed (pip install -r requirements.txt "
+                          "installs the shipped ones; forge plugins lists what is found)")
+    costs = sorted((ns, rep) for rep, ns, _ in reg.rep_costs(forest, target_kind, batch_size)
+                   if ns is not None and rep in reps and not (walks_only and reg.rep_kind(rep) != "walk"))
+    if costs:
+        return costs[0][1]
+    walks = [rep for rep in reps if reg.rep_kind(rep) == "walk"]
+    if not walks:
+        raise PluginError(f"no representation can walk trees (installed: {', '.join(reps)})")
+    return walks[0]
+
+
+def choose_padding(forest: hir.Forest) -> bool:
+    """Pad when it at most doubles the nodes, or up to 8x them while the padded node
+    arrays stay small enough for the L2/L3 caches (PAD_SMALL_BYTES): a walk without leaf checks
+    then beats the extra nodes (docs/benchmarks.md, the issue-4 suite)."""
+    nodes = max(sum(t.num_nodes for t in forest.trees), 1)
+    padded = padded_nodes(forest)
+    if padded <= PAD_LIMIT * nodes:
+        return True
+    # Bytes per node of a narrow node layout: threshold + feature + flags + child offset.
+    node_bytes = np.dtype(forest.threshold_dtype).itemsize + 4
+    return padded <= PAD_LIMIT_SMALL * nodes and padded * node_bytes <= PAD_SMALL_BYTES
+
+
+def hir_passes(model_forest: hir.Forest, pad: bool, reorder: str | None = None,
+               tile_ids: list | None = None) -> hir.Forest:
+    """The HIR passes ``lower`` runs, in order: probability-based tile ids attached to the trees
+    (``tile_ids``, model order), trees reordered into groups (``reorder``: "depth" or "peel",
+    :func:`silvanforge.hir_passes.reorder_trees`), padding (``pad``: every tree to the forest's
+    depth, or to its own depth when reordered, so each group walks without leaf checks)."""
+    forest = model_forest if tile_ids is None else with_tile_ids(model_forest, tile_ids)
+    if reorder is not None:
+        # Padded first: a padded tree's leaves are all at its depth, its peel depth.
+        return reorder_trees(pad_each_tree(forest) if pad else forest, reorder)[0]
+    return pad_trees(forest) if pad else forest
+
+
+def _profile_tile_ids(forest: hir.Forest, profile, tile_size: int, pad) -> list | None:
+    """Tile ids of the probability-based tiling from ``profile`` (None without a profile)."""
+    if profile is None:
+        return None
+    from .profiling import as_profile
+
+    if tile_size < 2:
+        raise InputError("a profile guides tiling: give a tile size from 2 to 8 with it")
+    if pad:
+        raise InputError("profile-guided tiling tiles the trees as profiled; it cannot be combined "
+                         "with padding")
+    return probability_tile_ids(forest, as_profile(profile, forest).hits, tile_size)
+
+
+def _as_schedule(schedule, forest: hir.Forest, batch_size) -> Schedule | None:
+    """A Schedule from a Schedule, the name of a canned one (or of one a plugin adds), schedule
+    text, or a schedule file (a ``Path``, or a ``str`` naming an existing file)."""
+    if schedule is None or isinstance(schedule, Schedule):
+        return schedule
+    named = registry().schedules()
+    if isinstance(schedule, str) and schedule.strip() in named:
+        return named[schedule.strip()](forest, batch_size)
+    if isinstance(schedule, os.PathLike) or (isinstance(schedule, str) and "\n" not in schedule
+                                             and os.path.isfile(schedule)):
+        path = os.fspath(schedule)
+        try:
+            with open(path, encoding="utf-8") as f:
+                text = f.read()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ScheduleError(f"cannot read schedule file {path}: "
+                                f"{getattr(exc, 'strerror', None) or exc}") from None
+        try:
+            return parse_schedule(text)
+        except ScheduleError as exc:
+            raise ScheduleError(f"{path}: {exc}") from None
+    if isinstance(schedule, str):
+        return parse_schedule(schedule)
+    raise ScheduleError(f"a schedule must be a Schedule, its text, a schedule file or a canned name "
+                        f"({', '.join(named)}), got {type(schedule).__name__}")
+
+
+@dataclasses.dataclass
+class Lowered:
+    """What the front half of the compiler produced, before any target code."""
+
+    forest: hir.Forest  # the model as imported
+    pad: bool  # whether HIR passes padded it (``lowered_forest`` is then the padded one)
+    lowered_forest: hir.Forest
+    rep: str
+    schedule: Schedule
+    mir: mir.MirFunction
+    lir: lir.Module
+    tile_size: int = 1
+    reorder: str | None = None
+    tile_ids: list | None = None  # probability-based tiling per tree (model order), or None
+    # The options that decided the program: the compile's, resolved, with the representation,
+    # schedule and padding the compiler chose filled in.
+    options: CompileOptions = dataclasses.field(default_factory=CompileOptions)
+
+    def show(self, level: str) -> str:
+        """The program at ``level``: hir, mir, lir or target."""
+        if level == "hir":
+            return format_hir(_tiled_model(self.forest, self.tile_ids), self.tile_size)
+        if level == "mir":
+            return mir.format_function(self.mir)
+        if level == "lir":
+            return lir.format_module(self.lir)
+        if level == "target":
+            return registry().hook.silvanforge_target_source(target=self.options.target, module=self.lir)
+        raise InputError(f"unknown level {level!r}; choose hir, mir, lir or target")
+
+
+def compile_options(options: CompileOptions | None = None, **given) -> CompileOptions:
+    """The one :class:`~silvanforge.options.CompileOptions` of a ``compile``, ``lower`` or
+    ``show`` call: ``options`` (or the defaults) with the keyword arguments ``given`` that differ
+    from their defaults in place of its fields, resolved (the context managers and environment
+    variable of :mod:`silvanforge.options` read here, once)."""
+    base = options if options is not None else CompileOptions()
+    if not isinstance(base, CompileOptions):
+        raise InputError(f"options must be a CompileOptions, got {type(base).__name__}")
+    defaults = CompileOptions()
+    changed = {name: value for name, value in given.items() if value is not None
+               and not (type(value) is type(getattr(defaults, name)) and value == getattr(defaults, name))}
+    return (dataclasses.replace(base, **changed) if changed else base).resolved()
+
+
+def lower(model, target: str | None = None, rep: str | None = None, schedule=None,
+          batch_size: int | None = None, pad: bool | None = None, tile_size: int = 1,
+          profile=None, reorder: str | None = None, options: CompileOptions | None = None) -> Lowered:
+    """The front half of ``compile``: model -> HIR (-> padded HIR) -> MIR -> LIR, for ``target``
+    (which need not be able to run here).
+
+    ``pad``: pad trees to one depth (:func:`silvanforge.hir_passes.pad_trees`); ``None`` pads when
+    the target chooses the schedule and padding is cheap, so that schedule can drop leaf checks
+    (never with tiles: a uniform node depth does not make a uniform tile depth).
+    ``tile_size``: nodes evaluated per walk step (:mod:`silvanforge.tiling`; 1 = node by node);
+    above 1 it needs a representation that lays out tiles.
+    ``profile``: a :class:`silvanforge.Profile` or profile file of this model; skewed trees are
+    then tiled along the paths most rows take (needs ``tile_size`` above 1).
+    ``reorder``: "depth" or "peel" groups trees of equal depth / shallowest leaf; without a
+    schedule each group's walks are then peeled to its shallowest leaf (``peel-groups``), and
+    ``pad`` (None: when it at most doubles the nodes) pads each tree to its own depth.
+    ``options``: a :class:`silvanforge.options.CompileOptions` holding all of these (and the
+    lowering knobs); keyword arguments set to other than their defaults replace its fields.
+    """
+    return _lower(model, compile_options(options, target=target, rep=rep, schedule=schedule,
+                                         batch_size=batch_size, pad=pad, tile_size=tile_size,
+                                         profile=profile, reorder=reorder))
+
+
+def _lower(model, opts: CompileOptions) -> Lowered:
+    """:func:`lower` of resolved options."""
+    target, rep, schedule, batch_size = opts.target, opts.rep, opts.schedule, opts.batch_size
+    pad, tile_size, profile, reorder = opts.pad, opts.tile_size, opts.profile, opts.reorder
+    check_tile_size(tile_size)
+    tile_size = int(tile_size)
+    if isinstance(model, hir.Forest):
+        model_forest = model
+        hir.verify(model_forest)
+    else:
+        model_forest = load_model(model)  # verified as it loads
+    if target not in registry().targets():
+        registry().check_target(target)  # raises: unknown target
+    if batch_size is not None and (not isinstance(batch_size, (int, np.integer)) or batch_size <= 0):
+        raise InputError(f"batch_size must be a positive integer, got {batch_size!r}")
+    reg = registry()
+    kind = reg.target_kind(target)
+    walk_options = [what for what, on in (("schedule", schedule is not None), ("padding", bool(pad)),
+                                          ("tiles", tile_size > 1), ("profile", profile is not None),
+                                          ("tree reordering", reorder is not None)) if on]
+    if rep is None and not walk_options and pad is None:
+        rep = choose_representation(model_forest, kind, batch_size)
+    if rep is not None:
+        reg.check_representation(rep)
+        if reg.rep_kind(rep) == "program":
+            if walk_options:
+                raise InputError(f"the {rep} representation does not walk trees: it takes no {walk_options[0]}")
+            return _lower_program(model_forest, rep, kind, batch_size, opts)
+    if reorder is not None and reorder not in ("depth", "peel"):
+        raise InputError(f"unknown tree reordering {reorder!r}; choose depth or peel")
+    tile_ids = _profile_tile_ids(model_forest, profile, tile_size, pad)
+    if pad is None:
+        if reorder is not None:
+            pad = schedule is None and tile_size == 1 and padded_nodes_each(model_forest) <= \
+                PAD_LIMIT * max(sum(t.num_nodes for t in model_forest.trees), 1)
+        else:
+            pad = schedule is None and tile_size == 1 and tile_ids is None and choose_padding(model_forest)
+    forest = hir_passes(model_forest, bool(pad), reorder, tile_ids)
+    rep = rep or choose_representation(forest, kind, batch_size, walks_only=True)
+    sched = _as_schedule(schedule, forest, batch_size)
+    if sched is None and reorder is not None and kind != "gpu":
+        # GPU targets keep their own template (it tiles the tree loop); trees stay grouped.
+        sched = peel_groups(forest, batch_size, groups=tree_groups(forest, reorder))
+    sched = sched or reg.hook.silvanforge_target_default_schedule(
+        target=target, forest=forest, batch_size=batch_size, options=opts)
+    mir_fn = lower_to_mir(forest, sched)
+    chosen = dataclasses.replace(opts, rep=rep, schedule=sched, pad=bool(pad), tile_size=tile_size)
+    module = _lower_lir(reg, forest, mir_fn, chosen)
+    return Lowered(model_forest, bool(pad), forest, rep, sched, mir_fn, module, tile_size,
+                   reorder, tile_ids, chosen)
+
+
+def _lower_lir(reg, forest: hir.Forest, mir_fn, opts: CompileOptions) -> lir.Module:
+    """MIR -> LIR with the options' target, representation, tile size and lowering knobs: the
+    target's own lowering where it brings one (``silvanforge_target_lower``), else the core's."""
+    target = opts.target
+    module = reg.hook.silvanforge_target_lower(target=target, forest=forest, fn=mir_fn, rep=opts.rep,
+                                               tile_size=opts.tile_size, options=opts)
+    if module is None:
+        return lower_to_lir(forest, mir_fn, opts.rep, reg.hook, tile_size=opts.tile_size, options=opts)
+    if not isinstance(module, lir.Module):
+        raise PluginError(f"target {target!r} lowered to {type(module).__name__}, not an LIR module")
+    return module
+
+
+def _lower_program(forest: hir.Forest, rep: str, target_kind: str, batch_size: int | None = None,
+                   opts: CompileOptions | None = None) -> Lowered:
+    """A program representation's own LIR (its ``program``): no HIR passes, no MIR."""
+    module = registry().rep_class(rep)().program(forest, target_kind, batch_size)
+    if not isinstance(module, lir.Module):
+        raise PluginError(f"program representation {rep!r} built {type(module).__name__}, not an LIR module")
+    fn = mir.MirFunction(body=[], num_trees=forest.num_trees, num_outputs=forest.num_outputs,
+                         schedule_text=f"{rep} evaluation: no walks, nothing to schedule")
+    chosen = dataclasses.replace(opts or CompileOptions(batch_size=batch_size), rep=rep,
+                                 schedule=Schedule(), pad=False)
+    return Lowered(forest, False, forest, rep, Schedule(), fn, module, options=chosen)
+
+
+def show(model, level: str, target: str | None = None, rep: str | None = None, schedule=None,
+         batch_size: int | None = None, pad: bool | None = None, tile_size: int = 1,
+         profile=None, reorder: str | None = None, options: CompileOptions | None = None) -> str:
+    """The program at ``level`` (hir, mir, lir, target) without running anything: GPU schedules
+    can be printed on a machine without a GPU.  The options are :func:`lower`'s."""
+    return _lower(model, compile_options(options, target=target, rep=rep, schedule=schedule,
+                                         batch_size=batch_size, pad=pad, tile_size=tile_size,
+                                         profile=profile, reorder=reorder)).show(level)
+
+
+def lir_digest(module: lir.Module) -> str:
+    """A digest of an LIR module's program (its printed form: buffers, types, functions)."""
+    return hashlib.sha256(lir.format_module(module).encode()).hexdigest()
+
+
+def _tiled_model(forest: hir.Forest, tile_ids) -> hir.Forest:
+    return forest if tile_ids is None else with_tile_ids(forest, tile_ids)

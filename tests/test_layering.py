@@ -1,0 +1,127 @@
+"""The layout rules of issue 17, checked on the sources: no import circle inside the core or
+inside any plugin package (imports a module runs when it is first imported), and no module over
+600 lines without the reason written at its top."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+LIMIT = 600
+
+
+def _packages() -> dict[str, Path]:
+    """Importable package name -> its folder: the core and every first-party plugin package."""
+    found = {"silvanforge": ROOT / "core"}
+    for init in [*ROOT.glob("plugins/*/silvanforge_*/__init__.py"),
+                 *ROOT.glob("plugins/importers/*/silvanforge_*/__init__.py"),
+                 *ROOT.glob("plugins/importers/silvanforge_*/__init__.py"),
+                 *ROOT.glob("examples/*/silvanforge_*/__init__.py")]:
+        if "build" not in init.parts:
+            found[init.parent.name] = init.parent
+    return found
+
+
+def _modules(name: str, folder: Path) -> dict[str, Path]:
+    out = {}
+    for path in folder.rglob("*.py"):
+        parts = list(path.relative_to(folder).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        out[".".join([name, *parts])] = path
+    return out
+
+
+def _load_time_imports(tree: ast.Module):
+    """Import statements run at import time: the module's own statements and those nested in
+    its top-level ``if``/``try`` blocks (not in functions, not under ``TYPE_CHECKING``)."""
+    todo = list(tree.body)
+    while todo:
+        node = todo.pop()
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            yield node
+        elif isinstance(node, ast.If):
+            if not (isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING"):
+                todo += node.body + node.orelse
+        elif isinstance(node, ast.Try):
+            todo += node.body + node.orelse + node.finalbody + [s for h in node.handlers for s in h.body]
+
+
+def _edges(module: str, path: Path, known: set[str]) -> set[str]:
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    out = set()
+    for node in _load_time_imports(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        else:
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")
+                anchor = anchor[:len(anchor) - (node.level - 1)]
+                base = ".".join(anchor + ([base] if base else []))
+            targets = [base] + [f"{base}.{alias.name}" for alias in node.names]
+        for target in targets:
+            # a submodule import runs its packages' __init__ first
+            parts = target.split(".")
+            out |= {".".join(parts[:k]) for k in range(1, len(parts) + 1)} & known
+    out.discard(module)
+    return out
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan)."""
+    index, low, stack, on, found, counter = {}, {}, [], set(), [], [0]
+
+    def visit(v):
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            part = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                part.append(w)
+                if w == v:
+                    break
+            if len(part) > 1:
+                found.append(sorted(part))
+
+    for v in graph:
+        if v not in index:
+            visit(v)
+    return found
+
+
+@pytest.mark.parametrize("package", sorted(_packages()))
+def test_no_import_circle(package):
+    modules = _modules(package, _packages()[package])
+    # a package's __init__ importing its own submodules is how a package is built, not a circle
+    graph = {m: {t for t in _edges(m, p, set(modules)) if not m.startswith(t + ".")}
+             for m, p in modules.items()}
+    assert _cycles(graph) == []
+
+
+def test_the_circle_finder_finds_circles():
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert _cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_long_modules_say_why_at_their_top():
+    long = []
+    for name, folder in _packages().items():
+        for module, path in _modules(name, folder).items():
+            lines = path.read_text(encoding="utf-8").splitlines()
+            if len(lines) > LIMIT and not any("over 600 lines" in line.lower() for line in lines[:60]):
+                long.append(f"{path.relative_to(ROOT)}: {len(lines)} lines")
+    assert long == []

@@ -227,8 +227,9 @@ def _lower(model, opts: CompileOptions) -> Lowered:
     if sched is None and reorder is not None and kind != "gpu":
         # GPU targets keep their own template (it tiles the tree loop); trees stay grouped.
         sched = peel_groups(forest, batch_size, groups=tree_groups(forest, reorder))
+    # The target's default knows the representation chosen (rep=), as it may suit its walks.
     sched = sched or reg.hook.silvanforge_target_default_schedule(
-        target=target, forest=forest, batch_size=batch_size, options=opts)
+        target=target, forest=forest, batch_size=batch_size, options=dataclasses.replace(opts, rep=rep))
     mir_fn = lower_to_mir(forest, sched)
     chosen = dataclasses.replace(opts, rep=rep, schedule=sched, pad=bool(pad), tile_size=tile_size)
     module = _lower_lir(reg, forest, mir_fn, chosen)

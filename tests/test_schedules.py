@@ -231,3 +231,22 @@ def test_an_index_derived_from_an_inner_tile_stays_inside_its_outer():
 
     with pytest.raises(ScheduleError, match="derived from i1"):
         lower_to_mir(make_forest(), parse_schedule("tile(batch, i0, i1, 1)\ntile(i1, i2, i3, 1)\nreorder(i2, i0)"))
+
+
+@pytest.mark.parametrize("rep", ["sparse", "array", "reorg"])
+def test_tiny_batches_walk_each_rows_trees_together(forest, rep):
+    """Under 16 rows the CPU default walks a row's trees ``row_tree_lanes`` at a time (the
+    representation's; reorg's walks gain nothing from it and take them in turn), exactly."""
+    from silvanforge.plugins import registry
+    from silvanforge.scheduler.canned import interleaved_trees
+
+    lanes = registry().rep_class(rep).row_tree_lanes
+    assert (lanes == 1) == (rep == "reorg")
+    X = rows_for(forest, np.random.default_rng(2), 40)
+    for batch in (1, 5):
+        cf = sf.compile(forest, rep=rep, batch_size=batch, threads=1)
+        assert cf.schedule == interleaved_trees(forest, batch, lanes)
+        assert ("interleave(t1)" in cf.schedule.to_text()) == (lanes > 1)
+        for k in (1, 3, 40):
+            np.testing.assert_array_equal(cf.predict(X[:k], output_margin=True),
+                                          reference.predict(forest, X[:k], output_margin=True))

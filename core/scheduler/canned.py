@@ -36,6 +36,16 @@ def interleaved(forest: hir.Forest, batch_size: int | None = None, chunk: int = 
             .tile("b1", "c0", "c1", lanes).interleave("c1").parallel("b0"))
 
 
+def interleaved_trees(forest: hir.Forest, batch_size: int | None = None, lanes: int = 8) -> Schedule:
+    """Each row walks ``lanes`` trees together, their dependent loads overlapping; rows in
+    parallel (the CPU default for batches under 16 rows, which have no rows to interleave).
+    Fewer than 2 trees (``lanes`` or the forest's): :func:`default`."""
+    lanes = min(lanes, forest.num_trees)
+    if lanes < 2:
+        return default(forest, batch_size)
+    return Schedule().tile("tree", "t0", "t1", lanes).interleave("t1").parallel("batch")
+
+
 def peel_groups(forest: hir.Forest, batch_size: int | None = None, groups=None,
                 base: Schedule | None = None) -> Schedule:
     """``base`` (default: ``interleaved``, or ``default`` for batches under 16 rows) with the tree
@@ -112,6 +122,7 @@ CANNED = {
     "default": default,
     "xgboost": xgboost,
     "interleaved": interleaved,
+    "interleaved-trees": interleaved_trees,
     "peel-groups": peel_groups,
     "one-tree-at-a-time": one_tree_at_a_time,
     "tree-parallel": tree_parallel,

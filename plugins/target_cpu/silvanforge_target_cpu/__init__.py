@@ -33,13 +33,13 @@ def silvanforge_target_default_schedule(target, forest, batch_size, options=None
         return None
     from silvanforge.hir_passes import leaf_depth_range
     from silvanforge.lowering import split_rows_pay, want_leaf_self_loops
-    from silvanforge.scheduler import canned
-    from silvanforge.scheduler.canned import interleaved
+    from silvanforge.scheduler.canned import interleaved, interleaved_trees
 
     # Interleaved walks pay once a batch has rows to interleave (docs/benchmarks.md measures it);
-    # a batch known to be tiny walks row by row.
+    # a batch known to be tiny walks row by row, each row's trees together where the
+    # representation's walks gain from it (its ``row_tree_lanes``).
     if batch_size is not None and batch_size < 16:
-        return canned("default", forest, batch_size)
+        return interleaved_trees(forest, batch_size, lanes=_row_tree_lanes(options))
 
     shallowest, deepest = leaf_depth_range(forest)
     # Wide rows: a walk touches lines all over each row, which no hardware prefetcher follows.
@@ -62,6 +62,17 @@ def silvanforge_target_default_schedule(target, forest, batch_size, options=None
         # Every walk takes at least this many steps: those need no leaf check.
         schedule.peel_walk("c1", shallowest)
     return schedule
+
+
+def _row_tree_lanes(options) -> int:
+    """Trees a row walks together in a tiny batch: the chosen walk representation's
+    ``row_tree_lanes`` (1 where none is chosen yet or it builds its own program)."""
+    from silvanforge.plugins import registry
+
+    rep = getattr(options, "rep", None)
+    if rep is None or registry().rep_kind(rep) != "walk":
+        return 1
+    return max(1, int(registry().rep_class(rep).row_tree_lanes))
 
 
 # Rows of one chunk (walked tree by tree) should stay in the L2 cache with room for the tree

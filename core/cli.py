@@ -279,8 +279,9 @@ def predict(
     if rows.note:
         _note(rows.note)
     kwargs = {} if missing is None else {"missing": missing}
+    X = csvio.model_rows(rows, cf.forest)  # its messages name the file already
     try:
-        y = cf.predict(rows.values, output_margin=margin, threads=threads, **kwargs)
+        y = cf.predict(X, output_margin=margin, threads=threads, **kwargs)
     except InputError as exc:
         raise InputError(f"{input_path}: {exc}") from None
     csvio.write_predictions(output, y)
@@ -409,8 +410,9 @@ def profile_command(
     rows = csvio.read_rows(data, forest.num_features, forest.feature_names)
     if rows.note:
         _note(rows.note)
+    X = csvio.model_rows(rows, forest)
     try:
-        prof = profiling.profile(forest, rows.values)
+        prof = profiling.profile(forest, X)
     except InputError as exc:
         raise InputError(f"{data}: {exc}") from None
     if out is None:

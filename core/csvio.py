@@ -1,10 +1,15 @@
 """Rows in and predictions out for the command line: CSV and NumPy ``.npy`` files.
 
 CSV input has one row per input and one column per feature.  The first line is a header of
-feature names when any of its cells is not a number; a header that names exactly the model's
-features (in any order) selects the columns by name, otherwise columns are taken by position.
-An empty cell, ``nan``, ``na``, ``null`` or ``none`` (any case) is a missing value.  Cells are
-parsed as float64, so the compiled model converts them exactly as the training library would.
+feature names when any of its cells is not a number.  A header is read as a data frame's
+column names are (:mod:`silvanforge.inputs`): for a model with feature names it must name them
+all, in any order (a missing or unknown name is an error naming it, as XGBoost's feature-name
+check is); for a model without names the columns are taken by position.  A cell of a
+categorical feature may be the category's label (``red``), mapped to the model's code as a
+data frame's category column is (a number there is the category's code, as in an array).
+An empty cell, ``nan``, ``na``, ``null`` or ``none`` (any
+case) is a missing value.  Number cells are parsed as float64, so the compiled model converts
+them exactly as the training library would.
 
 CSV output has one line per input and one column per output (K columns for K classes) written
 with enough digits to read back the identical value: ``%.9g`` for float32 and the shortest
@@ -20,11 +25,13 @@ import csv
 import io
 import os
 import sys
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
 
 from .errors import InputError
+from .inputs import column_order, label_codes
 
 NPY_MAGIC = b"\x93NUMPY"
 MISSING_CELLS = frozenset({"", "nan", "na", "null", "none"})
@@ -34,9 +41,12 @@ MISSING_CELLS = frozenset({"", "nan", "na", "null", "none"})
 class Rows:
     """Input rows read from a file, with the header names if the file had a header."""
 
-    values: np.ndarray  # (n, columns) float64 (CSV) or whatever dtype the .npy holds
+    values: np.ndarray  # (n, columns) float64 (CSV; NaN where a cell is a label) or the .npy's
     header: list[str] | None = None
-    note: str | None = None  # something worth telling the user (columns matched by position...)
+    note: str | None = None  # something worth telling the user (columns matched by name...)
+    # CSV cells that are not numbers, by column: (row indices, their text, their line numbers)
+    labels: dict = dataclasses.field(default_factory=dict)
+    name: str = ""  # the file, as messages call it
 
 
 def is_npy(path: str) -> bool:
@@ -56,8 +66,8 @@ def read_rows(path: str, num_features: int | None = None,
               feature_names: list[str] | None = None) -> Rows:
     """Read the input rows at ``path`` (``.npy`` by extension or content, otherwise CSV).
 
-    ``num_features`` and ``feature_names`` (the model's) shape an empty file and select header
-    columns by name; a count mismatch is left to ``predict``, whose message names both counts.
+    ``num_features`` and ``feature_names`` (the model's) shape an empty file and say whether
+    the header's names are reordered (a note); :func:`model_rows` gives the rows a model reads.
     """
     if is_npy(path):
         return Rows(_read_npy(path))
@@ -113,24 +123,56 @@ def _parse_csv(text: str, name: str, num_features: int | None,
         numbered = numbered[1:]
     width = len(header) if header is not None else (len(numbered[0][1]) if numbered else num_features or 0)
     values = np.empty((len(numbered), width), dtype=np.float64)
+    labels: dict[int, tuple[list, list, list]] = {}
     for r, (lineno, row) in enumerate(numbered):
         if len(row) != width:
             what = "the header has" if header is not None else "the first row has"
             raise InputError(f"{name}: line {lineno} has {len(row)} columns but {what} {width}")
         for c, cell in enumerate(row):
             v = _cell(cell)
-            if v is None:
-                raise InputError(f"{name}: line {lineno}, column {c + 1}: {cell.strip()!r} is not a number")
+            if v is None:  # a category's label, or a mistake: model_rows tells which
+                rows, texts, lines = labels.setdefault(c, ([], [], []))
+                rows.append(r)
+                texts.append(cell.strip())
+                lines.append(lineno)
+                v = np.nan
             values[r, c] = v
     note = None
-    if header is not None and feature_names and header != list(feature_names):
-        if sorted(header) == sorted(feature_names) and len(set(header)) == len(header):
-            order = [header.index(n) for n in feature_names]
-            values = values[:, order]
-            note = f"{name}: columns matched to the model's features by name"
-        else:
-            note = f"{name}: the header does not name the model's features; columns are used by position"
-    return Rows(values, header, note)
+    if header is not None and feature_names and header != list(feature_names) \
+            and sorted(header) == sorted(feature_names):
+        note = f"{name}: columns matched to the model's features by name"
+    return Rows(values, header, note, labels, name)
+
+
+def model_rows(rows: Rows, forest) -> np.ndarray:
+    """The rows ``forest`` reads from a file's: header columns matched to its features by name
+    (or by position), label cells of categorical features mapped to their codes; anything else
+    that is not a number is an :class:`InputError` naming its line and column."""
+    if rows.header is None and not rows.labels:
+        return rows.values  # by position; predict checks the count
+    if rows.header is None:  # by position; predict checks the count
+        order = list(range(rows.values.shape[1]))
+    else:
+        try:
+            order = column_order(rows.header, forest, "the header's columns")
+        except InputError as exc:
+            raise InputError(f"{rows.name}: {exc}") from None
+    values = rows.values[:, order] if order != list(range(rows.values.shape[1])) else rows.values
+    categories = getattr(forest, "feature_categories", None) or {}
+    for feature, column in enumerate(order):
+        found = rows.labels.get(column)
+        if found is None:
+            continue
+        at, texts, lines = found
+        if categories.get(feature) is None:
+            what = "" if not rows.header else f" (feature {rows.header[column]!r} is not categorical)"
+            raise InputError(f"{rows.name}: line {lines[0]}, column {column + 1}: {texts[0]!r} is not a number{what}")
+        name = rows.header[column] if rows.header else f"column {column + 1}"
+        try:
+            values[np.asarray(at), feature] = label_codes(categories[feature], forest, np.array(texts, dtype=object), name)
+        except InputError as exc:
+            raise InputError(f"{rows.name}: {exc}") from None
+    return values
 
 
 # --------------------------------------------------------------------------- writing

@@ -126,7 +126,20 @@ def frame_columns_match(columns: list, forest: Forest) -> None:
     _column_order(columns if all(isinstance(c, str) for c in columns) else None, forest)
 
 
-def _column_order(names: list | None, forest: Forest) -> list[int]:
+def column_order(names: list | None, forest: Forest, what: str = "the frame's columns") -> list[int]:
+    """For each model feature, the column that holds it: by ``names`` where both the columns and
+    the model have names, else by position; ``what`` the columns are, for messages."""
+    return _column_order(names, forest, what)
+
+
+def label_codes(labels: list, forest: Forest, values: np.ndarray, name) -> np.ndarray:
+    """The model's codes (float64) of category labels ``values`` (an object array) of a feature
+    whose labels are ``labels``: a missing label NaN, an unseen one NaN or an error, as the
+    model's library does."""
+    return _Labels(labels, forest.unseen_category_error).codes(values, name)
+
+
+def _column_order(names: list | None, forest: Forest, what: str = "the frame's columns") -> list[int]:
     """For each model feature, the frame column that holds it."""
     wanted = forest.feature_names
     if names is None or wanted is None:
@@ -137,7 +150,7 @@ def _column_order(names: list | None, forest: Forest) -> list[int]:
     seen: dict = {}
     for i, name in enumerate(names):
         if name in seen:
-            raise InputError(f"the frame has two columns named {name!r}")
+            raise InputError(f"{what} include two columns named {name!r}")
         seen[name] = i
     missing = [n for n in wanted if n not in seen]
     known = set(wanted)
@@ -148,7 +161,7 @@ def _column_order(names: list | None, forest: Forest) -> list[int]:
             parts.append(f"missing {_listed(missing)}")
         if unknown:
             parts.append(f"not features of the model: {_listed(unknown)}")
-        raise InputError(f"the frame's columns do not match the model's features: {'; '.join(parts)} "
+        raise InputError(f"{what} do not match the model's features: {'; '.join(parts)} "
                          f"(the model's features: {_listed(wanted)})")
     return [seen[n] for n in wanted]
 

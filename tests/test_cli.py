@@ -118,12 +118,22 @@ def test_predict_csv_header(capsys, tmp_path, binary_model, X):
     assert code == 0, err
     np.testing.assert_array_equal(read_csv(out)[:, 0], expected)
     assert "by name" in err
-    # other names: columns by position, with a note
+    # other names (a typo, another model's file): an error naming them, nothing written
+    typo = [NAMES[3], NAMES[0], NAMES[4], NAMES[1], NAMES[2] + "x"]
+    out.unlink()
     code, _, err = forge(capsys, "predict", path, "-i",
-                         write_csv(tmp_path / "c.csv", X, list("abcde")), "-o", out)
+                         write_csv(tmp_path / "c.csv", X[:, perm], typo), "-o", out)
+    assert code != 0 and "Traceback" not in err and not out.exists()
+    assert f"missing {NAMES[2]!r}; not features of the model: {NAMES[2] + 'x'!r}" in err, err
+    assert err.count("c.csv") == 1, err
+    # a model without feature names reads a header's columns by position
+    booster = xgb.Booster(model_file=str(path))
+    booster.feature_names = None
+    booster.save_model(str(tmp_path / "nameless.json"))
+    code, _, err = forge(capsys, "predict", tmp_path / "nameless.json", "-i",
+                         write_csv(tmp_path / "d.csv", X, list("abcde")), "-o", out)
     assert code == 0, err
     np.testing.assert_array_equal(read_csv(out)[:, 0], expected)
-    assert "by position" in err
 
 
 def test_predict_npy_round_trip(capsys, tmp_path, binary_model, X):

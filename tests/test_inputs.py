@@ -303,3 +303,44 @@ def test_dates_and_durations_are_refused(rng):
     for array in (np.array([[1, 2]], dtype="timedelta64[s]"), np.array([[1, 2]], dtype="datetime64[s]")):
         with pytest.raises(InputError, match="numeric"):
             cf.predict(array)
+
+
+# ------------------------------------------------------------------ CSV files (forge predict)
+def _forge(capsys, *args):
+    from silvanforge import cli
+
+    code = cli.main([str(a) for a in args])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_csv_labels_of_categorical_features_map_like_a_frame(data, xgb_binary, lgb_multiclass, tmp_path, capsys):
+    """A CSV with a header is read as a frame: columns by name, a categorical feature's labels
+    through the model's (a number there is a code, as in an array), missing cells missing."""
+    df, _, _ = data
+    rows = _test_rows(df, np.random.default_rng(11))
+    csv = rows[["score", "size", "age", "income", "colour"]].copy()
+    csv["size"] = rows["size"].cat.set_categories(SIZES).cat.codes.replace(-1, np.nan)
+    (tmp_path / "rows.csv").write_text(csv.to_csv(index=False, na_rep=""))
+    assert "red" in (tmp_path / "rows.csv").read_text()
+    xgb_binary.get_booster().save_model(str(tmp_path / "x.json"))
+    lgb_multiclass.booster_.save_model(str(tmp_path / "l.txt"))
+    for path, model in ((tmp_path / "x.json", xgb_binary), (tmp_path / "l.txt", lgb_multiclass)):
+        out = tmp_path / "y.npy"
+        code, _, err = _forge(capsys, "predict", path, "-i", tmp_path / "rows.csv", "-o", out)
+        assert code == 0, err
+        expected = model.predict_proba(rows)
+        _same(np.load(out).reshape(expected.shape[0], -1),
+              expected[:, 1:] if model is xgb_binary else expected)
+    # a label the XGBoost model never saw is refused (as XGBoost does); a word in a numeric
+    # column is named with its line and column
+    (tmp_path / "teal.csv").write_text(csv.assign(colour=["teal"] * len(csv)).to_csv(index=False, na_rep=""))
+    code, _, err = _forge(capsys, "predict", tmp_path / "x.json", "-i", tmp_path / "teal.csv", "-o", out)
+    assert code != 0 and "Traceback" not in err
+    assert "teal.csv: column 'colour' has a category the model was not trained with" in err, err
+    bad = csv.astype(object)
+    bad.loc[3, "age"] = "old"
+    (tmp_path / "bad.csv").write_text(bad.to_csv(index=False, na_rep=""))
+    code, _, err = _forge(capsys, "predict", tmp_path / "l.txt", "-i", tmp_path / "bad.csv", "-o", out)
+    assert code != 0 and "Traceback" not in err
+    assert "bad.csv: line 5, column 3: 'old' is not a number (feature 'age' is not categorical)" in err, err

@@ -35,8 +35,10 @@ def _one(dt) -> np.generic:
 
 
 def _exp(x: np.ndarray) -> np.ndarray:
-    """exp as the C library computes it in x's precision.  NumPy's float32 exp may be 1 ulp off
-    glibc's (nearly correctly rounded) expf; evaluating in float64 and rounding once is not."""
+    """exp in x's precision, correctly rounded for float32 (float64 exp rounded once).  glibc's
+    expf, which XGBoost's float32 transforms call, is within 0.502 ulp: it rounds the other way
+    on about 0.07% of float32 values (measured, glibc on x86-64), so a probability may be 1 ulp
+    from XGBoost's there (margins are exact); NumPy's own float32 exp is further off."""
     with np.errstate(over="ignore"):
         if x.dtype == np.float32:
             return np.exp(x, dtype=np.float64).astype(np.float32)

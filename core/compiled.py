@@ -18,12 +18,11 @@ from .errors import (ArtifactError, ArtifactWarning, InputError, IRVerificationE
 from .inputs import as_rows
 from .ir import hir, hir_io, lir, lir_io, mir
 from .options import CompileOptions
-from .pipeline import (Lowered, _lower, _lower_lir, _lower_program, _tiled_model, hir_passes,
-                       lir_digest)
+from .pipeline import Lowered, _lower, _lower_lir, _lower_program, hir_passes, lir_digest, program_text
 from .plugins import registry
 from .runtime import check_threads, run_kernel
 from .scheduler import Schedule, lower_to_mir, parse_schedule
-from .tiling import check_tile_size, format_hir, tile_forest
+from .tiling import check_tile_size, tile_forest
 
 # Requests of up to this many rows take the lean path of CompiledForest.predict.
 SMALL_ROWS = 16
@@ -202,15 +201,8 @@ class CompiledForest:
 
     def show(self, level: str) -> str:
         """The program at ``level``: hir, mir, lir or target."""
-        if level == "hir":
-            return format_hir(_tiled_model(self.forest, self.tile_ids), self.tile_size)
-        if level == "mir":
-            return mir.format_function(self.mir_function)
-        if level == "lir":
-            return lir.format_module(self.lir_module)
-        if level == "target":
-            return registry().hook.silvanforge_target_source(target=self.target, module=self.lir_module)
-        raise InputError(f"unknown level {level!r}; choose hir, mir, lir or target")
+        return program_text(level, self.forest, self.tile_ids, self.tile_size, self.target,
+                            lambda: self.mir_function, lambda: self.lir_module)
 
     def summary(self) -> dict:
         f = self.forest

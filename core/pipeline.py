@@ -135,15 +135,22 @@ class Lowered:
 
     def show(self, level: str) -> str:
         """The program at ``level``: hir, mir, lir or target."""
-        if level == "hir":
-            return format_hir(_tiled_model(self.forest, self.tile_ids), self.tile_size)
-        if level == "mir":
-            return mir.format_function(self.mir)
-        if level == "lir":
-            return lir.format_module(self.lir)
-        if level == "target":
-            return registry().hook.silvanforge_target_source(target=self.options.target, module=self.lir)
-        raise InputError(f"unknown level {level!r}; choose hir, mir, lir or target")
+        return program_text(level, self.forest, self.tile_ids, self.tile_size, self.options.target,
+                            lambda: self.mir, lambda: self.lir)
+
+
+def program_text(level: str, forest: hir.Forest, tile_ids, tile_size: int, target: str, mir_fn, lir_module) -> str:
+    """A program at ``level`` (hir, mir, lir, target): ``mir_fn`` and ``lir_module`` give the
+    MIR function and LIR module when asked (a loaded model lowers them only then)."""
+    if level == "hir":
+        return format_hir(_tiled_model(forest, tile_ids), tile_size)
+    if level == "mir":
+        return mir.format_function(mir_fn())
+    if level == "lir":
+        return lir.format_module(lir_module())
+    if level == "target":
+        return registry().hook.silvanforge_target_source(target=target, module=lir_module())
+    raise InputError(f"unknown level {level!r}; choose hir, mir, lir or target")
 
 
 def compile_options(options: CompileOptions | None = None, **given) -> CompileOptions:

@@ -125,7 +125,8 @@ def silvanforge_target_default_schedule(target, forest, batch_size, options):
     """Dispatched on ``target``: the :class:`silvanforge.scheduler.Schedule` to use when the user
     gives none, for this forest and batch size.  ``options``: the compile's
     :class:`silvanforge.options.CompileOptions` (its lowering knobs, such as
-    ``leaf_self_loops``, may change what pays), or None when asked outside a compile."""
+    ``leaf_self_loops``, may change what pays; its ``rep`` is the representation chosen, whose
+    walks the schedule drives), or None when asked outside a compile."""
 
 
 @hookspec

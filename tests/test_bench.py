@@ -447,7 +447,8 @@ def test_time_call_cycles_through_batches():
 
 
 def test_rotation_batches_are_distinct_and_bounded():
-    from silvanforge_bench.bench_peers._timing import ROTATE_BATCHES, ROTATE_BYTES, pool_rows, rotation
+    from silvanforge_bench.bench_peers._timing import (ROTATE_BATCHES, ROTATE_BYTES, ROTATE_ROWS, pool_rows,
+                                                       rotation)
 
     X = np.arange(40_000 * 2).reshape(40_000, 2)
     parts = rotation(X, 512)
@@ -457,6 +458,12 @@ def test_rotation_batches_are_distinct_and_bounded():
     assert pool_rows(4096, 64) == ROTATE_BATCHES * 4096
     assert pool_rows(4096, 8000) == ROTATE_BYTES // 8000  # wide rows: fewer batches
     assert pool_rows(4096, 10**9) == 4096  # never fewer rows than the largest batch
+    # small batches rotate through ROTATE_ROWS distinct rows, not 16 batches a predictor learns
+    assert pool_rows(16, 64) == ROTATE_ROWS
+    ones = rotation(X, 1)
+    assert len(ones) == ROTATE_ROWS and len({int(p[0, 0]) for p in ones}) == ROTATE_ROWS
+    assert len(rotation(X, 16)) == ROTATE_ROWS // 16
+    assert len(rotation(X[:100], 1)) == 100  # as many as there are
 
 
 def test_bench_times_several_batches(tiny_model, monkeypatch):
@@ -472,4 +479,6 @@ def test_bench_times_several_batches(tiny_model, monkeypatch):
 
     monkeypatch.setattr(bench, "time_call", spy)
     bench.run_bench(tiny_model, [4, 64], threads=1, repeat=1, min_time=0.0, peers=["xgboost"])
-    assert seen[4] == [16, 16] and seen[64] == [16, 16]  # ours and xgboost
+    # ours and xgboost, each over ROTATE_ROWS distinct rows (4096: 1024 batches of 4, 64 of 64)
+    rows = bench_peers._timing.ROTATE_ROWS
+    assert seen[4] == [rows // 4] * 2 and seen[64] == [rows // 64] * 2

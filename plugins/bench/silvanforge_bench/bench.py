@@ -15,7 +15,7 @@ its own environment when this one's llvmlite is too new (``lleaves_venv``).
 Times include only the ``predict`` call: inputs are converted to each engine's own container
 (a DMatrix, a float32 array) beforehand, and building an engine (our compile, TL2cgen's gcc -O3
 build, lleaves' LLVM compile, Hummingbird's conversion) is reported apart, never in rows/s.
-Each timing cycles through up to 16 different batches of random rows
+Each timing cycles through 16 different batches of random rows (4,096 rows where batches are small)
 (:func:`bench_peers._timing.rotation`), the same for every engine: one batch repeated would let
 branchy code learn its paths and keep it in cache.
 Built libraries are cached by the model's hash (:func:`bench_peers.cache_root`).  Quote ratios

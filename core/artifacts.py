@@ -61,8 +61,10 @@ _META_FIELDS = {
     "pad": (bool,), "tile_size": (int,), "reorder": (str, type(None)), "probability_tiling": (bool,),
     "lir": (str,), "kernel_sha256": (str,),
     # the one-row form (CompiledForest._one_row_calls): made at all, and if saved, for how
-    # many rows and with which representation
+    # many rows and with which representation; declined: built, and slower than the default
+    # form even for one row, so a load does not build it again
     "one_row": (bool,), "one_row_rows": (int,), "one_row_rep": (str, type(None)),
+    "one_row_declined": (bool,),
     # the lowering knobs of silvanforge.options.CompileOptions (None: the lowering chose)
     "vector_walks": (bool, type(None)), "split_rows": (bool, type(None)),
     "leaf_self_loops": (bool, type(None)), "per_tree_walk_depth": (bool, type(None)),
@@ -284,7 +286,8 @@ def _default(field: str):
     if field in LOWERING_FIELDS:
         return None
     return {"pad": False, "tile_size": 1, "reorder": None, "probability_tiling": False,
-            "one_row": False, "one_row_rows": 0, "one_row_rep": None}.get(field, ...)
+            "one_row": False, "one_row_rows": 0, "one_row_rep": None,
+            "one_row_declined": False}.get(field, ...)
 
 
 def _check_manifest(data: dict, name: str) -> None:

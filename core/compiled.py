@@ -61,6 +61,7 @@ class CompiledForest:
         self._one_row = None if self.one_row else self._small
         self._one_row_rows = 1 if self.one_row else 0
         self._one_row_lock = threading.Lock()
+        self.one_row_declined = False
         self._cache = cache
 
     # The options a compiled model is known by (read from ``options``).
@@ -160,8 +161,9 @@ class CompiledForest:
         trees unpadded) and compiled; the default form's where that is the same program or
         cannot be built.  Why: a block of the default form walks 8-32 rows at once, so one row
         costs what a block does; a one-row walk costs a row's.  The form then answers requests
-        of as many rows as it was timed faster for (:func:`_one_row_pays`).  Both forms are
-        exact, so which one answers never changes a prediction."""
+        of as many rows as it was timed faster for (:func:`_one_row_pays`), none where it lost
+        even for one row (it is then dropped, and the default form answers every request).  Both
+        forms are exact, so which one answers never changes a prediction."""
         with self._one_row_lock:
             if self._one_row is None:
                 try:
@@ -170,8 +172,17 @@ class CompiledForest:
                     one = self._small
                 if one is not self._small:
                     self._one_row_rows = _one_row_pays(one, self._small, self._small_dtype, self.forest)
+                    if self._one_row_rows == 0:
+                        self._decline_one_row()
+                        return self._small
                 self._one_row = one
             return self._one_row
+
+    def _decline_one_row(self) -> None:
+        """The default form answers every request: the one-row form lost even for one row."""
+        self.one_row_rep, self._one_row_kernel = None, None
+        self._one_row, self._one_row_rows = self._small, 0
+        self.one_row_declined = True
 
     def _build_one_row(self):
         # The compile's lowering knobs (resolved and recorded when it ran), not today's context.
@@ -237,6 +248,7 @@ class CompiledForest:
             "tile_size": self.tile_size, "reorder": self.reorder,
             "probability_tiling": self.tile_ids is not None,
             "lir": self._lir_digest or lir_digest(self.lir_module), "one_row": self.one_row,
+            "one_row_declined": self.one_row_declined,
             **self.options.lowering(),  # what else decided the program, to lower it again alike
         }
         arrays = {"forest.npz": hir_io.to_arrays(self.forest)}
@@ -259,28 +271,40 @@ class CompiledForest:
         return meta, arrays, blob, extra
 
 
+# The forms are timed on this many different rows: a few rows called again and again teach the
+# branch predictor their paths, which online scoring never sees (16 rows made the one-row form
+# of flight 100x31 look 2x faster than on fresh rows, and faster than the default form, which on
+# fresh rows answered one row in 2.9 us against its 6.7).
+FRESH_ROWS = 4096
+TIMED_CALLS = 512
+
+
 def _one_row_pays(one, block, dtype, forest: hir.Forest) -> int:
-    """The most rows (1 at least, as the form is built for it) up to which a request was answered
-    faster by the one-row form ``one`` than by the default form ``block``, each timed at its best
-    of five calls on the same rows (a few milliseconds, once).  The rows take both sides of the
-    splits (:func:`silvanforge.testing.random_rows`): rows far from the thresholds walk one short
-    path and favour the one-row form (taxi 100x31: timed on such rows it took 16-row requests at
-    9.1 us, against the block's 5.6)."""
+    """The most rows (0 to SMALL_ROWS) up to which a request was answered faster by the one-row
+    form ``one`` than by the default form ``block``: each timed per call over up to TIMED_CALLS
+    requests, best of three rounds, no row seen twice by one form for one request size (10-250
+    ms, once).  The rows take both sides
+    of the splits (:func:`silvanforge.testing.random_rows`): rows far from the thresholds walk
+    one short path and favour the one-row form (taxi 100x31: timed on such rows it took 16-row
+    requests at 9.1 us, against the block's 5.6)."""
     from .testing import random_rows
 
-    rows = random_rows(forest, SMALL_ROWS).astype(dtype)
+    rows = random_rows(forest, FRESH_ROWS).astype(dtype)
 
-    def best(fn, n: int) -> float:
-        times = []
-        for _ in range(5):
+    def per_call(fn, n: int) -> float:
+        calls = min(TIMED_CALLS, FRESH_ROWS // (3 * n))
+        best = float("inf")
+        for r in range(3):
+            parts = [rows[(r * calls + k) * n:][:n] for k in range(calls)]
             start = time.perf_counter()
-            fn(rows[:n], True)
-            times.append(time.perf_counter() - start)
-        return min(times)
+            for part in parts:
+                fn(part, True)
+            best = min(best, (time.perf_counter() - start) / calls)
+        return best
 
-    pays = 1
-    for n in range(2, SMALL_ROWS + 1):
-        if best(one, n) >= best(block, n):
+    pays = 0
+    for n in range(1, SMALL_ROWS + 1):
+        if per_call(one, n) >= per_call(block, n):
             break
         pays = n
     return pays
@@ -394,6 +418,8 @@ def _mapped(path: str, art, relower, start: float) -> CompiledForest | None:
                                 f"{str(exc)[:200]}): damaged") from None
         if one is not None:
             cf._adopt_one_row(one, meta["one_row_rep"], meta["one_row_rows"])
+    elif meta["one_row"] and meta["one_row_declined"]:
+        cf._decline_one_row()
     cf.compile_seconds = time.perf_counter() - start
     return cf
 
@@ -453,8 +479,11 @@ def _kernel_for(path: str, low: Lowered, meta: dict, blob: bytes, start: float) 
                                 f"{str(exc)[:200]}): damaged") from None
     if kernel is None:
         kernel = reg.hook.silvanforge_target_compile(target=target, module=low.lir, options=options)
-    return CompiledForest(low.forest, kernel, low.lir, low.mir, low.options, time.perf_counter() - start,
-                          tile_ids=low.tile_ids, one_row=bool(meta.get("one_row", False)))
+    cf = CompiledForest(low.forest, kernel, low.lir, low.mir, low.options, time.perf_counter() - start,
+                        tile_ids=low.tile_ids, one_row=bool(meta.get("one_row", False)))
+    if cf.one_row and meta.get("one_row_declined"):
+        cf._decline_one_row()
+    return cf
 
 
 def _tile_id_arrays(tile_ids: list, forest: hir.Forest) -> dict[str, np.ndarray]:

@@ -318,10 +318,13 @@ def test_dask_result_shapes_follow_the_transform_not_the_margins():
     np.testing.assert_array_equal(margins.compute(scheduler="sync"), cf.predict(X, output_margin=True))
 
 
-def test_the_one_row_form_is_saved_and_loads_without_compiling(tmp_path, forest, rows):
+def test_the_one_row_form_is_saved_and_loads_without_compiling(tmp_path, forest, rows, monkeypatch):
     """A model whose one-row form was built saves its machine code too: a trusted load (and a
     pickle) answers 1-row requests without compiling anything; one saved before the form was
     built builds it on its first 1-row request, as a fresh compile does."""
+    from silvanforge import compiled
+
+    monkeypatch.setattr(compiled, "_one_row_pays", lambda *args: 3)  # its timing: tested apart
     cf = sf.compile(forest)
     X = rows[:16].astype(cf.kernel.input_dtype)
     before = tmp_path / "before.forge"
@@ -343,3 +346,58 @@ def test_the_one_row_form_is_saved_and_loads_without_compiling(tmp_path, forest,
         assert early._one_row is None
         np.testing.assert_array_equal(early.predict(X[:1]), reference.predict(forest, X[:1]))
     assert spy.calls == 1 and early.one_row_rep == cf.one_row_rep
+
+
+def test_a_one_row_form_slower_even_for_one_row_is_dropped(tmp_path, forest, rows, monkeypatch):
+    """Where the one-row form loses to the default form even for one row, the default form
+    answers every request (exactly as before), and artifacts and pickles remember it: their
+    1-row requests build nothing."""
+    from silvanforge import compiled
+
+    monkeypatch.setattr(compiled, "_one_row_pays", lambda *args: 0)
+    cf = sf.compile(forest)
+    X = rows[:16].astype(cf.kernel.input_dtype)
+    np.testing.assert_array_equal(cf.predict(X[:1]), reference.predict(forest, X[:1]))
+    assert cf.one_row and cf.one_row_declined and cf._one_row is cf._small and cf._one_row_rows == 0
+    assert cf.one_row_rep is None and cf._one_row_kernel is None
+    cf.save(tmp_path / "m.forge", key="k")
+    with CompileSpy() as spy:
+        for loaded in (sf.load_compiled(tmp_path / "m.forge", key="k"), pickle.loads(pickle.dumps(cf))):
+            assert loaded.one_row_declined and loaded._one_row_rows == 0
+            for k in (1, 2, 16):
+                np.testing.assert_array_equal(loaded.predict(X[:k]), reference.predict(forest, X[:k]))
+    assert spy.calls == 0
+    # an untrusted load compiles the model again, and still remembers
+    with pytest.warns(sf.ArtifactWarning):
+        again = sf.load_compiled(tmp_path / "m.forge")
+    assert again.one_row_declined and again._one_row is again._small
+
+
+def test_the_forms_are_timed_per_call_on_different_rows():
+    """_one_row_pays: the most rows the one-row form answered faster, 0 when it lost at one row;
+    each form is called on many different rows (a branch predictor cannot learn them)."""
+    import time
+
+    from silvanforge import compiled
+
+    forest = make_forest()
+    seen = set()
+
+    def spin(seconds):
+        end = time.perf_counter() + seconds
+        while time.perf_counter() < end:
+            pass
+
+    def form(cost_per_call, cost_per_row):
+        def call(part, apply):
+            seen.add(part[0].tobytes())
+            spin(cost_per_call + cost_per_row * len(part))
+            return part, False
+        return call
+
+    dtype = np.float32
+    assert compiled._one_row_pays(form(0, 0), form(30e-6, 0), dtype, forest) == compiled.SMALL_ROWS
+    assert compiled._one_row_pays(form(30e-6, 0), form(0, 0), dtype, forest) == 0
+    # 10 us a row against 35 us a call: faster up to 3 rows
+    assert compiled._one_row_pays(form(0, 10e-6), form(35e-6, 0), dtype, forest) == 3
+    assert len(seen) >= 3 * compiled.TIMED_CALLS  # three rounds, each on rows of its own

@@ -275,15 +275,15 @@ class CompiledForest:
 # branch predictor their paths, which online scoring never sees (16 rows made the one-row form
 # of flight 100x31 look 2x faster than on fresh rows, and faster than the default form, which on
 # fresh rows answered one row in 2.9 us against its 6.7).
-FRESH_ROWS = 4096
-TIMED_CALLS = 512
+FRESH_ROWS = 2048
+TIMED_CALLS = 128
 
 
 def _one_row_pays(one, block, dtype, forest: hir.Forest) -> int:
     """The most rows (0 to SMALL_ROWS) up to which a request was answered faster by the one-row
     form ``one`` than by the default form ``block``: each timed per call over up to TIMED_CALLS
-    requests, best of three rounds, no row seen twice by one form for one request size (10-250
-    ms, once).  The rows take both sides
+    requests, best of three rounds, no row seen twice by one form for one request size (5-60 ms,
+    once).  The rows take both sides
     of the splits (:func:`silvanforge.testing.random_rows`): rows far from the thresholds walk
     one short path and favour the one-row form (taxi 100x31: timed on such rows it took 16-row
     requests at 9.1 us, against the block's 5.6)."""

@@ -148,8 +148,6 @@ def model_rows(rows: Rows, forest) -> np.ndarray:
     """The rows ``forest`` reads from a file's: header columns matched to its features by name
     (or by position), label cells of categorical features mapped to their codes; anything else
     that is not a number is an :class:`InputError` naming its line and column."""
-    if rows.header is None and not rows.labels:
-        return rows.values  # by position; predict checks the count
     if rows.header is None:  # by position; predict checks the count
         order = list(range(rows.values.shape[1]))
     else:
@@ -158,7 +156,7 @@ def model_rows(rows: Rows, forest) -> np.ndarray:
         except InputError as exc:
             raise InputError(f"{rows.name}: {exc}") from None
     values = rows.values[:, order] if order != list(range(rows.values.shape[1])) else rows.values
-    categories = getattr(forest, "feature_categories", None) or {}
+    categories = forest.feature_categories or {}
     for feature, column in enumerate(order):
         found = rows.labels.get(column)
         if found is None:

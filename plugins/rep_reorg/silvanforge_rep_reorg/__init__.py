@@ -42,14 +42,12 @@ def reorg_slots(layout) -> tuple[int, int, int]:
 # Trees interleaved level by level pay where walks are padded to one depth; the chooser
 # preferred sparse and array before costs (issue 4's suite), kept as 20% more a row.
 WALK_COST_FACTOR = 1.2
-# One row a call (batch_size 1, and the one-row form of small requests): a walk here computes
-# its child from the slot (no child load) and its trees' slots are constants, so a row's walk
-# of every tree took 0.34-0.37x the sparse layout's time (1-row calls, 1 thread: XGBoost 100
-# trees depth 8, LightGBM taxi and flight 100x31 of depths 16 and 14; docs/benchmarks.md):
-# priced as the walks' estimate times this.  A walk touches only real nodes' cache lines, so
-# the padding does not slow it, but it is memory: up to ONE_ROW_SLOTS slots (16-100 MB).
-ONE_ROW_FACTOR = 0.35
-ONE_ROW_SLOTS = 1 << 24
+# One row a call (batch_size 1, and the one-row form of small requests) is priced as any batch:
+# a walk here computes its child from the slot (no child load), which made it look 0.35x the
+# sparse layout's time on 16 repeated rows, but those walks were learnt by the branch predictor.
+# On fresh rows (4,096 distinct, 1 thread) its one-row walks took 1.5-2.5x the sparse layout's
+# walking 8 trees together (XGBoost 100 trees depth 8: 5.5 against 2.2 us; taxi 100x31 4.3
+# against 2.2; x100 2.8 against 1.9): its leaf checks are a branch a level on where each walk is.
 
 
 def _i64(e):
@@ -74,10 +72,7 @@ class ReorgLayout(FieldArrays):
         slots = (2 ** (depth + 1) - 1) * forest.num_trees
         if slots > MAX_SLOTS:
             return f"{slots} node slots for {forest.num_trees} trees padded to depth {depth}: too many"
-        estimate = super().cost(forest, target_kind, batch_size)
-        if batch_size == 1 and target_kind == "cpu" and slots <= ONE_ROW_SLOTS:
-            return estimate / cls.walk_cost_factor * ONE_ROW_FACTOR
-        return estimate
+        return super().cost(forest, target_kind, batch_size)
 
     def buffers(self, forest, layout):
         T, D, total = reorg_slots(layout)

@@ -81,8 +81,13 @@ def _check_form(cf, forest, form):
         assert f"words={bits}-bit" in lir_text
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow,
-                                                                 HealthCheck.function_scoped_fixture])
+# FORM_EXAMPLES forests for each of the six forms (a compile each: 0.2-0.4 s), so 150 forests a
+# test; 40 each took 50 s (80 s with categorical splits) of a suite that must run in 15 minutes.
+FORM_EXAMPLES = 25
+
+
+@settings(max_examples=FORM_EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                            HealthCheck.function_scoped_fixture])
 @given(forest=small_forests(), n=st.integers(1, 40), threads=st.sampled_from([1, 3]))
 def test_equals_the_reference_exactly(form, forest, n, threads):
     cf = sf.compile(forest, rep="bitvector")
@@ -378,8 +383,8 @@ def category_rows(forest: Forest, rng, n: int, top: int) -> np.ndarray:
     return X
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow,
-                                                                 HealthCheck.function_scoped_fixture])
+@settings(max_examples=FORM_EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                            HealthCheck.function_scoped_fixture])
 @given(drawn=categorical_forests(), n=st.integers(1, 70), threads=st.sampled_from([1, 3]),
        tiny_chunks=st.booleans())
 def test_categorical_splits_equal_the_reference_exactly(form, drawn, n, threads, tiny_chunks):

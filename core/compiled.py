@@ -21,6 +21,7 @@ from .options import CompileOptions
 from .pipeline import Lowered, _lower, _lower_lir, _lower_program, hir_passes, lir_digest, program_text
 from .plugins import registry
 from .runtime import check_threads, run_kernel
+from .sampling import random_rows
 from .scheduler import Schedule, lower_to_mir, parse_schedule
 from .tiling import check_tile_size, tile_forest
 
@@ -283,11 +284,9 @@ def _one_row_pays(one, block, dtype, forest: hir.Forest) -> int:
     """The most rows (0 to SMALL_ROWS) up to which a request was answered faster by the one-row
     form ``one`` than by the default form ``block``: each timed per call over up to TIMED_CALLS
     requests, best of three rounds, no row seen twice by one form for one request size (5-60 ms,
-    once).  The rows take both sides of the splits (:func:`silvanforge.testing.random_rows`):
+    once).  The rows take both sides of the splits (:func:`silvanforge.sampling.random_rows`):
     rows far from the thresholds walk one short path and favour the one-row form (taxi 100x31:
     timed on such rows it took 16-row requests at 9.1 us, against the block's 5.6)."""
-    from .testing import random_rows
-
     rows = random_rows(forest, FRESH_ROWS).astype(dtype)
 
     def per_call(fn, n: int) -> float:

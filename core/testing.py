@@ -29,6 +29,7 @@ import numpy as np
 
 from .errors import InputError, UnsupportedModelError
 from .ir.hir import Aggregation, CategoryRule, Forest, Op, Transform, Tree
+from .sampling import random_rows  # noqa: F401 - plugins' tests import it from the kit
 
 # Thresholds come from this grid so that rows hit them exactly (where < and <= differ).
 GRID = np.array([-2.0, -1.0, -0.5, 0.0, 1e-36, 0.5, 1.0, 2.0, 3.0, 70.0])
@@ -203,29 +204,3 @@ def check_target(target: str, reps=None, seeds=range(8), rows: int = 48) -> Conf
     if not result.cases:
         raise AssertionError(f"target {target!r} refused every forest: {result.refused}")
     return result
-
-
-def random_rows(forest: Forest, n: int, seed: int = 0) -> np.ndarray:
-    """Rows that exercise both sides of the splits: each feature uniform over a little more than
-    the range of its thresholds; features with categorical splits get category codes."""
-    rng = np.random.default_rng(seed)
-    lo = np.full(forest.num_features, np.inf)
-    hi = np.full(forest.num_features, -np.inf)
-    cat_max = np.full(forest.num_features, -1)
-    for t in forest.trees:
-        internal = np.flatnonzero(t.left >= 0)
-        feats = t.feature[internal]
-        thr = np.asarray(t.threshold[internal], dtype=np.float64)
-        finite = np.isfinite(thr)
-        np.minimum.at(lo, feats[finite], thr[finite])
-        np.maximum.at(hi, feats[finite], thr[finite])
-        for node, cats in t.categories.items():
-            f = int(t.feature[node])
-            cat_max[f] = max(cat_max[f], int(cats.max()) if len(cats) else 0)
-    unused = ~np.isfinite(lo)
-    lo[unused], hi[unused] = 0.0, 1.0
-    pad = np.maximum((hi - lo) * 0.1, 1e-3)
-    X = rng.uniform(lo - pad, hi + pad, size=(n, forest.num_features))
-    for f in np.flatnonzero(cat_max >= 0):
-        X[:, f] = rng.integers(0, cat_max[f] + 2, size=n)
-    return X.astype(np.float32 if forest.threshold_dtype == "float32" else np.float64)

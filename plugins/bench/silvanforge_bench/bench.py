@@ -43,7 +43,7 @@ from .bench_peers import (
 )
 from .bench_peers._timing import pool_rows, rotation
 from silvanforge.errors import InputError
-from silvanforge.testing import random_rows  # noqa: F401 - benchmark scripts import it from here
+from silvanforge.sampling import random_rows  # noqa: F401 - benchmark scripts import it from here
 
 # The report (the machine, the table, markdown) is report.py's; importable from here as before.
 from .report import (HEADERS, NUMERIC, OURS, check_markdown_target, command_line, describe,  # noqa: F401

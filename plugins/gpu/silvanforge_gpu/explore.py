@@ -53,7 +53,7 @@ def explore(model, target: str, batch_size: int, reps: tuple[str, ...] | None = 
     from silvanforge.ir import hir
     from silvanforge.loading import load_model
     from silvanforge.plugins import registry
-    from silvanforge.testing import random_rows
+    from silvanforge.sampling import random_rows
 
     forest = model if isinstance(model, hir.Forest) else load_model(model)
     X = random_rows(forest, batch_size) if X is None else X

@@ -87,10 +87,15 @@ def test_hosts_sharing_a_cache_keep_their_own_code(tmp_path, forest, rows, monke
         other = sf.compile(forest, cache=cache)
     assert spy.calls == 1
     np.testing.assert_array_equal(other.predict(rows), sf.compile(forest).predict(rows))
-    assert len([f for _, _, fs in os.walk(cache) for f in fs]) == 2
+    assert len(_entries(cache)) == 2
 
 
 # ------------------------------------------------------------------ the code cache
+def _entries(cache) -> list[str]:
+    """The cache's entries (its secret and nothing else lies beside them)."""
+    return sorted(os.path.join(d, f) for d, _, fs in os.walk(cache) for f in fs if f.endswith(".kernel"))
+
+
 def test_the_cache_reuses_code_across_compiles(tmp_path, forest, rows):
     cache = tmp_path / "cache"
     with CompileSpy() as spy:
@@ -108,7 +113,7 @@ def test_the_cache_reuses_code_across_compiles(tmp_path, forest, rows):
 def test_damaged_cache_entries_are_rebuilt_not_run(tmp_path, forest, rows):
     cache = tmp_path / "cache"
     sf.compile(forest, cache=cache)
-    (entry,) = [os.path.join(d, f) for d, _, fs in os.walk(cache) for f in fs]
+    (entry,) = _entries(cache)
     raw = open(entry, "rb").read()
     for damaged in (raw[: len(raw) // 2], raw[:40] + bytes([raw[40] ^ 1]) + raw[41:], b""):
         with open(entry, "wb") as f:
@@ -134,8 +139,7 @@ def test_processes_compiling_into_one_cache_at_once_all_succeed(tmp_path):
     with multiprocessing.get_context("spawn").Pool(2) as pool:
         results = pool.map(_compile_into, [(cache, 9)] * 4)
     assert results == [True] * 4
-    entries = [f for _, _, fs in os.walk(cache) for f in fs]
-    assert len(entries) == 1 and entries[0].endswith(".kernel")
+    assert len(_entries(cache)) == 1
 
 
 def test_a_cache_other_users_can_write_is_refused(tmp_path, forest):
@@ -144,6 +148,51 @@ def test_a_cache_other_users_can_write_is_refused(tmp_path, forest):
     os.chmod(cache, 0o777)
     with pytest.raises(sf.InputError, match="writable by other users"):
         sf.compile(forest, cache=cache)
+
+
+@pytest.mark.parametrize("how", ["chmod", "symlink"])
+def test_an_entry_planted_through_an_open_sub_directory_is_rebuilt_not_run(tmp_path, forest, rows, how):
+    # Someone who can write into one of the cache's sub-directories puts there another
+    # program's machine code, prefixed with the digest of its own body, under this model's name.
+    other = make_forest(num_outputs=1, seed=5)
+    sf.compile(forest, cache=tmp_path / "c")
+    sf.compile(other, cache=tmp_path / "d").predict(rows_for(other, np.random.default_rng(0), 1))
+    (mine,), foreign = _entries(tmp_path / "c"), _entries(tmp_path / "d")[0]
+    body = open(foreign, "rb").read()[32:]
+    import hashlib
+    sub = os.path.dirname(mine)
+    if how == "chmod":
+        os.chmod(sub, 0o777)
+    else:  # the sub-directory swapped for a link to one anybody can write
+        elsewhere = tmp_path / "open"
+        os.rename(sub, elsewhere)
+        os.chmod(elsewhere, 0o777)
+        os.symlink(elsewhere, sub)
+    with open(mine, "wb") as f:
+        f.write(hashlib.sha256(body).digest() + body)
+    with CompileSpy() as spy:
+        cf = sf.compile(forest, cache=tmp_path / "c")
+    assert spy.calls == 1  # rebuilt, the planted code never mapped
+    np.testing.assert_array_equal(cf.predict(rows, output_margin=True),
+                                  reference.predict(forest, rows, output_margin=True))
+    st = os.lstat(sub)
+    assert not os.path.islink(sub) and st.st_mode & 0o777 == 0o700
+    with CompileSpy() as spy:  # the rebuilt entry is used again
+        sf.compile(forest, cache=tmp_path / "c")
+    assert spy.calls == 0
+
+
+def test_an_entry_copied_from_another_cache_is_not_trusted(tmp_path, forest):
+    # Entries are bound to the cache's own secret: a whole valid entry from elsewhere fails.
+    sf.compile(forest, cache=tmp_path / "c")
+    sf.compile(forest, cache=tmp_path / "d")
+    (mine,), (theirs,) = _entries(tmp_path / "c"), _entries(tmp_path / "d")
+    assert open(mine, "rb").read() != open(theirs, "rb").read()
+    with open(theirs, "wb") as f:
+        f.write(open(mine, "rb").read())
+    with CompileSpy() as spy:
+        sf.compile(forest, cache=tmp_path / "d")
+    assert spy.calls == 1
 
 
 # ------------------------------------------------------------------ pickling

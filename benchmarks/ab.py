@@ -10,7 +10,7 @@ or ``treedepth=0`` (self-looping walks to the forest's depth, not each tree's), 
 ``split=0`` / ``split=1`` (rows read as given / split rows even where wide:
 :func:`silvanforge.lowering.split_rows`), or ``loops=0`` / ``loops=1`` (leaf checks kept / leaves self-looping wherever possible:
 :func:`silvanforge.lowering.leaf_self_loops`).  Each call's time is the CPU time of the predicting
-thread (``time.thread_time``), so the other sessions on a shared machine move it less than wall
+thread (``time.thread_time``), so other processes on a shared machine move it less than wall
 time; the best over the rounds is quoted, with the speed relative to the first variant.  Rows are
 ``forge bench``'s, and calls go round its rotation of different batches.
 Predictions of every variant are checked equal to the first's.

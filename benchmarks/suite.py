@@ -1,14 +1,14 @@
-"""The issue-4 benchmark suite: models spanning the bar, each timed with ``forge bench``.
+"""The synthetic benchmark suite: models spanning the bar, each timed with ``forge bench``.
 
     python benchmarks/suite.py [--dir ~/.cache/silvanforge/suite] [--markdown OUT.md]
                                [--set suite|categorical|all]
                                [--models xgb_100x6_f8,...] [--peers xgboost,lleaves,...]
 
-``--set categorical`` takes the models users have that the synthetic suite lacks (issue 14):
+``--set categorical`` takes the models users have that the synthetic suite lacks:
 LightGBM with categorical features (flight-delay and insurance shapes) and deep leaf-wise trees
 (taxi), XGBoost with ``enable_categorical`` (benchmarks/categorical_models.py).
 
-The bar (issue 4): 100- to 1000-tree models of depth 6 to 10 with 8 to 2000 features, XGBoost
+The bar: 100- to 1000-tree models of depth 6 to 10 with 8 to 2000 features, XGBoost
 and LightGBM alike, at batch 512 and 4096, with 1 thread and with every core.  Every model is
 trained once on synthetic data with fixed seeds and cached in ``--dir`` (a model file found there
 is reused), then timed by :func:`silvanforge_bench.bench.run_bench`, the function behind

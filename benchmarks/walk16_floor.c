@@ -1,4 +1,4 @@
-/* The floor of 16-row calls on 100 full depth-8 trees, hand-written (issue 16, session 14).
+/* The floor of 16-row calls on 100 full depth-8 trees, hand-written.
 
    100 trees of 255 nodes (random thresholds, 32 float32 features), 16 rows a call, 1 thread:
    the walks SilvanForge generates against hand-written C of each approach, all returning the

@@ -1,10 +1,11 @@
-"""Model-level transformations on the HIR (seed 004, section 5.1): each returns a new Forest with
-exactly the same predictions.
+"""Model-level transformations on the HIR (the SilvanForge paper draft, section 'Optimizations on
+High-Level IR'): each returns a new Forest with exactly the same predictions.
 
 * :func:`pad_trees` makes every leaf of every tree as deep as the deepest leaf of the forest, so
   walks take a fixed number of steps and need no leaf checks (``peelWalk``).
 * :func:`reorder_trees` puts trees of equal depth (or equal peel depth, the shallowest leaf) next
-  to each other (seeds 000 and 004, Fig. 2), so a schedule can split the tree loop at the group
+  to each other (the probability-based tiling draft; the SilvanForge paper draft,
+  Fig. 2), so a schedule can split the tree loop at the group
   boundaries and specialise each group's walks (``peel-groups``, :func:`tree_groups`).
 """
 

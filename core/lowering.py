@@ -59,7 +59,7 @@ class ForestLayout:
     # The uniform tiling of every tree (:mod:`silvanforge.tiling`) when compiling with a tile
     # size above 1; None for node-at-a-time walks.  Representations that lay out tiles read it.
     tiles: TiledForest | None = None
-    # Widths (issue 4): representations store feature indices in ``feature_dtype`` (the smallest
+    # Widths: representations store feature indices in ``feature_dtype`` (the smallest
     # of int8/int16/int32 holding -1 .. num_features - 1) and their own index fields (child
     # offsets, leaf slots) in :meth:`index_dtype`; narrower node arrays shrink the working set.
     feature_dtype: np.dtype = np.dtype(np.int32)

@@ -51,7 +51,7 @@ def choose_representation(forest: hir.Forest, target_kind: str = "cpu", batch_si
 def choose_padding(forest: hir.Forest) -> bool:
     """Pad when it at most doubles the nodes, or up to 8x them while the padded node
     arrays stay small enough for the L2/L3 caches (PAD_SMALL_BYTES): a walk without leaf checks
-    then beats the extra nodes (docs/benchmarks.md, the issue-4 suite)."""
+    then beats the extra nodes (docs/benchmarks.md, the synthetic suite)."""
     nodes = max(sum(t.num_nodes for t in forest.trees), 1)
     padded = padded_nodes(forest)
     if padded <= PAD_LIMIT * nodes:

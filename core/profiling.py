@@ -1,4 +1,5 @@
-"""Profiles: how many rows of a data set reach each node of each tree (seed 000).
+"""Profiles: how many rows of a data set reach each node of each tree (the probability-based tiling
+draft).
 
 ``profile(model, X)`` walks every row through every tree with the HIR semantics of the
 reference evaluator, vectorised over rows (one NumPy step per tree level), and counts the visits
@@ -33,8 +34,8 @@ from .errors import InputError
 from .ir.hir import ZERO_THRESHOLD, CategoryRule, Forest, Op, Tree
 from .reference import category_of
 
-# Seed 000: a tree is *skewed* when a fraction ALPHA of its leaves covers a fraction BETA of the
-# profiled rows (tiling takes probability-based tiles for those only).
+# The probability-based tiling draft: a tree is *skewed* when a fraction ALPHA of its leaves covers
+# a fraction BETA of the profiled rows (tiling takes probability-based tiles for those only).
 ALPHA = 0.05
 BETA = 0.9
 
@@ -220,10 +221,10 @@ def leaves_covering(leaf_hits: np.ndarray, beta: float) -> int:
 
 
 def is_skewed(tree: Tree, hits: np.ndarray, alpha: float, beta: float) -> bool:
-    """Seed 000's skew test: a fraction ``alpha`` of the leaves covers a fraction ``beta`` of the
-    profiled rows.  With few leaves ``alpha * leaves`` is below one; one leaf is then allowed,
-    so a small tree is skewed when a single leaf takes ``beta`` of the rows.  Trees that are a
-    single leaf, or that no row reached, are not skewed."""
+    """The probability-based tiling draft's skew test: a fraction ``alpha`` of the leaves covers a
+    fraction ``beta`` of the profiled rows.  With few leaves ``alpha * leaves`` is below one; one
+    leaf is then allowed, so a small tree is skewed when a single leaf takes ``beta`` of the rows.
+    Trees that are a single leaf, or that no row reached, are not skewed."""
     leaves = np.asarray(hits)[tree.left < 0]
     if len(leaves) < 2 or leaves.sum() == 0:
         return False

@@ -1,4 +1,5 @@
-"""Uniform tiling of decision trees (seed 001, sections 3.2-3.8).
+"""Uniform tiling of decision trees (the Treebeard paper draft, sections 'Tiling' to 'In Memory
+Representation of Tiled Trees').
 
 A *tile* is a connected group of internal nodes of one tree, evaluated together: every node's
 predicate is computed, the outcomes are packed into an integer (node 0 of the tile is the most
@@ -18,10 +19,10 @@ and that integer names the child slot to move to.  With tile size ``n``:
 
 Leaves are not part of tiles; a child slot names either another tile or a leaf.
 
-Probability-based tiling (seed 000) grows each tile of a *skewed* tree greedily towards the
-nodes most profiled rows reach (:func:`tile_tree_by_probability`); the chosen tiling travels
-with the HIR as ``Tree.tile_id`` and :func:`tile_forest` builds the same :class:`TiledForest`
-from it, so representations and walks take either kind unchanged.
+Probability-based tiling, as its draft in the specification has it, grows each tile of a *skewed*
+tree greedily towards the nodes most profiled rows reach (:func:`tile_tree_by_probability`); the
+chosen tiling travels with the HIR as ``Tree.tile_id`` and :func:`tile_forest` builds the same
+:class:`TiledForest` from it, so representations and walks take either kind unchanged.
 """
 
 from __future__ import annotations
@@ -367,9 +368,10 @@ def tile_ids(tiled: TiledTree, num_nodes: int) -> np.ndarray:
 
 
 def greedy_members(tree: hir.Tree, root: int, n: int, weight: np.ndarray) -> set[int]:
-    """Seed 000's greedy tile from ``root``: add the heaviest internal node on an edge leaving the
-    tile until it holds ``n`` nodes or no internal node is next to it.  Ties go to the node that
-    joined the frontier first (level order), so unvisited parts tile as uniform tiles do."""
+    """The probability-based tiling draft's greedy tile from ``root``: add the heaviest internal
+    node on an edge leaving the tile until it holds ``n`` nodes or no internal node is next to it.
+    Ties go to the node that joined the frontier first (level order), so unvisited parts tile as
+    uniform tiles do."""
     left, right = tree.left, tree.right
     members = {root}
     frontier = [int(c) for c in (left[root], right[root]) if left[c] >= 0]
@@ -382,8 +384,9 @@ def greedy_members(tree: hir.Tree, root: int, n: int, weight: np.ndarray) -> set
 
 
 def tile_tree_by_probability(tree: hir.Tree, n: int, hits: np.ndarray) -> TiledTree:
-    """Probability-based tiling of one tree (seed 000, the greedy algorithm): ``hits[v]`` is
-    how many profiled rows reached node ``v`` (proportional to its probability ``p_v``)."""
+    """Probability-based tiling of one tree (the probability-based tiling draft, its greedy
+    algorithm): ``hits[v]`` is how many profiled rows reached node ``v`` (proportional to its
+    probability ``p_v``)."""
     check_tile_size(n)
     weight = np.asarray(hits, dtype=np.float64)
     return _tile_tree_with(tree, n, lambda root: greedy_members(tree, root, n, weight))

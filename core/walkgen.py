@@ -617,9 +617,10 @@ class WalkGenerator:
 
     def _tile_step(self, t32, row, node: Var) -> None:
         """One move from tile ``node`` to its child: every node's predicate (true = left) packed
-        into ``bits``, then ``LUT[shape, bits]`` names the child slot.  Seed 001 packs node 0 into
-        the most significant bit (:func:`silvanforge.tiling.shape_lut`); here node ``k`` is bit
-        ``k``, the order a vector compare packs in, and the LUT buffer is permuted to match
+        into ``bits``, then ``LUT[shape, bits]`` names the child slot.  The Treebeard paper draft
+        (section 'Tile Shapes and Decision Tree Inference') packs node 0 into the most significant
+        bit (:func:`silvanforge.tiling.shape_lut`); here node ``k`` is bit ``k``, the order a vector
+        compare packs in, and the LUT buffer is permuted to match
         (:func:`silvanforge.tiling.lane_order_lut`).
 
         Without categorical splits the predicates are one vector computation: the features

@@ -27,7 +27,8 @@ def library_cases(request, tmp_path_factory):
 SCHEDULES = {
     "rows-outer": "parallel(batch)",
     "trees-outer": "reorder(tree, batch)",
-    # XGBoost's own loop order (seed 004, 4.2) with a tile that leaves remainders.
+    # XGBoost's own loop order (the SilvanForge paper draft, section 'The XBoost Schedule') with a
+    # tile that leaves remainders.
     "xgboost": "tile(batch, b0, b1, 7)\nreorder(b0, tree, b1)\nparallel(b0)",
     "interleaved": "tile(batch, b0, b1, 4)\nreorder(b0, tree, b1)\ninterleave(b1)\nunrollWalk(b1, 2)",
 }

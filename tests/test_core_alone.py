@@ -1,4 +1,5 @@
-"""Core's tests run without the CPU target and the first-party representations (issue 17).
+"""Core's tests run without the CPU target and the first-party representations, so the
+core's plugin API is proved enough for a plugin the core has never seen.
 
 tests/core runs in a child process whose ``sitecustomize`` puts a finder first on
 ``sys.meta_path`` that refuses every target (``silvanforge_target_*``), the GPU backend

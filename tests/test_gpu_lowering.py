@@ -3,7 +3,7 @@ writes a row's margins inside its tree loop (the threads of one row would race);
 the thread's own partial-sum slot, and the fold after the barrier writes the margins.
 
 PoCL runs a work-group's items one after another, so such a race gives right answers there; it
-showed up only on an H100 (session 4), with interleaved walks, which then ignored the slots."""
+showed up only on an H100, with interleaved walks, which then ignored the slots."""
 
 from __future__ import annotations
 

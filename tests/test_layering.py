@@ -1,6 +1,6 @@
-"""The layout rules of issue 17, checked on the sources: no import circle inside the core or
-inside any plugin package (imports a module runs when it is first imported), and no module over
-600 lines without the reason written at its top."""
+"""The layout rules (one obvious place for each concern, modules small enough to read), checked on
+the sources: no import circle inside the core or inside any plugin package (imports a module runs
+when it is first imported), and no module over 600 lines without the reason written at its top."""
 
 from __future__ import annotations
 

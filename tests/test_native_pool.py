@@ -20,8 +20,8 @@ from silvanforge_target_cpu import pool
 from strategies import _tree, rows_for
 from silvanforge.ir.hir import Forest, Op
 
-# Linux always has the pool: a pool that fails to build there is a failure, not a skip (one
-# silently fell back to the Python pool for a whole session).
+# Linux always has the pool: a pool that fails to build there is a failure, not a skip (a pool
+# that silently falls back to the Python one is slower for every call after it).
 pytestmark = pytest.mark.skipif(pool.native_pool() is None and not sys.platform.startswith("linux"),
                                 reason="no native worker pool on this host")
 

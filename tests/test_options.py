@@ -1,4 +1,4 @@
-"""Compile options (issue 17): one frozen CompileOptions decides the program; the context managers
+"""Compile options: one frozen CompileOptions decides the program; the context managers
 and SILVANFORGE_VECTOR_WALK are resolved into it once, at compile, and the artifact records it,
 so a model loaded and lowered again gets the same program, wherever it is loaded."""
 

@@ -1,5 +1,5 @@
-"""Profiles (node hit counts), probability-based tiling of skewed trees (seed 000) and tree
-reordering into depth / peel-depth groups with per-group peeled walks."""
+"""Profiles (node hit counts), probability-based tiling of skewed trees (the probability-based
+tiling draft) and tree reordering into depth / peel-depth groups with per-group peeled walks."""
 
 from __future__ import annotations
 
@@ -147,7 +147,8 @@ def _skewed_forest(depth: int = 6, trees: int = 3) -> sf.Forest:
 
 
 def _expected_tile_steps(tree: Tree, tiled: tiling.TiledTree, hits: np.ndarray) -> float:
-    """Seed 000's objective: sum over leaves of p_l times the leaf's depth in tiles."""
+    """The probability-based tiling draft's objective: sum over leaves of p_l times the leaf's depth
+    in tiles."""
     depth = {}
     for i in range(tiled.num_tiles):  # tiles are numbered breadth first
         d = depth.setdefault(i, 1)

@@ -1,5 +1,5 @@
 """The reorg representation (trees interleaved level by level, RAPIDS FIL's layout): its buffers
-are laid out as the seed describes, and compiled code using it predicts what the reference
+are laid out as the representations draft describes, and compiled code using it predicts what the reference
 evaluator and the training libraries do."""
 
 from __future__ import annotations

@@ -108,8 +108,9 @@ def test_canned_gpu_schedules_lower_and_print_but_do_not_run_on_cpu(forest, name
 
 
 def test_seed_example_loop_nest(forest):
-    # seed 004, 6.2: tile both loops, parallel outer batch and tree loops -> a privatised
-    # buffer with one slice per t0 iteration, folded into the margins after t0.
+    # the SilvanForge paper draft, section 'Use in SILVANFORGE': tile both loops, parallel outer
+    # batch and tree loops -> a privatised buffer with one slice per t0 iteration, folded into the
+    # margins after t0.
     text = sf.show(forest, "mir", schedule="tile(batch, i0, i1, 8)\ntile(tree, t0, t1, 15)\n"
                                            "reorder(i0, t0, t1, i1)\nparallel(t0)\nparallel(i0)")
     assert "partial0 = alloc<2xbatchxoutputs>" in text

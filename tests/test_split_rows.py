@@ -1,4 +1,4 @@
-"""Split rows (issue 4): CPU walks read each row as 2F columns, a missing value as +inf in
+"""Split rows: CPU walks read each row as 2F columns, a missing value as +inf in
 column 2f and as -inf in column 2f + 1, and the feature field ``(f << 1) | default_left`` picks
 the column, so a step needs no NaN test and no flags.  Checked against the reference evaluator
 on random forests (NaN, +-inf and exact ties in the rows) for every representation, schedule

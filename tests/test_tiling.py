@@ -1,4 +1,5 @@
-"""Tiled walks (seed 001, 3.2-3.8) compiled with the sparse representation against the reference
+"""Tiled walks (the Treebeard paper draft, sections 'Tiling' to 'In Memory Representation of
+Tiled Trees') compiled with the sparse representation against the reference
 evaluator and the libraries (tests/core/test_tiling_shapes.py tests the shapes, the look-up table
 and the tiled trees)."""
 

@@ -1,4 +1,4 @@
-"""Node-array widths (issue 4): narrow feature indices and child offsets, leaves kept in the
+"""Node-array widths: narrow feature indices and child offsets, leaves kept in the
 threshold slot, and the CPU schedule chooser (tests/core/test_node_widths.py: float32 thresholds
 for LightGBM's float64 ones).
 

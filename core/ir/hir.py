@@ -118,9 +118,10 @@ class Tree:
     leaf_value: np.ndarray  # float64 (n_nodes, len(outputs))
     outputs: tuple[int, ...] = (0,)
     categories: dict[int, np.ndarray] = dataclasses.field(default_factory=dict)
-    # A tiling chosen for this tree by a HIR pass (seed 001, 3.5: a tiling transformation gives
-    # every node a tile id): the tile of each internal node, -1 on leaves; None tiles uniformly
-    # (:mod:`silvanforge.tiling`).  Only how walks step, never predictions: not fingerprinted.
+    # A tiling chosen for this tree by a HIR pass (the Treebeard paper draft, section 'Tiled Trees':
+    # a tiling transformation gives every node a tile id): the tile of each internal node, -1 on
+    # leaves; None tiles uniformly (:mod:`silvanforge.tiling`).  Only how walks step, never
+    # predictions: not fingerprinted.
     tile_id: np.ndarray | None = None
 
     @property

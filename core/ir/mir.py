@@ -1,6 +1,7 @@
 """MIR: the loop nest a schedule produces, still silent about how trees are stored.
 
-Operations (seed 004, sections 3, 6 and 8):
+Operations (the SilvanForge paper draft, sections 'Compiler Overview', 'Reductions' and
+'Caching Implementation'):
 
 * ``Loop``: ``for``/``par.for`` over rows (``batch``) or trees (``tree``), with inferred
   ``start``/``stop``/``step`` (index expressions over the enclosing loops), an optional GPU

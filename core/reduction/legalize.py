@@ -1,4 +1,5 @@
-"""Legalisation of ``reduce`` under parallel loops (seed 004, section 6).
+"""Legalisation of ``reduce`` under parallel loops (the SilvanForge paper draft, section
+'Reductions').
 
 A parallel loop over trees around a ``reduce`` is a *conflicting loop*: its iterations add into
 the same margins.  For each chain of conflicting loops (outermost first) the target is

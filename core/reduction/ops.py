@@ -1,4 +1,5 @@
-"""The reduction dialect's operations (seed 004, section 6), used inside MIR loop nests.
+"""The reduction dialect's operations (the SilvanForge paper draft, section 'Reductions'), used
+inside MIR loop nests.
 
 * ``reduce``: accumulate a value into an element of a (possibly privatised) buffer; the
   semantics guarantee every value is added exactly once whatever loops around it are parallel;
@@ -29,7 +30,7 @@ class Reduce:
 
 @dataclasses.dataclass
 class ReduceDimension:
-    """``target[rows] (op)= sum over d of source[d, rows]`` after a conflicting loop (seed 004, 6).
+    """``target[rows] (op)= sum over d of source[d, rows]`` after a conflicting loop.
 
     ``inplace``: reduce into slot 0 of the same dimension (``reduce_dimension_inplace``).
     ``outer``: indices of the privatised dimensions before ``dim`` that stay fixed.

@@ -13,18 +13,20 @@ import math
 from ..ir import hir
 from .schedule import Schedule
 
-# Rows per tile in XGBoost's CPU predictor (seed 004, 4.2: 64 in the version it describes).
+# Rows per tile in XGBoost's CPU predictor (the SilvanForge paper draft, section 'The XBoost
+# Schedule': 64 in the version it describes).
 XGBOOST_CHUNK = 64
 
 
 def default(forest: hir.Forest, batch_size: int | None = None) -> Schedule:
-    """Each row walks every tree in order; rows in parallel (seed 001's loop order)."""
+    """Each row walks every tree in order; rows in parallel (the loop order of the Treebeard paper
+    draft)."""
     return Schedule().parallel("batch")
 
 
 def xgboost(forest: hir.Forest, batch_size: int | None = None, chunk: int = XGBOOST_CHUNK) -> Schedule:
-    """XGBoost's order (seed 004, 4.2): a chunk of rows walks one tree before the next tree;
-    chunks in parallel."""
+    """XGBoost's order (the SilvanForge paper draft, section 'The XBoost Schedule'): a chunk of rows
+    walks one tree before the next tree; chunks in parallel."""
     return (Schedule().tile("batch", "b0", "b1", chunk).reorder("b0", "tree", "b1").parallel("b0"))
 
 
@@ -49,10 +51,10 @@ def interleaved_trees(forest: hir.Forest, batch_size: int | None = None, lanes: 
 def peel_groups(forest: hir.Forest, batch_size: int | None = None, groups=None,
                 base: Schedule | None = None) -> Schedule:
     """``base`` (default: ``interleaved``, or ``default`` for batches under 16 rows) with the tree
-    loop split at group boundaries and each group's walks peeled to its shallowest leaf
-    (seed 000: walks of trees with equal peel depth share specialised code).  ``groups``
-    (:class:`silvanforge.hir_passes.TreeGroup`) default to the runs of trees with equal peel
-    depth in the forest's order: reorder the trees first (``compile(reorder=...)``) for few,
+    loop split at group boundaries and each group's walks peeled to its shallowest leaf (the
+    probability-based tiling draft: walks of trees with equal peel depth share specialised code).
+    ``groups`` (:class:`silvanforge.hir_passes.TreeGroup`) default to the runs of trees with equal
+    peel depth in the forest's order: reorder the trees first (``compile(reorder=...)``) for few,
     large groups."""
     from ..hir_passes import tree_groups
 
@@ -87,7 +89,8 @@ def tree_parallel(forest: hir.Forest, batch_size: int | None = None, parts: int 
 
 
 def tahoe_direct(forest: hir.Forest, batch_size: int | None = None, rows_per_block: int = 64) -> Schedule:
-    """Tahoe's direct method (seed 004, 4.3): one GPU thread walks all trees for one row."""
+    """Tahoe's direct method (the SilvanForge paper draft, section 'Tahoe Schedules'): one GPU
+    thread walks all trees for one row."""
     return (Schedule().tile("batch", "b0", "b1", rows_per_block).reorder("b0", "b1", "tree")
             .gpu_dimension("b0", "grid.x").gpu_dimension("b1", "block.x"))
 
@@ -131,7 +134,8 @@ CANNED = {
     "tahoe-shared-forest": tahoe_shared_forest,
     "tahoe-shared-partial-forest": tahoe_shared_partial_forest,
 }
-# Those that map loops to a GPU (Tahoe's strategies, seed 004, 4.3).
+# Those that map loops to a GPU (Tahoe's strategies, the SilvanForge paper draft, section 'Tahoe
+# Schedules').
 GPU_CANNED = tuple(name for name in CANNED if name.startswith("tahoe"))
 
 

@@ -2,7 +2,7 @@
 
 Loops are nodes of a tree whose children are the loops they immediately contain; a node with
 no children holds the tree walk and the reduce.  The tree starts as ``batch { tree { walk } }``
-and each directive rewrites it (seed 004, section 3):
+and each directive rewrites it (the SilvanForge paper draft, section 'Compiler Overview'):
 
 * ``tile(i, o, n, s)`` replaces every loop over ``i`` by ``o { n { ... } }``: ``o`` steps over
   ``i``'s range by ``s``, ``n`` covers one tile; the last tile may be partial (a remainder).

@@ -1,4 +1,4 @@
-"""Schedules: the scheduling language of seed 004, section 4.
+"""Schedules: the scheduling language of the SilvanForge paper draft, section 'Scheduling Language'.
 
 A schedule is an ordered list of directives over the index variables ``batch`` (rows) and
 ``tree`` (trees) and the indices derived from them.  It is written either through the Python
@@ -192,5 +192,6 @@ def parse_schedule(text: str) -> Schedule:
 
 
 def default_schedule() -> Schedule:
-    """Each row walks every tree in order (the loop order of seed 001), rows in parallel."""
+    """Each row walks every tree in order (the loop order of the Treebeard paper draft), rows in
+    parallel."""
     return Schedule().parallel("batch")

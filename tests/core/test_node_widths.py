@@ -1,4 +1,4 @@
-"""Node-array widths (issue 4): float32 thresholds that decide every float32 input as the
+"""Node-array widths: float32 thresholds that decide every float32 input as the
 float64 ones do, and the narrowest integer types (tests/test_widths.py compiles every width)."""
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Uniform and probability-based tiling (seed 001, 3.2-3.8; seed 000): tile shapes, the look-up
+"""Uniform and probability-based tiling (the Treebeard paper draft, sections 'Tiling' to 'In Memory
+Representation of Tiled Trees'; the probability-based tiling draft): tile shapes, the look-up
 table, tiled trees and their verifier, and LIR's vector types (tests/test_tiling.py compiles
 tiled walks)."""
 
@@ -131,7 +132,8 @@ def test_tiling_is_valid_and_walks_to_the_same_leaf(forest, n, seed):
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(forest=forests(max_depth=8), n=st.integers(1, 8), seed=st.integers(0, 2**16))
 def test_probability_tiling_is_valid_and_walks_to_the_same_leaf(forest, n, seed):
-    # Greedy tiles (seed 000) from random visit counts: leaf counts at random, parents the sums.
+    # Greedy tiles (the probability-based tiling draft) from random visit counts: leaf counts at
+    # random, parents the sums.
     rng = np.random.default_rng(seed)
     for tree in forest.trees:
         hits = np.where(tree.left < 0, rng.integers(0, 5, tree.num_nodes) ** 3, 0)

@@ -10,8 +10,9 @@ A library the GPU target plugins depend on; it registers no target itself, and a
 - :mod:`silvanforge_gpu.runtime`: :class:`~silvanforge_gpu.runtime.GpuKernel`, what every GPU
   kernel does around its launches (device buffers, copies, the kernels of a module in order); a
   target subclasses it with its API's spelling;
-- :mod:`silvanforge_gpu.template`: the GPU template schedule (seed 004, section 9), the targets'
-  default and the named schedule ``gpu-template``;
+- :mod:`silvanforge_gpu.template`: the GPU template schedule (the SilvanForge paper draft,
+  section 'Exploring the Schedule Space'), the targets' default and the named schedule
+  ``gpu-template``;
 - :mod:`silvanforge_gpu.explore` and :mod:`silvanforge_gpu.cli`: Algorithm 1, timing the template's
   candidates on the device (``forge tune``).
 

@@ -1,5 +1,5 @@
-"""Algorithm 1 of seed 004 (section 9): time the template's candidates on the target and keep
-the best, then try shared reduction on the three best.
+"""Algorithm 1 of the SilvanForge paper draft (section 'Exploring the Schedule Space'): time the
+template's candidates on the target and keep the best, then try shared reduction on the three best.
 
 It needs the target to run here (it times real launches), so it is a separate step
 (``forge tune``), not part of ``compile``: the default GPU schedule takes Algorithm 1's first

@@ -1,4 +1,5 @@
-"""MIR -> LIR for GPU targets (seed 004, sections 4.3, 6.1.2 and 8): one kernel per phase.
+"""MIR -> LIR for GPU targets (the SilvanForge paper draft, sections 'Tahoe Schedules', 'Lowering to
+GPU' and 'Caching Implementation'): one kernel per phase.
 
 The cuda and amd targets lower through :func:`lower_gpu` (their ``silvanforge_target_lower``
 hook).  It is the core's walk generator (:class:`silvanforge.walkgen.WalkGenerator`) with a
@@ -176,7 +177,7 @@ class GpuCodegen:
     def __init__(self, setup: WalkSetup):
         if setup.layout.tiles is not None:
             raise ScheduleError("tiled walks (tile_size > 1) are a CPU vectorisation; GPU targets walk "
-                                "node by node (seed 004, 5.1: tiling does not pay on SIMT GPUs)")
+                                "node by node (tiling does not pay on SIMT GPUs)")
         # The C dialects have no vector types: GPU threads walk one row each.
         self.gen = gen = WalkGenerator(setup, placement=self, vector_walks=False)
         self.forest, self.reps, self.b, self.thr_t = gen.forest, gen.reps, gen.b, gen.thr_t

@@ -1,4 +1,5 @@
-"""The GPU template schedule of seed 004, section 9, and the default chosen from it.
+"""The GPU template schedule of the SilvanForge paper draft, section 'Exploring the Schedule Space',
+and the default chosen from it.
 
 The template gives each thread block ``rows_per_block`` rows (grid.x), each thread
 ``rows_per_thread`` of them (block.x threads: rows_per_block / rows_per_thread), and spreads the
@@ -98,8 +99,9 @@ def default_params(forest: hir.Forest, batch_size: int | None) -> TemplateParams
 
 
 def default_gpu_schedule(forest: hir.Forest, batch_size: int | None = None) -> Schedule:
-    """The GPU template of seed 004, section 9, with Algorithm 1's parameters for this batch
-    (the GPU targets' default schedule, and the named schedule ``gpu-template``)."""
+    """The GPU template of the SilvanForge paper draft, section 'Exploring the Schedule Space', with
+    Algorithm 1's parameters for this batch (the GPU targets' default schedule, and the named
+    schedule ``gpu-template``)."""
     return gpu_template(forest, default_params(forest, batch_size))
 
 

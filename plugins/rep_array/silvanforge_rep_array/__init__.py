@@ -1,4 +1,5 @@
-"""The array representation (seeds 001, 002): each tree is a complete binary tree in an array.
+"""The array representation (the Treebeard paper draft and its representations note, section
+'Array Based Representation'): each tree is a complete binary tree in an array.
 
 Children are implicit: the children of local node ``n`` are ``2n + 1`` and ``2n + 2``, so no
 child pointer is stored or loaded.  Slots under a leaf are never visited and hold filler.  The
@@ -26,7 +27,7 @@ def array_slots(layout) -> int:
 
 
 # The array layout walks like sparse with more padding for incomplete trees: the chooser
-# preferred sparse over it before costs (issue 4's suite), kept as 10% more a row.
+# preferred sparse over it before costs (benchmarks/suite.py), kept as 10% more a row.
 WALK_COST_FACTOR = 1.1
 
 

@@ -23,7 +23,7 @@ rows are found once, by a branchless binary search of the feature's sorted thres
 Exact as the other forms: ``x >= g`` (``g`` the threshold of ``x < t`` splits, or the next
 value above ``t`` for ``x <= t``) holds iff more than the index of ``g`` thresholds are ``<= x``;
 LightGBM's NaN-or-not splits (``x <= +inf``) send every number left (no key reaches them) and
-NaN as missing values go.  Categorical splits (session 12) are entries of their own: the key of
+NaN as missing values go.  Categorical splits are entries of their own: the key of
 a categorical feature is its category (as the forest's rule makes one of ``x``) below the
 feature's rows, ``rows`` for NaN and ``rows + 1`` for no category, and its masks are one a key,
 the AND over the entry's nodes that key goes right at (not in the node's set; NaN as missing

@@ -1,4 +1,5 @@
-"""The reorg representation (seed 003, seed 004 section 7): trees interleaved level by level.
+"""The reorg representation (the representations draft, section 'Model Representations';
+the SilvanForge paper draft, section 'Representations'): trees interleaved level by level.
 
 This is RAPIDS FIL's layout.  Every tree is padded (conceptually) to a complete binary tree of
 the forest's largest depth ``D`` and numbered in level order, children of local node ``n`` at
@@ -40,7 +41,7 @@ def reorg_slots(layout) -> tuple[int, int, int]:
 
 
 # Trees interleaved level by level pay where walks are padded to one depth; the chooser
-# preferred sparse and array before costs (issue 4's suite), kept as 20% more a row.
+# preferred sparse and array before costs (benchmarks/suite.py), kept as 20% more a row.
 WALK_COST_FACTOR = 1.2
 # One row a call (batch_size 1, and the one-row form of small requests) is priced as any batch:
 # a walk here computes its child from the slot (no child load), which made it look 0.35x the

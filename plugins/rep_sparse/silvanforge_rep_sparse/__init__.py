@@ -1,18 +1,20 @@
-"""The sparse representation (seed 002): child pointers, children stored side by side.
+"""The sparse representation (the Treebeard representations note, section 'Sparse Representation'):
+child pointers, children stored side by side.
 
 Every node of every tree sits in one set of flat arrays.  An internal node stores the index of
 its left child; the right child is the next slot, so the child move is ``child[node] + c``.  A
 leaf stores, in the same ``child`` slot, the position of its values in the shared leaves array,
 so a leaf costs one entry and no space is wasted on incomplete trees.
 
-Tiled (tile size ``n > 1``, seed 001 section 3.8.2 / seed 002 "Vector"): a handle is a tile slot.
+Tiled (tile size ``n > 1``, the Treebeard paper draft, section 'Sparse Representation', and the
+representations note, 'Vector (Tile Size > 1)'): a handle is a tile slot.
 Slot ``s`` holds ``n`` thresholds, feature indices and flag bytes at ``s*n .. s*n + n - 1`` (so a
 tile's fields load as vectors), its shape id and the slot of its first child; its ``n + 1``
 children sit side by side.  A leaf is a leaf tile: feature ``-1`` in every lane, the ``child``
 field holding the position of its values (leaves stay in the one tile array, so the leaf check
 is the untiled one).
 
-Widths (issue 4): feature indices are stored in the layout's ``feature_dtype`` (int8 up to 127
+Widths: feature indices are stored in the layout's ``feature_dtype`` (int8 up to 127
 features) and ``child`` holds *relative* offsets (first child slot minus the node's slot: a
 breadth-first tree keeps them below its own size), in the narrowest integer type holding them.
 Where the layout allows it (``inline_leaves``: one output per tree, leaf dtype = threshold dtype)
@@ -33,7 +35,7 @@ from silvanforge.rep import Bin, Builder, Cast, Cmp, RepBuffers, Representation
 NAME = "sparse"
 
 
-# The core's walks priced as they are: sparse is the default walk layout (issue 4's suite).
+# The core's walks priced as they are: sparse is the default walk layout (benchmarks/suite.py).
 WALK_COST_FACTOR = 1.0
 
 

@@ -123,5 +123,6 @@ def hummingbird_engine(ctx: PeerContext, device: str = "cpu") -> Call:
 
 
 def hummingbird_cuda_engine(ctx: PeerContext) -> Call:
-    """Hummingbird's torch backend on the GPU (the peer of the GPU targets, seed 004)."""
+    """Hummingbird's torch backend on the GPU (the peer of the GPU targets in the SilvanForge paper
+    draft)."""
     return hummingbird_engine(ctx, device="cuda")

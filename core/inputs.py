@@ -244,8 +244,11 @@ def _arrow_column(col, name, labels) -> np.ndarray:
         if labels is not None:
             return labels.codes(np.asarray(col.to_numpy(zero_copy_only=False), dtype=object), name)
         raise InputError(f"column {name!r} holds strings; predict reads numbers or categorical columns")
+    # Integers past 2**53 round to the nearest float64, as NumPy and pandas convert them (arrow's
+    # default safe cast refuses them as lossy).
+    lossy_ok = pa.types.is_integer(col.type)
     try:
-        return pc.cast(col, pa.float64()).to_numpy(zero_copy_only=False)
+        return pc.cast(col, pa.float64(), safe=not lossy_ok).to_numpy(zero_copy_only=False)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
         raise InputError(f"column {name!r} of type {col.type} is not numeric ({exc})") from None
 

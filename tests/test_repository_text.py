@@ -1,8 +1,9 @@
 """The repository's text speaks to a reader who has only the repository: no work-journal wording
-("session 12", "this session"), no numbers of this project's own issue tracker, no file names of
-the specification drafts ("seed 004").  A comment cites a draft by its title and section (e.g.
-"the SilvanForge paper draft, section 'Scheduling Language'") and says the reason for a choice,
-not when it was made; a public project's issue is cited by project (dmlc/xgboost#12189)."""
+(numbered work sessions), no numbers of this project's own issue tracker, no file names of the
+specification drafts.  A comment cites a draft by its title and section (e.g. "the SilvanForge
+paper draft, section 'Scheduling Language'") and says the reason for a choice, not when it was
+made; a public project's issue is cited with its project (dmlc/xgboost#12189).  The patterns are
+in PATTERNS; test_patterns_catch_what_they_are_for shows what each one catches."""
 
 from __future__ import annotations
 
@@ -48,8 +49,10 @@ def hits(text: str) -> list[tuple[int, str, str]]:
 
 
 def test_patterns_catch_what_they_are_for():
-    samples = ["measured in " + "session 12", "see " + "issue 4", "seed " + "004, section 4",
-               "this " + "session", "issue" + " #17", "the " + "issue-4 suite", "(" + "#17)"]
+    # Joined at run time so that this file's own lines stay clean.
+    samples = ["".join(parts) for parts in [("measured in sess", "ion 12"), ("see iss", "ue 4"),
+               ("se", "ed 004, section 4"), ("this sess", "ion"), ("issue #", "17"),
+               ("the iss", "ue-4 suite"), ("(#", "17)")]]
     for sample in samples:
         assert hits(sample), sample
     clean = ["dmlc/xgboost#12189", "ort.InferenceSession(blob)", "random seed 1", "# 64 rows",

@@ -433,7 +433,7 @@ def test_extras_name_the_plugins_by_what_they_are_for():
     distributions of this repository (or the libraries it is about)."""
     projects = _projects()
     extras = projects["silvanforge"]["optional-dependencies"]
-    assert {"xgboost", "lightgbm", "onnx", "sklearn", "cpu", "cuda", "amd", "bench", "dask", "all"} <= set(extras)
+    assert {"xgboost", "lightgbm", "onnx", "catboost", "sklearn", "cpu", "cuda", "amd", "bench", "dask", "all"} <= set(extras)
     for extra, requirements in extras.items():
         for name in _requirement_names(requirements):
             base = name.partition("[")[0]

@@ -1,7 +1,7 @@
 """``silvanforge-importers``: every shipped model format at once.
 
 The formats live in distributions of their own (``silvanforge-importer-xgboost``, ``-lightgbm``,
-``-onnx``, ``-sklearn``; each needs only its own format's libraries), which this one depends on.
+``-onnx``, ``-sklearn``, ``-catboost``; each needs only its own format's libraries), which this one depends on.
 It registers no hook of its own: its entry point is there so that ``forge plugins`` shows it and
 says which of its members are installed (``STATUS``).
 """
@@ -11,7 +11,8 @@ from __future__ import annotations
 from importlib import metadata
 
 MEMBERS = ("silvanforge-importer-xgboost", "silvanforge-importer-lightgbm",
-           "silvanforge-importer-onnx", "silvanforge-importer-sklearn")
+           "silvanforge-importer-onnx", "silvanforge-importer-sklearn",
+           "silvanforge-importer-catboost")
 
 
 def _status() -> str:

@@ -1,0 +1,179 @@
+"""CatBoost importer, differential against ``catboost``'s own predict.
+
+Small models are trained here on generated data with NaN in the inputs (and infinities, zeros
+and a denormal in the rows predicted), saved as JSON and as ``.cbm``, and compiled from the
+file and from the fitted object; every prediction type users call is compared with
+``model.predict(X, prediction_type=...)``.  CatBoost computes in float64: the tolerance is a
+few float64 ulps (it adds the bias after the trees, the HIR before them).
+"""
+
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+import pytest
+
+cb = pytest.importorskip("catboost")
+
+import silvanforge as sf  # noqa: E402
+from silvanforge.errors import ModelFormatError, SilvanForgeError, UnsupportedModelError  # noqa: E402
+
+RTOL = ATOL = 1e-12
+_FIT = dict(verbose=0, thread_count=1, random_seed=3, allow_writing_files=False)
+
+
+def _data(seed=0, n=400, f=5):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, f))
+    X[rng.random(X.shape) < 0.1] = np.nan
+    Xt = rng.normal(size=(200, f))
+    Xt[rng.random(Xt.shape) < 0.15] = np.nan
+    Xt[:6, 0] = [np.inf, -np.inf, 0.0, -0.0, 1e-40, np.nan]
+    y = np.nan_to_num(X[:, 0]) + np.nan_to_num(X[:, 1]) ** 2 + 0.1 * rng.normal(size=n)
+    return rng, X, Xt, y
+
+
+def _sources(model, tmp_path, which=(0, 1, 2)):
+    """The model as a JSON file, a .cbm file and the fitted object (those ``which`` picks)."""
+    model.save_model(str(tmp_path / "m.json"), format="json")
+    model.save_model(str(tmp_path / "m.cbm"))
+    return [[tmp_path / "m.json", tmp_path / "m.cbm", model][i] for i in which]
+
+
+def _check(model, Xt, tmp_path, prediction_type, which=(0, 1, 2)):
+    # CatBoost's own predict (CatBoostRanker's hides prediction_type)
+    expected = cb.CatBoost.predict(model, Xt, prediction_type=prediction_type)
+    if prediction_type == "Probability" and expected.shape[1] == 2 and \
+            model.get_all_params()["loss_function"] in ("Logloss", "CrossEntropy"):
+        expected = expected[:, 1]  # a binary model predicts P(class 1), as XGBoost's
+    raw = cb.CatBoost.predict(model, Xt, prediction_type="RawFormulaVal")
+    for src in _sources(model, tmp_path, which):
+        cf = sf.compile(src)
+        np.testing.assert_allclose(cf.predict(Xt), expected, rtol=RTOL, atol=ATOL, err_msg=str(src))
+        np.testing.assert_allclose(cf.predict(Xt, output_margin=True), raw, rtol=RTOL, atol=ATOL,
+                                   err_msg=str(src))
+
+
+def _one_source(*params):
+    """One of the three sources for a grid cell (the grids cover each source many times; the
+    file and object readers share everything past the JSON)."""
+    return (sum(map(ord, "".join(params))) % 3,)
+
+
+@pytest.mark.parametrize("grow_policy", ["SymmetricTree", "Depthwise", "Lossguide"])
+@pytest.mark.parametrize("loss", ["RMSE", "MAE", "Quantile:alpha=0.3", "Poisson", "Tweedie:variance_power=1.4"])
+def test_regression_losses(loss, grow_policy, tmp_path):
+    rng, X, Xt, y = _data(1)
+    if loss.split(":")[0] in ("Poisson", "Tweedie"):
+        y = rng.poisson(np.exp(np.clip(y, -3, 2)))
+    size = dict(max_leaves=11) if grow_policy == "Lossguide" else dict(depth=4)
+    model = cb.CatBoostRegressor(iterations=15, loss_function=loss, grow_policy=grow_policy, **size, **_FIT).fit(X, y)
+    _check(model, Xt, tmp_path, "Exponent" if loss.split(":")[0] in ("Poisson", "Tweedie") else "RawFormulaVal",
+           which=_one_source(loss, grow_policy))
+
+
+@pytest.mark.parametrize("grow_policy", ["SymmetricTree", "Depthwise", "Lossguide"])
+@pytest.mark.parametrize("loss", ["Logloss", "CrossEntropy", "MultiClass", "MultiClassOneVsAll"])
+def test_classification_losses(loss, grow_policy, tmp_path):
+    rng, X, Xt, y = _data(2)
+    if loss in ("Logloss", "CrossEntropy"):
+        y = (y > 0.5).astype(int) if loss == "Logloss" else 1 / (1 + np.exp(-y))
+    else:
+        y = np.digitize(y, [0.0, 0.8, 2.0])
+    size = dict(max_leaves=9) if grow_policy == "Lossguide" else dict(depth=3)
+    cls = cb.CatBoostClassifier if loss != "CrossEntropy" else cb.CatBoost
+    model = cls(dict(iterations=12, loss_function=loss, grow_policy=grow_policy, **size, **_FIT)) \
+        if cls is cb.CatBoost else cls(iterations=12, loss_function=loss, grow_policy=grow_policy, **size, **_FIT)
+    model.fit(X, y)
+    _check(model, Xt, tmp_path, "Probability", which=_one_source(loss, grow_policy))
+
+
+@pytest.mark.parametrize("nan_mode", ["Min", "Max", "Forbidden"])
+def test_nan_modes(nan_mode, tmp_path):
+    rng, X, Xt, y = _data(3)
+    if nan_mode == "Forbidden":
+        X = np.nan_to_num(X)  # CatBoost refuses NaN when training this way; predicts it as-is
+    model = cb.CatBoostRegressor(iterations=20, depth=5, nan_mode=nan_mode, **_FIT).fit(X, y)
+    _check(model, Xt, tmp_path, "RawFormulaVal")
+
+
+@pytest.mark.parametrize("loss", ["YetiRank", "PairLogit", "QueryRMSE"])
+def test_ranking_losses(loss, tmp_path):
+    rng, X, Xt, y = _data(4)
+    groups = np.sort(rng.integers(0, 40, len(y)))
+    rel = np.clip(np.round(y), 0, 4)
+    model = cb.CatBoostRanker(iterations=12, depth=4, loss_function=loss, **_FIT).fit(X, rel, group_id=groups)
+    _check(model, Xt, tmp_path, "RawFormulaVal")
+
+
+def test_scale_and_bias(tmp_path):
+    rng, X, Xt, y = _data(5)
+    model = cb.CatBoostClassifier(iterations=10, depth=3, loss_function="MultiClass", **_FIT)
+    model.fit(X, np.digitize(y, [0.0, 1.0]))
+    model.set_scale_and_bias(1.7, [0.25, -0.5, 1.5])
+    _check(model, Xt, tmp_path, "Probability")
+
+
+def test_sklearn_wrapper_class_labels(tmp_path):
+    import silvanforge.sklearn
+
+    rng, X, Xt, y = _data(6)
+    for labels in (np.array(["low", "mid", "high"]), np.array(["no", "yes"])):
+        target = labels[np.digitize(y, [0.5, 1.5][: len(labels) - 1])]
+        model = cb.CatBoostClassifier(iterations=10, depth=3, **_FIT).fit(X, target)
+        est = silvanforge.sklearn.compile(model)
+        np.testing.assert_array_equal(est.classes_, model.classes_)
+        np.testing.assert_array_equal(est.predict(Xt), model.predict(Xt).reshape(-1))
+        np.testing.assert_allclose(est.predict_proba(Xt), model.predict_proba(Xt), rtol=RTOL, atol=ATOL)
+    reg = cb.CatBoostRegressor(iterations=10, depth=3, **_FIT).fit(X, y)
+    np.testing.assert_allclose(silvanforge.sklearn.compile(reg).predict(Xt), reg.predict(Xt), rtol=RTOL, atol=ATOL)
+
+
+def test_pandas_columns_by_name(tmp_path):
+    pd = pytest.importorskip("pandas")
+    rng, X, Xt, y = _data(7, f=4)
+    cols = ["alpha", "beta", "gamma", "delta"]
+    model = cb.CatBoostRegressor(iterations=10, depth=3, **_FIT).fit(pd.DataFrame(X, columns=cols), y)
+    frame = pd.DataFrame(Xt, columns=cols)
+    for src in _sources(model, tmp_path):
+        cf = sf.compile(src)
+        # columns in another order are matched by name
+        got = cf.predict(frame[cols[::-1]])
+        np.testing.assert_allclose(got, model.predict(frame), rtol=RTOL, atol=ATOL)
+
+
+def test_refused_features_are_named(tmp_path):
+    pd = pytest.importorskip("pandas")
+    rng = np.random.default_rng(8)
+    words = np.array(["red apple", "green pear", "blue sky", "red sky", "green apple"])
+    frame = pd.DataFrame({"x": rng.normal(size=200), "t": words[rng.integers(0, 5, 200)]})
+    model = cb.CatBoostClassifier(iterations=5, depth=2, text_features=["t"], **_FIT)
+    model.fit(frame, (frame.x > 0).astype(int))
+    with pytest.raises(UnsupportedModelError, match="text features"):
+        sf.load_model(model)
+
+
+def test_unknown_loss_and_malformed_files(tmp_path):
+    rng, X, Xt, y = _data(9)
+    model = cb.CatBoostRegressor(iterations=3, depth=2, loss_function="RMSEWithUncertainty", **_FIT).fit(X, y)
+    with pytest.raises(UnsupportedModelError, match="RMSEWithUncertainty"):
+        sf.load_model(model)
+    good = cb.CatBoostRegressor(iterations=3, depth=2, **_FIT).fit(X, y)
+    good.save_model(str(tmp_path / "m.json"), format="json")
+    text = (tmp_path / "m.json").read_bytes()
+    (tmp_path / "cut.json").write_bytes(text[: len(text) // 2])
+    with pytest.raises(ModelFormatError, match="cut.json"):
+        sf.load_model(tmp_path / "cut.json")
+    (tmp_path / "bad.cbm").write_bytes(b"CBM1" + b"\x00" * 64)
+    with pytest.raises(SilvanForgeError, match="bad.cbm"):
+        sf.load_model(tmp_path / "bad.cbm")
+
+
+def test_cbm_without_catboost_names_the_install(tmp_path, monkeypatch):
+    rng, X, Xt, y = _data(10)
+    model = cb.CatBoostRegressor(iterations=3, depth=2, **_FIT).fit(X, y)
+    model.save_model(str(tmp_path / "m.cbm"))
+    monkeypatch.setitem(sys.modules, "catboost", None)  # import catboost now raises ImportError
+    with pytest.raises(UnsupportedModelError, match="pip install catboost"):
+        sf.load_model(tmp_path / "m.cbm")

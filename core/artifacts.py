@@ -11,10 +11,13 @@ profile-derived tiling, optional), ``one_row.bin``, ``one_row_program.json`` and
 ``manifest.json`` (the SHA-256 of every other member) and ``signature`` (an HMAC-SHA256 of
 the manifest, when saved with a key).
 
-Checks, in order, before anything is used: the zip's members and their declared sizes (a
-size field that would allocate more than the file could hold is refused before anything is
-read); every member against the manifest (a damaged file, or members mixed from two
-artifacts, is refused); ``meta.json``'s fields and types; each array's header against the
+Checks, in order, before anything is used: the zip's members, their compression (stored or
+deflate only) and their declared sizes, before anything is inflated: each within what deflate
+can produce from its compressed bytes, and all of them together, with the arrays inside the
+``.npz`` members, within an inflation budget that grows with the file's size
+(:func:`inflate_budget`), so a small file cannot make the loader allocate much; members are
+inflated with a hard cap at their declared size; every member against the manifest (a
+damaged file, or members mixed from two artifacts, is refused); ``meta.json``'s fields and types; each array's header against the
 bytes it occupies; the forest's verifier and its fingerprint.
 
 Trust: loading machine code runs it.  A manifest proves the members belong together, not who
@@ -52,7 +55,15 @@ MEMBERS = ("meta.json", "forest.npz", "kernel.bin", "tiling.npz", "program.json"
 # meta.json is a few hundred bytes; anything near this is padding, not options.
 META_MAX_BYTES = 1 << 20
 # Deflate cannot expand data more than about 1032 to 1: a member declaring more is a lie.
-MAX_DEFLATE_RATIO = 1100
+MAX_DEFLATE_RATIO = 1040
+# How much an artifact may inflate to (its members, and the arrays in its .npz members, which
+# are held at once): real artifacts deflate 2-8 to 1, so a budget of 64 times the file plus
+# 32 MiB never refuses one, while a file of under 1 MB cannot take more than about 100 MB.
+# Whoever loads artifacts that compress better (huge padded buffers) sets this variable to
+# the bytes they allow.
+INFLATE_FLOOR, INFLATE_RATIO = 32 << 20, 64
+MAX_INFLATE_ENV = "SILVANFORGE_ARTIFACT_MAX_INFLATE"
+_READ_CHUNK = 1 << 20
 
 # meta.json: field -> the types it may have.
 _META_FIELDS = {
@@ -198,24 +209,22 @@ def _read(source, name: str, key: bytes | None) -> Artifact:
     # (zip readers skip both, so a padded or prefixed file would otherwise pass).
     if raw[:4] != b"PK\x03\x04" or raw[-22:-18] != b"PK\x05\x06":
         raise ArtifactError(f"{name}: not a SilvanForge compiled model, or padded or truncated")
+    budget = _Budget(name, inflate_budget(len(raw)))
     with zipfile.ZipFile(io.BytesIO(raw)) as z:
         infos = {i.filename: i for i in z.infolist()}
         unknown = sorted(set(infos) - set(MEMBERS) - {MANIFEST, SIGNATURE})
         if unknown:
             raise ArtifactError(f"{name}: members {unknown[:4]} are not part of an artifact: edited")
         for info in infos.values():
-            if info.compress_type == zipfile.ZIP_DEFLATED and \
-                    info.file_size > MAX_DEFLATE_RATIO * max(info.compress_size, 1):
-                raise ArtifactError(f"{name}: member {info.filename} claims {info.file_size} bytes "
-                                    f"from {info.compress_size}: damaged")
-            if info.compress_type == zipfile.ZIP_STORED and info.file_size != info.compress_size:
-                raise ArtifactError(f"{name}: member {info.filename} has inconsistent sizes: damaged")
+            _check_sizes(info, name)
         if "meta.json" not in infos:
             raise ArtifactError(f"{name}: not a SilvanForge compiled model (no meta.json)")
         if infos["meta.json"].file_size > META_MAX_BYTES:
             raise ArtifactError(f"{name}: meta.json is {infos['meta.json'].file_size} bytes, "
                                 f"past {META_MAX_BYTES}: damaged or padded")
-        data = {n: z.read(n) for n in MEMBERS + (MANIFEST, SIGNATURE) if n in infos}
+        # Every member is held at once: their declared sizes, all together, before any is inflated.
+        budget.take(sum(i.file_size for i in infos.values()), "its members")
+        data = {n: _inflate(z, infos[n], name) for n in MEMBERS + (MANIFEST, SIGNATURE) if n in infos}
     meta = _meta(data["meta.json"], name)
     has_manifest = MANIFEST in data
     if has_manifest:
@@ -232,7 +241,7 @@ def _read(source, name: str, key: bytes | None) -> Artifact:
         raise ArtifactError(f"{name}: the machine code is not the one its options were saved with: "
                             "damaged or mixed")
     try:
-        forest = hir_io.from_arrays(load_npz(data["forest.npz"], f"{name}: forest.npz"))
+        forest = hir_io.from_arrays(load_npz(data["forest.npz"], f"{name}: forest.npz", budget))
         hir.verify(forest)
     except ArtifactError:
         raise
@@ -244,14 +253,14 @@ def _read(source, name: str, key: bytes | None) -> Artifact:
     if meta["probability_tiling"]:
         if "tiling.npz" not in data:
             raise ArtifactError(f"{name}: member tiling.npz is missing: damaged")
-        tiling = load_npz(data["tiling.npz"], f"{name}: tiling.npz")
+        tiling = load_npz(data["tiling.npz"], f"{name}: tiling.npz", budget)
     program = None
     if "program.json" in data and "program.npz" in data:
-        program = (data["program.json"], load_npz(data["program.npz"], f"{name}: program.npz"))
+        program = (data["program.json"], load_npz(data["program.npz"], f"{name}: program.npz", budget))
     one_row = None
     if all(m in data for m in ("one_row.bin", "one_row_program.json", "one_row_program.npz")):
         one_row = (data["one_row.bin"], data["one_row_program.json"],
-                   load_npz(data["one_row_program.npz"], f"{name}: one_row_program.npz"))
+                   load_npz(data["one_row_program.npz"], f"{name}: one_row_program.npz", budget))
     return Artifact(meta, forest, blob, tiling, signed, has_manifest, program, one_row)
 
 
@@ -308,17 +317,81 @@ def _check_manifest(data: dict, name: str) -> None:
                                 "mixed from another artifact")
 
 
-def load_npz(raw: bytes, name: str) -> dict[str, np.ndarray]:
-    """The arrays of an .npz held in ``raw``, each header checked against the bytes the array
-    occupies before it is allocated (a header may claim any shape), never unpickling."""
+def inflate_budget(file_size: int) -> int:
+    """The most bytes an artifact of ``file_size`` bytes may inflate to, its members and their
+    arrays together (``SILVANFORGE_ARTIFACT_MAX_INFLATE`` overrides)."""
+    override = os.environ.get(MAX_INFLATE_ENV)
+    if override:
+        try:
+            return int(override)
+        except ValueError:
+            raise InputError(f"{MAX_INFLATE_ENV}={override!r} is not a number of bytes") from None
+    return INFLATE_FLOOR + INFLATE_RATIO * file_size
+
+
+class _Budget:
+    """Bytes an artifact may still inflate to; each claim is made before the bytes exist."""
+
+    def __init__(self, name: str, limit: int):
+        self.name, self.limit, self.left = name, limit, limit
+
+    def take(self, nbytes: int, what: str) -> None:
+        if nbytes > self.left:
+            raise ArtifactError(
+                f"{self.name}: {what} would inflate to {nbytes} bytes, past the {self.limit} allowed "
+                f"for an artifact of this size (a decompression bomb, or damaged; {MAX_INFLATE_ENV} "
+                "raises the limit for artifacts you trust)")
+        self.left -= nbytes
+
+
+def _check_sizes(info: zipfile.ZipInfo, name: str) -> None:
+    """A member's compression and declared sizes, checked before it is read: only stored and
+    deflate (bzip2 and lzma expand far more), and sizes each method can produce."""
+    if info.compress_type == zipfile.ZIP_DEFLATED:
+        if info.file_size > MAX_DEFLATE_RATIO * max(info.compress_size, 1):
+            raise ArtifactError(f"{name}: member {info.filename} claims {info.file_size} bytes "
+                                f"from {info.compress_size}: damaged")
+    elif info.compress_type == zipfile.ZIP_STORED:
+        if info.file_size != info.compress_size:
+            raise ArtifactError(f"{name}: member {info.filename} has inconsistent sizes: damaged")
+    else:
+        raise ArtifactError(f"{name}: member {info.filename} is compressed with method "
+                            f"{info.compress_type}, not one an artifact uses: edited")
+
+
+def _inflate(z: zipfile.ZipFile, info: zipfile.ZipInfo, name: str) -> bytes | bytearray:
+    """A member's bytes, inflated in bounded chunks into a buffer of its declared (budgeted)
+    size, never past it.  The ``.npz`` members stay a bytearray: copying one to ``bytes``
+    would hold it twice."""
+    buf = bytearray(info.file_size)
+    view, done = memoryview(buf), 0
+    with z.open(info) as f:
+        while done < info.file_size:
+            got = f.readinto(view[done:done + _READ_CHUNK])
+            if not got:
+                break
+            done += got
+        if done != info.file_size or f.read(1):
+            raise ArtifactError(f"{name}: member {info.filename} is not {info.file_size} bytes: damaged")
+    view.release()
+    return buf if info.filename.endswith(".npz") else bytes(buf)
+
+
+def load_npz(raw: bytes, name: str, budget: _Budget | None = None) -> dict[str, np.ndarray]:
+    """The arrays of an .npz held in ``raw``, checked as the artifact's members are (method,
+    declared sizes, together within ``budget``, before any is read), each header checked
+    against the bytes the array occupies before it is allocated (a header may claim any
+    shape), never unpickling."""
     out = {}
     with zipfile.ZipFile(io.BytesIO(raw)) as z:
-        for info in z.infolist():
+        infos = z.infolist()
+        for info in infos:
             if not info.filename.endswith(".npy"):
                 raise ArtifactError(f"{name}: unexpected member {info.filename}")
-            if info.compress_type == zipfile.ZIP_DEFLATED and \
-                    info.file_size > MAX_DEFLATE_RATIO * max(info.compress_size, 1):
-                raise ArtifactError(f"{name}: {info.filename} claims {info.file_size} bytes: damaged")
+            _check_sizes(info, name)
+        if budget is not None:
+            budget.take(sum(i.file_size for i in infos), f"the arrays of {name.rsplit(': ', 1)[-1]}")
+        for info in infos:
             with z.open(info) as f:
                 version = np.lib.format.read_magic(f)
                 if version == (1, 0):

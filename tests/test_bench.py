@@ -13,7 +13,7 @@ import silvanforge as sf
 from silvanforge import cli
 from silvanforge.errors import InputError
 from silvanforge_bench import bench, bench_peers
-from silvanforge_bench.bench_peers import lleaves_peer
+from silvanforge_bench.bench_peers import lleaves_peer, onedal_peer
 from silvanforge.errors import InputError
 
 xgb = pytest.importorskip("xgboost")
@@ -340,6 +340,72 @@ def test_real_lleaves_environment(tiny_lgb, tmp_path, monkeypatch):
     report = bench.run_bench(tiny_lgb, [1, 16], threads=1, repeat=1, min_time=0.0, peers=["lleaves"],
                              lleaves_venv=venv, cache_dir=str(tmp_path))
     _check_peer(report, "lleaves")
+
+
+# --------------------------------------------------------------------------- oneDAL
+@pytest.fixture(scope="module")
+def daal4py_here():
+    try:
+        onedal_peer.import_daal4py()
+    except ImportError as exc:
+        pytest.skip(f"daal4py does not import here: {exc}")
+
+
+def test_onedal_peer(tiny_models, daal4py_here):
+    """Binary, regression and multiclass models of both libraries, at 1 and 2 threads."""
+    for model in tiny_models:
+        report = bench.run_bench(model, [1, 16], threads=[1, 2], repeat=1, min_time=0.0, peers=["onedal"])
+        _check_peer(report, "onedal")
+        assert {(m.threads, m.batch_size) for m in report.measurements if m.engine == "onedal"} == {
+            (t, b) for t in (1, 2) for b in (1, 16)}
+        assert "scikit-learn-intelex" in report.versions
+
+
+@pytest.fixture(scope="module")
+def models_onedal_cannot_predict(tmp_path_factory):
+    """A LightGBM model with a categorical split and one with an exp link (gamma)."""
+    lgb = pytest.importorskip("lightgbm")
+    rng = np.random.default_rng(8)
+    X = rng.normal(size=(400, 3))
+    X[:, 2] = rng.integers(0, 12, len(X))
+    effect = rng.normal(size=12)
+    out = tmp_path_factory.mktemp("onedal")
+    params = {"num_leaves": 7, "min_data_in_leaf": 5, "min_data_per_group": 5, "cat_smooth": 1,
+              "max_cat_to_onehot": 2, "verbose": -1, "num_threads": 1}
+    y = (effect[X[:, 2].astype(int)] + X[:, 0] > 0).astype(float)
+    lgb.train({**params, "objective": "binary"}, lgb.Dataset(X, y, categorical_feature=[2]),
+              4).save_model(out / "categorical.txt")
+    lgb.train({**params, "objective": "gamma"}, lgb.Dataset(X[:, :2], np.exp(X[:, 0])),
+              4).save_model(out / "gamma.txt")
+    return out / "categorical.txt", out / "gamma.txt"
+
+
+def test_onedal_says_what_it_cannot_predict(models_onedal_cannot_predict, daal4py_here):
+    categorical, gamma = models_onedal_cannot_predict
+    for model, why in ((categorical, "categorical splits"), (gamma, "objective gamma")):
+        report = bench.run_bench(model, [4], threads=1, repeat=1, min_time=0.0, peers=["onedal"])
+        assert report.engines() == [bench.OURS]
+        assert [n for n in report.notes if n.startswith("onedal:")] == [
+            n for n in report.notes if "skipped for this model" in n and why in n], report.notes
+
+
+def test_onedal_disagreeing_is_skipped_not_timed(models_onedal_cannot_predict, daal4py_here, monkeypatch):
+    """Let the gamma model through the up-front refusal: oneDAL, applying no exp link, then
+    differs from ours, and forge bench skips it rather than timing wrong numbers."""
+    monkeypatch.setattr(onedal_peer, "_IDENTITY_LGB", (*onedal_peer._IDENTITY_LGB, "gamma"))
+    report = bench.run_bench(models_onedal_cannot_predict[1], [4], threads=1, repeat=1, min_time=0.0,
+                             peers=["onedal"])
+    assert report.engines() == [bench.OURS]
+    assert any(n.startswith("onedal: skipped") and "differ from ours" in n for n in report.notes), report.notes
+
+
+def test_onedal_missing_is_a_note(tiny_model, monkeypatch):
+    real = bench._importable
+    monkeypatch.setattr(bench, "_importable", lambda module: module != "daal4py" and real(module))
+    report = bench.run_bench(tiny_model, [4], threads=1, repeat=1, min_time=0.0, peers=["onedal"])
+    assert report.engines() == [bench.OURS]
+    assert any(n.startswith("onedal: not installed") and "pip install scikit-learn-intelex" in n
+               for n in report.notes), report.notes
 
 
 def test_bench_cli_writes_markdown(tiny_model, tmp_path, capsys, monkeypatch):

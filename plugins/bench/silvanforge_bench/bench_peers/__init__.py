@@ -14,6 +14,8 @@ hummingbird        XGBoost, LightGBM           ``hummingbird.ml.convert(model, "
                                                (``torch.set_num_threads``)
 lleaves            LightGBM text               ``lleaves.Model.predict`` (``n_jobs``), in its own
                                                environment when llvmlite here is >= 0.44
+onedal             XGBoost, LightGBM           ``daal4py.mb.convert_model(booster)``
+                   (numeric splits)            ``.predict_proba`` / ``.predict`` (``daalinit``)
 =================  ==========================  ================================================
 
 Each factory takes a :class:`PeerContext` and returns an :class:`Engine`; raising
@@ -41,6 +43,7 @@ from .base import (
 from .hummingbird_peer import hummingbird_cuda_engine, hummingbird_engine
 from .lleaves_peer import lleaves_engine
 from .native import lightgbm_engine, xgboost_cuda_engine, xgboost_engine
+from .onedal_peer import onedal_engine
 from .onnx_runtime import onnxruntime_engine
 from .treelite_peers import gtil_engine, tl2cgen_engine
 
@@ -57,6 +60,7 @@ PEERS = [
     ("tl2cgen", "tl2cgen", XGB + LGB, tl2cgen_engine),
     ("hummingbird", "hummingbird", XGB + LGB, hummingbird_engine),
     ("lleaves", None, LGB, lleaves_engine),  # may run from its own environment
+    ("onedal", "daal4py", XGB + LGB, onedal_engine),
 ]
 # The peers of GPU targets (same rows copied in and results copied out per call).
 GPU_PEERS = [
@@ -72,6 +76,7 @@ PIP = {
     "treelite": "pip install treelite",
     "tl2cgen": "pip install treelite tl2cgen",
     "hummingbird": "pip install hummingbird-ml torch",
+    "daal4py": "pip install scikit-learn-intelex",
 }
 
 __all__ = [

@@ -50,6 +50,9 @@ class Engine:
 
     name = "?"
     external = False  # True: times itself (see ExternalEngine)
+    # True: predictions that differ from ours skip the engine with a note instead of being timed
+    # (a converter known to mispredict some models it accepts).
+    must_agree = False
 
     def __init__(self) -> None:
         self.note: str | None = None

@@ -1,0 +1,57 @@
+"""benchmarks/request_sizes.py runs end to end on a small model; it measures, so nothing here
+asserts a speed."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("xgboost")
+pytest.importorskip("matplotlib")
+
+SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "request_sizes.py"
+
+
+@pytest.fixture(scope="module")
+def request_sizes():
+    spec = importlib.util.spec_from_file_location("request_sizes", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_quick_run_has_every_cell_and_the_plot(request_sizes, tmp_path, capsys):
+    sizes, threads = [1, 16, 64], [1, 2]
+    assert request_sizes.main(["--quick", "--models", "xgb_100x8", "--sizes", "1,16,64", "--threads", "1,2",
+                               "--peers", "xgboost", "--out", str(tmp_path)]) == 0
+    (result,) = json.loads((tmp_path / "request_sizes.json").read_text())
+    cells = {(c["engine"], c["threads"], c["rows"]) for c in result["us_per_call"]}
+    engines = {c[0] for c in cells}
+    assert {"silvanforge", "xgboost"} <= engines
+    assert cells == {(e, t, b) for e in engines for t in threads for b in sizes}
+    assert all(c["us"] > 0 for c in result["us_per_call"])
+    assert result["max_abs_diff"]["xgboost"] < 1e-6  # the peer predicts what we do
+    table = (tmp_path / "request_sizes.md").read_text()
+    for e in engines:
+        for t in threads:
+            row = next(line for line in table.splitlines() if line.startswith(f"| {t} | {e} |"))
+            assert "-" not in [c.strip() for c in row.split("|")[3:3 + len(sizes)]], row
+    assert "silvanforge / fastest peer" in table and "--quick" in table
+    for t in threads:
+        png = tmp_path / f"request_sizes_{t}t.png"
+        assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "xgb_100x8" in capsys.readouterr().out
+
+
+def test_bad_options_are_one_error_line(request_sizes, tmp_path):
+    for argv, what in ((["--models", "nope"], "unknown model"), (["--sizes", "0,4"], "--sizes"),
+                       (["--peers", "nope"], "unknown peer")):
+        with pytest.raises(SystemExit) as exc:
+            request_sizes.main([*argv, "--out", str(tmp_path)])
+        message = str(exc.value)
+        assert message.startswith("error: ") and what in message and "\n" not in message

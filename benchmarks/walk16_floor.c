@@ -15,7 +15,7 @@
 
    gcc -O3 -march=native benchmarks/walk16_floor.c -o /tmp/walk16 -lm && /tmp/walk16
    Measured (docs/benchmarks.md, "Small calls"): Zen 4 gathers cost about 16 cycles for 16 lanes,
-   so even perms2 takes 7.0 us, above the issue's 6 us; SilvanForge's scalar walks take 10.4. */
+   so even perms2 takes 7.0 us, above a 6 us aim; SilvanForge's scalar walks take 10.4. */
 #include <immintrin.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -15,7 +15,7 @@ order, as the reference does.
 
 Two forms of one program (:func:`lower`): *expanded* trees have every node's compare and AND
 emitted with its threshold and mask as constants; *looped* trees are applied by loops over node
-tables, which compile in constant time and run about 1.5x slower a node (docs/benchmarks.md,
+tables, which compile in constant time and run about 1.5x slower a node (docs/design-choices.md,
 "Bitvector evaluation").  The smallest trees are expanded, up to ``EXPAND_NODES`` nodes in all
 (compile time grows with them), and the rest looped.
 
@@ -105,9 +105,9 @@ PREFETCH_AHEAD, PREFETCH_ROW_BYTES = 2, 1024
 # Per-call stack for the trees' exit leaves (a block's lanes of words each).
 MAX_TREES = 16384
 MARGIN = 1.1
-# Cost model, ns a row on the AMD Zen 4 these were measured on (docs/benchmarks.md "Bitvector
-# evaluation"): nodes and trees of each form, and the copy of each used feature into the block's
-# columns, against the walks' estimate (:mod:`silvanforge.walkcost`).  Bitvectors are chosen when
+# Cost model, ns a row on the AMD Zen 4 these were measured on (docs/design-choices.md,
+# "Bitvector evaluation"): nodes and trees of each form, and the copy of each used feature into
+# the block's columns, against the walks' estimate (:mod:`silvanforge.walkcost`).  Bitvectors are chosen when
 # estimated at least MARGIN times faster than the walks: their cost is offered as MARGIN times
 # the estimate (:func:`cost_ns`).
 EXPANDED_NODE_NS, EXPANDED_TREE_NS = 0.047, 0.2

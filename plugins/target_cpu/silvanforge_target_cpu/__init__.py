@@ -35,7 +35,7 @@ def silvanforge_target_default_schedule(target, forest, batch_size, options=None
     from silvanforge.lowering import split_rows_pay, want_leaf_self_loops
     from silvanforge.scheduler.canned import interleaved, interleaved_trees
 
-    # Interleaved walks pay once a batch has rows to interleave (docs/benchmarks.md measures it);
+    # Interleaved walks pay once a batch has rows to interleave (docs/benchmarks.md, "Schedules");
     # a batch known to be tiny walks row by row, each row's trees together where the
     # representation's walks gain from it (its ``row_tree_lanes``).
     if batch_size is not None and batch_size < 16:
@@ -48,7 +48,7 @@ def silvanforge_target_default_schedule(target, forest, batch_size, options=None
     wide = row_bytes(forest) >= WIDE_ROW_BYTES
     # Walks of split rows address every lane's row from one register, so 16 lanes fit the
     # registers where every step is peeled (padded trees, or self-looping leaves): 1.13-1.34x
-    # over 8 (docs/benchmarks.md); walks with leaf checks keep 8.
+    # over 8 (benchmarks/ab.py on the synthetic suite, Zen 4); walks with leaf checks keep 8.
     peeled = shallowest == deepest or want_leaf_self_loops(
         forest, options.leaf_self_loops if options is not None else None)
     lanes = WIDE_LANES if split_rows_pay(forest, check_width=not wide) and peeled else LANES

@@ -1,8 +1,9 @@
 """A native worker pool for CPU kernels: shares of one phase handed to threads in microseconds.
 
 Python's ``ThreadPoolExecutor`` wakes a worker through a condition variable and the GIL: the
-worker starts 30-40 µs after the hand-off (docs/benchmarks.md), as long as a 512-row share of a
-small model takes to walk, so two threads did not pay below a few thousand rows.  These workers
+worker starts 30-40 µs after the hand-off (measured on the Zen 4 of docs/benchmarks.md), as long
+as a 512-row share of a small model takes to walk, so two threads would not pay below a few
+thousand rows.  These workers
 are native threads that never touch the GIL: each spins on its own mailbox for a while after its
 last share (``SPIN_NS``, as OpenMP runtimes do), then sleeps on a condition variable.  The
 caller runs the first share itself and spins until the others are done.
@@ -31,7 +32,7 @@ MAX_WORKERS = 255
 SPIN_NS = 200_000
 # Walk steps (and rows) a share should hold for a native hand-off to pay: measured, two threads
 # ran 32-row shares of a 100-tree model (376 steps a row) 1.19x faster than one thread, 128-row
-# shares 1.4-1.7x (docs/benchmarks.md, "Native worker pool").
+# shares 1.4-1.7x (Zen 4, 2 vCPUs: best of 5 x 400 predict calls over 16 rotating batches).
 SHARE_STEPS = 16_384
 MIN_SHARE_ROWS = 16
 # Share arguments: rows, the seven scalar parameters, out, the pointer table (lir.SCALAR_PARAMS).

@@ -19,7 +19,8 @@ ROOT = Path(__file__).resolve().parents[1]
 PATTERNS = {
     "journal session": re.compile(r"\bsessions? [0-9]|\bsession-[0-9]|\bthis session\b|\bsession's\b",
                                   re.IGNORECASE),
-    "own issue number": re.compile(r"\bissues? #?[0-9]|\bissue-[0-9]|(?<![\w/.-])#[0-9]+\b(?![0-9a-f])",
+    # A number in brackets after "#" is a tracker reference too; other "#" numbers (colours) are not.
+    "own issue number": re.compile(r"\b(?:issues?|pr|pull request|bug) ?#?[0-9]|\bissue-[0-9]|\(#[0-9]{1,5}\)",
                                    re.IGNORECASE),
     "draft file name": re.compile(r"\bseeds? 00[0-9]|\bseeds/", re.IGNORECASE),
 }
@@ -56,7 +57,7 @@ def test_patterns_catch_what_they_are_for():
     for sample in samples:
         assert hits(sample), sample
     clean = ["dmlc/xgboost#12189", "ort.InferenceSession(blob)", "random seed 1", "# 64 rows",
-             "`#[0-9a-f]` colours"]
+             "`#[0-9a-f]` colours", 'color="#333333"', "color: #1f77b4", "print(f'#{n}')"]
     for sample in clean:
         assert not hits(sample), sample
 

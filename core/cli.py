@@ -112,6 +112,12 @@ def _reorder_opt():
                              "each group's walks (schedule peel-groups unless --schedule).")
 
 
+def _header_opt():
+    return typer.Option(None, "--header/--no-header", show_default=False,
+                        help="The CSV's first line is a header of feature names / is a row "
+                             "(default: a header when every cell is a name, none a number).")
+
+
 def _cache_opt():
     return typer.Option(None, "--cache",
                         help="A directory (private to you) where compiled machine code is kept and "
@@ -271,11 +277,12 @@ def predict(
                                          "SILVANFORGE_ARTIFACT_KEY (only for artifacts you trust: it is "
                                          "native code); otherwise its model is compiled again."),
     cache: str | None = _cache_opt(),
+    header: bool | None = _header_opt(),
 ):
     """Predict rows from a CSV or .npy file; one output line (or row) per input row."""
     cf = load_or_compile(model, target, rep, schedule, None, threads, tile_size, profile, reorder,
                          trust_code=trust_code, cache=cache)
-    rows = csvio.read_rows(input_path, cf.num_features, cf.forest.feature_names)
+    rows = csvio.read_rows(input_path, cf.num_features, cf.forest.feature_names, header)
     if rows.note:
         _note(rows.note)
     kwargs = {} if missing is None else {"missing": missing}
@@ -401,13 +408,14 @@ def profile_command(
     alpha: float = typer.Option(0.05, "--alpha", min=0.0, max=1.0,
                                 help="Skewed: this fraction of the leaves ..."),
     beta: float = typer.Option(0.9, "--beta", min=0.0, max=1.0, help="... covers this fraction of the rows."),
+    header: bool | None = _header_opt(),
 ):
     """Count how many rows reach every node of every tree (for `--profile` tiling)."""
     from . import profiling
     from .loading import load_model
 
     forest = load_model(model)  # an artifact's stored model, too
-    rows = csvio.read_rows(data, forest.num_features, forest.feature_names)
+    rows = csvio.read_rows(data, forest.num_features, forest.feature_names, header)
     if rows.note:
         _note(rows.note)
     X = csvio.model_rows(rows, forest)

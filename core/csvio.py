@@ -1,14 +1,21 @@
 """Rows in and predictions out for the command line: CSV and NumPy ``.npy`` files.
 
 CSV input has one row per input and one column per feature.  The first line is a header of
-feature names when any of its cells is not a number.  A header is read as a data frame's
+feature names when it is plausibly one: every cell a name (empty cells allowed, as the index
+column pandas writes), none a number, a missing value (``nan``...) or a misspelt number
+(``1,5``, ``1.2.3``); ``--header``/``--no-header`` (``header=True/False``) decide instead.  A
+first line with a number among its cells is data, so a typo in one of its cells is an error
+naming it, never a row silently dropped; a header read for a model without feature names says
+so (:attr:`Rows.note`), since nothing then checks it.  A header is read as a data frame's
 column names are (:mod:`silvanforge.inputs`): for a model with feature names it must name them
 all, in any order (a missing or unknown name is an error naming it, as XGBoost's feature-name
 check is); for a model without names the columns are taken by position.  A cell of a
 categorical feature may be the category's label (``red``), mapped to the model's code as a
 data frame's category column is (a number there is the category's code, as in an array).
 An empty cell, ``nan``, ``na``, ``null`` or ``none`` (any
-case) is a missing value.  Number cells are parsed as float64, so the compiled model converts
+case) is a missing value.  Empty lines are skipped; a line of empty cells (``,,``) is a row of
+missing values.  Malformed lines (a row wider or narrower than the first, a NUL byte, an
+unbalanced quote, a quoted cell running over lines) are errors naming the line.  Number cells are parsed as float64, so the compiled model converts
 them exactly as the training library would.
 
 CSV output has one line per input and one column per output (K columns for K classes) written
@@ -63,16 +70,18 @@ def is_npy(path: str) -> bool:
 
 # --------------------------------------------------------------------------- reading
 def read_rows(path: str, num_features: int | None = None,
-              feature_names: list[str] | None = None) -> Rows:
+              feature_names: list[str] | None = None, header: bool | None = None) -> Rows:
     """Read the input rows at ``path`` (``.npy`` by extension or content, otherwise CSV).
 
     ``num_features`` and ``feature_names`` (the model's) shape an empty file and say whether
-    the header's names are reordered (a note); :func:`model_rows` gives the rows a model reads.
+    the header's names are reordered (a note); ``header``: the CSV's first line is a header
+    (True), is data (False), or is a header when it is plausibly one (None).
+    :func:`model_rows` gives the rows a model reads.
     """
     if is_npy(path):
         return Rows(_read_npy(path))
     if path == "-":
-        return _parse_csv(sys.stdin.read(), "<stdin>", num_features, feature_names)
+        return _parse_csv(sys.stdin.read(), "<stdin>", num_features, feature_names, header)
     if not os.path.exists(path):
         raise InputError(f"input file not found: {path}")
     try:
@@ -82,7 +91,7 @@ def read_rows(path: str, num_features: int | None = None,
         raise InputError(f"{path}: not a text CSV file (and not a .npy file)") from None
     except OSError as exc:
         raise InputError(f"cannot read input file {path}: {exc.strerror or exc}") from None
-    return _parse_csv(text, path, num_features, feature_names)
+    return _parse_csv(text, path, num_features, feature_names, header)
 
 
 def _read_npy(path: str) -> np.ndarray:
@@ -110,16 +119,52 @@ def _cell(text: str) -> float | None:
         return None
 
 
+# Characters a number is written with: a cell of only these (and a digit) is a number, or a
+# misspelt one ("1,5", "1.2.3", "1 000"), never a feature name.
+_NUMBER_CHARS = frozenset("0123456789.,+-eE _")
+
+
+def _is_name(cell: str) -> bool:
+    s = cell.strip()
+    if not s:
+        return True  # the unnamed index column pandas writes
+    if _cell(s) is not None:
+        return False
+    return not (set(s) <= _NUMBER_CHARS and any(ch.isdigit() for ch in s))
+
+
+def _records(text: str, name: str) -> list[tuple[int, list[str]]]:
+    """(line number, cells) of each record; malformed CSV an InputError naming the line."""
+    reader = csv.reader(io.StringIO(text), strict=True)
+    out, start = [], 1
+    while True:
+        try:
+            row = next(reader)
+        except StopIteration:
+            return out
+        except csv.Error as exc:
+            raise InputError(f"{name}: line {start}: malformed CSV ({exc}; an unbalanced quote?)") from None
+        lineno, start = start, reader.line_num + 1
+        for c, cell in enumerate(row, start=1):
+            if "\0" in cell:
+                raise InputError(f"{name}: line {lineno}, column {c}: a NUL byte: not a text CSV file")
+            if "\n" in cell or "\r" in cell:
+                raise InputError(f"{name}: line {lineno}, column {c}: a quoted cell runs over several "
+                                 "lines (an unbalanced quote?)")
+        # An empty or blank line is skipped; a line of empty cells (or a quoted empty cell) is a
+        # row of missing values.
+        if len(row) > 1 or (len(row) == 1 and not row[0].isspace()):
+            out.append((lineno, row))
+
+
 def _parse_csv(text: str, name: str, num_features: int | None,
-               feature_names: list[str] | None) -> Rows:
-    try:
-        lines = list(csv.reader(io.StringIO(text)))
-    except csv.Error as exc:
-        raise InputError(f"{name}: malformed CSV ({exc})") from None
-    numbered = [(i, row) for i, row in enumerate(lines, start=1) if row and any(c.strip() for c in row)]
+               feature_names: list[str] | None, header_mode: bool | None = None) -> Rows:
+    numbered = _records(text, name)
     header = None
-    if numbered and any(_cell(c) is None for c in numbered[0][1]):
-        header = [c.strip() for c in numbered[0][1]]
+    guessed = header_mode is None and bool(numbered) and all(_is_name(c) for c in numbered[0][1]) \
+        and any(c.strip() for c in numbered[0][1])
+    if numbered and (header_mode or guessed):
+        header_line, header = numbered[0][0], [c.strip() for c in numbered[0][1]]
         numbered = numbered[1:]
     width = len(header) if header is not None else (len(numbered[0][1]) if numbered else num_features or 0)
     values = np.empty((len(numbered), width), dtype=np.float64)
@@ -141,6 +186,10 @@ def _parse_csv(text: str, name: str, num_features: int | None,
     if header is not None and feature_names and header != list(feature_names) \
             and sorted(header) == sorted(feature_names):
         note = f"{name}: columns matched to the model's features by name"
+    if guessed and not feature_names:
+        shown = ", ".join(header[:4]) + (", ..." if len(header) > 4 else "")
+        note = (f"{name}: line {header_line} ({shown}) read as a header, not a row: the model has "
+                "no feature names, so columns are taken by position (--no-header reads it as a row)")
     return Rows(values, header, note, labels, name)
 
 

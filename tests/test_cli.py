@@ -136,6 +136,75 @@ def test_predict_csv_header(capsys, tmp_path, binary_model, X):
     np.testing.assert_array_equal(read_csv(out)[:, 0], expected)
 
 
+@pytest.fixture(scope="module")
+def nameless_model(binary_model, tmp_path_factory):
+    booster = xgb.Booster(model_file=str(binary_model[0]))
+    booster.feature_names = None
+    path = tmp_path_factory.mktemp("cli") / "nameless.json"
+    booster.save_model(str(path))
+    return path
+
+
+@pytest.mark.parametrize("first", ['nanx', '"1,5"', '1.2.3', '\x00'])
+def test_a_first_row_with_one_bad_cell_is_an_error_not_a_dropped_row(capsys, tmp_path, nameless_model, X, first):
+    # For a model without feature names nothing checks a header, so a first row with one
+    # mistyped cell must not be taken for one: every row in gives a line out, or an error.
+    lines = write_csv(tmp_path / "X.csv", X).read_text().splitlines()
+    cells = lines[0].split(",")
+    cells[2] = first
+    lines[0] = ",".join(cells)
+    (tmp_path / "X.csv").write_text("\n".join(lines) + "\n")
+    code, out, err = forge(capsys, "predict", nameless_model, "-i", tmp_path / "X.csv")
+    assert code != 0 and "Traceback" not in err, (code, out, err)
+    (line,) = [x for x in err.splitlines() if x.strip()]
+    assert line.startswith("error: ") and "line 1, column 3" in line, line
+
+
+def test_a_header_for_a_nameless_model_is_noted_and_can_be_declined(capsys, tmp_path, nameless_model, X):
+    expected = sf.compile(nameless_model).predict(X)
+    out = tmp_path / "y.csv"
+    code, _, err = forge(capsys, "predict", nameless_model, "-i", write_csv(tmp_path / "h.csv", X, list("abcde")),
+                         "-o", out)
+    assert code == 0, err
+    np.testing.assert_array_equal(read_csv(out)[:, 0], expected)
+    (note,) = [x for x in err.splitlines() if x.strip()]
+    assert note.startswith("note: ") and "line 1 (a, b, c, d, ...) read as a header" in note, note
+    # --no-header: that line is a row, and its words are not numbers
+    code, _, err = forge(capsys, "predict", nameless_model, "-i", tmp_path / "h.csv", "--no-header")
+    assert code != 0 and "line 1, column 1: 'a' is not a number" in err, err
+    # --header: a first line of numbers is a header all the same, and nothing is noted
+    code, _, err = forge(capsys, "predict", nameless_model, "-i", write_csv(tmp_path / "n.csv", X), "-o", out,
+                         "--header")
+    assert code == 0 and not err.strip(), err
+    np.testing.assert_array_equal(read_csv(out)[:, 0], expected[1:])
+    # a file of rows only: nothing to note
+    code, _, err = forge(capsys, "predict", nameless_model, "-i", write_csv(tmp_path / "p.csv", X), "-o", out)
+    assert code == 0 and not err.strip(), err
+
+
+@pytest.mark.parametrize("text, line", [
+    ("1,2,3,4,5\n1,\"2,3,4,5\n6,7,8,9,0\n", 2),   # a quote never closed
+    ("1,2,3,4,5\n1,\"2\"x,3,4,5\n", 2),           # text after a closing quote
+    ("1,2,3,4,5\n1,2,3,4,5\n1,2\x003,4,5\n", 3),  # a NUL byte
+    ("1,2,3,4,5\n1,\"2\n3\",4,5,6\n", 2),        # a quoted cell over two lines
+    ("1,2,3,4,5\n\n1,2,3,4\n", 3),               # a short row, after an empty line
+])
+def test_malformed_csv_lines_are_errors_naming_the_line(capsys, tmp_path, nameless_model, text, line):
+    (tmp_path / "bad.csv").write_text(text)
+    code, out, err = forge(capsys, "predict", nameless_model, "-i", tmp_path / "bad.csv")
+    (msg,) = [x for x in err.splitlines() if x.strip()]
+    assert code != 0 and msg.startswith("error: ") and f"bad.csv: line {line}" in msg, err
+
+
+def test_a_row_of_empty_cells_is_a_row_of_missing_values(capsys, tmp_path, nameless_model, X):
+    X = X.copy()
+    X[3] = np.nan
+    out = tmp_path / "y.csv"
+    code, _, err = forge(capsys, "predict", nameless_model, "-i", write_csv(tmp_path / "X.csv", X), "-o", out)
+    assert code == 0, err
+    np.testing.assert_array_equal(read_csv(out)[:, 0], sf.compile(nameless_model).predict(X))
+
+
 def test_predict_npy_round_trip(capsys, tmp_path, binary_model, X):
     path, booster = binary_model
     np.save(tmp_path / "X.npy", X)

@@ -195,6 +195,20 @@ def test_an_entry_copied_from_another_cache_is_not_trusted(tmp_path, forest):
     assert spy.calls == 1
 
 
+def test_a_cache_secret_others_could_read_is_replaced(tmp_path, forest):
+    # Entries signed under a secret someone else may have read are not trusted any more.
+    cache = tmp_path / "c"
+    sf.compile(forest, cache=cache)
+    secret = cache / ".secret"
+    assert secret.stat().st_mode & 0o777 == 0o600
+    old = secret.read_bytes()
+    os.chmod(secret, 0o644)
+    with CompileSpy() as spy:
+        sf.compile(forest, cache=cache)
+    assert spy.calls == 1
+    assert secret.stat().st_mode & 0o777 == 0o600 and secret.read_bytes() != old
+
+
 # ------------------------------------------------------------------ pickling
 def test_pickle_deepcopy_and_joblib_round_trips(tmp_path, compiled, rows):
     joblib = pytest.importorskip("joblib")

@@ -17,6 +17,8 @@ from __future__ import annotations
 import enum
 import os
 import sys
+import warnings
+from importlib import metadata
 from pathlib import Path
 
 import typer
@@ -25,10 +27,12 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from . import __version__, csvio
-from .errors import InputError, ScheduleError, SilvanForgeError
-from .loading import is_artifact
+from . import __version__, api, artifacts, csvio, profiling
+from .errors import ArtifactWarning, InputError, ScheduleError, SilvanForgeError
+from .loading import is_artifact, load_model
 from .plugins import registry
+from .scheduler import parse_schedule
+from .tiling import format_hir
 
 try:  # typer >= 0.2x vendors click; older releases use click itself
     from typer._click import exceptions as _click_exc
@@ -133,8 +137,6 @@ def read_schedule(path: str | None):
     (None: let the target choose); errors name the file."""
     if path is None:
         return None
-    from .scheduler import parse_schedule
-
     try:
         text = Path(path).read_text(encoding="utf-8")
     except FileNotFoundError:
@@ -157,13 +159,7 @@ def load_or_compile(model: str, target: str | None, rep: str | None, schedule: s
                     reorder: str | None = None, trust_code: bool = False, cache: str | None = None):
     """A CompiledForest from a model file (compiled now) or a saved artifact (loaded; its machine
     code runs when signed with SILVANFORGE_ARTIFACT_KEY or with --trust-code)."""
-    import warnings
-
-    import silvanforge as sf
-
     if is_artifact(model):
-        from . import artifacts
-
         meta = artifacts.read(model).meta  # checked, and its options compared, before compiling
         for flag, wanted, actual in (("--target", target, meta["target"]), ("--rep", rep, meta["rep"]),
                                      ("--tile-size", tile_size, meta["tile_size"])):
@@ -174,15 +170,15 @@ def load_or_compile(model: str, target: str | None, rep: str | None, schedule: s
             raise InputError(f"{model} is already compiled; --schedule, --batch-size, --profile and "
                              "--reorder apply only when compiling a model file")
         with _err().status(f"loading {escape(model)}"), warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always", sf.ArtifactWarning)
-            cf = sf.load_compiled(model, trust_code=trust_code)
+            warnings.simplefilter("always", ArtifactWarning)
+            cf = api.load_compiled(model, trust_code=trust_code)
         for w in caught:
-            if issubclass(w.category, sf.ArtifactWarning):  # the option's spelling here
+            if issubclass(w.category, ArtifactWarning):  # the option's spelling here
                 _note(str(w.message).replace("pass trust_code=True", "pass --trust-code"))
         return cf
     sched = read_schedule(schedule)
     with _err().status(f"compiling {escape(model)}"):
-        return sf.compile(model, target=target, rep=rep, schedule=sched,
+        return api.compile(model, target=target, rep=rep, schedule=sched,
                           batch_size=batch_size, threads=threads, tile_size=tile_size or 1,
                           profile=profile, reorder=reorder, cache=cache)
 
@@ -305,12 +301,8 @@ def show(
     tile_size: int | None = _tile_opt(),
 ):
     """Print MODEL at one level of the pipeline (with --tile-size, hir prints the tiles too)."""
-    from .tiling import format_hir
-
     if level is Level.hir and not is_artifact(model) and target is None and rep is None \
             and schedule is None:
-        from .loading import load_model
-
         forest = load_model(model)
         text = format_hir(forest, tile_size or 1, max_trees=max_trees or None)
     elif is_artifact(model):
@@ -320,14 +312,10 @@ def show(
         if level is not Level.hir:
             _options_line(cf.options)
     elif level is Level.hir:
-        from .loading import load_model
-
         text = format_hir(load_model(model), tile_size or 1, max_trees=max_trees or None)
     else:
-        import silvanforge as sf
-
         # Lowering only: a GPU schedule prints here even where no GPU can run it.
-        low = sf.lower(model, target=target, rep=rep, schedule=read_schedule(schedule),
+        low = api.lower(model, target=target, rep=rep, schedule=read_schedule(schedule),
                        tile_size=tile_size or 1)
         text = low.show(level.value)
         _options_line(low.options)
@@ -344,8 +332,6 @@ def _options_line(options) -> None:
 @app.command()
 def plugins():
     """List the installed plugins and whether each target can run on this machine."""
-    from .plugins import registry
-
     reg = registry()
     out = _out()
     out.print(f"silvanforge {__version__} ({escape(str(Path(__file__).parent))})")
@@ -375,8 +361,6 @@ def plugins():
     commands = Table(title="commands added by plugins", title_justify="left", box=box.SIMPLE_HEAD)
     for col in ("command", "distribution", "status"):
         commands.add_column(col, overflow="fold")
-    from importlib import metadata
-
     for ep in metadata.entry_points(group=COMMANDS_GROUP):
         try:
             ep.load()
@@ -411,9 +395,6 @@ def profile_command(
     header: bool | None = _header_opt(),
 ):
     """Count how many rows reach every node of every tree (for `--profile` tiling)."""
-    from . import profiling
-    from .loading import load_model
-
     forest = load_model(model)  # an artifact's stored model, too
     rows = csvio.read_rows(data, forest.num_features, forest.feature_names, header)
     if rows.note:
@@ -453,8 +434,6 @@ def _plugin_commands() -> None:
     if _commands_added:
         return
     _commands_added = True
-    from importlib import metadata
-
     for ep in metadata.entry_points(group=COMMANDS_GROUP):
         try:
             fn = ep.load()

@@ -14,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from .errors import InputError
+from .inputs import frame_columns_match
 
 
 def predict(compiled, data, output_margin: bool = False, threads: int = 1):
@@ -44,8 +45,6 @@ def predict(compiled, data, output_margin: bool = False, threads: int = 1):
                              meta=np.empty((0, 0), dtype), **kwargs)
     if type(data).__module__.startswith("dask.dataframe") or hasattr(data, "map_partitions"):
         import pandas as pd
-
-        from .inputs import frame_columns_match
 
         frame_columns_match(list(data.columns), compiled.forest)  # now, not at compute()
         meta = pd.Series([], dtype=dtype) if outputs is None else \

@@ -15,6 +15,7 @@ import dataclasses
 
 import numpy as np
 
+from .errors import InputError
 from .ir.hir import Forest, Op, Tree
 
 
@@ -107,8 +108,6 @@ def tree_groups(forest: Forest, key: str = "peel") -> list[TreeGroup]:
     """Runs of consecutive trees with equal ``key`` ("depth": deepest leaf, "peel": shallowest
     leaf), in the forest's order."""
     if key not in GROUP_KEYS:
-        from .errors import InputError
-
         raise InputError(f"unknown tree grouping {key!r}; choose {' or '.join(GROUP_KEYS)}")
     groups: list[TreeGroup] = []
     for i, t in enumerate(forest.trees):

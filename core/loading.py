@@ -7,6 +7,7 @@ import os
 from typing import Any
 
 from .errors import InputError, IRVerificationError, ModelFormatError
+from . import artifacts
 from .ir import hir
 from .plugins import registry
 
@@ -57,8 +58,6 @@ def load_model(model: str | os.PathLike | bytes | hir.Forest | Any, fmt: str | N
         if not data:
             raise ModelFormatError("the model bytes are empty")
         if data[:4] == ZIP_MAGIC:
-            from . import artifacts
-
             return artifacts.read(data).forest
     reg = registry()
     forest = reg.hook.silvanforge_import_object(obj=model)
@@ -78,8 +77,6 @@ def _load_path(path: str, fmt: str | None) -> hir.Forest:
     if not os.path.isfile(path):
         raise ModelFormatError(f"model file not found: {_shown(path)}")
     if fmt is None and is_artifact(path):
-        from . import artifacts
-
         return artifacts.read(path).forest
     reg = registry()
     if fmt is None:

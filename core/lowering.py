@@ -1,10 +1,11 @@
-"""MIR -> LIR, the shared part: the forest's layout, the lowering's choices and a walk's setup.
+"""MIR -> LIR, the shared part: the lowering's choices and a walk's setup.
 
 The walk generator that emits the walks, the split decision and the reduction, and the core's
 CPU lowering that drives it, are :mod:`silvanforge.walkgen`.  The core owns what every
-representation shares: the encoding of a split (threshold in the
-comparison dtype, a flags byte, category bitsets) in :class:`ForestLayout`, the decision rule of
-the HIR, and the aggregation of margins.  Where a value lives in memory (which buffer, which
+representation shares: the encoding of a split (threshold in the comparison dtype, a flags
+byte, category bitsets) in :class:`ForestLayout` (:mod:`silvanforge.layout`), the decision rule
+of the HIR, and the aggregation of margins; the forest's facts the choices here read are
+:mod:`silvanforge.forest_stats`.  Where a value lives in memory (which buffer, which
 index, how a child is found) is asked of the representation plugin's class, the contract of
 :mod:`silvanforge.rep`, so one representation serves every target.
 """
@@ -15,87 +16,18 @@ import dataclasses
 
 import numpy as np
 
-from .errors import UnsupportedModelError
-from .options import CompileOptions, leaf_self_loops, node_widths, per_tree_walk_depth, split_rows, vector_walks
-from .reduction.legalize import identity
-from .tiling import TiledForest, tile_forest
+from .errors import PluginError, UnsupportedModelError
+from .forest_stats import (LEAF_LOOPS_STEP_RATIO, SPLIT_ROWS_ANY_WIDTH, SPLIT_ROWS_WALK_SHARE, depth_stats,
+                           split_rows_pay, split_thresholds_exact, walks_exit_early)
 from .ir import hir, lir, mir
 from .ir.hir import Op
 from .ir.lir import Builder
-
-# Split flags byte (one per node): what the decision needs beyond threshold and feature.
-FLAG_DEFAULT_LEFT = 1  # a missing value goes left
-FLAG_ZERO_MISSING = 2  # |x| <= 1e-35f is missing too (LightGBM missing type Zero)
-FLAG_CATEGORICAL = 4  # the threshold slot holds the offset of the node's category bitset
-FLAG_OP_SHIFT = 3  # bits 3-4: the hir.Op of a numerical split
-
-
-@dataclasses.dataclass
-class TreeLayout:
-    """Node arrays of one tree in the encoding every representation stores."""
-
-    threshold: np.ndarray  # comparison dtype; category-bitset offset for categorical nodes
-    feature: np.ndarray  # int32, -1 at leaves
-    flags: np.ndarray  # uint8
-    left: np.ndarray  # int32, -1 at leaves
-    right: np.ndarray  # int32
-    leaf_slot: np.ndarray  # int32 index of the leaf's first value in leaf_values, -1 inside
-    depth: int
-
-
-@dataclasses.dataclass
-class ForestLayout:
-    """The forest in the shared node encoding, plus facts that let code generation specialise."""
-
-    forest: hir.Forest
-    trees: list[TreeLayout]
-    leaf_values: np.ndarray  # accumulation dtype; each leaf holds len(tree.outputs) values
-    cat_bits: np.ndarray  # int32 words: at each offset, the word count and then the words
-    threshold_dtype: np.dtype
-    leaf_dtype: np.dtype
-    ops: frozenset[int]
-    has_categorical: bool
-    has_zero_missing: bool
-    # The uniform tiling of every tree (:mod:`silvanforge.tiling`) when compiling with a tile
-    # size above 1; None for node-at-a-time walks.  Representations that lay out tiles read it.
-    tiles: TiledForest | None = None
-    # Widths: representations store feature indices in ``feature_dtype`` (the smallest
-    # of int8/int16/int32 holding -1 .. num_features - 1) and their own index fields (child
-    # offsets, leaf slots) in :meth:`index_dtype`; narrower node arrays shrink the working set.
-    feature_dtype: np.dtype = np.dtype(np.int32)
-    min_index_dtype: np.dtype = np.dtype(np.int8)
-    # Whether representations may keep a leaf's value in its threshold slot (one load less at
-    # the end of every walk): every tree feeds one output and leaves have the threshold dtype.
-    inline_leaves: bool = False
-    # Whether the default-left bit rides in the feature field: ``(feature << 1) | default_left``
-    # (leaves stay -1).  Chosen when that bit is all a split's flags say (one comparison op, no
-    # categorical or zero-as-missing splits): the walk then loads no flags byte, one load less per
-    # step.  Representations store ``TreeLayout.feature`` as it is; the core decodes it.
-    packed_default_left: bool = False
-    # Set by the core when walks read split rows (a leaf's feature, -1, reads a NaN column there):
-    # representations may then make a leaf a fixed point of a step (see silvanforge.rep).
-    leaf_self_loops: bool = False
-
-    @property
-    def tile_size(self) -> int:
-        return 1 if self.tiles is None else self.tiles.tile_size
-
-    def index_dtype(self, lo: int, hi: int) -> np.dtype:
-        """The narrowest integer dtype (int8, int16, int32; never below ``min_index_dtype``)
-        holding every value in ``[lo, hi]``."""
-        return smallest_int(lo, hi, self.min_index_dtype)
-
-
-INDEX_DTYPES = (np.dtype(np.int8), np.dtype(np.int16), np.dtype(np.int32))
-
-
-def smallest_int(lo: int, hi: int, at_least=np.int8) -> np.dtype:
-    """The narrowest of int8, int16, int32 (at least ``at_least``) holding ``[lo, hi]``."""
-    floor = np.dtype(at_least)
-    for dt in INDEX_DTYPES:
-        if dt.itemsize >= floor.itemsize and np.iinfo(dt).min <= lo and hi <= np.iinfo(dt).max:
-            return dt
-    raise UnsupportedModelError(f"node indices {lo}..{hi} do not fit in int32")
+from .layout import (FLAG_CATEGORICAL, FLAG_DEFAULT_LEFT, FLAG_OP_SHIFT, FLAG_ZERO_MISSING, INDEX_DTYPES,
+                     ForestLayout, RepBuffers, TreeLayout, build_layout, smallest_int)
+from .options import CompileOptions, leaf_self_loops, node_widths, per_tree_walk_depth, split_rows, vector_walks
+from .plugins import registry, rep_types
+from .reduction.legalize import identity
+from .rep import Representation
 
 
 # Whether interleaved walks run as vectors where the options leave it open
@@ -106,92 +38,9 @@ VECTOR_WALK_DEFAULT = False
 MAX_VECTOR_LANES = 16
 
 
-def build_layout(forest: hir.Forest, tile_size: int = 1, options: CompileOptions | None = None) -> ForestLayout:
-    """``forest`` in the shared node encoding; ``options``: the node widths, inline leaves and
-    packed default-left bit it forces (:class:`silvanforge.options.CompileOptions`; None: the
-    narrowest exact)."""
-    options = options or CompileOptions()
-    thr_dt = np.dtype(forest.threshold_dtype)
-    leaf_dt = np.dtype(forest.accumulate_dtype)
-    cat_words: list[np.ndarray] = []
-    cat_size = 0
-    leaf_chunks: list[np.ndarray] = []
-    leaf_size = 0
-    trees, ops = [], set()
-    for tree in forest.trees:
-        internal = tree.left >= 0
-        flags = (tree.default_left.astype(np.uint8) * FLAG_DEFAULT_LEFT
-                 | tree.zero_missing.astype(np.uint8) * FLAG_ZERO_MISSING
-                 | (tree.op.astype(np.uint8) << FLAG_OP_SHIFT))
-        # A threshold converted to the comparison dtype must round the same way the library
-        # does: both libraries store thresholds in the dtype they compare in, so this is exact.
-        thresholds = tree.threshold.astype(thr_dt)
-        for node, cats in sorted(tree.categories.items()):
-            nwords = int(cats.max()) // 32 + 1 if len(cats) else 0
-            # Offsets live in the threshold slot (exact in float32 below 2**24): check the size
-            # before allocating, so a huge category id is refused, not laid out.
-            if cat_size + nwords + 1 > 2**24:
-                raise UnsupportedModelError(
-                    f"categorical splits naming categories up to {int(cats.max())} (feature "
-                    f"{int(tree.feature[node])}): their bitsets would pass 2**24 words (64 MiB)")
-            words = np.zeros(nwords + 1, dtype=np.uint32)
-            words[0] = nwords
-            for c in cats.tolist():
-                words[1 + c // 32] |= np.uint32(1) << np.uint32(c % 32)
-            flags[node] |= FLAG_CATEGORICAL
-            thresholds[node] = cat_size
-            cat_words.append(words)
-            cat_size += len(words)
-        ops.update(int(o) for o in np.unique(tree.op[internal & ~tree.categorical_mask()]))
-        leaves = np.flatnonzero(~internal)
-        n_out = len(tree.outputs)
-        slot = np.full(tree.num_nodes, -1, dtype=np.int32)
-        slot[leaves] = leaf_size + np.arange(len(leaves), dtype=np.int32) * n_out
-        leaf_chunks.append(tree.leaf_value[leaves].astype(leaf_dt).reshape(-1))
-        leaf_size += len(leaves) * n_out
-        trees.append(TreeLayout(
-            threshold=np.where(internal, thresholds, 0).astype(thr_dt),
-            feature=np.where(internal, tree.feature, -1).astype(np.int32),
-            flags=np.where(internal, flags, 0).astype(np.uint8),
-            left=tree.left.astype(np.int32), right=tree.right.astype(np.int32),
-            leaf_slot=slot, depth=tree.depth(),
-        ))
-    # A trailing zero word keeps the first-word load of an empty set (offset + 1) in bounds.
-    cat_bits = np.concatenate(cat_words + [np.zeros(1, np.uint32)]).view(np.int32)
-    leaf_values = np.concatenate(leaf_chunks) if leaf_chunks else np.zeros(1, leaf_dt)
-    has_categorical = forest.has_categorical()
-    has_zero_missing = any(bool(t.zero_missing[t.left >= 0].any()) for t in forest.trees)
-    packed = (not has_categorical and not has_zero_missing and len(ops) <= 1
-              and options.packed_default_left is not False)
-    if packed:
-        for t in trees:
-            internal = t.feature >= 0
-            t.feature = np.where(internal, (t.feature << 1) | (t.flags & FLAG_DEFAULT_LEFT), -1).astype(np.int32)
-    max_feature = max(forest.num_features - 1, 0)
-    inline = (all(len(t.outputs) == 1 for t in forest.trees) and leaf_dt == thr_dt
-              and options.inline_leaves is not False)
-    return ForestLayout(
-        forest=forest, trees=trees, leaf_values=leaf_values, cat_bits=cat_bits,
-        threshold_dtype=thr_dt, leaf_dtype=leaf_dt, ops=frozenset(ops) or frozenset({Op.LT}),
-        has_categorical=has_categorical, has_zero_missing=has_zero_missing,
-        tiles=tile_forest(forest, tile_size) if tile_size > 1 else None,
-        feature_dtype=smallest_int(-1, 2 * max_feature + 1 if packed else max_feature,
-                                   options.feature_width or np.int8),
-        min_index_dtype=np.dtype(options.index_width or np.int8),
-        inline_leaves=inline, packed_default_left=packed,
-    )
-
-
 # The scratch buffer of split rows (:meth:`WalkGenerator.fill_split_rows`).
 SPLIT_ROWS = "split_rows"
 TREE_DEPTH = "tree_depth"  # model buffer: each tree's depth, for walks through self-looping leaves
-# Walks through self-looping leaves take each tree's deepest path (a counted loop over the
-# tree's depth, the same for every lane, so its branch predicts; or peeled where every tree is
-# as deep): that pays while a tree's depth is not far past its leaves' mean depth: 1.5-1.8x on
-# 1000 trees of depth 10 (docs/benchmarks.md), not on leaf-wise forests of depths 9 to 23 (walks
-# to the forest's depth: 0.66-0.75x).  Walks that check for leaves pay a mispredicted branch
-# about every other step instead.
-LEAF_LOOPS_STEP_RATIO = 1.5  # sum of tree depths / sum of the trees' mean leaf depths, at most
 
 
 def want_leaf_self_loops(forest: hir.Forest, forced: bool | None = None) -> bool:
@@ -204,48 +53,6 @@ def want_leaf_self_loops(forest: hir.Forest, forced: bool | None = None) -> bool
     return bool(forest.trees)
 
 
-def walks_exit_early(forest: hir.Forest, stats=None) -> tuple[bool, int]:
-    """Whether self-looping walks stop once every walk interleaved with them is at a leaf
-    (trees deep beside their leaves' mean depth: leaf-wise LightGBM), instead of running each
-    tree to its depth; and the steps every walk takes (the shallowest leaf of any tree).
-
-    Early exit: one leaf check a walk a step, the steps themselves unconditional (a leaf stays
-    put), so the only branch is the loop's, bounded by the deepest tree's depth.  On 300
-    leaf-wise trees of 255 leaves (depth 24.9 on average, a row's path about 6.4, the longest of
-    8 rows' paths about 11.5) it ran 1.03x the walks that branch on a leaf check per walk and
-    per step (1.2x without the bound, which a lane past its chunk needs: it may read a row not
-    its own and step off a leaf), and it keeps the self-looping leaves' layout for all forests.
-    ``stats``: :func:`depth_stats` of the forest, if computed already."""
-    if not forest.trees:
-        return False, 0
-    depth, mean_leaf, shallowest = stats or depth_stats(forest)
-    return bool(depth.sum() > LEAF_LOOPS_STEP_RATIO * mean_leaf.sum()), shallowest
-
-
-def depth_stats(forest: hir.Forest) -> tuple[np.ndarray, np.ndarray, int]:
-    """Each tree's depth and its leaves' mean depth, and the shallowest leaf of any tree: every
-    tree at once, level by level (a per-tree walk took half a second on 1000 deep trees)."""
-    if not forest.trees:
-        return np.zeros(0, np.int64), np.zeros(0), 0
-    offset, left, _, levels = hir.level_order(forest)
-    node_depth = np.zeros(len(left), np.int64)
-    for depth, level in enumerate(levels):
-        node_depth[level] = depth
-    sizes = np.diff(offset)
-    tree_of = np.repeat(np.arange(len(sizes)), sizes)
-    is_leaf = left < 0
-    depth = np.maximum.reduceat(node_depth, offset[:-1])
-    leaves = np.bincount(tree_of[is_leaf], minlength=len(sizes))
-    mean_leaf = np.bincount(tree_of[is_leaf], weights=node_depth[is_leaf], minlength=len(sizes)) / leaves
-    return depth, mean_leaf, int(node_depth[is_leaf].min())
-
-
-# Split rows pay while writing one (2F values) costs little beside walking it: wide rows (2000
-# features under 300 trees of depth 8) spend more writing, and more cache, than the walks save.
-SPLIT_ROWS_ANY_WIDTH = 128  # columns of a split row that always pay
-SPLIT_ROWS_WALK_SHARE = 0.25  # otherwise at most this many columns per walk step of a row
-
-
 def can_split_rows(layout: ForestLayout, per_chunk: bool = False, forced: bool | None = None) -> bool:
     """Whether walks read split rows (:meth:`WalkGenerator.fill_split_rows`): the default-left bit
     rides in the feature field and :func:`split_rows_pay` (or ``forced`` on or off:
@@ -255,27 +62,14 @@ def can_split_rows(layout: ForestLayout, per_chunk: bool = False, forced: bool |
     if forced is False or not layout.packed_default_left:
         return False
     # Thresholds as compiled: a float64 threshold may round to an infinite float32 one.
-    if not all(_split_thresholds_exact(t.threshold[t.feature >= 0], layout.ops) for t in layout.trees):
+    if not all(split_thresholds_exact(t.threshold[t.feature >= 0], layout.ops) for t in layout.trees):
         return False
     return split_rows_pay(layout.forest, check_width=forced is not True and not per_chunk)
 
 
-def _split_thresholds_exact(threshold: np.ndarray, ops) -> bool:
-    """Whether split rows decide these thresholds (of one dtype) exactly.  Split rows hold
-    +-inf inputs as +-MAX (the dtype's largest finite value) and missing values as +-inf, so a
-    threshold must not be +-MAX, nor -inf; +inf only under ``<=`` (LightGBM's NaN-or-not split
-    ``x <= +inf``), compiled as ``x <= MAX``: every number (+inf too, as MAX) goes left, a
-    missing value (+inf, or -inf where missing values go left) where its default sends it.  A
-    NaN threshold (no input goes left at it) keeps the NaN test too."""
-    top = np.finfo(threshold.dtype).max
-    if np.isnan(threshold).any() or (np.abs(threshold) == top).any() or (threshold == -np.inf).any():
-        return False
-    return not (threshold == np.inf).any() or set(int(o) for o in ops) == {int(Op.LE)}
-
-
 def split_thresholds(layout: ForestLayout) -> None:
     """Rewrite the +inf thresholds of ``x <= +inf`` splits to the dtype's largest finite value
-    for walks reading split rows (:func:`_split_thresholds_exact`)."""
+    for walks reading split rows (:func:`split_thresholds_exact`)."""
     for t in layout.trees:
         internal = t.feature >= 0
         thr = t.threshold
@@ -299,33 +93,6 @@ def rows_split_per_chunk(fn: mir.MirFunction) -> bool:
 
     walks = any(isinstance(op, mir.WalkDecisionTree) for op in mir.walk(fn.body))
     return walks and covered(fn.body, False)
-
-
-def split_rows_pay(forest: hir.Forest, check_width: bool = True) -> bool:
-    """Whether split rows are exact and pay for this forest: every split is numerical and
-    compares with ``<`` or with ``<=`` (one of them), none treats zero as missing, every threshold
-    is finite (+-inf would meet an infinite threshold on the wrong side), and the split row is
-    narrow beside the walk steps of a row (``check_width``).  Also asked by schedule choosers."""
-    if forest.has_categorical():
-        return False
-    ops = set()
-    thr_dtype = np.dtype(forest.threshold_dtype)
-    for t in forest.trees:
-        internal = t.left >= 0
-        if t.zero_missing[internal].any():
-            return False
-        ops.update(int(o) for o in np.unique(t.op[internal]))
-        if len(ops) > 1:
-            return False
-        with np.errstate(over="ignore"):
-            if not _split_thresholds_exact(t.threshold[internal].astype(thr_dtype), ops):
-                return False
-    if not ops <= {int(Op.LT), int(Op.LE)}:
-        return False
-    if not check_width:
-        return True
-    steps = int(depth_stats(forest)[0].sum())
-    return 2 * forest.num_features <= max(SPLIT_ROWS_ANY_WIDTH, SPLIT_ROWS_WALK_SHARE * steps)
 
 
 # Walk steps a CPU thread should get before a prediction is split over Python's thread pool:
@@ -372,27 +139,13 @@ def float32_thresholds(threshold: np.ndarray, op: int = Op.LE) -> np.ndarray:
     return t32
 
 
-@dataclasses.dataclass
-class RepBuffers:
-    """What a representation lays out: named model buffers (NumPy arrays) and facts about them."""
-
-    buffers: dict[str, np.ndarray]
-    info: dict = dataclasses.field(default_factory=dict)
-
-
 class _Rep:
     """One walk representation for one compile: the instance of its class (the contract of
     :mod:`silvanforge.rep`), whose methods the walk generator calls by name."""
 
     def __init__(self, hook, rep: str):
-        from .plugins import rep_types
-
-        from .rep import Representation
-
         cls = rep_types(hook).get(rep)
         if cls is None or not issubclass(cls, Representation):
-            from .errors import PluginError
-
             raise PluginError(f"representation {rep!r} is not a walk representation (no "
                               "silvanforge.rep.Representation class of that name is installed)")
         self.hook, self.rep, self.instance = hook, rep, cls()
@@ -403,11 +156,7 @@ class _Rep:
         return getattr(self.instance, op)
 
     def _buffers(self, forest: hir.Forest, layout: ForestLayout) -> RepBuffers:
-        from .errors import UnsupportedModelError
-
         if layout.tiles is not None and not type(self.instance).tiles:
-            from .plugins import rep_types
-
             tiling = sorted(name for name, cls in rep_types(self.hook).items() if getattr(cls, "tiles", False))
             raise UnsupportedModelError(
                 f"the {self.rep} representation does not lay out tiles (tile size {layout.tile_size}); "
@@ -415,8 +164,6 @@ class _Rep:
                    else "no installed representation does: use tile size 1"))
         out = self.instance.buffers(forest, layout)
         if not isinstance(out, RepBuffers):
-            from .errors import PluginError
-
             raise PluginError(f"representation {self.rep!r}: buffers() returned {type(out).__name__}, "
                               "not a RepBuffers")
         return out
@@ -457,8 +204,6 @@ def setup_walks(forest: hir.Forest, fn: mir.MirFunction, rep: str, hook=None, ti
     (a GPU backend's kernels) leaves it off.  ``options``: the compile's options,
     whose lowering knobs decide widths, split rows and self-looping leaves (None: defaults)."""
     if hook is None:
-        from .plugins import registry
-
         hook = registry().hook
     options = options or CompileOptions()
     layout = build_layout(forest, tile_size, options)
@@ -512,7 +257,10 @@ def walk_module(setup: WalkSetup, functions: list, info: dict) -> lir.Module:
     return module
 
 
-__all__ = ["ForestLayout", "TreeLayout", "RepBuffers", "build_layout",
+__all__ = ["ForestLayout", "TreeLayout", "RepBuffers", "build_layout", "INDEX_DTYPES",
+           # the forest's facts (silvanforge.forest_stats), where schedule choosers import them
+           "depth_stats", "walks_exit_early", "split_rows_pay", "LEAF_LOOPS_STEP_RATIO",
+           "SPLIT_ROWS_ANY_WIDTH", "SPLIT_ROWS_WALK_SHARE",
            "WalkSetup", "setup_walks", "walk_module", "CompileOptions",
            # the options' context managers (silvanforge.options), where tests and benchmarks import them
            "node_widths", "per_tree_walk_depth", "vector_walks", "split_rows", "leaf_self_loops",

@@ -108,12 +108,8 @@ class CompileOptions:
     def resolved(self) -> CompileOptions:
         """These options with the lowering knobs left None taken from the context managers in
         effect (:func:`override`) and, for ``vector_walks``, from ``SILVANFORGE_VECTOR_WALK``: the
-        one place either is read.  A value given in the options wins.  No target: the host's
-        (:meth:`silvanforge.plugins.PluginRegistry.default_target`, chosen here only)."""
-        if self.target is None:
-            from .plugins import registry
-
-            return dataclasses.replace(self, target=registry().default_target()).resolved()
+        one place either is read.  A value given in the options wins.  The target is left as
+        given: :func:`silvanforge.pipeline.compile_options` chooses the host's."""
         given = {name: value for name, value in (_OVERRIDES.get() or {}).items()
                  if getattr(self, name) is None}
         if self.vector_walks is None and "vector_walks" not in given:

@@ -17,6 +17,7 @@ from .ir import hir, lir, mir
 from .loading import load_model
 from .options import CompileOptions
 from .plugins import registry
+from .profiling import as_profile
 from .scheduler import Schedule, lower_to_mir, parse_schedule
 from .scheduler.canned import peel_groups
 from .tiling import check_tile_size, format_hir, probability_tile_ids, with_tile_ids
@@ -78,8 +79,6 @@ def _profile_tile_ids(forest: hir.Forest, profile, tile_size: int, pad) -> list 
     """Tile ids of the probability-based tiling from ``profile`` (None without a profile)."""
     if profile is None:
         return None
-    from .profiling import as_profile
-
     if tile_size < 2:
         raise InputError("a profile guides tiling: give a tile size from 2 to 8 with it")
     if pad:
@@ -157,13 +156,17 @@ def compile_options(options: CompileOptions | None = None, **given) -> CompileOp
     """The one :class:`~silvanforge.options.CompileOptions` of a ``compile``, ``lower`` or
     ``show`` call: ``options`` (or the defaults) with the keyword arguments ``given`` that differ
     from their defaults in place of its fields, resolved (the context managers and environment
-    variable of :mod:`silvanforge.options` read here, once)."""
+    variable of :mod:`silvanforge.options` read here, once); no target: the host's
+    (:meth:`silvanforge.plugins.PluginRegistry.default_target`, chosen here only, so the options
+    object itself never looks for plugins)."""
     base = options if options is not None else CompileOptions()
     if not isinstance(base, CompileOptions):
         raise InputError(f"options must be a CompileOptions, got {type(base).__name__}")
     defaults = CompileOptions()
     changed = {name: value for name, value in given.items() if value is not None
                and not (type(value) is type(getattr(defaults, name)) and value == getattr(defaults, name))}
+    if base.target is None and "target" not in changed:
+        changed["target"] = registry().default_target()
     return (dataclasses.replace(base, **changed) if changed else base).resolved()
 
 

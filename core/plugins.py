@@ -16,6 +16,8 @@ import pluggy
 
 from . import hookspecs
 from .errors import PluginError
+from .rep import ProgramRepresentation, check_class
+from .scheduler.canned import CANNED
 
 GROUPS = ("silvanforge.importers", "silvanforge.representations", "silvanforge.targets")
 
@@ -106,8 +108,6 @@ class PluginRegistry:
     def rep_kind(self, rep: str) -> str:
         """``walk`` (a :class:`silvanforge.rep.Representation`: the core walks the trees) or
         ``program`` (a :class:`silvanforge.rep.ProgramRepresentation` builds its own program)."""
-        from .rep import ProgramRepresentation
-
         return "program" if issubclass(self.rep_class(rep), ProgramRepresentation) else "walk"
 
     def rep_costs(self, forest, target_kind: str, batch_size) -> list[tuple[str, float | None, str]]:
@@ -161,8 +161,6 @@ class PluginRegistry:
     def schedules(self) -> dict:
         """Named schedules, name -> function ``(forest, batch_size) -> Schedule``: the core's
         canned ones and those plugins add (the ``silvanforge_schedules`` hook)."""
-        from .scheduler.canned import CANNED
-
         found = dict(CANNED)
         for named in self.hook.silvanforge_schedules():
             for name, make in (named or {}).items():
@@ -184,8 +182,6 @@ class PluginRegistry:
 def rep_types(hook) -> dict:
     """The representation classes the plugins list (``silvanforge_representation_types``), by
     name, each checked against :class:`silvanforge.rep.Representation`."""
-    from .rep import check_class
-
     found = {}
     for lst in hook.silvanforge_representation_types():
         for cls in lst or ():

@@ -5,8 +5,9 @@ draft).
 reference evaluator, vectorised over rows (one NumPy step per tree level), and counts the visits
 of every node, internal nodes and leaves alike.  A node's count divided by the number of rows is
 its probability ``p_v``; a parent's count is the sum of its children's.  Probability-based
-tiling (:mod:`silvanforge.tiling`) reads the counts, and :func:`is_skewed` tells which trees it
-tiles (a fraction ``alpha`` of the leaves covers a fraction ``beta`` of the rows).
+tiling (:mod:`silvanforge.tiling`) reads the counts, and its :func:`~silvanforge.tiling.is_skewed`
+tells which trees it tiles (a fraction ``alpha`` of the leaves covers a fraction ``beta`` of
+the rows).
 
 File format (``Profile.save``, ``load_profile``), chosen by the file name:
 
@@ -32,12 +33,11 @@ import numpy as np
 
 from .errors import InputError
 from .ir.hir import ZERO_THRESHOLD, CategoryRule, Forest, Op, Tree
+from .loading import load_model
 from .reference import category_of
+from .runtime import check_rows
+from .tiling import ALPHA, BETA, is_skewed, leaves_covering
 
-# The probability-based tiling draft: a tree is *skewed* when a fraction ALPHA of its leaves covers
-# a fraction BETA of the profiled rows (tiling takes probability-based tiles for those only).
-ALPHA = 0.05
-BETA = 0.9
 
 PROFILE_FORMAT = "silvanforge-profile"
 PROFILE_VERSION = 1
@@ -184,9 +184,6 @@ def tree_hits(tree: Tree, X: np.ndarray, rule: CategoryRule) -> np.ndarray:
 def profile(model, X, *, check_features: bool = True) -> Profile:
     """Profile ``model`` (a model file, a HIR Forest or a CompiledForest) on the rows ``X``:
     per tree, how many rows visit each node (see the module doc)."""
-    from .loading import load_model
-    from .runtime import check_rows
-
     if isinstance(model, Forest):
         forest = model
     elif hasattr(model, "forest") and isinstance(model.forest, Forest):
@@ -211,26 +208,6 @@ def as_profile(value, forest: Forest) -> Profile:
 
 
 # --------------------------------------------------------------------------- skew
-def leaves_covering(leaf_hits: np.ndarray, beta: float) -> int:
-    """The fewest leaves (most visited first) that together take at least ``beta`` of the rows."""
-    total = int(leaf_hits.sum())
-    if total == 0:
-        return 0
-    cum = np.cumsum(np.sort(leaf_hits)[::-1])
-    return int(np.argmax(cum >= beta * total)) + 1
-
-
-def is_skewed(tree: Tree, hits: np.ndarray, alpha: float, beta: float) -> bool:
-    """The probability-based tiling draft's skew test: a fraction ``alpha`` of the leaves covers a
-    fraction ``beta`` of the profiled rows.  With few leaves ``alpha * leaves`` is below one; one
-    leaf is then allowed, so a small tree is skewed when a single leaf takes ``beta`` of the rows.
-    Trees that are a single leaf, or that no row reached, are not skewed."""
-    leaves = np.asarray(hits)[tree.left < 0]
-    if len(leaves) < 2 or leaves.sum() == 0:
-        return False
-    return leaves_covering(leaves, beta) <= max(1.0, alpha * len(leaves))
-
-
 def summary(forest: Forest, p: Profile, alpha: float | None = None, beta: float | None = None) -> dict:
     """What ``forge profile`` prints: skewed trees and how concentrated the leaves are."""
     a = ALPHA if alpha is None else alpha

@@ -38,12 +38,13 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from .errors import InputError, UnsupportedModelError
+from .errors import InputError, PluginError, UnsupportedModelError
 from .ir import lir
 from .ir.hir import Forest
 from .ir.lir import Bin, Builder, Cast, Cmp, Expr, Select
-from .lowering import (FLAG_CATEGORICAL, FLAG_DEFAULT_LEFT, FLAG_OP_SHIFT, FLAG_ZERO_MISSING, ForestLayout,
-                       RepBuffers, TreeLayout)
+from .layout import (FLAG_CATEGORICAL, FLAG_DEFAULT_LEFT, FLAG_OP_SHIFT, FLAG_ZERO_MISSING, ForestLayout,
+                     RepBuffers, TreeLayout)
+from .walkcost import walk_estimate_ns
 
 __all__ = [
     "Representation", "FieldArrays", "ProgramRepresentation", "ForestLayout", "TreeLayout", "RepBuffers", "Builder", "Bin", "Cast", "Cmp",
@@ -79,8 +80,6 @@ class Representation:
         default :attr:`walk_cost_factor` times the walks' estimate, or None without one."""
         if cls.walk_cost_factor is None:
             return None
-        from .walkcost import walk_estimate_ns
-
         # A picosecond more keeps the factors' order where a forest has no steps (single leaves).
         return cls.walk_cost_factor * (walk_estimate_ns(forest) + 1e-3)
 
@@ -179,8 +178,6 @@ class ProgramRepresentation:
 
 def check_class(cls) -> None:
     """Why a class a plugin lists is not a usable representation (raises PluginError)."""
-    from .errors import PluginError
-
     if not (isinstance(cls, type) and issubclass(cls, (Representation, ProgramRepresentation))):
         raise PluginError(f"{cls!r} is not a silvanforge.rep.Representation or ProgramRepresentation subclass")
     if not cls.name or not isinstance(cls.name, str):

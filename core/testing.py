@@ -27,8 +27,10 @@ import dataclasses
 
 import numpy as np
 
+from . import api, reference
 from .errors import InputError, UnsupportedModelError
 from .ir.hir import Aggregation, CategoryRule, Forest, Op, Transform, Tree
+from .plugins import registry
 from .sampling import random_rows  # noqa: F401 - plugins' tests import it from the kit
 
 # Thresholds come from this grid so that rows hit them exactly (where < and <= differ).
@@ -125,8 +127,6 @@ class Conformance:
 
 
 def _compare(forest: Forest, cf, X: np.ndarray, exact: bool, what: str) -> None:
-    from . import reference
-
     got = cf.predict(X, output_margin=True)
     want = reference.predict(forest, X, output_margin=True)
     if exact:
@@ -137,8 +137,6 @@ def _compare(forest: Forest, cf, X: np.ndarray, exact: bool, what: str) -> None:
 
 
 def _run(result: Conformance, forest: Forest, X: np.ndarray, exact: bool, what: str, **options) -> None:
-    from . import api
-
     try:
         cf = api.compile(forest, **options)
     except (UnsupportedModelError, InputError) as exc:
@@ -155,8 +153,6 @@ def check_representation(rep: str, target: str | None = None, seeds=range(12), r
     or ``schedules``) and tile size (refusals of tiles are counted), a program representation
     as it builds itself.  Raises AssertionError naming the seed and options on a mismatch;
     returns what ran (:class:`Conformance`).  At least one case must run."""
-    from .plugins import registry
-
     reg = registry()
     reg.check_representation(rep)
     walks = reg.rep_kind(rep) == "walk"
@@ -187,8 +183,6 @@ def check_target(target: str, reps=None, seeds=range(8), rows: int = 48) -> Conf
     """Compile ``seeds`` random forests for ``target`` with each representation (default: every
     installed one, the chooser's choice included) and compare with the reference: exactly on
     CPU targets, to the dtype's rounding on GPU ones (their templates reorder sums)."""
-    from .plugins import registry
-
     reg = registry()
     reg.check_target(target)
     # GPU templates sum a row's trees in parallel partial sums: equal up to rounding.

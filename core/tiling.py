@@ -33,9 +33,8 @@ from functools import lru_cache
 
 import numpy as np
 
-from .errors import IRVerificationError
+from .errors import InputError, IRVerificationError
 from .ir import hir
-from .profiling import ALPHA, BETA, is_skewed
 
 # LUT sizes grow as NTS(n) * 2**n (1430 * 256 bytes at 8); larger tiles gain nothing on CPUs.
 MAX_TILE_SIZE = 8
@@ -164,8 +163,6 @@ def _lut(n: int) -> np.ndarray:
 def check_tile_size(n) -> None:
     """Raise InputError unless ``n`` is a tile size this compiler supports (1 .. MAX_TILE_SIZE)."""
     if not isinstance(n, (int, np.integer)) or isinstance(n, bool) or not 1 <= n <= MAX_TILE_SIZE:
-        from .errors import InputError
-
         raise InputError(f"tile_size must be an integer from 1 to {MAX_TILE_SIZE}, got {n!r}")
 
 
@@ -363,8 +360,32 @@ def tile_ids(tiled: TiledTree, num_nodes: int) -> np.ndarray:
 
 
 # ----------------------------------------------------------------------------- probability-based
-# Only skewed trees (profiling.is_skewed, ALPHA and BETA) are tiled by probability: others keep
-# uniform tiles, so the number of distinct tile shapes, and with it the LUT, stays small.
+# Only skewed trees (is_skewed, ALPHA and BETA) are tiled by probability: others keep uniform
+# tiles, so the number of distinct tile shapes, and with it the LUT, stays small.  A tree is
+# *skewed* when a fraction ALPHA of its leaves covers a fraction BETA of the profiled rows; the
+# profile (:mod:`silvanforge.profiling`) counts the rows, tiling owns the rule.
+ALPHA = 0.05
+BETA = 0.9
+
+
+def leaves_covering(leaf_hits: np.ndarray, beta: float) -> int:
+    """The fewest leaves (most visited first) that together take at least ``beta`` of the rows."""
+    total = int(leaf_hits.sum())
+    if total == 0:
+        return 0
+    cum = np.cumsum(np.sort(leaf_hits)[::-1])
+    return int(np.argmax(cum >= beta * total)) + 1
+
+
+def is_skewed(tree: hir.Tree, hits: np.ndarray, alpha: float, beta: float) -> bool:
+    """The probability-based tiling draft's skew test: a fraction ``alpha`` of the leaves covers a
+    fraction ``beta`` of the profiled rows.  With few leaves ``alpha * leaves`` is below one; one
+    leaf is then allowed, so a small tree is skewed when a single leaf takes ``beta`` of the rows.
+    Trees that are a single leaf, or that no row reached, are not skewed."""
+    leaves = np.asarray(hits)[tree.left < 0]
+    if len(leaves) < 2 or leaves.sum() == 0:
+        return False
+    return leaves_covering(leaves, beta) <= max(1.0, alpha * len(leaves))
 
 
 def greedy_members(tree: hir.Tree, root: int, n: int, weight: np.ndarray) -> set[int]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from .ir import hir
-from .lowering import depth_stats, split_rows_pay, walks_exit_early
+from .forest_stats import depth_stats, split_rows_pay, walks_exit_early
 
 # A walk step, and more as rows grow (a walk reads its row at random: 0.65 ns a step with 8
 # features, 2.4 ns with 2000 float64 ones).
@@ -18,7 +18,7 @@ WALK_STEP_NS, WALK_STEP_NS_PER_ROW_KB = 0.65, 0.1
 # taxi-shaped 300x255 LightGBM model without NaN, mean leaf depth 13.7; 14.3 us with NaN tests
 # on the 1000x255 one, 1.11 ns a step, before split rows took NaN-trained models).
 WALK_EXIT_STEP_NS = 0.9
-# Walks that cannot read split rows test each value for NaN (lowering.split_rows_pay: infinite
+# Walks that cannot read split rows test each value for NaN (forest_stats.split_rows_pay: infinite
 # thresholds, e.g. LightGBM's NaN-or-not splits, or mixed ops): 1.45-1.9x the steps' time on
 # LightGBM models trained on data with NaN (public_shapes.py higgs, airline, year, covtype).
 WALK_NAN_TEST_FACTOR = 1.5
@@ -31,7 +31,7 @@ WALK_CATEGORICAL_FACTOR = 3.0
 
 def walk_estimate_ns(forest: hir.Forest) -> float:
     """Estimated ns a row of the walks (the costs above): every tree to its depth,
-    or, where walks stop when their rows are at leaves (:func:`lowering.walks_exit_early`:
+    or, where walks stop when their rows are at leaves (:func:`forest_stats.walks_exit_early`:
     trees deep beside their leaves), about each tree's mean leaf depth."""
     row_kb = forest.num_features * np.dtype(forest.threshold_dtype).itemsize / 1000
     stats = depth_stats(forest)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 
+from ..hir_passes import tree_groups
 from ..ir import hir
 from .schedule import Schedule
 
@@ -56,8 +57,6 @@ def peel_groups(forest: hir.Forest, batch_size: int | None = None, groups=None,
     ``groups`` (:class:`silvanforge.hir_passes.TreeGroup`) default to the runs of trees with equal
     peel depth in the forest's order: reorder the trees first (``compile(reorder=...)``) for few,
     large groups."""
-    from ..hir_passes import tree_groups
-
     groups = tree_groups(forest, "peel") if groups is None else groups
     if base is None:
         base = default(forest, batch_size) if batch_size is not None and batch_size < 16 \

@@ -45,12 +45,12 @@ from .bench_peers._timing import pool_rows, rotation
 from silvanforge.errors import InputError
 from silvanforge.sampling import random_rows  # noqa: F401 - benchmark scripts import it from here
 
-# The report (the machine, the table, markdown) is report.py's; importable from here as before.
-from .report import (HEADERS, NUMERIC, OURS, check_markdown_target, command_line, describe,  # noqa: F401
-                     describe_builds, machine_description, machine_details, table_rows, to_markdown,
+# The report (its records, the machine, the table, markdown) is report.py's; importable from here
+# as before.
+from .report import (HEADERS, NUMERIC, OURS, OURS_KERNEL, BenchReport, Build, Measurement,  # noqa: F401
+                     check_markdown_target, command_line, describe, describe_builds, machine_description, machine_details, table_rows, to_markdown,
                      write_markdown)
 
-OURS_KERNEL = "silvanforge (kernel)"  # GPU targets: the kernels alone, without copies
 DEFAULT_BATCH_SIZES = (1, 64, 512, 4096)
 # Peers are compared with ours at this tolerance; the max abs difference is always reported.
 AGREE_RTOL, AGREE_ATOL = 1e-5, 1e-6
@@ -76,78 +76,6 @@ __all__ = [
     "to_markdown",
     "write_markdown",
 ]
-
-
-@dataclasses.dataclass
-class Measurement:
-    """One engine at one batch size and thread count."""
-
-    engine: str
-    batch_size: int
-    seconds: float  # best wall time of one predict call on ``batch_size`` rows
-    max_abs_diff: float | None = None  # vs SilvanForge over all bench rows; None for ours
-    agrees: bool | None = None
-    threads: int = 1
-
-    @property
-    def rows_per_second(self) -> float:
-        return self.batch_size / self.seconds if self.seconds > 0 else float("inf")
-
-
-@dataclasses.dataclass
-class Build:
-    """Building one engine: not part of any timing."""
-
-    engine: str
-    what: str  # "compile", "gcc -O3 shared library", ...
-    seconds: float | None  # None: not measured (found in the cache)
-    cached: bool = False
-    first_build_seconds: float | None = None  # when cached: what building it took, if recorded
-
-
-@dataclasses.dataclass
-class BenchReport:
-    model: str
-    model_format: str
-    trees: int
-    max_depth: int
-    features: int
-    outputs: int
-    target: str
-    rep: str
-    schedule: str
-    threads: list[int]
-    repeat: int
-    min_time: float
-    batch_sizes: list[int]
-    measurements: list[Measurement] = dataclasses.field(default_factory=list)
-    notes: list[str] = dataclasses.field(default_factory=list)
-    versions: dict[str, str] = dataclasses.field(default_factory=dict)
-    builds: list[Build] = dataclasses.field(default_factory=list)
-    tile_size: int = 1
-
-    def engines(self) -> list[str]:
-        seen: list[str] = []
-        for m in self.measurements:
-            if m.engine not in seen:
-                seen.append(m.engine)
-        return seen
-
-    def at(self, batch_size: int, threads: int | None = None) -> list[Measurement]:
-        """Measurements at ``batch_size`` (and ``threads``; default: the first thread count)."""
-        threads = self.threads[0] if threads is None else threads
-        return [m for m in self.measurements if m.batch_size == batch_size and m.threads == threads]
-
-    def speedup(self, batch_size: int, threads: int | None = None) -> tuple[float, str] | None:
-        """(our rows/s / the fastest peer's rows/s, that peer) at ``batch_size`` and ``threads``;
-        >1: we are faster."""
-        rows = self.at(batch_size, threads)
-        ours = [m for m in rows if m.engine == OURS]
-        peers = [m for m in rows if m.engine not in (OURS, OURS_KERNEL)]
-        if not ours or not peers:
-            return None
-        best = max(peers, key=lambda m: m.rows_per_second)
-        return ours[0].rows_per_second / best.rows_per_second, best.engine
 
 
 # --------------------------------------------------------------------------- engines

@@ -3,21 +3,92 @@ markdown file (docs/benchmarks.md's tables are written this way)."""
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import os
 import platform
 import shutil
 import subprocess
 import sys
-from typing import TYPE_CHECKING
 
 from silvanforge.errors import InputError
 
-if TYPE_CHECKING:  # only named in annotations: bench.py imports this module
-    from .bench import BenchReport
-
 # Our engine's name in the table (the other rows are the peers').
 OURS = "silvanforge"
+OURS_KERNEL = "silvanforge (kernel)"  # GPU targets: the kernels alone, without copies
+
+
+@dataclasses.dataclass
+class Measurement:
+    """One engine at one batch size and thread count."""
+
+    engine: str
+    batch_size: int
+    seconds: float  # best wall time of one predict call on ``batch_size`` rows
+    max_abs_diff: float | None = None  # vs SilvanForge over all bench rows; None for ours
+    agrees: bool | None = None
+    threads: int = 1
+
+    @property
+    def rows_per_second(self) -> float:
+        return self.batch_size / self.seconds if self.seconds > 0 else float("inf")
+
+
+@dataclasses.dataclass
+class Build:
+    """Building one engine: not part of any timing."""
+
+    engine: str
+    what: str  # "compile", "gcc -O3 shared library", ...
+    seconds: float | None  # None: not measured (found in the cache)
+    cached: bool = False
+    first_build_seconds: float | None = None  # when cached: what building it took, if recorded
+
+
+@dataclasses.dataclass
+class BenchReport:
+    model: str
+    model_format: str
+    trees: int
+    max_depth: int
+    features: int
+    outputs: int
+    target: str
+    rep: str
+    schedule: str
+    threads: list[int]
+    repeat: int
+    min_time: float
+    batch_sizes: list[int]
+    measurements: list[Measurement] = dataclasses.field(default_factory=list)
+    notes: list[str] = dataclasses.field(default_factory=list)
+    versions: dict[str, str] = dataclasses.field(default_factory=dict)
+    builds: list[Build] = dataclasses.field(default_factory=list)
+    tile_size: int = 1
+
+    def engines(self) -> list[str]:
+        seen: list[str] = []
+        for m in self.measurements:
+            if m.engine not in seen:
+                seen.append(m.engine)
+        return seen
+
+    def at(self, batch_size: int, threads: int | None = None) -> list[Measurement]:
+        """Measurements at ``batch_size`` (and ``threads``; default: the first thread count)."""
+        threads = self.threads[0] if threads is None else threads
+        return [m for m in self.measurements if m.batch_size == batch_size and m.threads == threads]
+
+    def speedup(self, batch_size: int, threads: int | None = None) -> tuple[float, str] | None:
+        """(our rows/s / the fastest peer's rows/s, that peer) at ``batch_size`` and ``threads``;
+        >1: we are faster."""
+        rows = self.at(batch_size, threads)
+        ours = [m for m in rows if m.engine == OURS]
+        peers = [m for m in rows if m.engine not in (OURS, OURS_KERNEL)]
+        if not ours or not peers:
+            return None
+        best = max(peers, key=lambda m: m.rows_per_second)
+        return ours[0].rows_per_second / best.rows_per_second, best.engine
+
 
 def _read(path: str) -> str:
     try:
@@ -25,7 +96,6 @@ def _read(path: str) -> str:
             return f.read()
     except OSError:
         return ""
-
 
 def _lscpu() -> dict[str, str]:
     exe = shutil.which("lscpu")

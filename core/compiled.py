@@ -55,6 +55,9 @@ class CompiledForest:
         self._flat = forest.num_outputs == 1 and forest.output_shape != "matrix"
         self._small = small(SMALL_ROWS, forest.transform, self._flat) if small is not None else None
         self._small_dtype = np.dtype(getattr(kernel, "input_dtype", np.float32))
+        if forest.hashed_categories:
+            # Every input is converted first (its categorical columns hashed): no lean path.
+            self._small = None
         self._num_features = forest.num_features
         # The one-row form: compiled on the first 1-row request where the compile chose every
         # option (``one_row``); it then answers requests of up to ``_one_row_rows`` rows.

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import category_hash
 from .errors import InputError
 from .ir.hir import Forest
 from .runtime import check_rows
@@ -35,6 +36,8 @@ SHOWN_NAMES = 8
 def as_rows(X, forest: Forest, dtype: np.dtype) -> np.ndarray:
     """``X`` as a (n, num_features) array of ``dtype`` that a kernel can read: arrays as they
     are (validated, copied only when needed), frames column by column in the model's order."""
+    if forest.hashed_categories:
+        return _hashed_rows(X, forest, dtype)
     if type(X) is np.ndarray:
         return check_rows(X, forest.num_features, dtype, forest.wider_rows)
     frame = _frame(X)
@@ -57,6 +60,50 @@ def as_rows(X, forest: Forest, dtype: np.dtype) -> np.ndarray:
         out[:, feature] = column(index, None if labels is None else
                                  _Labels(labels, forest.unseen_category_error))
     return out
+
+
+def _hashed_rows(X, forest: Forest, dtype: np.dtype) -> np.ndarray:
+    """Rows of a model with categories known by hash (CatBoost): its categorical columns'
+    values (strings, integers, pandas categories; in arrays of any dtype) hashed and replaced
+    by their codes, every other column read as numbers."""
+    hashed = forest.hashed_categories
+    if _frame(X) is not None:
+        frame = X if type(X).__module__.split(".")[0] == "pandas" else _to_pandas(X)
+        names = list(frame.columns)
+        order = _column_order(names if all(isinstance(c, str) for c in names) else None, forest)
+        out = np.empty((len(frame), forest.num_features), dtype=np.float64)
+        for feature, index in enumerate(order):
+            s = frame.iloc[:, index]
+            if feature in hashed:
+                out[:, feature] = category_hash.codes(s.astype(object).tolist(), hashed[feature])
+            else:
+                out[:, feature] = _pandas_column(s, names[index], None)
+        return check_rows(out, forest.num_features, dtype, forest.wider_rows)
+    arr = np.asarray(X)
+    if arr.ndim != 2 or arr.dtype.kind not in "biufOUS":
+        return check_rows(X, forest.num_features, dtype, forest.wider_rows)  # its error message
+    if arr.shape[1] != forest.num_features and not (forest.wider_rows and arr.shape[1] > forest.num_features):
+        raise InputError(f"the model expects {forest.num_features} features per row, got {arr.shape[1]}")
+    out = np.empty((arr.shape[0], forest.num_features), dtype=np.float64)
+    for feature in range(forest.num_features):
+        col = arr[:, feature]
+        if feature in hashed:
+            out[:, feature] = category_hash.codes(col.tolist(), hashed[feature])
+        else:
+            try:
+                out[:, feature] = col.astype(np.float64)
+            except (TypeError, ValueError):
+                raise InputError(f"column {feature} is not numeric and not a categorical feature "
+                                 f"of the model") from None
+    return check_rows(out, forest.num_features, dtype, forest.wider_rows)
+
+
+def _to_pandas(X):
+    try:
+        return X.to_pandas()
+    except Exception as exc:  # no pandas, or a frame that does not convert
+        raise InputError(f"a {type(X).__name__} for a model with hashed categorical features is "
+                         f"read through pandas: {exc}") from None
 
 
 class _Labels:

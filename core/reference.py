@@ -92,7 +92,13 @@ def predict_margin(forest: Forest, X: np.ndarray) -> np.ndarray:
 
 
 def predict(forest: Forest, X: np.ndarray, output_margin: bool = False) -> np.ndarray:
-    """What the source library's ``predict`` returns (margins if ``output_margin``)."""
+    """What the source library's ``predict`` returns (margins if ``output_margin``) for rows as
+    ``CompiledForest.predict`` takes them: columns of categories known by hash are hashed
+    first (:func:`silvanforge.inputs.as_rows`); ``predict_margin`` reads rows of codes."""
+    if forest.hashed_categories:
+        from .inputs import as_rows
+
+        X = as_rows(X, forest, np.dtype(np.float64))
     margins = predict_margin(forest, X)
     values = margins if output_margin else transforms.apply(forest, margins)
     return transforms.shape_output(forest, values)

@@ -61,8 +61,10 @@ def _one_source(*params):
     return (sum(map(ord, "".join(params))) % 3,)
 
 
-@pytest.mark.parametrize("grow_policy", ["SymmetricTree", "Depthwise", "Lossguide"])
-@pytest.mark.parametrize("loss", ["RMSE", "MAE", "Quantile:alpha=0.3", "Poisson", "Tweedie:variance_power=1.4"])
+# Every loss and every grow policy, paired so that each appears more than once.
+@pytest.mark.parametrize("loss,grow_policy", [
+    ("RMSE", "SymmetricTree"), ("MAE", "Depthwise"), ("Quantile:alpha=0.3", "Lossguide"),
+    ("Poisson", "SymmetricTree"), ("Tweedie:variance_power=1.4", "Depthwise"), ("Poisson", "Lossguide")])
 def test_regression_losses(loss, grow_policy, tmp_path):
     rng, X, Xt, y = _data(1)
     if loss.split(":")[0] in ("Poisson", "Tweedie"):
@@ -73,8 +75,10 @@ def test_regression_losses(loss, grow_policy, tmp_path):
            which=_one_source(loss, grow_policy))
 
 
-@pytest.mark.parametrize("grow_policy", ["SymmetricTree", "Depthwise", "Lossguide"])
-@pytest.mark.parametrize("loss", ["Logloss", "CrossEntropy", "MultiClass", "MultiClassOneVsAll"])
+@pytest.mark.parametrize("loss,grow_policy", [
+    ("Logloss", "SymmetricTree"), ("CrossEntropy", "Depthwise"), ("MultiClass", "Lossguide"),
+    ("MultiClassOneVsAll", "SymmetricTree"), ("Logloss", "Lossguide"), ("MultiClass", "Depthwise"),
+    ("MultiClassOneVsAll", "Lossguide")])
 def test_classification_losses(loss, grow_policy, tmp_path):
     rng, X, Xt, y = _data(2)
     if loss in ("Logloss", "CrossEntropy"):
@@ -95,7 +99,7 @@ def test_nan_modes(nan_mode, tmp_path):
     if nan_mode == "Forbidden":
         X = np.nan_to_num(X)  # CatBoost refuses NaN when training this way; predicts it as-is
     model = cb.CatBoostRegressor(iterations=20, depth=5, nan_mode=nan_mode, **_FIT).fit(X, y)
-    _check(model, Xt, tmp_path, "RawFormulaVal")
+    _check(model, Xt, tmp_path, "RawFormulaVal", which=_one_source(nan_mode))
 
 
 @pytest.mark.parametrize("loss", ["YetiRank", "PairLogit", "QueryRMSE"])
@@ -104,7 +108,7 @@ def test_ranking_losses(loss, tmp_path):
     groups = np.sort(rng.integers(0, 40, len(y)))
     rel = np.clip(np.round(y), 0, 4)
     model = cb.CatBoostRanker(iterations=12, depth=4, loss_function=loss, **_FIT).fit(X, rel, group_id=groups)
-    _check(model, Xt, tmp_path, "RawFormulaVal")
+    _check(model, Xt, tmp_path, "RawFormulaVal", which=_one_source(loss))
 
 
 def test_scale_and_bias(tmp_path):
@@ -177,3 +181,116 @@ def test_cbm_without_catboost_names_the_install(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "catboost", None)  # import catboost now raises ImportError
     with pytest.raises(UnsupportedModelError, match="pip install catboost"):
         sf.load_model(tmp_path / "m.cbm")
+
+
+# ------------------------------------------------------------------ categorical features
+_WORDS = ["p", "q", "r", "s", "t", "u", "v", "w", "k", "l", "m", "n"]
+
+
+def _cat_frame(rng, n):
+    pd = pytest.importorskip("pandas")
+    return pd.DataFrame({
+        "a": rng.normal(size=n),
+        "colour": rng.choice(["red", "green", "blue"], n),              # one-hot (3 values)
+        "word": rng.choice(_WORDS, n),                                  # CTRs over strings
+        "count": rng.integers(0, 20, n),                                # CTRs over integers
+        "kind": pd.Categorical(rng.choice([f"kind-{i}" for i in range(7)], n)),  # pandas categories
+    })
+
+
+def _cat_target(df):
+    return (df.a + (df.colour == "red") + df.word.isin(["p", "q", "r"]) + (df.kind == "kind-1")
+            + (df["count"] % 3 == 0))
+
+
+def _cat_rows(rng, n):
+    te = _cat_frame(rng, n)
+    te.loc[:8, "word"] = "never seen"           # unseen categories take CatBoost's prior
+    te.loc[9:16, "count"] = 99
+    te.loc[17:20, "colour"] = "purple"
+    te.loc[21:24, "a"] = np.nan
+    return te
+
+
+_CATS = ["colour", "word", "count", "kind"]
+
+
+@pytest.mark.parametrize("loss,grow_policy", [
+    ("Logloss", "SymmetricTree"), ("MultiClass", "Depthwise"), ("RMSE", "Lossguide"),
+    ("RMSE", "SymmetricTree"), ("Logloss", "Depthwise")])
+def test_categorical_one_hot_and_ctr(loss, grow_policy, tmp_path):
+    rng = np.random.default_rng(11)
+    df, te = _cat_frame(rng, 500), _cat_rows(rng, 200)
+    score = _cat_target(df)
+    target = {"Logloss": (score > 1.2).astype(int), "MultiClass": np.digitize(score, [0.5, 1.5]),
+              "RMSE": score}[loss]
+    cls = cb.CatBoostRegressor if loss == "RMSE" else cb.CatBoostClassifier
+    size = dict(max_leaves=10) if grow_policy == "Lossguide" else dict(depth=4)
+    model = cls(iterations=15, loss_function=loss, grow_policy=grow_policy, cat_features=_CATS,
+                one_hot_max_size=4, max_ctr_complexity=1, **size, **_FIT).fit(df, target)
+    raw = cb.CatBoost.predict(model, te, prediction_type="RawFormulaVal")
+    expected = cb.CatBoost.predict(model, te, prediction_type="RawFormulaVal" if loss == "RMSE" else "Probability")
+    if loss == "Logloss":
+        expected = expected[:, 1]
+    (src,) = _sources(model, tmp_path, _one_source(loss, grow_policy))
+    cf = sf.compile(src)
+    np.testing.assert_allclose(cf.predict(te, output_margin=True), raw, rtol=RTOL, atol=ATOL)
+    np.testing.assert_allclose(cf.predict(te), expected, rtol=RTOL, atol=ATOL)
+    # the same rows as an object array (columns by position), values as CatBoost reads them
+    np.testing.assert_allclose(cf.predict(te.astype(object).to_numpy(), output_margin=True), raw,
+                               rtol=RTOL, atol=ATOL)
+    if grow_policy == "Depthwise":
+        # a compiled artifact keeps the hashed categories
+        cf.save(tmp_path / "m.forge")
+        again = sf.load_compiled(tmp_path / "m.forge", trust_code=True)
+        np.testing.assert_allclose(again.predict(te[te.columns[::-1]], output_margin=True), raw,
+                                   rtol=RTOL, atol=ATOL)
+
+
+@pytest.mark.parametrize("ctr", [["Counter"], ["Buckets"], ["Borders:TargetBorderCount=2", "Counter:CtrBorderCount=5"]])
+def test_ctr_types(ctr, tmp_path):
+    rng = np.random.default_rng(12)
+    df, te = _cat_frame(rng, 500), _cat_rows(rng, 200)
+    target = np.digitize(_cat_target(df), [0.5, 1.5])
+    model = cb.CatBoostClassifier(iterations=15, depth=4, loss_function="MultiClass", cat_features=_CATS,
+                                  one_hot_max_size=1, max_ctr_complexity=1, simple_ctr=ctr, **_FIT).fit(df, target)
+    cf = sf.compile(model)
+    np.testing.assert_allclose(cf.predict(te, output_margin=True),
+                               cb.CatBoost.predict(model, te, prediction_type="RawFormulaVal"), rtol=RTOL, atol=ATOL)
+
+
+def test_ctr_combinations_are_refused(tmp_path):
+    rng = np.random.default_rng(13)
+    df = _cat_frame(rng, 500)
+    model = cb.CatBoostClassifier(iterations=40, depth=6, cat_features=_CATS, one_hot_max_size=1,
+                                  max_ctr_complexity=3, **_FIT).fit(df, (_cat_target(df) > 1.2).astype(int))
+    model.save_model(str(tmp_path / "m.json"), format="json")
+    import json
+
+    ctrs = json.loads((tmp_path / "m.json").read_text())["features_info"].get("ctrs", [])
+    assert any(len(c["elements"]) > 1 for c in ctrs), "the model was meant to combine features"
+    with pytest.raises(UnsupportedModelError, match="combinations of features"):
+        sf.load_model(tmp_path / "m.json")
+
+
+def test_category_hash_is_catboosts(tmp_path):
+    """silvanforge.category_hash against the hashes CatBoost stores for its training values
+    (every CityHash length branch: 0-16, 17-32, 33-64 and longer, and UTF-8)."""
+    pd = pytest.importorskip("pandas")
+    from silvanforge.category_hash import catboost_hash
+
+    rng = np.random.default_rng(14)
+    labels = ["", "x", "ab", "abcd", "abcdefghi", "0123456789abcdefg", "z" * 33, "é" * 40,
+              "long " * 30, "-1", "0", "123456789", "Привет", "a\u0000b"] + \
+             ["".join(rng.choice(list("abcdefgh"), k)) for k in rng.integers(1, 200, 30)]
+    df = pd.DataFrame({"a": rng.normal(size=4 * len(labels)), "c": labels * 4})
+    y = rng.integers(0, 2, len(df))
+    model = cb.CatBoostClassifier(iterations=2, depth=2, cat_features=["c"], **_FIT).fit(df, y)
+    model.save_model(str(tmp_path / "m.json"), format="json", pool=cb.Pool(df, y, cat_features=["c"]))
+    import json
+
+    stored = json.loads((tmp_path / "m.json").read_text())["features_info"]["cat_features_hash"]
+    assert len(stored) == len(set(labels))
+    for entry in stored:
+        assert catboost_hash(entry["value"]) == entry["hash"], entry["value"]
+    assert catboost_hash(7) == catboost_hash("7") == catboost_hash(7.0)

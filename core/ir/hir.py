@@ -228,6 +228,11 @@ class Forest:
     # What a label outside ``feature_categories`` is: a missing value (LightGBM, scikit-learn)
     # or an error (XGBoost refuses categories it was not trained with).
     unseen_category_error: bool = False
+    # Categorical features known by hash (CatBoost): feature index -> the 32-bit hashes of the
+    # categories the model tests, in code order (hash ``i`` is category ``i``).  ``predict``
+    # hashes each value of these columns as CatBoost does (silvanforge.category_hash: strings,
+    # integers, pandas categories) and reads the code, NaN for a hash not listed.
+    hashed_categories: dict[int, list[int]] | None = None
     # Rows may have more columns than ``num_features``; the extra ones are never read (ONNX
     # models whose input width is dynamic: onnxruntime takes any row at least that wide).
     wider_rows: bool = False
@@ -252,6 +257,8 @@ class Forest:
         )
         h.update(repr(meta).encode())
         h.update(np.asarray(self.base_score, dtype=np.float64).tobytes())
+        if self.hashed_categories:
+            h.update(repr(sorted((int(f), list(map(int, v))) for f, v in self.hashed_categories.items())).encode())
         for t in self.trees:
             for arr in (t.left, t.right, t.feature, t.threshold, t.op, t.default_left,
                         t.zero_missing, t.leaf_value):
@@ -295,6 +302,11 @@ def verify(forest: Forest) -> None:
         fail(f"threshold_dtype {forest.threshold_dtype!r}")
     if forest.accumulate_dtype not in ("float32", "float64"):
         fail(f"accumulate_dtype {forest.accumulate_dtype!r}")
+    for f, hashes in (forest.hashed_categories or {}).items():
+        if not 0 <= f < forest.num_features:
+            fail(f"hashed categories for feature {f}, outside 0..{forest.num_features - 1}")
+        if any(not 0 <= h < 2**32 for h in hashes) or len(set(hashes)) != len(hashes):
+            fail(f"hashed categories of feature {f} must be distinct 32-bit hashes")
     if forest.aggregation is Aggregation.AVERAGE and not forest.average_divisor > 0:
         fail("average aggregation needs a positive average_divisor")
     for i, t in enumerate(forest.trees):

@@ -40,6 +40,8 @@ def to_arrays(forest: Forest) -> dict[str, np.ndarray]:
         "feature_categories": None if forest.feature_categories is None else
         [[int(f), list(labels)] for f, labels in sorted(forest.feature_categories.items())],
         "unseen_category_error": forest.unseen_category_error, "wider_rows": forest.wider_rows,
+        "hashed_categories": None if forest.hashed_categories is None else
+        [[int(f), [int(h) for h in hashes]] for f, hashes in sorted(forest.hashed_categories.items())],
     }
     out["meta"] = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
     return out
@@ -82,4 +84,6 @@ def from_arrays(arrs) -> Forest:
         {int(f): list(labels) for f, labels in meta["feature_categories"]},
         unseen_category_error=bool(meta.get("unseen_category_error", False)),
         wider_rows=bool(meta.get("wider_rows", False)),
+        hashed_categories=None if meta.get("hashed_categories") is None else
+        {int(f): [int(h) for h in hashes] for f, hashes in meta["hashed_categories"]},
     )

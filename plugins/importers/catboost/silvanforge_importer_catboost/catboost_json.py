@@ -30,24 +30,26 @@ from silvanforge.errors import ModelFormatError, UnsupportedModelError
 from silvanforge.importing import read_model_file
 from silvanforge.ir.hir import Aggregation, CategoryRule, Forest
 
-from . import losses, trees
+from . import categorical, losses, trees
 from .fields import Reader
 
 # CatBoost's ENanValueTreatment: whether a NaN makes ``x > border`` true.
 _NAN_TRUE = {"AsIs": False, "AsFalse": False, "AsTrue": True}
+_F32_MAX = float(np.finfo(np.float32).max)
 # Outputs (approx dimensions) a model may have: one per class at most.
 _MAX_DIMENSION = 1 << 16
 
 
 def detect(path, head) -> bool:
-    """A JSON object whose first key is CatBoost's ``features_info`` (or that names its trees)."""
+    """A JSON object whose first key is CatBoost's ``features_info`` or ``ctr_data`` (it writes
+    keys in order; ``ctr_data`` may fill the head), or that names its trees."""
     if not isinstance(head, (bytes, bytearray, memoryview)):
         return False
     head = bytes(head).lstrip(b"\xef\xbb\xbf").lstrip()
     if head[:1] != b"{":
         return False
     body = head[1:].lstrip()
-    return body.startswith(b'"features_info"') or b'"oblivious_trees"' in head or (
+    return body.startswith((b'"features_info"', b'"ctr_data"')) or b'"oblivious_trees"' in head or (
         b'"catboost_version_info"' in head)
 
 
@@ -85,6 +87,7 @@ class _Model:
                     f"{name}: CatBoost {kind.replace('_', ' ')} are not supported (their "
                     f"feature calcers have no exact HIR form)")
         self.floats: dict[int, dict] = {}
+        self.binary: list[tuple] = []
         self.columns: dict[int, str] = {}  # flat index -> feature id
         for kind in ("float_features", "categorical_features"):
             for i, f in enumerate(r.lst(info, kind, "features_info", required=False)):
@@ -101,9 +104,114 @@ class _Model:
                     if treatment not in _NAN_TRUE:
                         r.fail(f"{where}.nan_value_treatment {treatment!r} is none of {sorted(_NAN_TRUE)}")
                     self.floats[index] = {"flat": flat, "nan_true": _NAN_TRUE[treatment]}
+                    # CatBoost's binary features, which splits name by split_index: every float
+                    # border in order, then one-hot values, then CTR borders
+                    for b in r.lst(f, "borders", where, required=False):
+                        b = r.num(b, f"{where}.borders")
+                        self.binary.append(("float", index, float(np.float32(b)) if abs(b) <= _F32_MAX else None))
         if not self.columns:
             r.fail("features_info describes no feature")
         self.num_features = max(self.columns) + 1
+        self._read_categorical(info)
+
+    def _read_categorical(self, info) -> None:
+        """Categorical features, their one-hot values and CTRs, and the hashes each knows
+        (:mod:`.categorical`); and the binary features split indices count through."""
+        r = self.r
+        self.cats: dict[int, int] = {}  # categorical feature index -> flat index
+        known: dict[int, set[int]] = {}
+        for i, f in enumerate(r.lst(info, "categorical_features", "features_info", required=False)):
+            where = f"features_info.categorical_features[{i}]"
+            index = r.int(f, "feature_index", where, hi=1 << 20)
+            if index in self.cats:
+                r.fail(f"{where}: categorical feature {index} is described twice")
+            self.cats[index] = f["flat_feature_index"]
+            values = r.lst(f, "values", where, required=False)
+            for v in values:
+                if isinstance(v, bool) or not isinstance(v, int) or not -(1 << 31) <= v < 1 << 31:
+                    r.fail(f"{where}.values must be 32-bit integers (category hashes), got {v!r}")
+            known[index] = {v & 0xFFFFFFFF for v in values}
+            self.binary += [("onehot", index, v & 0xFFFFFFFF) for v in values]
+        data = self.doc.get("ctr_data") or {}
+        if not isinstance(data, dict):
+            r.fail("ctr_data must be an object")
+        for i, c in enumerate(r.lst(info, "ctrs", "features_info", required=False)):
+            where = f"features_info.ctrs[{i}]"
+            ctr = self._ctr(c, where, data)
+            for b in r.lst(c, "borders", where):
+                self.binary.append(("ctr", ctr, r.num(b, f"{where}.borders")))
+            if ctr is not None:
+                known[ctr["feature"]] |= set(ctr["table"].rows)
+        # codes in hash order: the same model always gets the same codes
+        self.known = {index: sorted(hashes) for index, hashes in known.items()}
+        self.codes = {index: {h: c for c, h in enumerate(hashes)} for index, hashes in self.known.items()}
+
+    def _ctr(self, c, where: str, data) -> dict | None:
+        """One CTR's description with its table; refuses what has no exact HIR form.  None for
+        a CTR no split can use (it is still counted for split indices)."""
+        r = self.r
+        kind = r.str(c, "ctr_type", where)
+        elements = r.lst(c, "elements", where)
+        if kind not in categorical.CTR_TYPES:
+            categorical.refuse(r.name, f"CTRs of type {kind!r}")
+        if len(elements) != 1 or not isinstance(elements[0], dict) or \
+                elements[0].get("combination_element") != "cat_feature_value":
+            categorical.refuse(r.name, "CTRs over combinations of features (max_ctr_complexity > 1; "
+                                       "train with max_ctr_complexity=1 to compile the model)")
+        feature = r.int(elements[0], "cat_feature_index", where, hi=1 << 20)
+        if feature not in self.cats:
+            r.fail(f"{where}: CTR over categorical feature {feature}, which is not described")
+        ident = r.str(c, "identifier", where)
+        raw = data.get(ident)
+        if not isinstance(raw, dict):
+            r.fail(f"{where}: ctr_data has no table for {ident!r}")
+        stride = r.int(raw, "hash_stride", f"ctr_data[{ident!r}]", lo=2, hi=1 << 16)
+        hmap = r.lst(raw, "hash_map", f"ctr_data[{ident!r}]")
+        if len(hmap) % stride:
+            r.fail(f"ctr_data[{ident!r}].hash_map is not a whole number of rows of {stride}")
+        denominator = raw.get("counter_denominator", 0)
+        if isinstance(denominator, bool) or not isinstance(denominator, int) or not 0 <= denominator < 1 << 62:
+            r.fail(f"ctr_data[{ident!r}].counter_denominator must be a count")
+        rows: dict[int, list[int]] = {}
+        for at in range(0, len(hmap), stride):
+            key = hmap[at]
+            try:
+                key = int(key) if isinstance(key, (str, int)) and not isinstance(key, bool) else None
+            except ValueError:
+                key = None
+            stats = hmap[at + 1:at + stride]
+            if key is None or not 0 <= key <= categorical._M64 or any(
+                    isinstance(v, bool) or not isinstance(v, int) or not 0 <= v < 1 << 62 for v in stats):
+                r.fail(f"ctr_data[{ident!r}].hash_map row {at // stride} is not a key and its counts")
+            cat_hash = categorical.hash_of_key(key)
+            if cat_hash is not None:
+                if cat_hash in rows:
+                    r.fail(f"ctr_data[{ident!r}].hash_map has a key twice")
+                rows[cat_hash] = stats
+        if kind in ("Counter", "FeatureFreq") and stride != 2:
+            r.fail(f"{where}: a {kind} CTR table has one count per key, not {stride - 1}")
+        target = r.int(c, "target_border_idx", where, hi=1 << 16)
+        if kind in ("Borders", "Buckets") and target >= stride - 1:
+            r.fail(f"{where}.target_border_idx {target} is beyond the table's {stride - 1} classes")
+        prior = [r.num(c.get(k, d), f"{where}.{k}") for k, d in
+                 (("prior_numerator", 0.0), ("prior_denomerator", 1.0), ("shift", 0.0), ("scale", 1.0))]
+        return {"kind": kind, "feature": feature, "table": categorical.CtrTable(rows, stride, denominator),
+                "target": target, "prior": prior}
+
+    def _binary(self, s, where: str, expected: tuple | None) -> tuple:
+        """The binary feature a split's ``split_index`` names, checked against what the split
+        says (CatBoost evaluates the split by its index: a split whose fields disagree with it
+        is not a model CatBoost wrote, and is not read two ways)."""
+        at = self.r.int(s, "split_index", where, hi=1 << 30)
+        if at >= len(self.binary) or (expected is not None and self.binary[at] != expected):
+            self.r.fail(f"{where}.split_index {at} does not name the split's own feature and border")
+        return self.binary[at]
+
+    def _categorical_split(self, feature: int, goes_true, unknown_true: bool) -> trees.Split:
+        """A split on categorical ``feature`` whose condition holds for the hashes
+        ``goes_true`` selects (and for unknown / missing values iff ``unknown_true``)."""
+        codes = tuple(c for h, c in self.codes[feature].items() if goes_true(h))
+        return trees.Split(self.cats[feature], 0.0, nan_left=unknown_true, categories=codes)
 
     def split(self, s, where: str) -> trees.Split:
         r = self.r
@@ -114,13 +222,34 @@ class _Model:
             if f is None:
                 r.fail(f"{where}.float_feature_index {index} names no float feature")
             border = r.num(s.get("border"), f"{where}.border")
-            if abs(border) > float(np.finfo(np.float32).max):
+            if abs(border) > _F32_MAX:
                 r.fail(f"{where}.border {border!r} is beyond float32")
             # CatBoost reads borders as floats; the float32 they round to is what it compares.
-            return trees.Split(f["flat"], float(np.float32(border)), nan_left=not f["nan_true"])
-        if kind in ("OneHotFeature", "OnlineCtr"):
-            what = "one-hot categorical splits" if kind == "OneHotFeature" else "CTR (target statistics) splits on categorical features"
-            raise UnsupportedModelError(f"{r.name}: CatBoost {what} are not supported yet")
+            border = float(np.float32(border))
+            self._binary(s, where, ("float", index, border))
+            return trees.Split(f["flat"], border, nan_left=not f["nan_true"])
+        if kind == "OneHotFeature":
+            index = r.int(s, "cat_feature_index", where, hi=1 << 20)
+            if index not in self.cats:
+                r.fail(f"{where}.cat_feature_index {index} names no categorical feature")
+            value = s.get("value")
+            if isinstance(value, bool) or not isinstance(value, int) or not -(1 << 31) <= value < 1 << 31:
+                r.fail(f"{where}.value must be a 32-bit category hash, got {value!r}")
+            self._binary(s, where, ("onehot", index, value & 0xFFFFFFFF))
+            return self._categorical_split(index, lambda h, v=value & 0xFFFFFFFF: h == v, False)
+        if kind == "OnlineCtr":
+            kind, ctr, border = self._binary(s, where, None)
+            if kind != "ctr" or r.num(s.get("border"), f"{where}.border") != border:
+                r.fail(f"{where}: split_index names no CTR border, or another border")
+            if ctr is None:
+                r.fail(f"{where}: a split on a CTR no table describes")
+            table, f32 = ctr["table"], np.float32(border)
+
+            def true_for(stats, ctr=ctr, table=table):
+                return bool(categorical.ctr_value(ctr["kind"], stats, table, ctr["target"], *ctr["prior"]) > f32)
+
+            unknown = true_for(None)
+            return self._categorical_split(ctr["feature"], lambda h: true_for(table.rows.get(h)), unknown)
         raise UnsupportedModelError(f"{r.name}: CatBoost split type {kind!r} is not supported")
 
 
@@ -226,6 +355,7 @@ def from_document(doc, name: str) -> Forest:
         source="catboost",
         objective=loss,
         class_labels=_class_names(doc) if transform.name != "identity" else None,
+        hashed_categories={m.cats[i]: hashes for i, hashes in m.known.items()} or None,
     )
 
 

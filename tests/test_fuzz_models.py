@@ -2,7 +2,7 @@
 with a :class:`SilvanForgeError` or predicted exactly as the library predicts it.
 
 Small models are trained here (XGBoost JSON and UBJSON, LightGBM text, ONNX from scikit-learn,
-XGBoost and a hand-built ``TreeEnsemble``), then mutated with seeded mutators: bit flips, byte
+XGBoost and a hand-built ``TreeEnsemble``, CatBoost JSON with float, one-hot and CTR splits), then mutated with seeded mutators: bit flips, byte
 edits, deletions, insertions and truncations of the file, and edits that keep it parseable so
 they reach the importers' semantics: JSON / UBJSON values replaced (numbers by huge, negative,
 NaN or string values, arrays shortened, keys dropped), LightGBM lines edited token by token,
@@ -43,8 +43,9 @@ from pathlib import Path
 
 import numpy as np
 
-FORMATS = ("xgboost-json", "xgboost-ubjson", "lightgbm-text", "onnx")
-SUFFIX = {"xgboost-json": ".json", "xgboost-ubjson": ".ubj", "lightgbm-text": ".txt", "onnx": ".onnx"}
+FORMATS = ("xgboost-json", "xgboost-ubjson", "lightgbm-text", "onnx", "catboost-json")
+SUFFIX = {"xgboost-json": ".json", "xgboost-ubjson": ".ubj", "lightgbm-text": ".txt", "onnx": ".onnx",
+          "catboost-json": ".json"}
 DEFAULT_MUTANTS = 250
 DEFAULT_SEED = 18
 # A mutant gets this long (seconds) before its worker is killed and the mutant called a hang.
@@ -123,6 +124,17 @@ _XGB_KEYS = {"split_indices", "split_conditions", "default_left", "left_children
              "num_parallel_tree", "iteration_indptr", "learner_model_param", "gradient_booster",
              "tree_param", "trees", "model", "scale_pos_weight", "tweedie_variance_power",
              "max_delta_step", "sigmoid", "num_pairsample", "aft_loss_param"}
+
+
+# The same for CatBoost's JSON export: borders, splits, leaves, CTR tables and their priors.
+_CATBOOST_KEYS = {"features_info", "float_features", "categorical_features", "borders", "border",
+                  "flat_feature_index", "feature_index", "float_feature_index", "cat_feature_index",
+                  "nan_value_treatment", "values", "value", "ctrs", "ctr_type", "elements",
+                  "combination_element", "identifier", "prior_numerator", "prior_denomerator",
+                  "shift", "scale", "target_border_idx", "ctr_data", "hash_map", "hash_stride",
+                  "counter_denominator", "oblivious_trees", "trees", "splits", "split", "left",
+                  "right", "split_index", "split_type", "leaf_values", "scale_and_bias",
+                  "model_info", "params", "class_params"}
 
 
 def _paths(doc) -> list[tuple]:
@@ -206,10 +218,11 @@ def _edit_list(rng, lst: list) -> tuple[list, str]:
     return lst, op
 
 
-def mutate_document(doc, rng) -> tuple[object, str]:
-    """One edit of a parsed XGBoost document (dicts, lists, scalars; numpy arrays for UBJSON)."""
+def mutate_document(doc, rng, keys=_XGB_KEYS) -> tuple[object, str]:
+    """One edit of a parsed XGBoost (or CatBoost: ``keys``) document (dicts, lists, scalars;
+    numpy arrays for UBJSON)."""
     paths = _paths(doc)
-    hot = [p for p in paths if any(isinstance(k, str) and k in _XGB_KEYS for k in p)]
+    hot = [p for p in paths if any(isinstance(k, str) and k in keys for k in p)]
     path = _pick(rng, hot if hot and rng.random() < 0.8 else paths)
     old = _get(doc, path)
     where = "/".join(map(str, path))
@@ -541,6 +554,9 @@ def make_mutant(fmt: str, data: bytes, rng) -> tuple[bytes, str]:
     if fmt == "lightgbm-text":
         text, how = mutate_lightgbm(data.decode(), rng)
         return text.encode("utf-8", "surrogatepass"), how
+    if fmt == "catboost-json":
+        doc, how = mutate_document(json.loads(data), rng, _CATBOOST_KEYS)
+        return json.dumps(doc).encode("utf-8", "surrogatepass"), how
     return mutate_onnx(data, rng)
 
 
@@ -648,10 +664,33 @@ def library_predict(fmt, path, rows):
         booster = lgb.Booster(model_file=str(path))
         return {"predict": booster.predict(rows, num_threads=1),
                 "margin": booster.predict(rows, raw_score=True, num_threads=1)}
+    if fmt == "catboost-json":
+        return _catboost_predict(path, rows)
     sys.path.insert(0, str(Path(__file__).parent))
     import support_onnx
 
     return {"predict": support_onnx.ort_predict(path, rows)}
+
+
+def _catboost_predict(path, rows):
+    """CatBoost's own predictions of a JSON model: its categorical columns given as the integers
+    the rows hold (CatBoost refuses NaN there; that mutant then counts as the library refusing)."""
+    import catboost as cb
+
+    model = cb.CatBoost()
+    model.load_model(str(path), format="json")
+    cats = model.get_cat_feature_indices()
+    X = rows.astype(object)
+    for c in cats:
+        X[:, c] = [int(v) for v in rows[:, c]]
+    loss = model.get_all_params().get("loss_function", "RMSE").split(":")[0]
+    kind = {"Logloss": "Probability", "CrossEntropy": "Probability", "MultiClass": "Probability",
+            "MultiClassOneVsAll": "Probability", "Poisson": "Exponent", "Tweedie": "Exponent"}.get(loss, "RawFormulaVal")
+    pool = cb.Pool(X, cat_features=cats)
+    got = model.predict(pool, prediction_type=kind, thread_count=1)
+    if kind == "Probability" and loss in ("Logloss", "CrossEntropy") and got.ndim == 2:
+        got = got[:, 1]
+    return {"predict": got, "margin": model.predict(pool, prediction_type="RawFormulaVal", thread_count=1)}
 
 
 def worker(fmt: str, workdir: Path, seed: int, start: int, stop: int, out) -> None:
@@ -783,9 +822,46 @@ def _onnx_bases(d: Path) -> list[dict]:
     return out
 
 
+def _catboost_bases(d: Path) -> list[dict]:
+    import catboost as cb
+
+    rng = np.random.default_rng(4)
+    n = 300
+    X = np.column_stack([rng.normal(size=n), rng.normal(size=n), rng.integers(0, 3, n), rng.integers(0, 12, n)])
+    X[rng.random(n) < 0.1, 0] = np.nan
+    y = np.nan_to_num(X[:, 0]) + (X[:, 2] == 1) + np.isin(X[:, 3], [1, 4, 7]) + 0.1 * X[:, 1]
+    fit = dict(verbose=0, thread_count=1, random_seed=3, allow_writing_files=False)
+    floats = X[:, :2]
+    specs = [
+        ("logloss", cb.CatBoostClassifier(iterations=3, depth=3, **fit), floats, (y > 1).astype(int), None),
+        ("multiclass_depthwise", cb.CatBoostClassifier(iterations=3, depth=3, grow_policy="Depthwise",
+                                                       loss_function="MultiClass", **fit),
+         floats, np.digitize(y, [0.5, 1.5]), None),
+        ("regression_categorical", cb.CatBoostRegressor(iterations=4, depth=3, one_hot_max_size=3,
+                                                        max_ctr_complexity=1, **fit),
+         X.astype(object), y, [2, 3]),
+    ]
+    out = []
+    for name, model, Xb, label, cats in specs:
+        if cats:
+            Xb = Xb.copy()
+            for c in cats:
+                Xb[:, c] = Xb[:, c].astype(int)
+        model.fit(cb.Pool(Xb, label, cat_features=cats))
+        path = d / f"catboost_{name}.json"
+        model.save_model(str(path), format="json")
+        width = Xb.shape[1]
+        base = np.asarray(X[:6, :width], dtype=np.float64)
+        extra = np.array([[np.nan, 0.0, 1.0, 11.0], [np.inf, -np.inf, 2.0, 3.0],
+                          [-1e30, 1e30, 0.0, 99.0], [0.5, -0.5, 1.0, 4.0]])[:, :width]
+        np.save(d / f"catboost_{name}.rows.npy", np.concatenate([base, extra]))
+        out.append({"fmt": "catboost-json", "name": name, "path": path.name, "rows": f"catboost_{name}.rows.npy"})
+    return out
+
+
 def build_bases(d: Path) -> None:
     d.mkdir(parents=True, exist_ok=True)
-    bases = _xgboost_bases(d) + _lightgbm_bases(d) + _onnx_bases(d)
+    bases = _xgboost_bases(d) + _lightgbm_bases(d) + _onnx_bases(d) + _catboost_bases(d)
     (d / "bases.json").write_text(json.dumps({f: [b for b in bases if b["fmt"] == f] for f in FORMATS}))
 
 
@@ -898,6 +974,7 @@ pytest.importorskip("xgboost")
 pytest.importorskip("lightgbm")
 pytest.importorskip("onnxruntime")
 pytest.importorskip("skl2onnx")
+pytest.importorskip("catboost")
 
 
 @pytest.fixture(scope="module")

@@ -82,7 +82,7 @@ def compile(model: ModelLike, target: str | None = None, rep: str | None = None,
         kernel_options = {"threads": opts.threads, "batch_size": opts.batch_size}
         kernel = None if cache is None else _cached_kernel(cache, target, low.lir, kernel_options)
         if kernel is None:
-            kernel = reg.hook.silvanforge_target_compile(target=target, module=low.lir, options=kernel_options)
+            kernel = reg.target(target).compile(low.lir, kernel_options)
     except MemoryError:
         nodes = sum(t.num_nodes for t in forest.trees)
         raise UnsupportedModelError(

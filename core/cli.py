@@ -373,11 +373,13 @@ def plugins():
         out.print(commands)
 
     targets = Table(title="targets", title_justify="left", box=box.SIMPLE_HEAD)
-    for col in ("target", "runs here", "why not"):
+    for col in ("target", "kind", "class", "runs here", "why not"):
         targets.add_column(col, overflow="fold")
     for name in reg.targets():
         ok, why = reg.target_available(name)
-        targets.add_row(escape(name), "[green]yes[/green]" if ok else "[red]no[/red]", escape(why))
+        cls = type(reg.target(name))
+        targets.add_row(escape(name), reg.target_kind(name), escape(f"{cls.__module__}.{cls.__qualname__}"),
+                        "[green]yes[/green]" if ok else "[red]no[/red]", escape(why))
     out.print(targets)
 
 

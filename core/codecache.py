@@ -2,7 +2,7 @@
 
 An entry is the target's kernel artifact (object code and the host it was built for) for one
 program, named by a digest of everything the code depends on: the SilvanForge version, the target,
-the host (CPU name and features, LLVM version: the target's ``silvanforge_target_host``) and
+the host (CPU name and features, LLVM version: the target's ``host_key()``) and
 the LIR digest (the lowered program: model buffers' types and shapes, loop nest,
 representation).  The target checks the host again when it maps the code; a mismatch compiles
 again and replaces the entry.
@@ -45,7 +45,7 @@ _SECRET_BYTES = 32
 
 def key(target: str, lir_digest: str, host: str | None) -> str:
     """An entry's name: the version, the target, the host the code runs on (the target's
-    ``silvanforge_target_host``), the program's LIR digest."""
+    ``host_key()``), the program's LIR digest."""
     return hashlib.sha256(f"silvanforge {__version__}\0{target}\0{host}\0{lir_digest}".encode()).hexdigest()
 
 

@@ -17,6 +17,7 @@ from .errors import (ArtifactError, ArtifactWarning, InputError, IRVerificationE
                      ScheduleError, UnsupportedModelError)
 from .inputs import as_rows
 from .ir import hir, hir_io, lir, lir_io, mir
+from .kernel import check_kernel
 from .options import CompileOptions
 from .pipeline import Lowered, _lower, _lower_lir, _lower_program, hir_passes, lir_digest, program_text
 from .plugins import registry
@@ -42,7 +43,7 @@ class CompiledForest:
         # with the representation, schedule (a Schedule) and padding chosen.
         self.options: CompileOptions = options
         self.tile_ids = tile_ids  # probability-based tiling per tree (model order), or None
-        self.kernel = kernel
+        self.kernel = check_kernel(kernel, options.target)
         self._lir_module, self._mir_function = lir_module, mir_function
         # A model loaded from an artifact runs its saved code without being lowered; its
         # program is lowered again only when asked for (show, lir_module).
@@ -50,11 +51,10 @@ class CompiledForest:
         self._lir_digest = lir_digest_value
         self.compile_seconds = compile_seconds
         # The lean path of small requests (see predict), where the kernel offers one.
-        small = getattr(kernel, "small_calls", None)
         # transforms.shape_output of this model's margins: (n,) for one column
         self._flat = forest.num_outputs == 1 and forest.output_shape != "matrix"
-        self._small = small(SMALL_ROWS, forest.transform, self._flat) if small is not None else None
-        self._small_dtype = np.dtype(getattr(kernel, "input_dtype", np.float32))
+        self._small = kernel.small_calls(SMALL_ROWS, forest.transform, self._flat)
+        self._small_dtype = np.dtype(kernel.input_dtype)
         if forest.hashed_categories:
             # Every input is converted first (its categorical columns hashed): no lean path.
             self._small = None
@@ -197,21 +197,23 @@ class CompiledForest:
         options = {"threads": 1, "batch_size": 1}
         reg = registry()
         kernel = (_cached_kernel(self._cache, self.target, low.lir, options) if self._cache is not None
-                  else reg.hook.silvanforge_target_compile(target=self.target, module=low.lir, options=options))
-        small = getattr(kernel, "small_calls", None)
+                  else reg.target(self.target).compile(low.lir, options))
+        small = check_kernel(kernel, self.target).small_calls(SMALL_ROWS, self.forest.transform, self._flat)
         if small is None:
             return self._small
         self.one_row_rep = low.rep
         self._one_row_kernel = kernel  # alive as long as its calls (and saved with the model)
-        return small(SMALL_ROWS, self.forest.transform, self._flat)
+        return small
 
     def _adopt_one_row(self, kernel, rep: str, rows: int) -> None:
         """The one-row form from saved machine code (a trusted artifact that holds it)."""
-        small = getattr(kernel, "small_calls", None)
-        if small is None or not self.one_row:
+        if not self.one_row:
+            return
+        small = check_kernel(kernel, self.target).small_calls(SMALL_ROWS, self.forest.transform, self._flat)
+        if small is None:
             return
         self.one_row_rep, self._one_row_kernel = rep, kernel
-        self._one_row = small(SMALL_ROWS, self.forest.transform, self._flat)
+        self._one_row = small
         self._one_row_rows = max(1, min(int(rows), SMALL_ROWS))
 
     def show(self, level: str) -> str:
@@ -258,16 +260,16 @@ class CompiledForest:
         arrays = {"forest.npz": hir_io.to_arrays(self.forest)}
         if self.tile_ids is not None:  # the profile-derived tiling, to rebuild the layout
             arrays["tiling.npz"] = _tile_id_arrays(self.tile_ids, self.forest)
-        blob = self.kernel.artifact() if hasattr(self.kernel, "artifact") else b""
+        blob = self.kernel.artifact()
         extra = {}
         if blob:
             # What running the code needs, so a trusted load maps it without lowering the model.
-            spec, buffers = lir_io.to_parts(getattr(self.kernel, "module", None) or self.lir_module)
+            spec, buffers = lir_io.to_parts(self.kernel.module)
             arrays["program.npz"] = buffers
             extra["program.json"] = spec
             # The one-row form where it was built, so a trusted load does not build it again.
             one = getattr(self, "_one_row_kernel", None)
-            if one is not None and hasattr(one, "artifact") and self._one_row is not self._small:
+            if one is not None and self._one_row is not self._small:
                 spec, buffers = lir_io.to_parts(one.module)
                 arrays["one_row_program.npz"] = buffers
                 extra.update({"one_row_program.json": spec, "one_row.bin": one.artifact()})
@@ -319,19 +321,19 @@ def _cached_kernel(cache, target: str, module: lir.Module, options: dict):
     """The kernel of ``module`` from the code cache, compiled and stored there when absent,
     damaged or built for another host."""
     reg = registry()
-    entry = codecache.key(target, lir_digest(module), reg.hook.silvanforge_target_host(target=target))
+    entry = codecache.key(target, lir_digest(module), reg.target(target).host_key())
     blob = codecache.get(cache, entry)
     kernel = None
     if blob is not None:
         try:
-            kernel = reg.hook.silvanforge_target_load_kernel(target=target, module=module, blob=blob,
-                                                             options=options)
+            kernel = reg.target(target).load_kernel(module, blob, options)
         except Exception:  # noqa: BLE001 - an entry that will not map: compile again
             kernel = None
     if kernel is None:
-        kernel = reg.hook.silvanforge_target_compile(target=target, module=module, options=options)
-        if hasattr(kernel, "artifact"):
-            codecache.put(cache, entry, kernel.artifact())
+        kernel = reg.target(target).compile(module, options)
+        blob = check_kernel(kernel, target).artifact()
+        if blob:
+            codecache.put(cache, entry, blob)
     return kernel
 
 
@@ -392,8 +394,7 @@ def _mapped(path: str, art, relower, start: float) -> CompiledForest | None:
         raise ArtifactError(f"{path}: the stored program is damaged ({exc})") from None
     options = {"threads": meta["threads"], "batch_size": meta["batch_size"]}
     try:
-        kernel = registry().hook.silvanforge_target_load_kernel(target=meta["target"], module=module,
-                                                                blob=art.blob, options=options)
+        kernel = registry().target(meta["target"]).load_kernel(module, art.blob, options)
     except Exception as exc:  # noqa: BLE001 - signed or trusted, yet the code will not load
         raise ArtifactError(f"{path}: its machine code does not load ({type(exc).__name__}: "
                             f"{str(exc)[:200]}): damaged") from None
@@ -411,9 +412,8 @@ def _mapped(path: str, art, relower, start: float) -> CompiledForest | None:
         one_code, one_spec, one_buffers = art.one_row
         try:
             one_module = lir_io.from_parts(one_spec, one_buffers)
-            one = registry().hook.silvanforge_target_load_kernel(
-                target=meta["target"], module=one_module, blob=one_code,
-                options={"threads": 1, "batch_size": 1})
+            one = registry().target(meta["target"]).load_kernel(one_module, one_code,
+                                                                {"threads": 1, "batch_size": 1})
         except Exception as exc:  # noqa: BLE001 - signed or trusted, yet the code will not load
             raise ArtifactError(f"{path}: its one-row machine code does not load ({type(exc).__name__}: "
                                 f"{str(exc)[:200]}): damaged") from None
@@ -473,13 +473,12 @@ def _kernel_for(path: str, low: Lowered, meta: dict, blob: bytes, start: float) 
     # lower a model differently (a new chooser, widths) and old code would misread the buffers.
     if blob and meta.get("silvanforge") == __version__ and meta.get("lir") == lir_digest(low.lir):
         try:
-            kernel = reg.hook.silvanforge_target_load_kernel(target=target, module=low.lir, blob=blob,
-                                                             options=options)
+            kernel = reg.target(target).load_kernel(low.lir, blob, options)
         except Exception as exc:  # noqa: BLE001 - signed or trusted, yet the code will not load
             raise ArtifactError(f"{path}: its machine code does not load ({type(exc).__name__}: "
                                 f"{str(exc)[:200]}): damaged") from None
     if kernel is None:
-        kernel = reg.hook.silvanforge_target_compile(target=target, module=low.lir, options=options)
+        kernel = reg.target(target).compile(low.lir, options)
     cf = CompiledForest(low.forest, kernel, low.lir, low.mir, low.options, time.perf_counter() - start,
                         tile_ids=low.tile_ids, one_row=bool(meta.get("one_row", False)))
     if cf.one_row and meta.get("one_row_declined"):

@@ -8,14 +8,15 @@ found through one of three entry-point groups in the plugin distribution's ``pyp
     [project.entry-points."silvanforge.representations"]  # in-memory layouts of trees
     [project.entry-points."silvanforge.targets"]          # code generators
 
-Hooks marked *dispatched* are called on every plugin with a ``target``/``fmt`` name first; a
+The importer hook marked *dispatched* is called on every plugin with a ``fmt`` name first; a
 plugin answers ``None`` for names that are not its own, and the first non-``None`` answer wins
 (pluggy ``firstresult``), exactly like pytest's own hooks.
 
 Representations are classes (:mod:`silvanforge.rep`) listed by one hook,
 :func:`silvanforge_representation_types`; their methods never emit target code: they build LIR
 expressions with the :class:`silvanforge.ir.lir.Builder` they are handed, so one
-representation serves every target.
+representation serves every target.  Targets are classes too (:mod:`silvanforge.target`),
+listed by :func:`silvanforge_targets`; what they compile is a :class:`silvanforge.kernel.Kernel`.
 """
 
 from __future__ import annotations
@@ -85,48 +86,11 @@ def silvanforge_representation_types():
 # --------------------------------------------------------------------------- targets
 @hookspec
 def silvanforge_targets():
-    """Return the names of the targets this plugin provides (``["my-target"]``)."""
-
-
-@hookspec(firstresult=True)
-def silvanforge_target_available(target):
-    """Dispatched on ``target``: return ``(True, "")`` if it can run here, else
-    ``(False, reason)`` with a reason a user can act on (``"no GPU driver found"``)."""
-
-
-@hookspec(firstresult=True)
-def silvanforge_target_kind(target):
-    """Dispatched on ``target``: ``"cpu"`` or ``"gpu"``: the kind of machine it runs on, which
-    representations' ``cost`` and the compiler's defaults are asked about (a ``gpu`` target keeps
-    its own schedule when trees are reordered; its sums may be reordered).  How its MIR becomes
-    LIR is :func:`silvanforge_target_lower`'s, not the kind's.  Targets that do not answer are
-    ``cpu``."""
-
-
-@hookspec(firstresult=True)
-def silvanforge_target_lower(target, forest, fn, rep, tile_size, options):
-    """Dispatched on ``target``: lower the MIR function ``fn`` (a
-    :class:`silvanforge.ir.mir.MirFunction`) of ``forest`` (the HIR forest after the passes,
-    which ``fn`` walks) with the walk representation named ``rep`` to an LIR
-    :class:`silvanforge.ir.lir.Module`, or return ``None`` to take the core's lowering
-    (:func:`silvanforge.walkgen.lower_to_lir`: one function per phase, run by threads over row
-    ranges).  ``tile_size``: nodes a walk step evaluates (1: node by node).  ``options``: the
-    compile's :class:`silvanforge.options.CompileOptions`, whose lowering knobs (node widths,
-    vector walks, ...) the lowering honours: pass it to ``setup_walks``.  A target whose code
-    runs otherwise (a GPU backend's kernels) builds its module from the core's
-    public pieces: :func:`silvanforge.lowering.setup_walks` (layout and buffers), a
-    :class:`silvanforge.walkgen.WalkGenerator` given a placement of its own (where loops, caches,
-    input reads and folds go) and :func:`silvanforge.lowering.walk_module`.  Raise
-    :class:`silvanforge.errors.ScheduleError` for schedules it cannot lower."""
-
-
-@hookspec(firstresult=True)
-def silvanforge_target_default_schedule(target, forest, batch_size, options):
-    """Dispatched on ``target``: the :class:`silvanforge.scheduler.Schedule` to use when the user
-    gives none, for this forest and batch size.  ``options``: the compile's
-    :class:`silvanforge.options.CompileOptions` (its lowering knobs, such as
-    ``leaf_self_loops``, may change what pays; its ``rep`` is the representation chosen, whose
-    walks the schedule drives), or None when asked outside a compile."""
+    """Return the target classes this plugin provides: subclasses of
+    :class:`silvanforge.target.Target`, each with a ``name`` and a ``compile`` that returns a
+    :class:`silvanforge.kernel.Kernel`; :mod:`silvanforge.target` documents the contract (whether
+    it runs here, its kind, default schedule, own lowering, source, host key, reloading saved
+    code).  The core makes one instance of each a process (``registry().target(name)``)."""
 
 
 @hookspec
@@ -137,32 +101,3 @@ def silvanforge_schedules():
     canned ones (``compile(schedule=NAME)``, ``--schedule NAME``), e.g. a GPU
     backend's template.  Two plugins may list the same function under one name; a name the core or
     another plugin gives another schedule is an error."""
-
-
-@hookspec(firstresult=True)
-def silvanforge_target_compile(target, module, options):
-    """Dispatched on ``target``: turn an LIR :class:`silvanforge.ir.lir.Module` into a
-    :class:`silvanforge.runtime.Kernel` (something that can be called on rows).  ``options`` is a
-    dict with at least ``threads``.  Raise ``PluginError`` if the target cannot run here."""
-
-
-@hookspec(firstresult=True)
-def silvanforge_target_source(target, module):
-    """Dispatched on ``target``: the generated code as text (LLVM IR, CUDA C, OpenCL C) for
-    ``forge show --level target``."""
-
-
-@hookspec(firstresult=True)
-def silvanforge_target_load_kernel(target, module, blob, options):
-    """Dispatched on ``target``: rebuild a kernel from a saved artifact ``blob`` (bytes the
-    kernel's ``artifact()`` returned) for the same LIR ``module``; return ``None`` to recompile
-    (code built for another host).  ``module`` may be the runnable part only of the program
-    (:mod:`silvanforge.ir.lir_io`: functions without bodies, buffers with their data)."""
-
-
-@hookspec(firstresult=True)
-def silvanforge_target_host(target):
-    """Dispatched on ``target``: a short string naming everything this host's machine code
-    depends on (for the CPU: triple, CPU name and features, LLVM version), or ``None``.  The
-    code cache (:mod:`silvanforge.codecache`) keys entries by it, so hosts sharing a cache
-    directory keep their own code."""

@@ -148,7 +148,7 @@ def program_text(level: str, forest: hir.Forest, tile_ids, tile_size: int, targe
     if level == "lir":
         return lir.format_module(lir_module())
     if level == "target":
-        return registry().hook.silvanforge_target_source(target=target, module=lir_module())
+        return registry().target(target).source(lir_module())
     raise InputError(f"unknown level {level!r}; choose hir, mir, lir or target")
 
 
@@ -238,8 +238,7 @@ def _lower(model, opts: CompileOptions) -> Lowered:
         # GPU targets keep their own template (it tiles the tree loop); trees stay grouped.
         sched = peel_groups(forest, batch_size, groups=tree_groups(forest, reorder))
     # The target's default knows the representation chosen (rep=), as it may suit its walks.
-    sched = sched or reg.hook.silvanforge_target_default_schedule(
-        target=target, forest=forest, batch_size=batch_size, options=dataclasses.replace(opts, rep=rep))
+    sched = sched or reg.target(target).default_schedule(forest, batch_size, dataclasses.replace(opts, rep=rep))
     mir_fn = lower_to_mir(forest, sched)
     chosen = dataclasses.replace(opts, rep=rep, schedule=sched, pad=bool(pad), tile_size=tile_size)
     module = _lower_lir(reg, forest, mir_fn, chosen)
@@ -249,10 +248,9 @@ def _lower(model, opts: CompileOptions) -> Lowered:
 
 def _lower_lir(reg, forest: hir.Forest, mir_fn, opts: CompileOptions) -> lir.Module:
     """MIR -> LIR with the options' target, representation, tile size and lowering knobs: the
-    target's own lowering where it brings one (``silvanforge_target_lower``), else the core's."""
+    target's own lowering where it brings one (``Target.lower``), else the core's."""
     target = opts.target
-    module = reg.hook.silvanforge_target_lower(target=target, forest=forest, fn=mir_fn, rep=opts.rep,
-                                               tile_size=opts.tile_size, options=opts)
+    module = reg.target(target).lower(forest, mir_fn, opts.rep, opts.tile_size, opts)
     if module is None:
         return lower_to_lir(forest, mir_fn, opts.rep, reg.hook, tile_size=opts.tile_size, options=opts)
     if not isinstance(module, lir.Module):

@@ -41,6 +41,7 @@ class PluginRegistry:
         self.pm = pluggy.PluginManager(hookspecs.PROJECT)
         self.pm.add_hookspecs(hookspecs)
         self.records: list[PluginRecord] = []
+        self._targets: dict = {}  # target class -> its one instance (see target())
         if discover:
             self._discover()
 
@@ -122,7 +123,20 @@ class PluginRegistry:
         return costs
 
     def targets(self) -> list[str]:
-        return sorted({t for lst in self.hook.silvanforge_targets() for t in lst})
+        return sorted(target_types(self.hook))
+
+    def target(self, name: str):
+        """The instance of target ``name`` (:class:`silvanforge.target.Target`): one a class, made
+        on first use, so what it finds once (a device, the host) is kept; a PluginError names
+        the installed ones where ``name`` is not among them."""
+        found = target_types(self.hook)
+        cls = found.get(name)
+        if cls is None:
+            raise PluginError(f"unknown target {name!r}; installed: {', '.join(sorted(found)) or 'none'}")
+        instance = self._targets.get(cls)
+        if instance is None:
+            instance = self._targets[cls] = cls()
+        return instance
 
     def check_representation(self, rep: str) -> None:
         known = self.representations()
@@ -132,9 +146,7 @@ class PluginRegistry:
             )
 
     def check_target(self, target: str) -> None:
-        known = self.targets()
-        if target not in known:
-            raise PluginError(f"unknown target {target!r}; installed: {', '.join(known) or 'none'}")
+        self.target(target)  # raises: unknown target
         ok, why = self.target_available(target)
         if not ok:
             raise PluginError(f"target {target!r} cannot run on this machine: {why}")
@@ -152,11 +164,8 @@ class PluginRegistry:
                           "forge plugins lists what is found)"))
 
     def target_kind(self, target: str) -> str:
-        """``cpu`` or ``gpu`` (see the ``silvanforge_target_kind`` hook); ``cpu`` if unanswered."""
-        kind = self.hook.silvanforge_target_kind(target=target) or "cpu"
-        if kind not in ("cpu", "gpu"):
-            raise PluginError(f"target {target!r} says it is of kind {kind!r}, not cpu or gpu")
-        return kind
+        """``cpu`` or ``gpu`` (:attr:`silvanforge.target.Target.kind`)."""
+        return self.target(target).kind
 
     def schedules(self) -> dict:
         """Named schedules, name -> function ``(forest, batch_size) -> Schedule``: the core's
@@ -170,13 +179,15 @@ class PluginRegistry:
         return found
 
     def target_available(self, target: str) -> tuple[bool, str]:
+        """The target's :meth:`~silvanforge.target.Target.can_run_here`; a check that raises is a
+        reason too (``forge plugins`` shows it), never an error."""
+        if target not in self.targets():
+            return False, "no installed plugin provides this target"
         try:
-            answer = self.hook.silvanforge_target_available(target=target)
+            ok, why = self.target(target).can_run_here()
         except Exception as exc:
             return False, f"availability check failed: {exc}"
-        if answer is None:
-            return False, "no plugin answers for this target"
-        return bool(answer[0]), str(answer[1])
+        return bool(ok), str(why)
 
 
 def rep_types(hook) -> dict:
@@ -188,6 +199,21 @@ def rep_types(hook) -> dict:
             check_class(cls)
             if cls.name in found and found[cls.name] is not cls:
                 raise PluginError(f"two plugins provide a representation named {cls.name!r}")
+            found[cls.name] = cls
+    return found
+
+
+def target_types(hook) -> dict:
+    """The target classes the plugins list (``silvanforge_targets``), by name, each checked
+    against :class:`silvanforge.target.Target`."""
+    from .target import check_class
+
+    found = {}
+    for lst in hook.silvanforge_targets():
+        for cls in lst or ():
+            check_class(cls)
+            if cls.name in found and found[cls.name] is not cls:
+                raise PluginError(f"two plugins provide a target named {cls.name!r}")
             found[cls.name] = cls
     return found
 

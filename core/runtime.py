@@ -1,9 +1,10 @@
 """Running a compiled kernel on rows: validation of inputs and parallel row chunks.
 
-A *kernel* is what a target's ``silvanforge_target_compile`` returns: the phases of one LIR
-module made callable (see :func:`run_kernel`), with ``input_dtype``/``output_dtype`` and
-``artifact() -> bytes``.  A kernel that releases the GIL (ctypes calls do) runs its chunks truly
-in parallel here.
+A *kernel* is what a target's ``compile`` returns (:class:`silvanforge.kernel.Kernel`);
+:func:`run_kernel` asks it for a batch's margins.  A kernel of phases
+(:class:`silvanforge.kernel.PhaseKernel`) has them split over threads here
+(:func:`run_phases`); one that releases the GIL (ctypes calls do) runs its chunks truly in
+parallel.
 """
 
 from __future__ import annotations
@@ -77,14 +78,18 @@ def check_rows(X, num_features: int, dtype: np.dtype, wider: bool = False) -> np
 
 
 def run_kernel(kernel, rows: np.ndarray, num_outputs: int, threads: int | None) -> np.ndarray:
-    """Margins (n, num_outputs) of all rows: the kernel's phases in order, each split over threads.
+    """Margins (n, num_outputs) of all rows (the kernel's :meth:`~silvanforge.kernel.Kernel.margins`)."""
+    return kernel.margins(rows, num_outputs, threads)
 
-    A kernel exposes ``phases`` (each with ``parallel`` = ``rows`` or ``loop``, ``row_parallel``
+
+def run_phases(kernel, rows: np.ndarray, num_outputs: int, threads: int | None) -> np.ndarray:
+    """Margins (n, num_outputs) of all rows: a :class:`~silvanforge.kernel.PhaseKernel`'s phases
+    in order, each split over threads.
+
+    The kernel has ``phases`` (each with ``parallel`` = ``rows`` or ``loop``, ``row_parallel``
     and ``trip``), ``scratch`` (buffers with ``per_row`` and ``fill``) and ``run(phase, rows, out,
     scratch, row_begin, row_end, iter_begin, iter_end)``.
     """
-    if hasattr(kernel, "margins"):  # takes the whole batch (a GPU backend's kernels)
-        return kernel.margins(rows, num_outputs)
     threads = default_threads() if threads is None else check_threads(threads)
     n = rows.shape[0]
     out = np.empty((n, num_outputs), dtype=kernel.output_dtype)
@@ -152,10 +157,10 @@ def _run_block(kernel, rows: np.ndarray, out: np.ndarray, threads: int) -> None:
     scratch = _scratch(kernel, n)
     # A kernel may ask for more rows per thread (a cheap model: a hand-off costs more than the
     # rows it would take, :data:`silvanforge.lowering.THREAD_STEPS`).
-    min_rows = max(MIN_ROWS_PER_THREAD, int(getattr(kernel, "min_rows_per_thread", 0) or 0))
+    min_rows = max(MIN_ROWS_PER_THREAD, int(kernel.min_rows_per_thread or 0))
     # A kernel with a hand-off of its own (``run_shares``, native workers) says how few rows a
     # share may hold: microseconds per hand-off instead of tens.
-    run_shares = getattr(kernel, "run_shares", None)
+    run_shares = kernel.run_shares
     if run_shares is not None:
         min_rows = max(1, int(kernel.min_rows_per_share))
     for i, phase in enumerate(kernel.phases):

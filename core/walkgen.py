@@ -3,7 +3,7 @@
 :class:`WalkGenerator` turns MIR operations into LIR statements: loops, walks (a
 representation's methods give the loads, :mod:`silvanforge.rep`), the split decision and the
 reduction.  :func:`lower_to_lir` is the core's lowering (one function per phase, each split over
-CPU threads); a target with its own (the ``silvanforge_target_lower`` hook) composes the same
+CPU threads); a target with its own (:meth:`silvanforge.target.Target.lower`) composes the same
 pieces: :func:`silvanforge.lowering.setup_walks`, a :class:`WalkGenerator` with a placement of
 its own, :func:`silvanforge.lowering.walk_module`.  What they share (the layout, the lowering's
 choices, a walk's setup) is :mod:`silvanforge.lowering`.
@@ -36,7 +36,7 @@ def lower_to_lir(forest: hir.Forest, fn: mir.MirFunction, rep: str, hook,
     function per phase, each run by threads over row ranges (or tree ranges); with ``tile_size``
     above 1 every walk step evaluates a tile of that many nodes (:mod:`silvanforge.tiling`);
     ``options``: the compile's lowering knobs (None: defaults).
-    A target may bring its own (the ``silvanforge_target_lower`` hook), built from the same
+    A target may bring its own (:meth:`silvanforge.target.Target.lower`), built from the same
     pieces: :func:`setup_walks`, a :class:`WalkGenerator` and :func:`walk_module`."""
     setup = setup_walks(forest, fn, rep, hook, tile_size, split_rows=True, options=options)
     layout, b = setup.layout, setup.b
@@ -105,8 +105,8 @@ class WalkGenerator:
     """MIR operations -> LIR statements: loops, walks (the representation's methods give the
     loads), the split decision and the reduction, emitted into ``setup.b``'s current block.
 
-    The core's lowering (:func:`lower_to_lir`) runs it as is; a target's own lowering (the
-    ``silvanforge_target_lower`` hook) uses it by composition, passing a *placement*: an object
+    The core's lowering (:func:`lower_to_lir`) runs it as is; a target's own lowering
+    (:meth:`silvanforge.target.Target.lower`) uses it by composition, passing a *placement*: an object
     with the five methods below, which the generator calls wherever it lowers a MIR operation,
     a loop body, reads an input value, indexes a partial-sum slot or folds slices over rows.
     Without one the generator is its own placement: sequential code, as one CPU thread runs it

@@ -59,21 +59,20 @@ def _loads_code(path, **kwargs) -> bool:
     from silvanforge.plugins import registry
 
     calls = []
-    hook = registry().hook.silvanforge_target_compile
-    real = hook.__call__
+    target = registry().target("cpu")
+    real = target.compile
 
-    class Spy:
-        def __call__(self, **kw):
-            calls.append(1)
-            return real(**kw)
+    def spy(module, options):
+        calls.append(1)
+        return real(module, options)
 
-    registry().hook.silvanforge_target_compile = Spy()
+    target.compile = spy  # on the instance: the registry hands out this one
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", sf.ArtifactWarning)
             sf.load_compiled(path, **kwargs)
     finally:
-        registry().hook.silvanforge_target_compile = hook
+        del target.compile
     return not calls
 
 

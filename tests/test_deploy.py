@@ -38,19 +38,19 @@ class CompileSpy:
     """Counts the target compiles (LLVM runs) while active."""
 
     def __enter__(self):
-        self.hook = registry().hook.silvanforge_target_compile
+        self.target = registry().target("cpu")
         self.calls = 0
-        real = self.hook
+        real = self.target.compile
 
-        def spy(**kw):
+        def spy(module, options):
             self.calls += 1
-            return real(**kw)
+            return real(module, options)
 
-        registry().hook.silvanforge_target_compile = spy
+        self.target.compile = spy  # on the instance: the registry hands out this one
         return self
 
     def __exit__(self, *exc):
-        registry().hook.silvanforge_target_compile = self.hook
+        del self.target.compile
 
 
 # ------------------------------------------------------------------ artifacts

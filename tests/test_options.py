@@ -155,7 +155,7 @@ def test_artifacts_saved_before_the_options_load(forest, tmp_path):
 
 
 def test_a_target_lowering_gets_the_options(forest):
-    """The GPU targets' own lowering (silvanforge_target_lower) honours the node widths too."""
+    """The GPU targets' own lowering (their target's ``lower``) honours the node widths too."""
     with node_widths(feature="int32"):
         wide = sf.show(forest, "lir", target="cuda")
     assert wide != sf.show(forest, "lir", target="cuda")

@@ -51,15 +51,10 @@ def _bad_module():
     mod = types.ModuleType("sf_test_bad_hook_plugin")
 
     @hookimpl
-    def silvanforge_targets():
-        return ["bad"]
-
-    @hookimpl
-    def silvanforge_target_available(name):  # the spec's argument is `target`
-        return True, ""
+    def silvanforge_targets(name):  # the spec takes no argument
+        return []
 
     mod.silvanforge_targets = silvanforge_targets
-    mod.silvanforge_target_available = silvanforge_target_available
     return mod
 
 
@@ -91,7 +86,7 @@ def test_broken_plugins_are_reported_not_fatal(broken_plugins):
     by_name = {r.name: r for r in reg.records}
     assert "PluginValidationError" in by_name["bad-hook"].error
     assert "ModuleNotFoundError" in by_name["no-module"].error
-    assert "bad" not in reg.targets()
+    assert "bad-hook" not in reg.targets()
     # everything else still works
     assert "cpu" in reg.targets() and by_name["cpu"].error is None
     assert reg.target_available("cpu") == (True, "")
@@ -262,17 +257,18 @@ def test_plugin_commands_are_added_whatever_is_imported_first():
 
 def test_the_gpu_backend_is_a_distribution_of_its_own():
     """silvanforge-gpu, which both GPU targets require, adds `forge tune`; the core imports none
-    of it (its lowering arrives through the targets' silvanforge_target_lower)."""
+    of it (its lowering arrives through the GPU targets' ``lower``)."""
     import subprocess
 
     commands = {ep.name: ep.dist.name for ep in metadata.entry_points(group=cli.COMMANDS_GROUP)}
     assert commands.get("tune") == "silvanforge-gpu"
     for target in ("silvanforge-target-cuda", "silvanforge-target-amd"):
         assert any(r.startswith("silvanforge-gpu") for r in metadata.requires(target))
-    # (the GPU targets' registration imports silvanforge_gpu.hooks, a few lines; none of the
+    # (the GPU targets' registration imports silvanforge_gpu.target, a few lines; none of the
     # backend's lowering, emitter, runtime or template is imported for the CPU)
     code = ("import sys, silvanforge as sf\nsf.lower(sf.load_model(sys.argv[1]), target='cpu')\n"
-            "print(sorted(m for m in sys.modules if 'gpu' in m and m not in ('silvanforge_gpu', 'silvanforge_gpu.hooks')))")
+            "print(sorted(m for m in sys.modules if 'gpu' in m and m not in ('silvanforge_gpu', 'silvanforge_gpu.target')\n"
+            "             and not m.startswith('__editable__')))")  # an editable install's finder
     model = str(Path(__file__).parents[1] / "examples" / "model.json")
     out = subprocess.run([sys.executable, "-c", code, model], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
@@ -280,13 +276,14 @@ def test_the_gpu_backend_is_a_distribution_of_its_own():
 
 
 def _own_lowering_target(reads: list):
-    """A third-party target ``seq`` that lowers by itself (``silvanforge_target_lower``) from the
-    core's public pieces, with a placement that counts the walks' input reads and otherwise
-    keeps the generator's code, and runs the result through the cpu target's compile."""
+    """A third-party target ``seq`` that lowers by itself (``Target.lower``) from the core's
+    public pieces, with a placement that counts the walks' input reads and otherwise keeps the
+    generator's code, and runs the result through the cpu target's compile."""
     from silvanforge.ir import lir
     from silvanforge.lowering import setup_walks, walk_module
-    from silvanforge.walkgen import WalkGenerator
     from silvanforge.scheduler import canned
+    from silvanforge.target import Target
+    from silvanforge.walkgen import WalkGenerator
 
     class Counting:
         def __init__(self, setup):
@@ -308,49 +305,44 @@ def _own_lowering_target(reads: list):
         def fold_rows(self, op, r, k, body):
             self.gen.fold_rows(op, r, k, body)
 
-    mod = types.ModuleType("sf_test_own_lowering")
+    class Seq(Target):
+        name = "seq"
+
+        def default_schedule(self, forest, batch_size, options=None):
+            return canned("default", forest, batch_size)
+
+        def lower(self, forest, fn, rep, tile_size, options):
+            if rep == "array":
+                return "not a module"
+            setup = setup_walks(forest, fn, rep, tile_size=tile_size)
+            place = Counting(setup)
+            place.gen.b.begin_function()
+            for op in fn.body:
+                place.lower(op)
+            body = place.gen.b.block
+            function = lir.Function("predict_0", body, dict(place.gen.b.locals), parallel="rows", row_parallel=False)
+            return walk_module(setup, [function], {**place.gen.info, "lowered_by": "seq"})
+
+        def compile(self, module, options):
+            return plugins.registry().target("cpu").compile(module, options)
+
+    return _target_module("sf_test_own_lowering", Seq)
+
+
+def _target_module(name: str, *classes):
+    """A plugin module listing target ``classes`` from its ``silvanforge_targets`` hook."""
+    mod = types.ModuleType(name)
 
     @hookimpl
     def silvanforge_targets():
-        return ["seq"]
+        return list(classes)
 
-    @hookimpl
-    def silvanforge_target_available(target):
-        return (True, "") if target == "seq" else None
-
-    @hookimpl
-    def silvanforge_target_default_schedule(target, forest, batch_size):
-        return canned("default", forest, batch_size) if target == "seq" else None
-
-    @hookimpl
-    def silvanforge_target_lower(target, forest, fn, rep, tile_size):
-        if target != "seq":
-            return None
-        if rep == "array":
-            return "not a module"
-        setup = setup_walks(forest, fn, rep, tile_size=tile_size)
-        place = Counting(setup)
-        place.gen.b.begin_function()
-        for op in fn.body:
-            place.lower(op)
-        body = place.gen.b.block
-        function = lir.Function("predict_0", body, dict(place.gen.b.locals), parallel="rows", row_parallel=False)
-        return walk_module(setup, [function], {**place.gen.info, "lowered_by": "seq"})
-
-    @hookimpl
-    def silvanforge_target_compile(target, module, options):
-        if target != "seq":
-            return None
-        return plugins.registry().hook.silvanforge_target_compile(target="cpu", module=module, options=options)
-
-    for f in (silvanforge_targets, silvanforge_target_available, silvanforge_target_default_schedule,
-              silvanforge_target_lower, silvanforge_target_compile):
-        setattr(mod, f.__name__, f)
+    mod.silvanforge_targets = silvanforge_targets
     return mod
 
 
 def test_a_target_brings_its_own_lowering(extra_reps):
-    """``silvanforge_target_lower``: a target's own MIR -> LIR, built from the core's public walk
+    """``Target.lower``: a target's own MIR -> LIR, built from the core's public walk
     generator by composition; a target that does not answer takes the core's lowering."""
     import numpy as np
     from silvanforge import reference

@@ -136,7 +136,7 @@ def verify(fn: MirFunction) -> None:
 
     check(fn.body, set())
     for op in walk(fn.body):
-        if isinstance(op, Reduce) and op.target != "margins" and op.target not in {b.name for b in fn.buffers}:
+        if isinstance(op, Reduce) and op.target not in {"margins"} | {b.name for b in fn.buffers}:
             fail(f"reduce into undeclared buffer {op.target}")
     if not any(isinstance(op, WalkDecisionTree) for op in walk(fn.body)):
         fail("no tree is walked")

@@ -253,8 +253,7 @@ def run_bench(model, batch_sizes=DEFAULT_BATCH_SIZES, threads: int | Sequence[in
             raise InputError(f"compile batch must be each, none or a positive integer, got {compile_batch!r}")
         groups["one compile"] = list(batch_sizes)
     for b in batch_sizes if not groups else []:
-        sched = schedule or reg.hook.silvanforge_target_default_schedule(
-            target=target, forest=forest, batch_size=b, options=None)
+        sched = schedule or reg.target(target).default_schedule(forest, b, None)
         groups.setdefault(sched.to_text() if isinstance(sched, Schedule) else repr(sched), []).append(b)
 
     gpu = reg.target_kind(target) == "gpu"

@@ -1,8 +1,8 @@
 """MIR -> LIR for GPU targets (the SilvanForge paper draft, sections 'Tahoe Schedules', 'Lowering to
 GPU' and 'Caching Implementation'): one kernel per phase.
 
-The cuda and amd targets lower through :func:`lower_gpu` (their ``silvanforge_target_lower``
-hook).  It is the core's walk generator (:class:`silvanforge.walkgen.WalkGenerator`) with a
+The cuda and amd targets lower through :func:`lower_gpu` (their ``lower``,
+:class:`silvanforge_gpu.target.GpuTarget`).  It is the core's walk generator (:class:`silvanforge.walkgen.WalkGenerator`) with a
 placement of its own, :class:`GpuCodegen`: the walks, split decisions and reductions are the
 core's, and where the generator lowers a loop, a cache, a fold, reads an input value or indexes a
 partial-sum slot, this module's placement decides what runs on which GPU thread.

@@ -3,9 +3,9 @@ one copy of the rows in and the margins out per call, scratch filled per call, t
 a module launched in order over the grid their :class:`silvanforge.ir.lir.Launch` gives.
 
 A target subclasses :class:`GpuKernel` with its API's spelling of six operations (upload,
-allocate, fill, launch, download, synchronise).  ``predict`` reaches it through
-:func:`silvanforge.runtime.run_kernel`, which hands a kernel with a ``margins`` method the whole
-batch.
+allocate, fill, launch, download, synchronise).  It is a :class:`silvanforge.kernel.Kernel`:
+``predict`` hands its ``margins`` the whole batch; it has no lean path for small requests, and
+no artifact unless the subclass has one (CUDA's PTX).
 """
 
 from __future__ import annotations
@@ -17,11 +17,12 @@ import time
 import numpy as np
 
 from silvanforge.ir import lir
+from silvanforge.kernel import BaseKernel
 
 from .c_dialect import kernel_arguments
 
 
-class GpuKernel:
+class GpuKernel(BaseKernel):
     """Base of the CUDA and OpenCL kernels (see the module docstring)."""
 
     def __init__(self, module: lir.Module):
@@ -77,7 +78,8 @@ class GpuKernel:
             self._capacity[key] = have
         return have[1]
 
-    def margins(self, rows: np.ndarray, num_outputs: int) -> np.ndarray:
+    def margins(self, rows: np.ndarray, num_outputs: int, threads: int | None = None) -> np.ndarray:
+        """The margins of ``rows`` (``threads`` is for CPU kernels: a GPU grid runs them)."""
         n = rows.shape[0]
         out = np.empty((n, num_outputs), dtype=self.output_dtype)
         if n == 0:

@@ -3,7 +3,8 @@
 It runs on AMD GPUs under ROCm and on any OpenCL platform, including PoCL on a CPU (where CI
 runs it).  The GPU backend it shares with the cuda target (silvanforge-gpu) lowers the MIR
 (:mod:`silvanforge_gpu.lowering`) and writes the C (:mod:`silvanforge_gpu.c_dialect`, the OpenCL
-dialect); the launching around it is :class:`silvanforge_gpu.runtime.GpuKernel`.
+dialect), through :class:`AmdTarget`'s base :class:`silvanforge_gpu.target.GpuTarget`; the
+launching around it is :class:`silvanforge_gpu.runtime.GpuKernel`.
 ``SILVANFORGE_OPENCL_DEVICE`` (a substring of a platform or device name) picks a device;
 otherwise GPUs come first.
 """
@@ -13,7 +14,7 @@ from __future__ import annotations
 import importlib.util
 
 from silvanforge import hookimpl
-from silvanforge_gpu.hooks import target_hooks
+from silvanforge_gpu.target import GpuTarget, silvanforge_schedules  # noqa: F401  (a hook: the template's names)
 
 NAME = "amd"
 
@@ -39,54 +40,31 @@ def platforms() -> tuple[list[str], str | None]:
     return found, None
 
 
+class AmdTarget(GpuTarget):
+    """OpenCL C built and launched through pyopencl.  Its kernels have no artifact: a saved
+    model's program is built again from the LIR when loaded (drivers cache their binaries)."""
+
+    name = NAME
+
+    def c_dialect(self):
+        from silvanforge_gpu.c_dialect import OPENCL
+
+        return OPENCL
+
+    def can_run_here(self) -> tuple[bool, str]:
+        _, problem = platforms()
+        if problem is None:
+            from .opencl import build_problem
+
+            problem = build_problem()
+        return (problem is None), problem or ""
+
+    def compile(self, module, options):
+        from .opencl import OpenCLKernel
+
+        return OpenCLKernel(module)
+
+
 @hookimpl
 def silvanforge_targets():
-    return [NAME]
-
-
-@hookimpl
-def silvanforge_target_kind(target):
-    return "gpu" if target == NAME else None
-
-
-@hookimpl
-def silvanforge_target_available(target):
-    if target != NAME:
-        return None
-    _, problem = platforms()
-    if problem is None:
-        from .opencl import build_problem
-
-        problem = build_problem()
-    return (problem is None), problem or ""
-
-
-# The default schedule (the GPU template), the lowering and the template's named schedules:
-# as every GPU target has them (silvanforge_gpu.hooks).
-(silvanforge_target_default_schedule, silvanforge_target_lower,
- silvanforge_schedules) = target_hooks(NAME)
-
-
-@hookimpl
-def silvanforge_target_source(target, module):
-    if target != NAME:
-        return None
-    from silvanforge_gpu.c_dialect import OPENCL, emit
-
-    return emit(module, OPENCL)
-
-
-@hookimpl
-def silvanforge_target_compile(target, module, options):
-    if target != NAME:
-        return None
-    from .opencl import OpenCLKernel
-
-    return OpenCLKernel(module)
-
-
-@hookimpl
-def silvanforge_target_load_kernel(target, module, blob, options):
-    if target != NAME:
-        return None
-    return None  # OpenCL programs are rebuilt from the LIR (drivers cache their binaries)
+    return [AmdTarget]

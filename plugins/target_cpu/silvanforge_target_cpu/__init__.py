@@ -1,36 +1,67 @@
-"""The CPU target: LIR -> LLVM IR (llvmlite) -> O3 -> JIT for the host CPU."""
+"""The CPU target: LIR -> LLVM IR (llvmlite) -> O3 -> JIT for the host CPU.
+
+:class:`CpuTarget` is the plugin's one target (its ``silvanforge_targets`` hook lists it); its
+kernels are :class:`.jit.CpuKernel`.  The core's lowering serves it (it brings none of its own).
+"""
 
 from __future__ import annotations
 
 import json
 
 from silvanforge import hookimpl
+from silvanforge.target import Target
 
 NAME = "cpu"
 
 
-@hookimpl
-def silvanforge_targets():
-    return [NAME]
+class CpuTarget(Target):
+    """LLVM IR JIT-compiled for this machine's CPU (see the module docstring)."""
 
+    name = NAME
+    kind = "cpu"
 
-@hookimpl
-def silvanforge_target_available(target):
-    if target != NAME:
-        return None
-    try:
+    def can_run_here(self) -> tuple[bool, str]:
+        try:
+            from . import jit
+
+            jit.host_signature()
+        except Exception as exc:  # llvmlite missing or broken
+            return False, f"llvmlite cannot JIT on this machine: {exc}"
+        return True, ""
+
+    def default_schedule(self, forest, batch_size, options=None):
+        return default_schedule(forest, batch_size, options)
+
+    def source(self, module) -> str:
+        from . import codegen
+
+        return str(codegen.generate(module))
+
+    def compile(self, module, options):
+        from . import codegen, jit
+
+        _reject_gpu_constructs(module)
+        return jit.compile_module(module, str(codegen.generate(module)))
+
+    def host_key(self) -> str:
         from . import jit
 
-        jit.host_signature()
-    except Exception as exc:  # llvmlite missing or broken
-        return False, f"llvmlite cannot JIT on this machine: {exc}"
-    return True, ""
+        return json.dumps(jit.host_signature(), sort_keys=True)
+
+    def load_kernel(self, module, blob, options):
+        from . import jit
+
+        return jit.load_artifact(module, blob)
 
 
 @hookimpl
-def silvanforge_target_default_schedule(target, forest, batch_size, options=None):
-    if target != NAME:
-        return None
+def silvanforge_targets():
+    return [CpuTarget]
+
+
+def default_schedule(forest, batch_size, options=None):
+    """The CPU's schedule for ``forest`` at ``batch_size`` (None: any), knowing the compile's
+    ``options`` (its representation and lowering knobs) where given."""
     from silvanforge.hir_passes import leaf_depth_range
     from silvanforge.lowering import split_rows_pay, want_leaf_self_loops
     from silvanforge.scheduler.canned import interleaved, interleaved_trees
@@ -99,15 +130,6 @@ def row_chunk(forest) -> int:
     return chunk
 
 
-@hookimpl
-def silvanforge_target_source(target, module):
-    if target != NAME:
-        return None
-    from . import codegen
-
-    return str(codegen.generate(module))
-
-
 def _reject_gpu_constructs(module):
     from silvanforge import ScheduleError
 
@@ -115,31 +137,3 @@ def _reject_gpu_constructs(module):
         directive = what if what.endswith("Reduce") else f"gpuDimension({index}, {what})"
         raise ScheduleError(f"{directive} maps loop {index} to a GPU; the cpu target has no GPU "
                             "grid or shared memory (use parallel, or compile for cuda/amd)")
-
-
-@hookimpl
-def silvanforge_target_compile(target, module, options):
-    if target != NAME:
-        return None
-    from . import codegen, jit
-
-    _reject_gpu_constructs(module)
-    return jit.compile_module(module, str(codegen.generate(module)))
-
-
-@hookimpl
-def silvanforge_target_host(target):
-    if target != NAME:
-        return None
-    from . import jit
-
-    return json.dumps(jit.host_signature(), sort_keys=True)
-
-
-@hookimpl
-def silvanforge_target_load_kernel(target, module, blob, options):
-    if target != NAME:
-        return None
-    from . import jit
-
-    return jit.load_artifact(module, blob)

@@ -15,6 +15,7 @@ import llvmlite.binding as llvm
 import numpy as np
 
 from silvanforge.ir import lir
+from silvanforge.kernel import PhaseKernel
 
 from . import pool
 from .llvm_host import LIGHT_PASSES, init as _init, optimise, target_machine as _target_machine  # noqa: F401
@@ -31,8 +32,11 @@ def uses_gathers(module: lir.Module) -> bool:
     return bool(module.info.get("vector_walk"))
 
 
-class CpuKernel:
-    """JIT-compiled phase functions plus the model buffers they read (see ``runtime.Kernel``)."""
+class CpuKernel(PhaseKernel):
+    """JIT-compiled phase functions plus the model buffers they read: a
+    :class:`silvanforge.kernel.Kernel` whose phases the core's runtime splits over threads
+    (:class:`~silvanforge.kernel.PhaseKernel`), with a lean path for small requests
+    (:meth:`small_calls`) and its object code as its artifact."""
 
     def __init__(self, module: lir.Module, llvm_module, tm, object_code: bytes | None = None):
         """From an optimised ``llvm_module`` (compiled now), or from ``object_code`` an earlier

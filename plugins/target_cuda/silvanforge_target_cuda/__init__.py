@@ -5,7 +5,8 @@ prints the CUDA C anywhere, and :func:`compile_ptx` turns it into PTX wherever n
 (the tests do so for sm_80 and sm_90).  pycuda is imported only to run kernels.  The GPU
 backend it shares with the amd target (silvanforge-gpu) lowers the MIR
 (:mod:`silvanforge_gpu.lowering`) and writes the C (:mod:`silvanforge_gpu.c_dialect`, the CUDA
-dialect); the launching around it is :class:`silvanforge_gpu.runtime.GpuKernel`.
+dialect), through :class:`CudaTarget`'s base :class:`silvanforge_gpu.target.GpuTarget`; the
+launching around it is :class:`silvanforge_gpu.runtime.GpuKernel`.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import ctypes.util
 import importlib.util
 
 from silvanforge import hookimpl
-from silvanforge_gpu.hooks import target_hooks
+from silvanforge_gpu.target import GpuTarget, silvanforge_schedules  # noqa: F401  (a hook: the template's names)
 
 from .nvcc import compile_ptx, find_nvcc  # noqa: F401  (public: tests and users compile PTX)
 
@@ -65,48 +66,32 @@ def source(module) -> str:
     return emit(module, CUDA)
 
 
+class CudaTarget(GpuTarget):
+    """CUDA C compiled to PTX by nvcc, launched through pycuda (imported only by ``compile``
+    and ``load_kernel``: generating and compiling to PTX need neither pycuda nor a GPU)."""
+
+    name = NAME
+
+    def c_dialect(self):
+        from silvanforge_gpu.c_dialect import CUDA
+
+        return CUDA
+
+    def can_run_here(self) -> tuple[bool, str]:
+        missing = problems()
+        return (not missing), "; ".join(missing)
+
+    def compile(self, module, options):
+        from .launch import CudaKernel
+
+        return CudaKernel(module)
+
+    def load_kernel(self, module, blob, options):
+        from .launch import CudaKernel
+
+        return CudaKernel.from_artifact(module, blob)
+
+
 @hookimpl
 def silvanforge_targets():
-    return [NAME]
-
-
-@hookimpl
-def silvanforge_target_kind(target):
-    return "gpu" if target == NAME else None
-
-
-@hookimpl
-def silvanforge_target_available(target):
-    if target != NAME:
-        return None
-    missing = problems()
-    return (not missing), "; ".join(missing)
-
-
-# The default schedule (the GPU template), the lowering and the template's named schedules:
-# as every GPU target has them (silvanforge_gpu.hooks).
-(silvanforge_target_default_schedule, silvanforge_target_lower,
- silvanforge_schedules) = target_hooks(NAME)
-
-
-@hookimpl
-def silvanforge_target_source(target, module):
-    return source(module) if target == NAME else None
-
-
-@hookimpl
-def silvanforge_target_compile(target, module, options):
-    if target != NAME:
-        return None
-    from .launch import CudaKernel
-
-    return CudaKernel(module)
-
-
-@hookimpl
-def silvanforge_target_load_kernel(target, module, blob, options):
-    if target != NAME:
-        return None
-    from .launch import CudaKernel
-
-    return CudaKernel.from_artifact(module, blob)
+    return [CudaTarget]

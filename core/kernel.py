@@ -1,0 +1,111 @@
+"""The kernel contract: what a target's :meth:`silvanforge.target.Target.compile` returns, the
+one interface the compiled model calls.
+
+:class:`Kernel` is a :class:`typing.Protocol` (``isinstance(k, Kernel)`` checks a kernel has
+every member): the LIR module it runs, the dtypes of the rows it reads and the margins it
+writes, :meth:`~Kernel.margins` of a whole batch, and two optional capabilities that every
+kernel still answers, so the core never probes for them:
+
+- :meth:`~Kernel.small_calls`: a lean path for requests of a few rows, or None where the kernel
+  has none (every request then goes through ``margins``);
+- :meth:`~Kernel.artifact`: bytes a target's ``load_kernel`` maps again without compiling, or
+  ``b""`` where there are none (a saved model is then compiled again when loaded).
+
+Two bases give the defaults: :class:`BaseKernel` (no lean path, no artifact) and
+:class:`PhaseKernel`, for kernels that run an LIR module's phases as functions over row and
+tree ranges: the core's runtime (:func:`silvanforge.runtime.run_phases`) splits them over
+threads, so such a kernel supplies only ``run``.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, ClassVar, Protocol, runtime_checkable
+
+import numpy as np
+
+from .errors import PluginError
+from .ir import lir
+from .runtime import run_phases
+
+#: A lean call ``(rows, apply) -> (values, applied)``: margins of up to ``max_rows`` rows of the
+#: kernel's input dtype, or where ``apply`` and the kernel can, the transformed values
+#: (``applied`` True); see :meth:`Kernel.small_calls`.
+SmallCall = Callable[[np.ndarray, bool], "tuple[np.ndarray, bool]"]
+
+
+@runtime_checkable
+class Kernel(Protocol):
+    """What every target's kernel implements (see the module docstring)."""
+
+    #: The LIR module this kernel runs (saved with the model beside its artifact).
+    module: lir.Module
+    #: The dtype of the rows ``margins`` and small calls read (the caller converts to it).
+    input_dtype: np.dtype
+    #: The dtype of the margins it writes.
+    output_dtype: np.dtype
+
+    def margins(self, rows: np.ndarray, num_outputs: int, threads: int | None = None) -> np.ndarray:
+        """The margins ``(n, num_outputs)`` of ``rows`` (n x features of ``input_dtype``; C or
+        Fortran order or a strided view; n may be 0), using up to ``threads`` CPU threads (None:
+        all; a kernel that runs elsewhere may ignore it).  Safe to call from many threads."""
+        ...
+
+    def small_calls(self, max_rows: int, transform=None, flat: bool = False) -> SmallCall | None:
+        """A function for requests of up to ``max_rows`` rows on the calling thread, or None
+        where the kernel has no lean path.  ``transform``: the forest's output transform, which
+        the call may apply itself when asked (``apply``) and it can do so bit for bit;
+        ``flat``: one output, returned as (n,) rather than (n, 1)."""
+        ...
+
+    def artifact(self) -> bytes:
+        """Bytes from which the target's ``load_kernel`` rebuilds this kernel on a matching
+        host without compiling, or ``b""`` where there are none."""
+        ...
+
+
+class BaseKernel:
+    """Defaults of the optional capabilities: no lean path and no artifact."""
+
+    def small_calls(self, max_rows: int, transform=None, flat: bool = False) -> SmallCall | None:
+        return None
+
+    def artifact(self) -> bytes:
+        return b""
+
+
+class PhaseKernel(BaseKernel):
+    """Base of kernels that run an LIR module's phases (its functions) as calls over row and
+    tree ranges; :meth:`margins` is the core's runtime splitting them over threads.
+
+    A subclass sets ``module``, ``input_dtype``, ``output_dtype``, ``phases`` (the module's
+    functions) and ``scratch`` (its scratch buffers), and implements :meth:`run`."""
+
+    phases: list
+    scratch: list
+    #: Rows a thread should at least take (a cheap model: a hand-off costs more than few rows).
+    min_rows_per_thread: int = 0
+    #: A hand-off of the kernel's own (native workers): ``run_shares(phase, rows, out, scratch,
+    #: shares) -> bool`` runs every share of a phase and says whether it did; None: none, the
+    #: runtime's thread pool runs the shares.
+    run_shares: ClassVar[Callable | None] = None
+    #: Rows a share may hold where ``run_shares`` hands them off.
+    min_rows_per_share: int = 1
+
+    def run(self, phase: int, rows: np.ndarray, out: np.ndarray, scratch: list, row_begin: int,
+            row_end: int, iter_begin: int = 0, iter_end: int = 0) -> None:
+        """One call of phase ``phase`` over rows ``[row_begin, row_end)`` and, for a phase whose
+        parallel loop runs over trees, its iterations ``[iter_begin, iter_end)``."""
+        raise NotImplementedError
+
+    def margins(self, rows: np.ndarray, num_outputs: int, threads: int | None = None) -> np.ndarray:
+        return run_phases(self, rows, num_outputs, threads)
+
+
+def check_kernel(kernel, target: str) -> Kernel:
+    """``kernel`` if it implements :class:`Kernel`, else a PluginError naming what it lacks."""
+    if isinstance(kernel, Kernel):
+        return kernel
+    missing = [m for m in ("module", "input_dtype", "output_dtype", "margins", "small_calls", "artifact")
+               if not hasattr(kernel, m)]
+    raise PluginError(f"target {target!r} returned {type(kernel).__name__}, not a silvanforge.kernel.Kernel "
+                      f"(it lacks {', '.join(missing)})")

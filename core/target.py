@@ -1,0 +1,108 @@
+"""The target contract: what a plugin implements to turn LIR into something that runs.
+
+A *target* is a class deriving from :class:`Target`, listed by its plugin's
+``silvanforge_targets`` hook (the one hook of this contract), as representations are listed by
+``silvanforge_representation_types``.  The registry makes one instance a process and hands it
+out by name (``registry().target("cpu")``); every method below is asked of that instance, so an
+instance may keep what is costly to find (a device context, the host's signature).
+
+Required: :attr:`~Target.name` and :meth:`~Target.compile`, returning a
+:class:`silvanforge.kernel.Kernel`.  Everything else has a default a target overrides where it
+has something of its own: whether it runs here, its default schedule, its own MIR -> LIR
+lowering, its generated source, a host key for the code cache and reloading saved code.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from .errors import PluginError
+
+__all__ = ["Target", "check_class"]
+
+
+class Target:
+    """Base of targets.  ``module`` below is an LIR :class:`silvanforge.ir.lir.Module`;
+    ``options`` of :meth:`compile` and :meth:`load_kernel` a dict with at least ``threads`` and
+    ``batch_size`` (either may be None: all CPUs, any batch)."""
+
+    #: The name users pass as ``target=`` and ``--target`` (unique among installed plugins).
+    name: ClassVar[str] = ""
+    #: ``"cpu"`` or ``"gpu"``: the kind of machine it runs on, which representations' ``cost``
+    #: and the compiler's defaults are asked about (a ``gpu`` target keeps its own schedule when
+    #: trees are reordered; its sums may be reordered).  How its MIR becomes LIR is
+    #: :meth:`lower`'s, not the kind's.
+    kind: ClassVar[str] = "cpu"
+
+    def can_run_here(self) -> tuple[bool, str]:
+        """``(True, "")`` if it can run on this machine, else ``(False, reason)`` with a reason a
+        user can act on (``"no GPU driver found"``; ``forge plugins`` shows it).  Generating
+        code (:meth:`lower`, :meth:`source`) must work without it."""
+        return True, ""
+
+    def default_schedule(self, forest, batch_size: int | None, options=None):
+        """The :class:`silvanforge.scheduler.Schedule` to use when the user gives none, for
+        ``forest`` (the HIR forest after the passes) and ``batch_size`` (None: any).
+        ``options``: the compile's :class:`silvanforge.options.CompileOptions` (its lowering
+        knobs, such as ``leaf_self_loops``, may change what pays; its ``rep`` is the
+        representation chosen, whose walks the schedule drives), or None when asked outside a
+        compile.  By default the core's canned ``default`` schedule."""
+        from .scheduler import canned
+
+        return canned("default", forest, batch_size)
+
+    def lower(self, forest, fn, rep: str, tile_size: int, options):
+        """Lower the MIR function ``fn`` (a :class:`silvanforge.ir.mir.MirFunction`) of
+        ``forest`` (the HIR forest after the passes, which ``fn`` walks) with the walk
+        representation named ``rep`` to an LIR module, or return None (the default) to take
+        the core's lowering (:func:`silvanforge.walkgen.lower_to_lir`: one function per phase,
+        run by threads over row ranges).  ``tile_size``: nodes a walk step evaluates (1: node
+        by node).  ``options``: the compile's :class:`silvanforge.options.CompileOptions`,
+        whose lowering knobs (node widths, vector walks, ...) the lowering honours: pass it to
+        ``setup_walks``.  A target whose code runs otherwise (a GPU backend's kernels) builds
+        its module from the core's public pieces: :func:`silvanforge.lowering.setup_walks`
+        (layout and buffers), a :class:`silvanforge.walkgen.WalkGenerator` given a placement
+        of its own (where loops, caches, input reads and folds go) and
+        :func:`silvanforge.lowering.walk_module`.  Raise
+        :class:`silvanforge.errors.ScheduleError` for schedules it cannot lower."""
+        return None
+
+    def compile(self, module, options: dict):
+        """Turn ``module`` into a :class:`silvanforge.kernel.Kernel`.  Raise
+        :class:`silvanforge.errors.PluginError` if it cannot run here, and
+        :class:`silvanforge.errors.ScheduleError` for a program it cannot run (a GPU
+        construct on a CPU)."""
+        raise NotImplementedError
+
+    def load_kernel(self, module, blob: bytes, options: dict):
+        """Rebuild a kernel from ``blob`` (bytes a kernel's ``artifact()`` returned) for the same
+        ``module``, or return None (the default) to have it compiled again (code built for
+        another host).  ``module`` may be the runnable part only of the program
+        (:mod:`silvanforge.ir.lir_io`: functions without bodies, buffers with their data)."""
+        return None
+
+    def source(self, module) -> str:
+        """The generated code as text (LLVM IR, CUDA C, OpenCL C) for
+        ``forge show --level target``; by default the LIR as printed."""
+        from .ir import lir
+
+        return lir.format_module(module)
+
+    def host_key(self) -> str | None:
+        """A short string naming everything this host's machine code depends on (for the CPU:
+        triple, CPU name and features, LLVM version), or None (the default: code that does not
+        depend on the host).  The code cache (:mod:`silvanforge.codecache`) keys entries by
+        it, so hosts sharing a cache directory keep their own code."""
+        return None
+
+
+def check_class(cls) -> None:
+    """Why a class a plugin lists is not a usable target (raises PluginError)."""
+    if not (isinstance(cls, type) and issubclass(cls, Target)):
+        raise PluginError(f"{cls!r} is not a silvanforge.target.Target subclass")
+    if not cls.name or not isinstance(cls.name, str):
+        raise PluginError(f"target class {cls.__qualname__} has no name")
+    if cls.kind not in ("cpu", "gpu"):
+        raise PluginError(f"target {cls.name!r} says it is of kind {cls.kind!r}, not cpu or gpu")
+    if cls.compile is Target.compile:
+        raise PluginError(f"target {cls.name!r} ({cls.__qualname__}) does not implement compile")

@@ -548,3 +548,29 @@ def test_bench_times_several_batches(tiny_model, monkeypatch):
     # ours and xgboost, each over ROTATE_ROWS distinct rows (4096: 1024 batches of 4, 64 of 64)
     rows = bench_peers._timing.ROTATE_ROWS
     assert seen[4] == [rows // 4] * 2 and seen[64] == [rows // 64] * 2
+
+
+# --------------------------------------------------------------------------- catboost
+def test_catboost_peers(tmp_path):
+    """CatBoost's predict and ONNX Runtime on CatBoost's ONNX export, on binary, multiclass and
+    regression models (.cbm and JSON); a model with categorical features is a note."""
+    cb = pytest.importorskip("catboost")
+    pytest.importorskip("onnxruntime")
+    pd = pytest.importorskip("pandas")
+    X, y = _train_data()
+    fit = dict(iterations=5, depth=3, verbose=0, thread_count=1, allow_writing_files=False)
+    cb.CatBoostClassifier(**fit).fit(X, y.astype(int)).save_model(str(tmp_path / "bin.cbm"))  # ONNX wants integer labels
+    cb.CatBoostClassifier(loss_function="MultiClass", **fit).fit(X, (X[:, 0] > 0).astype(int) + (X[:, 1] > 0.5)).save_model(
+        str(tmp_path / "multi.cbm"))
+    reg = cb.CatBoostRegressor(**fit).fit(X, X[:, 0] * 2 + 1)
+    reg.save_model(str(tmp_path / "reg.json"), format="json")
+    for name in ("bin.cbm", "multi.cbm", "reg.json"):
+        report = bench.run_bench(tmp_path / name, [1, 16], threads=1, repeat=1, min_time=0.0,
+                                 peers=["catboost", "onnxruntime"])
+        _check_peer(report, "catboost")
+        _check_peer(report, "onnxruntime")
+    frame = pd.DataFrame({"x": X[:, 0], "c": np.where(X[:, 1] > 0, "a", "b")})
+    cb.CatBoostRegressor(cat_features=["c"], **fit).fit(frame, X[:, 0]).save_model(str(tmp_path / "cat.cbm"))
+    report = bench.run_bench(tmp_path / "cat.cbm", [4], threads=1, repeat=1, min_time=0.0,
+                             peers=["catboost", "onnxruntime"])
+    assert any(n.startswith("catboost:") and "categorical" in n for n in report.notes), report.notes

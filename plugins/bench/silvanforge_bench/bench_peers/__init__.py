@@ -16,6 +16,10 @@ lleaves            LightGBM text               ``lleaves.Model.predict`` (``n_jo
                                                environment when llvmlite here is >= 0.44
 onedal             XGBoost, LightGBM           ``daal4py.mb.convert_model(booster)``
                    (numeric splits)            ``.predict_proba`` / ``.predict`` (``daalinit``)
+catboost           CatBoost JSON / .cbm        ``CatBoost.predict`` (``thread_count``)
+                   (no categorical features)
+onnxruntime        CatBoost (no categorical    CatBoost's own ONNX export, ``InferenceSession.run``
+                   features)                   (``intra_op_num_threads``)
 =================  ==========================  ================================================
 
 Each factory takes a :class:`PeerContext` and returns an :class:`Engine`; raising
@@ -40,6 +44,7 @@ from .base import (
     version,
     versions,
 )
+from .catboost_peer import catboost_engine, catboost_onnx_engine
 from .hummingbird_peer import hummingbird_cuda_engine, hummingbird_engine
 from .lleaves_peer import lleaves_engine
 from .native import lightgbm_engine, xgboost_cuda_engine, xgboost_engine
@@ -49,6 +54,7 @@ from .treelite_peers import gtil_engine, tl2cgen_engine
 
 XGB = ("xgboost-json", "xgboost-ubjson")
 LGB = ("lightgbm-text",)
+CB = ("catboost-json", "catboost-cbm")
 
 # (engine, module that must be importable or None when the factory checks for itself,
 #  model formats it applies to, factory(PeerContext) -> Engine)
@@ -61,6 +67,9 @@ PEERS = [
     ("hummingbird", "hummingbird", XGB + LGB, hummingbird_engine),
     ("lleaves", None, LGB, lleaves_engine),  # may run from its own environment
     ("onedal", "daal4py", XGB + LGB, onedal_engine),
+    ("catboost", "catboost", CB, catboost_engine),
+    # the same name as ONNX Runtime above: it is that peer, on the model CatBoost exports
+    ("onnxruntime", "onnxruntime", CB, catboost_onnx_engine),
 ]
 # The peers of GPU targets (same rows copied in and results copied out per call).
 GPU_PEERS = [
@@ -77,6 +86,7 @@ PIP = {
     "tl2cgen": "pip install treelite tl2cgen",
     "hummingbird": "pip install hummingbird-ml torch",
     "daal4py": "pip install scikit-learn-intelex",
+    "catboost": "pip install catboost",
 }
 
 __all__ = [

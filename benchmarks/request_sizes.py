@@ -102,8 +102,9 @@ def measure_model(spec, path: Path, sizes, threads, repeat: int, min_time: float
 
 
 def measure(models, out: Path, sizes=DEFAULT_SIZES, threads=(1, 2), repeat: int = 3, quick: bool = False,
-            peers=None, all_peers: bool = False, say=print) -> list[ModelResult]:
-    """Train (or reuse) and time every model in ``models`` (names of request_size_models.MODELS)."""
+            peers=None, all_peers: bool = False, say=print, on_result=None) -> list[ModelResult]:
+    """Train (or reuse) and time every model in ``models`` (names of request_size_models.MODELS);
+    ``on_result(results so far)`` after each model (a long run stopped early keeps its tables)."""
     from request_size_models import BY_NAME, model_path
 
     results = []
@@ -112,6 +113,8 @@ def measure(models, out: Path, sizes=DEFAULT_SIZES, threads=(1, 2), repeat: int 
         path = model_path(spec, out, quick, say)
         results.append(measure_model(spec, path, sizes, threads, repeat, 0.0 if quick else 0.1, peers,
                                      all_peers, out / "peer-cache", say))
+        if on_result is not None:
+            on_result(results)
     return results
 
 
@@ -251,10 +254,14 @@ def main(argv=None) -> int:
     def say(what: str) -> None:
         print(what, file=sys.stderr, flush=True)
 
-    results = measure(names, args.out, sizes, threads, 1 if args.quick else args.repeat, args.quick, peers,
-                      args.all_peers, say)
     command = "python benchmarks/request_sizes.py " + " ".join(argv if argv is not None else sys.argv[1:])
-    written = write_outputs(results, args.out, sizes, threads, command)
+    written: list[Path] = []
+
+    def write(results) -> None:
+        written[:] = write_outputs(results, args.out, sizes, threads, command)
+
+    results = measure(names, args.out, sizes, threads, 1 if args.quick else args.repeat, args.quick, peers,
+                      args.all_peers, say, on_result=write)
     print(to_markdown(results, sizes, threads))
     print("wrote " + ", ".join(map(str, written)))
     return 0

@@ -372,3 +372,21 @@ def test_numpy_exp_loop_is_numpys_own_or_none():
 
     wrong = small._LOOP(off_by_one_ulp)
     assert not small._same_as_numpy(ctypes.cast(wrong, ctypes.c_void_p).value, None)
+
+
+def test_the_exp_loop_comes_through_numpys_c_api(monkeypatch):
+    """The C module finds a ufunc's float64 loop through NumPy's C API (PyUFuncObject's
+    documented fields): np.exp's, which the probe then accepts; none for a ufunc of two inputs;
+    a TypeError for anything not a ufunc.  Without the C module there is no loop to find (its
+    small calls run NumPy's ufunc)."""
+    small = pytest.importorskip("silvanforge_target_cpu.small")
+    native = small.foreign_call()
+    if native is not None:
+        fn, data = native.unary_float64_loop(np.exp)
+        assert fn and small._same_as_numpy(fn, data or None)
+        assert small._find_exp_loop() == (fn, data)
+        assert native.unary_float64_loop(np.add) == (0, 0)
+        with pytest.raises(TypeError, match="expected a numpy ufunc"):
+            native.unary_float64_loop(len)
+    monkeypatch.setattr(small, "foreign_call", lambda: None)
+    assert small._find_exp_loop() == (0, 0)

@@ -21,11 +21,21 @@
  *
  *   sigmoid_tail(out) -> None: out = 1 / (1 + out), float64, in place: the reference's last two
  *   operations (IEEE, as NumPy's add and divide round them).
+ *
+ *   unary_float64_loop(ufunc) -> (function, data): the inner loop a one-input, one-output NumPy
+ *   ufunc has for float64 -> float64 (the first such in its type list, what NumPy's type
+ *   resolution picks), as addresses, or (0, 0) where it has none.  Read through NumPy's public
+ *   C API (numpy/ufuncobject.h: PyUFuncObject's nin, nout, nargs, ntypes, types, functions,
+ *   data), never at offsets of our own; small.py probes the loop against the ufunc before use.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
 #include <string.h>
+
+#define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
+#include <numpy/ndarraytypes.h>
+#include <numpy/ufuncobject.h>
 
 typedef int64_t (*entry_fn)(int64_t *block, int64_t n, int64_t apply);
 
@@ -136,10 +146,37 @@ static PyObject *sigmoid_tail(PyObject *self, PyObject *arg)
     Py_RETURN_NONE;
 }
 
+static PyObject *unary_float64_loop(PyObject *self, PyObject *arg)
+{
+    /* NumPy's ufunc API table (PyUFunc_Type), imported on first use: importing the module needs
+     * no NumPy, only this call does, and it is made where NumPy is already imported. */
+    if (PyUFunc_API == NULL && _import_umath() < 0)
+        return NULL;
+    if (!PyObject_TypeCheck(arg, &PyUFunc_Type)) {
+        PyErr_SetString(PyExc_TypeError, "unary_float64_loop: expected a numpy ufunc");
+        return NULL;
+    }
+    const PyUFuncObject *ufunc = (const PyUFuncObject *)arg;
+    if (ufunc->nin == 1 && ufunc->nout == 1 && ufunc->nargs == 2 && ufunc->types != NULL &&
+            ufunc->functions != NULL) {
+        for (int k = 0; k < ufunc->ntypes; k++) {
+            const char *types = ufunc->types + (size_t)k * (size_t)ufunc->nargs;
+            if (types[0] == NPY_DOUBLE && types[1] == NPY_DOUBLE && ufunc->functions[k] != NULL) {
+                void *data = ufunc->data != NULL ? ufunc->data[k] : NULL;
+                return Py_BuildValue("(KK)", (unsigned long long)(uintptr_t)ufunc->functions[k],
+                                     (unsigned long long)(uintptr_t)data);
+            }
+        }
+    }
+    return Py_BuildValue("(ii)", 0, 0);
+}
+
 static PyMethodDef methods[] = {
     {"run", (PyCFunction)(void (*)(void))run, METH_FASTCALL,
      "run(state, rows, out, mode) -> int: one small call (see the module's source)."},
     {"sigmoid_tail", sigmoid_tail, METH_O, "sigmoid_tail(out): out = 1 / (1 + out), float64, in place."},
+    {"unary_float64_loop", unary_float64_loop, METH_O,
+     "unary_float64_loop(ufunc) -> (function, data): its float64 inner loop's addresses, or (0, 0)."},
     {NULL, NULL, 0, NULL},
 };
 

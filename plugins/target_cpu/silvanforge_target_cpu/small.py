@@ -214,9 +214,10 @@ def numpy_exp_loop() -> tuple[int, int]:
     Why: float64 sigmoid must be NumPy's exp bit for bit (the reference's), and a ufunc call
     costs 0.65 us on one value, more than a 100-tree walk; the loop itself costs nanoseconds.
     It is the first float64 -> float64 loop of the ufunc (what NumPy's type resolution picks:
-    its CPU-dispatched one), read from the ufunc object's public layout (numpy/ufuncobject.h:
-    nin, nout, nargs, identity, functions, data, ntypes, reserved, name, types), and used only
-    after it returned np.exp's very bits on a probe of every range and length class."""
+    its CPU-dispatched one), found by the C module through NumPy's C API
+    (``_smallcall.unary_float64_loop``), and used only after it returned np.exp's very bits
+    on a probe of every range and length class.  Only the C call runs it: without the C
+    module small calls take NumPy's ufunc (:func:`numpy_transform`), and this is ``(0, 0)``."""
     global _exp_loop
     with _exp_loop_lock:
         if _exp_loop is None:
@@ -232,24 +233,11 @@ _LOOP = ctypes.CFUNCTYPE(None, ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(c
 
 
 def _find_exp_loop() -> tuple[int, int]:
-    base = id(np.exp)
-    word = ctypes.sizeof(ctypes.c_void_p)
-    head = 2 * word  # PyObject_HEAD
-    ints = (ctypes.c_int * 4).from_address(base + head)
-    nargs = ints[2]
-    functions, data = (ctypes.c_void_p * 2).from_address(base + head + 16)
-    ntypes = ctypes.c_int.from_address(base + head + 16 + 2 * word).value
-    types_at = ctypes.c_void_p.from_address(base + head + 16 + 2 * word + 8 + word).value
-    if (ints[0], ints[1], nargs) != (1, 1, 2) or not (0 < ntypes < 64) or not functions or not types_at:
+    native = foreign_call()
+    if native is None:
         return 0, 0
-    types = (ctypes.c_char * (ntypes * nargs)).from_address(types_at).raw
-    double = np.dtype(np.float64).num
-    for k in range(ntypes):
-        if types[2 * k] == double and types[2 * k + 1] == double:
-            fn = ctypes.c_void_p.from_address(functions + k * word).value
-            dat = ctypes.c_void_p.from_address(data + k * word).value if data else None
-            return (fn, dat or 0) if fn and _same_as_numpy(fn, dat) else (0, 0)
-    return 0, 0
+    fn, dat = native.unary_float64_loop(np.exp)
+    return (fn, dat) if fn and _same_as_numpy(fn, dat or None) else (0, 0)
 
 
 def _same_as_numpy(fn: int, dat) -> bool:

@@ -63,9 +63,9 @@ def split_small_batches(monkeypatch):
 def walks_by_default(monkeypatch):
     """The suite's tiny forests are what the CPU default evaluates by bitvectors: the walk tests
     test walks, so the chooser keeps to them unless a test asks (tests/test_bitvector.py)."""
-    bitvector = plugin_module("silvanforge_rep_bitvector.bitvector")
-    if bitvector is not None:
-        monkeypatch.setattr(bitvector, "AUTO_CHOOSE", False)
+    choose = plugin_module("silvanforge_rep_bitvector.choose")
+    if choose is not None:
+        monkeypatch.setattr(choose, "AUTO_CHOOSE", False)
 
 
 @pytest.fixture

@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 
 import silvanforge as sf
 from silvanforge import InputError, reference
-from silvanforge_rep_bitvector import bitvector, masktables
+from silvanforge_rep_bitvector import choose, leafbits, masktables, support
+from silvanforge_rep_bitvector import plan as bv_plan
 from silvanforge.ir import hir
 from silvanforge.ir.hir import Aggregation, CategoryRule, Forest, Op, Transform, Tree
 from strategies import _tree, forests, rows_for
@@ -43,7 +44,7 @@ def small_forests(draw):
 @pytest.fixture(autouse=True)
 def node_forms(monkeypatch):
     """The node forms unless a test asks for the mask-table form (its tests are below)."""
-    monkeypatch.setattr(bitvector, "MASK_TABLES", False)
+    monkeypatch.setattr(choose, "MASK_TABLES", False)
 
 
 @pytest.fixture(params=["expanded", "looped", "mixed", "looped-float", "expanded-narrow", "mask-tables"])
@@ -52,14 +53,14 @@ def form(request, monkeypatch):
     the smallest trees as code (up to 40 nodes) and loops for the rest; the narrow form (bins
     and 32-bit words) where it is chosen (wide blocks), refused (``-float``) or forced
     (``-narrow``); the mask-table form (:mod:`.masktables`) wherever it can run."""
-    monkeypatch.setattr(bitvector, "MASK_TABLES", request.param == "mask-tables")
+    monkeypatch.setattr(choose, "MASK_TABLES", request.param == "mask-tables")
     if request.param == "mask-tables":
         return request.param
     shape, _, words = request.param.partition("-")
     budget = {"expanded": 10**9, "looped": -1, "mixed": 40}[shape]
-    monkeypatch.setattr(bitvector, "EXPAND_NODES", budget)
+    monkeypatch.setattr(choose, "EXPAND_NODES", budget)
     if words:
-        monkeypatch.setattr(bitvector, "narrow_form", lambda forest, lanes: words == "narrow")
+        monkeypatch.setattr(choose, "narrow_form", lambda forest, lanes: words == "narrow")
     return request.param
 
 
@@ -72,12 +73,12 @@ def _check_form(cf, forest, form):
     shape, _, words = form.partition("-")
     if shape != "mixed":
         assert f"{shape}={forest.num_trees}" in lir_text, lir_text[:300]
-    if shape == "looped" and bitvector.node_count(forest):
-        assert f"lanes={bitvector.WIDE_LANES}" in lir_text  # mostly looped: wide blocks
+    if shape == "looped" and support.node_count(forest):
+        assert f"lanes={choose.WIDE_LANES}" in lir_text  # mostly looped: wide blocks
     else:
-        assert int(lir_text.split("expanded=")[1].split()[0]) == bitvector.expanded_trees(forest).sum()
+        assert int(lir_text.split("expanded=")[1].split()[0]) == choose.expanded_trees(forest).sum()
     if words:
-        bits = bitvector.NARROW_WORD if words == "narrow" else bitvector.WORD
+        bits = leafbits.NARROW_WORD if words == "narrow" else leafbits.WORD
         assert f"words={bits}-bit" in lir_text
 
 
@@ -101,7 +102,7 @@ def test_equals_the_reference_exactly(form, forest, n, threads):
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(forest=forests(max_trees=8, max_depth=5))
 def test_any_forest_runs_or_is_refused_with_the_reason(forest):
-    why = bitvector.unsupported(forest)
+    why = support.unsupported(forest)
     if why is None:
         cf = sf.compile(forest, rep="bitvector")
         X = rows_for(forest, np.random.default_rng(1), 30)
@@ -126,11 +127,11 @@ def _forest(**kw) -> Forest:
     (lambda f: f.trees[2].zero_missing.__setitem__(0, True), "zero as missing"),
 ])
 def test_limits(change, reason, monkeypatch):
-    monkeypatch.setattr(bitvector, "AUTO_CHOOSE", True)
+    monkeypatch.setattr(choose, "AUTO_CHOOSE", True)
     forest = _forest()
     change(forest)
-    assert reason in bitvector.unsupported(forest)
-    assert not bitvector.pays(forest)
+    assert reason in support.unsupported(forest)
+    assert not choose.pays(forest)
     with pytest.raises(InputError, match=reason):
         sf.compile(forest, rep="bitvector")
     assert sf.compile(forest).rep != "bitvector"  # the chooser walks it
@@ -175,13 +176,13 @@ def test_gpu_targets_are_refused():
 
 
 def test_chooser_takes_it_for_small_trees_not_for_full_deep_ones(monkeypatch):
-    monkeypatch.setattr(bitvector, "AUTO_CHOOSE", True)
+    monkeypatch.setattr(choose, "AUTO_CHOOSE", True)
     rng = np.random.default_rng(7)
     shallow = Forest(trees=[_tree(rng, 6, (0,), int(rng.integers(2, 7)), [int(Op.LT)], categorical=False,
                                   zero_missing=False) for _ in range(30)], num_features=6)
-    assert bitvector.pays(shallow) and sf.compile(shallow).rep == "bitvector"
+    assert choose.pays(shallow) and sf.compile(shallow).rep == "bitvector"
     full = Forest(trees=[_full_tree(8) for _ in range(10)], num_features=6)
-    assert not bitvector.pays(full) and sf.compile(full).rep != "bitvector"
+    assert not choose.pays(full) and sf.compile(full).rep != "bitvector"
     # Asking for anything the walks take keeps the walks.
     assert sf.compile(shallow, schedule="default").rep != "bitvector"
 
@@ -206,13 +207,13 @@ def _full_tree(depth: int, default_left: bool = False):
 
 
 def test_small_batches_get_narrower_blocks(monkeypatch):
-    monkeypatch.setattr(bitvector, "EXPAND_NODES", -1)  # every tree looped: wide blocks pay
+    monkeypatch.setattr(choose, "EXPAND_NODES", -1)  # every tree looped: wide blocks pay
     forest = Forest(trees=[_full_tree(5) for _ in range(4)], num_features=6)
-    assert bitvector.choose_form(forest)[0] == 32
-    assert bitvector.choose_form(forest, batch_size=100)[0] == 16
-    assert bitvector.choose_form(forest, batch_size=20)[0] == 8
+    assert choose.choose_form(forest)[0] == 32
+    assert choose.choose_form(forest, batch_size=100)[0] == 16
+    assert choose.choose_form(forest, batch_size=20)[0] == 8
     # A batch under a block's lanes pays for the whole block.
-    assert bitvector.estimate_ns(forest, batch_size=1) == 8 * bitvector.estimate_ns(forest, batch_size=8)
+    assert choose.estimate_ns(forest, batch_size=1) == 8 * choose.estimate_ns(forest, batch_size=8)
     cf = sf.compile(forest, rep="bitvector", batch_size=100)
     assert "lanes=16" in cf.show("lir")
     X = rows_for(forest, np.random.default_rng(4), 37)
@@ -246,7 +247,7 @@ def test_agrees_with_xgboost_and_lightgbm(tmp_path):
     ran = []
     for case in _library_cases(tmp_path):
         forest = sf.load_model(case.path)
-        if bitvector.unsupported(forest) is not None:
+        if support.unsupported(forest) is not None:
             continue
         cf = sf.compile(case.path, rep="bitvector")
         assert_close(cf.predict(case.X, **case.predict_kwargs), case.expected, case)
@@ -270,7 +271,7 @@ def test_cli_compiles_and_refuses(capsys, tmp_path):
 def test_chooser_default_on_library_models(tmp_path, monkeypatch):
     """With the chooser free, the default compile of every library case agrees with the library
     (whichever of bitvectors and walks it chose)."""
-    monkeypatch.setattr(bitvector, "AUTO_CHOOSE", True)
+    monkeypatch.setattr(choose, "AUTO_CHOOSE", True)
     pytest.importorskip("xgboost")
     pytest.importorskip("lightgbm")
     reps = set()
@@ -313,7 +314,7 @@ def test_lightgbm_nan_or_not_splits(tmp_path):
     booster.save_model(tmp_path / "m.txt")
     cf = sf.compile(tmp_path / "m.txt", rep="bitvector")
     assert any(((t.threshold == np.inf) & (t.left >= 0)).any() for t in cf.forest.trees)
-    assert bitvector._nan_split_features(cf.forest) == [0]
+    assert support.nan_split_features(cf.forest) == [0]
     Xt = rng.normal(size=(400, 5))
     Xt[rng.random(Xt.shape) < 0.3] = np.nan
     Xt[rng.random(Xt.shape) < 0.05] = np.inf
@@ -337,20 +338,20 @@ def test_large_float32_models_take_wide_blocks_with_expanded_and_looped_trees():
     smallest trees up to a quarter of EXPAND_NODES and looping the rest; exact either way."""
     trees = [_full_tree(7, default_left=k % 2 == 0) for k in range(24)] + [_full_tree(3) for _ in range(8)]
     forest = Forest(trees=trees, num_features=6, threshold_dtype="float32", accumulate_dtype="float32")
-    assert bitvector.node_count(forest) >= bitvector.WIDE_FLOAT32_NODES
-    lanes, expanded = bitvector.choose_form(forest)
-    assert lanes == bitvector.WIDE_LANES and 0 < expanded.sum() < forest.num_trees
+    assert support.node_count(forest) >= choose.WIDE_FLOAT32_NODES
+    lanes, expanded = choose.choose_form(forest)
+    assert lanes == choose.WIDE_LANES and 0 < expanded.sum() < forest.num_trees
     assert expanded[24:].all()  # the small trees are the expanded ones
     float64 = Forest(trees=trees, num_features=6, threshold_dtype="float64", accumulate_dtype="float64")
-    assert bitvector.choose_form(float64)[0] == bitvector.LANES  # float64: most nodes expanded
+    assert choose.choose_form(float64)[0] == choose.LANES  # float64: most nodes expanded
     X = np.random.default_rng(6).choice([np.nan, -1.0, 0.35, 1.0, 2.05, 7.5, 12.0, np.inf], size=(300, 6))
     cf = sf.compile(forest, rep="bitvector")
-    assert f"lanes={bitvector.WIDE_LANES}" in cf.show("lir")
+    assert f"lanes={choose.WIDE_LANES}" in cf.show("lir")
     np.testing.assert_array_equal(cf.predict(X, output_margin=True),
                                   reference.predict(forest, X, output_margin=True))
 
 
-# Categorical splits: decision tables of one row per category (bitvector._CatFeature).
+# Categorical splits: decision tables of one row per category (plan.CatFeature).
 
 
 @st.composite
@@ -390,12 +391,12 @@ def category_rows(forest: Forest, rng, n: int, top: int) -> np.ndarray:
 def test_categorical_splits_equal_the_reference_exactly(form, drawn, n, threads, tiny_chunks):
     """``tiny_chunks``: decision words gathered a word at a time (a chunk a tree or less)."""
     forest, top = drawn
-    saved = bitvector.CHUNK_BYTES
-    bitvector.CHUNK_BYTES = 1 if tiny_chunks else saved
+    saved = bv_plan.CHUNK_BYTES
+    bv_plan.CHUNK_BYTES = 1 if tiny_chunks else saved
     try:
         cf = sf.compile(forest, rep="bitvector")
     finally:
-        bitvector.CHUNK_BYTES = saved
+        bv_plan.CHUNK_BYTES = saved
     if tiny_chunks and forest.has_categorical():
         assert "bv_chunk_tree" in cf.show("lir") or form.startswith("expanded") or form == "mask-tables"
     assert cf.rep == "bitvector"
@@ -406,10 +407,10 @@ def test_categorical_splits_equal_the_reference_exactly(form, drawn, n, threads,
 
 
 def test_categorical_decision_tables_past_the_limit_are_walked(monkeypatch):
-    monkeypatch.setattr(bitvector, "AUTO_CHOOSE", True)
+    monkeypatch.setattr(choose, "AUTO_CHOOSE", True)
     forest = _forest(category_rule=CategoryRule.LIGHTGBM)
     forest.trees[0].categories[0] = np.array([3, 2**27], np.int64)  # a 1 GiB table
-    assert "decision tables" in bitvector.unsupported(forest)
+    assert "decision tables" in support.unsupported(forest)
     with pytest.raises(InputError, match="decision tables"):
         sf.compile(forest, rep="bitvector")
     cf = sf.compile(forest)
@@ -435,10 +436,10 @@ def test_categorical_models_agree_with_lightgbm_and_xgboost(form, tmp_path, monk
     form forced, and with the chooser free (which takes bitvectors for these small trees)."""
     pytest.importorskip("xgboost")
     pytest.importorskip("lightgbm")
-    monkeypatch.setattr(bitvector, "AUTO_CHOOSE", True)
+    monkeypatch.setattr(choose, "AUTO_CHOOSE", True)
     for case in _categorical_library_cases(tmp_path):
         forest = sf.load_model(case.path)
-        assert forest.has_categorical() and bitvector.unsupported(forest) is None, case.name
+        assert forest.has_categorical() and support.unsupported(forest) is None, case.name
         for cf in (sf.compile(case.path, rep="bitvector"), sf.compile(case.path)):
             assert cf.rep == "bitvector", case.name
             assert_close(cf.predict(case.X, **case.predict_kwargs), case.expected, case)
@@ -456,14 +457,14 @@ def test_decision_tables_stay_within_the_bound_the_limit_checks(drawn, lanes, ti
     """The size :func:`unsupported` checks against the limit bounds the tables the chunks build
     (every chunk gives a feature words of its own)."""
     forest, _ = drawn
-    saved = bitvector.CHUNK_BYTES
-    bitvector.CHUNK_BYTES = 1 if tiny_chunks else saved
+    saved = bv_plan.CHUNK_BYTES
+    bv_plan.CHUNK_BYTES = 1 if tiny_chunks else saved
     try:
-        plan = bitvector._plan(forest, np.zeros(forest.num_trees, bool), lanes, narrow)
+        plan = bv_plan.make_plan(forest, np.zeros(forest.num_trees, bool), lanes, narrow)
     finally:
-        bitvector.CHUNK_BYTES = saved
+        bv_plan.CHUNK_BYTES = saved
     if plan.cat_features:
-        assert plan.cat_table.nbytes <= bitvector._category_table_bytes(forest)
+        assert plan.cat_table.nbytes <= support.category_table_bytes(forest)
 
 
 def test_many_categorical_features_in_small_chunks_are_bounded():
@@ -480,8 +481,8 @@ def test_many_categorical_features_in_small_chunks_are_bounded():
         trees.append(Tree.from_nodes(left, right, feature, [0.0] * n, rng.normal(size=(n, 1)), categories=cats))
     forest = Forest(trees=trees, num_features=40, category_rule=CategoryRule.LIGHTGBM)
     hir.verify(forest)
-    plan = bitvector._plan(forest, np.zeros(30, bool), bitvector.WIDE_LANES)
-    assert plan.cat_table.nbytes <= bitvector._category_table_bytes(forest)
+    plan = bv_plan.make_plan(forest, np.zeros(30, bool), choose.WIDE_LANES)
+    assert plan.cat_table.nbytes <= support.category_table_bytes(forest)
     assert plan.cat_table.nbytes > 8 * 3001 * 40  # a word per feature per chunk, not per feature
 
 
@@ -491,7 +492,7 @@ def test_narrow_bins_are_exact_on_every_threshold_and_its_neighbours(dtype, expa
     """The narrow form's bins: ``<`` and ``<=`` splits at the same values (two bins from one
     value), infinite thresholds, both default directions, on rows at every threshold, the
     values next to it, +-inf, +-MAX and NaN, forced in looped and expanded trees."""
-    monkeypatch.setattr(bitvector, "narrow_form", lambda forest, lanes: True)
+    monkeypatch.setattr(choose, "narrow_form", lambda forest, lanes: True)
     rng = np.random.default_rng(11)
     values = np.array([-np.inf, -3.0, -0.0, 0.25, 1.0, 1e30, np.inf])
     trees = []
@@ -509,9 +510,9 @@ def test_narrow_bins_are_exact_on_every_threshold_and_its_neighbours(dtype, expa
                             np.nextafter(values.astype(dtype), t(-np.inf)),
                             [np.finfo(dtype).max, -np.finfo(dtype).max, np.nan]]).astype(dtype)
     X = rng.choice(edges, size=(700, 6)).astype(dtype)
-    monkeypatch.setattr(bitvector, "EXPAND_NODES", 10**9 if expand else -1)
+    monkeypatch.setattr(choose, "EXPAND_NODES", 10**9 if expand else -1)
     cf = sf.compile(forest, rep="bitvector")
-    assert f"words={bitvector.NARROW_WORD}-bit" in cf.show("lir")
+    assert f"words={leafbits.NARROW_WORD}-bit" in cf.show("lir")
     assert ("expanded=12" if expand else "looped=12") in cf.show("lir")
     np.testing.assert_array_equal(cf.predict(X, output_margin=True), reference.predict(forest, X, output_margin=True))
     assert len(np.unique(cf.predict(X, output_margin=True))) > 20
@@ -521,8 +522,8 @@ def test_narrow_bins_are_exact_on_every_threshold_and_its_neighbours(dtype, expa
 def test_narrow_bins_as_bytes_and_as_16_bit_integers(distinct, monkeypatch):
     """Features of at most 255 distinct thresholds compare as bytes, more as 16-bit integers:
     both exact on rows at, between and around every threshold."""
-    monkeypatch.setattr(bitvector, "narrow_form", lambda forest, lanes: True)
-    monkeypatch.setattr(bitvector, "EXPAND_NODES", -1)
+    monkeypatch.setattr(choose, "narrow_form", lambda forest, lanes: True)
+    monkeypatch.setattr(choose, "EXPAND_NODES", -1)
     rng = np.random.default_rng(distinct)
     values = np.round(rng.normal(size=distinct), 6)
     trees = []
@@ -535,13 +536,13 @@ def test_narrow_bins_as_bytes_and_as_16_bit_integers(distinct, monkeypatch):
         tree.leaf_value[:] = rng.normal(size=tree.leaf_value.shape)
         trees.append(tree)
     forest = Forest(trees=trees, num_features=6)
-    plan = bitvector._plan(forest, np.zeros(40, bool), bitvector.WIDE_LANES, narrow=True)
+    plan = bv_plan.make_plan(forest, np.zeros(40, bool), choose.WIDE_LANES, narrow=True)
     assert plan.node_dtype == (np.uint8 if plan.bin_counts.max() <= 255 else np.int16)
     assert (plan.bin_counts.max() > 255) == (distinct > 255)
     X = rng.choice(np.concatenate([values, np.nextafter(values, np.inf), np.nextafter(values, -np.inf),
                                    [np.nan, np.inf, -np.inf, 0.0]]), size=(900, 6))
     cf = sf.compile(forest, rep="bitvector")
-    assert f"words={bitvector.NARROW_WORD}-bit" in cf.show("lir")
+    assert f"words={leafbits.NARROW_WORD}-bit" in cf.show("lir")
     np.testing.assert_array_equal(cf.predict(X, output_margin=True), reference.predict(forest, X, output_margin=True))
 
 
@@ -551,17 +552,17 @@ def test_narrow_form_is_taken_for_wide_blocks_where_bins_fit(monkeypatch):
     rng = np.random.default_rng(2)
     trees = [_tree(rng, 5, (0,), 8, [int(Op.LT)], categorical=False, zero_missing=False) for _ in range(40)]
     forest = Forest(trees=trees, num_features=5)
-    assert bitvector.narrow_form(forest, bitvector.WIDE_LANES)
-    assert not bitvector.narrow_form(forest, bitvector.LANES)
-    monkeypatch.setattr(bitvector, "EXPAND_NODES", -1)
-    assert f"words={bitvector.NARROW_WORD}-bit" in sf.compile(forest, rep="bitvector").show("lir")
-    most = int(bitvector._bin_counts(forest).max())
-    monkeypatch.setattr(bitvector, "NARROW_MAX_BINS", 2 * most - 1)
-    assert not bitvector.narrow_form(forest, bitvector.WIDE_LANES)
-    assert f"words={bitvector.WORD}-bit" in sf.compile(forest, rep="bitvector").show("lir")
-    monkeypatch.setattr(bitvector, "NARROW_MAX_BINS", 2**15 - 1)
-    monkeypatch.setattr(bitvector, "NARROW_MAX_BIN_BYTES", 64)
-    assert not bitvector.narrow_form(forest, bitvector.WIDE_LANES)
+    assert choose.narrow_form(forest, choose.WIDE_LANES)
+    assert not choose.narrow_form(forest, choose.LANES)
+    monkeypatch.setattr(choose, "EXPAND_NODES", -1)
+    assert f"words={leafbits.NARROW_WORD}-bit" in sf.compile(forest, rep="bitvector").show("lir")
+    most = int(support.bin_counts(forest).max())
+    monkeypatch.setattr(choose, "NARROW_MAX_BINS", 2 * most - 1)
+    assert not choose.narrow_form(forest, choose.WIDE_LANES)
+    assert f"words={leafbits.WORD}-bit" in sf.compile(forest, rep="bitvector").show("lir")
+    monkeypatch.setattr(choose, "NARROW_MAX_BINS", 2**15 - 1)
+    monkeypatch.setattr(choose, "NARROW_MAX_BIN_BYTES", 64)
+    assert not choose.narrow_form(forest, choose.WIDE_LANES)
 
 
 # ----------------------------------------------------------------------------- mask tables
@@ -585,7 +586,7 @@ def _leafwise_forest(trees: int, features: int, depth: int, rng, dtype="float64"
 def test_mask_table_keys_are_exact_on_every_threshold_and_its_neighbours(dtype, monkeypatch):
     """Keys: ``<`` and ``<=`` splits at one value, infinite thresholds, both default directions,
     on rows at every threshold, the values next to it, +-inf, +-MAX and NaN."""
-    monkeypatch.setattr(bitvector, "MASK_TABLES", True)
+    monkeypatch.setattr(choose, "MASK_TABLES", True)
     rng = np.random.default_rng(12)
     values = np.array([-np.inf, -3.0, -0.0, 0.25, 1.0, 1e30, np.inf])
     forest = _leafwise_forest(12, 6, 5, rng, dtype)
@@ -606,7 +607,7 @@ def test_mask_table_keys_are_exact_on_every_threshold_and_its_neighbours(dtype, 
 @pytest.mark.parametrize("threads", [1, 3])
 def test_mask_tables_over_several_blocks_and_outputs(threads, monkeypatch):
     """Rows past one block (blocks made small), three outputs, every tree with 256 leaves."""
-    monkeypatch.setattr(bitvector, "MASK_TABLES", True)
+    monkeypatch.setattr(choose, "MASK_TABLES", True)
     monkeypatch.setattr(masktables, "BLOCK_ROWS", 256)
     rng = np.random.default_rng(13)
     forest = _leafwise_forest(9, 4, 8, rng)
@@ -624,11 +625,11 @@ def test_mask_tables_over_several_blocks_and_outputs(threads, monkeypatch):
 def test_mask_tables_are_chosen_for_large_trees_over_few_features(monkeypatch):
     """The form goes where its cost says: 256-leaf trees over 4 features, not 32-leaf trees, not
     256-leaf trees over 40 features; never with too many outputs."""
-    monkeypatch.setattr(bitvector, "MASK_TABLES", None)
+    monkeypatch.setattr(choose, "MASK_TABLES", None)
     rng = np.random.default_rng(14)
-    assert bitvector.mask_tables_form(_leafwise_forest(40, 4, 8, rng), 4096)
-    assert not bitvector.mask_tables_form(_leafwise_forest(40, 4, 5, rng), 4096)
-    assert not bitvector.mask_tables_form(_leafwise_forest(40, 40, 8, rng), 4096)
+    assert choose.mask_tables_form(_leafwise_forest(40, 4, 8, rng), 4096)
+    assert not choose.mask_tables_form(_leafwise_forest(40, 4, 5, rng), 4096)
+    assert not choose.mask_tables_form(_leafwise_forest(40, 40, 8, rng), 4096)
     # categorical splits have entries of their own (a mask a category)
     assert masktables.unsupported(_forest(category_rule=CategoryRule.LIGHTGBM, categorical=True)) is None
     many = _leafwise_forest(4, 4, 3, rng)
@@ -641,8 +642,8 @@ def test_leafwise_lightgbm_takes_mask_tables_and_agrees(tmp_path, monkeypatch):
     and in the rows): the default compile takes the mask-table form, equal to the reference and
     to LightGBM's predictions."""
     lgb = pytest.importorskip("lightgbm")
-    monkeypatch.setattr(bitvector, "MASK_TABLES", None)
-    monkeypatch.setattr(bitvector, "AUTO_CHOOSE", True)
+    monkeypatch.setattr(choose, "MASK_TABLES", None)
+    monkeypatch.setattr(choose, "AUTO_CHOOSE", True)
     rng = np.random.default_rng(15)
     X = rng.normal(size=(20000, 5))
     y = np.sin(3 * X[:, 0]) + X[:, 1] * X[:, 2] + np.abs(X[:, 3]) + 0.1 * rng.normal(size=len(X))
@@ -674,9 +675,9 @@ def test_mask_tables_beside_node_forms_equal_the_reference_exactly(drawn, n, thr
     tabled[numeric[pick]] = True
     if tabled.all() and forest.num_trees > 1:
         tabled[0] = False
-    monkeypatch.setattr(bitvector, "_choice", lambda forest, batch_size=None: (tabled, 100.0))
-    monkeypatch.setattr(bitvector, "EXPAND_NODES", budget)
-    monkeypatch.setattr(bitvector, "narrow_form", lambda forest, lanes: narrow and lanes > bitvector.LANES)
+    monkeypatch.setattr(choose, "choice", lambda forest, batch_size=None: (tabled, 100.0))
+    monkeypatch.setattr(choose, "EXPAND_NODES", budget)
+    monkeypatch.setattr(choose, "narrow_form", lambda forest, lanes: narrow and lanes > choose.LANES)
     cf = sf.compile(forest, rep="bitvector")
     assert f"tabled={int(tabled.sum())}" in cf.show("lir") or tabled.all()
     X = category_rows(forest, np.random.default_rng(n), n, top)
@@ -687,7 +688,7 @@ def test_mask_tables_beside_node_forms_equal_the_reference_exactly(drawn, n, thr
 def test_mask_tables_with_a_feature_split_only_at_infinity_and_stumps(monkeypatch):
     """A feature whose every split is ``<= +inf`` (no number goes right, NaN by its default)
     still has a key, NaN's; a stump among the trees exits at its only leaf."""
-    monkeypatch.setattr(bitvector, "MASK_TABLES", True)
+    monkeypatch.setattr(choose, "MASK_TABLES", True)
     rng = np.random.default_rng(16)
     forest = _leafwise_forest(6, 3, 4, rng)
     for tree in forest.trees:
@@ -726,7 +727,7 @@ def test_left_masks_of_every_word_at_once_equal_a_word_at_a_time(leaves, bits, s
     first = rng.integers(0, leaves, n)
     last = np.minimum(leaves, first + rng.integers(1, leaves + 1, n))
     words = -(-leaves // bits)
-    hits, masks = bitvector._all_left_masks(first, last, words, bits)
+    hits, masks = leafbits.all_left_masks(first, last, words, bits)
     for w in range(words):
         hit, mask = _one_word_masks(first, last, w, bits)
         np.testing.assert_array_equal(hits[w], hit)
@@ -750,7 +751,7 @@ def test_mask_tables_beside_node_forms_agree_with_lightgbm(tmp_path, monkeypatch
     forest = sf.load_model(tmp_path / "m.txt")
     numeric = np.array([not t.categories for t in forest.trees])
     assert numeric.any() and not numeric.all()
-    monkeypatch.setattr(bitvector, "_choice", lambda forest, batch_size=None: (numeric.copy(), 100.0))
+    monkeypatch.setattr(choose, "choice", lambda forest, batch_size=None: (numeric.copy(), 100.0))
     cf = sf.compile(forest, rep="bitvector")
     assert f"tabled={int(numeric.sum())}" in cf.show("lir")
     Xt = rng.normal(size=(2000, 4))
@@ -767,8 +768,8 @@ def test_leafwise_lightgbm_with_a_categorical_feature_takes_mask_tables_and_agre
     mask up by category; equal to the reference and to LightGBM on rows with NaN, negative,
     fractional, unseen and huge categories."""
     lgb = pytest.importorskip("lightgbm")
-    monkeypatch.setattr(bitvector, "MASK_TABLES", None)
-    monkeypatch.setattr(bitvector, "AUTO_CHOOSE", True)
+    monkeypatch.setattr(choose, "MASK_TABLES", None)
+    monkeypatch.setattr(choose, "AUTO_CHOOSE", True)
     rng = np.random.default_rng(18)
     X = rng.normal(size=(20000, 5))
     X[:, 4] = rng.integers(0, 30, len(X))

@@ -1,6 +1,6 @@
 """The layout rules (one obvious place for each concern, modules small enough to read), checked on
-the sources: no import circle inside the core or inside any plugin package (imports a module runs
-when it is first imported), and no module over 600 lines without the reason written at its top."""
+the sources: no import circle inside the core or inside any plugin package (counting every import,
+deferred ones too), and no module over 600 lines without the reason written at its top."""
 
 from __future__ import annotations
 
@@ -35,25 +35,19 @@ def _modules(name: str, folder: Path) -> dict[str, Path]:
     return out
 
 
-def _load_time_imports(tree: ast.Module):
-    """Import statements run at import time: the module's own statements and those nested in
-    its top-level ``if``/``try`` blocks (not in functions, not under ``TYPE_CHECKING``)."""
-    todo = list(tree.body)
-    while todo:
-        node = todo.pop()
+def _imports(tree: ast.Module):
+    """Every import statement of a module, wherever it stands: at the top, in ``if``/``try``
+    blocks, and deferred into functions.  A deferred import still ties the two modules together
+    (each needs the other to run), so it counts as an edge like any other."""
+    for node in ast.walk(tree):
         if isinstance(node, (ast.Import, ast.ImportFrom)):
             yield node
-        elif isinstance(node, ast.If):
-            if not (isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING"):
-                todo += node.body + node.orelse
-        elif isinstance(node, ast.Try):
-            todo += node.body + node.orelse + node.finalbody + [s for h in node.handlers for s in h.body]
 
 
 def _edges(module: str, path: Path, known: set[str]) -> set[str]:
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
     out = set()
-    for node in _load_time_imports(ast.parse(path.read_text(encoding="utf-8"))):
+    for node in _imports(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.Import):
             targets = [alias.name for alias in node.names]
         else:

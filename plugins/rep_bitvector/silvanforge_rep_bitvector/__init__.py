@@ -1,5 +1,5 @@
 """The bitvector representation: trees evaluated without walks, by QuickScorer's bitvectors in
-SIMD lanes (:mod:`silvanforge_rep_bitvector.bitvector`), CPU targets only.
+SIMD lanes (:mod:`silvanforge_rep_bitvector.bitvector` and the modules it names), CPU targets only.
 
 A *program* representation (:class:`silvanforge.rep.ProgramRepresentation`): it builds the
 whole LIR program from the model as imported, so schedules, padding, tiles and tree reordering
@@ -11,7 +11,7 @@ from __future__ import annotations
 from silvanforge import hookimpl
 from silvanforge.rep import InputError, ProgramRepresentation
 
-from . import bitvector
+from . import bitvector, choose
 
 NAME = bitvector.NAME
 
@@ -26,7 +26,7 @@ class BitvectorForm(ProgramRepresentation):
         why = bitvector.unsupported(forest)
         if why is not None:
             return why
-        if not bitvector.AUTO_CHOOSE:
+        if not choose.AUTO_CHOOSE:
             return "not chosen by default (AUTO_CHOOSE is off)"
         return bitvector.cost_ns(forest, batch_size)
 

@@ -44,8 +44,8 @@ from silvanforge.ir.lir import (Assign, Bin, Buffer, Builder, Cast, Clz, Cmp, Fo
 from silvanforge.lowering import thread_info
 from silvanforge.walkcost import WALK_STEP_NS
 
-WORD = 64
-MAX_WORDS = 4
+from .leafbits import MAX_WORDS, WORD, all_left_masks, leaf_spans
+
 # Keys are 16-bit (K + 2 of them a feature); features with more thresholds than this keep the
 # other forms (LightGBM's max_bin is 255, XGBoost's 256).
 MAX_KEYS = 1024
@@ -167,7 +167,7 @@ def choose(forest: hir.Forest, batch_size: int | None = None) -> float | None:
 
 def tree_costs_ns(forest: hir.Forest, batch_size: int | None = None) -> np.ndarray:
     """Each tree's share of :func:`estimate_ns` (as if it were padded to no other tree's
-    entries): what the per-tree choice of :func:`.bitvector._choice` compares."""
+    entries): what the per-tree choice of :func:`.bitvector.choice` compares."""
     shape = _shape(forest)
     keys = shape.keys
     nodes = np.array([int((t.left >= 0).sum()) for t in forest.trees], np.int64)
@@ -195,8 +195,6 @@ def tables(forest: hir.Forest) -> dict[str, np.ndarray]:
     NaN key; per tree, ``F`` entries (its features, padded with entries whose every key maps to
     the all-ones mask) of feature slot and key map; the masks (row 0 all ones), the leaves in
     leaf order, each tree's first leaf and output, the base scores."""
-    from .bitvector import _all_left_masks, _leaf_spans
-
     shape = _shape(forest)
     by_feature = shape.thresholds
     if not by_feature and not shape.categories:  # stumps only: one feature without thresholds,
@@ -223,7 +221,7 @@ def tables(forest: hir.Forest) -> dict[str, np.ndarray]:
     cmap = np.zeros((forest.num_trees, F, keys), np.int16)  # padding entries: the tree's row 0
     mask_start = []
     feat = np.zeros((forest.num_trees, F), np.int32)
-    spans = _leaf_spans(forest)
+    spans = leaf_spans(forest)
     leaf_values, leaf_base = [], []
     base = 0
     for k, t in enumerate(forest.trees):
@@ -237,7 +235,7 @@ def tables(forest: hir.Forest) -> dict[str, np.ndarray]:
         mask_start.append(rows * W)
         masks.append(ones[None, :])  # the padding entries' row
         rows += 1
-        hits, masks_w = _all_left_masks(first[t.left[internal]], last[t.left[internal]], W)
+        hits, masks_w = all_left_masks(first[t.left[internal]], last[t.left[internal]], W)
         clear = np.where(hits, masks_w, -1).T  # (nodes, words)
         kinds = t.categorical_mask()[internal] if t.categories else np.zeros(len(internal), bool)
         for j, (f, kind) in enumerate(sorted({(int(f), bool(c)) for f, c in zip(t.feature[internal], kinds)})):

@@ -1,0 +1,216 @@
+"""Which form of bitvector evaluation a forest gets, and what it is estimated to cost: the cost
+model the CPU default compares with the walks' (:func:`cost_ns`, :func:`pays`), the choice of
+lanes and expanded trees (:func:`choose_form`), of the narrow form (:func:`narrow_form`) and of
+the trees the mask tables take (:func:`tabled_trees`)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from silvanforge.ir import hir
+from silvanforge.walkcost import walk_estimate_ns
+
+from . import masktables
+from .support import bin_counts, nan_split_features, tree_nodes, unsupported, used_features
+
+# The narrow form (:func:`narrow_pays`): each used feature's value becomes its bin once a block
+# (how many of the feature's thresholds are <= it: a binary search), every threshold its bin's
+# index, so a node compares 16-bit integers and clears bits of 16-bit words: 32 lanes in one
+# 512-bit vector, where 64-bit words over float64 values take four (node applications measured
+# 2.5-3x cheaper, 16 against 50 ps a row, Zen 4; 16-bit words need 1.2-1.35x the applications
+# of 64-bit ones on 255-leaf trees).  Exact: x >= t[j] iff more than j thresholds are <= x.
+NARROW_MAX_BINS = 2**15 - 1
+NARROW_MAX_BIN_BYTES = 16 << 20  # the bins' search table (a row a used feature)
+# Narrow looped nodes cost this much a row, the trees' overhead included, whatever the threshold
+# dtype (`forge bench`, 1 thread, 4096 rows, Zen 4, taxi-shaped LightGBM models of 255 leaves:
+# 100 trees 0.037, 300 trees 0.042, 1000 trees 0.039-0.042), categorical ones this much more
+# (insurance 100x255, 26% categorical nodes: 0.047 a node in all), and each used feature's
+# binary search this much a step.
+NARROW_LOOPED_NODE_NS, NARROW_CATEGORICAL_EXTRA_NS, BIN_STEP_NS = 0.036, 0.025, 0.2
+# Rows a block: 8 (one 512-bit vector of 64-bit words), or 32 where most nodes are looped: a
+# looped node's loads (column, threshold, mask, the rows' values) then serve four times the rows
+# (measured 1.5-1.7x faster on lgb_digits and lgb_500x8_f64, Zen 4; 64 lanes gained nothing
+# more), while expanded nodes gain little and compile longer, so wide blocks expand
+# proportionally fewer nodes.  A batch size known to be small (under 4 blocks) halves the lanes.
+LANES, WIDE_LANES = 8, 32
+# Wide blocks whose feature columns (two copies of each used feature a lane) would pass this
+# many bytes take 16 lanes: the columns then stay in L2 (2000-feature models: 16 lanes ran
+# 1.05-1.19x faster than 32, Zen 4; lgb_1000x10_f200's 200 features, 100 KiB, keep 32).
+WIDE_COLUMN_BYTES = 256 * 1024
+# float32 models take wide blocks from this many nodes even when they could all be expanded: a
+# float32 compare fills half a vector of 64-bit words, so looped nodes over 32 rows beat expanded
+# ones over 8 (xgb_100x6_f8 1.27x, xgb_diabetes 1.41x, xgb_digits 1.17x; xgb_cancer's 645 nodes
+# ran 0.72x; float64 lgb_cancer 0.86x: float64 keeps the rule "most nodes looped").
+WIDE_FLOAT32_NODES = 3000
+# Expanded code compiles in about 0.4 ms a node: at most this many nodes are expanded (about
+# 2.5 s), the smallest trees first (they gain the most a node: the loops' cost a tree is larger).
+EXPAND_NODES = 6000
+# Cost model, ns a row on the AMD Zen 4 these were measured on (docs/design-choices.md,
+# "Bitvector evaluation"): nodes and trees of each form, and the copy of each used feature into
+# the block's columns, against the walks' estimate (:mod:`silvanforge.walkcost`).  Bitvectors are chosen when
+# estimated at least MARGIN times faster than the walks: their cost is offered as MARGIN times
+# the estimate (:func:`cost_ns`).
+EXPANDED_NODE_NS, EXPANDED_TREE_NS = 0.047, 0.2
+LOOPED_NODE_NS, LOOPED_TREE_NS = 0.068, 0.7  # 8 lanes
+WIDE_LOOPED_NODE_NS = {16: 0.05, 32: 0.045}
+COLUMN_NS = 0.4
+# Wide blocks of float64 rows compare twice the vectors of float32 ones: 0.0185 ns a looped node
+# more than WIDE_LOOPED_NODE_NS (fitted on float32 and float64 models together) on three
+# LightGBM models of 255 leaves (insurance 100 trees, taxi 300 and 1000 trees: 0.016-0.019).
+WIDE_LOOPED_FLOAT64_EXTRA_NS = 0.0185
+MARGIN = 1.1
+
+# Whether the CPU default may choose it (the walk tests switch it off to test walks by default).
+AUTO_CHOOSE = True
+# The mask-table form (:mod:`.masktables`): None takes it where estimated cheaper, True wherever
+# it can run, False never (tests force each).
+MASK_TABLES: bool | None = None
+
+
+def _smallest_up_to(nodes: np.ndarray, budget: int) -> np.ndarray:
+    order = np.argsort(nodes, kind="stable")
+    chosen = np.zeros(len(nodes), bool)
+    chosen[order[np.cumsum(nodes[order]) <= budget]] = True
+    return chosen
+
+def narrow_form(forest: hir.Forest, lanes: int) -> bool:
+    """Whether :func:`.codegen.lower` takes the narrow form (:data:`.leafbits.NARROW_WORD`): for
+    wide blocks (most nodes looped; expanded 8-lane blocks gained nothing), where every feature's thresholds
+    fit 16-bit bins."""
+    return narrow_bins(forest, lanes) is not None
+
+
+def narrow_bins(forest: hir.Forest, lanes: int) -> np.ndarray | None:
+    """:func:`bin_counts` where the narrow form is taken (:func:`narrow_form`), else None."""
+    if lanes <= LANES:
+        return None
+    counts = bin_counts(forest)
+    # ``<=`` and ``<`` splits at one value make two bins: twice the distinct values bounds them.
+    most = 2 * int(counts.max(initial=0))
+    table = len(counts) * 2**most.bit_length() * np.dtype(forest.threshold_dtype).itemsize
+    return counts if most <= NARROW_MAX_BINS and table <= NARROW_MAX_BIN_BYTES else None
+
+
+def choose_form(forest: hir.Forest, batch_size: int | None = None) -> tuple[int, np.ndarray]:
+    """Lanes a block and which trees (model order) are expanded: the smallest ones, up to
+    :data:`EXPAND_NODES` nodes in all at 8 lanes; where that leaves most nodes looped, wider
+    blocks (:data:`WIDE_LANES`, fewer for small batches and wide feature columns) expanding
+    proportionally fewer."""
+    nodes = tree_nodes(forest)
+    expanded = _smallest_up_to(nodes, EXPAND_NODES)
+    lanes = WIDE_LANES
+    while batch_size is not None and lanes > LANES and batch_size < 4 * lanes:
+        lanes //= 2
+    column_bytes = 2 * len(used_features(forest)) * np.dtype(forest.threshold_dtype).itemsize
+    while lanes > 2 * LANES and lanes * column_bytes > WIDE_COLUMN_BYTES:
+        lanes //= 2
+    wide_float32 = np.dtype(forest.threshold_dtype) == np.float32 and nodes.sum() >= WIDE_FLOAT32_NODES
+    if lanes == LANES or (nodes[~expanded].sum() <= nodes[expanded].sum() and not wide_float32):
+        return LANES, expanded
+    return lanes, _smallest_up_to(nodes, EXPAND_NODES * LANES // lanes)
+
+
+def expanded_trees(forest: hir.Forest, batch_size: int | None = None) -> np.ndarray:
+    """Which trees (model order) :func:`.codegen.lower` expands by default (:func:`choose_form`)."""
+    return choose_form(forest, batch_size)[1]
+
+
+def mask_tables_form(forest: hir.Forest, batch_size: int | None = None) -> bool:
+    """Whether :func:`.codegen.lower` takes the mask-table form (:mod:`.masktables`) for every tree."""
+    return bool(tabled_trees(forest, batch_size).all())
+
+
+# A tree evaluated by mask tables beside node-form trees also writes its exit leaf to scratch,
+# which the node phase reads back: ns a row.
+MIXED_TREE_NS = 0.2
+# The mix is kept only where estimated this much cheaper than the node forms alone: measured at
+# 4096 rows, xgb_flight_100 (estimated 800 -> 569 ns) ran 1.16x faster mixed, xgb_abalone
+# (5700 -> 5597) 1.36x slower (a second phase, its exits through memory).
+MIXED_MARGIN = 1.15
+
+
+def tabled_trees(forest: hir.Forest, batch_size: int | None = None) -> np.ndarray:
+    """Which trees (model order) :func:`.codegen.lower` evaluates by mask tables: every tree (the
+    mask-table form), some (a mask-table phase, then the node forms for the rest, summed
+    together in model order) or none, by :func:`choice`'s estimates; :data:`MASK_TABLES` True
+    forces every tree where the form can run, False none."""
+    return choice(forest, batch_size)[0]
+
+
+def part(forest: hir.Forest, trees: np.ndarray) -> hir.Forest:
+    return dataclasses.replace(forest, trees=[forest.trees[k] for k in np.flatnonzero(trees)])
+
+
+def choice(forest: hir.Forest, batch_size: int | None) -> tuple[np.ndarray, float]:
+    """(the trees to evaluate by mask tables, the estimated ns a row).  A tree goes to the
+    tables where its share of their cost (:func:`.masktables.tree_costs_ns`, plus
+    :data:`MIXED_TREE_NS` unless every tree does) is below its narrow looped nodes' cost; the
+    result is kept if estimated cheaper than the node forms for every tree.  Categorical trees
+    are candidates too (their categorical features are entries keyed by category)."""
+    none = np.zeros(forest.num_trees, bool)
+    nodes_ns = node_forms_ns(forest, batch_size)
+    if MASK_TABLES is False:
+        return none, nodes_ns
+    if MASK_TABLES:
+        tables_ns = masktables.choose(forest, batch_size)
+        return (none, nodes_ns) if tables_ns is None else (~none, tables_ns)
+    cost = masktables.tree_costs_ns(forest, batch_size)
+    node_cost = NARROW_LOOPED_NODE_NS * tree_nodes(forest)
+    tabled = cost + MIXED_TREE_NS < node_cost
+    if (cost < node_cost).all():  # every tree: one phase, no hand-over
+        tables_ns = masktables.choose(forest, batch_size)
+        return (~none, tables_ns) if tables_ns is not None and tables_ns < nodes_ns else (none, nodes_ns)
+    if not tabled.any():
+        return none, nodes_ns
+    part = part(forest, tabled)
+    part_ns = masktables.choose(part, batch_size)
+    if part_ns is None:
+        return none, nodes_ns
+    mixed_ns = part_ns + MIXED_TREE_NS * part.num_trees + node_forms_ns(part(forest, ~tabled), batch_size)
+    return (tabled, mixed_ns) if MIXED_MARGIN * mixed_ns < nodes_ns else (none, nodes_ns)
+
+
+def estimate_ns(forest: hir.Forest, batch_size: int | None = None) -> float:
+    """Estimated ns a row of this forest's bitvector kernel (as :func:`.codegen.lower` builds it)."""
+    return choice(forest, batch_size)[1]
+
+
+def node_forms_ns(forest: hir.Forest, batch_size: int | None = None) -> float:
+    """Estimated ns a row of the node forms (expanded, looped, narrow); a batch smaller than a
+    block pays for the whole block."""
+    nodes = tree_nodes(forest)
+    lanes, expanded = choose_form(forest, batch_size)
+    looped_ns = LOOPED_NODE_NS if lanes == LANES else WIDE_LOOPED_NODE_NS[lanes]
+    used = len(used_features(forest)) + len(nan_split_features(forest))
+    looped = looped_ns * nodes[~expanded].sum() + LOOPED_TREE_NS * (~expanded).sum()
+    counts = narrow_bins(forest, lanes)
+    if counts is not None:
+        categorical = sum(int(forest.trees[k].categorical_mask().sum()) for k in np.flatnonzero(~expanded))
+        looped = (NARROW_LOOPED_NODE_NS * nodes[~expanded].sum() + NARROW_CATEGORICAL_EXTRA_NS * categorical
+                  + BIN_STEP_NS * len(counts) * int(counts.max(initial=0)).bit_length())
+    elif lanes != LANES and np.dtype(forest.threshold_dtype) == np.float64:
+        looped += WIDE_LOOPED_FLOAT64_EXTRA_NS * nodes[~expanded].sum()
+    per_row = (EXPANDED_NODE_NS * nodes[expanded].sum() + EXPANDED_TREE_NS * expanded.sum()
+               + looped + COLUMN_NS * used)
+    return per_row * (lanes / min(lanes, batch_size) if batch_size else 1)
+
+
+def pays(forest: hir.Forest, batch_size: int | None = None) -> bool:
+    """Whether bitvector evaluation should beat the walks on this forest at this batch size
+    (None: large batches; see the costs above); always False while :data:`AUTO_CHOOSE` is off."""
+    if not AUTO_CHOOSE or unsupported(forest) is not None:
+        return False
+    return cost_ns(forest, batch_size) <= walk_estimate_ns(forest)
+
+
+def cost_ns(forest: hir.Forest, batch_size: int | None = None) -> float:
+    """What the representation chooser compares with the other representations' costs: the
+    estimate, charged :data:`MARGIN` so that walks keep models where bitvectors would gain less."""
+    return MARGIN * estimate_ns(forest, batch_size)
+
+
+__all__ = ["LANES", "WIDE_LANES", "EXPAND_NODES", "NARROW_MAX_BINS", "MARGIN", "AUTO_CHOOSE", "MASK_TABLES",
+           "narrow_form", "narrow_bins", "choose_form", "expanded_trees", "mask_tables_form", "tabled_trees",
+           "part", "choice", "estimate_ns", "node_forms_ns", "pays", "cost_ns"]

@@ -1,0 +1,59 @@
+"""Leaves as bits of words, the encoding every form of bitvector evaluation shares: leaf ``k``
+from the left of a tree is bit ``bits - 1 - k % bits`` of word ``k // bits`` (64-bit words, or
+the narrow form's 32-bit ones), and a node that sends a row right clears the bits of the leaves
+in its left subtree, so the exit leaf is the leftmost bit left standing."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from silvanforge.ir import hir
+
+WORD = 64
+MAX_WORDS = 4
+MAX_LEAVES = WORD * MAX_WORDS
+# The narrow form's words (:func:`.choose.narrow_form`): 16-bit bins, 32-bit words.
+NARROW_WORD = 32
+
+
+def leaf_spans(forest: hir.Forest) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """Per tree: its leaves from left to right (node ids), and each node's range of leaf
+    positions [first, last).  Every tree at once, level by level in numpy (a level loop per tree
+    took a third of a second on 1000 leaf-wise trees 37 deep)."""
+    offset, left, right, levels = hir.level_order(forest)
+    levels = [level[left[level] >= 0] for level in levels]  # the internal nodes
+    count = np.ones(len(left), np.int64)  # leaves under each node, deepest level first
+    for inner in reversed(levels):
+        count[inner] = count[left[inner]] + count[right[inner]]
+    first = np.zeros(len(left), np.int64)
+    for inner in levels:
+        first[left[inner]] = first[inner]
+        first[right[inner]] = first[inner] + count[left[inner]]
+    spans = []
+    for k, t in enumerate(forest.trees):
+        f = first[offset[k]:offset[k + 1]]
+        is_leaf = t.left < 0
+        leaves = np.flatnonzero(is_leaf)[np.argsort(f[is_leaf], kind="stable")]
+        spans.append((leaves, f, f + count[offset[k]:offset[k + 1]]))
+    return spans
+
+def all_left_masks(first: np.ndarray, last: np.ndarray, words: int, bits: int = WORD) -> tuple[np.ndarray, np.ndarray]:
+    """For nodes whose left leaves are positions [first, last), per word of ``bits`` bits (0 to
+    ``words - 1``): which have leaves in it (``hit``) and the mask clearing those (signed,
+    ``bits`` wide, as int64; -1 where not hit).  (words, nodes) arrays, every word in one numpy
+    pass (a pass a word took a sixth of a 1000-tree model's lowering)."""
+    starts = np.arange(words, dtype=np.int64)[:, None] * bits
+    lo, hi = np.maximum(first[None, :], starts), np.minimum(last[None, :], starts + bits)
+    hit = lo < hi
+    hi = np.where(hit, hi, starts + bits)
+    width = np.where(hit, hi - lo, 0).astype(np.uint64)
+    with np.errstate(over="ignore"):
+        ones = np.where(width == WORD, ~np.uint64(0), (np.uint64(1) << (width % np.uint64(WORD))) - np.uint64(1))
+    cleared = ~(ones << (starts + bits - hi).astype(np.uint64))
+    if bits == WORD:
+        return hit, cleared.view(np.int64)
+    cleared = (cleared & np.uint64((1 << bits) - 1)).astype(np.int64)
+    return hit, np.where(cleared >= 1 << (bits - 1), cleared - (1 << bits), cleared)
+
+
+__all__ = ["WORD", "MAX_WORDS", "MAX_LEAVES", "NARROW_WORD", "leaf_spans", "all_left_masks"]

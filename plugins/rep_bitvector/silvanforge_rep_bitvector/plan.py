@@ -1,0 +1,393 @@
+"""The plan of the node forms of bitvector evaluation: every tree's nodes per word (threshold,
+mask, the column they read), the categorical splits' decision tables and the chunks their words
+are gathered in, the narrow form's bins, and the model buffers laid out from it (:func:`layout`)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from silvanforge.ir import hir
+from silvanforge.ir.hir import Op
+
+from .choose import LANES
+from .leafbits import NARROW_WORD, WORD, all_left_masks, leaf_spans
+from .support import category_counts, nan_or_not, nan_split_features, used_features
+
+NARROW_BYTE_BINS = 255
+NARROW_CAT_WORD = 32  # categorical decision words: two vectors of 32 lanes, not four
+# The looped form applies nodes in groups of this many (segments padded with no-op nodes), so
+# its inner loop has no remainder to finish.
+GROUP = 8
+# Narrow segments are short (a 32-bit word's nodes, about 35 on a 255-leaf tree): groups of 4
+# pad less (3-5% faster on insurance 100x255 and taxi 1000x255).
+NARROW_GROUP = 4
+# A block's decision words (:class:`Chunk`) are gathered a chunk of trees at a time, at most
+# this many bytes (a word a lane), so that they stay in L1 beside the columns: gathering every
+# tree's words first took 26 KiB a block on a 100-tree insurance-shaped model of 255 leaves and
+# 845 KiB on a 1000-tree flight-shaped one.
+CHUNK_BYTES = 8 * 1024
+
+
+@dataclasses.dataclass
+class Node:
+    """One node's test as applied to one word of its tree, then ``word &= mask``.  Numeric: goes
+    right iff ``x >= threshold``, ``column`` its feature's column in the block (the copy with
+    NaN as +inf where missing values go right).  Categorical (``bit`` non-zero): goes right iff
+    ``decision_word & bit`` is 0, ``column`` the decision word's column (:class:`CatFeature`)."""
+    column: int
+    threshold: float
+    mask: int  # signed 64-bit
+    bit: int = 0  # signed 64-bit; 0 for numeric nodes
+
+    @property
+    def categorical(self) -> bool:
+        return self.bit != 0
+
+
+@dataclasses.dataclass
+class Word:
+    """The nodes applied to one word of a tree, as arrays (one entry a node, see :class:`Node`;
+    ``bit`` 0 marks numeric nodes).  Arrays, not objects: a 1000-tree model of 255 leaves has a
+    quarter of a million nodes, planned in numpy in a fraction of a second."""
+    column: np.ndarray  # int64
+    threshold: np.ndarray  # the comparison dtype
+    mask: np.ndarray  # int64
+    bit: np.ndarray  # int64
+
+    @property
+    def categorical(self) -> np.ndarray:
+        return self.bit != 0
+
+    def nodes(self) -> list[Node]:
+        return [Node(*n) for n in zip(self.column.tolist(), self.threshold.tolist(),
+                                       self.mask.tolist(), self.bit.tolist())]
+
+
+@dataclasses.dataclass
+class PlanTree:
+    slot: int  # model index
+    output: int
+    leaf_base: int  # first of its leaves in the leaf array
+    words: list  # per word: its nodes (Word)
+
+
+@dataclasses.dataclass
+class CatFeature:
+    """A feature of categorical splits and its decision table: one row of ``words`` words per
+    category ``0 .. rows - 1``, then the row for NaN (each node's default direction) and the
+    row for values that are no category, or a category no split names (all zero: right).  Each
+    of the feature's categorical nodes owns one bit of one column (:class:`Chunk`), set in the
+    rows of the categories it sends left.  A block looks up each lane's row once; every
+    categorical node is then one AND and one compare, like a numeric one, whatever the size of
+    its bitset."""
+    feature: int
+    rows: int
+    words: int
+    table_base: int  # first element of its table in bv_cat_table
+
+
+@dataclasses.dataclass
+class Chunk:
+    """Consecutive trees (in evaluation order: expanded trees, then looped ones) whose decision
+    words are gathered together, just before they run, so that a block's words stay in L1
+    (:data:`CHUNK_BYTES`).  ``entries``: per feature with nodes in these trees, (its index in
+    ``Plan.cat_features``, first table column, first column in the block's bv_cw, words)."""
+    trees: int
+    entries: list
+
+
+@dataclasses.dataclass
+class Plan:
+    used: list  # features of numeric nodes, in column order
+    trees: list  # PlanTree, grouped by output, model order inside each
+    leaf_values: np.ndarray  # leaf order
+    nan_used: list  # features of NaN-or-not splits (:func:`nan_split_features`)
+    cat_features: list  # CatFeature
+    cat_table: np.ndarray  # int64, every feature's decision table
+    chunks: list  # Chunk, covering every tree when there are categorical splits, else empty
+    word_bits: int = WORD  # leaves a word: NARROW_WORD in the narrow form
+    node_dtype: np.dtype = np.dtype(np.float64)  # nodes' thresholds: bins (uint8 or int16) when narrow
+    bins: np.ndarray | None = None  # narrow: per used feature, its thresholds, NaN-padded (_Bins)
+    bin_counts: np.ndarray | None = None  # narrow: per used feature, how many thresholds
+    bin_steps: int = 0  # narrow: binary search steps (rows of bins are 2**steps - 1 long)
+
+    @property
+    def cat_words(self) -> int:
+        """Columns of bv_cw: the most words a chunk gathers."""
+        return max((sum(e[3] for e in ch.entries) for ch in self.chunks), default=0)
+
+def _cat_features(forest: hir.Forest, evaluation: list[int], looped_from: int,
+                  chunk_words: int, bits: int = WORD) -> tuple[list[CatFeature], np.ndarray, dict, list[Chunk]]:
+    """The decision tables (:class:`CatFeature`), each tree's categorical nodes with their
+    bv_cw column and bit (arrays, by tree), and the chunks (:class:`Chunk`) of the trees in
+    ``evaluation`` order (``evaluation[looped_from:]`` are looped: a chunk never spans both
+    forms), each gathering at most ``chunk_words`` words unless one tree needs more."""
+    counts = category_counts(forest)
+    if not counts:
+        return [], np.zeros(1, np.int64), {}, []
+    q_of = {f: q for q, f in enumerate(sorted(counts))}
+    per_tree = []  # evaluation order: {q: [nodes]}
+    for k in evaluation:
+        t = forest.trees[k]
+        mine: dict[int, list] = {}
+        for node in sorted(t.categories):
+            mine.setdefault(q_of[int(t.feature[node])], []).append(node)
+        per_tree.append(mine)
+    # Chunks: greedy over the evaluation order.
+    chunks, bounds, start = [], [], 0
+    while start < len(evaluation):
+        end, need = start, {}
+        while end < len(evaluation) and not (end == looped_from and end > start):
+            trial = dict(need)
+            for q, nodes in per_tree[end].items():
+                trial[q] = trial.get(q, 0) + len(nodes)
+            if end > start and sum(-(-n // bits) for n in trial.values()) > chunk_words:
+                break
+            need, end = trial, end + 1
+        bounds.append((start, end))
+        start = end
+    # Columns: per chunk and feature, the feature's table columns and the chunk's bv_cw columns.
+    table_cols = [0] * len(q_of)
+    members: list[list] = [[] for _ in q_of]  # per feature: (tree, node, table column, bit)
+    where: dict[int, list] = {}
+    for lo, hi in bounds:
+        entries, local = [], 0
+        for q in range(len(q_of)):
+            nodes = [(evaluation[i], node) for i in range(lo, hi) for node in per_tree[i].get(q, [])]
+            if not nodes:
+                continue
+            words = -(-len(nodes) // bits)
+            entries.append((q, table_cols[q], local, words))
+            for j, (k, node) in enumerate(nodes):
+                members[q].append((k, node, table_cols[q] + j // bits, j % bits))
+                where.setdefault(k, []).append((node, local + j // bits, 1 << (j % bits)))
+            table_cols[q] += words
+            local += words
+        chunks.append(Chunk(hi - lo, entries))
+    features, tables, base = [], [], 0
+    for f, q in q_of.items():
+        rows, words = counts[f][1], table_cols[q]
+        table = np.zeros((rows + 2, words), np.uint64)
+        k_, node_, col_, bit_ = (np.array(a, np.int64) for a in zip(*members[q]))
+        bit = np.uint64(1) << bit_.astype(np.uint64)
+        sets = [forest.trees[k].categories[node] for k, node in zip(k_.tolist(), node_.tolist())]
+        sizes = np.array([len(c) for c in sets], np.int64)
+        if sizes.sum():
+            np.bitwise_or.at(table, (np.concatenate(sets), np.repeat(col_, sizes)), np.repeat(bit, sizes))
+        left = np.array([bool(forest.trees[k].default_left[node]) for k, node in zip(k_.tolist(), node_.tolist())])
+        np.bitwise_or.at(table, (np.full(int(left.sum()), rows), col_[left]), bit[left])
+        features.append(CatFeature(f, rows, words, base))
+        tables.append(table.reshape(-1))
+        base += table.size
+    signed = np.int64 if bits == WORD else np.int32
+    by_tree = {k: (np.array([e[0] for e in entries], np.int64), np.array([e[1] for e in entries], np.int64),
+                   np.array([e[2] for e in entries], np.uint64).astype(f"uint{bits}").view(signed).astype(np.int64))
+               for k, entries in where.items()}
+    table = np.concatenate(tables)
+    return features, (table.view(np.int64) if bits == WORD else table.astype(np.uint32).view(np.int32)), by_tree, chunks
+
+
+def make_plan(forest: hir.Forest, expanded: np.ndarray | None = None, lanes: int = LANES,
+          narrow: bool = False, tabled: np.ndarray | None = None) -> Plan:
+    """Every tree's nodes per word, the columns they read and the leaf values in leaf order;
+    ``expanded`` (model order; default none) and ``lanes`` decide the chunks of categorical
+    decision words (:class:`Chunk`); ``narrow``: the narrow form (16-bit words, thresholds as
+    bin indices: :func:`_narrow_thresholds`)."""
+    word_bits = NARROW_WORD if narrow else WORD
+    thr_dtype = np.dtype(forest.threshold_dtype)
+    # A feature's column is its place among the (sorted) features read, found by search: a
+    # table as wide as num_features would cost memory for features no split reads.
+    used = used_features(forest)
+    nan_used = nan_split_features(forest)
+    used_sorted, nan_sorted = np.asarray(used, np.int64), np.asarray(nan_used, np.int64)
+    order = sorted(range(forest.num_trees), key=lambda k: forest.trees[k].outputs[0])  # stable
+    if expanded is None:
+        expanded = np.zeros(forest.num_trees, bool)
+    if tabled is None:
+        tabled = np.zeros(forest.num_trees, bool)
+    # Trees of the mask-table phase (``tabled``) keep their leaves and place in the sum only.
+    evaluation = [k for k in order if expanded[k]] + [k for k in order if not expanded[k] and not tabled[k]]
+    cat_bits = NARROW_CAT_WORD if narrow else WORD
+    cat_features, cat_table, cat_nodes, chunks = _cat_features(
+        forest, evaluation, int(expanded.sum()), max(1, CHUNK_BYTES // (cat_bits // 8 * lanes)), cat_bits)
+    no_cats = (np.zeros(0, np.int64),) * 3
+    trees, leaf_values, leaf_count = [], [], 0
+    spans = leaf_spans(forest)
+    for k in order:
+        t = forest.trees[k]
+        leaves, first, last = spans[k]
+        tree = PlanTree(k, t.outputs[0], leaf_count, [])
+        leaf_values.append(t.leaf_value[leaves, 0])
+        leaf_count += len(leaves)
+        if tabled[k]:
+            trees.append(tree)
+            continue
+        internal = np.flatnonzero((t.left >= 0) & ~t.categorical_mask())
+        thr = t.threshold[internal].astype(thr_dtype)
+        le = t.op[internal] == int(Op.LE)
+        # "x <= +inf" (LightGBM's NaN-or-not splits) sends every number left: with missing
+        # values left it is a no-op, dropped; with them right it reads the NaN indicator copy.
+        nan_split = nan_or_not(t, internal, thr_dtype)
+        # x > t  <=>  x >= the next value up, for every x of the dtype
+        thr[le] = np.nextafter(thr[le], thr_dtype.type(np.inf))
+        # Missing values go right: read the copy where NaN is +inf, greater than any threshold.
+        cols = np.searchsorted(used_sorted, t.feature[internal]) + np.where(t.default_left[internal], 0, len(used))
+        cols[nan_split] = 2 * len(used) + np.searchsorted(nan_sorted, t.feature[internal][nan_split])
+        keep = ~(nan_split & t.default_left[internal])
+        internal, thr, cols = internal[keep], thr[keep], cols[keep]
+        cnodes, ccols, cbits = cat_nodes.get(k, no_cats)
+        nodes = np.concatenate([internal, cnodes])
+        columns = np.concatenate([cols, ccols])
+        thresholds = np.concatenate([thr, np.zeros(len(cnodes), thr_dtype)])
+        bits = np.concatenate([np.zeros(len(internal), np.int64), cbits])
+        hits, masks = all_left_masks(first[t.left[nodes]], last[t.left[nodes]], -(-len(leaves) // word_bits), word_bits)
+        for hit, mask in zip(hits, masks):
+            tree.words.append(Word(columns[hit], thresholds[hit], mask[hit], bits[hit]))
+        trees.append(tree)
+    leaf_values = np.concatenate(leaf_values) if leaf_values else np.zeros(0)
+    plan = Plan(used, trees, leaf_values.astype(forest.accumulate_dtype), nan_used,
+                 cat_features, cat_table, chunks, word_bits, thr_dtype)
+    if narrow:
+        _narrow_thresholds(plan)
+    return plan
+
+
+def _narrow_thresholds(plan: Plan) -> None:
+    """The narrow form's bins: per used feature, the sorted distinct thresholds its nodes
+    compare with (either copy), and every numeric node's threshold replaced by its index there
+    plus one, so that ``x >= t`` becomes ``bin(x) >= index`` with ``bin(x)`` the count of the
+    feature's thresholds ``<= x`` (0 for NaN; the copy with NaN as +inf counts them all).  NaN
+    indicator columns hold 0 or 1 and compare with 1."""
+    U = len(plan.used)
+    words = [w for tree in plan.trees for w in tree.words]
+    sizes = [len(w.column) for w in words]
+    column = np.concatenate([w.column for w in words]) if words else np.zeros(0, np.int64)
+    threshold = np.concatenate([w.threshold for w in words]) if words else np.zeros(0)
+    numeric = np.concatenate([w.bit == 0 for w in words]) if words else np.zeros(0, bool)
+    binned = numeric & (column < 2 * U)
+    feature = column[binned] % U if U else column[binned]
+    value = threshold[binned]
+    order = np.lexsort((value, feature))
+    fs, vs = feature[order], value[order]
+    new = np.ones(len(fs), bool)
+    new[1:] = (fs[1:] != fs[:-1]) | (vs[1:] != vs[:-1])
+    distinct = np.cumsum(new) - 1  # index among every feature's distinct thresholds
+    counts = np.bincount(fs[new], minlength=U).astype(np.int64)
+    first = np.concatenate([[0], np.cumsum(counts)[:-1]]) if U else np.zeros(0, np.int64)
+    index = np.empty(len(fs), np.int64)
+    index[order] = distinct - first[fs] + 1
+    narrowed = np.zeros(len(column), np.int16)
+    narrowed[binned] = index
+    narrowed[numeric & ~binned] = 1  # NaN indicators: 1 for NaN, 0 for numbers
+    steps = max(1, int(counts.max(initial=0)).bit_length())
+    table = np.full((max(U, 1), 2**steps - 1), np.nan, plan.node_dtype)
+    table[fs[new], np.arange(int(new.sum())) - first[fs[new]]] = vs[new]
+    # Bins of at most 255 thresholds compare as bytes (LightGBM's default max_bin is 255).
+    plan.node_dtype = np.dtype(np.uint8 if counts.max(initial=0) <= NARROW_BYTE_BINS else np.int16)
+    narrowed = narrowed.astype(plan.node_dtype)
+    for w, part in zip(words, np.split(narrowed, np.cumsum(sizes)[:-1]) if words else []):
+        w.threshold = part
+    plan.bins, plan.bin_counts, plan.bin_steps = table.reshape(-1), counts, steps
+
+def layout(forest: hir.Forest, looped: np.ndarray, plan: Plan | None = None, lanes: int = 8) -> dict[str, np.ndarray]:
+    """The model buffers: the leaves, in leaf order, each output's trees, the base scores, the
+    categorical decision tables; for the ``looped`` trees (a mask in model order), node tables
+    in segments of one word each, a tree's words last to first: numeric nodes (threshold, mask,
+    column offset) and categorical ones (bit, mask, column offset), each segment's starts in
+    both and its word's first leaf position, each tree's first segment, first leaf and position
+    in the sum.  ``plan``: :func:`make_plan`'s result, if made already."""
+    plan = plan or make_plan(forest, ~looped, lanes)
+    thr, mask, col, seg_start, seg_word, tree_seg, leaf_base, position = [], [], [], [], [], [], [], []
+    cbit, cmask, ccol, cseg_start = [], [], [], []
+    count = ccount = 0  # nodes in the numeric and categorical tables so far
+    for pos, tree in enumerate(plan.trees):
+        if not looped[tree.slot]:
+            continue
+        position.append(pos)
+        leaf_base.append(tree.leaf_base)
+        tree_seg.append(len(seg_start))
+        for w in reversed(range(len(tree.words))):
+            word = tree.words[w]
+            num, cat = ~word.categorical, word.categorical
+            seg_start.append(count)
+            cseg_start.append(ccount)
+            seg_word.append(w * plan.word_bits)
+            # segments padded to GROUP nodes with no-ops (mask -1; categorical: bit 0)
+            group = GROUP if plan.word_bits == WORD else NARROW_GROUP
+            pad, cpad = -int(num.sum()) % group, -int(cat.sum()) % group
+            thr += [word.threshold[num], np.zeros(pad, word.threshold.dtype)]
+            mask += [word.mask[num], np.full(pad, -1, np.int64)]
+            col += [word.column[num] * lanes, np.zeros(pad, np.int64)]
+            cbit += [word.bit[cat], np.zeros(cpad, np.int64)]
+            cmask += [word.mask[cat], np.full(cpad, -1, np.int64)]
+            ccol += [word.column[cat] * lanes, np.zeros(cpad, np.int64)]
+            count += int(num.sum()) + pad
+            ccount += int(cat.sum()) + cpad
+    tree_seg.append(len(seg_start))
+    seg_start.append(count)
+    cseg_start.append(ccount)
+
+    def joined(parts, dtype):
+        return np.concatenate(parts).astype(dtype) if parts else np.zeros(0, dtype)
+
+    per_output = np.bincount([t.output for t in plan.trees], minlength=forest.num_outputs)
+    i32 = np.int32
+    cats = plan.cat_features
+    buffers = {
+        "bv_used": np.array(plan.used + plan.nan_used, i32).reshape(len(plan.used) + len(plan.nan_used)),
+        "bv_threshold": joined(thr, plan.node_dtype),
+        "bv_mask": joined(mask, f"int{plan.word_bits}"),
+        "bv_column": joined(col, i32),
+        "bv_seg_start": np.array(seg_start, i32),
+        "bv_seg_word": np.array(seg_word, i32),
+        "bv_tree_seg": np.array(tree_seg, i32),
+        "bv_position": np.array(position, i32),
+        "bv_leaf": plan.leaf_values,
+        "bv_leaf_base": np.array(leaf_base, i32),
+        "bv_output": np.concatenate([[0], np.cumsum(per_output)]).astype(i32),
+        "bv_base": np.asarray(forest.base_score, forest.accumulate_dtype).reshape(forest.num_outputs),
+        "bv_cat_bit": joined(cbit, np.int64 if plan.word_bits == WORD else np.int32),
+        "bv_cat_mask": joined(cmask, f"int{plan.word_bits}"),
+        "bv_cat_column": joined(ccol, i32),
+        "bv_cat_seg_start": np.array(cseg_start, i32),
+        "bv_cat_feature": np.array([c.feature for c in cats], i32).reshape(len(cats)),
+        "bv_cat_table": plan.cat_table,
+        **_chunk_tables(plan, looped, lanes),
+    }
+    if plan.bins is not None:
+        buffers["bv_bins"] = plan.bins
+        buffers["bv_bin_count"] = plan.bin_counts.astype(plan.node_dtype).reshape(len(plan.bin_counts))
+    return buffers if cats else {k: v for k, v in buffers.items() if not k.startswith("bv_cat")}
+
+
+def _chunk_tables(plan: Plan, looped: np.ndarray, lanes: int) -> dict[str, np.ndarray]:
+    """The looped trees' chunks (:class:`Chunk`): each chunk's first looped tree and first
+    entry, and the entries (feature's bv_crow offset, table column, bv_cw offset, words)."""
+    first = len(plan.chunks) - looped_chunks(plan, looped)
+    tree_start, entry_start, entries = [0], [0], []
+    for ch in plan.chunks[first:]:
+        tree_start.append(tree_start[-1] + ch.trees)
+        entries += ch.entries
+        entry_start.append(len(entries))
+    e = np.array(entries, np.int64).reshape(len(entries), 4)
+    i32 = np.int32
+    return {"bv_chunk_tree": np.array(tree_start, i32), "bv_chunk_entry": np.array(entry_start, i32),
+            "bv_entry_row": (e[:, 0] * lanes).astype(i32), "bv_entry_table": e[:, 1].astype(i32),
+            "bv_entry_column": (e[:, 2] * lanes).astype(i32), "bv_entry_words": e[:, 3].astype(i32)}
+
+
+def looped_chunks(plan: Plan, looped: np.ndarray) -> int:
+    """How many of the plan's chunks (the last ones) hold looped trees."""
+    remaining, count = int(looped.sum()), 0
+    for ch in reversed(plan.chunks):
+        if remaining <= 0:
+            break
+        remaining -= ch.trees
+        count += 1
+    return count
+
+
+__all__ = ["GROUP", "NARROW_GROUP", "CHUNK_BYTES", "Node", "Word", "PlanTree", "CatFeature", "Chunk", "Plan",
+           "make_plan", "layout", "looped_chunks"]

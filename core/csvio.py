@@ -206,11 +206,20 @@ def model_rows(rows: Rows, forest) -> np.ndarray:
             raise InputError(f"{rows.name}: {exc}") from None
     values = rows.values[:, order] if order != list(range(rows.values.shape[1])) else rows.values
     categories = forest.feature_categories or {}
+    hashed = forest.hashed_categories or {}
+    if hashed and any(rows.labels.get(column) is not None for feature, column in enumerate(order)
+                      if feature in hashed):
+        # categories known by hash are read by predict from the values themselves (labels
+        # hashed as text, numbers as integers): the label cells go in as text
+        values = values.astype(object)
     for feature, column in enumerate(order):
         found = rows.labels.get(column)
         if found is None:
             continue
         at, texts, lines = found
+        if feature in hashed:
+            values[np.asarray(at), feature] = np.array(texts, dtype=object)
+            continue
         if categories.get(feature) is None:
             what = "" if not rows.header else f" (feature {rows.header[column]!r} is not categorical)"
             raise InputError(f"{rows.name}: line {lines[0]}, column {column + 1}: {texts[0]!r} is not a number{what}")

@@ -240,6 +240,8 @@ def test_categorical_one_hot_and_ctr(loss, grow_policy, tmp_path):
     np.testing.assert_allclose(cf.predict(te.astype(object).to_numpy(), output_margin=True), raw,
                                rtol=RTOL, atol=ATOL)
     if grow_policy == "Depthwise":
+        pl = pytest.importorskip("polars")
+        np.testing.assert_allclose(cf.predict(pl.from_pandas(te), output_margin=True), raw, rtol=RTOL, atol=ATOL)
         # a compiled artifact keeps the hashed categories
         cf.save(tmp_path / "m.forge")
         again = sf.load_compiled(tmp_path / "m.forge", trust_code=True)
@@ -294,3 +296,33 @@ def test_category_hash_is_catboosts(tmp_path):
     for entry in stored:
         assert catboost_hash(entry["value"]) == entry["hash"], entry["value"]
     assert catboost_hash(7) == catboost_hash("7") == catboost_hash(7.0)
+
+
+@pytest.mark.parametrize("loss", ["MultiRMSE", "MultiQuantile:alpha=0.2,0.8", "LogLinQuantile"])
+def test_more_regression_losses(loss, tmp_path):
+    rng, X, Xt, y = _data(15)
+    target = np.column_stack([y, -2 * y]) if loss == "MultiRMSE" else np.abs(y) + 0.5
+    model = cb.CatBoostRegressor(iterations=10, depth=3, loss_function=loss, **_FIT).fit(X, target)
+    _check(model, Xt, tmp_path, "RawFormulaVal", which=_one_source(loss))
+
+
+def test_forge_predict_reads_categorical_csv_cells(tmp_path, capsys):
+    """``forge predict`` on a CSV whose categorical columns hold labels and integers (a header
+    in another order): CatBoost's predict_proba; a malformed model is one ``error:`` line."""
+    from silvanforge import cli
+
+    rng = np.random.default_rng(16)
+    df, te = _cat_frame(rng, 400), _cat_rows(rng, 40)
+    model = cb.CatBoostClassifier(iterations=10, depth=3, cat_features=_CATS, one_hot_max_size=4,
+                                  max_ctr_complexity=1, **_FIT).fit(df, (_cat_target(df) > 1.2).astype(int))
+    model.save_model(str(tmp_path / "m.cbm"))
+    te = te.astype({"kind": str})
+    te[te.columns[::-1]].to_csv(tmp_path / "rows.csv", index=False)
+    assert cli.main(["predict", str(tmp_path / "m.cbm"), "--input", str(tmp_path / "rows.csv"),
+                     "--output", str(tmp_path / "out.csv")]) == 0
+    np.testing.assert_allclose(np.loadtxt(tmp_path / "out.csv"), model.predict_proba(te)[:, 1], rtol=RTOL, atol=ATOL)
+    capsys.readouterr()
+    (tmp_path / "bad.json").write_bytes(b'{"features_info": {"float_features": 3}}')
+    assert cli.main(["predict", str(tmp_path / "bad.json"), "--input", str(tmp_path / "rows.csv")]) != 0
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error:") and "bad.json" in err[0], err

@@ -17,7 +17,8 @@ from silvanforge.ir.hir import Transform
 
 # The formula value itself (regression and ranking scores).
 _RAW = frozenset({
-    "RMSE", "MAE", "Quantile", "Expectile", "MAPE", "Huber", "Lq", "LogCosh", "FairLoss",
+    "RMSE", "MAE", "Quantile", "Expectile", "MAPE", "Huber", "Lq", "LogCosh", "LogLinQuantile",
+    "MultiRMSE", "MultiQuantile", "Cox",
     "YetiRank", "YetiRankPairwise", "PairLogit", "PairLogitPairwise", "QueryRMSE", "QuerySoftMax",
     "QueryCrossEntropy", "StochasticRank", "StochasticFilter", "LambdaMart", "GroupQuantile",
 })

@@ -637,6 +637,22 @@ def test_mask_tables_are_chosen_for_large_trees_over_few_features(monkeypatch):
     assert "too many" in masktables.unsupported(many)
 
 
+def test_the_chooser_weighs_mask_tables_for_some_trees_only(monkeypatch):
+    """Deep trees over few features beside stumps: the chooser prices a mask-table phase for the
+    deep ones and the node forms for the rest (the mixed choice), and lowers what it chose."""
+    monkeypatch.setattr(choose, "MASK_TABLES", None)
+    rng = np.random.default_rng(15)
+    deep, shallow = _leafwise_forest(20, 4, 8, rng), _leafwise_forest(20, 4, 1, rng)
+    forest = Forest(trees=deep.trees + shallow.trees, num_features=4)
+    tabled, ns = choose.choice(forest, 4096)
+    assert tabled.dtype == bool and len(tabled) == 40 and ns > 0
+    assert not tabled[20:].any()
+    X = rows_for(forest, rng, 64)
+    cf = sf.compile(forest, rep="bitvector")
+    np.testing.assert_allclose(cf.predict(X, output_margin=True), reference.predict(forest, X, output_margin=True),
+                               rtol=1e-12, atol=1e-12)
+
+
 def test_leafwise_lightgbm_takes_mask_tables_and_agrees(tmp_path, monkeypatch):
     """A leaf-wise LightGBM model of 255 leaves over 5 features (taxi-shaped, NaN in training
     and in the rows): the default compile takes the mask-table form, equal to the reference and

@@ -139,7 +139,8 @@ def tabled_trees(forest: hir.Forest, batch_size: int | None = None) -> np.ndarra
     return choice(forest, batch_size)[0]
 
 
-def part(forest: hir.Forest, trees: np.ndarray) -> hir.Forest:
+def some_trees(forest: hir.Forest, trees: np.ndarray) -> hir.Forest:
+    """The forest of the ``trees`` (a mask in model order) alone."""
     return dataclasses.replace(forest, trees=[forest.trees[k] for k in np.flatnonzero(trees)])
 
 
@@ -164,11 +165,11 @@ def choice(forest: hir.Forest, batch_size: int | None) -> tuple[np.ndarray, floa
         return (~none, tables_ns) if tables_ns is not None and tables_ns < nodes_ns else (none, nodes_ns)
     if not tabled.any():
         return none, nodes_ns
-    part = part(forest, tabled)
+    part = some_trees(forest, tabled)
     part_ns = masktables.choose(part, batch_size)
     if part_ns is None:
         return none, nodes_ns
-    mixed_ns = part_ns + MIXED_TREE_NS * part.num_trees + node_forms_ns(part(forest, ~tabled), batch_size)
+    mixed_ns = part_ns + MIXED_TREE_NS * part.num_trees + node_forms_ns(some_trees(forest, ~tabled), batch_size)
     return (tabled, mixed_ns) if MIXED_MARGIN * mixed_ns < nodes_ns else (none, nodes_ns)
 
 
@@ -213,4 +214,4 @@ def cost_ns(forest: hir.Forest, batch_size: int | None = None) -> float:
 
 __all__ = ["LANES", "WIDE_LANES", "EXPAND_NODES", "NARROW_MAX_BINS", "MARGIN", "AUTO_CHOOSE", "MASK_TABLES",
            "narrow_form", "narrow_bins", "choose_form", "expanded_trees", "mask_tables_form", "tabled_trees",
-           "part", "choice", "estimate_ns", "node_forms_ns", "pays", "cost_ns"]
+           "some_trees", "choice", "estimate_ns", "node_forms_ns", "pays", "cost_ns"]

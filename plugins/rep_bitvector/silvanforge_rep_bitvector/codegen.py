@@ -20,7 +20,7 @@ from silvanforge.walkcost import WALK_STEP_NS
 # The chooser's functions are looked up on their module when lowering: tests force a form by
 # replacing them there.
 from . import choose, masktables
-from .choose import choose_form, estimate_ns, part
+from .choose import choose_form, estimate_ns, some_trees
 from .leafbits import NARROW_WORD, WORD
 from .plan import GROUP, NARROW_GROUP, Chunk, Plan, layout, looped_chunks, make_plan
 from .support import node_count, unsupported
@@ -403,7 +403,7 @@ def lower(forest: hir.Forest, expand: bool | None = None, batch_size: int | None
         tabled, estimate = choose.choice(forest, batch_size)
         if tabled.all():
             return masktables.lower(forest, batch_size)
-    nodes_part = part(forest, ~tabled) if tabled.any() else forest
+    nodes_part = some_trees(forest, ~tabled) if tabled.any() else forest
     lanes, chosen = choose_form(nodes_part, batch_size)
     expanded = np.zeros(forest.num_trees, bool)  # the node trees' choice, in model order again
     expanded[np.flatnonzero(~tabled)] = chosen

@@ -28,7 +28,7 @@ __all__ = [
     "ArtifactError", "ArtifactWarning", "InputError", "ModelFormatError", "PluginError", "ScheduleError",
     "SilvanForgeError", "UnsupportedModelError", "hookimpl", "Aggregation", "CategoryRule",
     "Forest", "Op", "Transform", "Tree", "load_model", "compile", "load_compiled",
-    "CompiledForest", "lower", "show", "profile", "load_profile", "Profile", "CompileOptions",
+    "CompiledForest", "lower", "show", "tune", "profile", "load_profile", "Profile", "CompileOptions",
     "__version__",
 ]
 
@@ -45,6 +45,10 @@ def __getattr__(name):
         from . import api
 
         return getattr(api, name)
+    if name == "tune":
+        from . import tuning
+
+        return tuning.tune
     if name == "CompileOptions":
         from .options import CompileOptions
 

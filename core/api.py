@@ -5,15 +5,23 @@
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import json
 import os
 import time
 from typing import Any, Union
 
-from .compiled import ONE_ROW_ROWS, SMALL_ROWS, CompiledForest, _cached_kernel, load_compiled, read_artifact_forest
-from .errors import UnsupportedModelError
+import numpy as np
+
+from . import codecache
+from .compiled import CompiledForest
+from .errors import ArtifactError, UnsupportedModelError
+from .forms import host_key, untuned_plan
 from .ir import hir
+from .loadcompiled import load, load_compiled, read_artifact_forest
 from .loading import load_model
 from .options import CompileOptions
+from .plan import SMALL_ROWS
 from .pipeline import (Lowered, _lower, choose_padding, choose_representation, compile_options,
                        hir_passes, lir_digest, lower, show)
 from .plugins import registry
@@ -23,7 +31,7 @@ from .scheduler import Schedule
 # The API in one place (what ``silvanforge`` exports, and what plugins and tests import from here).
 __all__ = ["compile", "lower", "show", "load_compiled", "read_artifact_forest", "CompiledForest", "Lowered",
            "CompileOptions", "ModelLike", "compile_options", "choose_representation", "choose_padding",
-           "hir_passes", "lir_digest", "SMALL_ROWS", "ONE_ROW_ROWS"]
+           "hir_passes", "lir_digest", "SMALL_ROWS", "cache_key"]
 
 # What compile and load_model read (see silvanforge.load_model): a path, bytes, a Forest, or
 # a model object an installed importer recognises.
@@ -77,21 +85,47 @@ def compile(model: ModelLike, target: str | None = None, rep: str | None = None,
     if opts.threads is not None:
         opts = dataclasses.replace(opts, threads=check_threads(opts.threads))
     forest = model if isinstance(model, hir.Forest) else load_model(model)
+    entry = None
+    if cache is not None:
+        # A hit is the whole compiled model, plan and forms, loaded as a trusted artifact: no
+        # lowering (the cache directory is private to the user, so its code is the user's own).
+        entry = cache_key(forest, opts)
+        stored = codecache.get(cache, entry)
+        if stored is not None:
+            try:
+                cf = load(stored, f"code cache entry {entry[:12]}", None, trust_code=True, forest=forest)
+                cf.compile_seconds = time.perf_counter() - start
+                return cf
+            except ArtifactError:
+                pass  # damaged or for another model: compiled again, and replaced
     try:
-        low = _lower(forest, opts)
-        kernel_options = {"threads": opts.threads, "batch_size": opts.batch_size}
-        kernel = None if cache is None else _cached_kernel(cache, target, low.lir, kernel_options)
-        if kernel is None:
-            kernel = reg.target(target).compile(low.lir, kernel_options)
+        forms, bands = untuned_plan(forest, opts)
     except MemoryError:
         nodes = sum(t.num_nodes for t in forest.trees)
         raise UnsupportedModelError(
             f"out of memory compiling a model of {forest.num_trees} trees and {nodes} nodes "
             f"(depth up to {forest.max_depth()}) for {target}: free memory, or compile fewer trees") from None
-    # The one-row form only where the compile chose the program: options given are the user's.
-    one_row = (opts.rep is None and opts.schedule is None and opts.pad is None and opts.tile_size == 1
-               and opts.profile is None and opts.reorder is None
-               and all(value is None for value in opts.lowering().values())
-               and (opts.batch_size is None or opts.batch_size > ONE_ROW_ROWS))
-    return CompiledForest(low.forest, kernel, low.lir, low.mir, low.options, time.perf_counter() - start,
-                          tile_ids=low.tile_ids, one_row=one_row, cache=cache)
+    cf = CompiledForest(forest, forms, bands, time.perf_counter() - start)
+    if entry is not None and all(f.kernel.artifact() for f in cf.forms):
+        codecache.put(cache, entry, cf.to_bytes())
+    return cf
+
+
+def cache_key(forest: hir.Forest, opts: CompileOptions) -> str:
+    """The code-cache entry of a compile: the model's fingerprint and every option that shapes
+    its code, as given (what the compile then chooses follows from them), the target and the
+    host its code runs on (with the version: :func:`silvanforge.codecache.key`)."""
+    given = {}
+    for field in dataclasses.fields(opts):
+        value = getattr(opts, field.name)
+        if isinstance(value, Schedule):
+            value = value.to_text()
+        elif field.name == "profile" and value is not None:
+            hits = getattr(value, "hits", None)
+            value = repr(value) if hits is None else hashlib.sha256(
+                b"".join(np.ascontiguousarray(h).tobytes() for h in hits)).hexdigest()
+        elif not isinstance(value, (str, int, float, bool, type(None))):
+            value = repr(value)
+        given[field.name] = value
+    program = hashlib.sha256(json.dumps([forest.fingerprint(), given], sort_keys=True).encode()).hexdigest()
+    return codecache.key(opts.target, program, host_key(opts.target))

@@ -6,8 +6,9 @@ An artifact is a zip of plain members: ``meta.json`` (the options, those of
 the code to its program), ``forest.npz`` (the model as arrays, never pickles), ``kernel.bin``
 (the target's machine code), ``program.json`` and ``program.npz`` (what running that code
 needs: its functions and buffers, so a trusted load lowers nothing), ``tiling.npz`` (a
-profile-derived tiling, optional), ``one_row.bin``, ``one_row_program.json`` and
-``one_row_program.npz`` (the one-row form of small requests, where it was built),
+profile-derived tiling, optional), ``plan.json`` (the bands of rows per call, the options of
+each other form of the model and the tuning record: :mod:`silvanforge.plan`) and each other
+form's ``form<N>.bin``, ``form<N>_program.json`` and ``form<N>_program.npz``,
 ``manifest.json`` (the SHA-256 of every other member) and ``signature`` (an HMAC-SHA256 of
 the manifest, when saved with a key).
 
@@ -36,6 +37,7 @@ import hmac
 import io
 import json
 import os
+import re
 import tempfile
 import zipfile
 import zlib
@@ -51,7 +53,11 @@ OLD_FORMATS = (1,)  # no manifest: their forests load, their machine code never 
 KEY_ENV = "SILVANFORGE_ARTIFACT_KEY"
 MANIFEST, SIGNATURE = "manifest.json", "signature"
 MEMBERS = ("meta.json", "forest.npz", "kernel.bin", "tiling.npz", "program.json", "program.npz",
-           "one_row.bin", "one_row_program.json", "one_row_program.npz")
+           "plan.json")
+# A compiled model's other forms (silvanforge.plan): form<N>.bin, form<N>_program.json/.npz.
+FORM_MEMBER = re.compile(r"form(\d{1,3})(\.bin|_program\.json|_program\.npz)")
+# Members of artifacts saved before plans (a form for one-row requests): read, and ignored.
+LEGACY_MEMBERS = ("one_row.bin", "one_row_program.json", "one_row_program.npz")
 # meta.json is a few hundred bytes; anything near this is padding, not options.
 META_MAX_BYTES = 1 << 20
 # Deflate cannot expand data more than about 1032 to 1: a member declaring more is a lie.
@@ -71,11 +77,6 @@ _META_FIELDS = {
     "batch_size": (int, type(None)), "threads": (int, type(None)), "fingerprint": (str,),
     "pad": (bool,), "tile_size": (int,), "reorder": (str, type(None)), "probability_tiling": (bool,),
     "lir": (str,), "kernel_sha256": (str,),
-    # the one-row form (CompiledForest._one_row_calls): made at all, and if saved, for how
-    # many rows and with which representation; declined: built, and slower than the default
-    # form even for one row, so a load does not build it again
-    "one_row": (bool,), "one_row_rows": (int,), "one_row_rep": (str, type(None)),
-    "one_row_declined": (bool,),
     # the lowering knobs of silvanforge.options.CompileOptions (None: the lowering chose)
     "vector_walks": (bool, type(None)), "split_rows": (bool, type(None)),
     "leaf_self_loops": (bool, type(None)), "per_tree_walk_depth": (bool, type(None)),
@@ -96,8 +97,10 @@ class Artifact:
     # What running the machine code needs without lowering (silvanforge.ir.lir_io): the
     # program's JSON and its model buffers; None in artifacts without it.
     program: tuple[bytes, dict] | None = None
-    # The one-row form's machine code, program JSON and buffers, where it was saved.
-    one_row: tuple[bytes, bytes, dict] | None = None
+    # plan.json (bands and the other forms' options), where saved; None in older artifacts.
+    plan: dict | None = None
+    # The other forms' saved parts by index: machine code, program JSON and buffers.
+    forms: dict = dataclasses.field(default_factory=dict)
 
 
 def _key(key) -> bytes | None:
@@ -146,10 +149,20 @@ def to_bytes(meta: dict, arrays: dict[str, dict[str, np.ndarray]], blob: bytes,
     return buf.getvalue()
 
 
+def json_bytes(value) -> bytes:
+    """A JSON member's bytes (plan.json)."""
+    return json.dumps(value, sort_keys=True).encode()
+
+
 def _zip(f, members: dict[str, bytes]) -> None:
+    # One timestamp for every member: the same compiled model makes the same bytes (a code-cache
+    # entry rebuilt is the entry it replaces; artifacts diff and deduplicate).
     with zipfile.ZipFile(f, "w", compression=zipfile.ZIP_DEFLATED) as z:
         for name, data in members.items():
-            z.writestr(name, data)
+            info = zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0))
+            info.compress_type = zipfile.ZIP_DEFLATED
+            info.external_attr = 0o644 << 16
+            z.writestr(info, data)
 
 
 def _members(meta: dict, arrays: dict[str, dict[str, np.ndarray]], blob: bytes, extra, key) -> dict[str, bytes]:
@@ -212,7 +225,8 @@ def _read(source, name: str, key: bytes | None) -> Artifact:
     budget = _Budget(name, inflate_budget(len(raw)))
     with zipfile.ZipFile(io.BytesIO(raw)) as z:
         infos = {i.filename: i for i in z.infolist()}
-        unknown = sorted(set(infos) - set(MEMBERS) - {MANIFEST, SIGNATURE})
+        unknown = sorted(n for n in set(infos) - set(MEMBERS) - set(LEGACY_MEMBERS) - {MANIFEST, SIGNATURE}
+                         if not FORM_MEMBER.fullmatch(n))
         if unknown:
             raise ArtifactError(f"{name}: members {unknown[:4]} are not part of an artifact: edited")
         for info in infos.values():
@@ -224,7 +238,7 @@ def _read(source, name: str, key: bytes | None) -> Artifact:
                                 f"past {META_MAX_BYTES}: damaged or padded")
         # Every member is held at once: their declared sizes, all together, before any is inflated.
         budget.take(sum(i.file_size for i in infos.values()), "its members")
-        data = {n: _inflate(z, infos[n], name) for n in MEMBERS + (MANIFEST, SIGNATURE) if n in infos}
+        data = {n: _inflate(z, infos[n], name) for n in infos}
     meta = _meta(data["meta.json"], name)
     has_manifest = MANIFEST in data
     if has_manifest:
@@ -257,11 +271,24 @@ def _read(source, name: str, key: bytes | None) -> Artifact:
     program = None
     if "program.json" in data and "program.npz" in data:
         program = (data["program.json"], load_npz(data["program.npz"], f"{name}: program.npz", budget))
-    one_row = None
-    if all(m in data for m in ("one_row.bin", "one_row_program.json", "one_row_program.npz")):
-        one_row = (data["one_row.bin"], data["one_row_program.json"],
-                   load_npz(data["one_row_program.npz"], f"{name}: one_row_program.npz", budget))
-    return Artifact(meta, forest, blob, tiling, signed, has_manifest, program, one_row)
+    plan = None
+    if "plan.json" in data:
+        try:
+            plan = json.loads(data["plan.json"].decode("utf-8"))
+        except (UnicodeDecodeError, ValueError, RecursionError):
+            raise ArtifactError(f"{name}: plan.json is not JSON: damaged") from None
+        if not isinstance(plan, dict):
+            raise ArtifactError(f"{name}: plan.json is not an object: damaged")
+    forms = {}
+    for member in data:
+        match = FORM_MEMBER.fullmatch(member)
+        if match and match.group(2) == ".bin":
+            index = int(match.group(1))
+            parts = (f"form{index}.bin", f"form{index}_program.json", f"form{index}_program.npz")
+            if not all(p in data for p in parts):
+                raise ArtifactError(f"{name}: form {index} is missing a part: damaged")
+            forms[index] = (data[parts[0]], data[parts[1]], load_npz(data[parts[2]], f"{name}: {parts[2]}", budget))
+    return Artifact(meta, forest, blob, tiling, signed, has_manifest, program, plan, forms)
 
 
 def _meta(raw: bytes, name: str) -> dict:
@@ -276,7 +303,19 @@ def _meta(raw: bytes, name: str) -> dict:
         raise ArtifactError(f"{name}: artifact format {fmt!r} is not {FORMAT}: saved by another "
                             "version of SilvanForge? compile the model again")
     meta.setdefault("kernel_sha256", "")
-    for field, types in _META_FIELDS.items():
+    return check_meta_fields(meta, name, _META_FIELDS)
+
+
+# The fields of a form's entry in plan.json: its options, as meta.json records the main form's.
+_FORM_FIELDS = {field: _META_FIELDS[field] for field in (
+    "target", "rep", "schedule", "batch_size", "threads", "pad", "tile_size", "reorder", "lir",
+    *LOWERING_FIELDS)}
+
+
+def check_meta_fields(meta: dict, name: str, fields: dict | None = None) -> dict:
+    """``meta`` with each of ``fields`` (default: a plan form's) of the types it may have, a
+    missing optional one set to its default; an ArtifactError naming the first that is not."""
+    for field, types in (_FORM_FIELDS if fields is None else fields).items():
         value = meta.get(field, _default(field))
         if value is ...:
             raise ArtifactError(f"{name}: meta.json has no {field!r} field: damaged")
@@ -294,9 +333,7 @@ def _default(field: str):
     # were lowered with the defaults, None).
     if field in LOWERING_FIELDS:
         return None
-    return {"pad": False, "tile_size": 1, "reorder": None, "probability_tiling": False,
-            "one_row": False, "one_row_rows": 0, "one_row_rep": None,
-            "one_row_declined": False}.get(field, ...)
+    return {"pad": False, "tile_size": 1, "reorder": None, "probability_tiling": False}.get(field, ...)
 
 
 def _check_manifest(data: dict, name: str) -> None:

@@ -25,9 +25,10 @@ import typer
 from rich import box
 from rich.console import Console
 from rich.markup import escape
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from . import __version__, api, artifacts, csvio, profiling
+from . import __version__, api, artifacts, csvio, profiling, tuning
 from .errors import ArtifactWarning, InputError, ScheduleError, SilvanForgeError
 from .loading import is_artifact, load_model
 from .plugins import registry
@@ -53,6 +54,7 @@ class Level(str, enum.Enum):
     mir = "mir"
     lir = "lir"
     target = "target"
+    plan = "plan"
 
 
 def _out() -> Console:
@@ -75,9 +77,9 @@ ModelArg = typer.Argument(..., help="A model file (XGBoost JSON/UBJSON, LightGBM
                           show_default=False)
 
 
-LevelOpt = typer.Option(..., "--level", "-l", show_default=False, case_sensitive=False,
-                        help="hir (the forest), mir (loop nest), lir (buffers and loads) or target "
-                             "(generated code).")
+LevelOpt = typer.Option(None, "--level", "-l", show_default=False, case_sensitive=False,
+                        help="hir (the forest), mir (loop nest), lir (buffers and loads), target "
+                             "(generated code) or plan (the form answering each band of rows per call).")
 
 
 def _target_opt():
@@ -242,6 +244,8 @@ def compile_command(
         ("batch size", cf.batch_size if cf.batch_size is not None else "any (not tuned for one)"),
         ("threads", "GPU grid" if registry().target_kind(cf.target) == "gpu"
          else cf.threads if cf.threads is not None else "all usable CPUs"),
+        ("plan" + (" (tuned)" if cf.tuning is not None else ""),
+         "; ".join(f"{b.text()} rows: form {b.form} ({cf.forms[b.form].options.rep})" for b in cf.bands)),
         ("compile time", f"{cf.compile_seconds:.3f} s"),
     ]
     if output is not None:
@@ -293,14 +297,30 @@ def predict(
 @app.command()
 def show(
     model: str = ModelArg,
-    level: Level = LevelOpt,
+    level: Level | None = LevelOpt,
     target: str | None = _target_opt(),
     rep: str | None = _rep_opt(),
     schedule: str | None = _schedule_opt(),
     max_trees: int = typer.Option(3, "--max-trees", min=0, help="Trees to print at hir (0: all)."),
     tile_size: int | None = _tile_opt(),
+    show_tuning: bool = typer.Option(False, "--tuning", help="Print the tuning record of a tuned artifact."),
 ):
-    """Print MODEL at one level of the pipeline (with --tile-size, hir prints the tiles too)."""
+    """Print MODEL at one level of the pipeline (with --tile-size, hir prints the tiles too);
+    --level plan prints the forms answering each band of rows per call."""
+    if show_tuning:
+        if not is_artifact(model):
+            raise InputError(f"{model} is not a compiled artifact: --tuning shows the record forge tune saves")
+        record = (artifacts.read(model).plan or {}).get("tuning")
+        if record is None:
+            raise InputError(f"{model} was not tuned (forge tune MODEL -o FILE tunes it)")
+        sys.stdout.write(tuning.record_text(record) + "\n")
+        return
+    if level is None:
+        raise InputError("say which level to show: --level hir|mir|lir|target|plan (or --tuning)")
+    if level is Level.plan:
+        cf = load_or_compile(model, target, rep, schedule, tile_size=tile_size)
+        sys.stdout.write(cf.plan_text() + "\n")
+        return
     if level is Level.hir and not is_artifact(model) and target is None and rep is None \
             and schedule is None:
         forest = load_model(model)
@@ -327,6 +347,48 @@ def _options_line(options) -> None:
     the program on stdout stays what the level prints (a file to diff, or to feed a tool)."""
     schedule = options.schedule.to_text().replace("\n", "; ") if options.schedule is not None else ""
     sys.stderr.write(f"options: {options.describe()}" + (f" schedule={schedule}" if schedule else "") + "\n")
+
+
+@app.command()
+def tune(
+    model: str = ModelArg,
+    target: str | None = _target_opt(),
+    output: str | None = typer.Option(None, "--output", "-o", help="Save the tuned model here."),
+    rows: str | None = typer.Option(None, "--rows", "-i",
+                                    help="Sample rows the model will see (CSV or .npy); default: drawn around its thresholds."),
+    threads: int | None = _threads_opt(),
+    budget: float = typer.Option(60.0, "--budget", help="Seconds to spend compiling and timing."),
+):
+    """Time the forms worth trying for MODEL at each request size (1 row to large batches) on
+    this machine and keep the fastest for each band of rows per call."""
+    if not budget > 0:
+        raise InputError(f"--budget must be a positive number of seconds, got {budget}")
+    if target is not None:
+        registry().check_target(target)
+        if registry().target_kind(target) != "cpu":
+            raise InputError(f"forge tune searches CPU plans; {target!r} is a GPU target (forge tune-gpu "
+                             "explores its template)")
+    source = api.read_artifact_forest(model) if is_artifact(model) else load_model(model)
+    sample = None
+    if rows is not None:
+        read = csvio.read_rows(rows, source.num_features, source.feature_names)
+        if getattr(read, "note", None):
+            _note(read.note)
+        sample = csvio.model_rows(read, source)
+    with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
+                  TimeElapsedColumn(), console=_err(), transient=True) as progress:
+        task = progress.add_task("tune", total=None)
+        cf = tuning.tune(source, rows=sample, target=target, threads=threads, budget_s=budget,
+                      progress=lambda what, done, total: progress.update(
+                          task, description=escape(what), completed=done, total=total or None))
+    if output is not None:
+        try:
+            cf.save(output)
+        except OSError as exc:
+            raise InputError(f"cannot write {output}: {exc.strerror or exc}") from None
+    _out().print(escape(cf.plan_text()))
+    _out().print(f"tuned in {cf.tuning['seconds']} s" + (f"; saved to {escape(output)}" if output else
+                                                          " (not saved: give -o FILE)"))
 
 
 @app.command()

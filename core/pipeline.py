@@ -194,9 +194,13 @@ def lower(model, target: str | None = None, rep: str | None = None, schedule=Non
                                          profile=profile, reorder=reorder))
 
 
-def _lower(model, opts: CompileOptions) -> Lowered:
-    """:func:`lower` of resolved options."""
+def _lower(model, opts: CompileOptions, tile_ids: list | None = None) -> Lowered:
+    """:func:`lower` of resolved options: the one program builder of a compile, a compiled
+    model's other forms and an artifact lowered again.  ``tile_ids``: a probability-based tiling
+    already made (an artifact's), in place of the options' profile."""
     target, rep, schedule, batch_size = opts.target, opts.rep, opts.schedule, opts.batch_size
+    if isinstance(schedule, Schedule) and not schedule.directives:
+        schedule = None  # what a program representation records: nothing to schedule
     pad, tile_size, profile, reorder = opts.pad, opts.tile_size, opts.profile, opts.reorder
     check_tile_size(tile_size)
     tile_size = int(tile_size)
@@ -212,7 +216,8 @@ def _lower(model, opts: CompileOptions) -> Lowered:
     reg = registry()
     kind = reg.target_kind(target)
     walk_options = [what for what, on in (("schedule", schedule is not None), ("padding", bool(pad)),
-                                          ("tiles", tile_size > 1), ("profile", profile is not None),
+                                          ("tiles", tile_size > 1),
+                                          ("profile", profile is not None or tile_ids is not None),
                                           ("tree reordering", reorder is not None)) if on]
     if rep is None and not walk_options and pad is None:
         rep = choose_representation(model_forest, kind, batch_size)
@@ -224,7 +229,8 @@ def _lower(model, opts: CompileOptions) -> Lowered:
             return _lower_program(model_forest, rep, kind, batch_size, opts)
     if reorder is not None and reorder not in ("depth", "peel"):
         raise InputError(f"unknown tree reordering {reorder!r}; choose depth or peel")
-    tile_ids = _profile_tile_ids(model_forest, profile, tile_size, pad)
+    if tile_ids is None:
+        tile_ids = _profile_tile_ids(model_forest, profile, tile_size, pad)
     if pad is None:
         if reorder is not None:
             pad = schedule is None and tile_size == 1 and padded_nodes_each(model_forest) <= \

@@ -41,3 +41,22 @@ def with_nans(X: np.ndarray, rng: np.random.Generator, frac: float = 0.1) -> np.
     X = X.copy()
     X[rng.random(X.shape) < frac] = np.nan
     return X
+
+
+def record_small_calls(cf, record) -> None:
+    """Wrap every small call of ``cf``'s lean path (each form's, by request size) so that
+    ``record(rows, result)`` sees each request it answers."""
+    wrapped = {}
+
+    def wrap(small):
+        if small is None:
+            return None
+        if id(small) not in wrapped:
+            def call(rows, apply=False, small=small):
+                result = small(rows, apply)
+                record(rows, result)
+                return result
+            wrapped[id(small)] = call
+        return wrapped[id(small)]
+
+    cf._small_for = [wrap(s) for s in cf._small_for]

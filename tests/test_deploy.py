@@ -72,7 +72,7 @@ def test_machine_code_of_another_host_is_compiled_again(tmp_path, compiled, rows
     monkeypatch.setattr(jit, "host_signature", lambda: {**real, "cpu": real["cpu"] + "-other"})
     with CompileSpy() as spy, pytest.warns(sf.ArtifactWarning, match="built for another host"):
         back = sf.load_compiled(path, key="k")
-    assert spy.calls == 1
+    assert spy.calls == len(back.forms)  # every form compiled again
     np.testing.assert_array_equal(back.predict(rows), compiled.predict(rows))
 
 
@@ -85,7 +85,7 @@ def test_hosts_sharing_a_cache_keep_their_own_code(tmp_path, forest, rows, monke
     monkeypatch.setattr(jit, "host_signature", lambda: {**real, "cpu": real["cpu"] + "-other"})
     with CompileSpy() as spy:
         other = sf.compile(forest, cache=cache)
-    assert spy.calls == 1
+    assert spy.calls == len(other.forms)
     np.testing.assert_array_equal(other.predict(rows), sf.compile(forest).predict(rows))
     assert len(_entries(cache)) == 2
 
@@ -102,7 +102,8 @@ def test_the_cache_reuses_code_across_compiles(tmp_path, forest, rows):
         first = sf.compile(forest, cache=cache)
         second = sf.compile(forest, cache=cache)
         other = sf.compile(make_forest(num_outputs=1, seed=5), cache=cache)
-    assert spy.calls == 2  # the first and the other model; the second reused the first's code
+    # the first and the other model; the second reused the first's code
+    assert spy.calls == len(first.forms) + len(other.forms)
     np.testing.assert_array_equal(second.predict(rows), first.predict(rows))
     np.testing.assert_array_equal(second.predict(rows, output_margin=True),
                                   reference.predict(forest, rows, output_margin=True))
@@ -120,7 +121,7 @@ def test_damaged_cache_entries_are_rebuilt_not_run(tmp_path, forest, rows):
             f.write(damaged)
         with CompileSpy() as spy:
             cf = sf.compile(forest, cache=cache)
-        assert spy.calls == 1
+        assert spy.calls == len(cf.forms)
         np.testing.assert_array_equal(cf.predict(rows, output_margin=True),
                                       reference.predict(forest, rows, output_margin=True))
         assert open(entry, "rb").read() == raw  # rebuilt, whole again
@@ -172,7 +173,7 @@ def test_an_entry_planted_through_an_open_sub_directory_is_rebuilt_not_run(tmp_p
         f.write(hashlib.sha256(body).digest() + body)
     with CompileSpy() as spy:
         cf = sf.compile(forest, cache=tmp_path / "c")
-    assert spy.calls == 1  # rebuilt, the planted code never mapped
+    assert spy.calls == len(cf.forms)  # rebuilt, the planted code never mapped
     np.testing.assert_array_equal(cf.predict(rows, output_margin=True),
                                   reference.predict(forest, rows, output_margin=True))
     st = os.lstat(sub)
@@ -191,8 +192,8 @@ def test_an_entry_copied_from_another_cache_is_not_trusted(tmp_path, forest):
     with open(theirs, "wb") as f:
         f.write(open(mine, "rb").read())
     with CompileSpy() as spy:
-        sf.compile(forest, cache=tmp_path / "d")
-    assert spy.calls == 1
+        cf = sf.compile(forest, cache=tmp_path / "d")
+    assert spy.calls == len(cf.forms)
 
 
 def test_a_cache_secret_others_could_read_is_replaced(tmp_path, forest):
@@ -204,8 +205,8 @@ def test_a_cache_secret_others_could_read_is_replaced(tmp_path, forest):
     old = secret.read_bytes()
     os.chmod(secret, 0o644)
     with CompileSpy() as spy:
-        sf.compile(forest, cache=cache)
-    assert spy.calls == 1
+        cf = sf.compile(forest, cache=cache)
+    assert spy.calls == len(cf.forms)
     assert secret.stat().st_mode & 0o777 == 0o600 and secret.read_bytes() != old
 
 
@@ -304,11 +305,12 @@ def test_cli_cache_and_trusted_artifacts(tmp_path, capsys, compiled, rows, monke
     model = tmp_path / "model.json"
     model.write_text(open("examples/model.json").read())
     cache = tmp_path / "cache"
+    forms = len(sf.compile(str(model)).forms)
     with CompileSpy() as spy:
         for out in ("c1.csv", "c2.csv"):
             code, _, err = forge("predict", model, "-i", "examples/X.csv", "-o", tmp_path / out, "--cache", cache)
             assert code == 0, err
-    assert spy.calls == 1
+    assert spy.calls == forms
     assert (tmp_path / "c1.csv").read_text() == (tmp_path / "c2.csv").read_text()
 
 
@@ -379,89 +381,3 @@ def test_dask_result_shapes_follow_the_transform_not_the_margins():
     margins = sfd.predict(cf, da.from_array(X, chunks=(100, 4)), output_margin=True)
     assert margins.shape == cf.predict(X, output_margin=True).shape == (300,)
     np.testing.assert_array_equal(margins.compute(scheduler="sync"), cf.predict(X, output_margin=True))
-
-
-def test_the_one_row_form_is_saved_and_loads_without_compiling(tmp_path, forest, rows, monkeypatch):
-    """A model whose one-row form was built saves its machine code too: a trusted load (and a
-    pickle) answers 1-row requests without compiling anything; one saved before the form was
-    built builds it on its first 1-row request, as a fresh compile does."""
-    from silvanforge import compiled
-
-    monkeypatch.setattr(compiled, "_one_row_pays", lambda *args: 3)  # its timing: tested apart
-    cf = sf.compile(forest)
-    X = rows[:16].astype(cf.kernel.input_dtype)
-    before = tmp_path / "before.forge"
-    cf.save(before, key="k")
-    cf.predict(X[:1])  # builds the one-row form
-    assert cf.one_row and cf._one_row is not cf._small, "the test's model should get a one-row form"
-    path = tmp_path / "m.forge"
-    cf.save(path, key="k")
-    with CompileSpy() as spy:
-        back = sf.load_compiled(path, key="k")
-        unpickled = pickle.loads(pickle.dumps(cf))
-        for loaded in (back, unpickled):
-            assert (loaded.one_row_rep, loaded._one_row_rows) == (cf.one_row_rep, cf._one_row_rows)
-            for k in range(1, 17):
-                np.testing.assert_array_equal(loaded.predict(X[:k]), reference.predict(forest, X[:k]))
-    assert spy.calls == 0
-    with CompileSpy() as spy:
-        early = sf.load_compiled(before, key="k")
-        assert early._one_row is None
-        np.testing.assert_array_equal(early.predict(X[:1]), reference.predict(forest, X[:1]))
-    assert spy.calls == 1 and early.one_row_rep == cf.one_row_rep
-
-
-def test_a_one_row_form_slower_even_for_one_row_is_dropped(tmp_path, forest, rows, monkeypatch):
-    """Where the one-row form loses to the default form even for one row, the default form
-    answers every request (exactly as before), and artifacts and pickles remember it: their
-    1-row requests build nothing."""
-    from silvanforge import compiled
-
-    monkeypatch.setattr(compiled, "_one_row_pays", lambda *args: 0)
-    cf = sf.compile(forest)
-    X = rows[:16].astype(cf.kernel.input_dtype)
-    np.testing.assert_array_equal(cf.predict(X[:1]), reference.predict(forest, X[:1]))
-    assert cf.one_row and cf.one_row_declined and cf._one_row is cf._small and cf._one_row_rows == 0
-    assert cf.one_row_rep is None and cf._one_row_kernel is None
-    cf.save(tmp_path / "m.forge", key="k")
-    with CompileSpy() as spy:
-        for loaded in (sf.load_compiled(tmp_path / "m.forge", key="k"), pickle.loads(pickle.dumps(cf))):
-            assert loaded.one_row_declined and loaded._one_row_rows == 0
-            for k in (1, 2, 16):
-                np.testing.assert_array_equal(loaded.predict(X[:k]), reference.predict(forest, X[:k]))
-    assert spy.calls == 0
-    # an untrusted load compiles the model again, and still remembers
-    with pytest.warns(sf.ArtifactWarning):
-        again = sf.load_compiled(tmp_path / "m.forge")
-    assert again.one_row_declined and again._one_row is again._small
-
-
-def test_the_forms_are_timed_per_call_on_different_rows(monkeypatch):
-    """_one_row_pays: the most rows the one-row form answered faster, 0 when it lost at one row;
-    each form is called on many different rows (a branch predictor cannot learn them).  The
-    forms advance a clock of their own by known costs, so the verdicts do not hang on this
-    machine's timing."""
-    import types
-
-    from silvanforge import compiled
-
-    forest = make_forest()
-    seen = set()
-    now = [0.0]
-    monkeypatch.setattr(compiled, "time", types.SimpleNamespace(perf_counter=lambda: now[0]))
-
-    def form(cost_per_call, cost_per_row):
-        def call(part, apply):
-            seen.add(part[0].tobytes())
-            now[0] += cost_per_call + cost_per_row * len(part)
-            return part, False
-        return call
-
-    dtype = np.float32
-    assert compiled._one_row_pays(form(0, 0), form(30e-6, 0), dtype, forest) == compiled.SMALL_ROWS
-    assert compiled._one_row_pays(form(30e-6, 0), form(0, 0), dtype, forest) == 0
-    # 10 us a row against 35 us a call: faster up to 3 rows
-    assert compiled._one_row_pays(form(0, 10e-6), form(35e-6, 0), dtype, forest) == 3
-    # equal costs are not faster
-    assert compiled._one_row_pays(form(5e-6, 0), form(5e-6, 0), dtype, forest) == 0
-    assert len(seen) >= 3 * compiled.TIMED_CALLS  # three rounds, each on rows of its own

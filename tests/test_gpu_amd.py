@@ -275,9 +275,10 @@ def test_tune_times_candidates_and_keeps_the_fastest(models, tmp_path):
     assert_matches_reference(cf, forest, X)
 
 
-def test_forge_tune_comes_from_the_gpu_backend(models, tmp_path, capsys, monkeypatch):
-    """`forge tune` is silvanforge-gpu's command (entry point silvanforge.commands): it times the
-    candidates on the target and writes the fastest schedule, which compiles and matches."""
+def test_forge_tune_gpu_comes_from_the_gpu_backend(models, tmp_path, capsys, monkeypatch):
+    """`forge tune-gpu` is silvanforge-gpu's command (entry point silvanforge.commands): it times
+    the candidates on the target and writes the fastest schedule, which compiles and matches
+    (`forge tune` is the core's CPU plan search, which sends GPU targets here)."""
     from silvanforge import cli
     from silvanforge_gpu import explore
 
@@ -285,11 +286,13 @@ def test_forge_tune_comes_from_the_gpu_backend(models, tmp_path, capsys, monkeyp
     monkeypatch.setattr(explore, "candidates", lambda forest, batch_size: [TemplateParams(rows_per_block=16)])
     path, X = models["xgb_multi"]
     out = tmp_path / "best.sched"
-    code = cli.main(["tune", str(path), "--target", "amd", "--batch-size", "64", "--repeat", "1", "-o", str(out)])
+    code = cli.main(["tune-gpu", str(path), "--target", "amd", "--batch-size", "64", "--repeat", "1", "-o", str(out)])
     text, err = capsys.readouterr()
     assert code == 0, err
     assert "best: --rep" in text and "gpuDimension(b0, grid.x)" in out.read_text()
     rep = text.split("best: --rep ")[1].split()[0]
     assert_matches_reference(sf.compile(path, target="amd", rep=rep, schedule=out), sf.load_model(path), X)
-    assert cli.main(["tune", str(path), "--target", "cpu"]) != 0
+    assert cli.main(["tune-gpu", str(path), "--target", "cpu"]) != 0
     assert "not a GPU target" in capsys.readouterr().err
+    assert cli.main(["tune", str(path), "--target", "amd"]) != 0
+    assert "forge tune-gpu" in capsys.readouterr().err

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from support_common import record_small_calls
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -258,9 +259,7 @@ def test_numeric_frames_of_any_size_predict_like_the_library(rng):
     model = xgb.XGBClassifier(n_estimators=30, max_depth=5).fit(frame, y)
     cf = sf.compile(model)
     small_calls = []
-    lean = cf._small
-    cf._small = lambda rows, apply=False: small_calls.append(len(rows)) or lean(rows, apply)
-    cf._one_row_rows = 0  # every small request through the recorder
+    record_small_calls(cf, lambda rows, result: small_calls.append(len(rows)))
     shuffled = frame[["u16", "flag", "f64", "i64", "f32", "i8"]]
     for k in (1, 2, 16, 17, n):
         np.testing.assert_array_equal(cf.predict(shuffled.iloc[:k]), model.predict_proba(frame.iloc[:k])[:, 1])

@@ -256,12 +256,12 @@ def test_plugin_commands_are_added_whatever_is_imported_first():
 
 
 def test_the_gpu_backend_is_a_distribution_of_its_own():
-    """silvanforge-gpu, which both GPU targets require, adds `forge tune`; the core imports none
+    """silvanforge-gpu, which both GPU targets require, adds `forge tune-gpu`; the core imports none
     of it (its lowering arrives through the GPU targets' ``lower``)."""
     import subprocess
 
     commands = {ep.name: ep.dist.name for ep in metadata.entry_points(group=cli.COMMANDS_GROUP)}
-    assert commands.get("tune") == "silvanforge-gpu"
+    assert commands.get("tune-gpu") == "silvanforge-gpu"
     for target in ("silvanforge-target-cuda", "silvanforge-target-amd"):
         assert any(r.startswith("silvanforge-gpu") for r in metadata.requires(target))
     # (the GPU targets' registration imports silvanforge_gpu.target, a few lines; none of the

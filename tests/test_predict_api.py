@@ -8,6 +8,7 @@ import zipfile
 
 import numpy as np
 import pytest
+from support_common import record_small_calls
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -191,12 +192,10 @@ def test_small_requests_take_the_lean_path_and_match_the_reference(forest, optio
     from silvanforge import runtime
 
     cf = sf.compile(forest, **options)
-    assert cf._small is not None
+    assert cf._small_for is not None
     X = rows_for(forest, np.random.default_rng(31), 16).astype(cf.kernel.input_dtype)
     calls = []
-    small, one_row = cf._small, cf._one_row_calls()  # the one-row form built now, where it is made
-    cf._small = lambda rows, apply=False: calls.append(len(rows)) or small(rows, apply)
-    cf._one_row = lambda rows, apply=False: calls.append(len(rows)) or one_row(rows, apply)
+    record_small_calls(cf, lambda rows, result: calls.append(len(rows)))
     exact = options.get("schedule") != "tree-parallel"
     for k in range(1, 17):
         general = runtime.run_kernel(cf.kernel, X[:k], forest.num_outputs, 1)
@@ -234,37 +233,6 @@ def test_small_requests_take_the_lean_path_and_match_the_reference(forest, optio
     many = np.concatenate([X, X])
     np.testing.assert_array_equal(cf.predict(many)[16:], cf.predict(X))
     assert calls == [5, 5, 5, 5, 5, 16]
-
-
-@pytest.mark.parametrize("options, made", [({}, True), ({"batch_size": 4096}, True), ({"rep": "bitvector"}, False),
-                                           ({"schedule": "xgboost"}, False), ({"batch_size": 2}, False)])
-def test_one_row_form_answers_requests_of_few_rows(forest, options, made, monkeypatch):
-    """Where the compile chose every option, the first 1-row request builds the one-row form
-    (the model compiled for batch_size 1), which then answers requests of up to as many rows as
-    it was timed faster for, equal to the reference; options the user gave are kept for every
-    request."""
-    from silvanforge import api, compiled
-
-    monkeypatch.setattr(compiled, "_one_row_pays", lambda *args: 5)  # its timing: test_deploy.py
-    cf = sf.compile(forest, **options)
-    assert cf.one_row == made
-    assert cf._one_row_rows == (1 if made else 0)
-    X = rows_for(forest, np.random.default_rng(7), 40).astype(cf.kernel.input_dtype)
-    for k in range(1, 5):
-        for start in range(0, 40, 7):
-            rows = X[start:start + k]
-            np.testing.assert_array_equal(cf.predict(rows), reference.predict(forest, rows))
-            np.testing.assert_array_equal(cf.predict(rows, output_margin=True),
-                                          reference.predict(forest, rows, output_margin=True))
-    if made:
-        assert cf.one_row_rep == api.choose_representation(forest, "cpu", 1, walks_only=True)
-        if cf.one_row_rep != cf.rep:
-            assert cf._one_row is not cf._small
-            assert 1 <= cf._one_row_rows <= api.SMALL_ROWS
-    else:
-        assert cf._one_row is cf._small
-    # the artifact and a pickle keep whether the form is made
-    assert pickle.loads(pickle.dumps(cf)).one_row == made
 
 
 def _chain_forest(values, dtype: str, transform: Transform) -> Forest:
@@ -310,9 +278,7 @@ def test_small_requests_transform_in_the_kernel_as_the_reference_does(values, tr
     X = np.zeros((len(values), 2), cf.kernel.input_dtype)
     X[:, 0] = np.arange(len(values))
     applied = []
-    small, one_row = cf._small, cf._one_row_calls()  # 1-2 rows: the one-row form, where made
-    cf._small = lambda rows, apply=False: applied.append(small(rows, apply)[1]) or small(rows, apply)
-    cf._one_row = lambda rows, apply=False: applied.append(one_row(rows, apply)[1]) or one_row(rows, apply)
+    record_small_calls(cf, lambda rows, result: applied.append(result[1]))
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # overflow in exp is expected and silent, as in the reference
         got = cf.predict(X)
@@ -340,8 +306,7 @@ def test_small_calls_without_the_c_module_are_the_same(monkeypatch, dtype, trans
     X[:, 0] = np.arange(6)
     X = X.astype(sf.compile(forest).kernel.input_dtype)
     want, want_margin = reference.predict(forest, X), reference.predict(forest, X, output_margin=True)
-    with_c = sf.compile(forest)
-    with_c._one_row_calls()  # made with the C call
+    with_c = sf.compile(forest)  # every form made with the C call
     monkeypatch.setattr(small, "foreign_call", lambda: None)
     without = sf.compile(forest)
     for cf in (with_c, without):

@@ -300,7 +300,7 @@ def run_bench(model, batch_sizes=DEFAULT_BATCH_SIZES, threads: int | Sequence[in
     report.versions = {"silvanforge": _version("silvanforge") or "?", "numpy": np.__version__}
     if compile_batch != "each":
         report.notes.append(f"silvanforge: compiled once for {'any batch size' if compile_batch == 'none' else f'batch size {compile_batch}'}"
-                            f" ({first.rep}{', one-row form on 1-row calls' if first.one_row else ''})")
+                            f" (plan: {'; '.join(f'{b.text()} rows {first.forms[b.form].options.rep}' for b in first.bands)})")
     n_compiles = len(groups) * len(thread_counts)
     report.builds.append(Build(OURS, f"compile ({n_compiles} compile{'s' * (n_compiles != 1)})",
                                compile_seconds))

@@ -1,7 +1,7 @@
 """SilvanForge's GPU backend, shared by the ``cuda`` and ``amd`` targets (silvanforge-gpu).
 
 A library the GPU target plugins depend on; it registers no target itself, and adds one command,
-``forge tune`` (entry point ``silvanforge.commands``).  One obvious place for each concern:
+``forge tune-gpu`` (entry point ``silvanforge.commands``).  One obvious place for each concern:
 
 - :mod:`silvanforge_gpu.lowering`: MIR -> LIR with loops on GPU threads (:func:`lower_gpu`, a GPU
   target's ``lower``): the core's walk generator with a placement of its own (shared memory,
@@ -16,7 +16,7 @@ A library the GPU target plugins depend on; it registers no target itself, and a
   section 'Exploring the Schedule Space'), the targets' default and the named schedule
   ``gpu-template``;
 - :mod:`silvanforge_gpu.explore` and :mod:`silvanforge_gpu.cli`: Algorithm 1, timing the template's
-  candidates on the device (``forge tune``).
+  candidates on the device (``forge tune-gpu``).
 
 A GPU target plugin subclasses :class:`~silvanforge_gpu.target.GpuTarget` (its C dialect, whether
 it runs here, how it compiles) and lists :func:`silvanforge_gpu.target.silvanforge_schedules` as

@@ -1,4 +1,4 @@
-"""``forge tune``: time the GPU template's candidates for a model on a GPU target and keep the
+"""``forge tune-gpu``: time the GPU template's candidates for a model on a GPU target and keep the
 fastest schedule (Algorithm 1, :mod:`silvanforge_gpu.explore`).
 
 A command of the ``forge`` CLI added through the ``silvanforge.commands`` entry point, so the

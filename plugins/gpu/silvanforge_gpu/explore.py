@@ -2,7 +2,7 @@
 template's candidates on the target and keep the best, then try shared reduction on the three best.
 
 It needs the target to run here (it times real launches), so it is a separate step
-(``forge tune``), not part of ``compile``: the default GPU schedule takes Algorithm 1's first
+(``forge tune-gpu``), not part of ``compile``: the default GPU schedule takes Algorithm 1's first
 candidate without timing (:func:`silvanforge_gpu.template.default_params`).
 """
 

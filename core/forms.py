@@ -1,0 +1,128 @@
+"""A form: one compiled program of a model (its kernel, the options that decided it, and its
+program lowered again only when asked for), and the one place forms are built: a compile, a
+compiled model's other forms, the tuner's candidates and an artifact compiled again all go
+through :func:`build_form`."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from .errors import PluginError, UnsupportedModelError
+from .ir import hir, lir, mir
+from .kernel import check_kernel
+from .options import CompileOptions
+from .pipeline import _lower, lir_digest
+from .plan import SMALL_ROWS, Band, merge_bands, untuned_bands
+from .plugins import registry
+
+
+class Form:
+    """One program of a model compiled for one target."""
+
+    def __init__(self, forest: hir.Forest, kernel, options: CompileOptions, lir_module=None,
+                 mir_function=None, digest: str | None = None, tile_ids: list | None = None,
+                 relower=None):
+        self.forest = forest  # the model as imported
+        self.kernel = check_kernel(kernel, options.target)
+        # What decided the program: resolved, with the representation, schedule, padding chosen.
+        self.options = options
+        self.tile_ids = tile_ids
+        self._lir, self._mir = lir_module, mir_function
+        self._digest = digest
+        # A form mapped from saved code lowers its program again only when asked (show, save
+        # to a new artifact): ``relower`` gives the Lowered.
+        self._relower = relower
+        flat = forest.num_outputs == 1 and forest.output_shape != "matrix"
+        # The lean path of small requests, where the kernel offers one (else None).
+        self.small = self.kernel.small_calls(SMALL_ROWS, forest.transform, flat)
+        self.input_dtype = np.dtype(self.kernel.input_dtype)
+
+    def _lowered(self) -> None:
+        if self._lir is None:
+            low = self._relower()
+            self._lir, self._mir = low.lir, low.mir
+
+    @property
+    def lir_module(self) -> lir.Module:
+        self._lowered()
+        return self._lir
+
+    @property
+    def mir_function(self) -> mir.MirFunction:
+        self._lowered()
+        return self._mir
+
+    @property
+    def digest(self) -> str:
+        if self._digest is None:
+            self._digest = lir_digest(self.lir_module)
+        return self._digest
+
+    def text(self) -> str:
+        """One line: representation, padding, the batch size it was lowered for, the schedule."""
+        o = self.options
+        schedule = o.schedule.to_text().replace("\n", "; ") if o.schedule is not None else ""
+        batch = "any" if o.batch_size is None else o.batch_size
+        return f"rep={o.rep} pad={o.pad} batch_size={batch}" + (f" schedule={schedule}" if schedule else "")
+
+
+def kernel_options(opts: CompileOptions) -> dict:
+    """What a target's compile takes besides the program."""
+    return {"threads": opts.threads, "batch_size": opts.batch_size}
+
+
+def build_form(forest: hir.Forest, opts: CompileOptions, tile_ids: list | None = None,
+               built: dict[str, Form] | None = None) -> Form:
+    """``forest`` lowered under resolved ``opts`` (choices left open are made) and compiled;
+    ``built``: forms already made, by program digest: one of the same program is returned
+    instead of compiling it again (and a new one is added)."""
+    low = _lower(forest, opts, tile_ids=tile_ids)
+    digest = lir_digest(low.lir)
+    if built is not None and digest in built:
+        return built[digest]
+    kernel = registry().target(low.options.target).compile(low.lir, kernel_options(low.options))
+    form = Form(low.forest, kernel, low.options, low.lir, low.mir, digest=digest, tile_ids=low.tile_ids)
+    if built is not None:
+        built[digest] = form
+    return form
+
+
+def host_key(target: str) -> str | None:
+    """What the target's machine code depends on about this host (CPU, features, LLVM): the
+    target's ``silvanforge_target_host``."""
+    return registry().target(target).host_key()
+
+
+def untuned_plan(forest: hir.Forest, opts: CompileOptions) -> tuple[list[Form], list[Band]]:
+    """The forms and bands of a compile that times nothing: each band's form lowered for its
+    batch size (:func:`silvanforge.plan.untuned_bands`), the representations' estimates choosing;
+    bands whose form is another's program share it.  The main form (the last band's) is built
+    first: a small-request form that cannot be built leaves its band to the next one."""
+    reg = registry()
+    kind = reg.target_kind(opts.target)
+    costs = [ns for _, ns, _ in reg.rep_costs(forest, kind, opts.batch_size) if ns is not None]
+    # A GPU launch costs more than any form saves on a few rows: GPU targets keep one form.
+    spec = untuned_bands(forest, opts, min(costs) if costs else None) if kind == "cpu" else [(1, None, opts.batch_size)]
+    built: dict[str, Form] = {}
+    main = build_form(forest, dataclasses.replace(opts, batch_size=spec[-1][2]), built=built)
+    forms = [main]
+    indices = [0] * len(spec)
+    for k, (_lo, _hi, batch) in enumerate(spec[:-1]):
+        try:
+            # A one-row form walks its trees unpadded: padding saves leaf checks of blocks of
+            # rows walked together, and a lone row would walk the padding.
+            form = build_form(forest, dataclasses.replace(
+                opts, batch_size=batch, pad=False if batch == 1 and opts.pad is None else opts.pad), built=built)
+        except (UnsupportedModelError, PluginError):
+            indices[k] = -1  # answered by the next band's form
+            continue
+        if form not in forms:
+            forms.append(form)
+        indices[k] = forms.index(form)
+    for k in range(len(spec) - 2, -1, -1):
+        if indices[k] < 0:
+            indices[k] = indices[k + 1]
+    bands = merge_bands([Band(lo, hi, index) for (lo, hi, _), index in zip(spec, indices)])
+    return forms, bands

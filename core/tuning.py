@@ -1,0 +1,339 @@
+"""Schedule search on the user's machine (``sf.tune``, ``forge tune``): for each band of rows per
+call, time the forms the cost model ranks best and keep the fastest, as the paper draft's
+section on schedule exploration does for the GPU template (a heuristic that times a small,
+well-chosen subset of the space, then refines around the winners).
+
+The search, per request size of :data:`SIZES`:
+
+1. every installed representation's estimate at that size ranks the candidates (representation
+   x the batch size the form is lowered for, which picks the schedule family, interleave width
+   and padding the target's default makes of it); the best :data:`PER_SIZE` and the untuned
+   plan's own forms are compiled, in order of promise, while the budget lasts;
+2. each compiled form is timed per call at every size, on fresh rows (the user's sample, else
+   rows drawn around the model's thresholds with missing values), best of three rounds;
+3. where two sizes are won by different forms, both are timed at sizes between them to place
+   the band's edge.
+
+The result is a compiled model whose plan holds the winners, and a tuning record (candidates,
+times, winners, host, versions) kept in its artifact: a load on another host warns and uses
+the untuned plan.  Timing never decides a prediction: every form is exact.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from importlib import metadata
+import math
+import platform
+import time
+from collections.abc import Callable
+
+import numpy as np
+
+from . import __version__
+from .compiled import CompiledForest
+from .errors import InputError, PluginError, UnsupportedModelError
+from .forms import Form, build_form, host_key, untuned_plan
+from .inputs import as_rows
+from .ir import hir
+from .loading import load_model
+from .options import CompileOptions
+from .pipeline import compile_options
+from .plan import Band, merge_bands
+from .plugins import registry
+from .runtime import check_threads, default_threads
+from .sampling import random_rows
+
+# The request sizes tuned for (rows per call), and the sizes between them tried to place edges.
+SIZES = (1, 16, 64, 256, 4096)
+BETWEEN = {(1, 16): (2, 4, 8), (16, 64): (32,), (64, 256): (128,), (256, 4096): (512, 1024, 2048)}
+# The batch size a form is lowered for when it is to answer a request of n rows.
+BATCH_CLASSES = (1, 16, 64, None)
+# Candidates per request size ranked by the estimates and compiled (besides the untuned forms).
+PER_SIZE = 3
+# The budget of a tune without one: seconds of compiling and timing.
+DEFAULT_BUDGET_S = 60.0
+# Fresh rows timed: requests never repeat a row within a round, so no branch predictor learns them.
+POOL_ROWS = 8192
+MISSING_FRACTION = 0.02
+
+
+def batch_class(rows: int) -> int | None:
+    """The batch size a form for requests of ``rows`` rows is lowered for."""
+    if rows <= 1:
+        return 1
+    if rows <= 16:
+        return 16
+    if rows <= 256:
+        return 64
+    return None
+
+
+@dataclasses.dataclass
+class Candidate:
+    options: CompileOptions
+    estimate_ns: float | None
+    form: Form | None = None
+    compile_s: float = 0.0
+    seconds: dict = dataclasses.field(default_factory=dict)  # rows per call -> s a call
+    error: str | None = None
+
+
+def compile_plan(model, bands: list[tuple[int | None, CompileOptions]], tuning: dict | None = None) -> CompiledForest:
+    """A compiled model whose plan is given: ``bands`` lists ``(up_to_rows, options)`` in order,
+    the last with ``None`` (no bound); each band's form is compiled with its (resolved) options,
+    and bands whose programs are one share a form."""
+    start = time.perf_counter()
+    forest = model if isinstance(model, hir.Forest) else load_model(model)
+    if not bands or bands[-1][0] is not None:
+        raise InputError("a plan's last band has no upper bound (None)")
+    forms: list[Form] = []
+    by_digest: dict[str, int] = {}
+    out, lo = [], 1
+    for hi, opts in bands:
+        opts = compile_options(opts)
+        registry().check_target(opts.target)
+        form = build_form(forest, opts)
+        index = by_digest.get(form.digest)
+        if index is None:
+            index = by_digest[form.digest] = len(forms)
+            forms.append(form)
+        if hi is not None and hi < lo:
+            raise InputError(f"plan bands must grow: {hi} rows after {lo - 1}")
+        out.append(Band(lo, hi, index))
+        lo = (hi or 0) + 1
+    return CompiledForest(forest, forms, merge_bands(out), time.perf_counter() - start, tuning=tuning)
+
+
+def tune(model, rows=None, target: str | None = None, threads: int | None = None,
+         budget_s: float | None = None, batch_size: int | None = None,
+         sizes: tuple[int, ...] = SIZES,
+         progress: Callable[[str, int, int], None] | None = None) -> CompiledForest:
+    """Time the forms worth trying for ``model`` on this machine and keep the fastest for each
+    band of rows per call (see the module docstring).
+
+    ``rows``: sample rows the model will see (anything ``predict`` takes); None draws rows
+    around the model's thresholds.  ``threads``: threads predict will use (tuned for; None: all
+    usable CPUs).  ``budget_s``: seconds to spend (default 60); the untuned plan's forms are
+    always compiled, so a budget of a few seconds returns a model at least as good as
+    ``compile``'s by its own timing.  ``progress(what, done, total)`` is told what is timed.
+    Returns a :class:`~silvanforge.compiled.CompiledForest`; ``forge show --tuning`` of its
+    artifact prints the record."""
+    start = time.perf_counter()
+    budget = DEFAULT_BUDGET_S if budget_s is None else float(budget_s)
+    if not budget > 0 or math.isinf(budget):
+        raise InputError(f"the tuning budget must be a positive number of seconds, got {budget_s!r}")
+    if threads is not None:
+        threads = check_threads(threads)
+    sizes = tuple(sorted({int(s) for s in sizes}))
+    if not sizes or sizes[0] < 1:
+        raise InputError(f"request sizes to tune for must be positive, got {sizes}")
+    forest = model if isinstance(model, hir.Forest) else load_model(model)
+    opts = compile_options(None, target=target, threads=threads, batch_size=batch_size)
+    reg = registry()
+    reg.check_target(opts.target)
+    kind = reg.target_kind(opts.target)
+    if kind != "cpu":
+        raise InputError(f"sf.tune searches CPU plans; {opts.target!r} is a {kind} target "
+                         "(its schedule search: forge tune-gpu)")
+    say = progress or (lambda what, done, total: None)
+    pool = _sample(forest, rows)
+
+    # 1. The untuned plan's forms first (they are the baseline), then by the estimates.
+    say("compiling the untuned plan", 0, 0)
+    base_forms, base_bands = untuned_plan(forest, opts)
+    candidates = [Candidate(f.options, None, form=f) for f in base_forms]
+    built = {f.digest: f for f in base_forms}
+    ranked = _ranked(forest, opts, kind, sizes)
+    compile_budget = 0.6 * budget
+    for k, cand in enumerate(ranked):
+        if time.perf_counter() - start > compile_budget:
+            break
+        say(f"compiling {_label(cand.options)}", k + 1, len(ranked))
+        t0 = time.perf_counter()
+        known = len(built)
+        try:
+            cand.form = build_form(forest, cand.options, built=built)
+        except (UnsupportedModelError, PluginError, InputError) as exc:
+            cand.error = str(exc)[:200]
+            continue
+        cand.compile_s = time.perf_counter() - t0
+        if len(built) > known:  # a program not made before
+            candidates.append(cand)
+        else:
+            cand.form, cand.error = None, "the same program as another candidate"
+
+    # 2. Every compiled form timed at every size.
+    timed = [c for c in candidates if c.form is not None]
+    models = [CompiledForest(forest, [c.form]) for c in timed]
+    work = len(timed) * len(sizes)
+    done = 0
+    for size in sizes:
+        X = pool
+        for cand, cf in zip(timed, models):
+            done += 1
+            say(f"timing {_label(cand.options)} at {size} rows", done, work)
+            cand.seconds[size] = _per_call(cf, X, size, threads)
+
+    # 3. Edges between sizes won by different forms.
+    def winner(size: int) -> int:
+        return min(range(len(timed)), key=lambda i: timed[i].seconds[size])
+
+    points = list(sizes)
+    for a, b in zip(sizes, sizes[1:]):
+        wa, wb = winner(a), winner(b)
+        if wa == wb:
+            continue
+        for m in BETWEEN.get((a, b), _between(a, b)):
+            if time.perf_counter() - start > budget:
+                break
+            say(f"placing the edge between {a} and {b} rows", done, work)
+            for i in {wa, wb}:
+                timed[i].seconds[m] = _per_call(models[i], pool, m, threads)
+            points.append(m)
+    points.sort()
+    bands: list[Band] = []
+    lo = 1
+    for k, size in enumerate(points):
+        contenders = [i for i in range(len(timed)) if size in timed[i].seconds]
+        best = min(contenders, key=lambda i: timed[i].seconds[size])
+        hi = None if k == len(points) - 1 else points[k] + (points[k + 1] - points[k]) // 2
+        if hi is not None and hi < lo:
+            continue
+        bands.append(Band(lo, hi, best))
+        lo = (hi or 0) + 1
+    bands = merge_bands(bands)
+    used = sorted({b.form for b in bands})
+    renumber = {old: new for new, old in enumerate(used)}
+    bands = [Band(b.lo, b.hi, renumber[b.form]) for b in bands]
+    forms = [timed[i].form for i in used]
+    record = _record(forest, opts, threads, budget, time.perf_counter() - start, sizes, timed, bands,
+                     used, rows is not None, candidates + [c for c in ranked if c.form is None])
+    return CompiledForest(forest, forms, bands, time.perf_counter() - start, tuning=record)
+
+
+def _ranked(forest: hir.Forest, opts: CompileOptions, kind: str, sizes) -> list[Candidate]:
+    """Candidates not in the untuned plan, by promise: for each size, the representations the
+    estimates rank best at it, lowered for that size's batch class (the untuned choice of
+    padding, and unpadded where that differs)."""
+    reg = registry()
+    out, keys = [], set()
+    per_size = []
+    for size in sizes:
+        costs = sorted((ns, rep) for rep, ns, _ in reg.rep_costs(forest, kind, size) if ns is not None)
+        per_size.append([(ns, rep, batch_class(size)) for ns, rep in costs[:PER_SIZE]])
+    # Round robin over sizes, so a short budget still tries something for each.
+    for rank in range(PER_SIZE):
+        for picks in per_size:
+            if rank >= len(picks):
+                continue
+            ns, rep, batch = picks[rank]
+            for pad in ((None, False) if reg.rep_kind(rep) == "walk" and batch != 1 else (None,)):
+                key = (rep, batch, pad)
+                if key in keys:
+                    continue
+                keys.add(key)
+                out.append(Candidate(dataclasses.replace(opts, rep=rep, batch_size=batch,
+                                                         pad=pad if pad is not None else (False if batch == 1 else None)),
+                                     ns))
+    return out
+
+
+def _label(opts: CompileOptions) -> str:
+    batch = "any" if opts.batch_size is None else opts.batch_size
+    return f"{opts.rep or 'auto'} (batch {batch}{', unpadded' if opts.pad is False else ''})"
+
+
+def _between(a: int, b: int) -> tuple[int, ...]:
+    out, m = [], a * 2
+    while m < b:
+        out.append(m)
+        m *= 2
+    return tuple(out[:3])
+
+
+def _sample(forest: hir.Forest, rows) -> np.ndarray:
+    """The rows timed: the user's (converted as predict converts them), repeated to the pool's
+    size where fewer; else drawn around the thresholds, with missing values."""
+    dtype = np.float32 if forest.threshold_dtype == "float32" else np.float64
+    if rows is not None:
+        X = np.ascontiguousarray(as_rows(rows, forest, dtype))
+        if X.shape[0] == 0:
+            raise InputError("tuning needs at least one sample row")
+        reps = -(-POOL_ROWS // X.shape[0])
+        return np.ascontiguousarray(np.tile(X, (reps, 1))[:POOL_ROWS])
+    X = random_rows(forest, POOL_ROWS, seed=7).astype(dtype)
+    rng = np.random.default_rng(11)
+    X[rng.random(X.shape) < MISSING_FRACTION] = np.nan
+    return X
+
+
+def _per_call(cf: CompiledForest, pool: np.ndarray, size: int, threads: int | None) -> float:
+    """Seconds a call of ``size`` rows, best of three rounds over different rows."""
+    n = min(size, pool.shape[0])
+    calls = max(2, min(64, pool.shape[0] // (3 * n)))
+    batches = [pool[(k * n) % (pool.shape[0] - n + 1):][:n] for k in range(3 * calls)]
+    batches = [np.ascontiguousarray(b) for b in batches]
+    cf.predict(batches[0], threads=threads)  # warm: the first call maps scratch
+    best = float("inf")
+    for r in range(3):
+        t0 = time.perf_counter()
+        for b in batches[r * calls:(r + 1) * calls]:
+            cf.predict(b, threads=threads)
+        best = min(best, (time.perf_counter() - t0) / calls)
+    return best
+
+
+def _record(forest, opts, threads, budget, seconds, sizes, timed, bands, used, user_rows, tried) -> dict:
+    """The tuning record an artifact keeps (plain JSON)."""
+    host = host_key(opts.target)
+    try:
+        name = json.loads(host).get("cpu") if host else None
+    except (ValueError, AttributeError):
+        name = None
+    index = {id(c): k for k, c in enumerate(timed)}
+    return {
+        "host": host, "host_name": name or platform.processor() or platform.machine(),
+        "versions": {"silvanforge": __version__, "numpy": np.__version__, "python": platform.python_version(),
+                     **_plugin_versions(opts.target)},
+        "target": opts.target, "threads": threads if threads is not None else default_threads(),
+        "budget_s": budget, "seconds": round(seconds, 3), "sizes": list(sizes),
+        "rows": "the caller's sample" if user_rows else "drawn around the model's thresholds",
+        "candidates": [{"form": c.form.text() if c.form is not None else _label(c.options),
+                        "estimate_ns": None if c.estimate_ns is None else round(c.estimate_ns, 1),
+                        "compile_s": round(c.compile_s, 3),
+                        "us_per_call": {str(k): round(v * 1e6, 3) for k, v in sorted(c.seconds.items())},
+                        **({"error": c.error} if c.error else {})}
+                       for c in tried],
+        "winners": [{"rows": b.text(), "candidate": index[id(timed[used[b.form]])]} for b in bands],
+    }
+
+
+def _plugin_versions(target: str) -> dict:
+    """The versions of the target's distribution and of what it compiles with (by metadata: the
+    core imports no target)."""
+    out = {}
+    for dist in (f"silvanforge-target-{target}", "llvmlite"):
+        try:
+            out[dist] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            pass
+    return out
+
+
+def record_text(record: dict) -> str:
+    """A tuning record as ``forge show --tuning`` prints it."""
+    lines = [f"tuned on {record.get('host_name')} with {record.get('threads')} threads in "
+             f"{record.get('seconds')} s (budget {record.get('budget_s')} s), rows "
+             f"{record.get('rows')}; versions " +
+             ", ".join(f"{k} {v}" for k, v in (record.get("versions") or {}).items())]
+    sizes = [str(s) for s in record.get("sizes", [])]
+    lines.append("candidate".ljust(72) + "".join(f"{s + ' rows':>12}" for s in sizes))
+    for k, c in enumerate(record.get("candidates", [])):
+        times = c.get("us_per_call", {})
+        cells = "".join(f"{(str(times[s]) + ' us') if s in times else '-':>12}" for s in sizes)
+        lines.append(f"{k:>2} {c.get('form', '')[:69]:<69}{cells}" + (f"  ({c['error']})" if c.get("error") else ""))
+    lines.append("winners: " + "; ".join(f"{w['rows']} rows: candidate {w['candidate']}"
+                                         for w in record.get("winners", [])))
+    return "\n".join(lines)

@@ -45,7 +45,8 @@ class CompiledForest:
         table = dispatch_table(self.bands)
         self._small_for = [f.small if f.input_dtype is self._small_dtype else None
                            for f in (self.forms[i] for i in table)]
-        if all(s is None for s in self._small_for):
+        if all(s is None for s in self._small_for) or forest.hashed_categories or forest.hashed_combinations:
+            # (a model with categories known by hash converts every input first: no lean path)
             self._small_for = None
 
     # The options a compiled model is known by: those of its main form.
@@ -67,7 +68,8 @@ class CompiledForest:
 
     @property
     def num_features(self) -> int:
-        return self.forest.num_features
+        """Columns of the rows ``predict`` takes."""
+        return self.forest.input_features
 
     @property
     def num_outputs(self) -> int:

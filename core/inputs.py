@@ -36,7 +36,7 @@ SHOWN_NAMES = 8
 def as_rows(X, forest: Forest, dtype: np.dtype) -> np.ndarray:
     """``X`` as a (n, num_features) array of ``dtype`` that a kernel can read: arrays as they
     are (validated, copied only when needed), frames column by column in the model's order."""
-    if forest.hashed_categories:
+    if forest.hashed_categories or forest.hashed_combinations:
         return _hashed_rows(X, forest, dtype)
     if type(X) is np.ndarray:
         return check_rows(X, forest.num_features, dtype, forest.wider_rows)
@@ -65,36 +65,53 @@ def as_rows(X, forest: Forest, dtype: np.dtype) -> np.ndarray:
 def _hashed_rows(X, forest: Forest, dtype: np.dtype) -> np.ndarray:
     """Rows of a model with categories known by hash (CatBoost): its categorical columns'
     values (strings, integers, pandas categories; in arrays of any dtype) hashed and replaced
-    by their codes, every other column read as numbers."""
-    hashed = forest.hashed_categories
+    by their codes, every other column read as numbers, and the computed columns of
+    ``Forest.hashed_combinations`` appended."""
+    hashed = forest.hashed_categories or {}
+    width = forest.input_features
     if _frame(X) is not None:
         frame = X if type(X).__module__.split(".")[0] == "pandas" else _to_pandas(X)
         names = list(frame.columns)
         order = _column_order(names if all(isinstance(c, str) for c in names) else None, forest)
-        out = np.empty((len(frame), forest.num_features), dtype=np.float64)
-        for feature, index in enumerate(order):
-            s = frame.iloc[:, index]
-            if feature in hashed:
-                out[:, feature] = category_hash.codes(s.astype(object).tolist(), hashed[feature])
-            else:
-                out[:, feature] = _pandas_column(s, names[index], None)
-        return check_rows(out, forest.num_features, dtype, forest.wider_rows)
-    arr = np.asarray(X)
-    if arr.ndim != 2 or arr.dtype.kind not in "biufOUS":
-        return check_rows(X, forest.num_features, dtype, forest.wider_rows)  # its error message
-    if arr.shape[1] != forest.num_features and not (forest.wider_rows and arr.shape[1] > forest.num_features):
-        raise InputError(f"the model expects {forest.num_features} features per row, got {arr.shape[1]}")
-    out = np.empty((arr.shape[0], forest.num_features), dtype=np.float64)
-    for feature in range(forest.num_features):
-        col = arr[:, feature]
-        if feature in hashed:
-            out[:, feature] = category_hash.codes(col.tolist(), hashed[feature])
-        else:
+        columns = [frame.iloc[:, i] for i in order]
+        n = len(frame)
+
+        def number(feature):
+            return _pandas_column(columns[feature], names[order[feature]], None)
+
+        def raw(feature):
+            return columns[feature].astype(object).tolist()
+    else:
+        arr = np.asarray(X)
+        if arr.ndim != 2 or arr.dtype.kind not in "biufOUS":
+            return check_rows(X, width, dtype, forest.wider_rows)  # its error message
+        if arr.shape[1] != width and not (forest.wider_rows and arr.shape[1] > width):
+            raise InputError(f"the model expects {width} features per row, got {arr.shape[1]}")
+        n = arr.shape[0]
+
+        def number(feature):
             try:
-                out[:, feature] = col.astype(np.float64)
+                return arr[:, feature].astype(np.float64)
             except (TypeError, ValueError):
                 raise InputError(f"column {feature} is not numeric and not a categorical feature "
                                  f"of the model") from None
+
+        def raw(feature):
+            return arr[:, feature].tolist()
+    out = np.empty((n, forest.num_features), dtype=np.float64)
+    hashes = {}
+    for feature in range(width):
+        if feature in hashed:
+            hashes[feature] = category_hash.hash_column(raw(feature))
+            out[:, feature] = category_hash.codes_of(*hashes[feature], hashed[feature])
+        else:
+            out[:, feature] = number(feature)
+    floats = {}
+    for j, combo in enumerate(forest.hashed_combinations or ()):
+        for e in combo["elements"]:
+            if e[0] == "float" and e[1] not in floats:
+                floats[e[1]] = out[:, e[1]].astype(np.float32)
+        out[:, width + j] = category_hash.combination_codes(combo, hashes, floats, n)
     return check_rows(out, forest.num_features, dtype, forest.wider_rows)
 
 
@@ -190,7 +207,7 @@ def _column_order(names: list | None, forest: Forest, what: str = "the frame's c
     """For each model feature, the frame column that holds it."""
     wanted = forest.feature_names
     if names is None or wanted is None:
-        count = forest.num_features
+        count = forest.input_features
         if names is not None and len(names) != count and not (forest.wider_rows and len(names) > count):
             raise InputError(f"the model expects {count} features per row, got {len(names)} columns")
         return list(range(count))

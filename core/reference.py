@@ -95,7 +95,7 @@ def predict(forest: Forest, X: np.ndarray, output_margin: bool = False) -> np.nd
     """What the source library's ``predict`` returns (margins if ``output_margin``) for rows as
     ``CompiledForest.predict`` takes them: columns of categories known by hash are hashed
     first (:func:`silvanforge.inputs.as_rows`); ``predict_margin`` reads rows of codes."""
-    if forest.hashed_categories:
+    if forest.hashed_categories or forest.hashed_combinations:
         from .inputs import as_rows
 
         X = as_rows(X, forest, np.dtype(np.float64))

@@ -840,6 +840,9 @@ def _catboost_bases(d: Path) -> list[dict]:
         ("regression_categorical", cb.CatBoostRegressor(iterations=4, depth=3, one_hot_max_size=3,
                                                         max_ctr_complexity=1, **fit),
          X.astype(object), y, [2, 3]),
+        ("combinations", cb.CatBoostClassifier(iterations=6, depth=4, one_hot_max_size=3,
+                                               max_ctr_complexity=2, **fit),
+         X.astype(object), (y > 1).astype(int), [2, 3]),
     ]
     out = []
     for name, model, Xb, label, cats in specs:

@@ -261,18 +261,27 @@ def test_ctr_types(ctr, tmp_path):
                                cb.CatBoost.predict(model, te, prediction_type="RawFormulaVal"), rtol=RTOL, atol=ATOL)
 
 
-def test_ctr_combinations_are_refused(tmp_path):
+@pytest.mark.parametrize("loss", ["Logloss", "RMSE"])
+def test_ctr_combinations(loss, tmp_path):
+    """CTRs over combinations of categorical values, float borders and one-hot values: each
+    combination's key is a computed column (Forest.hashed_combinations)."""
     rng = np.random.default_rng(13)
-    df = _cat_frame(rng, 500)
-    model = cb.CatBoostClassifier(iterations=40, depth=6, cat_features=_CATS, one_hot_max_size=1,
-                                  max_ctr_complexity=3, **_FIT).fit(df, (_cat_target(df) > 1.2).astype(int))
-    model.save_model(str(tmp_path / "m.json"), format="json")
-    import json
-
-    ctrs = json.loads((tmp_path / "m.json").read_text())["features_info"].get("ctrs", [])
-    assert any(len(c["elements"]) > 1 for c in ctrs), "the model was meant to combine features"
-    with pytest.raises(UnsupportedModelError, match="combinations of features"):
-        sf.load_model(tmp_path / "m.json")
+    df, te = _cat_frame(rng, 600), _cat_rows(rng, 200)
+    score = _cat_target(df) + (df.word == "p") * (df["count"] % 2) + (df.colour == "red") * (df.a > 0)
+    cls = cb.CatBoostRegressor if loss == "RMSE" else cb.CatBoostClassifier
+    model = cls(iterations=40, depth=6, loss_function=loss, cat_features=_CATS, one_hot_max_size=3,
+                max_ctr_complexity=3, **_FIT).fit(df, score if loss == "RMSE" else (score > 1.5).astype(int))
+    forest = sf.load_model(model)
+    assert forest.hashed_combinations, "the model was meant to combine features"
+    assert {e[0] for c in forest.hashed_combinations for e in c["elements"]} >= {"cat", "float"}
+    cf = sf.compile(model)
+    raw = cb.CatBoost.predict(model, te, prediction_type="RawFormulaVal")
+    np.testing.assert_allclose(cf.predict(te, output_margin=True), raw, rtol=RTOL, atol=ATOL)
+    np.testing.assert_allclose(cf.predict(te.astype(object).to_numpy(), output_margin=True), raw, rtol=RTOL, atol=ATOL)
+    assert cf.num_features == te.shape[1]
+    cf.save(tmp_path / "m.forge")
+    np.testing.assert_allclose(sf.load_compiled(tmp_path / "m.forge", trust_code=True).predict(te, output_margin=True),
+                               raw, rtol=RTOL, atol=ATOL)
 
 
 def test_category_hash_is_catboosts(tmp_path):

@@ -233,6 +233,14 @@ class Forest:
     # hashes each value of these columns as CatBoost does (silvanforge.category_hash: strings,
     # integers, pandas categories) and reads the code, NaN for a hash not listed.
     hashed_categories: dict[int, list[int]] | None = None
+    # Columns computed from the input (CatBoost's CTRs over combinations of features): column
+    # ``input_features + j`` holds the code of the row's key for ``hashed_combinations[j]``, a
+    # dict with ``elements`` (what the key hashes, in order: ``["cat", column]`` the column's
+    # category hash, ``["float", column, border, nan_true]`` whether ``x > border`` in float32
+    # (NaN: ``nan_true``), ``["onehot", column, hash]`` whether the category hash is ``hash``)
+    # and ``keys`` (the known 64-bit keys in code order); a key not listed is NaN.  Rows given
+    # to ``predict`` have ``input_features`` columns (silvanforge.category_hash).
+    hashed_combinations: list[dict] | None = None
     # Rows may have more columns than ``num_features``; the extra ones are never read (ONNX
     # models whose input width is dynamic: onnxruntime takes any row at least that wide).
     wider_rows: bool = False
@@ -240,6 +248,11 @@ class Forest:
     @property
     def num_trees(self) -> int:
         return len(self.trees)
+
+    @property
+    def input_features(self) -> int:
+        """Columns of the rows users pass: ``num_features`` less the computed ones."""
+        return self.num_features - len(self.hashed_combinations or ())
 
     def max_depth(self) -> int:
         return max((t.depth() for t in self.trees), default=0)
@@ -259,6 +272,8 @@ class Forest:
         h.update(np.asarray(self.base_score, dtype=np.float64).tobytes())
         if self.hashed_categories:
             h.update(repr(sorted((int(f), list(map(int, v))) for f, v in self.hashed_categories.items())).encode())
+        if self.hashed_combinations:
+            h.update(repr(self.hashed_combinations).encode())
         for t in self.trees:
             for arr in (t.left, t.right, t.feature, t.threshold, t.op, t.default_left,
                         t.zero_missing, t.leaf_value):
@@ -307,6 +322,17 @@ def verify(forest: Forest) -> None:
             fail(f"hashed categories for feature {f}, outside 0..{forest.num_features - 1}")
         if any(not 0 <= h < 2**32 for h in hashes) or len(set(hashes)) != len(hashes):
             fail(f"hashed categories of feature {f} must be distinct 32-bit hashes")
+    width = forest.input_features
+    if width <= 0:
+        fail(f"{len(forest.hashed_combinations)} computed columns leave no input column")
+    for j, combo in enumerate(forest.hashed_combinations or ()):
+        elements = combo.get("elements") if isinstance(combo, dict) else None
+        if not elements or any(not isinstance(e, (list, tuple)) or len(e) < 2 or e[0] not in ("cat", "float", "onehot")
+                               or not 0 <= int(e[1]) < width for e in elements):
+            fail(f"hashed combination {j}: elements must be cat / float / onehot on input columns")
+        keys = combo.get("keys")
+        if not isinstance(keys, list) or any(not 0 <= int(k) < 2**64 for k in keys) or len(set(keys)) != len(keys):
+            fail(f"hashed combination {j}: keys must be distinct 64-bit keys")
     if forest.aggregation is Aggregation.AVERAGE and not forest.average_divisor > 0:
         fail("average aggregation needs a positive average_divisor")
     for i, t in enumerate(forest.trees):

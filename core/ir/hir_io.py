@@ -42,6 +42,7 @@ def to_arrays(forest: Forest) -> dict[str, np.ndarray]:
         "unseen_category_error": forest.unseen_category_error, "wider_rows": forest.wider_rows,
         "hashed_categories": None if forest.hashed_categories is None else
         [[int(f), [int(h) for h in hashes]] for f, hashes in sorted(forest.hashed_categories.items())],
+        "hashed_combinations": forest.hashed_combinations,
     }
     out["meta"] = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
     return out
@@ -86,4 +87,5 @@ def from_arrays(arrs) -> Forest:
         wider_rows=bool(meta.get("wider_rows", False)),
         hashed_categories=None if meta.get("hashed_categories") is None else
         {int(f): [int(h) for h in hashes] for f, hashes in meta["hashed_categories"]},
+        hashed_combinations=meta.get("hashed_combinations"),
     )

@@ -310,7 +310,8 @@ def run_bench(model, batch_sizes=DEFAULT_BATCH_SIZES, threads: int | Sequence[in
                             "usable: those rows are oversubscribed")
 
     row_bytes = forest.num_features * np.dtype(forest.threshold_dtype).itemsize
-    pool = random_rows(forest, pool_rows(batch_sizes[-1], row_bytes), seed)
+    # (rows as users pass them: a model's computed columns are not among them)
+    pool = random_rows(forest, pool_rows(batch_sizes[-1], row_bytes), seed)[:, :forest.input_features]
     X = pool[:batch_sizes[-1]]  # predictions are compared on these
     expected = ours.predict(X)
     engines: list[tuple[Engine, float | None, bool | None]] = [(ours, None, None)]

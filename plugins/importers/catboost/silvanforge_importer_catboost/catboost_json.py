@@ -132,6 +132,7 @@ class _Model:
                     r.fail(f"{where}.values must be 32-bit integers (category hashes), got {v!r}")
             known[index] = {v & 0xFFFFFFFF for v in values}
             self.binary += [("onehot", index, v & 0xFFFFFFFF) for v in values]
+        self.combos: dict[str, dict] = {}  # computed columns, in order of first use
         data = self.doc.get("ctr_data") or {}
         if not isinstance(data, dict):
             r.fail("ctr_data must be an object")
@@ -140,27 +141,32 @@ class _Model:
             ctr = self._ctr(c, where, data)
             for b in r.lst(c, "borders", where):
                 self.binary.append(("ctr", ctr, r.num(b, f"{where}.borders")))
-            if ctr is not None:
+            if ctr["feature"] is not None:
                 known[ctr["feature"]] |= set(ctr["table"].rows)
         # codes in hash order: the same model always gets the same codes
         self.known = {index: sorted(hashes) for index, hashes in known.items()}
         self.codes = {index: {h: c for c, h in enumerate(hashes)} for index, hashes in self.known.items()}
+        for combo in self.combos.values():
+            combo["keys"] = sorted(combo["keys"])
+            combo["codes"] = {k: c for c, k in enumerate(combo["keys"])}
+        self.combo_column = {name: self.num_features + j for j, name in enumerate(self.combos)}
 
     def _ctr(self, c, where: str, data) -> dict | None:
-        """One CTR's description with its table; refuses what has no exact HIR form.  None for
-        a CTR no split can use (it is still counted for split indices)."""
+        """One CTR's description with its table (by category hash for one feature, by key for
+        a combination); refuses CTR types that have no exact form."""
         r = self.r
         kind = r.str(c, "ctr_type", where)
         elements = r.lst(c, "elements", where)
         if kind not in categorical.CTR_TYPES:
             categorical.refuse(r.name, f"CTRs of type {kind!r}")
-        if len(elements) != 1 or not isinstance(elements[0], dict) or \
-                elements[0].get("combination_element") != "cat_feature_value":
-            categorical.refuse(r.name, "CTRs over combinations of features (max_ctr_complexity > 1; "
-                                       "train with max_ctr_complexity=1 to compile the model)")
-        feature = r.int(elements[0], "cat_feature_index", where, hi=1 << 20)
-        if feature not in self.cats:
-            r.fail(f"{where}: CTR over categorical feature {feature}, which is not described")
+        single = len(elements) == 1 and isinstance(elements[0], dict) and \
+            elements[0].get("combination_element") == "cat_feature_value"
+        if single:
+            feature, combo = r.int(elements[0], "cat_feature_index", where, hi=1 << 20), None
+            if feature not in self.cats:
+                r.fail(f"{where}: CTR over categorical feature {feature}, which is not described")
+        else:
+            feature, combo = None, self._combination(elements, where)
         ident = r.str(c, "identifier", where)
         raw = data.get(ident)
         if not isinstance(raw, dict):
@@ -183,7 +189,8 @@ class _Model:
             if key is None or not 0 <= key <= categorical._M64 or any(
                     isinstance(v, bool) or not isinstance(v, int) or not 0 <= v < 1 << 62 for v in stats):
                 r.fail(f"ctr_data[{ident!r}].hash_map row {at // stride} is not a key and its counts")
-            cat_hash = categorical.hash_of_key(key)
+            # a single feature's table is read by category hash, a combination's by key
+            cat_hash = categorical.hash_of_key(key) if single else (None if key == categorical._EMPTY else key)
             if cat_hash is not None:
                 if cat_hash in rows:
                     r.fail(f"ctr_data[{ident!r}].hash_map has a key twice")
@@ -195,8 +202,46 @@ class _Model:
             r.fail(f"{where}.target_border_idx {target} is beyond the table's {stride - 1} classes")
         prior = [r.num(c.get(k, d), f"{where}.{k}") for k, d in
                  (("prior_numerator", 0.0), ("prior_denomerator", 1.0), ("shift", 0.0), ("scale", 1.0))]
-        return {"kind": kind, "feature": feature, "table": categorical.CtrTable(rows, stride, denominator),
-                "target": target, "prior": prior}
+        if combo is not None:
+            self.combos[combo]["keys"] |= set(rows)
+        return {"kind": kind, "feature": feature, "combo": combo,
+                "table": categorical.CtrTable(rows, stride, denominator), "target": target, "prior": prior}
+
+    def _combination(self, elements: list, where: str) -> str:
+        """A CTR over a combination of features: the computed column of its key
+        (``Forest.hashed_combinations``), named by its elements.  Keys hash the elements in
+        the order the model lists them: categorical values, then float borders, then one-hot
+        values."""
+        r = self.r
+        out = []
+        for i, e in enumerate(elements):
+            w = f"{where}.elements[{i}]"
+            kind = r.str(e, "combination_element", w)
+            if kind in ("cat_feature_value", "cat_feature_exact_value"):
+                index = r.int(e, "cat_feature_index", w, hi=1 << 20)
+                if index not in self.cats:
+                    r.fail(f"{w}: categorical feature {index} is not described")
+                if kind == "cat_feature_value":
+                    out.append(["cat", self.cats[index]])
+                else:
+                    value = e.get("value")
+                    if isinstance(value, bool) or not isinstance(value, int) or not -(1 << 31) <= value < 1 << 31:
+                        r.fail(f"{w}.value must be a 32-bit category hash")
+                    out.append(["onehot", self.cats[index], value & 0xFFFFFFFF])
+            elif kind == "float_feature":
+                index = r.int(e, "float_feature_index", w, hi=1 << 20)
+                f = self.floats.get(index)
+                border = r.num(e.get("border"), f"{w}.border")
+                if f is None or abs(border) > _F32_MAX:
+                    r.fail(f"{w}: no float feature {index}, or a border beyond float32")
+                out.append(["float", f["flat"], float(np.float32(border)), f["nan_true"]])
+            else:
+                categorical.refuse(r.name, f"CTRs over combinations with {kind!r} elements")
+        if not any(e[0] == "cat" for e in out):
+            r.fail(f"{where}: a CTR combination without a categorical value")
+        name = json.dumps(out)
+        self.combos.setdefault(name, {"elements": out, "keys": set()})
+        return name
 
     def _binary(self, s, where: str, expected: tuple | None) -> tuple:
         """The binary feature a split's ``split_index`` names, checked against what the split
@@ -241,14 +286,15 @@ class _Model:
             kind, ctr, border = self._binary(s, where, None)
             if kind != "ctr" or r.num(s.get("border"), f"{where}.border") != border:
                 r.fail(f"{where}: split_index names no CTR border, or another border")
-            if ctr is None:
-                r.fail(f"{where}: a split on a CTR no table describes")
             table, f32 = ctr["table"], np.float32(border)
 
             def true_for(stats, ctr=ctr, table=table):
                 return bool(categorical.ctr_value(ctr["kind"], stats, table, ctr["target"], *ctr["prior"]) > f32)
 
             unknown = true_for(None)
+            if ctr["combo"] is not None:
+                codes = tuple(c for k, c in self.combos[ctr["combo"]]["codes"].items() if true_for(table.rows.get(k)))
+                return trees.Split(self.combo_column[ctr["combo"]], 0.0, nan_left=unknown, categories=codes)
             return self._categorical_split(ctr["feature"], lambda h: true_for(table.rows.get(h)), unknown)
         raise UnsupportedModelError(f"{r.name}: CatBoost split type {kind!r} is not supported")
 
@@ -326,6 +372,13 @@ def from_document(doc, name: str) -> Forest:
                 r.fail(f"{where} has depth {len(splits)}, beyond CatBoost's {trees.MAX_OBLIVIOUS_DEPTH}")
             hsplits = [m.split(s, f"{where}.splits[{i}]") for i, s in enumerate(splits)]
             values = leaf_array(t.get("leaf_values"), 1 << len(splits), f"{where}.leaf_values")
+            # CatBoost reads the model's dimension from leaf values per weight: weights must be
+            # one finite number a leaf, or the file is not one it wrote
+            weights = t.get("leaf_weights")
+            if weights is not None and (not isinstance(weights, list) or len(weights) != 1 << len(splits)):
+                r.fail(f"{where}.leaf_weights must have one weight a leaf")
+            for w in weights or ():
+                r.num(w, f"{where}.leaf_weights")
             out.append(trees.oblivious(hsplits, values))
         else:
             def read_leaf(obj, where=where):
@@ -343,7 +396,7 @@ def from_document(doc, name: str) -> Forest:
     transform = losses.transform(loss, dim)
     return Forest(
         trees=out,
-        num_features=m.num_features,
+        num_features=m.num_features + len(m.combos),
         num_outputs=dim,
         base_score=np.asarray(bias, dtype=np.float64),
         aggregation=Aggregation.SUM,
@@ -356,6 +409,7 @@ def from_document(doc, name: str) -> Forest:
         objective=loss,
         class_labels=_class_names(doc) if transform.name != "identity" else None,
         hashed_categories={m.cats[i]: hashes for i, hashes in m.known.items()} or None,
+        hashed_combinations=[{"elements": c["elements"], "keys": c["keys"]} for c in m.combos.values()] or None,
     )
 
 

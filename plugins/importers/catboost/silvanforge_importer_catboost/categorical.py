@@ -15,10 +15,13 @@ feature's splits know a code; the HIR split lists the codes that go left):
   "missing", which sends every other hash, and a missing value, the same way).
 
 ``CalcHash(a, b) = M * (a + M * b)`` (mod 2**64) is invertible, so the table's keys give back
-the categories' hashes.  CTRs over combinations of features (``max_ctr_complexity`` > 1: a key
-hashes several values and binarised float features) depend on more than one column and have
-no such form: they are refused, as are the CTR types whose statistics the JSON export does not
-carry exactly (``BinarizedTargetMeanValue``, ``FloatTargetMeanValue``).
+the categories' hashes.  A CTR over a combination of features (``max_ctr_complexity`` > 1: the
+key chains ``CalcHash`` over several categorical values, ``x > border`` bits of float features
+and ``hash == value`` bits of one-hot values) depends on more than one column: its key becomes
+a computed column (``Forest.hashed_combinations``, which ``predict`` computes from the row) and
+its splits sets of that column's known keys, the same way.  CTR types whose statistics the
+JSON export does not carry exactly (``BinarizedTargetMeanValue``, ``FloatTargetMeanValue``) are
+refused.
 """
 
 from __future__ import annotations

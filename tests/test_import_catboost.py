@@ -335,3 +335,23 @@ def test_forge_predict_reads_categorical_csv_cells(tmp_path, capsys):
     assert cli.main(["predict", str(tmp_path / "bad.json"), "--input", str(tmp_path / "rows.csv")]) != 0
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("error:") and "bad.json" in err[0], err
+
+
+def test_integer_categories_in_numeric_arrays(tmp_path):
+    """Integer categories in float32 / float64 / int arrays are hashed as CatBoost hashes the
+    integers, for one row (the lean path of small requests) as for many."""
+    rng = np.random.default_rng(17)
+    X = np.column_stack([rng.normal(size=500), rng.integers(0, 15, 500), rng.integers(0, 4, 500)])
+    y = X[:, 0] + np.isin(X[:, 1], [2, 5, 7]) + (X[:, 2] == 1)
+    Xi = X.astype(object)
+    Xi[:, 1:] = X[:, 1:].astype(int)
+    model = cb.CatBoostRegressor(iterations=15, depth=4, cat_features=[1, 2], one_hot_max_size=4,
+                                 max_ctr_complexity=2, **_FIT).fit(Xi, y)
+    cf = sf.compile(model)
+    T = np.column_stack([rng.normal(size=40), rng.integers(0, 20, 40), rng.integers(0, 6, 40)])
+    Ti = T.astype(object)
+    Ti[:, 1:] = T[:, 1:].astype(int)
+    want = model.predict(Ti)
+    for rows in (T.astype(np.float32), T, Ti):
+        np.testing.assert_allclose(cf.predict(rows), want, rtol=1e-6 if rows.dtype == np.float32 else RTOL, atol=ATOL)
+        np.testing.assert_allclose(cf.predict(rows[:1]), want[:1], rtol=1e-6 if rows.dtype == np.float32 else RTOL, atol=ATOL)

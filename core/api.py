@@ -22,7 +22,7 @@ from .loadcompiled import load, load_compiled, read_artifact_forest
 from .loading import load_model
 from .options import CompileOptions
 from .plan import SMALL_ROWS
-from .pipeline import (Lowered, _lower, choose_padding, choose_representation, compile_options,
+from .pipeline import (Lowered, choose_padding, choose_representation, compile_options,
                        hir_passes, lir_digest, lower, show)
 from .plugins import registry
 from .runtime import check_threads

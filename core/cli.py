@@ -28,11 +28,10 @@ from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from . import __version__, api, artifacts, csvio, profiling, tuning
-from .errors import ArtifactWarning, InputError, ScheduleError, SilvanForgeError
+from . import __version__, api, artifacts, csvio, pipeline, profiling, tuning
+from .errors import ArtifactWarning, InputError, SilvanForgeError
 from .loading import is_artifact, load_model
 from .plugins import registry
-from .scheduler import parse_schedule
 from .tiling import format_hir
 
 try:  # typer >= 0.2x vendors click; older releases use click itself
@@ -139,20 +138,12 @@ def read_schedule(path: str | None):
     (None: let the target choose); errors name the file."""
     if path is None:
         return None
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except FileNotFoundError:
+    if not os.path.exists(path):
         named = registry().schedules()
         if path in named:
             return path  # compile() resolves the name against the model
-        raise InputError(f"schedule file not found: {path} (canned schedules: "
-                         f"{', '.join(named)})") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"cannot read schedule file {path}: {getattr(exc, 'strerror', None) or exc}") from None
-    try:
-        return parse_schedule(text)
-    except ScheduleError as exc:
-        raise ScheduleError(f"{path}: {exc}") from None
+        raise InputError(f"schedule file not found: {path} (canned schedules: {', '.join(named)})")
+    return pipeline.schedule_from_file(path)
 
 
 def load_or_compile(model: str, target: str | None, rep: str | None, schedule: str | None,

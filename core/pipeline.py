@@ -87,6 +87,21 @@ def _profile_tile_ids(forest: hir.Forest, profile, tile_size: int, pad) -> list 
     return probability_tile_ids(forest, as_profile(profile, forest).hits, tile_size)
 
 
+def schedule_from_file(path) -> Schedule:
+    """The schedule in file ``path``; errors (unreadable, not a schedule) name the file."""
+    path = os.fspath(path)
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ScheduleError(f"cannot read schedule file {path}: "
+                            f"{getattr(exc, 'strerror', None) or exc}") from None
+    try:
+        return parse_schedule(text)
+    except ScheduleError as exc:
+        raise ScheduleError(f"{path}: {exc}") from None
+
+
 def _as_schedule(schedule, forest: hir.Forest, batch_size) -> Schedule | None:
     """A Schedule from a Schedule, the name of a canned one (or of one a plugin adds), schedule
     text, or a schedule file (a ``Path``, or a ``str`` naming an existing file)."""
@@ -97,17 +112,7 @@ def _as_schedule(schedule, forest: hir.Forest, batch_size) -> Schedule | None:
         return named[schedule.strip()](forest, batch_size)
     if isinstance(schedule, os.PathLike) or (isinstance(schedule, str) and "\n" not in schedule
                                              and os.path.isfile(schedule)):
-        path = os.fspath(schedule)
-        try:
-            with open(path, encoding="utf-8") as f:
-                text = f.read()
-        except (OSError, UnicodeDecodeError) as exc:
-            raise ScheduleError(f"cannot read schedule file {path}: "
-                                f"{getattr(exc, 'strerror', None) or exc}") from None
-        try:
-            return parse_schedule(text)
-        except ScheduleError as exc:
-            raise ScheduleError(f"{path}: {exc}") from None
+        return schedule_from_file(schedule)
     if isinstance(schedule, str):
         return parse_schedule(schedule)
     raise ScheduleError(f"a schedule must be a Schedule, its text, a schedule file or a canned name "

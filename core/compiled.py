@@ -10,9 +10,11 @@ import sys
 import numpy as np
 
 from . import __version__, artifacts, transforms
+from .devicearrays import device_rows, is_device_array, like_input
 from .errors import InputError
 from .forms import Form
 from .inputs import as_rows
+from .kernel import DeviceKernel
 from .ir import hir, hir_io, lir_io
 from .pipeline import program_text
 from .plan import SMALL_ROWS, Band, bands_to_json, check_bands, describe, dispatch_table
@@ -123,6 +125,8 @@ class CompiledForest:
                         return values
                     margins = values.reshape(-1, 1) if self._flat else values
                     return transforms.shape_output(self.forest, transforms.apply(self.forest, margins))
+        if type(X) is not np.ndarray and is_device_array(X):
+            return self._predict_device(X, output_margin, missing)
         rows = as_rows(X, self.forest, self.main.input_dtype)
         if missing == missing:  # not NaN (NaN is what the kernels treat as missing already)
             try:
@@ -143,6 +147,34 @@ class CompiledForest:
                              self.threads if threads is None else threads)
         values = margins if output_margin else transforms.apply(self.forest, margins)
         return transforms.shape_output(self.forest, values)
+
+    def _predict_device(self, X, output_margin: bool, missing) -> object:
+        """``predict`` of a device array (:mod:`silvanforge.devicearrays`): read in place by a
+        kernel with the :class:`~silvanforge.kernel.DeviceKernel` capability, the result on the
+        same device as the same kind of array."""
+        forest = self.forest
+        if not all(isinstance(f.kernel, DeviceKernel) for f in self.forms):
+            raise InputError(f"predict got a device array ({type(X).__name__}), and the {self.target!r} target reads "
+                             "rows from host memory: copy them to the host yourself (for CuPy, x.get()) "
+                             "or compile for a target that reads device arrays (cuda)")
+        if forest.hashed_categories:
+            raise InputError("a model with hashed categorical features reads its categories on the host; "
+                             "pass host rows")
+        if missing == missing:
+            raise InputError("missing= is not applied to device arrays: replace the value with NaN on the device")
+        rows = device_rows(X, self._num_features, self.main.input_dtype, forest.wider_rows)
+        n, k = rows.shape[0], forest.num_outputs
+        form = self.form_for(n)
+        if form.input_dtype != rows.dtype:
+            raise InputError(f"the form answering {n} rows reads {form.input_dtype.name} rows on the device, "
+                             f"got {rows.dtype.name}: convert on the device")
+        identity = forest.transform.name == "identity" and forest.transform.param("margin_divisor", 1.0) == 1.0
+        finish = None if output_margin or identity else \
+            (lambda margins: np.ascontiguousarray(transforms.shape_output(forest, transforms.apply(forest, margins))))
+        result = form.kernel.device_predict(rows, k, finish)
+        if finish is None and self._flat:
+            result = result.reshaped((n,))
+        return like_input(result, rows)
 
     def show(self, level: str) -> str:
         """The main form's program at ``level``: hir, mir, lir or target; ``plan``: the bands of

@@ -11,6 +11,12 @@ kernel still answers, so the core never probes for them:
 - :meth:`~Kernel.artifact`: bytes a target's ``load_kernel`` maps again without compiling, or
   ``b""`` where there are none (a saved model is then compiled again when loaded).
 
+A third capability is a protocol of its own, :class:`DeviceKernel`, since only kernels that
+run on a GPU have it: :meth:`~DeviceKernel.device_predict` reads rows that are already in device
+memory (:mod:`silvanforge.devicearrays`) and leaves the result there.  ``predict`` asks for it
+(``isinstance(kernel, DeviceKernel)``) only when given a device array, and a kernel without it
+gets an :class:`~silvanforge.errors.InputError` (a host-only target: never a silent host copy).
+
 Two bases give the defaults: :class:`BaseKernel` (no lean path, no artifact) and
 :class:`PhaseKernel`, for kernels that run an LIR module's phases as functions over row and
 tree ranges: the core's runtime (:func:`silvanforge.runtime.run_phases`) splits them over
@@ -60,6 +66,22 @@ class Kernel(Protocol):
     def artifact(self) -> bytes:
         """Bytes from which the target's ``load_kernel`` rebuilds this kernel on a matching
         host without compiling, or ``b""`` where there are none."""
+        ...
+
+
+@runtime_checkable
+class DeviceKernel(Protocol):
+    """The device-input capability of a GPU kernel (see the module docstring)."""
+
+    def device_predict(self, rows, num_outputs: int, finish=None):
+        """The margins ``(n, num_outputs)`` of ``rows`` (a
+        :class:`silvanforge.devicearrays.DeviceRows`: checked for shape, dtype and order) as a
+        :class:`silvanforge.devicearrays.DeviceArray` on the rows' device, computed there
+        without copying the rows to the host.  ``finish``: None, or a host function of the
+        margins (a NumPy array) whose result is copied back to the device and returned instead
+        (the core's exact output transform).  Raise :class:`~silvanforge.errors.InputError` for
+        rows on another device.  Synchronous: it waits for the rows' stream before reading them
+        and returns a complete result.  Safe to call from many threads."""
         ...
 
 

@@ -5,7 +5,9 @@ a module launched in order over the grid their :class:`silvanforge.ir.lir.Launch
 A target subclasses :class:`GpuKernel` with its API's spelling of six operations (upload,
 allocate, fill, launch, download, synchronise).  It is a :class:`silvanforge.kernel.Kernel`:
 ``predict`` hands its ``margins`` the whole batch; it has no lean path for small requests, and
-no artifact unless the subclass has one (CUDA's PTX).
+no artifact unless the subclass has one (CUDA's PTX).  A target whose API reads device pointers
+(CUDA) also implements :class:`silvanforge.kernel.DeviceKernel` through :meth:`GpuKernel._run`,
+the launches without the copies: rows already on the device are read where they are.
 """
 
 from __future__ import annotations
@@ -95,17 +97,23 @@ class GpuKernel(BaseKernel):
             d_rows = self._buffer("rows", rows.nbytes)
             self._write(d_rows, rows.ravel(order="K"))
             d_out = self._buffer("margins", out.nbytes)
-            scratch = []
-            for i, buf in enumerate(self.scratch):
-                handle = self._buffer(f"scratch{i}", n * buf.per_row * out.itemsize)
-                self._fill(handle, n * buf.per_row, buf.fill, self.output_dtype)
-                scratch.append(handle)
-            scalars = [np.int64(v) for v in (rs, cs, 0, n, 0, 0, n)]
-            args = [d_rows, *scalars, d_out, *self._model, *scratch]
-            timer = self._start_timer()
-            for index, fn in enumerate(self.phases):
-                self._launch(index, fn.launch.grid_for(n), fn.launch.block, args)
-            kernel = self._kernel_seconds(timer)
+            kernel = self._run(d_rows, rs, cs, n, num_outputs, d_out)
             self._read(d_out, out)
             self.last_timing = {"kernel": kernel, "total": time.perf_counter() - start}
         return out
+
+    def _run(self, d_rows, rs: int, cs: int, n: int, num_outputs: int, d_out) -> float:
+        """Launch every phase over ``n`` rows at ``d_rows`` (a device handle or pointer; element
+        strides ``rs``, ``cs``) writing margins to ``d_out``; the kernel seconds where timed.
+        Called holding the lock, the device current."""
+        scratch = []
+        for i, buf in enumerate(self.scratch):
+            handle = self._buffer(f"scratch{i}", n * buf.per_row * self.output_dtype.itemsize)
+            self._fill(handle, n * buf.per_row, buf.fill, self.output_dtype)
+            scratch.append(handle)
+        scalars = [np.int64(v) for v in (rs, cs, 0, n, 0, 0, n)]
+        args = [d_rows, *scalars, d_out, *self._model, *scratch]
+        timer = self._start_timer()
+        for index, fn in enumerate(self.phases):
+            self._launch(index, fn.launch.grid_for(n), fn.launch.block, args)
+        return self._kernel_seconds(timer)

@@ -1,7 +1,10 @@
 """pycuda spelling of the GPU kernel runtime (:class:`silvanforge_gpu.runtime.GpuKernel`).
 
 The model's buffers are copied to the device once; rows are copied in once per call (:data:`COPY`
-says how) and the margins out; kernel time is measured with CUDA events.
+says how) and the margins out; kernel time is measured with CUDA events.  Rows already on the
+device (CuPy, torch, ``__cuda_array_interface__``: :mod:`silvanforge.devicearrays`) are read in
+place by :meth:`CudaKernel.device_predict` (the :class:`silvanforge.kernel.DeviceKernel`
+capability), and the result is a fresh device buffer.
 """
 
 from __future__ import annotations
@@ -10,11 +13,13 @@ import contextlib
 import ctypes
 import json
 import os
+import time
 
 import numpy as np
 import pycuda.driver as cuda
 
-from silvanforge.errors import PluginError, ScheduleError
+from silvanforge.devicearrays import DeviceArray
+from silvanforge.errors import InputError, PluginError, ScheduleError
 from silvanforge_gpu.runtime import GpuKernel
 
 from . import source
@@ -46,7 +51,27 @@ def _driver():
         _libcuda = ctypes.CDLL("libcuda.so.1")
         _libcuda.cuMemHostRegister_v2.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_uint]
         _libcuda.cuMemHostUnregister.argtypes = [ctypes.c_void_p]
+        _libcuda.cuPointerGetAttribute.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_uint64]
+        _libcuda.cuStreamSynchronize.argtypes = [ctypes.c_void_p]
     return _libcuda
+
+
+# cuPointerGetAttribute's attributes and memory types (cuda.h).
+_ATTR_MEMORY_TYPE, _ATTR_DEVICE_ORDINAL = 2, 9
+_MEMORY_HOST = 1
+
+
+def pointer_device(pointer: int) -> int:
+    """The ordinal of the device holding ``pointer``, or an InputError where it is not device
+    memory the driver knows (a host pointer in a ``__cuda_array_interface__``)."""
+    lib = _driver()
+    kind, ordinal = ctypes.c_uint(0), ctypes.c_int(-1)
+    if lib.cuPointerGetAttribute(ctypes.addressof(kind), _ATTR_MEMORY_TYPE, pointer) != 0 \
+            or kind.value == _MEMORY_HOST:
+        raise InputError(f"the device array's pointer {pointer:#x} is not CUDA device memory")
+    if lib.cuPointerGetAttribute(ctypes.addressof(ordinal), _ATTR_DEVICE_ORDINAL, pointer) != 0:
+        raise InputError(f"the CUDA driver does not know the device of pointer {pointer:#x}")
+    return ordinal.value
 
 
 def host_register(array: np.ndarray) -> bool:
@@ -78,6 +103,7 @@ def device_arch() -> str:
 class CudaKernel(GpuKernel):
     def __init__(self, module, ptx: str | None = None):
         self.device, self.context = _primary()
+        self.ordinal = 0  # _primary's device
         for fn in module.functions:
             if fn.launch.threads_per_block > 1024:
                 raise ScheduleError(f"a block of {fn.launch.threads_per_block} threads is more than CUDA's 1024")
@@ -111,6 +137,40 @@ class CudaKernel(GpuKernel):
             yield
         finally:
             cuda.Context.pop()
+
+    # ------------------------------------------------------------------ device input
+    def device_predict(self, rows, num_outputs, finish=None):
+        """Margins of rows in device memory (a :class:`silvanforge.devicearrays.DeviceRows`),
+        read where they are; see :class:`silvanforge.kernel.DeviceKernel`."""
+        n = rows.shape[0]
+        with self._lock, self._activate():
+            if n:
+                where = pointer_device(rows.pointer)
+                if where != self.ordinal or (rows.device is not None and rows.device != self.ordinal):
+                    raise InputError(f"the rows are on CUDA device {where}, the model's kernels on device "
+                                     f"{self.ordinal}: move them (for CuPy, cupy.asarray under "
+                                     f"cupy.cuda.Device({self.ordinal}))")
+            if rows.stream not in (None, 0):
+                # The producer's stream (__cuda_array_interface__ v3): its writes land first.
+                _driver().cuStreamSynchronize(ctypes.c_void_p(int(rows.stream)))
+            out = cuda.mem_alloc(max(n * num_outputs * self.output_dtype.itemsize, 256))
+            start = time.perf_counter()
+            kernel = 0.0
+            if n:
+                rs, cs = rows.strides
+                kernel = self._run(np.uintp(rows.pointer), rs, cs, n, num_outputs, out)
+            self.stream.synchronize()
+            self.last_timing = {"kernel": kernel, "total": time.perf_counter() - start}
+            if finish is None:
+                return DeviceArray(int(out), (n, num_outputs), self.output_dtype, out, self.ordinal)
+            margins = np.empty((n, num_outputs), dtype=self.output_dtype)
+            if n:
+                cuda.memcpy_dtoh(margins, out)
+            values = np.ascontiguousarray(finish(margins))
+            back = cuda.mem_alloc(max(values.nbytes, 256))
+            if values.nbytes:
+                cuda.memcpy_htod(back, values)
+            return DeviceArray(int(back), values.shape, values.dtype, back, self.ordinal)
 
     def _upload_model(self, name, array):
         return cuda.to_device(array)

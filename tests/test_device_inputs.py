@@ -1,0 +1,186 @@
+"""Device arrays given to ``predict`` (silvanforge.devicearrays): recognised by protocol before
+any host conversion, checked as the kernel will read them, and refused with one clear
+InputError by targets that read host memory (cpu, amd).  The objects here describe device
+memory through ``__cuda_array_interface__`` / DLPack as CuPy and JAX do; nothing reads their
+pointers on this path.  The successful device path runs on an NVIDIA GPU (tests marked
+``gpu``): CuPy and torch inputs, exact against the reference evaluator."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import silvanforge as sf
+from silvanforge import reference
+from silvanforge.devicearrays import DeviceArray, device_rows, is_device_array
+from silvanforge.plugins import registry
+
+
+class CudaArrayInterface:
+    """An object describing device memory as ``__cuda_array_interface__`` v3 does."""
+
+    def __init__(self, shape, typestr="<f4", strides=None, pointer=0x7F0000000000, stream=None):
+        self.shape, self.typestr, self.strides, self.pointer, self.stream = shape, typestr, strides, pointer, stream
+
+    @property
+    def __cuda_array_interface__(self):
+        return {"shape": self.shape, "typestr": self.typestr, "data": (self.pointer, False),
+                "strides": self.strides, "version": 3, "stream": self.stream}
+
+
+class DLPackOnly:
+    """A DLPack producer on a CUDA device without ``__cuda_array_interface__`` (as JAX's arrays)."""
+
+    def __dlpack__(self, stream=None):
+        raise AssertionError("not to be exported without CuPy")
+
+    def __dlpack_device__(self):
+        return (2, 0)
+
+
+class DLPackHost:
+    """A DLPack producer in host memory (as a torch CPU tensor): the host path reads it."""
+
+    def __init__(self, array):
+        self.array = array
+
+    def __dlpack__(self, stream=None):
+        return self.array.__dlpack__()
+
+    def __dlpack_device__(self):
+        return (1, 0)
+
+    def __array__(self, dtype=None, copy=None):
+        return self.array if dtype is None else self.array.astype(dtype)
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory):
+    import xgboost as xgb
+
+    rng = np.random.default_rng(2)
+    X = rng.normal(size=(300, 5)).astype(np.float32)
+    y = (X[:, 0] + X[:, 2] > 0).astype(int)
+    booster = xgb.train({"objective": "binary:logistic", "max_depth": 3}, xgb.DMatrix(X, y), 6)
+    path = tmp_path_factory.mktemp("dev") / "m.json"
+    booster.save_model(path)
+    return path, X
+
+
+def test_device_arrays_are_recognised_by_protocol():
+    assert is_device_array(CudaArrayInterface((4, 5)))
+    assert is_device_array(DLPackOnly())
+    assert not is_device_array(DLPackHost(np.zeros((2, 5), np.float32)))
+    assert not is_device_array(np.zeros((2, 5)))
+    out = DeviceArray(0x1000, (3, 2), np.float32, owner=None, device=0)
+    cai = out.__cuda_array_interface__
+    assert cai["shape"] == (3, 2) and cai["typestr"] == "<f4" and cai["data"] == (0x1000, False)
+    assert out.reshaped((6,)).shape == (6,)
+
+
+def test_device_rows_checks_what_the_kernel_reads():
+    rows = device_rows(CudaArrayInterface((4, 5)), 5, np.float32)
+    assert rows.shape == (4, 5) and rows.strides == (5, 1) and rows.kind == "cuda"
+    fortran = device_rows(CudaArrayInterface((4, 5), strides=(4, 16)), 5, np.float32)
+    assert fortran.strides == (1, 4)
+    wide = device_rows(CudaArrayInterface((4, 7)), 5, np.float32, wider=True)
+    assert wide.strides == (7, 1)
+    cases = [
+        (CudaArrayInterface((4, 5), "<f8"), "reads float32 rows on the device, got float64"),
+        (CudaArrayInterface((4, 5), "<i4"), "reads float32 rows on the device, got int32"),
+        (CudaArrayInterface((4, 6)), "expects 5 features per row, got 6"),
+        (CudaArrayInterface((20,)), "2-D array"),
+        (CudaArrayInterface((4, 5), strides=(40, 4)), "C- or Fortran-ordered"),  # every other row
+        (CudaArrayInterface((4, 5), strides=(20, 2)), "C- or Fortran-ordered"),  # not whole elements
+        (CudaArrayInterface((4, 5), strides=(-20, 4)), "C- or Fortran-ordered"),
+        (CudaArrayInterface((4, 5), ">f4"), "little-endian"),
+        (CudaArrayInterface((4, 5), pointer=0), "null data pointer"),
+        (DLPackOnly(), "CuPy"),
+    ]
+    for array, message in cases:
+        with pytest.raises(sf.InputError, match=message):
+            device_rows(array, 5, np.float32)
+    assert device_rows(CudaArrayInterface((0, 5), pointer=0), 5, np.float32).shape == (0, 5)
+
+
+@pytest.mark.parametrize("target", ["cpu", "amd"])
+def test_host_targets_refuse_device_arrays(model, target):
+    if not registry().target_available(target)[0]:
+        pytest.skip(f"{target} cannot run here")
+    path, X = model
+    cf = sf.compile(path, target=target)
+    for array in (CudaArrayInterface((4, 5)), CudaArrayInterface((4, 5), "<f8"), DLPackOnly()):
+        with pytest.raises(sf.InputError, match=f"the '{target}' target reads rows from host memory"):
+            cf.predict(array)
+    # host input, DLPack-on-the-CPU included, works as before
+    np.testing.assert_allclose(cf.predict(DLPackHost(X[:7])), reference.predict(sf.load_model(path), X[:7]),
+                               rtol=1e-6, atol=1e-7)
+
+
+def test_forge_refuses_device_arrays_in_one_line(model):
+    """The CLI reads files, so the error is the library's: one InputError, no traceback."""
+    path, _ = model
+    cf = sf.compile(path)
+    with pytest.raises(sf.InputError) as info:
+        cf.predict(CudaArrayInterface((2, 5)))
+    assert "\n" not in str(info.value)
+
+
+# ------------------------------------------------------------------ on an NVIDIA GPU
+def _cuda(path):
+    return sf.compile(path, target="cuda")
+
+
+@pytest.mark.gpu
+def test_cupy_in_cupy_out(model):
+    cp = pytest.importorskip("cupy")
+    path, X = model
+    forest = sf.load_model(path)
+    cf = _cuda(path)
+    for n in (0, 1, 7, 300):
+        d = cp.asarray(X[:n])
+        for margin in (False, True):
+            got = cf.predict(d, output_margin=margin)
+            assert isinstance(got, cp.ndarray) and got.device.id == d.device.id
+            np.testing.assert_allclose(cp.asnumpy(got), reference.predict(forest, X[:n], output_margin=margin),
+                                       rtol=1e-6, atol=1e-6)
+    fortran = cp.asfortranarray(cp.asarray(X))
+    np.testing.assert_allclose(cp.asnumpy(cf.predict(fortran)), reference.predict(forest, X), rtol=1e-6, atol=1e-6)
+    with pytest.raises(sf.InputError, match="float64"):
+        cf.predict(cp.asarray(X, dtype=cp.float64))
+    with pytest.raises(sf.InputError, match="Fortran-ordered"):
+        cf.predict(cp.asarray(X)[::2])
+    host = CudaArrayInterface((4, 5), pointer=X.ctypes.data)  # a host pointer posing as device memory
+    with pytest.raises(sf.InputError, match="not CUDA device memory"):
+        cf.predict(host)
+
+
+@pytest.mark.gpu
+def test_cuda_array_interface_and_torch(model):
+    cp = pytest.importorskip("cupy")
+    path, X = model
+    forest = sf.load_model(path)
+    cf = _cuda(path)
+    d = cp.asarray(X)
+    bare = CudaArrayInterface(X.shape, "<f4", None, d.data.ptr)
+    got = cf.predict(bare)
+    assert isinstance(got, DeviceArray)
+    np.testing.assert_allclose(cp.asnumpy(cp.asarray(got)), reference.predict(forest, X), rtol=1e-6, atol=1e-6)
+    torch = pytest.importorskip("torch")
+    t = torch.as_tensor(X, device="cuda")
+    out = cf.predict(t)
+    assert isinstance(out, torch.Tensor) and out.is_cuda
+    np.testing.assert_allclose(out.cpu().numpy(), reference.predict(forest, X), rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.gpu
+def test_multiclass_and_float64_on_the_device(tmp_path):
+    cp = pytest.importorskip("cupy")
+    from support_gpu import gpu_models
+
+    for path, X in gpu_models(tmp_path).values():
+        forest = sf.load_model(path)
+        cf = _cuda(path)
+        dtype = cf.main.input_dtype
+        got = cf.predict(cp.asarray(X, dtype=dtype))
+        np.testing.assert_allclose(cp.asnumpy(got), reference.predict(forest, X.astype(dtype)), rtol=1e-5, atol=1e-6)

@@ -320,7 +320,7 @@ def verify(forest: Forest) -> None:
     for f, hashes in (forest.hashed_categories or {}).items():
         if not 0 <= f < forest.num_features:
             fail(f"hashed categories for feature {f}, outside 0..{forest.num_features - 1}")
-        if any(not 0 <= h < 2**32 for h in hashes) or len(set(hashes)) != len(hashes):
+        if hashes and (min(hashes) < 0 or max(hashes) >= 2**32) or len(set(hashes)) != len(hashes):
             fail(f"hashed categories of feature {f} must be distinct 32-bit hashes")
     width = forest.input_features
     if width <= 0:
@@ -331,7 +331,7 @@ def verify(forest: Forest) -> None:
                                or not 0 <= int(e[1]) < width for e in elements):
             fail(f"hashed combination {j}: elements must be cat / float / onehot on input columns")
         keys = combo.get("keys")
-        if not isinstance(keys, list) or any(not 0 <= int(k) < 2**64 for k in keys) or len(set(keys)) != len(keys):
+        if not isinstance(keys, list) or keys and (min(keys) < 0 or max(keys) >= 2**64) or len(set(keys)) != len(keys):
             fail(f"hashed combination {j}: keys must be distinct 64-bit keys")
     if forest.aggregation is Aggregation.AVERAGE and not forest.average_divisor > 0:
         fail("average aggregation needs a positive average_divisor")

@@ -133,6 +133,7 @@ class _Model:
             known[index] = {v & 0xFFFFFFFF for v in values}
             self.binary += [("onehot", index, v & 0xFFFFFFFF) for v in values]
         self.combos: dict[str, dict] = {}  # computed columns, in order of first use
+        self._tables: dict[str, categorical.CtrTable] = {}
         data = self.doc.get("ctr_data") or {}
         if not isinstance(data, dict):
             r.fail("ctr_data must be an object")
@@ -142,7 +143,7 @@ class _Model:
             for b in r.lst(c, "borders", where):
                 self.binary.append(("ctr", ctr, r.num(b, f"{where}.borders")))
             if ctr["feature"] is not None:
-                known[ctr["feature"]] |= set(ctr["table"].rows)
+                known[ctr["feature"]] |= set(ctr["table"].keys)
         # codes in hash order: the same model always gets the same codes
         self.known = {index: sorted(hashes) for index, hashes in known.items()}
         self.codes = {index: {h: c for c, h in enumerate(hashes)} for index, hashes in self.known.items()}
@@ -171,30 +172,10 @@ class _Model:
         raw = data.get(ident)
         if not isinstance(raw, dict):
             r.fail(f"{where}: ctr_data has no table for {ident!r}")
-        stride = r.int(raw, "hash_stride", f"ctr_data[{ident!r}]", lo=2, hi=1 << 16)
-        hmap = r.lst(raw, "hash_map", f"ctr_data[{ident!r}]")
-        if len(hmap) % stride:
-            r.fail(f"ctr_data[{ident!r}].hash_map is not a whole number of rows of {stride}")
-        denominator = raw.get("counter_denominator", 0)
-        if isinstance(denominator, bool) or not isinstance(denominator, int) or not 0 <= denominator < 1 << 62:
-            r.fail(f"ctr_data[{ident!r}].counter_denominator must be a count")
-        rows: dict[int, list[int]] = {}
-        for at in range(0, len(hmap), stride):
-            key = hmap[at]
-            try:
-                key = int(key) if isinstance(key, (str, int)) and not isinstance(key, bool) else None
-            except ValueError:
-                key = None
-            stats = hmap[at + 1:at + stride]
-            if key is None or not 0 <= key <= categorical._M64 or any(
-                    isinstance(v, bool) or not isinstance(v, int) or not 0 <= v < 1 << 62 for v in stats):
-                r.fail(f"ctr_data[{ident!r}].hash_map row {at // stride} is not a key and its counts")
-            # a single feature's table is read by category hash, a combination's by key
-            cat_hash = categorical.hash_of_key(key) if single else (None if key == categorical._EMPTY else key)
-            if cat_hash is not None:
-                if cat_hash in rows:
-                    r.fail(f"ctr_data[{ident!r}].hash_map has a key twice")
-                rows[cat_hash] = stats
+        table = self._tables.get(ident)
+        if table is None:
+            table = self._tables[ident] = self._table(raw, ident, single)
+        stride, rows = table.stride, table.keys
         if kind in ("Counter", "FeatureFreq") and stride != 2:
             r.fail(f"{where}: a {kind} CTR table has one count per key, not {stride - 1}")
         target = r.int(c, "target_border_idx", where, hi=1 << 16)
@@ -204,8 +185,41 @@ class _Model:
                  (("prior_numerator", 0.0), ("prior_denomerator", 1.0), ("shift", 0.0), ("scale", 1.0))]
         if combo is not None:
             self.combos[combo]["keys"] |= set(rows)
-        return {"kind": kind, "feature": feature, "combo": combo,
-                "table": categorical.CtrTable(rows, stride, denominator), "target": target, "prior": prior}
+        return {"kind": kind, "feature": feature, "combo": combo, "table": table, "target": target, "prior": prior}
+
+    def _table(self, raw, ident: str, single: bool) -> categorical.CtrTable:
+        """One ``ctr_data`` table, checked: keys (category hashes for a single feature, whose
+        keys invert to them; keys as they are for a combination) and their counts."""
+        r, where = self.r, f"ctr_data[{ident!r}]"
+        stride = r.int(raw, "hash_stride", where, lo=2, hi=1 << 16)
+        hmap = r.lst(raw, "hash_map", where)
+        if len(hmap) % stride:
+            r.fail(f"{where}.hash_map is not a whole number of rows of {stride}")
+        denominator = raw.get("counter_denominator", 0)
+        if isinstance(denominator, bool) or not isinstance(denominator, int) or not 0 <= denominator < 1 << 62:
+            r.fail(f"{where}.counter_denominator must be a count")
+        counts = [v for i, v in enumerate(hmap) if i % stride]
+        if not all(type(v) is int for v in counts):
+            r.fail(f"{where}.hash_map counts must be integers")
+        stats = np.array(counts, dtype=object).reshape(-1, stride - 1) if counts else np.zeros((0, stride - 1), object)
+        if stats.size and (stats.min() < 0 or stats.max() >= 1 << 62):
+            r.fail(f"{where}.hash_map counts must be counts")
+        stats = stats.astype(np.int64)
+        keys = []
+        for key in hmap[::stride]:
+            try:
+                key = int(key) if type(key) in (str, int) else -1
+            except ValueError:
+                key = -1
+            if not 0 <= key <= categorical._M64:
+                r.fail(f"{where}.hash_map has a key that is not a 64-bit integer")
+            # a single feature's table is read by category hash, a combination's by key
+            keys.append(categorical.hash_of_key(key) if single else (None if key == categorical._EMPTY else key))
+        used = [i for i, k in enumerate(keys) if k is not None]
+        rows = {keys[i]: i for i in used}
+        if len(rows) != len(used):
+            r.fail(f"{where}.hash_map has a key twice")
+        return categorical.CtrTable(list(rows), stats[used], stride, denominator)
 
     def _combination(self, elements: list, where: str) -> str:
         """A CTR over a combination of features: the computed column of its key
@@ -252,12 +266,6 @@ class _Model:
             self.r.fail(f"{where}.split_index {at} does not name the split's own feature and border")
         return self.binary[at]
 
-    def _categorical_split(self, feature: int, goes_true, unknown_true: bool) -> trees.Split:
-        """A split on categorical ``feature`` whose condition holds for the hashes
-        ``goes_true`` selects (and for unknown / missing values iff ``unknown_true``)."""
-        codes = tuple(c for h, c in self.codes[feature].items() if goes_true(h))
-        return trees.Split(self.cats[feature], 0.0, nan_left=unknown_true, categories=codes)
-
     def split(self, s, where: str) -> trees.Split:
         r = self.r
         kind = r.str(s, "split_type", where)
@@ -281,21 +289,28 @@ class _Model:
             if isinstance(value, bool) or not isinstance(value, int) or not -(1 << 31) <= value < 1 << 31:
                 r.fail(f"{where}.value must be a 32-bit category hash, got {value!r}")
             self._binary(s, where, ("onehot", index, value & 0xFFFFFFFF))
-            return self._categorical_split(index, lambda h, v=value & 0xFFFFFFFF: h == v, False)
+            # the one category goes left (the condition's side); any other value right
+            return trees.Split(self.cats[index], 0.0, nan_left=False,
+                               categories=np.array([self.codes[index][value & 0xFFFFFFFF]], dtype=np.int64))
         if kind == "OnlineCtr":
             kind, ctr, border = self._binary(s, where, None)
             if kind != "ctr" or r.num(s.get("border"), f"{where}.border") != border:
                 r.fail(f"{where}: split_index names no CTR border, or another border")
-            table, f32 = ctr["table"], np.float32(border)
-
-            def true_for(stats, ctr=ctr, table=table):
-                return bool(categorical.ctr_value(ctr["kind"], stats, table, ctr["target"], *ctr["prior"]) > f32)
-
-            unknown = true_for(None)
-            if ctr["combo"] is not None:
-                codes = tuple(c for k, c in self.combos[ctr["combo"]]["codes"].items() if true_for(table.rows.get(k)))
-                return trees.Split(self.combo_column[ctr["combo"]], 0.0, nan_left=unknown, categories=codes)
-            return self._categorical_split(ctr["feature"], lambda h: true_for(table.rows.get(h)), unknown)
+            if "values" not in ctr:  # every key's CTR value, once per CTR
+                table = ctr["table"]
+                ctr["values"], ctr["prior_value"] = categorical.ctr_values(
+                    ctr["kind"], table, ctr["target"], *ctr["prior"])
+                codes = self.combos[ctr["combo"]]["codes"] if ctr["combo"] is not None else self.codes[ctr["feature"]]
+                ctr["count"] = len(codes)
+                ctr["codes"] = np.array([codes[k] for k in table.keys], dtype=np.int64)
+            f32 = np.float32(border)
+            unknown = bool(ctr["prior_value"] > f32)
+            # keys the model knows from elsewhere but this table lacks take the prior too
+            goes = np.full(ctr["count"], unknown)
+            goes[ctr["codes"]] = ctr["values"] > f32
+            codes = np.flatnonzero(goes).astype(np.int64)
+            column = self.combo_column[ctr["combo"]] if ctr["combo"] is not None else self.cats[ctr["feature"]]
+            return trees.Split(column, 0.0, nan_left=unknown, categories=codes)
         raise UnsupportedModelError(f"{r.name}: CatBoost split type {kind!r} is not supported")
 
 

@@ -59,27 +59,34 @@ def hash_of_key(key: int) -> int | None:
 
 
 class CtrTable:
-    """One ``ctr_data`` entry: category hash -> its statistics row."""
+    """One ``ctr_data`` entry: its keys (category hashes for one feature, keys for a
+    combination) and their statistics rows, as arrays."""
 
-    def __init__(self, rows: dict[int, list[int]], stride: int, counter_denominator: int):
-        self.rows, self.stride, self.counter_denominator = rows, stride, counter_denominator
+    def __init__(self, keys: list[int], stats: np.ndarray, stride: int, counter_denominator: int):
+        self.keys, self.stats = keys, stats  # stats: (len(keys), stride - 1) int64
+        self.stride, self.counter_denominator = stride, counter_denominator
 
 
-def ctr_value(kind: str, stats: list[int] | None, table: CtrTable, target_border_idx: int,
-              prior_num: float, prior_den: float, shift: float, scale: float) -> np.float32:
-    """CatBoost's CTR value (float32) for one category's statistics row (None: not in the table)."""
-    f32 = np.float32
-    if stats is None:
-        good, total = 0, 0
-    elif kind in ("Counter", "FeatureFreq"):
-        good, total = stats[0], table.counter_denominator
+def ctr_values(kind: str, table: CtrTable, target_border_idx: int, prior_num: float, prior_den: float,
+               shift: float, scale: float) -> tuple[np.ndarray, np.float32]:
+    """CatBoost's CTR values (float32, as ``TModelCtr::Calc``) for every key of ``table``, and
+    the value for a key the table does not hold (both counts 0: the prior)."""
+    stats = table.stats
+    if kind in ("Counter", "FeatureFreq"):
+        good, total = stats[:, 0], np.full(len(stats), table.counter_denominator, dtype=np.int64)
     elif kind == "Buckets":
-        good, total = stats[target_border_idx], sum(stats)
+        good, total = stats[:, target_border_idx], stats.sum(axis=1)
     else:  # Borders: the classes above the target border against all
-        good, total = sum(stats[target_border_idx + 1:]), sum(stats)
-    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        ctr = (f32(good) + f32(prior_num)) / (f32(total) + f32(prior_den))
-        return (ctr + f32(shift)) * f32(scale)
+        good, total = stats[:, target_border_idx + 1:].sum(axis=1), stats.sum(axis=1)
+    f32 = np.float32
+
+    def calc(good, total):
+        # the counts become floats (CatBoost passes them as float), then float32 throughout
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            ctr = (np.asarray(good, dtype=f32) + f32(prior_num)) / (np.asarray(total, dtype=f32) + f32(prior_den))
+            return (ctr + f32(shift)) * f32(scale)
+
+    return calc(good, total), f32(calc(np.zeros(1), np.zeros(1))[0])
 
 
 def refuse(name: str, what: str):

@@ -39,7 +39,7 @@ class Split:
     feature: int
     threshold: float
     nan_left: bool
-    categories: tuple[int, ...] | None = None
+    categories: np.ndarray | None = None  # sorted distinct int64 codes
 
 
 class _Nodes:
@@ -48,7 +48,7 @@ class _Nodes:
     def __init__(self, dim: int):
         self.left, self.right, self.feature, self.threshold, self.nan_left = [], [], [], [], []
         self.values: list[np.ndarray] = []
-        self.categories: dict[int, tuple[int, ...]] = {}
+        self.categories: dict[int, np.ndarray] = {}
         self.dim = dim
 
     def add(self) -> int:
@@ -72,9 +72,11 @@ class _Nodes:
         return lo, hi
 
     def tree(self) -> Tree:
-        return Tree.from_nodes(self.left, self.right, self.feature, self.threshold, np.array(self.values),
-                               op=Op.LE, default_left=self.nan_left, outputs=tuple(range(self.dim)),
-                               categories=self.categories)
+        tree = Tree.from_nodes(self.left, self.right, self.feature, self.threshold, np.array(self.values),
+                               op=Op.LE, default_left=self.nan_left, outputs=tuple(range(self.dim)))
+        # one array a split, shared by the nodes of a level (a CTR split may list thousands)
+        tree.categories = dict(self.categories)
+        return tree
 
 
 def oblivious(splits: list[Split], leaf_values: np.ndarray) -> Tree:

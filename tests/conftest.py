@@ -66,6 +66,10 @@ def walks_by_default(monkeypatch):
     choose = plugin_module("silvanforge_rep_bitvector.choose")
     if choose is not None:
         monkeypatch.setattr(choose, "AUTO_CHOOSE", False)
+    # Symmetric trees (CatBoost's, stumps) likewise (tests/test_rep_oblivious.py asks for them).
+    symmetric = plugin_module("silvanforge_rep_oblivious.cost")
+    if symmetric is not None:
+        monkeypatch.setattr(symmetric, "AUTO_CHOOSE", False)
 
 
 @pytest.fixture

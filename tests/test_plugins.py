@@ -24,6 +24,7 @@ SHIPPED = {
     ("silvanforge.representations", "sparse"): "silvanforge-rep-sparse",
     ("silvanforge.representations", "reorg"): "silvanforge-rep-reorg",
     ("silvanforge.representations", "bitvector"): "silvanforge-rep-bitvector",
+    ("silvanforge.representations", "oblivious"): "silvanforge-rep-oblivious",
     ("silvanforge.targets", "cpu"): "silvanforge-target-cpu",
     ("silvanforge.targets", "cuda"): "silvanforge-target-cuda",
     ("silvanforge.targets", "amd"): "silvanforge-target-amd",

@@ -1,0 +1,46 @@
+"""The oblivious representation: forests of symmetric (oblivious) trees, CatBoost's default,
+where every node of a level tests the same split, so a depth-d tree is d compares whose bits
+index its leaf array, with no walk at all (:mod:`.symmetric` recognises them, :mod:`.codegen`
+builds the program, :mod:`.cost` prices it), CPU targets only.
+
+A *program* representation (:class:`silvanforge.rep.ProgramRepresentation`): it builds the whole
+LIR program from the model as imported, so schedules, padding, tiles and tree reordering do not
+apply to it.  The CPU default chooses it by cost where it beats the walks and bitvectors.
+"""
+
+from __future__ import annotations
+
+from silvanforge import hookimpl
+from silvanforge.rep import InputError, ProgramRepresentation
+
+from . import codegen, cost, symmetric
+
+NAME = codegen.NAME
+
+
+class ObliviousForm(ProgramRepresentation):
+    name = NAME
+
+    @classmethod
+    def cost(cls, forest, target_kind, batch_size):
+        if target_kind != "cpu":
+            return f"runs on cpu targets, not {target_kind} ones"
+        facts = symmetric.recognise(forest)
+        if isinstance(facts, str):
+            return facts
+        if not cost.AUTO_CHOOSE:
+            return "not chosen by default (AUTO_CHOOSE is off)"
+        return cost.estimate_ns(facts, batch_size)
+
+    def program(self, forest, target_kind, batch_size):
+        if target_kind != "cpu":
+            raise InputError(f"the {NAME} representation runs on cpu targets, not {target_kind} ones")
+        facts = symmetric.recognise(forest)
+        if isinstance(facts, str):
+            raise InputError(f"the {NAME} representation cannot run this model: {facts}")
+        return codegen.lower(forest, facts, None if batch_size is None else int(batch_size))
+
+
+@hookimpl
+def silvanforge_representation_types():
+    return [ObliviousForm]

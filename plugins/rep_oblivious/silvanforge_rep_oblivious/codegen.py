@@ -1,0 +1,166 @@
+"""The program of the oblivious representation (LIR from :class:`.symmetric.Facts`).
+
+One phase, parallel over rows, in blocks of ``lanes`` rows (one SIMD lane a row):
+
+1. the block's columns: each feature the splits read, copied from the rows into a local array
+   of ``lanes`` values (missing values as the column's kind says, :class:`.symmetric.Column`);
+2. per group of trees (:class:`.symmetric.Group`), a loop over its trees in model order: per
+   level (unrolled to the group's depth) one vector compare of the level's column with its
+   threshold, whose lanes set bit ``level`` of the leaf index (a masked OR); then per output one
+   gather of the leaf values, added to that output's accumulator (a register a lane);
+3. the accumulators stored to the margins.
+
+Levels past a tree's depth compare with a NaN threshold: false, so their bits stay 0.  Each
+output's sum starts from the base score and adds its trees in model order, as the reference
+does, so margins are exact.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from silvanforge.ir import hir, lir
+from silvanforge.ir.hir import ZERO_THRESHOLD
+from silvanforge.ir.lir import (Assign, Bin, Buffer, Builder, Cast, Cmp, Extract, For, Gather, If, IsNan,
+                               Load, Select, Store, Var, Vector)
+from silvanforge.lowering import thread_info
+from silvanforge.walkcost import WALK_STEP_NS
+
+from . import cost
+from .symmetric import Facts, leaf_table
+
+NAME = "oblivious"
+GATHERS = True
+
+
+class _Lowering:
+    def __init__(self, forest: hir.Forest, facts: Facts, lanes: int):
+        self.forest, self.facts, self.lanes = forest, facts, lanes
+        self.thr_t = lir.lir_type(forest.threshold_dtype)
+        self.acc_t = lir.lir_type(forest.accumulate_dtype)
+        self.buffers = {"rows": Buffer("rows", self.thr_t, "input"),
+                        "margins": Buffer("margins", self.acc_t, "output")}
+        self.b = Builder(self.buffers)
+        self.x_t = lir.vector_type(self.thr_t, lanes)
+        self.mask_t = lir.vector_type("i1", lanes)
+        self.idx_t = lir.vector_type("i32", lanes)
+        self.acc_v = lir.vector_type(self.acc_t, lanes)
+
+    def splat(self, value, t: str) -> lir.Expr:
+        return Builder.const(value, lir.vector_type(t, self.lanes))
+
+    def lower(self, batch_size: int | None) -> lir.Module:
+        forest, facts, b, L = self.forest, self.facts, self.b, self.lanes
+        c, i64 = Builder.const, "i64"
+        self._tables()
+        self.buffers["ob_x"] = Buffer("ob_x", self.thr_t, "local", size=max(1, len(facts.columns)) * L)
+        row0 = b.local("r", i64)
+        last = Bin("-", lir.ROW_END, c(1, i64))
+        # Lanes past the batch's end read its last row and are never stored.
+        lane_rows = [Bin("min", Bin("+", row0, c(k, i64)), last) for k in range(L)]
+        body = b.push()
+        self._columns(lane_rows)
+        for g, group in enumerate(facts.groups):
+            self._group(g, group, row0)
+        b.pop()
+        fn = lir.Function("predict_oblivious", [For(row0, lir.ROW_BEGIN, lir.ROW_END, L, body)],
+                          dict(b.locals), parallel="rows", row_parallel=True)
+        estimate = cost.estimate_ns(facts, batch_size)
+        module = lir.Module(
+            functions=[fn], buffers=self.buffers, num_features=forest.num_features,
+            num_outputs=forest.num_outputs, input_type=self.thr_t, output_type=self.acc_t,
+            info={"summary": f"rep={NAME} trees={forest.num_trees} depth={int(facts.depth.max())} "
+                             f"columns={len(facts.columns)} groups={len(facts.groups)} "
+                             f"outputs={forest.num_outputs} lanes={L}",
+                  # Hardware gathers for the leaf values (the CPU target splits them into
+                  # scalar loads on hosts LLVM does not tune as fast-gather, AMD Zen, otherwise).
+                  "rep": NAME, "vector_walk": GATHERS, **thread_info(round(estimate / WALK_STEP_NS))})
+        lir.verify(module)
+        return module
+
+    def _tables(self) -> None:
+        """Per tree (in group order) and level: the column's offset in ob_x and the threshold;
+        per tree the first element of its leaf values; the base scores."""
+        facts, b, L = self.facts, self.b, self.lanes
+        order = np.concatenate([g.trees for g in facts.groups])
+        self.first = np.cumsum([0] + [len(g.trees) for g in facts.groups])  # each group's first position
+        self.level_base = []  # each group's first table element, less its first position's levels
+        cols, thrs, at = [], [], 0
+        for g, group in enumerate(facts.groups):
+            D = max(group.depth, 1)
+            column = facts.column[group.trees][:, :D]
+            cols.append(np.where(column >= 0, column * L, 0).reshape(-1))
+            thrs.append(facts.threshold[group.trees][:, :D].reshape(-1))
+            self.level_base.append(at - int(self.first[g]) * D)
+            at += column.size
+        b.buffer("ob_column", np.concatenate(cols).astype(np.int32))
+        b.buffer("ob_threshold", np.concatenate(thrs).astype(self.forest.threshold_dtype))
+        leaves, base = leaf_table(self.forest, facts, self.forest.accumulate_dtype)
+        b.buffer("ob_leaf", leaves)
+        b.buffer("ob_leaf_base", base[order].astype(np.int32))
+        b.buffer("ob_base", np.asarray(self.forest.base_score, dtype=self.forest.accumulate_dtype))
+        b.buffer("ob_feature", np.array([col.feature for col in facts.columns] or [0], np.int32))
+
+    def _columns(self, lane_rows: list) -> None:
+        """The block's columns, one loop per kind (the columns are sorted by kind)."""
+        b, c, i64, L = self.b, Builder.const, "i64", self.lanes
+        u = Var("ob_u", i64)
+        feature = Cast(Load("ob_feature", u, "i32"), i64)
+        x = b.local("x", self.x_t)
+        read = Assign(x, Vector(tuple(
+            Load("rows", Bin("+", Bin("*", r, lir.ROW_STRIDE), Bin("*", feature, lir.COL_STRIDE)), self.thr_t)
+            for r in lane_rows)))
+        kinds: dict[tuple, list[int]] = {}
+        for k, col in enumerate(self.facts.columns):
+            kinds.setdefault((col.nan_right, col.zero_missing), []).append(k)
+        for (nan_right, zero_missing), ks in kinds.items():
+            missing = IsNan(x, self.mask_t)
+            if zero_missing:
+                small = Bin("&", Cmp(">=", x, self.splat(-ZERO_THRESHOLD, self.thr_t), self.mask_t),
+                            Cmp("<=", x, self.splat(ZERO_THRESHOLD, self.thr_t), self.mask_t))
+                missing = Bin("|", missing, small)
+            value = x
+            if nan_right or zero_missing:
+                value = Select(missing, self.splat(np.inf if nan_right else np.nan, self.thr_t), x)
+            b.emit(For(u, c(ks[0], i64), c(ks[-1] + 1, i64), 1, [
+                read, Store("ob_x", Bin("*", u, c(L, i64)), value)]))
+
+    def _group(self, g: int, group, row0: Var) -> None:
+        """The group's trees, in model order: the leaf index of each and its values added."""
+        b, c, i64, i32, L = self.b, Builder.const, "i64", "i32", self.lanes
+        D, K = max(group.depth, 1), len(group.outputs)
+        accs = [b.local("acc", self.acc_v, Vector((Load("ob_base", c(o, i64), self.acc_t),) * L))
+                for o in group.outputs]
+        t = Var(f"ob_t{g}", i64)
+        idx = b.local("idx", self.idx_t)
+        body = [Assign(idx, self.splat(0, i32))]
+        start = Bin("+", Bin("*", t, c(D, i64)), c(self.level_base[g], i64))
+        for level in range(group.depth):
+            at = Bin("+", start, c(level, i64))
+            x = Load("ob_x", Cast(Load("ob_column", at, i32), i64), self.x_t)
+            thr = Vector((Load("ob_threshold", at, self.thr_t),) * L)
+            body.append(Assign(idx, Select(Cmp(">=", x, thr, self.mask_t),
+                                           Bin("|", idx, self.splat(1 << level, i32)), idx)))
+        leaf = b.local("leaf", self.idx_t)
+        first = Vector((Load("ob_leaf_base", t, i32),) * L)
+        body.append(Assign(leaf, Bin("+", idx if K == 1 else Bin("*", idx, self.splat(K, i32)), first)))
+        for j, acc in enumerate(accs):
+            at = leaf if j == 0 else Bin("+", leaf, self.splat(j, i32))
+            body.append(Assign(acc, Bin("+", acc, Gather("ob_leaf", at, self.acc_v))))
+        b.emit(For(t, c(int(self.first[g]), i64), c(int(self.first[g + 1]), i64), 1, body))
+        C = self.forest.num_outputs
+        for o, acc in zip(group.outputs, accs):
+            for k in range(L):
+                row = Bin("+", row0, c(k, i64))
+                b.emit(If(Cmp("<", row, lir.ROW_END),
+                          [Store("margins", Bin("+", Bin("*", row, c(C, i64)), c(o, i64)), Extract(acc, k))]))
+
+
+def lower(forest: hir.Forest, facts: Facts, batch_size: int | None = None, lanes: int | None = None) -> lir.Module:
+    """The LIR module of ``forest`` (symmetric, :func:`.symmetric.recognise` gave ``facts``)
+    for ``batch_size`` rows a call (None: large batches); ``lanes`` rows a block (None: the
+    cost model's choice, :func:`.cost.lanes`)."""
+    return _Lowering(forest, facts, lanes or cost.lanes(forest, batch_size)).lower(batch_size)
+
+
+__all__ = ["NAME", "lower"]

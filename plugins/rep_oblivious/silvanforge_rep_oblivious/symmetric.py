@@ -1,0 +1,194 @@
+"""Which forests are symmetric (oblivious) and what the program needs to know of them.
+
+A tree is symmetric when every node of a level is internal and tests the same split (feature,
+threshold in the comparison dtype, comparison op, missing-value direction, zero-as-missing, no
+categorical set), down to a level of leaves only: its leaf is then fixed by one bit a level
+(1 where the row goes right), ``leaf = sum(bit_i << i)``, so no walk is needed.
+
+Each level becomes "goes right iff ``x' >= t'``", an ordered compare (false for NaN):
+``x < t`` keeps ``t``; ``x <= t`` takes the next value above ``t`` in the comparison dtype
+(exact for every input of that dtype).  ``x'`` is the feature's *column*: the value itself, or
+with missing values (NaN, and for zero-as-missing splits ``|x| <= ZERO_THRESHOLD``) replaced
+by +inf where they go right (above every ``t'``) and NaN where they go left.  Refused, with the
+reason (the walks run instead): categorical and ``==`` splits, NaN thresholds, ``x <= +inf``
+splits (every number goes left: no ``t'`` says so), aggregations other than a sum, and outputs
+that trees of different output sets add to (their sums could not keep model order).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import weakref
+
+import numpy as np
+
+from silvanforge.ir import hir
+from silvanforge.ir.hir import Aggregation, Op
+
+
+@dataclasses.dataclass(frozen=True)
+class Column:
+    """A block's copy of one feature: missing values as +inf (``nan_right``) or NaN, zero
+    counted as missing where ``zero_missing``."""
+
+    feature: int
+    nan_right: bool
+    zero_missing: bool
+
+
+@dataclasses.dataclass
+class Group:
+    """Trees adding to the same outputs, in model order: their sums are independent of the
+    other groups', so each group is one loop over its trees."""
+
+    outputs: tuple[int, ...]
+    trees: np.ndarray  # model indices, ascending
+    depth: int  # levels the loop runs: the group's deepest tree (shallower ones padded)
+
+
+@dataclasses.dataclass
+class Facts:
+    """A symmetric forest as the program reads it: per tree and level the column (index into
+    ``columns``) and threshold ``t'`` of :mod:`this module <.symmetric>`'s rule, -1 past the
+    tree's depth."""
+
+    depth: np.ndarray  # (trees,) levels of each tree
+    column: np.ndarray  # (trees, max depth) int64, -1 past a tree's depth
+    threshold: np.ndarray  # (trees, max depth) in the comparison dtype, NaN past a tree's depth
+    columns: list[Column]
+    groups: list[Group]
+
+    @property
+    def num_trees(self) -> int:
+        return len(self.depth)
+
+
+# The last forest recognised and what was found: cost() is asked for several batch sizes per
+# compile and the tuner ranks every size, each a pass over every node.
+_last: list = []
+
+
+def recognise(forest: hir.Forest) -> Facts | str:
+    """The :class:`Facts` of a symmetric forest, or why it is not one (a string naming the
+    first tree that breaks a rule)."""
+    if _last and _last[0]() is forest and _last[1] == (len(forest.trees), id(forest.trees)):
+        return _last[2]
+    found = _recognise(forest)
+    _last[:] = [weakref.ref(forest), (len(forest.trees), id(forest.trees)), found]
+    return found
+
+
+def _recognise(forest: hir.Forest) -> Facts | str:
+    if forest.aggregation is not Aggregation.SUM:
+        return f"it sums trees ({forest.aggregation.value} aggregation)"
+    if not forest.trees:
+        return "it has no trees"
+    groups = _groups(forest)
+    if isinstance(groups, str):
+        return groups
+    trees = forest.trees
+    thr_dtype = np.dtype(forest.threshold_dtype)
+    offset, left, _, levels = hir.level_order(forest)
+    tree_of = np.repeat(np.arange(len(trees)), np.diff(offset))
+    feature = np.concatenate([t.feature for t in trees]).astype(np.int64)
+    with np.errstate(over="ignore"):
+        threshold = np.concatenate([t.threshold for t in trees]).astype(thr_dtype)
+    op = np.concatenate([t.op for t in trees]).astype(np.int64)
+    nan_left = np.concatenate([t.default_left for t in trees])
+    zero = np.concatenate([t.zero_missing for t in trees])
+    categorical = np.concatenate([t.categorical_mask() for t in trees])
+    depth = np.zeros(len(trees), np.int64)
+    per_level = []  # (trees with a split at this level, their first node of the level)
+    for level, nodes in enumerate(levels):
+        nodes = np.sort(nodes)  # node numbers grow with the tree: sorted by tree
+        owner = tree_of[nodes]
+        inner = left[nodes] >= 0
+        starts = np.flatnonzero(np.r_[True, owner[1:] != owner[:-1]])
+        counts = np.diff(np.r_[starts, len(nodes)])
+        first = np.repeat(nodes[starts], counts)
+        inner_count = np.add.reduceat(inner.astype(np.int64), starts)
+        mixed = (inner_count > 0) & (inner_count < counts)
+        if mixed.any():
+            return f"tree {int(owner[starts[np.argmax(mixed)]])} is not symmetric (level {level} mixes splits and leaves)"
+        same = ((feature[nodes] == feature[first]) & (op[nodes] == op[first])
+                & (nan_left[nodes] == nan_left[first]) & (zero[nodes] == zero[first])
+                & (threshold[nodes] == threshold[first])) | ~inner
+        checks = [(inner & categorical[nodes], "has categorical splits"),
+                  (inner & (op[nodes] == int(Op.EQ)), "has == splits"),
+                  (inner & np.isnan(threshold[nodes]), "has NaN thresholds"),
+                  (inner & (op[nodes] == int(Op.LE)) & (threshold[nodes] == np.inf),
+                   "has x <= +inf splits (every number goes left)"),
+                  (~same, f"is not symmetric (level {level} has different splits)")]
+        bad = [(int(owner[np.argmax(hit)]), n) for n, (hit, _) in enumerate(checks) if hit.any()]
+        if bad:
+            tree, n = min(bad)  # the first tree, and its first rule broken
+            return f"tree {tree} {checks[n][1]}"
+        split = nodes[starts][inner_count > 0]
+        depth[tree_of[split]] = level + 1
+        per_level.append((tree_of[split], split))
+    return _facts(forest, depth, per_level, feature, threshold, op, nan_left, zero, groups)
+
+
+def _groups(forest: hir.Forest) -> list[Group] | str:
+    """Trees by the outputs they add to; an output added to by trees of two output sets is
+    refused (one loop per set keeps each output's sum in model order only when its trees are
+    all in one set)."""
+    by_outputs: dict[tuple, list[int]] = {}
+    for k, t in enumerate(forest.trees):
+        by_outputs.setdefault(tuple(t.outputs), []).append(k)
+    owner: dict[int, tuple] = {}
+    for outputs in by_outputs:
+        for o in outputs:
+            if owner.setdefault(o, outputs) != outputs:
+                return (f"output {o} is added to by trees of different output sets "
+                        f"({list(owner[o])} and {list(outputs)})")
+    return [Group(outputs, np.array(trees, np.int64), 0) for outputs, trees in by_outputs.items()]
+
+
+def _facts(forest, depth, per_level, feature, threshold, op, nan_left, zero, groups) -> Facts:
+    thr_dtype = np.dtype(forest.threshold_dtype)
+    T, D = len(forest.trees), max(1, int(depth.max()))
+    column = np.full((T, D), -1, np.int64)
+    thr = np.full((T, D), np.nan, thr_dtype)
+    index: dict[Column, int] = {}
+    keys = []
+    for level, (trees, nodes) in enumerate(per_level):
+        for t, n in zip(trees.tolist(), nodes.tolist()):
+            c = Column(int(feature[n]), not bool(nan_left[n]), bool(zero[n]))
+            keys.append((t, level, c))
+            t_prime = threshold[n]
+            if op[n] == int(Op.LE):  # x <= t iff not x >= next(t): right iff x >= next(t)
+                with np.errstate(over="ignore"):  # the largest finite threshold: next is +inf
+                    t_prime = np.nextafter(t_prime, thr_dtype.type(np.inf))
+            thr[t, level] = t_prime
+    # Columns by kind (each kind one copying loop), then feature.
+    for c in sorted({c for _, _, c in keys}, key=lambda c: (c.zero_missing, c.nan_right, c.feature)):
+        index[c] = len(index)
+    for t, level, c in keys:
+        column[t, level] = index[c]
+    for g in groups:
+        g.depth = int(depth[g.trees].max())
+    return Facts(depth, column, thr, list(index), groups)
+
+
+def leaf_table(forest: hir.Forest, facts: Facts, acc_dtype) -> tuple[np.ndarray, np.ndarray]:
+    """Every tree's leaf values by leaf index (``sum(bit_i << i)``, bit 1 going right), the
+    values of its outputs together (``leaf * len(outputs) + j``), trees one after another: the
+    values and each tree's first element."""
+    parts, base, at = [], np.zeros(forest.num_trees, np.int64), 0
+    for k, t in enumerate(forest.trees):
+        bits = np.zeros(t.num_nodes, np.int64)
+        frontier, level = np.array([0]), 0
+        while True:
+            inner = frontier[t.left[frontier] >= 0]
+            if not inner.size:
+                break
+            bits[t.left[inner]] = bits[inner]
+            bits[t.right[inner]] = bits[inner] | (1 << level)
+            frontier, level = np.concatenate([t.left[inner], t.right[inner]]), level + 1
+        values = np.zeros((1 << int(facts.depth[k]), len(t.outputs)), np.float64)
+        values[bits[frontier]] = t.leaf_value[frontier]
+        base[k] = at
+        parts.append(values.reshape(-1))
+        at += values.size
+    return np.concatenate(parts).astype(acc_dtype), base

@@ -1,0 +1,171 @@
+"""The oblivious representation (plugins/rep_oblivious): symmetric trees evaluated as one compare
+a level whose bits index the leaves.  Differential: against the reference evaluator bit for bit
+(margins) and against catboost's and xgboost's own predict, on models trained here; the chooser
+takes it by cost for CatBoost's symmetric trees; other forests are refused with the reason."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+import silvanforge as sf
+from silvanforge import reference
+from silvanforge.ir.hir import Aggregation, Forest, Op, Transform, Tree
+from silvanforge.plugins import registry
+
+catboost = pytest.importorskip("catboost")
+pytest.importorskip("silvanforge_rep_oblivious")
+
+BATCHES = (0, 1, 7, 16, 300)
+
+
+@pytest.fixture(autouse=True)
+def chosen_by_default(monkeypatch):
+    from silvanforge_rep_oblivious import cost
+
+    monkeypatch.setattr(cost, "AUTO_CHOOSE", True)
+
+
+def _data(rows=400, features=6, seed=0, nan=0.1):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(rows, features)).astype(np.float32)
+    y = X[:, 0] + X[:, 1] * X[:, 2] - np.abs(X[:, 3])
+    X[rng.random(X.shape) < nan] = np.nan
+    return X, y
+
+
+def _train(loss: str, nan_mode: str = "Min", y_of=lambda y: y, **extra):
+    X, y = _data()
+    model = catboost.CatBoost({"iterations": 12, "depth": 4, "loss_function": loss, "nan_mode": nan_mode,
+                               "random_seed": 0, "verbose": False, "thread_count": 1,
+                               "allow_writing_files": False, **extra})
+    model.fit(X, y_of(y))
+    return model
+
+
+def _rows(features: int, n: int, seed: int = 1) -> np.ndarray:
+    X, _ = _data(max(n, 1), features, seed, nan=0.15)
+    return X[:n]
+
+
+def _check(cf, forest, X):
+    np.testing.assert_array_equal(cf.predict(X, output_margin=True), reference.predict(forest, X, output_margin=True))
+
+
+@pytest.mark.parametrize("loss, nan_mode, kind", [
+    ("RMSE", "Min", "RawFormulaVal"), ("Logloss", "Max", "Probability"), ("MultiClass", "Min", "Probability")])
+def test_catboost_models_are_exact_at_every_batch_size(loss, nan_mode, kind):
+    y_of = {"RMSE": lambda y: y, "Logloss": lambda y: (y > 0).astype(int),
+            "MultiClass": lambda y: np.digitize(y, [-1.0, 0.5])}[loss]
+    model = _train(loss, nan_mode, y_of)
+    forest = sf.load_model(model)
+    cf = sf.compile(model)
+    assert cf.rep == "oblivious"
+    for n in BATCHES:  # 1-16 rows take the lean path
+        X = _rows(forest.num_features, n, seed=n)
+        _check(cf, forest, X)
+        ours = cf.predict(X)
+        theirs = model.predict(X, prediction_type=kind) if n else ours
+        if loss == "Logloss" and n:
+            theirs = theirs[:, 1]
+        np.testing.assert_allclose(ours, theirs, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("batch_size", [1, 7, 16, 300])
+def test_forms_lowered_for_each_batch_size(batch_size):
+    model = _train("MultiClass", "Max", lambda y: np.digitize(y, [-1.0, 0.5]))
+    forest = sf.load_model(model)
+    cf = sf.compile(forest, rep="oblivious", batch_size=batch_size, threads=2)
+    for n in BATCHES:
+        _check(cf, forest, _rows(forest.num_features, n, seed=n))
+
+
+def test_the_chooser_prices_it_below_the_walks_for_catboost():
+    X, y = _data(2000)
+    model = catboost.CatBoost({"iterations": 60, "depth": 6, "random_seed": 0, "verbose": False,
+                               "thread_count": 1, "allow_writing_files": False}).fit(X, y)
+    forest = sf.load_model(model)
+    costs = {rep: ns for rep, ns, _ in registry().rep_costs(forest, "cpu", None) if isinstance(ns, float)}
+    assert min(costs, key=costs.get) == "oblivious", costs
+    assert sf.compile(model).rep == "oblivious"
+
+
+def _oblivious_tree(rng, depth: int, features: int, outputs: tuple, op=None) -> Tree:
+    """A complete tree whose every level tests one split drawn at random: ops, missing
+    directions and zero-as-missing vary from level to level."""
+    splits = [(int(rng.integers(features)), float(rng.choice([-1.0, 0.0, 0.5, rng.normal()])),
+               int(rng.integers(2)) if op is None else int(op), bool(rng.integers(2)), bool(rng.integers(2)))
+              for _ in range(depth)]
+    n = 2 ** (depth + 1) - 1
+    left, right = np.full(n, -1), np.full(n, -1)
+    feature, threshold = np.full(n, -1), np.zeros(n)
+    ops, dl, zm = np.zeros(n, np.uint8), np.zeros(n, bool), np.zeros(n, bool)
+    for node in range(2 ** depth - 1):
+        level = int(np.log2(node + 1))
+        left[node], right[node] = 2 * node + 1, 2 * node + 2
+        feature[node], threshold[node], ops[node], dl[node], zm[node] = splits[level]
+    values = rng.normal(size=(n, len(outputs)))
+    return Tree(left.astype(np.int32), right.astype(np.int32), feature.astype(np.int32), threshold, ops, dl, zm,
+                values, outputs)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_random_symmetric_forests_every_op_and_missing_rule(dtype):
+    """Every HIR rule a symmetric tree may hold: < and <=, NaN either way, zero as missing,
+    trees of depth 0 to 5, tree groups of one output each and trees of several outputs."""
+    rng = np.random.default_rng(5)
+    features = 4
+    for outputs_of in (lambda k: (0,), lambda k: (k % 3,), lambda k: (0, 1)):
+        trees = [_oblivious_tree(rng, int(rng.integers(0, 6)), features, outputs_of(k)) for k in range(25)]
+        outputs = 1 + max(max(t.outputs) for t in trees)
+        forest = Forest(trees=trees, num_features=features, num_outputs=outputs,
+                        base_score=np.linspace(-0.3, 0.3, outputs), aggregation=Aggregation.SUM,
+                        transform=Transform(), threshold_dtype=dtype, accumulate_dtype=dtype)
+        X = rng.choice([np.nan, 0.0, -0.0, 1e-36, -1.0, 0.5, np.inf, -np.inf, 2.0], size=(300, features))
+        X = np.where(rng.random(X.shape) < 0.5, rng.normal(size=X.shape), X).astype(dtype)
+        assert isinstance(registry().rep_class("oblivious").cost(forest, "cpu", None), float)
+        cf = sf.compile(forest, rep="oblivious")
+        for n in BATCHES:
+            _check(cf, forest, X[:n])
+
+
+def test_xgboost_stumps_take_it_and_agree_with_xgboost():
+    """Depth-1 trees are symmetric: a multiclass model's one-output trees make groups."""
+    xgboost = pytest.importorskip("xgboost")
+    X, y = _data(600)
+    booster = xgboost.train({"max_depth": 1, "objective": "multi:softprob", "num_class": 3, "nthread": 1},
+                            xgboost.DMatrix(X, np.digitize(y, [-1.0, 0.5])), 15)
+    forest = sf.load_model(booster)
+    cf = sf.compile(booster, rep="oblivious")
+    Xt = _rows(forest.num_features, 300)
+    _check(cf, forest, Xt)
+    np.testing.assert_allclose(cf.predict(Xt), booster.predict(xgboost.DMatrix(Xt)), rtol=1e-6, atol=1e-7)
+
+
+def test_other_forests_are_refused_with_the_reason():
+    xgboost = pytest.importorskip("xgboost")
+    X, y = _data(600, nan=0.0)
+    booster = xgboost.train({"max_depth": 3, "nthread": 1}, xgboost.DMatrix(X, y), 5)
+    forest = sf.load_model(booster)
+    why = registry().rep_class("oblivious").cost(forest, "cpu", None)
+    assert isinstance(why, str) and "is not symmetric" in why, why
+    with pytest.raises(sf.InputError, match="oblivious representation cannot run this model: tree 0 is not symmetric"):
+        sf.compile(forest, rep="oblivious")
+    assert "runs on cpu targets" in registry().rep_class("oblivious").cost(forest, "gpu", None)
+    # A categorical split at a level, and an average: each named.
+    model = _train("RMSE")
+    cat = sf.load_model(model)
+    tree = cat.trees[0]
+    cat.trees[0] = dataclasses.replace(tree, categories={0: np.array([1, 2])})
+    assert registry().rep_class("oblivious").cost(cat, "cpu", None) == "tree 0 has categorical splits"
+    averaged = dataclasses.replace(sf.load_model(model), aggregation=Aggregation.AVERAGE)
+    assert "sums trees" in registry().rep_class("oblivious").cost(averaged, "cpu", None)
+
+
+def test_lir_has_one_compare_a_level_and_no_walk():
+    model = _train("RMSE")
+    text = sf.compile(model, rep="oblivious").show("lir")
+    assert "rep=oblivious" in text and "while" not in text.lower()
+    assert text.count("ob_column[") == 4  # depth 4: one compare a level, unrolled

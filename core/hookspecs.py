@@ -67,7 +67,9 @@ def silvanforge_import_object(obj):
     objects by their class without importing libraries the user has not imported (check
     ``sys.modules`` first), so a plugin never makes an import that fails.  Set
     ``Forest.feature_names`` and ``Forest.class_labels`` from the object where it has them, and
-    ``Forest.feature_categories`` where the library maps pandas categories itself.  Raise
+    ``Forest.feature_categories`` where the library maps pandas categories itself
+    (``Forest.hashed_categories`` / ``hashed_combinations`` where it knows categories only by
+    hash, as CatBoost does).  Raise
     :class:`silvanforge.errors.UnsupportedModelError` for objects of yours that cannot be
     compiled (an unfitted estimator, a multi-output model), naming what is missing.
     """

@@ -82,6 +82,8 @@ _META_FIELDS = {
     "leaf_self_loops": (bool, type(None)), "per_tree_walk_depth": (bool, type(None)),
     "feature_width": (str, type(None)), "index_width": (str, type(None)),
     "inline_leaves": (bool, type(None)), "packed_default_left": (bool, type(None)),
+    # the representation's own options (CompileOptions.rep_options): name -> JSON scalar
+    "rep_options": (dict,),
 }
 _WIDTH_FIELDS = ("feature_width", "index_width")
 
@@ -309,7 +311,7 @@ def _meta(raw: bytes, name: str) -> dict:
 # The fields of a form's entry in plan.json: its options, as meta.json records the main form's.
 _FORM_FIELDS = {field: _META_FIELDS[field] for field in (
     "target", "rep", "schedule", "batch_size", "threads", "pad", "tile_size", "reorder", "lir",
-    *LOWERING_FIELDS)}
+    *LOWERING_FIELDS, "rep_options")}
 
 
 def check_meta_fields(meta: dict, name: str, fields: dict | None = None) -> dict:
@@ -321,6 +323,9 @@ def check_meta_fields(meta: dict, name: str, fields: dict | None = None) -> dict
             raise ArtifactError(f"{name}: meta.json has no {field!r} field: damaged")
         if not isinstance(value, types) or (value is not None and (bool in types) != isinstance(value, bool)):
             raise ArtifactError(f"{name}: meta.json field {field!r} is {type(value).__name__}: damaged")
+        if field == "rep_options" and not all(v is None or isinstance(v, (bool, int, float, str))
+                                              for v in value.values()):
+            raise ArtifactError(f"{name}: meta.json field 'rep_options' holds a value that is not a scalar: damaged")
         if field in _WIDTH_FIELDS and value not in (None, *WIDTHS):
             raise ArtifactError(f"{name}: meta.json field {field!r} is {value!r}, not one of "
                                 f"{', '.join(WIDTHS)}: damaged")
@@ -333,7 +338,8 @@ def _default(field: str):
     # were lowered with the defaults, None).
     if field in LOWERING_FIELDS:
         return None
-    return {"pad": False, "tile_size": 1, "reorder": None, "probability_tiling": False}.get(field, ...)
+    return {"pad": False, "tile_size": 1, "reorder": None, "probability_tiling": False,
+            "rep_options": {}}.get(field, ...)
 
 
 def _check_manifest(data: dict, name: str) -> None:

@@ -232,6 +232,7 @@ def compile_command(
         *([("probability-tiled trees", s["probability_tiled_trees"])] if cf.tile_ids is not None else []),
         *([("trees grouped by", cf.reorder)] if cf.reorder else []),
         *[(name.replace("_", " "), value) for name, value in cf.options.lowering().items() if value is not None],
+        *[(f"{cf.rep} option {name}", value) for name, value in cf.options.rep_options.items()],
         ("batch size", cf.batch_size if cf.batch_size is not None else "any (not tuned for one)"),
         ("threads", "GPU grid" if registry().target_kind(cf.target) == "gpu"
          else cf.threads if cf.threads is not None else "all usable CPUs"),

@@ -198,7 +198,7 @@ class CompiledForest:
                 "probability_tiled_trees": sum(i is not None for i in self.tile_ids or []),
                 "batch_size": self.batch_size, "threads": self.threads,
                 # the lowering knobs (None: chosen by the lowering for the model)
-                **self.options.lowering(),
+                **self.options.lowering(), "rep_options": dict(self.options.rep_options),
                 "plan": "; ".join(f"{b.text()} rows: {self.forms[b.form].options.rep}" for b in self.bands),
                 "tuned": self.tuning is not None,
                 "compile_seconds": round(self.compile_seconds, 3)}
@@ -264,7 +264,7 @@ def form_meta(form: Form) -> dict:
     o = form.options
     return {"target": o.target, "rep": o.rep, "schedule": o.schedule.to_text(), "batch_size": o.batch_size,
             "threads": o.threads, "pad": o.pad, "tile_size": o.tile_size, "reorder": o.reorder,
-            "lir": form.digest, **o.lowering()}
+            "lir": form.digest, **o.lowering(), "rep_options": dict(o.rep_options)}
 
 
 def tile_id_arrays(tile_ids: list, forest: hir.Forest) -> dict[str, np.ndarray]:

@@ -27,7 +27,7 @@ from .layout import (FLAG_CATEGORICAL, FLAG_DEFAULT_LEFT, FLAG_OP_SHIFT, FLAG_ZE
 from .options import CompileOptions, leaf_self_loops, node_widths, per_tree_walk_depth, split_rows, vector_walks
 from .plugins import registry, rep_types
 from .reduction.legalize import identity
-from .rep import Representation
+from .rep import Representation, instance
 
 
 # Whether interleaved walks run as vectors where the options leave it open
@@ -95,18 +95,12 @@ def rows_split_per_chunk(fn: mir.MirFunction) -> bool:
     return walks and covered(fn.body, False)
 
 
-# Walk steps a CPU thread should get before a prediction is split over Python's thread pool:
-# below about this much work (~0.2 ms) handing rows to a second thread costs more than it saves (a 100-tree
-# depth-6 model at 512 rows ran 1.15x faster on two threads at best, slower on average).
-THREAD_STEPS = 500_000
-
-
 def thread_info(steps_per_row: int) -> dict:
     """What a CPU module tells the runtime about splitting rows over threads: its walk steps a
-    row, and the rows a thread should get for :data:`THREAD_STEPS` of them (a target with a
-    faster hand-off of its own sets a lower bar from ``walk_steps_per_row``)."""
-    steps = max(1, int(steps_per_row))
-    return {"walk_steps_per_row": steps, "min_rows_per_thread": -(-THREAD_STEPS // steps)}
+    row (a property of the program; how many rows a thread should get for them is the
+    runtime's choice, :func:`silvanforge.runtime.rows_per_thread`, and a target with a faster
+    hand-off of its own sets a lower bar from it)."""
+    return {"walk_steps_per_row": max(1, int(steps_per_row))}
 
 
 def float32_thresholds(threshold: np.ndarray, op: int = Op.LE) -> np.ndarray:
@@ -143,12 +137,12 @@ class _Rep:
     """One walk representation for one compile: the instance of its class (the contract of
     :mod:`silvanforge.rep`), whose methods the walk generator calls by name."""
 
-    def __init__(self, hook, rep: str):
+    def __init__(self, hook, rep: str, rep_options=None):
         cls = rep_types(hook).get(rep)
         if cls is None or not issubclass(cls, Representation):
             raise PluginError(f"representation {rep!r} is not a walk representation (no "
                               "silvanforge.rep.Representation class of that name is installed)")
-        self.hook, self.rep, self.instance = hook, rep, cls()
+        self.hook, self.rep, self.instance = hook, rep, instance(cls, rep_options)
 
     def __getattr__(self, op):
         if op == "buffers":
@@ -216,7 +210,7 @@ def setup_walks(forest: hir.Forest, fn: mir.MirFunction, rep: str, hook=None, ti
         split_thresholds(layout)
     layout.leaf_self_loops = (split and layout.tiles is None and layout.inline_leaves
                               and want_leaf_self_loops(forest, options.leaf_self_loops))
-    reps = _Rep(hook, rep)
+    reps = _Rep(hook, rep, options.rep_options)
     rep_buffers: RepBuffers = reps.buffers(forest=forest, layout=layout)
     thr_t = lir.lir_type(layout.threshold_dtype)
     acc_t = lir.lir_type(layout.leaf_dtype)

@@ -19,6 +19,7 @@ import contextlib
 import contextvars
 import dataclasses
 import os
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -68,6 +69,14 @@ class CompileOptions:
       in the threshold slot wherever exact).
     - ``packed_default_left``: False keeps the default-left bit in the flags byte (None and
       True: in the feature field wherever it is all a split's flags say).
+
+    The representations' own (:class:`RepOptions`):
+
+    - ``rep_options``: a mapping of option names to values (``bool``, ``int``, ``float``,
+      ``str`` or None) that representation plugins list as theirs (``option_keys`` of their
+      class, :mod:`silvanforge.rep`), each documented by its plugin (the bitvector
+      representation's: ``silvanforge_rep_bitvector.options``).  A key no installed
+      representation lists, or a value its representation refuses, is an InputError.
     """
 
     target: str | None = None
@@ -87,8 +96,10 @@ class CompileOptions:
     index_width: str | None = None
     inline_leaves: bool | None = None
     packed_default_left: bool | None = None
+    rep_options: Mapping = dataclasses.field(default_factory=lambda: RepOptions())
 
     def __post_init__(self):
+        object.__setattr__(self, "rep_options", RepOptions(self.rep_options))
         for name in LOWERING_FIELDS:
             value = getattr(self, name)
             if name in ("feature_width", "index_width"):
@@ -132,7 +143,7 @@ class CompileOptions:
                    schedule=meta["schedule"] if schedule is None else schedule,
                    batch_size=meta.get("batch_size"), threads=meta.get("threads"),
                    pad=bool(meta.get("pad", False)), tile_size=meta.get("tile_size", 1),
-                   reorder=meta.get("reorder"),
+                   reorder=meta.get("reorder"), rep_options=meta.get("rep_options") or {},
                    **{name: meta.get(name) for name in LOWERING_FIELDS})
 
     def describe(self) -> str:
@@ -145,10 +156,44 @@ class CompileOptions:
                 continue
             if field.name == "profile":
                 value = None if value is None else "given"
+            if field.name == "rep_options":
+                parts += [f"{key}={val}" for key, val in value.items()]
+                continue
             if value is None or (field.name == "tile_size" and value == 1):
                 continue
             parts.append(f"{field.name}={value}")
         return " ".join(parts)
+
+
+class RepOptions(Mapping):
+    """``CompileOptions.rep_options``: a frozen mapping, sorted by key, of JSON scalars (what
+    ``meta.json`` records); equal to any mapping with the same items."""
+
+    def __init__(self, items: Mapping | None = None):
+        items = {} if items is None else items
+        if not isinstance(items, Mapping):
+            raise InputError(f"rep_options must be a mapping of option names to values, got {type(items).__name__}")
+        for key, value in items.items():
+            if not isinstance(key, str):
+                raise InputError(f"rep_options keys are option names (strings), got {key!r}")
+            if value is not None and not isinstance(value, (bool, int, float, str)):
+                raise InputError(f"rep_options[{key!r}] must be a bool, number, string or None, got {value!r}")
+        self._items = dict(sorted(items.items()))
+
+    def __getitem__(self, key):
+        return self._items[key]
+
+    def __iter__(self):
+        return iter(self._items)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __hash__(self) -> int:
+        return hash(tuple(self._items.items()))
+
+    def __repr__(self) -> str:
+        return repr(self._items)
 
 
 LOWERING_FIELDS = ("vector_walks", "split_rows", "leaf_self_loops", "per_tree_walk_depth",
@@ -213,5 +258,5 @@ def node_widths(feature=None, index=None, inline_leaves: bool | None = None,
     return override(**{k: v for k, v in knobs.items() if v is not None})
 
 
-__all__ = ["CompileOptions", "LOWERING_FIELDS", "override", "vector_walks", "split_rows",
+__all__ = ["CompileOptions", "RepOptions", "LOWERING_FIELDS", "override", "vector_walks", "split_rows",
            "per_tree_walk_depth", "leaf_self_loops", "node_widths"]

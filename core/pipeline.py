@@ -14,10 +14,12 @@ import numpy as np
 from .errors import InputError, PluginError, ScheduleError
 from .hir_passes import pad_each_tree, pad_trees, padded_nodes, padded_nodes_each, reorder_trees, tree_groups
 from .ir import hir, lir, mir
+from .lowering import VECTOR_WALK_DEFAULT
 from .loading import load_model
 from .options import CompileOptions
 from .plugins import registry
 from .profiling import as_profile
+from .rep import instance
 from .scheduler import Schedule, lower_to_mir, parse_schedule
 from .scheduler.canned import peel_groups
 from .tiling import check_tile_size, format_hir, probability_tile_ids, with_tile_ids
@@ -30,16 +32,16 @@ PAD_LIMIT_SMALL, PAD_SMALL_BYTES = 8.0, 4 << 20
 
 
 def choose_representation(forest: hir.Forest, target_kind: str = "cpu", batch_size: int | None = None,
-                          walks_only: bool = False) -> str:
+                          walks_only: bool = False, rep_options=None) -> str:
     """The cheapest representation for ``forest`` by the installed plugins' own estimates
-    (each representation class's ``cost``; ties by name); ``walks_only``: among those the core walks.
+    (each representation class's ``cost``, under ``rep_options``; ties by name); ``walks_only``: among those the core walks.
     Without any estimate, the first installed walk representation."""
     reg = registry()
     reps = reg.representations()
     if not reps:
         raise PluginError("no representation plugin is installed (pip install -r requirements.txt "
                           "installs the shipped ones; forge plugins lists what is found)")
-    costs = sorted((ns, rep) for rep, ns, _ in reg.rep_costs(forest, target_kind, batch_size)
+    costs = sorted((ns, rep) for rep, ns, _ in reg.rep_costs(forest, target_kind, batch_size, rep_options)
                    if ns is not None and rep in reps and not (walks_only and reg.rep_kind(rep) != "walk"))
     if costs:
         return costs[0][1]
@@ -172,6 +174,7 @@ def compile_options(options: CompileOptions | None = None, **given) -> CompileOp
                and not (type(value) is type(getattr(defaults, name)) and value == getattr(defaults, name))}
     if base.target is None and "target" not in changed:
         changed["target"] = registry().default_target()
+    registry().check_rep_options(changed.get("rep_options", base.rep_options))
     return (dataclasses.replace(base, **changed) if changed else base).resolved()
 
 
@@ -225,7 +228,7 @@ def _lower(model, opts: CompileOptions, tile_ids: list | None = None) -> Lowered
                                           ("profile", profile is not None or tile_ids is not None),
                                           ("tree reordering", reorder is not None)) if on]
     if rep is None and not walk_options and pad is None:
-        rep = choose_representation(model_forest, kind, batch_size)
+        rep = choose_representation(model_forest, kind, batch_size, rep_options=opts.rep_options)
     if rep is not None:
         reg.check_representation(rep)
         if reg.rep_kind(rep) == "program":
@@ -243,7 +246,7 @@ def _lower(model, opts: CompileOptions, tile_ids: list | None = None) -> Lowered
         else:
             pad = schedule is None and tile_size == 1 and tile_ids is None and choose_padding(model_forest)
     forest = hir_passes(model_forest, bool(pad), reorder, tile_ids)
-    rep = rep or choose_representation(forest, kind, batch_size, walks_only=True)
+    rep = rep or choose_representation(forest, kind, batch_size, walks_only=True, rep_options=opts.rep_options)
     sched = _as_schedule(schedule, forest, batch_size)
     if sched is None and reorder is not None and kind != "gpu":
         # GPU targets keep their own template (it tiles the tree loop); trees stay grouped.
@@ -251,7 +254,9 @@ def _lower(model, opts: CompileOptions, tile_ids: list | None = None) -> Lowered
     # The target's default knows the representation chosen (rep=), as it may suit its walks.
     sched = sched or reg.target(target).default_schedule(forest, batch_size, dataclasses.replace(opts, rep=rep))
     mir_fn = lower_to_mir(forest, sched)
-    chosen = dataclasses.replace(opts, rep=rep, schedule=sched, pad=bool(pad), tile_size=tile_size)
+    # vector_walks as the walks use it (the default where left open), so that it is recorded so.
+    chosen = dataclasses.replace(opts, rep=rep, schedule=sched, pad=bool(pad), tile_size=tile_size,
+                                 vector_walks=VECTOR_WALK_DEFAULT if opts.vector_walks is None else opts.vector_walks)
     module = _lower_lir(reg, forest, mir_fn, chosen)
     return Lowered(model_forest, bool(pad), forest, rep, sched, mir_fn, module, tile_size,
                    reorder, tile_ids, chosen)
@@ -272,7 +277,8 @@ def _lower_lir(reg, forest: hir.Forest, mir_fn, opts: CompileOptions) -> lir.Mod
 def _lower_program(forest: hir.Forest, rep: str, target_kind: str, batch_size: int | None = None,
                    opts: CompileOptions | None = None) -> Lowered:
     """A program representation's own LIR (its ``program``): no HIR passes, no MIR."""
-    module = registry().rep_class(rep)().program(forest, target_kind, batch_size)
+    rep_options = opts.rep_options if opts is not None else None
+    module = instance(registry().rep_class(rep), rep_options).program(forest, target_kind, batch_size)
     if not isinstance(module, lir.Module):
         raise PluginError(f"program representation {rep!r} built {type(module).__name__}, not an LIR module")
     fn = mir.MirFunction(body=[], num_trees=forest.num_trees, num_outputs=forest.num_outputs,

@@ -15,8 +15,8 @@ from importlib import metadata
 import pluggy
 
 from . import hookspecs
-from .errors import PluginError
-from .rep import ProgramRepresentation, check_class
+from .errors import InputError, PluginError
+from .rep import ProgramRepresentation, check_class, cost_of
 from .scheduler.canned import CANNED
 
 GROUPS = ("silvanforge.importers", "silvanforge.representations", "silvanforge.targets")
@@ -106,16 +106,32 @@ class PluginRegistry:
         self.check_representation(rep)
         return rep_types(self.hook)[rep]
 
+    def check_rep_options(self, rep_options) -> None:
+        """Raise InputError unless every key of ``rep_options`` (``CompileOptions.rep_options``)
+        is an option an installed representation lists, with a value it takes."""
+        types = rep_types(self.hook)
+        owners = {key: name for name, cls in types.items() for key in cls.option_keys}
+        for key in rep_options:
+            if key not in owners:
+                listed = ", ".join(f"{key} ({name})" for key, name in sorted(owners.items())) or "none"
+                raise InputError(f"no installed representation takes the option {key!r} (options: {listed})")
+        for cls in types.values():
+            mine = {k: v for k, v in rep_options.items() if k in cls.option_keys}
+            if mine:
+                cls.check_options(mine)
+
     def rep_kind(self, rep: str) -> str:
         """``walk`` (a :class:`silvanforge.rep.Representation`: the core walks the trees) or
         ``program`` (a :class:`silvanforge.rep.ProgramRepresentation` builds its own program)."""
         return "program" if issubclass(self.rep_class(rep), ProgramRepresentation) else "walk"
 
-    def rep_costs(self, forest, target_kind: str, batch_size) -> list[tuple[str, float | None, str]]:
-        """``(rep, ns a row or None, why)``: every installed representation's ``cost``."""
+    def rep_costs(self, forest, target_kind: str, batch_size,
+                  rep_options=None) -> list[tuple[str, float | None, str]]:
+        """``(rep, ns a row or None, why)``: every installed representation's ``cost`` (under
+        its part of ``rep_options``, ``CompileOptions.rep_options``)."""
         costs = []
         for name, cls in rep_types(self.hook).items():
-            ns = cls.cost(forest, target_kind, batch_size)
+            ns = cost_of(cls, forest, target_kind, batch_size, rep_options)
             if isinstance(ns, str):
                 costs.append((name, None, ns))
             else:

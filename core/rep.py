@@ -32,10 +32,13 @@ Required methods: :meth:`buffers`, :meth:`root`, :meth:`load_threshold`,
 - :meth:`cache_trees`: where a range of trees lives, for schedules that cache trees.
 - :meth:`cost`: the estimated ns a row, for the default choice among representations (None:
   never chosen by default, only by name).
+- :attr:`~Representation.option_keys`: options of its own, given by users as keys of
+  ``CompileOptions.rep_options``; recorded with the compile's other options.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import ClassVar
 
 from .errors import InputError, PluginError, UnsupportedModelError
@@ -49,11 +52,47 @@ from .walkcost import walk_estimate_ns
 __all__ = [
     "Representation", "FieldArrays", "ProgramRepresentation", "ForestLayout", "TreeLayout", "RepBuffers", "Builder", "Bin", "Cast", "Cmp",
     "Select", "Expr", "Forest", "lir", "FLAG_CATEGORICAL", "FLAG_DEFAULT_LEFT", "FLAG_OP_SHIFT",
-    "FLAG_ZERO_MISSING", "InputError", "UnsupportedModelError",
+    "FLAG_ZERO_MISSING", "InputError", "UnsupportedModelError", "options_for", "instance", "cost_of",
 ]
 
 
-class Representation:
+class _Options:
+    """What both kinds of representation share: options of their own."""
+
+    #: The keys of ``CompileOptions.rep_options`` this representation reads (documented by it).
+    #: The core checks the given ones with :meth:`check_options` and passes them, and only
+    #: them, to :meth:`cost` as ``options`` and to the instance as :attr:`options`; a key no
+    #: installed representation lists is refused.  Without keys, neither receives any.
+    option_keys: ClassVar[tuple[str, ...]] = ()
+
+    def __init__(self, options: Mapping | None = None):
+        #: This compile's options of this representation (keys of :attr:`option_keys`).
+        self.options = dict(options or {})
+
+    @classmethod
+    def check_options(cls, options: Mapping) -> None:
+        """Raise :class:`InputError` naming what is wrong with ``options`` (keys of
+        :attr:`option_keys` only)."""
+
+
+def options_for(cls, rep_options: Mapping | None) -> dict:
+    """The part of ``rep_options`` (``CompileOptions.rep_options``) representation class ``cls`` reads."""
+    return {k: v for k, v in (rep_options or {}).items() if k in cls.option_keys}
+
+
+def instance(cls, rep_options: Mapping | None = None):
+    """The instance of representation class ``cls`` for one compile with ``rep_options``."""
+    return cls(options_for(cls, rep_options)) if cls.option_keys else cls()
+
+
+def cost_of(cls, forest: Forest, target_kind: str, batch_size: int | None, rep_options: Mapping | None = None):
+    """``cls.cost`` under ``rep_options`` (passed only to a class that lists option keys)."""
+    if cls.option_keys:
+        return cls.cost(forest, target_kind, batch_size, options=options_for(cls, rep_options))
+    return cls.cost(forest, target_kind, batch_size)
+
+
+class Representation(_Options):
     """Base of walk representations.  ``b`` below is the compile's :class:`Builder` (its
     ``buffers`` hold this representation's model buffers), ``tree`` an i32 LIR expression,
     ``node`` a handle (i64), ``lane`` a Python int (0 untiled)."""
@@ -74,10 +113,13 @@ class Representation:
     row_tree_lanes: ClassVar[int] = 8
 
     @classmethod
-    def cost(cls, forest: Forest, target_kind: str, batch_size: int | None) -> float | None:
+    def cost(cls, forest: Forest, target_kind: str, batch_size: int | None,
+             options: Mapping | None = None) -> float | None:
         """Estimated ns a row of this representation's walks on ``forest`` (the cheapest
         installed representation is the default); None: only when asked for by name.  By
-        default :attr:`walk_cost_factor` times the walks' estimate, or None without one."""
+        default :attr:`walk_cost_factor` times the walks' estimate, or None without one.
+        ``options``: the compile's options of this representation, where it lists
+        :attr:`option_keys`."""
         if cls.walk_cost_factor is None:
             return None
         # A picosecond more keeps the factors' order where a forest has no steps (single leaves).
@@ -154,7 +196,7 @@ class FieldArrays(Representation):
         return Cmp("<", feature, Builder.const(0, feature.type))
 
 
-class ProgramRepresentation:
+class ProgramRepresentation(_Options):
     """Base of *program* representations: they evaluate trees their own way and build the whole
     LIR program from the model as imported (no HIR passes, no schedule, no walks), as
     ``plugins/rep_bitvector`` does.  Listed by ``silvanforge_representation_types`` like walk
@@ -163,10 +205,12 @@ class ProgramRepresentation:
     name: ClassVar[str] = ""
 
     @classmethod
-    def cost(cls, forest: Forest, target_kind: str, batch_size: int | None) -> float | str | None:
+    def cost(cls, forest: Forest, target_kind: str, batch_size: int | None,
+             options: Mapping | None = None) -> float | str | None:
         """Estimated ns a row of ``forest`` on a ``target_kind`` target at ``batch_size`` (None:
         large batches); a string: the reason it cannot or should not run this forest there
-        (never chosen by default then); None: only when asked for by name."""
+        (never chosen by default then); None: only when asked for by name.  ``options``: the
+        compile's options of this representation, where it lists :attr:`option_keys`."""
         return None
 
     def program(self, forest: Forest, target_kind: str, batch_size: int | None) -> lir.Module:

@@ -21,6 +21,18 @@ from .ir import lir
 
 # Fewer rows than this per thread costs more in hand-off than the walk saves.
 MIN_ROWS_PER_THREAD = 256
+# Walk steps a CPU thread should get before a prediction is split over Python's thread pool:
+# below about this much work (~0.2 ms) handing rows to a second thread costs more than it saves
+# (a 100-tree depth-6 model at 512 rows ran 1.15x faster on two threads at best, slower on
+# average).  How a call is split, never what code runs: programs record only their steps a row.
+THREAD_STEPS = 500_000
+
+
+def rows_per_thread(walk_steps_per_row: int) -> int:
+    """The rows a thread should get, for :data:`THREAD_STEPS` walk steps, of a kernel whose rows
+    take ``walk_steps_per_row`` steps (its module's ``info``; 0: unknown, no bar)."""
+    steps = int(walk_steps_per_row or 0)
+    return -(-THREAD_STEPS // steps) if steps > 0 else 0
 
 _pool: ThreadPoolExecutor | None = None
 _pool_size = 0
@@ -156,7 +168,7 @@ def _run_block(kernel, rows: np.ndarray, out: np.ndarray, threads: int) -> None:
     n = rows.shape[0]
     scratch = _scratch(kernel, n)
     # A kernel may ask for more rows per thread (a cheap model: a hand-off costs more than the
-    # rows it would take, :data:`silvanforge.lowering.THREAD_STEPS`).
+    # rows it would take, :data:`THREAD_STEPS`).
     min_rows = max(MIN_ROWS_PER_THREAD, int(kernel.min_rows_per_thread or 0))
     # A kernel with a hand-off of its own (``run_shares``, native workers) says how few rows a
     # share may hold: microseconds per hand-off instead of tens.

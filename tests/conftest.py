@@ -47,12 +47,13 @@ def plugin_module(name: str):
 
 @pytest.fixture(autouse=True)
 def split_small_batches(monkeypatch):
-    """The suite's models are tiny: the compiler would keep their predictions on one thread
-    (``lowering.THREAD_STEPS``, ``pool.SHARE_STEPS`` of the native workers), so the tests lower
-    those bars to exercise the threaded paths."""
-    from silvanforge import lowering
+    """The suite's models are tiny: the runtime would keep their predictions on one thread
+    (``runtime.THREAD_STEPS``, ``pool.SHARE_STEPS`` of the native workers), so the tests lower
+    those bars to exercise the threaded paths.  They decide how a call is split over threads,
+    never the code compiled."""
+    from silvanforge import runtime
 
-    monkeypatch.setattr(lowering, "THREAD_STEPS", 1)
+    monkeypatch.setattr(runtime, "THREAD_STEPS", 1)
     pool = plugin_module("silvanforge_target_cpu.pool")
     if pool is not None:
         monkeypatch.setattr(pool, "SHARE_STEPS", 1)
@@ -60,13 +61,11 @@ def split_small_batches(monkeypatch):
 
 
 @pytest.fixture(autouse=True)
-def walks_by_default(monkeypatch):
-    """The suite's tiny forests are what the CPU default evaluates by bitvectors: the walk tests
-    test walks, so the chooser keeps to them unless a test asks (tests/test_bitvector.py)."""
-    choose = plugin_module("silvanforge_rep_bitvector.choose")
-    if choose is not None:
-        monkeypatch.setattr(choose, "AUTO_CHOOSE", False)
-    # Symmetric trees (CatBoost's, stumps) likewise (tests/test_rep_oblivious.py asks for them).
+def symmetric_trees_walked(monkeypatch):
+    """Symmetric trees (CatBoost's, stumps) are what the CPU default evaluates by the oblivious
+    representation; tests/test_rep_oblivious.py asks for it by name.  (The bitvector
+    representation's choice is an option, ``rep_options={"auto_choose": False}``, so the suite
+    runs its default chooser.)"""
     symmetric = plugin_module("silvanforge_rep_oblivious.cost")
     if symmetric is not None:
         monkeypatch.setattr(symmetric, "AUTO_CHOOSE", False)

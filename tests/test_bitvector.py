@@ -10,9 +10,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import silvanforge as sf
-from silvanforge import InputError, reference
+from silvanforge import CompileOptions, InputError, reference
 from silvanforge_rep_bitvector import choose, leafbits, masktables, support
 from silvanforge_rep_bitvector import plan as bv_plan
+from silvanforge_rep_bitvector.options import BitvectorOptions
 from silvanforge.ir import hir
 from silvanforge.ir.hir import Aggregation, CategoryRule, Forest, Op, Transform, Tree
 from strategies import _tree, forests, rows_for
@@ -41,10 +42,18 @@ def small_forests(draw):
                   threshold_dtype=dtype, accumulate_dtype=dtype, source="random")
 
 
-@pytest.fixture(autouse=True)
-def node_forms(monkeypatch):
-    """The node forms unless a test asks for the mask-table form (its tests are below)."""
-    monkeypatch.setattr(choose, "MASK_TABLES", False)
+def _compile(model, rep_options: dict | None = None, **kw):
+    """``sf.compile`` with the bitvector options ``rep_options``, the node forms unless they ask
+    for the mask-table form (its tests are below)."""
+    given = {"mask_tables": False, **(rep_options or {})}
+    return sf.compile(model, options=CompileOptions(rep_options=given), **kw)
+
+
+def _form_options(form: str) -> dict:
+    """The bitvector options of a :func:`form`."""
+    if form == "mask-tables":
+        return {"mask_tables": True}
+    return {"expand_nodes": {"expanded": 10**9, "looped": -1, "mixed": 40}[form.partition("-")[0]]}
 
 
 @pytest.fixture(params=["expanded", "looped", "mixed", "looped-float", "expanded-narrow", "mask-tables"])
@@ -53,14 +62,9 @@ def form(request, monkeypatch):
     the smallest trees as code (up to 40 nodes) and loops for the rest; the narrow form (bins
     and 32-bit words) where it is chosen (wide blocks), refused (``-float``) or forced
     (``-narrow``); the mask-table form (:mod:`.masktables`) wherever it can run."""
-    monkeypatch.setattr(choose, "MASK_TABLES", request.param == "mask-tables")
-    if request.param == "mask-tables":
-        return request.param
-    shape, _, words = request.param.partition("-")
-    budget = {"expanded": 10**9, "looped": -1, "mixed": 40}[shape]
-    monkeypatch.setattr(choose, "EXPAND_NODES", budget)
+    words = request.param.partition("-")[2] if request.param != "mask-tables" else ""
     if words:
-        monkeypatch.setattr(choose, "narrow_form", lambda forest, lanes: words == "narrow")
+        monkeypatch.setattr(choose, "narrow_form", lambda forest, lanes, options=None: words == "narrow")
     return request.param
 
 
@@ -76,7 +80,8 @@ def _check_form(cf, forest, form):
     if shape == "looped" and support.node_count(forest):
         assert f"lanes={choose.WIDE_LANES}" in lir_text  # mostly looped: wide blocks
     else:
-        assert int(lir_text.split("expanded=")[1].split()[0]) == choose.expanded_trees(forest).sum()
+        expanded = choose.expanded_trees(forest, options=BitvectorOptions.from_mapping(_form_options(form)))
+        assert int(lir_text.split("expanded=")[1].split()[0]) == expanded.sum()
     if words:
         bits = leafbits.NARROW_WORD if words == "narrow" else leafbits.WORD
         assert f"words={bits}-bit" in lir_text
@@ -91,7 +96,7 @@ FORM_EXAMPLES = 25
                                                                             HealthCheck.function_scoped_fixture])
 @given(forest=small_forests(), n=st.integers(1, 40), threads=st.sampled_from([1, 3]))
 def test_equals_the_reference_exactly(form, forest, n, threads):
-    cf = sf.compile(forest, rep="bitvector")
+    cf = _compile(forest, _form_options(form), rep="bitvector")
     assert cf.rep == "bitvector"
     _check_form(cf, forest, form)
     X = rows_for(forest, np.random.default_rng(n), n)
@@ -104,13 +109,13 @@ def test_equals_the_reference_exactly(form, forest, n, threads):
 def test_any_forest_runs_or_is_refused_with_the_reason(forest):
     why = support.unsupported(forest)
     if why is None:
-        cf = sf.compile(forest, rep="bitvector")
+        cf = _compile(forest, rep="bitvector")
         X = rows_for(forest, np.random.default_rng(1), 30)
         np.testing.assert_array_equal(cf.predict(X, output_margin=True),
                                       reference.predict(forest, X, output_margin=True))
     else:
         with pytest.raises(InputError, match="bitvector representation cannot run this model"):
-            sf.compile(forest, rep="bitvector")
+            _compile(forest, rep="bitvector")
 
 
 def _forest(**kw) -> Forest:
@@ -126,20 +131,19 @@ def _forest(**kw) -> Forest:
     (lambda f: f.trees[1].threshold.__setitem__(0, np.nan), "NaN thresholds"),
     (lambda f: f.trees[2].zero_missing.__setitem__(0, True), "zero as missing"),
 ])
-def test_limits(change, reason, monkeypatch):
-    monkeypatch.setattr(choose, "AUTO_CHOOSE", True)
+def test_limits(change, reason):
     forest = _forest()
     change(forest)
     assert reason in support.unsupported(forest)
     assert not choose.pays(forest)
     with pytest.raises(InputError, match=reason):
-        sf.compile(forest, rep="bitvector")
-    assert sf.compile(forest).rep != "bitvector"  # the chooser walks it
+        _compile(forest, rep="bitvector")
+    assert _compile(forest).rep != "bitvector"  # the chooser walks it
 
 
 def test_more_than_256_leaves_is_refused():
     with pytest.raises(InputError, match="more than 256 leaves"):
-        sf.compile(Forest(trees=[_full_tree(9)], num_features=6), rep="bitvector")
+        _compile(Forest(trees=[_full_tree(9)], num_features=6), rep="bitvector")
 
 
 @pytest.mark.parametrize("default_left", [True, False])
@@ -153,7 +157,7 @@ def test_full_trees_of_one_to_four_words(form, depth, default_left):
     X = rng.choice(np.concatenate([thresholds, thresholds + 0.05]), size=(6000, 6))
     X[rng.random(X.shape) < 0.15] = -1.0  # left of every threshold
     X[rng.random(X.shape) < 0.15] = np.nan
-    cf = sf.compile(forest, rep="bitvector")
+    cf = _compile(forest, _form_options(form), rep="bitvector")
     _check_form(cf, forest, form)
     got = cf.predict(X, output_margin=True)
     np.testing.assert_array_equal(got, reference.predict(forest, X, output_margin=True))
@@ -167,7 +171,7 @@ def test_full_trees_of_one_to_four_words(form, depth, default_left):
                                       ({"pad": True}, "padding"), ({"reorder": "depth"}, "tree reordering")])
 def test_walk_options_are_refused(kw, what):
     with pytest.raises(InputError, match=f"takes no {what}"):
-        sf.compile(_forest(), rep="bitvector", **kw)
+        _compile(_forest(), rep="bitvector", **kw)
 
 
 def test_gpu_targets_are_refused():
@@ -175,16 +179,15 @@ def test_gpu_targets_are_refused():
         sf.show(_forest(), "lir", target="cuda", rep="bitvector")
 
 
-def test_chooser_takes_it_for_small_trees_not_for_full_deep_ones(monkeypatch):
-    monkeypatch.setattr(choose, "AUTO_CHOOSE", True)
+def test_chooser_takes_it_for_small_trees_not_for_full_deep_ones():
     rng = np.random.default_rng(7)
     shallow = Forest(trees=[_tree(rng, 6, (0,), int(rng.integers(2, 7)), [int(Op.LT)], categorical=False,
                                   zero_missing=False) for _ in range(30)], num_features=6)
-    assert choose.pays(shallow) and sf.compile(shallow).rep == "bitvector"
+    assert choose.pays(shallow) and _compile(shallow).rep == "bitvector"
     full = Forest(trees=[_full_tree(8) for _ in range(10)], num_features=6)
-    assert not choose.pays(full) and sf.compile(full).rep != "bitvector"
+    assert not choose.pays(full) and _compile(full).rep != "bitvector"
     # Asking for anything the walks take keeps the walks.
-    assert sf.compile(shallow, schedule="default").rep != "bitvector"
+    assert _compile(shallow, schedule="default").rep != "bitvector"
 
 
 def _full_tree(depth: int, default_left: bool = False):
@@ -206,15 +209,15 @@ def _full_tree(depth: int, default_left: bool = False):
                            default_left=default_left)
 
 
-def test_small_batches_get_narrower_blocks(monkeypatch):
-    monkeypatch.setattr(choose, "EXPAND_NODES", -1)  # every tree looped: wide blocks pay
+def test_small_batches_get_narrower_blocks():
+    looped = BitvectorOptions(expand_nodes=-1, mask_tables=False)  # every tree looped: wide blocks pay
     forest = Forest(trees=[_full_tree(5) for _ in range(4)], num_features=6)
-    assert choose.choose_form(forest)[0] == 32
-    assert choose.choose_form(forest, batch_size=100)[0] == 16
-    assert choose.choose_form(forest, batch_size=20)[0] == 8
+    assert choose.choose_form(forest, options=looped)[0] == 32
+    assert choose.choose_form(forest, batch_size=100, options=looped)[0] == 16
+    assert choose.choose_form(forest, batch_size=20, options=looped)[0] == 8
     # A batch under a block's lanes pays for the whole block.
-    assert choose.estimate_ns(forest, batch_size=1) == 8 * choose.estimate_ns(forest, batch_size=8)
-    cf = sf.compile(forest, rep="bitvector", batch_size=100)
+    assert choose.estimate_ns(forest, 1, looped) == 8 * choose.estimate_ns(forest, 8, looped)
+    cf = _compile(forest, {"expand_nodes": -1}, rep="bitvector", batch_size=100)
     assert "lanes=16" in cf.show("lir")
     X = rows_for(forest, np.random.default_rng(4), 37)
     np.testing.assert_array_equal(cf.predict(X, output_margin=True), reference.predict(forest, X, output_margin=True))
@@ -222,7 +225,7 @@ def test_small_batches_get_narrower_blocks(monkeypatch):
 
 def test_save_and_load(tmp_path):
     forest = _forest(num_outputs=1)
-    cf = sf.compile(forest, rep="bitvector", batch_size=64)
+    cf = _compile(forest, rep="bitvector", batch_size=64)
     cf.save(tmp_path / "m.sfm")
     back = sf.load_compiled(tmp_path / "m.sfm")
     assert back.rep == "bitvector"
@@ -249,7 +252,7 @@ def test_agrees_with_xgboost_and_lightgbm(tmp_path):
         forest = sf.load_model(case.path)
         if support.unsupported(forest) is not None:
             continue
-        cf = sf.compile(case.path, rep="bitvector")
+        cf = _compile(case.path, rep="bitvector")
         assert_close(cf.predict(case.X, **case.predict_kwargs), case.expected, case)
         if case.expected_margin is not None:
             assert_close(cf.predict(case.X, output_margin=True, **case.predict_kwargs),
@@ -268,15 +271,14 @@ def test_cli_compiles_and_refuses(capsys, tmp_path):
     assert code != 0 and "takes no tiles" in err.out + err.err and "Traceback" not in err.out + err.err
 
 
-def test_chooser_default_on_library_models(tmp_path, monkeypatch):
+def test_chooser_default_on_library_models(tmp_path):
     """With the chooser free, the default compile of every library case agrees with the library
     (whichever of bitvectors and walks it chose)."""
-    monkeypatch.setattr(choose, "AUTO_CHOOSE", True)
     pytest.importorskip("xgboost")
     pytest.importorskip("lightgbm")
     reps = set()
     for case in _library_cases(tmp_path):
-        cf = sf.compile(case.path)
+        cf = _compile(case.path)
         reps.add(cf.rep)
         assert_close(cf.predict(case.X, **case.predict_kwargs), case.expected, case)
     assert "bitvector" in reps, reps
@@ -294,7 +296,7 @@ def test_infinite_thresholds(form, op, default_left):
     tree.threshold[internal[1::3]] = -np.inf
     forest = Forest(trees=[tree, _full_tree(2, not default_left)], num_features=6)
     X = np.random.default_rng(4).choice([np.nan, np.inf, -np.inf, 0.0, 1.0, 3.5, 1e30], size=(500, 6))
-    cf = sf.compile(forest, rep="bitvector")
+    cf = _compile(forest, _form_options(form), rep="bitvector")
     np.testing.assert_array_equal(cf.predict(X, output_margin=True),
                                   reference.predict(forest, X, output_margin=True))
     assert len(set(cf.predict(X, output_margin=True))) > 4
@@ -312,7 +314,7 @@ def test_lightgbm_nan_or_not_splits(tmp_path):
     booster = lgb.train({"objective": "regression", "num_leaves": 15, "verbose": -1, "seed": 1},
                         lgb.Dataset(X, y), 20)
     booster.save_model(tmp_path / "m.txt")
-    cf = sf.compile(tmp_path / "m.txt", rep="bitvector")
+    cf = _compile(tmp_path / "m.txt", rep="bitvector")
     assert any(((t.threshold == np.inf) & (t.left >= 0)).any() for t in cf.forest.trees)
     assert support.nan_split_features(cf.forest) == [0]
     Xt = rng.normal(size=(400, 5))
@@ -335,7 +337,8 @@ def test_walks_without_split_rows_are_costed_with_their_nan_tests():
 
 def test_large_float32_models_take_wide_blocks_with_expanded_and_looped_trees():
     """float32 models of WIDE_FLOAT32_NODES nodes and more run 32-row blocks, expanding the
-    smallest trees up to a quarter of EXPAND_NODES and looping the rest; exact either way."""
+    smallest trees up to a quarter of the expand_nodes option and looping the rest; exact either
+    way."""
     trees = [_full_tree(7, default_left=k % 2 == 0) for k in range(24)] + [_full_tree(3) for _ in range(8)]
     forest = Forest(trees=trees, num_features=6, threshold_dtype="float32", accumulate_dtype="float32")
     assert support.node_count(forest) >= choose.WIDE_FLOAT32_NODES
@@ -345,7 +348,7 @@ def test_large_float32_models_take_wide_blocks_with_expanded_and_looped_trees():
     float64 = Forest(trees=trees, num_features=6, threshold_dtype="float64", accumulate_dtype="float64")
     assert choose.choose_form(float64)[0] == choose.LANES  # float64: most nodes expanded
     X = np.random.default_rng(6).choice([np.nan, -1.0, 0.35, 1.0, 2.05, 7.5, 12.0, np.inf], size=(300, 6))
-    cf = sf.compile(forest, rep="bitvector")
+    cf = _compile(forest, rep="bitvector")
     assert f"lanes={choose.WIDE_LANES}" in cf.show("lir")
     np.testing.assert_array_equal(cf.predict(X, output_margin=True),
                                   reference.predict(forest, X, output_margin=True))
@@ -394,7 +397,7 @@ def test_categorical_splits_equal_the_reference_exactly(form, drawn, n, threads,
     saved = bv_plan.CHUNK_BYTES
     bv_plan.CHUNK_BYTES = 1 if tiny_chunks else saved
     try:
-        cf = sf.compile(forest, rep="bitvector")
+        cf = _compile(forest, _form_options(form), rep="bitvector")
     finally:
         bv_plan.CHUNK_BYTES = saved
     if tiny_chunks and forest.has_categorical():
@@ -406,14 +409,13 @@ def test_categorical_splits_equal_the_reference_exactly(form, drawn, n, threads,
                                   reference.predict(forest, X, output_margin=True))
 
 
-def test_categorical_decision_tables_past_the_limit_are_walked(monkeypatch):
-    monkeypatch.setattr(choose, "AUTO_CHOOSE", True)
+def test_categorical_decision_tables_past_the_limit_are_walked():
     forest = _forest(category_rule=CategoryRule.LIGHTGBM)
     forest.trees[0].categories[0] = np.array([3, 2**27], np.int64)  # a 1 GiB table
     assert "decision tables" in support.unsupported(forest)
     with pytest.raises(InputError, match="decision tables"):
-        sf.compile(forest, rep="bitvector")
-    cf = sf.compile(forest)
+        _compile(forest, rep="bitvector")
+    cf = _compile(forest)
     assert cf.rep != "bitvector"
     X = np.array([[2.0**27, 0, 0, 0], [3, 1, 1, 1], [2.0**27 + 1, 0, 0, 0], [np.nan] * 4])
     np.testing.assert_array_equal(cf.predict(X, output_margin=True), reference.predict(forest, X, output_margin=True))
@@ -430,23 +432,22 @@ def _categorical_library_cases(tmp_path):
                ("categorical_regression", "categorical_binary_ubj", "categorical_onehot")])
 
 
-def test_categorical_models_agree_with_lightgbm_and_xgboost(form, tmp_path, monkeypatch):
+def test_categorical_models_agree_with_lightgbm_and_xgboost(form, tmp_path):
     """LightGBM partition splits past one word, one-hot splits, XGBoost's categories (in the set
     goes right), on rows with unseen, negative, fractional, huge and NaN categories: in every
     form forced, and with the chooser free (which takes bitvectors for these small trees)."""
     pytest.importorskip("xgboost")
     pytest.importorskip("lightgbm")
-    monkeypatch.setattr(choose, "AUTO_CHOOSE", True)
     for case in _categorical_library_cases(tmp_path):
         forest = sf.load_model(case.path)
         assert forest.has_categorical() and support.unsupported(forest) is None, case.name
-        for cf in (sf.compile(case.path, rep="bitvector"), sf.compile(case.path)):
+        for cf in (_compile(case.path, _form_options(form), rep="bitvector"), _compile(case.path, _form_options(form))):
             assert cf.rep == "bitvector", case.name
             assert_close(cf.predict(case.X, **case.predict_kwargs), case.expected, case)
             if case.expected_margin is not None:
                 assert_close(cf.predict(case.X, output_margin=True, **case.predict_kwargs),
                              case.expected_margin, case, "margins")
-        _check_form(sf.compile(case.path, rep="bitvector"), forest, form)
+        _check_form(_compile(case.path, _form_options(form), rep="bitvector"), forest, form)
 
 
 
@@ -492,7 +493,7 @@ def test_narrow_bins_are_exact_on_every_threshold_and_its_neighbours(dtype, expa
     """The narrow form's bins: ``<`` and ``<=`` splits at the same values (two bins from one
     value), infinite thresholds, both default directions, on rows at every threshold, the
     values next to it, +-inf, +-MAX and NaN, forced in looped and expanded trees."""
-    monkeypatch.setattr(choose, "narrow_form", lambda forest, lanes: True)
+    monkeypatch.setattr(choose, "narrow_form", lambda forest, lanes, options=None: True)
     rng = np.random.default_rng(11)
     values = np.array([-np.inf, -3.0, -0.0, 0.25, 1.0, 1e30, np.inf])
     trees = []
@@ -510,8 +511,7 @@ def test_narrow_bins_are_exact_on_every_threshold_and_its_neighbours(dtype, expa
                             np.nextafter(values.astype(dtype), t(-np.inf)),
                             [np.finfo(dtype).max, -np.finfo(dtype).max, np.nan]]).astype(dtype)
     X = rng.choice(edges, size=(700, 6)).astype(dtype)
-    monkeypatch.setattr(choose, "EXPAND_NODES", 10**9 if expand else -1)
-    cf = sf.compile(forest, rep="bitvector")
+    cf = _compile(forest, {"expand_nodes": 10**9 if expand else -1}, rep="bitvector")
     assert f"words={leafbits.NARROW_WORD}-bit" in cf.show("lir")
     assert ("expanded=12" if expand else "looped=12") in cf.show("lir")
     np.testing.assert_array_equal(cf.predict(X, output_margin=True), reference.predict(forest, X, output_margin=True))
@@ -522,8 +522,7 @@ def test_narrow_bins_are_exact_on_every_threshold_and_its_neighbours(dtype, expa
 def test_narrow_bins_as_bytes_and_as_16_bit_integers(distinct, monkeypatch):
     """Features of at most 255 distinct thresholds compare as bytes, more as 16-bit integers:
     both exact on rows at, between and around every threshold."""
-    monkeypatch.setattr(choose, "narrow_form", lambda forest, lanes: True)
-    monkeypatch.setattr(choose, "EXPAND_NODES", -1)
+    monkeypatch.setattr(choose, "narrow_form", lambda forest, lanes, options=None: True)
     rng = np.random.default_rng(distinct)
     values = np.round(rng.normal(size=distinct), 6)
     trees = []
@@ -541,7 +540,7 @@ def test_narrow_bins_as_bytes_and_as_16_bit_integers(distinct, monkeypatch):
     assert (plan.bin_counts.max() > 255) == (distinct > 255)
     X = rng.choice(np.concatenate([values, np.nextafter(values, np.inf), np.nextafter(values, -np.inf),
                                    [np.nan, np.inf, -np.inf, 0.0]]), size=(900, 6))
-    cf = sf.compile(forest, rep="bitvector")
+    cf = _compile(forest, {"expand_nodes": -1}, rep="bitvector")
     assert f"words={leafbits.NARROW_WORD}-bit" in cf.show("lir")
     np.testing.assert_array_equal(cf.predict(X, output_margin=True), reference.predict(forest, X, output_margin=True))
 
@@ -554,13 +553,11 @@ def test_narrow_form_is_taken_for_wide_blocks_where_bins_fit(monkeypatch):
     forest = Forest(trees=trees, num_features=5)
     assert choose.narrow_form(forest, choose.WIDE_LANES)
     assert not choose.narrow_form(forest, choose.LANES)
-    monkeypatch.setattr(choose, "EXPAND_NODES", -1)
-    assert f"words={leafbits.NARROW_WORD}-bit" in sf.compile(forest, rep="bitvector").show("lir")
+    assert f"words={leafbits.NARROW_WORD}-bit" in _compile(forest, {"expand_nodes": -1}, rep="bitvector").show("lir")
     most = int(support.bin_counts(forest).max())
-    monkeypatch.setattr(choose, "NARROW_MAX_BINS", 2 * most - 1)
-    assert not choose.narrow_form(forest, choose.WIDE_LANES)
-    assert f"words={leafbits.WORD}-bit" in sf.compile(forest, rep="bitvector").show("lir")
-    monkeypatch.setattr(choose, "NARROW_MAX_BINS", 2**15 - 1)
+    fewer = {"expand_nodes": -1, "narrow_max_bins": 2 * most - 1}
+    assert not choose.narrow_form(forest, choose.WIDE_LANES, BitvectorOptions(**fewer))
+    assert f"words={leafbits.WORD}-bit" in _compile(forest, fewer, rep="bitvector").show("lir")
     monkeypatch.setattr(choose, "NARROW_MAX_BIN_BYTES", 64)
     assert not choose.narrow_form(forest, choose.WIDE_LANES)
 
@@ -583,10 +580,9 @@ def _leafwise_forest(trees: int, features: int, depth: int, rng, dtype="float64"
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
-def test_mask_table_keys_are_exact_on_every_threshold_and_its_neighbours(dtype, monkeypatch):
+def test_mask_table_keys_are_exact_on_every_threshold_and_its_neighbours(dtype):
     """Keys: ``<`` and ``<=`` splits at one value, infinite thresholds, both default directions,
     on rows at every threshold, the values next to it, +-inf, +-MAX and NaN."""
-    monkeypatch.setattr(choose, "MASK_TABLES", True)
     rng = np.random.default_rng(12)
     values = np.array([-np.inf, -3.0, -0.0, 0.25, 1.0, 1e30, np.inf])
     forest = _leafwise_forest(12, 6, 5, rng, dtype)
@@ -598,17 +594,15 @@ def test_mask_table_keys_are_exact_on_every_threshold_and_its_neighbours(dtype, 
                             np.nextafter(values.astype(dtype), t(-np.inf)),
                             [np.finfo(dtype).max, -np.finfo(dtype).max, np.nan]]).astype(dtype)
     X = rng.choice(edges, size=(700, 6)).astype(dtype)
-    cf = sf.compile(forest, rep="bitvector")
+    cf = _compile(forest, {"mask_tables": True}, rep="bitvector")
     assert "form=mask-tables" in cf.show("lir")
     np.testing.assert_array_equal(cf.predict(X, output_margin=True), reference.predict(forest, X, output_margin=True))
     assert len(np.unique(cf.predict(X, output_margin=True))) > 20
 
 
 @pytest.mark.parametrize("threads", [1, 3])
-def test_mask_tables_over_several_blocks_and_outputs(threads, monkeypatch):
+def test_mask_tables_over_several_blocks_and_outputs(threads):
     """Rows past one block (blocks made small), three outputs, every tree with 256 leaves."""
-    monkeypatch.setattr(choose, "MASK_TABLES", True)
-    monkeypatch.setattr(masktables, "BLOCK_ROWS", 256)
     rng = np.random.default_rng(13)
     forest = _leafwise_forest(9, 4, 8, rng)
     for k, tree in enumerate(forest.trees):
@@ -616,16 +610,15 @@ def test_mask_tables_over_several_blocks_and_outputs(threads, monkeypatch):
     forest.num_outputs = 3
     forest.base_score = np.array([0.5, -1.0, 2.0])
     X = rows_for(forest, rng, 1300)
-    cf = sf.compile(forest, rep="bitvector")
+    cf = _compile(forest, {"mask_tables": True, "block_rows": 256}, rep="bitvector")
     assert "block=256" in cf.show("lir")
     np.testing.assert_array_equal(cf.predict(X, output_margin=True, threads=threads),
                                   reference.predict(forest, X, output_margin=True))
 
 
-def test_mask_tables_are_chosen_for_large_trees_over_few_features(monkeypatch):
+def test_mask_tables_are_chosen_for_large_trees_over_few_features():
     """The form goes where its cost says: 256-leaf trees over 4 features, not 32-leaf trees, not
     256-leaf trees over 40 features; never with too many outputs."""
-    monkeypatch.setattr(choose, "MASK_TABLES", None)
     rng = np.random.default_rng(14)
     assert choose.mask_tables_form(_leafwise_forest(40, 4, 8, rng), 4096)
     assert not choose.mask_tables_form(_leafwise_forest(40, 4, 5, rng), 4096)
@@ -637,10 +630,9 @@ def test_mask_tables_are_chosen_for_large_trees_over_few_features(monkeypatch):
     assert "too many" in masktables.unsupported(many)
 
 
-def test_the_chooser_weighs_mask_tables_for_some_trees_only(monkeypatch):
+def test_the_chooser_weighs_mask_tables_for_some_trees_only():
     """Deep trees over few features beside stumps: the chooser prices a mask-table phase for the
     deep ones and the node forms for the rest (the mixed choice), and lowers what it chose."""
-    monkeypatch.setattr(choose, "MASK_TABLES", None)
     rng = np.random.default_rng(15)
     deep, shallow = _leafwise_forest(20, 4, 8, rng), _leafwise_forest(20, 4, 1, rng)
     forest = Forest(trees=deep.trees + shallow.trees, num_features=4)
@@ -648,18 +640,16 @@ def test_the_chooser_weighs_mask_tables_for_some_trees_only(monkeypatch):
     assert tabled.dtype == bool and len(tabled) == 40 and ns > 0
     assert not tabled[20:].any()
     X = rows_for(forest, rng, 64)
-    cf = sf.compile(forest, rep="bitvector")
+    cf = _compile(forest, {"mask_tables": None}, rep="bitvector")
     np.testing.assert_allclose(cf.predict(X, output_margin=True), reference.predict(forest, X, output_margin=True),
                                rtol=1e-12, atol=1e-12)
 
 
-def test_leafwise_lightgbm_takes_mask_tables_and_agrees(tmp_path, monkeypatch):
+def test_leafwise_lightgbm_takes_mask_tables_and_agrees(tmp_path):
     """A leaf-wise LightGBM model of 255 leaves over 5 features (taxi-shaped, NaN in training
     and in the rows): the default compile takes the mask-table form, equal to the reference and
     to LightGBM's predictions."""
     lgb = pytest.importorskip("lightgbm")
-    monkeypatch.setattr(choose, "MASK_TABLES", None)
-    monkeypatch.setattr(choose, "AUTO_CHOOSE", True)
     rng = np.random.default_rng(15)
     X = rng.normal(size=(20000, 5))
     y = np.sin(3 * X[:, 0]) + X[:, 1] * X[:, 2] + np.abs(X[:, 3]) + 0.1 * rng.normal(size=len(X))
@@ -667,7 +657,7 @@ def test_leafwise_lightgbm_takes_mask_tables_and_agrees(tmp_path, monkeypatch):
     booster = lgb.train({"objective": "regression", "num_leaves": 255, "min_data_in_leaf": 5,
                          "verbose": -1, "seed": 1}, lgb.Dataset(X, y), 30)
     booster.save_model(tmp_path / "m.txt")
-    cf = sf.compile(tmp_path / "m.txt", batch_size=4096)
+    cf = _compile(tmp_path / "m.txt", {"mask_tables": None}, batch_size=4096)
     assert cf.rep == "bitvector" and "form=mask-tables" in cf.show("lir")
     Xt = rng.normal(size=(3000, 5))
     Xt[rng.random(Xt.shape) < 0.1] = np.nan
@@ -691,20 +681,18 @@ def test_mask_tables_beside_node_forms_equal_the_reference_exactly(drawn, n, thr
     tabled[numeric[pick]] = True
     if tabled.all() and forest.num_trees > 1:
         tabled[0] = False
-    monkeypatch.setattr(choose, "choice", lambda forest, batch_size=None: (tabled, 100.0))
-    monkeypatch.setattr(choose, "EXPAND_NODES", budget)
-    monkeypatch.setattr(choose, "narrow_form", lambda forest, lanes: narrow and lanes > choose.LANES)
-    cf = sf.compile(forest, rep="bitvector")
+    monkeypatch.setattr(choose, "choice", lambda forest, batch_size=None, options=None: (tabled, 100.0))
+    monkeypatch.setattr(choose, "narrow_form", lambda forest, lanes, options=None: narrow and lanes > choose.LANES)
+    cf = _compile(forest, {"expand_nodes": budget}, rep="bitvector")
     assert f"tabled={int(tabled.sum())}" in cf.show("lir") or tabled.all()
     X = category_rows(forest, np.random.default_rng(n), n, top)
     np.testing.assert_array_equal(cf.predict(X, output_margin=True, threads=threads),
                                   reference.predict(forest, X, output_margin=True))
 
 
-def test_mask_tables_with_a_feature_split_only_at_infinity_and_stumps(monkeypatch):
+def test_mask_tables_with_a_feature_split_only_at_infinity_and_stumps():
     """A feature whose every split is ``<= +inf`` (no number goes right, NaN by its default)
     still has a key, NaN's; a stump among the trees exits at its only leaf."""
-    monkeypatch.setattr(choose, "MASK_TABLES", True)
     rng = np.random.default_rng(16)
     forest = _leafwise_forest(6, 3, 4, rng)
     for tree in forest.trees:
@@ -718,7 +706,7 @@ def test_mask_tables_with_a_feature_split_only_at_infinity_and_stumps(monkeypatc
                              leaf_value=np.array([[0.75]]), outputs=(0,)))
     X = rows_for(forest, rng, 300)
     X[rng.random(X.shape) < 0.3] = np.nan
-    cf = sf.compile(forest, rep="bitvector")
+    cf = _compile(forest, {"mask_tables": True}, rep="bitvector")
     assert "form=mask-tables" in cf.show("lir")
     np.testing.assert_array_equal(cf.predict(X, output_margin=True), reference.predict(forest, X, output_margin=True))
 
@@ -767,8 +755,8 @@ def test_mask_tables_beside_node_forms_agree_with_lightgbm(tmp_path, monkeypatch
     forest = sf.load_model(tmp_path / "m.txt")
     numeric = np.array([not t.categories for t in forest.trees])
     assert numeric.any() and not numeric.all()
-    monkeypatch.setattr(choose, "choice", lambda forest, batch_size=None: (numeric.copy(), 100.0))
-    cf = sf.compile(forest, rep="bitvector")
+    monkeypatch.setattr(choose, "choice", lambda forest, batch_size=None, options=None: (numeric.copy(), 100.0))
+    cf = _compile(forest, rep="bitvector")
     assert f"tabled={int(numeric.sum())}" in cf.show("lir")
     Xt = rng.normal(size=(2000, 4))
     Xt[:, 3] = rng.integers(-2, 20, len(Xt))
@@ -778,14 +766,12 @@ def test_mask_tables_beside_node_forms_agree_with_lightgbm(tmp_path, monkeypatch
     np.testing.assert_allclose(cf.predict(Xt), booster.predict(Xt), rtol=1e-12, atol=1e-15)
 
 
-def test_leafwise_lightgbm_with_a_categorical_feature_takes_mask_tables_and_agrees(tmp_path, monkeypatch):
+def test_leafwise_lightgbm_with_a_categorical_feature_takes_mask_tables_and_agrees(tmp_path):
     """Every tree of a leaf-wise 255-leaf model splits on a 30-level categorical feature (taxi
     with a pickup zone): the chooser takes the mask tables, whose categorical entries look a
     mask up by category; equal to the reference and to LightGBM on rows with NaN, negative,
     fractional, unseen and huge categories."""
     lgb = pytest.importorskip("lightgbm")
-    monkeypatch.setattr(choose, "MASK_TABLES", None)
-    monkeypatch.setattr(choose, "AUTO_CHOOSE", True)
     rng = np.random.default_rng(18)
     X = rng.normal(size=(20000, 5))
     X[:, 4] = rng.integers(0, 30, len(X))
@@ -795,7 +781,7 @@ def test_leafwise_lightgbm_with_a_categorical_feature_takes_mask_tables_and_agre
                          "seed": 1, "max_cat_to_onehot": 4, "cat_smooth": 1, "min_data_per_group": 5},
                         lgb.Dataset(X, y, categorical_feature=[4]), 100)
     booster.save_model(tmp_path / "m.txt")
-    cf = sf.compile(tmp_path / "m.txt", batch_size=4096)
+    cf = _compile(tmp_path / "m.txt", {"mask_tables": None}, batch_size=4096)
     assert cf.forest.has_categorical() and "form=mask-tables" in cf.show("lir")
     Xt = rng.normal(size=(3000, 5))
     Xt[:, 4] = rng.choice([-2.0, -0.5, 0.0, 3.0, 7.9, 29.0, 31.0, 2.0**31, np.nan], len(Xt))

@@ -33,9 +33,9 @@ def test_default_pads_cheap_forests_and_saves_the_original(tmp_path):
 
     sparse = make_forest()  # padding more than doubles its nodes: the chooser decides (size)
     assert padded_nodes(sparse) > 2 * sum(t.num_nodes for t in sparse.trees)
-    assert sf.compile(sparse).pad == choose_padding(sparse)
+    assert sf.compile(sparse, rep="sparse").pad == choose_padding(sparse)  # padding is the walks'
     forest = pad_trees(make_forest())  # complete trees: padding is free, so it is chosen
-    cf = sf.compile(forest)
+    cf = sf.compile(forest, rep="sparse")
     assert cf.pad and "peelWalk" in cf.schedule.to_text()
     cf.save(tmp_path / "m.forge")
     back = sf.load_compiled(tmp_path / "m.forge")

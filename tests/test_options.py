@@ -54,7 +54,8 @@ def test_a_context_manager_is_recorded_and_honoured_on_reload(forest, tmp_path, 
     with vector_walks(True):
         cf = sf.compile(forest, schedule="interleaved")
     plain = sf.compile(forest, schedule="interleaved")
-    assert cf.options.vector_walks is True and plain.options.vector_walks is None
+    # left open, the value the walks used is recorded: the default
+    assert cf.options.vector_walks is True and plain.options.vector_walks is False
     assert cf.show("lir") != plain.show("lir")  # the knob changes the program
     cf.save(tmp_path / "m.forge")
     assert artifacts.read(tmp_path / "m.forge").meta["vector_walks"] is True
@@ -160,3 +161,53 @@ def test_a_target_lowering_gets_the_options(forest):
         wide = sf.show(forest, "lir", target="cuda")
     assert wide != sf.show(forest, "lir", target="cuda")
     assert wide == sf.show(forest, "lir", target="cuda", options=CompileOptions(feature_width="int32"))
+
+
+def test_representation_options_are_recorded_and_lowered_again_alike(forest, tmp_path, capsys):
+    """A representation's own options (``rep_options``) reach it, decide its program, and are
+    recorded: the compiled model's options, meta.json, ``forge show``; a load lowers the same
+    program again."""
+    looped = CompileOptions(rep="bitvector", rep_options={"expand_nodes": -1, "mask_tables": False})
+    cf = sf.compile(forest, options=looped)
+    assert f"looped={forest.num_trees}" in cf.show("lir")
+    assert "expanded=0" in cf.show("lir")
+    assert cf.options.rep_options == {"expand_nodes": -1, "mask_tables": False}
+    expanded = sf.compile(forest, rep="bitvector", options=CompileOptions(rep_options={"mask_tables": False}))
+    assert f"expanded={forest.num_trees}" in expanded.show("lir")
+    cf.save(tmp_path / "m.forge")
+    assert artifacts.read(tmp_path / "m.forge").meta["rep_options"] == {"expand_nodes": -1, "mask_tables": False}
+    back = sf.load_compiled(tmp_path / "m.forge")
+    assert back.options.rep_options == cf.options.rep_options and back.show("lir") == cf.show("lir")
+    assert "expand_nodes=-1" in cf.options.describe() and "mask_tables=False" in cf.options.describe()
+    code = cli.main(["show", str(tmp_path / "m.forge"), "--level", "lir"])
+    assert code == 0 and "expand_nodes=-1" in capsys.readouterr().err
+
+
+def test_representation_options_steer_the_default_choice(forest):
+    """``auto_choose`` off leaves the bitvector representation to be asked for by name."""
+    chosen = sf.compile(forest)
+    walked = sf.compile(forest, options=CompileOptions(rep_options={"auto_choose": False}))
+    assert walked.rep != "bitvector" and walked.options.rep_options == {"auto_choose": False}
+    X = rows_for(forest, np.random.default_rng(2), 50)
+    np.testing.assert_array_equal(chosen.predict(X, output_margin=True), walked.predict(X, output_margin=True))
+
+
+@pytest.mark.parametrize("given, error", [
+    ({"no_such_option": 1}, "no installed representation takes the option 'no_such_option'"),
+    ({"expand_nodes": "many"}, "expand_nodes must be an integer"),
+    ({"mask_tables": 1}, "mask_tables must be True or False or None"),
+    ({"block_rows": 300}, "block_rows must be a power of two"),
+    ({"auto_choose": [True]}, "must be a bool, number, string or None"),
+])
+def test_bad_representation_options_are_refused_by_name(forest, given, error):
+    with pytest.raises(InputError, match=error):
+        sf.compile(forest, options=CompileOptions(rep_options=given))
+
+
+def test_representation_options_are_frozen_and_compare_as_mappings():
+    opts = CompileOptions(rep_options={"b": 1, "a": None})
+    assert list(opts.rep_options) == ["a", "b"] and opts.rep_options == {"a": None, "b": 1}
+    with pytest.raises(TypeError):
+        opts.rep_options["a"] = 2
+    assert hash(opts.rep_options) == hash(CompileOptions(rep_options={"a": None, "b": 1}).rep_options)
+    assert CompileOptions().rep_options == {} and not CompileOptions().describe()

@@ -193,7 +193,7 @@ def test_artifact_code_is_reused_only_for_the_same_program(tmp_path):
     forest = Forest(trees=trees, num_features=6)
     X = rows_for(forest, rng, 300)
     with split_rows(False):
-        old = sf.compile(forest)
+        old = sf.compile(forest, rep="sparse")
     assert not uses_split_rows(old) and old.options.split_rows is False
     meta, arrays, blob, extra = old._artifact_parts()
     artifacts.write(tmp_path / "old.forge", {**meta, "split_rows": None}, arrays, blob, extra)
@@ -351,9 +351,9 @@ def test_cheap_models_keep_small_batches_on_one_thread(monkeypatch):
     """Without native workers a kernel asks for enough rows per thread that a hand-off through
     Python's pool pays (THREAD_STEPS walk steps); the runtime splits a batch only into shares
     that large, and the values do not change."""
-    from silvanforge import lowering
+    from silvanforge import runtime
 
-    monkeypatch.setattr(lowering, "THREAD_STEPS", 500_000)
+    monkeypatch.setattr(runtime, "THREAD_STEPS", 500_000)
     rng = np.random.default_rng(4)
     trees = [_tree(rng, 6, (0,), 5, [int(Op.LT)], categorical=False, zero_missing=False) for _ in range(20)]
     forest = Forest(trees=trees, num_features=6)
@@ -436,7 +436,7 @@ def test_wide_rows_are_split_per_chunk_by_the_chooser():
     rng = np.random.default_rng(8)
     trees = [_tree(rng, 1500, (0,), 5, [int(Op.LT)], categorical=False, zero_missing=False) for _ in range(4)]
     forest = Forest(trees=trees, num_features=1500)
-    cf = sf.compile(forest)
+    cf = sf.compile(forest, rep="sparse")
     assert "cache(b0)" in cf.schedule.to_text() and cf.lir_module.info.get("split_rows") == "per chunk"
     X = rows_for(forest, rng, 150)
     np.testing.assert_array_equal(cf.predict(X, output_margin=True, threads=2),

@@ -11,13 +11,8 @@ import pytest
 
 
 @pytest.fixture(autouse=True)
-def walks_by_default():
-    """The bitvector chooser is a plugin's (tests/conftest.py patches it for the plugin tests)."""
-
-
-@pytest.fixture(autouse=True)
 def split_small_batches(monkeypatch):
     """Only the core's bar: no target's worker pool runs here."""
-    from silvanforge import lowering
+    from silvanforge import runtime
 
-    monkeypatch.setattr(lowering, "THREAD_STEPS", 1)
+    monkeypatch.setattr(runtime, "THREAD_STEPS", 1)

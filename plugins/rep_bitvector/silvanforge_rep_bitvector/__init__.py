@@ -3,7 +3,8 @@ SIMD lanes (:mod:`silvanforge_rep_bitvector.bitvector` and the modules it names)
 
 A *program* representation (:class:`silvanforge.rep.ProgramRepresentation`): it builds the
 whole LIR program from the model as imported, so schedules, padding, tiles and tree reordering
-do not apply to it.  The CPU default chooses it by cost where it beats the core's walks.
+do not apply to it.  The CPU default chooses it by cost where it beats the core's walks.  Its
+options (``CompileOptions.rep_options``) are documented in :mod:`.options`.
 """
 
 from __future__ import annotations
@@ -11,24 +12,31 @@ from __future__ import annotations
 from silvanforge import hookimpl
 from silvanforge.rep import InputError, ProgramRepresentation
 
-from . import bitvector, choose
+from . import bitvector
+from .options import OPTION_KEYS, BitvectorOptions
 
 NAME = bitvector.NAME
 
 
 class BitvectorForm(ProgramRepresentation):
     name = NAME
+    option_keys = OPTION_KEYS
 
     @classmethod
-    def cost(cls, forest, target_kind, batch_size):
+    def check_options(cls, options):
+        BitvectorOptions.from_mapping(options)
+
+    @classmethod
+    def cost(cls, forest, target_kind, batch_size, options=None):
         if target_kind != "cpu":
             return f"runs on cpu targets, not {target_kind} ones"
         why = bitvector.unsupported(forest)
         if why is not None:
             return why
-        if not choose.AUTO_CHOOSE:
-            return "not chosen by default (AUTO_CHOOSE is off)"
-        return bitvector.cost_ns(forest, batch_size)
+        opts = BitvectorOptions.from_mapping(options)
+        if not opts.auto_choose:
+            return "not chosen by default (its option auto_choose is off)"
+        return bitvector.cost_ns(forest, batch_size, opts)
 
     def program(self, forest, target_kind, batch_size):
         if target_kind != "cpu":
@@ -37,7 +45,8 @@ class BitvectorForm(ProgramRepresentation):
         if why is not None:
             raise InputError(f"the {NAME} representation cannot run this model: {why}")
         # Looked up at call time: tests count lowerings by replacing bitvector.lower.
-        return bitvector.lower(forest, batch_size=None if batch_size is None else int(batch_size), checked=True)
+        return bitvector.lower(forest, batch_size=None if batch_size is None else int(batch_size), checked=True,
+                               options=BitvectorOptions.from_mapping(self.options))
 
 
 @hookimpl

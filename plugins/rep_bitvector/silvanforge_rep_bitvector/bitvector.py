@@ -16,8 +16,8 @@ order, as the reference does.
 Two forms of one program (:func:`lower`): *expanded* trees have every node's compare and AND
 emitted with its threshold and mask as constants; *looped* trees are applied by loops over node
 tables, which compile in constant time and run about 1.5x slower a node (docs/design-choices.md,
-"Bitvector evaluation").  The smallest trees are expanded, up to ``EXPAND_NODES`` nodes in all
-(compile time grows with them), and the rest looped.
+"Bitvector evaluation").  The smallest trees are expanded, up to ``expand_nodes`` nodes in all
+(an option, :mod:`.options`: compile time grows with them), and the rest looped.
 
 Exact like the walks: every node becomes "goes right iff ``x >= t``" with ``t`` the threshold
 (``x < t`` splits) or the next representable value above it (``x <= t`` splits, exact for every

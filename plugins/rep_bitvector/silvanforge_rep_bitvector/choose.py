@@ -13,15 +13,17 @@ from silvanforge.ir import hir
 from silvanforge.walkcost import walk_estimate_ns
 
 from . import masktables
+from .options import DEFAULT, BitvectorOptions
 from .support import bin_counts, nan_split_features, tree_nodes, unsupported, used_features
 
-# The narrow form (:func:`narrow_pays`): each used feature's value becomes its bin once a block
+# The narrow form (:func:`narrow_form`): each used feature's value becomes its bin once a block
 # (how many of the feature's thresholds are <= it: a binary search), every threshold its bin's
 # index, so a node compares 16-bit integers and clears bits of 16-bit words: 32 lanes in one
 # 512-bit vector, where 64-bit words over float64 values take four (node applications measured
 # 2.5-3x cheaper, 16 against 50 ps a row, Zen 4; 16-bit words need 1.2-1.35x the applications
 # of 64-bit ones on 255-leaf trees).  Exact: x >= t[j] iff more than j thresholds are <= x.
-NARROW_MAX_BINS = 2**15 - 1
+# Taken where every feature's thresholds make at most ``narrow_max_bins`` bins (an option,
+# :mod:`.options`) and their search table is at most this size:
 NARROW_MAX_BIN_BYTES = 16 << 20  # the bins' search table (a row a used feature)
 # Narrow looped nodes cost this much a row, the trees' overhead included, whatever the threshold
 # dtype (`forge bench`, 1 thread, 4096 rows, Zen 4, taxi-shaped LightGBM models of 255 leaves:
@@ -44,9 +46,6 @@ WIDE_COLUMN_BYTES = 256 * 1024
 # ones over 8 (xgb_100x6_f8 1.27x, xgb_diabetes 1.41x, xgb_digits 1.17x; xgb_cancer's 645 nodes
 # ran 0.72x; float64 lgb_cancer 0.86x: float64 keeps the rule "most nodes looped").
 WIDE_FLOAT32_NODES = 3000
-# Expanded code compiles in about 0.4 ms a node: at most this many nodes are expanded (about
-# 2.5 s), the smallest trees first (they gain the most a node: the loops' cost a tree is larger).
-EXPAND_NODES = 6000
 # Cost model, ns a row on the AMD Zen 4 these were measured on (docs/design-choices.md,
 # "Bitvector evaluation"): nodes and trees of each form, and the copy of each used feature into
 # the block's columns, against the walks' estimate (:mod:`silvanforge.walkcost`).  Bitvectors are chosen when
@@ -62,12 +61,6 @@ COLUMN_NS = 0.4
 WIDE_LOOPED_FLOAT64_EXTRA_NS = 0.0185
 MARGIN = 1.1
 
-# Whether the CPU default may choose it (the walk tests switch it off to test walks by default).
-AUTO_CHOOSE = True
-# The mask-table form (:mod:`.masktables`): None takes it where estimated cheaper, True wherever
-# it can run, False never (tests force each).
-MASK_TABLES: bool | None = None
-
 
 def _smallest_up_to(nodes: np.ndarray, budget: int) -> np.ndarray:
     order = np.argsort(nodes, kind="stable")
@@ -75,14 +68,14 @@ def _smallest_up_to(nodes: np.ndarray, budget: int) -> np.ndarray:
     chosen[order[np.cumsum(nodes[order]) <= budget]] = True
     return chosen
 
-def narrow_form(forest: hir.Forest, lanes: int) -> bool:
+def narrow_form(forest: hir.Forest, lanes: int, options: BitvectorOptions = DEFAULT) -> bool:
     """Whether :func:`.codegen.lower` takes the narrow form (:data:`.leafbits.NARROW_WORD`): for
     wide blocks (most nodes looped; expanded 8-lane blocks gained nothing), where every feature's thresholds
     fit 16-bit bins."""
-    return narrow_bins(forest, lanes) is not None
+    return narrow_bins(forest, lanes, options) is not None
 
 
-def narrow_bins(forest: hir.Forest, lanes: int) -> np.ndarray | None:
+def narrow_bins(forest: hir.Forest, lanes: int, options: BitvectorOptions = DEFAULT) -> np.ndarray | None:
     """:func:`bin_counts` where the narrow form is taken (:func:`narrow_form`), else None."""
     if lanes <= LANES:
         return None
@@ -90,16 +83,17 @@ def narrow_bins(forest: hir.Forest, lanes: int) -> np.ndarray | None:
     # ``<=`` and ``<`` splits at one value make two bins: twice the distinct values bounds them.
     most = 2 * int(counts.max(initial=0))
     table = len(counts) * 2**most.bit_length() * np.dtype(forest.threshold_dtype).itemsize
-    return counts if most <= NARROW_MAX_BINS and table <= NARROW_MAX_BIN_BYTES else None
+    return counts if most <= options.narrow_max_bins and table <= NARROW_MAX_BIN_BYTES else None
 
 
-def choose_form(forest: hir.Forest, batch_size: int | None = None) -> tuple[int, np.ndarray]:
+def choose_form(forest: hir.Forest, batch_size: int | None = None,
+                options: BitvectorOptions = DEFAULT) -> tuple[int, np.ndarray]:
     """Lanes a block and which trees (model order) are expanded: the smallest ones, up to
-    :data:`EXPAND_NODES` nodes in all at 8 lanes; where that leaves most nodes looped, wider
+    ``options.expand_nodes`` nodes in all at 8 lanes; where that leaves most nodes looped, wider
     blocks (:data:`WIDE_LANES`, fewer for small batches and wide feature columns) expanding
     proportionally fewer."""
     nodes = tree_nodes(forest)
-    expanded = _smallest_up_to(nodes, EXPAND_NODES)
+    expanded = _smallest_up_to(nodes, options.expand_nodes)
     lanes = WIDE_LANES
     while batch_size is not None and lanes > LANES and batch_size < 4 * lanes:
         lanes //= 2
@@ -109,17 +103,19 @@ def choose_form(forest: hir.Forest, batch_size: int | None = None) -> tuple[int,
     wide_float32 = np.dtype(forest.threshold_dtype) == np.float32 and nodes.sum() >= WIDE_FLOAT32_NODES
     if lanes == LANES or (nodes[~expanded].sum() <= nodes[expanded].sum() and not wide_float32):
         return LANES, expanded
-    return lanes, _smallest_up_to(nodes, EXPAND_NODES * LANES // lanes)
+    return lanes, _smallest_up_to(nodes, options.expand_nodes * LANES // lanes)
 
 
-def expanded_trees(forest: hir.Forest, batch_size: int | None = None) -> np.ndarray:
+def expanded_trees(forest: hir.Forest, batch_size: int | None = None,
+                   options: BitvectorOptions = DEFAULT) -> np.ndarray:
     """Which trees (model order) :func:`.codegen.lower` expands by default (:func:`choose_form`)."""
-    return choose_form(forest, batch_size)[1]
+    return choose_form(forest, batch_size, options)[1]
 
 
-def mask_tables_form(forest: hir.Forest, batch_size: int | None = None) -> bool:
+def mask_tables_form(forest: hir.Forest, batch_size: int | None = None,
+                     options: BitvectorOptions = DEFAULT) -> bool:
     """Whether :func:`.codegen.lower` takes the mask-table form (:mod:`.masktables`) for every tree."""
-    return bool(tabled_trees(forest, batch_size).all())
+    return bool(tabled_trees(forest, batch_size, options).all())
 
 
 # A tree evaluated by mask tables beside node-form trees also writes its exit leaf to scratch,
@@ -131,12 +127,13 @@ MIXED_TREE_NS = 0.2
 MIXED_MARGIN = 1.15
 
 
-def tabled_trees(forest: hir.Forest, batch_size: int | None = None) -> np.ndarray:
+def tabled_trees(forest: hir.Forest, batch_size: int | None = None,
+                 options: BitvectorOptions = DEFAULT) -> np.ndarray:
     """Which trees (model order) :func:`.codegen.lower` evaluates by mask tables: every tree (the
     mask-table form), some (a mask-table phase, then the node forms for the rest, summed
-    together in model order) or none, by :func:`choice`'s estimates; :data:`MASK_TABLES` True
+    together in model order) or none, by :func:`choice`'s estimates; ``options.mask_tables`` True
     forces every tree where the form can run, False none."""
-    return choice(forest, batch_size)[0]
+    return choice(forest, batch_size, options)[0]
 
 
 def some_trees(forest: hir.Forest, trees: np.ndarray) -> hir.Forest:
@@ -144,49 +141,52 @@ def some_trees(forest: hir.Forest, trees: np.ndarray) -> hir.Forest:
     return dataclasses.replace(forest, trees=[forest.trees[k] for k in np.flatnonzero(trees)])
 
 
-def choice(forest: hir.Forest, batch_size: int | None) -> tuple[np.ndarray, float]:
+def choice(forest: hir.Forest, batch_size: int | None,
+           options: BitvectorOptions = DEFAULT) -> tuple[np.ndarray, float]:
     """(the trees to evaluate by mask tables, the estimated ns a row).  A tree goes to the
     tables where its share of their cost (:func:`.masktables.tree_costs_ns`, plus
     :data:`MIXED_TREE_NS` unless every tree does) is below its narrow looped nodes' cost; the
     result is kept if estimated cheaper than the node forms for every tree.  Categorical trees
     are candidates too (their categorical features are entries keyed by category)."""
     none = np.zeros(forest.num_trees, bool)
-    nodes_ns = node_forms_ns(forest, batch_size)
-    if MASK_TABLES is False:
+    nodes_ns = node_forms_ns(forest, batch_size, options)
+    rows = options.block_rows
+    if options.mask_tables is False:
         return none, nodes_ns
-    if MASK_TABLES:
-        tables_ns = masktables.choose(forest, batch_size)
+    if options.mask_tables:
+        tables_ns = masktables.choose(forest, batch_size, rows)
         return (none, nodes_ns) if tables_ns is None else (~none, tables_ns)
-    cost = masktables.tree_costs_ns(forest, batch_size)
+    cost = masktables.tree_costs_ns(forest, batch_size, rows)
     node_cost = NARROW_LOOPED_NODE_NS * tree_nodes(forest)
     tabled = cost + MIXED_TREE_NS < node_cost
     if (cost < node_cost).all():  # every tree: one phase, no hand-over
-        tables_ns = masktables.choose(forest, batch_size)
+        tables_ns = masktables.choose(forest, batch_size, rows)
         return (~none, tables_ns) if tables_ns is not None and tables_ns < nodes_ns else (none, nodes_ns)
     if not tabled.any():
         return none, nodes_ns
     part = some_trees(forest, tabled)
-    part_ns = masktables.choose(part, batch_size)
+    part_ns = masktables.choose(part, batch_size, rows)
     if part_ns is None:
         return none, nodes_ns
-    mixed_ns = part_ns + MIXED_TREE_NS * part.num_trees + node_forms_ns(some_trees(forest, ~tabled), batch_size)
+    mixed_ns = part_ns + MIXED_TREE_NS * part.num_trees + node_forms_ns(some_trees(forest, ~tabled), batch_size, options)
     return (tabled, mixed_ns) if MIXED_MARGIN * mixed_ns < nodes_ns else (none, nodes_ns)
 
 
-def estimate_ns(forest: hir.Forest, batch_size: int | None = None) -> float:
+def estimate_ns(forest: hir.Forest, batch_size: int | None = None, options: BitvectorOptions = DEFAULT) -> float:
     """Estimated ns a row of this forest's bitvector kernel (as :func:`.codegen.lower` builds it)."""
-    return choice(forest, batch_size)[1]
+    return choice(forest, batch_size, options)[1]
 
 
-def node_forms_ns(forest: hir.Forest, batch_size: int | None = None) -> float:
+def node_forms_ns(forest: hir.Forest, batch_size: int | None = None,
+                  options: BitvectorOptions = DEFAULT) -> float:
     """Estimated ns a row of the node forms (expanded, looped, narrow); a batch smaller than a
     block pays for the whole block."""
     nodes = tree_nodes(forest)
-    lanes, expanded = choose_form(forest, batch_size)
+    lanes, expanded = choose_form(forest, batch_size, options)
     looped_ns = LOOPED_NODE_NS if lanes == LANES else WIDE_LOOPED_NODE_NS[lanes]
     used = len(used_features(forest)) + len(nan_split_features(forest))
     looped = looped_ns * nodes[~expanded].sum() + LOOPED_TREE_NS * (~expanded).sum()
-    counts = narrow_bins(forest, lanes)
+    counts = narrow_bins(forest, lanes, options)
     if counts is not None:
         categorical = sum(int(forest.trees[k].categorical_mask().sum()) for k in np.flatnonzero(~expanded))
         looped = (NARROW_LOOPED_NODE_NS * nodes[~expanded].sum() + NARROW_CATEGORICAL_EXTRA_NS * categorical
@@ -198,20 +198,20 @@ def node_forms_ns(forest: hir.Forest, batch_size: int | None = None) -> float:
     return per_row * (lanes / min(lanes, batch_size) if batch_size else 1)
 
 
-def pays(forest: hir.Forest, batch_size: int | None = None) -> bool:
+def pays(forest: hir.Forest, batch_size: int | None = None, options: BitvectorOptions = DEFAULT) -> bool:
     """Whether bitvector evaluation should beat the walks on this forest at this batch size
-    (None: large batches; see the costs above); always False while :data:`AUTO_CHOOSE` is off."""
-    if not AUTO_CHOOSE or unsupported(forest) is not None:
+    (None: large batches; see the costs above); always False where ``options.auto_choose`` is off."""
+    if not options.auto_choose or unsupported(forest) is not None:
         return False
-    return cost_ns(forest, batch_size) <= walk_estimate_ns(forest)
+    return cost_ns(forest, batch_size, options) <= walk_estimate_ns(forest)
 
 
-def cost_ns(forest: hir.Forest, batch_size: int | None = None) -> float:
+def cost_ns(forest: hir.Forest, batch_size: int | None = None, options: BitvectorOptions = DEFAULT) -> float:
     """What the representation chooser compares with the other representations' costs: the
     estimate, charged :data:`MARGIN` so that walks keep models where bitvectors would gain less."""
-    return MARGIN * estimate_ns(forest, batch_size)
+    return MARGIN * estimate_ns(forest, batch_size, options)
 
 
-__all__ = ["LANES", "WIDE_LANES", "EXPAND_NODES", "NARROW_MAX_BINS", "MARGIN", "AUTO_CHOOSE", "MASK_TABLES",
+__all__ = ["LANES", "WIDE_LANES", "MARGIN",
            "narrow_form", "narrow_bins", "choose_form", "expanded_trees", "mask_tables_form", "tabled_trees",
            "some_trees", "choice", "estimate_ns", "node_forms_ns", "pays", "cost_ns"]

@@ -22,6 +22,7 @@ from silvanforge.walkcost import WALK_STEP_NS
 from . import choose, masktables
 from .choose import choose_form, estimate_ns, some_trees
 from .leafbits import NARROW_WORD, WORD
+from .options import DEFAULT, BitvectorOptions
 from .plan import GROUP, NARROW_GROUP, Chunk, Plan, layout, looped_chunks, make_plan
 from .support import node_count, unsupported
 
@@ -36,8 +37,10 @@ class _Lowering:
     columns (twice: as they are, and with NaN as +inf; NaN indicators after them), then each
     output's trees."""
 
-    def __init__(self, forest: hir.Forest, lanes: int, batch_size: int | None = None, narrow: bool = False):
+    def __init__(self, forest: hir.Forest, lanes: int, batch_size: int | None = None, narrow: bool = False,
+                 options: BitvectorOptions = DEFAULT):
         self.forest = forest
+        self.options = options
         self.lanes = lanes
         self.batch_size = batch_size
         self.narrow = narrow
@@ -105,7 +108,8 @@ class _Lowering:
             by_slot = {tree.slot: (pos, tree) for pos, tree in enumerate(trees)}
             picked = np.flatnonzero(tabled)
             part = dataclasses.replace(forest, trees=[forest.trees[k] for k in picked])
-            functions.append(masktables.function(part, self.buffers, [by_slot[k][1].leaf_base for k in picked]))
+            functions.append(masktables.function(part, self.buffers, [by_slot[k][1].leaf_base for k in picked],
+                                                 self.options.block_rows))
             b.buffer("bv_tabled_position", np.array([by_slot[k][0] for k in picked], np.int32))
         U, N = len(used), len(nan_used)
         columns = 2 * U + N
@@ -170,7 +174,7 @@ class _Lowering:
                              f"lanes={self.lanes} words={self.word_bits}-bit expanded={int(expanded.sum())} "
                                 f"looped={int(looped.sum())} tabled={int(tabled.sum())}",
                   "rep": NAME, "light_optimisation": bool(expanded.any()),
-                  **thread_info(round((estimate or estimate_ns(forest, self.batch_size)) / WALK_STEP_NS))})
+                  **thread_info(round((estimate or estimate_ns(forest, self.batch_size, self.options)) / WALK_STEP_NS))})
         lir.verify(module)
         return module
 
@@ -388,30 +392,32 @@ class _Lowering:
             For(t, at("bv_chunk_tree", ch), at("bv_chunk_tree", Bin("+", ch, c(1, i64))), 1, tree),
         ]))
 
+
 def lower(forest: hir.Forest, expand: bool | None = None, batch_size: int | None = None,
-          narrow: bool | None = None, checked: bool = False) -> lir.Module:
+          narrow: bool | None = None, checked: bool = False, options: BitvectorOptions = DEFAULT) -> lir.Module:
     """The LIR module of bitvector evaluation.  ``expand``: emit every node as code (True),
     loop over node tables for every tree (False), or expand the trees :func:`expanded_trees`
     picks (None).  ``batch_size``: the batch size compiled for, if known (:func:`choose_form`).
     ``narrow``: the narrow form (True), the float form (False) or the cheaper (None).
-    ``checked``: the caller has found :func:`unsupported` None (a pass over every node)."""
+    ``checked``: the caller has found :func:`unsupported` None (a pass over every node).
+    ``options``: the representation's options (:mod:`.options`)."""
     why = None if checked else unsupported(forest)
     if why is not None:
         raise ValueError(f"bitvector evaluation cannot run this model: {why}")
     tabled, estimate = np.zeros(forest.num_trees, bool), None
     if expand is None and narrow is None:
-        tabled, estimate = choose.choice(forest, batch_size)
+        tabled, estimate = choose.choice(forest, batch_size, options)
         if tabled.all():
-            return masktables.lower(forest, batch_size)
+            return masktables.lower(forest, batch_size, options.block_rows)
     nodes_part = some_trees(forest, ~tabled) if tabled.any() else forest
-    lanes, chosen = choose_form(nodes_part, batch_size)
+    lanes, chosen = choose_form(nodes_part, batch_size, options)
     expanded = np.zeros(forest.num_trees, bool)  # the node trees' choice, in model order again
     expanded[np.flatnonzero(~tabled)] = chosen
     if narrow is None:
-        narrow = choose.narrow_form(forest, lanes)
+        narrow = choose.narrow_form(forest, lanes, options)
     if expand is not None:
         expanded = np.full(forest.num_trees, bool(expand))
-    return _Lowering(forest, lanes, batch_size, bool(narrow)).lower(expanded, tabled, estimate)
+    return _Lowering(forest, lanes, batch_size, bool(narrow), options).lower(expanded, tabled, estimate)
 
 
 __all__ = ["NAME", "lower"]

@@ -14,7 +14,7 @@ the left is bit ``63 - k % 64`` of word ``k // 64``).
 A row costs a few loads and one AND of a 256-bit mask a feature the tree uses, whatever its
 node count: measured 1.6-2x cheaper than the narrow looped form on 255-leaf trees over 5
 features, and dearer on small trees or trees over many features (:func:`estimate_ns`).  Rows
-are taken in blocks of up to :data:`BLOCK_ROWS` (tree by tree, rows inner), so a tree's tables
+are taken in blocks of up to ``block_rows`` (an option, :mod:`.options`; tree by tree, rows inner), so a tree's tables
 (about 11 KiB at 255 leaves) are read once a block, and the next tree's are prefetched a cache
 line a row: on taxi 1000x255 (tables from L3) blocks of 512 rows ran 1.2x slower than blocks
 of 4096, and blocks of 32 rows 2x slower than 512 (C prototype, Zen 4).  The keys of a block's
@@ -45,11 +45,11 @@ from silvanforge.lowering import thread_info
 from silvanforge.walkcost import WALK_STEP_NS
 
 from .leafbits import MAX_WORDS, WORD, all_left_masks, leaf_spans
+from .options import DEFAULT
 
 # Keys are 16-bit (K + 2 of them a feature); features with more thresholds than this keep the
 # other forms (LightGBM's max_bin is 255, XGBoost's 256).
 MAX_KEYS = 1024
-BLOCK_ROWS = 4096
 MIN_BLOCK_ROWS = 256
 # The block's keys and sums live on the stack: at most this many bytes of each.
 MAX_BLOCK_BYTES = 64 * 1024
@@ -128,7 +128,7 @@ def _as_ge(thr: np.ndarray, op: np.ndarray, dtype: np.dtype) -> tuple[np.ndarray
     return g, never
 
 
-def unsupported(forest: hir.Forest, shape: _Shape | None = None) -> str | None:
+def unsupported(forest: hir.Forest, shape: _Shape | None = None, most: int = DEFAULT.block_rows) -> str | None:
     """Why this form cannot run the forest (beyond :func:`.bitvector.unsupported`), or None."""
     shape = shape or _shape(forest)
     counts = shape.counts
@@ -138,18 +138,18 @@ def unsupported(forest: hir.Forest, shape: _Shape | None = None) -> str | None:
         return f"a feature has more than {MAX_KEYS} distinct thresholds"
     if max(shape.categories.values(), default=0) > MAX_KEYS:
         return f"a categorical feature has categories past {MAX_KEYS}"
-    if block_rows(forest, shape) < MIN_BLOCK_ROWS:
+    if block_rows(forest, shape, most) < MIN_BLOCK_ROWS:
         return "its features or outputs are too many for blocks of rows on the stack"
     return None
 
 
-def block_rows(forest: hir.Forest, shape: _Shape | None = None) -> int:
-    """Rows a block: :data:`BLOCK_ROWS`, fewer where their keys (2 bytes a used feature) or sums
-    would pass :data:`MAX_BLOCK_BYTES`."""
+def block_rows(forest: hir.Forest, shape: _Shape | None = None, most: int = DEFAULT.block_rows) -> int:
+    """Rows a block: ``most`` (the ``block_rows`` option), fewer where their keys (2 bytes a used
+    feature) or sums would pass :data:`MAX_BLOCK_BYTES`."""
     shape = shape or _shape(forest)
     used = max(1, len(shape.thresholds) + len(shape.categories))
     sums = forest.num_outputs * np.dtype(forest.accumulate_dtype).itemsize
-    fit = min(BLOCK_ROWS, MAX_BLOCK_BYTES // (2 * used), MAX_BLOCK_BYTES // sums)
+    fit = min(most, MAX_BLOCK_BYTES // (2 * used), MAX_BLOCK_BYTES // sums)
     return 1 << (max(1, fit).bit_length() - 1)
 
 
@@ -159,24 +159,25 @@ def words(forest: hir.Forest) -> int:
     return 1 << (w - 1).bit_length()  # a power of two: one vector
 
 
-def choose(forest: hir.Forest, batch_size: int | None = None) -> float | None:
+def choose(forest: hir.Forest, batch_size: int | None = None, most: int = DEFAULT.block_rows) -> float | None:
     """:func:`estimate_ns`, or None where the form cannot run: one pass over the nodes."""
     shape = _shape(forest)
-    return None if unsupported(forest, shape) is not None else estimate_ns(forest, batch_size, shape)
+    return None if unsupported(forest, shape, most) is not None else estimate_ns(forest, batch_size, shape, most)
 
 
-def tree_costs_ns(forest: hir.Forest, batch_size: int | None = None) -> np.ndarray:
+def tree_costs_ns(forest: hir.Forest, batch_size: int | None = None, most: int = DEFAULT.block_rows) -> np.ndarray:
     """Each tree's share of :func:`estimate_ns` (as if it were padded to no other tree's
     entries): what the per-tree choice of :func:`.bitvector.choice` compares."""
     shape = _shape(forest)
     keys = shape.keys
     nodes = np.array([int((t.left >= 0).sum()) for t in forest.trees], np.int64)
     lines = (shape.tree_entries * keys * 2 + (nodes + 2 * shape.tree_entries) * words(forest) * 8) / 64
-    rows = min(block_rows(forest, shape), batch_size or BLOCK_ROWS)
+    rows = min(block_rows(forest, shape, most), batch_size or most)
     return TREE_NS + ENTRY_NS * shape.tree_entries + np.minimum(MISS_CAP_NS, LINE_NS * lines / rows)
 
 
-def estimate_ns(forest: hir.Forest, batch_size: int | None = None, shape: _Shape | None = None) -> float:
+def estimate_ns(forest: hir.Forest, batch_size: int | None = None, shape: _Shape | None = None,
+                most: int = DEFAULT.block_rows) -> float:
     """Estimated ns a row of this form's kernel (:data:`TREE_NS` and the others)."""
     shape = shape or _shape(forest)
     counts = shape.counts
@@ -184,7 +185,7 @@ def estimate_ns(forest: hir.Forest, batch_size: int | None = None, shape: _Shape
     W, F = words(forest), shape.entries
     keys = shape.keys
     lines = (F * keys * 2 + (shape.nodes / forest.num_trees + 2 * F) * W * 8) / 64
-    rows = min(block_rows(forest, shape), batch_size or BLOCK_ROWS)
+    rows = min(block_rows(forest, shape, most), batch_size or most)
     per_tree = TREE_NS + ENTRY_NS * F + min(MISS_CAP_NS, LINE_NS * lines / rows)
     # a categorical key: a range check and a select, about two search steps
     return forest.num_trees * per_tree + KEY_STEP_NS * (steps * len(counts) + 2 * len(shape.categories))
@@ -288,25 +289,26 @@ def tables(forest: hir.Forest) -> dict[str, np.ndarray]:
     }
 
 
-def lower(forest: hir.Forest, batch_size: int | None = None) -> lir.Module:
+def lower(forest: hir.Forest, batch_size: int | None = None, most: int = DEFAULT.block_rows) -> lir.Module:
     """The LIR module of the mask-table form (see the module's docstring): every tree, summed."""
     thr_t = lir.lir_type(forest.threshold_dtype)
     acc_t = lir.lir_type(forest.accumulate_dtype)
     buffers = {"rows": Buffer("rows", thr_t, "input"), "margins": Buffer("margins", acc_t, "output")}
-    fn = function(forest, buffers)
+    fn = function(forest, buffers, most=most)
     module = lir.Module(
         functions=[fn], buffers=buffers, num_features=forest.num_features, num_outputs=forest.num_outputs,
         input_type=thr_t, output_type=acc_t,
         info={"summary": f"rep=bitvector form=mask-tables trees={forest.num_trees} outputs={forest.num_outputs} "
                          f"entries={_shape(forest).entries} words={words(forest)}x{WORD}-bit "
-                         f"block={block_rows(forest)}",
+                         f"block={block_rows(forest, most=most)}",
               "rep": "bitvector", "light_optimisation": False,
-              **thread_info(round(estimate_ns(forest, batch_size) / WALK_STEP_NS))})
+              **thread_info(round(estimate_ns(forest, batch_size, most=most) / WALK_STEP_NS))})
     lir.verify(module)
     return module
 
 
-def function(forest: hir.Forest, buffers: dict, exits: np.ndarray | None = None) -> lir.Function:
+def function(forest: hir.Forest, buffers: dict, exits: np.ndarray | None = None,
+             most: int = DEFAULT.block_rows) -> lir.Function:
     """The phase evaluating every tree of ``forest`` (its model buffers and locals are added to
     ``buffers``).  ``exits`` None: each row's margins, summed in model order from the base
     scores.  Else the trees are some of a larger forest's (:func:`.bitvector.lower`'s mixed
@@ -326,7 +328,7 @@ def function(forest: hir.Forest, buffers: dict, exits: np.ndarray | None = None)
             del data[unused]
     for name, array in data.items():
         b.buffer(name, array)
-    U, C, T, R = len(data["mt_used"]), forest.num_outputs, forest.num_trees, block_rows(forest)
+    U, C, T, R = len(data["mt_used"]), forest.num_outputs, forest.num_trees, block_rows(forest, most=most)
     buffers["mt_key"] = Buffer("mt_key", i16, "local", size=max(1, U) * R)
     if exits is None:
         buffers["mt_acc"] = Buffer("mt_acc", acc_t, "local", size=R * C)

@@ -16,6 +16,7 @@ import numpy as np
 
 from silvanforge.ir import lir
 from silvanforge.kernel import PhaseKernel
+from silvanforge.runtime import rows_per_thread
 
 from . import pool
 from .llvm_host import LIGHT_PASSES, init as _init, optimise, target_machine as _target_machine  # noqa: F401
@@ -65,7 +66,7 @@ class CpuKernel(PhaseKernel):
         self._tables: dict = {}  # scratch addresses -> pointer table
         self.phases = module.functions
         self.scratch = module.scratch_buffers()
-        self.min_rows_per_thread = int(module.info.get("min_rows_per_thread", 0))
+        self.min_rows_per_thread = rows_per_thread(module.info.get("walk_steps_per_row", 0))
         if pool.native_pool() is None:
             self.run_shares = None  # the core's Python pool runs the shares
         # Rows a share on the native pool should hold (the runtime asks; see pool.SHARE_STEPS).

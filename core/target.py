@@ -95,6 +95,25 @@ class Target:
         it, so hosts sharing a cache directory keep their own code."""
         return None
 
+    def tune(self, forest, rows, sizes, budget_s: float, threads, progress):
+        """The plan search of ``sf.tune`` / ``forge tune`` for a target that is not a CPU (the
+        core times CPU forms itself, :mod:`silvanforge.tuning`), or None (the default): this
+        target has none.  ``forest``: the model (HIR, as imported); ``rows``: sample rows as an
+        array of the model's thresholds' dtype, or None (draw your own); ``sizes``: rows per
+        call to tune for, or None (the target's own); ``budget_s``: seconds to spend;
+        ``threads``: what the caller gave (a GPU target may ignore it); ``progress(what, done,
+        total)``: tell the user what is timed.
+
+        Return ``(bands, record)``: ``bands`` a list of ``(up_to_rows, CompileOptions)`` in
+        order, the last with ``None`` (no bound), as :func:`silvanforge.tuning.compile_plan`
+        takes them (it compiles the winners into the model), and ``record`` the tuning record
+        the artifact keeps (plain JSON): :func:`silvanforge.tuning.record_header` gives its
+        common part (host key, versions, sizes...), to which the target adds ``candidates``
+        (each with ``form`` and ``us_per_call``, by rows) and ``winners`` (``rows``, a
+        candidate's index).  A load on a host whose :meth:`host_key` differs from the record's
+        warns and uses the untuned plan."""
+        return None
+
 
 def check_class(cls) -> None:
     """Why a class a plugin lists is not a usable target (raises PluginError)."""

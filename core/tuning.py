@@ -17,6 +17,10 @@ The search, per request size of :data:`SIZES`:
 The result is a compiled model whose plan holds the winners, and a tuning record (candidates,
 times, winners, host, versions) kept in its artifact: a load on another host warns and uses
 the untuned plan.  Timing never decides a prediction: every form is exact.
+
+A target that is not a CPU brings its own search (:meth:`silvanforge.target.Target.tune`: the
+GPU targets run the template exploration of the paper draft's Algorithm 1 per band of rows);
+its winners become the plan through :func:`compile_plan` and its record is kept the same way.
 """
 
 from __future__ import annotations
@@ -134,10 +138,19 @@ def tune(model, rows=None, target: str | None = None, threads: int | None = None
     reg = registry()
     reg.check_target(opts.target)
     kind = reg.target_kind(opts.target)
-    if kind != "cpu":
-        raise InputError(f"sf.tune searches CPU plans; {opts.target!r} is a {kind} target "
-                         "(its schedule search: forge tune-gpu)")
     say = progress or (lambda what, done, total: None)
+    if kind != "cpu":
+        # The target's own search (a GPU target's template exploration), kept as a CPU plan is.
+        dtype = np.float32 if forest.threshold_dtype == "float32" else np.float64
+        sample = None if rows is None else np.ascontiguousarray(as_rows(rows, forest, dtype))
+        if sample is not None and sample.shape[0] == 0:
+            raise InputError("tuning needs at least one sample row")
+        found = reg.target(opts.target).tune(forest, sample, None if sizes == SIZES else sizes, budget,
+                                             threads, say)
+        if found is None:
+            raise InputError(f"the {opts.target!r} target ({kind}) has no plan search for sf.tune")
+        bands, record = found
+        return compile_plan(forest, bands, tuning=record)
     pool = _sample(forest, rows)
 
     # 1. The untuned plan's forms first (they are the baseline), then by the estimates.
@@ -285,21 +298,31 @@ def _per_call(cf: CompiledForest, pool: np.ndarray, size: int, threads: int | No
     return best
 
 
-def _record(forest, opts, threads, budget, seconds, sizes, timed, bands, used, user_rows, tried) -> dict:
-    """The tuning record an artifact keeps (plain JSON)."""
-    host = host_key(opts.target)
+def record_header(target: str, threads: int | None, budget: float, seconds: float, sizes,
+                  user_rows: bool) -> dict:
+    """The part of a tuning record every search writes alike: the host key (a load elsewhere
+    falls back), the host's name, versions, threads, budget, seconds spent, sizes, the rows."""
+    host = host_key(target)
     try:
-        name = json.loads(host).get("cpu") if host else None
+        parsed = json.loads(host) if host else {}
+        name = parsed.get("cpu") or parsed.get("device")
     except (ValueError, AttributeError):
         name = None
-    index = {id(c): k for k, c in enumerate(timed)}
     return {
         "host": host, "host_name": name or platform.processor() or platform.machine(),
         "versions": {"silvanforge": __version__, "numpy": np.__version__, "python": platform.python_version(),
-                     **_plugin_versions(opts.target)},
-        "target": opts.target, "threads": threads if threads is not None else default_threads(),
+                     **_plugin_versions(target)},
+        "target": target, "threads": threads if threads is not None else default_threads(),
         "budget_s": budget, "seconds": round(seconds, 3), "sizes": list(sizes),
         "rows": "the caller's sample" if user_rows else "drawn around the model's thresholds",
+    }
+
+
+def _record(forest, opts, threads, budget, seconds, sizes, timed, bands, used, user_rows, tried) -> dict:
+    """The tuning record an artifact keeps (plain JSON)."""
+    index = {id(c): k for k, c in enumerate(timed)}
+    return {
+        **record_header(opts.target, threads, budget, seconds, sizes, user_rows),
         "candidates": [{"form": c.form.text() if c.form is not None else _label(c.options),
                         "estimate_ns": None if c.estimate_ns is None else round(c.estimate_ns, 1),
                         "compile_s": round(c.compile_s, 3),
@@ -324,7 +347,9 @@ def _plugin_versions(target: str) -> dict:
 
 def record_text(record: dict) -> str:
     """A tuning record as ``forge show --tuning`` prints it."""
-    lines = [f"tuned on {record.get('host_name')} with {record.get('threads')} threads in "
+    threads = record.get("threads")
+    lines = [f"tuned on {record.get('host_name')}" + (f" with {threads} threads" if threads is not None else "") +
+             " in "
              f"{record.get('seconds')} s (budget {record.get('budget_s')} s), rows "
              f"{record.get('rows')}; versions " +
              ", ".join(f"{k} {v}" for k, v in (record.get("versions") or {}).items())]

@@ -294,5 +294,73 @@ def test_forge_tune_gpu_comes_from_the_gpu_backend(models, tmp_path, capsys, mon
     assert_matches_reference(sf.compile(path, target="amd", rep=rep, schedule=out), sf.load_model(path), X)
     assert cli.main(["tune-gpu", str(path), "--target", "cpu"]) != 0
     assert "not a GPU target" in capsys.readouterr().err
-    assert cli.main(["tune", str(path), "--target", "amd"]) != 0
-    assert "forge tune-gpu" in capsys.readouterr().err
+
+
+def _two_candidates(monkeypatch):
+    """Algorithm 1 reduced to one candidate per batch size (one for small requests, one for
+    large), walked by one representation: few OpenCL builds."""
+    from silvanforge_gpu import explore
+
+    monkeypatch.setattr(explore, "candidates", lambda forest, batch_size: [
+        TemplateParams(rows_per_block=8 if batch_size <= 64 else 32)])
+    real = explore.explore
+    monkeypatch.setattr(explore, "explore", lambda *a, **k: real(*a, **{**k, "reps": ("sparse",)}))
+
+
+def test_sf_tune_on_a_gpu_target_keeps_a_plan_and_its_record(models, tmp_path, monkeypatch):
+    """sf.tune on a GPU target runs Algorithm 1 per band of rows (the target's Target.tune) and
+    keeps the winners and the record as a CPU plan does: saved, loaded without exploring, exact
+    against the reference, and given up with a warning on another device."""
+    from silvanforge_gpu import explore
+    from silvanforge_target_amd import AmdTarget
+
+    _two_candidates(monkeypatch)
+    path, X = models["xgb_multi"]
+    forest = sf.load_model(path)
+    tuned = sf.tune(path, rows=X[:50], target="amd", sizes=(64, 512), budget_s=60)
+    record = tuned.tuning
+    assert record["target"] == "amd" and record["host"] == registry().target("amd").host_key()
+    assert record["sizes"] == [64, 512] and record["rows"] == "the caller's sample"
+    assert record["versions"]["silvanforge"] == sf.__version__
+    assert [set(c["us_per_call"]) for c in record["candidates"]] == [{"64"}, {"512"}]
+    assert "rows/block=8" in record["candidates"][0]["form"]
+    assert record["winners"] == [{"rows": "1-288", "candidate": 0}, {"rows": "289+", "candidate": 1}]
+    assert [(b.lo, b.hi) for b in tuned.bands] == [(1, 288), (289, None)] and len(tuned.forms) == 2
+    assert [f.options.rep for f in tuned.forms] == ["sparse", "sparse"]
+    assert "tile(batch, b0, b1, 8)" in tuned.forms[0].options.schedule.to_text()
+    for n in (1, 5, 288, 289, 600):
+        assert_matches_reference(tuned, forest, X[:n])
+
+    out = tmp_path / "tuned.forge"
+    tuned.save(out)
+    monkeypatch.setattr(explore, "explore", lambda *a, **k: pytest.fail("a load explored again"))
+    back = sf.load_compiled(out)
+    assert back.tuning == record and [(b.lo, b.hi, b.form) for b in back.bands] == \
+        [(b.lo, b.hi, b.form) for b in tuned.bands]
+    assert [f.options.schedule.to_text() for f in back.forms] == [f.options.schedule.to_text() for f in tuned.forms]
+    assert_matches_reference(back, forest, X)
+    monkeypatch.setattr(AmdTarget, "host_key", lambda self: '{"device": "another GPU"}')
+    with pytest.warns(sf.ArtifactWarning, match="tuned on another host"):
+        elsewhere = sf.load_compiled(out)
+    assert elsewhere.tuning is None and len(elsewhere.forms) == 1
+    assert_matches_reference(elsewhere, forest, X)
+
+
+def test_forge_tune_on_a_gpu_target(models, tmp_path, capsys, monkeypatch):
+    from silvanforge import cli
+
+    monkeypatch.setenv("COLUMNS", "200")
+    _two_candidates(monkeypatch)
+    from silvanforge_gpu import plansearch
+
+    monkeypatch.setattr(plansearch, "SIZES", (32, 256))
+    path, X = models["lgb_cat"]
+    out = tmp_path / "t.forge"
+    code = cli.main(["tune", str(path), "--target", "amd", "--budget", "60", "-o", str(out)])
+    text, err = capsys.readouterr()
+    assert code == 0, err
+    assert "plan (tuned on this host)" in text and "rows 1-144" in text
+    assert cli.main(["show", str(out), "--tuning"]) == 0
+    shown = capsys.readouterr().out
+    assert "256 rows" in shown and "rows/block=8" in shown and "winners: 1-144 rows: candidate 0" in shown
+    assert_matches_reference(sf.load_compiled(out), sf.load_model(path), X)

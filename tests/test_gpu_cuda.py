@@ -10,7 +10,7 @@ import silvanforge as sf
 from silvanforge import reference
 from silvanforge.scheduler import GPU_CANNED
 from silvanforge_gpu.template import TemplateParams, gpu_template
-from support_gpu import gpu_models
+from support_gpu import gpu_models, real_shaped_models
 
 cuda_target = pytest.importorskip("silvanforge_target_cuda")
 
@@ -118,3 +118,59 @@ def test_cuda_every_way_of_copying_rows(models, monkeypatch, copy):
             np.testing.assert_allclose(cf.predict(rows, output_margin=True), want, rtol=tol, atol=tol)
         half = np.asfortranarray(rows[: len(rows) // 2])  # column-major rows: strides passed through
         np.testing.assert_allclose(cf.predict(half, output_margin=True), want[: len(half)], rtol=tol, atol=tol)
+
+
+@pytest.mark.skipif(cuda_target.find_nvcc() is None, reason="nvcc is not installed")
+def test_real_shaped_models_compile_to_ptx_for_sm_90(tmp_path):
+    """The CUDA code of every benchmark-shaped model, under the default GPU schedule for small
+    and for large batches, compiles to PTX for sm_90 (one nvcc run: the kernels of each program
+    renamed apart in one file)."""
+    import re
+
+    paths = real_shaped_models(tmp_path)
+    sources, entries = [], []
+    for name, path in paths.items():
+        forest = sf.load_model(path)
+        for batch in ((4096,) if forest.num_trees >= 1000 else (4096, 65536)):
+            low = sf.lower(forest, target="cuda", batch_size=batch)
+            prefix = f"{name}_{batch}_"
+            source = re.sub(r"\bpredict_(\d+)\b", prefix + r"predict_\1", cuda_target.source(low.lir))
+            sources.append(f"// {name}, batch {batch}\n{source}")
+            entries += [prefix + fn.name for fn in low.lir.functions]
+    assert "double" in next(s for s in sources if "lgb_float64" in s)
+    ptx = cuda_target.compile_ptx("\n".join(sources), "sm_90")
+    assert ".target sm_90" in ptx
+    for entry in entries:
+        assert f".entry {entry}(" in ptx
+
+
+@pytest.mark.gpu
+def test_real_shaped_models_match_reference_on_cuda(tmp_path):
+    """Every benchmark-shaped model on the GPU, host rows and (with CuPy) device rows, equal to
+    the reference evaluator."""
+    from silvanforge.sampling import random_rows
+
+    cp = None
+    try:
+        import cupy as cp
+    except ImportError:
+        pass
+    for name, path in real_shaped_models(tmp_path).items():
+        forest = sf.load_model(path)
+        cf = sf.compile(path, target="cuda")
+        X = random_rows(forest, 3000, seed=3).astype(cf.main.input_dtype)
+        X[np.random.default_rng(4).random(X.shape) < 0.03] = np.nan
+        for margin in (True, False):
+            want = reference.predict(forest, X, output_margin=margin)
+            np.testing.assert_allclose(cf.predict(X, output_margin=margin), want, rtol=1e-5, atol=1e-6, err_msg=name)
+            if cp is not None:
+                got = cf.predict(cp.asarray(X), output_margin=margin)
+                np.testing.assert_allclose(cp.asnumpy(got), want, rtol=1e-5, atol=1e-6, err_msg=name)
+
+
+@pytest.mark.gpu
+def test_the_cuda_target_conforms():
+    from silvanforge import testing
+
+    result = testing.check_target("cuda", seeds=range(8))
+    assert result.cases >= 8

@@ -23,6 +23,7 @@ class Trial:
     params: TemplateParams
     rep: str
     seconds: float  # best kernel time (device clock where the target records it)
+    compile_s: float = 0.0
 
 
 @dataclasses.dataclass
@@ -45,10 +46,11 @@ def _time(cf, X, repeat: int) -> float:
 
 def explore(model, target: str, batch_size: int, reps: tuple[str, ...] | None = None,
             params: list[TemplateParams] | None = None, repeat: int = 3, X=None,
-            progress=None) -> Exploration:
+            progress=None, deadline: float | None = None) -> Exploration:
     """Time every candidate x representation on ``batch_size`` rows (random ones unless ``X``);
     the three fastest are timed again with ``sharedReduce``; the fastest of all wins.  ``reps``:
-    the representations to try (default: every installed one the core walks)."""
+    the representations to try (default: every installed one the core walks).  ``deadline``: a
+    ``time.perf_counter()`` past which no further candidate is started (one always is)."""
     from silvanforge import api
     from silvanforge.ir import hir
     from silvanforge.loading import load_model
@@ -64,11 +66,15 @@ def explore(model, target: str, batch_size: int, reps: tuple[str, ...] | None = 
     trials: list[Trial] = []
 
     def run(p: TemplateParams, rep: str):
+        if trials and deadline is not None and time.perf_counter() > deadline:
+            return
         if progress is not None:
             progress(f"{rep} {p}", len(trials), len(todo) + 3)
+        start = time.perf_counter()
         cf = api.compile(forest, target=target, rep=rep, schedule=gpu_template(forest, p),
                          batch_size=batch_size)
-        trials.append(Trial(p, rep, _time(cf, X, repeat)))
+        compile_s = time.perf_counter() - start
+        trials.append(Trial(p, rep, _time(cf, X, repeat), compile_s))
 
     for p, rep in todo:
         run(p, rep)

@@ -47,6 +47,12 @@ class GpuTarget(Target):
 
         return emit(module, self.c_dialect())
 
+    def tune(self, forest, rows, sizes, budget_s, threads, progress):
+        """Algorithm 1 per band of rows per call (:mod:`silvanforge_gpu.plansearch`)."""
+        from .plansearch import tune_plan
+
+        return tune_plan(self.name, forest, rows, sizes, budget_s, progress)
+
 
 @hookimpl
 def silvanforge_schedules():

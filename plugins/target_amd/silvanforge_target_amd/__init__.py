@@ -59,6 +59,18 @@ class AmdTarget(GpuTarget):
             problem = build_problem()
         return (problem is None), problem or ""
 
+    def host_key(self) -> str | None:
+        """The OpenCL device, its driver and platform (a plan tuned on another device falls
+        back), or None where no device can run here."""
+        if platforms()[1] is not None:
+            return None
+        try:
+            from .opencl import device_key
+
+            return device_key()
+        except Exception:  # noqa: BLE001 - no usable device: no key
+            return None
+
     def compile(self, module, options):
         from .opencl import OpenCLKernel
 

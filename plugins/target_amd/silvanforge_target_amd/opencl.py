@@ -35,6 +35,16 @@ def device_context():
     return _context
 
 
+def device_key() -> str:
+    """What the chosen device's code and timings depend on, as JSON (``device`` first)."""
+    import json
+
+    _, _, device = device_context()
+    return json.dumps({"device": device.name.strip(), "vendor": device.vendor.strip(),
+                       "driver": device.driver_version.strip(), "platform": device.platform.name.strip(),
+                       "platform_version": device.platform.version.strip()}, sort_keys=False)
+
+
 _probe: list = []  # [problem or None], once per process
 
 

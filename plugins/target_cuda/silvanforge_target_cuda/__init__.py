@@ -47,6 +47,25 @@ def _driver_problem() -> str | None:
     return None
 
 
+def device_key() -> str | None:
+    """The GPU the kernels run on (name, compute capability, driver version) as JSON, or None
+    where the driver sees none: read through the driver API (ctypes), without pycuda."""
+    import json
+
+    if _driver_problem() is not None:
+        return None
+    lib = ctypes.CDLL("libcuda.so.1")
+    name = ctypes.create_string_buffer(256)
+    major, minor, driver, dev = ctypes.c_int(), ctypes.c_int(), ctypes.c_int(), ctypes.c_int()
+    if lib.cuDeviceGet(ctypes.byref(dev), 0) != 0 or lib.cuDeviceGetName(name, 256, dev) != 0:
+        return None
+    lib.cuDeviceGetAttribute(ctypes.byref(major), 75, dev)  # CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR
+    lib.cuDeviceGetAttribute(ctypes.byref(minor), 76, dev)
+    lib.cuDriverGetVersion(ctypes.byref(driver))
+    return json.dumps({"device": name.value.decode(errors="replace"), "arch": f"sm_{major.value}{minor.value}",
+                       "driver": driver.value})
+
+
 def problems() -> list[str]:
     """Everything standing between this machine and running the ``cuda`` target."""
     found = []
@@ -80,6 +99,13 @@ class CudaTarget(GpuTarget):
     def can_run_here(self) -> tuple[bool, str]:
         missing = problems()
         return (not missing), "; ".join(missing)
+
+    def host_key(self) -> str | None:
+        """The GPU (device 0: the one kernels run on), its architecture and driver."""
+        try:
+            return device_key()
+        except OSError:
+            return None
 
     def compile(self, module, options):
         from .launch import CudaKernel

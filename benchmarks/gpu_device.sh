@@ -1,21 +1,34 @@
 #!/usr/bin/env bash
 # Everything the cuda target needs checked on an NVIDIA GPU, in one command (a lent device machine
 # starts bare and has no network): install carried wheels, build pycuda from its sdist (or reuse a
-# wheel built by an earlier run), install SilvanForge, run the GPU tests, the CLI on the GPU, and
-# `forge bench --target cuda` against Hummingbird (torch on the same GPU).
+# wheel built by an earlier run), install SilvanForge, then
+#   tests    the GPU tests (tests marked gpu run here): every schedule and representation against
+#            the reference, device inputs (CuPy, torch, __cuda_array_interface__) and their errors,
+#            the conformance kit on cuda, the benchmark-shaped models (XGBoost binary and
+#            multi-class, categorical, LightGBM float64, wide rows, 1000 trees) exact against the
+#            reference with host and CuPy rows, and PTX for sm_90;
+#   cli      forge predict / compile / show on the GPU;
+#   calls    whole call against kernel only at 512, 4096, 65536 and 1,048,576 rows, host (NumPy)
+#            and device (CuPy) rows (benchmarks/gpu_calls.py);
+#   tune     forge tune --target cuda (Algorithm 1 per band, kept in the artifact), its record,
+#            and the tuned artifact loaded again and checked against the reference;
+#   copies, explore   the copy strategies and the template sweep (benchmarks/gpu_explore.py);
+#   bench    forge bench --target cuda against Hummingbird (torch on the same GPU).
 #
 #   benchmarks/gpu_device.sh WHEEL_DIR MODEL_DIR [STEPS]
 #
 # WHEEL_DIR holds pycuda's sdist (or a pycuda wheel) and the wheels of what the machine lacks
 # (pytools, platformdirs, mako, siphash24, xgboost-cpu, lightgbm, hummingbird-ml,
-# onnxconverter-common, dill); MODEL_DIR holds benchmarks/make_models.py's models.  STEPS is a
-# comma-separated subset of tests,cli,copies,explore,bench (default: tests,cli,bench).  Logs, the pycuda wheel and the
-# markdown tables go to $OUT (default /tmp/gpu-out).
+# onnxconverter-common, dill; cupy-cuda12x or cupy-cuda13x for the driver's CUDA, and fastrlock,
+# for device inputs; torch where Hummingbird or the torch device test should run); MODEL_DIR
+# holds benchmarks/make_models.py's models.  STEPS is a comma-separated subset of
+# tests,cli,calls,tune,copies,explore,bench (default: tests,cli,calls,tune,bench).  Logs, the
+# pycuda wheel and the markdown tables go to $OUT (default /tmp/gpu-out).
 set -uo pipefail
 
 WHEELS=$(realpath "$1")
 MODELS=$(realpath "$2")
-STEPS=",${3:-tests,cli,bench},"
+STEPS=",${3:-tests,cli,calls,tune,bench},"
 OUT=${OUT:-/tmp/gpu-out}
 REPO=$(pwd)
 mkdir -p "$OUT"
@@ -48,6 +61,8 @@ else
     echo "built pycuda in $(( $(date +%s) - t0 )) s"
 fi
 python3 -c "import pycuda.autoinit, pycuda.driver as d; print('pycuda', d.get_version(), d.Device(0).name())" || exit 1
+python3 -c "import cupy; print('cupy', cupy.__version__, cupy.cuda.runtime.getDeviceCount(), 'GPU')" \
+    || echo "no CuPy: device-input tests skip, calls time host rows only"
 
 echo "== silvanforge"
 python3 -m pip install -q --no-index --no-deps --no-build-isolation --no-compile --upgrade --target "$SITE" \
@@ -58,7 +73,8 @@ $FORGE plugins
 
 if [[ $STEPS == *,tests,* ]]; then
     echo "== tests"
-    python3 -m pytest -q -p no:cacheprovider -rs tests/test_gpu_cuda.py tests/test_gpu_lowering.py 2>&1 | tee "$OUT/pytest_cuda.log" | tail -25
+    python3 -m pytest -q -p no:cacheprovider -rs tests/test_gpu_cuda.py tests/test_device_inputs.py \
+        tests/test_gpu_lowering.py 2>&1 | tee "$OUT/pytest_cuda.log" | tail -25
 fi
 
 if [[ $STEPS == *,cli,* ]]; then
@@ -69,6 +85,34 @@ if [[ $STEPS == *,cli,* ]]; then
 b=np.loadtxt('/tmp/y_cpu.csv',delimiter=',',ndmin=1); print('cuda vs cpu max abs diff', np.abs(a-b).max(), len(a), 'rows')"
     $FORGE compile "$MODELS"/xgb_100x8.json --rep reorg --target cuda --output /tmp/m.forge && ls -la /tmp/m.forge
     $FORGE show "$MODELS"/xgb_100x8.json --level target --target cuda | head -20
+fi
+
+if [[ $STEPS == *,calls,* ]]; then
+    echo "== calls"
+    python3 benchmarks/gpu_calls.py "$MODELS"/xgb_100x8.json "$MODELS"/lgb_100x8.txt \
+        --sizes 512,4096,65536,1048576 --markdown "$OUT/calls.md" 2>&1 | tee "$OUT/calls.log" | tail -20
+fi
+
+if [[ $STEPS == *,tune,* ]]; then
+    echo "== tune"
+    $FORGE tune "$MODELS"/xgb_100x8.json --target cuda --budget 120 -o /tmp/tuned.forge 2>&1 | tee "$OUT/tune.log"
+    $FORGE show /tmp/tuned.forge --tuning 2>&1 | tee -a "$OUT/tune.log"
+    python3 - "$MODELS"/xgb_100x8.json <<'PY' 2>&1 | tee -a "$OUT/tune.log"
+import sys, warnings
+import numpy as np
+import silvanforge as sf
+from silvanforge import reference
+from silvanforge.sampling import random_rows
+with warnings.catch_warnings():
+    warnings.simplefilter("error")  # tuned here: no fallback
+    cf = sf.load_compiled("/tmp/tuned.forge")
+forest = sf.load_model(sys.argv[1])
+assert cf.tuning is not None
+X = random_rows(forest, 70000, seed=5).astype(np.float32)
+for n in (1, 600, 5000, 70000):
+    np.testing.assert_allclose(cf.predict(X[:n]), reference.predict(forest, X[:n]), rtol=1e-5, atol=1e-6)
+print("tuned artifact reloaded without exploring; plan:", cf.plan_text())
+PY
 fi
 
 if [[ $STEPS == *,copies,* ]]; then

@@ -52,7 +52,7 @@ class DeviceRows:
     ``device`` (the CUDA ordinal where known, else None: the kernel finds it from the pointer),
     ``stream`` (the CUDA stream the producer wrote it on, per ``__cuda_array_interface__`` v3:
     None, 1 legacy default, 2 per-thread default, or a handle), ``kind`` (``"cupy"``,
-    ``"torch"`` or ``"cuda"``: what the result is returned as) and ``owner`` (the caller's
+    ``"torch"`` or ``"interface"``: what the result is returned as) and ``owner`` (the caller's
     object, kept alive while the kernel reads it)."""
 
     pointer: int
@@ -170,7 +170,7 @@ def _element_strides(sr: int, sc: int, n: int, cols: int, item: int) -> tuple[in
 
 def _kind(X) -> str:
     module = type(X).__module__.split(".")[0]
-    return module if module in ("cupy", "torch") else "cuda"
+    return module if module in ("cupy", "torch") else "interface"
 
 
 def _device_of(X) -> int | None:

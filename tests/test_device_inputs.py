@@ -80,7 +80,7 @@ def test_device_arrays_are_recognised_by_protocol():
 
 def test_device_rows_checks_what_the_kernel_reads():
     rows = device_rows(CudaArrayInterface((4, 5)), 5, np.float32)
-    assert rows.shape == (4, 5) and rows.strides == (5, 1) and rows.kind == "cuda"
+    assert rows.shape == (4, 5) and rows.strides == (5, 1) and rows.kind == "interface"
     fortran = device_rows(CudaArrayInterface((4, 5), strides=(4, 16)), 5, np.float32)
     assert fortran.strides == (1, 4)
     wide = device_rows(CudaArrayInterface((4, 7)), 5, np.float32, wider=True)

@@ -7,6 +7,8 @@ pointers on this path.  The successful device path runs on an NVIDIA GPU (tests 
 
 from __future__ import annotations
 
+import ctypes
+
 import numpy as np
 import pytest
 
@@ -124,6 +126,74 @@ def test_forge_refuses_device_arrays_in_one_line(model):
     with pytest.raises(sf.InputError) as info:
         cf.predict(CudaArrayInterface((2, 5)))
     assert "\n" not in str(info.value)
+
+
+class HostMemoryDeviceKernel:
+    """The cpu kernel behind the DeviceKernel capability, reading "device" rows through their
+    pointer in host memory: a stand-in for device memory, so the core's side of the device path
+    (what it checks, what ``finish`` applies, the result's shape and kind) runs without a GPU.
+    Whether CUDA kernels read device memory is for the tests marked ``gpu``."""
+
+    def __init__(self, inner):
+        self.inner = inner
+        self.module, self.input_dtype, self.output_dtype = inner.module, inner.input_dtype, inner.output_dtype
+        self.calls = []
+
+    def margins(self, rows, num_outputs, threads=None):
+        return self.inner.margins(rows, num_outputs, threads)
+
+    def small_calls(self, max_rows, transform=None, flat=False):
+        return None
+
+    def artifact(self):
+        return b""
+
+    def device_predict(self, rows, num_outputs, finish=None):
+        self.calls.append(rows)
+        n, cols = rows.shape
+        item = rows.dtype.itemsize
+        buf = (ctypes.c_char * max(1, item * ((n - 1) * rows.strides[0] + (cols - 1) * rows.strides[1] + 1)))
+        base = np.frombuffer(buf.from_address(rows.pointer), dtype=rows.dtype) if n else np.zeros(1, rows.dtype)
+        X = np.lib.stride_tricks.as_strided(base, (n, cols), (rows.strides[0] * item, rows.strides[1] * item))
+        out = np.ascontiguousarray(self.inner.margins(X, num_outputs))
+        if finish is not None:
+            out = np.ascontiguousarray(finish(out))
+        return DeviceArray(out.ctypes.data, out.shape, out.dtype, owner=out, device=0)
+
+
+def _read_back(result):
+    cai = result.__cuda_array_interface__
+    return np.ctypeslib.as_array(ctypes.cast(cai["data"][0], ctypes.POINTER(np.ctypeslib.as_ctypes_type(
+        np.dtype(cai["typestr"])))), shape=cai["shape"]).copy() if np.prod(cai["shape"]) else \
+        np.zeros(cai["shape"], np.dtype(cai["typestr"]))
+
+
+def test_the_core_side_of_the_device_path(tmp_path):
+    """Through a kernel with the DeviceKernel capability, predict passes the checked rows,
+    transforms margins exactly as on the host and returns the result shaped as the library's."""
+    from silvanforge.compiled import CompiledForest
+    from silvanforge.forms import Form
+    from support_gpu import gpu_models
+
+    for path, X in gpu_models(tmp_path).values():
+        host = sf.compile(path, target="cpu")
+        main = host.main
+        kernel = HostMemoryDeviceKernel(main.kernel)
+        cf = CompiledForest(host.forest, [Form(main.forest, kernel, main.options, main.lir_module, main.mir_function)])
+        rows = np.ascontiguousarray(X, dtype=kernel.input_dtype)
+        for order in ("C", "F"):
+            R = np.asarray(rows, order=order)
+            strides = None if order == "C" else R.strides
+            for margin in (False, True):
+                got = cf.predict(CudaArrayInterface(R.shape, R.dtype.str, strides, R.ctypes.data),
+                                 output_margin=margin)
+                assert isinstance(got, DeviceArray)
+                np.testing.assert_array_equal(_read_back(got), host.predict(rows, output_margin=margin))
+        assert kernel.calls[-1].strides == (1, rows.shape[0])
+        with pytest.raises(sf.InputError, match="missing= is not applied"):
+            cf.predict(CudaArrayInterface(rows.shape, rows.dtype.str, None, rows.ctypes.data), missing=0.0)
+        empty = cf.predict(CudaArrayInterface((0, rows.shape[1]), rows.dtype.str, None, 0))
+        assert _read_back(empty).shape == host.predict(rows[:0]).shape
 
 
 # ------------------------------------------------------------------ on an NVIDIA GPU

@@ -13,7 +13,7 @@ from .errors import PluginError, UnsupportedModelError
 from .ir import hir, lir, mir
 from .kernel import check_kernel
 from .options import CompileOptions
-from .pipeline import _lower, lir_digest
+from .pipeline import _lower, choose_representation, lir_digest
 from .plan import SMALL_ROWS, Band, merge_bands, untuned_bands
 from .plugins import registry
 
@@ -112,9 +112,12 @@ def untuned_plan(forest: hir.Forest, opts: CompileOptions) -> tuple[list[Form], 
     for k, (_lo, _hi, batch) in enumerate(spec[:-1]):
         try:
             # A one-row form walks its trees unpadded: padding saves leaf checks of blocks of
-            # rows walked together, and a lone row would walk the padding.
+            # rows walked together, and a lone row would walk the padding.  (Unless a program
+            # representation is cheapest for one row: it walks nothing, and padding is not asked.)
+            unpadded = batch == 1 and opts.pad is None and opts.rep is None and \
+                reg.rep_kind(choose_representation(forest, kind, batch)) == "walk"
             form = build_form(forest, dataclasses.replace(
-                opts, batch_size=batch, pad=False if batch == 1 and opts.pad is None else opts.pad), built=built)
+                opts, batch_size=batch, pad=False if unpadded else opts.pad), built=built)
         except (UnsupportedModelError, PluginError):
             indices[k] = -1  # answered by the next band's form
             continue

@@ -6,6 +6,7 @@ takes it by cost for CatBoost's symmetric trees; other forests are refused with 
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 import numpy as np
 import pytest
@@ -36,6 +37,7 @@ def _data(rows=400, features=6, seed=0, nan=0.1):
     return X, y
 
 
+@functools.lru_cache(maxsize=None)  # one training a model: the tests only read it
 def _train(loss: str, nan_mode: str = "Min", y_of=lambda y: y, **extra):
     X, y = _data()
     model = catboost.CatBoost({"iterations": 12, "depth": 4, "loss_function": loss, "nan_mode": nan_mode,
@@ -43,6 +45,17 @@ def _train(loss: str, nan_mode: str = "Min", y_of=lambda y: y, **extra):
                                "allow_writing_files": False, **extra})
     model.fit(X, y_of(y))
     return model
+
+
+def _three_classes(y):
+    return np.digitize(y, [-1.0, 0.5])
+
+
+def _two_classes(y):
+    return (y > 0).astype(int)
+
+
+LABELS = {"RMSE": lambda y: y, "Logloss": _two_classes, "MultiClass": _three_classes}
 
 
 def _rows(features: int, n: int, seed: int = 1) -> np.ndarray:
@@ -57,9 +70,7 @@ def _check(cf, forest, X):
 @pytest.mark.parametrize("loss, nan_mode, kind", [
     ("RMSE", "Min", "RawFormulaVal"), ("Logloss", "Max", "Probability"), ("MultiClass", "Min", "Probability")])
 def test_catboost_models_are_exact_at_every_batch_size(loss, nan_mode, kind):
-    y_of = {"RMSE": lambda y: y, "Logloss": lambda y: (y > 0).astype(int),
-            "MultiClass": lambda y: np.digitize(y, [-1.0, 0.5])}[loss]
-    model = _train(loss, nan_mode, y_of)
+    model = _train(loss, nan_mode, LABELS[loss])
     forest = sf.load_model(model)
     # The default chooser without the bitvector representation, whose cost on these 12 small
     # trees is lower still (it takes them when left on): this test is the oblivious form's.
@@ -77,7 +88,7 @@ def test_catboost_models_are_exact_at_every_batch_size(loss, nan_mode, kind):
 
 @pytest.mark.parametrize("batch_size", [1, 7, 16, 300])
 def test_forms_lowered_for_each_batch_size(batch_size):
-    model = _train("MultiClass", "Max", lambda y: np.digitize(y, [-1.0, 0.5]))
+    model = _train("MultiClass", "Min", LABELS["MultiClass"])
     forest = sf.load_model(model)
     cf = sf.compile(forest, rep="oblivious", batch_size=batch_size, threads=2)
     for n in BATCHES:
@@ -92,6 +103,22 @@ def test_the_chooser_prices_it_below_the_walks_for_catboost():
     costs = {rep: ns for rep, ns, _ in registry().rep_costs(forest, "cpu", None) if isinstance(ns, float)}
     assert min(costs, key=costs.get) == "oblivious", costs
     assert sf.compile(model).rep == "oblivious"
+
+
+def test_every_band_of_the_plan_takes_it(monkeypatch):
+    """The one-row form too: it runs scalar code, a row at a time, where its estimate is the
+    lowest (the walks' one-row form is not forced on it)."""
+    from silvanforge import plan
+
+    monkeypatch.setattr(plan, "PLAN_MIN_NS", 0.0)  # a small model gets its forms by request size
+    model = _train("RMSE")
+    forest = sf.load_model(model)
+    cf = sf.compile(model)
+    shown = cf.show("plan")
+    assert shown.count("rep=oblivious") == shown.count("form ") >= 2, shown
+    assert "lanes=1 " in sf.compile(model, batch_size=1).show("lir")
+    for n in (1, 2, 3, 40):
+        _check(cf, forest, _rows(forest.num_features, n, seed=n))
 
 
 def _oblivious_tree(rng, depth: int, features: int, outputs: tuple, op=None) -> Tree:
@@ -113,10 +140,16 @@ def _oblivious_tree(rng, depth: int, features: int, outputs: tuple, op=None) -> 
                 values, outputs)
 
 
-@pytest.mark.parametrize("dtype", ["float32", "float64"])
-def test_random_symmetric_forests_every_op_and_missing_rule(dtype):
+@pytest.mark.parametrize("dtype, chunked", [("float32", False), ("float64", False), ("float32", True)])
+def test_random_symmetric_forests_every_op_and_missing_rule(dtype, chunked, monkeypatch):
     """Every HIR rule a symmetric tree may hold: < and <=, NaN either way, zero as missing,
-    trees of depth 0 to 5, tree groups of one output each and trees of several outputs."""
+    trees of depth 0 to 5, tree groups of one output each and trees of several outputs;
+    ``chunked``: a few trees a chunk over spans of several blocks, as large forests run."""
+    from silvanforge_rep_oblivious import cost
+
+    if chunked:
+        monkeypatch.setattr(cost, "CHUNK_BYTES", 1024)
+        monkeypatch.setattr(cost, "SPAN_ROWS", 48)
     rng = np.random.default_rng(5)
     features = 4
     for outputs_of in (lambda k: (0,), lambda k: (k % 3,), lambda k: (0, 1)):
@@ -129,6 +162,7 @@ def test_random_symmetric_forests_every_op_and_missing_rule(dtype):
         X = np.where(rng.random(X.shape) < 0.5, rng.normal(size=X.shape), X).astype(dtype)
         assert isinstance(registry().rep_class("oblivious").cost(forest, "cpu", None), float)
         cf = sf.compile(forest, rep="oblivious")
+        assert ("chunk=25" in cf.show("lir")) != chunked
         for n in BATCHES:
             _check(cf, forest, X[:n])
 

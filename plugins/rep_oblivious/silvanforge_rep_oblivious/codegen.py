@@ -49,21 +49,38 @@ class _Lowering:
     def splat(self, value, t: str) -> lir.Expr:
         return Builder.const(value, lir.vector_type(t, self.lanes))
 
+    def vector(self, elems: tuple) -> lir.Expr:
+        """Lane ``k`` is ``elems[k]``; one lane is the scalar itself (blocks of one row: scalar
+        code, for one-row calls)."""
+        return elems[0] if self.lanes == 1 else Vector(elems)
+
+    def lane(self, v: lir.Expr, k: int) -> lir.Expr:
+        return v if self.lanes == 1 else Extract(v, k)
+
+    def gather(self, buffer: str, index: lir.Expr) -> lir.Expr:
+        return Load(buffer, index, self.acc_t) if self.lanes == 1 else Gather(buffer, index, self.acc_v)
+
     def lower(self, batch_size: int | None) -> lir.Module:
         forest, facts, b, L = self.forest, self.facts, self.b, self.lanes
         c, i64 = Builder.const, "i64"
         self._tables()
-        self.buffers["ob_x"] = Buffer("ob_x", self.thr_t, "local", size=max(1, len(facts.columns)) * L)
-        row0 = b.local("r", i64)
-        last = Bin("-", lir.ROW_END, c(1, i64))
-        # Lanes past the batch's end read its last row and are never stored.
-        lane_rows = [Bin("min", Bin("+", row0, c(k, i64)), last) for k in range(L)]
+        U = max(1, len(facts.columns))
+        B, self.chunk = cost.span(facts, L, batch_size)
+        self.span_rows = span_rows = B * L
+        self.buffers["ob_x"] = Buffer("ob_x", self.thr_t, "local", size=U * span_rows)
+        K = sum(len(g.outputs) for g in facts.groups)
+        self.buffers["ob_acc"] = Buffer("ob_acc", self.acc_t, "local", size=K * span_rows)
+        span0 = b.local("s", i64)
+        self.span_end = Bin("min", Bin("+", span0, c(span_rows, i64)), lir.ROW_END)
         body = b.push()
-        self._columns(lane_rows)
+        self._columns(span0, U)
+        slot = 0
         for g, group in enumerate(facts.groups):
-            self._group(g, group, row0)
+            self._group(g, group, span0, slot)
+            slot += len(group.outputs)
         b.pop()
-        fn = lir.Function("predict_oblivious", [For(row0, lir.ROW_BEGIN, lir.ROW_END, L, body)],
+        function_body = [For(span0, lir.ROW_BEGIN, lir.ROW_END, span_rows, body)]
+        fn = lir.Function("predict_oblivious", function_body,
                           dict(b.locals), parallel="rows", row_parallel=True)
         estimate = cost.estimate_ns(facts, batch_size)
         module = lir.Module(
@@ -71,7 +88,7 @@ class _Lowering:
             num_outputs=forest.num_outputs, input_type=self.thr_t, output_type=self.acc_t,
             info={"summary": f"rep={NAME} trees={forest.num_trees} depth={int(facts.depth.max())} "
                              f"columns={len(facts.columns)} groups={len(facts.groups)} "
-                             f"outputs={forest.num_outputs} lanes={L}",
+                             f"outputs={forest.num_outputs} lanes={L} span={span_rows} chunk={self.chunk}",
                   # Hardware gathers for the leaf values (the CPU target splits them into
                   # scalar loads on hosts LLVM does not tune as fast-gather, AMD Zen, otherwise).
                   "rep": NAME, "vector_walk": GATHERS, **thread_info(round(estimate / WALK_STEP_NS))})
@@ -101,18 +118,31 @@ class _Lowering:
         b.buffer("ob_base", np.asarray(self.forest.base_score, dtype=self.forest.accumulate_dtype))
         b.buffer("ob_feature", np.array([col.feature for col in facts.columns] or [0], np.int32))
 
-    def _columns(self, lane_rows: list) -> None:
-        """The block's columns, one loop per kind (the columns are sorted by kind)."""
+    def _blocks(self, span0: Var, body: list) -> For:
+        """``body`` for each block of the span (``ob_b``: the block's first row)."""
+        return For(self.block0, span0, self.span_end, self.lanes, body)
+
+    def _columns(self, span0: Var, U: int) -> None:
+        """The span's columns, block by block (a block's columns are ``U`` runs of ``lanes``
+        values), one loop per kind (the columns are sorted by kind)."""
         b, c, i64, L = self.b, Builder.const, "i64", self.lanes
+        self.block0 = Var("ob_b", i64)
+        # Where the block's columns start in ob_x (and its lanes in ob_acc: a run of the span's rows).
+        self.x_base = Bin("*", Bin("-", self.block0, span0), c(U, i64))
+        self.acc_at = Bin("-", self.block0, span0)
+        last = Bin("-", lir.ROW_END, c(1, i64))
+        # Lanes past the batch's end read its last row and are never stored.
+        lane_rows = [Bin("min", Bin("+", self.block0, c(k, i64)), last) for k in range(L)]
         u = Var("ob_u", i64)
         feature = Cast(Load("ob_feature", u, "i32"), i64)
         x = b.local("x", self.x_t)
-        read = Assign(x, Vector(tuple(
+        read = Assign(x, self.vector(tuple(
             Load("rows", Bin("+", Bin("*", r, lir.ROW_STRIDE), Bin("*", feature, lir.COL_STRIDE)), self.thr_t)
             for r in lane_rows)))
         kinds: dict[tuple, list[int]] = {}
         for k, col in enumerate(self.facts.columns):
             kinds.setdefault((col.nan_right, col.zero_missing), []).append(k)
+        loops = []
         for (nan_right, zero_missing), ks in kinds.items():
             missing = IsNan(x, self.mask_t)
             if zero_missing:
@@ -122,38 +152,55 @@ class _Lowering:
             value = x
             if nan_right or zero_missing:
                 value = Select(missing, self.splat(np.inf if nan_right else np.nan, self.thr_t), x)
-            b.emit(For(u, c(ks[0], i64), c(ks[-1] + 1, i64), 1, [
-                read, Store("ob_x", Bin("*", u, c(L, i64)), value)]))
+            loops.append(For(u, c(ks[0], i64), c(ks[-1] + 1, i64), 1, [
+                read, Store("ob_x", Bin("+", self.x_base, Bin("*", u, c(L, i64))), value)]))
+        b.emit(self._blocks(span0, loops))
 
-    def _group(self, g: int, group, row0: Var) -> None:
-        """The group's trees, in model order: the leaf index of each and its values added."""
+    def _group(self, g: int, group, span0: Var, slot: int) -> None:
+        """The group's trees, in model order, a chunk of trees at a time over the span's blocks
+        (a chunk's leaf tables stay in cache while every block reads them); the sums wait in
+        ob_acc between chunks (``slot``: the group's first output there)."""
         b, c, i64, i32, L = self.b, Builder.const, "i64", "i32", self.lanes
         D, K = max(group.depth, 1), len(group.outputs)
-        accs = [b.local("acc", self.acc_v, Vector((Load("ob_base", c(o, i64), self.acc_t),) * L))
-                for o in group.outputs]
-        t = Var(f"ob_t{g}", i64)
+        span_rows = self.span_rows
+
+        def acc_index(j):
+            return Bin("+", c((slot + j) * span_rows, i64), self.acc_at)
+
+        b.emit(self._blocks(span0, [
+            Store("ob_acc", acc_index(j), self.vector((Load("ob_base", c(o, i64), self.acc_t),) * L))
+            for j, o in enumerate(group.outputs)]))
+        accs = [b.local("acc", self.acc_v) for _ in group.outputs]
+        t, chunk = Var(f"ob_t{g}", i64), Var(f"ob_c{g}", i64)
         idx = b.local("idx", self.idx_t)
         body = [Assign(idx, self.splat(0, i32))]
         start = Bin("+", Bin("*", t, c(D, i64)), c(self.level_base[g], i64))
         for level in range(group.depth):
             at = Bin("+", start, c(level, i64))
-            x = Load("ob_x", Cast(Load("ob_column", at, i32), i64), self.x_t)
-            thr = Vector((Load("ob_threshold", at, self.thr_t),) * L)
+            x = Load("ob_x", Bin("+", self.x_base, Cast(Load("ob_column", at, i32), i64)), self.x_t)
+            thr = self.vector((Load("ob_threshold", at, self.thr_t),) * L)
             body.append(Assign(idx, Select(Cmp(">=", x, thr, self.mask_t),
                                            Bin("|", idx, self.splat(1 << level, i32)), idx)))
         leaf = b.local("leaf", self.idx_t)
-        first = Vector((Load("ob_leaf_base", t, i32),) * L)
+        first = self.vector((Load("ob_leaf_base", t, i32),) * L)
         body.append(Assign(leaf, Bin("+", idx if K == 1 else Bin("*", idx, self.splat(K, i32)), first)))
         for j, acc in enumerate(accs):
             at = leaf if j == 0 else Bin("+", leaf, self.splat(j, i32))
-            body.append(Assign(acc, Bin("+", acc, Gather("ob_leaf", at, self.acc_v))))
-        b.emit(For(t, c(int(self.first[g]), i64), c(int(self.first[g + 1]), i64), 1, body))
+            body.append(Assign(acc, Bin("+", acc, self.gather("ob_leaf", Cast(at, i64) if L == 1 else at))))
+        end = c(int(self.first[g + 1]), i64)
+        block = ([Assign(acc, Load("ob_acc", acc_index(j), self.acc_v)) for j, acc in enumerate(accs)]
+                 + [For(t, chunk, Bin("min", Bin("+", chunk, c(self.chunk, i64)), end), 1, body)]
+                 + [Store("ob_acc", acc_index(j), acc) for j, acc in enumerate(accs)])
+        b.emit(For(chunk, c(int(self.first[g]), i64), end, self.chunk, [self._blocks(span0, block)]))
         C = self.forest.num_outputs
-        for o, acc in zip(group.outputs, accs):
+        stores = []
+        for j, o in enumerate(group.outputs):
+            acc = Load("ob_acc", acc_index(j), self.acc_v)
             for k in range(L):
-                row = Bin("+", row0, c(k, i64))
-                b.emit(If(Cmp("<", row, lir.ROW_END),
-                          [Store("margins", Bin("+", Bin("*", row, c(C, i64)), c(o, i64)), Extract(acc, k))]))
+                row = Bin("+", self.block0, c(k, i64))
+                stores.append(If(Cmp("<", row, lir.ROW_END),
+                                 [Store("margins", Bin("+", Bin("*", row, c(C, i64)), c(o, i64)), self.lane(acc, k))]))
+        b.emit(self._blocks(span0, stores))
 
 
 def lower(forest: hir.Forest, facts: Facts, batch_size: int | None = None, lanes: int | None = None) -> lir.Module:

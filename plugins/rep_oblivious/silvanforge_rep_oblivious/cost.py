@@ -9,6 +9,8 @@ from silvanforge.ir import hir
 
 # Rows a block: one 512-bit vector of float32 values (two of float64 ones) a level's compare.
 LANES, SMALL_LANES = 16, 8
+# Calls of up to this many rows run one row at a time (the plan's one-row form serves 1-2 rows).
+SCALAR_ROWS = 2
 # ns a row, measured on the AMD Zen 4 of docs/benchmarks.md (benchmarks/catboost_oblivious.py's
 # CatBoost models, 4096-row calls, 1 thread): a level's compare (a vector compare and a masked
 # OR for 16 rows: 0.07 with the trees' loop, gathers left out), a tree's leaf gather and sum per
@@ -17,6 +19,13 @@ LANES, SMALL_LANES = 16, 8
 # tables, 2.5 ns a tree), and a column's copy into the block (scalar loads).
 LEVEL_NS, GATHER_NS, GATHER_FAR_NS, COLUMN_NS = 0.07, 0.8, 2.0, 0.3
 L2_BYTES = 1 << 20
+# One row at a time (calls of 1-2 rows), ns a level of a tree, its leaf load counted as a level:
+# 4.5-4.8x faster than the sparse walks of the same rows (fresh rows, 1-row calls, 300 trees of
+# depth 6 and 1000 of depth 8), whose estimate is 0.65 ns a step.
+SCALAR_LEVEL_NS = 0.14
+# Spans (:func:`span`): rows a span, the leaf tables a chunk of trees may hold, and the span's
+# columns (1000 trees of depth 8, 2 MiB of tables: 1.05-1.15x over one chunk, 4096-row calls).
+SPAN_ROWS, CHUNK_BYTES, SPAN_COLUMN_BYTES = 512, 256 << 10, 128 << 10
 
 # Whether the CPU default may choose it (the walk tests switch it off to test walks by default).
 AUTO_CHOOSE = True
@@ -24,8 +33,28 @@ AUTO_CHOOSE = True
 
 def lanes(forest: hir.Forest, batch_size: int | None) -> int:
     """Rows a block: fewer where a call brings fewer rows (a block's lanes cost the same filled
-    or not)."""
-    return SMALL_LANES if batch_size is not None and batch_size <= SMALL_LANES else LANES
+    or not); calls of one or two rows run scalar code, a row at a time."""
+    if batch_size is None or batch_size > SMALL_LANES:
+        return LANES
+    return 1 if batch_size <= SCALAR_ROWS else SMALL_LANES
+
+
+def span(facts, lanes_: int, batch_size: int | None) -> tuple[int, int]:
+    """Blocks a span and trees a chunk: a span's blocks run a chunk of trees each before the
+    next chunk, so a chunk's leaf tables (at most CHUNK_BYTES) are read from cache by every
+    block of the span, not from L3 by each.  Forests whose tables all fit take one chunk."""
+    depth = int(facts.depth.max())
+    outputs = max(len(g.outputs) for g in facts.groups)
+    tree_bytes = 8 * outputs << depth
+    chunk = max(1, CHUNK_BYTES // tree_bytes)
+    if chunk >= facts.num_trees or lanes_ == 1:
+        return 1, facts.num_trees
+    blocks = SPAN_ROWS // lanes_
+    if batch_size is not None:
+        blocks = min(blocks, -(-batch_size // lanes_))
+    # The span's columns live on the stack: wide rows take fewer blocks.
+    block_bytes = max(1, len(facts.columns)) * lanes_ * facts.threshold.dtype.itemsize
+    return max(1, min(blocks, SPAN_COLUMN_BYTES // block_bytes)), chunk
 
 
 def estimate_ns(facts, batch_size: int | None) -> float:
@@ -36,7 +65,10 @@ def estimate_ns(facts, batch_size: int | None) -> float:
     gather = GATHER_NS if table <= L2_BYTES else GATHER_FAR_NS
     for g in facts.groups:
         ns += len(g.trees) * (LEVEL_NS * g.depth + gather * len(g.outputs))
-    if batch_size is not None:
-        block = SMALL_LANES if batch_size <= SMALL_LANES else LANES
-        ns *= -(-batch_size // block) * block / batch_size  # a partial block costs a whole one
-    return float(ns)
+    if batch_size is None:
+        return float(ns)
+    block = lanes(None, batch_size)
+    if block == 1:  # scalar code: a level's compare and OR, a tree's leaf load and add
+        return float(COLUMN_NS * len(facts.columns)
+                     + sum(len(g.trees) * SCALAR_LEVEL_NS * (g.depth + len(g.outputs)) for g in facts.groups))
+    return float(ns * -(-batch_size // block) * block / batch_size)  # a partial block costs a whole one

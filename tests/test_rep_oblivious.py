@@ -20,6 +20,9 @@ catboost = pytest.importorskip("catboost")
 pytest.importorskip("silvanforge_rep_oblivious")
 
 BATCHES = (0, 1, 7, 16, 300)
+# The default chooser without the bitvector representation, whose cost on these small models'
+# few trees is lower still (it takes them when left on): these tests are the oblivious form's.
+NO_BITVECTORS = sf.CompileOptions(rep_options={"auto_choose": False})
 
 
 @pytest.fixture(autouse=True)
@@ -72,9 +75,7 @@ def _check(cf, forest, X):
 def test_catboost_models_are_exact_at_every_batch_size(loss, nan_mode, kind):
     model = _train(loss, nan_mode, LABELS[loss])
     forest = sf.load_model(model)
-    # The default chooser without the bitvector representation, whose cost on these 12 small
-    # trees is lower still (it takes them when left on): this test is the oblivious form's.
-    cf = sf.compile(model, options=sf.CompileOptions(rep_options={"auto_choose": False}))
+    cf = sf.compile(model, options=NO_BITVECTORS)
     assert cf.rep == "oblivious"
     for n in BATCHES:  # 1-16 rows take the lean path
         X = _rows(forest.num_features, n, seed=n)
@@ -113,10 +114,10 @@ def test_every_band_of_the_plan_takes_it(monkeypatch):
     monkeypatch.setattr(plan, "PLAN_MIN_NS", 0.0)  # a small model gets its forms by request size
     model = _train("RMSE")
     forest = sf.load_model(model)
-    cf = sf.compile(model)
+    cf = sf.compile(model, options=NO_BITVECTORS)
     shown = cf.show("plan")
     assert shown.count("rep=oblivious") == shown.count("form ") >= 2, shown
-    assert "lanes=1 " in sf.compile(model, batch_size=1).show("lir")
+    assert "lanes=1 " in sf.compile(model, batch_size=1, options=NO_BITVECTORS).show("lir")
     for n in (1, 2, 3, 40):
         _check(cf, forest, _rows(forest.num_features, n, seed=n))
 

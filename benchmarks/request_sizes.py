@@ -1,13 +1,14 @@
 """Microseconds per call at every request size, ours and every installed peer, per model.
 
     python benchmarks/request_sizes.py --out DIR [--models a,b] [--sizes 1,16,64,256,4096]
-        [--threads 1,2] [--repeat 3] [--peers a,b] [--all-peers] [--quick]
+        [--threads 1,2] [--repeat 3] [--peers a,b] [--all-peers] [--tune-budget S] [--quick]
 
 For each model of request_size_models.py (trained into DIR/models on the first run) this runs
 ``forge bench``'s own machinery (silvanforge_bench.run_bench: the same peers, the same random rows,
 each size's calls rotating through fresh rows so no branch predictor learns them) with ours
 compiled once for any batch size, as a service compiles it; where ``silvanforge.tune`` exists, the
-tuned artifact (tuned for no particular size) is timed on the same rotations.  It prints and
+artifact ``sf.tune`` keeps (one plan for every request size, ``--tune-budget`` seconds of tuning
+per model and thread count) is timed on the same rotations.  It prints and
 writes DIR/request_sizes.md (us per call, and ours / fastest peer) and DIR/request_sizes.json,
 and plots us per row against rows per call (log-log, one panel per model, one line per engine)
 into DIR/request_sizes_<N>t.png per thread count.  ``--quick`` trains small models and times
@@ -29,6 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # request_size_models 
 
 DEFAULT_SIZES = (1, 16, 64, 256, 4096)
 TUNED = "silvanforge (tuned)"
+QUICK_TUNE_S = 3.0  # --quick: a short tuning (sf.tune keeps the untuned forms however short)
 
 
 @dataclasses.dataclass
@@ -42,7 +44,7 @@ class ModelResult:
     engines: list[str]
 
 
-def _tuned_timings(model: Path, sizes, threads, repeat, min_time, say) -> tuple[dict, float | None, str | None]:
+def _tuned_timings(model: Path, sizes, threads, repeat, min_time, budget_s, say) -> tuple[dict, float | None, str | None]:
     """(timings, max diff from ours, note) of ``sf.tune``'s artifact, when the API has it."""
     import silvanforge as sf
 
@@ -62,7 +64,7 @@ def _tuned_timings(model: Path, sizes, threads, repeat, min_time, say) -> tuple[
     for t in threads:
         say(f"tuning for {t} thread{'s' * (t != 1)}")
         try:
-            cf = sf.tune(str(model), rows=None, threads=t, budget_s=None)
+            cf = sf.tune(str(model), rows=None, threads=t, budget_s=budget_s)
         except Exception as exc:  # noqa: BLE001 - a tuner failure is a note, the table stays
             return {}, None, f"{TUNED}: failed ({type(exc).__name__}: {' '.join(str(exc).split())[:200]})"
         worst = max(worst, compare(expected_on(pool[:max(sizes)]), cf.predict(pool[:max(sizes)]))[0])
@@ -72,7 +74,7 @@ def _tuned_timings(model: Path, sizes, threads, repeat, min_time, say) -> tuple[
 
 
 def measure_model(spec, path: Path, sizes, threads, repeat: int, min_time: float, peers, all_peers: bool,
-                  cache_dir: Path, say=print) -> ModelResult:
+                  cache_dir: Path, say=print, tune_budget: float | None = None) -> ModelResult:
     from silvanforge_bench import bench
 
     skipped = {} if all_peers else dict(spec.slow_peers)
@@ -88,7 +90,7 @@ def measure_model(spec, path: Path, sizes, threads, repeat: int, min_time: float
                                   for p, why in skipped.items() if peers is None or p in peers]
     engines = report.engines()
 
-    tuned, diff, note = _tuned_timings(path, sizes, threads, repeat, min_time, say)
+    tuned, diff, note = _tuned_timings(path, sizes, threads, repeat, min_time, tune_budget, say)
     if tuned:
         timings.update(tuned)
         diffs[TUNED] = diff
@@ -102,7 +104,8 @@ def measure_model(spec, path: Path, sizes, threads, repeat: int, min_time: float
 
 
 def measure(models, out: Path, sizes=DEFAULT_SIZES, threads=(1, 2), repeat: int = 3, quick: bool = False,
-            peers=None, all_peers: bool = False, say=print, on_result=None) -> list[ModelResult]:
+            peers=None, all_peers: bool = False, say=print, on_result=None,
+            tune_budget: float | None = None) -> list[ModelResult]:
     """Train (or reuse) and time every model in ``models`` (names of request_size_models.MODELS);
     ``on_result(results so far)`` after each model (a long run stopped early keeps its tables)."""
     from request_size_models import BY_NAME, model_path
@@ -112,7 +115,7 @@ def measure(models, out: Path, sizes=DEFAULT_SIZES, threads=(1, 2), repeat: int 
         spec = BY_NAME[name]
         path = model_path(spec, out, quick, say)
         results.append(measure_model(spec, path, sizes, threads, repeat, 0.0 if quick else 0.1, peers,
-                                     all_peers, out / "peer-cache", say))
+                                     all_peers, out / "peer-cache", say, tune_budget))
         if on_result is not None:
             on_result(results)
     return results
@@ -236,6 +239,8 @@ def main(argv=None) -> int:
     parser.add_argument("--peers", default=None, help="comma-separated peers (default: every installed one)")
     parser.add_argument("--all-peers", action="store_true", help="also run peers too slow to build on big models")
     parser.add_argument("--out", type=Path, default=Path("request-sizes"))
+    parser.add_argument("--tune-budget", type=float, default=None,
+                        help="seconds sf.tune may spend per model and thread count (default: its own)")
     parser.add_argument("--quick", action="store_true", help="small models, short timings: a smoke test")
     args = parser.parse_args(argv)
     names = [n.strip() for n in args.models.split(",") if n.strip()] or [m.name for m in MODELS]
@@ -261,7 +266,8 @@ def main(argv=None) -> int:
         written[:] = write_outputs(results, args.out, sizes, threads, command)
 
     results = measure(names, args.out, sizes, threads, 1 if args.quick else args.repeat, args.quick, peers,
-                      args.all_peers, say, on_result=write)
+                      args.all_peers, say, on_result=write,
+                      tune_budget=args.tune_budget or (QUICK_TUNE_S if args.quick else None))
     print(to_markdown(results, sizes, threads))
     print("wrote " + ", ".join(map(str, written)))
     return 0

@@ -337,7 +337,8 @@ def _plugin_versions(target: str) -> dict:
     """The versions of the target's distribution and of what it compiles with (by metadata: the
     core imports no target)."""
     out = {}
-    for dist in (f"silvanforge-target-{target}", "llvmlite"):
+    cpu = registry().target_kind(target) == "cpu"  # a GPU target's own add theirs
+    for dist in (f"silvanforge-target-{target}", *(("llvmlite",) if cpu else ())):
         try:
             out[dist] = metadata.version(dist)
         except metadata.PackageNotFoundError:

@@ -13,6 +13,7 @@ import time
 
 import numpy as np
 
+from silvanforge.errors import PluginError, ScheduleError, UnsupportedModelError
 from silvanforge.scheduler import Schedule
 
 from .template import TemplateParams, candidates, gpu_template
@@ -31,6 +32,8 @@ class Exploration:
     best: Trial
     schedule: Schedule
     trials: list
+    #: candidates this model, target or device cannot take: (params, rep, why)
+    skipped: list = dataclasses.field(default_factory=list)
 
 
 def _time(cf, X, repeat: int) -> float:
@@ -64,6 +67,7 @@ def explore(model, target: str, batch_size: int, reps: tuple[str, ...] | None = 
         reps = tuple(r for r in reg.representations() if reg.rep_kind(r) == "walk")
     todo = [(p, r) for p in (params or candidates(forest, batch_size)) for r in reps]
     trials: list[Trial] = []
+    skipped: list = []
 
     def run(p: TemplateParams, rep: str):
         if trials and deadline is not None and time.perf_counter() > deadline:
@@ -71,8 +75,14 @@ def explore(model, target: str, batch_size: int, reps: tuple[str, ...] | None = 
         if progress is not None:
             progress(f"{rep} {p}", len(trials), len(todo) + 3)
         start = time.perf_counter()
-        cf = api.compile(forest, target=target, rep=rep, schedule=gpu_template(forest, p),
-                         batch_size=batch_size)
+        try:
+            cf = api.compile(forest, target=target, rep=rep, schedule=gpu_template(forest, p),
+                             batch_size=batch_size)
+        except (ScheduleError, UnsupportedModelError, PluginError) as exc:
+            # Not a candidate here: more threads a block than the device takes, a representation
+            # the model cannot use...  Algorithm 1 goes on with the others.
+            skipped.append((p, rep, " ".join(str(exc).split())[:200]))
+            return
         compile_s = time.perf_counter() - start
         trials.append(Trial(p, rep, _time(cf, X, repeat), compile_s))
 
@@ -81,5 +91,8 @@ def explore(model, target: str, batch_size: int, reps: tuple[str, ...] | None = 
     for t in sorted(trials, key=lambda t: t.seconds)[:3]:
         if t.params.tree_threads > 1 and not t.params.shared_reduce:
             run(dataclasses.replace(t.params, shared_reduce=True), t.rep)
+    if not trials:
+        reasons = "; ".join(sorted({why for _, _, why in skipped}))[:400]
+        raise ScheduleError(f"no GPU template candidate runs for this model on {target}: {reasons}")
     best = min(trials, key=lambda t: t.seconds)
-    return Exploration(best, gpu_template(forest, best.params), trials)
+    return Exploration(best, gpu_template(forest, best.params), trials, skipped)

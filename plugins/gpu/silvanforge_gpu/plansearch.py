@@ -7,7 +7,8 @@ the template's candidates for that batch size x the walk representations are com
 on that many rows (the caller's sample, repeated to the size, else rows drawn around the
 model's thresholds), kernel time on the device clock where the target records it (the copies
 of rows and margins are the same for every candidate); the three fastest with tree threads are
-timed again with ``sharedReduce``.  Band edges lie halfway between sizes, as the CPU search
+timed again with ``sharedReduce``; a candidate the device cannot take (more threads a block
+than it allows) is recorded with the reason and passed over.  Band edges lie halfway between sizes, as the CPU search
 places them; neighbouring sizes won by the same schedule share one band and one form.
 
 The record has the CPU search's shape (:func:`silvanforge.tuning.record_header`, candidates
@@ -53,13 +54,18 @@ def tune_plan(target: str, forest, rows, sizes, budget_s: float, progress) -> tu
 
         found = explore_module.explore(forest, target, size, X=X, repeat=REPEAT, progress=say,
                                        deadline=deadline)
-        for trial in found.trials:
-            entry = keyed.setdefault((trial.rep, trial.params), {
-                "form": f"rep={trial.rep} {_params_text(trial.params)}", "rep": trial.rep,
-                "schedule": gpu_template(forest, trial.params).to_text(), "estimate_ns": None,
+        def entry(rep, params):
+            return keyed.setdefault((rep, params), {
+                "form": f"rep={rep} {_params_text(params)}", "rep": rep,
+                "schedule": gpu_template(forest, params).to_text(), "estimate_ns": None,
                 "compile_s": 0.0, "us_per_call": {}})
-            entry["compile_s"] = round(entry["compile_s"] + trial.compile_s, 3)
-            entry["us_per_call"][str(size)] = round(trial.seconds * 1e6, 3)
+
+        for trial in found.trials:
+            e = entry(trial.rep, trial.params)
+            e["compile_s"] = round(e["compile_s"] + trial.compile_s, 3)
+            e["us_per_call"][str(size)] = round(trial.seconds * 1e6, 3)
+        for params, rep, why in found.skipped:
+            entry(rep, params)["error"] = why
         winners.append(found.best)
     candidates = list(keyed.values())
     index = {key: n for n, key in enumerate(keyed)}

@@ -3,7 +3,7 @@
 allocation, the output transform) and what reading rows already on the GPU saves.
 
     python benchmarks/gpu_calls.py MODEL [MODEL ...] [--sizes 512,4096,65536,1048576]
-        [--repeat 20] [--markdown OUT.md]
+        [--repeat 20] [--markdown OUT.md] [--target cuda]
 
 Per model and size: rows drawn around the model's thresholds (3% missing), one compiled model
 (``target="cuda"``, the default GPU schedule for that size); the median of ``--repeat`` calls of
@@ -40,6 +40,7 @@ def main(argv=None) -> int:
     parser.add_argument("--sizes", default="512,4096,65536,1048576")
     parser.add_argument("--repeat", type=int, default=20)
     parser.add_argument("--markdown")
+    parser.add_argument("--target", default="cuda", help="a GPU target (amd: host rows only)")
     args = parser.parse_args(argv)
     import silvanforge as sf
     from silvanforge.sampling import random_rows
@@ -56,11 +57,11 @@ def main(argv=None) -> int:
         forest = sf.load_model(path)
         name = path.rsplit("/", 1)[-1]
         for n in sizes:
-            cf = sf.compile(forest, target="cuda", batch_size=n)
+            cf = sf.compile(forest, target=args.target, batch_size=n)
             X = random_rows(forest, n, seed=1).astype(cf.main.input_dtype)
             X[np.random.default_rng(2).random(X.shape) < 0.03] = np.nan
             inputs = [("host", X)]
-            if cp is not None:
+            if cp is not None and args.target == "cuda":
                 d = cp.asarray(X)
                 host_result = cf.predict(X)
                 device_result = cp.asnumpy(cf.predict(d))

@@ -11,13 +11,15 @@ from silvanforge.ir import hir
 LANES, SMALL_LANES = 16, 8
 # Calls of up to this many rows run one row at a time (the plan's one-row form serves 1-2 rows).
 SCALAR_ROWS = 2
-# ns a row, measured on the AMD Zen 4 of docs/benchmarks.md (benchmarks/catboost_oblivious.py's
-# CatBoost models, 4096-row calls, 1 thread): a level's compare (a vector compare and a masked
-# OR for 16 rows: 0.07 with the trees' loop, gathers left out), a tree's leaf gather and sum per
-# output (most of the time: Zen 4's vgatherdpd; 0.8-1.2 with 300 trees of depth 6, whose leaf
-# tables stay in L2), more where the leaf tables pass L2 (1000 trees of depth 8: 2 MiB of
-# tables, 2.5 ns a tree), and a column's copy into the block (scalar loads).
-LEVEL_NS, GATHER_NS, GATHER_FAR_NS, COLUMN_NS = 0.07, 0.8, 2.0, 0.3
+# ns a row, measured on the AMD Zen 4 of docs/benchmarks.md (CatBoost models of 12-1000 trees of
+# depth 4-8, benchmarks/catboost_oblivious.py's among them; 4096-row calls, 1 thread, a shared
+# and noisy machine): a level's compare (a vector compare and a masked OR for 16 rows: 0.07
+# with the trees' loop, gathers left out), a tree's leaf gather and sum per output (most of the
+# time: Zen 4's vgatherdpd; 0.4-0.6 a tree where the leaf tables stay in L2), more where they
+# pass L2 (1000 trees of depth 8: 2 MiB of tables, 1.9-2.5 ns a tree), and a column's copy into
+# the block (scalar loads).  Against the bitvectors' estimates this takes every symmetric
+# CatBoost model measured, as the timings do (100 trees of depth 4: 61 against 89 ns a row).
+LEVEL_NS, GATHER_NS, GATHER_FAR_NS, COLUMN_NS = 0.07, 0.5, 1.5, 0.3
 L2_BYTES = 1 << 20
 # One row at a time (calls of 1-2 rows), ns a level of a tree, its leaf load counted as a level:
 # 4.5-4.8x faster than the sparse walks of the same rows (fresh rows, 1-row calls, 300 trees of

@@ -117,7 +117,7 @@ def test_a_target_that_cannot_run_here_says_why(installed):
     with pytest.raises(PluginError, match="cannot run on this machine: needs a machine"):
         sf.compile(make_forest(seed=3), target="unrunnable")
     # generating code needs no machine
-    assert "predict_0" in sf.show(make_forest(seed=3), "target", target="unrunnable")
+    assert "predict_0" in sf.show(make_forest(seed=3), "target", target="unrunnable", rep="sparse")
 
 
 def test_a_kernel_that_breaks_the_protocol_is_named(installed):

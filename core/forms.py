@@ -14,7 +14,7 @@ from .ir import hir, lir, mir
 from .kernel import check_kernel
 from .options import CompileOptions
 from .pipeline import _lower, choose_representation, lir_digest
-from .plan import SMALL_ROWS, Band, merge_bands, untuned_bands
+from .plan import MID_BATCH, SMALL_ROWS, Band, merge_bands, untuned_bands
 from .plugins import registry
 
 
@@ -95,6 +95,28 @@ def host_key(target: str) -> str | None:
     return registry().target(target).host_key()
 
 
+def _untuned_spec(forest: hir.Forest, opts: CompileOptions, kind: str):
+    """:func:`silvanforge.plan.untuned_bands` of the representations' estimates: the cheapest at
+    the compile's batch size, and what another representation saves a row at a small band's
+    size over the one that is cheapest at the compile's (a block form pays for its whole block
+    on a few rows: 8-64 times a row's cost)."""
+    reg = registry()
+
+    def costs(batch):
+        return {rep: ns for rep, ns, _ in reg.rep_costs(forest, kind, batch) if ns is not None}
+
+    top = costs(opts.batch_size)
+    if not top:
+        return untuned_bands(forest, opts, None)
+    main = min(top, key=top.get)
+    saving = 0.0
+    for batch in (1, MID_BATCH):
+        at = costs(batch)
+        if main in at:
+            saving = max(saving, at[main] - min(at.values()))
+    return untuned_bands(forest, opts, top[main], saving)
+
+
 def untuned_plan(forest: hir.Forest, opts: CompileOptions) -> tuple[list[Form], list[Band]]:
     """The forms and bands of a compile that times nothing: each band's form lowered for its
     batch size (:func:`silvanforge.plan.untuned_bands`), the representations' estimates choosing;
@@ -102,9 +124,8 @@ def untuned_plan(forest: hir.Forest, opts: CompileOptions) -> tuple[list[Form], 
     first: a small-request form that cannot be built leaves its band to the next one."""
     reg = registry()
     kind = reg.target_kind(opts.target)
-    costs = [ns for _, ns, _ in reg.rep_costs(forest, kind, opts.batch_size) if ns is not None]
     # A GPU launch costs more than any form saves on a few rows: GPU targets keep one form.
-    spec = untuned_bands(forest, opts, min(costs) if costs else None) if kind == "cpu" else [(1, None, opts.batch_size)]
+    spec = _untuned_spec(forest, opts, kind) if kind == "cpu" else [(1, None, opts.batch_size)]
     built: dict[str, Form] = {}
     main = build_form(forest, dataclasses.replace(opts, batch_size=spec[-1][2]), built=built)
     forms = [main]

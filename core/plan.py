@@ -84,15 +84,18 @@ def program_options_given(opts: CompileOptions) -> bool:
                 and all(value is None for value in opts.lowering().values()))
 
 
-def untuned_bands(forest: hir.Forest, opts: CompileOptions, cheapest_ns: float | None) -> list[tuple[int, int | None, int | None]]:
+def untuned_bands(forest: hir.Forest, opts: CompileOptions, cheapest_ns: float | None,
+                  saving_ns: float = 0.0) -> list[tuple[int, int | None, int | None]]:
     """``(lo, hi, batch_size)`` of each band of the untuned plan, the batch size its form is
     lowered for: one row (``batch_size=1``), mid-size requests (``MID_BATCH``) and the rest
-    (the compile's batch size).  One band where the user decided the program, where the forest
-    is too cheap for a second form to pay (``cheapest_ns``, the representations' best estimate a
-    row, under :data:`PLAN_MIN_NS`), or where the compile's batch size is itself small."""
+    (the compile's batch size).  One band where the user decided the program, where the
+    compile's batch size is itself small, or where the forest is too cheap for a second form
+    to pay: ``cheapest_ns`` (the representations' best estimate a row at the compile's batch
+    size) and ``saving_ns`` (the most another representation is estimated to save a row at a
+    small band's size, against the main form's) both under :data:`PLAN_MIN_NS`."""
     top = opts.batch_size
-    if program_options_given(opts) or (cheapest_ns is not None and cheapest_ns < PLAN_MIN_NS) \
-            or (top is not None and top <= ONE_ROW_MAX):
+    cheap = cheapest_ns is not None and cheapest_ns < PLAN_MIN_NS and saving_ns < PLAN_MIN_NS
+    if program_options_given(opts) or cheap or (top is not None and top <= ONE_ROW_MAX):
         return [(1, None, top)]
     bands: list[tuple[int, int | None, int | None]] = [(1, ONE_ROW_MAX, 1)]
     if top is None or top > MID_MAX:

@@ -58,6 +58,8 @@ def test_bands_cover_every_request_size():
     small = make_forest(num_outputs=1, seed=3)
     assert len(untuned_bands(small, CompileOptions(rep="sparse"), 1e6)) == 1
     assert len(untuned_bands(small, CompileOptions(), 10.0)) == 1
+    # ... unless another representation is estimated to save enough at a small band's size
+    assert len(untuned_bands(small, CompileOptions(), 10.0, saving_ns=1e4)) == 3
     assert [b[2] for b in untuned_bands(small, CompileOptions(), 1e6)] == [1, 64, None]
     assert [b[2] for b in untuned_bands(small, CompileOptions(batch_size=100), 1e6)] == [1, 100]
 
@@ -82,6 +84,7 @@ def test_the_untuned_plan_compiles_and_times_nothing_on_its_first_requests(boost
     cf = sf.compile(booster)
     assert len(cf.forms) >= 2, cf.plan_text()  # a one-row form beside the main one
     assert cf.bands[0].lo == 1 and cf.forms[cf.bands[0].form].options.batch_size == 1
+    assert cf.main.options.batch_size is None
     X = np.random.default_rng(2).normal(size=(300, 12)).astype(np.float32)
     import time as time_module
 

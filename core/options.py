@@ -75,7 +75,7 @@ class CompileOptions:
     - ``rep_options``: a mapping of option names to values (``bool``, ``int``, ``float``,
       ``str`` or None) that representation plugins list as theirs (``option_keys`` of their
       class, :mod:`silvanforge.rep`), each documented by its plugin (the bitvector
-      representation's: ``silvanforge_rep_bitvector.options``).  A key no installed
+      representation's: the options module of its plugin).  A key no installed
       representation lists, or a value its representation refuses, is an InputError.
     """
 

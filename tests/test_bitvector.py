@@ -126,7 +126,7 @@ def _forest(**kw) -> Forest:
 
 
 @pytest.mark.parametrize("change, reason", [
-    (lambda f: setattr(f, "aggregation", Aggregation.AVERAGE), "sums trees"),
+    (lambda f: setattr(f, "aggregation", Aggregation.MAX), "sums or averages trees"),
     (lambda f: f.trees[0].op.__setitem__(0, int(Op.EQ)), "splits other than"),
     (lambda f: f.trees[1].threshold.__setitem__(0, np.nan), "NaN thresholds"),
     (lambda f: f.trees[2].zero_missing.__setitem__(0, True), "zero as missing"),
@@ -139,6 +139,26 @@ def test_limits(change, reason):
     with pytest.raises(InputError, match=reason):
         _compile(forest, rep="bitvector")
     assert _compile(forest).rep != "bitvector"  # the chooser walks it
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_averaged_forests_divide_the_sum_as_the_reference_does(dtype):
+    """Random forests (AVERAGE): the node forms sum from zero, divide by the divisor and add the
+    base score, each in the accumulation type, exactly as the reference; the mask tables
+    refuse them (their blocks do not divide)."""
+    rng = np.random.default_rng(11)
+    trees = [_tree(rng, 5, (0,), 5, [int(Op.LT), int(Op.LE)], categorical=False, zero_missing=False)
+             for _ in range(12)]
+    forest = Forest(trees=trees, num_features=5, aggregation=Aggregation.AVERAGE, average_divisor=12.0,
+                    base_score=np.array([0.25]), threshold_dtype=dtype, accumulate_dtype=dtype)
+    assert support.unsupported(forest) is None
+    assert "averaged" in masktables.unsupported(forest)
+    for options in ({}, {"mask_tables": True}, {"expand_nodes": -1}):
+        cf = _compile(forest, rep_options=options, rep="bitvector")
+        for n in (1, 7, 16, 300):
+            X = rows_for(forest, np.random.default_rng(n), n)
+            np.testing.assert_array_equal(cf.predict(X, output_margin=True),
+                                          reference.predict(forest, X, output_margin=True))
 
 
 def test_more_than_256_leaves_is_refused():

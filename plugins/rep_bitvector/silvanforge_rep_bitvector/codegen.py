@@ -11,7 +11,7 @@ import dataclasses
 import numpy as np
 
 from silvanforge.ir import hir, lir
-from silvanforge.ir.hir import CategoryRule
+from silvanforge.ir.hir import Aggregation, CategoryRule
 from silvanforge.ir.lir import (Assign, Bin, Buffer, Builder, Cast, Clz, Cmp, Extract, For, Gather, If,
                                Load, Select, Store, Var, Vector)
 from silvanforge.lowering import thread_info
@@ -288,10 +288,16 @@ class _Lowering:
         i64 = "i64"
         out, t = Var("bv_o", i64), Var("bv_t", i64)
         out_body = b.push()
-        b.emit(Assign(acc, Vector((Load("bv_base", out, self.acc_t),) * self.lanes)))
+        base = Vector((Load("bv_base", out, self.acc_t),) * self.lanes)
+        # An averaged forest (random forests) sums its trees from zero, then divides by its
+        # divisor and adds the base score, as the reference does, each rounded in acc_t.
+        average = self.forest.aggregation is Aggregation.AVERAGE
+        b.emit(Assign(acc, self.splat(0.0, self.acc_t) if average else base))
         b.emit(For(t, Cast(Load("bv_output", out, "i32"), i64), Cast(Load("bv_output", Bin("+", out, c(1, i64)), "i32"), i64), 1, [
             Assign(acc, Bin("+", acc, Gather("bv_leaf", Load("bv_exit", Bin("*", t, c(self.lanes, i64)), self.i64_t),
                                              lir.vector_type(self.acc_t, self.lanes))))]))
+        if average:
+            b.emit(Assign(acc, Bin("+", Bin("/", acc, self.splat(float(self.forest.average_divisor), self.acc_t)), base)))
         self._store(acc, row0, out)
         b.pop()
         b.emit(For(out, c(0, i64), c(self.forest.num_outputs, i64), 1, out_body))

@@ -136,6 +136,8 @@ def _as_ge(thr: np.ndarray, op: np.ndarray, dtype: np.dtype) -> tuple[np.ndarray
 
 def unsupported(forest: hir.Forest, shape: _Shape | None = None, most: int = DEFAULT.block_rows) -> str | None:
     """Why this form cannot run the forest (beyond :func:`.bitvector.unsupported`), or None."""
+    if forest.aggregation is not hir.Aggregation.SUM:
+        return "its trees are averaged (the node forms divide the sum; the tables' blocks do not)"
     shape = shape or _shape(forest)
     counts = shape.counts
     if not len(counts) and not shape.categories:

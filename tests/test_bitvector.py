@@ -161,6 +161,32 @@ def test_averaged_forests_divide_the_sum_as_the_reference_does(dtype):
                                           reference.predict(forest, X, output_margin=True))
 
 
+def test_vector_leaves_are_one_tree_an_output():
+    """Trees adding to several outputs (XGBoost's multi_output_tree, scikit-learn classifiers'
+    vector leaves) run as one tree an output, each output summed in model order: exactly the
+    reference, and XGBoost's own predict."""
+    xgb = pytest.importorskip("xgboost")
+    from sklearn.ensemble import RandomForestClassifier
+
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(600, 6)).astype(np.float32)
+    y = (np.abs(X[:, 0] * 2 + X[:, 1]).astype(int)) % 4
+    X[rng.random(X.shape) < 0.05] = np.nan
+    booster = xgb.train({"multi_strategy": "multi_output_tree", "tree_method": "hist", "num_class": 4,
+                         "objective": "multi:softprob", "max_depth": 4}, xgb.DMatrix(X, y), 12)
+    forest = sf.load_model(booster)
+    assert any(len(t.outputs) > 1 for t in forest.trees)
+    assert support.unsupported(support.single_output(forest)) is None
+    cf = _compile(booster, rep="bitvector")
+    for n in (1, 9, 300):
+        np.testing.assert_array_equal(cf.predict(X[:n], output_margin=True),
+                                      reference.predict(forest, X[:n], output_margin=True))
+        np.testing.assert_allclose(cf.predict(X[:n]), booster.predict(xgb.DMatrix(X[:n])), rtol=1e-6, atol=1e-7)
+    rf = RandomForestClassifier(n_estimators=8, max_depth=5, random_state=0).fit(np.nan_to_num(X), y)
+    cf = _compile(rf, rep="bitvector")
+    np.testing.assert_allclose(cf.predict(np.nan_to_num(X)), rf.predict_proba(np.nan_to_num(X)), rtol=1e-12)
+
+
 def test_more_than_256_leaves_is_refused():
     with pytest.raises(InputError, match="more than 256 leaves"):
         _compile(Forest(trees=[_full_tree(9)], num_features=6), rep="bitvector")

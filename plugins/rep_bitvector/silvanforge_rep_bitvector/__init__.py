@@ -14,6 +14,7 @@ from silvanforge.rep import InputError, ProgramRepresentation
 
 from . import bitvector
 from .options import OPTION_KEYS, BitvectorOptions
+from .support import single_output
 
 NAME = bitvector.NAME
 
@@ -30,6 +31,7 @@ class BitvectorForm(ProgramRepresentation):
     def cost(cls, forest, target_kind, batch_size, options=None):
         if target_kind != "cpu":
             return f"runs on cpu targets, not {target_kind} ones"
+        forest = single_output(forest)
         why = bitvector.unsupported(forest)
         if why is not None:
             return why
@@ -41,6 +43,7 @@ class BitvectorForm(ProgramRepresentation):
     def program(self, forest, target_kind, batch_size):
         if target_kind != "cpu":
             raise InputError(f"the {NAME} representation runs on cpu targets, not {target_kind} ones")
+        forest = single_output(forest)
         why = bitvector.unsupported(forest)
         if why is not None:
             raise InputError(f"the {NAME} representation cannot run this model: {why}")

@@ -29,7 +29,8 @@ dropped where missing values go left too, else read from a NaN indicator copy (+
 
 Limits (:func:`unsupported`, the walk then runs): at most ``MAX_LEAVES`` leaves a tree, categorical
 splits (decision tables, :class:`.plan.CatFeature`) of at most ``MAX_CATEGORY_TABLE_BYTES``, numeric
-``<`` / ``<=`` splits with non-NaN thresholds, no zero-as-missing, summed single-output trees.
+``<`` / ``<=`` splits with non-NaN thresholds, no zero-as-missing, summed or averaged trees (trees
+adding to several outputs run as one tree an output: :func:`.support.single_output`).
 
 Where each part lives: :mod:`.leafbits` (leaves as bits of words), :mod:`.support` (what it can
 run, the forest's facts), :mod:`.choose` (the forms' choice and the cost model), :mod:`.plan`

@@ -4,6 +4,8 @@ their distinct thresholds, the NaN-or-not splits, the categorical splits' tables
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from silvanforge.ir import hir
@@ -16,6 +18,19 @@ MAX_TREES = 16384
 # Categorical splits read decision tables (:class:`CatFeature`) of one row per category: models
 # whose tables would pass this size (category ids in the millions) are walked instead.
 MAX_CATEGORY_TABLE_BYTES = 64 * 2**20
+
+
+def single_output(forest: hir.Forest) -> hir.Forest:
+    """``forest`` with each tree that adds to several outputs (vector leaves: XGBoost's
+    multi_output_tree, scikit-learn's classifiers) split into one tree an output, its leaf
+    values that output's column, in model order: each output's sum then adds the same values in
+    the same order as the reference.  Its nodes are evaluated once an output (the cost counts
+    them so)."""
+    if all(len(t.outputs) == 1 for t in forest.trees):
+        return forest
+    trees = [dataclasses.replace(t, leaf_value=t.leaf_value[:, j:j + 1], outputs=(out,))
+             for t in forest.trees for j, out in enumerate(t.outputs)]
+    return dataclasses.replace(forest, trees=trees)
 
 
 def unsupported(forest: hir.Forest) -> str | None:

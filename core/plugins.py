@@ -18,6 +18,7 @@ from . import hookspecs
 from .errors import InputError, PluginError
 from .rep import ProgramRepresentation, check_class, cost_of
 from .scheduler.canned import CANNED
+from .target import check_class as check_target_class
 
 GROUPS = ("silvanforge.importers", "silvanforge.representations", "silvanforge.targets")
 
@@ -222,12 +223,10 @@ def rep_types(hook) -> dict:
 def target_types(hook) -> dict:
     """The target classes the plugins list (``silvanforge_targets``), by name, each checked
     against :class:`silvanforge.target.Target`."""
-    from .target import check_class
-
     found = {}
     for lst in hook.silvanforge_targets():
         for cls in lst or ():
-            check_class(cls)
+            check_target_class(cls)
             if cls.name in found and found[cls.name] is not cls:
                 raise PluginError(f"two plugins provide a target named {cls.name!r}")
             found[cls.name] = cls

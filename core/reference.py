@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import transforms
+from .inputs import as_rows
 from .ir.hir import ZERO_THRESHOLD, Aggregation, CategoryRule, Forest, Op, Tree
 
 
@@ -96,8 +97,6 @@ def predict(forest: Forest, X: np.ndarray, output_margin: bool = False) -> np.nd
     ``CompiledForest.predict`` takes them: columns of categories known by hash are hashed
     first (:func:`silvanforge.inputs.as_rows`); ``predict_margin`` reads rows of codes."""
     if forest.hashed_categories or forest.hashed_combinations:
-        from .inputs import as_rows
-
         X = as_rows(X, forest, np.dtype(np.float64))
     margins = predict_margin(forest, X)
     values = margins if output_margin else transforms.apply(forest, margins)

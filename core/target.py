@@ -17,6 +17,8 @@ from __future__ import annotations
 from typing import ClassVar
 
 from .errors import PluginError
+from .ir import lir
+from .scheduler import canned
 
 __all__ = ["Target", "check_class"]
 
@@ -47,8 +49,6 @@ class Target:
         knobs, such as ``leaf_self_loops``, may change what pays; its ``rep`` is the
         representation chosen, whose walks the schedule drives), or None when asked outside a
         compile.  By default the core's canned ``default`` schedule."""
-        from .scheduler import canned
-
         return canned("default", forest, batch_size)
 
     def lower(self, forest, fn, rep: str, tile_size: int, options):
@@ -84,8 +84,6 @@ class Target:
     def source(self, module) -> str:
         """The generated code as text (LLVM IR, CUDA C, OpenCL C) for
         ``forge show --level target``; by default the LIR as printed."""
-        from .ir import lir
-
         return lir.format_module(module)
 
     def host_key(self) -> str | None:

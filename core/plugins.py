@@ -207,30 +207,28 @@ class PluginRegistry:
         return bool(ok), str(why)
 
 
+def _by_name(lists, check, kind: str) -> dict:
+    """The classes of a hook's lists by name, each ``check``-ed; two of one name are an error."""
+    found = {}
+    for lst in lists:
+        for cls in lst or ():
+            check(cls)
+            if cls.name in found and found[cls.name] is not cls:
+                raise PluginError(f"two plugins provide a {kind} named {cls.name!r}")
+            found[cls.name] = cls
+    return found
+
+
 def rep_types(hook) -> dict:
     """The representation classes the plugins list (``silvanforge_representation_types``), by
     name, each checked against :class:`silvanforge.rep.Representation`."""
-    found = {}
-    for lst in hook.silvanforge_representation_types():
-        for cls in lst or ():
-            check_class(cls)
-            if cls.name in found and found[cls.name] is not cls:
-                raise PluginError(f"two plugins provide a representation named {cls.name!r}")
-            found[cls.name] = cls
-    return found
+    return _by_name(hook.silvanforge_representation_types(), check_class, "representation")
 
 
 def target_types(hook) -> dict:
     """The target classes the plugins list (``silvanforge_targets``), by name, each checked
     against :class:`silvanforge.target.Target`."""
-    found = {}
-    for lst in hook.silvanforge_targets():
-        for cls in lst or ():
-            check_target_class(cls)
-            if cls.name in found and found[cls.name] is not cls:
-                raise PluginError(f"two plugins provide a target named {cls.name!r}")
-            found[cls.name] = cls
-    return found
+    return _by_name(hook.silvanforge_targets(), check_target_class, "target")
 
 
 _registry: PluginRegistry | None = None

@@ -13,6 +13,7 @@ import os
 import numpy as np
 
 from .base import Call, PeerContext, PeerUnavailable, versions
+from .onnx_runtime import ort_sessions
 
 CB = ("catboost-json", "catboost-cbm")  # the formats its engines read
 
@@ -47,8 +48,6 @@ def catboost_engine(ctx: PeerContext) -> Call:
 
 def catboost_onnx_engine(ctx: PeerContext) -> Call:
     """ONNX Runtime on CatBoost's own ONNX export; one session per thread count."""
-    import onnxruntime as ort
-
     model = _load(ctx)
     path = os.path.join(ctx.workdir, "catboost.onnx")
     try:
@@ -56,17 +55,7 @@ def catboost_onnx_engine(ctx: PeerContext) -> Call:
     except Exception as exc:  # noqa: BLE001 - CatBoost exports only some models
         raise PeerUnavailable(f"onnxruntime: CatBoost cannot export this model to ONNX "
                               f"({' '.join(str(exc).split())[:160]})") from None
-    sessions: dict[int, object] = {}
-
-    def session(threads: int):
-        if threads not in sessions:  # intra-op threads are fixed per session
-            so = ort.SessionOptions()
-            so.intra_op_num_threads = threads
-            so.inter_op_num_threads = 1
-            so.log_severity_level = 3
-            sessions[threads] = ort.InferenceSession(path, sess_options=so, providers=["CPUExecutionProvider"])
-        return sessions[threads]
-
+    sessions, session = ort_sessions(path)
     first = session(ctx.threads[0])
     inp = first.get_inputs()[0]
     outputs = [o.name for o in first.get_outputs()]

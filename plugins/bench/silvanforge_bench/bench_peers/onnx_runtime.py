@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from .base import Call, PeerContext, versions
@@ -30,22 +32,28 @@ def onnx_model(path: str, fmt: str, num_features: int) -> tuple[bytes, str | Non
     return model.SerializeToString(), "converted with onnxmltools"
 
 
-def onnxruntime_engine(ctx: PeerContext) -> Call:
+def ort_sessions(model) -> tuple[dict, Callable]:
+    """ONNX Runtime sessions of ``model`` (bytes or a path) by thread count, and the function
+    that makes one on first use (intra-op threads are fixed per session)."""
     import onnxruntime as ort
 
-    blob, how = onnx_model(ctx.path, ctx.fmt, ctx.num_features)
     sessions: dict[int, object] = {}
 
     def session(threads: int):
-        if threads not in sessions:  # intra-op threads are fixed per session
+        if threads not in sessions:
             so = ort.SessionOptions()
             so.intra_op_num_threads = threads
             so.inter_op_num_threads = 1
             so.log_severity_level = 3
-            sessions[threads] = ort.InferenceSession(blob, sess_options=so,
-                                                     providers=["CPUExecutionProvider"])
+            sessions[threads] = ort.InferenceSession(model, sess_options=so, providers=["CPUExecutionProvider"])
         return sessions[threads]
 
+    return sessions, session
+
+
+def onnxruntime_engine(ctx: PeerContext) -> Call:
+    blob, how = onnx_model(ctx.path, ctx.fmt, ctx.num_features)
+    sessions, session = ort_sessions(blob)
     first = session(ctx.threads[0])
     inp = first.get_inputs()[0]
     dtype = np.float64 if "double" in inp.type else np.float32

@@ -60,17 +60,6 @@ def split_small_batches(monkeypatch):
         monkeypatch.setattr(pool, "MIN_SHARE_ROWS", 8)
 
 
-@pytest.fixture(autouse=True)
-def symmetric_trees_walked(monkeypatch):
-    """Symmetric trees (CatBoost's, stumps) are what the CPU default evaluates by the oblivious
-    representation; tests/test_rep_oblivious.py asks for it by name.  (The bitvector
-    representation's choice is an option, ``rep_options={"auto_choose": False}``, so the suite
-    runs its default chooser.)"""
-    symmetric = plugin_module("silvanforge_rep_oblivious.cost")
-    if symmetric is not None:
-        monkeypatch.setattr(symmetric, "AUTO_CHOOSE", False)
-
-
 @pytest.fixture
 def rng():
     return np.random.default_rng(12345)

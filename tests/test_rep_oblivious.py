@@ -25,13 +25,6 @@ BATCHES = (0, 1, 7, 16, 300)
 NO_BITVECTORS = sf.CompileOptions(rep_options={"auto_choose": False})
 
 
-@pytest.fixture(autouse=True)
-def chosen_by_default(monkeypatch):
-    from silvanforge_rep_oblivious import cost
-
-    monkeypatch.setattr(cost, "AUTO_CHOOSE", True)
-
-
 def _data(rows=400, features=6, seed=0, nan=0.1):
     rng = np.random.default_rng(seed)
     X = rng.normal(size=(rows, features)).astype(np.float32)

@@ -29,10 +29,6 @@ SCALAR_LEVEL_NS = 0.14
 # columns (1000 trees of depth 8, 2 MiB of tables: 1.05-1.15x over one chunk, 4096-row calls).
 SPAN_ROWS, CHUNK_BYTES, SPAN_COLUMN_BYTES = 512, 256 << 10, 128 << 10
 
-# Whether the CPU default may choose it (the walk tests switch it off to test walks by default).
-AUTO_CHOOSE = True
-
-
 def lanes(forest: hir.Forest, batch_size: int | None) -> int:
     """Rows a block: fewer where a call brings fewer rows (a block's lanes cost the same filled
     or not); calls of one or two rows run scalar code, a row at a time."""

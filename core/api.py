@@ -1,6 +1,6 @@
 """The public compiler API: ``compile`` (here), ``lower`` and ``show`` (the front half,
-:mod:`silvanforge.pipeline`), ``CompiledForest`` and ``load_compiled``
-(:mod:`silvanforge.compiled`)."""
+:mod:`silvanforge.pipeline`), ``CompiledForest`` (:mod:`silvanforge.compiled`) and
+``load_compiled`` (:mod:`silvanforge.loadcompiled`); ``sf.tune`` is :mod:`silvanforge.tuning`."""
 
 from __future__ import annotations
 

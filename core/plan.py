@@ -23,9 +23,9 @@ from .options import CompileOptions
 
 # Requests of up to this many rows take the lean path of CompiledForest.predict.
 SMALL_ROWS = 16
-# The untuned plan's one-row form answers requests of up to this many rows: measured on fresh
-# rows (docs/benchmarks.md, "One-row forms"), a one-row form beat the block form for 1-2 rows
-# of every 100-tree model where it beat it at all (9-10 rows of full depth-8 trees).
+# The untuned plan's one-row form answers requests of up to this many rows: timed on fresh rows,
+# a one-row form beat the block form for 1-2 rows of every 100-tree model where it beat it at
+# all (9-10 rows of full depth-8 trees); sf.tune measures the edge for the model at hand.
 ONE_ROW_MAX = 2
 # The mid-size form (lowered for MID_BATCH rows a call) answers requests up to MID_MAX rows.
 MID_MAX, MID_BATCH = 256, 64

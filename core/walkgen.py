@@ -1,30 +1,29 @@
 """MIR -> LIR: the core's walk generator and the CPU lowering that drives it.
 
-:class:`WalkGenerator` turns MIR operations into LIR statements: loops, walks (a
-representation's methods give the loads, :mod:`silvanforge.rep`), the split decision and the
-reduction.  :func:`lower_to_lir` is the core's lowering (one function per phase, each split over
-CPU threads); a target with its own (:meth:`silvanforge.target.Target.lower`) composes the same
+:class:`WalkGenerator` turns MIR operations into LIR statements.  Loops and walks (a
+representation's methods give the loads, :mod:`silvanforge.rep`) are here; how rows are read is
+:mod:`silvanforge.rowreads`, the split decision :mod:`silvanforge.decision` and the reductions
+:mod:`silvanforge.reduction.lower`: mixins of the generator, whose state they share.
+:func:`lower_to_lir` is the core's lowering (one function per phase, each split over CPU
+threads); a target with its own (:meth:`silvanforge.target.Target.lower`) composes the same
 pieces: :func:`silvanforge.lowering.setup_walks`, a :class:`WalkGenerator` with a placement of
 its own, :func:`silvanforge.lowering.walk_module`.  What they share (the layout, the lowering's
 choices, a walk's setup) is :mod:`silvanforge.lowering`.
-
-Over 600 lines because the generator is one class: every MIR operation, the scalar, interleaved
-and vector walks and the tile walks share its state (the builder, the layout, the placement).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from .decision import SplitDecision
 from .errors import ScheduleError
 from .ir import hir, lir, mir
-from .ir.hir import ZERO_THRESHOLD, Aggregation, CategoryRule, Op
-from .ir.lir import Assign, Bin, Builder, Cast, Cmp, For, If, IsNan, Select, Store, Var, While
-from .lowering import (FLAG_CATEGORICAL, FLAG_DEFAULT_LEFT, FLAG_OP_SHIFT, FLAG_ZERO_MISSING,
-                       MAX_VECTOR_LANES, SPLIT_ROWS, TREE_DEPTH, VECTOR_WALK_DEFAULT, WalkSetup,
-                       setup_walks, thread_info, walk_module, walks_exit_early)
+from .ir.lir import Assign, Bin, Builder, Cast, Cmp, For, If, Select, Store, Var, While, fold_index, vector_of
+from .lowering import (MAX_VECTOR_LANES, SPLIT_ROWS, TREE_DEPTH, VECTOR_WALK_DEFAULT, WalkSetup, setup_walks,
+                       thread_info, walk_module, walks_exit_early)
 from .options import CompileOptions
-from .reduction.legalize import identity
+from .reduction.lower import ReductionLowering
+from .rowreads import RowReads
 from .tiling import lane_order_lut
 
 __all__ = ["WalkGenerator", "lower_to_lir"]
@@ -101,7 +100,7 @@ def _phases(body: list):
     return phases
 
 
-class WalkGenerator:
+class WalkGenerator(RowReads, SplitDecision, ReductionLowering):
     """MIR operations -> LIR statements: loops, walks (the representation's methods give the
     loads), the split decision and the reduction, emitted into ``setup.b``'s current block.
 
@@ -165,29 +164,10 @@ class WalkGenerator:
                                                per_row=self._split_row_size(), fill=None)
             self.info["split_rows"] = split_rows
         self._outputs_plan()
-
-    # -- how a tree's outputs map to margins
-    def _outputs_plan(self):
-        b, trees = self.b, self.forest.trees
-        if all(len(t.outputs) == 1 for t in trees):
-            self.single_output = True
-            if self.K > 1:
-                b.buffer("tree_output", np.array([t.outputs[0] for t in trees], dtype=np.int32))
-        else:
-            self.single_output = False
-            begin = np.cumsum([0] + [len(t.outputs) for t in trees]).astype(np.int32)
-            ids = np.concatenate([np.asarray(t.outputs, dtype=np.int32) for t in trees])
-            b.buffer("tree_out_begin", begin)
-            b.buffer("tree_out_ids", ids)
-        b.buffer("base_score", np.asarray(self.forest.base_score, dtype=self.layout.leaf_dtype))
-        if self.layout.has_categorical:
-            b.buffer("cat_bits", self.layout.cat_bits)
+        self._category_buffers()
 
     def c(self, v, t):
         return Builder.const(v, t)
-
-    def margin_index(self, row: Var, out) -> lir.Expr:
-        return Bin("+", Bin("*", row, self.c(self.K, "i64")), Builder.cast(out, "i64"))
 
     # -- index expressions
     def expr(self, e) -> lir.Expr:
@@ -197,7 +177,7 @@ class WalkGenerator:
         if isinstance(e, str):
             return {"row_begin": lir.ROW_BEGIN, "row_end": lir.ROW_END}.get(e) or self.index[e]
         op, a, b = e
-        return _fold(op, self.expr(a), self.expr(b))
+        return fold_index(op, self.expr(a), self.expr(b))
 
     # -- MIR operations
     def lower(self, op):
@@ -257,7 +237,7 @@ class WalkGenerator:
         """One copy of the body per iteration; a constant index where the range is constant, so a
         specialised tree loop walks each tree with code for that tree."""
         for k in range(op.max_trip):
-            value = _fold("+", start, self.c(k * op.step, "i64"))
+            value = fold_index("+", start, self.c(k * op.step, "i64"))
             if isinstance(value, lir.Const) and isinstance(stop, lir.Const):
                 if value.value >= stop.value:
                     break
@@ -343,38 +323,6 @@ class WalkGenerator:
             i = Var(f"ct{len(b.locals)}_{buffer}", "i64")
             per_line = max(1, 64 // np.dtype(lir.LIR_TO_NUMPY[b.buffers[buffer].type]).itemsize)
             b.emit(For(i, Builder.cast(lo, "i64"), Builder.cast(hi, "i64"), per_line, [lir.Prefetch(buffer, i)]))
-
-    def _for_outputs(self, make_stmt):
-        b = self.b
-        k = Var(f"k{len(b.locals)}", "i64")
-        b.push()
-        b.emit(make_stmt(k))
-        body = b.pop()
-        b.emit(For(k, self.c(0, "i64"), self.c(self.K, "i64"), 1, body))
-
-    def _init_value(self, k):
-        agg = self.forest.aggregation
-        if agg is Aggregation.SUM:
-            return self.b.load("base_score", k)
-        if agg is Aggregation.AVERAGE:
-            return self.c(0, self.acc_t)
-        return self.c(float("nan"), self.acc_t)
-
-    def _finalize(self, row):
-        agg, b = self.forest.aggregation, self.b
-        if agg is Aggregation.SUM:
-            return
-
-        def stmt(k):
-            idx = self.margin_index(row, k)
-            acc = b.load("margins", idx)
-            if agg is Aggregation.AVERAGE:
-                val = Bin("/", acc, self.c(self.forest.average_divisor, self.acc_t))
-            else:
-                val = Select(IsNan(acc), self.c(0, self.acc_t), acc)
-            return Store("margins", idx, Bin("+", val, b.load("base_score", k)))
-
-        self._for_outputs(stmt)
 
     def _depth_bound(self, tree) -> int:
         if isinstance(tree, lir.Const):
@@ -602,19 +550,6 @@ class WalkGenerator:
         flags = b.local("flags", "i32", flags)
         return self._decision(x, thr, flags)
 
-    def _feature_and_flags(self, t32, node, lane: int, widen=lambda e: e):
-        """(feature index, flags) of a node, both i32 (``widen`` maps each load, for vector
-        walks).  With ``packed_default_left`` both come from the one feature field."""
-        b, reps = self.b, self.reps
-        field = widen(Cast(reps.load_feature_index(b=b, tree=t32, node=node, lane=lane), "i32"))
-        if not self.layout.packed_default_left:
-            return field, widen(Cast(reps.load_split_flags(b=b, tree=t32, node=node, lane=lane), "i32"))
-        if self.split_rows:  # the field is the split row's column; the decision needs no flags
-            return field, self.c(0, field.type)
-        field = b.local("ff", field.type, field)
-        one = self.c(1, field.type)
-        return Bin(">>", field, one), Bin("&", field, self.c(FLAG_DEFAULT_LEFT, field.type))
-
     def _tile_step(self, t32, row, node: Var) -> None:
         """One move from tile ``node`` to its child: every node's predicate (true = left) packed
         into ``bits``, then ``LUT[shape, bits]`` names the child slot.  The Treebeard paper draft
@@ -639,12 +574,12 @@ class WalkGenerator:
                 xs.append(self.placement.row_value(row, feature))
                 fl.append(flags)
             x = b.local("xv", lir.vector_type(self.thr_t, n), lir.Vector(tuple(xs)))
-            thr = b.local("thrv", x.type, _lanes([
+            thr = b.local("thrv", x.type, vector_of([
                 reps.load_threshold(b=b, tree=t32, node=node, lane=lane) for lane in lanes]))
             if self.layout.packed_default_left:  # the bits came with the feature fields
                 flags = lir.Vector(tuple(fl))
             else:  # one vector load where the flag bytes lie side by side
-                flags = Cast(_lanes([reps.load_split_flags(b=b, tree=t32, node=node, lane=lane)
+                flags = Cast(vector_of([reps.load_split_flags(b=b, tree=t32, node=node, lane=lane)
                                      for lane in lanes]), lir.vector_type("i32", n))
             flags = b.local("flagsv", lir.vector_type("i32", n), flags)
             bits = lir.PackBits(self._decision(x, thr, flags))
@@ -652,223 +587,3 @@ class WalkGenerator:
         shape = Builder.cast(self.reps.load_tile_shape(b=b, tree=t32, node=node), "i32")
         slot = Cast(b.load("tile_lut", Bin("+", Bin("*", shape, c(2**n, "i32")), bits)), "i32")
         b.emit(Assign(node, self.reps.child(b=b, tree=t32, node=node, child=slot)))
-
-    def row_value(self, row, feature, row_at=None) -> lir.Expr:
-        """Feature ``feature`` (an int expression) of row ``row``: the one place inputs are read
-        (a GPU lowering reads cached rows from shared memory instead).  ``row_at``: the row's
-        first element (``row * row_stride``) where the caller has it."""
-        at = self._row_start(row) if row_at is None else row_at
-        if self.split_rows:  # the feature field is the column of the split row
-            return self.b.load(SPLIT_ROWS, Bin("+", at, Cast(feature, "i64")))
-        return self.b.load("rows", Bin("+", at, Bin("*", Cast(feature, "i64"), lir.COL_STRIDE)))
-
-    def _row_start(self, row) -> lir.Expr:
-        """Index of a row's first value in the buffer :meth:`row_value` reads."""
-        if self.split_rows:  # column -1 (NaN) comes first
-            return Bin("+", Bin("*", row, self.c(self._split_row_size(), "i64")), self.c(1, "i64"))
-        return Bin("*", row, lir.ROW_STRIDE)
-
-    def _split_row_size(self) -> int:
-        return 2 * self.forest.num_features + 1
-
-    def fill_split_rows(self, start=lir.ROW_BEGIN, stop=lir.ROW_END) -> None:
-        """Write the split rows of rows ``[start, stop)``: column ``2f`` holds feature
-        ``f`` with a missing value as +inf, column ``2f + 1`` the same with -inf, and column -1
-        (before the row's first) NaN: what a leaf's feature field (-1) reads, so a step from a
-        leaf goes right (see ``leaf_self_loops``).
-
-        With one comparison op (``<`` or ``<=``), finite thresholds and the default-left bit in the
-        feature field (``(f << 1) | default_left``, :attr:`ForestLayout.packed_default_left`), the
-        field is the column to compare: at every finite threshold +inf goes right and -inf left,
-        where the default direction sends a missing value, and other values are unchanged.  A
-        walk step is then three loads (field, value, threshold) and one compare: no NaN test, no
-        flags, no column-stride multiply (docs/benchmarks.md measures 1.1-1.6x)."""
-        b, c, t = self.b, self.c, self.thr_t
-        r, f = Var(f"sr{len(b.locals)}", "i64"), Var(f"sf{len(b.locals)}", "i64")
-        b.push()
-        x = b.local("sx", t, b.load("rows", Bin("+", Bin("*", r, lir.ROW_STRIDE),
-                                                Bin("*", f, lir.COL_STRIDE))))
-        at = b.local("sat", "i64", Bin("+", self._row_start(r), Bin("*", f, c(2, "i64"))))
-        nan = b.local("snan", "i1", IsNan(x))
-        # +-inf inputs as +-MAX: "x <= +inf" splits compare with MAX (split_thresholds).
-        top = float(np.finfo(lir.LIR_TO_NUMPY[t]).max)
-        x = b.local("sxc", t, Select(Cmp("==", x, c(float("inf"), t)), c(top, t),
-                                     Select(Cmp("==", x, c(float("-inf"), t)), c(-top, t), x)))
-        b.emit(Store(SPLIT_ROWS, at, Select(nan, c(float("inf"), t), x)))
-        b.emit(Store(SPLIT_ROWS, Bin("+", at, c(1, "i64")), Select(nan, c(float("-inf"), t), x)))
-        features = For(f, c(0, "i64"), c(self.forest.num_features, "i64"), 1, b.pop())
-        leaf_column = Store(SPLIT_ROWS, Bin("-", self._row_start(r), c(1, "i64")), c(float("nan"), t))
-        b.emit(For(r, start, stop, 1, [leaf_column, features]))
-
-    def _flag(self, flags: Var, bit: int) -> lir.Expr:
-        n = lir.lanes_of(flags.type)
-        return Cmp("!=", Bin("&", flags, self.c(bit, flags.type)), self.c(0, flags.type),
-                   lir.vector_type("i1", n))
-
-    def _decision(self, x: Var, thr: Var, flags: Var) -> lir.Expr:
-        """The HIR rule: missing -> default direction; categorical -> membership; else compare.
-
-        ``x``, ``thr`` and ``flags`` are scalars, or vectors (``f32x4``...) deciding every node of
-        a tile at once (no categorical splits then)."""
-        lay, lanes = self.layout, lir.lanes_of(x.type)
-        i1, i32, t = lir.vector_type("i1", lanes), lir.vector_type("i32", lanes), x.type
-
-        def c(v, ty):
-            return self.c(v, ty)
-
-        def cmp(op, a, b):
-            return Cmp(op, a, b, i1)
-
-        symbols = {Op.LT: "<", Op.LE: "<=", Op.EQ: "=="}
-        ops = sorted(lay.ops)
-        numeric = cmp(symbols[Op(ops[0])], x, thr)
-        for op in ops[1:]:
-            is_op = cmp("==", Bin("&", Bin(">>", flags, c(FLAG_OP_SHIFT, i32)), c(3, i32)), c(op, i32))
-            numeric = Select(is_op, cmp(symbols[Op(op)], x, thr), numeric)
-        decision = numeric
-        if self.split_rows:  # missing values were made +-inf in the split rows
-            return decision
-        if lay.has_categorical:
-            assert lanes == 1, "categorical splits are decided one node at a time"
-            is_cat = self.b.local("iscat", "i1", self._flag(flags, FLAG_CATEGORICAL))
-            decision = Select(is_cat, self._in_category_set(x, thr, is_cat), numeric)
-        missing = IsNan(x, i1)
-        if lay.has_zero_missing:
-            near_zero = Bin("&", cmp(">=", x, c(-ZERO_THRESHOLD, t)), cmp("<=", x, c(ZERO_THRESHOLD, t)))
-            missing = Bin("|", missing, Bin("&", self._flag(flags, FLAG_ZERO_MISSING), near_zero))
-        return Select(missing, self._flag(flags, FLAG_DEFAULT_LEFT), decision)
-
-    def _in_category_set(self, x: Var, thr: Var, is_cat: Var) -> lir.Expr:
-        """Membership in the node's bitset.  Targets may evaluate both arms of a Select, so
-        every load here stays in bounds on numerical nodes too (offset 0, word 0)."""
-        b, c, t = self.b, self.c, self.thr_t
-        rule = self.forest.category_rule
-        low, low_inside, high = rule.bounds
-        valid = Bin("&", Cmp(">=" if low_inside else ">", x, c(low, t)), Cmp("<", x, c(high, t)))
-        if rule is CategoryRule.EXACT:
-            whole = Cmp("==", Cast(Cast(Select(Cmp("<", x, c(high, t)), x, c(0, t)), "i64"), t), x)
-            valid = Bin("&", valid, whole)
-        valid_v = b.local("valid", "i1", valid)
-        cat = b.local("cat", "i32", Cast(Select(valid_v, x, c(0, t)), "i32"))
-        offset = b.local("off", "i32", Select(is_cat, Cast(thr, "i32"), c(0, "i32")))
-        word = Bin(">>", cat, c(5, "i32"))
-        in_range = b.local("inr", "i1", Bin("&", Bin("&", valid_v, is_cat),
-                                             Cmp("<", word, b.load("cat_bits", offset))))
-        safe_word = Select(in_range, word, c(0, "i32"))
-        bits = b.load("cat_bits", Bin("+", Bin("+", offset, c(1, "i32")), safe_word))
-        bit = Bin("&", Bin(">>", bits, Bin("&", cat, c(31, "i32"))), c(1, "i32"))
-        return Bin("&", in_range, Cmp("!=", bit, c(0, "i32")))
-
-    def slot_index(self, target: str, slots: tuple, row, out) -> lir.Expr:
-        """Element of ``target`` for a row and output: margins are (row, k); a privatised buffer
-        is (slice..., row, k): each slice is one contiguous block, so threads that own different
-        slices never write to the same cache line."""
-        if target == "margins":
-            return self.margin_index(row, out)
-        flat = self.c(0, "i64")
-        for extent, s in zip(self.private[target], slots):
-            flat = _fold("+", _fold("*", flat, self.c(extent, "i64")), s)
-        return Bin("+", Bin("*", Bin("+", Bin("*", flat, lir.NUM_ROWS), row),
-                            self.c(self.K, "i64")), Builder.cast(out, "i64"))
-
-    def _combine(self, acc, value):
-        """The aggregation's step: acc (+) value; for min/max a NaN accumulator means 'empty'."""
-        agg = self.forest.aggregation
-        if agg in (Aggregation.SUM, Aggregation.AVERAGE):
-            return Bin("+", acc, value)
-        better = Cmp("<" if agg is Aggregation.MIN else ">", value, acc)
-        return Select(Bin("|", IsNan(acc), better), value, acc)
-
-    def _reduce(self, row, tree, leaf: Var, target: str = "margins", slots: tuple = (),
-                atomic: bool = False):
-        b, reps = self.b, self.reps
-        t32 = Cast(tree, "i32")
-
-        def accumulate(out_idx, slot):
-            idx = b.local("ri", "i64", self.placement.slot_index(target, slots, row, out_idx))
-            value = b.local("leaf", self.acc_t, reps.leaf_value(b=b, tree=t32, node=leaf, slot=slot))
-            if atomic:
-                b.emit(lir.AtomicAdd(target, idx, value))
-            else:
-                b.emit(Store(target, idx, self._combine(b.load(target, idx), value)))
-
-        if self.single_output:
-            out = b.load("tree_output", t32) if self.K > 1 else self.c(0, "i32")
-            accumulate(out, self.c(0, "i32"))
-            return
-        j = Var(f"j{len(b.locals)}", "i64")
-        begin = Cast(b.load("tree_out_begin", t32), "i64")
-        b.push()
-        accumulate(b.load("tree_out_ids", Cast(j, "i32")), Cast(Bin("-", j, begin), "i32"))
-        body = b.pop()
-        b.emit(For(j, begin, Cast(b.load("tree_out_begin", Bin("+", t32, self.c(1, "i32"))), "i64"), 1, body))
-
-    def reduce_dimension(self, op: mir.ReduceDimension):
-        """Fold the slices of dimension ``dim`` for the rows this iteration owns, resetting them."""
-        b, c = self.b, self.c
-        if op.extent == 0:
-            # An empty loop (the empty half of a split) wrote no slice: nothing to fold, and an
-            # in-place fold would overwrite slot 0, which a sibling loop's fold may hold.
-            return
-        extents = self.private[op.source]
-        outer = [self.expr(i) for i in op.outer]
-        zeros = [c(0, "i64")] * (len(extents) - op.dim - 1)
-        fill = c(identity(self.forest.aggregation), self.acc_t)
-        r, k = Var(f"rr{len(b.locals)}", "i64"), Var(f"rk{len(b.locals)}", "i64")
-        b.push()
-        width = max(1, op.vector_width)
-        # ``width`` independent partial results (vectorReduce), folded together at the end.
-        accs = [b.local("racc", self.acc_t, fill) for _ in range(width)]
-        d = Var(f"rd{len(b.locals)}", "i64")
-        b.push()
-        for lane, acc in enumerate(accs):
-            dl = Bin("+", d, c(lane, "i64"))
-            idx = b.local("rix", "i64", self.placement.slot_index(op.source, (*outer, dl, *zeros), r, k))
-            body = [Assign(acc, self._combine(acc, b.load(op.source, idx))), Store(op.source, idx, fill)]
-            if lane == 0:
-                b.block.extend(body)
-            else:
-                b.emit(If(Cmp("<", dl, c(op.extent, "i64")), body))
-        b.emit(For(d, c(0, "i64"), c(op.extent, "i64"), width, b.pop()))
-        total = accs[0]
-        for acc in accs[1:]:
-            total = self._combine(total, acc)
-        if op.inplace:
-            idx = self.placement.slot_index(op.source, (*outer, c(0, "i64"), *zeros), r, k)
-            b.emit(Store(op.source, idx, total))
-        else:
-            idx = b.local("mix", "i64", self.margin_index(r, k))
-            b.emit(Store("margins", idx, self._combine(b.load("margins", idx), total)))
-        self.placement.fold_rows(op, r, k, b.pop())
-
-    def fold_rows(self, op: mir.ReduceDimension, r: Var, k: Var, body: list) -> None:
-        """Run a fold's ``body`` for every row ``r`` the fold covers and every output ``k``."""
-        c = self.c
-        kloop = For(k, c(0, "i64"), c(self.K, "i64"), 1, body)
-        self.b.emit(For(r, self.expr(op.rows[0]), self.expr(op.rows[1]), 1, [kloop]))
-
-
-
-
-def _lanes(loads: list) -> lir.Expr:
-    """The vector of the scalars ``loads``: one vector load where they are consecutive elements
-    of one buffer (``buf[base + 0]``, ``buf[base + 1]``, ... as a representation laying a tile's
-    nodes side by side answers the per-lane hooks), else a vector built lane by lane."""
-    first = loads[0]
-    if isinstance(first, lir.Load) and isinstance(first.index, Bin) and first.index.op == "+":
-        base = first.index.a
-        if all(isinstance(ld, lir.Load) and ld.buffer == first.buffer and isinstance(ld.index, Bin)
-               and ld.index.op == "+" and ld.index.a == base and isinstance(ld.index.b, lir.Const)
-               and ld.index.b.value == k for k, ld in enumerate(loads)):
-            return lir.Load(first.buffer, base, lir.vector_type(first.type, len(loads)))
-    return lir.Vector(tuple(loads))
-
-
-def _fold(op: str, a: lir.Expr, b: lir.Expr) -> lir.Expr:
-    """Build ``a op b`` for index arithmetic, evaluating it when both sides are constants."""
-    if isinstance(a, lir.Const) and isinstance(b, lir.Const):
-        x, y = a.value, b.value
-        ops = {"+": lambda: x + y, "-": lambda: x - y, "*": lambda: x * y, "/": lambda: x // y,
-               "min": lambda: min(x, y)}
-        return lir.Const(ops[op](), "i64")
-    return Bin(op, a, b)

@@ -18,14 +18,14 @@ Floating comparisons are *ordered*: any comparison with NaN is false, as in C.
 
 The LIR is written in four modules, every name imported from here:
 :mod:`~silvanforge.ir.lir_nodes` (types, expressions, statements, buffers, functions, modules,
-the :class:`Builder`), :mod:`~silvanforge.ir.lir_exprs` (:func:`widen`, :func:`constant_value`),
-:mod:`~silvanforge.ir.lir_verify` (:func:`verify`) and :mod:`~silvanforge.ir.lir_print`
-(:func:`format_module`).
+the :class:`Builder`), :mod:`~silvanforge.ir.lir_exprs` (:func:`widen`, :func:`constant_value`,
+:func:`fold_index`, :func:`vector_of`), :mod:`~silvanforge.ir.lir_verify` (:func:`verify`) and
+:mod:`~silvanforge.ir.lir_print` (:func:`format_module`).
 """
 
 from __future__ import annotations
 
-from .lir_exprs import broadcast, constant_value, widen
+from .lir_exprs import broadcast, constant_value, fold_index, vector_of, widen
 from .lir_nodes import (BIN_OPS, CMP_OPS, COL_STRIDE, FLOAT_TYPES, GPU_DIMS, INT_TYPES, ITER_BEGIN, ITER_END,
                         LIR_TO_NUMPY, NUMPY_TO_LIR, NUM_ROWS, ROW_BEGIN, ROW_END, ROW_STRIDE, SCALAR_PARAMS,
                         TYPES, Assign, AtomicAdd, Barrier, Bin, Buffer, Builder, Cast, Clz, Cmp, Const, Expr,
@@ -41,4 +41,4 @@ __all__ = ["INT_TYPES", "FLOAT_TYPES", "TYPES", "NUMPY_TO_LIR", "LIR_TO_NUMPY", 
            "BIN_OPS", "CMP_OPS", "Assign", "Store", "For", "While", "If", "AtomicAdd", "Prefetch", "Barrier",
            "Stmt", "Buffer", "Function", "Launch", "Module", "ROW_STRIDE", "COL_STRIDE", "ROW_BEGIN",
            "ROW_END", "ITER_BEGIN", "ITER_END", "NUM_ROWS", "SCALAR_PARAMS", "Builder", "broadcast", "widen",
-           "constant_value", "verify", "format_module"]
+           "constant_value", "fold_index", "vector_of", "verify", "format_module"]

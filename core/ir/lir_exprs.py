@@ -1,6 +1,7 @@
 """Rewriting and evaluating LIR expressions: :func:`widen` (a scalar expression of vector
-operands as a vector expression, for vector walks) and :func:`constant_value` (an expression
-whose inputs are known while compiling, for walks of compile-time trees)."""
+operands as a vector expression, for vector walks), :func:`constant_value` (an expression
+whose inputs are known while compiling, for walks of compile-time trees), :func:`fold_index`
+(index arithmetic folded where it is constant) and :func:`vector_of` (scalars as one vector)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,30 @@ def broadcast(e: Expr, lanes: int) -> Expr:
     if isinstance(e, Const):
         return Const(e.value, vector_type(e.type, lanes))
     return Vector((e,) * lanes)
+
+
+def vector_of(loads: list) -> Expr:
+    """The vector of the scalars ``loads``: one vector load where they are consecutive elements
+    of one buffer (``buf[base + 0]``, ``buf[base + 1]``, ... as a representation laying a tile's
+    nodes side by side answers the per-lane hooks), else a vector built lane by lane."""
+    first = loads[0]
+    if isinstance(first, Load) and isinstance(first.index, Bin) and first.index.op == "+":
+        base = first.index.a
+        if all(isinstance(ld, Load) and ld.buffer == first.buffer and isinstance(ld.index, Bin)
+               and ld.index.op == "+" and ld.index.a == base and isinstance(ld.index.b, Const)
+               and ld.index.b.value == k for k, ld in enumerate(loads)):
+            return Load(first.buffer, base, vector_type(first.type, len(loads)))
+    return Vector(tuple(loads))
+
+
+def fold_index(op: str, a: Expr, b: Expr) -> Expr:
+    """Build ``a op b`` for index arithmetic, evaluating it when both sides are constants."""
+    if isinstance(a, Const) and isinstance(b, Const):
+        x, y = a.value, b.value
+        ops = {"+": lambda: x + y, "-": lambda: x - y, "*": lambda: x * y, "/": lambda: x // y,
+               "min": lambda: min(x, y)}
+        return Const(ops[op](), "i64")
+    return Bin(op, a, b)
 
 
 def widen(e: Expr) -> Expr:

@@ -12,6 +12,7 @@ import numpy as np
 from .errors import PluginError, UnsupportedModelError
 from .ir import hir, lir, mir
 from .kernel import check_kernel
+from .memo import in_compile_scope
 from .options import CompileOptions
 from .pipeline import _lower, choose_representation, lir_digest
 from .plan import MID_BATCH, SMALL_ROWS, Band, merge_bands, untuned_bands
@@ -117,6 +118,7 @@ def _untuned_spec(forest: hir.Forest, opts: CompileOptions, kind: str):
     return untuned_bands(forest, opts, top[main], saving)
 
 
+@in_compile_scope  # the bands' forms ask for the same estimates and statistics
 def untuned_plan(forest: hir.Forest, opts: CompileOptions) -> tuple[list[Form], list[Band]]:
     """The forms and bands of a compile that times nothing: each band's form lowered for its
     batch size (:func:`silvanforge.plan.untuned_bands`), the representations' estimates choosing;

@@ -16,6 +16,7 @@ import pluggy
 
 from . import hookspecs
 from .errors import InputError, PluginError
+from .memo import memoised
 from .rep import ProgramRepresentation, check_class, cost_of
 from .scheduler.canned import CANNED
 from .target import check_class as check_target_class
@@ -129,7 +130,12 @@ class PluginRegistry:
     def rep_costs(self, forest, target_kind: str, batch_size,
                   rep_options=None) -> list[tuple[str, float | None, str]]:
         """``(rep, ns a row or None, why)``: every installed representation's ``cost`` (under
-        its part of ``rep_options``, ``CompileOptions.rep_options``)."""
+        its part of ``rep_options``, ``CompileOptions.rep_options``), asked once a forest, kind,
+        batch size and options within a compile."""
+        key = ("rep_costs", target_kind, batch_size, repr(sorted((rep_options or {}).items())))
+        return list(memoised(forest, key, lambda: self._rep_costs(forest, target_kind, batch_size, rep_options)))
+
+    def _rep_costs(self, forest, target_kind: str, batch_size, rep_options=None):
         costs = []
         for name, cls in rep_types(self.hook).items():
             ns = cost_of(cls, forest, target_kind, batch_size, rep_options)

@@ -42,6 +42,7 @@ from .forms import Form, build_form, host_key, untuned_plan
 from .inputs import as_rows
 from .ir import hir
 from .loading import load_model
+from .memo import in_compile_scope
 from .options import CompileOptions
 from .pipeline import compile_options
 from .plan import Band, merge_bands
@@ -84,6 +85,7 @@ class Candidate:
     error: str | None = None
 
 
+@in_compile_scope
 def compile_plan(model, bands: list[tuple[int | None, CompileOptions]], tuning: dict | None = None) -> CompiledForest:
     """A compiled model whose plan is given: ``bands`` lists ``(up_to_rows, options)`` in order,
     the last with ``None`` (no bound); each band's form is compiled with its (resolved) options,
@@ -110,6 +112,7 @@ def compile_plan(model, bands: list[tuple[int | None, CompileOptions]], tuning: 
     return CompiledForest(forest, forms, merge_bands(out), time.perf_counter() - start, tuning=tuning)
 
 
+@in_compile_scope
 def tune(model, rows=None, target: str | None = None, threads: int | None = None,
          budget_s: float | None = None, batch_size: int | None = None,
          sizes: tuple[int, ...] = SIZES,

@@ -29,6 +29,7 @@ from typing import Iterable
 import numpy as np
 
 from ..errors import IRVerificationError
+from ..memo import memoised
 
 # LightGBM's kZeroThreshold, the float literal 1e-35f widened to double: values with
 # |x| <= ZERO_THRESHOLD count as zero.
@@ -132,7 +133,11 @@ class Tree:
         return self.left[node] < 0
 
     def node_depths(self) -> np.ndarray:
-        """Depth of every node (root 0), level by level with NumPy (trees may be large)."""
+        """Depth of every node (root 0), level by level with NumPy (trees may be large); read
+        only, computed once a tree within a compile (:mod:`silvanforge.memo`)."""
+        return memoised(self, "node_depths", self._node_depths)
+
+    def _node_depths(self) -> np.ndarray:
         depth = np.zeros(self.num_nodes, dtype=np.int64)
         frontier = np.array([0])
         level = 0
@@ -141,6 +146,7 @@ class Tree:
             inner = frontier[self.left[frontier] >= 0]
             frontier = np.concatenate([self.left[inner], self.right[inner]])
             level += 1
+        depth.flags.writeable = False
         return depth
 
     def depth(self) -> int:

@@ -10,6 +10,7 @@ import dataclasses
 import numpy as np
 
 from silvanforge.ir import hir
+from silvanforge.memo import memoised
 from silvanforge.walkcost import walk_estimate_ns
 
 from . import masktables
@@ -147,7 +148,19 @@ def choice(forest: hir.Forest, batch_size: int | None,
     tables where its share of their cost (:func:`.masktables.tree_costs_ns`, plus
     :data:`MIXED_TREE_NS` unless every tree does) is below its narrow looped nodes' cost; the
     result is kept if estimated cheaper than the node forms for every tree.  Categorical trees
-    are candidates too (their categorical features are entries keyed by category)."""
+    are candidates too (their categorical features are entries keyed by category).  Made once
+    a forest, batch size and options within a compile (the cost, the chooser and the code
+    generator all ask)."""
+    return memoised(forest, ("bitvector.choice", batch_size, options),
+                    lambda: _frozen(_choice(forest, batch_size, options)))
+
+
+def _frozen(choice_: tuple[np.ndarray, float]) -> tuple[np.ndarray, float]:
+    choice_[0].flags.writeable = False  # shared by every caller in the compile
+    return choice_
+
+
+def _choice(forest: hir.Forest, batch_size: int | None, options: BitvectorOptions) -> tuple[np.ndarray, float]:
     none = np.zeros(forest.num_trees, bool)
     nodes_ns = node_forms_ns(forest, batch_size, options)
     rows = options.block_rows

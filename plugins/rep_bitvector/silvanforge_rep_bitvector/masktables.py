@@ -42,6 +42,7 @@ from silvanforge.ir.hir import Op
 from silvanforge.ir.lir import (Assign, Bin, Buffer, Builder, Cast, Clz, Cmp, For, IsNan, Load, PackBits, Prefetch,
                                Select, Store)
 from silvanforge.lowering import thread_info
+from silvanforge.memo import memoised
 from silvanforge.walkcost import WALK_STEP_NS
 
 from .leafbits import MAX_WORDS, WORD, all_left_masks, leaf_spans
@@ -91,6 +92,11 @@ class _Shape:
 
 
 def _shape(forest: hir.Forest) -> _Shape:
+    """The forest's mask-table shape, made once a forest within a compile."""
+    return memoised(forest, "masktables.shape", lambda: _make_shape(forest))
+
+
+def _make_shape(forest: hir.Forest) -> _Shape:
     dtype = np.dtype(forest.threshold_dtype)
     every = [t.left >= 0 for t in forest.trees]
     all_features = np.concatenate([t.feature[m] for t, m in zip(forest.trees, every)] or [np.zeros(0, np.int32)])

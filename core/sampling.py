@@ -28,8 +28,16 @@ def random_rows(forest: Forest, n: int, seed: int = 0) -> np.ndarray:
             cat_max[f] = max(cat_max[f], int(cats.max()) if len(cats) else 0)
     unused = ~np.isfinite(lo)
     lo[unused], hi[unused] = 0.0, 1.0
+    dtype = np.float32 if forest.threshold_dtype == "float32" else np.float64
     pad = np.maximum((hi - lo) * 0.1, 1e-3)
-    X = rng.uniform(lo - pad, hi + pad, size=(n, forest.num_features))
+    # Thresholds near the dtype's largest value (CatBoost's missing-value borders, for one)
+    # would draw values past it: rows stay finite in the dtype the model compares in.
+    top = float(np.finfo(dtype).max)
+    with np.errstate(over="ignore"):
+        low, high = np.maximum(lo - pad, -top), np.minimum(hi + pad, top)
+    # Uniform between them by the midpoint and half the width, which stay finite.
+    mid, half = low / 2 + high / 2, high / 2 - low / 2
+    X = np.clip(mid + (2 * rng.random((n, forest.num_features)) - 1) * half, -top, top)
     for f in np.flatnonzero(cat_max >= 0):
         X[:, f] = rng.integers(0, cat_max[f] + 2, size=n)
-    return X.astype(np.float32 if forest.threshold_dtype == "float32" else np.float64)
+    return X.astype(dtype)

@@ -83,6 +83,8 @@ class Candidate:
     compile_s: float = 0.0
     seconds: dict = dataclasses.field(default_factory=dict)  # rows per call -> s a call
     error: str | None = None
+    # rows per call -> its representation's estimate, ns a row: what the timings check
+    estimates: dict = dataclasses.field(default_factory=dict)
 
 
 @in_compile_scope
@@ -191,6 +193,8 @@ def tune(model, rows=None, target: str | None = None, threads: int | None = None
             done += 1
             say(f"timing {_label(cand.options)} at {size} rows", done, work)
             cand.seconds[size] = _per_call(cf, X, size, threads)
+    for cand in timed:
+        cand.estimates = _estimates(forest, kind, cand.form.options.rep, sizes)
 
     # 3. Edges between sizes won by different forms.
     def winner(size: int) -> int:
@@ -253,6 +257,29 @@ def _ranked(forest: hir.Forest, opts: CompileOptions, kind: str, sizes) -> list[
                 out.append(Candidate(dataclasses.replace(opts, rep=rep, batch_size=batch,
                                                          pad=pad if pad is not None else (False if batch == 1 else None)),
                                      ns))
+    return out
+
+
+def _estimates(forest: hir.Forest, kind: str, rep: str, sizes) -> dict:
+    """``rep``'s own estimate for ``forest`` at each size, ns a row (the record keeps them beside
+    the timings, so a wrong estimate shows: :func:`estimate_errors`)."""
+    out = {}
+    for size in sizes:
+        ns = {name: v for name, v, _ in registry().rep_costs(forest, kind, size)}.get(rep)
+        if ns is not None:
+            out[size] = ns
+    return out
+
+
+def estimate_errors(record: dict) -> list[tuple[int, int, float]]:
+    """``(candidate, rows per call, measured / estimated)`` for every timed candidate of a
+    tuning record and size where both are known: above 1 the estimate was optimistic."""
+    out = []
+    for k, c in enumerate(record.get("candidates", [])):
+        estimates, times = c.get("estimates_ns") or {}, c.get("us_per_call") or {}
+        for size, ns in estimates.items():
+            if size in times and ns:
+                out.append((k, int(size), times[size] * 1e3 / int(size) / ns))
     return out
 
 
@@ -330,6 +357,7 @@ def _record(forest, opts, threads, budget, seconds, sizes, timed, bands, used, u
                         "estimate_ns": None if c.estimate_ns is None else round(c.estimate_ns, 1),
                         "compile_s": round(c.compile_s, 3),
                         "us_per_call": {str(k): round(v * 1e6, 3) for k, v in sorted(c.seconds.items())},
+                        "estimates_ns": {str(k): round(v, 1) for k, v in sorted(c.estimates.items())},
                         **({"error": c.error} if c.error else {})}
                        for c in tried],
         "winners": [{"rows": b.text(), "candidate": index[id(timed[used[b.form]])]} for b in bands],
@@ -365,4 +393,12 @@ def record_text(record: dict) -> str:
         lines.append(f"{k:>2} {c.get('form', '')[:69]:<69}{cells}" + (f"  ({c['error']})" if c.get("error") else ""))
     lines.append("winners: " + "; ".join(f"{w['rows']} rows: candidate {w['candidate']}"
                                          for w in record.get("winners", [])))
+    errors: dict[int, dict[str, float]] = {}
+    for k, size, ratio in estimate_errors(record):
+        errors.setdefault(k, {})[str(size)] = ratio
+    if errors:
+        lines.append("measured / estimated time a row (above 1: the estimate was optimistic)")
+        for k, row in errors.items():
+            cells = "".join(f"{('x%.2f' % row[s]) if s in row else '-':>12}" for s in sizes)
+            lines.append(f"{k:>2} {record['candidates'][k].get('form', '')[:69]:<69}{cells}")
     return "\n".join(lines)

@@ -16,7 +16,8 @@ import silvanforge as sf
 from silvanforge import cli, reference
 from silvanforge.options import CompileOptions
 from silvanforge.plan import Band, check_bands, dispatch_table, untuned_bands
-from silvanforge.tuning import compile_plan
+from silvanforge.plugins import registry
+from silvanforge.tuning import compile_plan, estimate_errors
 from strategies import rows_for
 from test_deploy import CompileSpy
 from test_predict_api import make_forest
@@ -143,6 +144,18 @@ def test_a_tuned_plan_is_kept_and_exact_and_gives_way_on_another_host(tmp_path, 
     timed = [c for c in record["candidates"] if c["us_per_call"]]
     assert {w["candidate"] for w in record["winners"]} <= set(range(len(timed)))
     assert all(set(c["us_per_call"]) >= {"1", "16", "64", "256", "4096"} for c in timed)
+    # Every timed form's estimate at each size is kept beside its timings, as the cost model gave it.
+    for c in timed:
+        rep = c["form"].split()[0].removeprefix("rep=")
+        assert set(c["estimates_ns"]) == {"1", "16", "64", "256", "4096"}
+        assert c["estimates_ns"]["64"] == pytest.approx(
+            {name: ns for name, ns, _ in registry().rep_costs(sf.load_model(booster), "cpu", 64)}[rep], rel=1e-3)
+    errors = estimate_errors(record)
+    assert {(k, size) for k, size, _ in errors} == {(k, int(s)) for k, c in enumerate(record["candidates"])
+                                                   for s in c.get("estimates_ns", {}) if s in c["us_per_call"]}
+    k, size, ratio = errors[0]
+    c = record["candidates"][k]
+    assert ratio == pytest.approx(c["us_per_call"][str(size)] * 1e3 / size / c["estimates_ns"][str(size)])
     X = np.random.default_rng(8).normal(size=(400, 12)).astype(np.float32)
     want = booster.predict(xgb.DMatrix(X))
     for n in (1, 2, 5, 16, 17, 100, 257, 400):
@@ -174,7 +187,7 @@ def test_forge_tune_and_show(tmp_path, booster, capsys):
     assert code == 0, err
     assert "plan (tuned on this host)" in out
     code, out, err = forge("show", tmp_path / "t.forge", "--tuning")
-    assert code == 0 and "winners:" in out and "candidate" in out
+    assert code == 0 and "winners:" in out and "candidate" in out and "measured / estimated" in out
     code, out, err = forge("show", model, "--level", "plan")
     assert code == 0 and out.startswith("plan (untuned")
     for args, says in (((tmp_path / "nosuch.json",), "not found"),

@@ -199,3 +199,57 @@ def test_lir_has_one_compare_a_level_and_no_walk():
     text = sf.compile(model, rep="oblivious").show("lir")
     assert "rep=oblivious" in text and "while" not in text.lower()
     assert text.count("ob_column[") == 4  # depth 4: one compare a level, unrolled
+
+
+def _pruned(tree: Tree, cut: set[int], value: float) -> Tree:
+    """``tree`` with the subtrees under the nodes ``cut`` replaced by leaves of ``value`` (a
+    branch that stopped early), nodes renumbered in walk order."""
+    order, remap = [], {}
+
+    def visit(n):
+        remap[n] = len(order)
+        order.append(n)
+        if n not in cut and tree.left[n] >= 0:
+            visit(int(tree.left[n]))
+            visit(int(tree.right[n]))
+    visit(0)
+    inner = [n not in cut and tree.left[n] >= 0 for n in order]
+    return dataclasses.replace(
+        tree,
+        left=np.array([remap[int(tree.left[n])] if i else -1 for n, i in zip(order, inner)], np.int32),
+        right=np.array([remap[int(tree.right[n])] if i else -1 for n, i in zip(order, inner)], np.int32),
+        feature=np.array([tree.feature[n] if i else -1 for n, i in zip(order, inner)], np.int32),
+        threshold=tree.threshold[order], op=tree.op[order], default_left=tree.default_left[order],
+        zero_missing=tree.zero_missing[order],
+        leaf_value=np.array([tree.leaf_value[n] if i or n not in cut else [value] * tree.leaf_value.shape[1]
+                             for n, i in zip(order, inner)], np.float64),
+        categories={})
+
+
+@pytest.mark.parametrize("loss", ["RMSE", "MultiClass"])
+def test_trees_whose_branches_stop_early_are_padded_symmetric(loss):
+    """A symmetric tree some of whose branches end above the last level (a level mixing splits
+    and leaves) runs as a symmetric tree whose early leaves fill every leaf below them: exact."""
+    forest = sf.load_model(_train(loss, "Min", LABELS[loss]))
+    rng = np.random.default_rng(5)
+    trees = []
+    for k, tree in enumerate(forest.trees):
+        inner = np.flatnonzero(tree.left >= 0)
+        depth = tree.node_depths()
+        # a few splits below the root cut, at different levels (none in every third tree)
+        candidates = [int(n) for n in inner if depth[n] >= 1]
+        cut = set(rng.choice(candidates, size=min(2, len(candidates)), replace=False).tolist()) if k % 3 else set()
+        trees.append(_pruned(tree, cut, float(rng.normal())) if cut else tree)
+    padded = dataclasses.replace(forest, trees=trees)
+    assert any(len(t.left) < len(f.left) for t, f in zip(padded.trees, forest.trees))
+    facts = registry().rep_class("oblivious").cost(padded, "cpu", None)
+    assert not isinstance(facts, str), facts
+    cf = sf.compile(padded, rep="oblivious")
+    for n in BATCHES:
+        _check(cf, padded, _rows(padded.num_features, n, seed=n + 40))
+    # A level whose splits differ is still refused.
+    tree = dataclasses.replace(trees[0], threshold=trees[0].threshold.copy())  # not cut: full
+    second = np.flatnonzero((tree.left >= 0) & (tree.node_depths() == 1))
+    tree.threshold[second[1]] += 1.0
+    why = registry().rep_class("oblivious").cost(dataclasses.replace(padded, trees=[tree]), "cpu", None)
+    assert isinstance(why, str) and "level 1 has different splits" in why, why

@@ -100,16 +100,18 @@ def _recognise(forest: hir.Forest) -> Facts | str:
     depth = np.zeros(len(trees), np.int64)
     per_level = []  # (trees with a split at this level, their first node of the level)
     for level, nodes in enumerate(levels):
-        nodes = np.sort(nodes)  # node numbers grow with the tree: sorted by tree
+        # By tree, a tree's splits before its leaves (so each tree's first node of the level is
+        # a split where it has one); node numbers grow with the tree.
+        nodes = nodes[np.lexsort((nodes, left[nodes] < 0, tree_of[nodes]))]
         owner = tree_of[nodes]
         inner = left[nodes] >= 0
         starts = np.flatnonzero(np.r_[True, owner[1:] != owner[:-1]])
         counts = np.diff(np.r_[starts, len(nodes)])
         first = np.repeat(nodes[starts], counts)
         inner_count = np.add.reduceat(inner.astype(np.int64), starts)
-        mixed = (inner_count > 0) & (inner_count < counts)
-        if mixed.any():
-            return f"tree {int(owner[starts[np.argmax(mixed)]])} is not symmetric (level {level} mixes splits and leaves)"
+        # A level may mix splits and leaves (a branch that stopped early): the tree is padded
+        # to be symmetric, each early leaf's value filling every leaf below it
+        # (:func:`leaf_table`), which is exact whatever the deeper levels' bits are.
         same = ((feature[nodes] == feature[first]) & (op[nodes] == op[first])
                 & (nan_left[nodes] == nan_left[first]) & (zero[nodes] == zero[first])
                 & (threshold[nodes] == threshold[first])) | ~inner
@@ -174,20 +176,24 @@ def _facts(forest, depth, per_level, feature, threshold, op, nan_left, zero, gro
 def leaf_table(forest: hir.Forest, facts: Facts, acc_dtype) -> tuple[np.ndarray, np.ndarray]:
     """Every tree's leaf values by leaf index (``sum(bit_i << i)``, bit 1 going right), the
     values of its outputs together (``leaf * len(outputs) + j``), trees one after another: the
-    values and each tree's first element."""
+    values and each tree's first element.  A leaf above the tree's last level (a padded tree)
+    fills every index whose first bits are its path."""
     parts, base, at = [], np.zeros(forest.num_trees, np.int64), 0
     for k, t in enumerate(forest.trees):
+        D = int(facts.depth[k])
+        values = np.zeros((1 << D, len(t.outputs)), np.float64)
         bits = np.zeros(t.num_nodes, np.int64)
         frontier, level = np.array([0]), 0
-        while True:
+        while frontier.size:
+            leaves = frontier[t.left[frontier] < 0]
+            # index = path bits + any deeper bits: path + m << level for every m
+            below = np.arange(1 << (D - level), dtype=np.int64) << level
+            if leaves.size:
+                values[(bits[leaves][:, None] + below).reshape(-1)] = np.repeat(t.leaf_value[leaves], below.size, axis=0)
             inner = frontier[t.left[frontier] >= 0]
-            if not inner.size:
-                break
             bits[t.left[inner]] = bits[inner]
             bits[t.right[inner]] = bits[inner] | (1 << level)
             frontier, level = np.concatenate([t.left[inner], t.right[inner]]), level + 1
-        values = np.zeros((1 << int(facts.depth[k]), len(t.outputs)), np.float64)
-        values[bits[frontier]] = t.leaf_value[frontier]
         base[k] = at
         parts.append(values.reshape(-1))
         at += values.size

@@ -13,21 +13,25 @@ LANES, SMALL_LANES = 16, 8
 SCALAR_ROWS = 2
 # ns a row, measured on the AMD Zen 4 of docs/benchmarks.md (CatBoost models of 12-1000 trees of
 # depth 4-8, benchmarks/catboost_oblivious.py's among them; 4096-row calls, 1 thread, a shared
-# and noisy machine): a level's compare (a vector compare and a masked OR for 16 rows: 0.07
-# with the trees' loop, gathers left out), a tree's leaf gather and sum per output (most of the
-# time: Zen 4's vgatherdpd; 0.4-0.6 a tree where the leaf tables stay in L2), more where they
-# pass L2 (1000 trees of depth 8: 2 MiB of tables, 1.9-2.5 ns a tree), and a column's copy into
-# the block (scalar loads).  Against the bitvectors' estimates this takes every symmetric
+# and noisy machine): a level's compare (a vector compare and a masked OR for 16 rows, the
+# index stored: 0.035), a single-output tree's leaf added a lane (its index read back and a
+# scalar add: 0.3; 1000 trees of depth 8 0.58 ns a tree, 300 of depth 6 0.46), a tree's leaf
+# gather a output for trees of several outputs (Zen 4's vgatherdpd; 0.4-0.6 a tree where the
+# leaf tables stay in L2), more where they pass L2 (1.9-2.5 ns a tree), and a column's copy
+# into the block (scalar loads).  Against the bitvectors' estimates this takes every symmetric
 # CatBoost model measured, as the timings do (100 trees of depth 4: 61 against 89 ns a row).
-LEVEL_NS, GATHER_NS, GATHER_FAR_NS, COLUMN_NS = 0.07, 0.5, 1.5, 0.3
+LEVEL_NS, SUM_NS, GATHER_NS, GATHER_FAR_NS, COLUMN_NS = 0.035, 0.3, 0.5, 1.5, 0.3
 L2_BYTES = 1 << 20
 # One row at a time (calls of 1-2 rows), ns a level of a tree, its leaf load counted as a level:
 # 4.5-4.8x faster than the sparse walks of the same rows (fresh rows, 1-row calls, 300 trees of
 # depth 6 and 1000 of depth 8), whose estimate is 0.65 ns a step.
 SCALAR_LEVEL_NS = 0.14
 # Spans (:func:`span`): rows a span, the leaf tables a chunk of trees may hold, and the span's
-# columns (1000 trees of depth 8, 2 MiB of tables: 1.05-1.15x over one chunk, 4096-row calls).
-SPAN_ROWS, CHUNK_BYTES, SPAN_COLUMN_BYTES = 512, 256 << 10, 128 << 10
+# columns.  A chunk's tables stay in L1 beside its leaf indices (16 KiB: 1000 trees of depth 8
+# 1.29x, 300 of depth 6 1.33x over one chunk of 256 KiB, 4096-row calls; 8 KiB was slower);
+# its trees' indices (ob_idx: lanes x 4 bytes a tree, on the stack) are bounded by
+# MAX_CHUNK_TREES.
+SPAN_ROWS, CHUNK_BYTES, SPAN_COLUMN_BYTES, MAX_CHUNK_TREES = 512, 16 << 10, 128 << 10, 256
 
 def lanes(forest: hir.Forest, batch_size: int | None) -> int:
     """Rows a block: fewer where a call brings fewer rows (a block's lanes cost the same filled
@@ -44,7 +48,7 @@ def span(facts, lanes_: int, batch_size: int | None) -> tuple[int, int]:
     depth = int(facts.depth.max())
     outputs = max(len(g.outputs) for g in facts.groups)
     tree_bytes = 8 * outputs << depth
-    chunk = max(1, CHUNK_BYTES // tree_bytes)
+    chunk = min(max(1, CHUNK_BYTES // tree_bytes), MAX_CHUNK_TREES)
     if chunk >= facts.num_trees or lanes_ == 1:
         return 1, facts.num_trees
     blocks = SPAN_ROWS // lanes_
@@ -62,7 +66,8 @@ def estimate_ns(facts, batch_size: int | None) -> float:
     table = 8 * sum(len(g.outputs) * int((1 << facts.depth[g.trees]).sum()) for g in facts.groups)
     gather = GATHER_NS if table <= L2_BYTES else GATHER_FAR_NS
     for g in facts.groups:
-        ns += len(g.trees) * (LEVEL_NS * g.depth + gather * len(g.outputs))
+        sums = SUM_NS if len(g.outputs) == 1 else gather * len(g.outputs)
+        ns += len(g.trees) * (LEVEL_NS * g.depth + sums)
     if batch_size is None:
         return float(ns)
     block = lanes(None, batch_size)

@@ -29,7 +29,8 @@ def pad_tree(tree: Tree, depth: int) -> Tree:
     """The tree as a complete tree of ``depth`` levels of splits, in array order (children of
     slot k at 2k+1 and 2k+2).  A leaf above the bottom becomes a subtree of dummy splits whose
     two sides are identical copies of the leaf, so whichever way a row goes, it reaches the
-    same value: predictions are unchanged for every input, NaN and infinities included."""
+    same value (and the same linear model, where leaves have them): predictions are unchanged
+    for every input, NaN and infinities included."""
     size = 2 ** (depth + 1) - 1
     source = np.full(size, -1, dtype=np.int64)  # original node behind each slot
     source[0] = 0
@@ -62,6 +63,8 @@ def pad_tree(tree: Tree, depth: int) -> Tree:
         leaf_value=np.where(internal[:, None], 0.0, tree.leaf_value[source]),
         outputs=tree.outputs,
         categories=cats,
+        # A copied leaf copies its linear model too.
+        linear=None if tree.linear is None else tree.linear.take(np.where(internal, -1, source)),
     )
 
 

@@ -16,6 +16,7 @@ import numpy as np
 from .errors import UnsupportedModelError
 from .ir import hir
 from .ir.hir import Op
+from .linear_leaves import LinearTables, exact_rows, tables
 from .options import CompileOptions
 from .tiling import TiledForest, tile_forest
 
@@ -71,6 +72,9 @@ class ForestLayout:
     # Set by the core when walks read split rows (a leaf's feature, -1, reads a NaN column there):
     # representations may then make a leaf a fixed point of a step (see silvanforge.rep).
     leaf_self_loops: bool = False
+    # A forest with linear leaves: their tables, one row a leaf slot, and ``leaf_values`` holds
+    # each slot's row number, not its value (silvanforge.linear_leaves); None otherwise.
+    linear: LinearTables | None = None
 
     @property
     def tile_size(self) -> int:
@@ -147,6 +151,13 @@ def build_layout(forest: hir.Forest, tile_size: int = 1, options: CompileOptions
     # A trailing zero word keeps the first-word load of an empty set (offset + 1) in bounds.
     cat_bits = np.concatenate(cat_words + [np.zeros(1, np.uint32)]).view(np.int32)
     leaf_values = np.concatenate(leaf_chunks) if leaf_chunks else np.zeros(1, leaf_dt)
+    linear = None
+    if forest.has_linear():
+        linear = tables(forest, leaf_dt)
+        if not exact_rows(linear.rows, leaf_dt):
+            raise UnsupportedModelError(f"{linear.rows} leaves with linear models: too many to number "
+                                        f"exactly in {leaf_dt.name}")
+        leaf_values = np.arange(max(linear.rows, 1), dtype=leaf_dt)
     has_categorical = forest.has_categorical()
     has_zero_missing = any(bool(t.zero_missing[t.left >= 0].any()) for t in forest.trees)
     packed = (not has_categorical and not has_zero_missing and len(ops) <= 1
@@ -166,7 +177,7 @@ def build_layout(forest: hir.Forest, tile_size: int = 1, options: CompileOptions
         feature_dtype=smallest_int(-1, 2 * max_feature + 1 if packed else max_feature,
                                    options.feature_width or np.int8),
         min_index_dtype=np.dtype(options.index_width or np.int8),
-        inline_leaves=inline, packed_default_left=packed,
+        inline_leaves=inline, packed_default_left=packed, linear=linear,
     )
 
 

@@ -11,7 +11,7 @@ import os
 
 import numpy as np
 
-from .errors import InputError, PluginError, ScheduleError
+from .errors import InputError, PluginError, ScheduleError, UnsupportedModelError
 from .hir_passes import pad_each_tree, pad_trees, padded_nodes, padded_nodes_each, reorder_trees, tree_groups
 from .ir import hir, lir, mir
 from .lowering import VECTOR_WALK_DEFAULT
@@ -19,7 +19,7 @@ from .loading import load_model
 from .options import CompileOptions
 from .plugins import registry
 from .profiling import as_profile
-from .rep import instance
+from .rep import instance, refusal
 from .scheduler import Schedule, lower_to_mir, parse_schedule
 from .scheduler.canned import peel_groups
 from .tiling import check_tile_size, format_hir, probability_tile_ids, with_tile_ids
@@ -49,6 +49,28 @@ def choose_representation(forest: hir.Forest, target_kind: str = "cpu", batch_si
     if not walks:
         raise PluginError(f"no representation can walk trees (installed: {', '.join(reps)})")
     return walks[0]
+
+
+def check_linear_leaves(forest: hir.Forest, target: str, rep: str | None) -> None:
+    """Refuse a forest with linear leaves for a target (or a representation named with
+    ``rep=``) that does not run them (:mod:`silvanforge.linear_leaves`), naming those that do."""
+    if not forest.has_linear():
+        return
+    reg = registry()
+    if not reg.target(target).linear_leaves:
+        able = [t for t in reg.targets() if reg.target(t).linear_leaves]
+        raise UnsupportedModelError(
+            f"target {target!r} does not evaluate linear leaves (LightGBM linear_tree, in this model); "
+            + (f"compile for {' or '.join(able)}" if able else "no installed target does"))
+    if rep is not None:
+        reg.check_representation(rep)
+        why = refusal(reg.rep_class(rep), forest)
+        if why is not None:
+            able = [name for name in reg.representations() if refusal(reg.rep_class(name), forest) is None]
+            raise UnsupportedModelError(
+                f"the {rep} representation cannot run this model: {why}; "
+                + (f"use one that does ({', '.join(f'--rep {name}' for name in able)})" if able
+                   else "no installed representation does"))
 
 
 def choose_padding(forest: hir.Forest) -> bool:
@@ -223,6 +245,7 @@ def _lower(model, opts: CompileOptions, tile_ids: list | None = None) -> Lowered
         raise InputError(f"batch_size must be a positive integer, got {batch_size!r}")
     reg = registry()
     kind = reg.target_kind(target)
+    check_linear_leaves(model_forest, target, rep)
     walk_options = [what for what, on in (("schedule", schedule is not None), ("padding", bool(pad)),
                                           ("tiles", tile_size > 1),
                                           ("profile", profile is not None or tile_ids is not None),

@@ -62,6 +62,26 @@ def leaf_indices(tree: Tree, X: np.ndarray, rule: CategoryRule) -> np.ndarray:
     return node
 
 
+def linear_values(tree: Tree, leaves: np.ndarray, X: np.ndarray, plain: np.ndarray) -> np.ndarray:
+    """What the leaves ``leaves`` (one a row of ``X``) contribute by their linear models
+    (:class:`silvanforge.ir.hir.LinearLeaves`): ``plain`` (the leaf values, in the accumulation
+    dtype) where a feature of the model is NaN, else its constant plus each term in order."""
+    lin, acc_t = tree.linear, plain.dtype
+    out = lin.const[leaves].astype(acc_t)
+    missing = np.zeros(len(leaves), dtype=bool)
+    count = lin.begin[leaves + 1] - lin.begin[leaves]
+    for k in range(int(count.max(initial=0))):
+        rows = np.flatnonzero(k < count)
+        term = lin.begin[leaves[rows]] + k
+        x = X[rows, lin.feature[term]]  # in the comparison dtype
+        missing[rows] |= np.isnan(x)
+        with np.errstate(invalid="ignore", over="ignore"):
+            # LightGBM's dense-row reader drops |x| <= kZeroThreshold: the model reads 0.0.
+            z = np.where(np.abs(x) <= ZERO_THRESHOLD, 0, x).astype(acc_t)
+            out[rows] = out[rows] + lin.coeff[term].astype(acc_t) * z
+    return np.where(missing, plain, out)
+
+
 def predict_margin(forest: Forest, X: np.ndarray) -> np.ndarray:
     """Margins of shape (n, num_outputs) in the forest's accumulation dtype."""
     X = np.asarray(X, dtype=forest.threshold_dtype)
@@ -77,10 +97,14 @@ def predict_margin(forest: Forest, X: np.ndarray) -> np.ndarray:
         acc = np.full((n, k), np.nan, dtype=acc_t)  # NaN marks "no tree contributed yet"
     for tree in forest.trees:
         leaves = leaf_indices(tree, X, forest.category_rule)
+        # Linear leaves can be infinite (an infinite input): sums then may be NaN, as LightGBM's are.
         for j, out in enumerate(tree.outputs):
             value = tree.leaf_value[leaves, j].astype(acc_t)
+            if tree.linear is not None:
+                value = linear_values(tree, leaves, X, value)
             if agg in (Aggregation.SUM, Aggregation.AVERAGE):
-                acc[:, out] += value
+                with np.errstate(invalid="ignore", over="ignore"):
+                    acc[:, out] += value
             elif agg is Aggregation.MIN:
                 acc[:, out] = np.where(np.isnan(acc[:, out]) | (value < acc[:, out]), value, acc[:, out])
             else:

@@ -34,6 +34,12 @@ Required methods: :meth:`buffers`, :meth:`root`, :meth:`load_threshold`,
   never chosen by default, only by name).
 - :attr:`~Representation.option_keys`: options of its own, given by users as keys of
   ``CompileOptions.rep_options``; recorded with the compile's other options.
+- :attr:`~Representation.linear_leaves`: runs forests whose leaves hold linear models
+  (LightGBM linear trees).  For a walk representation that means :meth:`leaf_value` returns
+  ``layout.leaf_values`` entries exactly as laid out (the core evaluates the models:
+  :mod:`silvanforge.linear_leaves`); a program representation evaluates them itself.  Without
+  it such a forest is refused by the contract's refusal: :func:`cost_of` gives the reason (the
+  default choice skips it) and naming it with ``rep=`` is an error saying why.
 """
 
 from __future__ import annotations
@@ -45,6 +51,7 @@ from .errors import InputError, PluginError, UnsupportedModelError
 from .ir import lir
 from .ir.hir import Forest
 from .ir.lir import Bin, Builder, Cast, Cmp, Expr, Select
+from .linear_leaves import refusal
 from .layout import (FLAG_CATEGORICAL, FLAG_DEFAULT_LEFT, FLAG_OP_SHIFT, FLAG_ZERO_MISSING, ForestLayout,
                      RepBuffers, TreeLayout)
 from .walkcost import walk_estimate_ns
@@ -53,11 +60,16 @@ __all__ = [
     "Representation", "FieldArrays", "ProgramRepresentation", "ForestLayout", "TreeLayout", "RepBuffers", "Builder", "Bin", "Cast", "Cmp",
     "Select", "Expr", "Forest", "lir", "FLAG_CATEGORICAL", "FLAG_DEFAULT_LEFT", "FLAG_OP_SHIFT",
     "FLAG_ZERO_MISSING", "InputError", "UnsupportedModelError", "options_for", "instance", "cost_of",
+    "refusal",
 ]
 
 
 class _Options:
-    """What both kinds of representation share: options of their own."""
+    """What both kinds of representation share: options of their own, and whether they run
+    linear leaves."""
+
+    #: Runs forests with linear leaves (LightGBM linear trees; see the module docstring).
+    linear_leaves: ClassVar[bool] = False
 
     #: The keys of ``CompileOptions.rep_options`` this representation reads (documented by it).
     #: The core checks the given ones with :meth:`check_options` and passes them, and only
@@ -86,7 +98,11 @@ def instance(cls, rep_options: Mapping | None = None):
 
 
 def cost_of(cls, forest: Forest, target_kind: str, batch_size: int | None, rep_options: Mapping | None = None):
-    """``cls.cost`` under ``rep_options`` (passed only to a class that lists option keys)."""
+    """``cls.cost`` under ``rep_options`` (passed only to a class that lists option keys); the
+    reason instead where the class cannot run ``forest``'s linear leaves (:func:`refusal`)."""
+    why = refusal(cls, forest)
+    if why is not None:
+        return why
     if cls.option_keys:
         return cls.cost(forest, target_kind, batch_size, options=options_for(cls, rep_options))
     return cls.cost(forest, target_kind, batch_size)

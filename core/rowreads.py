@@ -3,8 +3,8 @@ or from *split rows*, a scratch copy written first in which a missing value is a
 so a walk step needs no NaN test and no flags (:meth:`RowReads.fill_split_rows`).
 
 :class:`RowReads` is a mixin of :class:`silvanforge.walkgen.WalkGenerator`, which owns the state
-it reads: ``b`` (the builder), ``c``, ``forest``, ``thr_t`` and ``split_rows`` (whether walks
-read split rows)."""
+it reads: ``b`` (the builder), ``c``, ``forest``, ``thr_t``, ``split_rows`` (whether walks
+read split rows) and ``placement``."""
 
 from __future__ import annotations
 
@@ -28,6 +28,14 @@ class RowReads:
         if self.split_rows:  # the feature field is the column of the split row
             return self.b.load(SPLIT_ROWS, Bin("+", at, Cast(feature, "i64")))
         return self.b.load("rows", Bin("+", at, Bin("*", Cast(feature, "i64"), lir.COL_STRIDE)))
+
+    def input_value(self, row, feature) -> lir.Expr:
+        """Feature ``feature`` of row ``row`` as the caller gave it, NaN and infinities as they
+        are, also where walks read split rows (which hold a missing value as an infinity and an
+        infinity as the largest finite value): what a leaf's linear model reads."""
+        if not self.split_rows:
+            return self.placement.row_value(row, Cast(feature, "i32"))
+        return self.b.load("rows", Bin("+", Bin("*", row, lir.ROW_STRIDE), Bin("*", Cast(feature, "i64"), lir.COL_STRIDE)))
 
     def _row_start(self, row) -> lir.Expr:
         """Index of a row's first value in the buffer :meth:`row_value` reads."""

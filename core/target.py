@@ -35,6 +35,10 @@ class Target:
     #: trees are reordered; its sums may be reordered).  How its MIR becomes LIR is
     #: :meth:`lower`'s, not the kind's.
     kind: ClassVar[str] = "cpu"
+    #: Whether its code evaluates linear leaves (LightGBM linear trees) exactly: each multiply
+    #: and add of a leaf's model rounded on its own, never fused into one (as a GPU compiler
+    #: does unless told not to).  Forests with them are refused for targets without it.
+    linear_leaves: ClassVar[bool] = False
 
     def can_run_here(self) -> tuple[bool, str]:
         """``(True, "")`` if it can run on this machine, else ``(False, reason)`` with a reason a

@@ -65,11 +65,14 @@ def _exp_link(m, tr):
 
 @register("softmax")
 def _softmax(m, tr):
-    z = m - m.max(axis=1, keepdims=True)
-    e = _exp(z)
-    # XGBoost sums the float32 exponentials in a double and divides by that sum cast to float.
-    total = e.astype(np.float64).sum(axis=1, keepdims=True).astype(m.dtype)
-    return e / total
+    # An infinite margin (a linear leaf of an infinite input) makes its row NaN, as the
+    # libraries' is: quietly.
+    with np.errstate(invalid="ignore"):
+        z = m - m.max(axis=1, keepdims=True)
+        e = _exp(z)
+        # XGBoost sums the float32 exponentials in a double and divides by that sum cast to float.
+        total = e.astype(np.float64).sum(axis=1, keepdims=True).astype(m.dtype)
+        return e / total
 
 
 @register("argmax")

@@ -350,20 +350,6 @@ def test_custom_objective_predicts_raw(tmp_path):
                                lgb.Booster(model_file=str(path)).predict(T), rtol=1e-12, atol=1e-12)
 
 
-def test_linear_trees_are_refused(tmp_path):
-    rng = np.random.default_rng(5)
-    X = rng.normal(size=(300, 3))
-    y = 2 * X[:, 0] + X[:, 1] + rng.normal(size=300) * 0.1
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        booster = lgb.train({"objective": "regression", "linear_tree": True, "verbose": -1,
-                             "num_threads": 1, "num_leaves": 4}, lgb.Dataset(X, y), 3)
-    path = tmp_path / "linear.txt"
-    booster.save_model(str(path))
-    msg = _load_error(path, UnsupportedModelError)
-    assert "LightGBM linear trees" in msg
-
-
 @pytest.mark.parametrize("content", [
     b"", b"\x00\x01\x02garbage" * 50, b'{"learner": {"gradient_booster": {}}}', b"tree\n",
     b"tree\nnot a version\nTree=0\n", "tree\nversion=v4\n\xe9\n".encode("latin-1"),

@@ -17,6 +17,8 @@ For an internal node with feature ``f``, threshold ``t`` and input value ``x = r
 
 A tree's leaves carry one value per output it contributes to (``Tree.outputs``); the margin of
 output ``k`` aggregates the leaves reached in every tree contributing to ``k`` (:class:`Forest`).
+A tree may instead carry a linear model at each leaf (:class:`LinearLeaves`, LightGBM's linear
+trees): the leaf then contributes its model's value for the row.
 """
 
 from __future__ import annotations
@@ -102,6 +104,58 @@ class Transform:
 
 
 @dataclasses.dataclass
+class LinearLeaves:
+    """A linear model at every leaf of a one-output tree (LightGBM's ``linear_tree``), in CSR
+    form over the tree's nodes: node ``n``'s terms are ``begin[n] .. begin[n + 1] - 1``, each a
+    feature index and its coefficient (internal nodes have none).
+
+    The value leaf ``n`` contributes for a row, in the accumulation dtype, is LightGBM's
+    (``Tree::Predict``): if any of its features is NaN in the row, the leaf's plain
+    ``Tree.leaf_value``; otherwise ``const[n]``, then each term added in order,
+    ``acc = acc + coeff[i] * z(x[feature[i]])``, with ``x`` the input converted to
+    ``Forest.threshold_dtype`` and ``z(x) = 0.0`` where ``|x| <= ZERO_THRESHOLD`` (LightGBM's
+    dense-row reader drops such values before the trees see them), ``x`` otherwise, infinities
+    included.  A multiply and an add, each rounded: never fused.
+    """
+
+    const: np.ndarray  # float64 (n_nodes,)
+    begin: np.ndarray  # int64 (n_nodes + 1,), begin[0] == 0
+    feature: np.ndarray  # int32 (begin[-1],)
+    coeff: np.ndarray  # float64 (begin[-1],)
+
+    @classmethod
+    def from_lists(cls, const, features, coeffs) -> "LinearLeaves":
+        """From per-node lists: ``const[n]``, ``features[n]`` and ``coeffs[n]`` (empty inside)."""
+        sizes = [len(f) for f in features]
+        return cls(
+            const=np.asarray(const, dtype=np.float64),
+            begin=np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)]).astype(np.int64),
+            feature=np.asarray([f for fs in features for f in fs], dtype=np.int32),
+            coeff=np.asarray([c for cs in coeffs for c in cs], dtype=np.float64),
+        )
+
+    def terms(self, node: int) -> tuple[np.ndarray, np.ndarray]:
+        """(features, coefficients) of node ``node``'s model."""
+        a, z = int(self.begin[node]), int(self.begin[node + 1])
+        return self.feature[a:z], self.coeff[a:z]
+
+    def take(self, source: np.ndarray) -> "LinearLeaves":
+        """The models of a tree whose node ``k`` is this tree's node ``source[k]`` (``-1``: a
+        node without one), for passes that copy, drop or reorder nodes."""
+        source = np.asarray(source, dtype=np.int64)
+        has = source >= 0
+        safe = np.where(has, source, 0)
+        sizes = np.where(has, self.begin[safe + 1] - self.begin[safe], 0)
+        starts = self.begin[safe]
+        pick = np.concatenate([np.arange(a, a + k) for a, k in zip(starts.tolist(), sizes.tolist())]
+                              + [np.zeros(0, np.int64)]).astype(np.int64)
+        return LinearLeaves(
+            const=np.where(has, self.const[safe], 0.0),
+            begin=np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64),
+            feature=self.feature[pick].astype(np.int32), coeff=self.coeff[pick].astype(np.float64))
+
+
+@dataclasses.dataclass
 class Tree:
     """One binary tree stored as parallel node arrays; node 0 is the root.
 
@@ -124,6 +178,8 @@ class Tree:
     # leaves; None tiles uniformly (:mod:`silvanforge.tiling`).  Only how walks step, never
     # predictions: not fingerprinted.
     tile_id: np.ndarray | None = None
+    # Linear models at the leaves (LightGBM linear trees), or None: leaves are their values.
+    linear: LinearLeaves | None = None
 
     @property
     def num_nodes(self) -> int:
@@ -177,6 +233,7 @@ class Tree:
         zero_missing=False,
         outputs: tuple[int, ...] = (0,),
         categories: dict[int, Iterable[int]] | None = None,
+        linear: LinearLeaves | None = None,
     ) -> "Tree":
         """Build a tree from lists, broadcasting scalar ``op`` / ``default_left`` / ``zero_missing``."""
         n = len(left)
@@ -198,6 +255,7 @@ class Tree:
                 int(k): np.unique(np.asarray(list(v), dtype=np.int64))
                 for k, v in (categories or {}).items()
             },
+            linear=linear,
         )
 
 
@@ -266,6 +324,10 @@ class Forest:
     def has_categorical(self) -> bool:
         return any(t.categories for t in self.trees)
 
+    def has_linear(self) -> bool:
+        """Whether a tree has linear models at its leaves (:class:`LinearLeaves`)."""
+        return any(t.linear is not None for t in self.trees)
+
     def fingerprint(self) -> str:
         """A stable hash of everything that affects predictions (for artifact staleness checks)."""
         h = hashlib.sha256()
@@ -288,6 +350,10 @@ class Forest:
             for k in sorted(t.categories):
                 h.update(repr(k).encode())
                 h.update(t.categories[k].tobytes())
+            if t.linear is not None:
+                h.update(b"linear")
+                for arr in (t.linear.const, t.linear.begin, t.linear.feature, t.linear.coeff):
+                    h.update(np.ascontiguousarray(arr).tobytes())
         return h.hexdigest()
 
 
@@ -384,6 +450,28 @@ def verify(forest: Forest) -> None:
                 fail(f"tree {i}: categorical split on node {node}, which is not internal")
             if len(cats) and cats.min() < 0:
                 fail(f"tree {i}: negative category at node {node}")
+        if t.linear is not None:
+            _verify_linear(i, t, forest.num_features, fail)
+
+
+def _verify_linear(i: int, t: Tree, num_features: int, fail) -> None:
+    lin, n = t.linear, t.num_nodes
+    if len(t.outputs) != 1:
+        fail(f"tree {i}: linear leaves on a tree of {len(t.outputs)} outputs (one only)")
+    if np.shape(lin.const) != (n,) or np.shape(lin.begin) != (n + 1,):
+        fail(f"tree {i}: linear leaves have {np.shape(lin.const)} constants and {np.shape(lin.begin)} "
+             f"offsets for {n} nodes")
+    sizes = np.diff(lin.begin)
+    if lin.begin[0] != 0 or (sizes < 0).any() or np.shape(lin.feature) != (lin.begin[-1],) \
+            or np.shape(lin.coeff) != (lin.begin[-1],):
+        fail(f"tree {i}: linear leaf offsets do not partition their {len(lin.feature)} features "
+             f"and {len(lin.coeff)} coefficients")
+    if (sizes[t.left >= 0] != 0).any():
+        fail(f"tree {i}: an internal node has linear terms")
+    if len(lin.feature) and (lin.feature.min() < 0 or lin.feature.max() >= num_features):
+        fail(f"tree {i}: a linear leaf reads a feature outside 0..{num_features - 1}")
+    if not (np.isfinite(lin.const).all() and np.isfinite(lin.coeff).all()):
+        fail(f"tree {i}: a linear leaf has a non-finite constant or coefficient")
 
 
 def format_forest(forest: Forest, max_trees: int | None = 3) -> str:
@@ -413,7 +501,12 @@ def _format_tree(t: Tree, indent: str) -> list[str]:
         pad = indent + "  " * level
         if t.is_leaf(node):
             vals = ", ".join(f"{v:.6g}" for v in t.leaf_value[node])
-            out.append(f"{pad}%{node} leaf [{vals}]")
+            model = ""
+            if t.linear is not None:
+                feats, coeffs = t.linear.terms(node)
+                terms = "".join(f" + {c:.6g}*x[{f}]" for f, c in zip(feats.tolist(), coeffs.tolist()))
+                model = f" linear {t.linear.const[node]:.6g}{terms} (NaN among them -> the value)"
+            out.append(f"{pad}%{node} leaf [{vals}]{model}")
             continue
         miss = "left" if t.default_left[node] else "right"
         if t.zero_missing[node]:

@@ -6,7 +6,7 @@ import json
 
 import numpy as np
 
-from .hir import Aggregation, CategoryRule, Forest, Transform, Tree
+from .hir import Aggregation, CategoryRule, Forest, LinearLeaves, Transform, Tree
 
 _NODE_FIELDS = ("left", "right", "feature", "threshold", "op", "default_left", "zero_missing")
 
@@ -29,6 +29,11 @@ def to_arrays(forest: Forest) -> dict[str, np.ndarray]:
             cat_tree.append(i), cat_node.append(node), cat_len.append(len(cats)), cat_vals.append(cats)
     out["cat_index"] = np.array([cat_tree, cat_node, cat_len], dtype=np.int64).reshape(3, -1)
     out["cat_values"] = np.concatenate(cat_vals).astype(np.int64) if cat_vals else np.zeros(0, np.int64)
+    linear = [(i, t.linear) for i, t in enumerate(trees) if t.linear is not None]
+    if linear:  # only then: artifacts of other models keep the arrays they always had
+        out["linear_trees"] = np.array([i for i, _ in linear], dtype=np.int64)
+        for name, dtype in (("const", np.float64), ("begin", np.int64), ("feature", np.int32), ("coeff", np.float64)):
+            out[f"linear_{name}"] = np.concatenate([getattr(lin, name) for _, lin in linear]).astype(dtype)
     meta = {
         "num_features": forest.num_features, "num_outputs": forest.num_outputs,
         "aggregation": forest.aggregation.value, "average_divisor": forest.average_divisor,
@@ -57,6 +62,7 @@ def from_arrays(arrs) -> Forest:
     leaf_starts = np.concatenate([[0], np.cumsum(nodes * outs_len)])
     cat_tree, cat_node, cat_len = arrs["cat_index"]
     cat_starts = np.concatenate([[0], np.cumsum(cat_len)])
+    linear = _linear_from_arrays(arrs, nodes)
     trees = []
     for i in range(len(nodes)):
         a, z = node_starts[i], node_starts[i + 1]
@@ -70,7 +76,7 @@ def from_arrays(arrs) -> Forest:
             feature=fields["feature"].astype(np.int32), threshold=fields["threshold"].astype(np.float64),
             op=fields["op"].astype(np.uint8), default_left=fields["default_left"].astype(bool),
             zero_missing=fields["zero_missing"].astype(bool), leaf_value=leaf.astype(np.float64),
-            outputs=outputs, categories=cats))
+            outputs=outputs, categories=cats, linear=linear.get(i)))
     name, params = meta["transform"]
     return Forest(
         trees=trees, num_features=meta["num_features"], num_outputs=meta["num_outputs"],
@@ -89,3 +95,29 @@ def from_arrays(arrs) -> Forest:
         {int(f): [int(h) for h in hashes] for f, hashes in meta["hashed_categories"]},
         hashed_combinations=meta.get("hashed_combinations"),
     )
+
+
+def _linear_from_arrays(arrs, nodes: np.ndarray) -> dict[int, LinearLeaves]:
+    """Tree index -> its linear leaves, from the arrays :func:`to_arrays` wrote (none: {}).
+    Each tree's arrays follow the previous one's: ``n`` constants, ``n + 1`` offsets (from 0)
+    and as many features and coefficients as its last offset says."""
+    if "linear_trees" not in arrs:
+        return {}
+    which = np.asarray(arrs["linear_trees"], dtype=np.int64)
+    if len(which) and (which.min() < 0 or which.max() >= len(nodes) or len(np.unique(which)) != len(which)):
+        raise ValueError("linear_trees names trees the forest does not have")
+    const, begin = np.asarray(arrs["linear_const"]), np.asarray(arrs["linear_begin"])
+    feature, coeff = np.asarray(arrs["linear_feature"]), np.asarray(arrs["linear_coeff"])
+    out: dict[int, LinearLeaves] = {}
+    at_const = at_begin = at_term = 0
+    for i in which.tolist():
+        n = int(nodes[i])
+        c, b = const[at_const:at_const + n], begin[at_begin:at_begin + n + 1]
+        if len(c) != n or len(b) != n + 1:
+            raise ValueError("the linear leaf arrays are shorter than their trees")
+        terms = int(b[-1])
+        out[i] = LinearLeaves(const=c.astype(np.float64), begin=b.astype(np.int64),
+                              feature=feature[at_term:at_term + terms].astype(np.int32),
+                              coeff=coeff[at_term:at_term + terms].astype(np.float64))
+        at_const, at_begin, at_term = at_const + n, at_begin + n + 1, at_term + terms
+    return out

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import linear_leaves
 from ..ir import lir, mir
 from ..ir.hir import Aggregation
 from ..ir.lir import Assign, Bin, Builder, Cast, Cmp, For, If, IsNan, Select, Store, Var, fold_index
@@ -71,6 +72,8 @@ class ReductionLowering:
         def accumulate(out_idx, slot):
             idx = b.local("ri", "i64", self.placement.slot_index(target, slots, row, out_idx))
             value = b.local("leaf", self.acc_t, reps.leaf_value(b=b, tree=t32, node=leaf, slot=slot))
+            if self.layout.linear is not None:  # the value is the leaf's row of linear models
+                value = b.local("leaf", self.acc_t, linear_leaves.leaf_output(self, row, value))
             if atomic:
                 b.emit(lir.AtomicAdd(target, idx, value))
             else:

@@ -38,6 +38,9 @@ class ArrayLayout(FieldArrays):
     prefix = NAME  # array_threshold, array_feature, array_flags: FieldArrays loads them
 
     walk_cost_factor = WALK_COST_FACTOR
+    # leaf_value returns layout.leaf_values entries as laid out (inline or from the leaves
+    # array), so the core evaluates linear leaves after its walks (silvanforge.linear_leaves).
+    linear_leaves = True
 
     def buffers(self, forest, layout):
         total = array_slots(layout)

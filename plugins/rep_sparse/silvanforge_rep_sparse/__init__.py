@@ -171,6 +171,9 @@ class SparseLayout(Representation):
     tiles = True
 
     walk_cost_factor = WALK_COST_FACTOR
+    # leaf_value returns layout.leaf_values entries as laid out (inline or from the leaves
+    # array), so the core evaluates linear leaves after its walks (silvanforge.linear_leaves).
+    linear_leaves = True
 
     def buffers(self, forest, layout):
         self.n, self.inline = layout.tile_size, layout.inline_leaves

@@ -19,6 +19,8 @@ class CpuTarget(Target):
 
     name = NAME
     kind = "cpu"
+    # LLVM fuses no multiply and add that the IR does not allow to (no contraction flags).
+    linear_leaves = True
 
     def can_run_here(self) -> tuple[bool, str]:
         try:

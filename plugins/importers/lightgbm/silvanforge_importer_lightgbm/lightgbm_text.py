@@ -29,7 +29,13 @@ How LightGBM predicts, and how each rule is canonicalised into the HIR (:mod:`si
   divides it by the number of iterations before the transform (``margin_divisor``).
 * The objective line names the output transform (see ``_transform``).
 
-Linear trees (``is_linear=1``) cannot be expressed in the HIR and are refused.
+* Linear trees (``is_linear=1``, ``linear_tree=True``): each leaf also holds a linear model,
+  ``leaf_const``, ``num_features`` (terms a leaf), ``leaf_features`` and ``leaf_coeff`` (every
+  leaf's terms in turn), read as LightGBM's ``Tree`` reads them (a missing ``leaf_const`` or
+  ``num_features`` is zeros) into :class:`silvanforge.ir.hir.LinearLeaves`, whose rule is
+  LightGBM's ``Tree::Predict`` (a NaN among a leaf's features gives its ``leaf_value``).  A
+  single-leaf tree is linear too.  Counts that do not add up, features outside the model and
+  non-finite constants or coefficients are refused, naming the tree and the field.
 
 The file is read as LightGBM reads it (its lines, trees of at most 22 lines ended by a blank
 line, ``tree_sizes`` byte offsets, numbers in the forms it writes); an edited file that LightGBM
@@ -49,7 +55,7 @@ import numpy as np
 
 from silvanforge.errors import ModelFormatError, UnsupportedModelError
 from silvanforge.importing import read_model_file
-from silvanforge.ir.hir import Aggregation, CategoryRule, Forest, Op, Transform, Tree
+from silvanforge.ir.hir import Aggregation, CategoryRule, Forest, LinearLeaves, Op, Transform, Tree
 
 # LightGBM's kZeroThreshold is the float literal 1e-35f stored in a double.
 _KZ = float(np.float32(1e-35))
@@ -441,11 +447,6 @@ class _Parser:
         is_linear = block.get("is_linear", "0").strip()
         if is_linear not in ("0", "1"):
             self.fail(f"{where}: is_linear={is_linear[:20]!r} is neither 0 nor 1")
-        if is_linear == "1":
-            raise UnsupportedModelError(
-                f"{self.path}: LightGBM linear trees (linear_tree=True, is_linear=1 in {where}) "
-                "are not supported"
-            )
         num_leaves = int(self.array(block, "num_leaves", np.int64, 1, where)[0])
         if num_leaves < 1:
             self.fail(f"{where}: num_leaves={num_leaves} must be at least 1")
@@ -507,12 +508,46 @@ class _Parser:
         elif num_cat:
             self.fail(f"{where}: num_cat={num_cat} in a tree without splits")
 
+        linear = self.linear(block, where, num_leaves, num_features, n_int) if is_linear == "1" else None
         return Tree(
             left=left, right=right, feature=feature, threshold=threshold,
             op=np.full(n, Op.LE, dtype=np.uint8), default_left=default_left,
             zero_missing=zero_missing, leaf_value=values, outputs=(output,),
-            categories=categories,
+            categories=categories, linear=linear,
         )
+
+    def linear(self, block, where, num_leaves, num_features, n_int) -> LinearLeaves:
+        """The leaves' linear models of a tree with ``is_linear=1`` (module docstring); leaf ``k``
+        is node ``n_int + k``."""
+        const = (self.array(block, "leaf_const", np.float64, num_leaves, where) if "leaf_const" in block
+                 else np.zeros(num_leaves))
+        counts = (self.array(block, "num_features", np.int64, num_leaves, where) if "num_features" in block
+                  else np.zeros(num_leaves, np.int64))
+        if (counts < 0).any():
+            self.fail(f"{where}: 'num_features' holds {int(counts[counts < 0][0])}, a negative count of terms")
+        total = int(counts.sum())
+        if total:
+            for key in ("leaf_features", "leaf_coeff"):
+                if key not in block:
+                    self.fail(f"{where}: 'num_features' counts {total} terms but there is no '{key}=' line")
+            features = self.array(block, "leaf_features", np.int64, total, where)
+            coeff = self.array(block, "leaf_coeff", np.float64, total, where)
+        else:
+            features, coeff = np.zeros(0, np.int64), np.zeros(0)
+        bad = (features < 0) | (features >= num_features)
+        if bad.any():
+            self.fail(f"{where}: 'leaf_features' holds feature {int(features[bad][0])}, outside "
+                      f"0..{num_features - 1}")
+        for key, arr in (("leaf_const", const), ("leaf_coeff", coeff)):
+            if not np.isfinite(arr).all():
+                self.fail(f"{where}: '{key}' holds {float(arr[~np.isfinite(arr)][0])!r}, which is not finite")
+        n = n_int + num_leaves
+        sizes = np.zeros(n, np.int64)
+        sizes[n_int:] = counts
+        full_const = np.zeros(n)
+        full_const[n_int:] = const
+        return LinearLeaves(const=full_const, begin=np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64),
+                            feature=features.astype(np.int32), coeff=coeff)
 
     def categories(self, block, where, num_cat, thr, nodes) -> dict[int, np.ndarray]:
         if num_cat < 1:

@@ -10,7 +10,8 @@
 
 It compiles random forests that exercise every rule of the HIR (``<``, ``<=`` and ``==`` splits,
 both default directions, NaN, +-inf and values exactly on thresholds, categorical splits under
-each category rule, several outputs, every aggregation, float32 and float64) and compares the
+each category rule, several outputs, every aggregation, float32 and float64, linear leaves for
+plugins that say they run them) and compares the
 compiled margins with the core's reference evaluator (:mod:`silvanforge.reference`), exactly
 where the schedule keeps the reference's summation order and to the dtype's rounding where it
 reorders sums.  A forest the plugin refuses with :class:`~silvanforge.errors.UnsupportedModelError`
@@ -29,7 +30,7 @@ import numpy as np
 
 from . import api, reference
 from .errors import InputError, UnsupportedModelError
-from .ir.hir import Aggregation, CategoryRule, Forest, Op, Transform, Tree
+from .ir.hir import Aggregation, CategoryRule, Forest, LinearLeaves, Op, Transform, Tree
 from .plugins import registry
 from .sampling import random_rows  # noqa: F401 - plugins' tests import it from the kit
 
@@ -73,11 +74,29 @@ def random_tree(rng: np.random.Generator, num_features: int, outputs: tuple[int,
                            zero_missing=zmiss, outputs=outputs, categories=cats)
 
 
+def random_linear(rng: np.random.Generator, tree: Tree, num_features: int) -> LinearLeaves:
+    """Random linear models for ``tree``'s leaves: a constant and up to three terms each."""
+    leaf = tree.left < 0
+    sizes = np.where(leaf, rng.integers(0, 4, size=tree.num_nodes), 0)
+    return LinearLeaves.from_lists(
+        np.where(leaf, np.round(rng.normal(size=tree.num_nodes), 3), 0.0),
+        [rng.integers(0, num_features, size=k).tolist() for k in sizes],
+        [np.round(rng.normal(size=k), 3).tolist() for k in sizes])
+
+
 def random_forest(seed: int, max_trees: int = 12, max_depth: int = 6, max_features: int = 6,
-                  plain: bool = False, summed: bool = False, categorical: bool | None = None) -> Forest:
+                  plain: bool = False, summed: bool = False, categorical: bool | None = None,
+                  linear: bool = False) -> Forest:
     """The random forest of ``seed``.  ``plain``: ``<`` or ``<=`` splits only, no zero-as-missing
     and (unless ``categorical``) no categorical splits; ``summed``: single-output trees summed;
-    ``categorical``: categorical splits or not (default: as the seed draws)."""
+    ``categorical``: categorical splits or not (default: as the seed draws); ``linear``: linear
+    models at every leaf (:func:`random_linear`; trees of one output each, summed)."""
+    if linear:
+        forest = random_forest(seed, max_trees, max_depth, max_features, plain, True, categorical)
+        rng = np.random.default_rng([seed, 1])
+        for tree in forest.trees:
+            tree.linear = random_linear(rng, tree, forest.num_features)
+        return forest
     rng = np.random.default_rng(seed)
     num_features = int(rng.integers(1, max_features + 1))
     num_outputs = int(rng.choice([1, 1, 2, 3]))
@@ -146,6 +165,13 @@ def _run(result: Conformance, forest: Forest, X: np.ndarray, exact: bool, what: 
     result.cases += 1
 
 
+def _run_linear(result: Conformance, seed: int, rows: int, what: str, **options) -> None:
+    """The linear-leaf forest of ``seed`` (every leaf a model), for plugins that run them."""
+    forest = random_forest(seed, linear=True)
+    X = rows_for(forest, np.random.default_rng(seed), rows)
+    _run(result, forest, X, True, f"seed {seed} linear leaves ({forest.threshold_dtype}), {what}", **options)
+
+
 def check_representation(rep: str, target: str | None = None, seeds=range(12), rows: int = 48,
                          tile_sizes=(1, 2, 4), schedules=None) -> Conformance:
     """Compile ``seeds`` random forests with representation ``rep`` on ``target`` and compare
@@ -174,6 +200,8 @@ def check_representation(rep: str, target: str | None = None, seeds=range(12), r
             if tile > 1:
                 _run(result, forest, X, True, f"{base}, rep={rep}, tile_size={tile}",
                      target=target, rep=rep, tile_size=tile)
+        if reg.rep_class(rep).linear_leaves:
+            _run_linear(result, seed, rows, f"rep={rep}", target=target, rep=rep)
     if not result.cases:
         raise AssertionError(f"representation {rep!r} refused every forest: {result.refused}")
     return result
@@ -195,6 +223,8 @@ def check_target(target: str, reps=None, seeds=range(8), rows: int = 48) -> Conf
         _run(result, forest, X, exact, f"{base}, target={target}, rep chosen", target=target)
         for rep in (reg.representations() if reps is None else reps):
             _run(result, forest, X, exact, f"{base}, target={target}, rep={rep}", target=target, rep=rep)
+        if reg.target(target).linear_leaves:
+            _run_linear(result, seed, rows, f"target={target}, rep chosen", target=target)
     if not result.cases:
         raise AssertionError(f"target {target!r} refused every forest: {result.refused}")
     return result

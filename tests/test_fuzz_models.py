@@ -1,8 +1,9 @@
 """Fuzzing the importers: seeded mutants of small models of every format, each either refused
 with a :class:`SilvanForgeError` or predicted exactly as the library predicts it.
 
-Small models are trained here (XGBoost JSON and UBJSON, LightGBM text, ONNX from scikit-learn,
-XGBoost and a hand-built ``TreeEnsemble``, CatBoost JSON with float, one-hot and CTR splits), then mutated with seeded mutators: bit flips, byte
+Small models are trained here (XGBoost JSON and UBJSON, LightGBM text, linear trees among them,
+ONNX from scikit-learn, XGBoost and a hand-built ``TreeEnsemble``, CatBoost JSON with float,
+one-hot and CTR splits), then mutated with seeded mutators: bit flips, byte
 edits, deletions, insertions and truncations of the file, and edits that keep it parseable so
 they reach the importers' semantics: JSON / UBJSON values replaced (numbers by huge, negative,
 NaN or string values, arrays shortened, keys dropped), LightGBM lines edited token by token,
@@ -791,6 +792,8 @@ def _lightgbm_bases(d: Path) -> list[dict]:
         ("regression_zero", {"objective": "regression", "zero_as_missing": True}, y, "auto"),
         ("random_forest", {"objective": "regression", "boosting": "rf", "bagging_freq": 1,
                            "bagging_fraction": 0.7}, y, "auto"),
+        # Leaves with linear models: leaf_const, num_features, leaf_features, leaf_coeff lines.
+        ("linear_tree", {"objective": "regression", "linear_tree": True, "linear_lambda": 0.1}, y, [0]),
     ]
     out = []
     rows = np.concatenate([X[:6], [[np.nan] * 3, [0.0, -0.0, 1e-36], [39, 1e300, -1e300],

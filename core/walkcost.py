@@ -27,12 +27,18 @@ WALK_NAN_TEST_FACTOR = 1.5
 # a flight-delay-shaped LightGBM model (83% categorical splits), 11.6x on an XGBoost one of
 # depth 8 (benchmarks/categorical_models.py); the smaller is charged.
 WALK_CATEGORICAL_FACTOR = 3.0
+# Linear leaves (LightGBM linear_tree): a leaf's model evaluated after each walk, about 9 ns a
+# tree and 1.2 ns a term (sparse walks, 1 thread, 4,096 rows: 100-200 trees of 31-63 leaves, 1-20
+# terms a leaf; 15-22 ns a tree with LightGBM's own 4.7-6.8 terms, whose varying counts cost the
+# term loop's exit branch; measured on an AMD EPYC, not the Zen 4 above).
+LINEAR_TREE_NS, LINEAR_TERM_NS = 9.0, 1.2
 
 
 def walk_estimate_ns(forest: hir.Forest) -> float:
     """Estimated ns a row of the walks (the costs above): every tree to its depth,
     or, where walks stop when their rows are at leaves (:func:`forest_stats.walks_exit_early`:
-    trees deep beside their leaves), about each tree's mean leaf depth."""
+    trees deep beside their leaves), about each tree's mean leaf depth; and the linear leaves'
+    models where there are (:func:`linear_estimate_ns`)."""
     row_kb = forest.num_features * np.dtype(forest.threshold_dtype).itemsize / 1000
     stats = depth_stats(forest)
     depth, mean_leaf, _ = stats
@@ -44,4 +50,12 @@ def walk_estimate_ns(forest: hir.Forest) -> float:
         factor = WALK_CATEGORICAL_FACTOR
     else:
         factor = 1.0 if split_rows_pay(forest, check_width=False) else WALK_NAN_TEST_FACTOR
-    return (step_ns + WALK_STEP_NS_PER_ROW_KB * row_kb) * steps * factor
+    return (step_ns + WALK_STEP_NS_PER_ROW_KB * row_kb) * steps * factor + linear_estimate_ns(forest)
+
+
+def linear_estimate_ns(forest: hir.Forest) -> float:
+    """Estimated ns a row of the linear leaves' models (0 without them): every linear tree's
+    cost plus its mean terms a leaf."""
+    linear = [t for t in forest.trees if t.linear is not None]
+    terms = sum(len(t.linear.feature) / max(1, t.num_leaves) for t in linear)
+    return LINEAR_TREE_NS * len(linear) + LINEAR_TERM_NS * terms

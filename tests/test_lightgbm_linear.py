@@ -142,7 +142,8 @@ def test_one_row_forms_and_tiles(models):
 
 def _edge_model() -> str:
     """Two hand-written linear trees: a single leaf with two terms, and a split whose right leaf
-    reads a feature the split does not (LightGBM fits only branch features; it reads any)."""
+    reads a feature the split does not (LightGBM fits only branch features; it reads any); and
+    a tree without linear leaves beside them."""
     single = S.tree_block(0, leaf_value=(0.5,))
     single = single.replace("is_linear=0", "is_linear=1\nleaf_const=0.25\nnum_features=2\n"
                                             "leaf_features=0 1 \nleaf_coeff=1.5 -3 ")
@@ -150,21 +151,26 @@ def _edge_model() -> str:
                          right_child=(-2,), leaf_value=(7.0, 8.0))
     split = split.replace("is_linear=0", "is_linear=1\nleaf_const=0 1\nnum_features=0 1\n"
                                          "leaf_features=  2 \nleaf_coeff=  0.125 ")
-    return S.model_text([single, split], 3)
+    plain = S.tree_block(2, split_feature=(2,), threshold=(-0.25,), decision_type=(8,), left_child=(-1,),
+                         right_child=(-2,), leaf_value=(-1.0, 2.0))
+    return S.model_text([single, split, plain], 3)
 
 
-def test_hand_written_edge_cases():
+def test_hand_written_edge_cases(tmp_path):
     text = _edge_model()
-    booster = lgb.Booster(model_str=text)
-    forest = sf.load_model(text.encode())
+    path = tmp_path / "edge.txt"
+    path.write_text(text)
+    booster = lgb.Booster(model_file=str(path))
+    forest = sf.load_model(path)
     assert forest.trees[0].num_nodes == 1 and forest.trees[0].linear is not None
+    assert forest.trees[2].linear is None
     rng = np.random.default_rng(3)
     T = S.sprinkle(rng.normal(size=(200, 3)), rng, special_frac=0.3)
     T[:6] = [[1e-36, 0, 0], [np.inf, -np.inf, 0], [np.nan, 1, 0], [2, np.nan, 0], [1, 1, np.nan], [1, 1, np.inf]]
     want = booster.predict(T)
     _same(reference.predict(forest, T), want, "reference")
     for rep in (None,) + CARRYING:
-        cf = sf.compile(text.encode(), rep=rep)
+        cf = sf.compile(path, rep=rep)
         for n in (1, 17, 200):
             _same(cf.predict(T[:n]), want[:n], f"rep={rep} {n} rows")
 

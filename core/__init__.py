@@ -4,10 +4,14 @@
     forest = sf.load_model("model.json")
     cf = sf.compile(forest)            # for this machine's CPU
     y = cf.predict(X)
+
+Run-time settings (how calls split rows over threads; never the code compiled):
+:func:`config_context`, :func:`set_config`, :func:`get_config` (:mod:`silvanforge.config`).
 """
 
 from __future__ import annotations
 
+from .config import config_context, get_config, set_config
 from .errors import (
     ArtifactError,
     ArtifactWarning,
@@ -29,7 +33,7 @@ __all__ = [
     "SilvanForgeError", "UnsupportedModelError", "hookimpl", "Aggregation", "CategoryRule",
     "Forest", "Op", "Transform", "Tree", "load_model", "compile", "load_compiled",
     "CompiledForest", "lower", "show", "tune", "profile", "load_profile", "Profile", "CompileOptions",
-    "__version__",
+    "config_context", "set_config", "get_config", "__version__",
 ]
 
 

@@ -31,7 +31,7 @@ import numpy as np
 
 from .errors import PluginError
 from .ir import lir
-from .runtime import run_phases
+from .runtime import rows_per_share, rows_per_thread, run_phases
 
 #: A lean call ``(rows, apply) -> (values, applied)``: margins of up to ``max_rows`` rows of the
 #: kernel's input dtype, or where ``apply`` and the kernel can, the transformed values
@@ -104,14 +104,27 @@ class PhaseKernel(BaseKernel):
 
     phases: list
     scratch: list
-    #: Rows a thread should at least take (a cheap model: a hand-off costs more than few rows).
-    min_rows_per_thread: int = 0
     #: A hand-off of the kernel's own (native workers): ``run_shares(phase, rows, out, scratch,
     #: shares) -> bool`` runs every share of a phase and says whether it did; None: none, the
     #: runtime's thread pool runs the shares.
     run_shares: ClassVar[Callable | None] = None
-    #: Rows a share may hold where ``run_shares`` hands them off.
-    min_rows_per_share: int = 1
+
+    @property
+    def walk_steps_per_row(self) -> int:
+        """Walk steps a row of the program takes (its module's ``info``; 0: unknown)."""
+        return int(self.module.info.get("walk_steps_per_row", 0) or 0)
+
+    @property
+    def min_rows_per_thread(self) -> int:
+        """Rows a thread should at least take (a cheap model: a hand-off costs more than few
+        rows), under the run-time settings in effect (:mod:`silvanforge.config`)."""
+        return rows_per_thread(self.walk_steps_per_row)
+
+    @property
+    def min_rows_per_share(self) -> int:
+        """Rows a share should at least hold where ``run_shares`` hands them off, under the
+        run-time settings in effect."""
+        return rows_per_share(self.walk_steps_per_row)
 
     def run(self, phase: int, rows: np.ndarray, out: np.ndarray, scratch: list, row_begin: int,
             row_end: int, iter_begin: int = 0, iter_end: int = 0) -> None:

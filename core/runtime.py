@@ -4,7 +4,8 @@ A *kernel* is what a target's ``compile`` returns (:class:`silvanforge.kernel.Ke
 :func:`run_kernel` asks it for a batch's margins.  A kernel of phases
 (:class:`silvanforge.kernel.PhaseKernel`) has them split over threads here
 (:func:`run_phases`); one that releases the GIL (ctypes calls do) runs its chunks truly in
-parallel.
+parallel.  How few rows a thread or share may take, and how much scratch a block of rows may
+use, are the run-time settings of :mod:`silvanforge.config`, read as each call starts.
 """
 
 from __future__ import annotations
@@ -16,23 +17,28 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
+from . import config
 from .errors import InputError
 from .ir import lir
 
 # Fewer rows than this per thread costs more in hand-off than the walk saves.
 MIN_ROWS_PER_THREAD = 256
-# Walk steps a CPU thread should get before a prediction is split over Python's thread pool:
-# below about this much work (~0.2 ms) handing rows to a second thread costs more than it saves
-# (a 100-tree depth-6 model at 512 rows ran 1.15x faster on two threads at best, slower on
-# average).  How a call is split, never what code runs: programs record only their steps a row.
-THREAD_STEPS = 500_000
 
 
 def rows_per_thread(walk_steps_per_row: int) -> int:
-    """The rows a thread should get, for :data:`THREAD_STEPS` walk steps, of a kernel whose rows
-    take ``walk_steps_per_row`` steps (its module's ``info``; 0: unknown, no bar)."""
+    """The rows a thread should get, for the ``thread_steps`` walk steps of the run-time
+    settings in effect (:mod:`silvanforge.config`), of a kernel whose rows take
+    ``walk_steps_per_row`` steps (its module's ``info``; 0: unknown, no bar)."""
     steps = int(walk_steps_per_row or 0)
-    return -(-THREAD_STEPS // steps) if steps > 0 else 0
+    return -(-config.current().thread_steps // steps) if steps > 0 else 0
+
+
+def rows_per_share(walk_steps_per_row: int) -> int:
+    """The rows a share should get where a kernel hands shares off itself: ``share_steps`` walk
+    steps and at least ``min_share_rows`` rows (:mod:`silvanforge.config`)."""
+    settings = config.current()
+    steps = int(walk_steps_per_row or 0)
+    return max(settings.min_share_rows, -(-settings.share_steps // steps) if steps > 0 else 0)
 
 _pool: ThreadPoolExecutor | None = None
 _pool_size = 0
@@ -110,16 +116,13 @@ def run_phases(kernel, rows: np.ndarray, num_outputs: int, threads: int | None) 
     if not kernel.scratch:
         _run_block(kernel, rows, out, threads)
         return out
-    # Scratch grows with the rows: a batch whose scratch would pass SCRATCH_BYTES runs in blocks
-    # of rows (rows are independent, so each block runs every phase on its own).
+    # Scratch grows with the rows: a batch whose scratch would pass the ``scratch_bytes``
+    # setting runs in blocks of rows (rows are independent, so each block runs every phase).
     row_bytes = sum(buf.per_row * np.dtype(_scratch_dtype(kernel, buf)).itemsize for buf in kernel.scratch)
-    block = max(MIN_ROWS_PER_THREAD * threads, SCRATCH_BYTES // max(row_bytes, 1))
+    block = max(MIN_ROWS_PER_THREAD * threads, config.current().scratch_bytes // max(row_bytes, 1))
     for start in range(0, n, block):
         _run_block(kernel, rows[start:start + block], out[start:start + block], threads)
     return out
-
-
-SCRATCH_BYTES = 64 << 20
 
 
 def _scratch_dtype(kernel, buf):
@@ -168,7 +171,7 @@ def _run_block(kernel, rows: np.ndarray, out: np.ndarray, threads: int) -> None:
     n = rows.shape[0]
     scratch = _scratch(kernel, n)
     # A kernel may ask for more rows per thread (a cheap model: a hand-off costs more than the
-    # rows it would take, :data:`THREAD_STEPS`).
+    # rows it would take, the ``thread_steps`` setting).
     min_rows = max(MIN_ROWS_PER_THREAD, int(kernel.min_rows_per_thread or 0))
     # A kernel with a hand-off of its own (``run_shares``, native workers) says how few rows a
     # share may hold: microseconds per hand-off instead of tens.

@@ -2,18 +2,20 @@
 
 Two layers of tests share this file: ``tests/core`` tests the core package alone (no target,
 no first-party representation: tests/test_core_alone.py runs it with them blocked), and the
-rest of ``tests`` tests the plugins shipped here.  The fixtures that patch a plugin's constants
-patch it only where it can be imported, and ``tests/core/conftest.py`` turns them off there.
+rest of ``tests`` tests the plugins shipped here.  The run-time settings the whole suite runs
+under (:func:`split_small_batches`) are the core's; ``tests/core/conftest.py`` lowers only the
+bar the core itself reads.
 """
 
 from __future__ import annotations
 
-import importlib
 import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+
+import silvanforge
 
 # The helper modules (strategies.py, support_*.py) live here; tests in subfolders import them too.
 HERE = str(Path(__file__).resolve().parent)
@@ -37,27 +39,14 @@ def pytest_collection_modifyitems(config, items):
                 item.add_marker(skip)
 
 
-def plugin_module(name: str):
-    """The plugin module ``name``, or None where that plugin is not installed (or is blocked)."""
-    try:
-        return importlib.import_module(name)
-    except ImportError:
-        return None
-
-
 @pytest.fixture(autouse=True)
-def split_small_batches(monkeypatch):
-    """The suite's models are tiny: the runtime would keep their predictions on one thread
-    (``runtime.THREAD_STEPS``, ``pool.SHARE_STEPS`` of the native workers), so the tests lower
-    those bars to exercise the threaded paths.  They decide how a call is split over threads,
-    never the code compiled."""
-    from silvanforge import runtime
-
-    monkeypatch.setattr(runtime, "THREAD_STEPS", 1)
-    pool = plugin_module("silvanforge_target_cpu.pool")
-    if pool is not None:
-        monkeypatch.setattr(pool, "SHARE_STEPS", 1)
-        monkeypatch.setattr(pool, "MIN_SHARE_ROWS", 8)
+def split_small_batches():
+    """The suite's models are tiny: the runtime would keep their predictions on one thread (the
+    run-time settings ``thread_steps`` and, for the native workers, ``share_steps``), so the
+    tests lower those bars to exercise the threaded paths.  They decide how a call is split over
+    threads, never the code compiled."""
+    with silvanforge.config_context(thread_steps=1, share_steps=1, min_share_rows=8):
+        yield
 
 
 @pytest.fixture

@@ -151,10 +151,9 @@ def test_more_threads_than_the_pool_holds_run_in_rounds(monkeypatch):
     mailboxes.  Run in a child with a time limit so a hang fails instead of stalling the suite."""
     code = """
 import numpy as np, silvanforge as sf
-from silvanforge import reference, runtime
+from silvanforge import reference
 from silvanforge_target_cpu import pool
-runtime.THREAD_STEPS = 1
-pool.SHARE_STEPS, pool.MIN_SHARE_ROWS = 1, 1
+sf.set_config(thread_steps=1, share_steps=1, min_share_rows=1)
 import sys; sys.path.insert(0, "tests")
 from test_native_pool import _forest
 from strategies import rows_for

@@ -159,17 +159,18 @@ def test_split_rows_before_a_tree_parallel_loop():
                                       reference.predict(forest, X, output_margin=True))
 
 
-def test_large_batches_run_in_blocks_of_rows(monkeypatch):
-    """Scratch grows with the rows: past SCRATCH_BYTES a batch runs block by block, same values."""
+def test_large_batches_run_in_blocks_of_rows():
+    """Scratch grows with the rows: past the ``scratch_bytes`` setting a batch runs block by
+    block, same values."""
     rng = np.random.default_rng(3)
     trees = [_tree(rng, 30, (0,), 5, [int(Op.LT)], categorical=False, zero_missing=False) for _ in range(6)]
     forest = Forest(trees=trees, num_features=30)
     X = rows_for(forest, np.random.default_rng(0), 3000)
     cf = sf.compile(forest)
     want = cf.predict(X, output_margin=True)
-    monkeypatch.setattr(runtime, "SCRATCH_BYTES", 1)  # the smallest blocks
-    for threads in (1, 2):
-        np.testing.assert_array_equal(cf.predict(X, output_margin=True, threads=threads), want)
+    with sf.config_context(scratch_bytes=1):  # the smallest blocks
+        for threads in (1, 2):
+            np.testing.assert_array_equal(cf.predict(X, output_margin=True, threads=threads), want)
     np.testing.assert_array_equal(want, reference.predict(forest, X, output_margin=True))
 
 
@@ -349,54 +350,52 @@ def _counted_shares(monkeypatch, kernel) -> list:
 
 def test_cheap_models_keep_small_batches_on_one_thread(monkeypatch):
     """Without native workers a kernel asks for enough rows per thread that a hand-off through
-    Python's pool pays (THREAD_STEPS walk steps); the runtime splits a batch only into shares
-    that large, and the values do not change."""
-    from silvanforge import runtime
-
-    monkeypatch.setattr(runtime, "THREAD_STEPS", 500_000)
+    Python's pool pays (the ``thread_steps`` setting, read at each call); the runtime splits a
+    batch only into shares that large, and the values do not change."""
     rng = np.random.default_rng(4)
     trees = [_tree(rng, 6, (0,), 5, [int(Op.LT)], categorical=False, zero_missing=False) for _ in range(20)]
     forest = Forest(trees=trees, num_features=6)
-    cf = sf.compile(forest, pad=False)
+    cf = sf.compile(forest, pad=False)  # compiled under the suite's settings, called under others
     monkeypatch.setattr(cf.kernel, "run_shares", None)
     steps = sum(t.depth() for t in forest.trees)
-    assert cf.kernel.min_rows_per_thread == -(-500_000 // steps)
     calls = _counted_shares(monkeypatch, cf.kernel)
-    for n, shares in ((cf.kernel.min_rows_per_thread, 1), (2 * cf.kernel.min_rows_per_thread + 3, 2)):
-        calls.clear()
-        X = rows_for(forest, rng, n)
-        np.testing.assert_array_equal(cf.predict(X, output_margin=True, threads=2),
-                                      reference.predict(forest, X, output_margin=True))
-        assert len(calls) == shares * len(cf.kernel.phases), (n, calls)
+    with sf.config_context(thread_steps=500_000):
+        assert cf.kernel.min_rows_per_thread == -(-500_000 // steps)
+        for n, shares in ((cf.kernel.min_rows_per_thread, 1), (2 * cf.kernel.min_rows_per_thread + 3, 2)):
+            calls.clear()
+            X = rows_for(forest, rng, n)
+            np.testing.assert_array_equal(cf.predict(X, output_margin=True, threads=2),
+                                          reference.predict(forest, X, output_margin=True))
+            assert len(calls) == shares * len(cf.kernel.phases), (n, calls)
+    assert cf.kernel.min_rows_per_thread == 1  # the suite's thread_steps=1 again
 
 
 def test_native_workers_split_batches_by_walk_steps(monkeypatch):
-    """With native workers (target_cpu's pool) a share needs only SHARE_STEPS walk steps: small
-    batches split too, into shares of at least that many rows, with the same values."""
+    """With native workers (target_cpu's pool) a share needs only ``share_steps`` walk steps:
+    small batches split too, into shares of at least that many rows, with the same values."""
     from silvanforge_target_cpu import pool
 
     if pool.native_pool() is None:
         pytest.skip("no native worker pool on this host")
-    monkeypatch.setattr(pool, "SHARE_STEPS", 2000)
-    monkeypatch.setattr(pool, "MIN_SHARE_ROWS", 16)
     rng = np.random.default_rng(5)
     trees = [_tree(rng, 6, (0,), 5, [int(Op.LT)], categorical=False, zero_missing=False) for _ in range(20)]
     forest = Forest(trees=trees, num_features=6)
     cf = sf.compile(forest, pad=False)
     steps = sum(t.depth() for t in forest.trees)
     per_share = max(16, -(-2000 // steps))
-    assert cf.kernel.min_rows_per_share == per_share
     calls = _counted_shares(monkeypatch, cf.kernel)
-    for n, threads, shares in ((per_share, 2, 1), (2 * per_share + 1, 2, 2), (5 * per_share, 4, 4),
-                               (3 * per_share, 8, 3)):
-        calls.clear()
-        X = rows_for(forest, rng, n)
-        np.testing.assert_array_equal(cf.predict(X, output_margin=True, threads=threads),
-                                      reference.predict(forest, X, output_margin=True))
-        assert [len(c) for c in calls] == [shares] * len(cf.kernel.phases), (n, calls)
-        covered = sorted(r for c in calls for r in c)
-        assert covered[0][0] == 0 and covered[-1][1] == n
-        assert all(a[1] == b[0] for a, b in zip(covered, covered[1:]))
+    with sf.config_context(share_steps=2000, min_share_rows=16):
+        assert cf.kernel.min_rows_per_share == per_share
+        for n, threads, shares in ((per_share, 2, 1), (2 * per_share + 1, 2, 2), (5 * per_share, 4, 4),
+                                   (3 * per_share, 8, 3)):
+            calls.clear()
+            X = rows_for(forest, rng, n)
+            np.testing.assert_array_equal(cf.predict(X, output_margin=True, threads=threads),
+                                          reference.predict(forest, X, output_margin=True))
+            assert [len(c) for c in calls] == [shares] * len(cf.kernel.phases), (n, calls)
+            covered = sorted(r for c in calls for r in c)
+            assert covered[0][0] == 0 and covered[-1][1] == n
+            assert all(a[1] == b[0] for a, b in zip(covered, covered[1:]))
 
 
 # ----------------------------------------------------------------------------- rows split per chunk

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import pytest
 
+import silvanforge
+
 
 @pytest.fixture(autouse=True)
-def split_small_batches(monkeypatch):
+def split_small_batches():
     """Only the core's bar: no target's worker pool runs here."""
-    from silvanforge import runtime
-
-    monkeypatch.setattr(runtime, "THREAD_STEPS", 1)
+    with silvanforge.config_context(thread_steps=1):
+        yield

@@ -16,7 +16,6 @@ import numpy as np
 
 from silvanforge.ir import lir
 from silvanforge.kernel import PhaseKernel
-from silvanforge.runtime import rows_per_thread
 
 from . import pool
 from .llvm_host import LIGHT_PASSES, init as _init, optimise, target_machine as _target_machine  # noqa: F401
@@ -66,13 +65,8 @@ class CpuKernel(PhaseKernel):
         self._tables: dict = {}  # scratch addresses -> pointer table
         self.phases = module.functions
         self.scratch = module.scratch_buffers()
-        self.min_rows_per_thread = rows_per_thread(module.info.get("walk_steps_per_row", 0))
         if pool.native_pool() is None:
             self.run_shares = None  # the core's Python pool runs the shares
-        # Rows a share on the native pool should hold (the runtime asks; see pool.SHARE_STEPS).
-        steps = int(module.info.get("walk_steps_per_row", 0))
-        self.min_rows_per_share = (max(pool.MIN_SHARE_ROWS, -(-pool.SHARE_STEPS // steps)) if steps > 0
-                                   else max(pool.MIN_SHARE_ROWS, self.min_rows_per_thread))
         self.input_dtype = lir.LIR_TO_NUMPY[module.input_type]
         self.output_dtype = lir.LIR_TO_NUMPY[module.output_type]
 

@@ -30,11 +30,8 @@ MAX_WORKERS = 255
 # other (a serving loop, a benchmark) then hand off without a wake-up.  OpenMP runtimes spin
 # for longer (libgomp: about 300k polls); this is enough to cover the Python between calls.
 SPIN_NS = 200_000
-# Walk steps (and rows) a share should hold for a native hand-off to pay: measured, two threads
-# ran 32-row shares of a 100-tree model (376 steps a row) 1.19x faster than one thread, 128-row
-# shares 1.4-1.7x (Zen 4, 2 vCPUs: best of 5 x 400 predict calls over 16 rotating batches).
-SHARE_STEPS = 16_384
-MIN_SHARE_ROWS = 16
+# Walk steps (and rows) a share should hold for a native hand-off to pay are the run-time
+# settings share_steps and min_share_rows (silvanforge.config; measured there).
 # Share arguments: rows, the seven scalar parameters, out, the pointer table (lir.SCALAR_PARAMS).
 SHARE_WORDS = 10
 

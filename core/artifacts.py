@@ -77,6 +77,8 @@ _META_FIELDS = {
     "batch_size": (int, type(None)), "threads": (int, type(None)), "fingerprint": (str,),
     "pad": (bool,), "tile_size": (int,), "reorder": (str, type(None)), "probability_tiling": (bool,),
     "lir": (str,), "kernel_sha256": (str,),
+    # the untuned plan's bar (CompileOptions.plan_min_ns; None: the default)
+    "plan_min_ns": (float, int, type(None)),
     # the lowering knobs of silvanforge.options.CompileOptions (None: the lowering chose)
     "vector_walks": (bool, type(None)), "split_rows": (bool, type(None)),
     "leaf_self_loops": (bool, type(None)), "per_tree_walk_depth": (bool, type(None)),
@@ -310,7 +312,7 @@ def _meta(raw: bytes, name: str) -> dict:
 
 # The fields of a form's entry in plan.json: its options, as meta.json records the main form's.
 _FORM_FIELDS = {field: _META_FIELDS[field] for field in (
-    "target", "rep", "schedule", "batch_size", "threads", "pad", "tile_size", "reorder", "lir",
+    "target", "rep", "schedule", "batch_size", "threads", "pad", "tile_size", "reorder", "plan_min_ns", "lir",
     *LOWERING_FIELDS, "rep_options")}
 
 
@@ -339,7 +341,7 @@ def _default(field: str):
     if field in LOWERING_FIELDS:
         return None
     return {"pad": False, "tile_size": 1, "reorder": None, "probability_tiling": False,
-            "rep_options": {}}.get(field, ...)
+            "rep_options": {}, "plan_min_ns": None}.get(field, ...)
 
 
 def _check_manifest(data: dict, name: str) -> None:

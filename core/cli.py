@@ -231,6 +231,7 @@ def compile_command(
         *([("tile size", cf.tile_size)] if cf.tile_size > 1 else []),
         *([("probability-tiled trees", s["probability_tiled_trees"])] if cf.tile_ids is not None else []),
         *([("trees grouped by", cf.reorder)] if cf.reorder else []),
+        *([("one form below (ns a row)", cf.options.plan_min_ns)] if cf.options.plan_min_ns is not None else []),
         *[(name.replace("_", " "), value) for name, value in cf.options.lowering().items() if value is not None],
         *[(f"{cf.rep} option {name}", value) for name, value in cf.options.rep_options.items()],
         ("batch size", cf.batch_size if cf.batch_size is not None else "any (not tuned for one)"),

@@ -194,7 +194,7 @@ class CompiledForest:
         return {"trees": f.num_trees, "max_depth": f.max_depth(), "features": f.num_features,
                 "outputs": f.num_outputs, "target": self.target, "rep": self.rep,
                 "schedule": self.schedule.to_text().replace("\n", "; ") or "none (nothing walked)", "padded": self.pad,
-                "tile_size": self.tile_size, "reorder": self.reorder,
+                "tile_size": self.tile_size, "reorder": self.reorder, "plan_min_ns": self.options.plan_min_ns,
                 "probability_tiled_trees": sum(i is not None for i in self.tile_ids or []),
                 "batch_size": self.batch_size, "threads": self.threads,
                 # the lowering knobs (None: chosen by the lowering for the model)
@@ -264,7 +264,7 @@ def form_meta(form: Form) -> dict:
     o = form.options
     return {"target": o.target, "rep": o.rep, "schedule": o.schedule.to_text(), "batch_size": o.batch_size,
             "threads": o.threads, "pad": o.pad, "tile_size": o.tile_size, "reorder": o.reorder,
-            "lir": form.digest, **o.lowering(), "rep_options": dict(o.rep_options)}
+            "plan_min_ns": o.plan_min_ns, "lir": form.digest, **o.lowering(), "rep_options": dict(o.rep_options)}
 
 
 def tile_id_arrays(tile_ids: list, forest: hir.Forest) -> dict[str, np.ndarray]:

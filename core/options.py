@@ -52,6 +52,12 @@ class CompileOptions:
       gives is what an artifact records (``tiling.npz``), not the profile.
     - ``reorder``: ``"depth"`` or ``"peel"`` groups trees (None: model order).
 
+    The plan (:mod:`silvanforge.plan`: which form answers a call of n rows):
+
+    - ``plan_min_ns``: without tuning, forests whose cheapest representation is estimated under
+      this many ns a row, and whose other forms would save less, get one form (None:
+      :data:`silvanforge.plan.PLAN_MIN_NS`; 0: every model gets its forms by request size).
+
     The lowering of walks (:mod:`silvanforge.lowering`; None: its chooser decides per model):
 
     - ``vector_walks``: interleaved walks run as SIMD vectors (True) or as scalar walks in turn
@@ -88,6 +94,7 @@ class CompileOptions:
     tile_size: int = 1
     profile: Any = None
     reorder: str | None = None
+    plan_min_ns: float | None = None
     vector_walks: bool | None = None
     split_rows: bool | None = None
     leaf_self_loops: bool | None = None
@@ -100,6 +107,12 @@ class CompileOptions:
 
     def __post_init__(self):
         object.__setattr__(self, "rep_options", RepOptions(self.rep_options))
+        value = self.plan_min_ns
+        if value is not None:
+            if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)) \
+                    or not 0 <= value < float("inf"):
+                raise InputError(f"plan_min_ns must be a number of ns, 0 or more (or None), got {value!r}")
+            object.__setattr__(self, "plan_min_ns", float(value))
         for name in LOWERING_FIELDS:
             value = getattr(self, name)
             if name in ("feature_width", "index_width"):
@@ -143,7 +156,8 @@ class CompileOptions:
                    schedule=meta["schedule"] if schedule is None else schedule,
                    batch_size=meta.get("batch_size"), threads=meta.get("threads"),
                    pad=bool(meta.get("pad", False)), tile_size=meta.get("tile_size", 1),
-                   reorder=meta.get("reorder"), rep_options=meta.get("rep_options") or {},
+                   reorder=meta.get("reorder"), plan_min_ns=meta.get("plan_min_ns"),
+                   rep_options=meta.get("rep_options") or {},
                    **{name: meta.get(name) for name in LOWERING_FIELDS})
 
     def describe(self) -> str:

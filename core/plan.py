@@ -31,6 +31,7 @@ ONE_ROW_MAX = 2
 MID_MAX, MID_BATCH = 256, 64
 # Forests cheaper than this a row (the cheapest representation's estimate, ns) get one form:
 # what a second form could save there is a fraction of a microsecond, below the cost of a call.
+# The default of the option CompileOptions.plan_min_ns.
 PLAN_MIN_NS = 200.0
 
 
@@ -92,9 +93,11 @@ def untuned_bands(forest: hir.Forest, opts: CompileOptions, cheapest_ns: float |
     compile's batch size is itself small, or where the forest is too cheap for a second form
     to pay: ``cheapest_ns`` (the representations' best estimate a row at the compile's batch
     size) and ``saving_ns`` (the most another representation is estimated to save a row at a
-    small band's size, against the main form's) both under :data:`PLAN_MIN_NS`."""
+    small band's size, against the main form's) both under ``opts.plan_min_ns`` (None:
+    :data:`PLAN_MIN_NS`)."""
     top = opts.batch_size
-    cheap = cheapest_ns is not None and cheapest_ns < PLAN_MIN_NS and saving_ns < PLAN_MIN_NS
+    limit = PLAN_MIN_NS if opts.plan_min_ns is None else opts.plan_min_ns
+    cheap = cheapest_ns is not None and cheapest_ns < limit and saving_ns < limit
     if program_options_given(opts) or cheap or (top is not None and top <= ONE_ROW_MAX):
         return [(1, None, top)]
     bands: list[tuple[int, int | None, int | None]] = [(1, ONE_ROW_MAX, 1)]

@@ -1,12 +1,16 @@
 """Bitvector evaluation (``rep="bitvector"``, plugins/rep_bitvector): exact against the reference
 on random forests with NaN, infinities and ties, against XGBoost and LightGBM on every model of
-their factories it can run; its limits give clear errors; the CPU chooser takes it where it pays."""
+their factories it can run; its limits give clear errors; the CPU chooser takes it where it pays.
+
+Over 600 lines because every part of the program (expanded, looped, narrow, categorical, mask
+tables) is checked over the same random forests and the ``form`` fixture that compiles each one,
+and the mask tables run beside the node forms in one program."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 import silvanforge as sf
@@ -44,8 +48,10 @@ def small_forests(draw):
 
 def _compile(model, rep_options: dict | None = None, **kw):
     """``sf.compile`` with the bitvector options ``rep_options``, the node forms unless they ask
-    for the mask-table form (its tests are below)."""
-    given = {"mask_tables": False, **(rep_options or {})}
+    for the mask-table form or name the trees it takes (its tests are below)."""
+    given = dict(rep_options or {})
+    if "tabled_trees" not in given:
+        given.setdefault("mask_tables", False)
     return sf.compile(model, options=CompileOptions(rep_options=given), **kw)
 
 
@@ -53,18 +59,19 @@ def _form_options(form: str) -> dict:
     """The bitvector options of a :func:`form`."""
     if form == "mask-tables":
         return {"mask_tables": True}
-    return {"expand_nodes": {"expanded": 10**9, "looped": -1, "mixed": 40}[form.partition("-")[0]]}
+    shape, _, words = form.partition("-")
+    given = {"expand_nodes": {"expanded": 10**9, "looped": -1, "mixed": 40}[shape]}
+    if words:
+        given["narrow"] = words == "narrow"
+    return given
 
 
 @pytest.fixture(params=["expanded", "looped", "mixed", "looped-float", "expanded-narrow", "mask-tables"])
-def form(request, monkeypatch):
+def form(request):
     """The forms of the program: every node as code, loops over node tables for every tree, or
     the smallest trees as code (up to 40 nodes) and loops for the rest; the narrow form (bins
     and 32-bit words) where it is chosen (wide blocks), refused (``-float``) or forced
     (``-narrow``); the mask-table form (:mod:`.masktables`) wherever it can run."""
-    words = request.param.partition("-")[2] if request.param != "mask-tables" else ""
-    if words:
-        monkeypatch.setattr(choose, "narrow_form", lambda forest, lanes, options=None: words == "narrow")
     return request.param
 
 
@@ -441,12 +448,8 @@ def category_rows(forest: Forest, rng, n: int, top: int) -> np.ndarray:
 def test_categorical_splits_equal_the_reference_exactly(form, drawn, n, threads, tiny_chunks):
     """``tiny_chunks``: decision words gathered a word at a time (a chunk a tree or less)."""
     forest, top = drawn
-    saved = bv_plan.CHUNK_BYTES
-    bv_plan.CHUNK_BYTES = 1 if tiny_chunks else saved
-    try:
-        cf = _compile(forest, _form_options(form), rep="bitvector")
-    finally:
-        bv_plan.CHUNK_BYTES = saved
+    cf = _compile(forest, {**_form_options(form), **({"decision_chunk_bytes": 1} if tiny_chunks else {})},
+                  rep="bitvector")
     if tiny_chunks and forest.has_categorical():
         assert "bv_chunk_tree" in cf.show("lir") or form.startswith("expanded") or form == "mask-tables"
     assert cf.rep == "bitvector"
@@ -505,12 +508,8 @@ def test_decision_tables_stay_within_the_bound_the_limit_checks(drawn, lanes, ti
     """The size :func:`unsupported` checks against the limit bounds the tables the chunks build
     (every chunk gives a feature words of its own)."""
     forest, _ = drawn
-    saved = bv_plan.CHUNK_BYTES
-    bv_plan.CHUNK_BYTES = 1 if tiny_chunks else saved
-    try:
-        plan = bv_plan.make_plan(forest, np.zeros(forest.num_trees, bool), lanes, narrow)
-    finally:
-        bv_plan.CHUNK_BYTES = saved
+    plan = bv_plan.make_plan(forest, np.zeros(forest.num_trees, bool), lanes, narrow,
+                             chunk_bytes=1 if tiny_chunks else bv_plan.CHUNK_BYTES)
     if plan.cat_features:
         assert plan.cat_table.nbytes <= support.category_table_bytes(forest)
 
@@ -536,11 +535,10 @@ def test_many_categorical_features_in_small_chunks_are_bounded():
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("expand", [False, True])
-def test_narrow_bins_are_exact_on_every_threshold_and_its_neighbours(dtype, expand, monkeypatch):
+def test_narrow_bins_are_exact_on_every_threshold_and_its_neighbours(dtype, expand):
     """The narrow form's bins: ``<`` and ``<=`` splits at the same values (two bins from one
     value), infinite thresholds, both default directions, on rows at every threshold, the
     values next to it, +-inf, +-MAX and NaN, forced in looped and expanded trees."""
-    monkeypatch.setattr(choose, "narrow_form", lambda forest, lanes, options=None: True)
     rng = np.random.default_rng(11)
     values = np.array([-np.inf, -3.0, -0.0, 0.25, 1.0, 1e30, np.inf])
     trees = []
@@ -558,7 +556,7 @@ def test_narrow_bins_are_exact_on_every_threshold_and_its_neighbours(dtype, expa
                             np.nextafter(values.astype(dtype), t(-np.inf)),
                             [np.finfo(dtype).max, -np.finfo(dtype).max, np.nan]]).astype(dtype)
     X = rng.choice(edges, size=(700, 6)).astype(dtype)
-    cf = _compile(forest, {"expand_nodes": 10**9 if expand else -1}, rep="bitvector")
+    cf = _compile(forest, {"expand_nodes": 10**9 if expand else -1, "narrow": True}, rep="bitvector")
     assert f"words={leafbits.NARROW_WORD}-bit" in cf.show("lir")
     assert ("expanded=12" if expand else "looped=12") in cf.show("lir")
     np.testing.assert_array_equal(cf.predict(X, output_margin=True), reference.predict(forest, X, output_margin=True))
@@ -566,10 +564,9 @@ def test_narrow_bins_are_exact_on_every_threshold_and_its_neighbours(dtype, expa
 
 
 @pytest.mark.parametrize("distinct", [100, 1200])  # <= splits add a bin each
-def test_narrow_bins_as_bytes_and_as_16_bit_integers(distinct, monkeypatch):
+def test_narrow_bins_as_bytes_and_as_16_bit_integers(distinct):
     """Features of at most 255 distinct thresholds compare as bytes, more as 16-bit integers:
     both exact on rows at, between and around every threshold."""
-    monkeypatch.setattr(choose, "narrow_form", lambda forest, lanes, options=None: True)
     rng = np.random.default_rng(distinct)
     values = np.round(rng.normal(size=distinct), 6)
     trees = []
@@ -587,14 +584,15 @@ def test_narrow_bins_as_bytes_and_as_16_bit_integers(distinct, monkeypatch):
     assert (plan.bin_counts.max() > 255) == (distinct > 255)
     X = rng.choice(np.concatenate([values, np.nextafter(values, np.inf), np.nextafter(values, -np.inf),
                                    [np.nan, np.inf, -np.inf, 0.0]]), size=(900, 6))
-    cf = _compile(forest, {"expand_nodes": -1}, rep="bitvector")
+    cf = _compile(forest, {"expand_nodes": -1, "narrow": True}, rep="bitvector")
     assert f"words={leafbits.NARROW_WORD}-bit" in cf.show("lir")
     np.testing.assert_array_equal(cf.predict(X, output_margin=True), reference.predict(forest, X, output_margin=True))
 
 
-def test_narrow_form_is_taken_for_wide_blocks_where_bins_fit(monkeypatch):
+def test_narrow_form_is_taken_for_wide_blocks_where_bins_fit():
     """Wide (looped) blocks take the narrow form; 8-lane blocks, features with more distinct
-    thresholds than 16-bit bins hold, and bin tables past their limit keep the float form."""
+    thresholds than 16-bit bins hold, and bin tables past their limit keep the float form;
+    the ``narrow`` option forces it for 8-lane blocks too, or refuses it."""
     rng = np.random.default_rng(2)
     trees = [_tree(rng, 5, (0,), 8, [int(Op.LT)], categorical=False, zero_missing=False) for _ in range(40)]
     forest = Forest(trees=trees, num_features=5)
@@ -605,8 +603,11 @@ def test_narrow_form_is_taken_for_wide_blocks_where_bins_fit(monkeypatch):
     fewer = {"expand_nodes": -1, "narrow_max_bins": 2 * most - 1}
     assert not choose.narrow_form(forest, choose.WIDE_LANES, BitvectorOptions(**fewer))
     assert f"words={leafbits.WORD}-bit" in _compile(forest, fewer, rep="bitvector").show("lir")
-    monkeypatch.setattr(choose, "NARROW_MAX_BIN_BYTES", 64)
-    assert not choose.narrow_form(forest, choose.WIDE_LANES)
+    small_table = {"expand_nodes": -1, "narrow_max_bin_bytes": 64}
+    assert not choose.narrow_form(forest, choose.WIDE_LANES, BitvectorOptions(**small_table))
+    assert f"words={leafbits.WORD}-bit" in _compile(forest, small_table, rep="bitvector").show("lir")
+    assert choose.narrow_form(forest, choose.LANES, BitvectorOptions(narrow=True))
+    assert not choose.narrow_form(forest, choose.WIDE_LANES, BitvectorOptions(narrow=False))
 
 
 # ----------------------------------------------------------------------------- mask tables
@@ -716,8 +717,7 @@ def test_leafwise_lightgbm_takes_mask_tables_and_agrees(tmp_path):
                                                                  HealthCheck.function_scoped_fixture])
 @given(drawn=categorical_forests(), n=st.integers(1, 70), threads=st.sampled_from([1, 3]),
        seed=st.integers(0, 2**16), budget=st.sampled_from([-1, 40, 10**9]), narrow=st.booleans())
-def test_mask_tables_beside_node_forms_equal_the_reference_exactly(drawn, n, threads, seed, budget, narrow,
-                                                                  monkeypatch):
+def test_mask_tables_beside_node_forms_equal_the_reference_exactly(drawn, n, threads, seed, budget, narrow):
     """The mixed form: some numeric trees by mask tables, the rest (categorical ones among them)
     by the node forms, every tree's leaf summed in model order; any split of the trees, the
     node trees expanded, looped or both, narrow or not."""
@@ -728,9 +728,10 @@ def test_mask_tables_beside_node_forms_equal_the_reference_exactly(drawn, n, thr
     tabled[numeric[pick]] = True
     if tabled.all() and forest.num_trees > 1:
         tabled[0] = False
-    monkeypatch.setattr(choose, "choice", lambda forest, batch_size=None, options=None: (tabled, 100.0))
-    monkeypatch.setattr(choose, "narrow_form", lambda forest, lanes, options=None: narrow and lanes > choose.LANES)
-    cf = _compile(forest, {"expand_nodes": budget}, rep="bitvector")
+    # Trees the tables can run, as the chooser gives them (a part of stumps alone it never takes)
+    assume(masktables.unsupported(choose.some_trees(forest, tabled)) is None)
+    cf = _compile(forest, {"expand_nodes": budget, "narrow": None if narrow else False,
+                           "tabled_trees": ",".join(map(str, np.flatnonzero(tabled)))}, rep="bitvector")
     assert f"tabled={int(tabled.sum())}" in cf.show("lir") or tabled.all()
     X = category_rows(forest, np.random.default_rng(n), n, top)
     np.testing.assert_array_equal(cf.predict(X, output_margin=True, threads=threads),
@@ -785,7 +786,7 @@ def test_left_masks_of_every_word_at_once_equal_a_word_at_a_time(leaves, bits, s
         np.testing.assert_array_equal(masks[w][hit], mask)
 
 
-def test_mask_tables_beside_node_forms_agree_with_lightgbm(tmp_path, monkeypatch):
+def test_mask_tables_beside_node_forms_agree_with_lightgbm(tmp_path):
     """A trained LightGBM model with a categorical feature some trees split on: its numeric
     trees by mask tables, the others by the node forms, equal to the reference and to
     LightGBM's raw scores and probabilities on rows with NaN and unseen categories."""
@@ -802,8 +803,7 @@ def test_mask_tables_beside_node_forms_agree_with_lightgbm(tmp_path, monkeypatch
     forest = sf.load_model(tmp_path / "m.txt")
     numeric = np.array([not t.categories for t in forest.trees])
     assert numeric.any() and not numeric.all()
-    monkeypatch.setattr(choose, "choice", lambda forest, batch_size=None, options=None: (numeric.copy(), 100.0))
-    cf = _compile(forest, rep="bitvector")
+    cf = _compile(forest, {"tabled_trees": ",".join(map(str, np.flatnonzero(numeric)))}, rep="bitvector")
     assert f"tabled={int(numeric.sum())}" in cf.show("lir")
     Xt = rng.normal(size=(2000, 4))
     Xt[:, 3] = rng.integers(-2, 20, len(Xt))

@@ -200,6 +200,15 @@ def test_representation_options_steer_the_default_choice(forest):
     ({"mask_tables": 1}, "mask_tables must be True or False or None"),
     ({"block_rows": 300}, "block_rows must be a power of two"),
     ({"auto_choose": [True]}, "must be a bool, number, string or None"),
+    ({"narrow": "yes"}, "narrow must be True or False or None"),
+    ({"narrow_max_bin_bytes": -1}, "narrow_max_bin_bytes must be 0 or more"),
+    ({"tabled_trees": 3}, "tabled_trees must be tree indices separated by commas"),
+    ({"tabled_trees": "0,x"}, "tabled_trees must be tree indices separated by commas"),
+    ({"tabled_trees": "1,1"}, "tabled_trees names a tree twice"),
+    ({"tabled_trees": "0", "mask_tables": True}, "mask_tables and tabled_trees both choose"),
+    ({"tabled_trees": "100000"}, "tabled_trees names tree 100000; the forest has"),
+    ({"oblivious_span_rows": 0}, "oblivious_span_rows must be a positive integer"),
+    ({"oblivious_chunk_bytes": 1.5}, "oblivious_chunk_bytes must be a positive integer"),
 ])
 def test_bad_representation_options_are_refused_by_name(forest, given, error):
     with pytest.raises(InputError, match=error):
@@ -213,3 +222,22 @@ def test_representation_options_are_frozen_and_compare_as_mappings():
         opts.rep_options["a"] = 2
     assert hash(opts.rep_options) == hash(CompileOptions(rep_options={"a": None, "b": 1}).rep_options)
     assert CompileOptions().rep_options == {} and not CompileOptions().describe()
+
+
+def test_the_plan_bar_is_an_option_recorded_with_the_others(tmp_path):
+    """``plan_min_ns`` decides how many forms an untuned compile builds (0: a form for each
+    band, even for a model this cheap); it is recorded like the other options and checked."""
+    rng = np.random.default_rng(8)
+    forest = Forest(trees=[_tree(rng, 4, (0,), 3, [int(Op.LT)], categorical=False, zero_missing=False)
+                           for _ in range(3)], num_features=4)
+    assert len(sf.compile(forest).bands) == 1  # too cheap for a second form by default
+    cf = sf.compile(forest, options=CompileOptions(plan_min_ns=0))
+    assert len(cf.bands) > 1 and cf.options.plan_min_ns == 0.0
+    assert "plan_min_ns=0.0" in cf.options.describe() and cf.summary()["plan_min_ns"] == 0.0
+    cf.save(tmp_path / "m.forge")
+    assert artifacts.read(tmp_path / "m.forge").meta["plan_min_ns"] == 0.0
+    back = sf.load_compiled(tmp_path / "m.forge")
+    assert back.options.plan_min_ns == 0.0 and back.bands == cf.bands
+    for bad in (-1, True, "200", float("nan")):
+        with pytest.raises(InputError, match="plan_min_ns must be a number of ns"):
+            CompileOptions(plan_min_ns=bad)

@@ -99,15 +99,14 @@ def test_the_chooser_prices_it_below_the_walks_for_catboost():
     assert sf.compile(model).rep == "oblivious"
 
 
-def test_every_band_of_the_plan_takes_it(monkeypatch):
+def test_every_band_of_the_plan_takes_it():
     """The one-row form too: it runs scalar code, a row at a time, where its estimate is the
     lowest (the walks' one-row form is not forced on it)."""
-    from silvanforge import plan
-
-    monkeypatch.setattr(plan, "PLAN_MIN_NS", 0.0)  # a small model gets its forms by request size
     model = _train("RMSE")
     forest = sf.load_model(model)
-    cf = sf.compile(model, options=NO_BITVECTORS)
+    # plan_min_ns=0: a small model gets its forms by request size too
+    cf = sf.compile(model, options=dataclasses.replace(NO_BITVECTORS, plan_min_ns=0))
+    assert cf.options.plan_min_ns == 0.0
     shown = cf.show("plan")
     assert shown.count("rep=oblivious") == shown.count("form ") >= 2, shown
     assert "lanes=1 " in sf.compile(model, batch_size=1, options=NO_BITVECTORS).show("lir")
@@ -135,15 +134,12 @@ def _oblivious_tree(rng, depth: int, features: int, outputs: tuple, op=None) -> 
 
 
 @pytest.mark.parametrize("dtype, chunked", [("float32", False), ("float64", False), ("float32", True)])
-def test_random_symmetric_forests_every_op_and_missing_rule(dtype, chunked, monkeypatch):
+def test_random_symmetric_forests_every_op_and_missing_rule(dtype, chunked):
     """Every HIR rule a symmetric tree may hold: < and <=, NaN either way, zero as missing,
     trees of depth 0 to 5, tree groups of one output each and trees of several outputs;
     ``chunked``: a few trees a chunk over spans of several blocks, as large forests run."""
-    from silvanforge_rep_oblivious import cost
-
-    if chunked:
-        monkeypatch.setattr(cost, "CHUNK_BYTES", 1024)
-        monkeypatch.setattr(cost, "SPAN_ROWS", 48)
+    spans = sf.CompileOptions(rep_options={"oblivious_chunk_bytes": 1024, "oblivious_span_rows": 48}
+                              if chunked else {})
     rng = np.random.default_rng(5)
     features = 4
     for outputs_of in (lambda k: (0,), lambda k: (k % 3,), lambda k: (0, 1)):
@@ -155,7 +151,7 @@ def test_random_symmetric_forests_every_op_and_missing_rule(dtype, chunked, monk
         X = rng.choice([np.nan, 0.0, -0.0, 1e-36, -1.0, 0.5, np.inf, -np.inf, 2.0], size=(300, features))
         X = np.where(rng.random(X.shape) < 0.5, rng.normal(size=X.shape), X).astype(dtype)
         assert isinstance(registry().rep_class("oblivious").cost(forest, "cpu", None), float)
-        cf = sf.compile(forest, rep="oblivious")
+        cf = sf.compile(forest, rep="oblivious", options=spans)
         assert ("chunk=25" in cf.show("lir")) != chunked
         for n in BATCHES:
             _check(cf, forest, X[:n])

@@ -9,6 +9,7 @@ import dataclasses
 
 import numpy as np
 
+from silvanforge.errors import InputError
 from silvanforge.ir import hir
 from silvanforge.memo import memoised
 from silvanforge.walkcost import walk_estimate_ns
@@ -23,9 +24,8 @@ from .support import bin_counts, nan_split_features, tree_nodes, unsupported, us
 # 512-bit vector, where 64-bit words over float64 values take four (node applications measured
 # 2.5-3x cheaper, 16 against 50 ps a row, Zen 4; 16-bit words need 1.2-1.35x the applications
 # of 64-bit ones on 255-leaf trees).  Exact: x >= t[j] iff more than j thresholds are <= x.
-# Taken where every feature's thresholds make at most ``narrow_max_bins`` bins (an option,
-# :mod:`.options`) and their search table is at most this size:
-NARROW_MAX_BIN_BYTES = 16 << 20  # the bins' search table (a row a used feature)
+# Taken for wide blocks where every feature's thresholds make at most ``narrow_max_bins`` bins
+# and their search table at most ``narrow_max_bin_bytes`` (options, :mod:`.options`).
 # Narrow looped nodes cost this much a row, the trees' overhead included, whatever the threshold
 # dtype (`forge bench`, 1 thread, 4096 rows, Zen 4, taxi-shaped LightGBM models of 255 leaves:
 # 100 trees 0.037, 300 trees 0.042, 1000 trees 0.039-0.042), categorical ones this much more
@@ -71,20 +71,20 @@ def _smallest_up_to(nodes: np.ndarray, budget: int) -> np.ndarray:
 
 def narrow_form(forest: hir.Forest, lanes: int, options: BitvectorOptions = DEFAULT) -> bool:
     """Whether :func:`.codegen.lower` takes the narrow form (:data:`.leafbits.NARROW_WORD`): for
-    wide blocks (most nodes looped; expanded 8-lane blocks gained nothing), where every feature's thresholds
-    fit 16-bit bins."""
+    wide blocks (most nodes looped; expanded 8-lane blocks gained nothing), where every feature's
+    thresholds fit 16-bit bins; the ``narrow`` option forces it for every block or for none."""
     return narrow_bins(forest, lanes, options) is not None
 
 
 def narrow_bins(forest: hir.Forest, lanes: int, options: BitvectorOptions = DEFAULT) -> np.ndarray | None:
     """:func:`bin_counts` where the narrow form is taken (:func:`narrow_form`), else None."""
-    if lanes <= LANES:
+    if options.narrow is False or (lanes <= LANES and not options.narrow):
         return None
     counts = bin_counts(forest)
     # ``<=`` and ``<`` splits at one value make two bins: twice the distinct values bounds them.
     most = 2 * int(counts.max(initial=0))
     table = len(counts) * 2**most.bit_length() * np.dtype(forest.threshold_dtype).itemsize
-    return counts if most <= options.narrow_max_bins and table <= NARROW_MAX_BIN_BYTES else None
+    return counts if most <= options.narrow_max_bins and table <= options.narrow_max_bin_bytes else None
 
 
 def choose_form(forest: hir.Forest, batch_size: int | None = None,
@@ -133,7 +133,7 @@ def tabled_trees(forest: hir.Forest, batch_size: int | None = None,
     """Which trees (model order) :func:`.codegen.lower` evaluates by mask tables: every tree (the
     mask-table form), some (a mask-table phase, then the node forms for the rest, summed
     together in model order) or none, by :func:`choice`'s estimates; ``options.mask_tables`` True
-    forces every tree where the form can run, False none."""
+    forces every tree where the form can run, False none; ``options.tabled_trees`` names them."""
     return choice(forest, batch_size, options)[0]
 
 
@@ -164,6 +164,8 @@ def _choice(forest: hir.Forest, batch_size: int | None, options: BitvectorOption
     none = np.zeros(forest.num_trees, bool)
     nodes_ns = node_forms_ns(forest, batch_size, options)
     rows = options.block_rows
+    if options.tabled_trees is not None:
+        return _listed(forest, batch_size, options, nodes_ns)
     if options.mask_tables is False:
         return none, nodes_ns
     if options.mask_tables:
@@ -183,6 +185,28 @@ def _choice(forest: hir.Forest, batch_size: int | None, options: BitvectorOption
         return none, nodes_ns
     mixed_ns = part_ns + MIXED_TREE_NS * part.num_trees + node_forms_ns(some_trees(forest, ~tabled), batch_size, options)
     return (tabled, mixed_ns) if MIXED_MARGIN * mixed_ns < nodes_ns else (none, nodes_ns)
+
+
+def _listed(forest: hir.Forest, batch_size: int | None, options: BitvectorOptions,
+            nodes_ns: float) -> tuple[np.ndarray, float]:
+    """:func:`choice` of the trees the ``tabled_trees`` option names: an InputError where one is
+    not a tree of the forest or the mask tables cannot run them."""
+    tabled = np.zeros(forest.num_trees, bool)
+    for k in options.tabled():
+        if k >= forest.num_trees:
+            raise InputError(f"bitvector option tabled_trees names tree {k}; the forest has {forest.num_trees}")
+        tabled[k] = True
+    if not tabled.any():
+        return tabled, nodes_ns
+    part = some_trees(forest, tabled)
+    why = masktables.unsupported(part, most=options.block_rows)
+    if why is not None:
+        raise InputError(f"bitvector option tabled_trees: the mask tables cannot run those trees: {why}")
+    tables_ns = masktables.estimate_ns(part, batch_size, most=options.block_rows)
+    if tabled.all():
+        return tabled, tables_ns
+    return tabled, (tables_ns + MIXED_TREE_NS * part.num_trees
+                    + node_forms_ns(some_trees(forest, ~tabled), batch_size, options))
 
 
 def estimate_ns(forest: hir.Forest, batch_size: int | None = None, options: BitvectorOptions = DEFAULT) -> float:

@@ -99,7 +99,7 @@ class _Lowering:
         i64, i32 = "i64", "i32"
         tabled = np.zeros(forest.num_trees, bool) if tabled is None else tabled
         looped = ~expanded & ~tabled
-        plan = make_plan(forest, expanded, self.lanes, self.narrow, tabled)
+        plan = make_plan(forest, expanded, self.lanes, self.narrow, tabled, self.options.decision_chunk_bytes)
         used, trees, nan_used = plan.used, plan.trees, plan.nan_used
         for name, data in layout(forest, looped, plan, self.lanes).items():
             b.buffer(name, data)

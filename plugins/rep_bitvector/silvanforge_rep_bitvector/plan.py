@@ -13,6 +13,7 @@ from silvanforge.ir.hir import Op
 
 from .choose import LANES
 from .leafbits import NARROW_WORD, WORD, all_left_masks, leaf_spans
+from .options import DEFAULT
 from .support import category_counts, nan_or_not, nan_split_features, used_features
 
 NARROW_BYTE_BINS = 255
@@ -24,10 +25,8 @@ GROUP = 8
 # pad less (3-5% faster on insurance 100x255 and taxi 1000x255).
 NARROW_GROUP = 4
 # A block's decision words (:class:`Chunk`) are gathered a chunk of trees at a time, at most
-# this many bytes (a word a lane), so that they stay in L1 beside the columns: gathering every
-# tree's words first took 26 KiB a block on a 100-tree insurance-shaped model of 255 leaves and
-# 845 KiB on a 1000-tree flight-shaped one.
-CHUNK_BYTES = 8 * 1024
+# ``decision_chunk_bytes`` (an option, :mod:`.options`; a word a lane).
+CHUNK_BYTES = DEFAULT.decision_chunk_bytes
 
 
 @dataclasses.dataclass
@@ -190,9 +189,10 @@ def _cat_features(forest: hir.Forest, evaluation: list[int], looped_from: int,
 
 
 def make_plan(forest: hir.Forest, expanded: np.ndarray | None = None, lanes: int = LANES,
-          narrow: bool = False, tabled: np.ndarray | None = None) -> Plan:
+              narrow: bool = False, tabled: np.ndarray | None = None, chunk_bytes: int = CHUNK_BYTES) -> Plan:
     """Every tree's nodes per word, the columns they read and the leaf values in leaf order;
-    ``expanded`` (model order; default none) and ``lanes`` decide the chunks of categorical
+    ``expanded`` (model order; default none), ``lanes`` and ``chunk_bytes`` (the most bytes of a
+    chunk's words) decide the chunks of categorical
     decision words (:class:`Chunk`); ``narrow``: the narrow form (16-bit words, thresholds as
     bin indices: :func:`_narrow_thresholds`)."""
     word_bits = NARROW_WORD if narrow else WORD
@@ -211,7 +211,7 @@ def make_plan(forest: hir.Forest, expanded: np.ndarray | None = None, lanes: int
     evaluation = [k for k in order if expanded[k]] + [k for k in order if not expanded[k] and not tabled[k]]
     cat_bits = NARROW_CAT_WORD if narrow else WORD
     cat_features, cat_table, cat_nodes, chunks = _cat_features(
-        forest, evaluation, int(expanded.sum()), max(1, CHUNK_BYTES // (cat_bits // 8 * lanes)), cat_bits)
+        forest, evaluation, int(expanded.sum()), max(1, chunk_bytes // (cat_bits // 8 * lanes)), cat_bits)
     no_cats = (np.zeros(0, np.int64),) * 3
     trees, leaf_values, leaf_count = [], [], 0
     spans = leaf_spans(forest)

@@ -7,10 +7,8 @@ A *program* representation (:class:`silvanforge.rep.ProgramRepresentation`): it 
 LIR program from the model as imported, so schedules, padding, tiles and tree reordering do not
 apply to it.  The CPU default chooses it by cost where it beats the walks and bitvectors.
 
-Its one option (a key of ``CompileOptions.rep_options``): ``oblivious_auto_choose`` (bool,
-default True), whether the CPU default may choose it by its cost; False leaves it to
-``rep="oblivious"``.  It names the representation because ``rep_options`` is one mapping for
-every installed representation (the bitvector representation's ``auto_choose`` is its own).
+Its options (keys of ``CompileOptions.rep_options``: whether the CPU default may choose it, the
+spans large forests run in) are documented in :mod:`.options`.
 """
 
 from __future__ import annotations
@@ -19,22 +17,18 @@ from silvanforge import hookimpl
 from silvanforge.rep import InputError, ProgramRepresentation
 
 from . import codegen, cost, symmetric
+from .options import OPTION_KEYS, ObliviousOptions
 
 NAME = codegen.NAME
 
 
-AUTO_CHOOSE_KEY = "oblivious_auto_choose"
-
-
 class ObliviousForm(ProgramRepresentation):
     name = NAME
-    option_keys = (AUTO_CHOOSE_KEY,)
+    option_keys = OPTION_KEYS
 
     @classmethod
     def check_options(cls, options):
-        value = (options or {}).get(AUTO_CHOOSE_KEY, True)
-        if not isinstance(value, bool):
-            raise InputError(f"the oblivious option {AUTO_CHOOSE_KEY} must be True or False, got {value!r}")
+        ObliviousOptions.from_mapping(options)
 
     @classmethod
     def cost(cls, forest, target_kind, batch_size, options=None):
@@ -43,8 +37,8 @@ class ObliviousForm(ProgramRepresentation):
         facts = symmetric.recognise(forest)
         if isinstance(facts, str):
             return facts
-        if not (options or {}).get(AUTO_CHOOSE_KEY, True):
-            return f"not chosen by default (its option {AUTO_CHOOSE_KEY} is off)"
+        if not ObliviousOptions.from_mapping(options).auto_choose:
+            return "not chosen by default (its option oblivious_auto_choose is off)"
         return cost.estimate_ns(facts, batch_size)
 
     def program(self, forest, target_kind, batch_size):
@@ -53,7 +47,8 @@ class ObliviousForm(ProgramRepresentation):
         facts = symmetric.recognise(forest)
         if isinstance(facts, str):
             raise InputError(f"the {NAME} representation cannot run this model: {facts}")
-        return codegen.lower(forest, facts, None if batch_size is None else int(batch_size))
+        return codegen.lower(forest, facts, None if batch_size is None else int(batch_size),
+                             options=ObliviousOptions.from_mapping(self.options))
 
 
 @hookimpl

@@ -28,6 +28,7 @@ from silvanforge.lowering import thread_info
 from silvanforge.walkcost import WALK_STEP_NS
 
 from . import cost
+from .options import DEFAULT, ObliviousOptions
 from .symmetric import Facts, leaf_table
 
 NAME = "oblivious"
@@ -39,13 +40,13 @@ GATHERS = True
 # phases a chunk of trees: the compares store every tree's leaf indices (ob_idx), then the adds
 # read them back as scalars.  Moving each lane of the index vector to a register (vpextrd) was
 # the loop's bottleneck (one port); loads are not (three a cycle): 1.3x on both models, with
-# chunks whose leaf tables stay in L1 (cost.CHUNK_BYTES).
+# chunks whose leaf tables stay in L1 (the oblivious_chunk_bytes option, :mod:`.options`).
 SCALAR_SUMS = True
 
 
 class _Lowering:
-    def __init__(self, forest: hir.Forest, facts: Facts, lanes: int):
-        self.forest, self.facts, self.lanes = forest, facts, lanes
+    def __init__(self, forest: hir.Forest, facts: Facts, lanes: int, options: ObliviousOptions = DEFAULT):
+        self.forest, self.facts, self.lanes, self.options = forest, facts, lanes, options
         self.thr_t = lir.lir_type(forest.threshold_dtype)
         self.acc_t = lir.lir_type(forest.accumulate_dtype)
         self.buffers = {"rows": Buffer("rows", self.thr_t, "input"),
@@ -75,7 +76,7 @@ class _Lowering:
         c, i64 = Builder.const, "i64"
         self._tables()
         U = max(1, len(facts.columns))
-        B, self.chunk = cost.span(facts, L, batch_size)
+        B, self.chunk = cost.span(facts, L, batch_size, self.options)
         self.span_rows = span_rows = B * L
         self.buffers["ob_x"] = Buffer("ob_x", self.thr_t, "local", size=U * span_rows)
         K = sum(len(g.outputs) for g in facts.groups)
@@ -231,11 +232,13 @@ class _Lowering:
         b.emit(self._blocks(span0, stores))
 
 
-def lower(forest: hir.Forest, facts: Facts, batch_size: int | None = None, lanes: int | None = None) -> lir.Module:
+def lower(forest: hir.Forest, facts: Facts, batch_size: int | None = None, lanes: int | None = None,
+          options: ObliviousOptions = DEFAULT) -> lir.Module:
     """The LIR module of ``forest`` (symmetric, :func:`.symmetric.recognise` gave ``facts``)
     for ``batch_size`` rows a call (None: large batches); ``lanes`` rows a block (None: the
-    cost model's choice, :func:`.cost.lanes`)."""
-    return _Lowering(forest, facts, lanes or cost.lanes(forest, batch_size)).lower(batch_size)
+    cost model's choice, :func:`.cost.lanes`); ``options``: the representation's
+    (:mod:`.options`)."""
+    return _Lowering(forest, facts, lanes or cost.lanes(forest, batch_size), options).lower(batch_size)
 
 
 __all__ = ["NAME", "lower"]

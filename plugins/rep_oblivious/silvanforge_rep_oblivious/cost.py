@@ -7,6 +7,8 @@ import numpy as np
 
 from silvanforge.ir import hir
 
+from .options import DEFAULT, ObliviousOptions
+
 # Rows a block: one 512-bit vector of float32 values (two of float64 ones) a level's compare.
 LANES, SMALL_LANES = 16, 8
 # Calls of up to this many rows run one row at a time (the plan's one-row form serves 1-2 rows).
@@ -26,12 +28,10 @@ L2_BYTES = 1 << 20
 # 4.5-4.8x faster than the sparse walks of the same rows (fresh rows, 1-row calls, 300 trees of
 # depth 6 and 1000 of depth 8), whose estimate is 0.65 ns a step.
 SCALAR_LEVEL_NS = 0.14
-# Spans (:func:`span`): rows a span, the leaf tables a chunk of trees may hold, and the span's
-# columns.  A chunk's tables stay in L1 beside its leaf indices (16 KiB: 1000 trees of depth 8
-# 1.29x, 300 of depth 6 1.33x over one chunk of 256 KiB, 4096-row calls; 8 KiB was slower);
-# its trees' indices (ob_idx: lanes x 4 bytes a tree, on the stack) are bounded by
-# MAX_CHUNK_TREES.
-SPAN_ROWS, CHUNK_BYTES, SPAN_COLUMN_BYTES, MAX_CHUNK_TREES = 512, 16 << 10, 128 << 10, 256
+# Spans (:func:`span`): the most bytes of a span's columns, and the most trees a chunk takes
+# (their leaf indices, ob_idx: lanes x 4 bytes a tree, live on the stack).  Rows a span and the
+# leaf tables a chunk of trees may hold are options (:mod:`.options`).
+SPAN_COLUMN_BYTES, MAX_CHUNK_TREES = 128 << 10, 256
 
 def lanes(forest: hir.Forest, batch_size: int | None) -> int:
     """Rows a block: fewer where a call brings fewer rows (a block's lanes cost the same filled
@@ -41,17 +41,18 @@ def lanes(forest: hir.Forest, batch_size: int | None) -> int:
     return 1 if batch_size <= SCALAR_ROWS else SMALL_LANES
 
 
-def span(facts, lanes_: int, batch_size: int | None) -> tuple[int, int]:
+def span(facts, lanes_: int, batch_size: int | None, options: ObliviousOptions = DEFAULT) -> tuple[int, int]:
     """Blocks a span and trees a chunk: a span's blocks run a chunk of trees each before the
-    next chunk, so a chunk's leaf tables (at most CHUNK_BYTES) are read from cache by every
-    block of the span, not from L3 by each.  Forests whose tables all fit take one chunk."""
+    next chunk, so a chunk's leaf tables (at most ``options.chunk_bytes``) are read from cache
+    by every block of the span, not from L3 by each.  Forests whose tables all fit take one
+    chunk."""
     depth = int(facts.depth.max())
     outputs = max(len(g.outputs) for g in facts.groups)
     tree_bytes = 8 * outputs << depth
-    chunk = min(max(1, CHUNK_BYTES // tree_bytes), MAX_CHUNK_TREES)
+    chunk = min(max(1, options.chunk_bytes // tree_bytes), MAX_CHUNK_TREES)
     if chunk >= facts.num_trees or lanes_ == 1:
         return 1, facts.num_trees
-    blocks = SPAN_ROWS // lanes_
+    blocks = options.span_rows // lanes_
     if batch_size is not None:
         blocks = min(blocks, -(-batch_size // lanes_))
     # The span's columns live on the stack: wide rows take fewer blocks.

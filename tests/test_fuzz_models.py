@@ -25,6 +25,10 @@ killed it; a mutant that crashes or hangs *before* our verdict is a failure.
 
 The default run tries ``DEFAULT_MUTANTS`` per format.  ``SILVANFORGE_FUZZ=N`` also runs the
 ``slow`` test: N more per format with other seeds (``SILVANFORGE_FUZZ_SEED`` picks them).
+
+Over 600 lines because this file is also the worker's program: the worker process runs it as a
+script (:func:`_spawn`), and the mutators, the base models and the verdict must all be in what
+that process loads, beside the campaign that drives it.
 """
 
 from __future__ import annotations

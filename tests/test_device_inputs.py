@@ -201,12 +201,17 @@ def _cuda(path):
     return sf.compile(path, target="cuda")
 
 
-@pytest.mark.gpu
-def test_cupy_in_cupy_out(model):
+@pytest.fixture
+def on_cuda(model):
+    """CuPy, the model's forest and rows, and the model compiled for the cuda target."""
     cp = pytest.importorskip("cupy")
     path, X = model
-    forest = sf.load_model(path)
-    cf = _cuda(path)
+    return cp, sf.load_model(path), X, _cuda(path)
+
+
+@pytest.mark.gpu
+def test_cupy_in_cupy_out(on_cuda):
+    cp, forest, X, cf = on_cuda
     for n in (0, 1, 7, 300):
         d = cp.asarray(X[:n])
         for margin in (False, True):
@@ -226,11 +231,8 @@ def test_cupy_in_cupy_out(model):
 
 
 @pytest.mark.gpu
-def test_cuda_array_interface_and_torch(model):
-    cp = pytest.importorskip("cupy")
-    path, X = model
-    forest = sf.load_model(path)
-    cf = _cuda(path)
+def test_cuda_array_interface_and_torch(on_cuda):
+    cp, forest, X, cf = on_cuda
     d = cp.asarray(X)
     bare = CudaArrayInterface(X.shape, "<f4", None, d.data.ptr)
     got = cf.predict(bare)

@@ -12,6 +12,7 @@ import pytest
 import silvanforge as sf
 from silvanforge import cli, hookimpl, plugins
 from silvanforge.errors import PluginError
+from support_plugins import target_module
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -327,19 +328,7 @@ def _own_lowering_target(reads: list):
         def compile(self, module, options):
             return plugins.registry().target("cpu").compile(module, options)
 
-    return _target_module("sf_test_own_lowering", Seq)
-
-
-def _target_module(name: str, *classes):
-    """A plugin module listing target ``classes`` from its ``silvanforge_targets`` hook."""
-    mod = types.ModuleType(name)
-
-    @hookimpl
-    def silvanforge_targets():
-        return list(classes)
-
-    mod.silvanforge_targets = silvanforge_targets
-    return mod
+    return target_module("sf_test_own_lowering", Seq)
 
 
 def test_a_target_brings_its_own_lowering(extra_reps):

@@ -4,18 +4,17 @@ implement the protocol, and classes or kernels that break the contract are named
 
 from __future__ import annotations
 
-import types
-
 import numpy as np
 import pytest
 import silvanforge as sf
-from silvanforge import hookimpl, reference, testing
+from silvanforge import reference, testing
 from silvanforge.errors import PluginError
 from silvanforge.ir import lir
 from silvanforge.kernel import Kernel, PhaseKernel
 from silvanforge.plugins import registry
 from silvanforge.target import Target
 from strategies import rows_for
+from support_plugins import target_module
 from test_predict_api import make_forest
 
 
@@ -46,24 +45,13 @@ class Relay(Target):
         return RelayKernel(registry().target("cpu").compile(module, options), self.runs)
 
 
-def _module(name: str, *classes):
-    mod = types.ModuleType(name)
-
-    @hookimpl
-    def silvanforge_targets():
-        return list(classes)
-
-    mod.silvanforge_targets = silvanforge_targets
-    return mod
-
-
 @pytest.fixture
 def installed():
     """Registers target plugin modules into the process registry for one test."""
     reg, added = registry(), []
 
     def add(*classes):
-        mod = _module(f"sf_test_targets_{len(added)}", *classes)
+        mod = target_module(f"sf_test_targets_{len(added)}", *classes)
         reg.register(mod, name=mod.__name__)
         added.append(mod.__name__)
 

@@ -351,12 +351,21 @@ def tune(
                                     help="Sample rows the model will see (CSV or .npy); default: drawn around its thresholds."),
     threads: int | None = _threads_opt(),
     budget: float = typer.Option(60.0, "--budget", help="Seconds to spend compiling and timing."),
+    sizes: str | None = typer.Option(None, "--sizes",
+                                     help="Request sizes (rows per call) to time, comma-separated; default: "
+                                          "1,16,64,256,4096 on a CPU, a GPU target's own (512,4096,65536)."),
 ):
     """Time the forms worth trying for MODEL at each request size (1 row to large batches) on
     this machine and keep the fastest for each band of rows per call (a GPU target: its
     template's candidates at 512, 4096 and 65536 rows)."""
     if not budget > 0:
         raise InputError(f"--budget must be a positive number of seconds, got {budget}")
+    at = tuning.SIZES
+    if sizes is not None:
+        parts = [p.strip() for p in sizes.split(",")]
+        if not parts or not all(p.isdigit() and int(p) > 0 for p in parts):
+            raise InputError(f"--sizes takes positive row counts separated by commas, got {sizes!r}")
+        at = tuple(int(p) for p in parts)
     if target is not None:
         registry().check_target(target)
     source = api.read_artifact_forest(model) if is_artifact(model) else load_model(model)
@@ -369,7 +378,7 @@ def tune(
     with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
                   TimeElapsedColumn(), console=_err(), transient=True) as progress:
         task = progress.add_task("tune", total=None)
-        cf = tuning.tune(source, rows=sample, target=target, threads=threads, budget_s=budget,
+        cf = tuning.tune(source, rows=sample, target=target, threads=threads, budget_s=budget, sizes=at,
                       progress=lambda what, done, total: progress.update(
                           task, description=escape(what), completed=done, total=total or None))
     if output is not None:

@@ -356,12 +356,9 @@ def test_forge_tune_on_a_gpu_target(models, tmp_path, capsys, monkeypatch):
 
     monkeypatch.setenv("COLUMNS", "200")
     _two_candidates(monkeypatch)
-    from silvanforge_gpu import plansearch
-
-    monkeypatch.setattr(plansearch, "SIZES", (32, 256))
     path, X = models["lgb_cat"]
     out = tmp_path / "t.forge"
-    code = cli.main(["tune", str(path), "--target", "amd", "--budget", "60", "-o", str(out)])
+    code = cli.main(["tune", str(path), "--target", "amd", "--budget", "60", "--sizes", "32,256", "-o", str(out)])
     text, err = capsys.readouterr()
     assert code == 0, err
     assert "plan (tuned on this host)" in text and "rows 1-144" in text

@@ -183,7 +183,8 @@ def test_forge_tune_and_show(tmp_path, booster, capsys):
         out, err = capsys.readouterr()
         return code, out, err
 
-    code, out, err = forge("tune", model, "--budget", "2", "--threads", "1", "-o", tmp_path / "t.forge")
+    code, out, err = forge("tune", model, "--budget", "2", "--threads", "1", "--sizes", "1,64,4096",
+                           "-o", tmp_path / "t.forge")
     assert code == 0, err
     assert "plan (tuned on this host)" in out
     code, out, err = forge("show", tmp_path / "t.forge", "--tuning")
@@ -194,6 +195,8 @@ def test_forge_tune_and_show(tmp_path, booster, capsys):
                        ((model, "--budget", "0"), "budget"),
                        ((model, "--target", "nosuch"), "nosuch"),
                        ((model, "--threads", "0"), "threads"),
+                       ((model, "--sizes", "16,x"), "--sizes takes positive row counts"),
+                       ((model, "--sizes", "0"), "--sizes takes positive row counts"),
                        ((tmp_path / "t.forge", "--rows", tmp_path / "none.csv"), "not found")):
         code, out, err = forge("tune", *args)
         lines = err.strip().splitlines()

@@ -139,9 +139,10 @@ def test_nan_or_not_splits_read_split_rows(forest, seed, schedule):
 def test_gpu_lowering_reads_rows_as_given():
     forest = Forest(trees=[Tree.from_nodes([1, -1, -1], [2, -1, -1], [0, 0, 0], [0.5, 0, 0],
                                            np.array([[0.0], [1.0], [2.0]]))], num_features=1)
-    assert SPLIT_ROWS in api.lower(forest, target="cpu").lir.buffers
+    # Walks (rep= named): the default chooser takes a program representation for this one stump.
+    assert SPLIT_ROWS in api.lower(forest, target="cpu", rep="sparse").lir.buffers
     for target in ("amd", "cuda"):
-        assert SPLIT_ROWS not in api.lower(forest, target=target).lir.buffers
+        assert SPLIT_ROWS not in api.lower(forest, target=target, rep="sparse").lir.buffers
 
 
 def test_split_rows_before_a_tree_parallel_loop():

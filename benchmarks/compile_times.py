@@ -6,8 +6,10 @@ pays imports and LLVM's start-up, which a service pays once).
         [--batch-size 4096]
 
 ``load`` is :func:`silvanforge.load_model` (the file parsed into the HIR); ``compile`` is
-:func:`silvanforge.compile` from the file, which loads it again, chooses the representation and
-schedule, lowers and JIT-compiles.  docs/benchmarks.md, "Compile times", quotes this script.
+:func:`silvanforge.compile` from the file for one batch size, which loads it again, chooses the
+representation and schedule, lowers and JIT-compiles one form; ``default`` is
+``silvanforge.compile(path)``, what users get without options: the plan's forms for every
+request size (two or three programs).  docs/benchmarks.md, "Compile times", quotes this script.
 """
 
 from __future__ import annotations
@@ -34,12 +36,14 @@ def main(argv=None) -> int:
     parser.add_argument("models", nargs="+", type=Path)
     parser.add_argument("--batch-size", type=int, default=4096)
     args = parser.parse_args(argv)
-    print("| model | load (s) | compile (s) |")
-    print("|---|---:|---:|")
+    print(f"| model | load (s) | compile, batch {args.batch_size} (s) | default compile (s) | forms |")
+    print("|---|---:|---:|---:|---:|")
     for path in args.models:
         load = second_of_two(lambda: sf.load_model(path))
         build = second_of_two(lambda: sf.compile(path, batch_size=args.batch_size))
-        print(f"| {path.stem} | {load:.2f} | {build:.2f} |", flush=True)
+        default = second_of_two(lambda: sf.compile(path))
+        forms = len(sf.compile(path).forms)
+        print(f"| {path.stem} | {load:.2f} | {build:.2f} | {default:.2f} | {forms} |", flush=True)
     return 0
 
 

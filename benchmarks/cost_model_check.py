@@ -1,7 +1,8 @@
 """How far the representations' cost estimates are from what tuning measures, per model,
 representation and request size: ``sf.tune`` times the forms it tries and keeps each one's
 estimate beside its timings (``silvanforge.tuning.estimate_errors``); this prints the measured /
-estimated ratio (geometric mean over a representation's forms), and the same relative to the
+estimated ratio (geometric mean over a representation's forms lowered for that size's batch
+class, as the estimate assumes), and the same relative to the
 sparse walks' on that model, which is what the default choice among representations depends on
 (a representation whose relative ratio is far from 1 is chosen or passed over wrongly).
 
@@ -25,12 +26,16 @@ SIZES = (1, 16, 64, 256, 4096)
 
 def ratios(record: dict) -> dict[str, dict[int, float]]:
     """Representation -> rows per call -> geometric mean of measured / estimated."""
-    from silvanforge.tuning import estimate_errors
+    from silvanforge.tuning import batch_class, estimate_errors
 
     found: dict[str, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
     for k, size, ratio in estimate_errors(record):
-        rep = re.match(r"rep=(\S+)", record["candidates"][k]["form"])
-        if rep and ratio > 0:
+        form = record["candidates"][k]["form"]
+        rep, batch = re.match(r"rep=(\S+)", form), re.search(r"batch_size=(\S+)", form)
+        # An estimate is for a program lowered for the call's size: forms lowered for another
+        # batch class are timed at every size, but not compared here.
+        lowered_for = None if batch is None or batch.group(1) == "any" else int(batch.group(1))
+        if rep and ratio > 0 and lowered_for == batch_class(size):
             found[rep.group(1)][size].append(math.log(ratio))
     return {rep: {size: math.exp(sum(v) / len(v)) for size, v in by.items()} for rep, by in found.items()}
 

@@ -40,15 +40,19 @@ def reorg_slots(layout) -> tuple[int, int, int]:
     return num_trees, depth, (2 ** (depth + 1) - 1) * num_trees
 
 
-# Trees interleaved level by level pay where walks are padded to one depth; the chooser
-# preferred sparse and array before costs (benchmarks/suite.py), kept as 20% more a row.
-WALK_COST_FACTOR = 1.2
-# One row a call (batch_size 1, and the one-row form of small requests) is priced as any batch:
-# a walk here computes its child from the slot (no child load), which made it look 0.35x the
-# sparse layout's time on 16 repeated rows, but those walks were learnt by the branch predictor.
-# On fresh rows (4,096 distinct, 1 thread) its one-row walks took 1.5-2.5x the sparse layout's
-# walking 8 trees together (XGBoost 100 trees depth 8: 5.5 against 2.2 us; taxi 100x31 4.3
-# against 2.2; x100 2.8 against 1.9): its leaf checks are a branch a level on where each walk is.
+# The walks' estimate times this: tuning measured this layout's walks at 3.9-4.3x the sparse
+# layout's for blocks of rows (16 rows a call, relative to each one's estimate: XGBoost 100
+# trees of depth 8 and an 8-class model; benchmarks/cost_model_check.py, docs/benchmarks.md "The
+# cost model against tuning"), where 1.2 had been kept from the chooser's old preference.
+WALK_COST_FACTOR = 4.2
+# One row a call (batch_size 1, and the one-row form of small requests): a walk here computes
+# its child from the slot (no child load), which made it look 0.35x the sparse layout's time on
+# 16 repeated rows, but those walks were learnt by the branch predictor.  On fresh rows its
+# one-row walks took 1.5-2.5x the sparse layout's walking 8 trees together (XGBoost 100 trees
+# depth 8: 5.5 against 2.2 us; taxi 100x31 4.3 against 2.2; x100 2.8 against 1.9): its leaf
+# checks are a branch a level on where each walk is.  Tuning measured 1.7-2.0x the sparse
+# layout's, relative to the estimates: priced at 2.4 times the walks' estimate.
+ONE_ROW_FACTOR = 2.4
 
 
 def _i64(e):
@@ -77,7 +81,10 @@ class ReorgLayout(FieldArrays):
         slots = (2 ** (depth + 1) - 1) * forest.num_trees
         if slots > MAX_SLOTS:
             return f"{slots} node slots for {forest.num_trees} trees padded to depth {depth}: too many"
-        return super().cost(forest, target_kind, batch_size)
+        ns = super().cost(forest, target_kind, batch_size)
+        if isinstance(ns, float) and batch_size is not None and batch_size <= 2:
+            ns *= ONE_ROW_FACTOR / WALK_COST_FACTOR
+        return ns
 
     def buffers(self, forest, layout):
         T, D, total = reorg_slots(layout)

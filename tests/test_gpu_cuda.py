@@ -102,15 +102,18 @@ def test_cuda_save_load_and_library(models, tmp_path):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("copy", ["pageable", "staged", "registered"])
-def test_cuda_every_way_of_copying_rows(models, monkeypatch, copy):
-    from silvanforge_target_cuda import launch
+def test_cuda_every_way_of_copying_rows(models, copy):
+    from silvanforge_target_cuda.copying import copy_settings
 
-    monkeypatch.setattr(launch, "COPY", copy)
-    monkeypatch.setattr(launch, "REGISTER_MIN_BYTES", 1 << 12)
+    with copy_settings(copy=copy, register_min_bytes=1 << 12):
+        _every_model_exact_on_cuda(models)
+
+
+def _every_model_exact_on_cuda(models):
     for path, X in models.values():
         forest = sf.load_model(path)
         cf = sf.compile(forest, target="cuda")
-        rows = np.concatenate([X] * 8)  # past REGISTER_MIN_BYTES
+        rows = np.concatenate([X] * 8)  # past register_min_bytes
         rows = rows[np.random.default_rng(3).permutation(len(rows))]
         want = reference.predict(forest, rows, output_margin=True)
         tol = 1e-5 if np.dtype(forest.accumulate_dtype) == np.float32 else 1e-12

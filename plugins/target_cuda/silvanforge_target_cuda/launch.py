@@ -1,7 +1,7 @@
 """pycuda spelling of the GPU kernel runtime (:class:`silvanforge_gpu.runtime.GpuKernel`).
 
-The model's buffers are copied to the device once; rows are copied in once per call (:data:`COPY`
-says how) and the margins out; kernel time is measured with CUDA events.  Rows already on the
+The model's buffers are copied to the device once; rows are copied in once per call
+(:mod:`.copying` says how) and the margins out; kernel time is measured with CUDA events.  Rows already on the
 device (CuPy, torch, ``__cuda_array_interface__``: :mod:`silvanforge.devicearrays`) are read in
 place by :meth:`CudaKernel.device_predict` (the :class:`silvanforge.kernel.DeviceKernel`
 capability), and the result is a fresh device buffer.
@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import json
-import os
 import time
 
 import numpy as np
@@ -22,22 +21,14 @@ from silvanforge.devicearrays import DeviceArray
 from silvanforge.errors import InputError, PluginError, ScheduleError
 from silvanforge_gpu.runtime import GpuKernel
 
-from . import source
+from . import copying, source
 from .nvcc import compile_ptx
 
 _device = None
 
-# How rows reach the device: "pageable" (cuMemcpyHtoD from the caller's array; the driver stages
-# it), "staged" (one numpy copy into a pinned buffer, then an asynchronous DMA) or "registered"
-# (the caller's pages pinned in place for the call, one DMA).  On the H100 machine the host's
-# memory copies, not the PCIe link, set the pace (the DMA alone moved 38-53 GB/s, every way that
-# copies or pins host memory 9-15 GB/s), and pageable was fastest at 8 and 16 MB (0.57 / 1.14 ms,
-# against 0.77 / 1.64 staged and 0.61 / 1.15 registered; `benchmarks/gpu_explore.py`, copies).
-# Staging in chunks by 8 threads did not help (0.85 / 1.38 ms).  SILVANFORGE_CUDA_COPY overrides.
-# A pageable copy is on the legacy default stream, which the kernel stream (a blocking one)
-# waits for, so the kernels never read rows still in flight.
-COPY = os.environ.get("SILVANFORGE_CUDA_COPY", "pageable")
-REGISTER_MIN_BYTES = 1 << 22  # "registered" pins the caller's rows in place from this size
+# How rows reach the device: :mod:`.copying` (a run-time setting; staging in chunks by 8
+# threads did not help, 0.85 / 1.38 ms).  A pageable copy is on the legacy default stream, which
+# the kernel stream (a blocking one) waits for, so the kernels never read rows still in flight.
 
 
 _libcuda = None
@@ -179,10 +170,11 @@ class CudaKernel(GpuKernel):
         return cuda.mem_alloc(nbytes)
 
     def _write(self, handle, array):
-        if COPY == "pageable":  # the driver stages it (one thread)
+        settings = copying.current()
+        if settings.copy == "pageable":  # the driver stages it (one thread)
             cuda.memcpy_htod(handle, array)
             return
-        if COPY == "registered" and array.nbytes >= REGISTER_MIN_BYTES:
+        if settings.copy == "registered" and array.nbytes >= settings.register_min_bytes:
             if host_register(array):  # the caller's pages pinned for this call: one DMA, no staging
                 cuda.memcpy_htod_async(handle, array, self.stream)
                 self._registered = array.ctypes.data  # unpinned once the stream is done with it (_read)

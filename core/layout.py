@@ -128,8 +128,8 @@ def build_layout(forest: hir.Forest, tile_size: int = 1, options: CompileOptions
                     f"{int(tree.feature[node])}): their bitsets would pass 2**24 words (64 MiB)")
             words = np.zeros(nwords + 1, dtype=np.uint32)
             words[0] = nwords
-            for c in cats.tolist():
-                words[1 + c // 32] |= np.uint32(1) << np.uint32(c % 32)
+            ids = np.asarray(cats, dtype=np.int64)
+            np.bitwise_or.at(words, 1 + ids // 32, np.left_shift(np.uint32(1), (ids % 32).astype(np.uint32)))
             flags[node] |= FLAG_CATEGORICAL
             thresholds[node] = cat_size
             cat_words.append(words)

@@ -25,8 +25,6 @@ the absolute position of its values in the leaves array.
 
 from __future__ import annotations
 
-from collections import deque
-
 import numpy as np
 
 from silvanforge import hookimpl
@@ -46,37 +44,55 @@ def _buffers(layout) -> RepBuffers:
     # are not its own) may go left from a leaf, to the slot before it: slot 0 is a spare leaf
     # whose offset is 0, so such a walk never leaves the arrays, and its result is discarded.
     loops = inline and layout.leaf_self_loops
-    total = sum(len(t.feature) for t in layout.trees) + int(loops)
+    trees = layout.trees
+    sizes = np.array([len(t.feature) for t in trees], np.int64)
+    total = int(sizes.sum()) + int(loops)
     feature = np.empty(total, np.int32)
     threshold = np.empty(total, layout.threshold_dtype)
     flags = np.empty(total, np.uint8)
     child = np.empty(total, np.int64)
-    roots = np.empty(len(layout.trees) + 1, np.int32)  # + the end, so tree t spans roots[t:t+2]
-    pos = 0
+    # Tree t spans slots roots[t] .. roots[t + 1] - 1 (the last entry is the end).
+    roots = (int(loops) + np.concatenate([[0], np.cumsum(sizes)])).astype(np.int32)
     if loops:
         feature[0], threshold[0], flags[0], child[0] = -1, 0, 0, 0
-        pos = 1
-    for i, t in enumerate(layout.trees):
-        # Breadth-first, giving both children of a node adjacent slots.
-        roots[i] = pos
-        slot_of = {0: pos}
-        pos += 1
-        queue = deque([0])
-        while queue:
-            node = queue.popleft()
-            s = slot_of[node]
-            feature[s], threshold[s], flags[s] = t.feature[node], t.threshold[node], t.flags[node]
-            if t.left[node] < 0:
-                if inline:
-                    threshold[s], child[s] = layout.leaf_values[t.leaf_slot[node]], -1 if loops else 0
-                else:
-                    child[s] = t.leaf_slot[node]
-                continue
-            child[s] = pos - s
-            slot_of[int(t.left[node])], slot_of[int(t.right[node])] = pos, pos + 1
-            pos += 2
-            queue.extend((int(t.left[node]), int(t.right[node])))
-    roots[-1] = pos
+    # Every tree's nodes in one numbering (tree t's node n is offset[t] + n), so that the walk
+    # below takes a level of every tree at once (a node at a time in Python took 0.65 s of a
+    # 1000-tree 255-leaf model's compile).
+    offset = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
+
+    def joined(name, shift=False):
+        parts = [getattr(t, name) for t in trees]
+        if not parts:
+            return np.zeros(0, np.int64)
+        if shift:  # child numbers into the joined numbering, leaves' -1 kept
+            parts = [np.where(p >= 0, p.astype(np.int64) + o, -1) for p, o in zip(parts, offset)]
+        return np.concatenate(parts)
+
+    left, right, leaf_slot = joined("left", True), joined("right", True), joined("leaf_slot")
+    node_feature, node_threshold, node_flags = joined("feature"), joined("threshold"), joined("flags")
+    # Breadth-first within each tree, giving both children of a node adjacent slots: a level of
+    # every tree at a time, each tree's nodes of the level in slot order, each split's children
+    # the tree's next two free slots.
+    nodes, slots, owner = offset.copy(), roots[:-1].astype(np.int64), np.arange(len(trees))
+    free = slots + 1  # each tree's next free slot
+    while nodes.size:
+        feature[slots], threshold[slots], flags[slots] = node_feature[nodes], node_threshold[nodes], node_flags[nodes]
+        leaf = left[nodes] < 0
+        if inline:
+            threshold[slots[leaf]] = layout.leaf_values[leaf_slot[nodes[leaf]]]
+            child[slots[leaf]] = -1 if loops else 0
+        else:
+            child[slots[leaf]] = leaf_slot[nodes[leaf]]
+        split, at, tree = nodes[~leaf], slots[~leaf], owner[~leaf]
+        # A split's rank among its tree's splits of this level (they are grouped by tree).
+        starts = np.flatnonzero(np.r_[True, tree[1:] != tree[:-1]]) if tree.size else np.zeros(0, np.int64)
+        rank = np.arange(tree.size) - np.repeat(starts, np.diff(np.r_[starts, tree.size]))
+        first = free[tree] + 2 * rank  # the split's left child
+        child[at] = first - at
+        free += 2 * np.bincount(tree, minlength=len(trees))
+        nodes = np.stack([left[split], right[split]], axis=1).reshape(-1)
+        slots = np.stack([first, first + 1], axis=1).reshape(-1)
+        owner = np.repeat(tree, 2)
     return RepBuffers(
         buffers={"sparse_roots": roots,
                  "sparse_feature": feature.astype(layout.feature_dtype),

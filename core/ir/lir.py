@@ -8,7 +8,8 @@ language (LLVM IR, CUDA C, OpenCL C).  The IR is small and typed:
   ``f32x4`` (:func:`vector_type`): arithmetic, comparisons, selects and casts apply lane by lane,
   a vector constant is one value in every lane, ``Vector`` builds one from scalars,
   ``PackBits`` packs an ``i1xN`` into an integer, lane ``k`` as bit ``k`` (tiled walks),
-  ``Gather`` loads one element per lane at a vector of indices and ``Extract`` takes one lane
+  ``Gather`` loads one element per lane at a vector of indices (``Lookup`` where the indices
+  stay in a small table: register permutes on the CPU) and ``Extract`` takes one lane
   (vector walks: :func:`widen` turns a scalar expression of vector operands into one);
 * expressions are frozen dataclasses (``Const``, ``Var``, ``Load``, ``Bin``, ``Cmp``, ``Select``,
   ``Cast``, ``IsNan``), so they can be shared and printed;
@@ -29,7 +30,7 @@ from .lir_exprs import broadcast, constant_value, fold_index, vector_of, widen
 from .lir_nodes import (BIN_OPS, CMP_OPS, COL_STRIDE, FLOAT_TYPES, GPU_DIMS, INT_TYPES, ITER_BEGIN, ITER_END,
                         LIR_TO_NUMPY, NUMPY_TO_LIR, NUM_ROWS, ROW_BEGIN, ROW_END, ROW_STRIDE, SCALAR_PARAMS,
                         TYPES, Assign, AtomicAdd, Barrier, Bin, Buffer, Builder, Cast, Clz, Cmp, Const, Expr,
-                        Extract, For, Function, Gather, GpuIndex, If, IsNan, Launch, Load, Module, PackBits,
+                        Extract, For, Function, Gather, GpuIndex, If, IsNan, Launch, Load, Lookup, Module, PackBits,
                         Prefetch, Select, Stmt, Store, Var, Vector, While, element_type, is_type, lanes_of,
                         lir_type, vector_type)
 from .lir_print import format_module
@@ -37,7 +38,7 @@ from .lir_verify import verify
 
 __all__ = ["INT_TYPES", "FLOAT_TYPES", "TYPES", "NUMPY_TO_LIR", "LIR_TO_NUMPY", "lir_type", "vector_type",
            "element_type", "lanes_of", "is_type", "Const", "Var", "Load", "Bin", "Cmp", "Select", "Cast",
-           "IsNan", "Vector", "PackBits", "Gather", "Extract", "Clz", "GpuIndex", "GPU_DIMS", "Expr",
+           "IsNan", "Vector", "PackBits", "Gather", "Lookup", "Extract", "Clz", "GpuIndex", "GPU_DIMS", "Expr",
            "BIN_OPS", "CMP_OPS", "Assign", "Store", "For", "While", "If", "AtomicAdd", "Prefetch", "Barrier",
            "Stmt", "Buffer", "Function", "Launch", "Module", "ROW_STRIDE", "COL_STRIDE", "ROW_BEGIN",
            "ROW_END", "ITER_BEGIN", "ITER_END", "NUM_ROWS", "SCALAR_PARAMS", "Builder", "broadcast", "widen",

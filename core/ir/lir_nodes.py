@@ -181,6 +181,25 @@ class Gather:
 
 
 @dataclasses.dataclass(frozen=True)
+class Lookup:
+    """``buffer[at + index[k]]`` in lane ``k``, every ``index[k]`` below ``size`` (a power of two):
+    a lookup in a small table of the buffer (the levelwise walks' node tables).  Its meaning is
+    a :class:`Gather`'s; a CPU target whose vectors hold the table in a few registers does it
+    with register permutes instead (AVX-512's ``vpermps``/``vpermi2ps``: a cycle or two where a
+    16-lane gather takes 16 loads), and the buffer must then hold a vector's elements past
+    ``at + size`` (whatever their values)."""
+
+    buffer: str
+    at: "Expr"  # scalar, i64
+    index: "Expr"  # integer vector
+    size: int
+    type: str
+
+    def __str__(self):
+        return f"lookup {self.buffer}[{self.at} + {self.index}] size {self.size}"
+
+
+@dataclasses.dataclass(frozen=True)
 class Extract:
     """Lane ``lane`` (a constant) of the vector ``a``, as a scalar."""
 
@@ -225,8 +244,8 @@ class GpuIndex:
 
 GPU_DIMS = ("grid.x", "grid.y", "grid.z", "block.x", "block.y", "block.z")
 
-Expr = Union[Const, Var, Load, Bin, Cmp, Select, Cast, IsNan, Vector, PackBits, Gather, Extract,
-             Clz, GpuIndex]
+Expr = Union[Const, Var, Load, Bin, Cmp, Select, Cast, IsNan, Vector, PackBits, Gather, Lookup,
+             Extract, Clz, GpuIndex]
 BIN_OPS = ("+", "-", "*", "/", "%", "&", "|", "^", "<<", ">>", "min", "max")
 CMP_OPS = ("<", "<=", "==", "!=", ">", ">=")
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..errors import IRVerificationError
 from .lir_nodes import (BIN_OPS, CMP_OPS, FLOAT_TYPES, GPU_DIMS, INT_TYPES, SCALAR_PARAMS, Assign, AtomicAdd,
-                        Barrier, Bin, Cast, Clz, Cmp, Const, Extract, For, Gather, GpuIndex, If, IsNan, Load,
+                        Barrier, Bin, Cast, Clz, Cmp, Const, Extract, For, Gather, GpuIndex, If, IsNan, Load, Lookup,
                         Module, PackBits, Prefetch, Select, Store, Var, Vector, While, element_type, is_type,
                         lanes_of, vector_type)
 
@@ -77,6 +77,21 @@ def verify(module: Module) -> None:
                 fail(f"gather from {e.buffer} with index of type {e.index.type}")
             if e.type != vector_type(buf.type, n):
                 fail(f"gather from {e.buffer} typed {e.type}, buffer is {buf.type}, {n} lanes")
+        elif isinstance(e, Lookup):
+            buf = module.buffers.get(e.buffer)
+            if buf is None:
+                fail(f"lookup in undeclared buffer {e.buffer}")
+            check_expr(e.at, scope)
+            check_expr(e.index, scope)
+            n = lanes_of(e.index.type)
+            if e.at.type != "i64":
+                fail(f"lookup in {e.buffer} at an offset of type {e.at.type}")
+            if n < 2 or element_type(e.index.type) not in INT_TYPES:
+                fail(f"lookup in {e.buffer} with index of type {e.index.type}")
+            if e.type != vector_type(buf.type, n):
+                fail(f"lookup in {e.buffer} typed {e.type}, buffer is {buf.type}, {n} lanes")
+            if not isinstance(e.size, int) or e.size < 1 or e.size & (e.size - 1):
+                fail(f"lookup in {e.buffer} of size {e.size} (a power of two)")
         elif isinstance(e, Extract):
             check_expr(e.a, scope)
             if not 0 <= e.lane < lanes_of(e.a.type) or lanes_of(e.a.type) < 2:

@@ -16,7 +16,7 @@ from __future__ import annotations
 from silvanforge import hookimpl
 from silvanforge.rep import InputError, ProgramRepresentation
 
-from . import codegen, cost, symmetric
+from . import codegen, complete, cost, levelwise, symmetric
 from .options import OPTION_KEYS, ObliviousOptions
 
 NAME = codegen.NAME
@@ -51,6 +51,38 @@ class ObliviousForm(ProgramRepresentation):
                              options=ObliviousOptions.from_mapping(self.options))
 
 
+class LevelwiseForm(ProgramRepresentation):
+    """Trees of any shape up to depth :data:`.complete.MAX_DEPTH`, padded to complete trees and
+    walked a level at a time for a block of rows, one SIMD lane a row (:mod:`.complete`)."""
+
+    name = levelwise.NAME
+    option_keys = OPTION_KEYS
+
+    @classmethod
+    def check_options(cls, options):
+        ObliviousOptions.from_mapping(options)
+
+    @classmethod
+    def cost(cls, forest, target_kind, batch_size, options=None):
+        if target_kind != "cpu":
+            return f"runs on cpu targets, not {target_kind} ones"
+        facts = complete.recognise(forest)
+        if isinstance(facts, str):
+            return facts
+        if not ObliviousOptions.from_mapping(options).auto_choose:
+            return "not chosen by default (its option oblivious_auto_choose is off)"
+        return cost.levelwise_ns(facts, batch_size)
+
+    def program(self, forest, target_kind, batch_size):
+        if target_kind != "cpu":
+            raise InputError(f"the {self.name} representation runs on cpu targets, not {target_kind} ones")
+        facts = complete.recognise(forest)
+        if isinstance(facts, str):
+            raise InputError(f"the {self.name} representation cannot run this model: {facts}")
+        return levelwise.lower(forest, facts, None if batch_size is None else int(batch_size),
+                               options=ObliviousOptions.from_mapping(self.options))
+
+
 @hookimpl
 def silvanforge_representation_types():
-    return [ObliviousForm]
+    return [ObliviousForm, LevelwiseForm]

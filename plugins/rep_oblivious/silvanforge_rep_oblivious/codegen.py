@@ -45,6 +45,12 @@ SCALAR_SUMS = True
 
 
 class _Lowering:
+    name = NAME
+    function = "predict_oblivious"
+    # Trees a block walks side by side (:meth:`_group`); a symmetric tree's levels do not wait
+    # on each other, so one at a time.
+    interleave = 1
+
     def __init__(self, forest: hir.Forest, facts: Facts, lanes: int, options: ObliviousOptions = DEFAULT):
         self.forest, self.facts, self.lanes, self.options = forest, facts, lanes, options
         self.thr_t = lir.lir_type(forest.threshold_dtype)
@@ -91,20 +97,23 @@ class _Lowering:
             slot += len(group.outputs)
         b.pop()
         function_body = [For(span0, lir.ROW_BEGIN, lir.ROW_END, span_rows, body)]
-        fn = lir.Function("predict_oblivious", function_body,
+        fn = lir.Function(self.function, function_body,
                           dict(b.locals), parallel="rows", row_parallel=True)
-        estimate = cost.estimate_ns(facts, batch_size)
+        estimate = self.estimate_ns(batch_size)
         module = lir.Module(
             functions=[fn], buffers=self.buffers, num_features=forest.num_features,
             num_outputs=forest.num_outputs, input_type=self.thr_t, output_type=self.acc_t,
-            info={"summary": f"rep={NAME} trees={forest.num_trees} depth={int(facts.depth.max())} "
+            info={"summary": f"rep={self.name} trees={forest.num_trees} depth={int(facts.depth.max())} "
                              f"columns={len(facts.columns)} groups={len(facts.groups)} "
                              f"outputs={forest.num_outputs} lanes={L} span={span_rows} chunk={self.chunk}",
                   # Hardware gathers for the leaf values (the CPU target splits them into
                   # scalar loads on hosts LLVM does not tune as fast-gather, AMD Zen, otherwise).
-                  "rep": NAME, "vector_walk": GATHERS, **thread_info(round(estimate / WALK_STEP_NS))})
+                  "rep": self.name, "vector_walk": GATHERS, **thread_info(round(estimate / WALK_STEP_NS))})
         lir.verify(module)
         return module
+
+    def estimate_ns(self, batch_size: int | None) -> float:
+        return cost.estimate_ns(self.facts, batch_size)
 
     def _tables(self) -> None:
         """Per tree (in group order) and level: the column's offset in ob_x and the threshold;
@@ -167,12 +176,27 @@ class _Lowering:
                 read, Store("ob_x", Bin("+", self.x_base, Bin("*", u, c(L, i64))), value)]))
         b.emit(self._blocks(span0, loops))
 
+    def _leaf_index(self, t: Var, g: int, group, idx: Var) -> list:
+        """Statements setting bit ``level`` of ``idx`` where a lane's row goes right at tree
+        ``t``'s level (its position in group ``g``): one vector compare a level."""
+        c, i64, i32, L = Builder.const, "i64", "i32", self.lanes
+        D = max(group.depth, 1)
+        start = Bin("+", Bin("*", t, c(D, i64)), c(self.level_base[g], i64))
+        body = []
+        for level in range(group.depth):
+            at = Bin("+", start, c(level, i64))
+            x = Load("ob_x", Bin("+", self.x_base, Cast(Load("ob_column", at, i32), i64)), self.x_t)
+            thr = self.vector((Load("ob_threshold", at, self.thr_t),) * L)
+            body.append(Assign(idx, Select(Cmp(">=", x, thr, self.mask_t),
+                                           Bin("|", idx, self.splat(1 << level, i32)), idx)))
+        return body
+
     def _group(self, g: int, group, span0: Var, slot: int) -> None:
         """The group's trees, in model order, a chunk of trees at a time over the span's blocks
         (a chunk's leaf tables stay in cache while every block reads them); the sums wait in
         ob_acc between chunks (``slot``: the group's first output there)."""
         b, c, i64, i32, L = self.b, Builder.const, "i64", "i32", self.lanes
-        D, K = max(group.depth, 1), len(group.outputs)
+        K = len(group.outputs)
         span_rows = self.span_rows
 
         def acc_index(j):
@@ -182,44 +206,56 @@ class _Lowering:
             Store("ob_acc", acc_index(j), self.vector((Load("ob_base", c(o, i64), self.acc_t),) * L))
             for j, o in enumerate(group.outputs)]))
         t, chunk = Var(f"ob_t{g}", i64), Var(f"ob_c{g}", i64)
-        idx = b.local("idx", self.idx_t)
-        body = [Assign(idx, self.splat(0, i32))]
-        start = Bin("+", Bin("*", t, c(D, i64)), c(self.level_base[g], i64))
-        for level in range(group.depth):
-            at = Bin("+", start, c(level, i64))
-            x = Load("ob_x", Bin("+", self.x_base, Cast(Load("ob_column", at, i32), i64)), self.x_t)
-            thr = self.vector((Load("ob_threshold", at, self.thr_t),) * L)
-            body.append(Assign(idx, Select(Cmp(">=", x, thr, self.mask_t),
-                                           Bin("|", idx, self.splat(1 << level, i32)), idx)))
-        leaf = b.local("leaf", self.idx_t)
-        first = self.vector((Load("ob_leaf_base", t, i32),) * L)
-        body.append(Assign(leaf, Bin("+", idx if K == 1 else Bin("*", idx, self.splat(K, i32)), first)))
         two_phase = SCALAR_SUMS and L > 1 and K == 1
+        if two_phase and "ob_idx" not in self.buffers:
+            self.buffers["ob_idx"] = Buffer("ob_idx", i32, "local", size=self.chunk * L)
+        if two_phase:
+            lanes = [b.local("accl", self.acc_t) for _ in range(L)]
+        else:
+            accs = [b.local("acc", self.acc_v) for _ in group.outputs]
+
+        def trees(ts: list) -> list:
+            """Trees ``ts``' leaf indices, stored (two phases) or their leaves added: their
+            levels interleaved (a levelwise tree's levels wait on each other, so walking trees
+            side by side hides that latency), each tree's sums in model order."""
+            idxs = [b.local("idx", self.idx_t) for _ in ts]
+            levels = [self._leaf_index(tt, g, group, idx) for tt, idx in zip(ts, idxs)]
+            body = [Assign(idx, self.splat(0, i32)) for idx in idxs]
+            body += [s for step in zip(*levels) for s in step]
+            for tt, idx in zip(ts, idxs):
+                leaf = b.local("leaf", self.idx_t)
+                first = self.vector((Load("ob_leaf_base", tt, i32),) * L)
+                body.append(Assign(leaf, Bin("+", idx if K == 1 else Bin("*", idx, self.splat(K, i32)), first)))
+                if two_phase:
+                    body.append(Store("ob_idx", Bin("*", Bin("-", tt, chunk), c(L, i64)), leaf))
+                else:
+                    for j, acc in enumerate(accs):
+                        at = leaf if j == 0 else Bin("+", leaf, self.splat(j, i32))
+                        body.append(Assign(acc, Bin("+", acc, self.gather("ob_leaf", Cast(at, i64) if L == 1 else at))))
+            return body
+
+        end = c(int(self.first[g + 1]), i64)
+        stop = Bin("min", Bin("+", chunk, c(self.chunk, i64)), end)
+        W = self.interleave if L > 1 else 1
+        if W > 1:
+            whole = Bin("+", chunk, Bin("*", Bin("/", Bin("-", stop, chunk), c(W, i64)), c(W, i64)))
+            walks = [For(t, chunk, whole, W, trees([t] + [Bin("+", t, c(k, i64)) for k in range(1, W)])),
+                     For(t, whole, stop, 1, trees([t]))]
+        else:
+            walks = [For(t, chunk, stop, 1, trees([t]))]
         if two_phase:
             # Phase one stores each tree's leaf indices (a run of L a tree); phase two adds the
             # leaves a lane, reading the indices back from memory (see SCALAR_SUMS).
-            if "ob_idx" not in self.buffers:
-                self.buffers["ob_idx"] = Buffer("ob_idx", i32, "local", size=self.chunk * L)
             at_idx = Bin("*", Bin("-", t, chunk), c(L, i64))
-            body.append(Store("ob_idx", at_idx, leaf))
-            lanes = [b.local("accl", self.acc_t) for _ in range(L)]
             sums = [Assign(a, Bin("+", a, Load("ob_leaf", Cast(Load("ob_idx", Bin("+", at_idx, c(k, i64)), i32), i64),
                                               self.acc_t))) for k, a in enumerate(lanes)]
             load = [Assign(a, Load("ob_acc", Bin("+", acc_index(0), c(k, i64)), self.acc_t)) for k, a in enumerate(lanes)]
             save = [Store("ob_acc", Bin("+", acc_index(0), c(k, i64)), a) for k, a in enumerate(lanes)]
+            block = walks + load + [For(t, chunk, stop, 1, sums)] + save
         else:
-            accs = [b.local("acc", self.acc_v) for _ in group.outputs]
-            for j, acc in enumerate(accs):
-                at = leaf if j == 0 else Bin("+", leaf, self.splat(j, i32))
-                body.append(Assign(acc, Bin("+", acc, self.gather("ob_leaf", Cast(at, i64) if L == 1 else at))))
             load = [Assign(acc, Load("ob_acc", acc_index(j), self.acc_v)) for j, acc in enumerate(accs)]
             save = [Store("ob_acc", acc_index(j), acc) for j, acc in enumerate(accs)]
-        end = c(int(self.first[g + 1]), i64)
-        stop = Bin("min", Bin("+", chunk, c(self.chunk, i64)), end)
-        if two_phase:
-            block = [For(t, chunk, stop, 1, body)] + load + [For(t, chunk, stop, 1, sums)] + save
-        else:
-            block = (load + [For(t, chunk, stop, 1, body)] + save)
+            block = load + walks + save
         b.emit(For(chunk, c(int(self.first[g]), i64), end, self.chunk, [self._blocks(span0, block)]))
         C = self.forest.num_outputs
         stores = []

@@ -78,3 +78,40 @@ def estimate_ns(facts, batch_size: int | None) -> float:
         return float(COLUMN_NS * len(facts.columns)
                      + sum(len(g.trees) * SCALAR_LEVEL_NS * (g.depth + len(g.outputs)) for g in facts.groups))
     return float(ns * -(-batch_size // block) * block / batch_size)  # a partial block costs a whole one
+
+
+# The levelwise form (:mod:`.levelwise`): ns a row, first guesses from a C model of its loop
+# (100 trees of depth 8, 8 features, 4096-row calls on Zen 4: 2.6 ns a tree), corrected below
+# by measurement: a level's lookups, column pick and compare, and the pick's selects a column.
+LW_LEVEL_NS, LW_PICK_NS, LW_GATHER_NS = 0.12, 0.012, 0.45
+# Most columns a lane's value is picked from by selects (more: a gather, :mod:`.levelwise`).
+PICK_COLUMNS = 32
+
+
+def levelwise_lanes(forest: hir.Forest, batch_size: int | None) -> int:
+    """Rows a block: one 512-bit vector of thresholds (16 float32, 8 float64); calls of one or
+    two rows run scalar code."""
+    if batch_size is not None and batch_size <= SCALAR_ROWS:
+        return 1
+    return 64 // np.dtype(forest.threshold_dtype).itemsize
+
+
+def levelwise_ns(facts, batch_size: int | None) -> float:
+    """Estimated ns a row of the levelwise program for ``facts`` (:class:`.complete.LevelFacts`)."""
+    U = max(1, len(facts.columns))
+    pick = LW_PICK_NS * (U - 1) if U <= PICK_COLUMNS else LW_GATHER_NS
+    ns = COLUMN_NS * U
+    table = 8 * sum(len(g.outputs) * int((1 << facts.depth[g.trees]).sum()) for g in facts.groups)
+    gather = GATHER_NS if table <= L2_BYTES else GATHER_FAR_NS
+    for g in facts.groups:
+        sums = SUM_NS if len(g.outputs) == 1 else gather * len(g.outputs)
+        # Levels past 7 look their nodes up with gathers (tables of 256 entries and more).
+        deep = max(0, g.depth - 7)
+        ns += len(g.trees) * ((LW_LEVEL_NS + pick) * g.depth + deep * 2 * LW_GATHER_NS + sums)
+    if batch_size is None:
+        return float(ns)
+    if batch_size <= SCALAR_ROWS:
+        return float(COLUMN_NS * U + sum(len(g.trees) * 3 * SCALAR_LEVEL_NS * (g.depth + len(g.outputs))
+                                         for g in facts.groups))
+    block = 16
+    return float(ns * -(-batch_size // block) * block / batch_size)

@@ -16,6 +16,8 @@ from llvmlite import ir
 
 from silvanforge.ir import lir
 
+from .llvm_host import host_has_avx512
+
 _INT_BITS = {"i1": 1, "i8": 8, "u8": 8, "i16": 16, "u16": 16, "i32": 32, "u32": 32, "i64": 64}
 _UNSIGNED = {"u8", "u16", "u32", "i1"}
 _ICMP = {"<": "<", "<=": "<=", "==": "==", "!=": "!=", ">": ">", ">=": ">="}
@@ -57,8 +59,10 @@ class _Splat(ir.Constant):
 class LLVMCodegen:
     """Generates one LLVM function per LIR function (phase) into one LLVM module."""
 
-    def __init__(self, module: lir.Module):
+    def __init__(self, module: lir.Module, permutes: bool = False):
+        """``permutes``: the host has AVX-512, whose register permutes do :class:`lir.Lookup`."""
         self.lmod = module
+        self.permutes = permutes
         self.mod = ir.Module(name="silvanforge")
         self._prefetch = None
         self._gathers: dict[str, ir.Function] = {}
@@ -229,6 +233,8 @@ class LLVMCodegen:
             return b.zext(b.bitcast(self.expr(e.a), ir.IntType(n)), ir.IntType(32))
         if isinstance(e, lir.Gather):
             return self.gather(e)
+        if isinstance(e, lir.Lookup):
+            return self.lookup(e)
         if isinstance(e, lir.Clz):
             v = self.expr(e.a)
             name = f"llvm.ctlz.{_intrinsic_suffix(v.type)}"
@@ -299,6 +305,42 @@ class LLVMCodegen:
             idx = self.cast(self.expr(e.index), e.index.type, lir.vector_type("i64", n))
         return self._masked_gather(self._vector_gep(base, idx, n), llvm_type(et), n, size)
 
+    def lookup(self, e: lir.Lookup) -> ir.Value:
+        """A table lookup: with AVX-512 and 512-bit vectors, the table's vectors loaded and each
+        pair permuted by ``vpermi2ps``/``vpermi2pd`` (one vector by ``vpermps``), the pairs
+        then picked by the index's higher bits; otherwise a gather at ``at + index``."""
+        b, n = self.b, lir.lanes_of(e.type)
+        et = lir.element_type(e.type)
+        size = lir.LIR_TO_NUMPY[et].itemsize
+        if not (self.permutes and n * size == 64 and et in _PERMUTE_SUFFIX and e.size <= 8 * n):
+            at = lir.broadcast(e.at, n) if lir.lanes_of(e.at.type) == 1 else e.at
+            index = lir.Cast(e.index, lir.vector_type("i64", n)) if e.index.type != lir.vector_type("i64", n) else e.index
+            return self.gather(lir.Gather(e.buffer, lir.Bin("+", at, index), e.type))
+        vt = llvm_type(e.type)
+        it = ir.VectorType(ir.IntType(8 * size), n)
+        index = self.cast(self.expr(e.index), e.index.type, lir.vector_type(f"i{8 * size}", n))
+        base = b.gep(self.ptrs[e.buffer], [self.index(e.at)])
+        tables = [b.load(b.bitcast(b.gep(base, [ir.Constant(ir.IntType(64), k * n)]), ir.PointerType(vt)),
+                         align=size) for k in range(max(1, e.size // n))]
+        suffix = _PERMUTE_SUFFIX[et]
+        if len(tables) == 1:
+            return b.call(self._intrinsic(f"llvm.x86.avx512.permvar.{suffix[0]}.512", vt, [vt, it]),
+                          [tables[0], index])
+        pick = self._intrinsic(f"llvm.x86.avx512.vpermi2var.{suffix[1]}.512", vt, [vt, it, vt])
+        values = [b.call(pick, [tables[k], index, tables[k + 1]]) for k in range(0, len(tables), 2)]
+        bit = 2 * n  # the pairs by the index's bits above a pair's
+        while len(values) > 1:
+            high = b.icmp_unsigned("!=", b.and_(index, ir.Constant(it, [bit] * n)), ir.Constant(it, [0] * n))
+            values = [b.select(high, values[k + 1], values[k]) for k in range(0, len(values), 2)]
+            bit *= 2
+        return values[0]
+
+    def _intrinsic(self, name: str, result: ir.Type, args: list) -> ir.Function:
+        fn = self._gathers.get(name)
+        if fn is None:
+            fn = self._gathers[name] = ir.Function(self.mod, ir.FunctionType(result, args), name=name)
+        return fn
+
     def _vector_gep(self, base, idx, n):
         gep = self.b.gep(base, [ir.Constant(ir.IntType(64), 0)], inbounds=True)
         # llvmlite types a GEP by scalar indices only: give the vector GEP its vector type.
@@ -361,5 +403,13 @@ def _intrinsic_suffix(t: ir.Type) -> str:
     return f"i{t.width}"
 
 
-def generate(module: lir.Module) -> ir.Module:
-    return LLVMCodegen(module).generate()
+# LLVM's AVX-512 permutes by element type: (one table, two tables).
+_PERMUTE_SUFFIX = {"f32": ("sf", "ps"), "i32": ("si", "d"), "f64": ("df", "pd"), "i64": ("di", "q")}
+
+
+def generate(module: lir.Module, permutes: bool | None = None) -> ir.Module:
+    """``module`` as LLVM IR; ``permutes``: use AVX-512 permutes for lookups (None: where the
+    host has AVX-512)."""
+    if permutes is None:
+        permutes = host_has_avx512()
+    return LLVMCodegen(module, permutes).generate()

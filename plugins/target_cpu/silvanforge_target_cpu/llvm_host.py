@@ -20,6 +20,12 @@ def init() -> None:
             _initialised = True
 
 
+def host_has_avx512() -> bool:
+    """Whether the host has AVX-512 (F): the CPU codegen then does table lookups with permutes."""
+    init()
+    return bool(llvm.get_host_cpu_features().get("avx512f"))
+
+
 def target_machine(gathers: bool = False):
     """The host's target machine.  ``gathers``: the module walks with vector gathers, which
     LLVM otherwise splits into scalar loads on hosts it does not tune as fast-gather (AMD Zen);

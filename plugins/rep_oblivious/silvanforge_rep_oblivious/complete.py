@@ -1,0 +1,138 @@
+"""Which forests the levelwise form runs and what its program needs to know of them.
+
+The levelwise form walks a block of rows through a tree a level at a time, one SIMD lane a
+row, every tree padded to a complete binary tree: at level ``d`` a lane's node is named by its
+path so far, the bits ``b_0 .. b_{d-1}`` (1 where the row went right), so the node's column and
+threshold are entry ``p = sum(b_i << i)`` of the level's table of ``2**d`` entries, a register
+permute for the block (:class:`silvanforge.ir.lir.Lookup`), and after the last level ``p`` is the
+leaf index, as in the symmetric form (:func:`.symmetric.leaf_table` fills it).  Symmetric trees
+are the case of one distinct entry a level.
+
+Each split becomes "goes right iff ``x' >= t'``, or ``x'`` is missing and the node sends
+missing values right" on a column ``x'``: the feature, NaN where missing (zero-as-missing
+columns too), ``t'`` by the rule of :mod:`.symmetric`.  Nodes
+below an early leaf (padding) compare with a NaN threshold: false, bit 0, and the leaf's value
+fills every leaf index below it.  Refused, with the reason: what the symmetric form refuses
+(categorical and ``==`` splits, NaN thresholds, ``x <= +inf``, aggregations other than a sum,
+outputs added to by trees of different output sets) and trees deeper than :data:`MAX_DEPTH`
+(the tables double a level).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import weakref
+
+import numpy as np
+
+from silvanforge.ir import hir
+from silvanforge.ir.hir import Aggregation, Op
+
+from .symmetric import Column, Group, _groups
+
+# Deepest tree taken: a tree's tables hold 2**depth - 1 entries of each field.
+MAX_DEPTH = 10
+# The bit of a node's column entry saying missing values go right (the column in the bits below).
+NAN_RIGHT = 1 << 30
+
+
+@dataclasses.dataclass
+class LevelFacts:
+    """A forest as the levelwise program reads it: per tree, the column entry (index into
+    ``columns``, with :data:`NAN_RIGHT` where missing values go right) and threshold ``t'`` of
+    each node, level ``d``'s node of path ``p`` at
+    ``2**d - 1 + p`` (column 0 and a NaN threshold where the tree has no node)."""
+
+    depth: np.ndarray  # (trees,) levels of each tree
+    column: np.ndarray  # (trees, 2**max depth - 1) int64
+    threshold: np.ndarray  # (trees, 2**max depth - 1) in the comparison dtype
+    columns: list[Column]
+    groups: list[Group]
+
+    @property
+    def num_trees(self) -> int:
+        return len(self.depth)
+
+
+_last: list = []
+
+
+def recognise(forest: hir.Forest) -> LevelFacts | str:
+    """The :class:`LevelFacts` of ``forest``, or why the levelwise form cannot run it (a string
+    naming the first tree that breaks a rule)."""
+    if _last and _last[0]() is forest and _last[1] == (len(forest.trees), id(forest.trees)):
+        return _last[2]
+    found = _recognise(forest)
+    _last[:] = [weakref.ref(forest), (len(forest.trees), id(forest.trees)), found]
+    return found
+
+
+def _recognise(forest: hir.Forest) -> LevelFacts | str:
+    if forest.aggregation is not Aggregation.SUM:
+        return f"it sums trees ({forest.aggregation.value} aggregation)"
+    if not forest.trees:
+        return "it has no trees"
+    groups = _groups(forest)
+    if isinstance(groups, str):
+        return groups
+    trees = forest.trees
+    thr_dtype = np.dtype(forest.threshold_dtype)
+    offset, left, right, levels = hir.level_order(forest)
+    if len(levels) - 1 > MAX_DEPTH:
+        tree_of = np.repeat(np.arange(len(trees)), np.diff(offset))
+        deep = levels[MAX_DEPTH + 1][0]
+        return f"tree {int(tree_of[deep])} is deeper than {MAX_DEPTH} levels"
+    tree_of = np.repeat(np.arange(len(trees)), np.diff(offset))
+    feature = np.concatenate([t.feature for t in trees]).astype(np.int64)
+    with np.errstate(over="ignore"):
+        threshold = np.concatenate([t.threshold for t in trees]).astype(thr_dtype)
+    op = np.concatenate([t.op for t in trees]).astype(np.int64)
+    nan_left = np.concatenate([t.default_left for t in trees])
+    zero = np.concatenate([t.zero_missing for t in trees])
+    categorical = np.concatenate([t.categorical_mask() for t in trees])
+    inner = left >= 0
+    checks = [(inner & categorical, "has categorical splits"),
+              (inner & (op == int(Op.EQ)), "has == splits"),
+              (inner & np.isnan(threshold), "has NaN thresholds"),
+              (inner & (op == int(Op.LE)) & (threshold == np.inf), "has x <= +inf splits (every number goes left)")]
+    bad = [(int(tree_of[np.argmax(hit)]), n) for n, (hit, _) in enumerate(checks) if hit.any()]
+    if bad:
+        tree, n = min(bad)
+        return f"tree {tree} {checks[n][1]}"
+    # Each node's path bits and level, a level of every tree at a time.
+    path = np.zeros(len(left), np.int64)
+    level_of = np.zeros(len(left), np.int64)
+    for level, nodes in enumerate(levels):
+        level_of[nodes] = level
+        split = nodes[left[nodes] >= 0]
+        path[left[split]] = path[split]
+        path[right[split]] = path[split] | (1 << level)
+    splits = np.flatnonzero(inner)
+    depth = np.zeros(len(trees), np.int64)
+    np.maximum.at(depth, tree_of[splits], level_of[splits] + 1)
+    # x <= t iff not x >= next(t): right iff x >= next(t) (the largest finite t: next is +inf).
+    t_prime = threshold[splits]
+    le = op[splits] == int(Op.LE)
+    with np.errstate(over="ignore"):
+        t_prime[le] = np.nextafter(t_prime[le], thr_dtype.type(np.inf))
+    # Columns by kind (each kind one copying loop), then feature, as the symmetric form's, but
+    # missing values stay NaN in every column: a node's direction for them is its own (the
+    # NAN_RIGHT bit of its column entry), so a feature is one column, not one a direction,
+    # and a lane picks its value from half as many.
+    keys = np.stack([zero[splits].astype(np.int64), feature[splits]], 1)
+    kinds, column_of = np.unique(keys, axis=0, return_inverse=True)
+    columns = [Column(int(f), False, bool(z)) for z, f in kinds.tolist()]
+    entry = column_of.reshape(-1) | np.where(nan_left[splits], 0, NAN_RIGHT)
+    D = max(1, int(depth.max()))
+    width = (1 << D) - 1
+    column = np.zeros((len(trees), width), np.int64)
+    thr = np.full((len(trees), width), np.nan, thr_dtype)
+    slot = (1 << level_of[splits]) - 1 + path[splits]
+    column[tree_of[splits], slot] = entry
+    thr[tree_of[splits], slot] = t_prime
+    for g in groups:
+        g.depth = int(depth[g.trees].max())
+    return LevelFacts(depth, column, thr, columns, groups)
+
+
+__all__ = ["LevelFacts", "recognise", "MAX_DEPTH", "NAN_RIGHT"]

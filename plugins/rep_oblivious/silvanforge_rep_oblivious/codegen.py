@@ -236,7 +236,7 @@ class _Lowering:
 
         end = c(int(self.first[g + 1]), i64)
         stop = Bin("min", Bin("+", chunk, c(self.chunk, i64)), end)
-        W = self.interleave if L > 1 else 1
+        W = self.interleave
         if W > 1:
             whole = Bin("+", chunk, Bin("*", Bin("/", Bin("-", stop, chunk), c(W, i64)), c(W, i64)))
             walks = [For(t, chunk, whole, W, trees([t] + [Bin("+", t, c(k, i64)) for k in range(1, W)])),

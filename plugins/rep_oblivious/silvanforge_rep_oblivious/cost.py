@@ -80,11 +80,20 @@ def estimate_ns(facts, batch_size: int | None) -> float:
     return float(ns * -(-batch_size // block) * block / batch_size)  # a partial block costs a whole one
 
 
-# The levelwise form (:mod:`.levelwise`): ns a row, first guesses from a C model of its loop
-# (100 trees of depth 8, 8 features, 4096-row calls on Zen 4: 2.6 ns a tree), corrected below
-# by measurement: a level's lookups, column pick and compare, and the pick's selects a column.
-LW_LEVEL_NS, LW_PICK_NS, LW_GATHER_NS = 0.12, 0.012, 0.45
-# Most columns a lane's value is picked from by selects (more: a gather, :mod:`.levelwise`).
+# The levelwise form (:mod:`.levelwise`), ns a row in the walks' estimate's units (their
+# sparse estimate is 0.89 of what the sparse walks measured alongside): a level's lookups,
+# compare and bit (LW_LEVEL_NS) plus picking each lane's column value, by how many columns the
+# selects choose among (LW_PICK_NS, interpolated) or by a gather past PICK_COLUMNS.  Measured
+# on Zen 4, 1 thread, 4096-row calls, XGBoost depth 8, four trees side by side: 2.1, 3.5, 4.8 ns
+# a tree and row with 8, 16, 32 columns, 5.5 with 54 (gathers; the sparse walks 5.8-6.6 on all).
+# One row at a time (calls of 1-2 rows) a level costs LW_SCALAR_LEVEL_NS: 1.15x the sparse walks.
+LW_LEVEL_NS, LW_GATHER_NS, LW_SCALAR_LEVEL_NS = 0.064, 0.52, 0.75
+# A tree of several outputs gathers each output's leaf values: 0.87 ns an output (100 trees of
+# 5-output vector leaves, depth 8, 20 features: 8.5 ns a tree and row, the sparse walks 13.2).
+LW_OUTPUT_NS = 0.87
+LW_PICK_NS = ((1, 0.0), (8, 0.136), (16, 0.29), (32, 0.44))
+# Most columns a lane's value is picked from by selects (more: a gather; 64 columns by selects
+# ran 1.6x slower than the gather: the block's columns no longer fit the registers).
 PICK_COLUMNS = 32
 
 
@@ -97,21 +106,25 @@ def levelwise_lanes(forest: hir.Forest, batch_size: int | None) -> int:
 
 
 def levelwise_ns(facts, batch_size: int | None) -> float:
-    """Estimated ns a row of the levelwise program for ``facts`` (:class:`.complete.LevelFacts`)."""
+    """Estimated ns a row of the levelwise program for ``facts`` (:class:`.complete.LevelFacts`)
+    in calls of ``batch_size`` rows (None: large batches)."""
     U = max(1, len(facts.columns))
-    pick = LW_PICK_NS * (U - 1) if U <= PICK_COLUMNS else LW_GATHER_NS
+    if U <= PICK_COLUMNS:
+        pick = float(np.interp(U, [u for u, _ in LW_PICK_NS], [ns for _, ns in LW_PICK_NS]))
+    else:
+        pick = LW_GATHER_NS
     ns = COLUMN_NS * U
     table = 8 * sum(len(g.outputs) * int((1 << facts.depth[g.trees]).sum()) for g in facts.groups)
-    gather = GATHER_NS if table <= L2_BYTES else GATHER_FAR_NS
+    far = 1.0 if table <= L2_BYTES else GATHER_FAR_NS / GATHER_NS
     for g in facts.groups:
-        sums = SUM_NS if len(g.outputs) == 1 else gather * len(g.outputs)
-        # Levels past 7 look their nodes up with gathers (tables of 256 entries and more).
-        deep = max(0, g.depth - 7)
+        sums = SUM_NS if len(g.outputs) == 1 else LW_OUTPUT_NS * far * len(g.outputs)
+        # Levels 8 and deeper look their nodes up with gathers (tables of 256 entries and more).
+        deep = max(0, g.depth - 8)
         ns += len(g.trees) * ((LW_LEVEL_NS + pick) * g.depth + deep * 2 * LW_GATHER_NS + sums)
     if batch_size is None:
         return float(ns)
     if batch_size <= SCALAR_ROWS:
-        return float(COLUMN_NS * U + sum(len(g.trees) * 3 * SCALAR_LEVEL_NS * (g.depth + len(g.outputs))
+        return float(COLUMN_NS * U + sum(len(g.trees) * LW_SCALAR_LEVEL_NS * (g.depth + len(g.outputs))
                                          for g in facts.groups))
-    block = 16
-    return float(ns * -(-batch_size // block) * block / batch_size)
+    block = 64 // facts.threshold.dtype.itemsize
+    return float(ns * -(-batch_size // block) * block / batch_size)  # a partial block costs a whole one

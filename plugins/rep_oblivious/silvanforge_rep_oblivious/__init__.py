@@ -1,11 +1,17 @@
-"""The oblivious representation: forests of symmetric (oblivious) trees, CatBoost's default,
-where every node of a level tests the same split, so a depth-d tree is d compares whose bits
-index its leaf array, with no walk at all (:mod:`.symmetric` recognises them, :mod:`.codegen`
-builds the program, :mod:`.cost` prices it), CPU targets only.
+"""Two program representations that evaluate a block of rows a tree level at a time, one SIMD
+lane a row, CPU targets only:
+
+- ``oblivious``: forests of symmetric (oblivious) trees, CatBoost's default, where every node of
+  a level tests the same split, so a depth-d tree is d compares whose bits index its leaf array,
+  with no walk at all (:mod:`.symmetric` recognises them, :mod:`.codegen` builds the program,
+  :mod:`.cost` prices it);
+- ``levelwise``: trees of any shape up to depth 10, padded to complete trees, each lane's node of
+  a level looked up by its path so far (:mod:`.complete` recognises them, :mod:`.levelwise`
+  builds the program on :mod:`.codegen`'s, :func:`.cost.levelwise_ns` prices it).
 
 A *program* representation (:class:`silvanforge.rep.ProgramRepresentation`): it builds the whole
 LIR program from the model as imported, so schedules, padding, tiles and tree reordering do not
-apply to it.  The CPU default chooses it by cost where it beats the walks and bitvectors.
+apply to it.  The CPU default chooses either by cost where it beats the walks and bitvectors.
 
 Its options (keys of ``CompileOptions.rep_options``: whether the CPU default may choose it, the
 spans large forests run in) are documented in :mod:`.options`.

@@ -42,6 +42,8 @@ GATHERS = True
 # the loop's bottleneck (one port); loads are not (three a cycle): 1.3x on both models, with
 # chunks whose leaf tables stay in L1 (the oblivious_chunk_bytes option, :mod:`.options`).
 SCALAR_SUMS = True
+# Lanes whose sums run together (a register accumulator each).
+SUM_LANES = 16
 
 
 class _Lowering:
@@ -58,9 +60,13 @@ class _Lowering:
         self.buffers = {"rows": Buffer("rows", self.thr_t, "input"),
                         "margins": Buffer("margins", self.acc_t, "output")}
         self.b = Builder(self.buffers)
+        # The block's columns hold column_t values (the rows' values; a subclass's bins).
+        self.column_t = self.thr_t
         self.x_t = lir.vector_type(self.thr_t, lanes)
         self.mask_t = lir.vector_type("i1", lanes)
         self.idx_t = lir.vector_type("i32", lanes)
+        # A tree's leaf index as its levels build it (path_t lanes), then as an i32 index.
+        self.path_t = "i32"
         self.acc_v = lir.vector_type(self.acc_t, lanes)
 
     def splat(self, value, t: str) -> lir.Expr:
@@ -84,7 +90,7 @@ class _Lowering:
         U = max(1, len(facts.columns))
         B, self.chunk = cost.span(facts, L, batch_size, self.options)
         self.span_rows = span_rows = B * L
-        self.buffers["ob_x"] = Buffer("ob_x", self.thr_t, "local", size=U * span_rows)
+        self.buffers["ob_x"] = Buffer("ob_x", self.column_t, "local", size=U * span_rows)
         K = sum(len(g.outputs) for g in facts.groups)
         self.buffers["ob_acc"] = Buffer("ob_acc", self.acc_t, "local", size=K * span_rows)
         span0 = b.local("s", i64)
@@ -218,13 +224,15 @@ class _Lowering:
             """Trees ``ts``' leaf indices, stored (two phases) or their leaves added: their
             levels interleaved (a levelwise tree's levels wait on each other, so walking trees
             side by side hides that latency), each tree's sums in model order."""
-            idxs = [b.local("idx", self.idx_t) for _ in ts]
+            idxs = [b.local("idx", lir.vector_type(self.path_t, L)) for _ in ts]
             levels = [self._leaf_index(tt, g, group, idx) for tt, idx in zip(ts, idxs)]
-            body = [Assign(idx, self.splat(0, i32)) for idx in idxs]
+            body = [Assign(idx, self.splat(0, self.path_t)) for idx in idxs]
             body += [s for step in zip(*levels) for s in step]
             for tt, idx in zip(ts, idxs):
                 leaf = b.local("leaf", self.idx_t)
                 first = self.vector((Load("ob_leaf_base", tt, i32),) * L)
+                if self.path_t != i32:
+                    idx = Cast(idx, self.idx_t)
                 body.append(Assign(leaf, Bin("+", idx if K == 1 else Bin("*", idx, self.splat(K, i32)), first)))
                 if two_phase:
                     body.append(Store("ob_idx", Bin("*", Bin("-", tt, chunk), c(L, i64)), leaf))
@@ -246,12 +254,16 @@ class _Lowering:
         if two_phase:
             # Phase one stores each tree's leaf indices (a run of L a tree); phase two adds the
             # leaves a lane, reading the indices back from memory (see SCALAR_SUMS).
+            # A register accumulator a lane, SUM_LANES lanes at a time (wider blocks would spill).
             at_idx = Bin("*", Bin("-", t, chunk), c(L, i64))
-            sums = [Assign(a, Bin("+", a, Load("ob_leaf", Cast(Load("ob_idx", Bin("+", at_idx, c(k, i64)), i32), i64),
-                                              self.acc_t))) for k, a in enumerate(lanes)]
-            load = [Assign(a, Load("ob_acc", Bin("+", acc_index(0), c(k, i64)), self.acc_t)) for k, a in enumerate(lanes)]
-            save = [Store("ob_acc", Bin("+", acc_index(0), c(k, i64)), a) for k, a in enumerate(lanes)]
-            block = walks + load + [For(t, chunk, stop, 1, sums)] + save
+            block = list(walks)
+            for k0 in range(0, L, SUM_LANES):
+                ks = range(k0, min(L, k0 + SUM_LANES))
+                sums = [Assign(lanes[k], Bin("+", lanes[k], Load("ob_leaf", Cast(Load(
+                    "ob_idx", Bin("+", at_idx, c(k, i64)), i32), i64), self.acc_t))) for k in ks]
+                load = [Assign(lanes[k], Load("ob_acc", Bin("+", acc_index(0), c(k, i64)), self.acc_t)) for k in ks]
+                save = [Store("ob_acc", Bin("+", acc_index(0), c(k, i64)), lanes[k]) for k in ks]
+                block += load + [For(t, chunk, stop, 1, sums)] + save
         else:
             load = [Assign(acc, Load("ob_acc", acc_index(j), self.acc_v)) for j, acc in enumerate(accs)]
             save = [Store("ob_acc", acc_index(j), acc) for j, acc in enumerate(accs)]

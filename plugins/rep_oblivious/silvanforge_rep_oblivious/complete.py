@@ -135,4 +135,26 @@ def _recognise(forest: hir.Forest) -> LevelFacts | str:
     return LevelFacts(depth, column, thr, columns, groups)
 
 
-__all__ = ["LevelFacts", "recognise", "MAX_DEPTH", "NAN_RIGHT"]
+def bins(facts: LevelFacts, max_depth: int = 8, max_bins: int = 253) -> tuple[list[np.ndarray], np.ndarray] | str:
+    """Each column's distinct thresholds (sorted) and every node's threshold as a bin, or why the
+    bins do not fit bytes.  A value's bin is 1 + its count of its column's thresholds at or
+    below it (0: missing), so ``x >= t'`` iff ``bin(x) >= rank(t') + 2``.  Bins fit a byte where
+    every column has at most ``max_bins`` thresholds (bins 1-254), paths where trees have at
+    most ``max_depth`` levels.  Padding nodes (NaN thresholds) get bin 255, above every value's:
+    false, as their compare is."""
+    if int(facts.depth.max()) > max_depth:
+        return f"trees deeper than {max_depth} levels"
+    column = facts.column & (NAN_RIGHT - 1)
+    real = ~np.isnan(facts.threshold)
+    sorted_thresholds, tbin = [], np.full(facts.threshold.shape, 255, np.uint8)
+    for u in range(len(facts.columns)):
+        at = real & (column == u)
+        values = np.unique(facts.threshold[at])
+        if len(values) > max_bins:
+            return f"column {u} has {len(values)} thresholds (bins fit a byte up to {max_bins})"
+        sorted_thresholds.append(values)
+        tbin[at] = np.searchsorted(values, facts.threshold[at]) + 2
+    return sorted_thresholds, tbin
+
+
+__all__ = ["LevelFacts", "recognise", "bins", "MAX_DEPTH", "NAN_RIGHT"]

@@ -7,6 +7,7 @@ import numpy as np
 
 from silvanforge.ir import hir
 
+from .complete import bins
 from .options import DEFAULT, ObliviousOptions
 
 # Rows a block: one 512-bit vector of float32 values (two of float64 ones) a level's compare.
@@ -128,3 +129,20 @@ def levelwise_ns(facts, batch_size: int | None) -> float:
                                          for g in facts.groups))
     block = 64 // facts.threshold.dtype.itemsize
     return float(ns * -(-batch_size // block) * block / batch_size)  # a partial block costs a whole one
+
+
+# The levelwise program on bytes (:class:`.levelwise.BinnedLowering`): 64 rows a block.
+BINNED_LANES = 64
+# Its levels cost a quarter of the float program's a row (four times the lanes); a column's
+# bins cost BIN_LEVEL_NS a level of its search tree a row.  First guesses, corrected below.
+BINNED_FACTOR, BIN_LEVEL_NS = 0.3, 0.1
+
+
+def levelwise_binned(facts, batch_size: int | None):
+    """The bins (:func:`.complete.bins`) where the byte program is the levelwise form's choice
+    for calls of ``batch_size`` rows, else None: the bins fit bytes, the columns are picked by
+    selects (bytes have no gather), and calls bring more rows than a float block."""
+    if len(facts.columns) > PICK_COLUMNS or (batch_size is not None and batch_size <= 16):
+        return None
+    found = bins(facts)
+    return None if isinstance(found, str) else found

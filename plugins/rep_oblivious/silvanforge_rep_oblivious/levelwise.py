@@ -18,7 +18,8 @@ from __future__ import annotations
 import numpy as np
 
 from silvanforge.ir import lir
-from silvanforge.ir.lir import Assign, Bin, Builder, Cast, Cmp, Gather, Load, Lookup, Select, Var, Vector
+from silvanforge.ir.hir import ZERO_THRESHOLD
+from silvanforge.ir.lir import Assign, Bin, Builder, Cast, Cmp, For, Gather, Load, Lookup, Select, Store, Var, Vector
 
 from . import cost
 from .codegen import _Lowering
@@ -34,6 +35,10 @@ class LevelLowering(_Lowering):
     name = NAME
     function = "predict_levelwise"
     interleave = 4
+    # The level tables a tree's levels read: each node's column entry (the column, and FLAG
+    # where missing values go right) and its threshold, compared with the column's values.
+    entry_table, entry_t, flag = "lw_column", "i32", NAN_RIGHT
+    thr_table = "lw_threshold"
 
     def estimate_ns(self, batch_size: int | None) -> float:
         return cost.levelwise_ns(self.facts, batch_size)
@@ -44,35 +49,44 @@ class LevelLowering(_Lowering):
         return bool((self.facts.column & NAN_RIGHT).any())
 
     def _tables(self) -> None:
-        """Per tree (in group order) its level tables: ``2**depth - 1`` columns and thresholds
-        (the group's depth), a vector's worth of padding after the last (a lookup loads whole
-        vectors); per tree the first element of its leaf values; the base scores."""
-        facts, b, L = self.facts, self.b, self.lanes
+        """Per tree (in group order) its level tables (:meth:`_level_tables`); per tree the
+        first element of its leaf values; the base scores; each column's feature."""
+        facts, b = self.facts, self.b
         order = np.concatenate([g.trees for g in facts.groups])
         self.first = np.cumsum([0] + [len(g.trees) for g in facts.groups])
-        self.level_base, self.width = [], []
-        cols, thrs, at = [], [], 0
+        self.level_base, self.width, at = [], [], 0
         for g, group in enumerate(facts.groups):
             S = (1 << max(group.depth, 1)) - 1
-            cols.append(facts.column[group.trees][:, :S].reshape(-1))
-            thrs.append(facts.threshold[group.trees][:, :S].reshape(-1))
             self.level_base.append(at - int(self.first[g]) * S)
             self.width.append(S)
             at += len(group.trees) * S
-        pad = max(L, 16)
-        thr_dtype = np.dtype(self.forest.threshold_dtype)
-        b.buffer("lw_column", np.concatenate(cols + [np.zeros(pad, np.int64)]).astype(np.int32))
-        b.buffer("lw_threshold", np.concatenate(thrs + [np.zeros(pad, thr_dtype)]).astype(thr_dtype))
+        self._level_tables()
         leaves, base = leaf_table(self.forest, facts, self.forest.accumulate_dtype)
         b.buffer("ob_leaf", leaves)
         b.buffer("ob_leaf_base", base[order].astype(np.int32))
         b.buffer("ob_base", np.asarray(self.forest.base_score, dtype=self.forest.accumulate_dtype))
         b.buffer("ob_feature", np.array([col.feature for col in facts.columns] or [0], np.int32))
 
+    def _per_tree(self, name: str, table: np.ndarray) -> None:
+        """Buffer ``name``: ``table``'s rows (a tree's entries, level ``d``'s node of path ``p`` at
+        ``2**d - 1 + p``) for the trees in group order, each group's trees ``2**depth - 1``
+        entries apart, and a vector's worth of padding after the last (a lookup loads whole
+        vectors)."""
+        parts = [table[group.trees][:, :S].reshape(-1) for group, S in zip(self.facts.groups, self.width)]
+        self.b.buffer(name, np.concatenate(parts + [np.zeros(max(self.lanes, 64), table.dtype)]))
+
+    def _level_tables(self) -> None:
+        self._per_tree("lw_column", self.facts.column.astype(np.int32))
+        self._per_tree("lw_threshold", self.facts.threshold.astype(self.forest.threshold_dtype))
+
+    def _missing(self, x: lir.Expr) -> lir.Expr:
+        """Lanes whose picked value is missing."""
+        return lir.IsNan(x, lir.vector_type("i1", lir.lanes_of(x.type)))
+
     def _column_value(self, column: lir.Expr) -> lir.Expr:
-        """Each lane's value of its column (``column``: an ``i32`` vector of column indices, or
+        """Each lane's value of its column (``column``: an integer vector of column indices, or
         a scalar: every lane's) from the block's columns in ob_x."""
-        c, i64, i32, L = Builder.const, "i64", "i32", self.lanes
+        c, i64, L = Builder.const, "i64", self.lanes
         if L == 1 or lir.lanes_of(column.type) == 1:
             return Load("ob_x", Bin("+", self.x_base, Bin("*", Cast(column, i64), c(L, i64))), self.x_t)
         U = max(1, len(self.facts.columns))
@@ -83,6 +97,7 @@ class LevelLowering(_Lowering):
         span = 1
         while span < U:
             span *= 2
+        et = lir.element_type(column.type)
 
         def pick(lo: int, size: int):
             if lo >= U:
@@ -92,7 +107,7 @@ class LevelLowering(_Lowering):
             low, high = pick(lo, size // 2), pick(lo + size // 2, size // 2)
             if high is None:
                 return low
-            bit = Cmp("!=", Bin("&", column, self.splat(size // 2, i32)), self.splat(0, i32), self.mask_t)
+            bit = Cmp("!=", Bin("&", column, self.splat(size // 2, et)), self.splat(0, et), self.mask_t)
             return Select(bit, high, low)
 
         return pick(0, span)
@@ -100,35 +115,126 @@ class LevelLowering(_Lowering):
     def _leaf_index(self, t: Var, g: int, group, idx: Var) -> list:
         """Statements setting bit ``level`` of ``idx`` where a lane's row goes right at its
         node of that level: the node's column entry and threshold looked up by the path so far."""
-        c, i64, i32, L = Builder.const, "i64", "i32", self.lanes
+        c, i64, L = Builder.const, "i64", self.lanes
         start = Bin("+", Bin("*", t, c(self.width[g], i64)), c(self.level_base[g], i64))
+        cmp_t = lir.element_type(self.x_t)
         body = []
         for level in range(group.depth):
             at = Bin("+", start, c((1 << level) - 1, i64))
             if level == 0 or L == 1:
                 where = Bin("+", at, c(0, i64) if level == 0 else Cast(idx, i64))
-                entry = Load("lw_column", where, i32)
-                thr = self.vector((Load("lw_threshold", where, self.thr_t),) * L)
+                entry = Load(self.entry_table, where, self.entry_t)
+                thr = self.vector((Load(self.thr_table, where, cmp_t),) * L)
             else:
                 size = 1 << level
-                entry = Lookup("lw_column", at, idx, size, lir.vector_type(i32, L))
-                thr = Lookup("lw_threshold", at, idx, size, self.x_t)
-            x = self._column_value(Bin("&", entry, c(NAN_RIGHT - 1, entry.type)))
+                index = idx if lir.element_type(idx.type) == self.path_t else Cast(idx, lir.vector_type(self.path_t, L))
+                entry = Lookup(self.entry_table, at, index, size, lir.vector_type(self.entry_t, L))
+                thr = Lookup(self.thr_table, at, index, size, self.x_t)
+            x = self._column_value(Bin("&", entry, c(self.flag - 1, entry.type)))
             right = Cmp(">=", x, thr, self.mask_t)
             if self.nan_right:
-                flag = Cmp("!=", Bin("&", entry, c(NAN_RIGHT, entry.type)), c(0, entry.type),
+                flag = Cmp("!=", Bin("&", entry, c(self.flag, entry.type)), c(0, entry.type),
                            lir.vector_type("i1", lir.lanes_of(entry.type)))
                 if L > 1 and lir.lanes_of(entry.type) == 1:
                     flag = self.vector((flag,) * L)
-                right = Bin("|", right, Bin("&", lir.IsNan(x, self.mask_t), flag))
-            body.append(Assign(idx, Select(right, Bin("|", idx, self.splat(1 << level, i32)), idx)))
+                right = Bin("|", right, Bin("&", self._missing(x), flag))
+            body.append(Assign(idx, Select(right, Bin("|", idx, self.splat(1 << level, self.path_t)), idx)))
         return body
+
+
+class BinnedLowering(LevelLowering):
+    """The levelwise program on bytes: a block of 64 rows, each column's values replaced by
+    their bins (:func:`.complete.bins`: 1 + the count of the column's thresholds at or below the
+    value, 0 missing), each node's threshold by its bin, so a level compares 64 lanes of bytes
+    where the float program compares 16 of float32: the lookups (``vpermb``/``vpermi2b``), the
+    column picks and the compares each cover four times the rows.
+
+    A value's bin is found by the same walk, once a block and column: the column's sorted
+    thresholds as a complete search tree (node ``p`` of level ``d`` holds threshold
+    ``(2p + 1) 2**(D - 1 - d) - 1``, NaN past the last), a vector of values at a time (16
+    float32, 8 float64), whose path after ``D`` levels, read most significant level first, is
+    the count."""
+
+    entry_table, entry_t, flag = "lw_entry8", "u8", 0x80
+    thr_table = "lw_bin8"
+
+    def __init__(self, forest, facts, lanes, options, binning):
+        super().__init__(forest, facts, lanes, options)
+        self.thresholds, self.tbin = binning
+        self.column_t = "u8"
+        self.x_t = lir.vector_type("u8", lanes)
+        self.path_t = "u8"
+        self.search_depth = max(1, max((len(v) for v in self.thresholds), default=0)).bit_length()
+
+    def _level_tables(self) -> None:
+        column = self.facts.column & (NAN_RIGHT - 1)
+        flag = np.where(self.facts.column & NAN_RIGHT, 0x80, 0)
+        self._per_tree("lw_entry8", (column | flag).astype(np.uint8))
+        self._per_tree("lw_bin8", self.tbin)
+        D = self.search_depth
+        tables = np.full((max(1, len(self.thresholds)), (1 << D) - 1), np.nan, self.forest.threshold_dtype)
+        for u, values in enumerate(self.thresholds):
+            for d in range(D):
+                p = np.arange(1 << d)
+                k = (2 * p + 1) * (1 << (D - 1 - d)) - 1
+                inside = k < len(values)
+                tables[u, (1 << d) - 1 + p[inside]] = values[k[inside]]
+        self.b.buffer("lw_search", np.concatenate([tables.reshape(-1), np.zeros(64, tables.dtype)]))
+
+    def _missing(self, x: lir.Expr) -> lir.Expr:
+        return Cmp("==", x, self.splat(0, "u8"), self.mask_t)
+
+    def _columns(self, span0: Var, U: int) -> None:
+        """The span's columns as bins, block by block: 16 rows at a time, each column's bins
+        found by walking its search tree (a loop a kind of column, as the float program's)."""
+        b, c, i64, i32, L = self.b, Builder.const, "i64", "i32", self.lanes
+        V, D = 64 // np.dtype(self.forest.threshold_dtype).itemsize, self.search_depth
+        self.block0 = Var("ob_b", i64)
+        self.x_base = Bin("*", Bin("-", self.block0, span0), c(U, i64))
+        self.acc_at = Bin("-", self.block0, span0)
+        last = Bin("-", lir.ROW_END, c(1, i64))
+        u = Var("ob_u", i64)
+        feature = Cast(Load("ob_feature", u, i32), i64)
+        xv_t, mv_t, iv_t = lir.vector_type(self.thr_t, V), lir.vector_type("i1", V), lir.vector_type(i32, V)
+        x, idx = b.local("xs", xv_t), b.local("bin", iv_t)
+        kinds: dict[bool, list[int]] = {}
+        for k, col in enumerate(self.facts.columns):
+            kinds.setdefault(col.zero_missing, []).append(k)
+        loops = []
+        for zero_missing, ks in kinds.items():
+            body = []
+            for part in range(L // V):
+                rows = [Bin("min", Bin("+", self.block0, c(part * V + k, i64)), last) for k in range(V)]
+                body.append(Assign(x, Vector(tuple(
+                    Load("rows", Bin("+", Bin("*", r, lir.ROW_STRIDE), Bin("*", feature, lir.COL_STRIDE)), self.thr_t)
+                    for r in rows))))
+                body.append(Assign(idx, Builder.const(0, iv_t)))
+                base = Bin("*", u, c((1 << D) - 1, i64))
+                for d in range(D):
+                    t = Lookup("lw_search", Bin("+", base, c((1 << d) - 1, i64)), idx, 1 << d, xv_t)
+                    step = Select(Cmp(">=", x, t, mv_t), Builder.const(1, iv_t), Builder.const(0, iv_t))
+                    body.append(Assign(idx, Bin("+", Bin("+", idx, idx), step)))
+                missing = lir.IsNan(x, mv_t)
+                if zero_missing:
+                    small = Bin("&", Cmp(">=", x, Builder.const(-ZERO_THRESHOLD, xv_t), mv_t),
+                                Cmp("<=", x, Builder.const(ZERO_THRESHOLD, xv_t), mv_t))
+                    missing = Bin("|", missing, small)
+                value = Select(missing, Builder.const(0, iv_t), Bin("+", idx, Builder.const(1, iv_t)))
+                body.append(Store("ob_x", Bin("+", Bin("+", self.x_base, Bin("*", u, c(L, i64))), c(part * V, i64)),
+                                  Cast(value, lir.vector_type("u8", V))))
+            loops.append(For(u, c(ks[0], i64), c(ks[-1] + 1, i64), 1, body))
+        b.emit(self._blocks(span0, loops))
+
 
 def lower(forest, facts: LevelFacts, batch_size: int | None = None, lanes: int | None = None,
           options=None) -> lir.Module:
     """The LIR module of ``forest`` (:func:`.complete.recognise` gave ``facts``) for
-    ``batch_size`` rows a call (None: large batches); ``lanes`` rows a block (None: the cost
-    model's choice, :func:`.cost.levelwise_lanes`)."""
+    ``batch_size`` rows a call (None: large batches): on bytes where the bins fit them and the
+    cost model prefers it (:func:`.cost.levelwise_binned`), else on the thresholds' type;
+    ``lanes`` rows a block (None: the cost model's choice)."""
+    binning = cost.levelwise_binned(facts, batch_size)
+    if binning is not None and lanes is None:
+        return BinnedLowering(forest, facts, cost.BINNED_LANES, options or DEFAULT, binning).lower(batch_size)
     L = lanes or cost.levelwise_lanes(forest, batch_size)
     return LevelLowering(forest, facts, L, options or DEFAULT).lower(batch_size)
 

@@ -1,4 +1,6 @@
-"""The oblivious representation's options: the keys of ``CompileOptions.rep_options`` it reads.
+"""The oblivious representation's options: the keys of ``CompileOptions.rep_options`` it reads,
+and the levelwise representation too (the same program's spans and chunks; ``auto_choose``
+off leaves both to ``rep=``).
 
     sf.compile(model, options=sf.CompileOptions(rep_options={"oblivious_auto_choose": False}))
 

@@ -59,10 +59,11 @@ class _Splat(ir.Constant):
 class LLVMCodegen:
     """Generates one LLVM function per LIR function (phase) into one LLVM module."""
 
-    def __init__(self, module: lir.Module, permutes: bool = False):
-        """``permutes``: the host has AVX-512, whose register permutes do :class:`lir.Lookup`."""
+    def __init__(self, module: lir.Module, permutes: bool = False, byte_permutes: bool = False):
+        """``permutes``: the host has AVX-512, whose register permutes do :class:`lir.Lookup`
+        (``byte_permutes``: of bytes too, AVX-512 VBMI)."""
         self.lmod = module
-        self.permutes = permutes
+        self.permutes, self.byte_permutes = permutes, byte_permutes
         self.mod = ir.Module(name="silvanforge")
         self._prefetch = None
         self._gathers: dict[str, ir.Function] = {}
@@ -312,7 +313,8 @@ class LLVMCodegen:
         b, n = self.b, lir.lanes_of(e.type)
         et = lir.element_type(e.type)
         size = lir.LIR_TO_NUMPY[et].itemsize
-        if not (self.permutes and n * size == 64 and et in _PERMUTE_SUFFIX and e.size <= 8 * n):
+        if not (self.permutes and n * size == 64 and et in _PERMUTE_SUFFIX and e.size <= 8 * n
+                and (size > 1 or self.byte_permutes)):
             at = lir.broadcast(e.at, n) if lir.lanes_of(e.at.type) == 1 else e.at
             index = lir.Cast(e.index, lir.vector_type("i64", n)) if e.index.type != lir.vector_type("i64", n) else e.index
             return self.gather(lir.Gather(e.buffer, lir.Bin("+", at, index), e.type))
@@ -403,13 +405,15 @@ def _intrinsic_suffix(t: ir.Type) -> str:
     return f"i{t.width}"
 
 
-# LLVM's AVX-512 permutes by element type: (one table, two tables).
-_PERMUTE_SUFFIX = {"f32": ("sf", "ps"), "i32": ("si", "d"), "f64": ("df", "pd"), "i64": ("di", "q")}
+# LLVM's AVX-512 permutes by element type: (one table, two tables).  Bytes need AVX-512 VBMI
+# (``vpermb``, ``vpermi2b``: Ice Lake, Zen 4 and later).
+_PERMUTE_SUFFIX = {"f32": ("sf", "ps"), "i32": ("si", "d"), "u32": ("si", "d"), "f64": ("df", "pd"),
+                   "i64": ("di", "q"), "i8": ("qi", "qi"), "u8": ("qi", "qi")}
 
 
 def generate(module: lir.Module, permutes: bool | None = None) -> ir.Module:
     """``module`` as LLVM IR; ``permutes``: use AVX-512 permutes for lookups (None: where the
-    host has AVX-512)."""
+    host has AVX-512; of bytes where it has VBMI too)."""
     if permutes is None:
         permutes = host_has_avx512()
-    return LLVMCodegen(module, permutes).generate()
+    return LLVMCodegen(module, permutes, permutes and host_has_avx512("avx512vbmi")).generate()

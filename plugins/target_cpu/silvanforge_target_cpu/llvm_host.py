@@ -20,10 +20,11 @@ def init() -> None:
             _initialised = True
 
 
-def host_has_avx512() -> bool:
-    """Whether the host has AVX-512 (F): the CPU codegen then does table lookups with permutes."""
+def host_has_avx512(feature: str = "avx512f") -> bool:
+    """Whether the host has AVX-512 (F; or ``feature`` of it): the CPU codegen then does table
+    lookups with permutes."""
     init()
-    return bool(llvm.get_host_cpu_features().get("avx512f"))
+    return bool(llvm.get_host_cpu_features().get(feature))
 
 
 def target_machine(gathers: bool = False):

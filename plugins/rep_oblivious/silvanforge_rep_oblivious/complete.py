@@ -11,8 +11,9 @@ are the case of one distinct entry a level.
 Each split becomes "goes right iff ``x' >= t'``, or ``x'`` is missing and the node sends
 missing values right" on a column ``x'``: the feature, NaN where missing (zero-as-missing
 columns too), ``t'`` by the rule of :mod:`.symmetric`.  Nodes
-below an early leaf (padding) compare with a NaN threshold: false, bit 0, and the leaf's value
-fills every leaf index below it.  Refused, with the reason: what the symmetric form refuses
+below an early leaf or past a tree's depth (padding) hold a NaN threshold, and the leaf's
+value fills every leaf index below it (the leaf tables are as deep as the tree's group), so
+whichever way a padding node sends a row, it reaches that leaf's value.  Refused, with the reason: what the symmetric form refuses
 (categorical and ``==`` splits, NaN thresholds, ``x <= +inf``, aggregations other than a sum,
 outputs added to by trees of different output sets) and trees deeper than :data:`MAX_DEPTH`
 (the tables double a level).
@@ -48,6 +49,7 @@ class LevelFacts:
     threshold: np.ndarray  # (trees, 2**max depth - 1) in the comparison dtype
     columns: list[Column]
     groups: list[Group]
+    binned: dict = dataclasses.field(default_factory=dict)  # bins() by its arguments
 
     @property
     def num_trees(self) -> int:
@@ -135,13 +137,20 @@ def _recognise(forest: hir.Forest) -> LevelFacts | str:
     return LevelFacts(depth, column, thr, columns, groups)
 
 
-def bins(facts: LevelFacts, max_depth: int = 8, max_bins: int = 253) -> tuple[list[np.ndarray], np.ndarray] | str:
+def bins(facts: LevelFacts, max_depth: int = 8, max_bins: int = 254) -> tuple[list[np.ndarray], np.ndarray] | str:
     """Each column's distinct thresholds (sorted) and every node's threshold as a bin, or why the
     bins do not fit bytes.  A value's bin is 1 + its count of its column's thresholds at or
     below it (0: missing), so ``x >= t'`` iff ``bin(x) >= rank(t') + 2``.  Bins fit a byte where
-    every column has at most ``max_bins`` thresholds (bins 1-254), paths where trees have at
-    most ``max_depth`` levels.  Padding nodes (NaN thresholds) get bin 255, above every value's:
-    false, as their compare is."""
+    every column has at most ``max_bins`` thresholds (bins 1-255), paths where trees have at
+    most ``max_depth`` levels.  Padding nodes (NaN thresholds) get bin 255: their outcome does
+    not matter (the leaf tables fill every index below a leaf)."""
+    key = (max_depth, max_bins)
+    if key not in facts.binned:  # asked by every cost estimate of a compile
+        facts.binned[key] = _bins(facts, max_depth, max_bins)
+    return facts.binned[key]
+
+
+def _bins(facts: LevelFacts, max_depth: int, max_bins: int):
     if int(facts.depth.max()) > max_depth:
         return f"trees deeper than {max_depth} levels"
     column = facts.column & (NAN_RIGHT - 1)

@@ -108,7 +108,11 @@ def levelwise_lanes(forest: hir.Forest, batch_size: int | None) -> int:
 
 def levelwise_ns(facts, batch_size: int | None) -> float:
     """Estimated ns a row of the levelwise program for ``facts`` (:class:`.complete.LevelFacts`)
-    in calls of ``batch_size`` rows (None: large batches)."""
+    in calls of ``batch_size`` rows (None: large batches): the byte program's where it runs
+    (:func:`levelwise_binned`)."""
+    binning = levelwise_binned(facts, batch_size)
+    if binning is not None:
+        return binned_ns(facts, binning, batch_size)
     U = max(1, len(facts.columns))
     if U <= PICK_COLUMNS:
         pick = float(np.interp(U, [u for u, _ in LW_PICK_NS], [ns for _, ns in LW_PICK_NS]))
@@ -131,11 +135,14 @@ def levelwise_ns(facts, batch_size: int | None) -> float:
     return float(ns * -(-batch_size // block) * block / batch_size)  # a partial block costs a whole one
 
 
-# The levelwise program on bytes (:class:`.levelwise.BinnedLowering`): 64 rows a block.
+# The levelwise program on bytes (:class:`.levelwise.BinnedLowering`): 64 rows a block.  A
+# level a row, by the columns the selects pick among (interpolated), in the walks' estimate's
+# units: measured 0.77, 1.04, 1.59 ns a tree and row with 8, 16, 32 columns (XGBoost depth 8, 100
+# trees, 1 thread, 4096 rows, Zen 4), 3.6-7.6x the sparse walks; a column's bins a row,
+# BIN_LEVEL_NS a level of its search tree; a tree's output past the first, its leaves gathered.
 BINNED_LANES = 64
-# Its levels cost a quarter of the float program's a row (four times the lanes); a column's
-# bins cost BIN_LEVEL_NS a level of its search tree a row.  First guesses, corrected below.
-BINNED_FACTOR, BIN_LEVEL_NS = 0.3, 0.1
+BINNED_LEVEL_NS = ((1, 0.025), (8, 0.04), (16, 0.062), (32, 0.105))
+BIN_LEVEL_NS, BINNED_OUTPUT_NS = 0.1, 0.54
 
 
 def levelwise_binned(facts, batch_size: int | None):
@@ -146,3 +153,17 @@ def levelwise_binned(facts, batch_size: int | None):
         return None
     found = bins(facts)
     return None if isinstance(found, str) else found
+
+
+def binned_ns(facts, binning, batch_size: int | None) -> float:
+    """Estimated ns a row of the byte program (``binning``: :func:`.complete.bins`'s)."""
+    U = max(1, len(facts.columns))
+    level = float(np.interp(U, [u for u, _ in BINNED_LEVEL_NS], [ns for _, ns in BINNED_LEVEL_NS]))
+    search = max(1, max((len(v) for v in binning[0]), default=0)).bit_length()
+    ns = (COLUMN_NS + BIN_LEVEL_NS * search) * U
+    for g in facts.groups:
+        sums = SUM_NS if len(g.outputs) == 1 else BINNED_OUTPUT_NS * len(g.outputs)
+        ns += len(g.trees) * (level * g.depth + sums)
+    if batch_size is None:
+        return float(ns)
+    return float(ns * -(-batch_size // BINNED_LANES) * BINNED_LANES / batch_size)

@@ -15,6 +15,8 @@ from the block's columns.
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from silvanforge.ir import lir
@@ -61,7 +63,13 @@ class LevelLowering(_Lowering):
             self.width.append(S)
             at += len(group.trees) * S
         self._level_tables()
-        leaves, base = leaf_table(self.forest, facts, self.forest.accumulate_dtype)
+        # Leaf tables as deep as each tree's group: a lane's path has a bit for every level the
+        # group runs, and where a tree ends (or a branch stops early) the leaf fills every index
+        # below it, so a padding node's outcome never matters.
+        depth = np.zeros_like(facts.depth)
+        for group in facts.groups:
+            depth[group.trees] = max(group.depth, 1)
+        leaves, base = leaf_table(self.forest, dataclasses.replace(facts, depth=depth), self.forest.accumulate_dtype)
         b.buffer("ob_leaf", leaves)
         b.buffer("ob_leaf_base", base[order].astype(np.int32))
         b.buffer("ob_base", np.asarray(self.forest.base_score, dtype=self.forest.accumulate_dtype))

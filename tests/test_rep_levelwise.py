@@ -184,22 +184,46 @@ def test_what_it_cannot_run_is_refused_with_the_reason():
         sf.lower(booster, target="amd", rep="levelwise")
 
 
-def test_lookups_give_the_same_margins_with_permutes_and_with_gathers():
-    """The CPU target does a Lookup with AVX-512 permutes where the host has them, else with a
-    gather: both programs, compiled from the same LIR, give the same margins."""
-    from silvanforge_target_cpu import codegen, jit
+@pytest.mark.parametrize("batch_size", [16, 64])
+def test_lookups_give_the_same_margins_with_permutes_and_with_gathers(batch_size):
+    """The CPU target does a Lookup with AVX-512 permutes where the host has them (bytes with
+    VBMI), else with a gather: both programs, compiled from the same LIR, give the same
+    margins.  16 rows a call take the float program, 64 the byte program."""
+    from silvanforge_target_cpu import codegen, jit, llvm_host
 
     booster, _ = _xgb_model("multi:softprob", depth=7, rounds=6)
-    low = sf.lower(booster, rep="levelwise", batch_size=64)
+    low = sf.lower(booster, rep="levelwise", batch_size=batch_size)
     assert "lookup" in lir.format_module(low.lir)
-    rows = _rows(low.forest.num_features, 64, seed=4).astype(np.float32)
+    assert ("lw_bin8" in low.lir.buffers) is (batch_size == 64)
+    rows = _rows(low.forest.num_features, batch_size, seed=4)
     outs = []
     for permutes in (True, False):
         text = str(codegen.generate(low.lir, permutes=permutes))
         assert ("llvm.x86.avx512.vpermi2var" in text) is permutes
-        if permutes and not codegen.host_has_avx512():
+        if permutes and not llvm_host.host_has_avx512("avx512vbmi"):
             continue  # the permutes would not run here
         kernel = jit.compile_module(low.lir, text)
         outs.append(kernel.margins(rows, low.forest.num_outputs, threads=1))
     for out in outs:
         np.testing.assert_array_equal(out, reference.predict(low.forest, rows, output_margin=True).reshape(out.shape))
+
+
+def test_byte_program_where_bins_fit_a_byte_else_the_float_one():
+    """A column of more than 254 thresholds cannot be binned in a byte: the float program runs,
+    exactly; so does every call of up to 16 rows (a block of 16 float lanes)."""
+    rng = np.random.default_rng(6)
+    trees = [random_tree(rng, 2, (0,), 4, [0, 1], False, False) for _ in range(60)]
+    for t in trees:  # distinct thresholds everywhere: 60 trees x 15 splits on 2 features
+        inner = t.left >= 0
+        t.threshold[inner] = np.round(rng.normal(size=inner.sum()), 6)
+    forest = Forest(trees=trees, num_features=2)
+    facts = complete.recognise(forest)
+    assert "thresholds" in complete.bins(facts)
+    wide = sf.lower(forest, rep="levelwise")
+    assert "lw_bin8" not in wide.lir.buffers and "lanes=16" in wide.lir.info["summary"]
+    booster, _ = _xgb_model("binary:logistic", features=12, depth=6, rounds=20)
+    assert "lw_bin8" in sf.lower(booster, rep="levelwise").lir.buffers
+    assert "lw_bin8" not in sf.lower(booster, rep="levelwise", batch_size=16).lir.buffers
+    cf = sf.compile(forest, rep="levelwise")
+    for n in (1, 16, 100):
+        _exact(cf, forest, rows_for(forest, rng, n))

@@ -109,7 +109,18 @@ def levelwise_lanes(forest: hir.Forest, batch_size: int | None) -> int:
 def levelwise_ns(facts, batch_size: int | None) -> float:
     """Estimated ns a row of the levelwise program for ``facts`` (:class:`.complete.LevelFacts`)
     in calls of ``batch_size`` rows (None: large batches): the byte program's where it runs
-    (:func:`levelwise_binned`)."""
+    (:func:`levelwise_binned`).  For calls of 1-2 rows, the more of the scalar program's and
+    what the large-batch program costs them (a whole block): the plan compares the latter
+    with the other forms when it decides whether one form answers every size, and the
+    scalar program is never the cheapest for one row (1.15x the sparse walks)."""
+    if batch_size is not None and batch_size <= SCALAR_ROWS:
+        big = levelwise_ns(facts, None)
+        lanes = BINNED_LANES if levelwise_binned(facts, None) is not None else 64 // facts.threshold.dtype.itemsize
+        return max(_levelwise_ns(facts, batch_size), big * lanes / batch_size)
+    return _levelwise_ns(facts, batch_size)
+
+
+def _levelwise_ns(facts, batch_size: int | None) -> float:
     binning = levelwise_binned(facts, batch_size)
     if binning is not None:
         return binned_ns(facts, binning, batch_size)

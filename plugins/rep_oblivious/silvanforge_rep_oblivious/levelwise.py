@@ -242,7 +242,9 @@ def lower(forest, facts: LevelFacts, batch_size: int | None = None, lanes: int |
     ``lanes`` rows a block (None: the cost model's choice)."""
     binning = cost.levelwise_binned(facts, batch_size)
     if binning is not None and lanes is None:
-        return BinnedLowering(forest, facts, cost.BINNED_LANES, options or DEFAULT, binning).lower(batch_size)
+        # One program for every size it takes (a call's rows bound its spans anyway), so the
+        # plan's bands above 16 rows share it.
+        return BinnedLowering(forest, facts, cost.BINNED_LANES, options or DEFAULT, binning).lower(None)
     L = lanes or cost.levelwise_lanes(forest, batch_size)
     return LevelLowering(forest, facts, L, options or DEFAULT).lower(batch_size)
 

@@ -208,22 +208,28 @@ def test_lookups_give_the_same_margins_with_permutes_and_with_gathers(batch_size
         np.testing.assert_array_equal(out, reference.predict(low.forest, rows, output_margin=True).reshape(out.shape))
 
 
-def test_byte_program_where_bins_fit_a_byte_else_the_float_one():
-    """A column of more than 254 thresholds cannot be binned in a byte: the float program runs,
-    exactly; so does every call of up to 16 rows (a block of 16 float lanes)."""
+def test_byte_program_splits_features_of_many_thresholds_and_deep_trees_take_floats():
+    """A feature of more than 254 thresholds is several byte columns (its thresholds in runs),
+    exactly; trees deeper than 8 levels (paths past a byte) take the float program, and so does
+    every call of up to 16 rows (a block of 16 float lanes)."""
     rng = np.random.default_rng(6)
     trees = [random_tree(rng, 2, (0,), 4, [0, 1], False, False) for _ in range(60)]
     for t in trees:  # distinct thresholds everywhere: 60 trees x 15 splits on 2 features
         inner = t.left >= 0
         t.threshold[inner] = np.round(rng.normal(size=inner.sum()), 6)
     forest = Forest(trees=trees, num_features=2)
-    facts = complete.recognise(forest)
-    assert "thresholds" in complete.bins(facts)
-    wide = sf.lower(forest, rep="levelwise")
-    assert "lw_bin8" not in wide.lir.buffers and "lanes=16" in wide.lir.info["summary"]
-    booster, _ = _xgb_model("binary:logistic", features=12, depth=6, rounds=20)
-    assert "lw_bin8" in sf.lower(booster, rep="levelwise").lir.buffers
-    assert "lw_bin8" not in sf.lower(booster, rep="levelwise", batch_size=16).lir.buffers
+    binning = complete.bins(complete.recognise(forest))
+    assert len(binning.facts.columns) > 2 and all(len(v) <= 254 for v in binning.thresholds)
+    assert "lw_bin8" in sf.lower(forest, rep="levelwise").lir.buffers
     cf = sf.compile(forest, rep="levelwise")
     for n in (1, 16, 100):
         _exact(cf, forest, rows_for(forest, rng, n))
+    deep = Forest(trees=[random_tree(rng, 3, (0,), 10, [0, 1], False, True) for _ in range(3)], num_features=3)
+    facts = complete.recognise(deep)
+    assert int(facts.depth.max()) > 8 and "deeper" in complete.bins(facts)
+    low = sf.lower(deep, rep="levelwise")
+    assert "lw_bin8" not in low.lir.buffers and "lanes=16" in low.lir.info["summary"]
+    _exact(sf.compile(deep, rep="levelwise"), deep, rows_for(deep, rng, 50))
+    booster, _ = _xgb_model("binary:logistic", features=12, depth=6, rounds=20)
+    assert "lw_bin8" in sf.lower(booster, rep="levelwise").lir.buffers
+    assert "lw_bin8" not in sf.lower(booster, rep="levelwise", batch_size=16).lir.buffers

@@ -137,33 +137,50 @@ def _recognise(forest: hir.Forest) -> LevelFacts | str:
     return LevelFacts(depth, column, thr, columns, groups)
 
 
-def bins(facts: LevelFacts, max_depth: int = 8, max_bins: int = 254) -> tuple[list[np.ndarray], np.ndarray] | str:
-    """Each column's distinct thresholds (sorted) and every node's threshold as a bin, or why the
-    bins do not fit bytes.  A value's bin is 1 + its count of its column's thresholds at or
-    below it (0: missing), so ``x >= t'`` iff ``bin(x) >= rank(t') + 2``.  Bins fit a byte where
-    every column has at most ``max_bins`` thresholds (bins 1-255), paths where trees have at
-    most ``max_depth`` levels.  Padding nodes (NaN thresholds) get bin 255: their outcome does
-    not matter (the leaf tables fill every index below a leaf)."""
+@dataclasses.dataclass
+class Binning:
+    """A forest's levelwise facts on byte columns (:func:`bins`)."""
+
+    facts: LevelFacts  # its columns byte columns, node entries naming them
+    thresholds: list[np.ndarray]  # each byte column's thresholds, sorted
+    tbin: np.ndarray  # each node's threshold as a bin (as facts.column)
+
+
+def bins(facts: LevelFacts, max_depth: int = 8, max_bins: int = 254) -> Binning | str:
+    """The forest on byte columns, or why its paths do not fit a byte.  A value's bin in a byte
+    column is 1 + its count of the column's thresholds at or below it (0: missing), so
+    ``x >= t'`` iff ``bin(x) >= rank(t') + 2``: bins 1-255 for at most ``max_bins`` thresholds.
+    A feature with more is several byte columns, its thresholds in runs of ``max_bins`` (a node
+    reads the run holding its threshold).  Paths fit a byte where trees have at most
+    ``max_depth`` levels.  Padding nodes (NaN thresholds) get bin 255: their outcome does not
+    matter (the leaf tables fill every index below a leaf)."""
     key = (max_depth, max_bins)
     if key not in facts.binned:  # asked by every cost estimate of a compile
         facts.binned[key] = _bins(facts, max_depth, max_bins)
     return facts.binned[key]
 
 
-def _bins(facts: LevelFacts, max_depth: int, max_bins: int):
+def _bins(facts: LevelFacts, max_depth: int, max_bins: int) -> Binning | str:
     if int(facts.depth.max()) > max_depth:
         return f"trees deeper than {max_depth} levels"
     column = facts.column & (NAN_RIGHT - 1)
     real = ~np.isnan(facts.threshold)
-    sorted_thresholds, tbin = [], np.full(facts.threshold.shape, 255, np.uint8)
-    for u in range(len(facts.columns)):
+    entry = facts.column.copy()
+    thresholds, columns = [], []
+    tbin = np.full(facts.threshold.shape, 255, np.uint8)
+    for u, col in enumerate(facts.columns):
         at = real & (column == u)
         values = np.unique(facts.threshold[at])
-        if len(values) > max_bins:
-            return f"column {u} has {len(values)} thresholds (bins fit a byte up to {max_bins})"
-        sorted_thresholds.append(values)
-        tbin[at] = np.searchsorted(values, facts.threshold[at]) + 2
-    return sorted_thresholds, tbin
+        rank = np.searchsorted(values, facts.threshold[at])
+        first = len(columns)
+        for lo in range(0, max(1, len(values)), max_bins):
+            thresholds.append(values[lo:lo + max_bins])
+            columns.append(col)
+        tbin[at] = rank % max_bins + 2
+        entry[at] = (first + rank // max_bins) | (facts.column[at] & NAN_RIGHT)
+    entry[~real] = 0
+    binned = LevelFacts(facts.depth, entry, facts.threshold, columns, facts.groups)
+    return Binning(binned, thresholds, tbin)
 
 
-__all__ = ["LevelFacts", "recognise", "bins", "MAX_DEPTH", "NAN_RIGHT"]
+__all__ = ["LevelFacts", "Binning", "recognise", "bins", "MAX_DEPTH", "NAN_RIGHT"]

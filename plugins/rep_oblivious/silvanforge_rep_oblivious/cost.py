@@ -152,7 +152,11 @@ def _levelwise_ns(facts, batch_size: int | None) -> float:
 # trees, 1 thread, 4096 rows, Zen 4), 3.6-7.6x the sparse walks; a column's bins a row,
 # BIN_LEVEL_NS a level of its search tree; a tree's output past the first, its leaves gathered.
 BINNED_LANES = 64
-BINNED_LEVEL_NS = ((1, 0.025), (8, 0.04), (16, 0.062), (32, 0.105))
+BINNED_LEVEL_NS = ((1, 0.025), (8, 0.04), (16, 0.062), (32, 0.105), (78, 0.34))
+# Most byte columns picked by selects (bytes have no gather: more take the float program), and
+# most byte columns times groups of trees (each group's loop holds its own selects: 8 groups of
+# 78 columns took 33 s to compile, 3.4 ns a tree and row against the float program's 5.9).
+BINNED_PICK_COLUMNS, BINNED_CODE_COLUMNS = 64, 128
 BIN_LEVEL_NS, BINNED_OUTPUT_NS = 0.1, 0.54
 
 
@@ -160,17 +164,22 @@ def levelwise_binned(facts, batch_size: int | None):
     """The bins (:func:`.complete.bins`) where the byte program is the levelwise form's choice
     for calls of ``batch_size`` rows, else None: the bins fit bytes, the columns are picked by
     selects (bytes have no gather), and calls bring more rows than a float block."""
-    if len(facts.columns) > PICK_COLUMNS or (batch_size is not None and batch_size <= 16):
+    if batch_size is not None and batch_size <= 16:
         return None
     found = bins(facts)
-    return None if isinstance(found, str) else found
+    if isinstance(found, str):
+        return None
+    U = len(found.facts.columns)
+    if U > BINNED_PICK_COLUMNS or U * len(facts.groups) > BINNED_CODE_COLUMNS:
+        return None
+    return found
 
 
 def binned_ns(facts, binning, batch_size: int | None) -> float:
     """Estimated ns a row of the byte program (``binning``: :func:`.complete.bins`'s)."""
-    U = max(1, len(facts.columns))
+    U = max(1, len(binning.facts.columns))
     level = float(np.interp(U, [u for u, _ in BINNED_LEVEL_NS], [ns for _, ns in BINNED_LEVEL_NS]))
-    search = max(1, max((len(v) for v in binning[0]), default=0)).bit_length()
+    search = max(1, max((len(v) for v in binning.thresholds), default=0)).bit_length()
     ns = (COLUMN_NS + BIN_LEVEL_NS * search) * U
     for g in facts.groups:
         sums = SUM_NS if len(g.outputs) == 1 else BINNED_OUTPUT_NS * len(g.outputs)

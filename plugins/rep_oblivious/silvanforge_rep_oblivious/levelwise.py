@@ -41,6 +41,8 @@ class LevelLowering(_Lowering):
     # where missing values go right) and its threshold, compared with the column's values.
     entry_table, entry_t, flag = "lw_column", "i32", NAN_RIGHT
     thr_table = "lw_threshold"
+    # Most columns a lane's value is picked from by selects (more: a gather).
+    pick_columns = PICK_COLUMNS
 
     def estimate_ns(self, batch_size: int | None) -> float:
         return cost.levelwise_ns(self.facts, batch_size)
@@ -98,7 +100,7 @@ class LevelLowering(_Lowering):
         if L == 1 or lir.lanes_of(column.type) == 1:
             return Load("ob_x", Bin("+", self.x_base, Bin("*", Cast(column, i64), c(L, i64))), self.x_t)
         U = max(1, len(self.facts.columns))
-        if U > PICK_COLUMNS:
+        if U > self.pick_columns:
             lanes = Vector(tuple(Bin("+", self.x_base, c(k, i64)) for k in range(L)))
             index = Bin("+", Bin("*", Cast(column, lir.vector_type(i64, L)), self.splat(L, i64)), lanes)
             return Gather("ob_x", index, self.x_t)
@@ -167,8 +169,9 @@ class BinnedLowering(LevelLowering):
     thr_table = "lw_bin8"
 
     def __init__(self, forest, facts, lanes, options, binning):
-        super().__init__(forest, facts, lanes, options)
-        self.thresholds, self.tbin = binning
+        super().__init__(forest, binning.facts, lanes, options)
+        self.thresholds, self.tbin = binning.thresholds, binning.tbin
+        self.pick_columns = cost.BINNED_PICK_COLUMNS
         self.column_t = "u8"
         self.x_t = lir.vector_type("u8", lanes)
         self.path_t = "u8"

@@ -191,7 +191,7 @@ def test_lookups_give_the_same_margins_with_permutes_and_with_gathers(batch_size
     margins.  16 rows a call take the float program, 64 the byte program."""
     from silvanforge_target_cpu import codegen, jit, llvm_host
 
-    booster, _ = _xgb_model("multi:softprob", depth=7, rounds=6)
+    booster, _ = _xgb_model("multi:softprob", depth=7, rounds=2)
     low = sf.lower(booster, rep="levelwise", batch_size=batch_size)
     assert "lookup" in lir.format_module(low.lir)
     assert ("lw_bin8" in low.lir.buffers) is (batch_size == 64)

@@ -8,6 +8,7 @@ import numpy as np
 from silvanforge.ir import hir
 
 from .complete import bins
+from .symmetric import alike_groups
 from .options import DEFAULT, ObliviousOptions
 
 # Rows a block: one 512-bit vector of float32 values (two of float64 ones) a level's compare.
@@ -154,9 +155,9 @@ def _levelwise_ns(facts, batch_size: int | None) -> float:
 BINNED_LANES = 64
 BINNED_LEVEL_NS = ((1, 0.025), (8, 0.04), (16, 0.062), (32, 0.105), (78, 0.34))
 # Most byte columns picked by selects (bytes have no gather: more take the float program), and
-# most byte columns times groups of trees (each group's loop holds its own selects: 8 groups of
-# 78 columns took 33 s to compile, 3.4 ns a tree and row against the float program's 5.9).
-BINNED_PICK_COLUMNS, BINNED_CODE_COLUMNS = 64, 128
+# most byte columns times copies of a group's code (groups not alike each have their own loop
+# and selects: 8 groups of 78 columns took 33 s to compile; alike groups share one loop).
+BINNED_PICK_COLUMNS, BINNED_CODE_COLUMNS = 128, 128
 BIN_LEVEL_NS, BINNED_OUTPUT_NS = 0.1, 0.54
 
 
@@ -170,7 +171,8 @@ def levelwise_binned(facts, batch_size: int | None):
     if isinstance(found, str):
         return None
     U = len(found.facts.columns)
-    if U > BINNED_PICK_COLUMNS or U * len(facts.groups) > BINNED_CODE_COLUMNS:
+    copies = 1 if alike_groups(facts.groups) else len(facts.groups)  # of the groups' code
+    if U > BINNED_PICK_COLUMNS or U * copies > BINNED_CODE_COLUMNS:
         return None
     return found
 

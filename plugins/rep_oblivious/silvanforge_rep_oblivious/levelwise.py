@@ -77,6 +77,9 @@ class LevelLowering(_Lowering):
         b.buffer("ob_base", np.asarray(self.forest.base_score, dtype=self.forest.accumulate_dtype))
         b.buffer("ob_feature", np.array([col.feature for col in facts.columns] or [0], np.int32))
 
+    def _group_extra(self) -> list:
+        return [self.width]
+
     def _per_tree(self, name: str, table: np.ndarray) -> None:
         """Buffer ``name``: ``table``'s rows (a tree's entries, level ``d``'s node of path ``p`` at
         ``2**d - 1 + p``) for the trees in group order, each group's trees ``2**depth - 1``
@@ -126,7 +129,7 @@ class LevelLowering(_Lowering):
         """Statements setting bit ``level`` of ``idx`` where a lane's row goes right at its
         node of that level: the node's column entry and threshold looked up by the path so far."""
         c, i64, L = Builder.const, "i64", self.lanes
-        start = Bin("+", Bin("*", t, c(self.width[g], i64)), c(self.level_base[g], i64))
+        start = Bin("+", Bin("*", t, self._at(self.width, g)), self._at(self.level_base, g))
         cmp_t = lir.element_type(self.x_t)
         body = []
         for level in range(group.depth):

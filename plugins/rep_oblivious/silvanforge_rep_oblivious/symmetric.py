@@ -147,6 +147,13 @@ def _groups(forest: hir.Forest) -> list[Group] | str:
     return [Group(outputs, np.array(trees, np.int64), 0) for outputs, trees in by_outputs.items()]
 
 
+def alike_groups(groups: list[Group]) -> bool:
+    """Whether the groups are alike (two or more, one output each, the same depth and number of
+    trees): their program is one loop over them (:meth:`.codegen._Lowering._group_loop`)."""
+    return len(groups) > 1 and all(len(g.outputs) == 1 and g.depth == groups[0].depth
+                                   and len(g.trees) == len(groups[0].trees) for g in groups)
+
+
 def _facts(forest, depth, per_level, feature, threshold, op, nan_left, zero, groups) -> Facts:
     thr_dtype = np.dtype(forest.threshold_dtype)
     T, D = len(forest.trees), max(1, int(depth.max()))

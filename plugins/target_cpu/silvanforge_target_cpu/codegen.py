@@ -225,6 +225,10 @@ class LLVMCodegen:
             return ir.Constant(llvm_type(e.type), e.value)
         if isinstance(e, lir.Vector):
             v = ir.Constant(llvm_type(e.type), ir.Undefined)
+            if all(x == e.elems[0] for x in e.elems[1:]):  # one value in every lane: a splat
+                one = b.insert_element(v, self.expr(e.elems[0]), ir.Constant(ir.IntType(32), 0))
+                zeros = ir.Constant(ir.VectorType(ir.IntType(32), len(e.elems)), [0] * len(e.elems))
+                return b.shuffle_vector(one, v, zeros)
             for k, x in enumerate(e.elems):
                 v = b.insert_element(v, self.expr(x), ir.Constant(ir.IntType(32), k))
             return v

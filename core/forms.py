@@ -15,8 +15,9 @@ from .kernel import check_kernel
 from .memo import in_compile_scope
 from .options import CompileOptions
 from .pipeline import _lower, choose_representation, lir_digest
-from .plan import MID_BATCH, SMALL_ROWS, Band, merge_bands, untuned_bands
+from .plan import MID_BATCH, SMALL_BAND_FACTOR, SMALL_ROWS, Band, merge_bands, untuned_bands
 from .plugins import registry
+from .rep import called_cost_of
 
 
 class Form:
@@ -100,7 +101,8 @@ def _untuned_spec(forest: hir.Forest, opts: CompileOptions, kind: str):
     """:func:`silvanforge.plan.untuned_bands` of the representations' estimates: the cheapest at
     the compile's batch size, and what another representation saves a row at a small band's
     size over the one that is cheapest at the compile's (a block form pays for its whole block
-    on a few rows: 8-64 times a row's cost)."""
+    on a few rows: 8-64 times a row's cost), and whether requests of 3 to SMALL_ROWS rows get a
+    form of their own (:data:`silvanforge.plan.SMALL_BAND_FACTOR`)."""
     reg = registry()
 
     def costs(batch):
@@ -115,7 +117,14 @@ def _untuned_spec(forest: hir.Forest, opts: CompileOptions, kind: str):
         at = costs(batch)
         if main in at:
             saving = max(saving, at[main] - min(at.values()))
-    return untuned_bands(forest, opts, top[main], saving)
+    # Small requests' own form, where the mid-size form would answer them at a block's cost.
+    mid, small = costs(MID_BATCH), costs(SMALL_ROWS)
+    small_band = False
+    if mid and small:
+        rep = min(mid, key=mid.get)
+        called = called_cost_of(reg.rep_class(rep), forest, kind, MID_BATCH, SMALL_ROWS, opts.rep_options)
+        small_band = isinstance(called, float) and called > SMALL_BAND_FACTOR * min(small.values())
+    return untuned_bands(forest, opts, top[main], saving, small_band)
 
 
 @in_compile_scope  # the bands' forms ask for the same estimates and statistics

@@ -29,6 +29,10 @@ SMALL_ROWS = 16
 ONE_ROW_MAX = 2
 # The mid-size form (lowered for MID_BATCH rows a call) answers requests up to MID_MAX rows.
 MID_MAX, MID_BATCH = 256, 64
+# Requests of 3 to SMALL_ROWS rows get a form of their own where the mid-size form answering
+# them is estimated to cost more than this times the cheapest form lowered for SMALL_ROWS (a
+# block of 64 rows answering 16 pays for 64: the levelwise form's bytes).
+SMALL_BAND_FACTOR = 1.3
 # Forests cheaper than this a row (the cheapest representation's estimate, ns) get one form:
 # what a second form could save there is a fraction of a microsecond, below the cost of a call.
 # The default of the option CompileOptions.plan_min_ns.
@@ -86,7 +90,7 @@ def program_options_given(opts: CompileOptions) -> bool:
 
 
 def untuned_bands(forest: hir.Forest, opts: CompileOptions, cheapest_ns: float | None,
-                  saving_ns: float = 0.0) -> list[tuple[int, int | None, int | None]]:
+                  saving_ns: float = 0.0, small_band: bool = False) -> list[tuple[int, int | None, int | None]]:
     """``(lo, hi, batch_size)`` of each band of the untuned plan, the batch size its form is
     lowered for: one row (``batch_size=1``), mid-size requests (``MID_BATCH``) and the rest
     (the compile's batch size).  One band where the user decided the program, where the
@@ -94,7 +98,8 @@ def untuned_bands(forest: hir.Forest, opts: CompileOptions, cheapest_ns: float |
     to pay: ``cheapest_ns`` (the representations' best estimate a row at the compile's batch
     size) and ``saving_ns`` (the most another representation is estimated to save a row at a
     small band's size, against the main form's) both under ``opts.plan_min_ns`` (None:
-    :data:`PLAN_MIN_NS`)."""
+    :data:`PLAN_MIN_NS`).  ``small_band``: requests of 3 to SMALL_ROWS rows get a form of their
+    own, lowered for SMALL_ROWS (:data:`SMALL_BAND_FACTOR`)."""
     top = opts.batch_size
     limit = PLAN_MIN_NS if opts.plan_min_ns is None else opts.plan_min_ns
     cheap = cheapest_ns is not None and cheapest_ns < limit and saving_ns < limit
@@ -102,7 +107,9 @@ def untuned_bands(forest: hir.Forest, opts: CompileOptions, cheapest_ns: float |
         return [(1, None, top)]
     bands: list[tuple[int, int | None, int | None]] = [(1, ONE_ROW_MAX, 1)]
     if top is None or top > MID_MAX:
-        bands.append((ONE_ROW_MAX + 1, MID_MAX, MID_BATCH))
+        if small_band:
+            bands.append((ONE_ROW_MAX + 1, SMALL_ROWS, SMALL_ROWS))
+        bands.append((SMALL_ROWS + 1 if small_band else ONE_ROW_MAX + 1, MID_MAX, MID_BATCH))
         bands.append((MID_MAX + 1, None, top))
     else:
         bands.append((ONE_ROW_MAX + 1, None, top))

@@ -60,6 +60,7 @@ __all__ = [
     "Representation", "FieldArrays", "ProgramRepresentation", "ForestLayout", "TreeLayout", "RepBuffers", "Builder", "Bin", "Cast", "Cmp",
     "Select", "Expr", "Forest", "lir", "FLAG_CATEGORICAL", "FLAG_DEFAULT_LEFT", "FLAG_OP_SHIFT",
     "FLAG_ZERO_MISSING", "InputError", "UnsupportedModelError", "options_for", "instance", "cost_of",
+    "called_cost_of",
     "refusal",
 ]
 
@@ -70,6 +71,16 @@ class _Options:
 
     #: Runs forests with linear leaves (LightGBM linear trees; see the module docstring).
     linear_leaves: ClassVar[bool] = False
+
+    @classmethod
+    def cost_called(cls, forest: Forest, target_kind: str, lowered_for: int | None, rows: int,
+                    options: Mapping | None = None):
+        """Estimated ns a row of the program lowered for ``lowered_for`` rows a call when a call
+        brings ``rows``: what the plan weighs before giving small requests a form of their own.
+        By default the estimate at ``rows`` (programs whose cost a row does not depend on what
+        they were lowered for); a program of fixed blocks says what a partial block costs."""
+        return cls.cost(forest, target_kind, rows, options=options) if cls.option_keys else \
+            cls.cost(forest, target_kind, rows)
 
     #: The keys of ``CompileOptions.rep_options`` this representation reads (documented by it).
     #: The core checks the given ones with :meth:`check_options` and passes them, and only
@@ -95,6 +106,16 @@ def options_for(cls, rep_options: Mapping | None) -> dict:
 def instance(cls, rep_options: Mapping | None = None):
     """The instance of representation class ``cls`` for one compile with ``rep_options``."""
     return cls(options_for(cls, rep_options)) if cls.option_keys else cls()
+
+
+def called_cost_of(cls, forest: Forest, target_kind: str, lowered_for: int | None, rows: int,
+                   rep_options: Mapping | None = None):
+    """``cls.cost_called`` under ``rep_options`` (:func:`cost_of`'s rules)."""
+    why = refusal(cls, forest)
+    if why is not None:
+        return why
+    options = options_for(cls, rep_options) if cls.option_keys else None
+    return cls.cost_called(forest, target_kind, lowered_for, rows, options=options)
 
 
 def cost_of(cls, forest: Forest, target_kind: str, batch_size: int | None, rep_options: Mapping | None = None):

@@ -233,3 +233,23 @@ def test_byte_program_splits_features_of_many_thresholds_and_deep_trees_take_flo
     booster, _ = _xgb_model("binary:logistic", features=12, depth=6, rounds=20)
     assert "lw_bin8" in sf.lower(booster, rep="levelwise").lir.buffers
     assert "lw_bin8" not in sf.lower(booster, rep="levelwise", batch_size=16).lir.buffers
+
+
+def test_small_requests_get_their_own_form_where_the_byte_block_would_answer_them():
+    """The plan gives 3-16 rows a form of their own where the mid-size form is the byte program
+    (a 64-row block for 16 rows: its cost_called) and a form lowered for 16 rows is estimated
+    cheaper; every band's edge is exact."""
+    from silvanforge.plan import SMALL_BAND_FACTOR
+    from silvanforge.rep import called_cost_of, cost_of
+
+    booster, _ = _xgb_model("multi:softprob", features=12, depth=6, rounds=20)
+    forest = sf.load_model(booster)
+    cls = registry().rep_class("levelwise")
+    called = called_cost_of(cls, forest, "cpu", 64, 16)
+    assert called > cost_of(cls, forest, "cpu", 64)  # a block's cost, not a row's
+    cf = sf.compile(booster)
+    small = min(ns for r in registry().representations()
+                if isinstance(ns := cost_of(registry().rep_class(r), forest, "cpu", 16), float))
+    assert ("3-16 rows" in cf.summary()["plan"]) is bool(called > SMALL_BAND_FACTOR * small)
+    for n in (2, 3, 16, 17, 64, 65):
+        _exact(cf, forest, _rows(forest.num_features, n, seed=n))

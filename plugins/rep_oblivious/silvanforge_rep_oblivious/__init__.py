@@ -79,6 +79,17 @@ class LevelwiseForm(ProgramRepresentation):
             return "not chosen by default (its option oblivious_auto_choose is off)"
         return cost.levelwise_ns(facts, batch_size)
 
+    @classmethod
+    def cost_called(cls, forest, target_kind, lowered_for, rows, options=None):
+        """The byte program (64 rows a block) lowered for ``lowered_for`` rows answering
+        ``rows``: a whole block's cost; the float program's cost does not depend on it."""
+        estimate = cls.cost(forest, target_kind, rows, options)
+        facts = complete.recognise(forest)
+        if not isinstance(estimate, float) or isinstance(facts, str):
+            return estimate
+        binning = cost.levelwise_binned(facts, lowered_for)
+        return estimate if binning is None else cost.binned_ns(facts, binning, rows)
+
     def program(self, forest, target_kind, batch_size):
         if target_kind != "cpu":
             raise InputError(f"the {self.name} representation runs on cpu targets, not {target_kind} ones")

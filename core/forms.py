@@ -15,7 +15,7 @@ from .kernel import check_kernel
 from .memo import in_compile_scope
 from .options import CompileOptions
 from .pipeline import _lower, choose_representation, lir_digest
-from .plan import MID_BATCH, SMALL_BAND_FACTOR, SMALL_ROWS, Band, merge_bands, untuned_bands
+from .plan import MID_BATCH, SMALL_BAND_FACTOR, SMALL_BAND_MIN_NS, SMALL_ROWS, Band, merge_bands, untuned_bands
 from .plugins import registry
 from .rep import called_cost_of
 
@@ -123,7 +123,9 @@ def _untuned_spec(forest: hir.Forest, opts: CompileOptions, kind: str):
     if mid and small:
         rep = min(mid, key=mid.get)
         called = called_cost_of(reg.rep_class(rep), forest, kind, MID_BATCH, SMALL_ROWS, opts.rep_options)
-        small_band = isinstance(called, float) and called > SMALL_BAND_FACTOR * min(small.values())
+        best = min(small.values())
+        small_band = isinstance(called, float) and called > SMALL_BAND_FACTOR * best \
+            and called - best >= SMALL_BAND_MIN_NS
     return untuned_bands(forest, opts, top[main], saving, small_band)
 
 

@@ -106,6 +106,7 @@ class _Lowering:
             b.push()
             self._group(gv, facts.groups[0], span0)
             b.emit(For(gv, c(0, i64), c(len(facts.groups), i64), 1, b.pop()))
+        self._untouched_outputs(span0)
         b.pop()
         function_body = [For(span0, lir.ROW_BEGIN, lir.ROW_END, span_rows, body)]
         fn = lir.Function(self.function, function_body,
@@ -125,6 +126,22 @@ class _Lowering:
 
     def estimate_ns(self, batch_size: int | None) -> float:
         return cost.estimate_ns(self.facts, batch_size)
+
+    def _untouched_outputs(self, span0: Var) -> None:
+        """Outputs no tree adds to: their margins are the base score."""
+        c, i64, L = Builder.const, "i64", self.lanes
+        covered = {o for g in self.facts.groups for o in g.outputs}
+        C = self.forest.num_outputs
+        stores = []
+        for o in range(C):
+            if o in covered:
+                continue
+            for k in range(L):
+                row = Bin("+", self.block0, c(k, i64))
+                stores.append(If(Cmp("<", row, lir.ROW_END), [Store(
+                    "margins", Bin("+", Bin("*", row, c(C, i64)), c(o, i64)), Load("ob_base", c(o, i64), self.acc_t))]))
+        if stores:
+            self.b.emit(self._blocks(span0, stores))
 
     def _group_loop(self) -> Var | None:
         """A loop variable over the groups where they are alike (one output each, the same

@@ -28,9 +28,14 @@ from .options import OPTION_KEYS, ObliviousOptions
 NAME = codegen.NAME
 
 
-class ObliviousForm(ProgramRepresentation):
-    name = NAME
+class _LevelForm(ProgramRepresentation):
+    """What both forms share: the options, CPU targets only, a forest recognised (``facts``:
+    the facts or why not), priced (``estimate``) and lowered (``lower``)."""
+
     option_keys = OPTION_KEYS
+    facts = staticmethod(symmetric.recognise)
+    estimate = staticmethod(cost.estimate_ns)
+    lower = staticmethod(codegen.lower)
 
     @classmethod
     def check_options(cls, options):
@@ -40,44 +45,35 @@ class ObliviousForm(ProgramRepresentation):
     def cost(cls, forest, target_kind, batch_size, options=None):
         if target_kind != "cpu":
             return f"runs on cpu targets, not {target_kind} ones"
-        facts = symmetric.recognise(forest)
+        facts = cls.facts(forest)
         if isinstance(facts, str):
             return facts
         if not ObliviousOptions.from_mapping(options).auto_choose:
             return "not chosen by default (its option oblivious_auto_choose is off)"
-        return cost.estimate_ns(facts, batch_size)
+        return cls.estimate(facts, batch_size)
 
     def program(self, forest, target_kind, batch_size):
         if target_kind != "cpu":
-            raise InputError(f"the {NAME} representation runs on cpu targets, not {target_kind} ones")
-        facts = symmetric.recognise(forest)
+            raise InputError(f"the {self.name} representation runs on cpu targets, not {target_kind} ones")
+        facts = self.facts(forest)
         if isinstance(facts, str):
-            raise InputError(f"the {NAME} representation cannot run this model: {facts}")
-        return codegen.lower(forest, facts, None if batch_size is None else int(batch_size),
-                             options=ObliviousOptions.from_mapping(self.options))
+            raise InputError(f"the {self.name} representation cannot run this model: {facts}")
+        return self.lower(forest, facts, None if batch_size is None else int(batch_size),
+                          options=ObliviousOptions.from_mapping(self.options))
 
 
-class LevelwiseForm(ProgramRepresentation):
+class ObliviousForm(_LevelForm):
+    name = NAME
+
+
+class LevelwiseForm(_LevelForm):
     """Trees of any shape up to depth :data:`.complete.MAX_DEPTH`, padded to complete trees and
     walked a level at a time for a block of rows, one SIMD lane a row (:mod:`.complete`)."""
 
     name = levelwise.NAME
-    option_keys = OPTION_KEYS
-
-    @classmethod
-    def check_options(cls, options):
-        ObliviousOptions.from_mapping(options)
-
-    @classmethod
-    def cost(cls, forest, target_kind, batch_size, options=None):
-        if target_kind != "cpu":
-            return f"runs on cpu targets, not {target_kind} ones"
-        facts = complete.recognise(forest)
-        if isinstance(facts, str):
-            return facts
-        if not ObliviousOptions.from_mapping(options).auto_choose:
-            return "not chosen by default (its option oblivious_auto_choose is off)"
-        return cost.levelwise_ns(facts, batch_size)
+    facts = staticmethod(complete.recognise)
+    estimate = staticmethod(cost.levelwise_ns)
+    lower = staticmethod(levelwise.lower)
 
     @classmethod
     def cost_called(cls, forest, target_kind, lowered_for, rows, options=None):
@@ -89,15 +85,6 @@ class LevelwiseForm(ProgramRepresentation):
             return estimate
         binning = cost.levelwise_binned(facts, lowered_for)
         return estimate if binning is None else cost.binned_ns(facts, binning, rows)
-
-    def program(self, forest, target_kind, batch_size):
-        if target_kind != "cpu":
-            raise InputError(f"the {self.name} representation runs on cpu targets, not {target_kind} ones")
-        facts = complete.recognise(forest)
-        if isinstance(facts, str):
-            raise InputError(f"the {self.name} representation cannot run this model: {facts}")
-        return levelwise.lower(forest, facts, None if batch_size is None else int(batch_size),
-                               options=ObliviousOptions.from_mapping(self.options))
 
 
 @hookimpl

@@ -22,14 +22,13 @@ outputs added to by trees of different output sets) and trees deeper than :data:
 from __future__ import annotations
 
 import dataclasses
-import weakref
 
 import numpy as np
 
 from silvanforge.ir import hir
-from silvanforge.ir.hir import Aggregation, Op
+from silvanforge.ir.hir import Op
 
-from .symmetric import Column, Group, _groups
+from .symmetric import Column, Group, first_broken, nodes_of, remembered, split_checks, summed_groups
 
 # Deepest tree taken: a tree's tables hold 2**depth - 1 entries of each field.
 MAX_DEPTH = 10
@@ -56,51 +55,24 @@ class LevelFacts:
         return len(self.depth)
 
 
-_last: list = []
-
-
+@remembered
 def recognise(forest: hir.Forest) -> LevelFacts | str:
     """The :class:`LevelFacts` of ``forest``, or why the levelwise form cannot run it (a string
     naming the first tree that breaks a rule)."""
-    if _last and _last[0]() is forest and _last[1] == (len(forest.trees), id(forest.trees)):
-        return _last[2]
-    found = _recognise(forest)
-    _last[:] = [weakref.ref(forest), (len(forest.trees), id(forest.trees)), found]
-    return found
-
-
-def _recognise(forest: hir.Forest) -> LevelFacts | str:
-    if forest.aggregation is not Aggregation.SUM:
-        return f"it sums trees ({forest.aggregation.value} aggregation)"
-    if not forest.trees:
-        return "it has no trees"
-    groups = _groups(forest)
+    groups = summed_groups(forest)
     if isinstance(groups, str):
         return groups
     trees = forest.trees
     thr_dtype = np.dtype(forest.threshold_dtype)
-    offset, left, right, levels = hir.level_order(forest)
+    n = nodes_of(forest)
+    left, right, levels, tree_of = n.left, n.right, n.levels, n.tree_of
     if len(levels) - 1 > MAX_DEPTH:
-        tree_of = np.repeat(np.arange(len(trees)), np.diff(offset))
-        deep = levels[MAX_DEPTH + 1][0]
-        return f"tree {int(tree_of[deep])} is deeper than {MAX_DEPTH} levels"
-    tree_of = np.repeat(np.arange(len(trees)), np.diff(offset))
-    feature = np.concatenate([t.feature for t in trees]).astype(np.int64)
-    with np.errstate(over="ignore"):
-        threshold = np.concatenate([t.threshold for t in trees]).astype(thr_dtype)
-    op = np.concatenate([t.op for t in trees]).astype(np.int64)
-    nan_left = np.concatenate([t.default_left for t in trees])
-    zero = np.concatenate([t.zero_missing for t in trees])
-    categorical = np.concatenate([t.categorical_mask() for t in trees])
+        return f"tree {int(tree_of[levels[MAX_DEPTH + 1][0]])} is deeper than {MAX_DEPTH} levels"
+    feature, threshold, op, nan_left, zero = n.feature, n.threshold, n.op, n.nan_left, n.zero
     inner = left >= 0
-    checks = [(inner & categorical, "has categorical splits"),
-              (inner & (op == int(Op.EQ)), "has == splits"),
-              (inner & np.isnan(threshold), "has NaN thresholds"),
-              (inner & (op == int(Op.LE)) & (threshold == np.inf), "has x <= +inf splits (every number goes left)")]
-    bad = [(int(tree_of[np.argmax(hit)]), n) for n, (hit, _) in enumerate(checks) if hit.any()]
-    if bad:
-        tree, n = min(bad)
-        return f"tree {tree} {checks[n][1]}"
+    why = first_broken(split_checks(n, slice(None), inner), tree_of)
+    if why is not None:
+        return why
     # Each node's path bits and level, a level of every tree at a time.
     path = np.zeros(len(left), np.int64)
     level_of = np.zeros(len(left), np.int64)

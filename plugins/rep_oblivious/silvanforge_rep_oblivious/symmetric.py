@@ -18,6 +18,7 @@ that trees of different output sets add to (their sums could not keep model orde
 from __future__ import annotations
 
 import dataclasses
+import functools
 import weakref
 
 import numpy as np
@@ -63,43 +64,96 @@ class Facts:
         return len(self.depth)
 
 
-# The last forest recognised and what was found: cost() is asked for several batch sizes per
-# compile and the tuner ranks every size, each a pass over every node.
-_last: list = []
+def remembered(recognise):
+    """``recognise`` keeping the last forest's result: cost() is asked for several batch sizes
+    per compile and the tuner ranks every size, each a pass over every node."""
+    last: list = []
+
+    @functools.wraps(recognise)
+    def remembering(forest: hir.Forest):
+        key = (len(forest.trees), id(forest.trees))
+        if last and last[0]() is forest and last[1] == key:
+            return last[2]
+        found = recognise(forest)
+        last[:] = [weakref.ref(forest), key, found]
+        return found
+
+    return remembering
 
 
-def recognise(forest: hir.Forest) -> Facts | str:
-    """The :class:`Facts` of a symmetric forest, or why it is not one (a string naming the
-    first tree that breaks a rule)."""
-    if _last and _last[0]() is forest and _last[1] == (len(forest.trees), id(forest.trees)):
-        return _last[2]
-    found = _recognise(forest)
-    _last[:] = [weakref.ref(forest), (len(forest.trees), id(forest.trees)), found]
-    return found
+@dataclasses.dataclass
+class Nodes:
+    """Every tree's node arrays in one numbering (:func:`silvanforge.ir.hir.level_order`),
+    thresholds in the comparison dtype."""
+
+    offset: np.ndarray
+    left: np.ndarray
+    right: np.ndarray
+    levels: list
+    tree_of: np.ndarray
+    feature: np.ndarray
+    threshold: np.ndarray
+    op: np.ndarray
+    nan_left: np.ndarray
+    zero: np.ndarray
+    categorical: np.ndarray
 
 
-def _recognise(forest: hir.Forest) -> Facts | str:
+def summed_groups(forest: hir.Forest) -> list[Group] | str:
+    """The forest's groups (:func:`_groups`), or why a level-at-a-time form cannot sum it."""
     if forest.aggregation is not Aggregation.SUM:
         return f"it sums trees ({forest.aggregation.value} aggregation)"
     if not forest.trees:
         return "it has no trees"
-    groups = _groups(forest)
+    return _groups(forest)
+
+
+def nodes_of(forest: hir.Forest) -> Nodes:
+    trees = forest.trees
+    offset, left, right, levels = hir.level_order(forest)
+    with np.errstate(over="ignore"):
+        threshold = np.concatenate([t.threshold for t in trees]).astype(np.dtype(forest.threshold_dtype))
+    return Nodes(offset, left, right, levels, np.repeat(np.arange(len(trees)), np.diff(offset)),
+                 np.concatenate([t.feature for t in trees]).astype(np.int64), threshold,
+                 np.concatenate([t.op for t in trees]).astype(np.int64),
+                 np.concatenate([t.default_left for t in trees]),
+                 np.concatenate([t.zero_missing for t in trees]),
+                 np.concatenate([t.categorical_mask() for t in trees]))
+
+
+def split_checks(n: Nodes, at, inner: np.ndarray) -> list[tuple[np.ndarray, str]]:
+    """The splits among nodes ``at`` (``inner``: which are splits) that neither form runs, by
+    rule: (which nodes break it, the reason)."""
+    op, threshold = n.op[at], n.threshold[at]
+    return [(inner & n.categorical[at], "has categorical splits"),
+            (inner & (op == int(Op.EQ)), "has == splits"),
+            (inner & np.isnan(threshold), "has NaN thresholds"),
+            (inner & (op == int(Op.LE)) & (threshold == np.inf), "has x <= +inf splits (every number goes left)")]
+
+
+def first_broken(checks: list, owner: np.ndarray) -> str | None:
+    """The first tree breaking a rule of ``checks`` (``owner``: each node's tree), and its
+    first rule broken, as a reason; None where none is."""
+    bad = [(int(owner[np.argmax(hit)]), n) for n, (hit, _) in enumerate(checks) if hit.any()]
+    if not bad:
+        return None
+    tree, n = min(bad)
+    return f"tree {tree} {checks[n][1]}"
+
+
+@remembered
+def recognise(forest: hir.Forest) -> Facts | str:
+    """The :class:`Facts` of a symmetric forest, or why it is not one (a string naming the
+    first tree that breaks a rule)."""
+    groups = summed_groups(forest)
     if isinstance(groups, str):
         return groups
-    trees = forest.trees
-    thr_dtype = np.dtype(forest.threshold_dtype)
-    offset, left, _, levels = hir.level_order(forest)
-    tree_of = np.repeat(np.arange(len(trees)), np.diff(offset))
-    feature = np.concatenate([t.feature for t in trees]).astype(np.int64)
-    with np.errstate(over="ignore"):
-        threshold = np.concatenate([t.threshold for t in trees]).astype(thr_dtype)
-    op = np.concatenate([t.op for t in trees]).astype(np.int64)
-    nan_left = np.concatenate([t.default_left for t in trees])
-    zero = np.concatenate([t.zero_missing for t in trees])
-    categorical = np.concatenate([t.categorical_mask() for t in trees])
-    depth = np.zeros(len(trees), np.int64)
+    n = nodes_of(forest)
+    left, tree_of = n.left, n.tree_of
+    feature, threshold, op, nan_left, zero = n.feature, n.threshold, n.op, n.nan_left, n.zero
+    depth = np.zeros(len(forest.trees), np.int64)
     per_level = []  # (trees with a split at this level, their first node of the level)
-    for level, nodes in enumerate(levels):
+    for level, nodes in enumerate(n.levels):
         # By tree, a tree's splits before its leaves (so each tree's first node of the level is
         # a split where it has one); node numbers grow with the tree.
         nodes = nodes[np.lexsort((nodes, left[nodes] < 0, tree_of[nodes]))]
@@ -115,16 +169,10 @@ def _recognise(forest: hir.Forest) -> Facts | str:
         same = ((feature[nodes] == feature[first]) & (op[nodes] == op[first])
                 & (nan_left[nodes] == nan_left[first]) & (zero[nodes] == zero[first])
                 & (threshold[nodes] == threshold[first])) | ~inner
-        checks = [(inner & categorical[nodes], "has categorical splits"),
-                  (inner & (op[nodes] == int(Op.EQ)), "has == splits"),
-                  (inner & np.isnan(threshold[nodes]), "has NaN thresholds"),
-                  (inner & (op[nodes] == int(Op.LE)) & (threshold[nodes] == np.inf),
-                   "has x <= +inf splits (every number goes left)"),
-                  (~same, f"is not symmetric (level {level} has different splits)")]
-        bad = [(int(owner[np.argmax(hit)]), n) for n, (hit, _) in enumerate(checks) if hit.any()]
-        if bad:
-            tree, n = min(bad)  # the first tree, and its first rule broken
-            return f"tree {tree} {checks[n][1]}"
+        checks = split_checks(n, nodes, inner) + [(~same, f"is not symmetric (level {level} has different splits)")]
+        why = first_broken(checks, owner)
+        if why is not None:
+            return why
         split = nodes[starts][inner_count > 0]
         depth[tree_of[split]] = level + 1
         per_level.append((tree_of[split], split))

@@ -236,22 +236,25 @@ def test_small_requests_take_the_lean_path_and_match_the_reference(forest, optio
 
 
 def _chain_forest(values, dtype: str, transform: Transform) -> Forest:
-    """One tree whose leaf k (rows with x0 = k) holds values[k]: margins chosen row by row."""
+    """One tree whose leaf k (rows with x0 = k) holds values[k]: margins chosen row by row
+    (``values`` 2-D: a row of margins each, one vector leaf for every output)."""
     from silvanforge.ir.hir import Tree
 
-    L = len(values)
+    values = np.asarray(values, np.float64)
+    values = values.reshape(len(values), -1)
+    L, K = values.shape
     left = np.full(2 * L - 1, -1, np.int32)
     right = np.full(2 * L - 1, -1, np.int32)
     for i in range(L - 1):
         left[i], right[i] = L - 1 + i, i + 1 if i < L - 2 else 2 * L - 2
     feature = np.where(left >= 0, 0, -1).astype(np.int32)
     threshold = np.where(left >= 0, np.arange(2 * L - 1) + 0.5, 0.0)
-    leaf = np.zeros((2 * L - 1, 1))
-    leaf[L - 1:, 0] = values
+    leaf = np.zeros((2 * L - 1, K))
+    leaf[L - 1:] = values
     tree = Tree(left=left, right=right, feature=feature, threshold=threshold,
                 op=np.full(2 * L - 1, int(Op.LT), np.uint8), default_left=np.zeros(2 * L - 1, bool),
-                zero_missing=np.zeros(2 * L - 1, bool), leaf_value=leaf, outputs=(0,))
-    return Forest(trees=[tree], num_features=2, num_outputs=1, base_score=np.zeros(1), transform=transform,
+                zero_missing=np.zeros(2 * L - 1, bool), leaf_value=leaf, outputs=tuple(range(K)))
+    return Forest(trees=[tree], num_features=2, num_outputs=K, base_score=np.zeros(K), transform=transform,
                   threshold_dtype=dtype, accumulate_dtype=dtype, source="random")
 
 
@@ -267,7 +270,7 @@ _MARGINS = st.one_of(st.floats(width=32, allow_nan=False, allow_infinity=False),
                                   Transform("sigmoid", (("margin_divisor", 3.0),)), Transform("softmax")]),
        dtype=st.sampled_from(["float32", "float64"]), rep=st.sampled_from([None, "bitvector"]))
 def test_small_requests_transform_in_the_kernel_as_the_reference_does(values, transform, dtype, rep):
-    """The small-call entry applies identity, hinge and float32 sigmoid / exp in machine code
+    """The small-call entry applies identity, hinge and float32 sigmoid / exp / softmax in machine code
     (every margin of the row: overflowing exp, ties at 0, signed zeros), bit for bit the
     reference's; float64 sigmoid / exp are NumPy's ufuncs after it (without errstate where the
     entry finds no exp can overflow); other transforms NumPy's whole."""
@@ -286,7 +289,8 @@ def test_small_requests_transform_in_the_kernel_as_the_reference_does(values, tr
     np.testing.assert_array_equal(got, want)
     assert np.array_equal(np.signbit(got), np.signbit(want))
     exp_based = transform.name in ("sigmoid", "exp")
-    in_kernel = transform.name in ("identity", "hinge") or (dtype == "float32" and exp_based)
+    # (softmax of one finite margin is exp(0) / 1: in the kernel for float32)
+    in_kernel = transform.name in ("identity", "hinge") or (dtype == "float32" and (exp_based or transform.name == "softmax"))
     # float64 sigmoid / exp: NumPy's ufuncs without errstate where no exp can overflow
     guarded = (dtype == "float64" and exp_based and abs(transform.param("alpha", 1.0)) <= 1
                and bool((np.abs(np.asarray(values, np.float64)) < 700).all()))
@@ -294,14 +298,47 @@ def test_small_requests_transform_in_the_kernel_as_the_reference_does(values, tr
     np.testing.assert_array_equal(cf.predict(X, output_margin=True), reference.predict(forest, X, output_margin=True))
 
 
+_SPREADS = st.one_of(st.floats(-30, 30, width=32), st.sampled_from([0.0, -0.0, -17.9, -18.1, -87.0, -104.0, 3e38]))
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(rows=st.integers(1, 16), outputs=st.integers(2, 12), data=st.data(),
+       dtype=st.sampled_from(["float32", "float64"]))
+def test_small_requests_softmax_in_the_kernel_as_the_reference_does(rows, outputs, data, dtype):
+    """Float32 softmax of small calls runs in machine code, bit for bit the reference's
+    (XGBoost's multi-class probabilities), where every row's exponentials are at least the
+    entry's floor (its double sums then exact in any order); a row with margins further apart,
+    or float64 margins, leave the call to NumPy's whole, with the same answers."""
+    small = pytest.importorskip("silvanforge_target_cpu.small")
+    values = np.array(data.draw(st.lists(st.lists(_SPREADS, min_size=outputs, max_size=outputs),
+                                         min_size=rows, max_size=rows)), np.float64)
+    forest = _chain_forest(values, dtype, Transform("softmax"))
+    cf = sf.compile(forest)
+    X = np.zeros((rows, 2), cf.kernel.input_dtype)
+    X[:, 0] = np.arange(rows)
+    applied = []
+    record_small_calls(cf, lambda rows, result: applied.append(result[1]))
+    got, want = cf.predict(X), reference.predict(forest, X)
+    np.testing.assert_array_equal(got, want)
+    margins = values.astype(dtype)
+    with np.errstate(all="ignore"):
+        e = np.exp((margins - margins.max(axis=1, keepdims=True)).astype(np.float64)).astype(np.float32)
+    exact = bool(np.isfinite(margins).all() and (e >= small.softmax_floor(outputs)).all())
+    assert applied == [dtype == "float32" and exact]
+
+
 @pytest.mark.parametrize("dtype, transform", [("float32", Transform("sigmoid")), ("float64", Transform("sigmoid")),
-                                              ("float64", Transform("exp")), ("float32", Transform("identity"))])
+                                              ("float64", Transform("exp")), ("float32", Transform("identity")),
+                                              ("float32", Transform("softmax"))])
 def test_small_calls_without_the_c_module_are_the_same(monkeypatch, dtype, transform):
     """Where the CPU target was installed without its C call (no compiler), small requests go
     through ctypes and NumPy staging with the same answers; with it, C-ordered rows take it and
     other layouts the staging."""
     small = pytest.importorskip("silvanforge_target_cpu.small")
-    forest = _chain_forest([0.5, -3.0, 40.0, -800.0, 0.0, 1e-3], dtype, transform)
+    margins = [0.5, -3.0, 40.0, -800.0, 0.0, 1e-3]
+    if transform.name == "softmax":  # rows of 3 outputs, one far apart (NumPy's softmax then)
+        margins = [[m, -m, 1.0] for m in margins]
+    forest = _chain_forest(margins, dtype, transform)
     X = np.zeros((6, 2), np.float32 if dtype == "float32" else np.float64)
     X[:, 0] = np.arange(6)
     X = X.astype(sf.compile(forest).kernel.input_dtype)

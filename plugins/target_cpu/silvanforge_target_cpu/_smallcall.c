@@ -11,12 +11,13 @@
  * rows:  C-contiguous rows of the kernel's input dtype (n x features); anything else
  *        (another layout, too many rows) returns -1 and the caller stages it in Python.
  * out:   a writable C-contiguous buffer of n x outputs values of the output dtype.
- * mode:  0 margins into out; 1 the entry's transform into out; 2 float64 sigmoid or exp: where
+ * mode:  0 margins into out; 1 the entry's transform into out (the margins where the entry
+ *        returns 0: a float32 softmax it cannot do exactly); 2 float64 sigmoid or exp: where
  *        the entry finds every margin safe for exp (small.GUARD), exp's argument into out (the
  *        margins times -alpha for sigmoid, the margins for exp), then, where the state holds
  *        NumPy's own float64 exp loop (small.numpy_exp_loop), the whole transform through it;
  *        else the margins.
- * Returns the entry's result (modes 0 and 1: 1; mode 2: 0 margins, 1 exp's arguments, 2 the
+ * Returns the entry's result (mode 0: 1; mode 1: 1 transformed, 0 margins; mode 2: 0 margins, 1 exp's arguments, 2 the
  * transformed values), or -1 when the rows are not taken.
  *
  *   sigmoid_tail(out) -> None: out = 1 / (1 + out), float64, in place: the reference's last two
@@ -122,7 +123,7 @@ static PyObject *run(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             result = 2;
         }
     } else {
-        const void *from = (const void *)(intptr_t)(mode == 1 ? st->final : st->margins);
+        const void *from = (const void *)(intptr_t)(mode == 1 && result ? st->final : st->margins);
         memcpy(out.buf, from, (size_t)out.len);
     }
     PyBuffer_Release(&out);

@@ -205,7 +205,8 @@ class CpuKernel(PhaseKernel):
                     return small.numpy_transform(guarded, alpha, out, np.empty_like(out)), True
                 return out.copy(), False
             applied = apply and applies is not None and applies != "identity"
-            run(block, n, applied)
+            if not run(block, n, applied):  # a softmax left to NumPy: the margins
+                return out.copy(), False
             return (final if applied else out).copy(), apply and applies is not None
 
         def call(rows: np.ndarray, apply: bool = False) -> tuple[np.ndarray, bool]:
@@ -220,8 +221,8 @@ class CpuKernel(PhaseKernel):
             taken = fast(state, rows, values, mode)
             if taken < 0:  # rows the C call does not take (not C-ordered)
                 return staged(rows, apply)
-            if mode != 2:
-                return values, reports[apply]
+            if mode != 2:  # (mode 1 returns 0 for a softmax left to NumPy: the margins)
+                return values, reports[apply] and taken != 0
             # float64 sigmoid / exp: NumPy's exp where no margin can overflow it
             if taken != 1:  # 2: transformed through NumPy's own exp loop; 0: margins
                 return values, taken == 2

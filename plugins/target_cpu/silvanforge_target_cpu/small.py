@@ -13,7 +13,8 @@ Transforms are computed in machine code only where the result is the reference's
 (:mod:`silvanforge.transforms`) bit for bit: IEEE operations in the accumulation type as NumPy
 does them, and exp only for float32 outputs, evaluated in double and rounded once as the
 reference does (NumPy's float64 exp and the C library's disagree in the last bit of a few
-percent of values; rounded to float32 they agree).  float64 sigmoid and exp stay NumPy's, but
+percent of values; rounded to float32 they agree); float32 softmax where its double sums are
+exact in any order (:func:`softmax_floor`).  float64 sigmoid and exp stay NumPy's, but
 the entry tells whether every margin is small enough that no exp overflows: then the caller
 runs the reference's ufuncs on its staged arrays without the ``errstate`` (0.75 us) that
 silences overflow (:func:`guarded_transform`).  Others are left to NumPy whole.
@@ -38,16 +39,27 @@ INS, OUT, TABLE, FINAL, FEATURES, OUTPUTS, PHASES = range(7)
 
 
 def entry_transform(transform, output_dtype: np.dtype) -> str | None:
-    """The transform the entry applies itself (``identity``, ``hinge``, float32 ``sigmoid`` and
-    ``exp``), or None where NumPy must (any other, or a margin divisor)."""
+    """The transform the entry applies itself (``identity``, ``hinge``, float32 ``sigmoid``,
+    ``exp`` and ``softmax``), or None where NumPy must (any other, or a margin divisor)."""
     if transform is None or transform.param("margin_divisor", 1.0) != 1.0:
         return None
     name = transform.name
     if name in ("identity", "hinge"):
         return name
-    if name in ("sigmoid", "exp") and np.dtype(output_dtype) == np.float32:
+    if name in ("sigmoid", "exp", "softmax") and np.dtype(output_dtype) == np.float32:
         return name
     return None
+
+
+def softmax_floor(outputs: int) -> float:
+    """The least exponential the entry's float32 softmax takes (a row's largest is 1).
+
+    Why: the reference sums a row's float32 exponentials in a double in NumPy's order (pairwise
+    from 8 values).  Where each is at least ``2**-e`` it is a multiple of ``2**-(e + 23)``, so
+    with ``e = 30 - outputs.bit_length()`` every partial sum (below ``outputs``) is a double
+    exactly, and any order gives NumPy's sum.  A row with a smaller one (its margins more than
+    about 18 apart for 8 outputs) or a margin not finite is left to NumPy whole."""
+    return 2.0 ** -(30 - int(outputs).bit_length())
 
 
 def guarded_transform(transform, output_dtype: np.dtype) -> str | None:
@@ -84,7 +96,8 @@ def _ir(phases: int, acc: str, transform: str | None, alpha: float, guard: bool 
     address and trip in the block) over rows [0, n), then, if ``apply``, the transform of the
     n x outputs margins into FINAL; or, with ``guard``, whether every margin is below
     :data:`GUARD` in magnitude (1 or 0).  Everything of a kernel is read from the block, so one
-    compiled entry serves every kernel of the same shape (:func:`entry`)."""
+    compiled entry serves every kernel of the same shape (:func:`entry`).  Returns 1, or for
+    ``softmax`` 0 where a row is left to NumPy (:func:`softmax_floor`; FINAL is then unused)."""
     i64, i8p = ir.IntType(64), ir.IntType(8).as_pointer()
     t = ir.FloatType() if acc == "f32" else ir.DoubleType()
     mod = ir.Module(name="silvanforge_small")
@@ -103,6 +116,10 @@ def _ir(phases: int, acc: str, transform: str | None, alpha: float, guard: bool 
         b.call(callee, [ins, features, one, zero, n, zero, trip, n, out, table])
     if (transform is None or transform == "identity") and not guard:
         b.ret(one)
+        return str(mod)
+    if transform == "softmax":
+        _softmax(mod, b, b.bitcast(out, ir.FloatType().as_pointer()),
+                 b.inttoptr(word[FINAL], ir.FloatType().as_pointer()), n, outputs, apply)
         return str(mod)
     loop, done = fn.append_basic_block("transform"), fn.append_basic_block("done")
     count = b.mul(n, outputs)
@@ -147,6 +164,94 @@ def _ir(phases: int, acc: str, transform: str | None, alpha: float, guard: bool 
     b.position_at_end(done)
     b.ret(one)
     return str(mod)
+
+
+def _counted(b, trip, body, carried=()):
+    """A loop ``for j in range(trip)`` (``trip`` at least 1) at the builder's position:
+    ``body(j, values)`` emits an iteration and returns the carried values' next ones
+    (``carried``: ``(type, first value)`` pairs).  Returns the carried values after the last."""
+    i64 = ir.IntType(64)
+    fn, before = b.function, b.block
+    loop, after = fn.append_basic_block("loop"), fn.append_basic_block("after")
+    b.branch(loop)
+    b.position_at_end(loop)
+    j = b.phi(i64)
+    j.add_incoming(ir.Constant(i64, 0), before)
+    phis = []
+    for typ, first in carried:
+        phi = b.phi(typ)
+        phi.add_incoming(first, before)
+        phis.append(phi)
+    following = body(j, phis)
+    j_next = b.add(j, ir.Constant(i64, 1))
+    j.add_incoming(j_next, b.block)
+    for phi, value in zip(phis, following):
+        phi.add_incoming(value, b.block)
+    b.cbranch(b.icmp_signed("<", j_next, trip), loop, after)
+    b.position_at_end(after)
+    return following
+
+
+def _softmax(mod, b, margins, final, n, outputs, apply) -> None:
+    """Float32 softmax of each of ``n`` rows of ``outputs`` margins into ``final``, as the
+    reference computes it (:func:`silvanforge.transforms._softmax`): ``z = m - max(m)`` in
+    float32, ``e = exp(z)`` evaluated in double and rounded once, the row's ``e`` summed in a
+    double and rounded to float32, then ``e / sum``.  Returns 0 (the caller runs NumPy's) at
+    the first row this is not exact for (:func:`softmax_floor`), else 1."""
+    i1, i32, i64, f32, f64 = ir.IntType(1), ir.IntType(32), ir.IntType(64), ir.FloatType(), ir.DoubleType()
+    fn = b.function
+    exp = mod.declare_intrinsic("llvm.exp", [f64])
+    ctlz = mod.declare_intrinsic("llvm.ctlz", [i64], ir.FunctionType(i64, [i64, i1]))
+    true = ir.Constant(i1, 1)
+    # softmax_floor(outputs), a float32 power of two: exponent 127 - (30 - bit_length)
+    bit_length = b.sub(ir.Constant(i64, 64), b.call(ctlz, [outputs, ir.Constant(i1, 0)]))
+    floor = b.bitcast(b.shl(b.trunc(b.add(bit_length, ir.Constant(i64, 97)), i32), ir.Constant(i32, 23)), f32)
+    bail, done = fn.append_basic_block("softmax_bail"), fn.append_basic_block("softmax_done")
+    rows = fn.append_basic_block("softmax_rows")
+    b.cbranch(b.and_(b.icmp_signed("!=", apply, ir.Constant(i64, 0)),
+                     b.icmp_signed(">", b.mul(n, outputs), ir.Constant(i64, 0))), rows, done)
+    b.position_at_end(rows)
+
+    def row(r, _):
+        first = b.mul(r, outputs)
+
+        def at(j):
+            return b.add(first, j)
+
+        def scan(j, acc):  # the largest margin; every margin finite (m - m is 0 only then)
+            big, finite = acc
+            m = b.load(b.gep(margins, [at(j)]))
+            return [b.select(b.fcmp_ordered(">", m, big), m, big),
+                    b.and_(finite, b.fcmp_ordered("==", b.fsub(m, m), ir.Constant(f32, 0.0)))]
+
+        big, finite = _counted(b, outputs, scan, [(f32, b.load(b.gep(margins, [first]))), (i1, true)])
+
+        def exps(j, acc):  # each exponential into FINAL, summed in a double, each at least the floor
+            total, exact = acc
+            e = b.fptrunc(b.call(exp, [b.fpext(b.fsub(b.load(b.gep(margins, [at(j)])), big), f64)]), f32)
+            b.store(e, b.gep(final, [at(j)]))
+            return [b.fadd(total, b.fpext(e, f64)), b.and_(exact, b.fcmp_ordered(">=", e, floor))]
+
+        total, exact = _counted(b, outputs, exps, [(f64, ir.Constant(f64, 0.0)), (i1, true)])
+        divide = fn.append_basic_block("softmax_divide")
+        b.cbranch(b.and_(finite, exact), divide, bail)
+        b.position_at_end(divide)
+        denominator = b.fptrunc(total, f32)
+
+        def quotient(j, _):
+            slot = b.gep(final, [at(j)])
+            b.store(b.fdiv(b.load(slot), denominator), slot)
+            return []
+
+        _counted(b, outputs, quotient)
+        return []
+
+    _counted(b, n, row)
+    b.branch(done)
+    b.position_at_end(bail)
+    b.ret(ir.Constant(i64, 0))
+    b.position_at_end(done)
+    b.ret(ir.Constant(i64, 1))
 
 
 class SmallEntry:

@@ -268,14 +268,32 @@ def test_small_batches_get_narrower_blocks():
     looped = BitvectorOptions(expand_nodes=-1, mask_tables=False)  # every tree looped: wide blocks pay
     forest = Forest(trees=[_full_tree(5) for _ in range(4)], num_features=6)
     assert choose.choose_form(forest, options=looped)[0] == 32
-    assert choose.choose_form(forest, batch_size=100, options=looped)[0] == 16
-    assert choose.choose_form(forest, batch_size=20, options=looped)[0] == 8
+    # Blocks no wider than the batch: a block of 16 rows beats two of 8.
+    assert choose.choose_form(forest, batch_size=100, options=looped)[0] == 32
+    assert choose.choose_form(forest, batch_size=20, options=looped)[0] == 16
+    assert choose.choose_form(forest, batch_size=12, options=looped)[0] == 8
     # A batch under a block's lanes pays for the whole block.
     assert choose.estimate_ns(forest, 1, looped) == 8 * choose.estimate_ns(forest, 8, looped)
-    cf = _compile(forest, {"expand_nodes": -1}, rep="bitvector", batch_size=100)
+    cf = _compile(forest, {"expand_nodes": -1}, rep="bitvector", batch_size=24)
     assert "lanes=16" in cf.show("lir")
     X = rows_for(forest, np.random.default_rng(4), 37)
     np.testing.assert_array_equal(cf.predict(X, output_margin=True), reference.predict(forest, X, output_margin=True))
+
+
+def test_a_call_smaller_than_the_lowered_block_pays_the_whole_block():
+    """The plan weighs a program lowered for 64 rows (32 lanes) answering 16-row calls at a
+    whole block's cost, never below the program lowered for 16 rows (a block of 16)."""
+    from silvanforge_rep_bitvector import BitvectorForm
+
+    looped = {"expand_nodes": -1, "mask_tables": False}  # every tree looped: wide blocks
+    forest = Forest(trees=[_full_tree(5) for _ in range(4)], num_features=6)
+    lanes = choose.choose_form(forest, 64, BitvectorOptions(**looped))[0]
+    assert lanes == 32 and choose.choose_form(forest, 16, BitvectorOptions(**looped))[0] == 16
+    at16, at64 = (BitvectorForm.cost(forest, "cpu", n, looped) for n in (16, 64))
+    called = BitvectorForm.cost_called(forest, "cpu", 64, 16, looped)
+    assert called == max(at16, at64 * lanes / 16) > at16
+    assert BitvectorForm.cost_called(forest, "cpu", 64, 64, looped) == at64
+    assert isinstance(BitvectorForm.cost_called(forest, "cuda", 64, 16, looped), str)
 
 
 def test_save_and_load(tmp_path):

@@ -254,6 +254,29 @@ def test_forced_representations(rng):
     assert_exact(est, rows_for(est, rng, X_train, nan=True), rep="bitvector")
 
 
+def test_a_grown_forest_keeps_each_distinct_leaf_vector_once(rng):
+    """A fully grown random forest's leaves are one-hot class votes: the layout stores each
+    distinct vector once (every leaf's slot points at its copy), and every representation that
+    walks still predicts sklearn's probabilities exactly."""
+    from silvanforge.lowering import build_layout
+
+    X, _ = data(rng, 400, 5, "regression", False)
+    y = np.digitize(X[:, 0] - X[:, 2], [-0.5, 0.0, 0.6])
+    est = ensemble.RandomForestClassifier(n_estimators=6, random_state=SEED).fit(X, y)
+    forest = import_object(est)
+    layout = build_layout(forest)
+    leaves = np.concatenate([t.leaf_value[t.left < 0] for t in forest.trees]).astype(layout.leaf_dtype)
+    distinct = np.unique(leaves, axis=0)
+    assert len(layout.leaf_values) == distinct.size < leaves.size
+    for tree, laid in zip(forest.trees, layout.trees):
+        leaf = np.flatnonzero(tree.left < 0)
+        at = laid.leaf_slot[leaf][:, None] + np.arange(len(tree.outputs))
+        np.testing.assert_array_equal(layout.leaf_values[at], tree.leaf_value[leaf].astype(layout.leaf_dtype))
+    rows = rng.normal(size=(300, 5))
+    for rep in ("sparse", "array", "reorg"):
+        assert_exact(est, rows, rep=rep)
+
+
 def test_nine_classes_sum_as_sklearn_does(rng):
     """From 8 classes on, NumPy sums a C-ordered row pairwise and a Fortran-ordered one left to
     right: GradientBoosting's softmax takes the first, HistGradientBoosting's the second."""

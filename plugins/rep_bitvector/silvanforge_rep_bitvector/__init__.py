@@ -13,6 +13,7 @@ from silvanforge import hookimpl
 from silvanforge.rep import InputError, ProgramRepresentation
 
 from . import bitvector
+from .choose import choose_form
 from .options import OPTION_KEYS, BitvectorOptions
 from .support import single_output
 
@@ -39,6 +40,19 @@ class BitvectorForm(ProgramRepresentation):
         if not opts.auto_choose:
             return "not chosen by default (its option auto_choose is off)"
         return bitvector.cost_ns(forest, batch_size, opts)
+
+    @classmethod
+    def cost_called(cls, forest, target_kind, lowered_for, rows, options=None):
+        """The program lowered for ``lowered_for`` rows answering ``rows``: its blocks are that
+        program's lanes (32 for 64 rows), so a call of fewer rows pays a whole block; and it
+        costs no less than the program lowered for ``rows`` (the mask tables' reads are
+        shared by the rows of a call)."""
+        at_rows = cls.cost(forest, target_kind, rows, options)
+        lowered = cls.cost(forest, target_kind, lowered_for, options)
+        if not isinstance(at_rows, float) or not isinstance(lowered, float):
+            return at_rows
+        lanes = choose_form(single_output(forest), lowered_for, BitvectorOptions.from_mapping(options))[0]
+        return max(at_rows, lowered * -(-rows // lanes) * lanes / rows)
 
     def program(self, forest, target_kind, batch_size):
         if target_kind != "cpu":

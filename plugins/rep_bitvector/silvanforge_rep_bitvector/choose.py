@@ -36,7 +36,10 @@ NARROW_LOOPED_NODE_NS, NARROW_CATEGORICAL_EXTRA_NS, BIN_STEP_NS = 0.036, 0.025, 
 # looped node's loads (column, threshold, mask, the rows' values) then serve four times the rows
 # (measured 1.5-1.7x faster on lgb_digits and lgb_500x8_f64, Zen 4; 64 lanes gained nothing
 # more), while expanded nodes gain little and compile longer, so wide blocks expand
-# proportionally fewer nodes.  A batch size known to be small (under 4 blocks) halves the lanes.
+# proportionally fewer nodes.  A batch size known to be smaller than a block halves the lanes
+# (halving them under 4 blocks, as before, ran 1.2-2.3x slower at 16 and 64 rows on XGBoost,
+# LightGBM and CatBoost models of 100-1000 trees, Zen 4, 1 thread: a block's loads serve its
+# lanes, so a block of 16 rows beats two of 8).
 LANES, WIDE_LANES = 8, 32
 # Wide blocks whose feature columns (two copies of each used feature a lane) would pass this
 # many bytes take 16 lanes: the columns then stay in L2 (2000-feature models: 16 lanes ran
@@ -96,7 +99,7 @@ def choose_form(forest: hir.Forest, batch_size: int | None = None,
     nodes = tree_nodes(forest)
     expanded = _smallest_up_to(nodes, options.expand_nodes)
     lanes = WIDE_LANES
-    while batch_size is not None and lanes > LANES and batch_size < 4 * lanes:
+    while batch_size is not None and lanes > LANES and batch_size < lanes:
         lanes //= 2
     column_bytes = 2 * len(used_features(forest)) * np.dtype(forest.threshold_dtype).itemsize
     while lanes > 2 * LANES and lanes * column_bytes > WIDE_COLUMN_BYTES:

@@ -1,0 +1,129 @@
+"""Is the tuned plan as fast as every single form the compiler makes, at every request size?
+
+    python benchmarks/forms_vs_tuned.py MODEL... [--threads 1,2] [--sizes 1,16,64,256,4096]
+        [--budget 20] [--repeat 3] [--out F.json]
+
+For each model and thread count this compiles every single form the CPU target makes of it
+(each installed representation that takes the model, lowered for each batch class the plan
+and the tuner use: 1, 16 and 64 rows and any), ``sf.compile``'s untuned plan and ``sf.tune``'s
+plan (``--budget`` seconds), and times each at every request size on the same rotations of
+fresh rows ``forge bench`` uses (best of ``--repeat`` rounds).  It prints, per size, the fastest
+single form and its time, the tuned and the untuned plan's, and the ratios tuned / fastest form
+and untuned / tuned: the acceptance check of the plan by request size (the tuned plan within
+5% of every form, the untuned plan within 1.3x of the tuned one).  docs/benchmarks.md
+("Tuned plans against every form") shows its output.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+SIZES = (1, 16, 64, 256, 4096)
+BATCH_CLASSES = (1, 16, 64, None)
+
+
+def single_forms(forest) -> list[tuple[str, dict]]:
+    """``(label, compile options)`` of every form: representation x batch class, for the
+    representations whose estimate takes the model (a reason instead: they cannot run it); a
+    walk lowered for one row unpadded, as the plan's one-row form is."""
+    from silvanforge.plugins import registry
+    from silvanforge.rep import cost_of
+
+    reg = registry()
+    forms = []
+    for rep in reg.representations():
+        if not isinstance(cost_of(reg.rep_class(rep), forest, "cpu", None), float):
+            continue
+        for batch in BATCH_CLASSES:
+            kw = {"rep": rep, "batch_size": batch}
+            if batch == 1 and reg.rep_kind(rep) == "walk":
+                kw["pad"] = False
+            forms.append((f"{rep}@{'any' if batch is None else batch}", kw))
+    return forms
+
+
+def measure(path: Path, sizes, threads: int, budget_s: float, repeat: int, say) -> dict:
+    """Seconds a call of each engine (single forms, ``untuned``, ``tuned``) at each size."""
+    import silvanforge as sf
+    from silvanforge.loading import load_model
+    from silvanforge.testing import random_rows
+    from silvanforge_bench.bench_peers import time_call
+    from silvanforge_bench.bench_peers._timing import pool_rows, rotation
+
+    forest = load_model(str(path))
+    row_bytes = forest.num_features * np.dtype(forest.threshold_dtype).itemsize
+    pool = random_rows(forest, pool_rows(max(sizes), row_bytes), 0)
+    engines = {}
+    for label, kw in single_forms(forest):
+        say(f"{path.stem}: compiling {label}")
+        try:
+            engines[label] = sf.compile(forest, threads=threads, **kw)
+        except Exception as exc:  # noqa: BLE001 - a form that cannot be made is left out, said
+            say(f"{path.stem}: {label} not made ({type(exc).__name__}: {str(exc)[:120]})")
+    engines["untuned"] = sf.compile(forest, threads=threads)
+    say(f"{path.stem}: tuning ({budget_s:g} s)")
+    engines["tuned"] = sf.tune(forest, threads=threads, budget_s=budget_s)
+    want = engines["untuned"].predict(pool[:max(sizes)])
+    seconds: dict[str, dict[int, float]] = {}
+    for label, cf in engines.items():
+        got = cf.predict(pool[:max(sizes)])
+        if not np.array_equal(got, want):  # every form is exact: a difference is a bug, said
+            say(f"{path.stem}: {label} differs from the untuned plan by {np.max(np.abs(got - want)):.3g}")
+        seconds[label] = {}
+    for rows in sizes:
+        say(f"{path.stem}: timing {rows} rows a call")
+        for label, cf in engines.items():
+            seconds[label][rows] = time_call(cf.predict, rotation(pool, rows), repeat, 0.05)
+    return {"model": path.stem, "threads": threads, "seconds": seconds,
+            "plans": {k: engines[k].plan_text() for k in ("untuned", "tuned")}}
+
+
+def table(results: list[dict], sizes) -> str:
+    """Markdown: per model, threads and size, the fastest single form, the plans and the ratios."""
+    lines = ["| model | threads | rows | fastest single form (us) | tuned (us) | untuned (us) "
+             "| tuned / fastest form | untuned / tuned |", "|---|---:|---:|---|---:|---:|---:|---:|"]
+    for r in results:
+        s = r["seconds"]
+        for rows in sizes:
+            forms = {k: v[rows] for k, v in s.items() if k not in ("tuned", "untuned")}
+            best = min(forms, key=forms.get)
+            tuned, untuned = s["tuned"][rows], s["untuned"][rows]
+            lines.append(f"| {r['model']} | {r['threads']} | {rows} | {best} {forms[best] * 1e6:,.1f} "
+                         f"| {tuned * 1e6:,.1f} | {untuned * 1e6:,.1f} | {tuned / forms[best]:.2f} "
+                         f"| {untuned / tuned:.2f} |")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("models", nargs="+", type=Path)
+    parser.add_argument("--threads", default="1,2")
+    parser.add_argument("--sizes", default=",".join(map(str, SIZES)))
+    parser.add_argument("--budget", type=float, default=20.0, help="seconds of tuning a model and thread count")
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--out", type=Path, default=None, help="write the timings as JSON here")
+    args = parser.parse_args(argv)
+    sizes = [int(s) for s in args.sizes.split(",")]
+    started = time.perf_counter()
+
+    def say(what: str) -> None:
+        print(f"[{time.perf_counter() - started:6.0f} s] {what}", file=sys.stderr, flush=True)
+
+    results = []
+    for path in args.models:
+        for threads in (int(t) for t in args.threads.split(",")):
+            results.append(measure(path, sizes, threads, args.budget, args.repeat, say))
+            if args.out is not None:
+                args.out.write_text(json.dumps(results, indent=1))
+    print(table(results, sizes))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

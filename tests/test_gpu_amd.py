@@ -296,14 +296,17 @@ def test_forge_tune_gpu_comes_from_the_gpu_backend(models, tmp_path, capsys, mon
     assert "not a GPU target" in capsys.readouterr().err
 
 
-def _two_candidates(monkeypatch):
+def _two_candidates(monkeypatch, passed_over: bool = True):
     """Algorithm 1 reduced to one candidate per batch size (one for small requests, one for
-    large), walked by one representation: few OpenCL builds."""
+    large), walked by one representation: few OpenCL builds.  ``passed_over``: with a second
+    candidate of 1600 threads a block (50 tree threads) that the device refuses for a model of
+    50 trees or more, recorded as passed over (a model of fewer trees takes fewer threads: it
+    may run, and win every size, so a test of one band a size leaves it out)."""
     from silvanforge_gpu import explore
 
     monkeypatch.setattr(explore, "candidates", lambda forest, batch_size: [
-        TemplateParams(rows_per_block=8 if batch_size <= 64 else 32),
-        TemplateParams(rows_per_block=32, tree_threads=50)])  # 1600 threads a block: passed over
+        TemplateParams(rows_per_block=8 if batch_size <= 64 else 32)]
+        + [TemplateParams(rows_per_block=32, tree_threads=50)] * passed_over)
     real = explore.explore
     monkeypatch.setattr(explore, "explore", lambda *a, **k: real(*a, **{**k, "reps": ("sparse",)}))
 
@@ -355,7 +358,7 @@ def test_forge_tune_on_a_gpu_target(models, tmp_path, capsys, monkeypatch):
     from silvanforge import cli
 
     monkeypatch.setenv("COLUMNS", "200")
-    _two_candidates(monkeypatch)
+    _two_candidates(monkeypatch, passed_over=False)  # one candidate a size: a band each
     path, X = models["lgb_cat"]
     out = tmp_path / "t.forge"
     code = cli.main(["tune", str(path), "--target", "amd", "--budget", "60", "--sizes", "32,256", "-o", str(out)])

@@ -31,6 +31,10 @@ from .symmetric import leaf_table
 
 NAME = "levelwise"
 PICK_COLUMNS = cost.PICK_COLUMNS
+# Levels of at most this many nodes pick a lane's value by its path (:meth:`LevelLowering._path_value`)
+# where that takes fewer selects than picking among the block's columns: on XGBoost's depth-8
+# trees over 32-78 columns, levels 1-5 take 1-31 selects where the columns took 31-77.
+PATH_NODES = 32
 
 
 class LevelLowering(_Lowering):
@@ -125,6 +129,21 @@ class LevelLowering(_Lowering):
 
         return pick(0, span)
 
+    def _path_value(self, at: lir.Expr, level: int, idx: Var) -> lir.Expr:
+        """Each lane's value of its node's column at ``level`` picked by its path: the level's
+        ``2**level`` nodes' columns loaded (their entries are scalars of the tree's table) and
+        a tree of selects on the path's bits, ``2**level - 1`` of them, where picking among
+        the block's columns takes one fewer than the columns (see PATH_NODES)."""
+        c, i64 = Builder.const, "i64"
+        values = [self._column_value(Bin("&", Load(self.entry_table, Bin("+", at, c(p, i64)), self.entry_t),
+                                         c(self.flag - 1, self.entry_t)))
+                  for p in range(1 << level)]
+        for bit in reversed(range(level)):
+            half = 1 << bit
+            on = Cmp("!=", Bin("&", idx, self.splat(half, self.path_t)), self.splat(0, self.path_t), self.mask_t)
+            values = [Select(on, values[p + half], values[p]) for p in range(half)]
+        return values[0]
+
     def _leaf_index(self, t: Var, g: int, group, idx: Var) -> list:
         """Statements setting bit ``level`` of ``idx`` where a lane's row goes right at its
         node of that level: the node's column entry and threshold looked up by the path so far."""
@@ -143,7 +162,10 @@ class LevelLowering(_Lowering):
                 index = idx if lir.element_type(idx.type) == self.path_t else Cast(idx, lir.vector_type(self.path_t, L))
                 entry = Lookup(self.entry_table, at, index, size, lir.vector_type(self.entry_t, L))
                 thr = Lookup(self.thr_table, at, index, size, self.x_t)
-            x = self._column_value(Bin("&", entry, c(self.flag - 1, entry.type)))
+            if 0 < level and L > 1 and (1 << level) < min(len(self.facts.columns), PATH_NODES + 1):
+                x = self._path_value(at, level, idx)
+            else:
+                x = self._column_value(Bin("&", entry, c(self.flag - 1, entry.type)))
             right = Cmp(">=", x, thr, self.mask_t)
             if self.nan_right:
                 flag = Cmp("!=", Bin("&", entry, c(self.flag, entry.type)), c(0, entry.type),

@@ -90,6 +90,9 @@ def estimate_ns(facts, batch_size: int | None) -> float:
 # a tree and row with 8, 16, 32 columns, 5.5 with 54 (gathers; the sparse walks 5.8-6.6 on all).
 # One row at a time (calls of 1-2 rows) a level costs LW_SCALAR_LEVEL_NS: 1.15x the sparse walks.
 LW_LEVEL_NS, LW_GATHER_NS, LW_SCALAR_LEVEL_NS = 0.064, 0.52, 0.75
+# A level's pick by a gather, levels 1-5 picking by path (:data:`.levelwise.PATH_NODES`): 1.24x
+# faster than gathers at every level on the 8-class model (54 columns, 16-row calls).
+LW_GATHER_PICK_NS = 0.42
 # A tree of several outputs gathers each output's leaf values: 0.87 ns an output (100 trees of
 # 5-output vector leaves, depth 8, 20 features: 8.5 ns a tree and row, the sparse walks 13.2).
 LW_OUTPUT_NS = 0.87
@@ -129,7 +132,7 @@ def _levelwise_ns(facts, batch_size: int | None) -> float:
     if U <= PICK_COLUMNS:
         pick = float(np.interp(U, [u for u, _ in LW_PICK_NS], [ns for _, ns in LW_PICK_NS]))
     else:
-        pick = LW_GATHER_NS
+        pick = LW_GATHER_PICK_NS
     ns = COLUMN_NS * U
     table = 8 * sum(len(g.outputs) * int((1 << facts.depth[g.trees]).sum()) for g in facts.groups)
     far = 1.0 if table <= L2_BYTES else GATHER_FAR_NS / GATHER_NS
@@ -153,7 +156,9 @@ def _levelwise_ns(facts, batch_size: int | None) -> float:
 # trees, 1 thread, 4096 rows, Zen 4), 3.6-7.6x the sparse walks; a column's bins a row,
 # BIN_LEVEL_NS a level of its search tree; a tree's output past the first, its leaves gathered.
 BINNED_LANES = 64
-BINNED_LEVEL_NS = ((1, 0.025), (8, 0.04), (16, 0.062), (32, 0.105), (78, 0.34))
+# Levels 1-5 pick by path (:data:`.levelwise.PATH_NODES`): 1.08x and 1.73x faster at 32 and
+# 78 columns than picking among the columns at every level (the 78-column point was 0.34).
+BINNED_LEVEL_NS = ((1, 0.025), (8, 0.04), (16, 0.06), (32, 0.097), (78, 0.19))
 # Most byte columns picked by selects (bytes have no gather: more take the float program), and
 # most byte columns times copies of a group's code (groups not alike each have their own loop
 # and selects: 8 groups of 78 columns took 33 s to compile; alike groups share one loop).

@@ -33,8 +33,8 @@ MID_MAX, MID_BATCH = 256, 64
 # them is estimated to cost more than this times the cheapest form lowered for SMALL_ROWS (a
 # block of 64 rows answering 16 pays for 64: the levelwise form's bytes), and at least
 # SMALL_BAND_MIN_NS a row more: worth a form and its compile (100 trees of depth 8 over 32
-# features, 150 ns a row estimated: 11.5 against 9.0 us a 16-row call measured).
-SMALL_BAND_FACTOR, SMALL_BAND_MIN_NS = 1.3, 100.0
+# features: 1.29x and 128 ns a row estimated, 10.6 against 8.0 us a 16-row call measured).
+SMALL_BAND_FACTOR, SMALL_BAND_MIN_NS = 1.2, 100.0
 # Forests cheaper than this a row (the cheapest representation's estimate, ns) get one form:
 # what a second form could save there is a fraction of a microsecond, below the cost of a call.
 # The default of the option CompileOptions.plan_min_ns.

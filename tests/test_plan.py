@@ -133,6 +133,23 @@ def test_the_plan_survives_artifacts_pickles_and_the_code_cache(tmp_path, forest
     assert other.batch_size == 64
 
 
+@pytest.mark.parametrize("challenger, kept", [(0.99, True), (0.5, False)])
+def test_the_tuner_keeps_the_untuned_form_unless_clearly_beaten(booster, monkeypatch, challenger, kept):
+    """Timings are faked (the untuned plan's forms 1 ms a call, every other ``challenger`` ms):
+    a form 1% faster does not displace the untuned plan's (timing noise is larger), one twice
+    as fast does; either way the plan is exact."""
+    from silvanforge import tuning
+
+    untuned = {f.digest for f in sf.compile(booster, threads=1).forms}
+    monkeypatch.setattr(tuning, "_per_call", lambda cf, pool, size, threads:
+                        1e-3 if cf.forms[0].digest in untuned else challenger * 1e-3)
+    tuned = sf.tune(booster, threads=1, budget_s=30)
+    assert ({f.digest for f in tuned.forms} <= untuned) == kept
+    X = np.random.default_rng(5).normal(size=(40, 12)).astype(np.float32)
+    for n in (1, 2, 16, 40):
+        np.testing.assert_array_equal(tuned.predict(X[:n]), reference.predict(sf.load_model(booster), X[:n]))
+
+
 def test_a_tuned_plan_is_kept_and_exact_and_gives_way_on_another_host(tmp_path, booster, monkeypatch):
     from silvanforge_target_cpu import jit
 

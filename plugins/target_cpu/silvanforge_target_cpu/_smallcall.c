@@ -17,8 +17,8 @@
  *        margins times -alpha for sigmoid, the margins for exp), then, where the state holds
  *        NumPy's own float64 exp loop (small.numpy_exp_loop), the whole transform through it;
  *        else the margins.
- * Returns the entry's result (mode 0: 1; mode 1: 1 transformed, 0 margins; mode 2: 0 margins, 1 exp's arguments, 2 the
- * transformed values), or -1 when the rows are not taken.
+ * Returns the entry's result (mode 0: 1; mode 1: 1 transformed, 0 margins; mode 2: 0 margins,
+ * 1 exp's arguments, 2 the transformed values), or -1 when the rows are not taken.
  *
  *   sigmoid_tail(out) -> None: out = 1 / (1 + out), float64, in place: the reference's last two
  *   operations (IEEE, as NumPy's add and divide round them).

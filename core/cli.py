@@ -95,7 +95,7 @@ def _rep_opt():
 def _schedule_opt():
     return typer.Option(None, "--schedule", "-s",
                         help="A file holding a schedule, or a canned one: default, xgboost, "
-                             "one-tree-at-a-time, tree-parallel, tahoe-*, or one a plugin adds "
+                             "one-tree-at-a-time, tree-parallel, split-trees, tahoe-*, or one a plugin adds "
                              "(`forge show MODEL -l mir` prints one; default: the target's).")
 
 

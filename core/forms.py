@@ -6,6 +6,7 @@ through :func:`build_form`."""
 from __future__ import annotations
 
 import dataclasses
+import inspect
 
 import numpy as np
 
@@ -18,6 +19,7 @@ from .pipeline import _lower, choose_representation, lir_digest
 from .plan import MID_BATCH, SMALL_BAND_FACTOR, SMALL_BAND_MIN_NS, SMALL_ROWS, Band, merge_bands, untuned_bands
 from .plugins import registry
 from .rep import called_cost_of
+from .runtime import default_threads
 
 
 class Form:
@@ -37,8 +39,10 @@ class Form:
         # to a new artifact): ``relower`` gives the Lowered.
         self._relower = relower
         flat = forest.num_outputs == 1 and forest.output_shape != "matrix"
-        # The lean path of small requests, where the kernel offers one (else None).
-        self.small = self.kernel.small_calls(SMALL_ROWS, forest.transform, flat)
+        # The lean path of small requests, where the kernel offers one (else None).  It runs
+        # every phase on the calling thread: not for a program that splits its trees over
+        # threads (orderedReduce: a row's trees in two halves), which the runtime runs.
+        self.small = _small_calls(self.kernel, options, forest.transform, flat)
         self.input_dtype = np.dtype(self.kernel.input_dtype)
 
     def _lowered(self) -> None:
@@ -68,6 +72,19 @@ class Form:
         schedule = o.schedule.to_text().replace("\n", "; ") if o.schedule is not None else ""
         batch = "any" if o.batch_size is None else o.batch_size
         return f"rep={o.rep} pad={o.pad} batch_size={batch}" + (f" schedule={schedule}" if schedule else "")
+
+
+def _small_calls(kernel, options: CompileOptions, transform, flat: bool):
+    """The kernel's lean path of small requests, or None.  A program whose trees split over
+    threads (a loop phase: orderedReduce) gets it only from a kernel that takes ``threads``
+    (the CPU's hands half the trees to a native worker); another's would walk them all on the
+    calling thread, so the runtime's general path runs it."""
+    threads = options.threads or default_threads()
+    if threads > 1 and any(getattr(p, "parallel", None) == "loop" for p in getattr(kernel, "phases", ())):
+        if "threads" not in inspect.signature(kernel.small_calls).parameters:
+            return None
+        return kernel.small_calls(SMALL_ROWS, transform, flat, threads=threads)
+    return kernel.small_calls(SMALL_ROWS, transform, flat)
 
 
 def kernel_options(opts: CompileOptions) -> dict:

@@ -221,11 +221,10 @@ def setup_walks(forest: hir.Forest, fn: mir.MirFunction, rep: str, hook=None, ti
     b = Builder(buffers)
     for name, data in rep_buffers.buffers.items():
         b.buffer(name, data)
-    fill = identity(forest.aggregation)
     for buf in fn.buffers:
         slices = int(np.prod(buf.extents))
         b.buffers[buf.name] = lir.Buffer(buf.name, acc_t, "scratch", per_row=slices * forest.num_outputs,
-                                         fill=fill)
+                                         fill=identity(forest.aggregation, buf.ordered))
     private = {p.name: p.extents for p in fn.buffers}
     return WalkSetup(forest, fn, rep, layout, reps, rep_buffers.info, b, thr_t, acc_t, private,
                      split_rows="per chunk" if split and per_chunk else "before the walks" if split else None,

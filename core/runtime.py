@@ -40,6 +40,13 @@ def rows_per_share(walk_steps_per_row: int) -> int:
     steps = int(walk_steps_per_row or 0)
     return max(settings.min_share_rows, -(-settings.share_steps // steps) if steps > 0 else 0)
 
+def rows_per_loop_share(walk_steps_per_row: int, shares: int) -> int:
+    """The rows a call should hold for a parallel tree loop to be split in ``shares`` shares
+    handed off natively: each share's part of the rows' walk steps at least ``share_steps``."""
+    steps = int(walk_steps_per_row or 0)
+    return -(-config.current().share_steps * shares // steps) if steps > 0 else MIN_ROWS_PER_THREAD
+
+
 _pool: ThreadPoolExecutor | None = None
 _pool_size = 0
 _pool_lock = threading.Lock()
@@ -172,16 +179,19 @@ def _run_block(kernel, rows: np.ndarray, out: np.ndarray, threads: int) -> None:
     scratch = _scratch(kernel, n)
     # A kernel may ask for more rows per thread (a cheap model: a hand-off costs more than the
     # rows it would take, the ``thread_steps`` setting).
-    min_rows = max(MIN_ROWS_PER_THREAD, int(kernel.min_rows_per_thread or 0))
+    min_rows = loop_rows = max(MIN_ROWS_PER_THREAD, int(kernel.min_rows_per_thread or 0))
     # A kernel with a hand-off of its own (``run_shares``, native workers) says how few rows a
     # share may hold: microseconds per hand-off instead of tens.
     run_shares = kernel.run_shares
     if run_shares is not None:
         min_rows = max(1, int(kernel.min_rows_per_share))
+        # A share of a tree loop walks all the rows through part of the trees: one row's walks
+        # may be worth a hand-off where they are long (1000 deep trees: 70 us).
+        loop_rows = rows_per_loop_share(kernel.walk_steps_per_row, min(threads, 2))
     for i, phase in enumerate(kernel.phases):
         if phase.parallel == "loop":
             # Every call covers all rows for a share of the parallel tree loop's iterations.
-            chunks = min(threads, phase.trip) if n >= min_rows else 1
+            chunks = min(threads, phase.trip) if n >= loop_rows else 1
             tasks = [(0, n, a, b) for a, b in _shares(phase.trip, chunks)]
         else:
             chunks = min(threads, max(1, n // min_rows)) if phase.row_parallel else 1

@@ -181,7 +181,7 @@ def format_function(fn: MirFunction) -> str:
             elif isinstance(op, ReduceDimension):
                 name = "reduce_dimension_inplace" if op.inplace else "reduce_dimension"
                 outer = "".join(f"[{fmt(i)}]" for i in op.outer)
-                vec = f" <vector={op.vector_width}>" if op.vector_width else ""
+                vec = f" <vector={op.vector_width}>" if op.vector_width else " <ordered>" if op.ordered else ""
                 lines.append(f"{pad}{op.target}[{fmt(op.rows[0])}:{fmt(op.rows[1])}] = {name}("
                              f"{op.source}{outer}, dim={op.dim}){vec}")
             elif isinstance(op, CacheRows):

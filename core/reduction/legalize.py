@@ -10,7 +10,11 @@ dimension (``reduce_dimension_inplace``), or, for the outermost, into the margin
 slices are reset, so a conflicting loop inside a sequential one is folded afresh each time.
 
 A conflicting loop marked ``atomicReduce`` is not privatised: its reduces update the margins
-atomically.  Loops over rows never conflict: each row owns its margins.
+atomically.  One marked ``orderedReduce`` is privatised per *tree* instead of per iteration: each
+tree's value lands in a slice of its own (one tree, one value: no sum), and the fold adds the
+slices to the margins one by one in tree order, from the margins' initial value, which is the
+reference's order of sums: exact, where the per-iteration partial sums are exact only up to
+rounding.  Loops over rows never conflict: each row owns its margins.
 """
 
 from __future__ import annotations
@@ -22,8 +26,12 @@ from ..ir import mir
 from ..ir.hir import Aggregation
 
 
-def identity(aggregation: Aggregation) -> float:
-    """The value a privatised slice starts from (and is reset to once folded)."""
+def identity(aggregation: Aggregation, ordered: bool = False) -> float:
+    """The value a privatised slice starts from (and is reset to once folded): ``ordered``
+    (orderedReduce) slices hold a tree's value or -0.0, which adds nothing to any sum (0.0
+    would turn a sum of -0.0 into 0.0)."""
+    if ordered:
+        return -0.0
     return float("nan") if aggregation in (Aggregation.MIN, Aggregation.MAX) else 0.0
 
 
@@ -55,13 +63,22 @@ def legalize(fn: mir.MirFunction, aggregation: Aggregation) -> mir.MirFunction:
             raise ScheduleError(f"atomicReduce({loop.index}) cannot share a loop nest with other "
                                 "parallel loops over trees")
 
-    def rewrite(ops: list, privatised: tuple, buffer: str | None, rows, atomic: bool) -> list:
+    def check_ordered(loop: mir.Loop, privatised: tuple):
+        if aggregation not in (Aggregation.SUM, Aggregation.AVERAGE):
+            raise ScheduleError(f"orderedReduce({loop.index}): the ordered fold adds, but this model "
+                                f"takes the {aggregation.value} of its trees; drop orderedReduce")
+        if privatised or _depth(loop) > 1:
+            raise ScheduleError(f"orderedReduce({loop.index}) cannot share a loop nest with other "
+                                "parallel loops over trees")
+
+    def rewrite(ops: list, privatised: tuple, buffer: str | None, rows, atomic: bool,
+                per_tree: bool = False) -> list:
         out = []
         for op in ops:
             if isinstance(op, mir.Reduce):
+                slots = (op.tree,) if per_tree else tuple(_slot(loop) for loop in privatised)
                 out.append(dataclasses.replace(
-                    op, target=buffer if privatised else op.target,
-                    private=tuple(_slot(loop) for loop in privatised), atomic=atomic))
+                    op, target=buffer if privatised else op.target, private=slots, atomic=atomic))
                 continue
             if not isinstance(op, mir.Loop):
                 out.append(op)
@@ -74,8 +91,18 @@ def legalize(fn: mir.MirFunction, aggregation: Aggregation) -> mir.MirFunction:
                 op.body = rewrite(op.body, privatised, buffer, inner_rows, True)
                 out.append(op)
                 continue
+            if _conflicting(op) and op.reduce == "ordered":
+                check_ordered(op, privatised)
+                name = f"partial{len(buffers)}"
+                buffers.append(mir.PrivateBuffer(name, (), ordered=True))
+                extents[name] = [fn.num_trees]
+                op.body = rewrite(op.body, (op,), name, inner_rows, False, per_tree=True)
+                out.append(op)
+                out.append(mir.ReduceDimension(source=name, target="margins", dim=0, extent=fn.num_trees,
+                                               rows=rows, ordered=True))
+                continue
             if not _conflicting(op):
-                op.body = rewrite(op.body, privatised, buffer, inner_rows, atomic)
+                op.body = rewrite(op.body, privatised, buffer, inner_rows, atomic, per_tree)
                 out.append(op)
                 continue
             level = privatised + (op,)

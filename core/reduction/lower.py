@@ -115,7 +115,9 @@ class ReductionLowering:
         extents = self.private[op.source]
         outer = [self.expr(i) for i in op.outer]
         zeros = [c(0, "i64")] * (len(extents) - op.dim - 1)
-        fill = c(identity(self.forest.aggregation), self.acc_t)
+        fill = c(identity(self.forest.aggregation, op.ordered), self.acc_t)
+        if op.ordered:
+            return self._ordered_fold(op, fill)
         r, k = Var(f"rr{len(b.locals)}", "i64"), Var(f"rk{len(b.locals)}", "i64")
         b.push()
         width = max(1, op.vector_width)
@@ -141,6 +143,23 @@ class ReductionLowering:
         else:
             idx = b.local("mix", "i64", self.margin_index(r, k))
             b.emit(Store("margins", idx, self._combine(b.load("margins", idx), total)))
+        self.placement.fold_rows(op, r, k, b.pop())
+
+    def _ordered_fold(self, op: mir.ReduceDimension, fill) -> None:
+        """orderedReduce: each tree's slice added to the margins in tree order (the reference's
+        order: the margins start at the initial value, then every tree's value in turn)."""
+        b, c = self.b, self.c
+        r, k = Var(f"rr{len(b.locals)}", "i64"), Var(f"rk{len(b.locals)}", "i64")
+        d = Var(f"rd{len(b.locals)}", "i64")
+        b.push()
+        idx = b.local("mix", "i64", self.margin_index(r, k))
+        acc = b.local("racc", self.acc_t, b.load("margins", idx))
+        b.push()
+        slot = b.local("rix", "i64", self.placement.slot_index(op.source, (d,), r, k))
+        b.emit(Assign(acc, self._combine(acc, b.load(op.source, slot))))
+        b.emit(Store(op.source, slot, fill))
+        b.emit(For(d, c(0, "i64"), c(op.extent, "i64"), 1, b.pop()))
+        b.emit(Store("margins", idx, acc))
         self.placement.fold_rows(op, r, k, b.pop())
 
     def fold_rows(self, op: mir.ReduceDimension, r: Var, k: Var, body: list) -> None:

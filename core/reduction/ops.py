@@ -5,7 +5,9 @@ inside MIR loop nests.
   semantics guarantee every value is added exactly once whatever loops around it are parallel;
 * ``reduce_dimension`` / ``reduce_dimension_inplace``: fold one privatised dimension, into the
   target or into slice 0 of the same buffer;
-* a privatised buffer: one slice of the margins per iteration of each conflicting loop.
+* a privatised buffer: one slice of the margins per iteration of each conflicting loop, or,
+  under ``orderedReduce``, one per tree: the fold then adds them to the margins in tree order,
+  so the sums are the reference's to the bit.
 
 :mod:`silvanforge.reduction.legalize` introduces the last two; targets lower all three.
 """
@@ -45,6 +47,8 @@ class ReduceDimension:
     inplace: bool = False
     vector_width: int = 0
     shared: bool = False  # sharedReduce: the slices live in GPU shared memory
+    # orderedReduce: a slice per tree, added to the target one by one in tree order.
+    ordered: bool = False
 
 
 @dataclasses.dataclass
@@ -53,3 +57,5 @@ class PrivateBuffer:
 
     name: str
     extents: tuple  # sizes of the privatised dimensions, outermost first
+    # orderedReduce: one slice per tree, starting at -0.0 (x + -0.0 is x, -0.0 included).
+    ordered: bool = False

@@ -87,6 +87,22 @@ def tree_parallel(forest: hir.Forest, batch_size: int | None = None, parts: int 
     return (Schedule().tile("tree", "t0", "t1", per_part).reorder("t0", "batch", "t1").parallel("t0"))
 
 
+def split_trees(forest: hir.Forest, batch_size: int | None = None, lanes: int = 8) -> Schedule:
+    """Each row's trees split over threads, exactly: groups of ``lanes`` trees walked side by
+    side (as ``interleaved-trees``), the groups shared out over threads, every tree's value kept
+    apart and added in tree order afterwards (orderedReduce), so a long one-row call runs on
+    two threads and still sums as the reference does (``tree-parallel`` reorders the sums)."""
+    lanes = max(2, min(lanes, forest.num_trees)) if forest.num_trees > 1 else 1
+    s = Schedule().tile("tree", "t0", "t1", lanes).reorder("t0", "batch", "t1")
+    if lanes > 1:
+        s.interleave("t1")
+    s.parallel("t0")
+    # min and max give the same in any order: their groups' partial results fold exactly.
+    if forest.aggregation in (hir.Aggregation.SUM, hir.Aggregation.AVERAGE):
+        s.ordered_reduce("t0")
+    return s
+
+
 def tahoe_direct(forest: hir.Forest, batch_size: int | None = None, rows_per_block: int = 64) -> Schedule:
     """Tahoe's direct method (the SilvanForge paper draft, section 'Tahoe Schedules'): one GPU
     thread walks all trees for one row."""
@@ -128,6 +144,7 @@ CANNED = {
     "peel-groups": peel_groups,
     "one-tree-at-a-time": one_tree_at_a_time,
     "tree-parallel": tree_parallel,
+    "split-trees": split_trees,
     "tahoe-direct": tahoe_direct,
     "tahoe-shared-data": tahoe_shared_data,
     "tahoe-shared-forest": tahoe_shared_forest,

@@ -366,6 +366,14 @@ class _Builder:
     def d_vectorReduce(self, name, width):
         self._reduction(name, "vector", width)
 
+    def d_orderedReduce(self, name):
+        # Each tree's value gets a slot of its own, folded in tree order by one thread: CPU
+        # threads only (a GPU's tree threads fold through sharedReduce or atomics).
+        if self.index(name).gpu:
+            self.fail(f"orderedReduce({name}) folds on CPU threads; {name} is mapped to the GPU's "
+                      f"{self.index(name).gpu}")
+        self._reduction(name, "ordered")
+
 
 def _shared(builder: _Builder) -> dict:
     """deepcopy memo that keeps IndexVar objects shared between split copies."""

@@ -21,7 +21,7 @@ loop modifiers  tile(i, outer, inner, size)  split(i, first, second, at)  reorde
                 unroll(i)  specialize(i)  gpuDimension(i, grid.x|block.y|...)
 optimisations   cache(i)  parallel(i)  interleave(i[, factor])  unrollWalk(i, depth)
                 peelWalk(i, depth)  expandWalk(i)
-reductions      atomicReduce(i)  sharedReduce(i)  vectorReduce(i, width)
+reductions      atomicReduce(i)  sharedReduce(i)  vectorReduce(i, width)  orderedReduce(i)
 """
 
 from __future__ import annotations
@@ -52,6 +52,7 @@ SIGNATURES: dict[str, tuple[str, ...]] = {
     "atomicReduce": ("i",),
     "sharedReduce": ("i",),
     "vectorReduce": ("i", "k"),
+    "orderedReduce": ("i",),
 }
 
 _DIRECTIVE = re.compile(r"^([A-Za-z_]\w*)\s*\((.*)\)$")
@@ -160,6 +161,9 @@ class Schedule:
 
     def vector_reduce(self, index: str, width: int) -> "Schedule":
         return self.add("vectorReduce", index, width)
+
+    def ordered_reduce(self, index: str) -> "Schedule":
+        return self.add("orderedReduce", index)
 
     def to_text(self) -> str:
         return "\n".join(d.text() for d in self.directives)

@@ -140,6 +140,19 @@ def test_vector_reduce_folds_the_slices_width_at_a_time():
     assert len([s for s in fold.body if isinstance(s, lir.If)]) == 3
 
 
+def test_ordered_reduce_folds_every_tree_into_the_margins_in_order():
+    module = to_lir("tile(tree, t0, t1, 2); parallel(t0); orderedReduce(t0)")
+    (scratch,) = module.scratch_buffers()
+    assert scratch.fill == 0.0 and str(scratch.fill) == "-0.0"  # adds nothing, -0.0 included
+    (fold,) = [s for s in module_statements(module) if isinstance(s, lir.For) and s.var.name.startswith("rd")]
+    assert (fold.start.value, fold.stop.value, fold.step) == (0, NUM_TREES, 1)
+    # One running sum, started from the margins before the loop and stored after it: inside,
+    # each tree's slot is read once and reset.
+    assert len(loads_in(fold.body, scratch.name)) == 1
+    assert not [s for s in statements(fold.body) if isinstance(s, lir.Store) and s.buffer == "margins"]
+    assert [s for s in statements(fold.body) if isinstance(s, lir.Store) and s.buffer == scratch.name]
+
+
 def test_a_plain_parallel_tree_loop_folds_one_slice_at_a_time():
     module = to_lir("tile(tree, t0, t1, 2); parallel(t0)")
     (fold,) = [s for s in module_statements(module) if isinstance(s, lir.For) and s.var.name.startswith("rd")]

@@ -17,7 +17,7 @@ from directive_support import DEPTH, NUM_TREES, child_loops, loops, ops_of, sche
 # Every directive the parser knows has a test below: a new one fails here until it has its own.
 TESTED = {"tile", "split", "reorder", "unroll", "specialize", "gpuDimension", "cache", "parallel",
           "interleave", "unrollWalk", "peelWalk", "expandWalk", "atomicReduce", "sharedReduce",
-          "vectorReduce"}
+          "vectorReduce", "orderedReduce"}
 
 
 def test_every_directive_has_a_structural_test():
@@ -206,7 +206,26 @@ def test_shared_reduce_marks_the_fold_for_shared_memory():
     assert fold.shared and fold.vector_width == 0
 
 
-@pytest.mark.parametrize("directive", ["atomicReduce", "sharedReduce", "vectorReduce"])
+def test_ordered_reduce_privatises_per_tree_and_folds_in_tree_order():
+    fn = to_mir("tile(tree, t0, t1, 2); parallel(t0); orderedReduce(t0)")
+    assert loops(fn)["t0"].reduce == "ordered"
+    (reduce,) = ops_of(fn, mir.Reduce)
+    (buffer,) = fn.buffers
+    # A slot per tree (the walk's tree index), not per iteration of t0.
+    assert (reduce.target, reduce.private) == (buffer.name, (reduce.tree,))
+    assert buffer.ordered and buffer.extents == (NUM_TREES,)
+    (fold,) = ops_of(fn, mir.ReduceDimension)
+    assert (fold.ordered, fold.extent, fold.target, fold.inplace) == (True, NUM_TREES, "margins", False)
+
+
+def test_ordered_reduce_refuses_nested_parallel_tree_loops_and_gpu_loops():
+    with pytest.raises(ScheduleError, match="other parallel loops"):
+        to_mir("tile(tree, t0, t1, 4); tile(t1, t2, t3, 2); parallel(t0); parallel(t2); orderedReduce(t0)")
+    with pytest.raises(ScheduleError, match="GPU"):
+        to_mir("tile(tree, t0, t1, 4); gpuDimension(t0, block.y); orderedReduce(t0)")
+
+
+@pytest.mark.parametrize("directive", ["atomicReduce", "sharedReduce", "vectorReduce", "orderedReduce"])
 def test_reductions_need_a_parallel_tree_loop(directive):
     args = ", 4" if directive == "vectorReduce" else ""
     with pytest.raises(ScheduleError, match="parallel"):

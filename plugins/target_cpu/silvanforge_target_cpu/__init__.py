@@ -66,12 +66,15 @@ def default_schedule(forest, batch_size, options=None):
     ``options`` (its representation and lowering knobs) where given."""
     from silvanforge.hir_passes import leaf_depth_range
     from silvanforge.lowering import split_rows_pay, want_leaf_self_loops
-    from silvanforge.scheduler.canned import interleaved, interleaved_trees
+    from silvanforge.scheduler.canned import interleaved, interleaved_trees, split_trees
 
     # Interleaved walks pay once a batch has rows to interleave (docs/benchmarks.md, "Schedules");
     # a batch known to be tiny walks row by row, each row's trees together where the
-    # representation's walks gain from it (its ``row_tree_lanes``).
+    # representation's walks gain from it (its ``row_tree_lanes``); a long one-row walk splits
+    # its trees over two threads.
     if batch_size is not None and batch_size < 16:
+        if batch_size == 1 and _split_one_row(forest, options):
+            return split_trees(forest, batch_size, lanes=_row_tree_lanes(options))
         return interleaved_trees(forest, batch_size, lanes=_row_tree_lanes(options))
 
     shallowest, deepest = leaf_depth_range(forest)
@@ -95,6 +98,25 @@ def default_schedule(forest, batch_size, options=None):
         # Every walk takes at least this many steps: those need no leaf check.
         schedule.peel_walk("c1", shallowest)
     return schedule
+
+
+# A one-row walk the representation estimates at this many ns or more splits its trees over
+# two threads (split-trees: the second half handed to a native worker, the values added in tree
+# order): a hand-off and the fold cost a few microseconds, half the walk is saved.
+SPLIT_ROW_NS = 15_000
+
+
+def _split_one_row(forest, options) -> bool:
+    """Whether a one-row form of ``forest`` splits its trees over threads (split-trees)."""
+    from silvanforge.plugins import registry
+    from silvanforge.runtime import default_threads
+
+    rep = getattr(options, "rep", None)
+    threads = getattr(options, "threads", None) or default_threads()
+    if threads < 2 or rep is None or registry().rep_kind(rep) != "walk":
+        return False
+    ns = {name: cost for name, cost, _ in registry().rep_costs(forest, "cpu", 1)}.get(rep)
+    return ns is not None and ns >= SPLIT_ROW_NS
 
 
 def _row_tree_lanes(options) -> int:

@@ -119,7 +119,7 @@ class CpuKernel(PhaseKernel):
             native.lock.release()
         return True
 
-    def small_calls(self, max_rows: int, transform=None, flat: bool = False):
+    def small_calls(self, max_rows: int, transform=None, flat: bool = False, threads: int = 1):
         """A function ``(rows, apply) -> (values, applied)`` for up to ``max_rows`` rows of the
         input dtype, on the calling thread: the margins, or where ``apply`` and the entry can
         (:func:`.small.entry_transform`), the transformed values (``applied``); (n, outputs),
@@ -129,7 +129,11 @@ class CpuKernel(PhaseKernel):
         arrays of this thread whose addresses, like its scratch and pointer table, are fixed,
         and one foreign call of two arguments (:mod:`.small`) runs every phase and the
         transform (the runtime's general path spends ten microseconds on threads and scratch;
-        the phases' own ten-argument calls and the transform in NumPy cost seven)."""
+        the phases' own ten-argument calls and the transform in NumPy cost seven).
+
+        ``threads`` above 1, for a kernel with a phase looping over trees (orderedReduce): that
+        phase's second half of the trees runs on a native pool worker while this thread walks
+        the first, where the pool is free (else this thread walks them all)."""
         from . import small
 
         features, outputs = self.module.num_features, self.module.num_outputs
@@ -137,6 +141,8 @@ class CpuKernel(PhaseKernel):
         room = max_rows + 64
         phases = [(address, int(phase.trip) if phase.parallel == "loop" else 0)
                   for address, phase in zip(self._addresses, self.phases)]
+        native_pool = pool.native_pool() if threads > 1 and any(trip > 1 for _, trip in phases) else None
+        split = native_pool is not None
         applies = small.entry_transform(transform, self.output_dtype)
         guarded = small.guarded_transform(transform, self.output_dtype)
         alpha = transform.param("alpha", 1.0) if "sigmoid" in (applies, guarded) else 1.0
@@ -155,15 +161,18 @@ class CpuKernel(PhaseKernel):
             for buf in self.scratch:  # as runtime._scratch lays them out, for ``room`` rows
                 dtype = self.output_dtype if buf.fill is not None else lir.LIR_TO_NUMPY[buf.type]
                 a = np.zeros((room + buf.pad_rows) * buf.per_row, dtype)
-                scratch.append(a)
                 if buf.fill is not None:
-                    fills.append((a, buf.per_row, buf.fill))
+                    # Privatised slices: a call's fold resets every element its reduces wrote
+                    # (silvanforge.reduction.legalize), so filling them once here keeps every
+                    # call's start at the fill, whatever its row count.
+                    a.fill(buf.fill)
+                scratch.append(a)
             ptrs = self._model_ptrs + [a.ctypes.data for a in scratch]
             table = (ctypes.c_void_p * max(1, len(ptrs)))(*ptrs)  # held by the staging: alive
-            block = np.zeros(small.PHASES + 2 * len(phases), np.int64)
+            block = np.zeros(small.PHASES + 2 * len(phases) + int(split), np.int64)
             block[:small.PHASES] = [ins.ctypes.data, out.ctypes.data, ctypes.addressof(table),
                                     final.ctypes.data, features, outputs]
-            block[small.PHASES:] = np.array(phases, np.int64).reshape(-1)
+            block[small.PHASES:small.PHASES + 2 * len(phases)] = np.array(phases, np.int64).reshape(-1)
             # Views for every row count, made once: slicing at each call cost a third of a
             # microsecond more.
             shaped = (lambda a: a.reshape(-1)) if flat else (lambda a: a)
@@ -180,7 +189,8 @@ class CpuKernel(PhaseKernel):
 
         def compiled():
             if not entry:
-                entry.append(small.entry(len(phases), self.module.output_type, applies, alpha, guarded is not None))
+                entry.append(small.entry(len(phases), self.module.output_type, applies, alpha, guarded is not None,
+                                         split))
             return entry[0]
 
         out_dtype = self.output_dtype
@@ -231,7 +241,24 @@ class CpuKernel(PhaseKernel):
                 native.sigmoid_tail(values)
             return values, True
 
-        return call
+        if not split:
+            return call
+
+        def call_split(rows: np.ndarray, apply: bool = False) -> tuple[np.ndarray, bool]:
+            # The pool word is set only while this thread holds the pool: another caller (or
+            # none grown) leaves it 0, and the entry walks every tree itself.
+            block = (local.__dict__.get("staging") or staging())[4][2]
+            if not native_pool.lock.acquire(blocking=False):
+                return call(rows, apply)
+            try:
+                if native_pool.grow(1):
+                    block[-1] = native_pool.run_address
+                return call(rows, apply)
+            finally:
+                block[-1] = 0
+                native_pool.lock.release()
+
+        return call_split
 
     def _keep_object(self, _module, data: bytes) -> None:
         self._object = bytes(data)

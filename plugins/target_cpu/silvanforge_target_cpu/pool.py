@@ -311,7 +311,9 @@ class NativePool:
         self._engine.finalize_object()
         addr = self._engine.get_function_address
         self._start = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_int64, ctypes.c_int64)(addr("sf_pool_start"))
-        self._run = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p)(addr("sf_pool_run"))
+        # sf_pool_run's address: the small-call entry hands half a tree loop over by it.
+        self.run_address = addr("sf_pool_run")
+        self._run = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p)(self.run_address)
         self._stop = ctypes.CFUNCTYPE(None, ctypes.c_int64)(addr("sf_pool_stop"))
         self.set_spin = ctypes.CFUNCTYPE(None, ctypes.c_int64)(addr("sf_pool_set_spin"))
         self.workers = 0

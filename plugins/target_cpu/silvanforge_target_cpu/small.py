@@ -33,6 +33,7 @@ from llvmlite import ir
 from silvanforge.ir import lir
 
 from .llvm_host import target_machine
+from .pool import SHARE_WORDS
 
 # The words of a thread's block (int64 each), in order; then each phase's address and trip.
 INS, OUT, TABLE, FINAL, FEATURES, OUTPUTS, PHASES = range(7)
@@ -91,13 +92,18 @@ def _bind_exp() -> None:
             _libm_ready = True
 
 
-def _ir(phases: int, acc: str, transform: str | None, alpha: float, guard: bool = False) -> str:
+def _ir(phases: int, acc: str, transform: str | None, alpha: float, guard: bool = False,
+        split: bool = False) -> str:
     """IR of ``i64 entry(i64* block, i64 n, i64 apply)``: each of the ``phases`` phases (its
     address and trip in the block) over rows [0, n), then, if ``apply``, the transform of the
     n x outputs margins into FINAL; or, with ``guard``, whether every margin is below
     :data:`GUARD` in magnitude (1 or 0).  Everything of a kernel is read from the block, so one
     compiled entry serves every kernel of the same shape (:func:`entry`).  Returns 1, or for
-    ``softmax`` 0 where a row is left to NumPy (:func:`softmax_floor`; FINAL is then unused)."""
+    ``softmax`` 0 where a row is left to NumPy (:func:`softmax_floor`; FINAL is then unused).
+
+    ``split``: the block has one word more, the native pool's ``sf_pool_run`` (:mod:`.pool`) or
+    0; where it is set, a phase that loops over trees (a trip of 2 or more) runs its first half
+    of the iterations here and its second on a pool worker (the caller holds the pool)."""
     i64, i8p = ir.IntType(64), ir.IntType(8).as_pointer()
     t = ir.FloatType() if acc == "f32" else ir.DoubleType()
     mod = ir.Module(name="silvanforge_small")
@@ -105,15 +111,38 @@ def _ir(phases: int, acc: str, transform: str | None, alpha: float, guard: bool 
     fn = ir.Function(mod, ir.FunctionType(i64, [i64.as_pointer(), i64, i64]), "silvanforge_small_entry")
     block, n, apply = fn.args
     b = ir.IRBuilder(fn.append_basic_block("entry"))
-    word = [b.load(b.gep(block, [ir.Constant(i64, k)])) for k in range(PHASES + 2 * phases)]
+    word = [b.load(b.gep(block, [ir.Constant(i64, k)])) for k in range(PHASES + 2 * phases + int(split))]
     ins, out, table = (b.inttoptr(word[k], i8p) for k in (INS, OUT, TABLE))
     features, outputs = word[FEATURES], word[OUTPUTS]
     zero, one = ir.Constant(i64, 0), ir.Constant(i64, 1)
+    shares = b.alloca(ir.ArrayType(i64, 2 * SHARE_WORDS)) if split else None
     for k in range(phases):
         callee = b.inttoptr(word[PHASES + 2 * k], phase_t.as_pointer())
         trip = word[PHASES + 2 * k + 1]
         # rows, row stride, column stride, row_begin, row_end, iter_begin, iter_end, n, out, table
-        b.call(callee, [ins, features, one, zero, n, zero, trip, n, out, table])
+        args = [ins, features, one, zero, n, zero, trip, n, out, table]
+        if not split:
+            b.call(callee, args)
+            continue
+        run = word[PHASES + 2 * phases]
+        halves = b.and_(b.icmp_signed("!=", run, zero), b.icmp_signed(">=", trip, ir.Constant(i64, 2)))
+        pooled, alone, after = (fn.append_basic_block(f"{name}{k}") for name in ("pooled", "alone", "after"))
+        b.cbranch(halves, pooled, alone)
+        b.position_at_end(pooled)
+        half = b.sdiv(trip, ir.Constant(i64, 2))
+        words = [b.ptrtoint(a, i64) if isinstance(a.type, ir.PointerType) else a for a in args]
+        for s, (lo, hi) in enumerate(((zero, half), (half, trip))):
+            share = words[:5] + [lo, hi] + words[7:]
+            for j, w in enumerate(share):
+                b.store(w, b.gep(shares, [zero, ir.Constant(i64, s * SHARE_WORDS + j)]))
+        pool_t = ir.FunctionType(ir.VoidType(), [i8p, i64, i8p])
+        b.call(b.inttoptr(run, pool_t.as_pointer()),
+               [b.bitcast(callee, i8p), ir.Constant(i64, 2), b.bitcast(shares, i8p)])
+        b.branch(after)
+        b.position_at_end(alone)
+        b.call(callee, args)
+        b.branch(after)
+        b.position_at_end(after)
     if (transform is None or transform == "identity") and not guard:
         b.ret(one)
         return str(mod)
@@ -257,10 +286,11 @@ def _softmax(mod, b, margins, final, n, outputs, apply) -> None:
 class SmallEntry:
     """A compiled entry (kept alive as long as the process: :func:`entry` shares it)."""
 
-    def __init__(self, phases: int, acc: str, transform: str | None, alpha: float, guard: bool):
+    def __init__(self, phases: int, acc: str, transform: str | None, alpha: float, guard: bool,
+                 split: bool = False):
         _bind_exp()
         tm = target_machine()
-        mod = llvm.parse_assembly(_ir(phases, acc, transform, alpha, guard))
+        mod = llvm.parse_assembly(_ir(phases, acc, transform, alpha, guard, split))
         mod.triple = llvm.get_process_triple()
         mod.data_layout = str(tm.target_data)
         mod.verify()
@@ -276,10 +306,11 @@ _entries: dict[tuple, SmallEntry] = {}
 _entries_lock = threading.Lock()
 
 
-def entry(phases: int, acc: str, transform: str | None, alpha: float, guard: bool) -> SmallEntry:
+def entry(phases: int, acc: str, transform: str | None, alpha: float, guard: bool,
+          split: bool = False) -> SmallEntry:
     """The compiled entry of kernels of this shape: compiled once a process (a few ms; a
     compile each kernel made the suite's thousands of small models a third slower)."""
-    key = (phases, acc, transform, float(alpha), bool(guard))
+    key = (phases, acc, transform, float(alpha), bool(guard), bool(split))
     with _entries_lock:
         found = _entries.get(key)
         if found is None:

@@ -1,0 +1,120 @@
+"""Splitting a row's trees over threads exactly: ``orderedReduce`` (each tree's value in a slot of
+its own, added in tree order after the walks) and the ``split-trees`` schedule that the CPU
+target's one-row form takes for long walks on two or more threads."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import silvanforge as sf
+from silvanforge import reference, testing
+from silvanforge.errors import ScheduleError
+from silvanforge.ir.hir import Aggregation
+from silvanforge.pipeline import lower
+
+SPLIT = "tile(tree, t0, t1, 4)\nreorder(t0, batch, t1)\ninterleave(t1)\nparallel(t0)\norderedReduce(t0)"
+
+
+def _summed_forest(seed: int):
+    """A random forest whose trees' values are summed or averaged (orderedReduce's models)."""
+    for s in range(seed, seed + 200):
+        forest = testing.random_forest(s, max_trees=40, max_depth=7)
+        if forest.aggregation in (Aggregation.SUM, Aggregation.AVERAGE) and forest.num_trees >= 6:
+            return forest
+    raise AssertionError("no summed forest drawn")
+
+
+@pytest.mark.parametrize("seed", [0, 40, 80, 120])
+@pytest.mark.parametrize("rep", ["sparse", "array"])
+def test_ordered_reduce_on_two_threads_is_the_reference_to_the_bit(seed, rep):
+    forest = _summed_forest(seed)
+    X = testing.rows_for(forest, np.random.default_rng(seed), 64).astype(forest.threshold_dtype)
+    want = reference.predict_margin(forest, X)
+    try:
+        cf = sf.compile(forest, rep=rep, schedule=SPLIT, threads=2)
+    except sf.UnsupportedModelError:
+        pytest.skip(f"{rep} refuses this forest")
+    # share_steps=1: the runtime splits the tree loop of every call, however few its rows.
+    with sf.config_context(share_steps=1):
+        for n in (1, 2, 3, 17, 64):
+            got = np.concatenate([cf.predict(X[i:i + n], output_margin=True, threads=2)
+                                  for i in range(0, 64, n)][:64 // n])
+            np.testing.assert_array_equal(got.reshape(want[:len(got)].shape), want[:len(got)])
+
+
+def test_a_one_row_call_hands_half_the_trees_to_a_native_worker():
+    from silvanforge_target_cpu import pool
+
+    native = pool.native_pool()
+    if native is None:
+        pytest.skip("no native pool on this host")
+    forest = _summed_forest(7)
+    X = testing.rows_for(forest, np.random.default_rng(7), 32).astype(forest.threshold_dtype)
+    cf = sf.compile(forest, rep="sparse", schedule=SPLIT, threads=2, batch_size=1)
+    assert cf.main.small is not None, "the one-row form keeps the small-call entry"
+    runs = []
+    real_grow = type(native).grow
+
+    def grow(self, workers):  # the entry asks for one worker before it hands a half over
+        runs.append(workers)
+        return real_grow(self, workers)
+
+    type(native).grow = grow
+    try:
+        got = np.concatenate([cf.predict(X[i:i + 1], output_margin=True) for i in range(32)])
+    finally:
+        type(native).grow = real_grow
+    assert runs and set(runs) == {1}
+    np.testing.assert_array_equal(got.reshape(-1, forest.num_outputs),
+                                  reference.predict_margin(forest, X).reshape(-1, forest.num_outputs))
+
+
+def test_min_and_max_forests_split_without_an_ordered_fold():
+    for seed in range(200):
+        forest = testing.random_forest(seed, max_trees=20)
+        if forest.aggregation in (Aggregation.MIN, Aggregation.MAX) and forest.num_trees > 4:
+            break
+    text = lower(forest, rep="sparse", schedule="split-trees").show("mir")
+    assert "orderedReduce" not in text and "<ordered>" not in text
+    X = testing.rows_for(forest, np.random.default_rng(1), 40).astype(forest.threshold_dtype)
+    cf = sf.compile(forest, rep="sparse", schedule="split-trees", threads=2)
+    with sf.config_context(share_steps=1):
+        np.testing.assert_array_equal(cf.predict(X, output_margin=True), reference.predict_margin(forest, X))
+
+
+@pytest.mark.parametrize("schedule, message", [
+    ("tile(tree, t0, t1, 4)\norderedReduce(t0)", "parallel"),
+    ("tile(tree, t0, t1, 4)\nreorder(t0, batch, t1)\ngpuDimension(t0, grid.x)\norderedReduce(t0)", "GPU"),
+    ("tile(tree, t0, t1, 4)\ntile(t1, t2, t3, 2)\nreorder(t0, t2, batch, t3)\nparallel(t0)\nparallel(t2)\n"
+     "orderedReduce(t0)", "other parallel loops"),
+    ("orderedReduce(batch)", "loops over trees"),
+])
+def test_illegal_ordered_reduces_are_refused_by_name(schedule, message):
+    forest = _summed_forest(3)
+    with pytest.raises(ScheduleError, match=message):
+        lower(forest, rep="sparse", schedule=schedule)
+
+
+def test_ordered_reduce_refuses_a_max_forest():
+    for seed in range(200):
+        forest = testing.random_forest(seed, max_trees=20)
+        if forest.aggregation is Aggregation.MAX and forest.num_trees > 4:
+            break
+    with pytest.raises(ScheduleError, match="orderedReduce.*max"):
+        lower(forest, rep="sparse", schedule=SPLIT)
+
+
+def test_the_one_row_form_splits_long_walks_on_two_threads_only(monkeypatch):
+    import silvanforge_target_cpu as cpu
+
+    forest = _summed_forest(11)
+    monkeypatch.setattr(cpu, "SPLIT_ROW_NS", 0)  # every walk counts as long
+    two = sf.compile(forest, threads=2)
+    one = sf.compile(forest, threads=1)
+    assert "orderedReduce(t0)" in two.plan_text() and "orderedReduce" not in one.plan_text()
+    X = testing.rows_for(forest, np.random.default_rng(5), 20).astype(forest.threshold_dtype)
+    want = reference.predict_margin(forest, X)
+    for cf in (one, two):
+        got = np.concatenate([cf.predict(X[i:i + 1], output_margin=True) for i in range(20)])
+        np.testing.assert_array_equal(got.reshape(want.shape), want)

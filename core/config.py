@@ -22,7 +22,9 @@ The settings, each a positive integer:
   a share should hold where the kernel hands shares off itself (``run_shares``: the CPU
   target's native workers, which start a share in microseconds, not tens): two threads ran
   32-row shares of a 100-tree model (376 steps a row) 1.19x faster than one thread, 128-row
-  shares 1.4-1.7x (Zen 4, 2 vCPUs).
+  shares 1.4-1.7x (Zen 4, 2 vCPUs).  A loop over trees (``split-trees``: each share walks every row
+  through part of the trees) is split where the call's rows take ``share_steps`` walk steps a
+  share, one row of a long model included.
 - ``scratch_bytes`` (default 64 MiB): a batch whose scratch buffers (split rows, privatised
   partial sums) would pass this runs in blocks of rows, each block every phase in turn.
 

@@ -4,6 +4,9 @@ target's one-row form takes for long walks on two or more threads."""
 
 from __future__ import annotations
 
+import multiprocessing
+import os
+
 import numpy as np
 import pytest
 
@@ -118,3 +121,25 @@ def test_the_one_row_form_splits_long_walks_on_two_threads_only(monkeypatch):
     for cf in (one, two):
         got = np.concatenate([cf.predict(X[i:i + 1], output_margin=True) for i in range(20)])
         np.testing.assert_array_equal(got.reshape(want.shape), want)
+
+
+def _child_calls_one_row(cf, X, queue):
+    queue.put(np.concatenate([cf.predict(X[i:i + 1], output_margin=True) for i in range(len(X))]))
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="fork only")
+def test_a_forked_child_splits_one_row_calls_on_workers_of_its_own():
+    # The child inherits the parent's compiled model and staging, not its worker threads: its
+    # one-row calls must grow a pool of their own, not wait on the parent's mailboxes.
+    forest = _summed_forest(21)
+    X = testing.rows_for(forest, np.random.default_rng(21), 16).astype(forest.threshold_dtype)
+    cf = sf.compile(forest, rep="sparse", schedule=SPLIT, threads=2, batch_size=1)
+    want = np.concatenate([cf.predict(X[i:i + 1], output_margin=True) for i in range(16)])  # workers up
+    ctx = multiprocessing.get_context("fork")
+    queue = ctx.Queue()
+    child = ctx.Process(target=_child_calls_one_row, args=(cf, X, queue))
+    child.start()
+    got = queue.get(timeout=120)
+    child.join(timeout=60)
+    assert child.exitcode == 0
+    np.testing.assert_array_equal(got, want)

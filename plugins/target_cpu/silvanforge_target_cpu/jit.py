@@ -141,8 +141,7 @@ class CpuKernel(PhaseKernel):
         room = max_rows + 64
         phases = [(address, int(phase.trip) if phase.parallel == "loop" else 0)
                   for address, phase in zip(self._addresses, self.phases)]
-        native_pool = pool.native_pool() if threads > 1 and any(trip > 1 for _, trip in phases) else None
-        split = native_pool is not None
+        split = threads > 1 and any(trip > 1 for _, trip in phases) and pool.native_pool() is not None
         applies = small.entry_transform(transform, self.output_dtype)
         guarded = small.guarded_transform(transform, self.output_dtype)
         alpha = transform.param("alpha", 1.0) if "sigmoid" in (applies, guarded) else 1.0
@@ -248,15 +247,16 @@ class CpuKernel(PhaseKernel):
             # The pool word is set only while this thread holds the pool: another caller (or
             # none grown) leaves it 0, and the entry walks every tree itself.
             block = (local.__dict__.get("staging") or staging())[4][2]
-            if not native_pool.lock.acquire(blocking=False):
+            native = pool.native_pool()  # looked up each call: a forked child makes its own
+            if native is None or not native.lock.acquire(blocking=False):
                 return call(rows, apply)
             try:
-                if native_pool.grow(1):
-                    block[-1] = native_pool.run_address
+                if native.grow(1):
+                    block[-1] = native.run_address
                 return call(rows, apply)
             finally:
                 block[-1] = 0
-                native_pool.lock.release()
+                native.lock.release()
 
         return call_split
 

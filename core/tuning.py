@@ -268,6 +268,10 @@ def _ranked(forest: hir.Forest, opts: CompileOptions, kind: str, sizes) -> list[
         per_size.append([(ns, rep, batch_class(size)) for ns, rep in costs[:PER_SIZE]])
     # Round robin over sizes, so a short budget still tries something for each.
     for rank in range(PER_SIZE):
+        if rank == 1 and 1 in sizes:
+            split = _split_one_row(forest, opts, kind, per_size[list(sizes).index(1)])
+            if split is not None:
+                out.append(split)
         for picks in per_size:
             if rank >= len(picks):
                 continue
@@ -281,6 +285,20 @@ def _ranked(forest: hir.Forest, opts: CompileOptions, kind: str, sizes) -> list[
                                                          pad=pad if pad is not None else (False if batch == 1 else None)),
                                      ns))
     return out
+
+
+def _split_one_row(forest: hir.Forest, opts: CompileOptions, kind: str, picks: list):
+    """A one-row candidate that splits each row's trees over threads (``split-trees``) for the
+    walk representation estimated fastest at one row, where the tune is for two or more CPU
+    threads: the untuned plan splits only walks it estimates long (the CPU target's
+    ``SPLIT_HANDOFF_NS``), and timing tells for the others."""
+    reg = registry()
+    threads = opts.threads or default_threads()
+    walks = [(ns, rep) for ns, rep, _ in picks if reg.rep_kind(rep) == "walk"]
+    if kind != "cpu" or threads < 2 or not walks or forest.num_trees < 2:
+        return None
+    ns, rep = walks[0]
+    return Candidate(dataclasses.replace(opts, rep=rep, batch_size=1, pad=False, schedule="split-trees"), ns)
 
 
 def _estimates(forest: hir.Forest, kind: str, rep: str, sizes) -> dict:
@@ -308,7 +326,8 @@ def estimate_errors(record: dict) -> list[tuple[int, int, float]]:
 
 def _label(opts: CompileOptions) -> str:
     batch = "any" if opts.batch_size is None else opts.batch_size
-    return f"{opts.rep or 'auto'} (batch {batch}{', unpadded' if opts.pad is False else ''})"
+    split = ", trees split over threads" if opts.schedule == "split-trees" else ""
+    return f"{opts.rep or 'auto'} (batch {batch}{', unpadded' if opts.pad is False else ''}{split})"
 
 
 def _between(a: int, b: int) -> tuple[int, ...]:

@@ -112,7 +112,8 @@ def test_the_one_row_form_splits_long_walks_on_two_threads_only(monkeypatch):
     import silvanforge_target_cpu as cpu
 
     forest = _summed_forest(11)
-    monkeypatch.setattr(cpu, "SPLIT_ROW_NS", 0)  # every walk counts as long
+    monkeypatch.setattr(cpu, "SPLIT_HANDOFF_NS", 0)  # every walk counts as long
+    monkeypatch.setattr(cpu, "SPLIT_FOLD_NS", 0)
     two = sf.compile(forest, threads=2)
     one = sf.compile(forest, threads=1)
     assert "orderedReduce(t0)" in two.plan_text() and "orderedReduce" not in one.plan_text()
@@ -143,3 +144,16 @@ def test_a_forked_child_splits_one_row_calls_on_workers_of_its_own():
     child.join(timeout=60)
     assert child.exitcode == 0
     np.testing.assert_array_equal(got, want)
+
+
+def test_the_tuner_times_a_one_row_split_on_two_threads():
+    forest = _summed_forest(31)
+    tuned = sf.tune(forest, threads=2, budget_s=6, sizes=(1, 16))
+    forms = [c["form"] for c in tuned.tuning["candidates"]]
+    assert any("orderedReduce(t0)" in f and "batch_size=1" in f for f in forms), forms
+    X = testing.rows_for(forest, np.random.default_rng(3), 20).astype(forest.threshold_dtype)
+    got = np.concatenate([tuned.predict(X[i:i + 1], output_margin=True) for i in range(20)])
+    want = reference.predict_margin(forest, X)
+    np.testing.assert_array_equal(got.reshape(want.shape), want)
+    one = sf.tune(forest, threads=1, budget_s=3, sizes=(1,))
+    assert not any("orderedReduce" in c["form"] for c in one.tuning["candidates"])

@@ -100,10 +100,16 @@ def default_schedule(forest, batch_size, options=None):
     return schedule
 
 
-# A one-row walk the representation estimates at this many ns or more splits its trees over
-# two threads (split-trees: the second half handed to a native worker, the values added in tree
-# order): a hand-off and the fold cost a few microseconds, half the walk is saved.
-SPLIT_ROW_NS = 15_000
+# A one-row walk splits its trees over two threads (split-trees: the second half handed to a
+# native worker, the values added in tree order) where half the walk saves more than the
+# hand-off and the ordered fold of every tree's slot of every output cost.  The
+# representations' one-row estimates run about half the measured time, so the estimate stands
+# for the half saved.  Zen 4, 2 threads, one row, interleaved against split: lgb_flight
+# (1000 trees) 74.7 -> 40.7 us, xgb_1000x8 9.7 -> 7.8, rf_10class (200 trees x 10 outputs)
+# 11.5 -> 9.9; xgb_multiclass_8 (800 trees x 8 outputs) 12.2 -> 13.9 and the 100-tree models
+# 2.0 -> 2.8-3.0 lose.
+SPLIT_HANDOFF_NS = 1_500
+SPLIT_FOLD_NS = 1.0
 
 
 def _split_one_row(forest, options) -> bool:
@@ -116,7 +122,7 @@ def _split_one_row(forest, options) -> bool:
     if threads < 2 or rep is None or registry().rep_kind(rep) != "walk":
         return False
     ns = {name: cost for name, cost, _ in registry().rep_costs(forest, "cpu", 1)}.get(rep)
-    return ns is not None and ns >= SPLIT_ROW_NS
+    return ns is not None and ns >= SPLIT_HANDOFF_NS + SPLIT_FOLD_NS * forest.num_trees * forest.num_outputs
 
 
 def _row_tree_lanes(options) -> int:

@@ -114,6 +114,7 @@ def test_the_one_row_form_splits_long_walks_on_two_threads_only(monkeypatch):
     forest = _summed_forest(11)
     monkeypatch.setattr(cpu, "SPLIT_HANDOFF_NS", 0)  # every walk counts as long
     monkeypatch.setattr(cpu, "SPLIT_FOLD_NS", 0)
+    monkeypatch.setattr(cpu, "SPLIT_FOLD_OUTPUT_NS", 0)
     two = sf.compile(forest, threads=2)
     one = sf.compile(forest, threads=1)
     assert "orderedReduce(t0)" in two.plan_text() and "orderedReduce" not in one.plan_text()

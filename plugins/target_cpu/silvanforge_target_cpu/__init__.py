@@ -104,12 +104,15 @@ def default_schedule(forest, batch_size, options=None):
 # native worker, the values added in tree order) where half the walk saves more than the
 # hand-off and the ordered fold of every tree's slot of every output cost.  The
 # representations' one-row estimates run about half the measured time, so the estimate stands
-# for the half saved.  Zen 4, 2 threads, one row, interleaved against split: lgb_flight
-# (1000 trees) 74.7 -> 40.7 us, xgb_1000x8 9.7 -> 7.8, rf_10class (200 trees x 10 outputs)
-# 11.5 -> 9.9; xgb_multiclass_8 (800 trees x 8 outputs) 12.2 -> 13.9 and the 100-tree models
-# 2.0 -> 2.8-3.0 lose.
+# for the half saved.  The fold adds a tree's slot per output, the outputs' sums side by side:
+# a tree costs an add's latency, or its outputs' loads where there are many.  Zen 4, 2 threads,
+# one row, interleaved against split: lgb_flight (1000 trees) 77.7 -> 42.3 us, xgb_1000x8
+# 9.0 -> 7.9, rf_10class (200 trees x 10 outputs) 11.5 -> 9.0, xgb_multiclass_8 (800 trees x
+# 8 outputs) 11.9 -> 8.7; the 100-tree models lose (2.0-3.6 -> 2.8-9.5: xgb_wide_2000's worker
+# reads 2000 features of the row from the other core).
 SPLIT_HANDOFF_NS = 1_500
-SPLIT_FOLD_NS = 1.0
+SPLIT_FOLD_NS = 1.0  # a tree
+SPLIT_FOLD_OUTPUT_NS = 0.25  # a tree's output
 
 
 def _split_one_row(forest, options) -> bool:
@@ -122,7 +125,8 @@ def _split_one_row(forest, options) -> bool:
     if threads < 2 or rep is None or registry().rep_kind(rep) != "walk":
         return False
     ns = {name: cost for name, cost, _ in registry().rep_costs(forest, "cpu", 1)}.get(rep)
-    return ns is not None and ns >= SPLIT_HANDOFF_NS + SPLIT_FOLD_NS * forest.num_trees * forest.num_outputs
+    fold = forest.num_trees * max(SPLIT_FOLD_NS, SPLIT_FOLD_OUTPUT_NS * forest.num_outputs)
+    return ns is not None and ns >= SPLIT_HANDOFF_NS + fold
 
 
 def _row_tree_lanes(options) -> int:

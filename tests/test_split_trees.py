@@ -118,6 +118,10 @@ def test_the_one_row_form_splits_long_walks_on_two_threads_only(monkeypatch):
     two = sf.compile(forest, threads=2)
     one = sf.compile(forest, threads=1)
     assert "orderedReduce(t0)" in two.plan_text() and "orderedReduce" not in one.plan_text()
+    # The split form answers up to 16 rows, unless 3-16 rows have a form of their own.
+    split = two.form_for(1)
+    assert two.form_for(16) is split or two.form_for(3).options.batch_size == 16
+    assert two.form_for(17) is not split
     X = testing.rows_for(forest, np.random.default_rng(5), 20).astype(forest.threshold_dtype)
     want = reference.predict_margin(forest, X)
     for cf in (one, two):

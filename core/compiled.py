@@ -47,6 +47,9 @@ class CompiledForest:
         table = dispatch_table(self.bands)
         self._small_for = [f.small if f.input_dtype is self._small_dtype else None
                            for f in (self.forms[i] for i in table)]
+        # Whether that small call splits a row's trees over threads (then ``threads=1`` asks
+        # it not to).
+        self._small_splits = [self.forms[i].small_splits for i in table]
         if all(s is None for s in self._small_for) or forest.hashed_categories or forest.hashed_combinations:
             # (a model with categories known by hash converts every input first: no lean path)
             self._small_for = None
@@ -117,10 +120,11 @@ class CompiledForest:
                 if small is not None:
                     # Online scoring, a row or a few per call: no thread split, no scratch, no
                     # checks the conditions above have not made.
-                    if threads is not None:
-                        check_threads(threads)
-                    # The kernel applies the transform itself where it can do so exactly.
-                    values, applied = small(X, not output_margin)  # shaped as returned if applied
+                    if threads is not None and check_threads(threads) == 1 and self._small_splits[shape[0]]:
+                        values, applied = small(X, not output_margin, 1)  # the trees on this thread
+                    else:
+                        # The kernel applies the transform itself where it can do so exactly.
+                        values, applied = small(X, not output_margin)  # shaped as returned if applied
                     if output_margin or applied:
                         return values
                     margins = values.reshape(-1, 1) if self._flat else values

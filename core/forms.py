@@ -43,6 +43,8 @@ class Form:
         # every phase on the calling thread: not for a program that splits its trees over
         # threads (orderedReduce: a row's trees in two halves), which the runtime runs.
         self.small = _small_calls(self.kernel, options, forest.transform, flat)
+        # Whether the small calls split a row's trees over threads (they take ``threads``).
+        self.small_splits = self.small is not None and _splits_trees(self.kernel, options)
         self.input_dtype = np.dtype(self.kernel.input_dtype)
 
     def _lowered(self) -> None:

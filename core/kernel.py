@@ -60,7 +60,10 @@ class Kernel(Protocol):
         """A function for requests of up to ``max_rows`` rows on the calling thread, or None
         where the kernel has no lean path.  ``transform``: the forest's output transform, which
         the call may apply itself when asked (``apply``) and it can do so bit for bit;
-        ``flat``: one output, returned as (n,) rather than (n, 1)."""
+        ``flat``: one output, returned as (n,) rather than (n, 1).  A kernel whose program
+        splits a row's trees over threads (a phase looping over trees) may also take
+        ``threads``, the form's thread count: its calls then take a third argument, ``1`` for
+        a call to run on the calling thread alone (``predict(threads=1)``)."""
         ...
 
     def artifact(self) -> bytes:

@@ -162,3 +162,30 @@ def test_the_tuner_times_a_one_row_split_on_two_threads():
     np.testing.assert_array_equal(got.reshape(want.shape), want)
     one = sf.tune(forest, threads=1, budget_s=3, sizes=(1,))
     assert not any("orderedReduce" in c["form"] for c in one.tuning["candidates"])
+
+
+def test_threads_1_keeps_a_one_row_split_call_on_the_calling_thread():
+    from silvanforge_target_cpu import pool
+
+    native = pool.native_pool()
+    if native is None:
+        pytest.skip("no native pool on this host")
+    forest = _summed_forest(13)
+    X = testing.rows_for(forest, np.random.default_rng(13), 8).astype(forest.threshold_dtype)
+    cf = sf.compile(forest, rep="sparse", schedule=SPLIT, threads=2, batch_size=1)
+    asked = []
+    real_grow = type(native).grow
+
+    def grow(self, workers):
+        asked.append(workers)
+        return real_grow(self, workers)
+
+    type(native).grow = grow
+    try:
+        alone = np.concatenate([cf.predict(X[i:i + 1], output_margin=True, threads=1) for i in range(8)])
+        assert asked == []  # no worker was asked for
+        shared = np.concatenate([cf.predict(X[i:i + 1], output_margin=True) for i in range(8)])
+        assert asked
+    finally:
+        type(native).grow = real_grow
+    np.testing.assert_array_equal(alone, shared)

@@ -243,9 +243,12 @@ class CpuKernel(PhaseKernel):
         if not split:
             return call
 
-        def call_split(rows: np.ndarray, apply: bool = False) -> tuple[np.ndarray, bool]:
+        def call_split(rows: np.ndarray, apply: bool = False, threads: int | None = None) -> tuple[np.ndarray, bool]:
             # The pool word is set only while this thread holds the pool: another caller (or
-            # none grown) leaves it 0, and the entry walks every tree itself.
+            # none grown) leaves it 0, and the entry walks every tree itself; so does a call
+            # asked to run on one thread.
+            if threads == 1:
+                return call(rows, apply)
             block = (local.__dict__.get("staging") or staging())[4][2]
             native = pool.native_pool()  # looked up each call: a forked child makes its own
             if native is None or not native.lock.acquire(blocking=False):

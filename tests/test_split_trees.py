@@ -189,3 +189,14 @@ def test_threads_1_keeps_a_one_row_split_call_on_the_calling_thread():
     finally:
         type(native).grow = real_grow
     np.testing.assert_array_equal(alone, shared)
+
+
+def test_threads_1_on_a_form_with_a_tree_loop_too_short_to_split():
+    # One tree: the loop has one iteration, so the small call never splits; it still takes the
+    # thread count the compiled model hands every call of a splitting form.
+    forest = testing.random_forest(0, max_trees=1, summed=True)
+    X = testing.rows_for(forest, np.random.default_rng(0), 4).astype(forest.threshold_dtype)
+    cf = sf.compile(forest, rep="sparse", schedule="split-trees", threads=2, batch_size=1)
+    got = np.concatenate([cf.predict(X[i:i + 1], output_margin=True, threads=1) for i in range(4)])
+    np.testing.assert_array_equal(got.reshape(-1, forest.num_outputs),
+                                  reference.predict_margin(forest, X).reshape(-1, forest.num_outputs))

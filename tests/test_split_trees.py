@@ -46,29 +46,33 @@ def test_ordered_reduce_on_two_threads_is_the_reference_to_the_bit(seed, rep):
             np.testing.assert_array_equal(got.reshape(want[:len(got)].shape), want[:len(got)])
 
 
-def test_a_one_row_call_hands_half_the_trees_to_a_native_worker():
+@pytest.fixture
+def grows(monkeypatch):
+    """The worker counts the native pool is asked to grow to (the small-call entry asks for one
+    before it hands half a tree loop over)."""
     from silvanforge_target_cpu import pool
 
     native = pool.native_pool()
     if native is None:
         pytest.skip("no native pool on this host")
+    asked = []
+    real_grow = type(native).grow
+
+    def grow(self, workers):
+        asked.append(workers)
+        return real_grow(self, workers)
+
+    monkeypatch.setattr(type(native), "grow", grow)
+    return asked
+
+
+def test_a_one_row_call_hands_half_the_trees_to_a_native_worker(grows):
     forest = _summed_forest(7)
     X = testing.rows_for(forest, np.random.default_rng(7), 32).astype(forest.threshold_dtype)
     cf = sf.compile(forest, rep="sparse", schedule=SPLIT, threads=2, batch_size=1)
     assert cf.main.small is not None, "the one-row form keeps the small-call entry"
-    runs = []
-    real_grow = type(native).grow
-
-    def grow(self, workers):  # the entry asks for one worker before it hands a half over
-        runs.append(workers)
-        return real_grow(self, workers)
-
-    type(native).grow = grow
-    try:
-        got = np.concatenate([cf.predict(X[i:i + 1], output_margin=True) for i in range(32)])
-    finally:
-        type(native).grow = real_grow
-    assert runs and set(runs) == {1}
+    got = np.concatenate([cf.predict(X[i:i + 1], output_margin=True) for i in range(32)])
+    assert grows and set(grows) == {1}
     np.testing.assert_array_equal(got.reshape(-1, forest.num_outputs),
                                   reference.predict_margin(forest, X).reshape(-1, forest.num_outputs))
 
@@ -164,30 +168,14 @@ def test_the_tuner_times_a_one_row_split_on_two_threads():
     assert not any("orderedReduce" in c["form"] for c in one.tuning["candidates"])
 
 
-def test_threads_1_keeps_a_one_row_split_call_on_the_calling_thread():
-    from silvanforge_target_cpu import pool
-
-    native = pool.native_pool()
-    if native is None:
-        pytest.skip("no native pool on this host")
+def test_threads_1_keeps_a_one_row_split_call_on_the_calling_thread(grows):
     forest = _summed_forest(13)
     X = testing.rows_for(forest, np.random.default_rng(13), 8).astype(forest.threshold_dtype)
     cf = sf.compile(forest, rep="sparse", schedule=SPLIT, threads=2, batch_size=1)
-    asked = []
-    real_grow = type(native).grow
-
-    def grow(self, workers):
-        asked.append(workers)
-        return real_grow(self, workers)
-
-    type(native).grow = grow
-    try:
-        alone = np.concatenate([cf.predict(X[i:i + 1], output_margin=True, threads=1) for i in range(8)])
-        assert asked == []  # no worker was asked for
-        shared = np.concatenate([cf.predict(X[i:i + 1], output_margin=True) for i in range(8)])
-        assert asked
-    finally:
-        type(native).grow = real_grow
+    alone = np.concatenate([cf.predict(X[i:i + 1], output_margin=True, threads=1) for i in range(8)])
+    assert grows == []  # no worker was asked for
+    shared = np.concatenate([cf.predict(X[i:i + 1], output_margin=True) for i in range(8)])
+    assert grows
     np.testing.assert_array_equal(alone, shared)
 
 

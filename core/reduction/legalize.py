@@ -55,20 +55,14 @@ def legalize(fn: mir.MirFunction, aggregation: Aggregation) -> mir.MirFunction:
     buffers: list[mir.PrivateBuffer] = []
     extents: dict[str, list] = {}
 
-    def check_atomic(loop: mir.Loop, privatised: tuple):
+    def check_adding(loop: mir.Loop, privatised: tuple, directive: str, adds: str):
+        """atomicReduce and orderedReduce: both add, and each must be its nest's only
+        conflicting loop."""
         if aggregation not in (Aggregation.SUM, Aggregation.AVERAGE):
-            raise ScheduleError(f"atomicReduce({loop.index}): atomic updates add, but this model "
-                                f"takes the {aggregation.value} of its trees; drop atomicReduce")
+            raise ScheduleError(f"{directive}({loop.index}): {adds}, but this model "
+                                f"takes the {aggregation.value} of its trees; drop {directive}")
         if privatised or _depth(loop) > 1:
-            raise ScheduleError(f"atomicReduce({loop.index}) cannot share a loop nest with other "
-                                "parallel loops over trees")
-
-    def check_ordered(loop: mir.Loop, privatised: tuple):
-        if aggregation not in (Aggregation.SUM, Aggregation.AVERAGE):
-            raise ScheduleError(f"orderedReduce({loop.index}): the ordered fold adds, but this model "
-                                f"takes the {aggregation.value} of its trees; drop orderedReduce")
-        if privatised or _depth(loop) > 1:
-            raise ScheduleError(f"orderedReduce({loop.index}) cannot share a loop nest with other "
+            raise ScheduleError(f"{directive}({loop.index}) cannot share a loop nest with other "
                                 "parallel loops over trees")
 
     def rewrite(ops: list, privatised: tuple, buffer: str | None, rows, atomic: bool,
@@ -87,12 +81,12 @@ def legalize(fn: mir.MirFunction, aggregation: Aggregation) -> mir.MirFunction:
             if op.dimension == "batch":  # the rows one iteration of this loop owns
                 inner_rows = (op.index, ("min", ("+", op.index, op.step), op.stop))
             if _conflicting(op) and op.reduce == "atomic":
-                check_atomic(op, privatised)
+                check_adding(op, privatised, "atomicReduce", "atomic updates add")
                 op.body = rewrite(op.body, privatised, buffer, inner_rows, True)
                 out.append(op)
                 continue
             if _conflicting(op) and op.reduce == "ordered":
-                check_ordered(op, privatised)
+                check_adding(op, privatised, "orderedReduce", "the ordered fold adds")
                 name = f"partial{len(buffers)}"
                 buffers.append(mir.PrivateBuffer(name, (), ordered=True))
                 extents[name] = [fn.num_trees]

@@ -54,8 +54,9 @@ KEY_ENV = "SILVANFORGE_ARTIFACT_KEY"
 MANIFEST, SIGNATURE = "manifest.json", "signature"
 MEMBERS = ("meta.json", "forest.npz", "kernel.bin", "tiling.npz", "program.json", "program.npz",
            "plan.json")
-# A compiled model's other forms (silvanforge.plan): form<N>.bin, form<N>_program.json/.npz.
-FORM_MEMBER = re.compile(r"form(\d{1,3})(\.bin|_program\.json|_program\.npz)")
+# A compiled model's other forms (silvanforge.plan): form<N>.bin, form<N>_program.json/.npz, and
+# form<N>_tiling.npz where the form's tiling or node order came from a profile.
+FORM_MEMBER = re.compile(r"form(\d{1,3})(\.bin|_program\.json|_program\.npz|_tiling\.npz)")
 # Members of artifacts saved before plans (a form for one-row requests): read, and ignored.
 LEGACY_MEMBERS = ("one_row.bin", "one_row_program.json", "one_row_program.npz")
 # meta.json is a few hundred bytes; anything near this is padding, not options.
@@ -105,6 +106,8 @@ class Artifact:
     plan: dict | None = None
     # The other forms' saved parts by index: machine code, program JSON and buffers.
     forms: dict = dataclasses.field(default_factory=dict)
+    # The other forms' profile-derived tilings by index (form<N>_tiling.npz's arrays).
+    form_tilings: dict = dataclasses.field(default_factory=dict)
 
 
 def _key(key) -> bytes | None:
@@ -283,7 +286,7 @@ def _read(source, name: str, key: bytes | None) -> Artifact:
             raise ArtifactError(f"{name}: plan.json is not JSON: damaged") from None
         if not isinstance(plan, dict):
             raise ArtifactError(f"{name}: plan.json is not an object: damaged")
-    forms = {}
+    forms, form_tilings = {}, {}
     for member in data:
         match = FORM_MEMBER.fullmatch(member)
         if match and match.group(2) == ".bin":
@@ -292,7 +295,9 @@ def _read(source, name: str, key: bytes | None) -> Artifact:
             if not all(p in data for p in parts):
                 raise ArtifactError(f"{name}: form {index} is missing a part: damaged")
             forms[index] = (data[parts[0]], data[parts[1]], load_npz(data[parts[2]], f"{name}: {parts[2]}", budget))
-    return Artifact(meta, forest, blob, tiling, signed, has_manifest, program, plan, forms)
+        elif match and match.group(2) == "_tiling.npz":
+            form_tilings[int(match.group(1))] = load_npz(data[member], f"{name}: {member}", budget)
+    return Artifact(meta, forest, blob, tiling, signed, has_manifest, program, plan, forms, form_tilings)
 
 
 def _meta(raw: bytes, name: str) -> dict:
@@ -313,7 +318,7 @@ def _meta(raw: bytes, name: str) -> dict:
 # The fields of a form's entry in plan.json: its options, as meta.json records the main form's.
 _FORM_FIELDS = {field: _META_FIELDS[field] for field in (
     "target", "rep", "schedule", "batch_size", "threads", "pad", "tile_size", "reorder", "plan_min_ns", "lir",
-    *LOWERING_FIELDS, "rep_options")}
+    "probability_tiling", *LOWERING_FIELDS, "rep_options")}
 
 
 def check_meta_fields(meta: dict, name: str, fields: dict | None = None) -> dict:

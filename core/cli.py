@@ -4,7 +4,7 @@
     forge predict MODEL --input X.csv --output Y.csv
     forge show MODEL --level hir|mir|lir|target   print one level of the pipeline
     forge plugins                                 what is installed and which targets run here
-    forge profile MODEL --data X.csv [-o P.npz]   node hit counts for probability-based tiling
+    forge profile MODEL --data X.csv [-o P.npz]   node hit counts for probability-based tiling and node order
     forge COMMAND ...                             commands plugins add (forge plugins lists them)
 
 MODEL is a model file (XGBoost JSON/UBJSON, LightGBM text, ONNX) or an artifact saved by
@@ -107,8 +107,9 @@ def _tile_opt():
 
 def _profile_opt():
     return typer.Option(None, "--profile", "-p",
-                        help="A profile from `forge profile` (.npz or .json): skewed trees are tiled "
-                             "by probability (needs --tile-size 2..8).")
+                        help="A profile from `forge profile` (.npz or .json): with --tile-size 2..8 "
+                             "skewed trees are tiled by probability; without, the walks that can "
+                             "place nodes (sparse) lay out each node's more visited child first.")
 
 
 def _reorder_opt():
@@ -458,7 +459,7 @@ def profile_command(
     beta: float = typer.Option(0.9, "--beta", min=0.0, max=1.0, help="... covers this fraction of the rows."),
     header: bool | None = _header_opt(),
 ):
-    """Count how many rows reach every node of every tree (for `--profile` tiling)."""
+    """Count how many rows reach every node of every tree (for `--profile`: tiling, node order)."""
     forest = load_model(model)  # an artifact's stored model, too
     rows = csvio.read_rows(data, forest.num_features, forest.feature_names, header)
     if rows.note:

@@ -228,8 +228,7 @@ class CompiledForest:
 
     def _artifact_parts(self) -> tuple[dict, dict, bytes, dict]:
         main = self.main
-        meta = {"silvanforge": __version__, "fingerprint": self.forest.fingerprint(),
-                "probability_tiling": main.tile_ids is not None, **form_meta(main)}
+        meta = {"silvanforge": __version__, "fingerprint": self.forest.fingerprint(), **form_meta(main)}
         arrays = {"forest.npz": hir_io.to_arrays(self.forest)}
         if main.tile_ids is not None:  # the profile-derived tiling, to rebuild the layout
             arrays["tiling.npz"] = tile_id_arrays(main.tile_ids, self.forest)
@@ -249,6 +248,8 @@ class CompiledForest:
                 others.append(None)
                 continue
             entry = form_meta(form)
+            if form.tile_ids is not None:
+                arrays[f"form{index}_tiling.npz"] = tile_id_arrays(form.tile_ids, self.forest)
             code = form.kernel.artifact()
             if code:
                 spec, buffers = lir_io.to_parts(form.kernel.module)
@@ -268,7 +269,8 @@ def form_meta(form: Form) -> dict:
     o = form.options
     return {"target": o.target, "rep": o.rep, "schedule": o.schedule.to_text(), "batch_size": o.batch_size,
             "threads": o.threads, "pad": o.pad, "tile_size": o.tile_size, "reorder": o.reorder,
-            "plan_min_ns": o.plan_min_ns, "lir": form.digest, **o.lowering(), "rep_options": dict(o.rep_options)}
+            "plan_min_ns": o.plan_min_ns, "lir": form.digest, "probability_tiling": form.tile_ids is not None,
+            **o.lowering(), "rep_options": dict(o.rep_options)}
 
 
 def tile_id_arrays(tile_ids: list, forest: hir.Forest) -> dict[str, np.ndarray]:

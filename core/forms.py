@@ -65,7 +65,7 @@ class Form:
     @property
     def digest(self) -> str:
         if self._digest is None:
-            self._digest = lir_digest(self.lir_module)
+            self._digest = lir_digest(self.lir_module, self.tile_ids)
         return self._digest
 
     def text(self) -> str:
@@ -73,7 +73,10 @@ class Form:
         o = self.options
         schedule = o.schedule.to_text().replace("\n", "; ") if o.schedule is not None else ""
         batch = "any" if o.batch_size is None else o.batch_size
-        return f"rep={o.rep} pad={o.pad} batch_size={batch}" + (f" schedule={schedule}" if schedule else "")
+        laid = ""
+        if self.tile_ids is not None:
+            laid = " nodes=profile order" if o.tile_size == 1 else " tiles=by probability"
+        return f"rep={o.rep} pad={o.pad} batch_size={batch}{laid}" + (f" schedule={schedule}" if schedule else "")
 
 
 def _split_small_requests(spec: list, forms: list) -> list:
@@ -120,7 +123,7 @@ def build_form(forest: hir.Forest, opts: CompileOptions, tile_ids: list | None =
     ``built``: forms already made, by program digest: one of the same program is returned
     instead of compiling it again (and a new one is added)."""
     low = _lower(forest, opts, tile_ids=tile_ids)
-    digest = lir_digest(low.lir)
+    digest = lir_digest(low.lir, low.tile_ids)
     if built is not None and digest in built:
         return built[digest]
     kernel = registry().target(low.options.target).compile(low.lir, kernel_options(low.options))

@@ -101,7 +101,8 @@ def load(source, name: str, key, trust_code: bool, forest: hir.Forest | None = N
                 artifacts.check_meta_fields(entry, f"{name}: plan.json form {index}")
                 code, spec, buffers = art.forms.get(index, (b"", None, None))
                 forms.append(_form(name, forest, entry, code if code_ok else b"",
-                                   None if spec is None else (spec, buffers), tile_ids, stale))
+                                   None if spec is None else (spec, buffers),
+                                   _form_tile_ids(name, art, index, entry, forest), stale))
             bands = bands_from_json(plan["bands"], len(forms))
         except (KeyError, TypeError, ValueError, InputError) as exc:
             raise ArtifactError(f"{name}: the stored plan is damaged ({exc})") from None
@@ -109,6 +110,18 @@ def load(source, name: str, key, trust_code: bool, forest: hir.Forest | None = N
         warnings.warn(f"{name}: its machine code was built for another host (CPU or LLVM); "
                       "compiling its model again", ArtifactWarning, stacklevel=3)
     return CompiledForest(forest, forms, bands, time.perf_counter() - start, tuning=tuning)
+
+
+def _form_tile_ids(name: str, art, index: int, entry: dict, forest: hir.Forest):
+    """The profile-derived tiling (or node order) form ``index`` of the plan was lowered with."""
+    if not entry["probability_tiling"]:
+        return None
+    if index not in art.form_tilings:
+        raise ArtifactError(f"{name}: member form{index}_tiling.npz is missing: damaged")
+    try:
+        return tile_ids_from_arrays(art.form_tilings[index], forest)
+    except (ValueError, KeyError) as exc:
+        raise ArtifactError(f"{name}: the stored tiling of form {index} is damaged ({exc})") from None
 
 
 def _tuned_here(tuning: dict, target: str) -> bool:
@@ -143,7 +156,7 @@ def _form(name: str, forest: hir.Forest, entry: dict, code: bytes, program, tile
     kernel = None
     # Machine code is reused only for the very program it was built from: the same version can
     # lower a model differently (a new chooser, widths) and old code would misread the buffers.
-    if code and entry.get("lir") == lir_digest(low.lir):
+    if code and entry.get("lir") == lir_digest(low.lir, low.tile_ids):
         kernel = _load_kernel(name, target, low.lir, code, opts)
     if kernel is None:
         kernel = reg.target(target).compile(low.lir, kernel_options(opts))

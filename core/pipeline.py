@@ -22,7 +22,7 @@ from .profiling import as_profile
 from .rep import instance, refusal
 from .scheduler import Schedule, lower_to_mir, parse_schedule
 from .scheduler.canned import peel_groups
-from .tiling import check_tile_size, format_hir, probability_tile_ids, with_tile_ids
+from .tiling import check_tile_size, format_hir, probability_order_ids, probability_tile_ids, with_tile_ids
 from .walkgen import lower_to_lir
 
 # Padding every tree to the forest's depth lets walks skip leaf checks (peelWalk); it is chosen
@@ -100,15 +100,16 @@ def hir_passes(model_forest: hir.Forest, pad: bool, reorder: str | None = None,
 
 
 def _profile_tile_ids(forest: hir.Forest, profile, tile_size: int, pad) -> list | None:
-    """Tile ids of the probability-based tiling from ``profile`` (None without a profile)."""
+    """Tile ids of the probability-based tiling from ``profile`` (None without a profile); at a
+    tile size of one, the order of the nodes (:func:`silvanforge.tiling.hot_first_order`)."""
     if profile is None:
         return None
-    if tile_size < 2:
-        raise InputError("a profile guides tiling: give a tile size from 2 to 8 with it")
     if pad:
-        raise InputError("profile-guided tiling tiles the trees as profiled; it cannot be combined "
-                         "with padding")
-    return probability_tile_ids(forest, as_profile(profile, forest).hits, tile_size)
+        raise InputError("a profile lays the trees out as profiled; it cannot be combined with padding")
+    hits = as_profile(profile, forest).hits
+    if tile_size == 1:
+        return probability_order_ids(forest, hits)
+    return probability_tile_ids(forest, hits, tile_size)
 
 
 def schedule_from_file(path) -> Schedule:
@@ -246,9 +247,12 @@ def _lower(model, opts: CompileOptions, tile_ids: list | None = None) -> Lowered
     reg = registry()
     kind = reg.target_kind(target)
     check_linear_leaves(model_forest, target, rep)
+    profiled = profile is not None or tile_ids is not None
+    # At a tile size of one a profile orders the nodes of the layouts that can place them
+    # (Representation.node_order) and is a hint to the others; tiles need a walk.
     walk_options = [what for what, on in (("schedule", schedule is not None), ("padding", bool(pad)),
                                           ("tiles", tile_size > 1),
-                                          ("profile", profile is not None or tile_ids is not None),
+                                          ("profile", profiled and tile_size > 1),
                                           ("tree reordering", reorder is not None)) if on]
     if rep is None and not walk_options and pad is None:
         rep = choose_representation(model_forest, kind, batch_size, rep_options=opts.rep_options)
@@ -260,6 +264,12 @@ def _lower(model, opts: CompileOptions, tile_ids: list | None = None) -> Lowered
             return _lower_program(model_forest, rep, kind, batch_size, opts)
     if reorder is not None and reorder not in ("depth", "peel"):
         raise InputError(f"unknown tree reordering {reorder!r}; choose depth or peel")
+    if profiled and tile_size == 1:
+        rep = rep or choose_representation(model_forest, kind, batch_size, walks_only=True,
+                                           rep_options=opts.rep_options)
+        if not reg.rep_class(rep).node_order:
+            profile, tile_ids = None, None
+            opts = dataclasses.replace(opts, profile=None)
     if tile_ids is None:
         tile_ids = _profile_tile_ids(model_forest, profile, tile_size, pad)
     if pad is None:
@@ -321,9 +331,16 @@ def show(model, level: str, target: str | None = None, rep: str | None = None, s
                                          profile=profile, reorder=reorder)).show(level)
 
 
-def lir_digest(module: lir.Module) -> str:
-    """A digest of an LIR module's program (its printed form: buffers, types, functions)."""
-    return hashlib.sha256(lir.format_module(module).encode()).hexdigest()
+def lir_digest(module: lir.Module, tile_ids: list | None = None) -> str:
+    """A digest of an LIR module's program (its printed form: buffers, types, functions) and of
+    the profile-derived tiling or node order it was lowered with (``tile_ids``), which places
+    the nodes in the buffers without changing how they print."""
+    h = hashlib.sha256(lir.format_module(module).encode())
+    if tile_ids is not None:
+        h.update(b"\0tile ids")
+        for ids in tile_ids:
+            h.update(b"-" if ids is None else np.ascontiguousarray(ids, np.int32).tobytes() + b";")
+    return h.hexdigest()
 
 
 def _tiled_model(forest: hir.Forest, tile_ids) -> hir.Forest:

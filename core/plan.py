@@ -84,10 +84,11 @@ def merge_bands(bands: list[Band]) -> list[Band]:
 
 
 def program_options_given(opts: CompileOptions) -> bool:
-    """Whether the user decided the program (a representation, schedule, padding, tiles, a
-    profile, tree groups or a lowering knob): then one form, exactly what was asked for."""
+    """Whether the user decided the program (a representation, schedule, padding, tiles, tree
+    groups or a lowering knob): then one form, exactly what was asked for.  A profile without
+    tiles is not: it orders the nodes of the forms whose layouts can place them."""
     return not (opts.rep is None and opts.schedule is None and opts.pad is None and opts.tile_size == 1
-                and opts.profile is None and opts.reorder is None
+                and opts.reorder is None
                 and all(value is None for value in opts.lowering().values()))
 
 

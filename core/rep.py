@@ -143,6 +143,11 @@ class Representation(_Options):
     #: (:func:`silvanforge.walkcost.walk_estimate_ns`): 1.0 prices them as the estimate does.
     walk_cost_factor: ClassVar[float | None] = None
 
+    #: Places untiled nodes in the order a profile gives (``Tree.tile_id`` at a tile size of one:
+    #: :func:`silvanforge.tiling.hot_first_order`); others lay them out as they always do, and
+    #: the tuner tries profiled forms of this representation only.
+    node_order: ClassVar[bool] = False
+
     #: Trees one row's walk advances together where a batch is too small to interleave rows
     #: (the CPU default under 16 rows): a step's loads then wait on each other's latency in
     #: parallel, not in turn (measured 1.1-1.9x a 1-row call with child offsets loaded from

@@ -426,6 +426,41 @@ def probability_tile_ids(forest: hir.Forest, hits: list[np.ndarray], n: int,
     return out
 
 
+def hot_first_order(tree: hir.Tree, hits: np.ndarray) -> np.ndarray:
+    """Tile ids of a tile size of one, where every internal node is a tile of its own: the
+    node's rank in a depth-first walk of the tree that enters the more visited child first
+    (``hits`` per node; ties go left), -1 on leaves.
+
+    A layout placing nodes by these ranks (the sparse representation's children of the node of
+    rank k at pair k) puts a node's more visited child's children right after its own, so a row
+    on its likely path reads the next bytes of each array rather than another cache line."""
+    left, right = tree.left, tree.right
+    internal = left >= 0
+    ranks = np.full(tree.num_nodes, -1, np.int32)
+    if not internal[0]:
+        return ranks
+    hits = np.asarray(hits)
+    depth = tree.node_depths()
+    levels = [np.flatnonzero(internal & (depth == d)) for d in range(int(depth.max()) + 1)]
+    inside = internal.astype(np.int64)  # internal nodes in each node's subtree
+    for nodes in reversed(levels):
+        inside[nodes] += inside[left[nodes]] + inside[right[nodes]]
+    rank = np.zeros(tree.num_nodes, np.int64)
+    for nodes in levels:  # a parent's rank is known before its children's
+        right_first = hits[right[nodes]] > hits[left[nodes]]
+        first = np.where(right_first, right[nodes], left[nodes])
+        second = np.where(right_first, left[nodes], right[nodes])
+        rank[first] = rank[nodes] + 1
+        rank[second] = rank[nodes] + 1 + inside[first]
+    ranks[internal] = rank[internal]
+    return ranks
+
+
+def probability_order_ids(forest: hir.Forest, hits: list[np.ndarray]) -> list[np.ndarray | None]:
+    """:func:`hot_first_order` of every tree but single leaves (``None``)."""
+    return [hot_first_order(t, h) if t.left[0] >= 0 else None for t, h in zip(forest.trees, hits)]
+
+
 def with_tile_ids(forest: hir.Forest, ids: list[np.ndarray | None]) -> hir.Forest:
     """A copy of the forest whose trees carry ``ids`` (``None``: uniform tiling); arrays are
     shared, trees are new objects."""

@@ -49,6 +49,7 @@ from .options import CompileOptions
 from .pipeline import compile_options
 from .plan import Band, merge_bands
 from .plugins import registry
+from .profiling import profile
 from .runtime import check_threads, default_threads
 from .sampling import random_rows
 
@@ -66,6 +67,10 @@ DEFAULT_BUDGET_S = 60.0
 # Fresh rows timed: requests never repeat a row within a round, so no branch predictor learns them.
 POOL_ROWS = 8192
 MISSING_FRACTION = 0.02
+# Requests of up to this many rows get their winning walk laid out in the sample's order, from a
+# profile of this many of its rows (more took seconds on 1000 categorical trees, for the same order).
+ORDER_ROWS = 16
+PROFILE_ROWS = 1024
 
 
 def batch_class(rows: int) -> int | None:
@@ -210,6 +215,39 @@ def tune(model, rows=None, target: str | None = None, threads: int | None = None
     def fastest(size: int) -> int:
         return min((i for i in range(len(timed)) if size in timed[i].seconds), key=lambda i: timed[i].seconds[size])
 
+    # 2b. Refined around the winners: the walk winning small requests once more, its nodes laid
+    # out in the order the sample rows walk them (their profile: hot_first_order), so a row's
+    # likely path reads consecutive bytes (lgb_flight_1000x255, one row: 8% faster).
+    sample_profile = None
+    for size in sizes:
+        if size > ORDER_ROWS or time.perf_counter() - start > budget:
+            break
+        o = timed[fastest(size)].form.options
+        if o.profile is not None or o.tile_size != 1 or o.pad or reg.rep_kind(o.rep) != "walk" \
+                or not reg.rep_class(o.rep).node_order:
+            continue
+        sample_profile = sample_profile or profile(forest, pool[:PROFILE_ROWS], check_features=False)
+        cand = Candidate(dataclasses.replace(o, profile=sample_profile), None)
+        say(f"compiling {_label(cand.options)}", done, work)
+        t0, known = time.perf_counter(), len(built)
+        try:
+            cand.form = build_form(forest, cand.options, built=built)
+        except (UnsupportedModelError, PluginError, InputError) as exc:
+            cand.error = str(exc)[:200]
+            candidates.append(cand)
+            continue
+        if len(built) == known:
+            continue
+        cand.compile_s = time.perf_counter() - t0
+        cf = CompiledForest(forest, [cand.form])
+        for s in sizes:
+            say(f"timing {_label(cand.options)} at {s} rows", done, work)
+            cand.seconds[s] = _per_call(cf, pool, s, threads)
+        cand.estimates = _estimates(forest, kind, o.rep, sizes)
+        candidates.append(cand)
+        timed.append(cand)
+        models.append(cf)
+
     for size in sizes:
         best, base = fastest(size), untuned(size)
         if best != base and time.perf_counter() - start < budget:
@@ -327,7 +365,8 @@ def estimate_errors(record: dict) -> list[tuple[int, int, float]]:
 def _label(opts: CompileOptions) -> str:
     batch = "any" if opts.batch_size is None else opts.batch_size
     split = ", trees split over threads" if opts.schedule == "split-trees" else ""
-    return f"{opts.rep or 'auto'} (batch {batch}{', unpadded' if opts.pad is False else ''}{split})"
+    order = ", nodes in the sample's order" if opts.profile is not None else ""
+    return f"{opts.rep or 'auto'} (batch {batch}{', unpadded' if opts.pad is False else ''}{split}{order})"
 
 
 def _between(a: int, b: int) -> tuple[int, ...]:

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 import silvanforge as sf
 from silvanforge import hir_passes, profiling, reference, tiling
+from silvanforge.errors import IRVerificationError
 from silvanforge.ir.hir import Aggregation, Tree
 from strategies import forests, rows_for
 
@@ -98,8 +99,8 @@ def test_bad_profiles_are_input_errors(tmp_path, rng):
     with pytest.raises(sf.InputError, match="another model"):
         sf.compile(forest, tile_size=4, profile=p)
     mine = sf.profile(forest, rows_for(forest, rng, 50))
-    with pytest.raises(sf.InputError, match="tile size"):
-        sf.compile(forest, profile=mine)
+    with pytest.raises(sf.InputError, match="padding"):
+        sf.compile(forest, rep="sparse", profile=mine, pad=True)
     with pytest.raises(sf.InputError, match="padding"):
         sf.compile(forest, tile_size=4, profile=mine, pad=True)
     with pytest.raises(sf.InputError, match="not found"):
@@ -269,6 +270,129 @@ def test_artifact_keeps_the_probability_tiling(tmp_path, rng):
     np.testing.assert_array_equal(back.predict(X), reference.predict(forest, X))
 
 
+# ----------------------------------------------------------------------------- node order
+def _subtree_internal(tree: Tree, node: int) -> int:
+    if tree.left[node] < 0:
+        return 0
+    return 1 + _subtree_internal(tree, tree.left[node]) + _subtree_internal(tree, tree.right[node])
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(forest=forests(max_trees=6), seed=st.integers(0, 2**16))
+def test_hot_first_order_is_a_depth_first_walk_entering_the_hotter_child(forest, seed):
+    p = sf.profile(forest, rows_for(forest, np.random.default_rng(seed), 60))
+    for tree, hits, ranks in zip(forest.trees, p.hits, tiling.probability_order_ids(forest, p.hits)):
+        internal = np.flatnonzero(tree.left >= 0)
+        if not len(internal):
+            assert ranks is None
+            continue
+        assert (ranks[tree.left < 0] == -1).all()
+        assert sorted(ranks[internal].tolist()) == list(range(len(internal)))
+        for n in internal:
+            hot, cold = ((tree.right[n], tree.left[n]) if hits[tree.right[n]] > hits[tree.left[n]]
+                         else (tree.left[n], tree.right[n]))
+            if tree.left[hot] >= 0:
+                assert ranks[hot] == ranks[n] + 1
+            if tree.left[cold] >= 0:
+                assert ranks[cold] == ranks[n] + 1 + _subtree_internal(tree, hot)
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(forest=forests(max_trees=8), seed=st.integers(0, 2**16), batch=st.sampled_from([1, None]),
+       schedule=st.sampled_from([None, "split-trees"]))
+def test_node_ordered_sparse_walks_match_reference(forest, seed, batch, schedule):
+    rng = np.random.default_rng(seed)
+    X = rows_for(forest, rng, 80)
+    p = sf.profile(forest, X)
+    cf = sf.compile(forest, rep="sparse", batch_size=batch, profile=p, threads=2,
+                    schedule=schedule if batch == 1 else None)
+    assert all(i is not None for i, t in zip(cf.tile_ids, forest.trees) if t.left[0] >= 0)
+    for rows in (X, rows_for(forest, rng, 30)):
+        want = reference.predict(forest, rows, output_margin=True)
+        np.testing.assert_array_equal(cf.predict(rows, output_margin=True), want)
+        one = np.concatenate([cf.predict(rows[i:i + 1], output_margin=True) for i in range(8)])
+        np.testing.assert_array_equal(one.reshape(want[:8].shape), want[:8])
+
+
+def _categorical_lightgbm(tmp_path, rng):
+    lgb = pytest.importorskip("lightgbm")
+    X = rng.normal(size=(1500, 5))
+    X[:, 3] = rng.integers(0, 70, 1500)  # bitsets of three words
+    y = (X[:, 0] + np.sin(X[:, 3]) > 0).astype(int)
+    booster = lgb.train({"objective": "binary", "num_leaves": 63, "verbose": -1, "num_threads": 1,
+                         "min_data_in_leaf": 5, "max_cat_to_onehot": 1}, lgb.Dataset(X, y, categorical_feature=[3]), 40)
+    path = tmp_path / "cat.txt"
+    booster.save_model(path)
+    X[rng.random(X.shape) < 0.05] = np.nan
+    return booster, path, X
+
+
+def test_a_profile_orders_the_one_row_walk_of_the_plan_and_is_kept(tmp_path, rng):
+    """Without tiles a profile is a hint: the plan keeps its forms (by the cost model), the
+    walks that can place nodes (sparse) are laid out hot child first, and the layout survives
+    artifacts (lowered again to the same program), pickles and the code cache."""
+    import pickle
+
+    booster, path, X = _categorical_lightgbm(tmp_path, rng)
+    forest = sf.load_model(path)
+    p = sf.profile(forest, X)
+    from silvanforge.options import CompileOptions
+
+    every_band = CompileOptions(threads=1, plan_min_ns=0)  # a small model still gets a plan of forms
+    plain = sf.compile(path, options=every_band)
+    cf = sf.compile(path, options=every_band, profile=p)
+    assert len(cf.forms) == len(plain.forms) > 1
+    ordered = [f for f in cf.forms if f.tile_ids is not None]
+    assert ordered and all(f.options.rep == "sparse" for f in ordered)
+    assert cf.form_for(1) in ordered and cf.form_for(1).digest != plain.form_for(1).digest
+    # the same nodes in another order: the child offsets moved, the thresholds are a permutation
+    ours, theirs = cf.form_for(1).lir_module.buffers, plain.form_for(1).lir_module.buffers
+    assert not np.array_equal(ours["sparse_child"].data, theirs["sparse_child"].data)
+    np.testing.assert_array_equal(np.sort(ours["sparse_threshold"].data), np.sort(theirs["sparse_threshold"].data))
+    want = booster.predict(X)
+    np.testing.assert_allclose(cf.predict(X), want, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(np.concatenate([cf.predict(X[i:i + 1]) for i in range(40)]), want[:40],
+                               rtol=1e-12, atol=1e-12)
+    art = tmp_path / "m.forge"
+    cf.save(art)
+    with pytest.warns(sf.ArtifactWarning, match="not run"):
+        relowered = sf.load_compiled(art)
+    trusted = sf.load_compiled(art, trust_code=True)
+    cache = tmp_path / "cache"
+    sf.compile(path, options=every_band, profile=p, cache=cache)
+    hit = sf.compile(path, options=every_band, profile=p, cache=cache)
+    for back in (relowered, trusted, pickle.loads(pickle.dumps(cf)), hit):
+        assert [f.digest for f in back.forms] == [f.digest for f in cf.forms]
+        np.testing.assert_array_equal(back.predict(X[:1]), cf.predict(X[:1]))
+        np.testing.assert_array_equal(back.predict(X), cf.predict(X))
+    # An order that does not rank the internal nodes is refused, never laid out.
+    from silvanforge.forms import build_form
+    bad = [None if i is None else np.where(i >= 0, 0, i) for i in cf.form_for(1).tile_ids]
+    with pytest.raises(IRVerificationError, match="rank"):
+        build_form(forest, cf.form_for(1).options, tile_ids=bad)
+
+
+def test_the_tuner_orders_the_winning_one_row_walk(monkeypatch):
+    """Timings faked so the one-row sparse walk wins (and its ordered twin wins by more): the
+    tuner lays that walk out in its sample's order, times it and keeps it, exact."""
+    from silvanforge import tuning
+
+    def fake(cf, pool, size, threads):
+        form = cf.forms[0]
+        walk = form.options.rep == "sparse" and form.options.batch_size == 1
+        return 1e-3 * (1.0 if not walk else 0.2 if form.tile_ids is not None else 0.5)
+
+    monkeypatch.setattr(tuning, "_per_call", fake)
+    forest = _skewed_forest(depth=7, trees=4)
+    tuned = sf.tune(forest, threads=1, budget_s=20, sizes=(1, 16))
+    forms = [c["form"] for c in tuned.tuning["candidates"]]
+    assert sum("nodes=profile order" in f for f in forms) == 1, forms
+    assert tuned.form_for(1).tile_ids is not None and tuned.form_for(1).options.rep == "sparse"
+    X = rows_for(forest, np.random.default_rng(2), 30)
+    got = np.concatenate([tuned.predict(X[i:i + 1], output_margin=True) for i in range(30)])
+    np.testing.assert_array_equal(got.reshape(-1), reference.predict(forest, X, output_margin=True).reshape(-1))
+
+
 # ----------------------------------------------------------------------------- reordering
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(forest=forests(max_trees=16), key=st.sampled_from(["depth", "peel"]), pad=st.sampled_from([None, True, False]),
@@ -369,7 +493,7 @@ def test_cli_profile(tmp_path, capsys, monkeypatch, rng):
         (("profile", model, "--data", narrow), "expects 6 features"),
         (("profile", tmp_path / "nope.json", "--data", data), "not found"),
         (("profile", model, "--data", data, "--out", tmp_path / "no" / "p.npz"), "does not exist"),
-        (("compile", model, "--profile", default_out), "tile size"),
+        (("compile", model, "--rep", "sparse", "--profile", tmp_path / "missing.npz"), "not found"),
         (("compile", model, "--tile-size", 4, "--profile", tmp_path / "missing.npz"), "not found"),
         (("predict", art, "-i", data, "--profile", default_out), "already compiled"),
     ]:

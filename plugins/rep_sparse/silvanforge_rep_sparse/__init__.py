@@ -28,6 +28,7 @@ from __future__ import annotations
 import numpy as np
 
 from silvanforge import hookimpl
+from silvanforge.errors import IRVerificationError
 from silvanforge.rep import Bin, Builder, Cast, Cmp, RepBuffers, Representation
 
 NAME = "sparse"
@@ -70,11 +71,34 @@ def _buffers(layout) -> RepBuffers:
 
     left, right, leaf_slot = joined("left", True), joined("right", True), joined("leaf_slot")
     node_feature, node_threshold, node_flags = joined("feature"), joined("threshold"), joined("flags")
-    # Breadth-first within each tree, giving both children of a node adjacent slots: a level of
-    # every tree at a time, each tree's nodes of the level in slot order, each split's children
-    # the tree's next two free slots.
-    nodes, slots, owner = offset.copy(), roots[:-1].astype(np.int64), np.arange(len(trees))
-    free = slots + 1  # each tree's next free slot
+    # A tree whose nodes a profile ordered (``Tree.tile_id`` at a tile size of one: ranks,
+    # silvanforge.tiling.hot_first_order) puts the children of its node of rank k at pair k, so
+    # the more visited child's children follow their parent's.
+    ranked = [t for t, tree in enumerate(layout.forest.trees) if tree.tile_id is not None]
+    for t in ranked:
+        tl, rank = trees[t], layout.forest.trees[t].tile_id.astype(np.int64)
+        inner = np.flatnonzero(tl.left >= 0)
+        if not np.array_equal(np.sort(rank[inner]), np.arange(len(inner))):
+            raise IRVerificationError(f"tree {t}: a node order that does not rank its internal nodes "
+                                      f"0..{len(inner) - 1}")
+        slot = np.empty(len(tl.feature), np.int64)
+        slot[0] = roots[t]
+        slot[tl.left[inner]] = roots[t] + 1 + 2 * rank[inner]
+        slot[tl.right[inner]] = roots[t] + 2 + 2 * rank[inner]
+        feature[slot], threshold[slot], flags[slot] = tl.feature, tl.threshold, tl.flags
+        leaf = np.flatnonzero(tl.left < 0)
+        if inline:
+            threshold[slot[leaf]] = layout.leaf_values[tl.leaf_slot[leaf]]
+            child[slot[leaf]] = -1 if loops else 0
+        else:
+            child[slot[leaf]] = tl.leaf_slot[leaf]
+        child[slot[inner]] = slot[tl.left[inner]] - slot[inner]
+    # The others breadth-first, giving both children of a node adjacent slots: a level of every
+    # tree at a time, each tree's nodes of the level in slot order, each split's children the
+    # tree's next two free slots.
+    owner = np.setdiff1d(np.arange(len(trees)), ranked)
+    nodes, slots = offset[owner], roots[:-1][owner].astype(np.int64)
+    free = roots[:-1].astype(np.int64) + 1  # each tree's next free slot
     while nodes.size:
         feature[slots], threshold[slots], flags[slots] = node_feature[nodes], node_threshold[nodes], node_flags[nodes]
         leaf = left[nodes] < 0
@@ -185,6 +209,7 @@ class SparseLayout(Representation):
 
     name = NAME
     tiles = True
+    node_order = True
 
     walk_cost_factor = WALK_COST_FACTOR
     # leaf_value returns layout.leaf_values entries as laid out (inline or from the leaves

@@ -67,8 +67,9 @@ DEFAULT_BUDGET_S = 60.0
 # Fresh rows timed: requests never repeat a row within a round, so no branch predictor learns them.
 POOL_ROWS = 8192
 MISSING_FRACTION = 0.02
-# Requests of up to this many rows get their winning walk laid out in the sample's order, from a
-# profile of this many of its rows (more took seconds on 1000 categorical trees, for the same order).
+# The untuned plan's walks for requests of up to this many rows are tried laid out in the
+# sample's order, from a profile of this many of its rows (more took seconds on 1000 categorical
+# trees, for about the same order).
 ORDER_ROWS = 16
 PROFILE_ROWS = 1024
 
@@ -172,7 +173,7 @@ def tune(model, rows=None, target: str | None = None, threads: int | None = None
     base_forms, base_bands = untuned_plan(forest, opts)
     candidates = [Candidate(f.options, None, form=f) for f in base_forms]
     built = {f.digest: f for f in base_forms}
-    ranked = _ranked(forest, opts, kind, sizes)
+    ranked = _ordered(forest, base_forms, base_bands, pool) + _ranked(forest, opts, kind, sizes)
     compile_budget = 0.6 * budget
     for k, cand in enumerate(ranked):
         if time.perf_counter() - start > compile_budget:
@@ -214,39 +215,6 @@ def tune(model, rows=None, target: str | None = None, threads: int | None = None
 
     def fastest(size: int) -> int:
         return min((i for i in range(len(timed)) if size in timed[i].seconds), key=lambda i: timed[i].seconds[size])
-
-    # 2b. Refined around the winners: the walk winning small requests once more, its nodes laid
-    # out in the order the sample rows walk them (their profile: hot_first_order), so a row's
-    # likely path reads consecutive bytes (lgb_flight_1000x255, one row: 8% faster).
-    sample_profile = None
-    for size in sizes:
-        if size > ORDER_ROWS or time.perf_counter() - start > budget:
-            break
-        o = timed[fastest(size)].form.options
-        if o.profile is not None or o.tile_size != 1 or o.pad or reg.rep_kind(o.rep) != "walk" \
-                or not reg.rep_class(o.rep).node_order:
-            continue
-        sample_profile = sample_profile or profile(forest, pool[:PROFILE_ROWS], check_features=False)
-        cand = Candidate(dataclasses.replace(o, profile=sample_profile), None)
-        say(f"compiling {_label(cand.options)}", done, work)
-        t0, known = time.perf_counter(), len(built)
-        try:
-            cand.form = build_form(forest, cand.options, built=built)
-        except (UnsupportedModelError, PluginError, InputError) as exc:
-            cand.error = str(exc)[:200]
-            candidates.append(cand)
-            continue
-        if len(built) == known:
-            continue
-        cand.compile_s = time.perf_counter() - t0
-        cf = CompiledForest(forest, [cand.form])
-        for s in sizes:
-            say(f"timing {_label(cand.options)} at {s} rows", done, work)
-            cand.seconds[s] = _per_call(cf, pool, s, threads)
-        cand.estimates = _estimates(forest, kind, o.rep, sizes)
-        candidates.append(cand)
-        timed.append(cand)
-        models.append(cf)
 
     for size in sizes:
         best, base = fastest(size), untuned(size)
@@ -323,6 +291,23 @@ def _ranked(forest: hir.Forest, opts: CompileOptions, kind: str, sizes) -> list[
                                                          pad=pad if pad is not None else (False if batch == 1 else None)),
                                      ns))
     return out
+
+
+def _ordered(forest: hir.Forest, forms: list[Form], bands: list[Band], pool: np.ndarray) -> list[Candidate]:
+    """The untuned plan's walks for requests of up to :data:`ORDER_ROWS` rows again, their nodes
+    laid out in the order the sample rows walk them (a profile of them: each node's more visited
+    child first, silvanforge.tiling.hot_first_order), so a row's likely path reads consecutive
+    bytes: one-row calls of rf_10class 14.2 -> 10.8 us on 1 thread.  Only representations that
+    place nodes (``node_order``), unpadded and untiled."""
+    reg = registry()
+    small = {b.form for b in bands if b.lo <= ORDER_ROWS}
+    picks = [forms[i].options for i in sorted(small)]
+    picks = [o for o in picks if o.profile is None and o.tile_size == 1 and not o.pad
+             and reg.rep_kind(o.rep) == "walk" and reg.rep_class(o.rep).node_order]
+    if not picks:
+        return []
+    sample_profile = profile(forest, pool[:PROFILE_ROWS], check_features=False)
+    return [Candidate(dataclasses.replace(o, profile=sample_profile), None) for o in picks]
 
 
 def _split_one_row(forest: hir.Forest, opts: CompileOptions, kind: str, picks: list):

@@ -372,9 +372,9 @@ def test_a_profile_orders_the_one_row_walk_of_the_plan_and_is_kept(tmp_path, rng
         build_form(forest, cf.form_for(1).options, tile_ids=bad)
 
 
-def test_the_tuner_orders_the_winning_one_row_walk(monkeypatch):
-    """Timings faked so the one-row sparse walk wins (and its ordered twin wins by more): the
-    tuner lays that walk out in its sample's order, times it and keeps it, exact."""
+def test_the_tuner_orders_the_one_row_walk(monkeypatch, tmp_path, rng):
+    """The untuned plan's one-row walk is tried laid out in the sample's order; timings faked so
+    that it wins: kept, and exact."""
     from silvanforge import tuning
 
     def fake(cf, pool, size, threads):
@@ -383,14 +383,15 @@ def test_the_tuner_orders_the_winning_one_row_walk(monkeypatch):
         return 1e-3 * (1.0 if not walk else 0.2 if form.tile_ids is not None else 0.5)
 
     monkeypatch.setattr(tuning, "_per_call", fake)
-    forest = _skewed_forest(depth=7, trees=4)
-    tuned = sf.tune(forest, threads=1, budget_s=20, sizes=(1, 16))
+    booster, path, X = _categorical_lightgbm(tmp_path, rng)
+    forest = sf.load_model(path)
+    assert sf.compile(forest, threads=1).form_for(1).options.rep == "sparse"
+    tuned = sf.tune(forest, rows=X, threads=1, budget_s=20, sizes=(1, 16))
     forms = [c["form"] for c in tuned.tuning["candidates"]]
     assert sum("nodes=profile order" in f for f in forms) == 1, forms
     assert tuned.form_for(1).tile_ids is not None and tuned.form_for(1).options.rep == "sparse"
-    X = rows_for(forest, np.random.default_rng(2), 30)
-    got = np.concatenate([tuned.predict(X[i:i + 1], output_margin=True) for i in range(30)])
-    np.testing.assert_array_equal(got.reshape(-1), reference.predict(forest, X, output_margin=True).reshape(-1))
+    got = np.concatenate([tuned.predict(X[i:i + 1]) for i in range(30)])
+    np.testing.assert_allclose(got, booster.predict(X[:30]), rtol=1e-12, atol=1e-12)
 
 
 # ----------------------------------------------------------------------------- reordering

@@ -71,52 +71,46 @@ def _buffers(layout) -> RepBuffers:
 
     left, right, leaf_slot = joined("left", True), joined("right", True), joined("leaf_slot")
     node_feature, node_threshold, node_flags = joined("feature"), joined("threshold"), joined("flags")
+    # Each node's slot (by the joined numbering); both children of a node get adjacent slots.
+    slot_of = np.empty(len(left), np.int64)
     # A tree whose nodes a profile ordered (``Tree.tile_id`` at a tile size of one: ranks,
     # silvanforge.tiling.hot_first_order) puts the children of its node of rank k at pair k, so
     # the more visited child's children follow their parent's.
     ranked = [t for t, tree in enumerate(layout.forest.trees) if tree.tile_id is not None]
     for t in ranked:
-        tl, rank = trees[t], layout.forest.trees[t].tile_id.astype(np.int64)
-        inner = np.flatnonzero(tl.left >= 0)
+        rank = layout.forest.trees[t].tile_id.astype(np.int64)
+        inner = np.flatnonzero(trees[t].left >= 0)
         if not np.array_equal(np.sort(rank[inner]), np.arange(len(inner))):
             raise IRVerificationError(f"tree {t}: a node order that does not rank its internal nodes "
                                       f"0..{len(inner) - 1}")
-        slot = np.empty(len(tl.feature), np.int64)
-        slot[0] = roots[t]
-        slot[tl.left[inner]] = roots[t] + 1 + 2 * rank[inner]
-        slot[tl.right[inner]] = roots[t] + 2 + 2 * rank[inner]
-        feature[slot], threshold[slot], flags[slot] = tl.feature, tl.threshold, tl.flags
-        leaf = np.flatnonzero(tl.left < 0)
-        if inline:
-            threshold[slot[leaf]] = layout.leaf_values[tl.leaf_slot[leaf]]
-            child[slot[leaf]] = -1 if loops else 0
-        else:
-            child[slot[leaf]] = tl.leaf_slot[leaf]
-        child[slot[inner]] = slot[tl.left[inner]] - slot[inner]
-    # The others breadth-first, giving both children of a node adjacent slots: a level of every
-    # tree at a time, each tree's nodes of the level in slot order, each split's children the
-    # tree's next two free slots.
+        slot_of[offset[t]] = roots[t]
+        slot_of[left[offset[t] + inner]] = roots[t] + 1 + 2 * rank[inner]
+        slot_of[right[offset[t] + inner]] = roots[t] + 2 + 2 * rank[inner]
+    # The others breadth first: a level of every tree at a time, each tree's nodes of the level
+    # in slot order, each split's children the tree's next two free slots.
     owner = np.setdiff1d(np.arange(len(trees)), ranked)
     nodes, slots = offset[owner], roots[:-1][owner].astype(np.int64)
     free = roots[:-1].astype(np.int64) + 1  # each tree's next free slot
     while nodes.size:
-        feature[slots], threshold[slots], flags[slots] = node_feature[nodes], node_threshold[nodes], node_flags[nodes]
-        leaf = left[nodes] < 0
-        if inline:
-            threshold[slots[leaf]] = layout.leaf_values[leaf_slot[nodes[leaf]]]
-            child[slots[leaf]] = -1 if loops else 0
-        else:
-            child[slots[leaf]] = leaf_slot[nodes[leaf]]
-        split, at, tree = nodes[~leaf], slots[~leaf], owner[~leaf]
+        slot_of[nodes] = slots
+        split = left[nodes] >= 0
+        nodes, tree = nodes[split], owner[split]
         # A split's rank among its tree's splits of this level (they are grouped by tree).
         starts = np.flatnonzero(np.r_[True, tree[1:] != tree[:-1]]) if tree.size else np.zeros(0, np.int64)
         rank = np.arange(tree.size) - np.repeat(starts, np.diff(np.r_[starts, tree.size]))
         first = free[tree] + 2 * rank  # the split's left child
-        child[at] = first - at
         free += 2 * np.bincount(tree, minlength=len(trees))
-        nodes = np.stack([left[split], right[split]], axis=1).reshape(-1)
+        nodes = np.stack([left[nodes], right[nodes]], axis=1).reshape(-1)
         slots = np.stack([first, first + 1], axis=1).reshape(-1)
         owner = np.repeat(tree, 2)
+    feature[slot_of], threshold[slot_of], flags[slot_of] = node_feature, node_threshold, node_flags
+    leaf = left < 0
+    if inline:
+        threshold[slot_of[leaf]] = layout.leaf_values[leaf_slot[leaf]]
+        child[slot_of[leaf]] = -1 if loops else 0
+    else:
+        child[slot_of[leaf]] = leaf_slot[leaf]
+    child[slot_of[~leaf]] = slot_of[left[~leaf]] - slot_of[~leaf]
     return RepBuffers(
         buffers={"sparse_roots": roots,
                  "sparse_feature": feature.astype(layout.feature_dtype),

@@ -127,5 +127,9 @@ def cache_key(forest: hir.Forest, opts: CompileOptions) -> str:
         elif not isinstance(value, (str, int, float, bool, type(None))):
             value = repr(value)
         given[field.name] = value
-    program = hashlib.sha256(json.dumps([forest.fingerprint(), given], sort_keys=True).encode()).hexdigest()
+    # The fingerprint leaves out what only places nodes; the model's covers order the untuned
+    # plan's one-row walks, so two files differing only there get programs of their own.
+    covers = hashlib.sha256(b"".join(b"-" if t.cover is None else np.ascontiguousarray(t.cover, np.float64).tobytes()
+                                     for t in forest.trees)).hexdigest()
+    program = hashlib.sha256(json.dumps([forest.fingerprint(), covers, given], sort_keys=True).encode()).hexdigest()
     return codecache.key(opts.target, program, host_key(opts.target))

@@ -78,6 +78,8 @@ _META_FIELDS = {
     "batch_size": (int, type(None)), "threads": (int, type(None)), "fingerprint": (str,),
     "pad": (bool,), "tile_size": (int,), "reorder": (str, type(None)), "probability_tiling": (bool,),
     "lir": (str,), "kernel_sha256": (str,),
+    # where a node order came from ("profile" or "cover", silvanforge.forms.Form.order_by)
+    "node_order": (str, type(None)),
     # the untuned plan's bar (CompileOptions.plan_min_ns; None: the default)
     "plan_min_ns": (float, int, type(None)),
     # the lowering knobs of silvanforge.options.CompileOptions (None: the lowering chose)
@@ -318,7 +320,7 @@ def _meta(raw: bytes, name: str) -> dict:
 # The fields of a form's entry in plan.json: its options, as meta.json records the main form's.
 _FORM_FIELDS = {field: _META_FIELDS[field] for field in (
     "target", "rep", "schedule", "batch_size", "threads", "pad", "tile_size", "reorder", "plan_min_ns", "lir",
-    "probability_tiling", *LOWERING_FIELDS, "rep_options")}
+    "probability_tiling", "node_order", *LOWERING_FIELDS, "rep_options")}
 
 
 def check_meta_fields(meta: dict, name: str, fields: dict | None = None) -> dict:
@@ -333,6 +335,8 @@ def check_meta_fields(meta: dict, name: str, fields: dict | None = None) -> dict
         if field == "rep_options" and not all(v is None or isinstance(v, (bool, int, float, str))
                                               for v in value.values()):
             raise ArtifactError(f"{name}: meta.json field 'rep_options' holds a value that is not a scalar: damaged")
+        if field == "node_order" and value not in (None, "profile", "cover"):
+            raise ArtifactError(f"{name}: meta.json field 'node_order' is {value!r}, not profile or cover: damaged")
         if field in _WIDTH_FIELDS and value not in (None, *WIDTHS):
             raise ArtifactError(f"{name}: meta.json field {field!r} is {value!r}, not one of "
                                 f"{', '.join(WIDTHS)}: damaged")
@@ -346,7 +350,7 @@ def _default(field: str):
     if field in LOWERING_FIELDS:
         return None
     return {"pad": False, "tile_size": 1, "reorder": None, "probability_tiling": False,
-            "rep_options": {}, "plan_min_ns": None}.get(field, ...)
+            "rep_options": {}, "plan_min_ns": None, "node_order": None}.get(field, ...)
 
 
 def _check_manifest(data: dict, name: str) -> None:

@@ -270,6 +270,7 @@ def form_meta(form: Form) -> dict:
     return {"target": o.target, "rep": o.rep, "schedule": o.schedule.to_text(), "batch_size": o.batch_size,
             "threads": o.threads, "pad": o.pad, "tile_size": o.tile_size, "reorder": o.reorder,
             "plan_min_ns": o.plan_min_ns, "lir": form.digest, "probability_tiling": form.tile_ids is not None,
+            "node_order": form.order_by,
             **o.lowering(), "rep_options": dict(o.rep_options)}
 
 

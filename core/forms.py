@@ -20,6 +20,7 @@ from .plan import MID_BATCH, SMALL_BAND_FACTOR, SMALL_BAND_MIN_NS, SMALL_ROWS, B
 from .plugins import registry
 from .rep import called_cost_of
 from .runtime import default_threads
+from .tiling import cover_order_ids
 
 
 class Form:
@@ -27,12 +28,15 @@ class Form:
 
     def __init__(self, forest: hir.Forest, kernel, options: CompileOptions, lir_module=None,
                  mir_function=None, digest: str | None = None, tile_ids: list | None = None,
-                 relower=None):
+                 relower=None, order_by: str | None = None):
         self.forest = forest  # the model as imported
         self.kernel = check_kernel(kernel, options.target)
         # What decided the program: resolved, with the representation, schedule, padding chosen.
         self.options = options
         self.tile_ids = tile_ids
+        # Where a node order (tile ids at a tile size of one) came from: "profile" (rows the
+        # user or the tuner profiled) or "cover" (the model file's own counts), for the reader.
+        self.order_by = (order_by or "profile") if tile_ids is not None and options.tile_size == 1 else None
         self._lir, self._mir = lir_module, mir_function
         self._digest = digest
         # A form mapped from saved code lowers its program again only when asked (show, save
@@ -75,7 +79,8 @@ class Form:
         batch = "any" if o.batch_size is None else o.batch_size
         laid = ""
         if self.tile_ids is not None:
-            laid = " nodes=profile order" if o.tile_size == 1 else " tiles=by probability"
+            laid = {"profile": " nodes=profile order", "cover": " nodes=training order"}.get(
+                self.order_by, " tiles=by probability")
         return f"rep={o.rep} pad={o.pad} batch_size={batch}{laid}" + (f" schedule={schedule}" if schedule else "")
 
 
@@ -118,16 +123,18 @@ def kernel_options(opts: CompileOptions) -> dict:
 
 
 def build_form(forest: hir.Forest, opts: CompileOptions, tile_ids: list | None = None,
-               built: dict[str, Form] | None = None) -> Form:
+               built: dict[str, Form] | None = None, order_by: str | None = None) -> Form:
     """``forest`` lowered under resolved ``opts`` (choices left open are made) and compiled;
-    ``built``: forms already made, by program digest: one of the same program is returned
-    instead of compiling it again (and a new one is added)."""
+    ``tile_ids``: a tiling or node order already made (``order_by``: "cover" where the model's
+    covers made it); ``built``: forms already made, by program digest: one of the same program
+    is returned instead of compiling it again (and a new one is added)."""
     low = _lower(forest, opts, tile_ids=tile_ids)
     digest = lir_digest(low.lir, low.tile_ids)
     if built is not None and digest in built:
         return built[digest]
     kernel = registry().target(low.options.target).compile(low.lir, kernel_options(low.options))
-    form = Form(low.forest, kernel, low.options, low.lir, low.mir, digest=digest, tile_ids=low.tile_ids)
+    form = Form(low.forest, kernel, low.options, low.lir, low.mir, digest=digest, tile_ids=low.tile_ids,
+                order_by=order_by)
     if built is not None:
         built[digest] = form
     return form
@@ -192,8 +199,13 @@ def untuned_plan(forest: hir.Forest, opts: CompileOptions) -> tuple[list[Form], 
             # representation is cheapest for one row: it walks nothing, and padding is not asked.)
             unpadded = batch == 1 and opts.pad is None and opts.rep is None and \
                 reg.rep_kind(choose_representation(forest, kind, batch)) == "walk"
+            # Its nodes in the order the training rows walked them, where the model file says
+            # (a layout that cannot place nodes ignores it): a lone row's likely path then reads
+            # consecutive bytes, as with a profile (xgb_100x8, one row: 2.13 -> 1.86 us).
+            order = cover_order_ids(forest) if unpadded and opts.profile is None else None
             form = build_form(forest, dataclasses.replace(
-                opts, batch_size=batch, pad=False if unpadded else opts.pad), built=built)
+                opts, batch_size=batch, pad=False if unpadded else opts.pad), tile_ids=order, built=built,
+                order_by="cover")
         except (UnsupportedModelError, PluginError):
             indices[k] = -1  # answered by the next band's form
             continue

@@ -149,7 +149,8 @@ def _form(name: str, forest: hir.Forest, entry: dict, code: bytes, program, tile
             raise ArtifactError(f"{name}: the stored program is damaged ({exc})") from None
         kernel = _load_kernel(name, target, module, code, opts)
         if kernel is not None:
-            return Form(forest, kernel, opts, digest=entry["lir"], tile_ids=tile_ids, relower=relower)
+            return Form(forest, kernel, opts, digest=entry["lir"], tile_ids=tile_ids, relower=relower,
+                        order_by=entry.get("node_order"))
         stale.append(True)
         code = b""
     low = relower()
@@ -160,7 +161,8 @@ def _form(name: str, forest: hir.Forest, entry: dict, code: bytes, program, tile
         kernel = _load_kernel(name, target, low.lir, code, opts)
     if kernel is None:
         kernel = reg.target(target).compile(low.lir, kernel_options(opts))
-    return Form(forest, kernel, low.options, low.lir, low.mir, tile_ids=low.tile_ids)
+    return Form(forest, kernel, low.options, low.lir, low.mir, tile_ids=low.tile_ids,
+                order_by=entry.get("node_order"))
 
 
 def _load_kernel(name: str, target: str, module, code: bytes, opts: CompileOptions):

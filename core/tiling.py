@@ -461,6 +461,16 @@ def probability_order_ids(forest: hir.Forest, hits: list[np.ndarray]) -> list[np
     return [hot_first_order(t, h) if t.left[0] >= 0 else None for t, h in zip(forest.trees, hits)]
 
 
+def cover_order_ids(forest: hir.Forest) -> list[np.ndarray | None] | None:
+    """:func:`probability_order_ids` of the model's own covers (how much of the training data
+    reached each node, ``Tree.cover``), or None where a tree with splits has none: a model file
+    records where its training rows went, the profile a user has not taken."""
+    covers = [t.cover for t in forest.trees]
+    if any(c is None and t.left[0] >= 0 for c, t in zip(covers, forest.trees)):
+        return None
+    return probability_order_ids(forest, covers)
+
+
 def with_tile_ids(forest: hir.Forest, ids: list[np.ndarray | None]) -> hir.Forest:
     """A copy of the forest whose trees carry ``ids`` (``None``: uniform tiling); arrays are
     shared, trees are new objects."""

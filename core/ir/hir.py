@@ -180,6 +180,11 @@ class Tree:
     tile_id: np.ndarray | None = None
     # Linear models at the leaves (LightGBM linear trees), or None: leaves are their values.
     linear: LinearLeaves | None = None
+    # How much of the training data reached each node, as the model file records it (XGBoost's
+    # hessian sums, LightGBM's and scikit-learn's row counts), or None: the untuned plan lays out
+    # one-row walks hot child first by it (silvanforge.tiling.hot_first_order).  Only where
+    # nodes sit, never predictions: not fingerprinted.
+    cover: np.ndarray | None = None
 
     @property
     def num_nodes(self) -> int:
@@ -234,6 +239,7 @@ class Tree:
         outputs: tuple[int, ...] = (0,),
         categories: dict[int, Iterable[int]] | None = None,
         linear: LinearLeaves | None = None,
+        cover=None,
     ) -> "Tree":
         """Build a tree from lists, broadcasting scalar ``op`` / ``default_left`` / ``zero_missing``."""
         n = len(left)
@@ -256,6 +262,7 @@ class Tree:
                 for k, v in (categories or {}).items()
             },
             linear=linear,
+            cover=None if cover is None else np.asarray(cover, dtype=np.float64).reshape(n),
         )
 
 
@@ -445,6 +452,8 @@ def verify(forest: Forest) -> None:
             fail(f"tree {i}: nodes {np.flatnonzero(up != 0)[:5].tolist()} are unreachable")
         if t.tile_id is not None and np.shape(t.tile_id) != (n,):
             fail(f"tree {i}: tile_id has shape {np.shape(t.tile_id)} for {n} nodes")
+        if t.cover is not None and np.shape(t.cover) != (n,):
+            fail(f"tree {i}: cover has shape {np.shape(t.cover)} for {n} nodes")
         for node, cats in t.categories.items():
             if not (0 <= node < n) or t.left[node] < 0:
                 fail(f"tree {i}: categorical split on node {node}, which is not internal")

@@ -29,6 +29,8 @@ def to_arrays(forest: Forest) -> dict[str, np.ndarray]:
             cat_tree.append(i), cat_node.append(node), cat_len.append(len(cats)), cat_vals.append(cats)
     out["cat_index"] = np.array([cat_tree, cat_node, cat_len], dtype=np.int64).reshape(3, -1)
     out["cat_values"] = np.concatenate(cat_vals).astype(np.int64) if cat_vals else np.zeros(0, np.int64)
+    if trees and all(t.cover is not None for t in trees):  # only then, as linear leaves below
+        out["cover"] = np.concatenate([t.cover for t in trees]).astype(np.float64)
     linear = [(i, t.linear) for i, t in enumerate(trees) if t.linear is not None]
     if linear:  # only then: artifacts of other models keep the arrays they always had
         out["linear_trees"] = np.array([i for i, _ in linear], dtype=np.int64)
@@ -63,6 +65,9 @@ def from_arrays(arrs) -> Forest:
     cat_tree, cat_node, cat_len = arrs["cat_index"]
     cat_starts = np.concatenate([[0], np.cumsum(cat_len)])
     linear = _linear_from_arrays(arrs, nodes)
+    cover = np.asarray(arrs["cover"], dtype=np.float64) if "cover" in arrs else None
+    if cover is not None and len(cover) != int(node_starts[-1]):
+        raise ValueError("the node covers do not match the trees' nodes")
     trees = []
     for i in range(len(nodes)):
         a, z = node_starts[i], node_starts[i + 1]
@@ -76,7 +81,8 @@ def from_arrays(arrs) -> Forest:
             feature=fields["feature"].astype(np.int32), threshold=fields["threshold"].astype(np.float64),
             op=fields["op"].astype(np.uint8), default_left=fields["default_left"].astype(bool),
             zero_missing=fields["zero_missing"].astype(bool), leaf_value=leaf.astype(np.float64),
-            outputs=outputs, categories=cats, linear=linear.get(i)))
+            outputs=outputs, categories=cats, linear=linear.get(i),
+            cover=None if cover is None else cover[a:z].copy()))
     name, params = meta["transform"]
     return Forest(
         trees=trees, num_features=meta["num_features"], num_outputs=meta["num_outputs"],

@@ -211,5 +211,7 @@ def _tree(predictor, out: int, column_of, categorical, known, est) -> Tree:
             categories[int(node)] = cat.hir_categories(goes_left)
         default_left[node] = False  # NaN now reaches the missing side on the right
     value = nodes["value"].astype(np.float64).reshape(n, 1)
+    # The training rows that reached each node (the predictor keeps them): the order of one-row walks.
+    cover = nodes["count"] if "count" in (nodes.dtype.names or ()) else None
     return Tree.from_nodes(left, right, feature, threshold, value, op=Op.LE,
-                           default_left=default_left, outputs=(out,), categories=categories)
+                           default_left=default_left, outputs=(out,), categories=categories, cover=cover)

@@ -48,8 +48,10 @@ def hir_tree(tree_, leaf_value: np.ndarray, *, use_missing: bool,
     missing_left = getattr(tree_, "missing_go_to_left", None)  # absent before 1.3: no NaN support
     if use_missing and missing_left is not None:
         default_left = np.asarray(missing_left, dtype=bool) & ~leaf
+    # The (weighted) training rows that reached each node: the order of one-row walks.
+    cover = getattr(tree_, "weighted_n_node_samples", None)
     return Tree.from_nodes(left, right, feature, threshold, leaf_value, op=Op.LE,
-                           default_left=default_left, outputs=outputs)
+                           default_left=default_left, outputs=outputs, cover=cover)
 
 
 class _NodeRows:

@@ -539,6 +539,7 @@ def _tree(f: _Fields, tj, where: str, group: int, num_feature: int, num_outputs:
         cond = arr("split_conditions", "float").astype(np.float32)
     default_left = arr("default_left", "bool")
     split_type = arr("split_type", "int", np.zeros(n, dtype=np.int64))
+    hessians = arr("sum_hessian", "float", None)  # absent from hand-written models: optional
 
     if leaf_size > 1:
         if leaf_size != num_outputs:
@@ -643,6 +644,7 @@ def _tree(f: _Fields, tj, where: str, group: int, num_feature: int, num_outputs:
         leaf_value=out_leaf,
         outputs=outputs,
         categories=out_cats,
+        cover=None if hessians is None else hessians[old].astype(np.float64),
     )
 
 

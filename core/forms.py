@@ -205,7 +205,7 @@ def untuned_plan(forest: hir.Forest, opts: CompileOptions) -> tuple[list[Form], 
             order = cover_order_ids(forest) if unpadded and opts.profile is None else None
             form = build_form(forest, dataclasses.replace(
                 opts, batch_size=batch, pad=False if unpadded else opts.pad), tile_ids=order, built=built,
-                order_by="cover")
+                order_by=None if order is None else "cover")
         except (UnsupportedModelError, PluginError):
             indices[k] = -1  # answered by the next band's form
             continue

@@ -10,9 +10,10 @@ The search, per request size of :data:`SIZES`:
    and padding the target's default makes of it); the best :data:`PER_SIZE` and the untuned
    plan's own forms are compiled, in order of promise, while the budget lasts;
 2. each compiled form is timed per call at every size, on fresh rows (the user's sample, else
-   rows drawn around the model's thresholds with missing values), best of three rounds; where
-   another form beat the untuned plan's at a size, both are timed again, and the untuned
-   plan's keeps the size unless beaten by :data:`KEEP_MARGIN`;
+   rows drawn around the model's thresholds with missing values), best of three rounds; the
+   untuned plan's form and the others close to the fastest at a size are timed again in
+   rounds (:data:`CONTENDERS`), and the untuned plan's keeps the size unless beaten by
+   :data:`KEEP_MARGIN`;
 3. where two sizes are won by different forms, both are timed at sizes between them to place
    the band's edge.
 
@@ -62,6 +63,9 @@ BATCH_CLASSES = (1, 16, 64, None)
 PER_SIZE = 3
 # Another form replaces the untuned plan's for a size only where timed this much faster.
 KEEP_MARGIN = 0.03
+# Before a size is decided, the untuned plan's form and the others timed within CONTEND_MARGIN
+# of the fastest (CONTENDERS in all) are timed again, one after another, RETIME_ROUNDS times.
+CONTEND_MARGIN, CONTENDERS, RETIME_ROUNDS = 1.15, 3, 2
 # The budget of a tune without one: seconds of compiling and timing.
 DEFAULT_BUDGET_S = 60.0
 # Fresh rows timed: requests never repeat a row within a round, so no branch predictor learns them.
@@ -207,8 +211,10 @@ def tune(model, rows=None, target: str | None = None, threads: int | None = None
         cand.estimates = _estimates(forest, kind, cand.form.options.rep, sizes)
 
     # The untuned plan's form for each size keeps it unless another beats it by KEEP_MARGIN,
-    # timed again beside it: one round of short timings picked a slower form on noise (a
-    # 100-tree model's 256-row calls on 2 threads, 67 against 39 us).
+    # timed again beside it with the others close to the fastest, in rounds: one round of
+    # short timings picked a slower form on noise (a 100-tree model's 256-row calls on 2
+    # threads, 67 against 39 us), and a form timed in a slow spell of the machine lost a size
+    # it would have won.
     def untuned(size: int) -> int:
         form = base_forms[next(b.form for b in base_bands if b.holds(size))]
         return next(i for i, c in enumerate(timed) if c.form is form)
@@ -217,10 +223,14 @@ def tune(model, rows=None, target: str | None = None, threads: int | None = None
         return min((i for i in range(len(timed)) if size in timed[i].seconds), key=lambda i: timed[i].seconds[size])
 
     for size in sizes:
-        best, base = fastest(size), untuned(size)
-        if best != base and time.perf_counter() - start < budget:
-            say(f"timing the winner at {size} rows again", done, work)
-            for i in (base, best):
+        if time.perf_counter() - start >= budget:
+            break
+        near = contenders(timed, size, untuned(size))
+        if len(near) < 2:
+            continue
+        say(f"timing the {len(near)} fastest at {size} rows again", done, work)
+        for _round in range(RETIME_ROUNDS):
+            for i in near:
                 timed[i].seconds[size] = min(timed[i].seconds[size], _per_call(models[i], pool, size, threads))
 
     def winner(size: int) -> int:
@@ -260,6 +270,18 @@ def tune(model, rows=None, target: str | None = None, threads: int | None = None
     record = _record(forest, opts, threads, budget, time.perf_counter() - start, sizes, timed, bands,
                      used, rows is not None, candidates + [c for c in ranked if c.form is None])
     return CompiledForest(forest, forms, bands, time.perf_counter() - start, tuning=record)
+
+
+def contenders(timed: list[Candidate], size: int, base: int) -> list[int]:
+    """The candidates timed again at ``size``: the untuned plan's (``base``) and up to
+    :data:`CONTENDERS` in all of those timed within :data:`CONTEND_MARGIN` of the fastest,
+    fastest first (a lone form: nothing to decide)."""
+    times = {i: c.seconds[size] for i, c in enumerate(timed) if size in c.seconds}
+    if base not in times:
+        return []
+    best = min(times.values())
+    near = sorted((i for i in times if i != base and times[i] <= CONTEND_MARGIN * best), key=times.get)
+    return [base] + near[:CONTENDERS - 1] if near else []
 
 
 def _ranked(forest: hir.Forest, opts: CompileOptions, kind: str, sizes) -> list[Candidate]:

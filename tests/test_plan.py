@@ -150,6 +150,48 @@ def test_the_tuner_keeps_the_untuned_form_unless_clearly_beaten(booster, monkeyp
         np.testing.assert_array_equal(tuned.predict(X[:n]), reference.predict(sf.load_model(booster), X[:n]))
 
 
+@pytest.mark.parametrize("first, kept", [(1.10, False), (1.30, True)])
+def test_the_tuner_times_close_forms_again_before_deciding(booster, monkeypatch, first, kept):
+    """Timings faked: the untuned plan's forms take 1 ms a call; every other form is timed
+    ``first`` ms the first time at a size (a slow spell of the machine) and 0.5 ms after.  One
+    timed within the contest's margin of the fastest is timed again and wins; one timed far
+    slower is not, and the untuned plan keeps the size."""
+    from silvanforge import tuning
+
+    untuned = {f.digest for f in sf.compile(booster, threads=1).forms}
+    seen = set()
+
+    def fake(cf, pool, size, threads):
+        digest = cf.forms[0].digest
+        if digest in untuned:
+            return 1e-3
+        again = (digest, size) in seen
+        seen.add((digest, size))
+        return 0.5e-3 if again else first * 1e-3
+
+    monkeypatch.setattr(tuning, "_per_call", fake)
+    # Every challenger contends (here the untuned plan's other forms tie with its own, ahead of them).
+    monkeypatch.setattr(tuning, "CONTENDERS", 50)
+    tuned = sf.tune(booster, threads=1, budget_s=30)
+    assert ({f.digest for f in tuned.forms} <= untuned) == kept
+    X = np.random.default_rng(6).normal(size=(40, 12)).astype(np.float32)
+    for n in (1, 2, 16, 40):
+        np.testing.assert_array_equal(tuned.predict(X[:n]), reference.predict(sf.load_model(booster), X[:n]))
+
+
+def test_contenders_are_the_untuned_form_and_the_close_ones():
+    from silvanforge.tuning import CONTENDERS, Candidate, contenders
+
+    def cand(us):
+        return Candidate(None, None, seconds={} if us is None else {16: us * 1e-6})
+
+    timed = [cand(10), cand(9), cand(9.5), cand(10.2), cand(20), cand(None)]
+    assert contenders(timed, 16, 0) == [0, 1, 2][:CONTENDERS]  # the base, then fastest first
+    assert contenders(timed, 16, 4) == [4, 1, 2][:CONTENDERS]  # a slow base still contends
+    assert contenders([cand(10), cand(30)], 16, 0) == []  # nothing close: nothing to decide
+    assert contenders(timed, 16, 5) == []  # the base was not timed at this size
+
+
 def test_a_tuned_plan_is_kept_and_exact_and_gives_way_on_another_host(tmp_path, booster, monkeypatch):
     from silvanforge_target_cpu import jit
 

@@ -57,3 +57,22 @@ def test_bad_options_are_one_error_line(request_sizes, tmp_path):
             request_sizes.main([*argv, "--out", str(tmp_path)])
         message = str(exc.value)
         assert message.startswith("error: ") and what in message and "\n" not in message
+
+
+def test_forms_vs_tuned_shares_a_program_s_time_and_counts_the_cells():
+    """The acceptance table of the plan: engines answering a size with one program are marked
+    and counted by their shared time; the counts follow the 5% and 1.3x bars."""
+    path = SCRIPT.with_name("forms_vs_tuned.py")
+    spec = importlib.util.spec_from_file_location("forms_vs_tuned", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    result = {"model": "m", "threads": 1,
+              "seconds": {"sparse@1": {1: 10e-6, 64: 90e-6}, "levelwise@64": {1: 30e-6, 64: 50e-6},
+                          "untuned": {1: 14e-6, 64: 50e-6}, "tuned": {1: 10e-6, 64: 56e-6}},
+              "programs": {"sparse@1": {1: "a", 64: "a"}, "levelwise@64": {1: "b", 64: "b"},
+                           "untuned": {1: "c", 64: "b"}, "tuned": {1: "a", 64: "d"}}}
+    text = module.table([result], [1, 64])
+    rows = [line for line in text.splitlines() if line.startswith("| m |")]
+    assert "| 1.00 (=) | 1.40 |" in rows[0]  # tuned runs sparse@1's program; untuned 1.4x it
+    assert "| 1.12 | 0.89 |" in rows[1]  # another program, 12% slower than the fastest form
+    assert "in 1 of 2 cells; untuned within 1.3x of tuned in 1 of 2." in text

@@ -70,34 +70,42 @@ def measure(path: Path, sizes, threads: int, budget_s: float, repeat: int, say) 
     say(f"{path.stem}: tuning ({budget_s:g} s)")
     engines["tuned"] = sf.tune(forest, threads=threads, budget_s=budget_s)
     want = engines["untuned"].predict(pool[:max(sizes)])
-    seconds: dict[str, dict[int, float]] = {}
     for label, cf in engines.items():
         got = cf.predict(pool[:max(sizes)])
         if not np.array_equal(got, want):  # every form is exact: a difference is a bug, said
             say(f"{path.stem}: {label} differs from the untuned plan by {np.max(np.abs(got - want)):.3g}")
-        seconds[label] = {}
-    for rows in sizes:
-        say(f"{path.stem}: timing {rows} rows a call")
-        batches = rotation(pool, rows)
-        # Rounds in turn: each round times every engine once, so a slow spell of the machine
-        # (2-thread timings of one program move by up to 1.18x) falls on all of them alike.
-        for _ in range(repeat):
-            for label, cf in engines.items():
-                took = time_call(cf.predict, batches, 1, 0.05)
-                seconds[label][rows] = min(seconds[label].get(rows, took), took)
-    # Engines answering a size with the very same program (the digest of the form their plan
-    # picks) share its best time: what differs between them there is the machine's noise
-    # (the same program timed twice read 260 and 332 us in one run, on 2 threads).
     programs = {label: {rows: cf.form_for(rows).digest for rows in sizes} for label, cf in engines.items()}
-    for rows in sizes:
-        best: dict[str, float] = {}
-        for label in engines:
-            digest = programs[label][rows]
-            best[digest] = min(best.get(digest, float("inf")), seconds[label][rows])
-        for label in engines:
-            seconds[label][rows] = best[programs[label][rows]]
+
+    def time_one(cf, rows: int) -> float:
+        return time_call(cf.predict, batches[rows], 1, 0.05)
+
+    batches = {rows: rotation(pool, rows) for rows in sizes}
+    seconds = timings(engines, programs, sizes, repeat, time_one,
+                      lambda rows: say(f"{path.stem}: timing {rows} rows a call"))
     return {"model": path.stem, "threads": threads, "seconds": seconds, "programs": programs,
             "plans": {k: engines[k].plan_text() for k in ("untuned", "tuned")}}
+
+
+def timings(engines: dict, programs: dict, sizes, repeat: int, time_one, say=lambda rows: None) -> dict:
+    """Seconds a call of each engine at each size, best of ``repeat`` rounds (``time_one(engine,
+    rows)`` times one).  Rounds in turn: each round times every program once, so a slow spell
+    of the machine (2-thread timings of one program move by up to 1.18x) falls on all of them
+    alike.  Engines answering a size with the very same program (``programs``: engine -> size ->
+    digest of the form answering it) share one timing of it, taken as often as any other's:
+    the same program timed twice read 260 and 332 us in one run on 2 threads, a difference of
+    nothing but noise."""
+    seconds: dict[str, dict[int, float]] = {label: {} for label in engines}
+    for rows in sizes:
+        say(rows)
+        runs: dict[str, list[str]] = {}
+        for label in engines:
+            runs.setdefault(programs[label][rows], []).append(label)
+        for _ in range(repeat):
+            for labels in runs.values():
+                took = time_one(engines[labels[0]], rows)
+                for label in labels:
+                    seconds[label][rows] = min(seconds[label].get(rows, took), took)
+    return seconds
 
 
 def table(results: list[dict], sizes) -> str:

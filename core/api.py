@@ -8,6 +8,7 @@ import dataclasses
 import hashlib
 import json
 import os
+import struct
 import time
 from typing import Any, Union
 
@@ -129,7 +130,10 @@ def cache_key(forest: hir.Forest, opts: CompileOptions) -> str:
         given[field.name] = value
     # The fingerprint leaves out what only places nodes; the model's covers order the untuned
     # plan's one-row walks, so two files differing only there get programs of their own.
-    covers = hashlib.sha256(b"".join(b"-" if t.cover is None else np.ascontiguousarray(t.cover, np.float64).tobytes()
-                                     for t in forest.trees)).hexdigest()
+    covers = hashlib.sha256()
+    for t in forest.trees:
+        covers.update(b"-" if t.cover is None else
+                      struct.pack("<q", len(t.cover)) + np.ascontiguousarray(t.cover, np.float64).tobytes())
+    covers = covers.hexdigest()
     program = hashlib.sha256(json.dumps([forest.fingerprint(), covers, given], sort_keys=True).encode()).hexdigest()
     return codecache.key(opts.target, program, host_key(opts.target))

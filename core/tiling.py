@@ -468,7 +468,15 @@ def cover_order_ids(forest: hir.Forest) -> list[np.ndarray | None] | None:
     covers = [t.cover for t in forest.trees]
     if any(c is None and t.left[0] >= 0 for c, t in zip(covers, forest.trees)):
         return None
-    return probability_order_ids(forest, covers)
+    # A tree whose covers tell nothing (not finite, no rows at the root, or no two children
+    # apart: a converter's zeros) keeps breadth first: ties would make a fixed left-first order.
+    ids = []
+    for t, c in zip(forest.trees, covers):
+        inner = t.left >= 0
+        telling = t.left[0] >= 0 and np.isfinite(c).all() and c[0] > 0 and \
+            bool((c[t.left[inner]] != c[t.right[inner]]).any())
+        ids.append(hot_first_order(t, c) if telling else None)
+    return ids if any(i is not None for i in ids) else None
 
 
 def with_tile_ids(forest: hir.Forest, ids: list[np.ndarray | None]) -> hir.Forest:

@@ -222,10 +222,11 @@ def tune(model, rows=None, target: str | None = None, threads: int | None = None
     def fastest(size: int) -> int:
         return min((i for i in range(len(timed)) if size in timed[i].seconds), key=lambda i: timed[i].seconds[size])
 
+    in_plan = frozenset(i for i, c in enumerate(timed) if c.form in base_forms)
     for size in sizes:
         if time.perf_counter() - start >= budget:
             break
-        near = contenders(timed, size, untuned(size))
+        near = contenders(timed, size, untuned(size), in_plan)
         if len(near) < 2:
             continue
         say(f"timing the {len(near)} fastest at {size} rows again", done, work)
@@ -272,16 +273,21 @@ def tune(model, rows=None, target: str | None = None, threads: int | None = None
     return CompiledForest(forest, forms, bands, time.perf_counter() - start, tuning=record)
 
 
-def contenders(timed: list[Candidate], size: int, base: int) -> list[int]:
+def contenders(timed: list[Candidate], size: int, base: int, plan: frozenset = frozenset()) -> list[int]:
     """The candidates timed again at ``size``: the untuned plan's (``base``) and up to
     :data:`CONTENDERS` in all of those timed within :data:`CONTEND_MARGIN` of the fastest,
-    fastest first (a lone form: nothing to decide)."""
+    fastest first, the fastest of them outside the untuned plan (``plan``: its forms' indices)
+    among them however many of the plan's own tie ahead (a lone form: nothing to decide)."""
     times = {i: c.seconds[size] for i, c in enumerate(timed) if size in c.seconds}
     if base not in times:
         return []
     best = min(times.values())
     near = sorted((i for i in times if i != base and times[i] <= CONTEND_MARGIN * best), key=times.get)
-    return [base] + near[:CONTENDERS - 1] if near else []
+    picks = near[:CONTENDERS - 1]
+    outside = [i for i in near if i not in plan]
+    if outside and outside[0] not in picks and picks:
+        picks[-1] = outside[0]
+    return [base] + picks if picks else []
 
 
 def _ranked(forest: hir.Forest, opts: CompileOptions, kind: str, sizes) -> list[Candidate]:

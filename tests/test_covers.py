@@ -119,3 +119,31 @@ def test_a_damaged_node_order_field_is_refused(tmp_path, rng):
             z.writestr(n, data)
     with pytest.raises(sf.ArtifactError, match="node_order"):
         sf.load_compiled(tmp_path / "bad.forge")
+
+
+def test_covers_that_tell_nothing_or_do_not_read_leave_breadth_first(tmp_path, rng):
+    """Covers never refuse a model nor fix a left-first order: LightGBM counts that do not read
+    are left out, and trees whose covers are all alike (a converter's zeros) stay breadth first."""
+    import dataclasses
+
+    _booster, path, X = _categorical_lightgbm(tmp_path, rng)
+    text = path.read_text()
+    bad = "\n".join(line.replace("leaf_count=", "leaf_count=x ", 1) if line.startswith("leaf_count=") else line
+                    for line in text.splitlines() if not line.startswith("tree_sizes="))
+    forest = sf.load_model(bad.encode())
+    assert all(t.cover is None for t in forest.trees)
+    np.testing.assert_array_equal(sf.compile(forest, threads=1).predict(X), sf.compile(path, threads=1).predict(X))
+    good = sf.load_model(path)
+    flat = dataclasses.replace(good, trees=[dataclasses.replace(t, cover=np.zeros(t.num_nodes)) for t in good.trees])
+    assert tiling.cover_order_ids(flat) is None
+    one = dataclasses.replace(good, trees=[dataclasses.replace(good.trees[0], cover=np.full(good.trees[0].num_nodes, 7.0))]
+                              + good.trees[1:])
+    ids = tiling.cover_order_ids(one)
+    assert ids[0] is None and all(i is not None for t, i in zip(one.trees[1:], ids[1:]) if t.left[0] >= 0)
+    # Artifacts keep the covers of the trees that have them, and none for the others.
+    from silvanforge.ir import hir_io
+
+    some = dataclasses.replace(good, trees=[dataclasses.replace(good.trees[0], cover=None)] + good.trees[1:])
+    back = hir_io.from_arrays(hir_io.to_arrays(some))
+    assert back.trees[0].cover is None
+    assert all(np.array_equal(a.cover, b.cover) for a, b in zip(back.trees[1:], some.trees[1:]))

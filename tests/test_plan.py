@@ -170,8 +170,7 @@ def test_the_tuner_times_close_forms_again_before_deciding(booster, monkeypatch,
         return 0.5e-3 if again else first * 1e-3
 
     monkeypatch.setattr(tuning, "_per_call", fake)
-    # Every challenger contends (here the untuned plan's other forms tie with its own, ahead of them).
-    monkeypatch.setattr(tuning, "CONTENDERS", 50)
+    # (The untuned plan's other forms tie with its own here, ahead of every challenger.)
     tuned = sf.tune(booster, threads=1, budget_s=30)
     assert ({f.digest for f in tuned.forms} <= untuned) == kept
     X = np.random.default_rng(6).normal(size=(40, 12)).astype(np.float32)
@@ -190,6 +189,8 @@ def test_contenders_are_the_untuned_form_and_the_close_ones():
     assert contenders(timed, 16, 4) == [4, 1, 2][:CONTENDERS]  # a slow base still contends
     assert contenders([cand(10), cand(30)], 16, 0) == []  # nothing close: nothing to decide
     assert contenders(timed, 16, 5) == []  # the base was not timed at this size
+    # The untuned plan's forms (1, 2) tie ahead: the fastest form outside it still contends.
+    assert contenders(timed, 16, 0, frozenset({0, 1, 2})) == [0, 1, 3][:CONTENDERS]
 
 
 def test_a_tuned_plan_is_kept_and_exact_and_gives_way_on_another_host(tmp_path, booster, monkeypatch):

@@ -380,14 +380,14 @@ def test_a_profile_orders_the_one_row_walk_of_the_plan_and_is_kept(tmp_path, rng
 
 
 def test_the_tuner_orders_the_one_row_walk(monkeypatch, tmp_path, rng):
-    """The untuned plan's one-row walk is tried laid out in the sample's order; timings faked so
-    that it wins: kept, and exact."""
+    """The untuned plan's one-row walk (in the training covers' order) is tried laid out in the
+    sample's order; timings faked so that the sample's order wins: kept, and exact."""
     from silvanforge import tuning
 
     def fake(cf, pool, size, threads):
         form = cf.forms[0]
         walk = form.options.rep == "sparse" and form.options.batch_size == 1
-        return 1e-3 * (1.0 if not walk else 0.2 if form.tile_ids is not None else 0.5)
+        return 1e-3 * (1.0 if not walk else 0.2 if form.order_by == "profile" else 0.5)
 
     monkeypatch.setattr(tuning, "_per_call", fake)
     booster, path, X = _categorical_lightgbm(tmp_path, rng)
@@ -396,7 +396,7 @@ def test_the_tuner_orders_the_one_row_walk(monkeypatch, tmp_path, rng):
     tuned = sf.tune(forest, rows=X, threads=1, budget_s=20, sizes=(1, 16))
     forms = [c["form"] for c in tuned.tuning["candidates"]]
     assert sum("nodes=profile order" in f for f in forms) == 1, forms
-    assert tuned.form_for(1).tile_ids is not None and tuned.form_for(1).options.rep == "sparse"
+    assert tuned.form_for(1).order_by == "profile" and tuned.form_for(1).options.rep == "sparse"
     got = np.concatenate([tuned.predict(X[i:i + 1]) for i in range(30)])
     np.testing.assert_allclose(got, booster.predict(X[:30]), rtol=1e-12, atol=1e-12)
 

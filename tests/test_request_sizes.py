@@ -76,3 +76,23 @@ def test_forms_vs_tuned_shares_a_program_s_time_and_counts_the_cells():
     assert "| 1.00 (=) | 1.40 |" in rows[0]  # tuned runs sparse@1's program; untuned 1.4x it
     assert "| 1.12 | 0.89 |" in rows[1]  # another program, 12% slower than the fastest form
     assert "in 1 of 2 cells; untuned within 1.3x of tuned in 1 of 2." in text
+
+
+def test_forms_vs_tuned_times_each_program_once_a_round():
+    spec = importlib.util.spec_from_file_location("forms_vs_tuned", SCRIPT.with_name("forms_vs_tuned.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    engines = {"a": "A", "b": "B", "tuned": "T"}
+    programs = {"a": {1: "x", 16: "x"}, "b": {1: "y", 16: "y"}, "tuned": {1: "x", 16: "z"}}
+    calls = []
+    clock = iter(range(100, 0, -1))  # every timing faster than the last
+
+    def time_one(engine, rows):
+        calls.append((engine, rows))
+        return next(clock) * 1e-6
+
+    seconds = module.timings(engines, programs, [1, 16], 3, time_one)
+    assert sorted(calls[:6]) == sorted([("A", 1), ("B", 1)] * 3)  # one program, one timing a round
+    assert len(calls) == 6 + 9
+    assert seconds["tuned"][1] == seconds["a"][1] != seconds["b"][1]
+    assert seconds["tuned"][16] != seconds["a"][16]

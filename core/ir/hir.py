@@ -262,7 +262,7 @@ class Tree:
                 for k, v in (categories or {}).items()
             },
             linear=linear,
-            cover=None if cover is None else np.asarray(cover, dtype=np.float64).reshape(n),
+            cover=None if cover is None else np.asarray(cover, dtype=np.float64).ravel(),  # hir.verify checks it
         )
 
 

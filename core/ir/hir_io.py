@@ -29,8 +29,10 @@ def to_arrays(forest: Forest) -> dict[str, np.ndarray]:
             cat_tree.append(i), cat_node.append(node), cat_len.append(len(cats)), cat_vals.append(cats)
     out["cat_index"] = np.array([cat_tree, cat_node, cat_len], dtype=np.int64).reshape(3, -1)
     out["cat_values"] = np.concatenate(cat_vals).astype(np.int64) if cat_vals else np.zeros(0, np.int64)
-    if trees and all(t.cover is not None for t in trees):  # only then, as linear leaves below
-        out["cover"] = np.concatenate([t.cover for t in trees]).astype(np.float64)
+    if any(t.cover is not None for t in trees):  # only then, as linear leaves below
+        # NaN over the nodes of a tree without covers (read back as None)
+        out["cover"] = np.concatenate([np.full(t.num_nodes, np.nan) if t.cover is None else t.cover
+                                       for t in trees]).astype(np.float64)
     linear = [(i, t.linear) for i, t in enumerate(trees) if t.linear is not None]
     if linear:  # only then: artifacts of other models keep the arrays they always had
         out["linear_trees"] = np.array([i for i, _ in linear], dtype=np.int64)
@@ -82,7 +84,7 @@ def from_arrays(arrs) -> Forest:
             op=fields["op"].astype(np.uint8), default_left=fields["default_left"].astype(bool),
             zero_missing=fields["zero_missing"].astype(bool), leaf_value=leaf.astype(np.float64),
             outputs=outputs, categories=cats, linear=linear.get(i),
-            cover=None if cover is None else cover[a:z].copy()))
+            cover=None if cover is None or np.isnan(cover[a:z]).all() else cover[a:z].copy()))
     name, params = meta["transform"]
     return Forest(
         trees=trees, num_features=meta["num_features"], num_outputs=meta["num_outputs"],

@@ -509,19 +509,24 @@ class _Parser:
             self.fail(f"{where}: num_cat={num_cat} in a tree without splits")
 
         linear = self.linear(block, where, num_leaves, num_features, n_int) if is_linear == "1" else None
-        # The training rows that reached each node (LightGBM writes them; a hand-written model
-        # may not): the order of the untuned plan's one-row walks.
-        cover = None
-        if "leaf_count" in block and (n_int == 0 or "internal_count" in block):
-            counts = [self.array(block, "internal_count", np.int64, n_int, where)] if n_int else []
-            cover = np.concatenate(counts + [self.array(block, "leaf_count", np.int64, num_leaves, where)])
         return Tree(
             left=left, right=right, feature=feature, threshold=threshold,
             op=np.full(n, Op.LE, dtype=np.uint8), default_left=default_left,
             zero_missing=zero_missing, leaf_value=values, outputs=(output,),
-            categories=categories, linear=linear,
-            cover=None if cover is None else cover.astype(np.float64),
+            categories=categories, linear=linear, cover=self.cover(block, where, n_int, num_leaves),
         )
+
+    def cover(self, block, where, n_int, num_leaves) -> np.ndarray | None:
+        """The training rows that reached each node (internal nodes, then leaves), the order of
+        the untuned plan's one-row walks; None where the file has none (hand-written) or they do
+        not read as counts: they never change a prediction, so they never refuse a model."""
+        if "leaf_count" not in block or (n_int and "internal_count" not in block):
+            return None
+        try:
+            counts = [self.array(block, "internal_count", np.int64, n_int, where)] if n_int else []
+            return np.concatenate(counts + [self.array(block, "leaf_count", np.int64, num_leaves, where)]).astype(np.float64)
+        except ModelFormatError:
+            return None
 
     def linear(self, block, where, num_leaves, num_features, n_int) -> LinearLeaves:
         """The leaves' linear models of a tree with ``is_linear=1`` (module docstring); leaf ``k``

@@ -147,3 +147,27 @@ def test_covers_that_tell_nothing_or_do_not_read_leave_breadth_first(tmp_path, r
     back = hir_io.from_arrays(hir_io.to_arrays(some))
     assert back.trees[0].cover is None
     assert all(np.array_equal(a.cover, b.cover) for a, b in zip(back.trees[1:], some.trees[1:]))
+
+
+def test_an_estimator_and_a_frame_get_the_covers_order(rng):
+    """Users hold objects: an XGBRegressor compiled as it is carries its covers, orders its
+    one-row walk by them, predicts a DataFrame as the estimator does, and keeps the order
+    through a pickle."""
+    import pickle
+
+    pd = pytest.importorskip("pandas")
+    from silvanforge.options import CompileOptions
+
+    X = rng.normal(size=(3000, 6)).astype(np.float32)
+    y = X[:, 0] + X[:, 1] ** 2
+    est = xgb.XGBRegressor(n_estimators=30, max_depth=7, n_jobs=1).fit(X, y)
+    frame = pd.DataFrame(X[:200], columns=[f"f{i}" for i in range(6)])
+    cf = sf.compile(est, options=CompileOptions(threads=1, plan_min_ns=0))
+    assert cf.form_for(1).order_by == "cover"
+    back = pickle.loads(pickle.dumps(cf))
+    assert back.form_for(1).order_by == "cover" and back.form_for(1).digest == cf.form_for(1).digest
+    want = est.predict(frame.to_numpy())
+    for model in (cf, back):
+        np.testing.assert_allclose(model.predict(frame), want, rtol=1e-6, atol=1e-6)
+        np.testing.assert_allclose(np.concatenate([model.predict(frame.iloc[i:i + 1]) for i in range(20)]),
+                                   want[:20], rtol=1e-6, atol=1e-6)

@@ -10,7 +10,10 @@ Per model and size: rows drawn around the model's thresholds (3% missing), one c
 ``predict`` on the wall clock (``whole``) and of the kernels on CUDA events (``kernel``,
 ``kernel.last_timing``), for host input and, where CuPy is installed, device input (the call
 ends when the result is on the device).  Device results are checked against host results
-before timing.  Prints a markdown table; needs an NVIDIA GPU, pycuda and (for device rows) CuPy.
+before timing.  With ``--hummingbird``, Hummingbird's torch model on the same GPU is timed beside
+ours on the same rows: its ``predict`` on host rows, and its torch module called on a CUDA tensor
+(device rows in, device result out, synchronised), the peer of our device-array call.  Prints a
+markdown table; needs an NVIDIA GPU, pycuda and (for device rows) CuPy.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import argparse
 import statistics
 import sys
 import time
+import traceback
 
 import numpy as np
 
@@ -34,6 +38,46 @@ def _median_call(cf, X, repeat: int) -> tuple[float, float]:
     return statistics.median(whole), statistics.median(kernel)
 
 
+def _hummingbird(path: str, forest):
+    """Hummingbird's model for ``path`` on the GPU, as the bench peer converts it: (host call,
+    device call), or a string saying why there is none."""
+    try:
+        import torch
+        from silvanforge_bench.bench_peers.hummingbird_peer import _lightgbm_model, _xgboost_model
+        import hummingbird.ml
+
+        if not torch.cuda.is_available():
+            return "torch sees no CUDA GPU"
+        if path.endswith(".txt"):
+            model, extra, proba = _lightgbm_model(path)
+        else:
+            model, extra, proba = _xgboost_model(path, forest.num_features)
+        converted = hummingbird.ml.convert(model, "torch", extra_config=extra)
+        converted.to("cuda")
+    except Exception as exc:  # noqa: BLE001  (a peer that cannot take the model is reported, not fatal)
+        return f"{type(exc).__name__}: {exc}"[:200]
+    host = converted.predict_proba if proba else converted.predict
+    module = converted.model
+
+    def device(t):
+        with torch.no_grad():
+            out = module(t)
+        torch.cuda.synchronize()
+        return out
+
+    return host, device
+
+
+def _median_wall(call, X, repeat: int) -> float:
+    call(X)
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        call(X)
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("models", nargs="+")
@@ -41,6 +85,8 @@ def main(argv=None) -> int:
     parser.add_argument("--repeat", type=int, default=20)
     parser.add_argument("--markdown")
     parser.add_argument("--target", default="cuda", help="a GPU target (amd: host rows only)")
+    parser.add_argument("--hummingbird", action="store_true",
+                        help="time Hummingbird (torch on the same GPU) on the same rows")
     args = parser.parse_args(argv)
     import silvanforge as sf
     from silvanforge.sampling import random_rows
@@ -51,33 +97,57 @@ def main(argv=None) -> int:
         cp = None
         print("CuPy is not installed: host rows only", file=sys.stderr)
     sizes = [int(s) for s in args.sizes.split(",")]
-    lines = ["| model | rows | input | whole call (ms) | kernel (ms) | around the kernel (ms) | rows/s (whole) |",
-             "|---|---:|---|---:|---:|---:|---:|"]
+    lines = ["| model | rows | input | whole call (ms) | kernel (ms) | around the kernel (ms) | rows/s (whole) "
+             "| Hummingbird call (ms) | ours faster by |",
+             "|---|---:|---|---:|---:|---:|---:|---:|---:|"]
+    failures = 0
     for path in args.models:
         forest = sf.load_model(path)
         name = path.rsplit("/", 1)[-1]
+        peer = _hummingbird(path, forest) if args.hummingbird else "not asked"
+        if isinstance(peer, str) and args.hummingbird:
+            print(f"{name}: no Hummingbird ({peer})", flush=True)
         for n in sizes:
-            cf = sf.compile(forest, target=args.target, batch_size=n)
-            X = random_rows(forest, n, seed=1).astype(cf.main.input_dtype)
-            X[np.random.default_rng(2).random(X.shape) < 0.03] = np.nan
-            inputs = [("host", X)]
-            if cp is not None and args.target == "cuda":
-                d = cp.asarray(X)
-                host_result = cf.predict(X)
-                device_result = cp.asnumpy(cf.predict(d))
-                np.testing.assert_array_equal(device_result, host_result, err_msg=f"{name} {n} rows")
-                inputs.append(("device (CuPy)", d))
-            for label, rows in inputs:
-                whole, kernel = _median_call(cf, rows, args.repeat)
-                lines.append(f"| {name} | {n} | {label} | {whole * 1e3:.3f} | {kernel * 1e3:.3f} | "
-                             f"{(whole - kernel) * 1e3:.3f} | {n / whole:,.0f} |")
-                print(lines[-1], flush=True)
+            try:
+                cf = sf.compile(forest, target=args.target, batch_size=n)
+                X = random_rows(forest, n, seed=1).astype(cf.main.input_dtype)
+                X[np.random.default_rng(2).random(X.shape) < 0.03] = np.nan
+                inputs = [("host", X)]
+                if cp is not None and args.target == "cuda":
+                    d = cp.asarray(X)
+                    host_result = cf.predict(X)
+                    device_result = cp.asnumpy(cf.predict(d))
+                    np.testing.assert_array_equal(device_result, host_result, err_msg=f"{name} {n} rows")
+                    inputs.append(("device (CuPy)", d))
+                for label, rows in inputs:
+                    whole, kernel = _median_call(cf, rows, args.repeat)
+                    theirs = ""
+                    if not isinstance(peer, str):
+                        if label == "host":
+                            peer_rows, peer_call = X.astype(np.float32), peer[0]
+                        else:
+                            import torch
+
+                            peer_rows, peer_call = torch.as_tensor(X, dtype=torch.float32, device="cuda"), peer[1]
+                        try:
+                            theirs = _median_wall(peer_call, peer_rows, args.repeat)
+                        except Exception as exc:  # noqa: BLE001  (the peer's failure is reported; ours go on)
+                            print(f"{name} {n} {label}: Hummingbird failed ({type(exc).__name__}: {exc})"[:300])
+                    peer_cells = (f"{theirs * 1e3:.3f} | {theirs / whole:.1f}x" if theirs else "- | -")
+                    lines.append(f"| {name} | {n} | {label} | {whole * 1e3:.3f} | {kernel * 1e3:.3f} | "
+                                 f"{(whole - kernel) * 1e3:.3f} | {n / whole:,.0f} | {peer_cells} |")
+                    print(lines[-1], flush=True)
+            except Exception as exc:  # noqa: BLE001  (one size's failure is reported; the rest are measured)
+                failures += 1
+                print(f"{name} {n} rows: FAILED {type(exc).__name__}: {exc}"[:2000], flush=True)
+                traceback.print_exc(limit=-6)
+
     text = "\n".join(lines)
     print(text)
     if args.markdown:
         with open(args.markdown, "w") as f:
             f.write(text + "\n")
-    return 0
+    return 1 if failures else 0
 
 
 if __name__ == "__main__":

@@ -21,7 +21,8 @@
 # (pytools, platformdirs, mako, siphash24, xgboost-cpu, lightgbm, hummingbird-ml,
 # onnxconverter-common, dill; cupy-cuda12x or cupy-cuda13x for the driver's CUDA, and fastrlock,
 # for device inputs; torch where Hummingbird or the torch device test should run); MODEL_DIR
-# holds benchmarks/make_models.py's models.  STEPS is a comma-separated subset of
+# holds benchmarks/make_models.py's models and request_size_models.py's xgb_1000x8,
+# lgb_flight_1000x255 and xgb_multiclass_8 (GPU_MODELS names others).  STEPS is a comma-separated subset of
 # tests,cli,calls,tune,copies,explore,bench (default: tests,cli,calls,tune,bench).  Logs, the
 # pycuda wheel and the markdown tables go to $OUT (default /tmp/gpu-out).
 set -uo pipefail
@@ -29,6 +30,12 @@ set -uo pipefail
 WHEELS=$(realpath "$1")
 MODELS=$(realpath "$2")
 STEPS=",${3:-tests,cli,calls,tune,bench},"
+# the benchmark models the calls and bench steps time (MODEL_DIR's file names; GPU_MODELS overrides)
+# PYTEST_ARGS go to the tests' pytest (-n 8: pytest-xdist, where installed).
+# each step's command stops after STEP_S seconds (default: no limit), so one slow step cannot
+# take a lease's last minutes from the steps after it
+STEP_S=${STEP_S:-0}
+GPU_MODELS=${GPU_MODELS:-"xgb_100x8.json xgb_1000x8.json lgb_flight_1000x255.txt xgb_multiclass_8.json"}
 OUT=${OUT:-/tmp/gpu-out}
 REPO=$(pwd)
 mkdir -p "$OUT"
@@ -66,14 +73,14 @@ python3 -c "import cupy; print('cupy', cupy.__version__, cupy.cuda.runtime.getDe
 
 echo "== silvanforge"
 python3 -m pip install -q --no-index --no-deps --no-build-isolation --no-compile --upgrade --target "$SITE" \
-    "$REPO" "$REPO"/plugins/importers "$REPO"/plugins/rep_* "$REPO"/plugins/target_* >"$OUT/install.log" 2>&1 \
+    $(grep -v '^#' "$REPO"/requirements.txt) >"$OUT/install.log" 2>&1 \
     || { tail -30 "$OUT/install.log"; exit 1; }
 FORGE="python3 -m silvanforge.cli"
 $FORGE plugins
 
 if [[ $STEPS == *,tests,* ]]; then
     echo "== tests"
-    python3 -m pytest -q -p no:cacheprovider -rs tests/test_gpu_cuda.py tests/test_device_inputs.py \
+    timeout "$STEP_S" python3 -m pytest -q -p no:cacheprovider -rs ${PYTEST_ARGS:-} tests/test_gpu_cuda.py tests/test_device_inputs.py \
         tests/test_gpu_lowering.py 2>&1 | tee "$OUT/pytest_cuda.log" | tail -25
 fi
 
@@ -89,7 +96,7 @@ fi
 
 if [[ $STEPS == *,calls,* ]]; then
     echo "== calls"
-    python3 benchmarks/gpu_calls.py "$MODELS"/xgb_100x8.json "$MODELS"/lgb_100x8.txt \
+    timeout "$STEP_S" python3 benchmarks/gpu_calls.py --repeat "${CALL_REPEAT:-20}" $(for m in $GPU_MODELS; do echo "$MODELS/$m"; done) --hummingbird \
         --sizes 512,4096,65536,1048576 --markdown "$OUT/calls.md" 2>&1 | tee "$OUT/calls.log" | tail -20
 fi
 
@@ -130,8 +137,9 @@ if [[ $STEPS == *,bench,* ]]; then
     echo "== bench"
     if [[ -f $OUT/best_copy ]]; then export SILVANFORGE_CUDA_COPY=$(cat "$OUT/best_copy"); fi
     echo "rows reach the device: ${SILVANFORGE_CUDA_COPY:-default}"
-    for m in xgb_100x8.json lgb_100x8.txt; do
-        $FORGE bench "$MODELS/$m" --target cuda --batch-sizes 512,4096,65536 --repeat 5 --min-time 0.2 \
+    for m in $GPU_MODELS; do
+        timeout "$STEP_S" $FORGE bench "$MODELS/$m" --target cuda --batch-sizes 512,4096,65536 --repeat 5 --min-time 0.2 \
+            --peers "${GPU_PEERS:-hummingbird-cuda,xgboost-cuda}" \
             --markdown "$OUT/bench_${m%%.*}.md" --overwrite 2>&1 | tail -30
     done
 fi

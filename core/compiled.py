@@ -173,10 +173,9 @@ class CompiledForest:
             raise InputError(f"the form answering {n} rows reads {form.input_dtype.name} rows on the device, "
                              f"got {rows.dtype.name}: convert on the device")
         identity = forest.transform.name == "identity" and forest.transform.param("margin_divisor", 1.0) == 1.0
-        finish = None if output_margin or identity else \
-            (lambda margins: np.ascontiguousarray(transforms.shape_output(forest, transforms.apply(forest, margins))))
+        finish = None if output_margin or identity else transforms.Finish(forest)
         result = form.kernel.device_predict(rows, k, finish)
-        if finish is None and self._flat:
+        if self._flat and len(result.shape) == 2:  # margins, or values the device transformed
             result = result.reshaped((n,))
         return like_input(result, rows)
 

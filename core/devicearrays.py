@@ -25,9 +25,10 @@ The result is on the same device, as the same kind of array: a CuPy array for Cu
 (``torch.as_tensor`` of its ``__cuda_array_interface__``, no copy), and otherwise a
 :class:`DeviceArray`, a minimal object exposing ``__cuda_array_interface__`` that any of those
 libraries takes without a copy.  The rows never leave the device; margins are computed there.
-The output transform (sigmoid, softmax, ...) is the core's own, exact as on the host: the
-margins (``n x outputs`` values) are transformed on the host and the values copied back, and
-``output_margin=True`` (or a model without a transform) returns the kernel's device buffer as it
+The output transform (sigmoid, softmax, ...) is the core's own, exact as on the host: a kernel
+applies it on the device where its result is the core's bit for bit (the cuda target: float32
+sigmoid, exp, hinge and softmax), and otherwise the margins (``n x outputs`` values) are
+transformed on the host and the values copied back; ``output_margin=True`` (or a model without a transform) returns the kernel's device buffer as it
 is.  The call is synchronous: the stream the input names is waited for before the rows are
 read, and the result is complete when ``predict`` returns.
 """

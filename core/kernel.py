@@ -82,7 +82,9 @@ class DeviceKernel(Protocol):
         :class:`silvanforge.devicearrays.DeviceArray` on the rows' device, computed there
         without copying the rows to the host.  ``finish``: None, or a host function of the
         margins (a NumPy array) whose result is copied back to the device and returned instead
-        (the core's exact output transform).  Raise :class:`~silvanforge.errors.InputError` for
+        (the core's exact output transform); its ``transform`` attribute (the forest's
+        :class:`~silvanforge.ir.hir.Transform`) lets a kernel apply it on the device instead,
+        returning the ``(n, num_outputs)`` values, where they equal ``finish``'s bit for bit.  Raise :class:`~silvanforge.errors.InputError` for
         rows on another device.  Synchronous: it waits for the rows' stream before reading them
         and returns a complete result.  Safe to call from many threads."""
         ...

@@ -316,6 +316,20 @@ def apply(forest: Forest, margins: np.ndarray) -> np.ndarray:
     return fn(margins, forest.transform)
 
 
+class Finish:
+    """The output transform of a device-array call (``DeviceKernel.device_predict``'s
+    ``finish``): called on host margins ``(n, outputs)`` it returns what ``predict`` returns;
+    ``transform`` names it, so a kernel may apply it where the margins are instead, wherever its
+    result is this one's bit for bit."""
+
+    def __init__(self, forest: Forest):
+        self.forest = forest
+        self.transform = forest.transform
+
+    def __call__(self, margins: np.ndarray) -> np.ndarray:
+        return np.ascontiguousarray(shape_output(self.forest, apply(self.forest, margins)))
+
+
 def shape_output(forest: Forest, values: np.ndarray) -> np.ndarray:
     """Give a (n, k) result the library's shape: (n,) for one column unless the model says matrix."""
     if values.ndim == 2 and values.shape[1] == 1 and forest.output_shape != "matrix":

@@ -256,3 +256,53 @@ def test_multiclass_and_float64_on_the_device(tmp_path):
         dtype = cf.main.input_dtype
         got = cf.predict(cp.asarray(X, dtype=dtype))
         np.testing.assert_allclose(cp.asnumpy(got), reference.predict(forest, X.astype(dtype)), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", ["sigmoid", "softmax", "exp", "hinge"])
+def test_the_device_transform_equals_the_host_one_bit_for_bit(name, monkeypatch):
+    """A device call transforms float32 margins on the GPU (the cuda target's .finish) and must
+    give exactly what the host call gives from the same margins; large margins (subnormal or
+    overflowing exponentials, softmax rows spread past the exact-sum floor) are flagged there
+    and transformed on the host, still exactly."""
+    import dataclasses
+
+    from silvanforge.ir.hir import Transform
+    from silvanforge.testing import random_forest, rows_for
+    from silvanforge_target_cuda import launch
+
+    cp = pytest.importorskip("cupy")
+    outcomes = []
+    real = launch.CudaKernel._finish_here
+
+    def spy(self, *args):
+        outcomes.append(real(self, *args))
+        return outcomes[-1]
+
+    monkeypatch.setattr(launch.CudaKernel, "_finish_here", spy)
+    checked = 0
+    for seed in range(40):
+        if checked >= 12:  # a dozen compiles a transform: nvcc runs for each
+            break
+        forest = random_forest(seed, plain=True)
+        if (name == "softmax") != (forest.num_outputs > 1) or forest.accumulate_dtype != "float32":
+            continue
+        params = (("alpha", 0.7),) if name == "sigmoid" and seed % 2 else ()
+        # 60: margins far past exp's float32 range; 0 on a base score chosen to be flagged (a
+        # subnormal exponential, softmax classes 30 apart)
+        flagged = {"sigmoid": 90.0, "exp": -90.0, "hinge": 1.0}.get(name)
+        for scale in (1.0, 60.0, 0.0):
+            trees = [dataclasses.replace(t, leaf_value=t.leaf_value * scale) for t in forest.trees]
+            base = forest.base_score if scale else \
+                (np.full(forest.num_outputs, flagged) if flagged else 30.0 * np.arange(forest.num_outputs))
+            model = dataclasses.replace(forest, trees=trees, base_score=base, transform=Transform(name, params))
+            cf = sf.compile(model, target="cuda")
+            X = rows_for(model, np.random.default_rng(seed), 500).astype(cf.main.input_dtype)
+            got = cp.asnumpy(cf.predict(cp.asarray(X)))
+            np.testing.assert_array_equal(got, cf.predict(X), err_msg=f"seed {seed} scale {scale}")
+            np.testing.assert_allclose(got, reference.predict(model, X), rtol=1e-6, atol=1e-7)
+            checked += 1
+    assert checked >= 4
+    assert True in outcomes  # transformed on the device
+    if name != "hinge":
+        assert False in outcomes  # and flagged for the host where it must be

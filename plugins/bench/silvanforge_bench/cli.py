@@ -60,7 +60,8 @@ def bench(
     peer_list = None
     if peers is not None:
         peer_list = [p.strip() for p in peers.split(",") if p.strip()]
-        known = [p[0] for p in benchmod.PEERS]
+        # a GPU target's peers (hummingbird-cuda, xgboost-cuda) are named as the CPU peers are
+        known = list(dict.fromkeys(p[0] for p in (*benchmod.PEERS, *benchmod.bench_peers.GPU_PEERS)))
         unknown = [p for p in peer_list if p not in known]
         if unknown:
             raise InputError(f"unknown peer {unknown[0]!r}; known: {', '.join(known)}")

@@ -82,7 +82,11 @@ def problems() -> list[str]:
 def source(module) -> str:
     from silvanforge_gpu.c_dialect import CUDA, emit
 
-    return emit(module, CUDA)
+    from .finish import SOURCE as FINISH
+
+    # The output transforms of device-array calls ride in every module (one nvcc run, one PTX
+    # an artifact keeps): .finish says when they are used.
+    return emit(module, CUDA) + FINISH
 
 
 class CudaTarget(GpuTarget):

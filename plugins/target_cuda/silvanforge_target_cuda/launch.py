@@ -21,7 +21,7 @@ from silvanforge.devicearrays import DeviceArray
 from silvanforge.errors import InputError, PluginError, ScheduleError
 from silvanforge_gpu.runtime import GpuKernel
 
-from . import copying, source
+from . import copying, finish as device_finish, source
 from .nvcc import compile_ptx
 
 _device = None
@@ -103,6 +103,13 @@ class CudaKernel(GpuKernel):
         with self._activate():
             self.cu_module = cuda.module_from_buffer(self.ptx.encode())
             self._functions = [self.cu_module.get_function(fn.name) for fn in module.functions]
+            self._finishers = {}
+            for name in device_finish.KERNELS:  # absent from PTX an older release saved
+                try:
+                    self._finishers[name] = self.cu_module.get_function(name)
+                except cuda.LogicError:
+                    pass
+            self._flag = None
             self.stream = cuda.Stream()
             self._pinned = {}
             self._registered = None
@@ -150,6 +157,14 @@ class CudaKernel(GpuKernel):
             if n:
                 rs, cs = rows.strides
                 kernel = self._run(np.uintp(rows.pointer), rs, cs, n, num_outputs, out)
+            plan = None if finish is None or not n else \
+                device_finish.plan(getattr(finish, "transform", None), self.output_dtype, num_outputs)
+            if plan is not None and plan[0] in self._finishers:
+                if self._finish_here(plan, out, n, num_outputs):
+                    self.last_timing = {"kernel": kernel, "total": time.perf_counter() - start}
+                    return DeviceArray(int(out), (n, num_outputs), self.output_dtype, out, self.ordinal)
+                # A value the host must transform (see .finish): the margins again, then NumPy.
+                kernel += self._run(np.uintp(rows.pointer), rs, cs, n, num_outputs, out)
             self.stream.synchronize()
             self.last_timing = {"kernel": kernel, "total": time.perf_counter() - start}
             if finish is None:
@@ -162,6 +177,28 @@ class CudaKernel(GpuKernel):
             if values.nbytes:
                 cuda.memcpy_htod(back, values)
             return DeviceArray(int(back), values.shape, values.dtype, back, self.ordinal)
+
+    def _finish_here(self, plan, out, n: int, num_outputs: int) -> bool:
+        """Transform the margins at ``out`` in place on the device (``plan``: .finish.plan);
+        False where a value was flagged for the host, the margins then overwritten."""
+        name, args, flagged = plan
+        count = device_finish.elements(name, n, num_outputs)
+        grid = ((count + device_finish.BLOCK - 1) // device_finish.BLOCK, 1, 1)
+        if not flagged:
+            self._finishers[name](out, np.int64(count), *args, block=(device_finish.BLOCK, 1, 1),
+                                  grid=grid, stream=self.stream)
+            self.stream.synchronize()
+            return True
+        if self._flag is None:
+            self._flag = (cuda.mem_alloc(4), cuda.pagelocked_empty(1, np.int32))
+        flag, seen = self._flag
+        cuda.memset_d32_async(flag, 0, 1, self.stream)
+        rows = n if name == "sf_finish_softmax" else count
+        self._finishers[name](out, np.int64(rows), *args, flag, block=(device_finish.BLOCK, 1, 1),
+                              grid=grid, stream=self.stream)
+        cuda.memcpy_dtoh_async(seen, flag, self.stream)
+        self.stream.synchronize()
+        return int(seen[0]) == 0
 
     def _upload_model(self, name, array):
         return cuda.to_device(array)

@@ -13,7 +13,10 @@ Rules, as XGBoost and LightGBM users expect them:
   (``Forest.feature_categories``: LightGBM's ``pandas_categorical``, XGBoost's categories),
   where a label the model never saw, or a missing one, is a missing value (NaN), as both
   libraries do; without stored labels, the column's own codes are used (LightGBM without
-  ``pandas_categorical``, XGBoost before 3.1).
+  ``pandas_categorical``, XGBoost before 3.1).  A plain number column for a feature whose
+  labels the model stores is read as labels where those are numbers (pandas integer
+  categories, which polars holds as plain integers) and refused where they are strings: read
+  as codes it would answer otherwise than the same values as categories.
 - Missing values of any column (None, NaN, pandas NA, nulls) are NaN.
 
 The libraries are never imported here: a frame is recognised by its type's module, so users
@@ -49,12 +52,18 @@ def as_rows(X, forest: Forest, dtype: np.dtype) -> np.ndarray:
         return check_rows(X, forest.num_features, dtype, forest.wider_rows)
     names, column, whole = frame
     order = _column_order(names, forest)
+    categories = forest.feature_categories or {}
     values = whole()
     if values is not None:  # every column a plain number: one conversion, not one a column
-        return np.ascontiguousarray(values[:, order], dtype=dtype)
+        rows = np.ascontiguousarray(values[:, order], dtype=dtype)
+        for feature, labels in categories.items():  # numbers where the model has labels
+            index = order[feature]
+            name = names[index] if names is not None else index
+            rows[:, feature] = _numbers_as_labels(values[:, index].astype(object), name, "number",
+                                                  _Labels(labels, forest.unseen_category_error))
+        return rows
     n = _num_rows(X)
     out = np.empty((n, forest.num_features), dtype=dtype)
-    categories = forest.feature_categories or {}
     for feature, index in enumerate(order):
         labels = categories.get(feature)
         out[:, feature] = column(index, None if labels is None else
@@ -249,6 +258,21 @@ def _pandas_numbers(X) -> np.ndarray | None:
     return None
 
 
+def _numbers_as_labels(values: np.ndarray, name, dtype, labels) -> np.ndarray:
+    """A plain number column where the model stored category labels: mapped as labels where the
+    labels are numbers (pandas integer categories; ``polars.from_pandas`` turns such a column into
+    plain integers), refused where they are not.  Why: read as codes it would silently answer
+    otherwise than the same values as categories (LightGBM refuses such a column)."""
+    if all(isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, (bool, np.bool_))
+           for v in labels.labels):
+        return labels.codes(values, name)
+    raise InputError(
+        f"column {name!r} holds plain {dtype} values, but the model's feature {name!r} is categorical "
+        f"with the labels {_listed(list(labels.labels))}: pass it as a categorical column (pandas "
+        "'category', polars Enum, arrow dictionary) or as its labels (strings), which predict maps "
+        "to the model's codes; category codes as numbers are read from NumPy arrays only")
+
+
 def _pandas_column(s, name, labels) -> np.ndarray:
     import pandas as pd
 
@@ -270,6 +294,8 @@ def _pandas_column(s, name, labels) -> np.ndarray:
             return labels.codes(s.to_numpy(dtype=object), name)
         raise InputError(f"column {name!r} holds {dtype} values; predict reads numbers or "
                          "categorical columns (pandas 'category')")
+    if labels is not None:
+        return _numbers_as_labels(s.to_numpy(dtype=object, na_value=None), name, dtype, labels)
     try:
         return s.to_numpy(dtype=np.float64, na_value=np.nan)
     except (TypeError, ValueError) as exc:
@@ -308,6 +334,8 @@ def _arrow_column(col, name, labels) -> np.ndarray:
         if labels is not None:
             return labels.codes(np.asarray(col.to_numpy(zero_copy_only=False), dtype=object), name)
         raise InputError(f"column {name!r} holds strings; predict reads numbers or categorical columns")
+    if labels is not None:
+        return _numbers_as_labels(np.asarray(col.to_pylist(), dtype=object), name, col.type, labels)
     # Integers past 2**53 round to the nearest float64, as NumPy and pandas convert them (arrow's
     # default safe cast refuses them as lossy).
     lossy_ok = pa.types.is_integer(col.type)

@@ -74,6 +74,22 @@ def check_threads(threads) -> int:
     return int(threads)
 
 
+def _not_rows(X) -> str | None:
+    """Why ``X`` is no batch of rows at all (None, a library's own data container, a scalar),
+    naming what was passed and what to pass instead; None where it may be one."""
+    kind = f"{type(X).__module__}.{type(X).__qualname__}"
+    rows = "a 2-D NumPy array (rows, features) or a data frame (pandas, polars, pyarrow)"
+    if X is None:
+        return f"predict got None: pass the rows to score as {rows}"
+    if type(X).__module__.split(".")[0] in ("xgboost", "lightgbm", "catboost"):
+        # DMatrix, lightgbm.Dataset, catboost.Pool: training containers that hide their rows
+        return (f"predict got a {kind}, the training library's own data container: pass the array "
+                f"or data frame it was built from ({rows})")
+    if isinstance(X, (str, bytes, dict, set)) or np.isscalar(X):
+        return f"predict got a {kind}: pass {rows}"
+    return None
+
+
 def check_rows(X, num_features: int, dtype: np.dtype, wider: bool = False) -> np.ndarray:
     """Validate a batch and view it in the kernel's input dtype, copying only when needed;
     ``wider``: rows may have more columns, of which the first ``num_features`` are read."""
@@ -82,6 +98,9 @@ def check_rows(X, num_features: int, dtype: np.dtype, wider: bool = False) -> np
         return X  # the common case, checked in a fraction of a microsecond (small batches)
     if hasattr(X, "to_numpy") and not isinstance(X, np.ndarray):  # pandas / polars frames
         X = X.to_numpy()
+    not_rows = _not_rows(X)
+    if not_rows:
+        raise InputError(not_rows)
     X = np.asarray(X)
     if X.dtype == object or X.dtype.kind in "mM" or not (np.issubdtype(X.dtype, np.number) or X.dtype == np.bool_):
         raise InputError(f"inputs must be numeric (float32 or float64), got dtype {X.dtype}")

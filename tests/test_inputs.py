@@ -101,7 +101,8 @@ def _as(frame, kind):
         return pa.Table.from_pandas(frame, preserve_index=False)
     pl = pytest.importorskip("polars")
     # polars' categorical columns hold strings: string categories become an Enum of the frame's
-    # categories; integer ones are given as the codes the model was trained with.
+    # categories; integer ones are their plain values (what polars.from_pandas makes of them),
+    # read as the model's labels.
     cols = {}
     for name in frame.columns:
         s = frame[name]
@@ -109,8 +110,7 @@ def _as(frame, kind):
             values = [None if v != v else v for v in s.astype(object).tolist()]
             cols[name] = pl.Series(name, values, dtype=pl.Enum(list(s.cat.categories)))
         elif name == "size":
-            cols[name] = pl.Series(name, s.cat.set_categories(SIZES).cat.codes.replace(-1, np.nan)
-                                   .astype(float).to_numpy())
+            cols[name] = pl.Series(name, s.astype(float).to_numpy())
         else:
             cols[name] = pl.Series(name, s.to_numpy())
     return pl.DataFrame(cols)
@@ -357,3 +357,40 @@ def test_csv_labels_of_categorical_features_map_like_a_frame(data, xgb_binary, l
     code, _, err = _forge(capsys, "predict", tmp_path / "l.txt", "-i", tmp_path / "bad.csv", "-o", out)
     assert code != 0 and "Traceback" not in err
     assert "bad.csv: line 5, column 3: 'old' is not a number (feature 'age' is not categorical)" in err, err
+
+
+# ------------------------------------------------------------------ numbers where the model has labels
+def test_plain_numbers_for_a_labelled_feature_are_its_labels_or_refused():
+    """An integer-category column arrives as plain integers from polars.from_pandas (or an
+    astype(int)): read as the model's labels, the same answers as the categorical frame; where
+    the labels are strings, numbers are refused rather than silently read as codes."""
+    pl = pytest.importorskip("polars")
+    rng = np.random.default_rng(11)
+    n = 1500
+    df = pd.DataFrame({"a": rng.normal(size=n), "c": pd.Categorical(rng.choice([10, 20, 30, 50], n))})
+    df.loc[::37, "c"] = np.nan
+    y = (df.a + (df.c == 20) * 2 + rng.normal(size=n) * 0.1 > 0.5).astype(int)
+    model = lgb.LGBMClassifier(n_estimators=20, min_child_samples=5, verbose=-1).fit(df, y)
+    cf = sf.compile(model)
+    expected = model.predict_proba(df)[:, 1]
+    for frame in (pl.from_pandas(df), df.assign(c=df.c.astype(float))):
+        _same(cf.predict(frame), expected)
+    words = pd.DataFrame({"a": df.a, "c": pd.Categorical(rng.choice(["x", "y", "z"], n))})
+    cf_words = sf.compile(lgb.LGBMClassifier(n_estimators=5, verbose=-1).fit(words, (words.c == "y").astype(int)))
+    with pytest.raises(InputError, match="column 'c' holds plain .* categorical with the labels 'x', 'y', 'z'"):
+        cf_words.predict(words.assign(c=words.c.cat.codes))
+
+
+def test_what_is_not_rows_is_named():
+    xgb = pytest.importorskip("xgboost")
+    X = np.random.default_rng(0).normal(size=(200, 3)).astype(np.float32)
+    booster = xgb.train({"max_depth": 2}, xgb.DMatrix(X, X[:, 0] > 0), 3)
+    cf = sf.compile(booster)
+    with pytest.raises(InputError, match="predict got None: pass the rows"):
+        cf.predict(None)
+    with pytest.raises(InputError, match="xgboost.core.DMatrix, the training library's own data container"):
+        cf.predict(xgb.DMatrix(X))
+    with pytest.raises(InputError, match="predict got a builtins.str"):
+        cf.predict("X.csv")
+    with pytest.raises(TypeError, match="compile it first"):
+        sf.load_model(booster).predict(X)

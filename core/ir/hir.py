@@ -316,6 +316,12 @@ class Forest:
     # models whose input width is dynamic: onnxruntime takes any row at least that wide).
     wider_rows: bool = False
 
+    def predict(self, *args, **kwargs):
+        """A Forest is the imported model, not a compiled one: say so instead of an AttributeError."""
+        raise TypeError("a Forest is an imported model and does not predict: compile it first, "
+                        "sf.compile(forest).predict(X) (or silvanforge.reference.predict(forest, X), "
+                        "the plain evaluator)")
+
     @property
     def num_trees(self) -> int:
         return len(self.trees)

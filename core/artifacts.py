@@ -199,8 +199,9 @@ def _read_umask() -> int:
     return mask
 
 
-# mkstemp creates files 0600; an artifact gets the permissions any new file would.
-_UMASK = _read_umask()
+# mkstemp creates files 0600; an artifact (and a predictions file) gets the permissions any new
+# file would.
+UMASK = _UMASK = _read_umask()
 
 
 # ------------------------------------------------------------------------------------- reading

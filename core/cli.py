@@ -66,6 +66,27 @@ def _err() -> Console:
     return Console(stderr=True, highlight=False)
 
 
+def refuse_overwrite(output: str | None, **inputs: str | None) -> None:
+    """Refuse an ``--output`` that is one of the command's inputs (``inputs``: what each is, by
+    option name), itself or through a link: writing it would destroy what the command reads,
+    so the check runs before any work.  ``-`` (stdout, stdin) and absent paths never clash."""
+    if output is None or output == "-":
+        return
+    target = os.path.realpath(output)
+    for what, path in inputs.items():
+        if path is None or path == "-":
+            continue
+        same = os.path.realpath(path) == target
+        if not same and os.path.exists(path) and os.path.exists(output):
+            try:
+                same = os.path.samefile(path, output)  # hard links too
+            except OSError:
+                same = False
+        if same:
+            raise InputError(f"--output {output} is the {what.replace('_', ' ')} {path}: writing it would "
+                             "destroy it; choose another output path")
+
+
 def _note(message: str) -> None:
     sys.stderr.write(f"note: {message}\n")
 
@@ -212,6 +233,7 @@ def compile_command(
     cache: str | None = _cache_opt(),
 ):
     """Compile MODEL and report what was built; save it with -o."""
+    refuse_overwrite(output, model=model, profile=profile)
     cf = load_or_compile(model, target, rep, schedule, batch_size, threads, tile_size, profile, reorder,
                          cache=cache)
     if output is not None:
@@ -274,6 +296,7 @@ def predict(
     header: bool | None = _header_opt(),
 ):
     """Predict rows from a CSV or .npy file; one output line (or row) per input row."""
+    refuse_overwrite(output, model=model, input=input_path, profile=profile)
     cf = load_or_compile(model, target, rep, schedule, None, threads, tile_size, profile, reorder,
                          trust_code=trust_code, cache=cache)
     rows = csvio.read_rows(input_path, cf.num_features, cf.forest.feature_names, header)
@@ -359,6 +382,7 @@ def tune(
     """Time the forms worth trying for MODEL at each request size (1 row to large batches) on
     this machine and keep the fastest for each band of rows per call (a GPU target: its
     template's candidates at 512, 4096 and 65536 rows)."""
+    refuse_overwrite(output, model=model, rows=rows)
     if not budget > 0:
         raise InputError(f"--budget must be a positive number of seconds, got {budget}")
     at = tuning.SIZES

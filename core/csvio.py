@@ -28,15 +28,18 @@ Every problem with a file is raised as :class:`silvanforge.errors.InputError` na
 
 from __future__ import annotations
 
+import contextlib
 import csv
+import dataclasses
 import io
 import os
 import sys
-import dataclasses
+import tempfile
 from dataclasses import dataclass
 
 import numpy as np
 
+from .artifacts import UMASK as _UMASK
 from .errors import InputError
 from .inputs import column_order, label_codes
 
@@ -259,11 +262,20 @@ def write_predictions(path: str | None, y: np.ndarray) -> None:
     directory = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(directory):
         raise InputError(f"cannot write {path}: directory {directory} does not exist")
+    # Written whole to a file of its own beside the target, then renamed over it: a failed or
+    # interrupted run never leaves half a file, and a link at ``path`` is replaced, not written
+    # through.
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=os.path.basename(path) + ".", suffix=".tmp")
     try:
-        if path.lower().endswith(".npy"):
-            np.save(path, np.asarray(y), allow_pickle=False)
-        else:
-            with open(path, "w", encoding="utf-8", newline="") as f:
-                f.write(format_csv(y))
+        with os.fdopen(fd, "wb") as f:
+            if path.lower().endswith(".npy"):
+                np.save(f, np.asarray(y), allow_pickle=False)
+            else:
+                f.write(format_csv(y).encode("utf-8"))
+        os.chmod(tmp, 0o666 & ~_UMASK)  # mkstemp makes 0600: the mode any new file would get
+        os.replace(tmp, path)
     except OSError as exc:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
         raise InputError(f"cannot write {path}: {exc.strerror or exc}") from None
+

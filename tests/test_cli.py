@@ -408,3 +408,39 @@ def test_console_script_reports_one_line(tmp_path):
     assert proc.returncode == 1
     assert proc.stderr.strip().count("\n") == 0 and proc.stderr.startswith("error: ")
     assert "Traceback" not in proc.stderr
+
+
+# ------------------------------------------------------------------ outputs never destroy inputs
+def test_output_onto_an_input_or_a_link_to_one_is_refused_and_nothing_changes(capsys, binary_model, tmp_path):
+    import os
+    import shutil
+
+    path, _ = binary_model
+    model = tmp_path / "model.json"
+    shutil.copy(path, model)
+    X = tmp_path / "X.csv"
+    X.write_text("\n".join(",".join(f"{v:.3f}" for v in row)
+                           for row in np.random.default_rng(1).normal(size=(4, NUM_FEATURES))) + "\n")
+    os.symlink(X, tmp_path / "link.csv")
+    os.symlink(model, tmp_path / "link.json")
+    before = {p: p.read_bytes() for p in (model, X)}
+    cases = [("predict", model, "-i", X, "-o", X, "input"),
+             ("predict", model, "-i", X, "-o", tmp_path / "link.csv", "input"),
+             ("predict", model, "-i", X, "-o", model, "model"),
+             ("predict", model, "-i", X, "-o", tmp_path / "link.json", "model"),
+             ("compile", model, "-o", model, "model"),
+             ("compile", model, "-o", tmp_path / "link.json", "model")]
+    for *args, what in cases:
+        code, out, err = forge(capsys, *args)
+        assert code != 0 and err.count("error:") == 1 and "Traceback" not in err, (args, err)
+        assert f"is the {what}" in err, err
+        assert {p: p.read_bytes() for p in before} == before, args
+    # an ordinary output is written whole, and a link at the output path is replaced, not written through
+    target = tmp_path / "elsewhere.csv"
+    target.write_text("keep\n")
+    os.symlink(target, tmp_path / "out.csv")
+    code, _, err = forge(capsys, "predict", model, "-i", X, "-o", tmp_path / "out.csv")
+    assert code == 0, err
+    assert target.read_text() == "keep\n" and not (tmp_path / "out.csv").is_symlink()
+    assert len((tmp_path / "out.csv").read_text().splitlines()) == 4
+    assert not list(tmp_path.glob("*.tmp"))

@@ -15,6 +15,7 @@ from .config import config_context, get_config, set_config
 from .errors import (
     ArtifactError,
     ArtifactWarning,
+    CacheWarning,
     InputError,
     ModelFormatError,
     PluginError,
@@ -29,7 +30,7 @@ from .loading import load_model
 __version__ = "0.1.0"
 
 __all__ = [
-    "ArtifactError", "ArtifactWarning", "InputError", "ModelFormatError", "PluginError", "ScheduleError",
+    "ArtifactError", "ArtifactWarning", "CacheWarning", "InputError", "ModelFormatError", "PluginError", "ScheduleError",
     "SilvanForgeError", "UnsupportedModelError", "hookimpl", "Aggregation", "CategoryRule",
     "Forest", "Op", "Transform", "Tree", "load_model", "compile", "load_compiled",
     "CompiledForest", "lower", "show", "tune", "profile", "load_profile", "Profile", "CompileOptions",

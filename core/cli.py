@@ -29,7 +29,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from . import __version__, api, artifacts, csvio, pipeline, profiling, tuning
-from .errors import ArtifactWarning, InputError, SilvanForgeError
+from .errors import ArtifactWarning, CacheWarning, InputError, SilvanForgeError
 from .loading import is_artifact, load_model
 from .plugins import registry
 from .tiling import format_hir
@@ -192,10 +192,17 @@ def load_or_compile(model: str, target: str | None, rep: str | None, schedule: s
                 _note(str(w.message).replace("pass trust_code=True", "pass --trust-code"))
         return cf
     sched = read_schedule(schedule)
-    with _err().status(f"compiling {escape(model)}"):
-        return api.compile(model, target=target, rep=rep, schedule=sched,
-                          batch_size=batch_size, threads=threads, tile_size=tile_size or 1,
-                          profile=profile, reorder=reorder, cache=cache)
+    with _err().status(f"compiling {escape(model)}"), warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", CacheWarning)
+        cf = api.compile(model, target=target, rep=rep, schedule=sched,
+                         batch_size=batch_size, threads=threads, tile_size=tile_size or 1,
+                         profile=profile, reorder=reorder, cache=cache)
+    for w in caught:  # a cache that failed is a note: the predictions still come
+        if issubclass(w.category, CacheWarning):
+            _note(str(w.message))
+        else:
+            warnings.showwarning(w.message, w.category, w.filename, w.lineno)
+    return cf
 
 
 # --------------------------------------------------------------------------- commands

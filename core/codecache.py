@@ -33,9 +33,11 @@ import secrets
 import shutil
 import stat
 import tempfile
+import threading
+import warnings
 
 from . import __version__
-from .errors import InputError
+from .errors import CacheWarning, InputError
 from .userdirs import private_dir
 
 _TAG = 32  # bytes of HMAC-SHA256 before each entry's body
@@ -143,7 +145,7 @@ def _path(top: str, entry: str) -> str:
     return os.path.join(_sub(top, entry), entry + ".kernel")
 
 
-def get(directory: str | os.PathLike, entry: str) -> bytes | None:
+def _get(directory: str | os.PathLike, entry: str) -> bytes | None:
     """The stored body of ``entry``, or None when absent, damaged or not provably ours (a damaged
     entry in a private sub-directory is removed; a sub-directory that is not private is never
     read, and the next :func:`put` replaces it)."""
@@ -169,7 +171,42 @@ def get(directory: str | os.PathLike, entry: str) -> bytes | None:
     return body
 
 
+_warned: set = set()
+_warned_lock = threading.Lock()
+
+
+def _warn_once(directory, what: str, exc: OSError) -> None:
+    """Say once a directory that the cache failed: a cache is an optimisation, and a job whose
+    cache disk is full must still deliver its predictions."""
+    top = os.path.abspath(os.fspath(directory))
+    with _warned_lock:
+        if top in _warned:
+            return
+        _warned.add(top)
+    warnings.warn(CacheWarning(f"code cache {top}: cannot {what} ({exc.strerror or exc}); compiling "
+                               "without it"), stacklevel=3)
+
+
+def get(directory: str | os.PathLike, entry: str) -> bytes | None:
+    """The stored body of ``entry``, or None when absent, damaged, not provably ours, or the
+    cache cannot be read (a :class:`~silvanforge.errors.CacheWarning`, once a directory)."""
+    try:
+        return _get(directory, entry)
+    except OSError as exc:
+        _warn_once(directory, "read", exc)
+        return None
+
+
 def put(directory: str | os.PathLike, entry: str, body: bytes) -> None:
+    """Store ``body`` under ``entry`` atomically; where the cache cannot be written (a full
+    disk), a :class:`~silvanforge.errors.CacheWarning` once a directory, and nothing stored."""
+    try:
+        _put(directory, entry, body)
+    except OSError as exc:
+        _warn_once(directory, "write", exc)
+
+
+def _put(directory: str | os.PathLike, entry: str, body: bytes) -> None:
     """Store ``body`` under ``entry`` atomically (a concurrent writer of the same entry writes
     the same bytes; the last rename wins)."""
     top = private_dir(directory)

@@ -43,3 +43,8 @@ class ArtifactError(SilvanForgeError):
 class ArtifactWarning(UserWarning):
     """A saved compiled model was loaded without running its machine code (it was compiled
     again): the artifact is not signed with the loader's key, or is from an older version."""
+
+
+class CacheWarning(UserWarning):
+    """The code cache could not be read or written (a full disk, a read-only directory): the
+    model was compiled and predicts as without a cache, and this is said once a directory."""

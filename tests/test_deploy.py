@@ -381,3 +381,40 @@ def test_dask_result_shapes_follow_the_transform_not_the_margins():
     margins = sfd.predict(cf, da.from_array(X, chunks=(100, 4)), output_margin=True)
     assert margins.shape == cf.predict(X, output_margin=True).shape == (300,)
     np.testing.assert_array_equal(margins.compute(scheduler="sync"), cf.predict(X, output_margin=True))
+
+
+def test_a_full_cache_disk_warns_once_and_predicts(tmp_path, capsys, forest, rows, monkeypatch):
+    """A cache is an optimisation: when its disk is full (every write fails with ENOSPC) the
+    compile warns once a directory and predicts exactly; the CLI says it in one note and writes
+    the predictions."""
+    import errno
+    import types
+
+    from silvanforge import cli, codecache
+    from test_cli import read_csv, write_csv
+
+    xgb = pytest.importorskip("xgboost")
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    # the cache's own writes fail; the predictions file and everything else are written
+    monkeypatch.setattr(codecache, "tempfile", types.SimpleNamespace(mkstemp=full))
+    cache = tmp_path / "cache"
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        first = sf.compile(forest, cache=cache)
+        second = sf.compile(forest, cache=cache)
+    said = [w for w in caught if issubclass(w.category, sf.CacheWarning)]
+    assert len(said) == 1 and "No space left on device" in str(said[0].message)
+    for cf in (first, second):
+        np.testing.assert_array_equal(cf.predict(rows, output_margin=True),
+                                      reference.predict(forest, rows, output_margin=True))
+    X = np.random.default_rng(3).normal(size=(50, 4))
+    booster = xgb.train({"max_depth": 3, "objective": "binary:logistic"}, xgb.DMatrix(X, X[:, 0] > 0), 5)
+    booster.save_model(tmp_path / "m.json")
+    code = cli.main([str(a) for a in ("predict", tmp_path / "m.json", "-i", write_csv(tmp_path / "X.csv", X),
+                                      "-o", tmp_path / "y.csv", "--cache", tmp_path / "cache2")])
+    _, err = capsys.readouterr()
+    assert code == 0 and "Traceback" not in err and "No space left on device" in err
+    np.testing.assert_allclose(read_csv(tmp_path / "y.csv").ravel(), booster.predict(xgb.DMatrix(X)), rtol=1e-6)

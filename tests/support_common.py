@@ -60,3 +60,17 @@ def record_small_calls(cf, record) -> None:
         return wrapped[id(small)]
 
     cf._small_for = [wrap(s) for s in cf._small_for]
+
+
+def without_opencl(why: str, module: bool = False):
+    """Skip a test of the amd target where no OpenCL platform works, or fail it where one must
+    (``SILVANFORGE_REQUIRE_OPENCL=1``, which CI sets after installing one): a CI run never
+    passes without having tested the target."""
+    import os
+
+    import pytest
+
+    if os.environ.get("SILVANFORGE_REQUIRE_OPENCL", "") not in ("", "0"):
+        pytest.fail(f"SILVANFORGE_REQUIRE_OPENCL is set, but the amd target cannot run here: {why}",
+                    pytrace=False)
+    pytest.skip(f"no OpenCL platform: {why}", allow_module_level=module)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from support_common import without_opencl
 
 from silvanforge import reference, testing
 from silvanforge.plugins import registry
@@ -26,7 +27,7 @@ def test_the_cpu_target_conforms():
 def test_the_amd_target_conforms_on_opencl():
     ok, why = registry().target_available("amd")
     if not ok:
-        pytest.skip(f"no OpenCL platform: {why}")
+        without_opencl(why)
     result = testing.check_target("amd", reps=["sparse"], seeds=range(3))
     assert result.cases >= 3
 

@@ -13,6 +13,7 @@ import threading
 
 import numpy as np
 import pytest
+from support_common import without_opencl
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -26,7 +27,7 @@ from support_common import assert_close
 from support_gpu import gpu_models
 
 if not registry().target_available("amd")[0]:
-    pytest.skip(f"no OpenCL platform: {registry().target_available('amd')[1]}", allow_module_level=True)
+    without_opencl(registry().target_available("amd")[1], module=True)
 
 REPS = ["array", "sparse", "reorg"]
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from support_common import without_opencl
 import silvanforge as sf
 from silvanforge import reference, testing
 from silvanforge.errors import PluginError
@@ -159,5 +160,5 @@ def test_the_cpu_kernel_implements_the_protocol():
 def test_the_amd_kernel_implements_the_protocol():
     ok, why = registry().target_available("amd")
     if not ok:
-        pytest.skip(f"no OpenCL platform: {why}")
+        without_opencl(why)
     _check_kernel(sf.compile(make_forest(seed=3), target="amd").kernel, lean=False, saved=False)

@@ -36,7 +36,8 @@ def platforms() -> tuple[list[str], str | None]:
     except Exception as exc:  # no ICD loader, or no platform at all
         return [], f"no OpenCL platform found ({' '.join(str(exc).split())[:160]})"
     if not found:
-        return [], "no OpenCL platform with a device found (install ROCm, or pocl-binary-distribution for CPUs)"
+        return [], ("no OpenCL platform with a device found (install ROCm; for CPUs, Debian's or Ubuntu's "
+                    "pocl-opencl-icd, or pip's pocl-binary-distribution)")
     return found, None
 
 

@@ -16,7 +16,7 @@ _context = None
 
 def device_context():
     """One context and queue for the process: the device ``SILVANFORGE_OPENCL_DEVICE`` names,
-    else the first GPU, else the first device of any kind."""
+    else the first GPU, else the first device of any kind, that builds a kernel."""
     global _context
     if _context is None:
         wanted = os.environ.get("SILVANFORGE_OPENCL_DEVICE", "").lower()
@@ -28,11 +28,28 @@ def device_context():
         if not devices:
             raise PluginError("no OpenCL device found")
         gpus = [d for d in devices if d.type & cl.device_type.GPU]
-        device = (gpus or devices)[0]
-        ctx = cl.Context([device])
+        ordered = gpus + [d for d in devices if d not in gpus]
+        # The first that builds a kernel: a machine may list a platform that cannot (pip's PoCL
+        # 3.0 on CPUs newer than its LLVM) beside one that can (the distribution's PoCL).
+        ctx = next((c for c in map(_building_context, ordered) if c is not None), None)
+        device = ctx.devices[0] if ctx is not None else ordered[0]
+        ctx = ctx or cl.Context([device])
         queue = cl.CommandQueue(ctx, properties=cl.command_queue_properties.PROFILING_ENABLE)
         _context = (ctx, queue, device)
     return _context
+
+
+_PROBE = "__kernel void probe(__global float *a) { a[0] = 1.0f; }"
+
+
+def _building_context(device):
+    """A context on ``device`` where a tiny kernel builds, or None."""
+    try:
+        ctx = cl.Context([device])
+        cl.Program(ctx, _PROBE).build()
+        return ctx
+    except Exception:  # noqa: BLE001 - any failure: the device cannot serve
+        return None
 
 
 def device_key() -> str:
@@ -55,13 +72,14 @@ def build_problem() -> str | None:
     if not _probe:
         try:
             ctx, _, device = device_context()
-            cl.Program(ctx, "__kernel void probe(__global float *a) { a[0] = 1.0f; }").build()
+            cl.Program(ctx, _PROBE).build()
             _probe.append(None)
         except Exception as exc:
             log = " ".join(str(exc).split())
             reason = next((line.strip() for line in str(exc).splitlines() if "error:" in line), log[:200])
             name = device.name.strip() if "device" in locals() else "the OpenCL device"
-            _probe.append(f"{name} cannot build OpenCL kernels ({reason})")
+            _probe.append(f"{name} cannot build OpenCL kernels ({reason}); on a CPU newer than pip's "
+                          "PoCL knows, install Debian's or Ubuntu's pocl-opencl-icd")
     return _probe[0]
 
 

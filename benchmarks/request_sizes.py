@@ -1,7 +1,7 @@
 """Microseconds per call at every request size, ours and every installed peer, per model.
 
     python benchmarks/request_sizes.py --out DIR [--models a,b] [--sizes 1,16,64,256,4096]
-        [--threads 1,2] [--repeat 3] [--peers a,b] [--all-peers] [--tune-budget S] [--quick]
+        [--threads 1,2] [--repeat 3] [--peers a,b] [--all-peers] [--tune-budget S] [--cpu NAME] [--quick]
 
 For each model of request_size_models.py (trained into DIR/models on the first run) this runs
 ``forge bench``'s own machinery (silvanforge_bench.run_bench: the same peers, the same random rows,
@@ -11,7 +11,9 @@ artifact ``sf.tune`` keeps (one plan for every request size, ``--tune-budget`` s
 per model and thread count) is timed on the same rotations.  It prints and
 writes DIR/request_sizes.md (us per call, and ours / fastest peer) and DIR/request_sizes.json,
 and plots us per row against rows per call (log-log, one panel per model, one line per engine)
-into DIR/request_sizes_<N>t.png per thread count.  ``--quick`` trains small models and times
+into DIR/request_sizes_<N>t.png per thread count.  ``--cpu NAME`` compiles and tunes ours for
+that CPU (``sf.compile``'s ``cpu``: x86-64-v3, znver3, ...; the peers build for this host), to
+measure what code for a fleet's CPU costs here.  ``--quick`` trains small models and times
 briefly: a smoke test, not a measurement.
 """
 
@@ -44,7 +46,8 @@ class ModelResult:
     engines: list[str]
 
 
-def _tuned_timings(model: Path, sizes, threads, repeat, min_time, budget_s, say) -> tuple[dict, float | None, str | None]:
+def _tuned_timings(model: Path, sizes, threads, repeat, min_time, budget_s, say,
+                   cpu: str | None = None) -> tuple[dict, float | None, str | None]:
     """(timings, max diff from ours, note) of ``sf.tune``'s artifact, when the API has it."""
     import silvanforge as sf
 
@@ -64,7 +67,7 @@ def _tuned_timings(model: Path, sizes, threads, repeat, min_time, budget_s, say)
     for t in threads:
         say(f"tuning for {t} thread{'s' * (t != 1)}")
         try:
-            cf = sf.tune(str(model), rows=None, threads=t, budget_s=budget_s)
+            cf = sf.tune(str(model), rows=None, threads=t, budget_s=budget_s, cpu=cpu)
         except Exception as exc:  # noqa: BLE001 - a tuner failure is a note, the table stays
             return {}, None, f"{TUNED}: failed ({type(exc).__name__}: {' '.join(str(exc).split())[:200]})"
         worst = max(worst, compare(expected_on(pool[:max(sizes)]), cf.predict(pool[:max(sizes)]))[0])
@@ -74,7 +77,7 @@ def _tuned_timings(model: Path, sizes, threads, repeat, min_time, budget_s, say)
 
 
 def measure_model(spec, path: Path, sizes, threads, repeat: int, min_time: float, peers, all_peers: bool,
-                  cache_dir: Path, say=print, tune_budget: float | None = None) -> ModelResult:
+                  cache_dir: Path, say=print, tune_budget: float | None = None, cpu: str | None = None) -> ModelResult:
     from silvanforge_bench import bench
 
     skipped = {} if all_peers else dict(spec.slow_peers)
@@ -82,7 +85,7 @@ def measure_model(spec, path: Path, sizes, threads, repeat: int, min_time: float
         p[0] for p in bench.PEERS if (peers is None or p[0] in peers) and p[0] not in skipped]
     started = time.perf_counter()
     report = bench.run_bench(path, sizes, threads=list(threads), repeat=repeat, min_time=min_time,
-                             peers=wanted, compile_batch="none", cache_dir=str(cache_dir),
+                             peers=wanted, compile_batch="none", cache_dir=str(cache_dir), cpu=cpu,
                              progress=lambda what, done, total: say(f"{spec.name}: {what} ({done}/{total})"))
     timings = {(m.engine, m.threads, m.batch_size): m.seconds for m in report.measurements}
     diffs = {m.engine: m.max_abs_diff for m in report.measurements if m.max_abs_diff is not None}
@@ -90,7 +93,7 @@ def measure_model(spec, path: Path, sizes, threads, repeat: int, min_time: float
                                   for p, why in skipped.items() if peers is None or p in peers]
     engines = report.engines()
 
-    tuned, diff, note = _tuned_timings(path, sizes, threads, repeat, min_time, tune_budget, say)
+    tuned, diff, note = _tuned_timings(path, sizes, threads, repeat, min_time, tune_budget, say, cpu)
     if tuned:
         timings.update(tuned)
         diffs[TUNED] = diff
@@ -105,7 +108,7 @@ def measure_model(spec, path: Path, sizes, threads, repeat: int, min_time: float
 
 def measure(models, out: Path, sizes=DEFAULT_SIZES, threads=(1, 2), repeat: int = 3, quick: bool = False,
             peers=None, all_peers: bool = False, say=print, on_result=None,
-            tune_budget: float | None = None) -> list[ModelResult]:
+            tune_budget: float | None = None, cpu: str | None = None) -> list[ModelResult]:
     """Train (or reuse) and time every model in ``models`` (names of request_size_models.MODELS);
     ``on_result(results so far)`` after each model (a long run stopped early keeps its tables)."""
     from request_size_models import BY_NAME, model_path
@@ -115,7 +118,7 @@ def measure(models, out: Path, sizes=DEFAULT_SIZES, threads=(1, 2), repeat: int 
         spec = BY_NAME[name]
         path = model_path(spec, out, quick, say)
         results.append(measure_model(spec, path, sizes, threads, repeat, 0.0 if quick else 0.1, peers,
-                                     all_peers, out / "peer-cache", say, tune_budget))
+                                     all_peers, out / "peer-cache", say, tune_budget, cpu))
         if on_result is not None:
             on_result(results)
     return results
@@ -241,6 +244,8 @@ def main(argv=None) -> int:
     parser.add_argument("--out", type=Path, default=Path("request-sizes"))
     parser.add_argument("--tune-budget", type=float, default=None,
                         help="seconds sf.tune may spend per model and thread count (default: its own)")
+    parser.add_argument("--cpu", default=None,
+                        help="compile and tune ours for this CPU (x86-64-v3, znver3, ...; default: this host's)")
     parser.add_argument("--quick", action="store_true", help="small models, short timings: a smoke test")
     args = parser.parse_args(argv)
     names = [n.strip() for n in args.models.split(",") if n.strip()] or [m.name for m in MODELS]
@@ -254,6 +259,14 @@ def main(argv=None) -> int:
     known = [p[0] for p in PEERS]
     if peers is not None and any(p not in known for p in peers):
         raise SystemExit(f"error: unknown peer {next(p for p in peers if p not in known)!r}; known: {', '.join(known)}")
+    if args.cpu is not None:  # checked before any model is trained: one error line
+        from silvanforge.api import compile_options
+        from silvanforge.errors import SilvanForgeError
+
+        try:
+            args.cpu = compile_options(None, cpu=args.cpu).cpu
+        except SilvanForgeError as exc:
+            raise SystemExit(f"error: {exc}") from None
     args.out.mkdir(parents=True, exist_ok=True)
 
     def say(what: str) -> None:
@@ -267,7 +280,7 @@ def main(argv=None) -> int:
 
     results = measure(names, args.out, sizes, threads, 1 if args.quick else args.repeat, args.quick, peers,
                       args.all_peers, say, on_result=write,
-                      tune_budget=args.tune_budget or (QUICK_TUNE_S if args.quick else None))
+                      tune_budget=args.tune_budget or (QUICK_TUNE_S if args.quick else None), cpu=args.cpu)
     print(to_markdown(results, sizes, threads))
     print("wrote " + ", ".join(map(str, written)))
     return 0

@@ -43,7 +43,7 @@ def compile(model: ModelLike, target: str | None = None, rep: str | None = None,
             batch_size: int | None = None, threads: int | None = None,
             pad: bool | None = None, tile_size: int = 1, profile=None,
             reorder: str | None = None, cache: str | os.PathLike | None = None,
-            options: CompileOptions | None = None) -> CompiledForest:
+            options: CompileOptions | None = None, cpu: str | None = None) -> CompiledForest:
     """Compile ``model`` into machine code for ``target``; options left ``None`` are chosen for
     the model.
 
@@ -65,8 +65,17 @@ def compile(model: ModelLike, target: str | None = None, rep: str | None = None,
     trees most rows walk the same way are tiled along those paths (needs ``tile_size`` > 1).
     ``reorder``: ``"depth"`` or ``"peel"`` groups trees of equal depth (or shallowest leaf)
     and walks each group without leaf checks.
+    ``cpu``: the CPU the machine code is for (the cpu target): None or ``"native"`` for this
+    host's CPU and its features (the default), or a name LLVM's x86 backend knows:
+    ``"x86-64-v2"``/``"-v3"``/``"-v4"``, ``"haswell"``, ``"skylake-avx512"``, ``"icelake-server"``,
+    ``"sapphirerapids"``, ``"znver3"``, ``"znver4"``... (an unknown name is an ``InputError``
+    listing them).  Code for a named CPU uses that CPU's instructions only: build it here, save
+    it (``cf.save``) and run it across a fleet of such machines; ``predict`` refuses (a
+    ``PluginError``) on a host that lacks the CPU's features, rather than crash.  The artifact
+    records the CPU, and loading it builds code for that CPU again.
     ``cache``: a directory (private to you) where machine code is kept and reused, across
-    processes, for the same program on the same host (:mod:`silvanforge.codecache`).
+    processes, for the same program on the same host (:mod:`silvanforge.codecache`; code for
+    another ``cpu`` is another entry).
     ``options``: a :class:`silvanforge.options.CompileOptions` holding the options above but
     ``cache`` (and the lowering knobs); keyword arguments set to other than their defaults
     replace its fields.
@@ -76,10 +85,12 @@ def compile(model: ModelLike, target: str | None = None, rep: str | None = None,
         >>> cf = sf.compile("examples/model.json")
         >>> y = cf.predict(X)                     # what xgboost's predict returns  # doctest: +SKIP
         >>> cf = sf.compile(xgb_classifier, threads=1)                            # doctest: +SKIP
+        >>> sf.compile("examples/model.json", cpu="x86-64-v3").save("fleet.forge")  # doctest: +SKIP
     """
     start = time.perf_counter()
     opts = compile_options(options, target=target, rep=rep, schedule=schedule, batch_size=batch_size,
-                           threads=threads, pad=pad, tile_size=tile_size, profile=profile, reorder=reorder)
+                           threads=threads, pad=pad, tile_size=tile_size, profile=profile, reorder=reorder,
+                           cpu=cpu)
     reg = registry()
     target = opts.target
     reg.check_target(target)
@@ -114,8 +125,9 @@ def compile(model: ModelLike, target: str | None = None, rep: str | None = None,
 
 def cache_key(forest: hir.Forest, opts: CompileOptions) -> str:
     """The code-cache entry of a compile: the model's fingerprint and every option that shapes
-    its code, as given (what the compile then chooses follows from them), the target and the
-    host its code runs on (with the version: :func:`silvanforge.codecache.key`)."""
+    its code, as given (what the compile then chooses follows from them; the named ``cpu``
+    among them, so code for ``x86-64-v3`` and for this host are two entries), the target and
+    the host its code runs on (with the version: :func:`silvanforge.codecache.key`)."""
     given = {}
     for field in dataclasses.fields(opts):
         value = getattr(opts, field.name)

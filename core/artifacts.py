@@ -77,6 +77,8 @@ _META_FIELDS = {
     "format": (int,), "silvanforge": (str,), "target": (str,), "rep": (str,), "schedule": (str,),
     "batch_size": (int, type(None)), "threads": (int, type(None)), "fingerprint": (str,),
     "pad": (bool,), "tile_size": (int,), "reorder": (str, type(None)), "probability_tiling": (bool,),
+    # the named CPU the machine code is for (CompileOptions.cpu; None: the host's own)
+    "cpu": (str, type(None)),
     "lir": (str,), "kernel_sha256": (str,),
     # where a node order came from ("profile" or "cover", silvanforge.forms.Form.order_by)
     "node_order": (str, type(None)),
@@ -320,7 +322,7 @@ def _meta(raw: bytes, name: str) -> dict:
 
 # The fields of a form's entry in plan.json: its options, as meta.json records the main form's.
 _FORM_FIELDS = {field: _META_FIELDS[field] for field in (
-    "target", "rep", "schedule", "batch_size", "threads", "pad", "tile_size", "reorder", "plan_min_ns", "lir",
+    "target", "rep", "schedule", "batch_size", "threads", "pad", "tile_size", "reorder", "cpu", "plan_min_ns", "lir",
     "probability_tiling", "node_order", *LOWERING_FIELDS, "rep_options")}
 
 
@@ -351,7 +353,7 @@ def _default(field: str):
     if field in LOWERING_FIELDS:
         return None
     return {"pad": False, "tile_size": 1, "reorder": None, "probability_tiling": False,
-            "rep_options": {}, "plan_min_ns": None, "node_order": None}.get(field, ...)
+            "rep_options": {}, "plan_min_ns": None, "node_order": None, "cpu": None}.get(field, ...)
 
 
 def _check_manifest(data: dict, name: str) -> None:

@@ -139,6 +139,13 @@ def _reorder_opt():
                              "each group's walks (schedule peel-groups unless --schedule).")
 
 
+def _cpu_opt():
+    return typer.Option(None, "--cpu",
+                        help="The CPU to build code for: native (this host, the default) or a name such as "
+                             "x86-64-v3, haswell, skylake-avx512, znver3 (code for a fleet: saved here, run "
+                             "where the host has that CPU's features).")
+
+
 def _header_opt():
     return typer.Option(None, "--header/--no-header", show_default=False,
                         help="The CSV's first line is a header of feature names / is a row "
@@ -171,13 +178,17 @@ def read_schedule(path: str | None):
 def load_or_compile(model: str, target: str | None, rep: str | None, schedule: str | None,
                     batch_size: int | None = None, threads: int | None = None,
                     tile_size: int | None = None, profile: str | None = None,
-                    reorder: str | None = None, trust_code: bool = False, cache: str | None = None):
+                    reorder: str | None = None, trust_code: bool = False, cache: str | None = None,
+                    cpu: str | None = None):
     """A CompiledForest from a model file (compiled now) or a saved artifact (loaded; its machine
     code runs when signed with SILVANFORGE_ARTIFACT_KEY or with --trust-code)."""
     if is_artifact(model):
         meta = artifacts.read(model).meta  # checked, and its options compared, before compiling
+        if cpu is not None:  # compared as the target spells it ("native": None, as recorded)
+            cpu = api.compile_options(None, target=meta["target"], cpu=cpu).cpu or "native"
         for flag, wanted, actual in (("--target", target, meta["target"]), ("--rep", rep, meta["rep"]),
-                                     ("--tile-size", tile_size, meta["tile_size"])):
+                                     ("--tile-size", tile_size, meta["tile_size"]),
+                                     ("--cpu", cpu, meta["cpu"] or "native")):
             if wanted is not None and wanted != actual:
                 raise InputError(f"{model} was compiled with {flag[2:]} {actual!r}; compile the model "
                                  f"file again to use {flag} {wanted}")
@@ -196,7 +207,7 @@ def load_or_compile(model: str, target: str | None, rep: str | None, schedule: s
         warnings.simplefilter("always", CacheWarning)
         cf = api.compile(model, target=target, rep=rep, schedule=sched,
                          batch_size=batch_size, threads=threads, tile_size=tile_size or 1,
-                         profile=profile, reorder=reorder, cache=cache)
+                         profile=profile, reorder=reorder, cache=cache, cpu=cpu)
     for w in caught:  # a cache that failed is a note: the predictions still come
         if issubclass(w.category, CacheWarning):
             _note(str(w.message))
@@ -238,11 +249,12 @@ def compile_command(
     profile: str | None = _profile_opt(),
     reorder: str | None = _reorder_opt(),
     cache: str | None = _cache_opt(),
+    cpu: str | None = _cpu_opt(),
 ):
     """Compile MODEL and report what was built; save it with -o."""
     refuse_overwrite(output, model=model, profile=profile)
     cf = load_or_compile(model, target, rep, schedule, batch_size, threads, tile_size, profile, reorder,
-                         cache=cache)
+                         cache=cache, cpu=cpu)
     if output is not None:
         try:
             cf.save(output)
@@ -256,7 +268,9 @@ def compile_command(
     rows = [
         ("model", f"{forest.source} {forest.objective}".strip()),
         ("trees", s["trees"]), ("max depth", s["max_depth"]), ("features", s["features"]),
-        ("outputs", s["outputs"]), ("target", s["target"]), ("representation", s["rep"]),
+        ("outputs", s["outputs"]), ("target", s["target"]),
+        *([("cpu", f"{cf.cpu} (code for that CPU, not this host's)")] if cf.cpu is not None else []),
+        ("representation", s["rep"]),
         ("schedule", s["schedule"]),
         *([("tile size", cf.tile_size)] if cf.tile_size > 1 else []),
         *([("probability-tiled trees", s["probability_tiled_trees"])] if cf.tile_ids is not None else []),
@@ -301,11 +315,12 @@ def predict(
                                          "native code); otherwise its model is compiled again."),
     cache: str | None = _cache_opt(),
     header: bool | None = _header_opt(),
+    cpu: str | None = _cpu_opt(),
 ):
     """Predict rows from a CSV or .npy file; one output line (or row) per input row."""
     refuse_overwrite(output, model=model, input=input_path, profile=profile)
     cf = load_or_compile(model, target, rep, schedule, None, threads, tile_size, profile, reorder,
-                         trust_code=trust_code, cache=cache)
+                         trust_code=trust_code, cache=cache, cpu=cpu)
     rows = csvio.read_rows(input_path, cf.num_features, cf.forest.feature_names, header)
     if rows.note:
         _note(rows.note)
@@ -328,6 +343,7 @@ def show(
     max_trees: int = typer.Option(3, "--max-trees", min=0, help="Trees to print at hir (0: all)."),
     tile_size: int | None = _tile_opt(),
     show_tuning: bool = typer.Option(False, "--tuning", help="Print the tuning record of a tuned artifact."),
+    cpu: str | None = _cpu_opt(),
 ):
     """Print MODEL at one level of the pipeline (with --tile-size, hir prints the tiles too);
     --level plan prints the forms answering each band of rows per call."""
@@ -342,7 +358,7 @@ def show(
     if level is None:
         raise InputError("say which level to show: --level hir|mir|lir|target|plan (or --tuning)")
     if level is Level.plan:
-        cf = load_or_compile(model, target, rep, schedule, tile_size=tile_size)
+        cf = load_or_compile(model, target, rep, schedule, tile_size=tile_size, cpu=cpu)
         sys.stdout.write(cf.plan_text() + "\n")
         return
     if level is Level.hir and not is_artifact(model) and target is None and rep is None \
@@ -350,7 +366,7 @@ def show(
         forest = load_model(model)
         text = format_hir(forest, tile_size or 1, max_trees=max_trees or None)
     elif is_artifact(model):
-        cf = load_or_compile(model, target, rep, schedule, tile_size=tile_size)
+        cf = load_or_compile(model, target, rep, schedule, tile_size=tile_size, cpu=cpu)
         text = format_hir(cf.forest, cf.tile_size, max_trees=max_trees or None) \
             if level is Level.hir else cf.show(level.value)
         if level is not Level.hir:
@@ -360,7 +376,7 @@ def show(
     else:
         # Lowering only: a GPU schedule prints here even where no GPU can run it.
         low = api.lower(model, target=target, rep=rep, schedule=read_schedule(schedule),
-                       tile_size=tile_size or 1)
+                       tile_size=tile_size or 1, cpu=cpu)
         text = low.show(level.value)
         _options_line(low.options)
     sys.stdout.write(text if text.endswith("\n") else text + "\n")
@@ -385,6 +401,7 @@ def tune(
     sizes: str | None = typer.Option(None, "--sizes",
                                      help="Request sizes (rows per call) to time, comma-separated; default: "
                                           "1,16,64,256,4096 on a CPU, a GPU target's own (512,4096,65536)."),
+    cpu: str | None = _cpu_opt(),
 ):
     """Time the forms worth trying for MODEL at each request size (1 row to large batches) on
     this machine and keep the fastest for each band of rows per call (a GPU target: its
@@ -411,7 +428,7 @@ def tune(
                   TimeElapsedColumn(), console=_err(), transient=True) as progress:
         task = progress.add_task("tune", total=None)
         cf = tuning.tune(source, rows=sample, target=target, threads=threads, budget_s=budget, sizes=at,
-                      progress=lambda what, done, total: progress.update(
+                      cpu=cpu, progress=lambda what, done, total: progress.update(
                           task, description=escape(what), completed=done, total=total or None))
     if output is not None:
         try:

@@ -68,6 +68,7 @@ class CompiledForest:
     pad = property(lambda self: self.options.pad, doc="whether the trees were padded")
     tile_size = property(lambda self: self.options.tile_size, doc="nodes a walk step evaluates")
     reorder = property(lambda self: self.options.reorder, doc='trees grouped by "depth" or "peel", or None')
+    cpu = property(lambda self: self.options.cpu, doc="the named CPU its code is for, or None: this host's")
     lir_module = property(lambda self: self.main.lir_module, doc="the main form's LIR module")
     mir_function = property(lambda self: self.main.mir_function, doc="the main form's MIR function")
 
@@ -185,11 +186,13 @@ class CompiledForest:
         if level == "plan":
             return self.plan_text()
         main = self.main
-        return program_text(level, self.forest, main.tile_ids, main.options.tile_size, self.target,
+        return program_text(level, self.forest, main.tile_ids, main.options.tile_size, main.options,
                             lambda: main.mir_function, lambda: main.lir_module)
 
     def plan_text(self) -> str:
         head = "plan (tuned on this host)" if self.tuning is not None else "plan (untuned: the cost model's)"
+        if self.cpu is not None:  # code for a fleet's CPU, not this host's
+            head += f", code for cpu {self.cpu}"
         return head + "\n" + describe(self.bands, [f.text() for f in self.forms])
 
     def summary(self) -> dict:
@@ -199,7 +202,7 @@ class CompiledForest:
                 "schedule": self.schedule.to_text().replace("\n", "; ") or "none (nothing walked)", "padded": self.pad,
                 "tile_size": self.tile_size, "reorder": self.reorder, "plan_min_ns": self.options.plan_min_ns,
                 "probability_tiled_trees": sum(i is not None for i in self.tile_ids or []),
-                "batch_size": self.batch_size, "threads": self.threads,
+                "batch_size": self.batch_size, "threads": self.threads, "cpu": self.cpu or "native",
                 # the lowering knobs (None: chosen by the lowering for the model)
                 **self.options.lowering(), "rep_options": dict(self.options.rep_options),
                 "plan": "; ".join(f"{b.text()} rows: {self.forms[b.form].options.rep}" for b in self.bands),
@@ -267,7 +270,7 @@ def form_meta(form: Form) -> dict:
     """The options of a form as ``meta.json`` (and ``plan.json``) record them."""
     o = form.options
     return {"target": o.target, "rep": o.rep, "schedule": o.schedule.to_text(), "batch_size": o.batch_size,
-            "threads": o.threads, "pad": o.pad, "tile_size": o.tile_size, "reorder": o.reorder,
+            "threads": o.threads, "pad": o.pad, "tile_size": o.tile_size, "reorder": o.reorder, "cpu": o.cpu,
             "plan_min_ns": o.plan_min_ns, "lir": form.digest, "probability_tiling": form.tile_ids is not None,
             "node_order": form.order_by,
             **o.lowering(), "rep_options": dict(o.rep_options)}

@@ -14,7 +14,7 @@ from .errors import PluginError, UnsupportedModelError
 from .ir import hir, lir, mir
 from .kernel import check_kernel
 from .memo import in_compile_scope
-from .options import CompileOptions
+from .options import CompileOptions, kernel_options
 from .pipeline import _lower, choose_representation, lir_digest
 from .plan import MID_BATCH, SMALL_BAND_FACTOR, SMALL_BAND_MIN_NS, SMALL_ROWS, Band, merge_bands, untuned_bands
 from .plugins import registry
@@ -115,11 +115,6 @@ def _small_calls(kernel, options: CompileOptions, transform, flat: bool):
             return None
         return kernel.small_calls(SMALL_ROWS, transform, flat, threads=threads)
     return kernel.small_calls(SMALL_ROWS, transform, flat)
-
-
-def kernel_options(opts: CompileOptions) -> dict:
-    """What a target's compile takes besides the program."""
-    return {"threads": opts.threads, "batch_size": opts.batch_size}
 
 
 def build_form(forest: hir.Forest, opts: CompileOptions, tile_ids: list | None = None,

@@ -13,9 +13,9 @@ import warnings
 from . import __version__, artifacts
 from .compiled import CompiledForest, tile_ids_from_arrays
 from .errors import ArtifactError, ArtifactWarning, InputError, IRVerificationError, ScheduleError
-from .forms import Form, host_key, kernel_options, untuned_plan
+from .forms import Form, host_key, untuned_plan
 from .ir import hir, lir_io
-from .options import CompileOptions
+from .options import CompileOptions, kernel_options
 from .pipeline import _lower, lir_digest
 from .plan import Band, bands_from_json
 from .plugins import registry
@@ -77,7 +77,8 @@ def load(source, name: str, key, trust_code: bool, forest: hir.Forest | None = N
         warnings.warn(f"{name}: its plan was tuned on another host ({_host_name(tuning)}); using the "
                       "untuned plan (run forge tune here to tune it for this one)", ArtifactWarning,
                       stacklevel=3)
-        given = CompileOptions(target=meta["target"], threads=meta.get("threads"),
+        # (for the CPU it was compiled for: the plan gives way, the code's CPU does not)
+        given = CompileOptions(target=meta["target"], threads=meta.get("threads"), cpu=meta.get("cpu"),
                                batch_size=(plan.get("given") or {}).get("batch_size"))
         forms, bands = untuned_plan(forest, given.resolved())
         return CompiledForest(forest, forms, bands, time.perf_counter() - start)

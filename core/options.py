@@ -51,6 +51,10 @@ class CompileOptions:
     - ``profile``: a :class:`silvanforge.Profile` (or its file) guiding tiling; the tiling it
       gives is what an artifact records (``tiling.npz``), not the profile.
     - ``reorder``: ``"depth"`` or ``"peel"`` groups trees (None: model order).
+    - ``cpu``: the CPU the machine code is for: a name the target knows (``"x86-64-v3"``,
+      ``"znver3"``, ``"skylake-avx512"``: :meth:`silvanforge.target.Target.check_cpu`), or None
+      for this host's own CPU (``"native"`` is None).  It decides the code, not the program: the
+      LIR is the same for every CPU.
 
     The plan (:mod:`silvanforge.plan`: which form answers a call of n rows):
 
@@ -94,6 +98,7 @@ class CompileOptions:
     tile_size: int = 1
     profile: Any = None
     reorder: str | None = None
+    cpu: str | None = None
     plan_min_ns: float | None = None
     vector_walks: bool | None = None
     split_rows: bool | None = None
@@ -107,6 +112,14 @@ class CompileOptions:
 
     def __post_init__(self):
         object.__setattr__(self, "rep_options", RepOptions(self.rep_options))
+        if self.cpu is not None:
+            if not isinstance(self.cpu, str):
+                raise InputError(f"cpu must be a CPU name such as 'x86-64-v3' (or None / 'native': this "
+                                 f"host), got {type(self.cpu).__name__}")
+            # "native" is this host: the default, recorded as None (what the target checks is
+            # the name: silvanforge.pipeline.compile_options).
+            if self.cpu.strip().lower() in ("", "native"):
+                object.__setattr__(self, "cpu", None)
         value = self.plan_min_ns
         if value is not None:
             if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)) \
@@ -156,7 +169,7 @@ class CompileOptions:
                    schedule=meta["schedule"] if schedule is None else schedule,
                    batch_size=meta.get("batch_size"), threads=meta.get("threads"),
                    pad=bool(meta.get("pad", False)), tile_size=meta.get("tile_size", 1),
-                   reorder=meta.get("reorder"), plan_min_ns=meta.get("plan_min_ns"),
+                   reorder=meta.get("reorder"), cpu=meta.get("cpu"), plan_min_ns=meta.get("plan_min_ns"),
                    rep_options=meta.get("rep_options") or {},
                    **{name: meta.get(name) for name in LOWERING_FIELDS})
 
@@ -177,6 +190,12 @@ class CompileOptions:
                 continue
             parts.append(f"{field.name}={value}")
         return " ".join(parts)
+
+
+def kernel_options(opts: CompileOptions) -> dict:
+    """What a target's ``compile`` (and ``load_kernel``, ``source``) takes besides the program:
+    the threads and batch size, and the CPU the code is for (None: this host)."""
+    return {"threads": opts.threads, "batch_size": opts.batch_size, "cpu": opts.cpu}
 
 
 class RepOptions(Mapping):
@@ -272,5 +291,5 @@ def node_widths(feature=None, index=None, inline_leaves: bool | None = None,
     return override(**{k: v for k, v in knobs.items() if v is not None})
 
 
-__all__ = ["CompileOptions", "RepOptions", "LOWERING_FIELDS", "override", "vector_walks", "split_rows",
-           "per_tree_walk_depth", "leaf_self_loops", "node_widths"]
+__all__ = ["CompileOptions", "RepOptions", "LOWERING_FIELDS", "kernel_options", "override", "vector_walks",
+           "split_rows", "per_tree_walk_depth", "leaf_self_loops", "node_widths"]

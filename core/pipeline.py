@@ -16,7 +16,7 @@ from .hir_passes import pad_each_tree, pad_trees, padded_nodes, padded_nodes_eac
 from .ir import hir, lir, mir
 from .lowering import VECTOR_WALK_DEFAULT
 from .loading import load_model
-from .options import CompileOptions
+from .options import CompileOptions, kernel_options
 from .plugins import registry
 from .profiling import as_profile
 from .rep import instance, refusal
@@ -164,13 +164,15 @@ class Lowered:
 
     def show(self, level: str) -> str:
         """The program at ``level``: hir, mir, lir or target."""
-        return program_text(level, self.forest, self.tile_ids, self.tile_size, self.options.target,
+        return program_text(level, self.forest, self.tile_ids, self.tile_size, self.options,
                             lambda: self.mir, lambda: self.lir)
 
 
-def program_text(level: str, forest: hir.Forest, tile_ids, tile_size: int, target: str, mir_fn, lir_module) -> str:
-    """A program at ``level`` (hir, mir, lir, target): ``mir_fn`` and ``lir_module`` give the
-    MIR function and LIR module when asked (a loaded model lowers them only then)."""
+def program_text(level: str, forest: hir.Forest, tile_ids, tile_size: int, options: CompileOptions, mir_fn,
+                 lir_module) -> str:
+    """A program at ``level`` (hir, mir, lir, target) compiled with ``options`` (its target and
+    CPU make the target code): ``mir_fn`` and ``lir_module`` give the MIR function and LIR
+    module when asked (a loaded model lowers them only then)."""
     if level == "hir":
         return format_hir(_tiled_model(forest, tile_ids), tile_size)
     if level == "mir":
@@ -178,7 +180,10 @@ def program_text(level: str, forest: hir.Forest, tile_ids, tile_size: int, targe
     if level == "lir":
         return lir.format_module(lir_module())
     if level == "target":
-        return registry().target(target).source(lir_module())
+        target = registry().target(options.target)
+        if options.cpu is None:
+            return target.source(lir_module())
+        return target.source(lir_module(), kernel_options(options))
     raise InputError(f"unknown level {level!r}; choose hir, mir, lir or target")
 
 
@@ -188,7 +193,8 @@ def compile_options(options: CompileOptions | None = None, **given) -> CompileOp
     from their defaults in place of its fields, resolved (the context managers and environment
     variable of :mod:`silvanforge.options` read here, once); no target: the host's
     (:meth:`silvanforge.plugins.PluginRegistry.default_target`, chosen here only, so the options
-    object itself never looks for plugins)."""
+    object itself never looks for plugins); a named ``cpu``, checked by that target
+    (:meth:`silvanforge.target.Target.check_cpu`) and spelt as it spells it."""
     base = options if options is not None else CompileOptions()
     if not isinstance(base, CompileOptions):
         raise InputError(f"options must be a CompileOptions, got {type(base).__name__}")
@@ -198,12 +204,19 @@ def compile_options(options: CompileOptions | None = None, **given) -> CompileOp
     if base.target is None and "target" not in changed:
         changed["target"] = registry().default_target()
     registry().check_rep_options(changed.get("rep_options", base.rep_options))
-    return (dataclasses.replace(base, **changed) if changed else base).resolved()
+    opts = (dataclasses.replace(base, **changed) if changed else base).resolved()
+    if opts.cpu is not None:
+        # Checked once here, before anything is lowered: an unknown name is one clear error.
+        cpu = registry().target(opts.target).check_cpu(opts.cpu)
+        if cpu != opts.cpu:
+            opts = dataclasses.replace(opts, cpu=cpu)
+    return opts
 
 
 def lower(model, target: str | None = None, rep: str | None = None, schedule=None,
           batch_size: int | None = None, pad: bool | None = None, tile_size: int = 1,
-          profile=None, reorder: str | None = None, options: CompileOptions | None = None) -> Lowered:
+          profile=None, reorder: str | None = None, options: CompileOptions | None = None,
+          cpu: str | None = None) -> Lowered:
     """The front half of ``compile``: model -> HIR (-> padded HIR) -> MIR -> LIR, for ``target``
     (which need not be able to run here).
 
@@ -217,12 +230,14 @@ def lower(model, target: str | None = None, rep: str | None = None, schedule=Non
     ``reorder``: "depth" or "peel" groups trees of equal depth / shallowest leaf; without a
     schedule each group's walks are then peeled to its shallowest leaf (``peel-groups``), and
     ``pad`` (None: when it at most doubles the nodes) pads each tree to its own depth.
+    ``cpu``: the CPU the target code is for (None: this host), as ``compile`` takes it; the
+    lowering does not depend on it, the target code (``show("target")``) does.
     ``options``: a :class:`silvanforge.options.CompileOptions` holding all of these (and the
     lowering knobs); keyword arguments set to other than their defaults replace its fields.
     """
     return _lower(model, compile_options(options, target=target, rep=rep, schedule=schedule,
                                          batch_size=batch_size, pad=pad, tile_size=tile_size,
-                                         profile=profile, reorder=reorder))
+                                         profile=profile, reorder=reorder, cpu=cpu))
 
 
 def _lower(model, opts: CompileOptions, tile_ids: list | None = None) -> Lowered:
@@ -323,12 +338,13 @@ def _lower_program(forest: hir.Forest, rep: str, target_kind: str, batch_size: i
 
 def show(model, level: str, target: str | None = None, rep: str | None = None, schedule=None,
          batch_size: int | None = None, pad: bool | None = None, tile_size: int = 1,
-         profile=None, reorder: str | None = None, options: CompileOptions | None = None) -> str:
+         profile=None, reorder: str | None = None, options: CompileOptions | None = None,
+         cpu: str | None = None) -> str:
     """The program at ``level`` (hir, mir, lir, target) without running anything: GPU schedules
     can be printed on a machine without a GPU.  The options are :func:`lower`'s."""
     return _lower(model, compile_options(options, target=target, rep=rep, schedule=schedule,
                                          batch_size=batch_size, pad=pad, tile_size=tile_size,
-                                         profile=profile, reorder=reorder)).show(level)
+                                         profile=profile, reorder=reorder, cpu=cpu)).show(level)
 
 
 def lir_digest(module: lir.Module, tile_ids: list | None = None) -> str:

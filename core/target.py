@@ -9,14 +9,15 @@ instance may keep what is costly to find (a device context, the host's signature
 Required: :attr:`~Target.name` and :meth:`~Target.compile`, returning a
 :class:`silvanforge.kernel.Kernel`.  Everything else has a default a target overrides where it
 has something of its own: whether it runs here, its default schedule, its own MIR -> LIR
-lowering, its generated source, a host key for the code cache and reloading saved code.
+lowering, its generated source, a host key for the code cache, reloading saved code and
+compiling for a named CPU (``cpu=``).
 """
 
 from __future__ import annotations
 
 from typing import ClassVar
 
-from .errors import PluginError
+from .errors import InputError, PluginError
 from .ir import lir
 from .scheduler import canned
 
@@ -25,8 +26,9 @@ __all__ = ["Target", "check_class"]
 
 class Target:
     """Base of targets.  ``module`` below is an LIR :class:`silvanforge.ir.lir.Module`;
-    ``options`` of :meth:`compile` and :meth:`load_kernel` a dict with at least ``threads`` and
-    ``batch_size`` (either may be None: all CPUs, any batch)."""
+    ``options`` of :meth:`compile` and :meth:`load_kernel` a dict with at least ``threads``,
+    ``batch_size`` and ``cpu`` (each may be None: all CPUs, any batch, this host's CPU; ``cpu``
+    is only ever set for a target whose :meth:`check_cpu` took it)."""
 
     #: The name users pass as ``target=`` and ``--target`` (unique among installed plugins).
     name: ClassVar[str] = ""
@@ -81,14 +83,26 @@ class Target:
     def load_kernel(self, module, blob: bytes, options: dict):
         """Rebuild a kernel from ``blob`` (bytes a kernel's ``artifact()`` returned) for the same
         ``module``, or return None (the default) to have it compiled again (code built for
-        another host).  ``module`` may be the runnable part only of the program
+        another host, or another CPU than ``options["cpu"]``).  ``module`` may be the runnable part only of the program
         (:mod:`silvanforge.ir.lir_io`: functions without bodies, buffers with their data)."""
         return None
 
-    def source(self, module) -> str:
+    def source(self, module, options: dict | None = None) -> str:
         """The generated code as text (LLVM IR, CUDA C, OpenCL C) for
-        ``forge show --level target``; by default the LIR as printed."""
+        ``forge show --level target``; by default the LIR as printed.  ``options``: the
+        compile's, as :meth:`compile` takes them, passed only where ``cpu`` is set (a target
+        that takes no ``cpu`` may leave the parameter out)."""
         return lir.format_module(module)
+
+    def check_cpu(self, cpu: str) -> str | None:
+        """The CPU ``compile(..., cpu=cpu)`` names, checked: the target's own spelling of it, or
+        None for the host's own CPU (``"native"``), or an
+        :class:`~silvanforge.errors.InputError` saying why the target cannot compile for it
+        (an unknown name).  Code for a named CPU may be built and saved on a host without it;
+        its kernel refuses to run where the host lacks the CPU's features.  By default a target
+        compiles for no named CPU (a GPU target: its device decides)."""
+        raise InputError(f"target {self.name!r} does not compile for a named CPU (cpu={cpu!r}): "
+                         "cpu= is for CPU targets such as 'cpu'")
 
     def host_key(self) -> str | None:
         """A short string naming everything this host's machine code depends on (for the CPU:

@@ -132,7 +132,7 @@ def compile_plan(model, bands: list[tuple[int | None, CompileOptions]], tuning: 
 def tune(model, rows=None, target: str | None = None, threads: int | None = None,
          budget_s: float | None = None, batch_size: int | None = None,
          sizes: tuple[int, ...] = SIZES,
-         progress: Callable[[str, int, int], None] | None = None) -> CompiledForest:
+         progress: Callable[[str, int, int], None] | None = None, cpu: str | None = None) -> CompiledForest:
     """Time the forms worth trying for ``model`` on this machine and keep the fastest for each
     band of rows per call (see the module docstring).
 
@@ -141,6 +141,9 @@ def tune(model, rows=None, target: str | None = None, threads: int | None = None
     usable CPUs).  ``budget_s``: seconds to spend (default 60); the untuned plan's forms are
     always compiled, so a budget of a few seconds returns a model at least as good as
     ``compile``'s by its own timing.  ``progress(what, done, total)`` is told what is timed.
+    ``cpu``: the CPU the code is for, as :func:`silvanforge.compile` takes it (None: this
+    host); the forms are timed here, so this host must run that CPU's code (else a
+    ``PluginError`` says what it lacks).
     Returns a :class:`~silvanforge.compiled.CompiledForest`; ``forge show --tuning`` of its
     artifact prints the record."""
     start = time.perf_counter()
@@ -153,7 +156,7 @@ def tune(model, rows=None, target: str | None = None, threads: int | None = None
     if not sizes or sizes[0] < 1:
         raise InputError(f"request sizes to tune for must be positive, got {sizes}")
     forest = model if isinstance(model, hir.Forest) else load_model(model)
-    opts = compile_options(None, target=target, threads=threads, batch_size=batch_size)
+    opts = compile_options(None, target=target, threads=threads, batch_size=batch_size, cpu=cpu)
     reg = registry()
     reg.check_target(opts.target)
     kind = reg.target_kind(opts.target)

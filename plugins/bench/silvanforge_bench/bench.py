@@ -209,7 +209,7 @@ def run_bench(model, batch_sizes=DEFAULT_BATCH_SIZES, threads: int | Sequence[in
               progress: ProgressFn | None = None, lleaves_venv: str | None = None,
               cache_dir: str | None = None, tile_size: int = 1, profile=None,
               reorder: str | None = None, pad: bool | None = None,
-              compile_batch: int | str = "each") -> BenchReport:
+              compile_batch: int | str = "each", cpu: str | None = None) -> BenchReport:
     """Time SilvanForge and the applicable available peers on ``model``; see the module doc.
 
     ``threads`` is one thread count or several (``[1, 2]``, ``"1,all"``); every engine is timed at
@@ -222,6 +222,9 @@ def run_bench(model, batch_sizes=DEFAULT_BATCH_SIZES, threads: int | Sequence[in
     :func:`silvanforge.compile`.  ``compile_batch``: the batch size ours is compiled for:
     ``"each"`` (a compile per batch size whose default schedule differs), ``"none"`` (one compile
     without a batch size, as a service compiled once for any request), or a number.
+    ``cpu``: the CPU ours is compiled for (:func:`silvanforge.compile`'s ``cpu``; None: this
+    host's); the peers build for this host as they always do, so the table says what code for
+    that CPU gives up (or gains) on this machine.
     """
     from silvanforge import api
     from silvanforge.loading import load_model
@@ -283,7 +286,7 @@ def run_bench(model, batch_sizes=DEFAULT_BATCH_SIZES, threads: int | Sequence[in
             start = time.perf_counter()
             cf = api.compile(forest, target=target, rep=rep, schedule=schedule,
                              batch_size=for_size, threads=t, tile_size=tile_size,
-                             profile=profile, reorder=reorder, pad=pad)
+                             profile=profile, reorder=reorder, pad=pad, cpu=cpu)
             compile_seconds += time.perf_counter() - start
             first = first or cf
             for b in sizes:
@@ -295,7 +298,7 @@ def run_bench(model, batch_sizes=DEFAULT_BATCH_SIZES, threads: int | Sequence[in
         features=forest.num_features, outputs=forest.num_outputs, target=target, rep=first.rep,
         schedule=first.schedule.to_text().replace("\n", "; ") or "none (nothing walked)", threads=thread_counts,
         repeat=repeat,
-        min_time=min_time, batch_sizes=batch_sizes, tile_size=first.tile_size,
+        min_time=min_time, batch_sizes=batch_sizes, tile_size=first.tile_size, cpu=first.cpu,
     )
     report.versions = {"silvanforge": _version("silvanforge") or "?", "numpy": np.__version__}
     if compile_batch != "each":

@@ -11,7 +11,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from silvanforge import cli as forge_cli
-from silvanforge.cli import (_err, _out, _profile_opt, _rep_opt, _reorder_opt, _schedule_opt,
+from silvanforge.cli import (_cpu_opt, _err, _out, _profile_opt, _rep_opt, _reorder_opt, _schedule_opt,
                              _target_opt, _tile_opt, read_schedule)
 from silvanforge.errors import InputError
 
@@ -49,6 +49,7 @@ def bench(
     pad: bool | None = typer.Option(None, "--pad/--no-pad",
                                     help="Pad trees to one depth (or each to its own with --reorder); "
                                          "default: when it at most doubles the nodes."),
+    cpu: str | None = _cpu_opt(),
 ):
     """Time our compiled model against the available peers on the same random inputs."""
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
@@ -87,7 +88,7 @@ def bench(
                                     schedule=sched, repeat=repeat, min_time=min_time, peers=peer_list,
                                     progress=on_progress, lleaves_venv=lleaves_venv,
                                     tile_size=tile_size or 1, profile=profile, reorder=reorder, pad=pad,
-                                    compile_batch=compile_batch)
+                                    compile_batch=compile_batch, cpu=cpu)
 
     out = _out()
     table = Table(title=escape(benchmod.describe(report)), title_justify="left")

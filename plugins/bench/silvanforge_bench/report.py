@@ -65,6 +65,7 @@ class BenchReport:
     versions: dict[str, str] = dataclasses.field(default_factory=dict)
     builds: list[Build] = dataclasses.field(default_factory=list)
     tile_size: int = 1
+    cpu: str | None = None  # the named CPU ours was compiled for (None: this host's)
 
     def engines(self) -> list[str]:
         seen: list[str] = []
@@ -194,7 +195,7 @@ def describe(report: BenchReport) -> str:
     return (f"{report.model} ({report.model_format}): {report.trees} trees, max depth "
             f"{report.max_depth}, {report.features} features, {report.outputs} "
             f"output{'s' if report.outputs != 1 else ''}; "
-            f"target {report.target}, rep {report.rep}"
+            f"target {report.target}{f' (code for cpu {report.cpu})' if report.cpu else ''}, rep {report.rep}"
             f"{f', tile size {report.tile_size}' if report.tile_size > 1 else ''}, schedule {report.schedule}; "
             f"{threads} thread{plural}, best of {report.repeat}")
 

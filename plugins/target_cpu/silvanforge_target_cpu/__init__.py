@@ -1,4 +1,6 @@
-"""The CPU target: LIR -> LLVM IR (llvmlite) -> O3 -> JIT for the host CPU.
+"""The CPU target: LIR -> LLVM IR (llvmlite) -> O3 -> JIT for the host CPU, or for a named x86-64
+CPU (``cpu="x86-64-v3"``, :mod:`.cpus`): code for a fleet, built and saved anywhere, run where
+the host has that CPU's features.
 
 :class:`CpuTarget` is the plugin's one target (its ``silvanforge_targets`` hook lists it); its
 kernels are :class:`.jit.CpuKernel`.  The core's lowering serves it (it brings none of its own).
@@ -34,16 +36,22 @@ class CpuTarget(Target):
     def default_schedule(self, forest, batch_size, options=None):
         return default_schedule(forest, batch_size, options)
 
-    def source(self, module) -> str:
+    def source(self, module, options=None) -> str:
         from . import codegen
 
-        return str(codegen.generate(module))
+        return str(codegen.generate(module, cpu=_cpu(options)))
 
     def compile(self, module, options):
         from . import codegen, jit
 
         _reject_gpu_constructs(module)
-        return jit.compile_module(module, str(codegen.generate(module)))
+        cpu = _cpu(options)
+        return jit.compile_module(module, str(codegen.generate(module, cpu=cpu)), cpu)
+
+    def check_cpu(self, cpu):
+        from . import cpus
+
+        return cpus.canonical(cpu)
 
     def host_key(self) -> str:
         from . import jit
@@ -53,7 +61,15 @@ class CpuTarget(Target):
     def load_kernel(self, module, blob, options):
         from . import jit
 
-        return jit.load_artifact(module, blob)
+        return jit.load_artifact(module, blob, _cpu(options))
+
+
+def _cpu(options) -> str | None:
+    """The named CPU of a compile's kernel options (None: this host), checked again: a name
+    LLVM does not know must never reach it (it aborts the process)."""
+    from . import cpus
+
+    return cpus.canonical((options or {}).get("cpu"))
 
 
 @hookimpl

@@ -60,7 +60,7 @@ class LLVMCodegen:
     """Generates one LLVM function per LIR function (phase) into one LLVM module."""
 
     def __init__(self, module: lir.Module, permutes: bool = False, byte_permutes: bool = False):
-        """``permutes``: the host has AVX-512, whose register permutes do :class:`lir.Lookup`
+        """``permutes``: the CPU has AVX-512, whose register permutes do :class:`lir.Lookup`
         (``byte_permutes``: of bytes too, AVX-512 VBMI)."""
         self.lmod = module
         self.permutes, self.byte_permutes = permutes, byte_permutes
@@ -415,9 +415,11 @@ _PERMUTE_SUFFIX = {"f32": ("sf", "ps"), "i32": ("si", "d"), "u32": ("si", "d"), 
                    "i64": ("di", "q"), "i8": ("qi", "qi"), "u8": ("qi", "qi")}
 
 
-def generate(module: lir.Module, permutes: bool | None = None) -> ir.Module:
-    """``module`` as LLVM IR; ``permutes``: use AVX-512 permutes for lookups (None: where the
-    host has AVX-512; of bytes where it has VBMI too)."""
+def generate(module: lir.Module, permutes: bool | None = None, cpu: str | None = None) -> ir.Module:
+    """``module`` as LLVM IR for ``cpu`` (None: the host; else a name :mod:`.cpus` knows);
+    ``permutes``: use AVX-512 permutes for lookups (None: where that CPU has AVX-512; of bytes
+    where it has VBMI too).  The CPU the code is for decides, not the host that builds it: code
+    built here for a fleet must not use instructions its CPU lacks."""
     if permutes is None:
-        permutes = host_has_avx512()
-    return LLVMCodegen(module, permutes, permutes and host_has_avx512("avx512vbmi")).generate()
+        permutes = host_has_avx512(cpu=cpu)
+    return LLVMCodegen(module, permutes, permutes and host_has_avx512("avx512vbmi", cpu)).generate()

@@ -1,4 +1,5 @@
-"""Optimise LLVM IR with the new pass manager at O3, JIT it for this host, and call it via ctypes.
+"""Optimise LLVM IR with the new pass manager at O3, JIT it for this host's CPU or a named one
+(:mod:`.cpus`), and call it via ctypes.
 
 ctypes releases the GIL for the duration of a foreign call, so the core's thread pool runs
 row chunks of one kernel truly in parallel.  The kernel holds no mutable state: it is safe to
@@ -14,10 +15,11 @@ import threading
 import llvmlite.binding as llvm
 import numpy as np
 
+from silvanforge import PluginError
 from silvanforge.ir import lir
 from silvanforge.kernel import PhaseKernel
 
-from . import pool
+from . import cpus, pool
 from .llvm_host import LIGHT_PASSES, init as _init, optimise, target_machine as _target_machine  # noqa: F401
 
 
@@ -26,6 +28,18 @@ def host_signature() -> dict:
     _init()
     return {"triple": llvm.get_process_triple(), "cpu": llvm.get_host_cpu_name(),
             "features": llvm.get_host_cpu_features().flatten(), "llvm": list(llvm.llvm_version_info)}
+
+
+def signature(cpu: str | None = None) -> dict:
+    """What machine code for ``cpu`` depends on: the host's signature (None), or for a named CPU
+    the triple, the name and LLVM, with no feature flags (LLVM derives them from the name): such
+    code is reused on any host of the same triple and LLVM, and runs where the host has the
+    CPU's features (:func:`.cpus.refusal`).  A named CPU's signature never equals a host's (its
+    features are empty), so code for ``x86-64-v3`` is never taken for native code or back."""
+    if cpu is None:
+        return host_signature()
+    _init()
+    return {"triple": llvm.get_process_triple(), "cpu": cpu, "features": "", "llvm": list(llvm.llvm_version_info)}
 
 
 def uses_gathers(module: lir.Module) -> bool:
@@ -38,10 +52,15 @@ class CpuKernel(PhaseKernel):
     (:class:`~silvanforge.kernel.PhaseKernel`), with a lean path for small requests
     (:meth:`small_calls`) and its object code as its artifact."""
 
-    def __init__(self, module: lir.Module, llvm_module, tm, object_code: bytes | None = None):
+    def __init__(self, module: lir.Module, llvm_module, tm, object_code: bytes | None = None,
+                 cpu: str | None = None):
         """From an optimised ``llvm_module`` (compiled now), or from ``object_code`` an earlier
-        compile of the same program produced on this host (mapped, not compiled: milliseconds)."""
+        compile of the same program produced for the same CPU (mapped, not compiled:
+        milliseconds).  ``cpu``: the named CPU the code is for (None: this host); code this host
+        cannot run is built, mapped and saved, never called (:meth:`margins` refuses)."""
         self.module = module
+        self.cpu = cpu
+        self.refusal = cpus.refusal(cpu)
         if object_code is None:
             self._engine = llvm.create_mcjit_compiler(llvm_module, tm)
             # Keep the object code MCJIT makes, so an artifact can carry it (see artifact()).
@@ -69,6 +88,11 @@ class CpuKernel(PhaseKernel):
             self.run_shares = None  # the core's Python pool runs the shares
         self.input_dtype = lir.LIR_TO_NUMPY[module.input_type]
         self.output_dtype = lir.LIR_TO_NUMPY[module.output_type]
+
+    def margins(self, rows: np.ndarray, num_outputs: int, threads: int | None = None) -> np.ndarray:
+        if self.refusal is not None:  # code for a CPU this host lacks: refused, never a SIGILL
+            raise PluginError(self.refusal)
+        return super().margins(rows, num_outputs, threads)
 
     def _bound(self, rows: np.ndarray, out: np.ndarray, scratch: list) -> tuple:
         """What every share of a call passes: rows, strides, row count, out, the pointer table
@@ -136,6 +160,8 @@ class CpuKernel(PhaseKernel):
         the first, where the pool is free (else this thread walks them all)."""
         from . import small
 
+        if self.refusal is not None:  # every request goes through margins, which refuses
+            return None
         features, outputs = self.module.num_features, self.module.num_outputs
         # Lanes past the rows may be read (a block is 8-32 lanes): staging has room for them.
         room = max_rows + 64
@@ -268,8 +294,8 @@ class CpuKernel(PhaseKernel):
         self._object = bytes(data)
 
     def artifact(self) -> bytes:
-        """The object code plus the host it was built for (see ``host_signature``)."""
-        meta = json.dumps({**host_signature(), "code": "object"}).encode()
+        """The object code plus the host or CPU it was built for (see :func:`signature`)."""
+        meta = json.dumps({**signature(self.cpu), "code": "object"}).encode()
         return len(meta).to_bytes(4, "little") + meta + self._object
 
 
@@ -291,20 +317,23 @@ def _padded(data: np.ndarray) -> np.ndarray:
     return raw[:data.nbytes].view(data.dtype)
 
 
-def compile_module(module: lir.Module, ir_text: str) -> CpuKernel:
-    mod, tm = optimise(ir_text, uses_gathers(module), bool(module.info.get("light_optimisation")))
-    return CpuKernel(module, mod, tm)
+def compile_module(module: lir.Module, ir_text: str, cpu: str | None = None) -> CpuKernel:
+    """``ir_text`` (the module's LLVM IR, generated for ``cpu``) compiled for ``cpu`` (None: the
+    host)."""
+    mod, tm = optimise(ir_text, uses_gathers(module), bool(module.info.get("light_optimisation")), cpu)
+    return CpuKernel(module, mod, tm, cpu=cpu)
 
 
-def load_artifact(module: lir.Module, blob: bytes) -> CpuKernel | None:
+def load_artifact(module: lir.Module, blob: bytes, cpu: str | None = None) -> CpuKernel | None:
     """A kernel from saved object code (or, from older artifacts, bitcode), or None if it was
-    built for another host: the caller then compiles the program again."""
+    built for another host or CPU than ``cpu`` here (None: this host): the caller then
+    compiles the program again."""
     n = int.from_bytes(blob[:4], "little")
     meta = json.loads(blob[4:4 + n])
     code = meta.pop("code", "bitcode") if isinstance(meta, dict) else None
-    if meta != host_signature():
+    if meta != signature(cpu):
         return None
-    tm = _target_machine(uses_gathers(module))
+    tm = _target_machine(uses_gathers(module), cpu)
     if code == "object":
-        return CpuKernel(module, None, tm, object_code=blob[4 + n:])
-    return CpuKernel(module, llvm.parse_bitcode(blob[4 + n:]), tm)
+        return CpuKernel(module, None, tm, object_code=blob[4 + n:], cpu=cpu)
+    return CpuKernel(module, llvm.parse_bitcode(blob[4 + n:]), tm, cpu=cpu)

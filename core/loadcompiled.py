@@ -20,6 +20,7 @@ from .pipeline import _lower, lir_digest
 from .plan import Band, bands_from_json
 from .plugins import registry
 from .scheduler import parse_schedule
+from .tiling import MAX_TILE_SIZE
 
 
 def read_artifact_forest(source) -> hir.Forest:
@@ -72,6 +73,10 @@ def load(source, name: str, key, trust_code: bool, forest: hir.Forest | None = N
     except (ValueError, KeyError) as exc:
         raise ArtifactError(f"{name}: the stored tiling is damaged ({exc})") from None
     plan = art.plan or {}
+    given = plan.get("given")
+    if given is not None and not (isinstance(given, dict) and _count_or_none(given.get("batch_size"))):
+        raise ArtifactError(f"{name}: plan.json field 'given' is {str(given)[:80]!r}, not the options a "
+                            "plan was made for: damaged")
     tuning = plan.get("tuning")
     if tuning is not None and not _tuned_here(tuning, meta["target"]):
         warnings.warn(f"{name}: its plan was tuned on another host ({_host_name(tuning)}); using the "
@@ -100,12 +105,15 @@ def load(source, name: str, key, trust_code: bool, forest: hir.Forest | None = N
                 if not isinstance(entry, dict):
                     raise ValueError(f"form {index} is not an object")
                 artifacts.check_meta_fields(entry, f"{name}: plan.json form {index}")
+                if entry["target"] != meta["target"]:
+                    raise ValueError(f"form {index} is for target {entry['target']!r}, the artifact for "
+                                     f"{meta['target']!r}")
                 code, spec, buffers = art.forms.get(index, (b"", None, None))
                 forms.append(_form(name, forest, entry, code if code_ok else b"",
                                    None if spec is None else (spec, buffers),
                                    _form_tile_ids(name, art, index, entry, forest), stale))
             bands = bands_from_json(plan["bands"], len(forms))
-        except (KeyError, TypeError, ValueError, InputError) as exc:
+        except (KeyError, TypeError, ValueError, OverflowError, InputError) as exc:
             raise ArtifactError(f"{name}: the stored plan is damaged ({exc})") from None
     if stale:
         warnings.warn(f"{name}: its machine code was built for another host (CPU or LLVM); "
@@ -137,6 +145,7 @@ def _host_name(tuning: dict) -> str:
 def _form(name: str, forest: hir.Forest, entry: dict, code: bytes, program, tile_ids, stale: list) -> Form:
     """One form of an artifact: its saved code mapped where given (``code``: trusted, this
     version) and built for this host, else lowered again with its options and compiled."""
+    _check_values(name, entry)
     try:
         opts = CompileOptions.from_meta(entry, parse_schedule(entry["schedule"]))
     except (ScheduleError, InputError, KeyError, TypeError) as exc:
@@ -164,6 +173,33 @@ def _form(name: str, forest: hir.Forest, entry: dict, code: bytes, program, tile
         kernel = reg.target(target).compile(low.lir, kernel_options(opts))
     return Form(forest, kernel, low.options, low.lir, low.mir, tile_ids=low.tile_ids,
                 order_by=entry.get("node_order"))
+
+
+def _count_or_none(value) -> bool:
+    return value is None or (isinstance(value, int) and not isinstance(value, bool) and value >= 1)
+
+
+def _check_values(name: str, entry: dict) -> None:
+    """The values of a form's options (their types are :func:`artifacts.check_meta_fields`'s),
+    checked as a compile checks them, trusted or not: an edited artifact is one ArtifactError,
+    never a traceback nor a form built with options no compile would take."""
+    def bad(field: str, why: str):
+        raise ArtifactError(f"{name}: the stored option {field!r} is {str(entry.get(field))[:60]!r}, "
+                            f"{why}: damaged")
+
+    for field in ("batch_size", "threads"):
+        if not _count_or_none(entry.get(field)):
+            bad(field, "not a positive count")
+    if not 1 <= entry.get("tile_size", 1) <= MAX_TILE_SIZE:
+        bad("tile_size", f"not from 1 to {MAX_TILE_SIZE}")
+    reg = registry()
+    if entry.get("target") not in reg.targets():
+        bad("target", "no installed target")
+    if not reg.target_available(entry["target"])[0]:
+        raise ArtifactError(f"{name}: its target {entry['target']!r} cannot run here "
+                            f"({reg.target_available(entry['target'])[1]})")
+    if entry.get("rep") not in reg.representations():
+        bad("rep", "no installed representation")
 
 
 def _load_kernel(name: str, target: str, module, code: bytes, opts: CompileOptions):

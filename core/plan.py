@@ -135,7 +135,7 @@ def bands_from_json(raw, forms: int) -> list[Band]:
     """Bands read back from ``plan.json`` (checked: an InputError where they are not a plan)."""
     try:
         bands = [Band(int(lo), None if hi is None else int(hi), int(form)) for lo, hi, form in raw]
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError, OverflowError) as exc:  # OverflowError: int(Infinity)
         raise InputError(f"plan bands are malformed ({exc})") from None
     check_bands(bands, forms)
     return bands

@@ -122,3 +122,80 @@ def test_member_mutants_with_a_matching_manifest_are_refused_or_harmless(origina
     if member == "kernel.bin":  # the options name the code's digest: a changed code is refused
         assert counts["equal"] == 0, counts
     print(f"{member} mutants: {counts}")
+
+
+@pytest.fixture(scope="module")
+def planned(tmp_path_factory):
+    """An artifact with a plan of three forms of three representations."""
+    from silvanforge.options import CompileOptions
+    from silvanforge.tuning import compile_plan
+
+    forest = make_forest(num_outputs=1, seed=7)
+    cf = compile_plan(forest, [(2, CompileOptions(rep="sparse", batch_size=1, pad=False)),
+                               (20, CompileOptions(rep="array", batch_size=16)),
+                               (None, CompileOptions(rep="reorg"))])
+    path = tmp_path_factory.mktemp("fuzz") / "p.forge"
+    cf.save(path)
+    members = _members(path.read_bytes())
+    assert "plan.json" in members and len(json.loads(members["plan.json"])["forms"]) > 1
+    X = rows_for(forest, np.random.default_rng(3), 40)
+    return members, X, cf.predict(X)
+
+
+def _edited_plans(plan: dict, rng: np.random.Generator, count: int):
+    """Hostile edits of plan.json: each of the issue's cases, then random fields set to random
+    JSON values (numbers out of range, Infinity, strings, paths, nesting)."""
+    other = next(i for i, f in enumerate(plan["forms"]) if f is not None)
+
+    def form(**change):
+        p = json.loads(json.dumps(plan))
+        p["forms"][other].update(change)
+        return p
+
+    yield {**plan, "bands": [[1, 3, 1], [4, float("inf"), 2]]}
+    yield {**plan, "given": "x"}
+    yield {**plan, "given": {"batch_size": -1}}
+    yield form(target="cuda")
+    yield form(batch_size=-5)
+    yield form(tile_size=1e9)
+    yield form(tile_size=10**9)
+    yield form(rep="../../etc")
+    yield form(threads=0)
+    values = [None, -1, 0, 1, 2**63, -2**63, 1e308, float("inf"), float("nan"), "", "x", "../../etc",
+              [], {}, [[1, None, 0]], {"batch_size": "x"}, True]
+    fields = ["bands", "given", "main", "forms", "tuning", "batch_size", "tile_size", "rep", "target",
+              "threads", "schedule", "pad", "lir", "cpu", "node_order"]
+    for _ in range(count):
+        p = json.loads(json.dumps(plan))
+        field = fields[int(rng.integers(len(fields)))]
+        value = values[int(rng.integers(len(values)))]
+        if field in p:
+            p[field] = value
+        else:
+            p["forms"][other][field] = value
+        yield p
+
+
+@pytest.mark.parametrize("trust", [False, True])
+def test_edited_plans_are_one_artifact_error_or_harmless(planned, tmp_path, trust):
+    """An edited plan.json (the manifest fixed to match, which anyone can do to an unsigned
+    artifact) is refused with one ArtifactError, trusted or not, or predicts as the original;
+    the cases the hostile probe found are refused."""
+    members, X, want = planned
+    plan = json.loads(members["plan.json"])
+    counts = {"refused": 0, "equal": 0}
+    for k, edited in enumerate(_edited_plans(plan, np.random.default_rng(4), MEMBER)):
+        path = tmp_path / "plan.forge"
+        path.write_bytes(_rezip({**members, "plan.json": json.dumps(edited).encode()}))
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", sf.ArtifactWarning)
+                got = sf.load_compiled(path, trust_code=trust).predict(X)
+        except sf.ArtifactError as exc:
+            assert "\n" not in str(exc).strip(), str(exc)
+            counts["refused"] += 1
+            continue
+        assert k >= 9, f"the hostile case {k} loaded: {edited}"
+        np.testing.assert_array_equal(got, want)
+        counts["equal"] += 1
+    print(f"edited plans (trust_code={trust}): {counts}")

@@ -574,3 +574,21 @@ def test_catboost_peers(tmp_path):
     report = bench.run_bench(tmp_path / "cat.cbm", [4], threads=1, repeat=1, min_time=0.0,
                              peers=["catboost", "onnxruntime"])
     assert any(n.startswith("catboost:") and "categorical" in n for n in report.notes), report.notes
+
+
+def test_the_header_names_the_form_each_batch_size_ran(tiny_model):
+    """Each batch size may be answered by a form of its own (a compile per batch size, and a
+    plan's bands): the header names each one, not the first compile's alone."""
+    from silvanforge_bench.report import describe
+
+    report = bench.run_bench(tiny_model, [1, 16, 512], threads=1, repeat=1, min_time=0.0, peers=[])
+    assert sorted(report.forms) == [1, 16, 512]
+    for b, text in report.forms.items():  # (a form that walks nothing has no schedule)
+        assert text.startswith("rep=") and "batch_size=" in text
+    header = describe(report)
+    if len(set(report.forms.values())) > 1:
+        assert all(f"{b} rows {text}" in header for b, text in report.forms.items())
+    else:
+        assert f"rep {report.rep}" in header
+    report.forms = {1: "rep=sparse schedule=a", 512: "rep=levelwise schedule=b"}
+    assert "1 rows rep=sparse schedule=a; 512 rows rep=levelwise schedule=b" in describe(report)

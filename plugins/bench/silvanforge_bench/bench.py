@@ -300,6 +300,7 @@ def run_bench(model, batch_sizes=DEFAULT_BATCH_SIZES, threads: int | Sequence[in
         repeat=repeat,
         min_time=min_time, batch_sizes=batch_sizes, tile_size=first.tile_size, cpu=first.cpu,
     )
+    report.forms = {b: compiled[thread_counts[0]][b].form_for(b).text() for b in batch_sizes}
     report.versions = {"silvanforge": _version("silvanforge") or "?", "numpy": np.__version__}
     if compile_batch != "each":
         report.notes.append(f"silvanforge: compiled once for {'any batch size' if compile_batch == 'none' else f'batch size {compile_batch}'}"

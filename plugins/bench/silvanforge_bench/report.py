@@ -66,6 +66,9 @@ class BenchReport:
     builds: list[Build] = dataclasses.field(default_factory=list)
     tile_size: int = 1
     cpu: str | None = None  # the named CPU ours was compiled for (None: this host's)
+    # batch size -> the form of ours answering it (representation, padding, schedule): a plan
+    # answers each request size with its own, so the first compile's alone does not say
+    forms: dict[int, str] = dataclasses.field(default_factory=dict)
 
     def engines(self) -> list[str]:
         seen: list[str] = []
@@ -195,9 +198,17 @@ def describe(report: BenchReport) -> str:
     return (f"{report.model} ({report.model_format}): {report.trees} trees, max depth "
             f"{report.max_depth}, {report.features} features, {report.outputs} "
             f"output{'s' if report.outputs != 1 else ''}; "
-            f"target {report.target}{f' (code for cpu {report.cpu})' if report.cpu else ''}, rep {report.rep}"
-            f"{f', tile size {report.tile_size}' if report.tile_size > 1 else ''}, schedule {report.schedule}; "
+            f"target {report.target}{f' (code for cpu {report.cpu})' if report.cpu else ''}, "
+            f"{_forms_text(report)}{f', tile size {report.tile_size}' if report.tile_size > 1 else ''}; "
             f"{threads} thread{plural}, best of {report.repeat}")
+
+
+def _forms_text(report: BenchReport) -> str:
+    """The representation and schedule timed: one where every batch size ran the same form, else
+    each batch size's."""
+    if len(set(report.forms.values())) <= 1:
+        return f"rep {report.rep}, schedule {report.schedule}"
+    return "by batch size: " + "; ".join(f"{b} rows {text}" for b, text in sorted(report.forms.items()))
 
 
 def describe_builds(report: BenchReport) -> str:

@@ -168,12 +168,14 @@ def test_x86_64_v3_predicts_what_the_library_and_the_reference_do(trained, name)
 @x86
 def test_lookups_use_the_chosen_cpus_permutes_not_the_hosts(trained):
     """Table lookups (the levelwise form) use AVX-512 permutes for a CPU with AVX-512 and
-    gathers for one without, whatever the host has; both give the reference's numbers."""
+    AVX2's (vpshufb, vpermps) for one without, whatever the host has; both give the reference's
+    numbers."""
     booster, _, features = trained["xgb_binary"]
     forest = sf.load_model(booster)
     with_permutes = sf.show(forest, "target", rep="levelwise", cpu="skylake-avx512")
     without = sf.show(forest, "target", rep="levelwise", cpu="haswell")
     assert "llvm.x86.avx512" in with_permutes and "llvm.x86.avx512" not in without
+    assert "llvm.x86.avx2.pshuf.b" in without and "llvm.x86.avx2.pshuf.b" not in with_permutes
     assert "llvm.x86.avx512" in sf.show(forest, "target", rep="levelwise", cpu="znver4")
     X = _test_rows(features, 3).astype(np.float32)
     for cpu in ("x86-64-v3", "x86-64-v4"):
@@ -436,3 +438,29 @@ def test_forge_bench_compiles_ours_for_the_cpu_and_the_peers_for_the_host(model_
     assert report.cpu == V3 and f"code for cpu {V3}" in bench.describe(report)
     assert {m.engine for m in report.measurements if m.batch_size == 16} == {bench.OURS, "xgboost"}
     assert all(m.agrees for m in report.measurements if m.engine == "xgboost")
+
+
+@x86
+@pytest.mark.parametrize("rep", ["levelwise", "bitvector", "sparse", "array"])
+def test_every_form_of_avx2_code_equals_the_reference(rep):
+    """Random forests (NaN, infinities, ties at thresholds; categorical splits where the form
+    takes them) compiled for x86-64-v3 at a large batch size, each form that takes them equal
+    to the reference exactly, at 1, 16 and 300 rows."""
+    from silvanforge.testing import random_forest, rows_for
+
+    if not _runs_here("x86-64-v3"):
+        pytest.skip("this host cannot run x86-64-v3 code")
+    done = 0
+    for seed in range(14):
+        forest = random_forest(seed, max_trees=10, max_depth=7, summed=True)
+        try:
+            cf = sf.compile(forest, rep=rep, cpu="x86-64-v3", batch_size=4096)
+        except InputError:  # a form this forest does not take (categorical, depth)
+            continue
+        X = rows_for(forest, np.random.default_rng(seed), 300)
+        for n in (1, 16, 300):
+            np.testing.assert_array_equal(cf.predict(X[:n], output_margin=True),
+                                          reference.predict(forest, X[:n], output_margin=True),
+                                          err_msg=f"{rep} seed {seed} {n} rows")
+        done += 1
+    assert done >= 3, done

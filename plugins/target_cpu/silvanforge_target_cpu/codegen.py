@@ -16,6 +16,7 @@ from llvmlite import ir
 
 from silvanforge.ir import lir
 
+from . import cpus
 from .llvm_host import host_has_avx512
 
 _INT_BITS = {"i1": 1, "i8": 8, "u8": 8, "i16": 16, "u16": 16, "i32": 32, "u32": 32, "i64": 64}
@@ -59,11 +60,14 @@ class _Splat(ir.Constant):
 class LLVMCodegen:
     """Generates one LLVM function per LIR function (phase) into one LLVM module."""
 
-    def __init__(self, module: lir.Module, permutes: bool = False, byte_permutes: bool = False):
+    def __init__(self, module: lir.Module, permutes: bool = False, byte_permutes: bool = False,
+                 avx2_permutes: bool = False):
         """``permutes``: the CPU has AVX-512, whose register permutes do :class:`lir.Lookup`
-        (``byte_permutes``: of bytes too, AVX-512 VBMI)."""
+        (``byte_permutes``: of bytes too, AVX-512 VBMI); else ``avx2_permutes``: it has AVX2,
+        whose 8-lane permutes do lookups of 4-byte elements in small tables."""
         self.lmod = module
         self.permutes, self.byte_permutes = permutes, byte_permutes
+        self.avx2_permutes = avx2_permutes and not permutes
         self.mod = ir.Module(name="silvanforge")
         self._prefetch = None
         self._gathers: dict[str, ir.Function] = {}
@@ -317,6 +321,10 @@ class LLVMCodegen:
         b, n = self.b, lir.lanes_of(e.type)
         et = lir.element_type(e.type)
         size = lir.LIR_TO_NUMPY[et].itemsize
+        if self.avx2_permutes and et in _AVX2_PERMUTE and n % 8 == 0 and e.size <= AVX2_TABLE_MAX:
+            return self._avx2_lookup(e, n, et)
+        if self.avx2_permutes and et in ("i8", "u8") and n % 32 == 0 and e.size <= AVX2_BYTE_TABLE_MAX:
+            return self._avx2_byte_lookup(e, n)
         if not (self.permutes and n * size == 64 and et in _PERMUTE_SUFFIX and e.size <= 8 * n
                 and (size > 1 or self.byte_permutes)):
             at = lir.broadcast(e.at, n) if lir.lanes_of(e.at.type) == 1 else e.at
@@ -340,6 +348,84 @@ class LLVMCodegen:
             values = [b.select(high, values[k + 1], values[k]) for k in range(0, len(values), 2)]
             bit *= 2
         return values[0]
+
+    def _avx2_lookup(self, e: lir.Lookup, n: int, et: str) -> ir.Value:
+        """A lookup of 4-byte elements on AVX2 (no AVX-512): the table's 8-element chunks loaded,
+        each 8 lanes of the index permuted through every chunk by ``vpermps``/``vpermd`` (its low
+        three bits), the chunks then picked by the index's higher bits; the 8-lane results joined.
+        Why: LLVM lowers the gather otherwise used to ``vgatherdps``, several times slower on
+        AVX2 CPUs (Zen 2-4, Intel client cores) for the small tables the levelwise form searches
+        (a 100-tree depth-8 XGBoost model at 4096 rows: docs/benchmarks.md, "AVX2-only CPUs")."""
+        b = self.b
+        elem = llvm_type(et)
+        v8, i8x = ir.VectorType(elem, 8), ir.VectorType(ir.IntType(32), 8)
+        index = self.cast(self.expr(e.index), e.index.type, lir.vector_type("i32", n))
+        base = b.gep(self.ptrs[e.buffer], [self.index(e.at)])
+        chunks = 1
+        while chunks * 8 < e.size:
+            chunks *= 2
+        # (a table smaller than 8 reads past its end, within the buffer, as the AVX-512 path does)
+        tables = [b.load(b.bitcast(b.gep(base, [ir.Constant(ir.IntType(64), 8 * k)]), ir.PointerType(v8)),
+                         align=lir.LIR_TO_NUMPY[et].itemsize) for k in range(chunks)]
+        perm = self._intrinsic(_AVX2_PERMUTE[et], v8, [v8, i8x])
+        undef = ir.Constant(index.type, None)
+        halves = []
+        for h in range(n // 8):
+            part = b.shuffle_vector(index, undef, ir.Constant(ir.VectorType(ir.IntType(32), 8),
+                                                              list(range(8 * h, 8 * h + 8))))
+            values = [b.call(perm, [t, part]) for t in tables]
+            bit = 8
+            while len(values) > 1:
+                high = b.icmp_unsigned("!=", b.and_(part, ir.Constant(i8x, [bit] * 8)), ir.Constant(i8x, [0] * 8))
+                values = [b.select(high, values[k + 1], values[k]) for k in range(0, len(values), 2)]
+                bit *= 2
+            halves.append(values[0])
+        while len(halves) > 1:  # join neighbours: 8 + 8 -> 16, ...
+            m = halves[0].type.count
+            mask = ir.Constant(ir.VectorType(ir.IntType(32), 2 * m), list(range(2 * m)))
+            halves = [b.shuffle_vector(halves[k], halves[k + 1], mask) for k in range(0, len(halves), 2)]
+        return halves[0]
+
+    def _avx2_byte_lookup(self, e: lir.Lookup, n: int) -> ir.Value:
+        """A lookup of bytes on AVX2 (no AVX-512 VBMI): the table's 16-byte chunks, each in both
+        128-bit lanes, looked up 32 lanes at a time by ``vpshufb`` (the index's low four bits;
+        indices below 128 never set the bit that zeroes), the chunks picked by the higher bits.
+        Why: the gather otherwise used reads a 4-byte word a lane (eight ``vpgatherdd`` for 64
+        lanes): the levelwise form's node lookups ran 6x slower than with AVX-512's ``vpermb``
+        (a 100-tree depth-8 XGBoost model at 4096 rows: docs/benchmarks.md, "AVX2-only CPUs")."""
+        b = self.b
+        byte = ir.IntType(8)
+        v16, v32 = ir.VectorType(byte, 16), ir.VectorType(byte, 32)
+        index = self.cast(self.expr(e.index), e.index.type, lir.vector_type(lir.element_type(e.type), n))
+        base = b.gep(self.ptrs[e.buffer], [self.index(e.at)])
+        chunks = 1
+        while chunks * 16 < e.size:
+            chunks *= 2
+        both = ir.Constant(ir.VectorType(ir.IntType(32), 32), list(range(16)) * 2)
+        # (a table smaller than 16 reads past its end, within the buffer, as the AVX-512 path does)
+        tables = [b.shuffle_vector(chunk, ir.Constant(v16, None), both) for chunk in
+                  (b.load(b.bitcast(b.gep(base, [ir.Constant(ir.IntType(64), 16 * k)]), ir.PointerType(v16)),
+                          align=1) for k in range(chunks))]
+        shuffle = self._intrinsic("llvm.x86.avx2.pshuf.b", v32, [v32, v32])
+        low = ir.Constant(v32, [15] * 32)
+        undef = ir.Constant(index.type, None)
+        parts = []
+        for h in range(n // 32):
+            part = b.shuffle_vector(index, undef, ir.Constant(ir.VectorType(ir.IntType(32), 32),
+                                                              list(range(32 * h, 32 * h + 32))))
+            within = b.and_(part, low)
+            values = [b.call(shuffle, [t, within]) for t in tables]
+            bit = 16
+            while len(values) > 1:
+                high = b.icmp_unsigned("!=", b.and_(part, ir.Constant(v32, [bit] * 32)), ir.Constant(v32, [0] * 32))
+                values = [b.select(high, values[k + 1], values[k]) for k in range(0, len(values), 2)]
+                bit *= 2
+            parts.append(values[0])
+        while len(parts) > 1:  # join neighbours: 32 + 32 -> 64, ...
+            m = parts[0].type.count
+            mask = ir.Constant(ir.VectorType(ir.IntType(32), 2 * m), list(range(2 * m)))
+            parts = [b.shuffle_vector(parts[k], parts[k + 1], mask) for k in range(0, len(parts), 2)]
+        return parts[0]
 
     def _intrinsic(self, name: str, result: ir.Type, args: list) -> ir.Function:
         fn = self._gathers.get(name)
@@ -415,6 +501,14 @@ _PERMUTE_SUFFIX = {"f32": ("sf", "ps"), "i32": ("si", "d"), "u32": ("si", "d"), 
                    "i64": ("di", "q"), "i8": ("qi", "qi"), "u8": ("qi", "qi")}
 
 
+# AVX2's 8-lane permutes of 4-byte elements, and the largest table they look up in (chunks of 8
+# picked by selects past it; a gather beyond).
+_AVX2_PERMUTE = {"f32": "llvm.x86.avx2.permps", "i32": "llvm.x86.avx2.permd", "u32": "llvm.x86.avx2.permd"}
+AVX2_TABLE_MAX = 32
+# Byte tables looked up by vpshufb, 16 a chunk (the levelwise form's node tables: 128 at most).
+AVX2_BYTE_TABLE_MAX = 128
+
+
 def generate(module: lir.Module, permutes: bool | None = None, cpu: str | None = None) -> ir.Module:
     """``module`` as LLVM IR for ``cpu`` (None: the host; else a name :mod:`.cpus` knows);
     ``permutes``: use AVX-512 permutes for lookups (None: where that CPU has AVX-512; of bytes
@@ -422,4 +516,5 @@ def generate(module: lir.Module, permutes: bool | None = None, cpu: str | None =
     built here for a fleet must not use instructions its CPU lacks."""
     if permutes is None:
         permutes = host_has_avx512(cpu=cpu)
-    return LLVMCodegen(module, permutes, permutes and host_has_avx512("avx512vbmi", cpu)).generate()
+    return LLVMCodegen(module, permutes, permutes and host_has_avx512("avx512vbmi", cpu),
+                       avx2_permutes=cpus.has(cpu, "avx2")).generate()

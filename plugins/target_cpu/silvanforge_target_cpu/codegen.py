@@ -350,41 +350,16 @@ class LLVMCodegen:
         return values[0]
 
     def _avx2_lookup(self, e: lir.Lookup, n: int, et: str) -> ir.Value:
-        """A lookup of 4-byte elements on AVX2 (no AVX-512): the table's 8-element chunks loaded,
-        each 8 lanes of the index permuted through every chunk by ``vpermps``/``vpermd`` (its low
-        three bits), the chunks then picked by the index's higher bits; the 8-lane results joined.
-        Why: LLVM lowers the gather otherwise used to ``vgatherdps``, several times slower on
-        AVX2 CPUs (Zen 2-4, Intel client cores) for the small tables the levelwise form searches
-        (a 100-tree depth-8 XGBoost model at 4096 rows: docs/benchmarks.md, "AVX2-only CPUs")."""
-        b = self.b
-        elem = llvm_type(et)
-        v8, i8x = ir.VectorType(elem, 8), ir.VectorType(ir.IntType(32), 8)
+        """A lookup of 4-byte elements on AVX2 (no AVX-512): the table's 8-element chunks, each
+        8 lanes of the index permuted through every chunk by ``vpermps``/``vpermd`` (its low
+        three bits), the chunks then picked by the index's higher bits.  Why: LLVM lowers the
+        gather otherwise used to ``vgatherdps``, slower on AVX2 CPUs (Zen 2-4, Intel client
+        cores) for the small tables the levelwise form searches (docs/benchmarks.md, "AVX2-only
+        CPUs")."""
+        v8 = ir.VectorType(llvm_type(et), 8)
+        perm = self._intrinsic(_AVX2_PERMUTE[et], v8, [v8, ir.VectorType(ir.IntType(32), 8)])
         index = self.cast(self.expr(e.index), e.index.type, lir.vector_type("i32", n))
-        base = b.gep(self.ptrs[e.buffer], [self.index(e.at)])
-        chunks = 1
-        while chunks * 8 < e.size:
-            chunks *= 2
-        # (a table smaller than 8 reads past its end, within the buffer, as the AVX-512 path does)
-        tables = [b.load(b.bitcast(b.gep(base, [ir.Constant(ir.IntType(64), 8 * k)]), ir.PointerType(v8)),
-                         align=lir.LIR_TO_NUMPY[et].itemsize) for k in range(chunks)]
-        perm = self._intrinsic(_AVX2_PERMUTE[et], v8, [v8, i8x])
-        undef = ir.Constant(index.type, None)
-        halves = []
-        for h in range(n // 8):
-            part = b.shuffle_vector(index, undef, ir.Constant(ir.VectorType(ir.IntType(32), 8),
-                                                              list(range(8 * h, 8 * h + 8))))
-            values = [b.call(perm, [t, part]) for t in tables]
-            bit = 8
-            while len(values) > 1:
-                high = b.icmp_unsigned("!=", b.and_(part, ir.Constant(i8x, [bit] * 8)), ir.Constant(i8x, [0] * 8))
-                values = [b.select(high, values[k + 1], values[k]) for k in range(0, len(values), 2)]
-                bit *= 2
-            halves.append(values[0])
-        while len(halves) > 1:  # join neighbours: 8 + 8 -> 16, ...
-            m = halves[0].type.count
-            mask = ir.Constant(ir.VectorType(ir.IntType(32), 2 * m), list(range(2 * m)))
-            halves = [b.shuffle_vector(halves[k], halves[k + 1], mask) for k in range(0, len(halves), 2)]
-        return halves[0]
+        return self._chunked_lookup(e, index, 8, lambda chunk: chunk, lambda table, part: self.b.call(perm, [table, part]))
 
     def _avx2_byte_lookup(self, e: lir.Lookup, n: int) -> ir.Value:
         """A lookup of bytes on AVX2 (no AVX-512 VBMI): the table's 16-byte chunks, each in both
@@ -392,36 +367,48 @@ class LLVMCodegen:
         indices below 128 never set the bit that zeroes), the chunks picked by the higher bits.
         Why: the gather otherwise used reads a 4-byte word a lane (eight ``vpgatherdd`` for 64
         lanes): the levelwise form's node lookups ran 6x slower than with AVX-512's ``vpermb``
-        (a 100-tree depth-8 XGBoost model at 4096 rows: docs/benchmarks.md, "AVX2-only CPUs")."""
+        (docs/benchmarks.md, "AVX2-only CPUs")."""
         b = self.b
-        byte = ir.IntType(8)
-        v16, v32 = ir.VectorType(byte, 16), ir.VectorType(byte, 32)
-        index = self.cast(self.expr(e.index), e.index.type, lir.vector_type(lir.element_type(e.type), n))
-        base = b.gep(self.ptrs[e.buffer], [self.index(e.at)])
-        chunks = 1
-        while chunks * 16 < e.size:
-            chunks *= 2
-        both = ir.Constant(ir.VectorType(ir.IntType(32), 32), list(range(16)) * 2)
-        # (a table smaller than 16 reads past its end, within the buffer, as the AVX-512 path does)
-        tables = [b.shuffle_vector(chunk, ir.Constant(v16, None), both) for chunk in
-                  (b.load(b.bitcast(b.gep(base, [ir.Constant(ir.IntType(64), 16 * k)]), ir.PointerType(v16)),
-                          align=1) for k in range(chunks))]
+        v16, v32 = ir.VectorType(ir.IntType(8), 16), ir.VectorType(ir.IntType(8), 32)
         shuffle = self._intrinsic("llvm.x86.avx2.pshuf.b", v32, [v32, v32])
+        both = ir.Constant(ir.VectorType(ir.IntType(32), 32), list(range(16)) * 2)
         low = ir.Constant(v32, [15] * 32)
-        undef = ir.Constant(index.type, None)
+        index = self.cast(self.expr(e.index), e.index.type, lir.vector_type(lir.element_type(e.type), n))
+        return self._chunked_lookup(
+            e, index, 32, lambda chunk: b.shuffle_vector(chunk, ir.Constant(v16, None), both),
+            lambda table, part: b.call(shuffle, [table, b.and_(part, low)]), chunk=16)
+
+    def _chunked_lookup(self, e: lir.Lookup, index, lanes: int, widen, permute, chunk: int | None = None):
+        """The AVX2 lookups' common part: the table loaded in chunks of ``chunk`` elements
+        (default ``lanes``), each made a register by ``widen``; every ``lanes`` lanes of
+        ``index`` looked up in each chunk by ``permute(table, lanes_of_index)``, the chunk picked
+        by the index's bits above a chunk's, and the parts joined back to the index's width.  A
+        table smaller than a chunk reads past its end, within the buffer, as the AVX-512 path
+        does."""
+        b = self.b
+        chunk = chunk or lanes
+        n = index.type.count
+        elem = index.type.element
+        base = b.gep(self.ptrs[e.buffer], [self.index(e.at)])
+        count = 1
+        while count * chunk < e.size:
+            count *= 2
+        vt = ir.VectorType(llvm_type(lir.element_type(e.type)), chunk)
+        tables = [widen(b.load(b.bitcast(b.gep(base, [ir.Constant(ir.IntType(64), chunk * k)]), ir.PointerType(vt)),
+                               align=lir.LIR_TO_NUMPY[lir.element_type(e.type)].itemsize)) for k in range(count)]
+        pick = ir.VectorType(elem, lanes)
         parts = []
-        for h in range(n // 32):
-            part = b.shuffle_vector(index, undef, ir.Constant(ir.VectorType(ir.IntType(32), 32),
-                                                              list(range(32 * h, 32 * h + 32))))
-            within = b.and_(part, low)
-            values = [b.call(shuffle, [t, within]) for t in tables]
-            bit = 16
+        for h in range(n // lanes):
+            part = b.shuffle_vector(index, ir.Constant(index.type, None),
+                                    ir.Constant(ir.VectorType(ir.IntType(32), lanes), list(range(lanes * h, lanes * h + lanes))))
+            values = [permute(t, part) for t in tables]
+            bit = chunk
             while len(values) > 1:
-                high = b.icmp_unsigned("!=", b.and_(part, ir.Constant(v32, [bit] * 32)), ir.Constant(v32, [0] * 32))
+                high = b.icmp_unsigned("!=", b.and_(part, ir.Constant(pick, [bit] * lanes)), ir.Constant(pick, [0] * lanes))
                 values = [b.select(high, values[k + 1], values[k]) for k in range(0, len(values), 2)]
                 bit *= 2
             parts.append(values[0])
-        while len(parts) > 1:  # join neighbours: 32 + 32 -> 64, ...
+        while len(parts) > 1:  # join neighbours: 8 + 8 -> 16, ...
             m = parts[0].type.count
             mask = ir.Constant(ir.VectorType(ir.IntType(32), 2 * m), list(range(2 * m)))
             parts = [b.shuffle_vector(parts[k], parts[k + 1], mask) for k in range(0, len(parts), 2)]

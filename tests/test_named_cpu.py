@@ -45,15 +45,8 @@ x86 = pytest.mark.skipif(not X86, reason="named CPUs are x86-64 CPUs")
 needs_v3 = pytest.mark.skipif(not (X86 and _runs_here(V3)), reason="this host cannot run x86-64-v3 code")
 
 
-@pytest.fixture(autouse=True)
-def wide_console(monkeypatch):
-    monkeypatch.setenv("COLUMNS", "200")  # rich tables unwrapped, whatever the terminal
-
-
-def forge(capsys, *args):
-    code = cli.main([str(a) for a in args])
-    out, err = capsys.readouterr()
-    return code, out, err
+# the command line as test_cli drives it (rich tables unwrapped, whatever the terminal)
+from test_cli import forge, wide_console  # noqa: E402,F401  (an autouse fixture)
 
 
 class CompileSpy:

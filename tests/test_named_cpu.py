@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 
 import silvanforge as sf
-from silvanforge import ArtifactWarning, InputError, PluginError, api, artifacts, cli, reference
+from silvanforge import ArtifactWarning, InputError, PluginError, api, artifacts, reference
 from silvanforge.options import CompileOptions
 from silvanforge.plugins import registry
 

@@ -1,0 +1,88 @@
+"""AArch64 code for the importers' test models equals the reference evaluator, run under qemu.
+
+Each model's plan (every form, as the untuned compile makes it) is compiled for AArch64 by the
+cpu target's cross compiler and run by qemu-aarch64 through the core's runtime
+(tests/support_qemu.py); margins must equal the reference's exactly.  Where qemu or the AArch64
+cross compiler is missing the module skips, except under ``SILVANFORGE_REQUIRE_AARCH64=1``
+(which ``.ci/run`` sets after installing them), where it fails: CI never passes without it.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+import silvanforge as sf
+from silvanforge import reference
+from silvanforge.inputs import as_rows
+
+import support_qemu
+
+why = support_qemu.missing()
+if why:
+    if os.environ.get("SILVANFORGE_REQUIRE_AARCH64", "") not in ("", "0"):
+        pytest.fail(f"SILVANFORGE_REQUIRE_AARCH64 is set, but {why}", pytrace=False)
+    pytest.skip(f"AArch64 under qemu: {why}", allow_module_level=True)
+
+ROWS = 40
+
+
+def _sklearn_cases(tmp_path):
+    from sklearn.ensemble import GradientBoostingClassifier, RandomForestRegressor
+
+    rng = np.random.default_rng(4)
+    X = rng.normal(size=(300, 6))
+    y = X[:, 0] * X[:, 1] + np.sin(X[:, 2])
+    return [("sklearn_rf", RandomForestRegressor(n_estimators=8, max_depth=6, random_state=0).fit(X, y), X),
+            ("sklearn_gbc", GradientBoostingClassifier(n_estimators=10, max_depth=3, random_state=0)
+             .fit(X, y > 0), X)]
+
+
+def _catboost_cases(tmp_path):
+    catboost = pytest.importorskip("catboost")
+    import pandas as pd
+
+    rng = np.random.default_rng(5)
+    n = 400
+    frame = pd.DataFrame({"a": rng.normal(size=n), "b": rng.normal(size=n),
+                          "c": rng.choice(["x", "y", "z", "w"], n)})
+    y = (frame.a + (frame.c == "y") > 0.3).astype(int)
+    model = catboost.CatBoostClassifier(iterations=12, depth=4, verbose=False, random_seed=0,
+                                        cat_features=["c"], one_hot_max_size=2).fit(frame, y)
+    return [("catboost_ctr", model, frame)]
+
+
+def _models(tmp_path):
+    import support_lightgbm
+    import support_onnx
+    import support_xgboost
+
+    for module in (support_xgboost, support_lightgbm, support_onnx):
+        for case in module.cases(tmp_path, quick=True):
+            yield case.name, case.path, case.X
+    yield from _sklearn_cases(tmp_path)
+    yield from _catboost_cases(tmp_path)
+
+
+def test_every_importers_models_run_exactly_as_aarch64_code(tmp_path):
+    checked, libraries = 0, set()
+    for name, model, X in _models(tmp_path):
+        cf = sf.compile(model, threads=1)
+        forest = cf.forest
+        head = X.iloc[:ROWS] if hasattr(X, "iloc") else X[:ROWS]
+        # (the reference reads the rows as the user gives them: a CatBoost model's categories
+        # are hashed from the frame's values)
+        want = reference.predict(forest, head, output_margin=True)
+        for form in cf.forms:
+            rows = as_rows(head, forest, form.input_dtype)
+            kernel = support_qemu.Aarch64Kernel(form.kernel)
+            try:
+                got = kernel.margins(rows, forest.num_outputs)
+            finally:
+                kernel.close()
+            np.testing.assert_array_equal(got, want.reshape(got.shape), err_msg=f"{name}: {form.text()[:80]}")
+            checked += 1
+        libraries.add(name.split("_")[0])
+    assert checked >= 20 and len(libraries) >= 5, (checked, libraries)

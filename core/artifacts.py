@@ -23,8 +23,9 @@ bytes it occupies; the forest's verifier and its fingerprint.
 
 Trust: loading machine code runs it.  A manifest proves the members belong together, not who
 made them, so the code runs only when the artifact is signed with the key the loader holds
-(``key=`` or the ``SILVANFORGE_ARTIFACT_KEY`` environment variable, at save and at load), or
-the caller vouches for it (``trust_code=True``).  Otherwise the forest is compiled again from
+(``key=``, the ``SILVANFORGE_ARTIFACT_KEY`` environment variable, or else the user's own key,
+:mod:`silvanforge.userkey`, which the first save makes: the user's own artifacts load their code
+at once), or the caller vouches for it (``trust_code=True``).  Otherwise the forest is compiled again from
 its arrays and a warning says why: slower, never unsafe.
 """
 
@@ -44,6 +45,7 @@ import zlib
 
 import numpy as np
 
+from . import userkey
 from .errors import ArtifactError, InputError
 from .ir import hir, hir_io
 from .options import LOWERING_FIELDS, WIDTHS
@@ -114,11 +116,13 @@ class Artifact:
     form_tilings: dict = dataclasses.field(default_factory=dict)
 
 
-def _key(key) -> bytes | None:
+def _key(key, create: bool = False) -> bytes | None:
+    """The key to sign or check with: ``key``, else ``SILVANFORGE_ARTIFACT_KEY``, else the user's
+    own (:mod:`silvanforge.userkey`; made by the first save, ``create``)."""
     if key is None:
         key = os.environ.get(KEY_ENV) or None
     if key is None:
-        return None
+        return userkey.load(create=create)
     key = key.encode() if isinstance(key, str) else bytes(key)
     if not key:
         raise InputError("an artifact key cannot be empty")
@@ -135,7 +139,7 @@ def write(path, meta: dict, arrays: dict[str, dict[str, np.ndarray]], blob: byte
     """Write an artifact atomically: ``arrays`` maps member names (``forest.npz``,
     ``tiling.npz``, ``program.npz``) to their arrays, ``extra`` names raw members
     (``program.json``); signed when a key is given or set in the environment."""
-    members = _members(meta, arrays, blob, extra, key)
+    members = _members(meta, arrays, blob, extra, key, create_key=True)  # a save makes the user's key
     path = os.fspath(path)
     # A temporary file of this call's own beside the target (threads and processes saving to
     # one path never share it), renamed over the target once complete.
@@ -176,7 +180,8 @@ def _zip(f, members: dict[str, bytes]) -> None:
             z.writestr(info, data)
 
 
-def _members(meta: dict, arrays: dict[str, dict[str, np.ndarray]], blob: bytes, extra, key) -> dict[str, bytes]:
+def _members(meta: dict, arrays: dict[str, dict[str, np.ndarray]], blob: bytes, extra, key,
+             create_key: bool = False) -> dict[str, bytes]:
     meta = dict(meta, format=FORMAT, kernel_sha256=hashlib.sha256(blob).hexdigest())
     members = {"meta.json": json.dumps(meta).encode()}
     for name, group in arrays.items():
@@ -188,7 +193,7 @@ def _members(meta: dict, arrays: dict[str, dict[str, np.ndarray]], blob: bytes, 
     manifest = json.dumps({name: hashlib.sha256(data).hexdigest() for name, data in members.items()},
                           sort_keys=True).encode()
     members[MANIFEST] = manifest
-    k = _key(key)
+    k = _key(key, create=create_key)
     if k is not None:
         members[SIGNATURE] = _sign(k, manifest).encode()
     return members

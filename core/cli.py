@@ -440,6 +440,48 @@ def tune(
                                                           " (not saved: give -o FILE)"))
 
 
+key_app = typer.Typer(help="Your artifact key: artifacts you save are signed with it, so they load "
+                             "their machine code at once (see silvanforge.userkey).",
+                        no_args_is_help=True)
+app.add_typer(key_app, name="key")
+
+
+@key_app.command("show")
+def key_show():
+    """Where the key is and its fingerprint (compare two hosts'; nothing to sign with)."""
+    from . import userkey
+
+    if not userkey.enabled():
+        raise InputError(f"the per-user artifact key is off ({userkey.ENABLE_ENV}=0)")
+    key = userkey.load(create=False)
+    where = userkey.path()
+    if key is None:
+        _out().print(f"{escape(where)}: no key yet (the first save makes one)")
+    else:
+        _out().print(f"{escape(where)}: fingerprint {userkey.fingerprint(key)}")
+
+
+@key_app.command("rotate")
+def key_rotate():
+    """Make a new key: artifacts signed with the old one compile their model again on load."""
+    from . import userkey
+
+    key = userkey.rotate()
+    _out().print(f"{escape(userkey.path())}: new key, fingerprint {userkey.fingerprint(key)}")
+
+
+@key_app.command("export")
+def key_export():
+    """Print the key (hex) for a fleet: SILVANFORGE_ARTIFACT_KEY=... on each host, or the same
+    file under SILVANFORGE_KEY_FILE (mode 600)."""
+    from . import userkey
+
+    key = userkey.load(create=True)
+    if key is None:
+        raise InputError(f"the per-user artifact key is off ({userkey.ENABLE_ENV}=0)")
+    typer.echo(key.decode("ascii"))
+
+
 @app.command()
 def plugins():
     """List the installed plugins and whether each target can run on this machine."""

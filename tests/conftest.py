@@ -9,6 +9,7 @@ bar the core itself reads.
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -16,6 +17,10 @@ import numpy as np
 import pytest
 
 import silvanforge
+
+# No test writes the user's own artifact key into their home, nor signs with one found there
+# (tests of the key turn it on with a home of their own: tests/test_user_key.py).
+os.environ["SILVANFORGE_USER_KEY"] = "0"
 
 # The helper modules (strategies.py, support_*.py) live here; tests in subfolders import them too.
 HERE = str(Path(__file__).resolve().parent)

@@ -49,7 +49,7 @@ def _catboost_cases(tmp_path):
     frame = pd.DataFrame({"a": rng.normal(size=n), "b": rng.normal(size=n),
                           "c": rng.choice(["x", "y", "z", "w"], n)})
     y = (frame.a + (frame.c == "y") > 0.3).astype(int)
-    model = catboost.CatBoostClassifier(iterations=12, depth=4, verbose=False, random_seed=0,
+    model = catboost.CatBoostClassifier(iterations=12, depth=4, verbose=False, random_seed=0, allow_writing_files=False,
                                         cat_features=["c"], one_hot_max_size=2).fit(frame, y)
     return [("catboost_ctr", model, frame)]
 

@@ -80,6 +80,9 @@ class Aarch64Kernel(PhaseKernel):
     """The phases of a native cpu kernel's LIR module, compiled for AArch64 and run under qemu."""
 
     def __init__(self, native, cpu: str = "generic"):
+        """``native``: a kernel of the cpu target; its own object code where it is AArch64 code
+        already (compiled with an AArch64 ``cpu=``: a ``ForeignKernel``), else its module
+        compiled for AArch64 ``cpu`` here."""
         from silvanforge_target_cpu import cross
 
         self.module = native.module
@@ -87,7 +90,8 @@ class Aarch64Kernel(PhaseKernel):
         self.input_dtype, self.output_dtype = native.input_dtype, native.output_dtype
         self._model = [np.ascontiguousarray(b.data) for b in self.module.model_buffers()]
         self._dir = Path(tempfile.mkdtemp(prefix="silvanforge-aarch64-"))
-        (self._dir / "kernel.o").write_bytes(cross.object_code(self.module, cpu=cpu))
+        code = getattr(native, "object_code", None) or cross.object_code(self.module, cpu=cpu)
+        (self._dir / "kernel.o").write_bytes(code)
         names = [fn.name for fn in self.module.functions]
         source = _DRIVER % {
             "declarations": "\n".join(f"extern void {n}(void *, int64_t, int64_t, int64_t, int64_t, int64_t, "

@@ -212,7 +212,7 @@ def test_the_table_agrees_with_the_code_llvm_generates():
             out[cpu] = ["vpaddd\\t%ymm" in asm, "zmm" in floats, "vpermb" in asm]
         print(json.dumps(out))
     ''')
-    names = cpus.names()
+    names = cpus.x86_names()
     done = subprocess.run([sys.executable, "-c", probe, *names], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert "not a recognized processor" not in done.stderr, done.stderr
@@ -325,8 +325,8 @@ def test_the_code_cache_keeps_each_cpus_code_apart(trained, tmp_path):
 def test_a_bad_cpu_name_is_one_clear_error(model_file):
     with pytest.raises(InputError, match="unknown cpu 'bogus'.*x86-64-v3"):
         sf.compile(model_file, cpu="bogus")
-    with pytest.raises(InputError, match="AArch64"):
-        sf.compile(model_file, cpu="neoverse-v1")
+    with pytest.raises(InputError, match="AArch64 CPU this target does not know.*neoverse-v1"):
+        sf.compile(model_file, cpu="neoverse-x9")
     with pytest.raises(InputError, match="cpu must be a CPU name"):
         sf.compile(model_file, cpu=3)
     with pytest.raises(InputError, match="unknown cpu"):
@@ -336,7 +336,7 @@ def test_a_bad_cpu_name_is_one_clear_error(model_file):
 
 
 def test_forge_refuses_a_bad_cpu_name_in_one_line(model_file, capsys):
-    for args in (("compile", model_file, "--cpu", "bogus"), ("compile", model_file, "--cpu", "apple-m1"),
+    for args in (("compile", model_file, "--cpu", "bogus"), ("compile", model_file, "--cpu", "apple-m9"),
                  ("predict", model_file, "-i", "-", "--cpu", "bogus")):
         code, out, err = forge(capsys, *args)
         assert code != 0 and not out

@@ -106,7 +106,20 @@ _CODE_FEATURES = _s(
     "sse sse2 sse3 ssse3 sse4.1 sse4.2 sse4a avx avx2 fma fma4 xop f16c aes pclmul sha gfni vaes "
     "vpclmulqdq avxvnni avxifma avxvnniint8 avxvnniint16 avxneconvert sha512 sm3 sm4")
 
-# Names of AArch64 CPUs (LLVM's AArch64 target): refused with their own message.
+# AArch64 CPUs (LLVM's AArch64 target), for Linux (ELF objects): code for them is built here
+# ahead of time (for a fleet of ARM servers) and runs only on such a host.  Their features: what
+# the code LLVM makes for them may use beyond the base (checked against an AArch64 host).
+AARCH64_TRIPLE = "aarch64-unknown-linux-gnu"
+_AARCH64_TABLE = {
+    "generic": (_s("neon"), 1), "cortex-a72": (_s("neon crc"), 1),
+    "cortex-a76": (_s("neon crc lse rcpc dotprod"), 7), "neoverse-n1": (_s("neon crc lse rcpc dotprod"), 9),
+    "neoverse-n2": (_s("neon crc lse rcpc dotprod sve sve2"), 12),
+    "neoverse-v1": (_s("neon crc lse rcpc dotprod sve"), 12),
+    "neoverse-v2": (_s("neon crc lse rcpc dotprod sve sve2"), 16),
+    "apple-m1": (_s("neon crc lse rcpc dotprod"), 13), "apple-m2": (_s("neon crc lse rcpc dotprod"), 16),
+    "ampere1": (_s("neon crc lse rcpc dotprod"), 16),
+}
+# Other AArch64 names, refused with a message of their own.
 _AARCH64_PREFIXES = ("neoverse", "cortex-", "apple-", "thunderx", "a64fx", "ampere", "kryo", "exynos",
                      "falkor", "saphira", "tsv110", "carmel", "oryon", "armv8", "armv9")
 
@@ -123,11 +136,34 @@ def _closed(features) -> frozenset:
 
 
 CPUS = {name: _closed(features) for name, (features, _since) in _TABLE.items()}
+CPUS.update({name: features for name, (features, _since) in _AARCH64_TABLE.items()})
 
 
 def names() -> list[str]:
-    """The named CPUs this LLVM compiles for, in the table's order."""
+    """The named CPUs this LLVM compiles for, in the table's order (x86-64, then AArch64)."""
+    return [name for name, (_f, since) in (*_TABLE.items(), *_AARCH64_TABLE.items())
+            if since <= _llvm_major() and name != "generic"] + ["generic-aarch64"]
+
+
+def x86_names() -> list[str]:
+    """The x86-64 CPUs of :func:`names`."""
     return [name for name, (_f, since) in _TABLE.items() if since <= _llvm_major()]
+
+
+def triple(cpu: str | None) -> str:
+    """The target triple of code for ``cpu`` (None: this host's)."""
+    return AARCH64_TRIPLE if cpu in _AARCH64_TABLE else _triple()
+
+
+def foreign(cpu: str | None) -> bool:
+    """Whether code for ``cpu`` is for another architecture than this host's (built here, run
+    elsewhere: never mapped into this process)."""
+    return cpu is not None and _arch(triple(cpu)) != _arch(_triple())
+
+
+def _arch(t: str) -> str:
+    arch = t.split("-", 1)[0]
+    return {"amd64": "x86_64", "arm64": "aarch64"}.get(arch, arch)
 
 
 def canonical(cpu) -> str | None:
@@ -141,18 +177,26 @@ def canonical(cpu) -> str | None:
     name = cpu.strip().lower()
     if name in ("", NATIVE):
         return None
-    if name.startswith(_AARCH64_PREFIXES) or name in ("aarch64", "arm64"):
-        raise InputError(f"cpu {cpu!r} is an AArch64 CPU: code for a named AArch64 CPU is not supported yet "
-                         "(compile on the machine itself without cpu=, for its own CPU)")
+    if name in ("generic-aarch64", "aarch64", "arm64"):
+        name = "generic"
+    if name in _AARCH64_TABLE:
+        if _AARCH64_TABLE[name][1] > _llvm_major():
+            raise InputError(f"cpu {cpu!r} needs LLVM {_AARCH64_TABLE[name][1]} or newer; llvmlite here has "
+                             f"LLVM {_llvm_major()}: upgrade llvmlite, or name an older CPU")
+        return name
+    if name.startswith(_AARCH64_PREFIXES):
+        known = [n for n, (_f, since) in _AARCH64_TABLE.items() if since <= _llvm_major() and n != "generic"]
+        raise InputError(f"cpu {cpu!r} is an AArch64 CPU this target does not know; it compiles for "
+                         f"{', '.join(known)} and generic-aarch64")
     if name not in _TABLE:
         raise InputError(f"unknown cpu {cpu!r}: the cpu target compiles for native (this host) or one of "
                          f"{', '.join(names())}")
     if _TABLE[name][1] > _llvm_major():
         raise InputError(f"cpu {cpu!r} needs LLVM {_TABLE[name][1]} or newer; llvmlite here has LLVM "
                          f"{_llvm_major()}: upgrade llvmlite, or name an older CPU")
-    triple = _triple()
-    if not triple.startswith(("x86_64", "amd64")):
-        raise InputError(f"cpu {cpu!r} is an x86-64 CPU; this host ({triple}) builds code for itself only "
+    here = _triple()
+    if not here.startswith(("x86_64", "amd64")):
+        raise InputError(f"cpu {cpu!r} is an x86-64 CPU; this host ({here}) builds code for itself only "
                          "(compile without cpu=, or on an x86-64 host)")
     return name
 
@@ -180,16 +224,23 @@ def missing_here(cpu: str | None) -> list[str]:
     if cpu is None:
         return []
     here = host_features()
+    if cpu in _AARCH64_TABLE:
+        return sorted(f for f in CPUS[cpu] if f not in here)
     return sorted(f for f in CPUS[cpu] if (f in _CODE_FEATURES or f.startswith("avx512")) and f not in here)
 
 
 def refusal(cpu: str | None) -> str | None:
     """Why this host cannot run code built for ``cpu``, or None where it can: running it anyway
     would stop the process on the first instruction it lacks (SIGILL)."""
+    import llvmlite.binding as llvm
+
+    if foreign(cpu):
+        return (f"this model's code was compiled for cpu {cpu!r} ({_arch(triple(cpu))}), and this host is "
+                f"{_arch(_triple())}: predict on such a machine (the artifact carries the code), or compile "
+                "it for this one (without cpu=, or cpu='native')")
     missing = missing_here(cpu)
     if not missing:
         return None
-    import llvmlite.binding as llvm
 
     shown = ", ".join(missing[:8]) + (f" and {len(missing) - 8} more" if len(missing) > 8 else "")
     return (f"this model's code was compiled for cpu {cpu!r}, and this host ({llvm.get_host_cpu_name()}) "

@@ -39,7 +39,7 @@ def signature(cpu: str | None = None) -> dict:
     if cpu is None:
         return host_signature()
     _init()
-    return {"triple": llvm.get_process_triple(), "cpu": cpu, "features": "", "llvm": list(llvm.llvm_version_info)}
+    return {"triple": cpus.triple(cpu), "cpu": cpu, "features": "", "llvm": list(llvm.llvm_version_info)}
 
 
 def uses_gathers(module: lir.Module) -> bool:
@@ -317,11 +317,40 @@ def _padded(data: np.ndarray) -> np.ndarray:
     return raw[:data.nbytes].view(data.dtype)
 
 
-def compile_module(module: lir.Module, ir_text: str, cpu: str | None = None) -> CpuKernel:
+def compile_module(module: lir.Module, ir_text: str, cpu: str | None = None):
     """``ir_text`` (the module's LLVM IR, generated for ``cpu``) compiled for ``cpu`` (None: the
-    host)."""
+    host): a :class:`CpuKernel`, or for another architecture's CPU a :class:`ForeignKernel`."""
     mod, tm = optimise(ir_text, uses_gathers(module), bool(module.info.get("light_optimisation")), cpu)
+    if cpus.foreign(cpu):
+        return ForeignKernel(module, tm.emit_object(mod), cpu)
     return CpuKernel(module, mod, tm, cpu=cpu)
+
+
+class ForeignKernel(PhaseKernel):
+    """Object code for another architecture's CPU (AArch64 built on x86-64): saved in artifacts
+    like a :class:`CpuKernel`'s, loaded by one on a host of that architecture, never mapped nor
+    run here (:meth:`margins` refuses, with why)."""
+
+    def __init__(self, module: lir.Module, object_code: bytes, cpu: str):
+        self.module, self.cpu, self._object = module, cpu, bytes(object_code)
+        self.refusal = cpus.refusal(cpu)
+        self.phases = module.functions
+        self.scratch = module.scratch_buffers()
+        self.input_dtype = lir.LIR_TO_NUMPY[module.input_type]
+        self.output_dtype = lir.LIR_TO_NUMPY[module.output_type]
+
+    def margins(self, rows: np.ndarray, num_outputs: int, threads: int | None = None) -> np.ndarray:
+        raise PluginError(self.refusal)
+
+    def run(self, phase, rows, out, scratch, row_begin, row_end, iter_begin=0, iter_end=0):
+        raise PluginError(self.refusal)
+
+    @property
+    def object_code(self) -> bytes:
+        """The ELF object (its functions are the module's phases: tests run it under qemu)."""
+        return self._object
+
+    artifact = CpuKernel.artifact
 
 
 def load_artifact(module: lir.Module, blob: bytes, cpu: str | None = None) -> CpuKernel | None:
@@ -333,6 +362,8 @@ def load_artifact(module: lir.Module, blob: bytes, cpu: str | None = None) -> Cp
     code = meta.pop("code", "bitcode") if isinstance(meta, dict) else None
     if meta != signature(cpu):
         return None
+    if cpus.foreign(cpu):  # kept for saving again, never mapped here
+        return ForeignKernel(module, blob[4 + n:], cpu) if code == "object" else None
     tm = _target_machine(uses_gathers(module), cpu)
     if code == "object":
         return CpuKernel(module, None, tm, object_code=blob[4 + n:], cpu=cpu)

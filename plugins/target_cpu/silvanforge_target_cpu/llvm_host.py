@@ -38,7 +38,10 @@ def target_machine(gathers: bool = False, cpu: str | None = None):
     fast-gather (AMD Zen); measured faster there for vector walks (docs/benchmarks.md, "Vector
     walks")."""
     init()
-    target = llvm.Target.from_triple(llvm.get_process_triple())
+    if cpus.foreign(cpu):  # another architecture's code, built here for a fleet
+        llvm.initialize_all_targets()
+        llvm.initialize_all_asmprinters()
+    target = llvm.Target.from_triple(cpus.triple(cpu))
     if cpu is None:
         features = llvm.get_host_cpu_features()
         flat = features.flatten()
@@ -62,7 +65,7 @@ def optimise(ir_text: str, gathers: bool = False, light: bool = False, cpu: str 
     ``cpu`` (None: the host); returns (module, target machine)."""
     tm = target_machine(gathers, cpu)
     mod = llvm.parse_assembly(ir_text)
-    mod.triple = llvm.get_process_triple()
+    mod.triple = cpus.triple(cpu)
     mod.data_layout = str(tm.target_data)
     mod.verify()
     pto = llvm.PipelineTuningOptions(speed_level=3)

@@ -40,13 +40,14 @@ import json
 import os
 import re
 import tempfile
+import warnings
 import zipfile
 import zlib
 
 import numpy as np
 
 from . import userkey
-from .errors import ArtifactError, InputError
+from .errors import ArtifactError, ArtifactWarning, InputError
 from .ir import hir, hir_io
 from .options import LOWERING_FIELDS, WIDTHS
 
@@ -122,7 +123,13 @@ def _key(key, create: bool = False) -> bytes | None:
     if key is None:
         key = os.environ.get(KEY_ENV) or None
     if key is None:
-        return userkey.load(create=create)
+        if create:  # a save: a key file that is refused stops it, with why
+            return userkey.load(create=True)
+        try:  # a load or a pickle: such a key signs nothing, and the artifact compiles again
+            return userkey.load(create=False)
+        except InputError as exc:
+            warnings.warn(ArtifactWarning(f"{exc}; artifacts are read as unsigned"), stacklevel=4)
+            return None
     key = key.encode() if isinstance(key, str) else bytes(key)
     if not key:
         raise InputError("an artifact key cannot be empty")

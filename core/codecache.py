@@ -38,7 +38,7 @@ import warnings
 
 from . import __version__
 from .errors import CacheWarning, InputError
-from .userdirs import private_dir
+from .userdirs import UnusableDirError, private_dir
 
 _TAG = 32  # bytes of HMAC-SHA256 before each entry's body
 _SECRET_NAME = ".secret"
@@ -122,9 +122,7 @@ def _private_sub(top: str, entry: str) -> str:
         try:
             os.mkdir(sub, 0o700)
         except FileExistsError:
-            pass
-        except OSError as exc:
-            raise InputError(f"{sub}: cannot be used as a cache directory ({exc.strerror})") from None
+            pass  # (any other OSError, a full or read-only disk, is put's to warn of)
         if _sub_is_private(sub):
             return sub
         try:
@@ -183,8 +181,8 @@ def _warn_once(directory, what: str, exc: OSError) -> None:
         if top in _warned:
             return
         _warned.add(top)
-    warnings.warn(CacheWarning(f"code cache {top}: cannot {what} ({exc.strerror or exc}); compiling "
-                               "without it"), stacklevel=3)
+    why = getattr(exc, "strerror", None) or exc
+    warnings.warn(CacheWarning(f"code cache {top}: cannot {what} ({why}); compiling without it"), stacklevel=3)
 
 
 def get(directory: str | os.PathLike, entry: str) -> bytes | None:
@@ -192,7 +190,7 @@ def get(directory: str | os.PathLike, entry: str) -> bytes | None:
     cache cannot be read (a :class:`~silvanforge.errors.CacheWarning`, once a directory)."""
     try:
         return _get(directory, entry)
-    except OSError as exc:
+    except (OSError, UnusableDirError) as exc:
         _warn_once(directory, "read", exc)
         return None
 
@@ -202,7 +200,7 @@ def put(directory: str | os.PathLike, entry: str, body: bytes) -> None:
     disk), a :class:`~silvanforge.errors.CacheWarning` once a directory, and nothing stored."""
     try:
         _put(directory, entry, body)
-    except OSError as exc:
+    except (OSError, UnusableDirError) as exc:
         _warn_once(directory, "write", exc)
 
 

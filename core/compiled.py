@@ -176,7 +176,7 @@ class CompiledForest:
         identity = forest.transform.name == "identity" and forest.transform.param("margin_divisor", 1.0) == 1.0
         finish = None if output_margin or identity else transforms.Finish(forest)
         result = form.kernel.device_predict(rows, k, finish)
-        if self._flat and len(result.shape) == 2:  # margins, or values the device transformed
+        if self._flat and tuple(result.shape) == (n, 1):  # margins, or values the device transformed
             result = result.reshaped((n,))
         return like_input(result, rows)
 

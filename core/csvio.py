@@ -262,6 +262,18 @@ def write_predictions(path: str | None, y: np.ndarray) -> None:
     directory = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(directory):
         raise InputError(f"cannot write {path}: directory {directory} does not exist")
+    if os.path.exists(path) and not os.path.isfile(path):
+        # A pipe, a device or /dev/stdout: written in place (renaming over it would replace the
+        # node, and /dev/fd/N cannot be renamed over at all).
+        try:
+            with open(path, "wb") as f:
+                if path.lower().endswith(".npy"):
+                    np.save(f, np.asarray(y), allow_pickle=False)
+                else:
+                    f.write(format_csv(y).encode("utf-8"))
+        except OSError as exc:
+            raise InputError(f"cannot write {path}: {exc.strerror or exc}") from None
+        return
     # Written whole to a file of its own beside the target, then renamed over it: a failed or
     # interrupted run never leaves half a file, and a link at ``path`` is replaced, not written
     # through.

@@ -265,7 +265,16 @@ def _numbers_as_labels(values: np.ndarray, name, dtype, labels) -> np.ndarray:
     otherwise than the same values as categories (LightGBM refuses such a column)."""
     if all(isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, (bool, np.bool_))
            for v in labels.labels):
-        return labels.codes(values, name)
+        codes = labels.lookup(values)
+        given = ~np.isnan(codes)
+        if given.any() and not (codes[given] >= 0).any():
+            # Not one value is a label: these are codes (0, 1, ...) of labels such as 10, 20, 30,
+            # and reading them as labels would make every one a missing value.
+            raise InputError(
+                f"column {name!r} holds plain {dtype} values, none of which is one of the labels of the "
+                f"model's categorical feature {name!r} ({_listed(list(labels.labels))}): pass the labels "
+                "or a categorical column; category codes as numbers are read from NumPy arrays only")
+        return labels.unseen(codes, codes == -1.0, name)
     raise InputError(
         f"column {name!r} holds plain {dtype} values, but the model's feature {name!r} is categorical "
         f"with the labels {_listed(list(labels.labels))}: pass it as a categorical column (pandas "

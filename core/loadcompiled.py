@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 import time
 import warnings
 
@@ -198,8 +199,10 @@ def _check_values(name: str, entry: dict) -> None:
     if not reg.target_available(entry["target"])[0]:
         raise ArtifactError(f"{name}: its target {entry['target']!r} cannot run here "
                             f"({reg.target_available(entry['target'])[1]})")
-    if entry.get("rep") not in reg.representations():
-        bad("rep", "no installed representation")
+    # A representation's name, not a path; it need not be installed where the saved code runs
+    # (lowering again asks for it, and says so then).
+    if not re.fullmatch(r"[A-Za-z][A-Za-z0-9_-]{0,63}", str(entry.get("rep"))):
+        bad("rep", "not a representation's name")
 
 
 def _load_kernel(name: str, target: str, module, code: bytes, opts: CompileOptions):

@@ -12,6 +12,12 @@ import stat
 from .errors import InputError
 
 
+class UnusableDirError(InputError):
+    """The file system would not make or read the directory (full, read-only, no permission):
+    a cache then warns and goes on, where a directory refused for its owner or permissions
+    stays an error."""
+
+
 def cache_home() -> str:
     """``$XDG_CACHE_HOME/silvanforge`` (``~/.cache/silvanforge``)."""
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
@@ -26,8 +32,10 @@ def private_dir(path: str | os.PathLike) -> str:
         os.makedirs(path, mode=0o700, exist_ok=True)
         st = os.lstat(path)
     except OSError as exc:
-        raise InputError(f"{path}: cannot be used as a cache directory "
-                         f"({exc.strerror or type(exc).__name__})") from None
+        # A file in the way is the caller's mistake; a full, read-only or forbidden disk is not.
+        kind = InputError if isinstance(exc, (FileExistsError, NotADirectoryError)) else UnusableDirError
+        raise kind(f"{path}: cannot be used as a cache directory "
+                   f"({exc.strerror or type(exc).__name__})") from None
     if stat.S_ISLNK(st.st_mode) or not stat.S_ISDIR(st.st_mode):
         raise InputError(f"{path}: not a directory (a link or file is not used as a cache)")
     if hasattr(os, "getuid") and st.st_uid != os.getuid():

@@ -18,8 +18,9 @@ import hashlib
 import os
 import secrets
 import stat
+import warnings
 
-from .errors import InputError
+from .errors import ArtifactWarning, InputError
 from .userdirs import private_dir
 
 KEY_FILE_ENV = "SILVANFORGE_KEY_FILE"
@@ -48,18 +49,29 @@ def load(create: bool = False) -> bytes | None:
         return None
     where = path()
     try:
-        fd = os.open(where, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+        fd = os.open(where, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
     except FileNotFoundError:
         if not create:
             return None
-        return _make(where)
+        if os.environ.get(KEY_FILE_ENV):
+            # A fleet's key that is not there (a typo, a volume not mounted): a fresh random key
+            # would sign artifacts no other host of the fleet trusts, silently.
+            raise InputError(f"{KEY_FILE_ENV} names {where}, which does not exist: provision the fleet's "
+                             "key there (forge key export on the host that has it), or unset it") from None
+        try:
+            return _make(where)
+        except (OSError, InputError) as exc:  # no home to keep it in (a service user, a read-only root)
+            warnings.warn(ArtifactWarning(
+                f"cannot make your artifact key {where} ({exc}): saved unsigned, so loading it compiles "
+                f"its model again (set {KEY_FILE_ENV} to a writable place, or SILVANFORGE_ARTIFACT_KEY)"),
+                stacklevel=4)
+            return None
     except OSError as exc:
         raise InputError(f"the artifact key {where} cannot be read ({exc.strerror or exc}): a link or "
                          "unreadable file is not used as a key") from None
     with os.fdopen(fd, "rb") as f:
-        st = os.fstat(f.fileno())
-        text = f.read(4 * _BYTES + 16)
-    _check(where, st)
+        _check(where, os.fstat(f.fileno()))  # before reading: a pipe there is never read
+        text = f.read(64 << 10)  # a fleet's key may be longer than ours
     try:
         key = text.decode("ascii").strip()
         raw = bytes.fromhex(key)
@@ -100,6 +112,10 @@ def _make(where: str, replace: bool = False) -> bytes:
                 os.link(tmp, where)  # of two processes making it at once, one wins
             except FileExistsError:
                 return load(create=False) or key
+            except OSError:  # a file system without hard links: renamed (a race may then lose a key)
+                if os.path.exists(where):
+                    return load(create=False) or key
+                os.replace(tmp, where)
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)

@@ -79,7 +79,7 @@ int main(int argc, char **argv) {
 class Aarch64Kernel(PhaseKernel):
     """The phases of a native cpu kernel's LIR module, compiled for AArch64 and run under qemu."""
 
-    def __init__(self, native, cpu: str = "generic"):
+    def __init__(self, native, cpu: str = "generic-aarch64"):
         """``native``: a kernel of the cpu target; its own object code where it is AArch64 code
         already (compiled with an AArch64 ``cpu=``: a ``ForeignKernel``), else its module
         compiled for AArch64 ``cpu`` here."""

@@ -111,3 +111,18 @@ def test_an_artifact_built_here_for_an_arm_cpu_carries_code_that_runs_there(tmp_
         finally:
             kernel.close()
         np.testing.assert_array_equal(got, want.reshape(got.shape), err_msg=f"{cpu}: {form.text()[:80]}")
+
+
+
+def test_an_arm_host_runs_what_llvm_can_see_it_has(monkeypatch):
+    """On an AArch64 host LLVM reports neon, crc, lse, sve, sve2, aes and sha2 only (never rcpc
+    or dotprod): code for a Neoverse N1 runs on a Graviton 2; SVE code does not."""
+    from silvanforge_target_cpu import cpus
+
+    monkeypatch.setattr(cpus, "_triple", lambda: "aarch64-unknown-linux-gnu")
+    monkeypatch.setattr(cpus, "host_features", lambda: frozenset({"neon", "crc", "lse", "aes", "sha2", "fp-armv8"}))
+    assert cpus.refusal("neoverse-n1") is None and cpus.refusal("apple-m1") is None
+    assert "sve" in cpus.refusal("neoverse-v1")
+    assert cpus.refusal("generic-aarch64") is None
+    with pytest.raises(sf.InputError, match="unknown cpu 'generic'"):
+        cpus.canonical("generic")  # LLVM's name of AArch64's and x86's generic alike: ours says which

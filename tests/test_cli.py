@@ -444,3 +444,24 @@ def test_output_onto_an_input_or_a_link_to_one_is_refused_and_nothing_changes(ca
     assert target.read_text() == "keep\n" and not (tmp_path / "out.csv").is_symlink()
     assert len((tmp_path / "out.csv").read_text().splitlines()) == 4
     assert not list(tmp_path.glob("*.tmp"))
+
+
+
+def test_predictions_to_a_pipe_are_written_into_it(capsys, binary_model, tmp_path):
+    """A FIFO (or /dev/stdout) at the output path is written in place, not replaced by a file."""
+    import os
+    import stat
+    import threading
+
+    path, _ = binary_model
+    X = tmp_path / "X.csv"
+    X.write_text("\n".join(",".join("0.5" for _ in range(NUM_FEATURES)) for _ in range(3)) + "\n")
+    fifo = tmp_path / "out.csv"
+    os.mkfifo(fifo)
+    got = []
+    reader = threading.Thread(target=lambda: got.append(open(fifo).read()))
+    reader.start()
+    code, _, err = forge(capsys, "predict", path, "-i", X, "-o", fifo)
+    reader.join(10)
+    assert code == 0, err
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode) and len(got[0].splitlines()) == 3

@@ -410,6 +410,21 @@ def test_a_full_cache_disk_warns_once_and_predicts(tmp_path, capsys, forest, row
     for cf in (first, second):
         np.testing.assert_array_equal(cf.predict(rows, output_margin=True),
                                       reference.predict(forest, rows, output_margin=True))
+    # the disk full before the cache's own directories could be made
+    real_mkdir = os.mkdir
+
+    def no_new_directory(path, *args, **kwargs):
+        if os.path.exists(path):
+            return real_mkdir(path, *args, **kwargs)
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "mkdir", no_new_directory)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        third = sf.compile(forest, cache=tmp_path / "cache3")
+    assert any(issubclass(w.category, sf.CacheWarning) for w in caught)
+    np.testing.assert_array_equal(third.predict(rows), first.predict(rows))
+    monkeypatch.setattr(os, "mkdir", real_mkdir)
     X = np.random.default_rng(3).normal(size=(50, 4))
     booster = xgb.train({"max_depth": 3, "objective": "binary:logistic"}, xgb.DMatrix(X, X[:, 0] > 0), 5)
     booster.save_model(tmp_path / "m.json")

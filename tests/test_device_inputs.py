@@ -308,3 +308,24 @@ def test_the_device_transform_equals_the_host_one_bit_for_bit(name, monkeypatch)
     assert True in outcomes  # transformed on the device
     if name != "hinge":
         assert False in outcomes  # and flagged for the host where it must be
+
+
+def test_a_binary_sklearn_classifier_on_the_device_path_keeps_both_columns():
+    """One margin, two probabilities a row (scikit-learn's binary predict_proba): the device
+    path returns the (n, 2) result, not a reshape of it."""
+    from sklearn.ensemble import GradientBoostingClassifier
+
+    from silvanforge.compiled import CompiledForest
+    from silvanforge.forms import Form
+
+    rng = np.random.default_rng(8)
+    X = rng.normal(size=(200, 4)).astype(np.float32)
+    est = GradientBoostingClassifier(n_estimators=3, max_depth=2, random_state=0).fit(X, X[:, 0] > 0)
+    host = sf.compile(est, target="cpu")
+    main = host.main
+    kernel = HostMemoryDeviceKernel(main.kernel)
+    cf = CompiledForest(host.forest, [Form(main.forest, kernel, main.options, main.lir_module, main.mir_function)])
+    rows = np.ascontiguousarray(X[:40], dtype=kernel.input_dtype)
+    got = _read_back(cf.predict(CudaArrayInterface(rows.shape, rows.dtype.str, None, rows.ctypes.data)))
+    assert got.shape == (40, 2)
+    np.testing.assert_array_equal(got, host.predict(rows))

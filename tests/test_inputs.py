@@ -379,6 +379,9 @@ def test_plain_numbers_for_a_labelled_feature_are_its_labels_or_refused():
     cf_words = sf.compile(lgb.LGBMClassifier(n_estimators=5, verbose=-1).fit(words, (words.c == "y").astype(int)))
     with pytest.raises(InputError, match="column 'c' holds plain .* categorical with the labels 'x', 'y', 'z'"):
         cf_words.predict(words.assign(c=words.c.cat.codes))
+    # codes (0..3) where the labels are 10, 20, 30, 50: none is a label, refused, never all missing
+    with pytest.raises(InputError, match="none of which is one of the labels"):
+        cf.predict(df.assign(c=df.c.cat.codes.replace(-1, np.nan).astype(float)))
 
 
 def test_what_is_not_rows_is_named():

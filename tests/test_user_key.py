@@ -76,12 +76,31 @@ def test_another_keys_or_no_keys_artifacts_compile_again(home, compiled, tmp_pat
 
 @pytest.mark.parametrize("mode", [0o640, 0o604, 0o620])
 def test_a_key_others_can_read_or_write_is_refused(home, compiled, tmp_path, mode):
+    """Refused: a save stops with why; a load reads every artifact as unsigned (compiled again,
+    or its code run where trusted) and says why, so pickles and trusted loads still work."""
     compiled.save(tmp_path / "m.forge")
     os.chmod(userkey.path(), mode)
-    with pytest.raises(sf.InputError, match="can be read or written by others"):
-        sf.load_compiled(tmp_path / "m.forge")
     with pytest.raises(sf.InputError, match="chmod 600"):
         compiled.save(tmp_path / "n.forge")
+    with pytest.warns(sf.ArtifactWarning) as seen:
+        sf.load_compiled(tmp_path / "m.forge")
+    said = " ".join(str(w.message) for w in seen)
+    assert "can be read or written by others" in said and "compiling its model again" in said
+    with pytest.warns(sf.ArtifactWarning, match="read as unsigned"):
+        sf.load_compiled(tmp_path / "m.forge", trust_code=True)
+
+
+def test_no_place_for_a_key_saves_unsigned_and_a_missing_fleet_key_is_an_error(home, compiled, tmp_path,
+                                                                               monkeypatch):
+    monkeypatch.setenv("XDG_CONFIG_HOME", "/proc/no-such-place")
+    with pytest.warns(sf.ArtifactWarning, match="cannot make your artifact key.*saved unsigned"):
+        compiled.save(tmp_path / "m.forge")
+    with pytest.warns(sf.ArtifactWarning, match="not signed"):
+        sf.load_compiled(tmp_path / "m.forge")
+    monkeypatch.setenv(userkey.KEY_FILE_ENV, str(tmp_path / "not-mounted" / "fleet.key"))
+    with pytest.raises(sf.InputError, match="does not exist"):
+        compiled.save(tmp_path / "n.forge")
+    assert not (tmp_path / "n.forge").exists()
 
 
 def test_rotate_and_export(home, compiled, tmp_path, capsys, monkeypatch):

@@ -111,7 +111,7 @@ _CODE_FEATURES = _s(
 # the code LLVM makes for them may use beyond the base (checked against an AArch64 host).
 AARCH64_TRIPLE = "aarch64-unknown-linux-gnu"
 _AARCH64_TABLE = {
-    "generic": (_s("neon"), 1), "cortex-a72": (_s("neon crc"), 1),
+    "generic-aarch64": (_s("neon"), 1), "cortex-a72": (_s("neon crc"), 1),
     "cortex-a76": (_s("neon crc lse rcpc dotprod"), 7), "neoverse-n1": (_s("neon crc lse rcpc dotprod"), 9),
     "neoverse-n2": (_s("neon crc lse rcpc dotprod sve sve2"), 12),
     "neoverse-v1": (_s("neon crc lse rcpc dotprod sve"), 12),
@@ -119,6 +119,7 @@ _AARCH64_TABLE = {
     "apple-m1": (_s("neon crc lse rcpc dotprod"), 13), "apple-m2": (_s("neon crc lse rcpc dotprod"), 16),
     "ampere1": (_s("neon crc lse rcpc dotprod"), 16),
 }
+_AARCH64_REPORTED = _s("neon crc lse sve sve2 aes sha2")
 # Other AArch64 names, refused with a message of their own.
 _AARCH64_PREFIXES = ("neoverse", "cortex-", "apple-", "thunderx", "a64fx", "ampere", "kryo", "exynos",
                      "falkor", "saphira", "tsv110", "carmel", "oryon", "armv8", "armv9")
@@ -141,8 +142,12 @@ CPUS.update({name: features for name, (features, _since) in _AARCH64_TABLE.items
 
 def names() -> list[str]:
     """The named CPUs this LLVM compiles for, in the table's order (x86-64, then AArch64)."""
-    return [name for name, (_f, since) in (*_TABLE.items(), *_AARCH64_TABLE.items())
-            if since <= _llvm_major() and name != "generic"] + ["generic-aarch64"]
+    return [name for name, (_f, since) in (*_TABLE.items(), *_AARCH64_TABLE.items()) if since <= _llvm_major()]
+
+
+def llvm_name(cpu: str | None) -> str | None:
+    """The name LLVM knows ``cpu`` by (``generic-aarch64`` is AArch64's ``generic``)."""
+    return "generic" if cpu == "generic-aarch64" else cpu
 
 
 def x86_names() -> list[str]:
@@ -177,17 +182,17 @@ def canonical(cpu) -> str | None:
     name = cpu.strip().lower()
     if name in ("", NATIVE):
         return None
-    if name in ("generic-aarch64", "aarch64", "arm64"):
-        name = "generic"
+    if name in ("aarch64", "arm64"):
+        name = "generic-aarch64"
     if name in _AARCH64_TABLE:
         if _AARCH64_TABLE[name][1] > _llvm_major():
             raise InputError(f"cpu {cpu!r} needs LLVM {_AARCH64_TABLE[name][1]} or newer; llvmlite here has "
                              f"LLVM {_llvm_major()}: upgrade llvmlite, or name an older CPU")
         return name
     if name.startswith(_AARCH64_PREFIXES):
-        known = [n for n, (_f, since) in _AARCH64_TABLE.items() if since <= _llvm_major() and n != "generic"]
+        known = [n for n, (_f, since) in _AARCH64_TABLE.items() if since <= _llvm_major()]
         raise InputError(f"cpu {cpu!r} is an AArch64 CPU this target does not know; it compiles for "
-                         f"{', '.join(known)} and generic-aarch64")
+                         f"{', '.join(known)}")
     if name not in _TABLE:
         raise InputError(f"unknown cpu {cpu!r}: the cpu target compiles for native (this host) or one of "
                          f"{', '.join(names())}")
@@ -225,7 +230,9 @@ def missing_here(cpu: str | None) -> list[str]:
         return []
     here = host_features()
     if cpu in _AARCH64_TABLE:
-        return sorted(f for f in CPUS[cpu] if f not in here)
+        # Only what LLVM reports of an AArch64 host (Linux: neon, crc, lse, sve, sve2, aes, sha2;
+        # never rcpc or dotprod; nothing on macOS): a feature it cannot see is not held against it.
+        return sorted(f for f in CPUS[cpu] if f in _AARCH64_REPORTED and here and f not in here)
     return sorted(f for f in CPUS[cpu] if (f in _CODE_FEATURES or f.startswith("avx512")) and f not in here)
 
 

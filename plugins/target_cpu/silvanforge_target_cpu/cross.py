@@ -16,9 +16,9 @@ from silvanforge.ir import lir
 from . import codegen, cpus, jit
 
 
-def object_code(module: lir.Module, cpu: str = "generic") -> bytes:
+def object_code(module: lir.Module, cpu: str = "generic-aarch64") -> bytes:
     """``module`` compiled to an AArch64 ELF object for ``cpu`` (a name :mod:`.cpus` knows:
-    ``generic``, ``neoverse-n1``, ``neoverse-v1``, ``apple-m1``...).  Its functions are the
+    ``generic-aarch64``, ``neoverse-n1``, ``neoverse-v1``, ``apple-m1``...).  Its functions are the
     module's phases, with the native kernels' calling convention (lir.SCALAR_PARAMS)."""
     cpu = cpus.canonical(cpu)
     if cpus.triple(cpu) != cpus.AARCH64_TRIPLE:

@@ -50,7 +50,7 @@ def target_machine(gathers: bool = False, cpu: str | None = None):
         flat, has_avx2 = "", cpus.has(cpu, "avx2")
     if gathers and has_avx2:
         flat = f"{flat},+fast-gather" if flat else "+fast-gather"
-    return target.create_target_machine(cpu=cpu or llvm.get_host_cpu_name(), features=flat,
+    return target.create_target_machine(cpu=cpus.llvm_name(cpu) or llvm.get_host_cpu_name(), features=flat,
                                         opt=3, codemodel="jitdefault")
 
 

@@ -30,6 +30,7 @@ from rich.table import Table
 
 from . import __version__, api, artifacts, csvio, pipeline, profiling, tuning
 from .errors import ArtifactWarning, CacheWarning, InputError, SilvanForgeError
+from .keycli import key_app
 from .loading import is_artifact, load_model
 from .plugins import registry
 from .tiling import format_hir
@@ -64,27 +65,6 @@ def _out() -> Console:
 
 def _err() -> Console:
     return Console(stderr=True, highlight=False)
-
-
-def refuse_overwrite(output: str | None, **inputs: str | None) -> None:
-    """Refuse an ``--output`` that is one of the command's inputs (``inputs``: what each is, by
-    option name), itself or through a link: writing it would destroy what the command reads,
-    so the check runs before any work.  ``-`` (stdout, stdin) and absent paths never clash."""
-    if output is None or output == "-":
-        return
-    target = os.path.realpath(output)
-    for what, path in inputs.items():
-        if path is None or path == "-":
-            continue
-        same = os.path.realpath(path) == target
-        if not same and os.path.exists(path) and os.path.exists(output):
-            try:
-                same = os.path.samefile(path, output)  # hard links too
-            except OSError:
-                same = False
-        if same:
-            raise InputError(f"--output {output} is the {what.replace('_', ' ')} {path}: writing it would "
-                             "destroy it; choose another output path")
 
 
 def _note(message: str) -> None:
@@ -252,7 +232,7 @@ def compile_command(
     cpu: str | None = _cpu_opt(),
 ):
     """Compile MODEL and report what was built; save it with -o."""
-    refuse_overwrite(output, model=model, profile=profile)
+    csvio.refuse_overwrite(output, model=model, profile=profile)
     cf = load_or_compile(model, target, rep, schedule, batch_size, threads, tile_size, profile, reorder,
                          cache=cache, cpu=cpu)
     if output is not None:
@@ -318,7 +298,7 @@ def predict(
     cpu: str | None = _cpu_opt(),
 ):
     """Predict rows from a CSV or .npy file; one output line (or row) per input row."""
-    refuse_overwrite(output, model=model, input=input_path, profile=profile)
+    csvio.refuse_overwrite(output, model=model, input=input_path, profile=profile)
     cf = load_or_compile(model, target, rep, schedule, None, threads, tile_size, profile, reorder,
                          trust_code=trust_code, cache=cache, cpu=cpu)
     rows = csvio.read_rows(input_path, cf.num_features, cf.forest.feature_names, header)
@@ -406,7 +386,7 @@ def tune(
     """Time the forms worth trying for MODEL at each request size (1 row to large batches) on
     this machine and keep the fastest for each band of rows per call (a GPU target: its
     template's candidates at 512, 4096 and 65536 rows)."""
-    refuse_overwrite(output, model=model, rows=rows)
+    csvio.refuse_overwrite(output, model=model, rows=rows)
     if not budget > 0:
         raise InputError(f"--budget must be a positive number of seconds, got {budget}")
     at = tuning.SIZES
@@ -440,46 +420,7 @@ def tune(
                                                           " (not saved: give -o FILE)"))
 
 
-key_app = typer.Typer(help="Your artifact key: artifacts you save are signed with it, so they load "
-                             "their machine code at once (see silvanforge.userkey).",
-                        no_args_is_help=True)
-app.add_typer(key_app, name="key")
-
-
-@key_app.command("show")
-def key_show():
-    """Where the key is and its fingerprint (compare two hosts'; nothing to sign with)."""
-    from . import userkey
-
-    if not userkey.enabled():
-        raise InputError(f"the per-user artifact key is off ({userkey.ENABLE_ENV}=0)")
-    key = userkey.load(create=False)
-    where = userkey.path()
-    if key is None:
-        _out().print(f"{escape(where)}: no key yet (the first save makes one)")
-    else:
-        _out().print(f"{escape(where)}: fingerprint {userkey.fingerprint(key)}")
-
-
-@key_app.command("rotate")
-def key_rotate():
-    """Make a new key: artifacts signed with the old one compile their model again on load."""
-    from . import userkey
-
-    key = userkey.rotate()
-    _out().print(f"{escape(userkey.path())}: new key, fingerprint {userkey.fingerprint(key)}")
-
-
-@key_app.command("export")
-def key_export():
-    """Print the key (hex) for a fleet: SILVANFORGE_ARTIFACT_KEY=... on each host, or the same
-    file under SILVANFORGE_KEY_FILE (mode 600)."""
-    from . import userkey
-
-    key = userkey.load(create=True)
-    if key is None:
-        raise InputError(f"the per-user artifact key is off ({userkey.ENABLE_ENV}=0)")
-    typer.echo(key.decode("ascii"))
+app.add_typer(key_app, name="key")  # forge key show|rotate|export (silvanforge.keycli)
 
 
 @app.command()

@@ -253,6 +253,27 @@ def format_csv(y: np.ndarray) -> str:
     return out + "\n" if out else ""
 
 
+def refuse_overwrite(output: str | None, **inputs: str | None) -> None:
+    """Refuse an ``--output`` that is one of the command's inputs (``inputs``: what each is, by
+    option name), itself or through a link: writing it would destroy what the command reads,
+    so the check runs before any work.  ``-`` (stdout, stdin) and absent paths never clash."""
+    if output is None or output == "-":
+        return
+    target = os.path.realpath(output)
+    for what, path in inputs.items():
+        if path is None or path == "-":
+            continue
+        same = os.path.realpath(path) == target
+        if not same and os.path.exists(path) and os.path.exists(output):
+            try:
+                same = os.path.samefile(path, output)  # hard links too
+            except OSError:
+                same = False
+        if same:
+            raise InputError(f"--output {output} is the {what.replace('_', ' ')} {path}: writing it would "
+                             "destroy it; choose another output path")
+
+
 def write_predictions(path: str | None, y: np.ndarray) -> None:
     """Write ``y`` to ``path``: ``.npy`` by extension, CSV otherwise, stdout for ``None``/``-``."""
     if path is None or path == "-":

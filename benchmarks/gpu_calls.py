@@ -27,14 +27,16 @@ import traceback
 import numpy as np
 
 
-def _median_call(cf, X, repeat: int) -> tuple[float, float]:
-    cf.predict(X)  # warm: device buffers grow to the size once
+def _median_call(call, X, repeat: int, kernel_seconds=None) -> tuple[float, float]:
+    """Median wall time of ``call(X)`` over ``repeat`` calls after a warm one (device buffers
+    grow to the size once), and of ``kernel_seconds()`` read after each (NaN without)."""
+    call(X)
     whole, kernel = [], []
     for _ in range(repeat):
         start = time.perf_counter()
-        cf.predict(X)
+        call(X)
         whole.append(time.perf_counter() - start)
-        kernel.append(cf.kernel.last_timing.get("kernel", float("nan")))
+        kernel.append(kernel_seconds() if kernel_seconds else float("nan"))
     return statistics.median(whole), statistics.median(kernel)
 
 
@@ -66,16 +68,6 @@ def _hummingbird(path: str, forest):
         return out
 
     return host, device
-
-
-def _median_wall(call, X, repeat: int) -> float:
-    call(X)
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        call(X)
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
 
 
 def main(argv=None) -> int:
@@ -120,7 +112,8 @@ def main(argv=None) -> int:
                     np.testing.assert_array_equal(device_result, host_result, err_msg=f"{name} {n} rows")
                     inputs.append(("device (CuPy)", d))
                 for label, rows in inputs:
-                    whole, kernel = _median_call(cf, rows, args.repeat)
+                    whole, kernel = _median_call(cf.predict, rows, args.repeat,
+                                                 lambda: cf.kernel.last_timing.get("kernel", float("nan")))
                     theirs = ""
                     if not isinstance(peer, str):
                         if label == "host":
@@ -130,7 +123,7 @@ def main(argv=None) -> int:
 
                             peer_rows, peer_call = torch.as_tensor(X, dtype=torch.float32, device="cuda"), peer[1]
                         try:
-                            theirs = _median_wall(peer_call, peer_rows, args.repeat)
+                            theirs = _median_call(peer_call, peer_rows, args.repeat)[0]
                         except Exception as exc:  # noqa: BLE001  (the peer's failure is reported; ours go on)
                             print(f"{name} {n} {label}: Hummingbird failed ({type(exc).__name__}: {exc})"[:300])
                     peer_cells = (f"{theirs * 1e3:.3f} | {theirs / whole:.1f}x" if theirs else "- | -")

@@ -148,9 +148,10 @@ def _untuned_spec(forest: hir.Forest, opts: CompileOptions, kind: str):
     on a few rows: 8-64 times a row's cost), and whether requests of 3 to SMALL_ROWS rows get a
     form of their own (:data:`silvanforge.plan.SMALL_BAND_FACTOR`)."""
     reg = registry()
+    vectors = reg.vectors(opts.target, opts.cpu)
 
     def costs(batch):
-        return {rep: ns for rep, ns, _ in reg.rep_costs(forest, kind, batch) if ns is not None}
+        return {rep: ns for rep, ns, _ in reg.rep_costs(forest, kind, batch, vectors=vectors) if ns is not None}
 
     top = costs(opts.batch_size)
     if not top:
@@ -166,7 +167,8 @@ def _untuned_spec(forest: hir.Forest, opts: CompileOptions, kind: str):
     small_band = False
     if mid and small:
         rep = min(mid, key=mid.get)
-        called = called_cost_of(reg.rep_class(rep), forest, kind, MID_BATCH, SMALL_ROWS, opts.rep_options)
+        called = called_cost_of(reg.rep_class(rep), forest, kind, MID_BATCH, SMALL_ROWS, opts.rep_options,
+                                vectors)
         best = min(small.values())
         small_band = isinstance(called, float) and called > SMALL_BAND_FACTOR * best \
             and called - best >= SMALL_BAND_MIN_NS
@@ -193,7 +195,7 @@ def untuned_plan(forest: hir.Forest, opts: CompileOptions) -> tuple[list[Form], 
             # rows walked together, and a lone row would walk the padding.  (Unless a program
             # representation is cheapest for one row: it walks nothing, and padding is not asked.)
             unpadded = batch == 1 and opts.pad is None and opts.rep is None and \
-                reg.rep_kind(choose_representation(forest, kind, batch)) == "walk"
+                reg.rep_kind(choose_representation(forest, kind, batch, vectors=reg.vectors(opts.target, opts.cpu))) == "walk"
             # Its nodes in the order the training rows walked them, where the model file says
             # (a layout that cannot place nodes ignores it): a lone row's likely path then reads
             # consecutive bytes, as with a profile (xgb_100x8, one row: 2.13 -> 1.86 us).

@@ -19,7 +19,7 @@ from .loading import load_model
 from .options import CompileOptions, kernel_options
 from .plugins import registry
 from .profiling import as_profile
-from .rep import instance, refusal
+from .rep import instance, refusal, weighs_vectors
 from .scheduler import Schedule, lower_to_mir, parse_schedule
 from .scheduler.canned import peel_groups
 from .tiling import check_tile_size, format_hir, probability_order_ids, probability_tile_ids, with_tile_ids
@@ -32,16 +32,17 @@ PAD_LIMIT_SMALL, PAD_SMALL_BYTES = 8.0, 4 << 20
 
 
 def choose_representation(forest: hir.Forest, target_kind: str = "cpu", batch_size: int | None = None,
-                          walks_only: bool = False, rep_options=None) -> str:
+                          walks_only: bool = False, rep_options=None, vectors=None) -> str:
     """The cheapest representation for ``forest`` by the installed plugins' own estimates
-    (each representation class's ``cost``, under ``rep_options``; ties by name); ``walks_only``: among those the core walks.
+    (each representation class's ``cost``, under ``rep_options``, for the vector unit
+    ``vectors``; ties by name); ``walks_only``: among those the core walks.
     Without any estimate, the first installed walk representation."""
     reg = registry()
     reps = reg.representations()
     if not reps:
         raise PluginError("no representation plugin is installed (pip install -r requirements.txt "
                           "installs the shipped ones; forge plugins lists what is found)")
-    costs = sorted((ns, rep) for rep, ns, _ in reg.rep_costs(forest, target_kind, batch_size, rep_options)
+    costs = sorted((ns, rep) for rep, ns, _ in reg.rep_costs(forest, target_kind, batch_size, rep_options, vectors)
                    if ns is not None and rep in reps and not (walks_only and reg.rep_kind(rep) != "walk"))
     if costs:
         return costs[0][1]
@@ -261,6 +262,7 @@ def _lower(model, opts: CompileOptions, tile_ids: list | None = None) -> Lowered
         raise InputError(f"batch_size must be a positive integer, got {batch_size!r}")
     reg = registry()
     kind = reg.target_kind(target)
+    vectors = reg.vectors(target, opts.cpu)
     check_linear_leaves(model_forest, target, rep)
     profiled = profile is not None or tile_ids is not None
     # At a tile size of one a profile orders the nodes of the layouts that can place them
@@ -270,7 +272,7 @@ def _lower(model, opts: CompileOptions, tile_ids: list | None = None) -> Lowered
                                           ("profile", profiled and tile_size > 1),
                                           ("tree reordering", reorder is not None)) if on]
     if rep is None and not walk_options and pad is None:
-        rep = choose_representation(model_forest, kind, batch_size, rep_options=opts.rep_options)
+        rep = choose_representation(model_forest, kind, batch_size, rep_options=opts.rep_options, vectors=vectors)
     if rep is not None:
         reg.check_representation(rep)
         if reg.rep_kind(rep) == "program":
@@ -281,7 +283,7 @@ def _lower(model, opts: CompileOptions, tile_ids: list | None = None) -> Lowered
         raise InputError(f"unknown tree reordering {reorder!r}; choose depth or peel")
     if profiled and tile_size == 1:
         rep = rep or choose_representation(model_forest, kind, batch_size, walks_only=True,
-                                           rep_options=opts.rep_options)
+                                           rep_options=opts.rep_options, vectors=vectors)
         if not reg.rep_class(rep).node_order:
             profile, tile_ids = None, None
             opts = dataclasses.replace(opts, profile=None)
@@ -294,7 +296,8 @@ def _lower(model, opts: CompileOptions, tile_ids: list | None = None) -> Lowered
         else:
             pad = schedule is None and tile_size == 1 and tile_ids is None and choose_padding(model_forest)
     forest = hir_passes(model_forest, bool(pad), reorder, tile_ids)
-    rep = rep or choose_representation(forest, kind, batch_size, walks_only=True, rep_options=opts.rep_options)
+    rep = rep or choose_representation(forest, kind, batch_size, walks_only=True, rep_options=opts.rep_options,
+                                       vectors=vectors)
     sched = _as_schedule(schedule, forest, batch_size)
     if sched is None and reorder is not None and kind != "gpu":
         # GPU targets keep their own template (it tiles the tree loop); trees stay grouped.
@@ -324,9 +327,13 @@ def _lower_lir(reg, forest: hir.Forest, mir_fn, opts: CompileOptions) -> lir.Mod
 
 def _lower_program(forest: hir.Forest, rep: str, target_kind: str, batch_size: int | None = None,
                    opts: CompileOptions | None = None) -> Lowered:
-    """A program representation's own LIR (its ``program``): no HIR passes, no MIR."""
+    """A program representation's own LIR (its ``program``, for the compile's vector unit
+    where it takes ``vectors=``): no HIR passes, no MIR."""
     rep_options = opts.rep_options if opts is not None else None
-    module = instance(registry().rep_class(rep), rep_options).program(forest, target_kind, batch_size)
+    program = instance(registry().rep_class(rep), rep_options).program
+    vectors = registry().vectors(opts.target, opts.cpu) if opts is not None else None
+    module = program(forest, target_kind, batch_size, vectors=vectors) if vectors is not None and \
+        weighs_vectors(program) else program(forest, target_kind, batch_size)
     if not isinstance(module, lir.Module):
         raise PluginError(f"program representation {rep!r} built {type(module).__name__}, not an LIR module")
     fn = mir.MirFunction(body=[], num_trees=forest.num_trees, num_outputs=forest.num_outputs,

@@ -128,17 +128,25 @@ class PluginRegistry:
         return "program" if issubclass(self.rep_class(rep), ProgramRepresentation) else "walk"
 
     def rep_costs(self, forest, target_kind: str, batch_size,
-                  rep_options=None) -> list[tuple[str, float | None, str]]:
+                  rep_options=None, vectors=None) -> list[tuple[str, float | None, str]]:
         """``(rep, ns a row or None, why)``: every installed representation's ``cost`` (under
-        its part of ``rep_options``, ``CompileOptions.rep_options``), asked once a forest, kind,
-        batch size and options within a compile."""
-        key = ("rep_costs", target_kind, batch_size, repr(sorted((rep_options or {}).items())))
-        return list(memoised(forest, key, lambda: self._rep_costs(forest, target_kind, batch_size, rep_options)))
+        its part of ``rep_options``, ``CompileOptions.rep_options``, for the vector unit
+        ``vectors``: :meth:`vectors`), asked once a forest, kind, batch size, options and
+        vector unit within a compile."""
+        key = ("rep_costs", target_kind, batch_size, repr(sorted((rep_options or {}).items())),
+               None if vectors is None else vectors.key)
+        return list(memoised(forest, key, lambda: self._rep_costs(forest, target_kind, batch_size, rep_options,
+                                                                  vectors)))
 
-    def _rep_costs(self, forest, target_kind: str, batch_size, rep_options=None):
+    def vectors(self, target: str, cpu: str | None = None):
+        """The vector unit of ``target``'s code for ``cpu`` (None: this host), as its
+        :meth:`silvanforge.target.Target.vectors` says; what the estimates are asked about."""
+        return self.target(target).vectors(cpu)
+
+    def _rep_costs(self, forest, target_kind: str, batch_size, rep_options=None, vectors=None):
         costs = []
         for name, cls in rep_types(self.hook).items():
-            ns = cost_of(cls, forest, target_kind, batch_size, rep_options)
+            ns = cost_of(cls, forest, target_kind, batch_size, rep_options, vectors)
             if isinstance(ns, str):
                 costs.append((name, None, ns))
             else:

@@ -44,6 +44,8 @@ Required methods: :meth:`buffers`, :meth:`root`, :meth:`load_threshold`,
 
 from __future__ import annotations
 
+import inspect
+
 from collections.abc import Mapping
 from typing import ClassVar
 
@@ -61,6 +63,7 @@ __all__ = [
     "Select", "Expr", "Forest", "lir", "FLAG_CATEGORICAL", "FLAG_DEFAULT_LEFT", "FLAG_OP_SHIFT",
     "FLAG_ZERO_MISSING", "InputError", "UnsupportedModelError", "options_for", "instance", "cost_of",
     "called_cost_of",
+    "weighs_vectors",
     "refusal",
 ]
 
@@ -74,13 +77,13 @@ class _Options:
 
     @classmethod
     def cost_called(cls, forest: Forest, target_kind: str, lowered_for: int | None, rows: int,
-                    options: Mapping | None = None):
+                    options: Mapping | None = None, vectors=None):
         """Estimated ns a row of the program lowered for ``lowered_for`` rows a call when a call
         brings ``rows``: what the plan weighs before giving small requests a form of their own.
         By default the estimate at ``rows`` (programs whose cost a row does not depend on what
         they were lowered for); a program of fixed blocks says what a partial block costs."""
-        return cls.cost(forest, target_kind, rows, options=options) if cls.option_keys else \
-            cls.cost(forest, target_kind, rows)
+        return cls.cost(forest, target_kind, rows,
+                        **_extra(cls.cost, options if cls.option_keys else None, vectors))
 
     #: The keys of ``CompileOptions.rep_options`` this representation reads (documented by it).
     #: The core checks the given ones with :meth:`check_options` and passes them, and only
@@ -108,25 +111,56 @@ def instance(cls, rep_options: Mapping | None = None):
     return cls(options_for(cls, rep_options)) if cls.option_keys else cls()
 
 
+def weighs_vectors(method) -> bool:
+    """Whether a representation's ``cost`` / ``cost_called`` / ``program`` takes ``vectors=`` (one
+    written before the core passed it does not: it is priced and built the same on every
+    vector unit)."""
+    fn = getattr(method, "__func__", method)
+    takes = _TAKES_VECTORS.get(fn)
+    if takes is None:
+        try:
+            params = inspect.signature(fn).parameters
+        except (TypeError, ValueError):
+            params = {}
+        takes = _TAKES_VECTORS[fn] = "vectors" in params or any(
+            p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+    return takes
+
+
+_TAKES_VECTORS: dict = {}
+
+
+def _extra(method, options, vectors) -> dict:
+    """The keywords a representation's ``cost`` is passed: its options where it lists option
+    keys (``options``: None otherwise), the vector unit where it weighs one."""
+    kwargs = {} if options is None else {"options": options}
+    if vectors is not None and weighs_vectors(method):
+        kwargs["vectors"] = vectors
+    return kwargs
+
+
 def called_cost_of(cls, forest: Forest, target_kind: str, lowered_for: int | None, rows: int,
-                   rep_options: Mapping | None = None):
+                   rep_options: Mapping | None = None, vectors=None):
     """``cls.cost_called`` under ``rep_options`` (:func:`cost_of`'s rules)."""
     why = refusal(cls, forest)
     if why is not None:
         return why
     options = options_for(cls, rep_options) if cls.option_keys else None
-    return cls.cost_called(forest, target_kind, lowered_for, rows, options=options)
+    return cls.cost_called(forest, target_kind, lowered_for, rows, options=options,
+                           **({"vectors": vectors} if vectors is not None and weighs_vectors(cls.cost_called) else {}))
 
 
-def cost_of(cls, forest: Forest, target_kind: str, batch_size: int | None, rep_options: Mapping | None = None):
-    """``cls.cost`` under ``rep_options`` (passed only to a class that lists option keys); the
-    reason instead where the class cannot run ``forest``'s linear leaves (:func:`refusal`)."""
+def cost_of(cls, forest: Forest, target_kind: str, batch_size: int | None, rep_options: Mapping | None = None,
+            vectors=None):
+    """``cls.cost`` under ``rep_options`` (passed only to a class that lists option keys) and for
+    ``vectors`` (a :class:`silvanforge.target.Vectors`, passed only to a ``cost`` that takes
+    ``vectors=``); the reason instead where the class cannot run ``forest``'s linear leaves
+    (:func:`refusal`)."""
     why = refusal(cls, forest)
     if why is not None:
         return why
-    if cls.option_keys:
-        return cls.cost(forest, target_kind, batch_size, options=options_for(cls, rep_options))
-    return cls.cost(forest, target_kind, batch_size)
+    options = options_for(cls, rep_options) if cls.option_keys else None
+    return cls.cost(forest, target_kind, batch_size, **_extra(cls.cost, options, vectors))
 
 
 class Representation(_Options):
@@ -161,7 +195,9 @@ class Representation(_Options):
         installed representation is the default); None: only when asked for by name.  By
         default :attr:`walk_cost_factor` times the walks' estimate, or None without one.
         ``options``: the compile's options of this representation, where it lists
-        :attr:`option_keys`."""
+        :attr:`option_keys`.  A ``cost`` that also takes ``vectors`` is passed the vector unit
+        the code is for (a :class:`silvanforge.target.Vectors`; None: the AVX-512 machine the
+        shipped estimates were measured on), so the chooser picks per ISA."""
         if cls.walk_cost_factor is None:
             return None
         # A picosecond more keeps the factors' order where a forest has no steps (single leaves).
@@ -252,13 +288,16 @@ class ProgramRepresentation(_Options):
         """Estimated ns a row of ``forest`` on a ``target_kind`` target at ``batch_size`` (None:
         large batches); a string: the reason it cannot or should not run this forest there
         (never chosen by default then); None: only when asked for by name.  ``options``: the
-        compile's options of this representation, where it lists :attr:`option_keys`."""
+        compile's options of this representation, where it lists :attr:`option_keys`; ``vectors``
+        where it takes it, as :meth:`Representation.cost`."""
         return None
 
     def program(self, forest: Forest, target_kind: str, batch_size: int | None) -> lir.Module:
         """The LIR module evaluating ``forest`` for rows given to its ``rows`` input buffer,
         margins written to its ``margins`` output buffer.  Raise :class:`InputError` with the
-        reason where it cannot run this forest or this ``target_kind``."""
+        reason where it cannot run this forest or this ``target_kind``.  A ``program`` that
+        also takes ``vectors`` is passed the vector unit the code is for (as ``cost``), and
+        may shape its blocks for it; the code itself must equal the reference on every one."""
         raise NotImplementedError
 
 

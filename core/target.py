@@ -10,18 +10,46 @@ Required: :attr:`~Target.name` and :meth:`~Target.compile`, returning a
 :class:`silvanforge.kernel.Kernel`.  Everything else has a default a target overrides where it
 has something of its own: whether it runs here, its default schedule, its own MIR -> LIR
 lowering, its generated source, a host key for the code cache, reloading saved code and
-compiling for a named CPU (``cpu=``).
+compiling for a named CPU (``cpu=``), and the vector unit its code uses (:class:`Vectors`, which
+representations' estimates weigh).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from typing import ClassVar
 
 from .errors import InputError, PluginError
 from .ir import lir
 from .scheduler import canned
 
-__all__ = ["Target", "check_class"]
+__all__ = ["Target", "Vectors", "check_class"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Vectors:
+    """The vector unit a target's code is generated for, as a representation's ``cost`` weighs it
+    (``cost(..., vectors=)``, :mod:`silvanforge.rep`).  The shipped estimates were measured on
+    AVX-512 code with byte permutes (Zen 4); None where a target says nothing prices as that.
+
+    - ``isa``: ``"avx512"``, ``"avx2"``, ``"sse"``, ``"neon"`` (a CPU's), or a GPU target's own name;
+    - ``bits``: the widest vector register (512, 256, 128);
+    - ``byte_permute``: a permute of a 64-byte table in one instruction (AVX-512 VBMI's
+      ``vpermb``/``vpermi2b``); without it a lookup in a table of bytes takes one 16-byte
+      shuffle (``vpshufb``, NEON ``tbl``) and a blend per 16 entries;
+    - ``lane_permute``: a permute of 4-byte elements across a whole register (AVX2 ``vpermps``,
+      AVX-512 ``vpermi2ps``); NEON has none of a register's width.
+    """
+
+    isa: str
+    bits: int
+    byte_permute: bool = False
+    lane_permute: bool = True
+
+    @property
+    def key(self) -> str:
+        """A short text naming it, for memo keys and messages."""
+        return f"{self.isa}/{self.bits}{'/vbmi' if self.byte_permute else ''}"
 
 
 class Target:
@@ -103,6 +131,12 @@ class Target:
         compiles for no named CPU (a GPU target: its device decides)."""
         raise InputError(f"target {self.name!r} does not compile for a named CPU (cpu={cpu!r}): "
                          "cpu= is for CPU targets such as 'cpu'")
+
+    def vectors(self, cpu: str | None) -> Vectors | None:
+        """The vector unit of code compiled for ``cpu`` (a name :meth:`check_cpu` gave, or None:
+        this host), which the representations' estimates weigh when choosing a form; None (the
+        default): the machine the shipped estimates were measured on."""
+        return None
 
     def host_key(self) -> str | None:
         """A short string naming everything this host's machine code depends on (for the CPU:

@@ -211,7 +211,8 @@ def tune(model, rows=None, target: str | None = None, threads: int | None = None
             say(f"timing {_label(cand.options)} at {size} rows", done, work)
             cand.seconds[size] = _per_call(cf, X, size, threads)
     for cand in timed:
-        cand.estimates = _estimates(forest, kind, cand.form.options.rep, sizes)
+        cand.estimates = _estimates(forest, kind, cand.form.options.rep, sizes,
+                                    registry().vectors(opts.target, opts.cpu))
 
     # The untuned plan's form for each size keeps it unless another beats it by KEEP_MARGIN,
     # timed again beside it with the others close to the fastest, in rounds: one round of
@@ -301,7 +302,9 @@ def _ranked(forest: hir.Forest, opts: CompileOptions, kind: str, sizes) -> list[
     out, keys = [], set()
     per_size = []
     for size in sizes:
-        costs = sorted((ns, rep) for rep, ns, _ in reg.rep_costs(forest, kind, size) if ns is not None)
+        costs = sorted((ns, rep) for rep, ns, _ in reg.rep_costs(forest, kind, size,
+                                                                  vectors=reg.vectors(opts.target, opts.cpu))
+                       if ns is not None)
         per_size.append([(ns, rep, batch_class(size)) for ns, rep in costs[:PER_SIZE]])
     # Round robin over sizes, so a short budget still tries something for each.
     for rank in range(PER_SIZE):
@@ -355,12 +358,13 @@ def _split_one_row(forest: hir.Forest, opts: CompileOptions, kind: str, picks: l
     return Candidate(dataclasses.replace(opts, rep=rep, batch_size=1, pad=False, schedule="split-trees"), ns)
 
 
-def _estimates(forest: hir.Forest, kind: str, rep: str, sizes) -> dict:
-    """``rep``'s own estimate for ``forest`` at each size, ns a row (the record keeps them beside
-    the timings, so a wrong estimate shows: :func:`estimate_errors`)."""
+def _estimates(forest: hir.Forest, kind: str, rep: str, sizes, vectors=None) -> dict:
+    """``rep``'s own estimate for ``forest`` at each size on the vector unit ``vectors``, ns a
+    row (the record keeps them beside the timings, so a wrong estimate shows:
+    :func:`estimate_errors`)."""
     out = {}
     for size in sizes:
-        ns = {name: v for name, v, _ in registry().rep_costs(forest, kind, size)}.get(rep)
+        ns = {name: v for name, v, _ in registry().rep_costs(forest, kind, size, vectors=vectors)}.get(rep)
         if ns is not None:
             out[size] = ns
     return out

@@ -457,3 +457,107 @@ def test_every_form_of_avx2_code_equals_the_reference(rep):
                                           err_msg=f"{rep} seed {seed} {n} rows")
         done += 1
     assert done >= 3, done
+
+
+# ------------------------------------------------------------------ forms and estimates per ISA
+def test_each_cpu_names_its_vector_unit():
+    """The target says which vector unit code for a CPU uses, as the lookups are lowered."""
+    vectors = {cpu: registry().vectors("cpu", cpu) for cpu in ("x86-64-v3", "haswell", "skylake-avx512",
+                                                               "icelake-server", "x86-64", "neoverse-v1")}
+    assert (vectors["x86-64-v3"].isa, vectors["x86-64-v3"].bits) == ("avx2", 256) == \
+        (vectors["haswell"].isa, vectors["haswell"].bits)
+    assert vectors["skylake-avx512"].isa == "avx512" and not vectors["skylake-avx512"].byte_permute
+    assert vectors["icelake-server"].byte_permute
+    assert vectors["x86-64"].isa == "sse" and vectors["neoverse-v1"].isa == "neon"
+    assert registry().vectors("cpu", None) == cpus.vectors(None)
+
+
+@x86
+def test_byte_lookups_without_vbmi_use_512_bit_shuffles_and_equal_the_reference(trained):
+    """AVX-512 without VBMI (Skylake-SP, Cascade Lake) looks bytes up by 64-lane vpshufb, not
+    by gathers; the levelwise byte program (large batches) equals the reference there."""
+    booster, _, features = trained["xgb_binary"]
+    forest = sf.load_model(booster)
+    text = sf.show(forest, "target", rep="levelwise", cpu="skylake-avx512", batch_size=4096)
+    assert "llvm.x86.avx512.pshuf.b.512" in text and "llvm.x86.avx512.permvar.qi" not in text
+    if not _runs_here("skylake-avx512"):
+        pytest.skip("this host cannot run skylake-avx512 code")
+    cf = sf.compile(forest, rep="levelwise", cpu="skylake-avx512", batch_size=4096)
+    X = _test_rows(features, 5).astype(np.float32)
+    for n in ROWS:
+        np.testing.assert_array_equal(cf.predict(X[:n], output_margin=True),
+                                      reference.predict(forest, X[:n], output_margin=True))
+
+
+def test_the_levelwise_form_is_shaped_for_the_vector_unit():
+    """On AVX2 a block of the levelwise program is one 256-bit register (32 rows of bins, 8 of
+    float32) and two trees walk side by side; on AVX-512 one 512-bit register and four."""
+    from silvanforge.testing import random_forest
+    from silvanforge_rep_oblivious import cost
+
+    avx2, avx512 = cost.shape(registry().vectors("cpu", V3)), cost.shape(None)
+    assert (avx2.bytes, avx2.interleave) == (32, 2) and (avx512.bytes, avx512.interleave) == (64, 4)
+    forest = random_forest(3, max_trees=6, max_depth=5, summed=True, categorical=False)
+    assert cost.levelwise_lanes(forest, 16, registry().vectors("cpu", V3)) == 32 // np.dtype(forest.threshold_dtype).itemsize
+    assert "lanes=" in sf.show(forest, "lir", rep="levelwise", cpu=V3, batch_size=16)
+
+
+def test_the_chooser_prices_forms_for_the_cpu_they_run_on():
+    """A full-depth XGBoost model's 16-row calls (100 trees of depth 8 over 28 features, as
+    benchmarks/make_models.py's xgb_100x8): a vector program (levelwise, bitvectors) on AVX-512
+    code, a walk on AVX2 code (xgb_100x8's levelwise form there: 1.6 against the walks' 2.0 M
+    rows/s); the estimates asked for AVX2 code price the vector forms higher than for
+    AVX-512 code, the walks the same."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(4000, 28))
+    y = (X[:, 0] + X[:, 1] * X[:, 2] - X[:, 3] ** 2 + rng.normal(size=4000) > 0).astype(int)
+    booster = xgb.train({"max_depth": 8, "objective": "binary:logistic", "tree_method": "hist", "nthread": 1},
+                        xgb.DMatrix(X, y), 100)
+    forest = sf.load_model(booster)
+    reg = registry()
+    avx2, avx512 = reg.vectors("cpu", V3), reg.vectors("cpu", "icelake-server")
+    at = {v.isa: {rep: ns for rep, ns, _ in reg.rep_costs(forest, "cpu", 4096, vectors=v) if ns} for v in (avx2, avx512)}
+    for rep in ("levelwise", "bitvector"):
+        if rep in at["avx512"]:
+            assert at["avx2"][rep] > at["avx512"][rep]
+    for rep in ("sparse", "array"):
+        assert at["avx2"][rep] == at["avx512"][rep]
+    small = {v.isa: choose_rep(forest, v) for v in (avx2, avx512)}
+    assert reg.rep_kind(small["avx512"]) == "program" and reg.rep_kind(small["avx2"]) == "walk", small
+
+
+def choose_rep(forest, vectors, rows=16):
+    from silvanforge.pipeline import choose_representation
+
+    return choose_representation(forest, "cpu", rows, vectors=vectors)
+
+
+def test_a_representation_without_vectors_in_its_cost_is_priced_as_before():
+    """The core passes ``vectors=`` only to a ``cost``/``program`` that takes it: a
+    representation written before keeps working, priced the same on every vector unit."""
+    from silvanforge.rep import ProgramRepresentation, cost_of, weighs_vectors
+    from silvanforge.testing import random_forest
+
+    seen = []
+
+    class Old(ProgramRepresentation):
+        name = "old"
+
+        @classmethod
+        def cost(cls, forest, target_kind, batch_size):
+            return 5.0
+
+    class New(ProgramRepresentation):
+        name = "new"
+
+        @classmethod
+        def cost(cls, forest, target_kind, batch_size, vectors=None):
+            seen.append(vectors)
+            return 5.0 if vectors is None or vectors.bits >= 512 else 9.0
+
+    forest = random_forest(1, max_trees=2, max_depth=3)
+    avx2 = registry().vectors("cpu", V3)
+    assert not weighs_vectors(Old.cost) and weighs_vectors(New.cost)
+    assert cost_of(Old, forest, "cpu", 16, vectors=avx2) == 5.0
+    assert cost_of(New, forest, "cpu", 16, vectors=avx2) == 9.0 and seen == [avx2]
+    assert cost_of(New, forest, "cpu", 16) == 5.0 and seen[-1] is None

@@ -13,7 +13,7 @@ from silvanforge import hookimpl
 from silvanforge.rep import InputError, ProgramRepresentation
 
 from . import bitvector
-from .choose import choose_form
+from .choose import choose_form, isa_factor
 from .options import OPTION_KEYS, BitvectorOptions
 from .support import single_output
 
@@ -29,7 +29,7 @@ class BitvectorForm(ProgramRepresentation):
         BitvectorOptions.from_mapping(options)
 
     @classmethod
-    def cost(cls, forest, target_kind, batch_size, options=None):
+    def cost(cls, forest, target_kind, batch_size, options=None, vectors=None):
         if target_kind != "cpu":
             return f"runs on cpu targets, not {target_kind} ones"
         forest = single_output(forest)
@@ -39,16 +39,16 @@ class BitvectorForm(ProgramRepresentation):
         opts = BitvectorOptions.from_mapping(options)
         if not opts.auto_choose:
             return "not chosen by default (its option auto_choose is off)"
-        return bitvector.cost_ns(forest, batch_size, opts)
+        return bitvector.cost_ns(forest, batch_size, opts) * isa_factor(vectors)
 
     @classmethod
-    def cost_called(cls, forest, target_kind, lowered_for, rows, options=None):
+    def cost_called(cls, forest, target_kind, lowered_for, rows, options=None, vectors=None):
         """The program lowered for ``lowered_for`` rows answering ``rows``: its blocks are that
         program's lanes (32 for 64 rows), so a call of fewer rows pays a whole block; and it
         costs no less than the program lowered for ``rows`` (the mask tables' reads are
         shared by the rows of a call)."""
-        at_rows = cls.cost(forest, target_kind, rows, options)
-        lowered = cls.cost(forest, target_kind, lowered_for, options)
+        at_rows = cls.cost(forest, target_kind, rows, options, vectors)
+        lowered = cls.cost(forest, target_kind, lowered_for, options, vectors)
         if not isinstance(at_rows, float) or not isinstance(lowered, float):
             return at_rows
         lanes = choose_form(single_output(forest), lowered_for, BitvectorOptions.from_mapping(options))[0]

@@ -212,6 +212,25 @@ def _listed(forest: hir.Forest, batch_size: int | None, options: BitvectorOption
                     + node_forms_ns(some_trees(forest, ~tabled), batch_size, options))
 
 
+# What the estimates (measured on AVX-512 code, Zen 4) are multiplied by for code on another
+# vector unit: a block's 32 lanes of masks are four AVX2 registers, not one.  AVX2 code on the
+# same Zen 4 (benchmarks/forms_by_cpu.py --cpus native,x86-64-v3, 1 thread): 1.9x slower on
+# the leaf-wise LightGBM model at 4096 rows, 1.7x and 1.5x on xgb_1000x8 at 4096 and 16 rows,
+# 2.2x on xgb_100x8 (16 lanes a block on AVX2 ran 1.1-1.2x slower than 32).  NEON and SSE
+# (16-byte registers) were not measured here: twice AVX2's is assumed.
+ISA_FACTORS = {"avx512": 1.0, "avx2": 1.9, "neon": 3.8, "sse": 3.8}
+
+
+def isa_factor(vectors) -> float:
+    """:data:`ISA_FACTORS` for the vector unit ``vectors`` (None: AVX-512, the estimates' own;
+    an ISA not listed: by its registers' width)."""
+    if vectors is None:
+        return 1.0
+    if vectors.isa in ISA_FACTORS:
+        return ISA_FACTORS[vectors.isa]
+    return 1.0 if vectors.bits >= 512 else ISA_FACTORS["avx2"] if vectors.bits >= 256 else ISA_FACTORS["neon"]
+
+
 def estimate_ns(forest: hir.Forest, batch_size: int | None = None, options: BitvectorOptions = DEFAULT) -> float:
     """Estimated ns a row of this forest's bitvector kernel (as :func:`.codegen.lower` builds it)."""
     return choice(forest, batch_size, options)[1]
@@ -254,4 +273,4 @@ def cost_ns(forest: hir.Forest, batch_size: int | None = None, options: Bitvecto
 
 __all__ = ["LANES", "WIDE_LANES", "MARGIN",
            "narrow_form", "narrow_bins", "choose_form", "expanded_trees", "mask_tables_form", "tabled_trees",
-           "some_trees", "choice", "estimate_ns", "node_forms_ns", "pays", "cost_ns"]
+           "some_trees", "choice", "estimate_ns", "node_forms_ns", "pays", "cost_ns", "ISA_FACTORS", "isa_factor"]

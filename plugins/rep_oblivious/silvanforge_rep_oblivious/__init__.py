@@ -42,7 +42,7 @@ class _LevelForm(ProgramRepresentation):
         ObliviousOptions.from_mapping(options)
 
     @classmethod
-    def cost(cls, forest, target_kind, batch_size, options=None):
+    def cost(cls, forest, target_kind, batch_size, options=None, vectors=None):
         if target_kind != "cpu":
             return f"runs on cpu targets, not {target_kind} ones"
         facts = cls.facts(forest)
@@ -50,16 +50,16 @@ class _LevelForm(ProgramRepresentation):
             return facts
         if not ObliviousOptions.from_mapping(options).auto_choose:
             return "not chosen by default (its option oblivious_auto_choose is off)"
-        return cls.estimate(facts, batch_size)
+        return cls.estimate(facts, batch_size, vectors)
 
-    def program(self, forest, target_kind, batch_size):
+    def program(self, forest, target_kind, batch_size, vectors=None):
         if target_kind != "cpu":
             raise InputError(f"the {self.name} representation runs on cpu targets, not {target_kind} ones")
         facts = self.facts(forest)
         if isinstance(facts, str):
             raise InputError(f"the {self.name} representation cannot run this model: {facts}")
         return self.lower(forest, facts, None if batch_size is None else int(batch_size),
-                          options=ObliviousOptions.from_mapping(self.options))
+                          options=ObliviousOptions.from_mapping(self.options), vectors=vectors)
 
 
 class ObliviousForm(_LevelForm):
@@ -76,15 +76,17 @@ class LevelwiseForm(_LevelForm):
     lower = staticmethod(levelwise.lower)
 
     @classmethod
-    def cost_called(cls, forest, target_kind, lowered_for, rows, options=None):
-        """The byte program (64 rows a block) lowered for ``lowered_for`` rows answering
-        ``rows``: a whole block's cost; the float program's cost does not depend on it."""
-        estimate = cls.cost(forest, target_kind, rows, options)
+    def cost_called(cls, forest, target_kind, lowered_for, rows, options=None, vectors=None):
+        """The byte program (a register of rows a block: 64 on AVX-512) lowered for
+        ``lowered_for`` rows answering ``rows``: a whole block's cost; the float program's cost
+        does not depend on it."""
+        estimate = cls.cost(forest, target_kind, rows, options, vectors)
         facts = complete.recognise(forest)
         if not isinstance(estimate, float) or isinstance(facts, str):
             return estimate
         binning = cost.levelwise_binned(facts, lowered_for)
-        return estimate if binning is None else cost.binned_ns(facts, binning, rows)
+        form = cost.shape(vectors)
+        return estimate if binning is None else form.binned * cost.binned_ns(facts, binning, rows, form.bytes)
 
 
 @hookimpl

@@ -3,6 +3,8 @@ the bitvectors' estimates), and how many rows a block takes."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from silvanforge.ir import hir
@@ -26,6 +28,8 @@ SCALAR_ROWS = 2
 # CatBoost model measured, as the timings do (100 trees of depth 4: 61 against 89 ns a row).
 LEVEL_NS, SUM_NS, GATHER_NS, GATHER_FAR_NS, COLUMN_NS = 0.035, 0.3, 0.5, 1.5, 0.3
 L2_BYTES = 1 << 20
+# What the symmetric program's estimate is multiplied by on another vector unit than AVX-512.
+SYMMETRIC_FACTORS = {"avx512": 1.0, "avx2": 1.0, "neon": 2.0, "sse": 2.0}
 # One row at a time (calls of 1-2 rows), ns a level of a tree, its leaf load counted as a level:
 # 4.5-4.8x faster than the sparse walks of the same rows (fresh rows, 1-row calls, 300 trees of
 # depth 6 and 1000 of depth 8), whose estimate is 0.65 ns a step.  0.14 was 1.6x optimistic
@@ -64,9 +68,15 @@ def span(facts, lanes_: int, batch_size: int | None, options: ObliviousOptions =
     return max(1, min(blocks, SPAN_COLUMN_BYTES // block_bytes)), chunk
 
 
-def estimate_ns(facts, batch_size: int | None) -> float:
+def estimate_ns(facts, batch_size: int | None, vectors=None) -> float:
     """Estimated ns a row of the program for ``facts`` (:class:`.symmetric.Facts`) in calls of
-    ``batch_size`` rows (None: large batches)."""
+    ``batch_size`` rows (None: large batches) on the vector unit ``vectors``
+    (:data:`SYMMETRIC_FACTORS`)."""
+    factor = SYMMETRIC_FACTORS.get(getattr(vectors, "isa", "avx512"), SYMMETRIC_FACTORS["neon"])
+    return factor * _symmetric_ns(facts, batch_size)
+
+
+def _symmetric_ns(facts, batch_size: int | None) -> float:
     ns = COLUMN_NS * len(facts.columns)
     table = 8 * sum(len(g.outputs) * int((1 << facts.depth[g.trees]).sum()) for g in facts.groups)
     gather = GATHER_NS if table <= L2_BYTES else GATHER_FAR_NS
@@ -102,32 +112,71 @@ LW_PICK_NS = ((1, 0.0), (8, 0.136), (16, 0.29), (32, 0.44))
 PICK_COLUMNS = 32
 
 
-def levelwise_lanes(forest: hir.Forest, batch_size: int | None) -> int:
-    """Rows a block: one 512-bit vector of thresholds (16 float32, 8 float64); calls of one or
-    two rows run scalar code."""
+@dataclasses.dataclass(frozen=True)
+class Shape:
+    """The levelwise program for one vector unit (:class:`silvanforge.target.Vectors`): a block
+    is one register of values (``bytes`` rows of bins, ``bytes // itemsize`` rows of float
+    thresholds), ``interleave`` trees walked side by side, and what its estimate (measured on
+    the AVX-512 one) is multiplied by there (``factor``: the float program, ``binned``: the
+    byte program)."""
+
+    bytes: int = 64
+    interleave: int = 4
+    factor: float = 1.0
+    binned: float = 1.0
+
+
+# AVX-512 (Zen 4: the estimates' own), with or without VBMI's byte permutes (without, 64-lane
+# vpshufb does the byte lookups: xgb_100x8 / xgb_1000x8, 4096 rows, 8.3 / 1.36 M rows/s beside
+# VBMI's 8.6 / 1.39 M).  AVX2's 16 registers (AVX-512 has 32) hold half the blocks a level needs
+# at 64 lanes of four trees: one 256-bit register a block and two trees side by side ran the
+# byte program 1.5x faster on AVX2 code (4.8-5.0 M rows/s and 0.73-0.76 M on those models,
+# 4096 rows: 0.53-0.57x AVX-512) and the float program 2.4x (16-row calls); the factors are
+# those ratios (benchmarks/forms_by_cpu.py --cpus native,x86-64-v3; docs/benchmarks.md,
+# "AVX2-only CPUs").  NEON and SSE (16-byte registers, no lane permutes: lookups by gather)
+# were not measured (no such CPU here; qemu times nothing): half AVX2's speed is assumed.
+_SHAPES = {"avx512": Shape(), "avx2": Shape(32, 2, 2.0, 1.8), "neon": Shape(16, 2, 4.0, 3.6),
+           "sse": Shape(16, 2, 4.0, 3.6)}
+
+
+def shape(vectors) -> Shape:
+    """The levelwise program's shape for ``vectors`` (None, or an ISA with 512-bit registers:
+    the estimates' own AVX-512; an unknown one of narrower registers: as NEON)."""
+    if vectors is None:
+        return _SHAPES["avx512"]
+    if vectors.isa in _SHAPES:
+        return _SHAPES[vectors.isa]
+    return _SHAPES["avx512"] if vectors.bits >= 512 else _SHAPES["avx2"] if vectors.bits >= 256 else _SHAPES["neon"]
+
+
+def levelwise_lanes(forest: hir.Forest, batch_size: int | None, vectors=None) -> int:
+    """Rows a block: one vector register of thresholds (512-bit: 16 float32, 8 float64;
+    :func:`shape`); calls of one or two rows run scalar code."""
     if batch_size is not None and batch_size <= SCALAR_ROWS:
         return 1
-    return 64 // np.dtype(forest.threshold_dtype).itemsize
+    return shape(vectors).bytes // np.dtype(forest.threshold_dtype).itemsize
 
 
-def levelwise_ns(facts, batch_size: int | None) -> float:
+def levelwise_ns(facts, batch_size: int | None, vectors=None) -> float:
     """Estimated ns a row of the levelwise program for ``facts`` (:class:`.complete.LevelFacts`)
     in calls of ``batch_size`` rows (None: large batches): the byte program's where it runs
     (:func:`levelwise_binned`).  For calls of 1-2 rows, the more of the scalar program's and
     what the large-batch program costs them (a whole block): the plan compares the latter
     with the other forms when it decides whether one form answers every size, and the
-    scalar program is never the cheapest for one row (1.15x the sparse walks)."""
+    scalar program is never the cheapest for one row (1.15x the sparse walks).  ``vectors``:
+    the vector unit (:func:`shape`)."""
+    form = shape(vectors)
     if batch_size is not None and batch_size <= SCALAR_ROWS:
-        big = levelwise_ns(facts, None)
-        lanes = BINNED_LANES if levelwise_binned(facts, None) is not None else 64 // facts.threshold.dtype.itemsize
-        return max(_levelwise_ns(facts, batch_size), big * lanes / batch_size)
-    return _levelwise_ns(facts, batch_size)
+        big = levelwise_ns(facts, None, vectors)
+        lanes = form.bytes if levelwise_binned(facts, None) is not None else form.bytes // facts.threshold.dtype.itemsize
+        return max(_levelwise_ns(facts, batch_size, form), big * lanes / batch_size)
+    return _levelwise_ns(facts, batch_size, form)
 
 
-def _levelwise_ns(facts, batch_size: int | None) -> float:
+def _levelwise_ns(facts, batch_size: int | None, form: Shape) -> float:
     binning = levelwise_binned(facts, batch_size)
     if binning is not None:
-        return binned_ns(facts, binning, batch_size)
+        return form.binned * binned_ns(facts, binning, batch_size, form.bytes)
     U = max(1, len(facts.columns))
     if U <= PICK_COLUMNS:
         pick = float(np.interp(U, [u for u, _ in LW_PICK_NS], [ns for _, ns in LW_PICK_NS]))
@@ -141,12 +190,13 @@ def _levelwise_ns(facts, batch_size: int | None) -> float:
         # Levels 8 and deeper look their nodes up with gathers (tables of 256 entries and more).
         deep = max(0, g.depth - 8)
         ns += len(g.trees) * ((LW_LEVEL_NS + pick) * g.depth + deep * 2 * LW_GATHER_NS + sums)
+    ns *= form.factor
     if batch_size is None:
         return float(ns)
     if batch_size <= SCALAR_ROWS:
         return float(COLUMN_NS * U + sum(len(g.trees) * LW_SCALAR_LEVEL_NS * (g.depth + len(g.outputs))
                                          for g in facts.groups))
-    block = 64 // facts.threshold.dtype.itemsize
+    block = form.bytes // facts.threshold.dtype.itemsize
     return float(ns * -(-batch_size // block) * block / batch_size)  # a partial block costs a whole one
 
 
@@ -182,8 +232,9 @@ def levelwise_binned(facts, batch_size: int | None):
     return found
 
 
-def binned_ns(facts, binning, batch_size: int | None) -> float:
-    """Estimated ns a row of the byte program (``binning``: :func:`.complete.bins`'s)."""
+def binned_ns(facts, binning, batch_size: int | None, lanes: int = BINNED_LANES) -> float:
+    """Estimated ns a row of the byte program (``binning``: :func:`.complete.bins`'s) on
+    the estimates' AVX-512, in blocks of ``lanes`` rows."""
     U = max(1, len(binning.facts.columns))
     level = float(np.interp(U, [u for u, _ in BINNED_LEVEL_NS], [ns for _, ns in BINNED_LEVEL_NS]))
     search = max(1, max((len(v) for v in binning.thresholds), default=0)).bit_length()
@@ -193,4 +244,4 @@ def binned_ns(facts, binning, batch_size: int | None) -> float:
         ns += len(g.trees) * (level * g.depth + sums)
     if batch_size is None:
         return float(ns)
-    return float(ns * -(-batch_size // BINNED_LANES) * BINNED_LANES / batch_size)
+    return float(ns * -(-batch_size // lanes) * lanes / batch_size)

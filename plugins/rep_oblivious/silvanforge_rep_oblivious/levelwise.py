@@ -48,8 +48,13 @@ class LevelLowering(_Lowering):
     # Most columns a lane's value is picked from by selects (more: a gather).
     pick_columns = PICK_COLUMNS
 
+    def __init__(self, forest, facts, lanes, options, vectors=None):
+        super().__init__(forest, facts, lanes, options)
+        self.vectors, self.form = vectors, cost.shape(vectors)
+        self.interleave = self.form.interleave
+
     def estimate_ns(self, batch_size: int | None) -> float:
-        return cost.levelwise_ns(self.facts, batch_size)
+        return cost.levelwise_ns(self.facts, batch_size, self.vectors)
 
     @property
     def nan_right(self) -> bool:
@@ -193,8 +198,8 @@ class BinnedLowering(LevelLowering):
     entry_table, entry_t, flag = "lw_entry8", "u8", 0x80
     thr_table = "lw_bin8"
 
-    def __init__(self, forest, facts, lanes, options, binning):
-        super().__init__(forest, binning.facts, lanes, options)
+    def __init__(self, forest, facts, lanes, options, binning, vectors=None):
+        super().__init__(forest, binning.facts, lanes, options, vectors)
         self.thresholds, self.tbin = binning.thresholds, binning.tbin
         self.pick_columns = cost.BINNED_PICK_COLUMNS
         self.column_t = "u8"
@@ -224,7 +229,8 @@ class BinnedLowering(LevelLowering):
         """The span's columns as bins, block by block: 16 rows at a time, each column's bins
         found by walking its search tree (a loop a kind of column, as the float program's)."""
         b, c, i64, i32, L = self.b, Builder.const, "i64", "i32", self.lanes
-        V, D = 64 // np.dtype(self.forest.threshold_dtype).itemsize, self.search_depth
+        # A register of values a step of the search (AVX-512: 16 float32; AVX2: 8).
+        V, D = self.form.bytes // np.dtype(self.forest.threshold_dtype).itemsize, self.search_depth
         self.block0 = Var("ob_b", i64)
         self.x_base = Bin("*", Bin("-", self.block0, span0), c(U, i64))
         self.acc_at = Bin("-", self.block0, span0)
@@ -263,18 +269,20 @@ class BinnedLowering(LevelLowering):
 
 
 def lower(forest, facts: LevelFacts, batch_size: int | None = None, lanes: int | None = None,
-          options=None) -> lir.Module:
+          options=None, vectors=None) -> lir.Module:
     """The LIR module of ``forest`` (:func:`.complete.recognise` gave ``facts``) for
     ``batch_size`` rows a call (None: large batches): on bytes where the bins fit them and the
     cost model prefers it (:func:`.cost.levelwise_binned`), else on the thresholds' type;
-    ``lanes`` rows a block (None: the cost model's choice)."""
+    ``lanes`` rows a block (None: the cost model's choice); shaped for the vector unit
+    ``vectors`` (:func:`.cost.shape`: a block a register, trees side by side)."""
+    form = cost.shape(vectors)
     binning = cost.levelwise_binned(facts, batch_size)
     if binning is not None and lanes is None:
         # One program for every size it takes (a call's rows bound its spans anyway), so the
         # plan's bands above 16 rows share it.
-        return BinnedLowering(forest, facts, cost.BINNED_LANES, options or DEFAULT, binning).lower(None)
-    L = lanes or cost.levelwise_lanes(forest, batch_size)
-    return LevelLowering(forest, facts, L, options or DEFAULT).lower(batch_size)
+        return BinnedLowering(forest, facts, form.bytes, options or DEFAULT, binning, vectors).lower(None)
+    L = lanes or cost.levelwise_lanes(forest, batch_size, vectors)
+    return LevelLowering(forest, facts, L, options or DEFAULT, vectors).lower(batch_size)
 
 
 __all__ = ["NAME", "lower"]

@@ -53,6 +53,11 @@ class CpuTarget(Target):
 
         return cpus.canonical(cpu)
 
+    def vectors(self, cpu):
+        from . import cpus
+
+        return cpus.vectors(cpu)
+
     def host_key(self) -> str:
         from . import jit
 

@@ -61,13 +61,16 @@ class LLVMCodegen:
     """Generates one LLVM function per LIR function (phase) into one LLVM module."""
 
     def __init__(self, module: lir.Module, permutes: bool = False, byte_permutes: bool = False,
-                 avx2_permutes: bool = False):
+                 avx2_permutes: bool = False, byte_shuffle_bits: int = 0):
         """``permutes``: the CPU has AVX-512, whose register permutes do :class:`lir.Lookup`
         (``byte_permutes``: of bytes too, AVX-512 VBMI); else ``avx2_permutes``: it has AVX2,
-        whose 8-lane permutes do lookups of 4-byte elements in small tables."""
+        whose 8-lane permutes do lookups of 4-byte elements in small tables.
+        ``byte_shuffle_bits``: where byte lookups have no VBMI permute, the width of the
+        ``vpshufb`` that does them (512: AVX-512BW, 256: AVX2; 0: none, a gather)."""
         self.lmod = module
         self.permutes, self.byte_permutes = permutes, byte_permutes
         self.avx2_permutes = avx2_permutes and not permutes
+        self.byte_shuffle_lanes = 0 if byte_permutes else byte_shuffle_bits // 8
         self.mod = ir.Module(name="silvanforge")
         self._prefetch = None
         self._gathers: dict[str, ir.Function] = {}
@@ -323,8 +326,9 @@ class LLVMCodegen:
         size = lir.LIR_TO_NUMPY[et].itemsize
         if self.avx2_permutes and et in _AVX2_PERMUTE and n % 8 == 0 and e.size <= AVX2_TABLE_MAX:
             return self._avx2_lookup(e, n, et)
-        if self.avx2_permutes and et in ("i8", "u8") and n % 32 == 0 and e.size <= AVX2_BYTE_TABLE_MAX:
-            return self._avx2_byte_lookup(e, n)
+        width = self.byte_shuffle_lanes
+        if width and et in ("i8", "u8") and n % width == 0 and e.size <= AVX2_BYTE_TABLE_MAX:
+            return self._shuffle_byte_lookup(e, n, width)
         if not (self.permutes and n * size == 64 and et in _PERMUTE_SUFFIX and e.size <= 8 * n
                 and (size > 1 or self.byte_permutes)):
             at = lir.broadcast(e.at, n) if lir.lanes_of(e.at.type) == 1 else e.at
@@ -361,21 +365,24 @@ class LLVMCodegen:
         index = self.cast(self.expr(e.index), e.index.type, lir.vector_type("i32", n))
         return self._chunked_lookup(e, index, 8, lambda chunk: chunk, lambda table, part: self.b.call(perm, [table, part]))
 
-    def _avx2_byte_lookup(self, e: lir.Lookup, n: int) -> ir.Value:
-        """A lookup of bytes on AVX2 (no AVX-512 VBMI): the table's 16-byte chunks, each in both
-        128-bit lanes, looked up 32 lanes at a time by ``vpshufb`` (the index's low four bits;
-        indices below 128 never set the bit that zeroes), the chunks picked by the higher bits.
-        Why: the gather otherwise used reads a 4-byte word a lane (eight ``vpgatherdd`` for 64
-        lanes): the levelwise form's node lookups ran 6x slower than with AVX-512's ``vpermb``
+    def _shuffle_byte_lookup(self, e: lir.Lookup, n: int, width: int) -> ir.Value:
+        """A lookup of bytes without AVX-512 VBMI (AVX2; AVX-512 before Ice Lake, such as
+        Skylake-SP and Cascade Lake servers): the table's 16-byte chunks, each copied into every
+        128-bit lane, looked up ``width`` lanes at a time by ``vpshufb`` (32 lanes: AVX2's; 64:
+        AVX-512BW's; the index's low four bits; indices below 128 never set the bit that
+        zeroes), the chunks picked by the higher bits.  Why: the gather otherwise used reads a
+        4-byte word a lane (eight ``vpgatherdd`` for 64 lanes): the levelwise form's node
+        lookups ran 6x slower than with VBMI's ``vpermb`` on AVX2 code, 4-6x on Skylake-SP code
         (docs/benchmarks.md, "AVX2-only CPUs")."""
         b = self.b
-        v16, v32 = ir.VectorType(ir.IntType(8), 16), ir.VectorType(ir.IntType(8), 32)
-        shuffle = self._intrinsic("llvm.x86.avx2.pshuf.b", v32, [v32, v32])
-        both = ir.Constant(ir.VectorType(ir.IntType(32), 32), list(range(16)) * 2)
-        low = ir.Constant(v32, [15] * 32)
+        v16, vw = ir.VectorType(ir.IntType(8), 16), ir.VectorType(ir.IntType(8), width)
+        name = "llvm.x86.avx2.pshuf.b" if width == 32 else "llvm.x86.avx512.pshuf.b.512"
+        shuffle = self._intrinsic(name, vw, [vw, vw])
+        every = ir.Constant(ir.VectorType(ir.IntType(32), width), list(range(16)) * (width // 16))
+        low = ir.Constant(vw, [15] * width)
         index = self.cast(self.expr(e.index), e.index.type, lir.vector_type(lir.element_type(e.type), n))
         return self._chunked_lookup(
-            e, index, 32, lambda chunk: b.shuffle_vector(chunk, ir.Constant(v16, None), both),
+            e, index, width, lambda chunk: b.shuffle_vector(chunk, ir.Constant(v16, None), every),
             lambda table, part: b.call(shuffle, [table, b.and_(part, low)]), chunk=16)
 
     def _chunked_lookup(self, e: lir.Lookup, index, lanes: int, widen, permute, chunk: int | None = None):
@@ -503,5 +510,6 @@ def generate(module: lir.Module, permutes: bool | None = None, cpu: str | None =
     built here for a fleet must not use instructions its CPU lacks."""
     if permutes is None:
         permutes = host_has_avx512(cpu=cpu)
+    shuffle_bits = 512 if permutes and cpus.has(cpu, "avx512bw") else 256 if cpus.has(cpu, "avx2") else 0
     return LLVMCodegen(module, permutes, permutes and host_has_avx512("avx512vbmi", cpu),
-                       avx2_permutes=cpus.has(cpu, "avx2")).generate()
+                       avx2_permutes=cpus.has(cpu, "avx2"), byte_shuffle_bits=shuffle_bits).generate()

@@ -265,3 +265,19 @@ def _triple() -> str:
     import llvmlite.binding as llvm
 
     return llvm.get_process_triple()
+
+
+def vectors(cpu: str | None):
+    """The vector unit of code for ``cpu`` (None: this host), as the representations' estimates
+    weigh it: what :func:`.codegen.generate` lowers lookups to on that CPU (AVX-512 permutes, of
+    bytes with VBMI; AVX2's ``vpermps``/``vpshufb``; NEON's 16-byte registers)."""
+    from silvanforge.target import Vectors
+
+    have = features(cpu)
+    if triple(cpu).startswith(("aarch64", "arm64")):
+        return Vectors("neon", 128, byte_permute=False, lane_permute=False)
+    if "avx512f" in have:
+        return Vectors("avx512", 512, byte_permute="avx512vbmi" in have and "avx512bw" in have)
+    if "avx2" in have:
+        return Vectors("avx2", 256)
+    return Vectors("sse", 128, lane_permute=False)

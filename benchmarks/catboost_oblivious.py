@@ -1,5 +1,5 @@
 """CatBoost models of symmetric (oblivious) trees for the ``oblivious`` representation's
-measurements (docs/design-choices.md, "Symmetric trees"): trains them with fixed seeds and writes
+measurements (plugins/rep_oblivious/README.md, "Symmetric trees"): trains them with fixed seeds and writes
 ``.cbm`` files, then ``forge bench MODEL.cbm --batch-sizes 1,16,512,4096 --threads 1`` times
 them against CatBoost's own predict and ONNX Runtime on CatBoost's ONNX export.
 

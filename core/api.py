@@ -47,9 +47,9 @@ def compile(model: ModelLike, target: str | None = None, rep: str | None = None,
     """Compile ``model`` into machine code for ``target``; options left ``None`` are chosen for
     the model.
 
-    ``model``: a model file's path (XGBoost JSON/UBJSON, LightGBM text, ONNX; ``str`` or
+    ``model``: a model file's path (XGBoost JSON/UBJSON, LightGBM text, CatBoost JSON/.cbm, ONNX; ``str`` or
     ``Path``) or its bytes, a compiled artifact, a fitted ``XGBModel``/``xgboost.Booster``,
-    ``LGBMModel``/``lightgbm.Booster``, scikit-learn forest or ``onnx.ModelProto``, or a HIR
+    ``LGBMModel``/``lightgbm.Booster``, fitted CatBoost model, scikit-learn forest or ``onnx.ModelProto``, or a HIR
     ``Forest`` (see :func:`silvanforge.load_model`).
 
     ``target``: a target plugin's name (``forge plugins`` lists them and says which run here;

@@ -7,7 +7,7 @@
     forge profile MODEL --data X.csv [-o P.npz]   node hit counts for probability-based tiling and node order
     forge COMMAND ...                             commands plugins add (forge plugins lists them)
 
-MODEL is a model file (XGBoost JSON/UBJSON, LightGBM text, ONNX) or an artifact saved by
+MODEL is a model file (XGBoost JSON/UBJSON, LightGBM text, CatBoost JSON/.cbm, ONNX) or an artifact saved by
 ``forge compile -o`` (recognised by content).  Every user error ends the command with one line
 ``error: ...`` on stderr and a non-zero exit status; only compiler bugs show a traceback.
 """
@@ -42,7 +42,7 @@ except ImportError:  # pragma: no cover - depends on the installed typer
 
 app = typer.Typer(
     name="forge",
-    help="SilvanForge: compile decision forests (XGBoost, LightGBM, ONNX) into fast inference code.",
+    help="SilvanForge: compile decision forests (XGBoost, LightGBM, CatBoost, ONNX, scikit-learn) into fast inference code.",
     invoke_without_command=True,
     add_completion=False,
     pretty_exceptions_enable=False,
@@ -72,7 +72,7 @@ def _note(message: str) -> None:
 
 
 # --------------------------------------------------------------------------- shared options
-ModelArg = typer.Argument(..., help="A model file (XGBoost JSON/UBJSON, LightGBM text, ONNX), or a "
+ModelArg = typer.Argument(..., help="A model file (XGBoost JSON/UBJSON, LightGBM text, CatBoost JSON/.cbm, ONNX), or a "
                                     "compiled artifact saved with `forge compile -o`.",
                           show_default=False)
 

@@ -88,7 +88,7 @@ def _split_small_requests(spec: list, forms: list) -> list:
     """``spec`` with the one-row band stretched to SMALL_ROWS rows where its form splits each
     row's trees over threads and no form of its own answers 3 to SMALL_ROWS rows: the next
     band's form runs so few rows on one thread (a share needs ``min_share_rows``), while the
-    split walks them on two (rf_10class, 16 rows on 2 threads: 62.6 against 90.9 us)."""
+    split walks them on two (docs/benchmarks.md, "Measurements behind the defaults")."""
     if len(spec) < 2 or spec[0][2] != 1 or spec[1][1] == SMALL_ROWS or forms[0] is None:
         return spec
     if not _splits_trees(forms[0].kernel, forms[0].options) or spec[1][1] is not None and spec[1][1] <= SMALL_ROWS:

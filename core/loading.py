@@ -40,7 +40,7 @@ def load_model(model: str | os.PathLike | bytes | hir.Forest | Any, fmt: str | N
     ``model`` is a path (``str`` or ``Path``) to a model file, recognised by its content unless
     ``fmt`` names the format, or to a compiled artifact (its stored model); the ``bytes`` of
     either; a ``Forest``; or a model in memory that an installed importer reads: an
-    ``xgboost.Booster`` or ``XGBModel``, a ``lightgbm.Booster`` or ``LGBMModel``, an
+    ``xgboost.Booster`` or ``XGBModel``, a ``lightgbm.Booster`` or ``LGBMModel``, a fitted CatBoost model, an
     ``onnx.ModelProto``, a fitted scikit-learn forest.
 
         >>> forest = load_model("examples/model.json")

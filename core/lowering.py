@@ -117,7 +117,7 @@ def float32_thresholds(threshold: np.ndarray, op: int = Op.LE) -> np.ndarray:
     Only float32 *inputs* may use these thresholds: a float64 input between ``t32`` and ``t``
     would be decided differently, so float64 callers need float64 thresholds (DESIGN.md:
     LightGBM widens inputs to float64).  Kernels therefore keep the library's threshold dtype
-    (docs/design-choices.md, "Widths").
+    (docs/design.md, "Widths and the CPU chooser").
     """
     t = np.asarray(threshold, dtype=np.float64)
     with np.errstate(over="ignore"):

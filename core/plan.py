@@ -23,17 +23,17 @@ from .options import CompileOptions
 
 # Requests of up to this many rows take the lean path of CompiledForest.predict.
 SMALL_ROWS = 16
-# The untuned plan's one-row form answers requests of up to this many rows: timed on fresh rows,
-# a one-row form beat the block form for 1-2 rows of every 100-tree model where it beat it at
-# all (9-10 rows of full depth-8 trees); sf.tune measures the edge for the model at hand.
+# The untuned plan's one-row form answers requests of up to this many rows, where it beat the
+# block form on fresh rows (docs/benchmarks.md, "Measurements behind the defaults"); sf.tune
+# measures the edge for the model at hand.
 ONE_ROW_MAX = 2
 # The mid-size form (lowered for MID_BATCH rows a call) answers requests up to MID_MAX rows.
 MID_MAX, MID_BATCH = 256, 64
 # Requests of 3 to SMALL_ROWS rows get a form of their own where the mid-size form answering
 # them is estimated to cost more than this times the cheapest form lowered for SMALL_ROWS (a
 # block of 64 rows answering 16 pays for 64: the levelwise form's bytes), and at least
-# SMALL_BAND_MIN_NS a row more: worth a form and its compile (100 trees of depth 8 over 32
-# features: 1.29x and 128 ns a row estimated, 10.6 against 8.0 us a 16-row call measured).
+# SMALL_BAND_MIN_NS a row more: worth a form and its compile (docs/benchmarks.md, "Measurements
+# behind the defaults").
 SMALL_BAND_FACTOR, SMALL_BAND_MIN_NS = 1.2, 100.0
 # Forests cheaper than this a row (the cheapest representation's estimate, ns) get one form:
 # what a second form could save there is a fraction of a microsecond, below the cost of a call.

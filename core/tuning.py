@@ -216,9 +216,9 @@ def tune(model, rows=None, target: str | None = None, threads: int | None = None
 
     # The untuned plan's form for each size keeps it unless another beats it by KEEP_MARGIN,
     # timed again beside it with the others close to the fastest, in rounds: one round of
-    # short timings picked a slower form on noise (a 100-tree model's 256-row calls on 2
-    # threads, 67 against 39 us), and a form timed in a slow spell of the machine lost a size
-    # it would have won.
+    # short timings picks a slower form on noise, and a form timed in a slow spell of the
+    # machine loses a size it would have won (docs/benchmarks.md, "Measurements behind the
+    # defaults").
     def untuned(size: int) -> int:
         form = base_forms[next(b.form for b in base_bands if b.holds(size))]
         return next(i for i, c in enumerate(timed) if c.form is form)

@@ -31,7 +31,6 @@ import re
 
 from ..errors import ScheduleError
 
-ROOT_INDICES = ("batch", "tree")
 GPU_DIMENSIONS = tuple(f"{level}.{axis}" for level in ("grid", "block") for axis in "xyz")
 
 # name -> (argument kinds); "i" an existing index, "n" a new index name, "k" a positive integer,

@@ -7,7 +7,7 @@ timing run calls ``predict`` enough times to last at least ``min_time`` seconds,
 are not lost in timer noise.  Before timing, every peer's predictions are compared with ours (max
 abs difference) so a fast but wrong run is visible in the table.
 
-The peers (XGBoost, LightGBM, ONNX Runtime, Treelite GTIL, TL2cgen, Hummingbird, lleaves, oneDAL) live in
+The peers (XGBoost, LightGBM, CatBoost, ONNX Runtime, Treelite GTIL, TL2cgen, Hummingbird, lleaves, oneDAL) live in
 :mod:`silvanforge.bench_peers`, one module each; see there how each is called.  They are optional
 and imported lazily; a missing or failing one becomes a note, never an error.  lleaves runs from
 its own environment when this one's llvmlite is too new (``lleaves_venv``).

@@ -17,7 +17,7 @@ from silvanforge.errors import InputError
 
 
 def bench(
-    model: str = typer.Argument(..., help="A model file (XGBoost, LightGBM or ONNX).", show_default=False),
+    model: str = typer.Argument(..., help="A model file (XGBoost, LightGBM, CatBoost or ONNX).", show_default=False),
     batch_sizes: str = typer.Option("1,64,512,4096", "--batch-sizes", help="Comma-separated batch sizes."),
     compile_batch: str = typer.Option(
         "each", "--compile-batch",

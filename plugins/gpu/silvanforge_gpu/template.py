@@ -86,7 +86,7 @@ LARGE_BATCH = 16384
 
 def default_params(forest: hir.Forest, batch_size: int | None) -> TemplateParams:
     """Measured on an H100 over the 144 template schedules of ``benchmarks/gpu_explore.py``
-    (100-tree depth-8 XGBoost and LightGBM models, docs/benchmarks.md): folding the tree threads'
+    (100-tree depth-8 XGBoost and LightGBM models, plugins/gpu/README.md): folding the tree threads'
     sums in shared memory beat global scratch at every batch size (0.52-0.75x the kernel time);
     up to 4096 rows, 32 rows per block with 20 tree threads was fastest or near it; at 65536 rows,
     16 rows per block, 2 interleaved rows per thread and 4 tree threads (0.53x the small shape's

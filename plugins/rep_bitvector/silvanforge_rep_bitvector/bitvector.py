@@ -15,7 +15,7 @@ order, as the reference does.
 
 Two forms of one program (:func:`lower`): *expanded* trees have every node's compare and AND
 emitted with its threshold and mask as constants; *looped* trees are applied by loops over node
-tables, which compile in constant time and run about 1.5x slower a node (docs/design-choices.md,
+tables, which compile in constant time and run about 1.5x slower a node (plugins/rep_bitvector/README.md,
 "Bitvector evaluation").  The smallest trees are expanded, up to ``expand_nodes`` nodes in all
 (an option, :mod:`.options`: compile time grows with them), and the rest looped.
 

@@ -50,7 +50,7 @@ WIDE_COLUMN_BYTES = 256 * 1024
 # ones over 8 (xgb_100x6_f8 1.27x, xgb_diabetes 1.41x, xgb_digits 1.17x; xgb_cancer's 645 nodes
 # ran 0.72x; float64 lgb_cancer 0.86x: float64 keeps the rule "most nodes looped").
 WIDE_FLOAT32_NODES = 3000
-# Cost model, ns a row on the AMD Zen 4 these were measured on (docs/design-choices.md,
+# Cost model, ns a row on the AMD Zen 4 these were measured on (plugins/rep_bitvector/README.md,
 # "Bitvector evaluation"): nodes and trees of each form, and the copy of each used feature into
 # the block's columns, against the walks' estimate (:mod:`silvanforge.walkcost`).  Bitvectors are chosen when
 # estimated at least MARGIN times faster than the walks: their cost is offered as MARGIN times

@@ -101,11 +101,11 @@ def default_schedule(forest, batch_size, options=None):
     shallowest, deepest = leaf_depth_range(forest)
     # Wide rows: a walk touches lines all over each row, which no hardware prefetcher follows.
     # Caching each chunk's rows as it starts makes the lowering split them chunk by chunk (a
-    # sequential read, then walks of rows in L2: 1.6-2.4x on 2000 features), or prefetch them.
+    # sequential read, then walks of rows in L2), or prefetch them.
     wide = row_bytes(forest) >= WIDE_ROW_BYTES
     # Walks of split rows address every lane's row from one register, so 16 lanes fit the
-    # registers where every step is peeled (padded trees, or self-looping leaves): 1.13-1.34x
-    # over 8 (benchmarks/ab.py on the synthetic suite, Zen 4); walks with leaf checks keep 8.
+    # registers where every step is peeled (padded trees, or self-looping leaves); walks with
+    # leaf checks keep 8 (docs/benchmarks.md, "Measurements behind the defaults").
     peeled = shallowest == deepest or want_leaf_self_loops(
         forest, options.leaf_self_loops if options is not None else None)
     lanes = WIDE_LANES if split_rows_pay(forest, check_width=not wide) and peeled else LANES

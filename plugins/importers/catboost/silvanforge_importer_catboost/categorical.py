@@ -40,12 +40,6 @@ _EMPTY = _M64
 CTR_TYPES = ("Borders", "Buckets", "Counter", "FeatureFreq")
 
 
-def key_of(cat_hash: int) -> int:
-    """The CTR table key of a single feature's category hash (unsigned 32-bit)."""
-    signed = cat_hash - (1 << 32) if cat_hash >= 1 << 31 else cat_hash
-    return (_MAGIC * ((_MAGIC * signed) & _M64)) & _M64
-
-
 def hash_of_key(key: int) -> int | None:
     """The category hash a single-feature CTR key was made from, or None when no 32-bit hash
     makes it (an empty slot, or an edited table: no input can reach such a key)."""

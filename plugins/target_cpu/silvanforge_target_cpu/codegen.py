@@ -61,16 +61,18 @@ class LLVMCodegen:
     """Generates one LLVM function per LIR function (phase) into one LLVM module."""
 
     def __init__(self, module: lir.Module, permutes: bool = False, byte_permutes: bool = False,
-                 avx2_permutes: bool = False, byte_shuffle_bits: int = 0):
+                 avx2_permutes: bool = False, byte_shuffle_bits: int = 0, neon: bool = False):
         """``permutes``: the CPU has AVX-512, whose register permutes do :class:`lir.Lookup`
         (``byte_permutes``: of bytes too, AVX-512 VBMI); else ``avx2_permutes``: it has AVX2,
         whose 8-lane permutes do lookups of 4-byte elements in small tables.
         ``byte_shuffle_bits``: where byte lookups have no VBMI permute, the width of the
-        ``vpshufb`` that does them (512: AVX-512BW, 256: AVX2; 0: none, a gather)."""
+        ``vpshufb`` that does them (512: AVX-512BW, 256: AVX2; 0: none, a gather).  ``neon``:
+        AArch64 code, whose ``tbl`` looks bytes up in tables of up to 64 (four registers)."""
         self.lmod = module
         self.permutes, self.byte_permutes = permutes, byte_permutes
         self.avx2_permutes = avx2_permutes and not permutes
         self.byte_shuffle_lanes = 0 if byte_permutes else byte_shuffle_bits // 8
+        self.neon = neon
         self.mod = ir.Module(name="silvanforge")
         self._prefetch = None
         self._gathers: dict[str, ir.Function] = {}
@@ -326,6 +328,9 @@ class LLVMCodegen:
         size = lir.LIR_TO_NUMPY[et].itemsize
         if self.avx2_permutes and et in _AVX2_PERMUTE and n % 8 == 0 and e.size <= AVX2_TABLE_MAX:
             return self._avx2_lookup(e, n, et)
+        if self.neon and n % (16 // size) == 0 and size in (1, 4) and e.size * size <= NEON_TABLE_BYTES \
+                and lir.element_type(e.index.type) in ("i8", "u8", "i32", "u32", "i64", "u64", "i16", "u16"):
+            return self._neon_lookup(e, n, size)
         width = self.byte_shuffle_lanes
         if width and et in ("i8", "u8") and n % width == 0 and e.size <= AVX2_BYTE_TABLE_MAX:
             return self._shuffle_byte_lookup(e, n, width)
@@ -384,6 +389,48 @@ class LLVMCodegen:
         return self._chunked_lookup(
             e, index, width, lambda chunk: b.shuffle_vector(chunk, ir.Constant(v16, None), every),
             lambda table, part: b.call(shuffle, [table, b.and_(part, low)]), chunk=16)
+
+    def _neon_lookup(self, e: lir.Lookup, n: int, size: int) -> ir.Value:
+        """A lookup on AArch64 by NEON's ``tbl``: the table's bytes in 16-byte registers, four a
+        ``tbl`` (64 bytes), a register of byte indices a call; ``tbl`` gives 0 where an index is
+        past its tables, so a table of 128 bytes is two calls ORed, the second's indices less
+        64 (those below wrap past 191).  Elements of 4 bytes look up their four bytes: lane
+        ``k``'s byte ``j`` at ``4 index_k + j``.  Why: LLVM lowers the gather otherwise used to
+        a scalar load a lane on NEON (no gathers before SVE)."""
+        b = self.b
+        i8, i32 = ir.IntType(8), ir.IntType(32)
+        v16 = ir.VectorType(i8, 16)
+        per = 16 // size  # lanes a register of bytes answers
+        base = b.bitcast(b.gep(self.ptrs[e.buffer], [self.index(e.at)]), ir.PointerType(i8))
+        count = -(-e.size * size // 16)
+        # A table smaller than a register reads past its end, within the buffer (as every
+        # lookup's padding allows); its indices never reach the bytes past it.
+        tables = [b.load(b.bitcast(b.gep(base, [ir.Constant(ir.IntType(64), 16 * k)]), ir.PointerType(v16)), align=1)
+                  for k in range(count)]
+        it = lir.vector_type("i32" if size == 4 else "u8", n)
+        index = self.cast(self.expr(e.index), e.index.type, it)
+        parts = []
+        for h in range(n // per):
+            part = b.shuffle_vector(index, ir.Constant(index.type, None),
+                                    ir.Constant(ir.VectorType(i32, per), list(range(per * h, per * h + per))))
+            if size == 4:  # byte j of lane k: 4 index + j, as bytes
+                v4 = ir.VectorType(i32, 4)
+                word = b.mul(b.shl(part, ir.Constant(v4, [2] * 4)), ir.Constant(v4, [0x01010101] * 4))
+                part = b.bitcast(b.add(word, ir.Constant(v4, [0x03020100] * 4)), v16)
+            got = None
+            for g in range(0, count, 4):
+                group = tables[g:g + 4]
+                name = f"llvm.aarch64.neon.tbl{len(group)}.v16i8"
+                tbl = self._intrinsic(name, v16, [v16] * (len(group) + 1))
+                at = part if g == 0 else b.sub(part, ir.Constant(v16, [16 * g] * 16))
+                value = b.call(tbl, group + [at])
+                got = value if got is None else b.or_(got, value)
+            parts.append(b.bitcast(got, ir.VectorType(llvm_type(lir.element_type(e.type)), per)))
+        while len(parts) > 1:  # join neighbours: 4 + 4 -> 8, ...
+            m = parts[0].type.count
+            mask = ir.Constant(ir.VectorType(i32, 2 * m), list(range(2 * m)))
+            parts = [b.shuffle_vector(parts[k], parts[k + 1], mask) for k in range(0, len(parts), 2)]
+        return parts[0]
 
     def _chunked_lookup(self, e: lir.Lookup, index, lanes: int, widen, permute, chunk: int | None = None):
         """The AVX2 lookups' common part: the table loaded in chunks of ``chunk`` elements
@@ -501,6 +548,8 @@ _AVX2_PERMUTE = {"f32": "llvm.x86.avx2.permps", "i32": "llvm.x86.avx2.permd", "u
 AVX2_TABLE_MAX = 32
 # Byte tables looked up by vpshufb, 16 a chunk (the levelwise form's node tables: 128 at most).
 AVX2_BYTE_TABLE_MAX = 128
+# Tables NEON's tbl looks up (two calls of four 16-byte registers; 32 float32, 128 bytes).
+NEON_TABLE_BYTES = 128
 
 
 def generate(module: lir.Module, permutes: bool | None = None, cpu: str | None = None) -> ir.Module:
@@ -512,4 +561,5 @@ def generate(module: lir.Module, permutes: bool | None = None, cpu: str | None =
         permutes = host_has_avx512(cpu=cpu)
     shuffle_bits = 512 if permutes and cpus.has(cpu, "avx512bw") else 256 if cpus.has(cpu, "avx2") else 0
     return LLVMCodegen(module, permutes, permutes and host_has_avx512("avx512vbmi", cpu),
-                       avx2_permutes=cpus.has(cpu, "avx2"), byte_shuffle_bits=shuffle_bits).generate()
+                       avx2_permutes=cpus.has(cpu, "avx2"), byte_shuffle_bits=shuffle_bits,
+                       neon=cpus.triple(cpu).startswith(("aarch64", "arm64"))).generate()

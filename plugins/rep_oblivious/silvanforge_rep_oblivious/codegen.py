@@ -346,7 +346,7 @@ def lower(forest: hir.Forest, facts: Facts, batch_size: int | None = None, lanes
     for ``batch_size`` rows a call (None: large batches); ``lanes`` rows a block (None: the
     cost model's choice, :func:`.cost.lanes`); ``options``: the representation's
     (:mod:`.options`).  One program for every vector unit (``vectors``): its 16-lane blocks
-    ran as fast a row on AVX2 code as on AVX-512 (:data:`.cost.SYMMETRIC_FACTORS`)."""
+    ran within 1.14x as fast a row on AVX2 code as on AVX-512 (:data:`.cost.SYMMETRIC_FACTORS`)."""
     return _Lowering(forest, facts, lanes or cost.lanes(forest, batch_size), options).lower(batch_size)
 
 

@@ -13,6 +13,7 @@ from . import __version__, artifacts, transforms
 from .devicearrays import device_rows, is_device_array, like_input
 from .errors import InputError
 from .forms import Form
+from .frames import SchemaMemory
 from .inputs import as_rows
 from .kernel import DeviceKernel
 from .ir import hir, hir_io, lir_io
@@ -42,6 +43,8 @@ class CompiledForest:
         self._flat = forest.num_outputs == 1 and forest.output_shape != "matrix"
         self._num_features = forest.num_features
         self._small_dtype = self.main.input_dtype
+        # What predict worked out from the frames' schemas it was given (silvanforge.frames).
+        self._schemas = SchemaMemory(forest)
         # The lean path: the small calls answering a request of n rows (0-SMALL_ROWS), None
         # where that form offers none or reads another dtype (the general path then answers).
         table = dispatch_table(self.bands)
@@ -132,7 +135,7 @@ class CompiledForest:
                     return transforms.shape_output(self.forest, transforms.apply(self.forest, margins))
         if type(X) is not np.ndarray and is_device_array(X):
             return self._predict_device(X, output_margin, missing)
-        rows = as_rows(X, self.forest, self.main.input_dtype)
+        rows = as_rows(X, self.forest, self.main.input_dtype, self._schemas)
         if missing == missing:  # not NaN (NaN is what the kernels treat as missing already)
             try:
                 missing_value = float(missing)

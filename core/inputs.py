@@ -30,17 +30,24 @@ import numpy as np
 from . import category_hash
 from .columns import Labels, arrow_column, column_order, numbers_as_labels, pandas_column, polars_column
 from .errors import InputError
+from .frames import SchemaMemory, frame_rows
 from .ir.hir import Forest
 from .runtime import check_rows
 
 
-def as_rows(X, forest: Forest, dtype: np.dtype) -> np.ndarray:
+def as_rows(X, forest: Forest, dtype: np.dtype, memory: SchemaMemory | None = None) -> np.ndarray:
     """``X`` as a (n, num_features) array of ``dtype`` that a kernel can read: arrays as they
-    are (validated, copied only when needed), frames column by column in the model's order."""
+    are (validated, copied only when needed), frames in the model's order through the plan of
+    their schema (:mod:`silvanforge.frames`; ``memory``: the compiled model's, else one for
+    this call), records by feature name (:mod:`silvanforge.records`)."""
     if forest.hashed_categories or forest.hashed_combinations:
         return _hashed_rows(X, forest, dtype)
     if type(X) is np.ndarray:
         return check_rows(X, forest.num_features, dtype, forest.wider_rows)
+    if type(X).__module__.split(".")[0] in ("pandas", "polars", "pyarrow"):
+        rows = frame_rows(X, memory if memory is not None else SchemaMemory(forest), dtype)
+        if rows is not None:
+            return rows
     frame = _frame(X)
     if frame is None:
         if _is_sparse(X):

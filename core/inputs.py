@@ -31,6 +31,7 @@ from . import category_hash
 from .columns import Labels, arrow_column, column_order, numbers_as_labels, pandas_column, polars_column
 from .errors import InputError
 from .frames import SchemaMemory, frame_rows
+from .records import is_records, records_matrix
 from .ir.hir import Forest
 from .runtime import check_rows
 
@@ -40,6 +41,8 @@ def as_rows(X, forest: Forest, dtype: np.dtype, memory: SchemaMemory | None = No
     are (validated, copied only when needed), frames in the model's order through the plan of
     their schema (:mod:`silvanforge.frames`; ``memory``: the compiled model's, else one for
     this call), records by feature name (:mod:`silvanforge.records`)."""
+    if is_records(X):
+        X = records_matrix(X, forest)
     if forest.hashed_categories or forest.hashed_combinations:
         return _hashed_rows(X, forest, dtype)
     if type(X) is np.ndarray:

@@ -57,8 +57,9 @@ def records_matrix(X, forest: Forest, name=lambda i: f"record {i}") -> np.ndarra
         if f in categories:
             labels = Labels(categories[f], forest.unseen_category_error)
             values = np.array(column, dtype=object)
-            out[:, f] = labels.codes(values, feature) if strings else \
-                numbers_as_labels(values, feature, "number", labels)
+            numbers = not strings and any(v is not None and v == v for v in column)
+            out[:, f] = numbers_as_labels(values, feature, "number", labels) if numbers else \
+                labels.codes(values, feature)
             continue
         bad = strings or [v for v in column if not _number(v)]
         if bad:

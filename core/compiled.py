@@ -13,7 +13,7 @@ from . import __version__, artifacts, transforms
 from .devicearrays import device_rows, is_device_array, like_input
 from .errors import InputError
 from .forms import Form
-from .frames import SchemaMemory
+from .frames import FRAME_LIBRARIES, SchemaMemory
 from .inputs import as_rows
 from .kernel import DeviceKernel
 from .ir import hir, hir_io, lir_io
@@ -133,7 +133,10 @@ class CompiledForest:
                         return values
                     margins = values.reshape(-1, 1) if self._flat else values
                     return transforms.shape_output(self.forest, transforms.apply(self.forest, margins))
-        if type(X) is not np.ndarray and is_device_array(X):
+        # (a frame is on the host: asking it for device attributes looked for columns so named,
+        # two thirds of a one-row pandas call)
+        if type(X) is not np.ndarray and type(X).__module__.split(".")[0] not in FRAME_LIBRARIES \
+                and is_device_array(X):
             return self._predict_device(X, output_margin, missing)
         rows = as_rows(X, self.forest, self.main.input_dtype, self._schemas)
         if missing == missing:  # not NaN (NaN is what the kernels treat as missing already)

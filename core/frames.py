@@ -28,6 +28,9 @@ import numpy as np
 from .columns import CodeTable, Labels, arrow_column, column_order, numbers_as_labels, pandas_column, polars_column
 from .ir.hir import Forest
 
+# The libraries whose frames are read here (host memory: never device arrays).
+FRAME_LIBRARIES = ("pandas", "polars", "pyarrow")
+
 # Schemas a compiled model remembers (a service sees a few; a loop over many frames of other
 # schemas costs a plan each, as every call did before).
 SCHEMAS = 16
@@ -129,11 +132,11 @@ class _Categorical:
     def __init__(self, feature, name, labels):
         self.feature, self.name, self.labels, self.last = feature, name, labels, None
 
-    def table(self, categories, count) -> CodeTable:
+    def table(self, categories) -> CodeTable:
         last = self.last
         if last is not None and (last.source is categories or _same_categories(last.source, categories)):
             return last
-        table = CodeTable.own(categories, count) if self.labels is None else self.labels.table(categories)
+        table = CodeTable.own(categories, len(categories)) if self.labels is None else self.labels.table(categories)
         self.last = table
         return table
 
@@ -205,9 +208,10 @@ class _PandasPlan:
                 out[:, dest] = (values[src].astype(np.float64) if via else values[src]).T
             elif kind == "category":
                 values = blocks[at].values
-                categories = values.dtype.categories
-                out[:, what.feature] = what.table(categories, len(categories)).codes(
-                    values.codes, what.labels, what.name)
+                # (``_codes``: the array ``codes`` wraps in a read-only view, a third of a
+                # microsecond a column)
+                own = values._codes if hasattr(values, "_codes") else values.codes
+                out[:, what.feature] = what.table(values.dtype.categories).codes(own, what.labels, what.name)
             elif kind == "nullable":  # as the column reader converts them, pd.NA missing
                 out[:, what] = blocks[at].values.to_numpy(dtype=np.float64, na_value=np.nan)
             else:
@@ -356,10 +360,7 @@ def _dictionary_codes(col, reading: _Categorical) -> np.ndarray:
         indices = pc.fill_null(indices, -1) if pa.types.is_signed_integer(indices.type) else \
             pc.fill_null(pc.cast(indices, pa.int64()), -1)
     own = indices.to_numpy(zero_copy_only=False)
-    if reading.labels is None:
-        table = reading.table(dictionary, len(dictionary))
-    else:
-        table = reading.table(_ArrowLabels(dictionary), len(dictionary))
+    table = reading.table(_ArrowLabels(dictionary))
     return table.codes(own.astype(np.intp, copy=False), reading.labels, reading.name)
 
 
@@ -381,4 +382,4 @@ class _ArrowLabels:
         return isinstance(other, _ArrowLabels) and self.dictionary.equals(other.dictionary)
 
 
-__all__ = ["SCHEMAS", "SchemaMemory", "frame_rows", "numbers_as_labels"]
+__all__ = ["FRAME_LIBRARIES", "SCHEMAS", "SchemaMemory", "frame_rows", "numbers_as_labels"]

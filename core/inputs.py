@@ -30,7 +30,7 @@ import numpy as np
 from . import category_hash
 from .columns import Labels, arrow_column, column_order, numbers_as_labels, pandas_column, polars_column
 from .errors import InputError
-from .frames import SchemaMemory, frame_rows
+from .frames import FRAME_LIBRARIES, SchemaMemory, frame_rows
 from .records import is_records, records_matrix
 from .ir.hir import Forest
 from .runtime import check_rows
@@ -47,7 +47,7 @@ def as_rows(X, forest: Forest, dtype: np.dtype, memory: SchemaMemory | None = No
         return _hashed_rows(X, forest, dtype)
     if type(X) is np.ndarray:
         return check_rows(X, forest.num_features, dtype, forest.wider_rows)
-    if type(X).__module__.split(".")[0] in ("pandas", "polars", "pyarrow"):
+    if type(X).__module__.split(".")[0] in FRAME_LIBRARIES:
         rows = frame_rows(X, memory if memory is not None else SchemaMemory(forest), dtype)
         if rows is not None:
             return rows

@@ -246,6 +246,10 @@ class _PolarsPlan:
         self.numeric = all(d.is_numeric() for d in self.dtypes) and not memory.labels
         self.categorical = {f: _Categorical(f, names[c], memory.labels.get(f)) for f, c in enumerate(self.order)
                             if type(self.dtypes[c]).__name__ in ("Enum", "Categorical")}
+        # The plain number columns, read with one select: their names and the features they hold.
+        plain = [(f, c) for f, c in enumerate(self.order.tolist())
+                 if self.dtypes[c].is_numeric() and f not in memory.labels]
+        self.plain = ([names[c] for _, c in plain], np.array([f for f, _ in plain], dtype=np.intp)) if plain else None
 
     def rows(self, X, dtype: np.dtype, memory: SchemaMemory) -> np.ndarray:
         if self.numeric:
@@ -265,7 +269,18 @@ class _PolarsPlan:
 
     def _columns(self, X, dtype: np.dtype) -> np.ndarray:
         out = np.empty((X.height, len(self.order)), dtype=dtype)
+        done = ()
+        if self.plain is not None:
+            columns, done = self.plain
+            values = X.select(columns).to_numpy()
+            if values.dtype.kind not in "biuf":  # (a polars that converts otherwise: by column)
+                done = ()
+            else:
+                out[:, done] = values.astype(np.float64) if _through_float64(values.dtype, dtype) else values
+                done = set(done.tolist())
         for feature, column in enumerate(self.order.tolist()):
+            if feature in done:
+                continue
             s = X.to_series(column)
             reading = self.categorical.get(feature)
             if reading is not None and (reading.labels is not None or type(s.dtype).__name__ == "Enum"):

@@ -104,13 +104,16 @@ class CompiledForest:
 
         ``X``: a NumPy array (n, num_features), or a pandas / polars DataFrame or pyarrow Table,
         whose columns are matched to the model's feature names and whose categorical columns
-        are mapped to the model's categories (:mod:`silvanforge.inputs`).
+        are mapped to the model's categories (:mod:`silvanforge.inputs`; what a frame's schema
+        decides is worked out once per schema and remembered, :mod:`silvanforge.frames`), or
+        records: a dict of feature name to value, or a list of them (:mod:`silvanforge.records`).
         ``output_margin``: raw margins (XGBoost ``output_margin``, LightGBM ``raw_score``).
         ``missing``: a value treated as missing besides NaN, like XGBoost's DMatrix ``missing``.
         ``threads``: threads for this call (default: the compile option, else all CPUs).
 
             >>> cf.predict(np.array([[0.5, 1.0, np.nan, 3.0]]))     # doctest: +SKIP
             >>> cf.predict(frame[["b", "a", "d", "c"]])             # matched by name  # doctest: +SKIP
+            >>> cf.predict({"a": 0.5, "b": 1.0, "c": None, "d": "red"})  # a record  # doctest: +SKIP
         """
         small_for = self._small_for
         # (The conditions are ordered and written for speed: a 1-row call takes 2 us in all.

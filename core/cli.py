@@ -277,7 +277,8 @@ def predict(
     model: str = ModelArg,
     input_path: str = typer.Option(..., "--input", "-i", show_default=False,
                               help="Rows to predict: X.csv (optional header; empty or nan = missing), "
-                                   "X.npy, or - for CSV on stdin."),
+                                   "X.jsonl (a JSON object a line, by feature name), X.npy, or - for "
+                                   "CSV or JSON Lines on stdin."),
     output: str | None = typer.Option(None, "--output", "-o",
                                          help="Where to write predictions: Y.csv or Y.npy (default: CSV on stdout)."),
     target: str | None = _target_opt(),
@@ -297,7 +298,7 @@ def predict(
     header: bool | None = _header_opt(),
     cpu: str | None = _cpu_opt(),
 ):
-    """Predict rows from a CSV or .npy file; one output line (or row) per input row."""
+    """Predict rows from a CSV, JSON Lines or .npy file; one output line (or row) per input row."""
     csvio.refuse_overwrite(output, model=model, input=input_path, profile=profile)
     cf = load_or_compile(model, target, rep, schedule, None, threads, tile_size, profile, reorder,
                          trust_code=trust_code, cache=cache, cpu=cpu)

@@ -13,6 +13,7 @@ from . import __version__, artifacts, transforms
 from .devicearrays import device_rows, is_device_array, like_input
 from .errors import InputError
 from .forms import Form
+from .frames import FRAME_LIBRARIES, SchemaMemory
 from .inputs import as_rows
 from .kernel import DeviceKernel
 from .ir import hir, hir_io, lir_io
@@ -42,6 +43,8 @@ class CompiledForest:
         self._flat = forest.num_outputs == 1 and forest.output_shape != "matrix"
         self._num_features = forest.num_features
         self._small_dtype = self.main.input_dtype
+        # What predict worked out from the frames' schemas it was given (silvanforge.frames).
+        self._schemas = SchemaMemory(forest)
         # The lean path: the small calls answering a request of n rows (0-SMALL_ROWS), None
         # where that form offers none or reads another dtype (the general path then answers).
         table = dispatch_table(self.bands)
@@ -101,13 +104,16 @@ class CompiledForest:
 
         ``X``: a NumPy array (n, num_features), or a pandas / polars DataFrame or pyarrow Table,
         whose columns are matched to the model's feature names and whose categorical columns
-        are mapped to the model's categories (:mod:`silvanforge.inputs`).
+        are mapped to the model's categories (:mod:`silvanforge.inputs`; what a frame's schema
+        decides is worked out once per schema and remembered, :mod:`silvanforge.frames`), or
+        records: a dict of feature name to value, or a list of them (:mod:`silvanforge.records`).
         ``output_margin``: raw margins (XGBoost ``output_margin``, LightGBM ``raw_score``).
         ``missing``: a value treated as missing besides NaN, like XGBoost's DMatrix ``missing``.
         ``threads``: threads for this call (default: the compile option, else all CPUs).
 
             >>> cf.predict(np.array([[0.5, 1.0, np.nan, 3.0]]))     # doctest: +SKIP
             >>> cf.predict(frame[["b", "a", "d", "c"]])             # matched by name  # doctest: +SKIP
+            >>> cf.predict({"a": 0.5, "b": 1.0, "c": None, "d": "red"})  # a record  # doctest: +SKIP
         """
         small_for = self._small_for
         # (The conditions are ordered and written for speed: a 1-row call takes 2 us in all.
@@ -130,9 +136,12 @@ class CompiledForest:
                         return values
                     margins = values.reshape(-1, 1) if self._flat else values
                     return transforms.shape_output(self.forest, transforms.apply(self.forest, margins))
-        if type(X) is not np.ndarray and is_device_array(X):
+        # (a frame is on the host: asking it for device attributes looked for columns so named,
+        # two thirds of a one-row pandas call)
+        if type(X) is not np.ndarray and type(X).__module__.split(".")[0] not in FRAME_LIBRARIES \
+                and is_device_array(X):
             return self._predict_device(X, output_margin, missing)
-        rows = as_rows(X, self.forest, self.main.input_dtype)
+        rows = as_rows(X, self.forest, self.main.input_dtype, self._schemas)
         if missing == missing:  # not NaN (NaN is what the kernels treat as missing already)
             try:
                 missing_value = float(missing)

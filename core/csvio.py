@@ -1,4 +1,7 @@
-"""Rows in and predictions out for the command line: CSV and NumPy ``.npy`` files.
+"""Rows in and predictions out for the command line: CSV, JSON Lines and NumPy ``.npy`` files.
+
+A JSON Lines file (``.jsonl``/``.ndjson``, or any text whose first character is ``{``) holds a
+record a line, a JSON object of feature name to value (:mod:`silvanforge.records`).
 
 CSV input has one row per input and one column per feature.  The first line is a header of
 feature names when it is plausibly one: every cell a name (empty cells allowed, as the index
@@ -42,6 +45,7 @@ import numpy as np
 from .artifacts import UMASK as _UMASK
 from .errors import InputError
 from .inputs import column_order, label_codes
+from .records import is_jsonl, jsonl_matrix, read_jsonl
 
 NPY_MAGIC = b"\x93NUMPY"
 MISSING_CELLS = frozenset({"", "nan", "na", "null", "none"})
@@ -57,6 +61,8 @@ class Rows:
     # CSV cells that are not numbers, by column: (row indices, their text, their line numbers)
     labels: dict = dataclasses.field(default_factory=dict)
     name: str = ""  # the file, as messages call it
+    # JSON Lines: the records and their line numbers (``values`` is then empty)
+    records: tuple[list, list] | None = None
 
 
 def is_npy(path: str) -> bool:
@@ -84,7 +90,10 @@ def read_rows(path: str, num_features: int | None = None,
     if is_npy(path):
         return Rows(_read_npy(path))
     if path == "-":
-        return _parse_csv(sys.stdin.read(), "<stdin>", num_features, feature_names, header)
+        text = sys.stdin.read()
+        if is_jsonl(path, text):
+            return Rows(np.empty((0, 0)), name="<stdin>", records=read_jsonl(text, "<stdin>"))
+        return _parse_csv(text, "<stdin>", num_features, feature_names, header)
     if not os.path.exists(path):
         raise InputError(f"input file not found: {path}")
     try:
@@ -94,6 +103,8 @@ def read_rows(path: str, num_features: int | None = None,
         raise InputError(f"{path}: not a text CSV file (and not a .npy file)") from None
     except OSError as exc:
         raise InputError(f"cannot read input file {path}: {exc.strerror or exc}") from None
+    if is_jsonl(path, text):
+        return Rows(np.empty((0, 0)), name=path, records=read_jsonl(text, path))
     return _parse_csv(text, path, num_features, feature_names, header)
 
 
@@ -199,7 +210,10 @@ def _parse_csv(text: str, name: str, num_features: int | None,
 def model_rows(rows: Rows, forest) -> np.ndarray:
     """The rows ``forest`` reads from a file's: header columns matched to its features by name
     (or by position), label cells of categorical features mapped to their codes; anything else
-    that is not a number is an :class:`InputError` naming its line and column."""
+    that is not a number is an :class:`InputError` naming its line and column.  JSON Lines
+    records are read by :mod:`silvanforge.records`."""
+    if rows.records is not None:
+        return jsonl_matrix(*rows.records, forest, rows.name)
     if rows.header is None:  # by position; predict checks the count
         order = list(range(rows.values.shape[1]))
     else:

@@ -28,21 +28,29 @@ from __future__ import annotations
 import numpy as np
 
 from . import category_hash
+from .columns import Labels, arrow_column, column_order, numbers_as_labels, pandas_column, polars_column
 from .errors import InputError
+from .frames import FRAME_LIBRARIES, SchemaMemory, frame_rows
+from .records import is_records, records_matrix
 from .ir.hir import Forest
 from .runtime import check_rows
 
-# How many names an error message lists before "...".
-SHOWN_NAMES = 8
 
-
-def as_rows(X, forest: Forest, dtype: np.dtype) -> np.ndarray:
+def as_rows(X, forest: Forest, dtype: np.dtype, memory: SchemaMemory | None = None) -> np.ndarray:
     """``X`` as a (n, num_features) array of ``dtype`` that a kernel can read: arrays as they
-    are (validated, copied only when needed), frames column by column in the model's order."""
+    are (validated, copied only when needed), frames in the model's order through the plan of
+    their schema (:mod:`silvanforge.frames`; ``memory``: the compiled model's, else one for
+    this call), records by feature name (:mod:`silvanforge.records`)."""
+    if is_records(X):
+        X = records_matrix(X, forest)
     if forest.hashed_categories or forest.hashed_combinations:
         return _hashed_rows(X, forest, dtype)
     if type(X) is np.ndarray:
         return check_rows(X, forest.num_features, dtype, forest.wider_rows)
+    if type(X).__module__.split(".")[0] in FRAME_LIBRARIES:
+        rows = frame_rows(X, memory if memory is not None else SchemaMemory(forest), dtype)
+        if rows is not None:
+            return rows
     frame = _frame(X)
     if frame is None:
         if _is_sparse(X):
@@ -51,7 +59,7 @@ def as_rows(X, forest: Forest, dtype: np.dtype) -> np.ndarray:
                              "LightGBM as 0)")
         return check_rows(X, forest.num_features, dtype, forest.wider_rows)
     names, column, whole = frame
-    order = _column_order(names, forest)
+    order = column_order(names, forest)
     categories = forest.feature_categories or {}
     values = whole()
     if values is not None:  # every column a plain number: one conversion, not one a column
@@ -59,15 +67,15 @@ def as_rows(X, forest: Forest, dtype: np.dtype) -> np.ndarray:
         for feature, labels in categories.items():  # numbers where the model has labels
             index = order[feature]
             name = names[index] if names is not None else index
-            rows[:, feature] = _numbers_as_labels(values[:, index].astype(object), name, "number",
-                                                  _Labels(labels, forest.unseen_category_error))
+            rows[:, feature] = numbers_as_labels(values[:, index].astype(object), name, "number",
+                                                  Labels(labels, forest.unseen_category_error))
         return rows
     n = _num_rows(X)
     out = np.empty((n, forest.num_features), dtype=dtype)
     for feature, index in enumerate(order):
         labels = categories.get(feature)
         out[:, feature] = column(index, None if labels is None else
-                                 _Labels(labels, forest.unseen_category_error))
+                                 Labels(labels, forest.unseen_category_error))
     return out
 
 
@@ -81,12 +89,12 @@ def _hashed_rows(X, forest: Forest, dtype: np.dtype) -> np.ndarray:
     if _frame(X) is not None:
         frame = X if type(X).__module__.split(".")[0] == "pandas" else _to_pandas(X)
         names = list(frame.columns)
-        order = _column_order(names if all(isinstance(c, str) for c in names) else None, forest)
+        order = column_order(names if all(isinstance(c, str) for c in names) else None, forest)
         columns = [frame.iloc[:, i] for i in order]
         n = len(frame)
 
         def number(feature):
-            return _pandas_column(columns[feature], names[order[feature]], None)
+            return pandas_column(columns[feature], names[order[feature]], None)
 
         def raw(feature):
             return columns[feature].astype(object).tolist()
@@ -132,35 +140,6 @@ def _to_pandas(X):
                          f"read through pandas: {exc}") from None
 
 
-class _Labels:
-    """A feature's category labels and what a label outside them is (missing, or an error)."""
-
-    def __init__(self, labels: list, unseen_error: bool):
-        self.labels, self.unseen_error = labels, unseen_error
-
-    def lookup(self, values: np.ndarray) -> np.ndarray:
-        """Codes (float64) of ``values``, an object array of labels: NaN for a missing label
-        (None or NaN), -1 for one the model does not know."""
-        lookup = {}
-        for code, label in enumerate(self.labels):
-            lookup.setdefault(label, float(code))
-        return np.fromiter((np.nan if v is None or v != v else lookup.get(v, -1.0) for v in values.tolist()),
-                           dtype=np.float64, count=len(values))
-
-    def codes(self, values: np.ndarray, name) -> np.ndarray:
-        codes = self.lookup(values)
-        return self.unseen(codes, codes == -1.0, name)
-
-    def unseen(self, codes: np.ndarray, unseen: np.ndarray, name) -> np.ndarray:
-        """``codes`` with the ``unseen`` labels missing, or refused."""
-        if unseen.any():
-            if self.unseen_error:
-                raise InputError(f"column {name!r} has a category the model was not trained with "
-                                 f"(it knows {_listed(self.labels)}), which its library refuses too")
-            codes[unseen] = np.nan
-        return codes
-
-
 def _is_sparse(X) -> bool:
     return type(X).__module__.startswith("scipy.sparse")
 
@@ -177,17 +156,17 @@ def _frame(X):
     if module == "pandas" and hasattr(X, "columns") and hasattr(X, "iloc"):
         cols = list(X.columns)
         named = all(isinstance(c, str) for c in cols)
-        return ((cols if named else None), lambda i, labels: _pandas_column(X.iloc[:, i], cols[i], labels),
+        return ((cols if named else None), lambda i, labels: pandas_column(X.iloc[:, i], cols[i], labels),
                 lambda: _pandas_numbers(X))
     if module == "polars" and hasattr(X, "get_columns"):
         cols = list(X.columns)
         # polars names a frame built from an array column_0, column_1, ...: no names given.
         named = cols != [f"column_{i}" for i in range(len(cols))]
         series = X.get_columns()
-        return (cols if named else None), lambda i, labels: _polars_column(series[i], cols[i], labels), _none
+        return (cols if named else None), lambda i, labels: polars_column(series[i], cols[i], labels), _none
     if module == "pyarrow" and hasattr(X, "column_names") and hasattr(X, "column"):
         cols = list(X.column_names)
-        return cols, lambda i, labels: _arrow_column(X.column(i), cols[i], labels), _none
+        return cols, lambda i, labels: arrow_column(X.column(i), cols[i], labels), _none
     if module == "pandas" and hasattr(X, "to_frame"):
         raise InputError("predict takes rows: a pandas Series is one column; pass a DataFrame "
                          "or series.to_frame().T for one row")
@@ -196,52 +175,14 @@ def _frame(X):
 
 def frame_columns_match(columns: list, forest: Forest) -> None:
     """Raise the InputError predict would raise for a frame with these column labels."""
-    _column_order(columns if all(isinstance(c, str) for c in columns) else None, forest)
-
-
-def column_order(names: list | None, forest: Forest, what: str = "the frame's columns") -> list[int]:
-    """For each model feature, the column that holds it: by ``names`` where both the columns and
-    the model have names, else by position; ``what`` the columns are, for messages."""
-    return _column_order(names, forest, what)
+    column_order(columns if all(isinstance(c, str) for c in columns) else None, forest)
 
 
 def label_codes(labels: list, forest: Forest, values: np.ndarray, name) -> np.ndarray:
     """The model's codes (float64) of category labels ``values`` (an object array) of a feature
     whose labels are ``labels``: a missing label NaN, an unseen one NaN or an error, as the
     model's library does."""
-    return _Labels(labels, forest.unseen_category_error).codes(values, name)
-
-
-def _column_order(names: list | None, forest: Forest, what: str = "the frame's columns") -> list[int]:
-    """For each model feature, the frame column that holds it."""
-    wanted = forest.feature_names
-    if names is None or wanted is None:
-        count = forest.input_features
-        if names is not None and len(names) != count and not (forest.wider_rows and len(names) > count):
-            raise InputError(f"the model expects {count} features per row, got {len(names)} columns")
-        return list(range(count))
-    seen: dict = {}
-    for i, name in enumerate(names):
-        if name in seen:
-            raise InputError(f"{what} include two columns named {name!r}")
-        seen[name] = i
-    missing = [n for n in wanted if n not in seen]
-    known = set(wanted)
-    unknown = [n for n in names if n not in known]
-    if missing or unknown:
-        parts = []
-        if missing:
-            parts.append(f"missing {_listed(missing)}")
-        if unknown:
-            parts.append(f"not features of the model: {_listed(unknown)}")
-        raise InputError(f"{what} do not match the model's features: {'; '.join(parts)} "
-                         f"(the model's features: {_listed(wanted)})")
-    return [seen[n] for n in wanted]
-
-
-def _listed(names: list) -> str:
-    shown = ", ".join(repr(n) for n in names[:SHOWN_NAMES])
-    return shown + (f", ... ({len(names)} in all)" if len(names) > SHOWN_NAMES else "")
+    return Labels(labels, forest.unseen_category_error).codes(values, name)
 
 
 def _none():
@@ -256,100 +197,3 @@ def _pandas_numbers(X) -> np.ndarray | None:
     if all(isinstance(d, np.dtype) and d.kind in "biuf" for d in X.dtypes):
         return X.to_numpy(dtype=np.float64)
     return None
-
-
-def _numbers_as_labels(values: np.ndarray, name, dtype, labels) -> np.ndarray:
-    """A plain number column where the model stored category labels: mapped as labels where the
-    labels are numbers (pandas integer categories; ``polars.from_pandas`` turns such a column into
-    plain integers), refused where they are not.  Why: read as codes it would silently answer
-    otherwise than the same values as categories (LightGBM refuses such a column)."""
-    if all(isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, (bool, np.bool_))
-           for v in labels.labels):
-        codes = labels.lookup(values)
-        given = ~np.isnan(codes)
-        if given.any() and not (codes[given] >= 0).any():
-            # Not one value is a label: these are codes (0, 1, ...) of labels such as 10, 20, 30,
-            # and reading them as labels would make every one a missing value.
-            raise InputError(
-                f"column {name!r} holds plain {dtype} values, none of which is one of the labels of the "
-                f"model's categorical feature {name!r} ({_listed(list(labels.labels))}): pass the labels "
-                "or a categorical column; category codes as numbers are read from NumPy arrays only")
-        return labels.unseen(codes, codes == -1.0, name)
-    raise InputError(
-        f"column {name!r} holds plain {dtype} values, but the model's feature {name!r} is categorical "
-        f"with the labels {_listed(list(labels.labels))}: pass it as a categorical column (pandas "
-        "'category', polars Enum, arrow dictionary) or as its labels (strings), which predict maps "
-        "to the model's codes; category codes as numbers are read from NumPy arrays only")
-
-
-def _pandas_column(s, name, labels) -> np.ndarray:
-    import pandas as pd
-
-    dtype = s.dtype
-    if pd.api.types.is_datetime64_any_dtype(dtype) or pd.api.types.is_timedelta64_dtype(dtype):
-        raise InputError(f"column {name!r} holds dates or durations ({dtype}); predict reads numbers: "
-                         "convert it as the model was trained (LightGBM and XGBoost refuse them too)")
-    if isinstance(dtype, pd.CategoricalDtype):
-        missing = s.isna().to_numpy()
-        if labels is not None:
-            # Exactly LightGBM's mapping: the column's categories replaced by the training ones.
-            s = s.cat.set_categories(labels.labels)
-        codes = s.cat.codes.to_numpy().astype(np.float64)
-        unseen = (codes < 0) & ~missing
-        codes[missing] = np.nan
-        return codes if labels is None else labels.unseen(codes, unseen, name)
-    if dtype == object or pd.api.types.is_string_dtype(dtype):
-        if labels is not None:
-            return labels.codes(s.to_numpy(dtype=object), name)
-        raise InputError(f"column {name!r} holds {dtype} values; predict reads numbers or "
-                         "categorical columns (pandas 'category')")
-    if labels is not None:
-        return _numbers_as_labels(s.to_numpy(dtype=object, na_value=None), name, dtype, labels)
-    try:
-        return s.to_numpy(dtype=np.float64, na_value=np.nan)
-    except (TypeError, ValueError) as exc:
-        raise InputError(f"column {name!r} of dtype {dtype} is not numeric ({exc})") from None
-
-
-def _polars_column(s, name, labels) -> np.ndarray:
-    # An Enum's codes are positions in its fixed categories; a Categorical's depend on the
-    # order strings were first seen, so without the model's labels they mean nothing.
-    if type(s.dtype).__name__ == "Categorical" and labels is None:
-        raise InputError(f"column {name!r} is a polars Categorical and the model stores no "
-                         "category labels, so its codes mean nothing to the model: pass the "
-                         "codes the model was trained with, or a pl.Enum of its categories")
-    return _arrow_column(s.to_arrow(), name, labels)
-
-
-def _arrow_column(col, name, labels) -> np.ndarray:
-    """A pyarrow Array or ChunkedArray (polars columns arrive as arrow too) as float64."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    if isinstance(col, pa.ChunkedArray):
-        col = col.combine_chunks() if col.num_chunks != 1 else col.chunk(0)
-    if pa.types.is_dictionary(col.type):
-        dictionary = col.dictionary.to_numpy(zero_copy_only=False)
-        indices = col.indices.to_numpy(zero_copy_only=False)
-        if labels is not None:
-            lut = labels.lookup(np.asarray(dictionary, dtype=object))
-        else:
-            lut = np.arange(len(dictionary), dtype=np.float64)  # the column's own codes
-        valid = col.is_valid().to_numpy(zero_copy_only=False)
-        safe = np.where(valid, indices, 0).astype(np.int64)
-        codes = np.where(valid, lut[safe] if len(lut) else np.nan, np.nan)
-        return codes if labels is None else labels.unseen(codes, codes == -1.0, name)
-    if pa.types.is_string(col.type) or pa.types.is_large_string(col.type):
-        if labels is not None:
-            return labels.codes(np.asarray(col.to_numpy(zero_copy_only=False), dtype=object), name)
-        raise InputError(f"column {name!r} holds strings; predict reads numbers or categorical columns")
-    if labels is not None:
-        return _numbers_as_labels(np.asarray(col.to_pylist(), dtype=object), name, col.type, labels)
-    # Integers past 2**53 round to the nearest float64, as NumPy and pandas convert them (arrow's
-    # default safe cast refuses them as lossy).
-    lossy_ok = pa.types.is_integer(col.type)
-    try:
-        return pc.cast(col, pa.float64(), safe=not lossy_ok).to_numpy(zero_copy_only=False)
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
-        raise InputError(f"column {name!r} of type {col.type} is not numeric ({exc})") from None
-

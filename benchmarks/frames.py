@@ -1,0 +1,147 @@
+"""What a row costs as users hold it: a NumPy array against pandas, polars and pyarrow frames
+and records, one process, one thread, the median of many calls.
+
+    python benchmarks/frames.py [--sizes 1,64,4096] [--calls 2000] [--quick]
+
+Three models trained here on generated data: XGBoost with 28 numeric features (100 trees,
+depth 8), XGBoost with 4 of its 28 features categorical (``enable_categorical``), and LightGBM
+with the same 4 categorical features (100 trees, 63 leaves).  Each input holds the same rows:
+the array is what the compiled code reads (the model's input dtype; category codes in the
+model's order), the frames hold numbers and categories as a user's frame does (the categories
+in another order than the model's, so they are mapped).  Every result is checked equal to the
+array's before it is timed.  It prints a markdown table: microseconds per call and the ratio
+to the array call at each request size.  ``--quick``: small models and few calls (a smoke test).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import numpy as np
+
+FEATURES = 28
+CATEGORICAL = 4  # the first features of the categorical models
+LABELS = [f"c{i}" for i in range(12)]
+
+
+def _frame(rng, n: int, categorical: bool):
+    import pandas as pd
+
+    X = rng.normal(size=(n, FEATURES)).astype(np.float32)
+    X[rng.random(X.shape) < 0.05] = np.nan
+    frame = pd.DataFrame(X, columns=[f"f{i}" for i in range(FEATURES)])
+    if categorical:
+        for i in range(CATEGORICAL):
+            labels = LABELS[: 4 + 2 * i]
+            frame[f"f{i}"] = pd.Categorical(rng.choice(labels, n), categories=labels)
+    return frame
+
+
+def _target(frame, rng):
+    codes = [frame[c].cat.codes.to_numpy() if frame[c].dtype == "category" else np.nan_to_num(frame[c].to_numpy())
+             for c in frame.columns[:6]]
+    return codes[0] % 3 + np.sin(codes[1]) + codes[2] * codes[3] % 2 + codes[4] - codes[5] ** 2 + rng.normal(size=len(frame))
+
+
+def _models(quick: bool):
+    import lightgbm as lgb
+    import xgboost as xgb
+
+    rng = np.random.default_rng(0)
+    n, trees = (2000, 20) if quick else (20000, 100)
+    numeric, categorical = _frame(rng, n, False), _frame(rng, n, True)
+    yield "xgboost numeric", xgb.XGBRegressor(n_estimators=trees, max_depth=8, tree_method="hist").fit(
+        numeric, _target(numeric, rng)), False
+    yield "xgboost categorical", xgb.XGBRegressor(n_estimators=trees, max_depth=8, tree_method="hist",
+                                                  enable_categorical=True, max_cat_to_onehot=1).fit(
+        categorical, _target(categorical, rng)), True
+    yield "lightgbm categorical", lgb.LGBMRegressor(n_estimators=trees, num_leaves=63, verbose=-1).fit(
+        categorical, _target(categorical, rng)), True
+
+
+def _inputs(frame, categorical: bool, cf):
+    """name -> the rows of ``frame`` as that input, the array first."""
+    import pandas as pd
+
+    out = {}
+    codes = frame.copy()
+    for name, labels in (cf.forest.feature_categories or {}).items():
+        column = frame.columns[name]
+        codes[column] = frame[column].cat.set_categories(labels).cat.codes.replace(-1, np.nan).astype(float)
+    out["numpy array"] = np.ascontiguousarray(codes.to_numpy(dtype=np.float64), dtype=cf.main.input_dtype)
+    shuffled = frame.copy()
+    if categorical:  # categories in another order than the model's: mapped, not read as codes
+        for i in range(CATEGORICAL):
+            c = shuffled[f"f{i}"]
+            shuffled[f"f{i}"] = pd.Categorical(c.astype(object), categories=list(c.cat.categories)[::-1])
+    out["pandas"] = shuffled
+    try:
+        import polars as pl
+
+        # categorical columns as an Enum of the frame's categories
+        out["polars"] = pl.DataFrame([
+            pl.Series(c, shuffled[c].astype(object).where(shuffled[c].notna(), None).tolist(),
+                      dtype=pl.Enum([str(v) for v in shuffled[c].cat.categories]))
+            if shuffled[c].dtype == "category" else pl.Series(c, shuffled[c].to_numpy()) for c in shuffled.columns])
+    except Exception:  # noqa: BLE001 - polars absent, or an older one without this conversion
+        pass
+    try:
+        import pyarrow as pa
+
+        out["pyarrow"] = pa.Table.from_pandas(shuffled, preserve_index=False)
+    except ImportError:
+        pass
+    out["records (list of dicts)"] = shuffled.astype(object).where(shuffled.notna(), None).to_dict("records")
+    return out
+
+
+def _median_us(call, calls: int) -> float:
+    call()
+    times = []
+    for _ in range(calls):
+        start = time.perf_counter()
+        call()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times) * 1e6
+
+
+def main(argv=None) -> None:
+    import silvanforge as sf
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="1,64,4096")
+    parser.add_argument("--calls", type=int, default=2000, help="calls timed at 1 row (fewer at larger sizes)")
+    parser.add_argument("--quick", action="store_true")
+    args = parser.parse_args(argv)
+    sizes = [int(s) for s in args.sizes.split(",")]
+    calls = 50 if args.quick else args.calls
+    rng = np.random.default_rng(1)
+    head = "| model | input | " + " | ".join(f"{n} row{'s' * (n > 1)}: us (x array)" for n in sizes) + " |"
+    print(head)
+    print("|---|---|" + "---:|" * len(sizes))
+    for name, model, categorical in _models(args.quick):
+        cf = sf.compile(model, threads=1)
+        test = _frame(rng, max(sizes), categorical)
+        results: dict[str, list[str]] = {}
+        for n in sizes:
+            inputs = _inputs(test.iloc[:n].reset_index(drop=True), categorical, cf)
+            expected = cf.predict(inputs["numpy array"], threads=1)
+            base = None
+            for what, X in inputs.items():
+                try:
+                    got = cf.predict(X, threads=1)
+                except Exception as exc:  # noqa: BLE001 - an input this version does not read
+                    results.setdefault(what, []).append(f"- ({type(exc).__name__})")
+                    continue
+                np.testing.assert_array_equal(got, expected, err_msg=f"{name}, {what}, {n} rows")
+                us = _median_us(lambda: cf.predict(X, threads=1), max(20, calls * 4 // (4 + n)))
+                base = us if base is None else base
+                results.setdefault(what, []).append(f"{us:,.1f} ({us / base:.2f}x)")
+        for what, cells in results.items():
+            print(f"| {name} | {what} | " + " | ".join(cells) + " |")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,311 @@
+"""Frames read through the plan of their schema (silvanforge.frames) and records by feature name
+(silvanforge.records) give exactly what the same rows as an array of the model's codes give:
+every frame kind (pandas NumPy, nullable and Arrow-backed dtypes, categories, strings; polars
+Enum, Categorical and strings; arrow dictionaries), any column order, any category order,
+missing and unseen categories.  The schema memory stays bounded and a frame with the same names
+and other dtypes or categories is read afresh.  The array each test compares with is built here
+from the frame's labels, independently of the code under test."""
+
+from __future__ import annotations
+
+import json
+import threading
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import silvanforge as sf
+from silvanforge.errors import InputError
+from silvanforge.frames import SCHEMAS
+
+pd = pytest.importorskip("pandas")
+lgb = pytest.importorskip("lightgbm")
+xgb = pytest.importorskip("xgboost")
+pa = pytest.importorskip("pyarrow")
+
+COLOURS = ["red", "green", "blue", "amber", "violet"]
+SHAPES = ["disc", "star", "cube"]
+NAMES = ["age", "colour", "income", "shape", "score"]
+
+
+def _training(n=800, seed=0):
+    rng = np.random.default_rng(seed)
+    df = pd.DataFrame({"age": rng.normal(40, 12, n),
+                       "colour": pd.Categorical(rng.choice(COLOURS, n), categories=COLOURS),
+                       "income": rng.integers(0, 100, n).astype(np.float64),
+                       "shape": pd.Categorical(rng.choice(SHAPES, n), categories=SHAPES),
+                       "score": rng.uniform(-1, 1, n)})
+    y = (df.age / 12 + df.colour.isin(["red", "blue"]) * 1.5 + (df["shape"] == "star") + df.score
+         + df.income / 50 + rng.normal(0, 0.3, n))
+    return df, (y > y.median()).astype(int)
+
+
+@pytest.fixture(scope="module")
+def models():
+    df, y = _training()
+    lgbm = lgb.LGBMClassifier(n_estimators=15, num_leaves=15, min_child_samples=5, verbose=-1).fit(df, y)
+    xgbm = xgb.XGBClassifier(n_estimators=15, max_depth=4, enable_categorical=True, tree_method="hist").fit(df, y)
+    return {"lightgbm": sf.compile(lgbm), "xgboost": sf.compile(xgbm)}
+
+
+def _rows(n, seed, unseen=False, missing=True):
+    """Labels and numbers (object columns): what each frame kind is built from."""
+    rng = np.random.default_rng(seed)
+    colour = rng.choice(COLOURS + (["teal"] if unseen else []), n).astype(object)
+    shape = rng.choice(SHAPES, n).astype(object)
+    age = rng.normal(40, 12, n)
+    income = rng.integers(0, 100, n).astype(np.float64)
+    if missing:
+        colour[rng.random(n) < 0.2] = None
+        shape[rng.random(n) < 0.2] = None
+        age[rng.random(n) < 0.2] = np.nan
+        income[rng.random(n) < 0.2] = np.nan
+    return {"age": age, "colour": colour, "income": income, "shape": shape, "score": rng.uniform(-1, 1, n)}
+
+
+def _expected(cf, raw):
+    """The same rows as an array of the model's codes: labels through the model's own lists,
+    an unseen label missing (LightGBM's rule; the XGBoost model refuses it, tested apart)."""
+    cats = cf.forest.feature_categories
+    X = np.empty((len(raw["age"]), len(NAMES)))
+    for f, name in enumerate(NAMES):
+        if f in cats:
+            X[:, f] = [cats[f].index(v) if v in cats[f] else np.nan for v in raw[name]]
+        else:
+            X[:, f] = raw[name]
+    return cf.predict(X)
+
+
+def _pandas(raw, order, colour_categories, kind):
+    cols = {}
+    for name in order:
+        v = raw[name]
+        if name in ("colour", "shape"):
+            cats = colour_categories if name == "colour" else SHAPES
+            cols[name] = (pd.Series(v, dtype="str") if kind == "strings"
+                          else pd.Categorical(v, categories=[c for c in cats if c in set(cats)]))
+        elif kind == "nullable":
+            s = pd.array(v, dtype="Float64")
+            cols[name] = pd.array(np.where(np.isnan(v), 0, v).astype(int), dtype="Int64") if name == "income" else s
+            if name == "income":
+                cols[name][np.isnan(v)] = pd.NA
+        elif kind == "arrow-backed":
+            cols[name] = pd.array(v, dtype="float64[pyarrow]")
+        else:
+            cols[name] = v
+    return pd.DataFrame(cols)
+
+
+def _polars(raw, order, colour_categories, kind):
+    pl = pytest.importorskip("polars")
+    series = []
+    for name in order:
+        v = raw[name]
+        if name in ("colour", "shape"):
+            values = [None if x is None else x for x in v]
+            dtype = {"enum": pl.Enum(colour_categories if name == "colour" else SHAPES),
+                     "categorical": pl.Categorical, "strings": pl.String}[kind]
+            series.append(pl.Series(name, values, dtype=dtype))
+        else:
+            series.append(pl.Series(name, v, nan_to_null=name == "income"))
+    return pl.DataFrame(series)
+
+
+def _arrow(raw, order, colour_categories, kind):
+    arrays = []
+    for name in order:
+        v = raw[name]
+        if name in ("colour", "shape"):
+            values = pa.array(list(v), type=pa.string())
+            if kind == "dictionary":
+                cats = colour_categories if name == "colour" else SHAPES
+                indices = pa.array([None if x is None else cats.index(x) for x in v], type=pa.int32())
+                values = pa.DictionaryArray.from_arrays(indices, pa.array(cats))
+            arrays.append(values)
+        else:
+            arrays.append(pa.array(v, from_pandas=name == "income"))
+    return pa.Table.from_arrays(arrays, names=list(order))
+
+
+FRAMES = [("pandas", "numpy"), ("pandas", "nullable"), ("pandas", "arrow-backed"), ("pandas", "strings"),
+          ("polars", "enum"), ("polars", "categorical"), ("polars", "strings"),
+          ("pyarrow", "dictionary"), ("pyarrow", "strings")]
+MAKERS = {"pandas": _pandas, "polars": _polars, "pyarrow": _arrow}
+
+
+@settings(max_examples=30, deadline=None)
+@given(frame=st.sampled_from(FRAMES), order=st.permutations(NAMES), colours=st.permutations(COLOURS),
+       n=st.sampled_from([1, 3, 17, 70]), seed=st.integers(0, 2**16), unseen=st.booleans())
+def test_every_frame_kind_equals_the_array_of_codes(models, frame, order, colours, n, seed, unseen):
+    cf = models["lightgbm"]
+    library, kind = frame
+    raw = _rows(n, seed, unseen=unseen)
+    if kind == "enum" and unseen:
+        colours = colours + ["teal"]  # an Enum holds only its categories
+    if library == "pyarrow" and kind == "dictionary" and unseen:
+        colours = colours + ["teal"]
+    X = MAKERS[library](raw, order, colours, kind)
+    expected = _expected(cf, raw)
+    np.testing.assert_array_equal(cf.predict(X), expected)
+    np.testing.assert_array_equal(cf.predict(X), expected)  # again, through the remembered plan
+
+
+@pytest.mark.parametrize("library,kind", [("pandas", "numpy"), ("polars", "enum"), ("pyarrow", "dictionary")])
+def test_xgboost_frames_equal_the_array_and_refuse_unseen_categories(models, library, kind):
+    cf = models["xgboost"]
+    for n, seed in ((1, 1), (40, 2)):
+        raw = _rows(n, seed)
+        order = NAMES[::-1]
+        np.testing.assert_array_equal(cf.predict(MAKERS[library](raw, order, COLOURS[::-1], kind)), _expected(cf, raw))
+    raw = _rows(30, 3, unseen=True)
+    raw["colour"][0] = "teal"
+    with pytest.raises(InputError, match="column 'colour' has a category the model was not trained with"):
+        cf.predict(MAKERS[library](raw, NAMES, COLOURS + ["teal"], kind))
+
+
+def test_same_names_other_dtypes_or_categories_are_read_afresh(models):
+    cf = models["lightgbm"]
+    raw = _rows(25, 5)
+    expected = _expected(cf, raw)
+    frame = _pandas(raw, NAMES, COLOURS, "numpy")
+    np.testing.assert_array_equal(cf.predict(frame), expected)
+    # the same frame, its categories reordered in place: other codes for the same labels
+    frame["colour"] = frame["colour"].cat.reorder_categories(COLOURS[::-1])
+    np.testing.assert_array_equal(cf.predict(frame), expected)
+    # a frame of equal categories in another order (pandas calls their dtypes equal)
+    other = _pandas(raw, NAMES, [COLOURS[i] for i in (3, 0, 4, 1, 2)], "numpy")
+    assert other["colour"].dtype == frame["colour"].dtype
+    np.testing.assert_array_equal(cf.predict(other), expected)
+    # the same names, a categorical column now its labels as strings, a number column Float64
+    for changed in (frame.assign(colour=frame["colour"].astype(object)),
+                    frame.assign(age=pd.array(raw["age"], dtype="Float64"))):
+        np.testing.assert_array_equal(cf.predict(changed), expected)
+    # polars: Enum after strings under the same names; arrow: another dictionary order
+    pl = pytest.importorskip("polars")
+    for kind in ("strings", "enum", "categorical", "enum"):
+        np.testing.assert_array_equal(cf.predict(_polars(raw, NAMES, COLOURS[::-1], kind)), expected)
+    assert isinstance(cf.predict(pl.DataFrame({n: raw[n] for n in ("age", "income", "score")})
+                                 .with_columns(pl.lit("red").alias("colour"), pl.lit("star").alias("shape"))),
+                      np.ndarray)
+    for cats in (COLOURS, COLOURS[::-1]):
+        np.testing.assert_array_equal(cf.predict(_arrow(raw, NAMES, cats, "dictionary")), expected)
+
+
+def test_numeric_frames_of_every_kind_equal_the_array(rng):
+    pl = pytest.importorskip("polars")
+    n = 300
+    X = rng.normal(size=(n, 4)) * 100
+    X[rng.random(X.shape) < 0.1] = np.nan
+    names = list("abcd")
+    model = xgb.XGBRegressor(n_estimators=10, max_depth=4).fit(pd.DataFrame(X, columns=names), rng.normal(size=n))
+    cf = sf.compile(model)
+    for k in (1, 5, 16, 17, n):
+        rows = X[:k]
+        expected = cf.predict(rows)
+        frame = pd.DataFrame(rows, columns=names)
+        shuffled = ["c", "a", "d", "b"]
+        for X_ in (frame, frame[shuffled], frame.astype(np.float32)[shuffled],
+                   pl.from_pandas(frame[shuffled]), pa.Table.from_pandas(frame[shuffled], preserve_index=False)):
+            np.testing.assert_array_equal(cf.predict(X_), expected)
+
+
+def test_schema_memory_is_bounded_and_safe_from_threads(models):
+    cf = models["lightgbm"]
+    raw = _rows(9, 7)
+    expected = _expected(cf, raw)
+    rng = np.random.default_rng(0)
+    orders = [list(rng.permutation(NAMES)) for _ in range(3 * SCHEMAS)]
+    frames = [_pandas(raw, order, COLOURS, "numpy") for order in orders]
+    errors = []
+
+    def work(some):
+        try:
+            for frame in some * 3:
+                np.testing.assert_array_equal(cf.predict(frame), expected)
+        except Exception as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(frames[i::4],)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors[0]
+    assert 0 < len(cf._schemas) <= SCHEMAS
+
+
+def test_frame_errors_are_as_before(models):
+    cf = models["lightgbm"]
+    frame = _pandas(_rows(4, 8), NAMES, COLOURS, "numpy")
+    with pytest.raises(InputError, match="missing 'income'"):
+        cf.predict(frame.drop(columns=["income"]))
+    with pytest.raises(InputError, match="not features of the model: 'extra'"):
+        cf.predict(frame.assign(extra=1.0))
+    with pytest.raises(InputError, match="column 'age' holds dates"):
+        cf.predict(frame.assign(age=pd.date_range("2020-01-01", periods=4)))
+    with pytest.raises(InputError, match="column 'colour' holds plain"):
+        cf.predict(frame.assign(colour=frame["colour"].cat.codes))
+
+
+# ------------------------------------------------------------------ records and JSON Lines
+def _records(raw):
+    return [{name: (None if (isinstance(v, float) and v != v) else v) for name, v in
+             zip(NAMES[::-1], [raw[n][i] for n in NAMES[::-1]])} for i in range(len(raw["age"]))]
+
+
+@pytest.mark.parametrize("library", ["lightgbm", "xgboost"])
+def test_records_equal_the_array(models, library):
+    cf = models[library]
+    raw = _rows(40, 9)
+    records = _records(raw)
+    expected = _expected(cf, raw)
+    np.testing.assert_array_equal(cf.predict(records), expected)
+    np.testing.assert_array_equal(cf.predict(records[3]), expected[3:4])
+    np.testing.assert_array_equal(cf.predict({**records[0], "age": int(31)}),
+                                  cf.predict({**records[0], "age": 31.0}))
+
+
+def test_bad_records_are_named(models):
+    cf = models["lightgbm"]
+    record = _records(_rows(2, 10))[0]
+    with pytest.raises(InputError, match="record 0's keys do not match the model's features: missing 'age'"):
+        cf.predict({k: v for k, v in record.items() if k != "age"})
+    with pytest.raises(InputError, match="record 1's keys .* not features of the model: 'weight'"):
+        cf.predict([record, {**record, "weight": 3}])
+    with pytest.raises(InputError, match="record 0: 'age' is 'old', not a number"):
+        cf.predict({**record, "age": "old"})
+    with pytest.raises(InputError, match="record 1 is a list"):
+        cf.predict([record, [1, 2]])
+    unnamed = sf.compile(xgb.XGBRegressor(n_estimators=2).fit(np.eye(3), [0, 1, 2]))
+    with pytest.raises(InputError, match="the model has no feature names"):
+        unnamed.predict({"f0": 1.0})
+
+
+def _forge(capsys, *args):
+    from silvanforge import cli
+
+    code = cli.main([str(a) for a in args])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_forge_predict_reads_json_lines(models, tmp_path, capsys):
+    df, y = _training()
+    model = lgb.LGBMClassifier(n_estimators=10, verbose=-1).fit(df, y)
+    model.booster_.save_model(str(tmp_path / "m.txt"))
+    cf = sf.compile(tmp_path / "m.txt")
+    raw = _rows(25, 11)
+    lines = [json.dumps(r) for r in _records(raw)]
+    (tmp_path / "rows.jsonl").write_text("\n".join(lines[:10]) + "\n\n" + "\n".join(lines[10:]) + "\n")
+    code, _, err = _forge(capsys, "predict", tmp_path / "m.txt", "-i", tmp_path / "rows.jsonl", "-o", tmp_path / "y.npy")
+    assert code == 0, err
+    np.testing.assert_array_equal(np.load(tmp_path / "y.npy").reshape(-1), _expected(cf, raw))
+    (tmp_path / "bad.jsonl").write_text(lines[0] + "\n" + lines[1][:-3] + "\n")
+    code, _, err = _forge(capsys, "predict", tmp_path / "m.txt", "-i", tmp_path / "bad.jsonl")
+    assert code != 0 and "Traceback" not in err
+    assert "bad.jsonl: line 2: not JSON" in err, err
+    (tmp_path / "odd.jsonl").write_text(lines[0] + "\n" + json.dumps({**json.loads(lines[1]), "tail": 1}) + "\n")
+    code, _, err = _forge(capsys, "predict", tmp_path / "m.txt", "-i", tmp_path / "odd.jsonl")
+    assert code != 0 and "odd.jsonl: line 2's keys do not match the model's features" in err, err

@@ -12,7 +12,8 @@ unknown category.  A category CatBoost never saw and one it saw but no split tes
 the same (every test on them is false / takes the prior), so knowing only the tested hashes
 is exact.
 
-Pure Python integers (masked to 64 bits): a hash a distinct label, memoised per call.
+Pure Python integers (masked to 64 bits), a hash a distinct label: :mod:`silvanforge.hashed_rows`
+reads whole columns with them.
 """
 
 from __future__ import annotations
@@ -174,89 +175,11 @@ def catboost_hash(value) -> int | None:
     return city_hash64(text.encode("utf-8", "surrogatepass")) & 0xFFFFFFFF
 
 
-def hash_column(values) -> tuple[np.ndarray, np.ndarray]:
-    """CatBoost's hashes (int64 holding the unsigned 32-bit hash) of ``values`` (any sequence),
-    and which values are categories at all (None / NaN / fractions are not)."""
-    seen: dict = {}
-    out = np.zeros(len(values), dtype=np.int64)
-    valid = np.ones(len(values), dtype=bool)
-    for i, v in enumerate(values):
-        try:
-            h = seen[v]
-        except (KeyError, TypeError):
-            h = catboost_hash(v)
-            try:
-                seen[v] = h
-            except TypeError:
-                pass
-        if h is None:
-            valid[i] = False
-        else:
-            out[i] = h
-    return out, valid
-
-
-def codes_of(hashes: np.ndarray, valid: np.ndarray, known: list[int]) -> np.ndarray:
-    """Codes (float64) of hashes for a feature whose known hashes are ``known``: NaN for an
-    invalid value or a hash not among them."""
-    index = {h: float(i) for i, h in enumerate(known)}
-    return np.fromiter((index.get(h, np.nan) if ok else np.nan for h, ok in zip(hashes.tolist(), valid.tolist())),
-                       dtype=np.float64, count=len(hashes))
-
-
 _MAGIC = np.uint64(0x4906BA494954CB65)
 
 
-def _mix(key: np.ndarray, value: np.ndarray) -> np.ndarray:
-    # CatBoost's CalcHash(a, b) = MAGIC * (a + MAGIC * b) in 64-bit arithmetic (uint64 wraps)
-    return _MAGIC * (key + _MAGIC * value)
-
-
-def combination_codes(combo: dict, hashes: dict, floats: dict, n: int) -> np.ndarray:
-    """The codes of a combination's keys (``Forest.hashed_combinations``): ``hashes`` maps a
-    column to (hash_column's hashes, valid), ``floats`` a column to its float32 values."""
-    key = np.zeros(n, dtype=np.uint64)
-    valid = np.ones(n, dtype=bool)
-    for element in combo["elements"]:
-        kind, column = element[0], int(element[1])
-        if kind == "cat":
-            h, ok = hashes[column]
-            # the hash as CatBoost's int, sign-extended to 64 bits
-            signed = np.where(h >= 2**31, h - 2**32, h).astype(np.int64).view(np.uint64)
-            key = _mix(key, signed)
-            valid &= ok
-        elif kind == "float":
-            x = floats[column]
-            bit = (x > np.float32(element[2])) | (np.isnan(x) & bool(element[3]))
-            key = _mix(key, bit.astype(np.uint64))
-        else:  # onehot
-            h, ok = hashes[column]
-            key = _mix(key, ((h == int(element[2])) & ok).astype(np.uint64))
-    keys = np.asarray([int(k) for k in combo["keys"]], dtype=np.uint64)
-    order = np.argsort(keys)
-    at = np.searchsorted(keys[order], key)
-    at_ok = at < len(keys)
-    found = valid & at_ok & (keys[order][np.where(at_ok, at, 0)] == key) if len(keys) else np.zeros(n, bool)
-    codes = np.full(n, np.nan)
-    codes[found] = order[at[found]]
-    return codes
-
-
-def codes(values, known: list[int]) -> np.ndarray:
-    """Codes (float64) of ``values`` (any sequence) for a feature whose known hashes are
-    ``known`` (code ``i`` is ``known[i]``): NaN for a value whose hash is not among them."""
-    index = {h: float(i) for i, h in enumerate(known)}
-    seen: dict = {}
-    out = np.empty(len(values), dtype=np.float64)
-    for i, v in enumerate(values):
-        try:
-            code = seen[v]
-        except (KeyError, TypeError):
-            h = catboost_hash(v)
-            code = np.nan if h is None else index.get(h, np.nan)
-            try:
-                seen[v] = code
-            except TypeError:
-                pass
-        out[i] = code
-    return out
+def mix(key: np.ndarray, value: np.ndarray) -> np.ndarray:
+    """CatBoost's ``CalcHash(key, value)`` = MAGIC * (key + MAGIC * value) in 64-bit arithmetic
+    (uint64 arrays wrap), which builds a combination's key element by element."""
+    with np.errstate(over="ignore"):
+        return _MAGIC * (key + _MAGIC * value)

@@ -45,11 +45,23 @@ class SchemaMemory:
         self._plans: OrderedDict = OrderedDict()
         self._names: dict = {}  # id(pandas columns Index) -> (the Index, its names)
         self._lock = threading.Lock()
+        self._hashing = None
         categories = forest.feature_categories or {}
         self.labels = {f: Labels(v, forest.unseen_category_error) for f, v in categories.items()}
 
     def __len__(self) -> int:
         return len(self._plans)
+
+    def hashing(self):
+        """The model's :class:`silvanforge.hashed_rows.HashedInputs` (models with categories
+        known by hash, CatBoost's), built on first use."""
+        found = self._hashing
+        if found is None:
+            from .hashed_rows import HashedInputs  # only CatBoost models with categories need it
+
+            with self._lock:
+                found = self._hashing = self._hashing or HashedInputs(self.forest)
+        return found
 
     def plan(self, key, build):
         with self._lock:

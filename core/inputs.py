@@ -27,10 +27,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import category_hash
 from .columns import Labels, arrow_column, column_order, numbers_as_labels, pandas_column, polars_column
 from .errors import InputError
 from .frames import FRAME_LIBRARIES, SchemaMemory, frame_rows
+from .hashed_rows import HashedInputs
 from .records import is_records, records_matrix
 from .ir.hir import Forest
 from .runtime import check_rows
@@ -44,7 +44,7 @@ def as_rows(X, forest: Forest, dtype: np.dtype, memory: SchemaMemory | None = No
     if is_records(X):
         X = records_matrix(X, forest)
     if forest.hashed_categories or forest.hashed_combinations:
-        return _hashed_rows(X, forest, dtype)
+        return _hashed_rows(X, forest, dtype, memory.hashing() if memory is not None else HashedInputs(forest))
     if type(X) is np.ndarray:
         return check_rows(X, forest.num_features, dtype, forest.wider_rows)
     if type(X).__module__.split(".")[0] in FRAME_LIBRARIES:
@@ -79,11 +79,11 @@ def as_rows(X, forest: Forest, dtype: np.dtype, memory: SchemaMemory | None = No
     return out
 
 
-def _hashed_rows(X, forest: Forest, dtype: np.dtype) -> np.ndarray:
+def _hashed_rows(X, forest: Forest, dtype: np.dtype, hashing: HashedInputs) -> np.ndarray:
     """Rows of a model with categories known by hash (CatBoost): its categorical columns'
     values (strings, integers, pandas categories; in arrays of any dtype) hashed and replaced
     by their codes, every other column read as numbers, and the computed columns of
-    ``Forest.hashed_combinations`` appended."""
+    ``Forest.hashed_combinations`` appended (:class:`silvanforge.hashed_rows.HashedInputs`)."""
     hashed = forest.hashed_categories or {}
     width = forest.input_features
     if _frame(X) is not None:
@@ -97,7 +97,7 @@ def _hashed_rows(X, forest: Forest, dtype: np.dtype) -> np.ndarray:
             return pandas_column(columns[feature], names[order[feature]], None)
 
         def raw(feature):
-            return columns[feature].astype(object).tolist()
+            return columns[feature]
     else:
         arr = np.asarray(X)
         if arr.ndim != 2 or arr.dtype.kind not in "biufOUS":
@@ -114,21 +114,17 @@ def _hashed_rows(X, forest: Forest, dtype: np.dtype) -> np.ndarray:
                                  f"of the model") from None
 
         def raw(feature):
-            return arr[:, feature].tolist()
+            return arr[:, feature]
     out = np.empty((n, forest.num_features), dtype=np.float64)
     hashes = {}
     for feature in range(width):
         if feature in hashed:
-            hashes[feature] = category_hash.hash_column(raw(feature))
-            out[:, feature] = category_hash.codes_of(*hashes[feature], hashed[feature])
+            hashes[feature] = hashing.column_hashes(raw(feature))
+            out[:, feature] = hashing.codes(feature, *hashes[feature])
         else:
             out[:, feature] = number(feature)
-    floats = {}
-    for j, combo in enumerate(forest.hashed_combinations or ()):
-        for e in combo["elements"]:
-            if e[0] == "float" and e[1] not in floats:
-                floats[e[1]] = out[:, e[1]].astype(np.float32)
-        out[:, width + j] = category_hash.combination_codes(combo, hashes, floats, n)
+    if hashing.count:
+        out[:, width:width + hashing.count] = hashing.combination_codes(hashes, out)
     return check_rows(out, forest.num_features, dtype, forest.wider_rows)
 
 

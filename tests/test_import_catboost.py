@@ -284,6 +284,52 @@ def test_ctr_combinations(loss, tmp_path):
                                raw, rtol=RTOL, atol=ATOL)
 
 
+@pytest.mark.parametrize("one_table", [True, False])
+def test_combinations_found_either_way_equal_catboost(one_table, monkeypatch):
+    """The combinations' keys found in one table of all of them (small calls) or in each
+    combination's own (large calls), at 1 to 200 rows, from frames and object arrays: CatBoost's
+    margins, and a value never seen (hashed once, then remembered) as CatBoost takes it."""
+    from silvanforge import hashed_rows
+
+    monkeypatch.setattr(hashed_rows, "TAGGED_ROWS", 10**9 if one_table else 0)
+    rng = np.random.default_rng(14)
+    df, te = _cat_frame(rng, 500), _cat_rows(rng, 200)
+    score = _cat_target(df) + (df.word == "p") * (df["count"] % 2)
+    model = cb.CatBoostRegressor(iterations=30, depth=5, cat_features=_CATS, one_hot_max_size=3,
+                                 max_ctr_complexity=2, **_FIT).fit(df, score)
+    cf = sf.compile(model)
+    assert cf.forest.hashed_combinations
+    raw = cb.CatBoost.predict(model, te, prediction_type="RawFormulaVal")
+    for n in (1, 7, 64, 65, 200):
+        np.testing.assert_allclose(cf.predict(te.iloc[:n], output_margin=True), raw[:n], rtol=RTOL, atol=ATOL)
+        np.testing.assert_allclose(cf.predict(te.iloc[:n].astype(object).to_numpy(), output_margin=True), raw[:n],
+                                   rtol=RTOL, atol=ATOL)
+    # a frame whose category column holds other categories in another order
+    other = te.copy()
+    other["kind"] = other["kind"].cat.reorder_categories(list(other["kind"].cat.categories)[::-1])
+    np.testing.assert_allclose(cf.predict(other, output_margin=True), raw, rtol=RTOL, atol=ATOL)
+
+
+def test_a_tree_of_one_leaf_is_read(tmp_path):
+    """CatBoost writes a tree that found no split (depth 0) with ``"splits": null``: one leaf."""
+    import json
+
+    rng = np.random.default_rng(15)
+    X, y = rng.normal(size=(300, 3)), rng.normal(size=300)
+    model = cb.CatBoostRegressor(iterations=4, depth=2, **_FIT).fit(X, y)
+    model.save_model(str(tmp_path / "m.json"), format="json")
+    doc = json.loads((tmp_path / "m.json").read_text())
+    first = doc["oblivious_trees"][0]
+    doc["oblivious_trees"][0] = {"leaf_values": [0.125 * len(first["leaf_values"])],
+                                 "leaf_weights": [sum(first["leaf_weights"])], "splits": None}
+    (tmp_path / "one.json").write_text(json.dumps(doc))
+    back = cb.CatBoostRegressor()
+    back.load_model(str(tmp_path / "one.json"), format="json")
+    Xt = rng.normal(size=(50, 3))
+    np.testing.assert_allclose(sf.compile(tmp_path / "one.json").predict(Xt, output_margin=True),
+                               back.predict(Xt, prediction_type="RawFormulaVal"), rtol=RTOL, atol=ATOL)
+
+
 def test_category_hash_is_catboosts(tmp_path):
     """silvanforge.category_hash against the hashes CatBoost stores for its training values
     (every CityHash length branch: 0-16, 17-32, 33-64 and longer, and UTF-8)."""

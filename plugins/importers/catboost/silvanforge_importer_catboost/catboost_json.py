@@ -382,7 +382,9 @@ def from_document(doc, name: str) -> Forest:
         if has_oblivious:
             if not isinstance(t, dict):
                 r.fail(f"{where} must be an object")
-            splits = r.lst(t, "splits", where)
+            # A tree of depth 0 (one leaf: CatBoost grows one where no split gains) has no
+            # splits, which CatBoost's JSON writes as null.
+            splits = [] if t.get("splits", ()) is None else r.lst(t, "splits", where)
             if len(splits) > trees.MAX_OBLIVIOUS_DEPTH:
                 r.fail(f"{where} has depth {len(splits)}, beyond CatBoost's {trees.MAX_OBLIVIOUS_DEPTH}")
             hsplits = [m.split(s, f"{where}.splits[{i}]") for i, s in enumerate(splits)]

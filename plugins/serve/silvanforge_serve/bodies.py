@@ -1,0 +1,126 @@
+"""What ``POST /predict`` accepts, turned into rows before they join a batch.
+
+A body is one JSON object in one of these shapes (``"output_margin": true`` may go with any):
+
+    {"rows": [{"f0": 1.5, "colour": "red", ...}, ...]}   records by feature name (a list, or one)
+    {"f0": 1.5, "colour": "red", ...}                     one record, the object itself
+    {"columns": {"f0": [1.5, 2.0], "colour": ["red", "blue"], ...}}   one list a feature
+    {"data": [[1.5, 0.0, ...], ...]}                       rows of numbers in the model's order
+
+Records and columns are read as ``predict`` reads records (:mod:`silvanforge.records`: every
+feature named, categorical values as labels, null as missing); ``data`` as an array (null is
+missing, categorical features as codes).  Whatever is wrong with a body is a :class:`BadRequest`
+with one line naming it, raised here, before the rows meet other requests' rows.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+
+from silvanforge.errors import InputError
+from silvanforge.records import records_matrix
+
+SHAPES = ("rows", "columns", "data")
+USAGE = ('a body is {"rows": [{feature: value, ...}, ...]}, one record {feature: value, ...}, '
+         '{"columns": {feature: [values], ...}} or {"data": [[numbers], ...]}, '
+         'with "output_margin": true optionally')
+
+
+class BadRequest(InputError):
+    """A body ``POST /predict`` cannot read (HTTP 400)."""
+
+
+def parse_body(body: bytes, forest) -> tuple[np.ndarray, bool]:
+    """The rows a body asks predictions for (the model's feature order; float64, or objects for a
+    model that hashes its categories) and whether it asks for margins."""
+    try:
+        doc = json.loads(body)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise BadRequest(f"the body is not JSON: {exc}") from None
+    if not isinstance(doc, dict):
+        raise BadRequest(f"the body is a JSON {_kind(doc)}; {USAGE}")
+    names = forest.feature_names or ()
+    margin = False
+    if "output_margin" in doc and "output_margin" not in names:
+        doc = dict(doc)
+        margin = doc.pop("output_margin")
+        if not isinstance(margin, bool):
+            raise BadRequest(f"output_margin must be true or false, got {json.dumps(margin)}")
+    shapes = [key for key in SHAPES if key in doc and key not in names]
+    if not shapes:  # one record, the object itself
+        return _records(doc, forest), margin
+    if len(doc) > 1:
+        other = [key for key in doc if key != shapes[0]]
+        raise BadRequest(f"unexpected key {other[0]!r} next to {shapes[0]!r}; {USAGE}")
+    key = shapes[0]
+    value = doc[key]
+    if key == "rows":
+        if not isinstance(value, (list, dict)):
+            raise BadRequest(f'"rows" is a JSON {_kind(value)}, not a list of records')
+        return _records(value, forest), margin
+    if key == "columns":
+        return _columns(value, forest), margin
+    return _data(value, forest), margin
+
+
+def _records(records, forest) -> np.ndarray:
+    if isinstance(records, list) and not records:
+        return _empty(forest)
+    try:
+        return records_matrix(records, forest)
+    except InputError as exc:
+        raise BadRequest(str(exc)) from None
+
+
+def _columns(columns, forest) -> np.ndarray:
+    if not isinstance(columns, dict):
+        raise BadRequest(f'"columns" is a JSON {_kind(columns)}, not an object of feature name to a list of values')
+    lengths = set()
+    for name, values in columns.items():
+        if not isinstance(values, list):
+            raise BadRequest(f"column {name!r} is a JSON {_kind(values)}, not a list of values")
+        lengths.add(len(values))
+    if len(lengths) > 1:
+        raise BadRequest(f"the columns have different lengths ({', '.join(map(str, sorted(lengths)))})")
+    names = list(columns)
+    records = [dict(zip(names, row)) for row in zip(*columns.values())]
+    try:
+        if not records:  # no rows, but the names are still checked
+            records_matrix([dict.fromkeys(names)], forest)
+            return _empty(forest)
+        return records_matrix(records, forest, name=lambda i: f"row {i} of the columns")
+    except InputError as exc:
+        raise BadRequest(str(exc)) from None
+
+
+def _data(data, forest) -> np.ndarray:
+    if not isinstance(data, list) or not all(isinstance(row, list) for row in data):
+        raise BadRequest('"data" must be a list of rows, each a list of numbers ([[1.5, 0.0, ...], ...])')
+    if not data:
+        return _empty(forest)
+    width = forest.input_features
+    for i, row in enumerate(data):
+        if len(row) != width and not (forest.wider_rows and len(row) > width and len(row) == len(data[0])):
+            raise BadRequest(f"row {i} of data has {len(row)} values; the model expects {width} features per row")
+    hashed = forest.hashed_categories or forest.hashed_combinations
+    if not hashed:  # (numpy would read "1.5" as a number)
+        bad = next(((i, v) for i, row in enumerate(data) for v in row
+                    if not (v is None or isinstance(v, (int, float)))), None)
+        if bad is not None:
+            raise BadRequest(f"row {bad[0]} of data holds {json.dumps(bad[1])}, not a number (null is missing)")
+        return np.array(data, dtype=np.float64)  # null is NaN
+    # a model that hashes its categories reads labels and numbers alike: objects, null as NaN
+    rows = np.array(data, dtype=object)
+    return np.where(rows == None, math.nan, rows)  # noqa: E711 - elementwise
+
+
+def _empty(forest) -> np.ndarray:
+    return np.empty((0, forest.input_features))
+
+
+def _kind(value) -> str:
+    return {dict: "object", list: "array", str: "string", bool: "boolean", type(None): "null"}.get(
+        type(value), "number")

@@ -1,0 +1,64 @@
+"""``forge serve``: a compiled model behind HTTP, concurrent requests micro-batched.
+
+A command of the ``forge`` CLI added through the ``silvanforge.commands`` entry point; it loads
+or compiles MODEL as ``forge predict`` does and serves it with uvicorn until SIGINT or SIGTERM.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+
+from silvanforge.cli import ModelArg, _cache_opt, _target_opt, _threads_opt, load_or_compile
+from silvanforge.errors import InputError
+
+LOG_LEVELS = ("critical", "error", "warning", "info", "debug")
+
+
+def serve(
+    model: str = ModelArg,
+    host: str = typer.Option("127.0.0.1", "--host", help="The address to listen on (0.0.0.0: every interface)."),
+    port: int = typer.Option(8080, "--port", min=0, max=65535, help="The port to listen on (0: a free one)."),
+    threads: int | None = _threads_opt(),
+    batch_window_us: float = typer.Option(
+        200.0, "--batch-window-us", min=0.0,
+        help="Microseconds to wait for more requests after the first before predicting them in one call "
+             "(0: merge only requests already waiting)."),
+    max_queue: int = typer.Option(1024, "--max-queue", min=1,
+                                  help="Requests that may wait for a predict call; more are answered 503."),
+    target: str | None = _target_opt(),
+    trust_code: bool = typer.Option(False, "--trust-code",
+                                    help="Run an artifact's machine code though it is not signed with "
+                                         "SILVANFORGE_ARTIFACT_KEY (only for artifacts you trust)."),
+    cache: str | None = _cache_opt(),
+    log_level: str = typer.Option("info", "--log-level",
+                                  help="uvicorn's log level: critical, error, warning, info, debug."),
+):
+    """Serve MODEL over HTTP: POST /predict (JSON rows, records or columns), GET /health, GET /model.
+    Requests arriving within --batch-window-us of each other are predicted in one call."""
+    from .app import listen, make_app, make_server
+
+    if log_level.lower() not in LOG_LEVELS:
+        raise InputError(f"--log-level must be one of {', '.join(LOG_LEVELS)}, got {log_level!r}")
+    sock = listen(host, port)  # first: an address in use is an error line before any compile
+    try:
+        cf = load_or_compile(model, target, None, None, None, threads, trust_code=trust_code, cache=cache)
+    except BaseException:
+        sock.close()
+        raise
+    app = make_app(cf, threads=threads, window_us=batch_window_us, max_queue=max_queue)
+    bound = sock.getsockname()
+    sys.stderr.write(f"serving {model} on http://{_url_host(host)}:{bound[1]} "
+                     f"(batch window {batch_window_us:g} us, queue {max_queue}); Ctrl-C stops\n")
+    sys.stderr.flush()
+    try:
+        # uvicorn stops on SIGINT or SIGTERM, answering the requests in flight, then raises the
+        # signal again: SIGTERM ends the process as that signal would, Ctrl-C arrives here
+        make_server(app, log_level=log_level.lower()).run(sockets=[sock])
+    except KeyboardInterrupt:
+        sys.stderr.write("stopped\n")
+
+
+def _url_host(host: str) -> str:
+    return f"[{host}]" if ":" in host else host

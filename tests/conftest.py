@@ -28,7 +28,22 @@ if HERE not in sys.path:
     sys.path.insert(0, HERE)
 
 
+# The fast subset (``python -m pytest -m fast``, under 2 minutes on 2 cores): a quick module or
+# two for every stage (IRs and passes in tests/core, import, lowering, the targets' contract,
+# runtime inputs, artifacts and keys, the CLI, plugins and layering), each under ~10 s in CI.
+FAST = {"test_layering.py", "test_repository_text.py", "test_plugins.py", "test_memo.py", "test_frame_schemas.py",
+        "test_target_contract.py", "test_user_key.py", "test_import_onnx.py", "test_compile_random.py",
+        "test_split_trees.py", "test_rep_oblivious.py", "test_options.py", "test_core_alone.py",
+        "test_artifacts.py", "test_artifact_bombs.py", "test_hir_passes.py", "test_vector_walk.py", "test_cli.py",
+        "test_covers.py", "test_import_xgboost.py", "test_serve.py", "test_gpu_lowering.py", "test_cuda_copying.py"}
+
+
 def pytest_collection_modifyitems(config, items):
+    fast = pytest.mark.fast
+    for item in items:
+        path = item.path
+        if path.name in FAST or path.parent.name == "core":
+            item.add_marker(fast)
     # GPU tests run only where a CUDA driver and pycuda are present (the device machine).
     try:
         import pycuda.driver as drv  # noqa: F401

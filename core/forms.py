@@ -238,10 +238,60 @@ def untuned_plan(forest: hir.Forest, opts: CompileOptions, threads: int | None =
     builds = Builds()
     if threads <= 1:
         return rest_of_plan(forest, opts, main_form(forest, opts, builds), builds, threads)
-    cache = current()
-    with concurrent.futures.ThreadPoolExecutor(threads) as pool:
-        main = pool.submit(_scoped, cache, main_form, forest, opts, builds)
-        return rest_of_plan(forest, opts, main, builds, threads, pool)
+    # The main form on a thread of its own while this one weighs the bands.
+    main = _Task(_scoped, current(), main_form, forest, opts, builds)
+    return rest_of_plan(forest, opts, main, builds, threads)
+
+
+class _Task:
+    """``fn(*args)`` on a thread of its own (a daemon: a builder never holds up an exit);
+    ``result()`` waits for it and returns its value or raises its error."""
+
+    def __init__(self, fn, *args):
+        self._fn, self._args, self._out = fn, args, None
+        self._thread = threading.Thread(target=self._run, name="silvanforge-form", daemon=True)
+        self._thread.start()
+
+    def _run(self):
+        try:
+            self._out = (True, self._fn(*self._args))
+        except BaseException as exc:  # noqa: BLE001 - handed to result()
+            self._out = (False, exc)
+
+    def result(self):
+        self._thread.join()
+        ok, value = self._out
+        if not ok:
+            raise value
+        return value
+
+
+def _each(fn, items: list, threads: int) -> list:
+    """``[fn(item) for item in items]``, on up to ``threads`` threads (the first error raised)."""
+    if threads <= 1 or len(items) <= 1:
+        return [fn(item) for item in items]
+    todo = iter(range(len(items)))
+    lock = threading.Lock()
+    out: list = [None] * len(items)
+
+    def work():
+        while True:
+            with lock:
+                k = next(todo, None)
+            if k is None:
+                return
+            try:
+                out[k] = (True, fn(items[k]))
+            except BaseException as exc:  # noqa: BLE001 - raised below, in order
+                out[k] = (False, exc)
+
+    workers = [_Task(work) for _ in range(min(threads, len(items)))]
+    for w in workers:
+        w.result()
+    for ok, value in out:
+        if not ok:
+            raise value
+    return [value for _, value in out]
 
 
 def _scoped(cache, fn, *args):
@@ -250,12 +300,11 @@ def _scoped(cache, fn, *args):
 
 
 def rest_of_plan(forest: hir.Forest, opts: CompileOptions, main, builds: Builds, threads: int = 1,
-                 pool: concurrent.futures.Executor | None = None, step=contextlib.nullcontext
-                 ) -> tuple[list[Form], list[Band]]:
-    """The untuned plan's forms and bands around its ``main`` form (a Form, or a Future of
-    one): the bands' estimates, then each other band's form (``threads`` at once, on ``pool``
-    or a pool of its own); ``step()``: a context each form is lowered and compiled in (the
-    background builder's, :mod:`silvanforge.lateforms`)."""
+                 step=contextlib.nullcontext) -> tuple[list[Form], list[Band]]:
+    """The untuned plan's forms and bands around its ``main`` form (a Form, or a task whose
+    ``result()`` gives it): the bands' estimates, then each other band's form (``threads`` at
+    once); ``step()``: a context each part is done in (the background builder's guard,
+    :mod:`silvanforge.lateforms`)."""
     reg = registry()
     kind = reg.target_kind(opts.target)
     with step():
@@ -272,19 +321,8 @@ def rest_of_plan(forest: hir.Forest, opts: CompileOptions, main, builds: Builds,
             except (UnsupportedModelError, PluginError) as exc:
                 return exc  # answered by the next band's form
 
-    if threads > 1 and len(jobs) > 0:
-        own = pool is None
-        pool = pool or concurrent.futures.ThreadPoolExecutor(threads)
-        try:
-            results = [f.result() for f in [pool.submit(build, job) for job in jobs]]
-            main = main.result() if isinstance(main, concurrent.futures.Future) else main
-        finally:
-            if own:
-                pool.shutdown()
-    else:
-        main = main.result() if isinstance(main, concurrent.futures.Future) else main
-        results = [build(job) for job in jobs]
-    forms = [main]
+    results = _each(build, jobs, threads)
+    forms = [main if isinstance(main, Form) else main.result()]
     indices = [0] * len(spec)
     for k, form in enumerate(results):
         if isinstance(form, Exception):

@@ -252,15 +252,15 @@ class CompiledForest:
         late = self._late
         forms, bands = self._plan
         if late is None:
-            return head + ", every form built\n" + describe(bands, [f.text() for f in forms])
+            return head + ", every program built\n" + describe(bands, [f.text() for f in forms])
         if late.error is not None:
             how = f"not built: {type(late.error).__name__}: {str(late.error)[:120]}"
         elif late.mode == "lazy" and not late.started:
             how = f"not built yet: built in the background from the first request of up to {MID_MAX} rows"
         else:
             how = "building in the background"
-        return (head + ", main form built\n" + describe(bands, [f.text() + " (built)" for f in forms])
-                + f"\nforms for smaller requests: {how}; the main form answers every request until then")
+        return (head + ", the main program built\n" + describe(bands, [f.text() + " (built)" for f in forms])
+                + f"\nprograms for smaller requests: {how}; the main one answers every request until then")
 
     def summary(self) -> dict:
         f = self.forest

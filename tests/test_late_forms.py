@@ -51,7 +51,7 @@ def _answers(cf, rows):
 
 def test_eager_plan_has_several_forms(eager):
     assert len(eager.forms) >= 2 and eager.forms_built
-    assert "every form built" in eager.show("plan")
+    assert "every program built" in eager.show("plan")
 
 
 @pytest.mark.parametrize("mode", ["background", "lazy"])
@@ -121,12 +121,12 @@ def test_show_plan_says_which_forms_are_built(forest, rows):
     cf = sf.compile(forest, options=EVERY_BAND, forms="lazy")
     cf.predict(rows[:1000])  # large requests never start a lazy build
     text = cf.show("plan")
-    assert "main form built" in text and "not built yet" in text and "rows 1+: form 0" in text
+    assert "the main program built" in text and "not built yet" in text and "rows 1+: form 0" in text
     cf.predict(rows[:3])  # a small one does
     assert "not built yet" not in cf.show("plan")
     cf.wait()
     text = cf.show("plan")
-    assert "every form built" in text and "rows 1+" not in text
+    assert "every program built" in text and "rows 1+" not in text
 
 
 def test_forms_option_is_checked(forest):

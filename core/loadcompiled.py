@@ -16,6 +16,7 @@ from .compiled import CompiledForest, tile_ids_from_arrays
 from .errors import ArtifactError, ArtifactWarning, InputError, IRVerificationError, ScheduleError
 from .forms import Form, host_key, untuned_plan
 from .ir import hir, lir_io
+from .memo import in_compile_scope
 from .options import CompileOptions, kernel_options
 from .pipeline import _lower, lir_digest
 from .plan import Band, bands_from_json
@@ -53,6 +54,7 @@ def unpickle(data: bytes) -> CompiledForest:
     return load(data, "the pickled compiled model", None, trust_code=True)
 
 
+@in_compile_scope  # forms lowered and compiled again share statistics (silvanforge.memo)
 def load(source, name: str, key, trust_code: bool, forest: hir.Forest | None = None) -> CompiledForest:
     """load_compiled of a path or artifact bytes (``name``: what messages call it); ``forest``:
     the model the caller holds, used in place of the stored one (a code-cache hit: the stored

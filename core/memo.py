@@ -14,7 +14,8 @@ new ones), which is what makes keying by identity sound within it.
 A scope is per thread; a compile that builds forms on other threads (a pool, or the forms left
 to a background thread: :mod:`silvanforge.lateforms`) hands them its cache (:func:`current`,
 ``compile_scope(cache)``).  Two threads may then compute one value twice, each keeping a
-result equal to the other's: never a wrong one.
+result equal to the other's: never a wrong one.  While a scope is open the cyclic garbage
+collector runs less often (:mod:`silvanforge.collector`).
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ import functools
 import threading
 from typing import Any, Callable, Hashable, Iterator
 
+from .collector import relaxed
+
 _state = threading.local()
 
 
@@ -32,13 +35,16 @@ def compile_scope(cache: dict | None = None) -> Iterator[None]:
     """Memoise :func:`memoised` results until the outermost scope of this thread closes;
     ``cache``: another scope's (:func:`current`), shared (where this thread has no scope open)."""
     outer = getattr(_state, "cache", None)
-    if outer is None:
-        _state.cache = {} if cache is None else cache
-    try:
+    if outer is not None:
         yield
+        return
+    _state.cache = {} if cache is None else cache
+    try:
+        # (and the garbage collector collects less often: silvanforge.collector)
+        with relaxed():
+            yield
     finally:
-        if outer is None:
-            _state.cache = None
+        _state.cache = None
 
 
 def current() -> dict | None:

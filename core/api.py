@@ -150,7 +150,9 @@ def _main_first(forest: hir.Forest, opts: CompileOptions, mode: str, start: floa
     builds = Builds()
     main = main_form(forest, opts, builds)
     cf = CompiledForest(forest, [main], [Band(1, None, 0)], time.perf_counter() - start)
-    cache = current()
+    # The compile's memo goes on to a background build; a lazy one, which may never start,
+    # keeps none of it (the model's statistics are computed again if it does).
+    cache = current() if mode == "background" else None
 
     def build(step):
         with compile_scope(cache):

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import os
 import pickle
+import subprocess
+import sys
 import threading
 import time
 
@@ -164,3 +166,16 @@ def test_fork_while_forms_build(forest, rows, eager):
     _, status = os.waitpid(pid, 0)
     assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
     assert _plan(cf.wait()) == _plan(eager)
+
+
+def test_exit_while_forms_build():
+    """A script that compiles and ends at once exits cleanly: the builder stops after its step."""
+    script = ("import numpy as np, silvanforge as sf\n"
+              "from silvanforge.options import CompileOptions\n"
+              "from silvanforge.testing import random_forest\n"
+              "cf = sf.compile(random_forest(5, max_trees=40, max_depth=7, summed=True),\n"
+              "                options=CompileOptions(plan_min_ns=0))\n"
+              "print(cf.predict(np.zeros((1, cf.num_features))).shape)\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().startswith("(1")

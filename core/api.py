@@ -18,11 +18,11 @@ from . import codecache
 from .compiled import CompiledForest
 from .errors import ArtifactError, UnsupportedModelError
 from .forms import Builds, host_key, main_form, plan_threads, rest_of_plan, untuned_plan
-from .lateforms import LateForms, check_mode
-from .memo import compile_scope, current, in_compile_scope
 from .ir import hir
+from .lateforms import LateForms, check_mode
 from .loadcompiled import load, load_compiled, read_artifact_forest
 from .loading import load_model
+from .memo import compile_scope, current, in_compile_scope
 from .options import CompileOptions
 from .plan import ONE_ROW_MAX, SMALL_ROWS, Band, program_options_given
 from .pipeline import (Lowered, choose_padding, choose_representation, compile_options,
@@ -143,10 +143,10 @@ def compile(model: ModelLike, target: str | None = None, rep: str | None = None,
             f"(depth up to {forest.max_depth()}) for {target}: free memory, or compile fewer trees") from None
 
 
-@in_compile_scope
 def _main_first(forest: hir.Forest, opts: CompileOptions, mode: str, start: float, done) -> CompiledForest:
     """The compiled model with its main form built, the plan's other forms left to
-    :class:`silvanforge.lateforms.LateForms` (``mode``); ``done(cf)`` once they are built."""
+    :class:`silvanforge.lateforms.LateForms` (``mode``); ``done(cf)`` once they are built.
+    (Run within ``compile``'s scope, whose memo a background build goes on with.)"""
     builds = Builds()
     main = main_form(forest, opts, builds)
     cf = CompiledForest(forest, [main], [Band(1, None, 0)], time.perf_counter() - start)

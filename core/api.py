@@ -17,12 +17,14 @@ import numpy as np
 from . import codecache
 from .compiled import CompiledForest
 from .errors import ArtifactError, UnsupportedModelError
-from .forms import host_key, untuned_plan
+from .forms import Builds, host_key, main_form, plan_threads, rest_of_plan, untuned_plan
 from .ir import hir
+from .lateforms import LateForms, check_mode
 from .loadcompiled import load, load_compiled, read_artifact_forest
 from .loading import load_model
+from .memo import compile_scope, current, in_compile_scope
 from .options import CompileOptions
-from .plan import SMALL_ROWS
+from .plan import ONE_ROW_MAX, SMALL_ROWS, Band, program_options_given
 from .pipeline import (Lowered, choose_padding, choose_representation, compile_options,
                        hir_passes, lir_digest, lower, show)
 from .plugins import registry
@@ -38,12 +40,14 @@ __all__ = ["compile", "lower", "show", "load_compiled", "read_artifact_forest", 
 # a model object an installed importer recognises.
 ModelLike = Union[str, "os.PathLike[str]", bytes, hir.Forest, Any]
 
+@in_compile_scope  # (the model's import too: silvanforge.collector)
 def compile(model: ModelLike, target: str | None = None, rep: str | None = None,
             schedule: Schedule | str | os.PathLike | None = None,
             batch_size: int | None = None, threads: int | None = None,
             pad: bool | None = None, tile_size: int = 1, profile=None,
             reorder: str | None = None, cache: str | os.PathLike | None = None,
-            options: CompileOptions | None = None, cpu: str | None = None) -> CompiledForest:
+            options: CompileOptions | None = None, cpu: str | None = None,
+            forms: str | None = None) -> CompiledForest:
     """Compile ``model`` into machine code for ``target``; options left ``None`` are chosen for
     the model.
 
@@ -77,8 +81,14 @@ def compile(model: ModelLike, target: str | None = None, rep: str | None = None,
     processes, for the same program on the same host (:mod:`silvanforge.codecache`; code for
     another ``cpu`` is another entry).
     ``options``: a :class:`silvanforge.options.CompileOptions` holding the options above but
-    ``cache`` (and the lowering knobs); keyword arguments set to other than their defaults
-    replace its fields.
+    ``cache`` and ``forms`` (and the lowering knobs); keyword arguments set to other than their
+    defaults replace its fields.
+    ``forms``: when the plan's forms for smaller requests are built (:mod:`silvanforge.lateforms`):
+    ``"background"`` (None, the default: the call returns once the form for the largest
+    requests is built, which answers every request, exactly, until the others are),
+    ``"lazy"`` (the same, started by the first request of at most 256 rows) or ``"eager"``
+    (all before the call returns; the default with ``cache``, whose entry is written once
+    every form is built).  ``cf.wait()`` waits for them; saving, pickling and ``cf.forms`` do.
     The compiled model's ``options`` record what decided its program, as its artifact does.
 
         >>> import silvanforge as sf
@@ -88,6 +98,9 @@ def compile(model: ModelLike, target: str | None = None, rep: str | None = None,
         >>> sf.compile("examples/model.json", cpu="x86-64-v3").save("fleet.forge")  # doctest: +SKIP
     """
     start = time.perf_counter()
+    # With a code cache the forms are built before the call returns by default: the entry,
+    # written then, holds them all, and a script that ends at once still leaves it.
+    mode = check_mode("eager" if forms is None and cache is not None else forms)
     opts = compile_options(options, target=target, rep=rep, schedule=schedule, batch_size=batch_size,
                            threads=threads, pad=pad, tile_size=tile_size, profile=profile, reorder=reorder,
                            cpu=cpu)
@@ -110,16 +123,42 @@ def compile(model: ModelLike, target: str | None = None, rep: str | None = None,
                 return cf
             except ArtifactError:
                 pass  # damaged or for another model: compiled again, and replaced
+    def cached(cf):
+        if entry is not None and all(f.kernel.artifact() for f in cf.forms):
+            codecache.put(cache, entry, cf.to_bytes())
+
     try:
-        forms, bands = untuned_plan(forest, opts)
+        if mode == "eager" or reg.target_kind(target) != "cpu" or program_options_given(opts) \
+                or (opts.batch_size is not None and opts.batch_size <= ONE_ROW_MAX):
+            # (one form, or every form now)
+            built, bands = untuned_plan(forest, opts)
+            cf = CompiledForest(forest, built, bands, time.perf_counter() - start)
+            cached(cf)
+            return cf
+        return _main_first(forest, opts, mode, start, cached)
     except MemoryError:
         nodes = sum(t.num_nodes for t in forest.trees)
         raise UnsupportedModelError(
             f"out of memory compiling a model of {forest.num_trees} trees and {nodes} nodes "
             f"(depth up to {forest.max_depth()}) for {target}: free memory, or compile fewer trees") from None
-    cf = CompiledForest(forest, forms, bands, time.perf_counter() - start)
-    if entry is not None and all(f.kernel.artifact() for f in cf.forms):
-        codecache.put(cache, entry, cf.to_bytes())
+
+
+def _main_first(forest: hir.Forest, opts: CompileOptions, mode: str, start: float, done) -> CompiledForest:
+    """The compiled model with its main form built, the plan's other forms left to
+    :class:`silvanforge.lateforms.LateForms` (``mode``); ``done(cf)`` once they are built.
+    (Run within ``compile``'s scope, whose memo a background build goes on with.)"""
+    builds = Builds()
+    main = main_form(forest, opts, builds)
+    cf = CompiledForest(forest, [main], [Band(1, None, 0)], time.perf_counter() - start)
+    # The compile's memo goes on to a background build; a lazy one, which may never start,
+    # keeps none of it (the model's statistics are computed again if it does).
+    cache = current() if mode == "background" else None
+
+    def build(step):
+        with compile_scope(cache):
+            return rest_of_plan(forest, opts, main, builds, plan_threads(), step=step)
+
+    cf._build_later(LateForms(build, cf._finish_plan, mode, done=lambda: done(cf)))
     return cf
 
 

@@ -339,7 +339,8 @@ def show(
     if level is None:
         raise InputError("say which level to show: --level hir|mir|lir|target|plan (or --tuning)")
     if level is Level.plan:
-        cf = load_or_compile(model, target, rep, schedule, tile_size=tile_size, cpu=cpu)
+        # (the whole plan: its forms built, as the model would run once warm)
+        cf = load_or_compile(model, target, rep, schedule, tile_size=tile_size, cpu=cpu).wait()
         sys.stdout.write(cf.plan_text() + "\n")
         return
     if level is Level.hir and not is_artifact(model) and target is None and rep is None \

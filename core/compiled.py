@@ -18,7 +18,7 @@ from .inputs import as_rows
 from .kernel import DeviceKernel
 from .ir import hir, hir_io, lir_io
 from .pipeline import program_text
-from .plan import SMALL_ROWS, Band, bands_to_json, check_bands, describe, dispatch_table
+from .plan import MID_MAX, SMALL_ROWS, Band, bands_to_json, check_bands, describe, dispatch_table
 from .runtime import check_threads, run_kernel
 
 
@@ -32,30 +32,75 @@ class CompiledForest:
     def __init__(self, forest: hir.Forest, forms: list[Form], bands: list[Band] | None = None,
                  compile_seconds: float = 0.0, tuning: dict | None = None):
         self.forest: hir.Forest = forest  # the model as imported (HIR passes work on copies)
-        self.forms = list(forms)
-        self.bands = list(bands) if bands is not None else [Band(1, None, 0)]
-        check_bands(self.bands, len(self.forms))
-        self.main = self.forms[self.bands[-1].form]
         # The tuning record (silvanforge.tuning) where the plan was tuned, else None.
         self.tuning = tuning
         self.compile_seconds = compile_seconds
         # transforms.shape_output of this model's margins: (n,) for one column
         self._flat = forest.num_outputs == 1 and forest.output_shape != "matrix"
         self._num_features = forest.num_features
-        self._small_dtype = self.main.input_dtype
         # What predict worked out from the frames' schemas it was given (silvanforge.frames).
         self._schemas = SchemaMemory(forest)
+        # The forms still to build (silvanforge.lateforms: meanwhile the main form answers
+        # every request), or None.
+        self._late = None
+        self._install(list(forms), list(bands) if bands is not None else [Band(1, None, 0)])
+
+    def _install(self, forms: list[Form], bands: list[Band]) -> None:
+        """The plan that answers calls from now on: set in one assignment (``_plan``, then the
+        lean path's table), so a call running meanwhile sees the old plan or the new."""
+        check_bands(bands, len(forms))
+        main = forms[bands[-1].form]
+        if getattr(self, "main", None) not in (None, main):
+            raise AssertionError("a plan's forms built later keep its main form")
+        self.main = main
+        self._small_dtype = main.input_dtype
         # The lean path: the small calls answering a request of n rows (0-SMALL_ROWS), None
-        # where that form offers none or reads another dtype (the general path then answers).
-        table = dispatch_table(self.bands)
-        self._small_for = [f.small if f.input_dtype is self._small_dtype else None
-                           for f in (self.forms[i] for i in table)]
-        # Whether that small call splits a row's trees over threads (then ``threads=1`` asks
+        # where that form offers none or reads another dtype (the general path then answers),
+        # and whether that call splits a row's trees over threads (then ``threads=1`` asks
         # it not to).
-        self._small_splits = [self.forms[i].small_splits for i in table]
-        if all(s is None for s in self._small_for) or forest.hashed_categories or forest.hashed_combinations:
+        table = dispatch_table(bands)
+        small_for = [f.small if f.input_dtype is self._small_dtype else None for f in (forms[i] for i in table)]
+        splits = [forms[i].small_splits for i in table]
+        forest = self.forest
+        if all(s is None for s in small_for) or forest.hashed_categories or forest.hashed_combinations:
             # (a model with categories known by hash converts every input first: no lean path)
-            self._small_for = None
+            small_for = None
+        self._plan = (forms, bands)
+        self._small_for = None if small_for is None else list(zip(small_for, splits))
+
+    def _build_later(self, late) -> None:
+        """Hand the forms still to build to ``late`` (a :class:`silvanforge.lateforms.LateForms`
+        whose install is :meth:`_finish_plan`), and start them in the background where so asked."""
+        self._late = late
+        if late.mode == "background":
+            late.start()
+
+    def _finish_plan(self, forms: list[Form], bands: list[Band]) -> None:
+        self._install(forms, bands)
+        self._late = None
+
+    def wait(self) -> "CompiledForest":
+        """Until every form of the plan is built (forms left to a background thread or to
+        first use: ``sf.compile(..., forms=)``, :mod:`silvanforge.lateforms`); returns self."""
+        late = self._late
+        if late is not None:
+            late.wait()
+        return self
+
+    @property
+    def forms(self) -> list[Form]:
+        """The plan's forms (every one built: waits for those still building)."""
+        return self.wait()._plan[0]
+
+    @property
+    def bands(self) -> list[Band]:
+        """The plan's bands of rows per call (waits for forms still building)."""
+        return self.wait()._plan[1]
+
+    @property
+    def forms_built(self) -> bool:
+        """Whether every form of the plan is built (else the main form answers meanwhile)."""
+        return self._late is None
 
     # The options a compiled model is known by: those of its main form.
     options = property(lambda self: self.main.options,
@@ -89,11 +134,18 @@ class CompiledForest:
         return self.forest.class_labels
 
     def form_for(self, rows: int) -> Form:
-        """The form answering a request of ``rows`` rows."""
+        """The form answering a request of ``rows`` rows (in the whole plan: waits for forms
+        still building)."""
+        self.wait()
+        return self._answering(rows)
+
+    def _answering(self, rows: int) -> Form:
+        """The form answering ``rows`` rows now (the main form, where the others are building)."""
         rows = max(int(rows), 1)
-        for band in self.bands:
+        forms, bands = self._plan
+        for band in bands:
             if band.holds(rows):
-                return self.forms[band.form]
+                return forms[band.form]
         raise AssertionError("the bands cover every request size")  # check_bands made sure
 
     def predict(self, X, output_margin: bool = False, missing: float = np.nan,
@@ -115,6 +167,9 @@ class CompiledForest:
             >>> cf.predict(frame[["b", "a", "d", "c"]])             # matched by name  # doctest: +SKIP
             >>> cf.predict({"a": 0.5, "b": 1.0, "c": None, "d": "red"})  # a record  # doctest: +SKIP
         """
+        late = self._late
+        if late is not None:  # forms building: a lazy build starts at its first small request
+            late.poke(X)
         small_for = self._small_for
         # (The conditions are ordered and written for speed: a 1-row call takes 2 us in all.
         # A dtype of the kernel's is NumPy's own instance, so ``is`` tells; any other goes the
@@ -123,11 +178,11 @@ class CompiledForest:
                 and missing != missing:
             shape = X.shape
             if len(shape) == 2 and shape[0] <= SMALL_ROWS and shape[1] == self._num_features:
-                small = small_for[shape[0]]
+                small, splits = small_for[shape[0]]
                 if small is not None:
                     # Online scoring, a row or a few per call: no thread split, no scratch, no
                     # checks the conditions above have not made.
-                    if threads is not None and check_threads(threads) == 1 and self._small_splits[shape[0]]:
+                    if threads is not None and check_threads(threads) == 1 and splits:
                         values, applied = small(X, not output_margin, 1)  # the trees on this thread
                     else:
                         # The kernel applies the transform itself where it can do so exactly.
@@ -149,12 +204,12 @@ class CompiledForest:
                 raise InputError(f"missing must be a number, got {missing!r}") from None
             rows = np.where(rows == rows.dtype.type(missing_value), rows.dtype.type(np.nan), rows)
         if small_for is not None and rows.shape[0] <= SMALL_ROWS and rows.dtype is self._small_dtype \
-                and rows.shape[1] == self._num_features and small_for[rows.shape[0]] is not None:
+                and rows.shape[1] == self._num_features and small_for[rows.shape[0]][0] is not None:
             # A few rows that arrived otherwise (a data frame, another dtype, a missing value):
             # converted, they are online scoring too, and now meet every condition of the lean
             # path above (so this calls itself once).
             return self.predict(rows, output_margin, threads=threads)
-        form = self.form_for(rows.shape[0])
+        form = self._answering(rows.shape[0])
         if form.input_dtype != rows.dtype:
             rows = rows.astype(form.input_dtype)
         margins = run_kernel(form.kernel, rows, self.forest.num_outputs,
@@ -167,7 +222,7 @@ class CompiledForest:
         kernel with the :class:`~silvanforge.kernel.DeviceKernel` capability, the result on the
         same device as the same kind of array."""
         forest = self.forest
-        if not all(isinstance(f.kernel, DeviceKernel) for f in self.forms):
+        if not all(isinstance(f.kernel, DeviceKernel) for f in self._plan[0]):
             raise InputError(f"predict got a device array ({type(X).__name__}), and the {self.target!r} target reads "
                              "rows from host memory: copy them to the host yourself (for CuPy, x.get()) "
                              "or compile for a target that reads device arrays (cuda)")
@@ -178,7 +233,7 @@ class CompiledForest:
             raise InputError("missing= is not applied to device arrays: replace the value with NaN on the device")
         rows = device_rows(X, self._num_features, self.main.input_dtype, forest.wider_rows)
         n, k = rows.shape[0], forest.num_outputs
-        form = self.form_for(n)
+        form = self._answering(n)
         if form.input_dtype != rows.dtype:
             raise InputError(f"the form answering {n} rows reads {form.input_dtype.name} rows on the device, "
                              f"got {rows.dtype.name}: convert on the device")
@@ -199,10 +254,22 @@ class CompiledForest:
                             lambda: main.mir_function, lambda: main.lir_module)
 
     def plan_text(self) -> str:
+        """The bands and their forms, and which forms are built (never waits for them)."""
         head = "plan (tuned on this host)" if self.tuning is not None else "plan (untuned: the cost model's)"
         if self.cpu is not None:  # code for a fleet's CPU, not this host's
             head += f", code for cpu {self.cpu}"
-        return head + "\n" + describe(self.bands, [f.text() for f in self.forms])
+        late = self._late
+        forms, bands = self._plan
+        if late is None:
+            return head + ", every program built\n" + describe(bands, [f.text() for f in forms])
+        if late.error is not None:
+            how = f"not built: {type(late.error).__name__}: {str(late.error)[:120]}"
+        elif late.mode == "lazy" and not late.started:
+            how = f"not built yet: built in the background from the first request of up to {MID_MAX} rows"
+        else:
+            how = "building in the background"
+        return (head + ", the main program built\n" + describe(bands, [f.text() + " (built)" for f in forms])
+                + f"\nprograms for smaller requests: {how}; the main one answers every request until then")
 
     def summary(self) -> dict:
         f = self.forest

@@ -10,6 +10,7 @@ import numpy as np
 
 from .ir import hir
 from .ir.hir import Op
+from .memo import memoised
 
 # Walks through self-looping leaves take each tree's deepest path (a counted loop over the
 # tree's depth, the same for every lane, so its branch predicts; or peeled where every tree is
@@ -40,7 +41,13 @@ def walks_exit_early(forest: hir.Forest, stats=None) -> tuple[bool, int]:
 
 def depth_stats(forest: hir.Forest) -> tuple[np.ndarray, np.ndarray, int]:
     """Each tree's depth and its leaves' mean depth, and the shallowest leaf of any tree: every
-    tree at once, level by level (a per-tree walk took half a second on 1000 deep trees)."""
+    tree at once, level by level (a per-tree walk took half a second on 1000 deep trees).
+    Computed once a compile (every representation's estimate at every band's size asks):
+    the arrays are read-only."""
+    return memoised(forest, "depth_stats", lambda: _depth_stats(forest))
+
+
+def _depth_stats(forest: hir.Forest) -> tuple[np.ndarray, np.ndarray, int]:
     if not forest.trees:
         return np.zeros(0, np.int64), np.zeros(0), 0
     offset, left, _, levels = hir.level_order(forest)
@@ -53,6 +60,7 @@ def depth_stats(forest: hir.Forest) -> tuple[np.ndarray, np.ndarray, int]:
     depth = np.maximum.reduceat(node_depth, offset[:-1])
     leaves = np.bincount(tree_of[is_leaf], minlength=len(sizes))
     mean_leaf = np.bincount(tree_of[is_leaf], weights=node_depth[is_leaf], minlength=len(sizes)) / leaves
+    depth.flags.writeable = mean_leaf.flags.writeable = False
     return depth, mean_leaf, int(node_depth[is_leaf].min())
 
 
@@ -79,7 +87,12 @@ def split_rows_pay(forest: hir.Forest, check_width: bool = True) -> bool:
     """Whether split rows are exact and pay for this forest: every split is numerical and
     compares with ``<`` or with ``<=`` (one of them), none treats zero as missing, every threshold
     is finite (+-inf would meet an infinite threshold on the wrong side), and the split row is
-    narrow beside the walk steps of a row (``check_width``).  Also asked by schedule choosers."""
+    narrow beside the walk steps of a row (``check_width``).  Also asked by schedule choosers
+    and every walk's estimate: computed once a compile."""
+    return memoised(forest, ("split_rows_pay", check_width), lambda: _split_rows_pay(forest, check_width))
+
+
+def _split_rows_pay(forest: hir.Forest, check_width: bool) -> bool:
     if forest.has_categorical():
         return False
     ops = set()

@@ -5,15 +5,19 @@ through :func:`build_form`."""
 
 from __future__ import annotations
 
+import concurrent.futures
+import contextlib
 import dataclasses
 import inspect
+import os
+import threading
 
 import numpy as np
 
 from .errors import PluginError, UnsupportedModelError
 from .ir import hir, lir, mir
 from .kernel import check_kernel
-from .memo import in_compile_scope
+from .memo import compile_scope, current, in_compile_scope
 from .options import CompileOptions, kernel_options
 from .pipeline import _lower, choose_representation, lir_digest
 from .plan import MID_BATCH, SMALL_BAND_FACTOR, SMALL_BAND_MIN_NS, SMALL_ROWS, Band, merge_bands, untuned_bands
@@ -175,36 +179,154 @@ def _untuned_spec(forest: hir.Forest, opts: CompileOptions, kind: str):
     return untuned_bands(forest, opts, top[main], saving, small_band)
 
 
+class Builds:
+    """Forms being built or built, by program digest, for the threads of one plan: a program
+    two bands lower alike is compiled once (the second waits for the first's form)."""
+
+    def __init__(self, built: dict[str, Form] | None = None):
+        self._lock = threading.Lock()
+        self._futures: dict[str, concurrent.futures.Future] = {}
+        for digest, form in (built or {}).items():
+            self._futures[digest] = done = concurrent.futures.Future()
+            done.set_result(form)
+
+    def build(self, forest: hir.Forest, opts: CompileOptions, tile_ids: list | None = None,
+              order_by: str | None = None) -> Form:
+        """:func:`build_form`, sharing the form of a program already built or being built."""
+        low = _lower(forest, opts, tile_ids=tile_ids)
+        digest = lir_digest(low.lir, low.tile_ids)
+        with self._lock:
+            future = self._futures.get(digest)
+            mine = future is None
+            if mine:
+                future = self._futures[digest] = concurrent.futures.Future()
+        if not mine:
+            return future.result()
+        try:
+            kernel = registry().target(low.options.target).compile(low.lir, kernel_options(low.options))
+            form = Form(low.forest, kernel, low.options, low.lir, low.mir, digest=digest, tile_ids=low.tile_ids,
+                        order_by=order_by)
+        except BaseException as exc:
+            future.set_exception(exc)
+            raise
+        future.set_result(form)
+        return form
+
+
+# Threads building a plan's forms together: Python lowers one form while LLVM (which releases
+# the GIL, and runs one call at a time in a process: llvmlite's lock) optimises another.
+def plan_threads() -> int:
+    return max(1, min(2, os.cpu_count() or 1))
+
+
+def main_form(forest: hir.Forest, opts: CompileOptions, builds: Builds | None = None) -> Form:
+    """The form answering the largest requests (the last band's): lowered for the compile's
+    batch size, whatever the other bands turn out to be, so it can be built first."""
+    return (builds or Builds()).build(forest, opts)
+
+
 @in_compile_scope  # the bands' forms ask for the same estimates and statistics
-def untuned_plan(forest: hir.Forest, opts: CompileOptions) -> tuple[list[Form], list[Band]]:
+def untuned_plan(forest: hir.Forest, opts: CompileOptions, threads: int | None = None
+                 ) -> tuple[list[Form], list[Band]]:
     """The forms and bands of a compile that times nothing: each band's form lowered for its
     batch size (:func:`silvanforge.plan.untuned_bands`), the representations' estimates choosing;
-    bands whose form is another's program share it.  The main form (the last band's) is built
-    first: a small-request form that cannot be built leaves its band to the next one."""
+    bands whose form is another's program share it.  The main form (the last band's) is first
+    (:func:`main_form`): a small-request form that cannot be built leaves its band to the next
+    one.  ``threads``: how many build forms at once (None: :func:`plan_threads`); the forms
+    and bands are those of one thread, in the same order."""
+    threads = plan_threads() if threads is None else threads
+    builds = Builds()
+    if threads <= 1:
+        return rest_of_plan(forest, opts, main_form(forest, opts, builds), builds, threads)
+    # The main form on a thread of its own while this one weighs the bands.
+    main = _Task(_scoped, current(), main_form, forest, opts, builds)
+    return rest_of_plan(forest, opts, main, builds, threads)
+
+
+class _Task:
+    """``fn(*args)`` on a thread of its own (a daemon: a builder never holds up an exit);
+    ``result()`` waits for it and returns its value or raises its error."""
+
+    def __init__(self, fn, *args):
+        self._fn, self._args, self._out = fn, args, None
+        self._thread = threading.Thread(target=self._run, name="silvanforge-form", daemon=True)
+        self._thread.start()
+
+    def _run(self):
+        try:
+            self._out = (True, self._fn(*self._args))
+        except BaseException as exc:  # noqa: BLE001 - handed to result()
+            self._out = (False, exc)
+
+    def result(self):
+        self._thread.join()
+        ok, value = self._out
+        if not ok:
+            raise value
+        return value
+
+
+def _each(fn, items: list, threads: int) -> list:
+    """``[fn(item) for item in items]``, on up to ``threads`` threads (the first error raised)."""
+    if threads <= 1 or len(items) <= 1:
+        return [fn(item) for item in items]
+    todo = iter(range(len(items)))
+    lock = threading.Lock()
+    out: list = [None] * len(items)
+
+    def work():
+        while True:
+            with lock:
+                k = next(todo, None)
+            if k is None:
+                return
+            try:
+                out[k] = (True, fn(items[k]))
+            except BaseException as exc:  # noqa: BLE001 - raised below, in order
+                out[k] = (False, exc)
+
+    workers = [_Task(work) for _ in range(min(threads, len(items)))]
+    for w in workers:
+        w.result()
+    for ok, value in out:
+        if not ok:
+            raise value
+    return [value for _, value in out]
+
+
+def _scoped(cache, fn, *args):
+    with compile_scope(cache):
+        return fn(*args)
+
+
+def rest_of_plan(forest: hir.Forest, opts: CompileOptions, main, builds: Builds, threads: int = 1,
+                 step=contextlib.nullcontext) -> tuple[list[Form], list[Band]]:
+    """The untuned plan's forms and bands around its ``main`` form (a Form, or a task whose
+    ``result()`` gives it): the bands' estimates, then each other band's form (``threads`` at
+    once); ``step()``: a context each part is done in (the background builder's guard,
+    :mod:`silvanforge.lateforms`)."""
     reg = registry()
     kind = reg.target_kind(opts.target)
-    # A GPU launch costs more than any form saves on a few rows: GPU targets keep one form.
-    spec = _untuned_spec(forest, opts, kind) if kind == "cpu" else [(1, None, opts.batch_size)]
-    built: dict[str, Form] = {}
-    main = build_form(forest, dataclasses.replace(opts, batch_size=spec[-1][2]), built=built)
-    forms = [main]
+    with step():
+        # A GPU launch costs more than any form saves on a few rows: GPU targets keep one form.
+        spec = _untuned_spec(forest, opts, kind) if kind == "cpu" else [(1, None, opts.batch_size)]
+        jobs = [_band_job(forest, opts, batch) for (_lo, _hi, batch) in spec[:-1]]
+    cache = current()
+
+    def build(job):
+        band_opts, order = job
+        with step():
+            try:
+                return _scoped(cache, builds.build, forest, band_opts, order, None if order is None else "cover")
+            except (UnsupportedModelError, PluginError) as exc:
+                return exc  # answered by the next band's form
+
+    results = _each(build, jobs, threads)
+    forms = [main if isinstance(main, Form) else main.result()]
     indices = [0] * len(spec)
-    for k, (_lo, _hi, batch) in enumerate(spec[:-1]):
-        try:
-            # A one-row form walks its trees unpadded: padding saves leaf checks of blocks of
-            # rows walked together, and a lone row would walk the padding.  (Unless a program
-            # representation is cheapest for one row: it walks nothing, and padding is not asked.)
-            unpadded = batch == 1 and opts.pad is None and opts.rep is None and \
-                reg.rep_kind(choose_representation(forest, kind, batch, vectors=reg.vectors(opts.target, opts.cpu))) == "walk"
-            # Its nodes in the order the training rows walked them, where the model file says
-            # (a layout that cannot place nodes ignores it): a lone row's likely path then reads
-            # consecutive bytes, as with a profile (xgb_100x8, one row: 2.13 -> 1.86 us).
-            order = cover_order_ids(forest) if unpadded and opts.profile is None else None
-            form = build_form(forest, dataclasses.replace(
-                opts, batch_size=batch, pad=False if unpadded else opts.pad), tile_ids=order, built=built,
-                order_by=None if order is None else "cover")
-        except (UnsupportedModelError, PluginError):
-            indices[k] = -1  # answered by the next band's form
+    for k, form in enumerate(results):
+        if isinstance(form, Exception):
+            indices[k] = -1
             continue
         if form not in forms:
             forms.append(form)
@@ -215,3 +337,19 @@ def untuned_plan(forest: hir.Forest, opts: CompileOptions) -> tuple[list[Form], 
     spec = _split_small_requests(spec, [forms[i] if i >= 0 else None for i in indices])
     bands = merge_bands([Band(lo, hi, index) for (lo, hi, _), index in zip(spec, indices)])
     return forms, bands
+
+
+def _band_job(forest: hir.Forest, opts: CompileOptions, batch) -> tuple[CompileOptions, list | None]:
+    """The options (and node order) a small-request band's form is lowered with."""
+    reg = registry()
+    kind = reg.target_kind(opts.target)
+    # A one-row form walks its trees unpadded: padding saves leaf checks of blocks of
+    # rows walked together, and a lone row would walk the padding.  (Unless a program
+    # representation is cheapest for one row: it walks nothing, and padding is not asked.)
+    unpadded = batch == 1 and opts.pad is None and opts.rep is None and \
+        reg.rep_kind(choose_representation(forest, kind, batch, vectors=reg.vectors(opts.target, opts.cpu))) == "walk"
+    # Its nodes in the order the training rows walked them, where the model file says
+    # (a layout that cannot place nodes ignores it): a lone row's likely path then reads
+    # consecutive bytes, as with a profile (xgb_100x8, one row: 2.13 -> 1.86 us).
+    order = cover_order_ids(forest) if unpadded and opts.profile is None else None
+    return dataclasses.replace(opts, batch_size=batch, pad=False if unpadded else opts.pad), order

@@ -16,6 +16,7 @@ from .compiled import CompiledForest, tile_ids_from_arrays
 from .errors import ArtifactError, ArtifactWarning, InputError, IRVerificationError, ScheduleError
 from .forms import Form, host_key, untuned_plan
 from .ir import hir, lir_io
+from .memo import in_compile_scope
 from .options import CompileOptions, kernel_options
 from .pipeline import _lower, lir_digest
 from .plan import Band, bands_from_json
@@ -53,6 +54,7 @@ def unpickle(data: bytes) -> CompiledForest:
     return load(data, "the pickled compiled model", None, trust_code=True)
 
 
+@in_compile_scope  # forms lowered and compiled again share statistics (its frame: stacklevel=4 below)
 def load(source, name: str, key, trust_code: bool, forest: hir.Forest | None = None) -> CompiledForest:
     """load_compiled of a path or artifact bytes (``name``: what messages call it); ``forest``:
     the model the caller holds, used in place of the stored one (a code-cache hit: the stored
@@ -66,7 +68,7 @@ def load(source, name: str, key, trust_code: bool, forest: hir.Forest | None = N
     if (art.blob or art.forms) and not trusted:
         warnings.warn(f"{name}: its machine code was not run (the artifact is not signed with your key: "
                       f"set {artifacts.KEY_ENV} when saving and loading, or pass trust_code=True for "
-                      "artifacts you trust); compiling its model again", ArtifactWarning, stacklevel=3)
+                      "artifacts you trust); compiling its model again", ArtifactWarning, stacklevel=4)
     start = time.perf_counter()
     registry().check_target(meta["target"])
     try:
@@ -82,7 +84,7 @@ def load(source, name: str, key, trust_code: bool, forest: hir.Forest | None = N
     if tuning is not None and not _tuned_here(tuning, meta["target"]):
         warnings.warn(f"{name}: its plan was tuned on another host ({_host_name(tuning)}); using the "
                       "untuned plan (run forge tune here to tune it for this one)", ArtifactWarning,
-                      stacklevel=3)
+                      stacklevel=4)
         # (for the CPU it was compiled for: the plan gives way, the code's CPU does not)
         given = CompileOptions(target=meta["target"], threads=meta.get("threads"), cpu=meta.get("cpu"),
                                batch_size=(plan.get("given") or {}).get("batch_size"))
@@ -118,7 +120,7 @@ def load(source, name: str, key, trust_code: bool, forest: hir.Forest | None = N
             raise ArtifactError(f"{name}: the stored plan is damaged ({exc})") from None
     if stale:
         warnings.warn(f"{name}: its machine code was built for another host (CPU or LLVM); "
-                      "compiling its model again", ArtifactWarning, stacklevel=3)
+                      "compiling its model again", ArtifactWarning, stacklevel=4)
     return CompiledForest(forest, forms, bands, time.perf_counter() - start, tuning=tuning)
 
 

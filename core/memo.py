@@ -10,6 +10,12 @@ The cache lives only while the scope is open, and holds the objects it is keyed 
 is reused for another object during the scope): a model changed after one compile is seen
 afresh by the next.  Nothing in a compile changes a forest or tree in place (transforms make
 new ones), which is what makes keying by identity sound within it.
+
+A scope is per thread; a compile that builds forms on other threads (a pool, or the forms left
+to a background thread: :mod:`silvanforge.lateforms`) hands them its cache (:func:`current`,
+``compile_scope(cache)``).  Two threads may then compute one value twice, each keeping a
+result equal to the other's: never a wrong one.  While a scope is open the cyclic garbage
+collector runs less often (:mod:`silvanforge.collector`).
 """
 
 from __future__ import annotations
@@ -19,20 +25,31 @@ import functools
 import threading
 from typing import Any, Callable, Hashable, Iterator
 
+from .collector import relaxed
+
 _state = threading.local()
 
 
 @contextlib.contextmanager
-def compile_scope() -> Iterator[None]:
-    """Memoise :func:`memoised` results until the outermost scope of this thread closes."""
+def compile_scope(cache: dict | None = None) -> Iterator[None]:
+    """Memoise :func:`memoised` results until the outermost scope of this thread closes;
+    ``cache``: another scope's (:func:`current`), shared (where this thread has no scope open)."""
     outer = getattr(_state, "cache", None)
-    if outer is None:
-        _state.cache = {}
-    try:
+    if outer is not None:
         yield
+        return
+    _state.cache = {} if cache is None else cache
+    try:
+        # (and the garbage collector collects less often: silvanforge.collector)
+        with relaxed():
+            yield
     finally:
-        if outer is None:
-            _state.cache = None
+        _state.cache = None
+
+
+def current() -> dict | None:
+    """The cache of this thread's open scope (None: no scope), to share with other threads."""
+    return getattr(_state, "cache", None)
 
 
 def in_compile_scope(fn: Callable) -> Callable:
@@ -59,4 +76,4 @@ def memoised(owner: Any, key: Hashable, compute: Callable[[], Any]) -> Any:
     return value
 
 
-__all__ = ["compile_scope", "in_compile_scope", "memoised"]
+__all__ = ["compile_scope", "current", "in_compile_scope", "memoised"]

@@ -16,6 +16,7 @@ from .hir_passes import pad_each_tree, pad_trees, padded_nodes, padded_nodes_eac
 from .ir import hir, lir, mir
 from .lowering import VECTOR_WALK_DEFAULT
 from .loading import load_model
+from .memo import memoised
 from .options import CompileOptions, kernel_options
 from .plugins import registry
 from .profiling import as_profile
@@ -253,7 +254,8 @@ def _lower(model, opts: CompileOptions, tile_ids: list | None = None) -> Lowered
     tile_size = int(tile_size)
     if isinstance(model, hir.Forest):
         model_forest = model
-        hir.verify(model_forest)
+        # (once a compile: a plan lowers the same model for each of its forms)
+        memoised(model_forest, "verified", lambda: hir.verify(model_forest) or True)
     else:
         model_forest = load_model(model)  # verified as it loads
     if target not in registry().targets():

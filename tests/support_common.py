@@ -52,14 +52,15 @@ def record_small_calls(cf, record) -> None:
         if small is None:
             return None
         if id(small) not in wrapped:
-            def call(rows, apply=False, small=small):
-                result = small(rows, apply)
+            def call(rows, apply=False, *threads, small=small):
+                result = small(rows, apply, *threads)
                 record(rows, result)
                 return result
             wrapped[id(small)] = call
         return wrapped[id(small)]
 
-    cf._small_for = [wrap(s) for s in cf._small_for]
+    cf.wait()  # (every form's small calls: the whole plan's)
+    cf._small_for = [(wrap(s), splits) for s, splits in cf._small_for]
 
 
 def without_opencl(why: str, module: bool = False):

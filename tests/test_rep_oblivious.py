@@ -107,7 +107,7 @@ def test_every_band_of_the_plan_takes_it():
     # plan_min_ns=0: a small model gets its forms by request size too
     cf = sf.compile(model, options=dataclasses.replace(NO_BITVECTORS, plan_min_ns=0))
     assert cf.options.plan_min_ns == 0.0
-    shown = cf.show("plan")
+    shown = cf.wait().show("plan")  # (every form built)
     assert shown.count("rep=oblivious") == shown.count("form ") >= 2, shown
     assert "lanes=1 " in sf.compile(model, batch_size=1, options=NO_BITVECTORS).show("lir")
     for n in (1, 2, 3, 40):

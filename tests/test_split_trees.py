@@ -119,8 +119,8 @@ def test_the_one_row_form_splits_long_walks_on_two_threads_only(monkeypatch):
     monkeypatch.setattr(cpu, "SPLIT_HANDOFF_NS", 0)  # every walk counts as long
     monkeypatch.setattr(cpu, "SPLIT_FOLD_NS", 0)
     monkeypatch.setattr(cpu, "SPLIT_FOLD_OUTPUT_NS", 0)
-    two = sf.compile(forest, threads=2)
-    one = sf.compile(forest, threads=1)
+    two = sf.compile(forest, threads=2).wait()  # (every form built while the constants are set)
+    one = sf.compile(forest, threads=1).wait()
     assert "orderedReduce(t0)" in two.plan_text() and "orderedReduce" not in one.plan_text()
     # The split form answers up to 16 rows, unless 3-16 rows have a form of their own.
     split = two.form_for(1)

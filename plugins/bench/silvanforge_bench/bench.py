@@ -287,6 +287,9 @@ def run_bench(model, batch_sizes=DEFAULT_BATCH_SIZES, threads: int | Sequence[in
             cf = api.compile(forest, target=target, rep=rep, schedule=schedule,
                              batch_size=for_size, threads=t, tile_size=tile_size,
                              profile=profile, reorder=reorder, pad=pad, cpu=cpu)
+            # Timed with every form of its plan built (none left to the background while the
+            # timings run).
+            cf.wait()
             compile_seconds += time.perf_counter() - start
             first = first or cf
             for b in sizes:

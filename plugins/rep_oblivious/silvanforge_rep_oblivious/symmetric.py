@@ -25,6 +25,7 @@ import numpy as np
 
 from silvanforge.ir import hir
 from silvanforge.ir.hir import Aggregation, Op
+from silvanforge.memo import memoised
 
 
 @dataclasses.dataclass(frozen=True)
@@ -232,7 +233,13 @@ def leaf_table(forest: hir.Forest, facts: Facts, acc_dtype) -> tuple[np.ndarray,
     """Every tree's leaf values by leaf index (``sum(bit_i << i)``, bit 1 going right), the
     values of its outputs together (``leaf * len(outputs) + j``), trees one after another: the
     values and each tree's first element.  A leaf above the tree's last level (a padded tree)
-    fills every index whose first bits are its path."""
+    fills every index whose first bits are its path.  Made once a compile for the same trees
+    and depths (a plan's forms ask for it again): the arrays are read-only."""
+    key = ("oblivious.leaf_table", np.asarray(facts.depth, np.int64).tobytes(), np.dtype(acc_dtype).str)
+    return memoised(forest, key, lambda: _leaf_table(forest, facts, acc_dtype))
+
+
+def _leaf_table(forest: hir.Forest, facts: Facts, acc_dtype) -> tuple[np.ndarray, np.ndarray]:
     parts, base, at = [], np.zeros(forest.num_trees, np.int64), 0
     for k, t in enumerate(forest.trees):
         D = int(facts.depth[k])
@@ -252,4 +259,6 @@ def leaf_table(forest: hir.Forest, facts: Facts, acc_dtype) -> tuple[np.ndarray,
         base[k] = at
         parts.append(values.reshape(-1))
         at += values.size
-    return np.concatenate(parts).astype(acc_dtype), base
+    table = np.concatenate(parts).astype(acc_dtype)
+    table.flags.writeable = base.flags.writeable = False
+    return table, base

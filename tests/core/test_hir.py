@@ -93,3 +93,41 @@ def test_serialisation_roundtrip(forest):
     X = rows_for(forest, np.random.default_rng(0), 50)
     np.testing.assert_array_equal(reference.predict(back, X), reference.predict(forest, X))
     assert "forest source=random" in hir.format_forest(back)
+
+
+def test_verify_over_all_trees_finds_what_tree_by_tree_finds():
+    """Each breach put into one tree of a random forest is found by the whole-forest check and
+    named, with its tree, by verify; a sound forest passes both."""
+    from silvanforge.testing import random_forest
+
+    forest = random_forest(7, max_trees=12, max_depth=5, categorical=False)
+    assert hir._trees_sound(forest)
+    hir.verify(forest)
+    i = next(k for k, t in enumerate(forest.trees) if t.num_nodes >= 5)
+
+    def broken(change):
+        trees = list(forest.trees)
+        t = trees[i]
+        arrays = {name: getattr(t, name).copy() for name in ("left", "right", "feature", "op")}
+        change(arrays, t)
+        trees[i] = Tree(arrays["left"], arrays["right"], arrays["feature"], t.threshold, arrays["op"],
+                        t.default_left, t.zero_missing, t.leaf_value, t.outputs)
+        return Forest(trees=trees, num_features=forest.num_features, num_outputs=forest.num_outputs,
+                      base_score=forest.base_score, aggregation=forest.aggregation)
+
+    def node(a):
+        return int(np.flatnonzero(a["left"] >= 0)[0])
+
+    breaches = {
+        "reached twice": lambda a, t: a["right"].__setitem__(node(a), a["left"][node(a)]),
+        "out of range": lambda a, t: a["left"].__setitem__(node(a), t.num_nodes + 3),
+        "exactly one child": lambda a, t: a["right"].__setitem__(node(a), -1),
+        "feature index": lambda a, t: a["feature"].__setitem__(node(a), forest.num_features),
+        "unknown comparison": lambda a, t: a["op"].__setitem__(node(a), 9),
+        "reached twice|unreachable": lambda a, t: a["left"].__setitem__(node(a), 0),  # a cycle to the root
+    }
+    for message, change in breaches.items():
+        bad = broken(change)
+        assert not hir._trees_sound(bad), message
+        with pytest.raises(IRVerificationError, match=f"tree {i}: .*({message})"):
+            hir.verify(bad)

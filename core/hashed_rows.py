@@ -105,15 +105,17 @@ class HashedInputs:
         ok = np.zeros(len(uniques) + 1, dtype=bool)
         memo = self._memo
         for i, v in enumerate(uniques):
+            # Keyed by type too: True == 1 in Python, but CatBoost hashes "True" and "1".
+            key = (type(v), v)
             try:
-                h = memo[v]
+                h = memo[key]
             except (KeyError, TypeError):
                 h = category_hash.catboost_hash(v)
                 try:
                     if len(memo) >= VALUE_MEMO:
                         with self._lock:
                             memo.clear()
-                    memo[v] = h
+                    memo[key] = h
                 except TypeError:
                     pass
             if h is not None:

@@ -310,6 +310,20 @@ def test_combinations_found_either_way_equal_catboost(one_table, monkeypatch):
     np.testing.assert_allclose(cf.predict(other, output_margin=True), raw, rtol=RTOL, atol=ATOL)
 
 
+def test_a_bool_column_does_not_change_how_integers_are_hashed():
+    """True == 1 in Python, but CatBoost hashes "True" and "1": the model's memo of hashes keeps
+    them apart across columns and calls."""
+    from silvanforge.category_hash import catboost_hash
+    from silvanforge.hashed_rows import HashedInputs
+    from silvanforge.ir.hir import Forest
+
+    reading = HashedInputs(Forest(trees=[], num_features=1, num_outputs=1, base_score=np.zeros(1)))
+    bools, _ = reading.column_hashes(np.array([True, False]))
+    ints, _ = reading.column_hashes(np.array([1, 0]))
+    assert bools.tolist() == [catboost_hash(True), catboost_hash(False)]
+    assert ints.tolist() == [catboost_hash(1), catboost_hash(0)] != bools.tolist()
+
+
 def test_a_tree_of_one_leaf_is_read(tmp_path):
     """CatBoost writes a tree that found no split (depth 0) with ``"splits": null``: one leaf."""
     import json

@@ -491,6 +491,10 @@ def _trees_sound(forest: Forest) -> bool:
     outputs = {o for t in trees for o in t.outputs}
     if any(not 0 <= o < forest.num_outputs for o in outputs):
         return False
+    # Children of another dtype (unsigned, float) are left to the tree-by-tree checks: a cast
+    # to int64 could turn 2**64 - 1 into a leaf's -1.
+    if any(t.left.dtype.kind != "i" or t.right.dtype.kind != "i" for t in trees):
+        return False
     offset = np.concatenate([[0], np.cumsum(ns)[:-1]])
     size = np.repeat(ns, ns)  # each node's tree's size
     root = np.repeat(offset, ns)  # each node's tree's root

@@ -131,3 +131,13 @@ def test_verify_over_all_trees_finds_what_tree_by_tree_finds():
         assert not hir._trees_sound(bad), message
         with pytest.raises(IRVerificationError, match=f"tree {i}: .*({message})"):
             hir.verify(bad)
+
+
+def test_verify_leaves_children_of_other_dtypes_to_the_tree_by_tree_checks():
+    """Unsigned children (2**64 - 1 is no leaf's -1) are refused as out of range."""
+    t = Tree(np.array([2**64 - 1], np.uint64), np.array([2**64 - 1], np.uint64), np.array([0], np.int32),
+             np.zeros(1), np.zeros(1, np.uint8), np.zeros(1, bool), np.zeros(1, bool), np.zeros((1, 1)), (0,))
+    forest = Forest(trees=[t], num_features=1, num_outputs=1, base_score=np.zeros(1))
+    assert not hir._trees_sound(forest)
+    with pytest.raises(IRVerificationError):
+        hir.verify(forest)

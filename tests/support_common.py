@@ -75,3 +75,24 @@ def without_opencl(why: str, module: bool = False):
         pytest.fail(f"SILVANFORGE_REQUIRE_OPENCL is set, but the amd target cannot run here: {why}",
                     pytrace=False)
     pytest.skip(f"no OpenCL platform: {why}", allow_module_level=module)
+
+
+def errors_in_threads(work, args: list) -> list:
+    """Run ``work(a)`` for each ``a`` of ``args`` on a thread of its own, all at once, and return
+    what they raised (an assertion failing in a thread does not fail the test by itself)."""
+    import threading
+
+    errors = []
+
+    def run(a):
+        try:
+            work(a)
+        except Exception as exc:  # noqa: BLE001 - returned to the test
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run, args=(a,)) for a in args]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return errors

@@ -9,7 +9,6 @@ from the frame's labels, independently of the code under test."""
 from __future__ import annotations
 
 import json
-import threading
 
 import numpy as np
 import pytest
@@ -19,6 +18,7 @@ from hypothesis import strategies as st
 import silvanforge as sf
 from silvanforge.errors import InputError
 from silvanforge.frames import SCHEMAS
+from support_common import errors_in_threads
 
 pd = pytest.importorskip("pandas")
 lgb = pytest.importorskip("lightgbm")
@@ -218,20 +218,12 @@ def test_schema_memory_is_bounded_and_safe_from_threads(models):
     rng = np.random.default_rng(0)
     orders = [list(rng.permutation(NAMES)) for _ in range(3 * SCHEMAS)]
     frames = [_pandas(raw, order, COLOURS, "numpy") for order in orders]
-    errors = []
 
     def work(some):
-        try:
-            for frame in some * 3:
-                np.testing.assert_array_equal(cf.predict(frame), expected)
-        except Exception as exc:  # noqa: BLE001 - reported below
-            errors.append(exc)
+        for frame in some * 3:
+            np.testing.assert_array_equal(cf.predict(frame), expected)
 
-    threads = [threading.Thread(target=work, args=(frames[i::4],)) for i in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    errors = errors_in_threads(work, [frames[i::4] for i in range(4)])
     assert not errors, errors[0]
     assert 0 < len(cf._schemas) <= SCHEMAS
 

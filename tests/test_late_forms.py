@@ -10,7 +10,6 @@ import os
 import pickle
 import subprocess
 import sys
-import threading
 import time
 
 import numpy as np
@@ -22,6 +21,7 @@ from silvanforge.forms import untuned_plan
 from silvanforge.options import CompileOptions
 from silvanforge.pipeline import compile_options
 from silvanforge.testing import random_forest, rows_for
+from support_common import errors_in_threads
 
 # A form for every band (plan_min_ns=0), so a wrong dispatch shows.
 EVERY_BAND = CompileOptions(plan_min_ns=0)
@@ -73,22 +73,14 @@ def test_late_forms_answer_as_eager_at_every_size(forest, rows, eager, mode):
 def test_calls_from_threads_while_forms_build(forest, rows, eager):
     want = {n: eager.predict(rows[:n]) for n in SIZES}
     cf = sf.compile(forest, options=EVERY_BAND)  # background, the default
-    errors = []
 
     def call(seed):
         rng = np.random.default_rng(seed)
-        try:
-            for _ in range(200):  # until after the forms are built, where that takes this long
-                n = int(rng.choice(SIZES))
-                np.testing.assert_array_equal(cf.predict(rows[:n]), want[n])
-        except Exception as exc:  # noqa: BLE001 - reported below
-            errors.append(exc)
+        for _ in range(200):  # until after the forms are built, where that takes this long
+            n = int(rng.choice(SIZES))
+            np.testing.assert_array_equal(cf.predict(rows[:n]), want[n])
 
-    threads = [threading.Thread(target=call, args=(seed,)) for seed in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    errors = errors_in_threads(call, range(4))
     assert not errors, errors[0]
     assert _plan(cf.wait()) == _plan(eager)
 

@@ -5,11 +5,11 @@
 
 A variant is ``NAME=key=value,key=value`` of :func:`silvanforge.compile` keyword arguments
 (``rep=array``, ``pad=0``, ``tile_size=4``, ``reorder=depth``), or ``packed=0`` / ``inline=0``
-(the default-left bit in the flags byte, leaves apart: :func:`silvanforge.lowering.node_widths`),
+(the default-left bit in the flags byte, leaves apart: :func:`silvanforge.lowering.walksetup.node_widths`),
 or ``treedepth=0`` (self-looping walks to the forest's depth, not each tree's), or
 ``split=0`` / ``split=1`` (rows read as given / split rows even where wide:
-:func:`silvanforge.lowering.split_rows`), or ``loops=0`` / ``loops=1`` (leaf checks kept / leaves self-looping wherever possible:
-:func:`silvanforge.lowering.leaf_self_loops`).  Each call's time is the CPU time of the predicting
+:func:`silvanforge.lowering.walksetup.split_rows`), or ``loops=0`` / ``loops=1`` (leaf checks kept / leaves self-looping wherever possible:
+:func:`silvanforge.lowering.walksetup.leaf_self_loops`).  Each call's time is the CPU time of the predicting
 thread (``time.thread_time``), so other processes on a shared machine move it less than wall
 time; the best over the rounds is quoted, with the speed relative to the first variant.  Rows are
 ``forge bench``'s, and calls go round its rotation of different batches.
@@ -27,7 +27,7 @@ import numpy as np
 import silvanforge as sf
 from silvanforge_bench.bench import random_rows
 from silvanforge_bench.bench_peers._timing import pool_rows, rotation
-from silvanforge.lowering import leaf_self_loops, node_widths, per_tree_walk_depth, split_rows
+from silvanforge.lowering.walksetup import leaf_self_loops, node_widths, per_tree_walk_depth, split_rows
 
 
 def parse_variant(text: str) -> tuple[str, dict]:

@@ -6,7 +6,7 @@ process (the first also pays imports and LLVM's start-up, which a service pays o
 ``load`` is :func:`silvanforge.load_model` (the file parsed into the HIR).  The others start
 from the file: ``first prediction`` is ``silvanforge.compile(path)`` (what users get without
 options: the call returns once the main form is built, the plan's other forms build in the
-background, :mod:`silvanforge.lateforms`) and a one-row ``predict``; ``whole plan`` goes on
+background, :mod:`silvanforge.plan.lateforms`) and a one-row ``predict``; ``whole plan`` goes on
 until every form is built (``cf.wait()``); ``eager`` is ``compile(path, forms="eager")``, every
 form built within the call (two threads).  docs/benchmarks.md, "Compile times", quotes this
 script.

@@ -1,6 +1,6 @@
 """How far the representations' cost estimates are from what tuning measures, per model,
 representation and request size: ``sf.tune`` times the forms it tries and keeps each one's
-estimate beside its timings (``silvanforge.tuning.estimate_errors``); this prints the measured /
+estimate beside its timings (``silvanforge.plan.tuning.estimate_errors``); this prints the measured /
 estimated ratio (geometric mean over a representation's forms lowered for that size's batch
 class, as the estimate assumes), and the same relative to the
 sparse walks' on that model, which is what the default choice among representations depends on
@@ -26,7 +26,7 @@ SIZES = (1, 16, 64, 256, 4096)
 
 def ratios(record: dict) -> dict[str, dict[int, float]]:
     """Representation -> rows per call -> geometric mean of measured / estimated."""
-    from silvanforge.tuning import batch_class, estimate_errors
+    from silvanforge.plan.tuning import batch_class, estimate_errors
 
     found: dict[str, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
     for k, size, ratio in estimate_errors(record):

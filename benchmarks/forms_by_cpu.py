@@ -25,7 +25,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     import silvanforge as sf
     from silvanforge import reference
-    from silvanforge.sampling import random_rows
+    from silvanforge.frontend.sampling import random_rows
 
     forest = sf.load_model(args.model)
     n = args.rows

@@ -51,7 +51,7 @@ def single_forms(forest) -> list[tuple[str, dict]]:
 def measure(path: Path, sizes, threads: int, budget_s: float, repeat: int, say) -> dict:
     """Seconds a call of each engine (single forms, ``untuned``, ``tuned``) at each size."""
     import silvanforge as sf
-    from silvanforge.loading import load_model
+    from silvanforge.frontend.loading import load_model
     from silvanforge.testing import random_rows
     from silvanforge_bench.bench_peers import time_call
     from silvanforge_bench.bench_peers._timing import pool_rows, rotation

@@ -81,7 +81,7 @@ def main(argv=None) -> int:
                         help="time Hummingbird (torch on the same GPU) on the same rows")
     args = parser.parse_args(argv)
     import silvanforge as sf
-    from silvanforge.sampling import random_rows
+    from silvanforge.frontend.sampling import random_rows
 
     try:
         import cupy as cp

@@ -109,7 +109,7 @@ import sys, warnings
 import numpy as np
 import silvanforge as sf
 from silvanforge import reference
-from silvanforge.sampling import random_rows
+from silvanforge.frontend.sampling import random_rows
 with warnings.catch_warnings():
     warnings.simplefilter("error")  # tuned here: no fallback
     cf = sf.load_compiled("/tmp/tuned.forge", trust_code=True)  # our own artifact: its PTX runs

@@ -17,7 +17,7 @@ import numpy as np
 
 import silvanforge as sf
 from silvanforge_bench.bench import random_rows
-from silvanforge.hir_passes import padded_nodes, padded_nodes_each
+from silvanforge.frontend.hir_passes import padded_nodes, padded_nodes_each
 
 VARIANTS = {
     "default": {},

@@ -53,7 +53,7 @@ def _tuned_timings(model: Path, sizes, threads, repeat, min_time, budget_s, say,
 
     if not hasattr(sf, "tune"):
         return {}, None, None
-    from silvanforge.loading import load_model
+    from silvanforge.frontend.loading import load_model
     from silvanforge.testing import random_rows
     from silvanforge_bench.bench import compare
     from silvanforge_bench.bench_peers import time_call

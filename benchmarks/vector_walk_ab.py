@@ -1,6 +1,6 @@
 """A/B of vector walks against interleaved scalar walks: python benchmarks/vector_walk_ab.py MODEL..."""
 import sys, time, numpy as np, silvanforge as sf
-from silvanforge.lowering import vector_walks
+from silvanforge.lowering.walksetup import vector_walks
 for path in sys.argv[1:]:
     forest = sf.load_model(path)
     for n in (512, 4096):

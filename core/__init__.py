@@ -6,13 +6,13 @@
     y = cf.predict(X)
 
 Run-time settings (how calls split rows over threads; never the code compiled):
-:func:`config_context`, :func:`set_config`, :func:`get_config` (:mod:`silvanforge.config`).
+:func:`config_context`, :func:`set_config`, :func:`get_config` (:mod:`silvanforge.runtime.config`).
 """
 
 from __future__ import annotations
 
-from .config import config_context, get_config, set_config
-from .errors import (
+from silvanforge.runtime.config import config_context, get_config, set_config
+from silvanforge.errors import (
     ArtifactError,
     ArtifactWarning,
     CacheWarning,
@@ -23,9 +23,9 @@ from .errors import (
     SilvanForgeError,
     UnsupportedModelError,
 )
-from .hookspecs import hookimpl
-from .ir.hir import Aggregation, CategoryRule, Forest, Op, Transform, Tree
-from .loading import load_model
+from silvanforge.hookspecs import hookimpl
+from silvanforge.ir.hir import Aggregation, CategoryRule, Forest, Op, Transform, Tree
+from silvanforge.frontend.loading import load_model
 
 __version__ = "0.1.0"
 
@@ -47,19 +47,19 @@ def __getattr__(name):
     # The compiler pulls in the scheduler and lowering; import it only when first used so
     # `import silvanforge` inside a plugin stays cheap and free of cycles.
     if name in ("compile", "load_compiled", "CompiledForest", "lower", "show"):
-        from . import api
+        from silvanforge import api
 
         return getattr(api, name)
     if name == "tune":
-        from . import tuning
+        from silvanforge.plan import tuning
 
         return tuning.tune
     if name == "CompileOptions":
-        from .options import CompileOptions
+        from silvanforge.options import CompileOptions
 
         return CompileOptions
     if name in ("profile", "load_profile", "Profile"):
-        from . import profiling
+        from silvanforge.frontend import profiling
 
         return getattr(profiling, name)
     raise AttributeError(name)

@@ -1,6 +1,6 @@
 """The public compiler API: ``compile`` (here), ``lower`` and ``show`` (the front half,
-:mod:`silvanforge.pipeline`), ``CompiledForest`` (:mod:`silvanforge.compiled`) and
-``load_compiled`` (:mod:`silvanforge.loadcompiled`); ``sf.tune`` is :mod:`silvanforge.tuning`."""
+:mod:`silvanforge.lowering.program`), ``CompiledForest`` (:mod:`silvanforge.runtime.compiled`) and
+``load_compiled`` (:mod:`silvanforge.artifact.load`); ``sf.tune`` is :mod:`silvanforge.plan.tuning`."""
 
 from __future__ import annotations
 
@@ -14,22 +14,22 @@ from typing import Any, Union
 
 import numpy as np
 
-from . import codecache
-from .compiled import CompiledForest
-from .errors import ArtifactError, UnsupportedModelError
-from .forms import Builds, host_key, main_form, plan_threads, rest_of_plan, untuned_plan
-from .ir import hir
-from .lateforms import LateForms, check_mode
-from .loadcompiled import load, load_compiled, read_artifact_forest
-from .loading import load_model
-from .memo import compile_scope, current, in_compile_scope
-from .options import CompileOptions
-from .plan import ONE_ROW_MAX, SMALL_ROWS, Band, program_options_given
-from .pipeline import (Lowered, choose_padding, choose_representation, compile_options,
+from silvanforge.artifact import codecache
+from silvanforge.runtime.compiled import CompiledForest
+from silvanforge.errors import ArtifactError, UnsupportedModelError
+from silvanforge.plan.forms import Builds, host_key, main_form, plan_threads, rest_of_plan, untuned_plan
+from silvanforge.ir import hir
+from silvanforge.plan.lateforms import LateForms, check_mode
+from silvanforge.artifact.load import load, load_compiled, read_artifact_forest
+from silvanforge.frontend.loading import load_model
+from silvanforge.plan.memo import compile_scope, current, in_compile_scope
+from silvanforge.options import CompileOptions
+from silvanforge.plan.bands import ONE_ROW_MAX, SMALL_ROWS, Band, program_options_given
+from silvanforge.lowering.program import (Lowered, choose_padding, choose_representation, compile_options,
                        hir_passes, lir_digest, lower, show)
-from .plugins import registry
-from .runtime import check_threads
-from .scheduler import Schedule
+from silvanforge.plugins import registry
+from silvanforge.runtime.threads import check_threads
+from silvanforge.scheduler import Schedule
 
 # The API in one place (what ``silvanforge`` exports, and what plugins and tests import from here).
 __all__ = ["compile", "lower", "show", "load_compiled", "read_artifact_forest", "CompiledForest", "Lowered",
@@ -40,7 +40,7 @@ __all__ = ["compile", "lower", "show", "load_compiled", "read_artifact_forest", 
 # a model object an installed importer recognises.
 ModelLike = Union[str, "os.PathLike[str]", bytes, hir.Forest, Any]
 
-@in_compile_scope  # (the model's import too: silvanforge.collector)
+@in_compile_scope  # (the model's import too: silvanforge.plan.collector)
 def compile(model: ModelLike, target: str | None = None, rep: str | None = None,
             schedule: Schedule | str | os.PathLike | None = None,
             batch_size: int | None = None, threads: int | None = None,
@@ -78,12 +78,12 @@ def compile(model: ModelLike, target: str | None = None, rep: str | None = None,
     ``PluginError``) on a host that lacks the CPU's features, rather than crash.  The artifact
     records the CPU, and loading it builds code for that CPU again.
     ``cache``: a directory (private to you) where machine code is kept and reused, across
-    processes, for the same program on the same host (:mod:`silvanforge.codecache`; code for
+    processes, for the same program on the same host (:mod:`silvanforge.artifact.codecache`; code for
     another ``cpu`` is another entry).
     ``options``: a :class:`silvanforge.options.CompileOptions` holding the options above but
     ``cache`` and ``forms`` (and the lowering knobs); keyword arguments set to other than their
     defaults replace its fields.
-    ``forms``: when the plan's forms for smaller requests are built (:mod:`silvanforge.lateforms`):
+    ``forms``: when the plan's forms for smaller requests are built (:mod:`silvanforge.plan.lateforms`):
     ``"background"`` (None, the default: the call returns once the form for the largest
     requests is built, which answers every request, exactly, until the others are),
     ``"lazy"`` (the same, started by the first request of at most 256 rows) or ``"eager"``
@@ -145,7 +145,7 @@ def compile(model: ModelLike, target: str | None = None, rep: str | None = None,
 
 def _main_first(forest: hir.Forest, opts: CompileOptions, mode: str, start: float, done) -> CompiledForest:
     """The compiled model with its main form built, the plan's other forms left to
-    :class:`silvanforge.lateforms.LateForms` (``mode``); ``done(cf)`` once they are built.
+    :class:`silvanforge.plan.lateforms.LateForms` (``mode``); ``done(cf)`` once they are built.
     (Run within ``compile``'s scope, whose memo a background build goes on with.)"""
     builds = Builds()
     main = main_form(forest, opts, builds)
@@ -166,7 +166,7 @@ def cache_key(forest: hir.Forest, opts: CompileOptions) -> str:
     """The code-cache entry of a compile: the model's fingerprint and every option that shapes
     its code, as given (what the compile then chooses follows from them; the named ``cpu``
     among them, so code for ``x86-64-v3`` and for this host are two entries), the target and
-    the host its code runs on (with the version: :func:`silvanforge.codecache.key`)."""
+    the host its code runs on (with the version: :func:`silvanforge.artifact.codecache.key`)."""
     given = {}
     for field in dataclasses.fields(opts):
         value = getattr(opts, field.name)

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .errors import InputError
-from .inputs import frame_columns_match
+from silvanforge.errors import InputError
+from silvanforge.inputs.rows import frame_columns_match
 
 
 def predict(compiled, data, output_margin: bool = False, threads: int = 1):

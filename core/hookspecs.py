@@ -16,7 +16,7 @@ Representations are classes (:mod:`silvanforge.rep`) listed by one hook,
 :func:`silvanforge_representation_types`; their methods never emit target code: they build LIR
 expressions with the :class:`silvanforge.ir.lir.Builder` they are handed, so one
 representation serves every target.  Targets are classes too (:mod:`silvanforge.target`),
-listed by :func:`silvanforge_targets`; what they compile is a :class:`silvanforge.kernel.Kernel`.
+listed by :func:`silvanforge_targets`; what they compile is a :class:`silvanforge.runtime.kernel.Kernel`.
 """
 
 from __future__ import annotations
@@ -90,7 +90,7 @@ def silvanforge_representation_types():
 def silvanforge_targets():
     """Return the target classes this plugin provides: subclasses of
     :class:`silvanforge.target.Target`, each with a ``name`` and a ``compile`` that returns a
-    :class:`silvanforge.kernel.Kernel`; :mod:`silvanforge.target` documents the contract (whether
+    :class:`silvanforge.runtime.kernel.Kernel`; :mod:`silvanforge.target` documents the contract (whether
     it runs here, its kind, default schedule, own lowering, source, host key, reloading saved
     code).  The core makes one instance of each a process (``registry().target(name)``)."""
 

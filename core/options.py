@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from .errors import InputError
+from silvanforge.errors import InputError
 
 # The environment variable a benchmark sets to run vector walks (0 / 1); read once per compile.
 VECTOR_WALK_ENV = "SILVANFORGE_VECTOR_WALK"
@@ -56,20 +56,20 @@ class CompileOptions:
       for this host's own CPU (``"native"`` is None).  It decides the code, not the program: the
       LIR is the same for every CPU.
 
-    The plan (:mod:`silvanforge.plan`: which form answers a call of n rows):
+    The plan (:mod:`silvanforge.plan.bands`: which form answers a call of n rows):
 
     - ``plan_min_ns``: without tuning, forests whose cheapest representation is estimated under
       this many ns a row, and whose other forms would save less, get one form (None:
-      :data:`silvanforge.plan.PLAN_MIN_NS`; 0: every model gets its forms by request size).
+      :data:`silvanforge.plan.bands.PLAN_MIN_NS`; 0: every model gets its forms by request size).
 
-    The lowering of walks (:mod:`silvanforge.lowering`; None: its chooser decides per model):
+    The lowering of walks (:mod:`silvanforge.lowering.walksetup`; None: its chooser decides per model):
 
     - ``vector_walks``: interleaved walks run as SIMD vectors (True) or as scalar walks in turn
-      (False; None: the default, :data:`silvanforge.lowering.VECTOR_WALK_DEFAULT`).
+      (False; None: the default, :data:`silvanforge.lowering.walksetup.VECTOR_WALK_DEFAULT`).
     - ``split_rows``: CPU walks read split rows wherever exact, even for wide rows (True), or
-      never (False); None: where they pay (:func:`silvanforge.lowering.can_split_rows`).
+      never (False); None: where they pay (:func:`silvanforge.lowering.walksetup.can_split_rows`).
     - ``leaf_self_loops``: leaves as fixed points of a step wherever split rows are read (True)
-      or never (False); None: :func:`silvanforge.lowering.want_leaf_self_loops`.
+      or never (False); None: :func:`silvanforge.lowering.walksetup.want_leaf_self_loops`.
     - ``per_tree_walk_depth``: walks through self-looping leaves go to each tree's own depth
       (True, what None does) or to the forest's, every step peeled (False).
     - ``feature_width``, ``index_width``: the narrowest integer type (``"int8"``, ``"int16"``,
@@ -117,7 +117,7 @@ class CompileOptions:
                 raise InputError(f"cpu must be a CPU name such as 'x86-64-v3' (or None / 'native': this "
                                  f"host), got {type(self.cpu).__name__}")
             # "native" is this host: the default, recorded as None (what the target checks is
-            # the name: silvanforge.pipeline.compile_options).
+            # the name: silvanforge.lowering.program.compile_options).
             if self.cpu.strip().lower() in ("", "native"):
                 object.__setattr__(self, "cpu", None)
         value = self.plan_min_ns
@@ -146,7 +146,7 @@ class CompileOptions:
         """These options with the lowering knobs left None taken from the context managers in
         effect (:func:`override`) and, for ``vector_walks``, from ``SILVANFORGE_VECTOR_WALK``: the
         one place either is read.  A value given in the options wins.  The target is left as
-        given: :func:`silvanforge.pipeline.compile_options` chooses the host's."""
+        given: :func:`silvanforge.lowering.program.compile_options` chooses the host's."""
         given = {name: value for name, value in (_OVERRIDES.get() or {}).items()
                  if getattr(self, name) is None}
         if self.vector_walks is None and "vector_walks" not in given:
@@ -164,7 +164,7 @@ class CompileOptions:
     @classmethod
     def from_meta(cls, meta: dict, schedule=None) -> CompileOptions:
         """The options an artifact's ``meta.json`` records (checked by
-        :mod:`silvanforge.artifacts`); ``schedule``: its parsed schedule."""
+        :mod:`silvanforge.artifact.archive`); ``schedule``: its parsed schedule."""
         return cls(target=meta["target"], rep=meta["rep"],
                    schedule=meta["schedule"] if schedule is None else schedule,
                    batch_size=meta.get("batch_size"), threads=meta.get("threads"),
@@ -256,14 +256,14 @@ def override(**knobs):
 
 def vector_walks(enabled: bool = True):
     """Walk interleaved rows as SIMD vectors (``True``) or as scalar walks in turn (``False``) for
-    what is compiled inside the block; see :meth:`silvanforge.walkgen.WalkGenerator._walk_vector`."""
+    what is compiled inside the block; see :meth:`silvanforge.lowering.walkgen.WalkGenerator._walk_vector`."""
     return override(vector_walks=bool(enabled))
 
 
 def split_rows(enabled: bool = True):
     """Let CPU walks read missing-split rows wherever exact (``True``, even for wide rows) or
     never (``False``) for what is compiled inside the block (A/B benchmarks, tests of both
-    paths); outside any block the chooser decides (:func:`silvanforge.lowering.can_split_rows`)."""
+    paths); outside any block the chooser decides (:func:`silvanforge.lowering.walksetup.can_split_rows`)."""
     return override(split_rows=bool(enabled))
 
 
@@ -276,7 +276,7 @@ def per_tree_walk_depth(enabled: bool = True):
 def leaf_self_loops(enabled: bool = True):
     """Ask representations for leaves as fixed points wherever split rows are read (``True``)
     or never (``False``) for what is compiled inside the block (A/B, tests); outside any block
-    :func:`silvanforge.lowering.want_leaf_self_loops` decides."""
+    :func:`silvanforge.lowering.walksetup.want_leaf_self_loops` decides."""
     return override(leaf_self_loops=bool(enabled))
 
 

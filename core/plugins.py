@@ -14,12 +14,12 @@ from importlib import metadata
 
 import pluggy
 
-from . import hookspecs
-from .errors import InputError, PluginError
-from .memo import memoised
-from .rep import ProgramRepresentation, check_class, cost_of
-from .scheduler.canned import CANNED
-from .target import check_class as check_target_class
+from silvanforge import hookspecs
+from silvanforge.errors import InputError, PluginError
+from silvanforge.plan.memo import memoised
+from silvanforge.rep import ProgramRepresentation, check_class, cost_of
+from silvanforge.scheduler.canned import CANNED
+from silvanforge.target import check_class as check_target_class
 
 GROUPS = ("silvanforge.importers", "silvanforge.representations", "silvanforge.targets")
 

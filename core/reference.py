@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import transforms
-from .inputs import as_rows
-from .ir.hir import ZERO_THRESHOLD, Aggregation, CategoryRule, Forest, Op, Tree
+from silvanforge.runtime import transforms
+from silvanforge.inputs.rows import as_rows
+from silvanforge.ir.hir import ZERO_THRESHOLD, Aggregation, CategoryRule, Forest, Op, Tree
 
 
 def category_of(x: np.ndarray, rule: CategoryRule) -> np.ndarray:
@@ -119,7 +119,7 @@ def predict_margin(forest: Forest, X: np.ndarray) -> np.ndarray:
 def predict(forest: Forest, X: np.ndarray, output_margin: bool = False) -> np.ndarray:
     """What the source library's ``predict`` returns (margins if ``output_margin``) for rows as
     ``CompiledForest.predict`` takes them: columns of categories known by hash are hashed
-    first (:func:`silvanforge.inputs.as_rows`); ``predict_margin`` reads rows of codes."""
+    first (:func:`silvanforge.inputs.rows.as_rows`); ``predict_margin`` reads rows of codes."""
     if forest.hashed_categories or forest.hashed_combinations:
         X = as_rows(X, forest, np.dtype(np.float64))
     margins = predict_margin(forest, X)

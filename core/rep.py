@@ -23,7 +23,7 @@ Required methods: :meth:`buffers`, :meth:`root`, :meth:`load_threshold`,
 
 - :attr:`tiles`: lays out tiles (compiles with ``tile_size`` above 1; then a handle is a tile,
   ``lane`` picks a node of it and :meth:`load_tile_shape` gives its shape; see
-  :mod:`silvanforge.tiling`).  Without it the core refuses tile sizes above 1 for it.
+  :mod:`silvanforge.frontend.tiling`).  Without it the core refuses tile sizes above 1 for it.
 - self-looping leaves: when ``layout.leaf_self_loops`` is set, a representation whose
   ``child(leaf, 1)`` is the leaf itself returns ``info={"leaf_self_loops": True}`` from
   :meth:`buffers`; walks then run every tree its full depth without leaf checks.
@@ -37,7 +37,7 @@ Required methods: :meth:`buffers`, :meth:`root`, :meth:`load_threshold`,
 - :attr:`~Representation.linear_leaves`: runs forests whose leaves hold linear models
   (LightGBM linear trees).  For a walk representation that means :meth:`leaf_value` returns
   ``layout.leaf_values`` entries exactly as laid out (the core evaluates the models:
-  :mod:`silvanforge.linear_leaves`); a program representation evaluates them itself.  Without
+  :mod:`silvanforge.lowering.linear_leaves`); a program representation evaluates them itself.  Without
   it such a forest is refused by the contract's refusal: :func:`cost_of` gives the reason (the
   default choice skips it) and naming it with ``rep=`` is an error saying why.
 """
@@ -49,14 +49,14 @@ import inspect
 from collections.abc import Mapping
 from typing import ClassVar
 
-from .errors import InputError, PluginError, UnsupportedModelError
-from .ir import lir
-from .ir.hir import Forest
-from .ir.lir import Bin, Builder, Cast, Cmp, Expr, Select
-from .linear_leaves import refusal
-from .layout import (FLAG_CATEGORICAL, FLAG_DEFAULT_LEFT, FLAG_OP_SHIFT, FLAG_ZERO_MISSING, ForestLayout,
+from silvanforge.errors import InputError, PluginError, UnsupportedModelError
+from silvanforge.ir import lir
+from silvanforge.ir.hir import Forest
+from silvanforge.ir.lir import Bin, Builder, Cast, Cmp, Expr, Select
+from silvanforge.lowering.linear_leaves import refusal
+from silvanforge.lowering.layout import (FLAG_CATEGORICAL, FLAG_DEFAULT_LEFT, FLAG_OP_SHIFT, FLAG_ZERO_MISSING, ForestLayout,
                      RepBuffers, TreeLayout)
-from .walkcost import walk_estimate_ns
+from silvanforge.lowering.walkcost import walk_estimate_ns
 
 __all__ = [
     "Representation", "FieldArrays", "ProgramRepresentation", "ForestLayout", "TreeLayout", "RepBuffers", "Builder", "Bin", "Cast", "Cmp",
@@ -174,11 +174,11 @@ class Representation(_Options):
     tiles: ClassVar[bool] = False
 
     #: Where set, :meth:`cost` is this factor times the core's estimate of its walks
-    #: (:func:`silvanforge.walkcost.walk_estimate_ns`): 1.0 prices them as the estimate does.
+    #: (:func:`silvanforge.lowering.walkcost.walk_estimate_ns`): 1.0 prices them as the estimate does.
     walk_cost_factor: ClassVar[float | None] = None
 
     #: Places untiled nodes in the order a profile gives (``Tree.tile_id`` at a tile size of one:
-    #: :func:`silvanforge.tiling.hot_first_order`); others lay them out as they always do, and
+    #: :func:`silvanforge.frontend.tiling.hot_first_order`); others lay them out as they always do, and
     #: the tuner tries profiled forms of this representation only.
     node_order: ClassVar[bool] = False
 

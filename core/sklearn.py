@@ -25,8 +25,8 @@ from sklearn.base import BaseEstimator, clone, is_classifier
 from sklearn.pipeline import Pipeline
 from sklearn.utils.metaestimators import available_if
 
-from . import api
-from .errors import InputError
+from silvanforge import api
+from silvanforge.errors import InputError
 
 
 def compile(estimator, **options):

@@ -7,7 +7,7 @@ out by name (``registry().target("cpu")``); every method below is asked of that 
 instance may keep what is costly to find (a device context, the host's signature).
 
 Required: :attr:`~Target.name` and :meth:`~Target.compile`, returning a
-:class:`silvanforge.kernel.Kernel`.  Everything else has a default a target overrides where it
+:class:`silvanforge.runtime.kernel.Kernel`.  Everything else has a default a target overrides where it
 has something of its own: whether it runs here, its default schedule, its own MIR -> LIR
 lowering, its generated source, a host key for the code cache, reloading saved code and
 compiling for a named CPU (``cpu=``), and the vector unit its code uses (:class:`Vectors`, which
@@ -19,9 +19,9 @@ from __future__ import annotations
 import dataclasses
 from typing import ClassVar
 
-from .errors import InputError, PluginError
-from .ir import lir
-from .scheduler import canned
+from silvanforge.errors import InputError, PluginError
+from silvanforge.ir import lir
+from silvanforge.scheduler import canned
 
 __all__ = ["Target", "Vectors", "check_class"]
 
@@ -89,20 +89,20 @@ class Target:
         """Lower the MIR function ``fn`` (a :class:`silvanforge.ir.mir.MirFunction`) of
         ``forest`` (the HIR forest after the passes, which ``fn`` walks) with the walk
         representation named ``rep`` to an LIR module, or return None (the default) to take
-        the core's lowering (:func:`silvanforge.walkgen.lower_to_lir`: one function per phase,
+        the core's lowering (:func:`silvanforge.lowering.walkgen.lower_to_lir`: one function per phase,
         run by threads over row ranges).  ``tile_size``: nodes a walk step evaluates (1: node
         by node).  ``options``: the compile's :class:`silvanforge.options.CompileOptions`,
         whose lowering knobs (node widths, vector walks, ...) the lowering honours: pass it to
         ``setup_walks``.  A target whose code runs otherwise (a GPU backend's kernels) builds
-        its module from the core's public pieces: :func:`silvanforge.lowering.setup_walks`
-        (layout and buffers), a :class:`silvanforge.walkgen.WalkGenerator` given a placement
+        its module from the core's public pieces: :func:`silvanforge.lowering.walksetup.setup_walks`
+        (layout and buffers), a :class:`silvanforge.lowering.walkgen.WalkGenerator` given a placement
         of its own (where loops, caches, input reads and folds go) and
-        :func:`silvanforge.lowering.walk_module`.  Raise
+        :func:`silvanforge.lowering.walksetup.walk_module`.  Raise
         :class:`silvanforge.errors.ScheduleError` for schedules it cannot lower."""
         return None
 
     def compile(self, module, options: dict):
-        """Turn ``module`` into a :class:`silvanforge.kernel.Kernel`.  Raise
+        """Turn ``module`` into a :class:`silvanforge.runtime.kernel.Kernel`.  Raise
         :class:`silvanforge.errors.PluginError` if it cannot run here, and
         :class:`silvanforge.errors.ScheduleError` for a program it cannot run (a GPU
         construct on a CPU)."""
@@ -141,13 +141,13 @@ class Target:
     def host_key(self) -> str | None:
         """A short string naming everything this host's machine code depends on (for the CPU:
         triple, CPU name and features, LLVM version), or None (the default: code that does not
-        depend on the host).  The code cache (:mod:`silvanforge.codecache`) keys entries by
+        depend on the host).  The code cache (:mod:`silvanforge.artifact.codecache`) keys entries by
         it, so hosts sharing a cache directory keep their own code."""
         return None
 
     def tune(self, forest, rows, sizes, budget_s: float, threads, progress):
         """The plan search of ``sf.tune`` / ``forge tune`` for a target that is not a CPU (the
-        core times CPU forms itself, :mod:`silvanforge.tuning`), or None (the default): this
+        core times CPU forms itself, :mod:`silvanforge.plan.tuning`), or None (the default): this
         target has none.  ``forest``: the model (HIR, as imported); ``rows``: sample rows as an
         array of the model's thresholds' dtype, or None (draw your own); ``sizes``: rows per
         call to tune for, or None (the target's own); ``budget_s``: seconds to spend;
@@ -155,9 +155,9 @@ class Target:
         total)``: tell the user what is timed.
 
         Return ``(bands, record)``: ``bands`` a list of ``(up_to_rows, CompileOptions)`` in
-        order, the last with ``None`` (no bound), as :func:`silvanforge.tuning.compile_plan`
+        order, the last with ``None`` (no bound), as :func:`silvanforge.plan.tuning.compile_plan`
         takes them (it compiles the winners into the model), and ``record`` the tuning record
-        the artifact keeps (plain JSON): :func:`silvanforge.tuning.record_header` gives its
+        the artifact keeps (plain JSON): :func:`silvanforge.plan.tuning.record_header` gives its
         common part (host key, versions, sizes...), to which the target adds ``candidates``
         (each with ``form`` and ``us_per_call``, by rows) and ``winners`` (``rows``, a
         candidate's index).  A load on a host whose :meth:`host_key` differs from the record's

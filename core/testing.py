@@ -28,11 +28,11 @@ import dataclasses
 
 import numpy as np
 
-from . import api, reference
-from .errors import InputError, UnsupportedModelError
-from .ir.hir import Aggregation, CategoryRule, Forest, LinearLeaves, Op, Transform, Tree
-from .plugins import registry
-from .sampling import random_rows  # noqa: F401 - plugins' tests import it from the kit
+from silvanforge import api, reference
+from silvanforge.errors import InputError, UnsupportedModelError
+from silvanforge.ir.hir import Aggregation, CategoryRule, Forest, LinearLeaves, Op, Transform, Tree
+from silvanforge.plugins import registry
+from silvanforge.frontend.sampling import random_rows  # noqa: F401 - plugins' tests import it from the kit
 
 # Thresholds come from this grid so that rows hit them exactly (where < and <= differ).
 GRID = np.array([-2.0, -1.0, -0.5, 0.0, 1e-36, 0.5, 1.0, 2.0, 3.0, 70.0])

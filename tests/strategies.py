@@ -22,7 +22,7 @@ _tree = random_tree
 @st.composite
 def forests(draw, max_trees: int = 12, max_depth: int = 6, max_features: int = 6, plain: bool = False):
     """Random forests; ``plain``: numerical splits of one op (< or <=), no zero-as-missing
-    (what split rows need, :func:`silvanforge.lowering.can_split_rows`)."""
+    (what split rows need, :func:`silvanforge.lowering.walksetup.can_split_rows`)."""
     seed = draw(st.integers(0, 2**32 - 1))
     rng = np.random.default_rng(seed)
     num_features = draw(st.integers(1, max_features))

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import numpy as np
 
-from silvanforge.kernel import PhaseKernel
-from silvanforge.runtime import run_phases
+from silvanforge.runtime.kernel import PhaseKernel
+from silvanforge.runtime.threads import run_phases
 
 QEMU = shutil.which("qemu-aarch64-static") or shutil.which("qemu-aarch64")
 GCC = shutil.which("aarch64-linux-gnu-gcc")

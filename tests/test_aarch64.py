@@ -16,7 +16,7 @@ import pytest
 
 import silvanforge as sf
 from silvanforge import reference
-from silvanforge.inputs import as_rows
+from silvanforge.inputs.rows import as_rows
 
 import support_qemu
 

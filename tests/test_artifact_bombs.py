@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import silvanforge as sf
-from silvanforge import artifacts
+from silvanforge.artifact import archive
 from test_predict_api import make_forest
 
 MB = 1 << 20
@@ -122,9 +122,9 @@ def test_members_compressed_past_deflate_are_refused(tmp_path, members, method):
 def test_the_budget_can_be_raised_for_artifacts_one_trusts(tmp_path, members, monkeypatch):
     path = tmp_path / "m.forge"
     path.write_bytes(_zip([_deflated(n, d) for n, d in members.items()]))
-    monkeypatch.setenv(artifacts.MAX_INFLATE_ENV, "1000")
-    with pytest.raises(sf.ArtifactError, match=artifacts.MAX_INFLATE_ENV):
+    monkeypatch.setenv(archive.MAX_INFLATE_ENV, "1000")
+    with pytest.raises(sf.ArtifactError, match=archive.MAX_INFLATE_ENV):
         sf.load_compiled(path)
-    monkeypatch.delenv(artifacts.MAX_INFLATE_ENV)
+    monkeypatch.delenv(archive.MAX_INFLATE_ENV)
     with pytest.warns(sf.ArtifactWarning):  # unsigned: compiled again, but loads
         sf.load_compiled(path)

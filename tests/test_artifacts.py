@@ -1,5 +1,5 @@
 """Artifacts: nothing damaged, mixed or unsigned runs; every failure is one ArtifactError line;
-saves are atomic in threads and processes (silvanforge.artifacts)."""
+saves are atomic in threads and processes (silvanforge.artifact.archive)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 
 import silvanforge as sf
-from silvanforge import artifacts, reference
+from silvanforge import reference
+from silvanforge.artifact import archive
 from strategies import rows_for
 from test_predict_api import make_forest
 
@@ -94,12 +95,12 @@ def test_signed_code_runs_for_the_key_holder_only(tmp_path, compiled, rows, monk
     assert _loads_code(path, key=b"secret")
     assert not _loads_code(path, key="other")
     assert not _loads_code(path)
-    monkeypatch.setenv(artifacts.KEY_ENV, "secret")
+    monkeypatch.setenv(archive.KEY_ENV, "secret")
     assert _loads_code(path)
     np.testing.assert_array_equal(sf.load_compiled(path).predict(rows), compiled.predict(rows))
     env_signed = tmp_path / "env.forge"
     compiled.save(env_signed)  # signed with the environment's key
-    monkeypatch.delenv(artifacts.KEY_ENV)
+    monkeypatch.delenv(archive.KEY_ENV)
     assert _loads_code(env_signed, key="secret")
 
 
@@ -225,7 +226,7 @@ def test_saves_from_several_processes_leave_one_whole_artifact(tmp_path):
 # ------------------------------------------------------------------ private directories
 def test_cache_directories_are_private_and_checked(tmp_path, monkeypatch):
     from silvanforge_bench.bench_peers import cache_root
-    from silvanforge.userdirs import private_dir
+    from silvanforge.artifact.userdirs import private_dir
 
     made = private_dir(tmp_path / "a" / "b")
     assert os.stat(made).st_mode & 0o777 == 0o700
@@ -246,13 +247,13 @@ def test_cache_directories_are_private_and_checked(tmp_path, monkeypatch):
 
 
 def test_running_out_of_memory_while_compiling_is_one_line(monkeypatch):
-    from silvanforge import pipeline
+    from silvanforge.lowering import program
     from silvanforge_rep_bitvector import bitvector
 
     def exhausted(*args, **kwargs):
         raise MemoryError()
 
-    monkeypatch.setattr(pipeline, "lower_to_lir", exhausted)
+    monkeypatch.setattr(program, "lower_to_lir", exhausted)
     monkeypatch.setattr(bitvector, "lower", exhausted)
     forest = make_forest(seed=4)
     with pytest.raises(sf.UnsupportedModelError, match="out of memory compiling a model of 30 trees") as info:

@@ -452,9 +452,9 @@ def test_bench_cli_option_errors(tiny_model, tmp_path, capsys):
 
 
 def test_parse_threads(monkeypatch):
-    from silvanforge import runtime
+    from silvanforge.runtime import threads
 
-    monkeypatch.setattr(runtime, "default_threads", lambda: 6)
+    monkeypatch.setattr(threads, "default_threads", lambda: 6)
     assert bench.parse_threads(None) is None
     assert bench.parse_threads("2") == [2]
     assert bench.parse_threads("1, all,1") == [1, 6]

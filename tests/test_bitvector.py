@@ -403,7 +403,7 @@ def test_walks_without_split_rows_are_costed_with_their_nan_tests():
     """An infinite threshold keeps the walks' NaN test (no split rows): the chooser charges
     their steps WALK_NAN_TEST_FACTOR more, so NaN-trained LightGBM models get bitvectors."""
     forest = Forest(trees=[_full_tree(4) for _ in range(3)], num_features=6)
-    from silvanforge import walkcost
+    from silvanforge.lowering import walkcost
 
     plain = walkcost.walk_estimate_ns(forest)
     forest.trees[1].threshold[0] = np.inf

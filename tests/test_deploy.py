@@ -317,15 +317,15 @@ def test_cli_cache_and_trusted_artifacts(tmp_path, capsys, compiled, rows, monke
 @pytest.mark.parametrize("options", [{}, {"rep": "sparse"}, {"rep": "array"}, {"tile_size": 4},
                                      {"reorder": "depth"}, {"rep": "bitvector"}])
 def test_a_trusted_load_lowers_nothing_until_asked(tmp_path, forest, rows, options, monkeypatch):
-    from silvanforge import pipeline
+    from silvanforge.lowering import program
     from silvanforge_rep_bitvector import bitvector
 
     cf = sf.compile(forest, **options)
     path = tmp_path / "m.forge"
     cf.save(path, key="k")
     lowered = []
-    real_lir, real_bv = pipeline.lower_to_lir, bitvector.lower
-    monkeypatch.setattr(pipeline, "lower_to_lir", lambda *a, **k: lowered.append(1) or real_lir(*a, **k))
+    real_lir, real_bv = program.lower_to_lir, bitvector.lower
+    monkeypatch.setattr(program, "lower_to_lir", lambda *a, **k: lowered.append(1) or real_lir(*a, **k))
     monkeypatch.setattr(bitvector, "lower", lambda *a, **k: lowered.append(1) or real_bv(*a, **k))
     back = sf.load_compiled(path, key="k")
     assert lowered == []
@@ -390,7 +390,8 @@ def test_a_full_cache_disk_warns_once_and_predicts(tmp_path, capsys, forest, row
     import errno
     import types
 
-    from silvanforge import cli, codecache
+    from silvanforge import cli
+    from silvanforge.artifact import codecache
     from test_cli import read_csv, write_csv
 
     xgb = pytest.importorskip("xgboost")

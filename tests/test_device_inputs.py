@@ -1,4 +1,4 @@
-"""Device arrays given to ``predict`` (silvanforge.devicearrays): recognised by protocol before
+"""Device arrays given to ``predict`` (silvanforge.inputs.device): recognised by protocol before
 any host conversion, checked as the kernel will read them, and refused with one clear
 InputError by targets that read host memory (cpu, amd).  The objects here describe device
 memory through ``__cuda_array_interface__`` / DLPack as CuPy and JAX do; nothing reads their
@@ -15,7 +15,7 @@ from support_common import without_opencl
 
 import silvanforge as sf
 from silvanforge import reference
-from silvanforge.devicearrays import DeviceArray, device_rows, is_device_array
+from silvanforge.inputs.device import DeviceArray, device_rows, is_device_array
 from silvanforge.plugins import registry
 
 
@@ -173,8 +173,8 @@ def _read_back(result):
 def test_the_core_side_of_the_device_path(tmp_path):
     """Through a kernel with the DeviceKernel capability, predict passes the checked rows,
     transforms margins exactly as on the host and returns the result shaped as the library's."""
-    from silvanforge.compiled import CompiledForest
-    from silvanforge.forms import Form
+    from silvanforge.runtime.compiled import CompiledForest
+    from silvanforge.plan.forms import Form
     from support_gpu import gpu_models
 
     for path, X in gpu_models(tmp_path).values():
@@ -315,8 +315,8 @@ def test_a_binary_sklearn_classifier_on_the_device_path_keeps_both_columns():
     path returns the (n, 2) result, not a reshape of it."""
     from sklearn.ensemble import GradientBoostingClassifier
 
-    from silvanforge.compiled import CompiledForest
-    from silvanforge.forms import Form
+    from silvanforge.runtime.compiled import CompiledForest
+    from silvanforge.plan.forms import Form
 
     rng = np.random.default_rng(8)
     X = rng.normal(size=(200, 4)).astype(np.float32)

@@ -1,5 +1,5 @@
-"""Frames read through the plan of their schema (silvanforge.frames) and records by feature name
-(silvanforge.records) give exactly what the same rows as an array of the model's codes give:
+"""Frames read through the plan of their schema (silvanforge.inputs.frames) and records by feature name
+(silvanforge.inputs.records) give exactly what the same rows as an array of the model's codes give:
 every frame kind (pandas NumPy, nullable and Arrow-backed dtypes, categories, strings; polars
 Enum, Categorical and strings; arrow dictionaries), any column order, any category order,
 missing and unseen categories.  The schema memory stays bounded and a frame with the same names
@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 import silvanforge as sf
 from silvanforge.errors import InputError
-from silvanforge.frames import SCHEMAS
+from silvanforge.inputs.frames import SCHEMAS
 from support_common import errors_in_threads
 
 pd = pytest.importorskip("pandas")

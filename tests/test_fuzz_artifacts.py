@@ -128,7 +128,7 @@ def test_member_mutants_with_a_matching_manifest_are_refused_or_harmless(origina
 def planned(tmp_path_factory):
     """An artifact with a plan of three forms of three representations."""
     from silvanforge.options import CompileOptions
-    from silvanforge.tuning import compile_plan
+    from silvanforge.plan.tuning import compile_plan
 
     forest = make_forest(num_outputs=1, seed=7)
     cf = compile_plan(forest, [(2, CompileOptions(rep="sparse", batch_size=1, pad=False)),

@@ -151,7 +151,7 @@ def test_real_shaped_models_compile_to_ptx_for_sm_90(tmp_path):
 def test_real_shaped_models_match_reference_on_cuda(tmp_path):
     """Every benchmark-shaped model on the GPU, host rows and (with CuPy) device rows, equal to
     the reference evaluator."""
-    from silvanforge.sampling import random_rows
+    from silvanforge.frontend.sampling import random_rows
 
     cp = None
     try:

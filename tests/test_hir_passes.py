@@ -8,7 +8,7 @@ from hypothesis import given, settings
 
 import silvanforge as sf
 from silvanforge import reference
-from silvanforge.hir_passes import pad_trees, padded_nodes
+from silvanforge.frontend.hir_passes import pad_trees, padded_nodes
 from strategies import forests, rows_for
 
 

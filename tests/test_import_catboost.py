@@ -289,7 +289,7 @@ def test_combinations_found_either_way_equal_catboost(one_table, monkeypatch):
     """The combinations' keys found in one table of all of them (small calls) or in each
     combination's own (large calls), at 1 to 200 rows, from frames and object arrays: CatBoost's
     margins, and a value never seen (hashed once, then remembered) as CatBoost takes it."""
-    from silvanforge import hashed_rows
+    from silvanforge.inputs import hashed_rows
 
     monkeypatch.setattr(hashed_rows, "TAGGED_ROWS", 10**9 if one_table else 0)
     rng = np.random.default_rng(14)
@@ -313,8 +313,8 @@ def test_combinations_found_either_way_equal_catboost(one_table, monkeypatch):
 def test_a_bool_column_does_not_change_how_integers_are_hashed():
     """True == 1 in Python, but CatBoost hashes "True" and "1": the model's memo of hashes keeps
     them apart across columns and calls."""
-    from silvanforge.category_hash import catboost_hash
-    from silvanforge.hashed_rows import HashedInputs
+    from silvanforge.inputs.category_hash import catboost_hash
+    from silvanforge.inputs.hashed_rows import HashedInputs
     from silvanforge.ir.hir import Forest
 
     reading = HashedInputs(Forest(trees=[], num_features=1, num_outputs=1, base_score=np.zeros(1)))
@@ -345,10 +345,10 @@ def test_a_tree_of_one_leaf_is_read(tmp_path):
 
 
 def test_category_hash_is_catboosts(tmp_path):
-    """silvanforge.category_hash against the hashes CatBoost stores for its training values
+    """silvanforge.inputs.category_hash against the hashes CatBoost stores for its training values
     (every CityHash length branch: 0-16, 17-32, 33-64 and longer, and UTF-8)."""
     pd = pytest.importorskip("pandas")
-    from silvanforge.category_hash import catboost_hash
+    from silvanforge.inputs.category_hash import catboost_hash
 
     rng = np.random.default_rng(14)
     labels = ["", "x", "ab", "abcd", "abcdefghi", "0123456789abcdefg", "z" * 33, "é" * 40,

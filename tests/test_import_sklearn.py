@@ -24,7 +24,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import silvanforge as sf
-from silvanforge import reference, transforms
+from silvanforge import reference
+from silvanforge.runtime import transforms
 from silvanforge.errors import InputError, ModelFormatError, UnsupportedModelError
 from silvanforge.ir.hir import CategoryRule, Op
 from silvanforge.plugins import PluginRegistry, registry
@@ -258,7 +259,7 @@ def test_a_grown_forest_keeps_each_distinct_leaf_vector_once(rng):
     """A fully grown random forest's leaves are one-hot class votes: the layout stores each
     distinct vector once (every leaf's slot points at its copy), and every representation that
     walks still predicts sklearn's probabilities exactly."""
-    from silvanforge.lowering import build_layout
+    from silvanforge.lowering.walksetup import build_layout
 
     X, _ = data(rng, 400, 5, "regression", False)
     y = np.digitize(X[:, 0] - X[:, 2], [-0.5, 0.0, 0.6])

@@ -1,4 +1,4 @@
-"""Forms built after the compile returns (silvanforge.lateforms, ``sf.compile(..., forms=)``) and
+"""Forms built after the compile returns (silvanforge.plan.lateforms, ``sf.compile(..., forms=)``) and
 forms built on two threads: the same predictions as the eager compile at every request size,
 while the forms build (from several threads) and after; artifacts, pickles and the code cache
 hold every form; ``show("plan")`` says which are built; two threads build what one builds.
@@ -17,9 +17,9 @@ import pytest
 
 import silvanforge as sf
 from silvanforge import reference
-from silvanforge.forms import untuned_plan
+from silvanforge.plan.forms import untuned_plan
 from silvanforge.options import CompileOptions
-from silvanforge.pipeline import compile_options
+from silvanforge.lowering.program import compile_options
 from silvanforge.testing import random_forest, rows_for
 from support_common import errors_in_threads
 

@@ -20,9 +20,9 @@ import pytest
 import silvanforge as sf
 from silvanforge import reference
 from silvanforge.errors import ModelFormatError, UnsupportedModelError
-from silvanforge.hir_passes import pad_trees
+from silvanforge.frontend.hir_passes import pad_trees
 from silvanforge.ir import hir_io
-from silvanforge.pipeline import lower
+from silvanforge.lowering.program import lower
 from silvanforge.plugins import registry
 
 import support_lightgbm as S

@@ -1,4 +1,4 @@
-"""A compile's memo (silvanforge.memo): statistics of a model computed once within a compile, never
+"""A compile's memo (silvanforge.plan.memo): statistics of a model computed once within a compile, never
 kept past it, and shared results that cannot be changed by one of their users."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ import pytest
 
 import silvanforge as sf
 from silvanforge import reference
-from silvanforge.forms import untuned_plan
-from silvanforge.memo import compile_scope, memoised
-from silvanforge.pipeline import compile_options
+from silvanforge.plan.forms import untuned_plan
+from silvanforge.plan.memo import compile_scope, memoised
+from silvanforge.lowering.program import compile_options
 from silvanforge.testing import random_forest, rows_for
 
 

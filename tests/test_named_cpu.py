@@ -21,7 +21,8 @@ import numpy as np
 import pytest
 
 import silvanforge as sf
-from silvanforge import ArtifactWarning, InputError, PluginError, api, artifacts, reference
+from silvanforge import ArtifactWarning, InputError, PluginError, api, reference
+from silvanforge.artifact import archive
 from silvanforge.options import CompileOptions
 from silvanforge.plugins import registry
 
@@ -235,7 +236,7 @@ def test_the_cpu_is_recorded_and_kept_through_save_load_and_pickle(trained, tmp_
     assert all(form.kernel.cpu == V3 for form in cf.forms)
     path = tmp_path / "v3.forge"
     cf.save(path, key=KEY)
-    art = artifacts.read(path, KEY)
+    art = archive.read(path, KEY)
     assert art.meta["cpu"] == V3 and all(entry is None or entry["cpu"] == V3 for entry in art.plan["forms"])
     # Signed: its code runs, mapped, not compiled.
     with CompileSpy() as spy:
@@ -253,7 +254,7 @@ def test_the_cpu_is_recorded_and_kept_through_save_load_and_pickle(trained, tmp_
     # A native model's artifact records no CPU, as before.
     native = sf.compile(booster)
     native.save(tmp_path / "native.forge")
-    assert artifacts.read(tmp_path / "native.forge").meta["cpu"] is None and native.summary()["cpu"] == "native"
+    assert archive.read(tmp_path / "native.forge").meta["cpu"] is None and native.summary()["cpu"] == "native"
     assert sf.compile(booster, cpu="native").cpu is None
 
 
@@ -284,7 +285,7 @@ def test_code_built_for_another_cpu_is_compiled_again(trained, tmp_path, monkeyp
 @x86
 @needs_v3
 def test_a_plan_tuned_on_another_host_falls_back_for_the_recorded_cpu(trained, tmp_path):
-    from silvanforge.tuning import compile_plan
+    from silvanforge.plan.tuning import compile_plan
 
     booster, _, features = trained["xgb_binary"]
     forest = sf.load_model(booster)
@@ -365,7 +366,7 @@ def test_code_for_a_cpu_the_host_lacks_builds_and_saves_but_predict_refuses(trai
             cf.predict(X[:n])
     path = tmp_path / "fleet.forge"
     cf.save(path, key=KEY)
-    assert artifacts.read(path, KEY).meta["cpu"] == cpu
+    assert archive.read(path, KEY).meta["cpu"] == cpu
     back = sf.load_compiled(path, key=KEY)  # its code maps (built for that CPU), and does not run
     assert back.cpu == cpu
     with pytest.raises(PluginError, match="lacks .*avx512f"):
@@ -527,7 +528,7 @@ def test_the_chooser_prices_forms_for_the_cpu_they_run_on():
 
 
 def choose_rep(forest, vectors, rows=16):
-    from silvanforge.pipeline import choose_representation
+    from silvanforge.lowering.program import choose_representation
 
     return choose_representation(forest, "cpu", rows, vectors=vectors)
 

@@ -12,9 +12,11 @@ import numpy as np
 import pytest
 
 import silvanforge as sf
-from silvanforge import ArtifactError, InputError, artifacts, cli, reference
+from silvanforge import ArtifactError, InputError, reference
+from silvanforge.artifact import archive
+from silvanforge import cli
 from silvanforge.ir.hir import Forest, Op
-from silvanforge.lowering import SPLIT_ROWS, leaf_self_loops, node_widths, split_rows, vector_walks
+from silvanforge.lowering.walksetup import SPLIT_ROWS, leaf_self_loops, node_widths, split_rows, vector_walks
 from silvanforge.options import LOWERING_FIELDS, CompileOptions
 from strategies import _tree, rows_for
 
@@ -58,7 +60,7 @@ def test_a_context_manager_is_recorded_and_honoured_on_reload(forest, tmp_path, 
     assert cf.options.vector_walks is True and plain.options.vector_walks is False
     assert cf.show("lir") != plain.show("lir")  # the knob changes the program
     cf.save(tmp_path / "m.forge")
-    assert artifacts.read(tmp_path / "m.forge").meta["vector_walks"] is True
+    assert archive.read(tmp_path / "m.forge").meta["vector_walks"] is True
     back = sf.load_compiled(tmp_path / "m.forge", trust_code=trust)
     assert back.options.lowering() == cf.options.lowering() and back.options.rep == cf.options.rep
     assert back.options.schedule.to_text() == cf.schedule.to_text()
@@ -141,7 +143,7 @@ def test_artifacts_saved_before_the_options_load(forest, tmp_path):
     cf = sf.compile(forest, schedule="interleaved")
     meta, arrays, blob, extra = cf._artifact_parts()
     old = {k: v for k, v in meta.items() if k not in LOWERING_FIELDS}
-    artifacts.write(tmp_path / "old.forge", old, arrays, blob, extra)
+    archive.write(tmp_path / "old.forge", old, arrays, blob, extra)
     with zipfile.ZipFile(tmp_path / "old.forge") as z:
         assert "vector_walks" not in json.loads(z.read("meta.json"))
     back = sf.load_compiled(tmp_path / "old.forge")
@@ -149,10 +151,10 @@ def test_artifacts_saved_before_the_options_load(forest, tmp_path):
     # lowered again with the defaults: the chooser's (None), vector walks as the walks used them
     assert lowering.pop("vector_walks") is False and all(v is None for v in lowering.values())
     assert back.show("lir") == cf.show("lir")
-    artifacts.write(tmp_path / "bad.forge", {**meta, "feature_width": "int64"}, arrays, blob, extra)
+    archive.write(tmp_path / "bad.forge", {**meta, "feature_width": "int64"}, arrays, blob, extra)
     with pytest.raises(ArtifactError, match="feature_width"):
         sf.load_compiled(tmp_path / "bad.forge")
-    artifacts.write(tmp_path / "bad2.forge", {**meta, "vector_walks": 1}, arrays, blob, extra)
+    archive.write(tmp_path / "bad2.forge", {**meta, "vector_walks": 1}, arrays, blob, extra)
     with pytest.raises(ArtifactError, match="vector_walks"):
         sf.load_compiled(tmp_path / "bad2.forge")
 
@@ -177,7 +179,7 @@ def test_representation_options_are_recorded_and_lowered_again_alike(forest, tmp
     expanded = sf.compile(forest, rep="bitvector", options=CompileOptions(rep_options={"mask_tables": False}))
     assert f"expanded={forest.num_trees}" in expanded.show("lir")
     cf.save(tmp_path / "m.forge")
-    assert artifacts.read(tmp_path / "m.forge").meta["rep_options"] == {"expand_nodes": -1, "mask_tables": False}
+    assert archive.read(tmp_path / "m.forge").meta["rep_options"] == {"expand_nodes": -1, "mask_tables": False}
     back = sf.load_compiled(tmp_path / "m.forge")
     assert back.options.rep_options == cf.options.rep_options and back.show("lir") == cf.show("lir")
     assert "expand_nodes=-1" in cf.options.describe() and "mask_tables=False" in cf.options.describe()
@@ -235,7 +237,7 @@ def test_the_plan_bar_is_an_option_recorded_with_the_others(tmp_path):
     assert len(cf.bands) > 1 and cf.options.plan_min_ns == 0.0
     assert "plan_min_ns=0.0" in cf.options.describe() and cf.summary()["plan_min_ns"] == 0.0
     cf.save(tmp_path / "m.forge")
-    assert artifacts.read(tmp_path / "m.forge").meta["plan_min_ns"] == 0.0
+    assert archive.read(tmp_path / "m.forge").meta["plan_min_ns"] == 0.0
     back = sf.load_compiled(tmp_path / "m.forge")
     assert back.options.plan_min_ns == 0.0 and back.bands == cf.bands
     for bad in (-1, True, "200", float("nan")):

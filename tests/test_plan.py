@@ -13,11 +13,12 @@ import pytest
 import xgboost as xgb
 
 import silvanforge as sf
-from silvanforge import cli, reference
+from silvanforge import reference
+from silvanforge import cli
 from silvanforge.options import CompileOptions
-from silvanforge.plan import Band, check_bands, dispatch_table, untuned_bands
+from silvanforge.plan.bands import Band, check_bands, dispatch_table, untuned_bands
 from silvanforge.plugins import registry
-from silvanforge.tuning import compile_plan, estimate_errors
+from silvanforge.plan.tuning import compile_plan, estimate_errors
 from strategies import rows_for
 from test_deploy import CompileSpy
 from test_predict_api import make_forest
@@ -138,7 +139,7 @@ def test_the_tuner_keeps_the_untuned_form_unless_clearly_beaten(booster, monkeyp
     """Timings are faked (the untuned plan's forms 1 ms a call, every other ``challenger`` ms):
     a form 1% faster does not displace the untuned plan's (timing noise is larger), one twice
     as fast does; either way the plan is exact."""
-    from silvanforge import tuning
+    from silvanforge.plan import tuning
 
     untuned = {f.digest for f in sf.compile(booster, threads=1).forms}
     monkeypatch.setattr(tuning, "_per_call", lambda cf, pool, size, threads:
@@ -156,7 +157,7 @@ def test_the_tuner_times_close_forms_again_before_deciding(booster, monkeypatch,
     ``first`` ms the first time at a size (a slow spell of the machine) and 0.5 ms after.  One
     timed within the contest's margin of the fastest is timed again and wins; one timed far
     slower is not, and the untuned plan keeps the size."""
-    from silvanforge import tuning
+    from silvanforge.plan import tuning
 
     untuned = {f.digest for f in sf.compile(booster, threads=1).forms}
     seen = set()
@@ -179,7 +180,7 @@ def test_the_tuner_times_close_forms_again_before_deciding(booster, monkeypatch,
 
 
 def test_contenders_are_the_untuned_form_and_the_close_ones():
-    from silvanforge.tuning import CONTENDERS, Candidate, contenders
+    from silvanforge.plan.tuning import CONTENDERS, Candidate, contenders
 
     def cand(us):
         return Candidate(None, None, seconds={} if us is None else {16: us * 1e-6})

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 import silvanforge as sf
-from silvanforge import cli, hookimpl, plugins
+from silvanforge import hookimpl, plugins
+from silvanforge import cli
 from silvanforge.errors import PluginError
 from support_plugins import target_module
 
@@ -297,10 +298,10 @@ def _own_lowering_target(reads: list):
     public pieces, with a placement that counts the walks' input reads and otherwise keeps the
     generator's code, and runs the result through the cpu target's compile."""
     from silvanforge.ir import lir
-    from silvanforge.lowering import setup_walks, walk_module
+    from silvanforge.lowering.walksetup import setup_walks, walk_module
     from silvanforge.scheduler import canned
     from silvanforge.target import Target
-    from silvanforge.walkgen import WalkGenerator
+    from silvanforge.lowering.walkgen import WalkGenerator
 
     class Counting:
         def __init__(self, setup):

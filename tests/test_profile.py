@@ -11,7 +11,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import silvanforge as sf
-from silvanforge import hir_passes, profiling, reference, tiling
+from silvanforge import reference
+from silvanforge.frontend import hir_passes
+from silvanforge.frontend import profiling
+from silvanforge.frontend import tiling
 from silvanforge.errors import IRVerificationError
 from silvanforge.ir.hir import Aggregation, Tree
 from strategies import forests, rows_for
@@ -373,7 +376,7 @@ def test_a_profile_orders_the_one_row_walk_of_the_plan_and_is_kept(tmp_path, rng
         np.testing.assert_array_equal(back.predict(X[:1]), cf.predict(X[:1]))
         np.testing.assert_array_equal(back.predict(X), cf.predict(X))
     # An order that does not rank the internal nodes is refused, never laid out.
-    from silvanforge.forms import build_form
+    from silvanforge.plan.forms import build_form
     bad = [None if i is None else np.where(i >= 0, 0, i) for i in cf.form_for(1).tile_ids]
     with pytest.raises(IRVerificationError, match="rank"):
         build_form(forest, cf.form_for(1).options, tile_ids=bad)
@@ -382,7 +385,7 @@ def test_a_profile_orders_the_one_row_walk_of_the_plan_and_is_kept(tmp_path, rng
 def test_the_tuner_orders_the_one_row_walk(monkeypatch, tmp_path, rng):
     """The untuned plan's one-row walk (in the training covers' order) is tried laid out in the
     sample's order; timings faked so that the sample's order wins: kept, and exact."""
-    from silvanforge import tuning
+    from silvanforge.plan import tuning
 
     def fake(cf, pool, size, threads):
         form = cf.forms[0]

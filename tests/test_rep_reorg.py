@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 import silvanforge as sf
 from silvanforge import reference
 from silvanforge.ir.hir import Aggregation, Forest, Transform, Tree
-from silvanforge.lowering import build_layout
+from silvanforge.lowering.walksetup import build_layout
 from silvanforge.options import CompileOptions
 from silvanforge.plugins import registry
 from strategies import forests, rows_for

@@ -1,4 +1,4 @@
-"""The run-time settings (silvanforge.config): ``config_context`` applies its values in the block
+"""The run-time settings (silvanforge.runtime.config): ``config_context`` applies its values in the block
 and restores them on exit (also when the block raises), ``set_config`` sets the process-wide ones
 that other threads see, a block stays on its own thread, and bad names or values are refused
 before anything changes."""
@@ -11,7 +11,7 @@ import threading
 import pytest
 
 import silvanforge as sf
-from silvanforge.config import DEFAULT
+from silvanforge.runtime.config import DEFAULT
 from silvanforge.errors import InputError
 
 

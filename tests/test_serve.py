@@ -27,7 +27,7 @@ with warnings.catch_warnings():  # (newer Starlette prefers httpx2 for its TestC
     from starlette.testclient import TestClient  # noqa: E402
 
 import silvanforge as sf  # noqa: E402
-from silvanforge import cli  # noqa: E402
+from silvanforge import cli
 from silvanforge_serve.app import listen, make_app, make_server  # noqa: E402
 from silvanforge_serve.batching import MicroBatcher, QueueFull  # noqa: E402
 

@@ -12,10 +12,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import silvanforge as sf
-from silvanforge import api, reference, runtime
-from silvanforge.hir_passes import pad_trees
+from silvanforge import api, reference
+from silvanforge.runtime import threads
+from silvanforge.frontend.hir_passes import pad_trees
 from silvanforge.ir.hir import Forest, Op, Tree
-from silvanforge.lowering import (SPLIT_ROWS, build_layout, can_split_rows, leaf_self_loops, split_rows,
+from silvanforge.lowering.walksetup import (SPLIT_ROWS, build_layout, can_split_rows, leaf_self_loops, split_rows,
                                   vector_walks, walks_exit_early, want_leaf_self_loops)
 from strategies import _tree, forests, rows_for
 
@@ -188,7 +189,7 @@ def test_artifact_code_is_reused_only_for_the_same_program(tmp_path):
     """Machine code saved from a different lowering of the same model (here: without split rows,
     in an artifact whose options do not say so, as one saved by a version that lowered it so)
     is rebuilt on load, never run against the new program's buffers."""
-    from silvanforge import artifacts
+    from silvanforge.artifact import archive
 
     rng = np.random.default_rng(5)
     trees = [_tree(rng, 6, (0,), 4, [int(Op.LT)], categorical=False, zero_missing=False) for _ in range(5)]
@@ -198,7 +199,7 @@ def test_artifact_code_is_reused_only_for_the_same_program(tmp_path):
         old = sf.compile(forest, rep="sparse")
     assert not uses_split_rows(old) and old.options.split_rows is False
     meta, arrays, blob, extra = old._artifact_parts()
-    artifacts.write(tmp_path / "old.forge", {**meta, "split_rows": None}, arrays, blob, extra)
+    archive.write(tmp_path / "old.forge", {**meta, "split_rows": None}, arrays, blob, extra)
     loaded = sf.load_compiled(tmp_path / "old.forge")  # lowered anew: split rows, a new digest
     assert uses_split_rows(loaded)
     np.testing.assert_array_equal(loaded.predict(X, output_margin=True),
@@ -401,7 +402,7 @@ def test_native_workers_split_batches_by_walk_steps(monkeypatch):
 
 # ----------------------------------------------------------------------------- rows split per chunk
 def test_rows_split_per_chunk_only_where_every_walk_is_cached():
-    from silvanforge.lowering import rows_split_per_chunk
+    from silvanforge.lowering.walksetup import rows_split_per_chunk
     from silvanforge.scheduler import lower_to_mir, parse_schedule
 
     rng = np.random.default_rng(6)

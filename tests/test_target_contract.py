@@ -1,4 +1,4 @@
-"""The target contract (silvanforge.target, silvanforge.kernel): a third-party target written as
+"""The target contract (silvanforge.target, silvanforge.runtime.kernel): a third-party target written as
 a class compiles and predicts through the Kernel protocol alone, the shipped targets' kernels
 implement the protocol, and classes or kernels that break the contract are named."""
 
@@ -11,7 +11,7 @@ import silvanforge as sf
 from silvanforge import reference, testing
 from silvanforge.errors import PluginError
 from silvanforge.ir import lir
-from silvanforge.kernel import Kernel, PhaseKernel
+from silvanforge.runtime.kernel import Kernel, PhaseKernel
 from silvanforge.plugins import registry
 from silvanforge.target import Target
 from strategies import rows_for
@@ -117,7 +117,7 @@ def test_a_kernel_that_breaks_the_protocol_is_named(installed):
             return object()
 
     installed(Careless)
-    with pytest.raises(PluginError, match=r"target 'careless' returned object, not a silvanforge.kernel.Kernel "
+    with pytest.raises(PluginError, match=r"target 'careless' returned object, not a silvanforge.runtime.kernel.Kernel "
                                           r"\(it lacks module, input_dtype, output_dtype, margins"):
         sf.compile(make_forest(seed=3), target="careless")
 

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import silvanforge as sf
-from silvanforge import userkey
+from silvanforge.artifact import userkey
 from test_cli import forge, wide_console  # noqa: F401  (an autouse fixture)
 from test_predict_api import make_forest
 

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 import silvanforge as sf
 from silvanforge import reference
 from silvanforge.ir import lir
-from silvanforge.lowering import vector_walks
+from silvanforge.lowering.walksetup import vector_walks
 from strategies import forests, rows_for
 
 REPS = ["sparse", "array", "reorg"]

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 import silvanforge as sf
 from silvanforge import reference
-from silvanforge.lowering import node_widths
+from silvanforge.lowering.walksetup import node_widths
 from strategies import forests, rows_for
 from support_common import assert_close
 
@@ -121,8 +121,8 @@ def test_row_chunks_follow_row_width():
 
 
 def test_padding_choice_follows_size():
-    from silvanforge.pipeline import PAD_SMALL_BYTES, choose_padding
-    from silvanforge.hir_passes import padded_nodes
+    from silvanforge.lowering.program import PAD_SMALL_BYTES, choose_padding
+    from silvanforge.frontend.hir_passes import padded_nodes
     from test_predict_api import make_forest
 
     f = make_forest()

@@ -33,8 +33,8 @@ from typing import Iterable
 
 import numpy as np
 
-from ..errors import IRVerificationError
-from ..memo import memoised
+from silvanforge.errors import IRVerificationError
+from silvanforge.plan.memo import memoised
 
 # LightGBM's kZeroThreshold, the float literal 1e-35f widened to double: values with
 # |x| <= ZERO_THRESHOLD count as zero.
@@ -92,7 +92,7 @@ class Aggregation(enum.Enum):
 
 @dataclasses.dataclass(frozen=True)
 class Transform:
-    """The output transform applied to margins.  ``name`` is a key of :mod:`silvanforge.transforms`."""
+    """The output transform applied to margins.  ``name`` is a key of :mod:`silvanforge.runtime.transforms`."""
 
     name: str = "identity"
     params: tuple[tuple[str, float], ...] = ()
@@ -178,14 +178,14 @@ class Tree:
     categories: dict[int, np.ndarray] = dataclasses.field(default_factory=dict)
     # A tiling chosen for this tree by a HIR pass (the Treebeard paper draft, section 'Tiled Trees':
     # a tiling transformation gives every node a tile id): the tile of each internal node, -1 on
-    # leaves; None tiles uniformly (:mod:`silvanforge.tiling`).  Only how walks step, never
+    # leaves; None tiles uniformly (:mod:`silvanforge.frontend.tiling`).  Only how walks step, never
     # predictions: not fingerprinted.
     tile_id: np.ndarray | None = None
     # Linear models at the leaves (LightGBM linear trees), or None: leaves are their values.
     linear: LinearLeaves | None = None
     # How much of the training data reached each node, as the model file records it (XGBoost's
     # hessian sums, LightGBM's and scikit-learn's row counts), or None: the untuned plan lays out
-    # one-row walks hot child first by it (silvanforge.tiling.hot_first_order).  Only where
+    # one-row walks hot child first by it (silvanforge.frontend.tiling.hot_first_order).  Only where
     # nodes sit, never predictions: not fingerprinted.
     cover: np.ndarray | None = None
 
@@ -198,7 +198,7 @@ class Tree:
 
     def node_depths(self) -> np.ndarray:
         """Depth of every node (root 0), level by level with NumPy (trees may be large); read
-        only, computed once a tree within a compile (:mod:`silvanforge.memo`)."""
+        only, computed once a tree within a compile (:mod:`silvanforge.plan.memo`)."""
         return memoised(self, "node_depths", self._node_depths)
 
     def _node_depths(self) -> np.ndarray:
@@ -296,7 +296,7 @@ class Forest:
     # Category labels of features trained from categorical columns (pandas ``category``, as
     # LightGBM's ``pandas_categorical`` or XGBoost's stored categories record them): feature
     # index -> labels in code order (label ``i`` is category ``i``).  ``predict`` maps a frame's
-    # categorical column through them (silvanforge.inputs); an unseen label is a missing value.
+    # categorical column through them (silvanforge.inputs.rows); an unseen label is a missing value.
     # Labels are str, int, float or bool (JSON-representable, saved in artifacts).
     feature_categories: dict[int, list] | None = None
     # What a label outside ``feature_categories`` is: a missing value (LightGBM, scikit-learn)
@@ -304,7 +304,7 @@ class Forest:
     unseen_category_error: bool = False
     # Categorical features known by hash (CatBoost): feature index -> the 32-bit hashes of the
     # categories the model tests, in code order (hash ``i`` is category ``i``).  ``predict``
-    # hashes each value of these columns as CatBoost does (silvanforge.category_hash: strings,
+    # hashes each value of these columns as CatBoost does (silvanforge.inputs.category_hash: strings,
     # integers, pandas categories) and reads the code, NaN for a hash not listed.
     hashed_categories: dict[int, list[int]] | None = None
     # Columns computed from the input (CatBoost's CTRs over combinations of features): column
@@ -313,7 +313,7 @@ class Forest:
     # category hash, ``["float", column, border, nan_true]`` whether ``x > border`` in float32
     # (NaN: ``nan_true``), ``["onehot", column, hash]`` whether the category hash is ``hash``)
     # and ``keys`` (the known 64-bit keys in code order); a key not listed is NaN.  Rows given
-    # to ``predict`` have ``input_features`` columns (silvanforge.category_hash).
+    # to ``predict`` have ``input_features`` columns (silvanforge.inputs.category_hash).
     hashed_combinations: list[dict] | None = None
     # Rows may have more columns than ``num_features``; the extra ones are never read (ONNX
     # models whose input width is dynamic: onnxruntime takes any row at least that wide).

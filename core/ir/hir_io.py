@@ -6,7 +6,7 @@ import json
 
 import numpy as np
 
-from .hir import Aggregation, CategoryRule, Forest, LinearLeaves, Transform, Tree
+from silvanforge.ir.hir import Aggregation, CategoryRule, Forest, LinearLeaves, Transform, Tree
 
 _NODE_FIELDS = ("left", "right", "feature", "threshold", "op", "default_left", "zero_missing")
 

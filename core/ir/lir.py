@@ -26,15 +26,15 @@ the :class:`Builder`), :mod:`~silvanforge.ir.lir_exprs` (:func:`widen`, :func:`c
 
 from __future__ import annotations
 
-from .lir_exprs import broadcast, constant_value, fold_index, vector_of, widen
-from .lir_nodes import (BIN_OPS, CMP_OPS, COL_STRIDE, FLOAT_TYPES, GPU_DIMS, INT_TYPES, ITER_BEGIN, ITER_END,
+from silvanforge.ir.lir_exprs import broadcast, constant_value, fold_index, vector_of, widen
+from silvanforge.ir.lir_nodes import (BIN_OPS, CMP_OPS, COL_STRIDE, FLOAT_TYPES, GPU_DIMS, INT_TYPES, ITER_BEGIN, ITER_END,
                         LIR_TO_NUMPY, NUMPY_TO_LIR, NUM_ROWS, ROW_BEGIN, ROW_END, ROW_STRIDE, SCALAR_PARAMS,
                         TYPES, Assign, AtomicAdd, Barrier, Bin, Buffer, Builder, Cast, Clz, Cmp, Const, Expr,
                         Extract, For, Function, Gather, GpuIndex, If, IsNan, Launch, Load, Lookup, Module, PackBits,
                         Prefetch, Select, Stmt, Store, Var, Vector, While, element_type, is_type, lanes_of,
                         lir_type, vector_type)
-from .lir_print import format_module
-from .lir_verify import verify
+from silvanforge.ir.lir_print import format_module
+from silvanforge.ir.lir_verify import verify
 
 __all__ = ["INT_TYPES", "FLOAT_TYPES", "TYPES", "NUMPY_TO_LIR", "LIR_TO_NUMPY", "lir_type", "vector_type",
            "element_type", "lanes_of", "is_type", "Const", "Var", "Load", "Bin", "Cmp", "Select", "Cast",

@@ -5,7 +5,7 @@ whose inputs are known while compiling, for walks of compile-time trees), :func:
 
 from __future__ import annotations
 
-from .lir_nodes import (FLOAT_TYPES, Bin, Cast, Cmp, Const, Expr, Gather, IsNan, Load, Select, Var, Vector,
+from silvanforge.ir.lir_nodes import (FLOAT_TYPES, Bin, Cast, Cmp, Const, Expr, Gather, IsNan, Load, Select, Var, Vector,
                         element_type, lanes_of, vector_type)
 
 

@@ -10,7 +10,7 @@ import json
 
 import numpy as np
 
-from .lir import LIR_TO_NUMPY, Buffer, Function, Module
+from silvanforge.ir.lir import LIR_TO_NUMPY, Buffer, Function, Module
 
 _BUFFER_FIELDS = ("name", "type", "kind", "per_row", "fill", "pad_rows", "size")
 

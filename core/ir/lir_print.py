@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from .lir_nodes import (SCALAR_PARAMS, Assign, AtomicAdd, Barrier, For, If, Module, Prefetch, Store, While)
+from silvanforge.ir.lir_nodes import (SCALAR_PARAMS, Assign, AtomicAdd, Barrier, For, If, Module, Prefetch, Store, While)
 
 
 def format_module(module: Module) -> str:

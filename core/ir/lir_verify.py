@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from ..errors import IRVerificationError
-from .lir_nodes import (BIN_OPS, CMP_OPS, FLOAT_TYPES, GPU_DIMS, INT_TYPES, SCALAR_PARAMS, Assign, AtomicAdd,
+from silvanforge.errors import IRVerificationError
+from silvanforge.ir.lir_nodes import (BIN_OPS, CMP_OPS, FLOAT_TYPES, GPU_DIMS, INT_TYPES, SCALAR_PARAMS, Assign, AtomicAdd,
                         Barrier, Bin, Cast, Clz, Cmp, Const, Extract, For, Gather, GpuIndex, If, IsNan, Load, Lookup,
                         Module, PackBits, Prefetch, Select, Store, Var, Vector, While, element_type, is_type,
                         lanes_of, vector_type)

@@ -22,8 +22,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from ..errors import IRVerificationError
-from ..reduction.ops import PrivateBuffer, Reduce, ReduceDimension  # noqa: F401  (part of MIR)
+from silvanforge.errors import IRVerificationError
+from silvanforge.reduction.ops import PrivateBuffer, Reduce, ReduceDimension  # noqa: F401  (part of MIR)
 
 IndexExpr = object  # int | str | tuple
 

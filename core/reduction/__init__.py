@@ -6,6 +6,6 @@ The operations are :mod:`.ops` (MIR holds them, so the IR imports this package);
 legalisation, which rewrites MIR, is :mod:`.legalize` and is imported from there, not from here:
 that keeps the IR's import of the operations free of a circle back into the IR."""
 
-from .ops import PrivateBuffer, Reduce, ReduceDimension
+from silvanforge.reduction.ops import PrivateBuffer, Reduce, ReduceDimension
 
 __all__ = ["PrivateBuffer", "Reduce", "ReduceDimension"]

@@ -21,9 +21,9 @@ from __future__ import annotations
 
 import dataclasses
 
-from ..errors import ScheduleError
-from ..ir import mir
-from ..ir.hir import Aggregation
+from silvanforge.errors import ScheduleError
+from silvanforge.ir import mir
+from silvanforge.ir.hir import Aggregation
 
 
 def identity(aggregation: Aggregation, ordered: bool = False) -> float:

@@ -4,7 +4,7 @@ into a privatised buffer, by a plain or atomic add, or the aggregation's min/max
 ``reduce_dimension[_inplace]`` (the slices of a privatised buffer folded into the margins, or
 into its first slice); the MIR operations are :mod:`.ops`, their legalisation :mod:`.legalize`.
 
-:class:`ReductionLowering` is a mixin of :class:`silvanforge.walkgen.WalkGenerator`, which owns
+:class:`ReductionLowering` is a mixin of :class:`silvanforge.lowering.walkgen.WalkGenerator`, which owns
 the state it reads: ``b`` (the builder), ``c``, ``expr``, ``forest``, ``layout``, ``reps`` (the
 representation's instance), ``acc_t``, ``K`` (outputs), ``private`` (privatised buffer -> slice
 extents) and ``placement`` (whose ``slot_index`` and ``fold_rows`` it calls, so a GPU placement
@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import linear_leaves
-from ..ir import lir, mir
-from ..ir.hir import Aggregation
-from ..ir.lir import Assign, Bin, Builder, Cast, Cmp, For, If, IsNan, Select, Store, Var, fold_index
-from .legalize import identity
+from silvanforge.lowering import linear_leaves
+from silvanforge.ir import lir, mir
+from silvanforge.ir.hir import Aggregation
+from silvanforge.ir.lir import Assign, Bin, Builder, Cast, Cmp, For, If, IsNan, Select, Store, Var, fold_index
+from silvanforge.reduction.legalize import identity
 
 # Outputs whose ordered folds (orderedReduce) keep a running sum each in registers.
 ORDERED_FOLD_OUTPUTS = 16

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import math
 
-from ..hir_passes import tree_groups
-from ..ir import hir
-from .schedule import Schedule
+from silvanforge.frontend.hir_passes import tree_groups
+from silvanforge.ir import hir
+from silvanforge.scheduler.schedule import Schedule
 
 # Rows per tile in XGBoost's CPU predictor (the SilvanForge paper draft, section 'The XBoost
 # Schedule': 64 in the version it describes).
@@ -54,7 +54,7 @@ def peel_groups(forest: hir.Forest, batch_size: int | None = None, groups=None,
     """``base`` (default: ``interleaved``, or ``default`` for batches under 16 rows) with the tree
     loop split at group boundaries and each group's walks peeled to its shallowest leaf (the
     probability-based tiling draft: walks of trees with equal peel depth share specialised code).
-    ``groups`` (:class:`silvanforge.hir_passes.TreeGroup`) default to the runs of trees with equal
+    ``groups`` (:class:`silvanforge.frontend.hir_passes.TreeGroup`) default to the runs of trees with equal
     peel depth in the forest's order: reorder the trees first (``compile(reorder=...)``) for few,
     large groups."""
     groups = tree_groups(forest, "peel") if groups is None else groups

@@ -22,10 +22,10 @@ from __future__ import annotations
 import copy
 import dataclasses
 
-from ..errors import ScheduleError
-from ..hir_passes import leaf_depth_range
-from ..ir import hir
-from .schedule import Directive, Schedule
+from silvanforge.errors import ScheduleError
+from silvanforge.frontend.hir_passes import leaf_depth_range
+from silvanforge.ir import hir
+from silvanforge.scheduler.schedule import Directive, Schedule
 
 # Loops whose trip count we unroll or interleave must be small and known when compiling.
 MAX_STATIC_TRIP = 256

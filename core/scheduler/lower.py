@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from ..ir import hir, mir
-from ..reduction.legalize import legalize
-from .looptree import IndexVar, LoopNode, build_loop_tree
-from .schedule import Schedule
+from silvanforge.ir import hir, mir
+from silvanforge.reduction.legalize import legalize
+from silvanforge.scheduler.looptree import IndexVar, LoopNode, build_loop_tree
+from silvanforge.scheduler.schedule import Schedule
 
 
 def _range(idx: IndexVar, bound: list[IndexVar], num_trees: int):

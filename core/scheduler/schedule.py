@@ -29,7 +29,7 @@ from __future__ import annotations
 import dataclasses
 import re
 
-from ..errors import ScheduleError
+from silvanforge.errors import ScheduleError
 
 GPU_DIMENSIONS = tuple(f"{level}.{axis}" for level in ("grid", "block") for axis in "xyz")
 

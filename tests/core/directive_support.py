@@ -41,7 +41,7 @@ def to_lir(schedule_text: str) -> lir.Module:
     walks with leaf checks and rows read as given, so each directive's own effect is what shows
     (the lowering's other choices, vector walks and self-looping leaves, would hide it)."""
     from silvanforge.plugins import registry
-    from silvanforge.walkgen import lower_to_lir
+    from silvanforge.lowering.walkgen import lower_to_lir
 
     options = CompileOptions(vector_walks=False, leaf_self_loops=False, split_rows=False)
     module = lower_to_lir(forest(), to_mir(schedule_text), "linked", registry().hook, options=options)

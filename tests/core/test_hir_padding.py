@@ -7,7 +7,7 @@ import numpy as np
 from hypothesis import given, settings
 
 from silvanforge import reference
-from silvanforge.hir_passes import leaf_depth_range, pad_trees, padded_nodes
+from silvanforge.frontend.hir_passes import leaf_depth_range, pad_trees, padded_nodes
 from silvanforge.ir import hir
 from strategies import forests, rows_for
 

@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from silvanforge.ir import lir, lir_io, mir
-from silvanforge.walkgen import lower_to_lir
+from silvanforge.lowering.walkgen import lower_to_lir
 from silvanforge.plugins import registry
 from silvanforge.scheduler import CANNED, GPU_CANNED, canned, lower_to_mir
 from strategies import forests

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 import silvanforge as sf
 from silvanforge.ir.hir import Op
-from silvanforge.lowering import float32_thresholds, smallest_int
+from silvanforge.lowering.walksetup import float32_thresholds, smallest_int
 
 f64 = st.floats(allow_nan=False, width=64)
 f32 = st.floats(allow_nan=True, width=32)

@@ -8,7 +8,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import silvanforge as sf
-from silvanforge import hir_passes, reference
+from silvanforge import reference
+from silvanforge.frontend import hir_passes
 from strategies import forests, rows_for
 
 

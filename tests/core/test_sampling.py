@@ -1,4 +1,4 @@
-"""Rows drawn around a forest's thresholds (silvanforge.sampling): both sides of every split, and
+"""Rows drawn around a forest's thresholds (silvanforge.frontend.sampling): both sides of every split, and
 finite in the dtype the model compares in even where thresholds sit at its largest values."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from silvanforge.ir.hir import Forest, Tree
-from silvanforge.sampling import random_rows
+from silvanforge.frontend.sampling import random_rows
 
 
 def _stump(threshold: float, dtype: str) -> Forest:

@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import silvanforge as sf
-from silvanforge import tiling
+from silvanforge.frontend import tiling
 from silvanforge.errors import IRVerificationError
 from silvanforge.ir.hir import Tree
 from strategies import forests, seeded_forest, stump_forest
@@ -171,7 +171,7 @@ def test_uniform_tile_ids_rebuild_the_uniform_tiling():
         with pytest.raises(IRVerificationError, match=f"tree {deep}|tiling verification"):
             tiling.tile_forest(annotated, n)
     # A padded tree is a new tree: the ids do not follow it.
-    from silvanforge.hir_passes import pad_trees
+    from silvanforge.frontend.hir_passes import pad_trees
 
     assert all(t.tile_id is None for t in pad_trees(annotated).trees)
 

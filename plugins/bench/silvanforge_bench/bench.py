@@ -43,7 +43,7 @@ from .bench_peers import (
 )
 from .bench_peers._timing import pool_rows, rotation
 from silvanforge.errors import InputError
-from silvanforge.sampling import random_rows  # noqa: F401 - benchmark scripts import it from here
+from silvanforge.frontend.sampling import random_rows  # noqa: F401 - benchmark scripts import it from here
 
 # The report (its records, the machine, the table, markdown) is report.py's; importable from here
 # as before.
@@ -164,7 +164,7 @@ def parse_threads(text: str | None) -> list[int] | None:
     """``"1,2"`` -> [1, 2] (in the order given); ``"all"`` is every usable CPU; None stays None."""
     if text is None:
         return None
-    from silvanforge.runtime import default_threads
+    from silvanforge.runtime.threads import default_threads
 
     counts: list[int] = []
     for part in str(text).split(","):
@@ -184,7 +184,7 @@ def parse_threads(text: str | None) -> list[int] | None:
 
 
 def _thread_counts(threads) -> list[int]:
-    from silvanforge.runtime import default_threads
+    from silvanforge.runtime.threads import default_threads
 
     if threads is None:
         return [default_threads()]
@@ -218,7 +218,7 @@ def run_bench(model, batch_sizes=DEFAULT_BATCH_SIZES, threads: int | Sequence[in
     :data:`PEERS`); ``None`` runs all.  ``lleaves_venv`` is an environment for lleaves (built there
     when missing; see :mod:`silvanforge.bench_peers.lleaves_peer`).  ``cache_dir`` keeps built
     peer libraries (default :func:`bench_peers.cache_root`).  ``tile_size`` compiles ours with
-    tiled walks (:mod:`silvanforge.tiling`); ``profile``, ``reorder`` and ``pad`` are passed to
+    tiled walks (:mod:`silvanforge.frontend.tiling`); ``profile``, ``reorder`` and ``pad`` are passed to
     :func:`silvanforge.compile`.  ``compile_batch``: the batch size ours is compiled for:
     ``"each"`` (a compile per batch size whose default schedule differs), ``"none"`` (one compile
     without a batch size, as a service compiled once for any request), or a number.
@@ -227,9 +227,9 @@ def run_bench(model, batch_sizes=DEFAULT_BATCH_SIZES, threads: int | Sequence[in
     that CPU gives up (or gains) on this machine.
     """
     from silvanforge import api
-    from silvanforge.loading import load_model
+    from silvanforge.frontend.loading import load_model
     from silvanforge.plugins import registry
-    from silvanforge.runtime import default_threads
+    from silvanforge.runtime.threads import default_threads
     from silvanforge.scheduler import Schedule, parse_schedule
 
     batch_sizes = sorted({int(b) for b in batch_sizes})

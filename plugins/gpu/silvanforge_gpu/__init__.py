@@ -10,7 +10,7 @@ A library the GPU target plugins depend on; it registers no target itself, and a
 - :mod:`silvanforge_gpu.target`: :class:`~silvanforge_gpu.target.GpuTarget`, the base of the GPU
   targets (kind ``gpu``, the template as default schedule, :func:`lower_gpu`, the C as source);
 - :mod:`silvanforge_gpu.runtime`: :class:`~silvanforge_gpu.runtime.GpuKernel`, what every GPU
-  kernel (a :class:`silvanforge.kernel.Kernel`) does around its launches (device buffers,
+  kernel (a :class:`silvanforge.runtime.kernel.Kernel`) does around its launches (device buffers,
   copies, the kernels of a module in order); a target subclasses it with its API's spelling;
 - :mod:`silvanforge_gpu.template`: the GPU template schedule (the SilvanForge paper draft,
   section 'Exploring the Schedule Space'), the targets' default and the named schedule

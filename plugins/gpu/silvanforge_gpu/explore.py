@@ -56,9 +56,9 @@ def explore(model, target: str, batch_size: int, reps: tuple[str, ...] | None = 
     ``time.perf_counter()`` past which no further candidate is started (one always is)."""
     from silvanforge import api
     from silvanforge.ir import hir
-    from silvanforge.loading import load_model
+    from silvanforge.frontend.loading import load_model
     from silvanforge.plugins import registry
-    from silvanforge.sampling import random_rows
+    from silvanforge.frontend.sampling import random_rows
 
     forest = model if isinstance(model, hir.Forest) else load_model(model)
     X = random_rows(forest, batch_size) if X is None else X

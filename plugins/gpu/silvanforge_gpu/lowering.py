@@ -2,7 +2,7 @@
 GPU' and 'Caching Implementation'): one kernel per phase.
 
 The cuda and amd targets lower through :func:`lower_gpu` (their ``lower``,
-:class:`silvanforge_gpu.target.GpuTarget`).  It is the core's walk generator (:class:`silvanforge.walkgen.WalkGenerator`) with a
+:class:`silvanforge_gpu.target.GpuTarget`).  It is the core's walk generator (:class:`silvanforge.lowering.walkgen.WalkGenerator`) with a
 placement of its own, :class:`GpuCodegen`: the walks, split decisions and reductions are the
 core's, and where the generator lowers a loop, a cache, a fold, reads an input value or indexes a
 partial-sum slot, this module's placement decides what runs on which GPU thread.
@@ -46,8 +46,8 @@ import numpy as np
 from silvanforge.errors import ScheduleError
 from silvanforge.ir import hir, lir, mir
 from silvanforge.ir.lir import Assign, Barrier, Bin, Builder, Cast, Cmp, For, GpuIndex, If, Select, Store, Var
-from silvanforge.lowering import WalkSetup, setup_walks, walk_module
-from silvanforge.walkgen import WalkGenerator
+from silvanforge.lowering.walksetup import WalkSetup, setup_walks, walk_module
+from silvanforge.lowering.walkgen import WalkGenerator
 
 # Static shared memory every CUDA GPU since Fermi gives one block (and OpenCL GPUs at least
 # 32 KiB; AMD's give 64 KiB).  Caches and shared reductions that need more fall back.
@@ -172,7 +172,7 @@ class GpuCodegen:
     """The placement of the core's walk generator on GPU threads: loops mapped to grid and block
     dimensions, shared memory, barriers and folds across threads (the generator calls its
     ``lower``, ``lower_body``, ``row_value``, ``slot_index`` and ``fold_rows``; see
-    :class:`silvanforge.walkgen.WalkGenerator`)."""
+    :class:`silvanforge.lowering.walkgen.WalkGenerator`)."""
 
     def __init__(self, setup: WalkSetup):
         if setup.layout.tiles is not None:

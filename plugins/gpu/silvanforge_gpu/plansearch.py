@@ -11,7 +11,7 @@ timed again with ``sharedReduce``; a candidate the device cannot take (more thre
 than it allows) is recorded with the reason and passed over.  Band edges lie halfway between sizes, as the CPU search
 places them; neighbouring sizes won by the same schedule share one band and one form.
 
-The record has the CPU search's shape (:func:`silvanforge.tuning.record_header`, candidates
+The record has the CPU search's shape (:func:`silvanforge.plan.tuning.record_header`, candidates
 with ``us_per_call`` by rows, winners), plus each candidate's ``schedule`` and ``rep``, so
 ``forge show --tuning`` prints it and a load on another GPU (another
 :meth:`~silvanforge.target.Target.host_key`) warns and uses the untuned plan.
@@ -34,8 +34,8 @@ REPEAT = 3
 
 def tune_plan(target: str, forest, rows, sizes, budget_s: float, progress) -> tuple[list, dict]:
     """``(bands, record)`` of :meth:`silvanforge.target.Target.tune` for GPU target ``target``."""
-    from silvanforge.sampling import random_rows
-    from silvanforge.tuning import record_header
+    from silvanforge.frontend.sampling import random_rows
+    from silvanforge.plan.tuning import record_header
 
     from . import explore as explore_module
     from .template import gpu_template

@@ -3,10 +3,10 @@ one copy of the rows in and the margins out per call, scratch filled per call, t
 a module launched in order over the grid their :class:`silvanforge.ir.lir.Launch` gives.
 
 A target subclasses :class:`GpuKernel` with its API's spelling of six operations (upload,
-allocate, fill, launch, download, synchronise).  It is a :class:`silvanforge.kernel.Kernel`:
+allocate, fill, launch, download, synchronise).  It is a :class:`silvanforge.runtime.kernel.Kernel`:
 ``predict`` hands its ``margins`` the whole batch; it has no lean path for small requests, and
 no artifact unless the subclass has one (CUDA's PTX).  A target whose API reads device pointers
-(CUDA) also implements :class:`silvanforge.kernel.DeviceKernel` through :meth:`GpuKernel._run`,
+(CUDA) also implements :class:`silvanforge.runtime.kernel.DeviceKernel` through :meth:`GpuKernel._run`,
 the launches without the copies: rows already on the device are read where they are.
 """
 
@@ -19,7 +19,7 @@ import time
 import numpy as np
 
 from silvanforge.ir import lir
-from silvanforge.kernel import BaseKernel
+from silvanforge.runtime.kernel import BaseKernel
 
 from .c_dialect import kernel_arguments
 

@@ -41,7 +41,7 @@ class ArrayLayout(FieldArrays):
 
     walk_cost_factor = WALK_COST_FACTOR
     # leaf_value returns layout.leaf_values entries as laid out (inline or from the leaves
-    # array), so the core evaluates linear leaves after its walks (silvanforge.linear_leaves).
+    # array), so the core evaluates linear leaves after its walks (silvanforge.lowering.linear_leaves).
     linear_leaves = True
 
     def buffers(self, forest, layout):

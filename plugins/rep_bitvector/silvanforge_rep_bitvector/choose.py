@@ -11,8 +11,8 @@ import numpy as np
 
 from silvanforge.errors import InputError
 from silvanforge.ir import hir
-from silvanforge.memo import memoised
-from silvanforge.walkcost import walk_estimate_ns
+from silvanforge.plan.memo import memoised
+from silvanforge.lowering.walkcost import walk_estimate_ns
 
 from . import masktables
 from .options import DEFAULT, BitvectorOptions
@@ -52,7 +52,7 @@ WIDE_COLUMN_BYTES = 256 * 1024
 WIDE_FLOAT32_NODES = 3000
 # Cost model, ns a row on the AMD Zen 4 these were measured on (plugins/rep_bitvector/README.md,
 # "Bitvector evaluation"): nodes and trees of each form, and the copy of each used feature into
-# the block's columns, against the walks' estimate (:mod:`silvanforge.walkcost`).  Bitvectors are chosen when
+# the block's columns, against the walks' estimate (:mod:`silvanforge.lowering.walkcost`).  Bitvectors are chosen when
 # estimated at least MARGIN times faster than the walks: their cost is offered as MARGIN times
 # the estimate (:func:`cost_ns`).
 EXPANDED_NODE_NS, EXPANDED_TREE_NS = 0.047, 0.2

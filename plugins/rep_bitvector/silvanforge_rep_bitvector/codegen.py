@@ -14,8 +14,8 @@ from silvanforge.ir import hir, lir
 from silvanforge.ir.hir import Aggregation, CategoryRule
 from silvanforge.ir.lir import (Assign, Bin, Buffer, Builder, Cast, Clz, Cmp, Extract, For, Gather, If,
                                Load, Select, Store, Var, Vector)
-from silvanforge.lowering import thread_info
-from silvanforge.walkcost import WALK_STEP_NS
+from silvanforge.lowering.walksetup import thread_info
+from silvanforge.lowering.walkcost import WALK_STEP_NS
 
 # The chooser's functions are looked up on their module when lowering: tests force a form by
 # replacing them there.

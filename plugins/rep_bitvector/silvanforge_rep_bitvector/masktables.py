@@ -41,9 +41,9 @@ from silvanforge.ir import hir, lir
 from silvanforge.ir.hir import Op
 from silvanforge.ir.lir import (Assign, Bin, Buffer, Builder, Cast, Clz, Cmp, For, IsNan, Load, PackBits, Prefetch,
                                Select, Store)
-from silvanforge.lowering import thread_info
-from silvanforge.memo import memoised
-from silvanforge.walkcost import WALK_STEP_NS
+from silvanforge.lowering.walksetup import thread_info
+from silvanforge.plan.memo import memoised
+from silvanforge.lowering.walkcost import WALK_STEP_NS
 
 from .leafbits import MAX_WORDS, WORD, all_left_masks, leaf_spans
 from .options import DEFAULT

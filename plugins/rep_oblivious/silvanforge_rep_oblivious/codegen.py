@@ -24,8 +24,8 @@ from silvanforge.ir import hir, lir
 from silvanforge.ir.hir import ZERO_THRESHOLD
 from silvanforge.ir.lir import (Assign, Bin, Buffer, Builder, Cast, Cmp, Extract, For, Gather, If, IsNan,
                                Load, Select, Store, Var, Vector)
-from silvanforge.lowering import thread_info
-from silvanforge.walkcost import WALK_STEP_NS
+from silvanforge.lowering.walksetup import thread_info
+from silvanforge.lowering.walkcost import WALK_STEP_NS
 
 from . import cost
 from .options import DEFAULT, ObliviousOptions

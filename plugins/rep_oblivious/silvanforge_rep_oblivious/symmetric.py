@@ -25,7 +25,7 @@ import numpy as np
 
 from silvanforge.ir import hir
 from silvanforge.ir.hir import Aggregation, Op
-from silvanforge.memo import memoised
+from silvanforge.plan.memo import memoised
 
 
 @dataclasses.dataclass(frozen=True)

@@ -68,7 +68,7 @@ class ReorgLayout(FieldArrays):
 
     walk_cost_factor = WALK_COST_FACTOR
     # leaf_value returns layout.leaf_values entries as laid out (inline or from the leaves
-    # array), so the core evaluates linear leaves after its walks (silvanforge.linear_leaves).
+    # array), so the core evaluates linear leaves after its walks (silvanforge.lowering.linear_leaves).
     linear_leaves = True
     # A row's walks computing children from the slot gain little from walking trees together
     # (1-row calls, 4 / 8 trees interleaved: taxi 100x31 0.92x / 0.84x, flight 100x31 1.0x / 0.91x;

@@ -74,7 +74,7 @@ def _buffers(layout) -> RepBuffers:
     # Each node's slot (by the joined numbering); both children of a node get adjacent slots.
     slot_of = np.empty(len(left), np.int64)
     # A tree whose nodes a profile ordered (``Tree.tile_id`` at a tile size of one: ranks,
-    # silvanforge.tiling.hot_first_order) puts the children of its node of rank k at pair k, so
+    # silvanforge.frontend.tiling.hot_first_order) puts the children of its node of rank k at pair k, so
     # the more visited child's children follow their parent's.
     ranked = [t for t, tree in enumerate(layout.forest.trees) if tree.tile_id is not None]
     for t in ranked:
@@ -207,7 +207,7 @@ class SparseLayout(Representation):
 
     walk_cost_factor = WALK_COST_FACTOR
     # leaf_value returns layout.leaf_values entries as laid out (inline or from the leaves
-    # array), so the core evaluates linear leaves after its walks (silvanforge.linear_leaves).
+    # array), so the core evaluates linear leaves after its walks (silvanforge.lowering.linear_leaves).
     linear_leaves = True
 
     def buffers(self, forest, layout):

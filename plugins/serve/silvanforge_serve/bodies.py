@@ -7,7 +7,7 @@ A body is one JSON object in one of these shapes (``"output_margin": true`` may 
     {"columns": {"f0": [1.5, 2.0], "colour": ["red", "blue"], ...}}   one list a feature
     {"data": [[1.5, 0.0, ...], ...]}                       rows of numbers in the model's order
 
-Records and columns are read as ``predict`` reads records (:mod:`silvanforge.records`: every
+Records and columns are read as ``predict`` reads records (:mod:`silvanforge.inputs.records`: every
 feature named, categorical values as labels, null as missing); ``data`` as an array (null is
 missing, categorical features as codes).  Whatever is wrong with a body is a :class:`BadRequest`
 with one line naming it, raised here, before the rows meet other requests' rows.
@@ -21,7 +21,7 @@ import math
 import numpy as np
 
 from silvanforge.errors import InputError
-from silvanforge.records import records_matrix
+from silvanforge.inputs.records import records_matrix
 
 SHAPES = ("rows", "columns", "data")
 USAGE = ('a body is {"rows": [{feature: value, ...}, ...]}, one record {feature: value, ...}, '

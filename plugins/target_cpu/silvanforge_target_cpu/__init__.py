@@ -85,8 +85,8 @@ def silvanforge_targets():
 def default_schedule(forest, batch_size, options=None):
     """The CPU's schedule for ``forest`` at ``batch_size`` (None: any), knowing the compile's
     ``options`` (its representation and lowering knobs) where given."""
-    from silvanforge.hir_passes import leaf_depth_range
-    from silvanforge.lowering import split_rows_pay, want_leaf_self_loops
+    from silvanforge.frontend.hir_passes import leaf_depth_range
+    from silvanforge.lowering.walksetup import split_rows_pay, want_leaf_self_loops
     from silvanforge.scheduler.canned import interleaved, interleaved_trees, split_trees
 
     # Interleaved walks pay once a batch has rows to interleave (docs/benchmarks.md, "Schedules");
@@ -139,7 +139,7 @@ SPLIT_FOLD_OUTPUT_NS = 0.25  # a tree's output
 def _split_one_row(forest, options) -> bool:
     """Whether a one-row form of ``forest`` splits its trees over threads (split-trees)."""
     from silvanforge.plugins import registry
-    from silvanforge.runtime import default_threads
+    from silvanforge.runtime.threads import default_threads
 
     rep = getattr(options, "rep", None)
     threads = getattr(options, "threads", None) or default_threads()

@@ -17,7 +17,7 @@ import numpy as np
 
 from silvanforge import PluginError
 from silvanforge.ir import lir
-from silvanforge.kernel import PhaseKernel
+from silvanforge.runtime.kernel import PhaseKernel
 
 from . import cpus, pool
 from .llvm_host import LIGHT_PASSES, init as _init, optimise, target_machine as _target_machine  # noqa: F401
@@ -48,8 +48,8 @@ def uses_gathers(module: lir.Module) -> bool:
 
 class CpuKernel(PhaseKernel):
     """JIT-compiled phase functions plus the model buffers they read: a
-    :class:`silvanforge.kernel.Kernel` whose phases the core's runtime splits over threads
-    (:class:`~silvanforge.kernel.PhaseKernel`), with a lean path for small requests
+    :class:`silvanforge.runtime.kernel.Kernel` whose phases the core's runtime splits over threads
+    (:class:`~silvanforge.runtime.kernel.PhaseKernel`), with a lean path for small requests
     (:meth:`small_calls`) and its object code as its artifact."""
 
     def __init__(self, module: lir.Module, llvm_module, tm, object_code: bytes | None = None,

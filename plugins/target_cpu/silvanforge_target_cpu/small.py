@@ -10,7 +10,7 @@ compiled once a process for each shape of kernel (phases, accumulation type, tra
 the first small call that needs it (a few milliseconds).
 
 Transforms are computed in machine code only where the result is the reference's
-(:mod:`silvanforge.transforms`) bit for bit: IEEE operations in the accumulation type as NumPy
+(:mod:`silvanforge.runtime.transforms`) bit for bit: IEEE operations in the accumulation type as NumPy
 does them, and exp only for float32 outputs, evaluated in double and rounded once as the
 reference does (NumPy's float64 exp and the C library's disagree in the last bit of a few
 percent of values; rounded to float32 they agree); float32 softmax where its double sums are
@@ -223,7 +223,7 @@ def _counted(b, trip, body, carried=()):
 
 def _softmax(mod, b, margins, final, n, outputs, apply) -> None:
     """Float32 softmax of each of ``n`` rows of ``outputs`` margins into ``final``, as the
-    reference computes it (:func:`silvanforge.transforms._softmax`): ``z = m - max(m)`` in
+    reference computes it (:func:`silvanforge.runtime.transforms._softmax`): ``z = m - max(m)`` in
     float32, ``e = exp(z)`` evaluated in double and rounded once, the row's ``e`` summed in a
     double and rounded to float32, then ``e / sum``.  Returns 0 (the caller runs NumPy's) at
     the first row this is not exact for (:func:`softmax_floor`), else 1."""
@@ -396,7 +396,7 @@ def _same_as_numpy(fn: int, dat) -> bool:
 
 
 def numpy_transform(name: str, alpha: float, margins: np.ndarray, out: np.ndarray) -> np.ndarray:
-    """:mod:`silvanforge.transforms`' float64 ``sigmoid`` / ``exp`` ufunc by ufunc into ``out``
+    """:mod:`silvanforge.runtime.transforms`' float64 ``sigmoid`` / ``exp`` ufunc by ufunc into ``out``
     (same shape), without its ``errstate``: for margins the entry found overflow-free."""
     if name == "exp":
         return np.exp(margins, out)

@@ -1,5 +1,5 @@
 """The output transform of a device-array call, applied on the GPU where its result is the
-core's (:mod:`silvanforge.transforms`) bit for bit.
+core's (:mod:`silvanforge.runtime.transforms`) bit for bit.
 
 Why: a device call's rows never leave the GPU, but the transform used to: the margins were
 copied to the host, transformed by NumPy and copied back, which cost more than the kernels

@@ -2,8 +2,8 @@
 
 The model's buffers are copied to the device once; rows are copied in once per call
 (:mod:`.copying` says how) and the margins out; kernel time is measured with CUDA events.  Rows already on the
-device (CuPy, torch, ``__cuda_array_interface__``: :mod:`silvanforge.devicearrays`) are read in
-place by :meth:`CudaKernel.device_predict` (the :class:`silvanforge.kernel.DeviceKernel`
+device (CuPy, torch, ``__cuda_array_interface__``: :mod:`silvanforge.inputs.device`) are read in
+place by :meth:`CudaKernel.device_predict` (the :class:`silvanforge.runtime.kernel.DeviceKernel`
 capability), and the result is a fresh device buffer.
 """
 
@@ -17,7 +17,7 @@ import time
 import numpy as np
 import pycuda.driver as cuda
 
-from silvanforge.devicearrays import DeviceArray
+from silvanforge.inputs.device import DeviceArray
 from silvanforge.errors import InputError, PluginError, ScheduleError
 from silvanforge_gpu.runtime import GpuKernel
 
@@ -138,8 +138,8 @@ class CudaKernel(GpuKernel):
 
     # ------------------------------------------------------------------ device input
     def device_predict(self, rows, num_outputs, finish=None):
-        """Margins of rows in device memory (a :class:`silvanforge.devicearrays.DeviceRows`),
-        read where they are; see :class:`silvanforge.kernel.DeviceKernel`."""
+        """Margins of rows in device memory (a :class:`silvanforge.inputs.device.DeviceRows`),
+        read where they are; see :class:`silvanforge.runtime.kernel.DeviceKernel`."""
         n = rows.shape[0]
         with self._lock, self._activate():
             if n:

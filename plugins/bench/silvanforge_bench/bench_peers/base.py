@@ -159,7 +159,7 @@ CACHE_ENV = "SILVANFORGE_BENCH_CACHE"
 def cache_root() -> str:
     """Where built peer libraries are kept between runs: $SILVANFORGE_BENCH_CACHE or the user's
     cache directory, private to the user (libraries found there are loaded and run)."""
-    from silvanforge.userdirs import cache_home, private_dir
+    from silvanforge.artifact.userdirs import cache_home, private_dir
 
     return private_dir(os.environ.get(CACHE_ENV) or os.path.join(cache_home(), "bench"))
 

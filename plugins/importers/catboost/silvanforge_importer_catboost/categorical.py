@@ -1,7 +1,7 @@
 """CatBoost's categorical splits as HIR categorical splits over categories known by hash.
 
 CatBoost hashes a categorical value's text to 32 bits (``CalcCatFeatureHash``, implemented in
-:mod:`silvanforge.category_hash`, which ``predict`` applies to the input columns).  Its splits
+:mod:`silvanforge.inputs.category_hash`, which ``predict`` applies to the input columns).  Its splits
 on categorical features are of two kinds, and for both the answer depends on nothing but the
 value's hash, so each becomes "hash in a set" (``Forest.hashed_categories`` gives every hash a
 feature's splits know a code; the HIR split lists the codes that go left):

@@ -54,7 +54,7 @@ import re
 import numpy as np
 
 from silvanforge.errors import ModelFormatError, UnsupportedModelError
-from silvanforge.importing import read_model_file
+from silvanforge.frontend.importing import read_model_file
 from silvanforge.ir.hir import Aggregation, CategoryRule, Forest, LinearLeaves, Op, Transform, Tree
 
 # LightGBM's kZeroThreshold is the float literal 1e-35f stored in a double.

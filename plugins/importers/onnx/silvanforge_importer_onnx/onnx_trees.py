@@ -51,7 +51,7 @@ from __future__ import annotations
 import os
 
 from silvanforge.errors import ModelFormatError, SilvanForgeError, UnsupportedModelError
-from silvanforge.importing import read_model_file
+from silvanforge.frontend.importing import read_model_file
 from silvanforge.ir.hir import Forest
 
 from .onnx_ensembles import EnsembleAttributes

@@ -46,7 +46,7 @@ import re
 
 import numpy as np
 from silvanforge.errors import ModelFormatError, UnsupportedModelError
-from silvanforge.importing import read_model_file
+from silvanforge.frontend.importing import read_model_file
 from silvanforge.ir.hir import Aggregation, CategoryRule, Forest, Op, Transform, Tree
 
 from . import ubjson

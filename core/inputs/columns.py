@@ -1,0 +1,219 @@
+"""One column of a data frame as a model reads it, and which column holds which feature: the
+general path of :mod:`silvanforge.inputs.rows` (column by column), and what the plans of
+:mod:`silvanforge.inputs.frames` (frames read once per schema) are built from.
+
+A categorical feature's labels (``Forest.feature_categories``) are a :class:`Labels`; a
+categorical column's own categories become a :class:`CodeTable` from its codes to the model's,
+built once per distinct list of categories, so that reading the column is one ``take``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from silvanforge.errors import InputError
+from silvanforge.ir.hir import Forest
+
+# How many names an error message lists before "...".
+SHOWN_NAMES = 8
+
+
+def column_order(names: list | None, forest: Forest, what: str = "the frame's columns") -> list[int]:
+    """For each model feature, the column that holds it: by ``names`` where both the columns and
+    the model have names, else by position; ``what`` the columns are, for messages."""
+    wanted = forest.feature_names
+    if names is None or wanted is None:
+        count = forest.input_features
+        if names is not None and len(names) != count and not (forest.wider_rows and len(names) > count):
+            raise InputError(f"the model expects {count} features per row, got {len(names)} columns")
+        return list(range(count))
+    seen: dict = {}
+    for i, name in enumerate(names):
+        if name in seen:
+            raise InputError(f"{what} include two columns named {name!r}")
+        seen[name] = i
+    missing = [n for n in wanted if n not in seen]
+    known = set(wanted)
+    unknown = [n for n in names if n not in known]
+    if missing or unknown:
+        parts = []
+        if missing:
+            parts.append(f"missing {listed(missing)}")
+        if unknown:
+            parts.append(f"not features of the model: {listed(unknown)}")
+        raise InputError(f"{what} do not match the model's features: {'; '.join(parts)} "
+                         f"(the model's features: {listed(wanted)})")
+    return [seen[n] for n in wanted]
+
+
+def listed(names: list) -> str:
+    shown = ", ".join(repr(n) for n in names[:SHOWN_NAMES])
+    return shown + (f", ... ({len(names)} in all)" if len(names) > SHOWN_NAMES else "")
+
+
+class Labels:
+    """A feature's category labels and what a label outside them is (missing, or an error)."""
+
+    def __init__(self, labels: list, unseen_error: bool):
+        self.labels, self.unseen_error = labels, unseen_error
+        self._codes: dict | None = None  # label -> code, built on first use
+
+    def _lookup(self) -> dict:
+        if self._codes is None:
+            lookup = {}
+            for code, label in enumerate(self.labels):
+                lookup.setdefault(label, float(code))  # a repeated label keeps its first code
+            self._codes = lookup
+        return self._codes
+
+    def lookup(self, values: np.ndarray) -> np.ndarray:
+        """Codes (float64) of ``values``, an object array of labels: NaN for a missing label
+        (None or NaN), -1 for one the model does not know."""
+        lookup = self._lookup()
+        return np.fromiter((np.nan if v is None or v != v else lookup.get(v, -1.0) for v in values.tolist()),
+                           dtype=np.float64, count=len(values))
+
+    def codes(self, values: np.ndarray, name) -> np.ndarray:
+        codes = self.lookup(values)
+        return self.unseen(codes, codes == -1.0, name)
+
+    def unseen(self, codes: np.ndarray, unseen: np.ndarray, name) -> np.ndarray:
+        """``codes`` with the ``unseen`` labels missing, or refused."""
+        if unseen.any():
+            if self.unseen_error:
+                self.refuse(name)
+            codes[unseen] = np.nan
+        return codes
+
+    def refuse(self, name):
+        raise InputError(f"column {name!r} has a category the model was not trained with "
+                         f"(it knows {listed(self.labels)}), which its library refuses too")
+
+    def table(self, categories) -> CodeTable:
+        """The :class:`CodeTable` of a column whose own categories are ``categories`` (labels;
+        a category's position is the column's code of it)."""
+        codes = self.lookup(np.asarray(categories, dtype=object))
+        unseen = codes == -1.0
+        codes[unseen] = np.nan
+        return CodeTable(categories, codes, unseen if self.unseen_error and unseen.any() else None)
+
+
+class CodeTable:
+    """A categorical column's own codes (0..k-1, -1 missing) to the model's (float64, NaN
+    missing): ``lut`` has an entry a category and a last one, NaN, that code -1 takes;
+    ``unseen`` marks the categories the model refuses (None where none is)."""
+
+    __slots__ = ("source", "lut", "unseen")
+
+    def __init__(self, source, codes: np.ndarray, unseen: np.ndarray | None):
+        self.source = source  # the categories it was built from, checked against the next call's
+        self.lut = np.append(codes, np.nan)
+        self.unseen = None if unseen is None else np.append(unseen, False)
+
+    @classmethod
+    def own(cls, source, count: int) -> CodeTable:
+        """The column's own codes, where the model stores no labels."""
+        return cls(source, np.arange(count, dtype=np.float64), None)
+
+    def codes(self, own: np.ndarray, labels: Labels | None, name) -> np.ndarray:
+        """The model's codes of the column's codes ``own`` (integers, -1 missing)."""
+        if self.unseen is not None and self.unseen.take(own).any():
+            labels.refuse(name)
+        return self.lut.take(own)
+
+
+def numbers_as_labels(values: np.ndarray, name, dtype, labels) -> np.ndarray:
+    """A plain number column where the model stored category labels: mapped as labels where the
+    labels are numbers (pandas integer categories; ``polars.from_pandas`` turns such a column into
+    plain integers), refused where they are not.  Why: read as codes it would silently answer
+    otherwise than the same values as categories (LightGBM refuses such a column)."""
+    if all(isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, (bool, np.bool_))
+           for v in labels.labels):
+        codes = labels.lookup(values)
+        given = ~np.isnan(codes)
+        if given.any() and not (codes[given] >= 0).any():
+            # Not one value is a label: these are codes (0, 1, ...) of labels such as 10, 20, 30,
+            # and reading them as labels would make every one a missing value.
+            raise InputError(
+                f"column {name!r} holds plain {dtype} values, none of which is one of the labels of the "
+                f"model's categorical feature {name!r} ({listed(list(labels.labels))}): pass the labels "
+                "or a categorical column; category codes as numbers are read from NumPy arrays only")
+        return labels.unseen(codes, codes == -1.0, name)
+    raise InputError(
+        f"column {name!r} holds plain {dtype} values, but the model's feature {name!r} is categorical "
+        f"with the labels {listed(list(labels.labels))}: pass it as a categorical column (pandas "
+        "'category', polars Enum, arrow dictionary) or as its labels (strings), which predict maps "
+        "to the model's codes; category codes as numbers are read from NumPy arrays only")
+
+
+def pandas_column(s, name, labels) -> np.ndarray:
+    import pandas as pd
+
+    dtype = s.dtype
+    if pd.api.types.is_datetime64_any_dtype(dtype) or pd.api.types.is_timedelta64_dtype(dtype):
+        raise InputError(f"column {name!r} holds dates or durations ({dtype}); predict reads numbers: "
+                         "convert it as the model was trained (LightGBM and XGBoost refuse them too)")
+    if isinstance(dtype, pd.CategoricalDtype):
+        missing = s.isna().to_numpy()
+        if labels is not None:
+            # Exactly LightGBM's mapping: the column's categories replaced by the training ones.
+            s = s.cat.set_categories(labels.labels)
+        codes = s.cat.codes.to_numpy().astype(np.float64)
+        unseen = (codes < 0) & ~missing
+        codes[missing] = np.nan
+        return codes if labels is None else labels.unseen(codes, unseen, name)
+    if dtype == object or pd.api.types.is_string_dtype(dtype):
+        if labels is not None:
+            return labels.codes(s.to_numpy(dtype=object), name)
+        raise InputError(f"column {name!r} holds {dtype} values; predict reads numbers or "
+                         "categorical columns (pandas 'category')")
+    if labels is not None:
+        return numbers_as_labels(s.to_numpy(dtype=object, na_value=None), name, dtype, labels)
+    try:
+        return s.to_numpy(dtype=np.float64, na_value=np.nan)
+    except (TypeError, ValueError) as exc:
+        raise InputError(f"column {name!r} of dtype {dtype} is not numeric ({exc})") from None
+
+
+def polars_column(s, name, labels) -> np.ndarray:
+    # An Enum's codes are positions in its fixed categories; a Categorical's depend on the
+    # order strings were first seen, so without the model's labels they mean nothing.
+    if type(s.dtype).__name__ == "Categorical" and labels is None:
+        raise InputError(f"column {name!r} is a polars Categorical and the model stores no "
+                         "category labels, so its codes mean nothing to the model: pass the "
+                         "codes the model was trained with, or a pl.Enum of its categories")
+    return arrow_column(s.to_arrow(), name, labels)
+
+
+def arrow_column(col, name, labels) -> np.ndarray:
+    """A pyarrow Array or ChunkedArray (polars columns arrive as arrow too) as float64."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if isinstance(col, pa.ChunkedArray):
+        col = col.combine_chunks() if col.num_chunks != 1 else col.chunk(0)
+    if pa.types.is_dictionary(col.type):
+        dictionary = col.dictionary.to_numpy(zero_copy_only=False)
+        indices = col.indices.to_numpy(zero_copy_only=False)
+        if labels is not None:
+            lut = labels.lookup(np.asarray(dictionary, dtype=object))
+        else:
+            lut = np.arange(len(dictionary), dtype=np.float64)  # the column's own codes
+        valid = col.is_valid().to_numpy(zero_copy_only=False)
+        safe = np.where(valid, indices, 0).astype(np.int64)
+        codes = np.where(valid, lut[safe] if len(lut) else np.nan, np.nan)
+        return codes if labels is None else labels.unseen(codes, codes == -1.0, name)
+    if pa.types.is_string(col.type) or pa.types.is_large_string(col.type):
+        if labels is not None:
+            return labels.codes(np.asarray(col.to_numpy(zero_copy_only=False), dtype=object), name)
+        raise InputError(f"column {name!r} holds strings; predict reads numbers or categorical columns")
+    if labels is not None:
+        return numbers_as_labels(np.asarray(col.to_pylist(), dtype=object), name, col.type, labels)
+    # Integers past 2**53 round to the nearest float64, as NumPy and pandas convert them (arrow's
+    # default safe cast refuses them as lossy).
+    lossy_ok = pa.types.is_integer(col.type)
+    try:
+        return pc.cast(col, pa.float64(), safe=not lossy_ok).to_numpy(zero_copy_only=False)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+        raise InputError(f"column {name!r} of type {col.type} is not numeric ({exc})") from None
+

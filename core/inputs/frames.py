@@ -1,0 +1,415 @@
+"""Frames read once per schema: what ``predict`` works out from a data frame's columns (which
+column holds which feature, how each converts, each categorical column's table from its own
+codes to the model's) is kept on the compiled model in a :class:`SchemaMemory`, so that a call
+with a frame of a schema seen before converts its values with a copy and table lookups.
+
+Why: read column by column, a one-row pandas frame took 52 us and 1.1 ms with four categorical
+columns (``iloc`` a column, ``set_categories`` and a dict a value), where the compiled code
+answers the same row from an array in 1.5 us.
+
+The key of a schema is what may change while a frame keeps its column names: pandas' blocks
+(each block's dtype and which columns it holds), polars' dtypes, arrow's schema.  A categorical
+column's categories are not in the key (a frame built per request infers them afresh): each
+call checks them against the table built last for that column (the same object, or equal in
+order) and builds another table where they differ, so a frame with its categories in another
+order is never read with an old table.  Anything a plan does not read fast (nullable and
+Arrow-backed dtypes, strings, objects, dates) is read by the general column readers of
+:mod:`silvanforge.inputs.columns`, with their errors.  ``None`` from :func:`frame_rows` means "not a
+frame this module reads": :mod:`silvanforge.inputs.rows` reads it as before.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+
+import numpy as np
+
+from silvanforge.inputs.columns import CodeTable, Labels, arrow_column, column_order, numbers_as_labels, pandas_column, polars_column
+from silvanforge.ir.hir import Forest
+
+# The libraries whose frames are read here (host memory: never device arrays).
+FRAME_LIBRARIES = ("pandas", "polars", "pyarrow")
+
+# Schemas a compiled model remembers (a service sees a few; a loop over many frames of other
+# schemas costs a plan each, as every call did before).
+SCHEMAS = 16
+
+
+class SchemaMemory:
+    """The plans of the last :data:`SCHEMAS` frame schemas of one model; safe from many threads
+    (a plan is immutable but for its columns' last tables, each replaced in one assignment)."""
+
+    def __init__(self, forest: Forest, size: int = SCHEMAS):
+        self.forest, self.size = forest, size
+        self._plans: OrderedDict = OrderedDict()
+        self._names: dict = {}  # id(pandas columns Index) -> (the Index, its names)
+        self._lock = threading.Lock()
+        self._hashing = None
+        categories = forest.feature_categories or {}
+        self.labels = {f: Labels(v, forest.unseen_category_error) for f, v in categories.items()}
+
+    def __len__(self) -> int:
+        return len(self._plans)
+
+    def hashing(self):
+        """The model's :class:`silvanforge.inputs.hashed_rows.HashedInputs` (models with categories
+        known by hash, CatBoost's), built on first use."""
+        found = self._hashing
+        if found is None:
+            from silvanforge.inputs.hashed_rows import HashedInputs  # only CatBoost models with categories need it
+
+            with self._lock:
+                found = self._hashing = self._hashing or HashedInputs(self.forest)
+        return found
+
+    def plan(self, key, build):
+        with self._lock:
+            plan = self._plans.get(key)
+            if plan is not None:
+                self._plans.move_to_end(key)
+                return plan
+        plan = build()  # outside the lock: a plan's errors and work hold no other caller up
+        with self._lock:
+            self._plans[key] = plan
+            while len(self._plans) > self.size:
+                self._plans.popitem(last=False)
+        return plan
+
+    def replace(self, key, plan) -> None:
+        with self._lock:
+            self._plans[key] = plan
+            self._plans.move_to_end(key)
+
+    def names(self, columns) -> tuple:
+        """A pandas frame's column names; an Index is immutable, so its names are kept by the
+        object (reading 28 Arrow-backed names took 4 us)."""
+        hit = self._names.get(id(columns))
+        if hit is not None and hit[0] is columns:
+            return hit[1]
+        names = tuple(columns.tolist())
+        with self._lock:
+            if len(self._names) >= self.size:
+                self._names.clear()
+            self._names[id(columns)] = (columns, names)  # the Index held: its id is not reused
+        return names
+
+
+def frame_rows(X, memory: SchemaMemory, dtype: np.dtype):
+    """``X`` (a pandas, polars or pyarrow frame) as (n, num_features) rows of ``dtype``, or None
+    where it is none of those or its library's internals are not the ones read here."""
+    module = type(X).__module__.split(".")[0]
+    if module == "pandas":
+        mgr = getattr(X, "_mgr", None)
+        blocks = getattr(mgr, "blocks", None)
+        if blocks is None or not hasattr(X, "columns"):
+            return None
+        key = ("pandas", memory.names(X.columns), tuple(_dtype_token(b.dtype) for b in blocks),
+               mgr.blknos.tobytes(), mgr.blklocs.tobytes())
+        return memory.plan(key, lambda: _PandasPlan(X, memory, dtype)).rows(X, dtype)
+    if module == "polars" and hasattr(X, "get_columns"):
+        names = tuple(X.columns)
+        plan = memory.plan(("polars", names), lambda: _PolarsPlan(X, names, memory))
+        return plan.rows(X, dtype, memory)
+    if module == "pyarrow" and hasattr(X, "schema") and hasattr(X, "column"):
+        schema = X.schema
+        plan = memory.plan(("pyarrow", _ArrowKey(schema)), lambda: _ArrowPlan(X, memory))
+        return plan.rows(X, dtype)
+    return None
+
+
+def _dtype_token(dtype):
+    # A categorical dtype hashes by its categories (slow for a new dtype, and unordered ones equal
+    # in any order): the plan checks its categories at each call instead.
+    return dtype if isinstance(dtype, np.dtype) else ("category" if dtype.name == "category" else dtype)
+
+
+def _order(names, forest: Forest) -> list[int]:
+    named = names is not None and all(isinstance(c, str) for c in names)
+    return column_order(list(names) if named else None, forest)
+
+
+def _through_float64(dtype: np.dtype, out: np.dtype) -> bool:
+    """Whether numbers of ``dtype`` are converted to ``out`` through float64, as the column path
+    reads them (a 64-bit integer rounds twice that way, and may differ from one rounding)."""
+    return dtype.kind in "iu" and dtype.itemsize == 8 and out != np.float64
+
+
+class _Categorical:
+    """A categorical column's reading: its feature, name, the model's labels (or None) and the
+    table of its last categories."""
+
+    __slots__ = ("feature", "name", "labels", "last")
+
+    def __init__(self, feature, name, labels):
+        self.feature, self.name, self.labels, self.last = feature, name, labels, None
+
+    def table(self, categories) -> CodeTable:
+        last = self.last
+        if last is not None and (last.source is categories or _same_categories(last.source, categories)):
+            return last
+        table = CodeTable.own(categories, len(categories)) if self.labels is None else self.labels.table(categories)
+        self.last = table
+        return table
+
+
+def _same_categories(a, b) -> bool:
+    equals = getattr(a, "equals", None)
+    try:
+        return bool(equals(b)) and len(a) == len(b) if equals is not None else False
+    except Exception:  # noqa: BLE001 - categories that do not compare: another table
+        return False
+
+
+# ------------------------------------------------------------------ pandas
+class _PandasPlan:
+    """A pandas frame of one block layout: numeric blocks copied with one assignment each,
+    categorical columns through their code tables, anything else through the column readers."""
+
+    def __init__(self, X, memory: SchemaMemory, dtype: np.dtype):
+        forest = memory.forest
+        names = memory.names(X.columns)
+        order = _order(names, forest)
+        where = {column: feature for feature, column in enumerate(order)}
+        self.width = forest.num_features
+        self.steps = []  # (kind, block index, what)
+        numeric = True
+        for b, block in enumerate(X._mgr.blocks):
+            columns = block.mgr_locs.as_array
+            used = [(i, where[c]) for i, c in enumerate(columns) if c in where]
+            if not used:
+                continue
+            bdtype = block.dtype
+            if isinstance(bdtype, np.dtype) and bdtype.kind in "biuf" and block.ndim == 2:
+                plain = [(i, f) for i, f in used if f not in memory.labels]
+                for i, f in used:
+                    if f in memory.labels:  # numbers where the model has labels: read as labels
+                        self.steps.append(("column", columns[i], (names[columns[i]], f)))
+                        numeric = False
+                if plain:
+                    src, dest = (np.array(v, dtype=np.intp) for v in zip(*plain))
+                    self.steps.append(("block", b, (src, dest, _through_float64(bdtype, dtype))))
+                continue
+            numeric = False
+            for i, f in used:
+                name = names[columns[i]]
+                if getattr(bdtype, "name", None) == "category" and hasattr(block.values, "codes"):
+                    self.steps.append(("category", b, _Categorical(f, name, memory.labels.get(f))))
+                elif block.ndim == 1 and f not in memory.labels and _nullable_number(bdtype):
+                    self.steps.append(("nullable", b, f))
+                else:
+                    self.steps.append(("column", columns[i], (name, f)))
+        self.labels = memory.labels
+        # Every column a NumPy number: one conversion of the frame, in the model's order.
+        self.order = np.array(order, dtype=np.intp) if numeric else None
+        self.identity = numeric and order == list(range(len(names)))
+        self.via = np.float64 if numeric and any(s[2][2] for s in self.steps) else dtype
+
+    def rows(self, X, dtype: np.dtype) -> np.ndarray:
+        if self.order is not None:
+            values = X.to_numpy(dtype=self.via)
+            if not self.identity:
+                values = values.take(self.order, axis=1)
+            return values if values.dtype == dtype else values.astype(dtype)
+        blocks = X._mgr.blocks
+        out = np.empty((len(X), self.width), dtype=dtype)
+        for kind, at, what in self.steps:
+            if kind == "block":
+                src, dest, via = what
+                values = blocks[at].values
+                out[:, dest] = (values[src].astype(np.float64) if via else values[src]).T
+            elif kind == "category":
+                values = blocks[at].values
+                # (``_codes``: the array ``codes`` wraps in a read-only view, a third of a
+                # microsecond a column)
+                own = values._codes if hasattr(values, "_codes") else values.codes
+                out[:, what.feature] = what.table(values.dtype.categories).codes(own, what.labels, what.name)
+            elif kind == "nullable":  # as the column reader converts them, pd.NA missing
+                out[:, what] = blocks[at].values.to_numpy(dtype=np.float64, na_value=np.nan)
+            else:
+                name, feature = what
+                out[:, feature] = pandas_column(X.iloc[:, at], name, self.labels.get(feature))
+        return out
+
+
+def _nullable_number(dtype) -> bool:
+    """Whether a pandas extension dtype holds numbers or booleans with pd.NA missing (Int64,
+    Float64, boolean, Arrow-backed numbers)."""
+    import pandas as pd
+
+    kind = getattr(dtype, "kind", "O")
+    return kind in "biuf" and pd.api.types.is_numeric_dtype(dtype) or pd.api.types.is_bool_dtype(dtype)
+
+
+# ------------------------------------------------------------------ polars
+class _PolarsPlan:
+    """A polars frame of these column names: where every column is a number, one ``to_numpy``
+    (its result's dtype tells a schema that changed since); else column by column, Enum and
+    Categorical columns through their code tables (kept by dtype)."""
+
+    def __init__(self, X, names: tuple, memory: SchemaMemory):
+        forest = memory.forest
+        # polars names a frame built from an array column_0, column_1, ...: no names given.
+        given = None if list(names) == [f"column_{i}" for i in range(len(names))] else names
+        self.order = np.array(_order(given, forest), dtype=np.intp)
+        self.identity = self.order.tolist() == list(range(len(names)))
+        self.names, self.labels = names, memory.labels
+        self.dtypes = tuple(X.dtypes)
+        self.numeric = all(d.is_numeric() for d in self.dtypes) and not memory.labels
+        self.categorical = {f: _Categorical(f, names[c], memory.labels.get(f)) for f, c in enumerate(self.order)
+                            if type(self.dtypes[c]).__name__ in ("Enum", "Categorical")}
+        # The plain number columns, read at once: their positions and the features they hold.
+        plain = [(f, c) for f, c in enumerate(self.order.tolist())
+                 if self.dtypes[c].is_numeric() and f not in memory.labels]
+        self.plain = ([c for _, c in plain], np.array([f for f, _ in plain], dtype=np.intp)) if plain else None
+
+    def rows(self, X, dtype: np.dtype, memory: SchemaMemory) -> np.ndarray:
+        if self.numeric:
+            values = X.to_numpy()
+            if values.dtype.kind in "biuf":
+                if not self.identity:
+                    values = values.take(self.order, axis=1)
+                if _through_float64(values.dtype, dtype):
+                    values = values.astype(np.float64)
+                return values if values.dtype == dtype else values.astype(dtype)
+        if self.numeric or tuple(X.dtypes) != self.dtypes:
+            # another schema under the same names: a plan for it, in this one's place
+            plan = _PolarsPlan(X, self.names, memory)
+            memory.replace(("polars", self.names), plan)
+            return plan._columns(X, dtype)
+        return self._columns(X, dtype)
+
+    def _columns(self, X, dtype: np.dtype) -> np.ndarray:
+        out = np.empty((X.height, len(self.order)), dtype=dtype)
+        done = ()
+        if self.plain is not None:
+            columns, done = self.plain
+            # Each column's own to_numpy, stacked: a select of them took 107 us a one-row call
+            # of 24 columns (parsing an expression a name), this 25.
+            series = X.get_columns()
+            values = np.column_stack([series[c].to_numpy() for c in columns])
+            if values.dtype.kind not in "biuf":  # (a polars that converts otherwise: by column)
+                done = ()
+            else:
+                out[:, done] = values.astype(np.float64) if _through_float64(values.dtype, dtype) else values
+                done = set(done.tolist())
+        for feature, column in enumerate(self.order.tolist()):
+            if feature in done:
+                continue
+            s = X.to_series(column)
+            reading = self.categorical.get(feature)
+            if reading is not None and (reading.labels is not None or type(s.dtype).__name__ == "Enum"):
+                out[:, feature] = _dictionary_codes(s.to_arrow(), reading)
+            else:
+                out[:, feature] = polars_column(s, self.names[column], self.labels.get(feature))
+        return out
+
+
+# ------------------------------------------------------------------ pyarrow
+class _ArrowKey:
+    """An arrow schema as a key: equal to another of equal fields (hashing a schema took 10 us
+    and listing its names 4 us: its length is the hash, ``equals`` decides)."""
+
+    __slots__ = ("schema", "hash")
+
+    def __init__(self, schema):
+        self.schema = schema
+        self.hash = len(schema)
+
+    def __hash__(self):
+        return self.hash
+
+    def __eq__(self, other):
+        return isinstance(other, _ArrowKey) and (other.schema is self.schema or other.schema.equals(self.schema))
+
+
+class _ArrowPlan:
+    """A pyarrow Table of one schema: numeric columns as one tensor where arrow makes one,
+    dictionary columns through their code tables, anything else through the column reader."""
+
+    def __init__(self, X, memory: SchemaMemory):
+        import pyarrow as pa
+
+        names = list(X.column_names)
+        self.order = _order(names, memory.forest)
+        self.labels = memory.labels
+        self.names = names
+        self.width = memory.forest.num_features
+        types = [X.schema.field(i).type for i in range(len(names))]
+        plain = [(f, c) for f, c in enumerate(self.order)
+                 if (pa.types.is_integer(types[c]) or pa.types.is_floating(types[c])) and f not in memory.labels]
+        # The plain number columns, read as one tensor: their names in the features' order, the
+        # features, and whether they are the whole table as it is (nothing to select).
+        self.tensor = None
+        if plain and hasattr(pa.RecordBatch, "to_tensor"):
+            columns = [names[c] for _, c in plain]
+            dest = np.array([f for f, _ in plain], dtype=np.intp)
+            self.tensor = (columns, dest, columns == names, dest.tolist() == list(range(self.width)))
+        in_tensor = set() if self.tensor is None else set(self.tensor[1].tolist())
+        self.categorical = {f: _Categorical(f, names[c], memory.labels.get(f)) for f, c in enumerate(self.order)
+                            if pa.types.is_dictionary(types[c])}
+        self.others = [f for f in range(len(self.order)) if f not in self.categorical and f not in in_tensor]
+
+    def rows(self, X, dtype: np.dtype) -> np.ndarray:
+        n = X.num_rows
+        if self.tensor is not None and n:
+            columns, dest, same, every = self.tensor
+            table = X if same else X.select(columns)
+            batches = table.to_batches()
+            if len(batches) != 1:
+                batches = table.combine_chunks().to_batches()
+            values = np.asarray(batches[0].to_tensor(null_to_nan=True, row_major=True))
+            if _through_float64(values.dtype, dtype):
+                values = values.astype(np.float64)
+            if every:  # every feature a plain number column
+                return values if values.dtype == dtype else values.astype(dtype)
+            out = np.empty((n, self.width), dtype=dtype)
+            out[:, dest] = values
+        else:
+            out = np.empty((n, self.width), dtype=dtype)
+            if self.tensor is not None:
+                out[:, self.tensor[1]] = np.nan
+        for feature, reading in self.categorical.items():
+            out[:, feature] = _dictionary_codes(X.column(self.order[feature]), reading)
+        for feature in self.others:
+            out[:, feature] = arrow_column(X.column(self.order[feature]), self.names[self.order[feature]],
+                                           self.labels.get(feature))
+        return out
+
+
+def _dictionary_codes(col, reading: _Categorical) -> np.ndarray:
+    """An arrow dictionary column's codes in the model's terms, through ``reading``'s table."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if isinstance(col, pa.ChunkedArray):
+        col = col.combine_chunks() if col.num_chunks != 1 else col.chunk(0)
+    dictionary = col.dictionary
+    indices = col.indices
+    if indices.null_count:
+        indices = pc.fill_null(indices, -1) if pa.types.is_signed_integer(indices.type) else \
+            pc.fill_null(pc.cast(indices, pa.int64()), -1)
+    own = indices.to_numpy(zero_copy_only=False)
+    table = reading.table(_ArrowLabels(dictionary))
+    return table.codes(own.astype(np.intp, copy=False), reading.labels, reading.name)
+
+
+class _ArrowLabels:
+    """A dictionary's labels as a list for :meth:`Labels.table`, compared with ``equals``."""
+
+    __slots__ = ("dictionary",)
+
+    def __init__(self, dictionary):
+        self.dictionary = dictionary
+
+    def __array__(self, dtype=None, copy=None):
+        return np.asarray(self.dictionary.to_pylist(), dtype=object)
+
+    def __len__(self):
+        return len(self.dictionary)
+
+    def equals(self, other) -> bool:
+        return isinstance(other, _ArrowLabels) and self.dictionary.equals(other.dictionary)
+
+
+__all__ = ["FRAME_LIBRARIES", "SCHEMAS", "SchemaMemory", "frame_rows", "numbers_as_labels"]

@@ -1,0 +1,112 @@
+"""Records: rows as a service receives them, a dict of feature name to value (one row) or a
+list of such dicts, and JSON Lines files of them (``forge predict --input rows.jsonl``).
+
+A record names every feature of the model, in any order, as a frame's columns do
+(:func:`silvanforge.inputs.columns.column_order`): a missing or unknown key is an :class:`InputError`
+naming it and the record, as a frame's missing or unknown column is.  A value is a number,
+a boolean, or None / NaN (missing); a categorical feature's value is its label (``"red"``),
+mapped through the model's labels as a frame's categories are, where a label the model never
+saw is missing or refused as its library does.  Records need a model with feature names.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+
+from silvanforge.inputs.columns import Labels, column_order, numbers_as_labels
+from silvanforge.errors import InputError
+from silvanforge.ir.hir import Forest
+
+# The file endings read as JSON Lines (any file whose first character is "{" is, too).
+JSONL_ENDINGS = (".jsonl", ".ndjson")
+
+
+def is_records(X) -> bool:
+    """Whether ``X`` is one record (a dict) or a list of them."""
+    return isinstance(X, dict) or (isinstance(X, list) and bool(X) and isinstance(X[0], dict))
+
+
+def records_matrix(X, forest: Forest, name=lambda i: f"record {i}") -> np.ndarray:
+    """The rows of records ``X`` in the model's feature order: float64, with categorical labels
+    as the model's codes; for a model with categories known by hash, the values themselves
+    (an object array, which predict hashes).  ``name(i)``: what messages call record ``i``."""
+    records = [X] if isinstance(X, dict) else X
+    wanted = forest.feature_names
+    if wanted is None:
+        raise InputError("records name their features, and the model has no feature names: "
+                         "pass the rows as an array in the model's column order")
+    keys = None
+    for i, record in enumerate(records):
+        if not isinstance(record, dict):
+            raise InputError(f"{name(i)} is a {type(record).__name__}, not a dict of feature name to value")
+        if keys is None or record.keys() != keys:  # the same keys as the last record: checked
+            column_order(list(record), forest, f"{name(i)}'s keys")
+            keys = record.keys()
+    columns = [[record[feature] for record in records] for feature in wanted]
+    if forest.hashed_categories or forest.hashed_combinations:
+        out = np.empty((len(records), len(wanted)), dtype=object)
+        for f, column in enumerate(columns):
+            out[:, f] = [np.nan if v is None else v for v in column]
+        return out
+    out = np.empty((len(records), len(wanted)), dtype=np.float64)
+    categories = forest.feature_categories or {}
+    for f, (feature, column) in enumerate(zip(wanted, columns)):
+        strings = [v for v in column if isinstance(v, str)]
+        if f in categories:
+            labels = Labels(categories[f], forest.unseen_category_error)
+            values = np.array(column, dtype=object)
+            numbers = not strings and any(v is not None and v == v for v in column)
+            out[:, f] = numbers_as_labels(values, feature, "number", labels) if numbers else \
+                labels.codes(values, feature)
+            continue
+        bad = strings or [v for v in column if not _number(v)]
+        if bad:
+            at = next(i for i, v in enumerate(column) if v is bad[0])
+            raise InputError(f"{name(at)}: {feature!r} is {bad[0]!r}, not a number (the feature is not categorical)")
+        out[:, f] = np.array(column, dtype=np.float64)  # None is NaN
+    return out
+
+
+def _number(v) -> bool:
+    return v is None or (isinstance(v, (int, float, np.integer, np.floating, np.bool_)))
+
+
+def is_jsonl(path: str, text: str | None = None) -> bool:
+    """Whether ``path`` (or its ``text``) holds JSON Lines: by its ending, or a first "{"."""
+    if path.lower().endswith(JSONL_ENDINGS):
+        return True
+    return text is not None and text.lstrip()[:1] == "{"
+
+
+def read_jsonl(text: str, source: str) -> tuple[list[dict], list[int]]:
+    """The records of JSON Lines ``text`` and their line numbers; a line that is not a JSON
+    object is an :class:`InputError` naming ``source`` and the line.  Blank lines are skipped."""
+    records, lines = [], []
+    for lineno, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise InputError(f"{source}: line {lineno}: not JSON ({exc.msg})") from None
+        if not isinstance(record, dict):
+            raise InputError(f"{source}: line {lineno}: a JSON {type(record).__name__}, not an object "
+                             "of feature name to value")
+        records.append(record)
+        lines.append(lineno)
+    return records, lines
+
+
+def jsonl_matrix(records: list[dict], lines: list[int], forest: Forest, source: str) -> np.ndarray:
+    """:func:`records_matrix` of a JSON Lines file's records, messages naming its lines."""
+    if not records:
+        return np.empty((0, forest.input_features), dtype=np.float64)
+    try:
+        return records_matrix(records, forest, lambda i: f"line {lines[i]}")
+    except InputError as exc:
+        raise InputError(f"{source}: {exc}") from None
+
+
+__all__ = ["JSONL_ENDINGS", "is_jsonl", "is_records", "jsonl_matrix", "read_jsonl", "records_matrix"]

@@ -1,0 +1,195 @@
+"""What ``predict`` accepts: NumPy arrays, and data frames (pandas, polars, pyarrow) matched to
+the model by column name, with categorical columns mapped to the model's category codes.
+
+Rules, as XGBoost and LightGBM users expect them:
+
+- A frame whose columns have names, for a model that has feature names, is matched by name and
+  reordered as needed; a feature the frame lacks, or a column the model does not know, is an
+  :class:`InputError` naming them (XGBoost's "feature_names mismatch").  A frame without names
+  (pandas' default integer columns, polars' ``column_0``...) or a model without names is read
+  by position.
+- A categorical column (pandas ``category``, polars ``Enum``/``Categorical``, arrow dictionary)
+  becomes category codes: through the labels the model stores for that feature
+  (``Forest.feature_categories``: LightGBM's ``pandas_categorical``, XGBoost's categories),
+  where a label the model never saw, or a missing one, is a missing value (NaN), as both
+  libraries do; without stored labels, the column's own codes are used (LightGBM without
+  ``pandas_categorical``, XGBoost before 3.1).  A plain number column for a feature whose
+  labels the model stores is read as labels where those are numbers (pandas integer
+  categories, which polars holds as plain integers) and refused where they are strings: read
+  as codes it would answer otherwise than the same values as categories.
+- Missing values of any column (None, NaN, pandas NA, nulls) are NaN.
+
+The libraries are never imported here: a frame is recognised by its type's module, so users
+without pandas or polars pay nothing.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from silvanforge.inputs.columns import Labels, arrow_column, column_order, numbers_as_labels, pandas_column, polars_column
+from silvanforge.errors import InputError
+from silvanforge.inputs.frames import FRAME_LIBRARIES, SchemaMemory, frame_rows
+from silvanforge.inputs.hashed_rows import HashedInputs
+from silvanforge.inputs.records import is_records, records_matrix
+from silvanforge.ir.hir import Forest
+from silvanforge.runtime.threads import check_rows
+
+
+def as_rows(X, forest: Forest, dtype: np.dtype, memory: SchemaMemory | None = None) -> np.ndarray:
+    """``X`` as a (n, num_features) array of ``dtype`` that a kernel can read: arrays as they
+    are (validated, copied only when needed), frames in the model's order through the plan of
+    their schema (:mod:`silvanforge.inputs.frames`; ``memory``: the compiled model's, else one for
+    this call), records by feature name (:mod:`silvanforge.inputs.records`)."""
+    if is_records(X):
+        X = records_matrix(X, forest)
+    if forest.hashed_categories or forest.hashed_combinations:
+        return _hashed_rows(X, forest, dtype, memory.hashing() if memory is not None else HashedInputs(forest))
+    if type(X) is np.ndarray:
+        return check_rows(X, forest.num_features, dtype, forest.wider_rows)
+    if type(X).__module__.split(".")[0] in FRAME_LIBRARIES:
+        rows = frame_rows(X, memory if memory is not None else SchemaMemory(forest), dtype)
+        if rows is not None:
+            return rows
+    frame = _frame(X)
+    if frame is None:
+        if _is_sparse(X):
+            raise InputError("scipy sparse matrices are not read: convert with .toarray() first, "
+                             "deciding what an absent entry means (XGBoost reads it as missing, "
+                             "LightGBM as 0)")
+        return check_rows(X, forest.num_features, dtype, forest.wider_rows)
+    names, column, whole = frame
+    order = column_order(names, forest)
+    categories = forest.feature_categories or {}
+    values = whole()
+    if values is not None:  # every column a plain number: one conversion, not one a column
+        rows = np.ascontiguousarray(values[:, order], dtype=dtype)
+        for feature, labels in categories.items():  # numbers where the model has labels
+            index = order[feature]
+            name = names[index] if names is not None else index
+            rows[:, feature] = numbers_as_labels(values[:, index].astype(object), name, "number",
+                                                  Labels(labels, forest.unseen_category_error))
+        return rows
+    n = _num_rows(X)
+    out = np.empty((n, forest.num_features), dtype=dtype)
+    for feature, index in enumerate(order):
+        labels = categories.get(feature)
+        out[:, feature] = column(index, None if labels is None else
+                                 Labels(labels, forest.unseen_category_error))
+    return out
+
+
+def _hashed_rows(X, forest: Forest, dtype: np.dtype, hashing: HashedInputs) -> np.ndarray:
+    """Rows of a model with categories known by hash (CatBoost): its categorical columns'
+    values (strings, integers, pandas categories; in arrays of any dtype) hashed and replaced
+    by their codes, every other column read as numbers, and the computed columns of
+    ``Forest.hashed_combinations`` appended (:class:`silvanforge.inputs.hashed_rows.HashedInputs`)."""
+    hashed = forest.hashed_categories or {}
+    width = forest.input_features
+    if _frame(X) is not None:
+        frame = X if type(X).__module__.split(".")[0] == "pandas" else _to_pandas(X)
+        names = list(frame.columns)
+        order = column_order(names if all(isinstance(c, str) for c in names) else None, forest)
+        columns = [frame.iloc[:, i] for i in order]
+        n = len(frame)
+
+        def number(feature):
+            return pandas_column(columns[feature], names[order[feature]], None)
+
+        def raw(feature):
+            return columns[feature]
+    else:
+        arr = np.asarray(X)
+        if arr.ndim != 2 or arr.dtype.kind not in "biufOUS":
+            return check_rows(X, width, dtype, forest.wider_rows)  # its error message
+        if arr.shape[1] != width and not (forest.wider_rows and arr.shape[1] > width):
+            raise InputError(f"the model expects {width} features per row, got {arr.shape[1]}")
+        n = arr.shape[0]
+
+        def number(feature):
+            try:
+                return arr[:, feature].astype(np.float64)
+            except (TypeError, ValueError):
+                raise InputError(f"column {feature} is not numeric and not a categorical feature "
+                                 f"of the model") from None
+
+        def raw(feature):
+            return arr[:, feature]
+    out = np.empty((n, forest.num_features), dtype=np.float64)
+    hashes = {}
+    for feature in range(width):
+        if feature in hashed:
+            hashes[feature] = hashing.column_hashes(raw(feature))
+            out[:, feature] = hashing.codes(feature, *hashes[feature])
+        else:
+            out[:, feature] = number(feature)
+    if hashing.count:
+        out[:, width:width + hashing.count] = hashing.combination_codes(hashes, out)
+    return check_rows(out, forest.num_features, dtype, forest.wider_rows)
+
+
+def _to_pandas(X):
+    try:
+        return X.to_pandas()
+    except Exception as exc:  # no pandas, or a frame that does not convert
+        raise InputError(f"a {type(X).__name__} for a model with hashed categorical features is "
+                         f"read through pandas: {exc}") from None
+
+
+def _is_sparse(X) -> bool:
+    return type(X).__module__.startswith("scipy.sparse")
+
+
+def _num_rows(X) -> int:
+    shape = getattr(X, "shape", None)
+    return int(shape[0]) if shape is not None else int(X.num_rows)
+
+
+def _frame(X):
+    """(column names or None, a function (index, labels) -> float64 column, a function () -> the
+    whole frame as float64 or None) for a data frame, or None for anything else."""
+    module = type(X).__module__.split(".")[0]
+    if module == "pandas" and hasattr(X, "columns") and hasattr(X, "iloc"):
+        cols = list(X.columns)
+        named = all(isinstance(c, str) for c in cols)
+        return ((cols if named else None), lambda i, labels: pandas_column(X.iloc[:, i], cols[i], labels),
+                lambda: _pandas_numbers(X))
+    if module == "polars" and hasattr(X, "get_columns"):
+        cols = list(X.columns)
+        # polars names a frame built from an array column_0, column_1, ...: no names given.
+        named = cols != [f"column_{i}" for i in range(len(cols))]
+        series = X.get_columns()
+        return (cols if named else None), lambda i, labels: polars_column(series[i], cols[i], labels), _none
+    if module == "pyarrow" and hasattr(X, "column_names") and hasattr(X, "column"):
+        cols = list(X.column_names)
+        return cols, lambda i, labels: arrow_column(X.column(i), cols[i], labels), _none
+    if module == "pandas" and hasattr(X, "to_frame"):
+        raise InputError("predict takes rows: a pandas Series is one column; pass a DataFrame "
+                         "or series.to_frame().T for one row")
+    return None
+
+
+def frame_columns_match(columns: list, forest: Forest) -> None:
+    """Raise the InputError predict would raise for a frame with these column labels."""
+    column_order(columns if all(isinstance(c, str) for c in columns) else None, forest)
+
+
+def label_codes(labels: list, forest: Forest, values: np.ndarray, name) -> np.ndarray:
+    """The model's codes (float64) of category labels ``values`` (an object array) of a feature
+    whose labels are ``labels``: a missing label NaN, an unseen one NaN or an error, as the
+    model's library does."""
+    return Labels(labels, forest.unseen_category_error).codes(values, name)
+
+
+def _none():
+    return None
+
+
+def _pandas_numbers(X) -> np.ndarray | None:
+    """A pandas frame whose every column holds NumPy numbers or booleans as one float64 array
+    (the values :func:`_pandas_column` reads column by column: a 1-row frame took 225 us that
+    way, 18 us a column in ``iloc``), else None (categories, strings, nullable or extension
+    dtypes: read column by column)."""
+    if all(isinstance(d, np.dtype) and d.kind in "biuf" for d in X.dtypes):
+        return X.to_numpy(dtype=np.float64)
+    return None

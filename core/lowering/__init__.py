@@ -1,0 +1,1 @@
+"""HIR -> MIR -> LIR: a model's program under one compile's options (:mod:`.program`), the core's walk generator and everything it reads (node layout, split decisions, row reads, linear leaves, the walks' cost model)."""

@@ -1,0 +1,213 @@
+"""The shared node encoding every walk representation starts from: the types of the
+representation contract (:class:`ForestLayout`, :class:`TreeLayout`, :class:`RepBuffers`, the
+split flags ``FLAG_*``) and :func:`build_layout`, which lays a forest out in it.
+
+They live apart from the lowering that uses them so that the contract (:mod:`silvanforge.rep`),
+and the plugins implementing it, depend on the encoding alone and not on the walk generator;
+:mod:`silvanforge.rep` and :mod:`silvanforge.lowering.walksetup` re-export these names.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from silvanforge.errors import UnsupportedModelError
+from silvanforge.ir import hir
+from silvanforge.ir.hir import Op
+from silvanforge.lowering.linear_leaves import LinearTables, exact_rows, tables
+from silvanforge.options import CompileOptions
+from silvanforge.frontend.tiling import TiledForest, tile_forest
+
+# Split flags byte (one per node): what the decision needs beyond threshold and feature.
+FLAG_DEFAULT_LEFT = 1  # a missing value goes left
+FLAG_ZERO_MISSING = 2  # |x| <= 1e-35f is missing too (LightGBM missing type Zero)
+FLAG_CATEGORICAL = 4  # the threshold slot holds the offset of the node's category bitset
+FLAG_OP_SHIFT = 3  # bits 3-4: the hir.Op of a numerical split
+
+
+@dataclasses.dataclass
+class TreeLayout:
+    """Node arrays of one tree in the encoding every representation stores."""
+
+    threshold: np.ndarray  # comparison dtype; category-bitset offset for categorical nodes
+    feature: np.ndarray  # int32, -1 at leaves
+    flags: np.ndarray  # uint8
+    left: np.ndarray  # int32, -1 at leaves
+    right: np.ndarray  # int32
+    leaf_slot: np.ndarray  # int32 index of the leaf's first value in leaf_values, -1 inside
+    depth: int
+
+
+@dataclasses.dataclass
+class ForestLayout:
+    """The forest in the shared node encoding, plus facts that let code generation specialise."""
+
+    forest: hir.Forest
+    trees: list[TreeLayout]
+    leaf_values: np.ndarray  # accumulation dtype; each leaf holds len(tree.outputs) values
+    cat_bits: np.ndarray  # int32 words: at each offset, the word count and then the words
+    threshold_dtype: np.dtype
+    leaf_dtype: np.dtype
+    ops: frozenset[int]
+    has_categorical: bool
+    has_zero_missing: bool
+    # The uniform tiling of every tree (:mod:`silvanforge.frontend.tiling`) when compiling with a tile
+    # size above 1; None for node-at-a-time walks.  Representations that lay out tiles read it.
+    tiles: TiledForest | None = None
+    # Widths: representations store feature indices in ``feature_dtype`` (the smallest
+    # of int8/int16/int32 holding -1 .. num_features - 1) and their own index fields (child
+    # offsets, leaf slots) in :meth:`index_dtype`; narrower node arrays shrink the working set.
+    feature_dtype: np.dtype = np.dtype(np.int32)
+    min_index_dtype: np.dtype = np.dtype(np.int8)
+    # Whether representations may keep a leaf's value in its threshold slot (one load less at
+    # the end of every walk): every tree feeds one output and leaves have the threshold dtype.
+    inline_leaves: bool = False
+    # Whether the default-left bit rides in the feature field: ``(feature << 1) | default_left``
+    # (leaves stay -1).  Chosen when that bit is all a split's flags say (one comparison op, no
+    # categorical or zero-as-missing splits): the walk then loads no flags byte, one load less per
+    # step.  Representations store ``TreeLayout.feature`` as it is; the core decodes it.
+    packed_default_left: bool = False
+    # Set by the core when walks read split rows (a leaf's feature, -1, reads a NaN column there):
+    # representations may then make a leaf a fixed point of a step (see silvanforge.rep).
+    leaf_self_loops: bool = False
+    # A forest with linear leaves: their tables, one row a leaf slot, and ``leaf_values`` holds
+    # each slot's row number, not its value (silvanforge.lowering.linear_leaves); None otherwise.
+    linear: LinearTables | None = None
+
+    @property
+    def tile_size(self) -> int:
+        return 1 if self.tiles is None else self.tiles.tile_size
+
+    def index_dtype(self, lo: int, hi: int) -> np.dtype:
+        """The narrowest integer dtype (int8, int16, int32; never below ``min_index_dtype``)
+        holding every value in ``[lo, hi]``."""
+        return smallest_int(lo, hi, self.min_index_dtype)
+
+
+INDEX_DTYPES = (np.dtype(np.int8), np.dtype(np.int16), np.dtype(np.int32))
+
+
+def smallest_int(lo: int, hi: int, at_least=np.int8) -> np.dtype:
+    """The narrowest of int8, int16, int32 (at least ``at_least``) holding ``[lo, hi]``."""
+    floor = np.dtype(at_least)
+    for dt in INDEX_DTYPES:
+        if dt.itemsize >= floor.itemsize and np.iinfo(dt).min <= lo and hi <= np.iinfo(dt).max:
+            return dt
+    raise UnsupportedModelError(f"node indices {lo}..{hi} do not fit in int32")
+
+
+def build_layout(forest: hir.Forest, tile_size: int = 1, options: CompileOptions | None = None) -> ForestLayout:
+    """``forest`` in the shared node encoding; ``options``: the node widths, inline leaves and
+    packed default-left bit it forces (:class:`silvanforge.options.CompileOptions`; None: the
+    narrowest exact)."""
+    options = options or CompileOptions()
+    thr_dt = np.dtype(forest.threshold_dtype)
+    leaf_dt = np.dtype(forest.accumulate_dtype)
+    cat_words: list[np.ndarray] = []
+    cat_size = 0
+    leaf_chunks: list[np.ndarray] = []
+    leaf_size = 0
+    vector_slots: dict[tuple[int, bytes], int] = {}  # (outputs, a vector's bytes) -> its slot
+    linear_leaves = forest.has_linear()
+    trees, ops = [], set()
+    for tree in forest.trees:
+        internal = tree.left >= 0
+        flags = (tree.default_left.astype(np.uint8) * FLAG_DEFAULT_LEFT
+                 | tree.zero_missing.astype(np.uint8) * FLAG_ZERO_MISSING
+                 | (tree.op.astype(np.uint8) << FLAG_OP_SHIFT))
+        # A threshold converted to the comparison dtype must round the same way the library
+        # does: both libraries store thresholds in the dtype they compare in, so this is exact.
+        thresholds = tree.threshold.astype(thr_dt)
+        for node, cats in sorted(tree.categories.items()):
+            nwords = int(cats.max()) // 32 + 1 if len(cats) else 0
+            # Offsets live in the threshold slot (exact in float32 below 2**24): check the size
+            # before allocating, so a huge category id is refused, not laid out.
+            if cat_size + nwords + 1 > 2**24:
+                raise UnsupportedModelError(
+                    f"categorical splits naming categories up to {int(cats.max())} (feature "
+                    f"{int(tree.feature[node])}): their bitsets would pass 2**24 words (64 MiB)")
+            words = np.zeros(nwords + 1, dtype=np.uint32)
+            words[0] = nwords
+            ids = np.asarray(cats, dtype=np.int64)
+            np.bitwise_or.at(words, 1 + ids // 32, np.left_shift(np.uint32(1), (ids % 32).astype(np.uint32)))
+            flags[node] |= FLAG_CATEGORICAL
+            thresholds[node] = cat_size
+            cat_words.append(words)
+            cat_size += len(words)
+        ops.update(int(o) for o in np.unique(tree.op[internal & ~tree.categorical_mask()]))
+        leaves = np.flatnonzero(~internal)
+        n_out = len(tree.outputs)
+        slot = np.full(tree.num_nodes, -1, dtype=np.int32)
+        values = tree.leaf_value[leaves].astype(leaf_dt)
+        if n_out > 1 and not linear_leaves:
+            # Vector leaves are stored once per distinct vector: a fully grown random forest's
+            # leaves are its classes' one-hot votes (240,686 leaves of 10 classes, 10 distinct
+            # vectors), whose 9.6 MB of copies missed the cache on every walk's last step
+            # (39 of 54 ns a tree and row at 4096 rows).  Equal bits, so exact.
+            kinds, which = np.unique(values.view(np.dtype((np.void, values.itemsize * n_out))).reshape(-1),
+                                     return_inverse=True)
+            at = np.empty(len(kinds), np.int32)
+            for k, kind in enumerate(kinds.tolist()):
+                key = (n_out, kind)
+                if key not in vector_slots:
+                    vector_slots[key] = leaf_size
+                    leaf_chunks.append(np.frombuffer(kind, leaf_dt))
+                    leaf_size += n_out
+                at[k] = vector_slots[key]
+            slot[leaves] = at[which.reshape(-1)]
+        else:
+            slot[leaves] = leaf_size + np.arange(len(leaves), dtype=np.int32) * n_out
+            leaf_chunks.append(values.reshape(-1))
+            leaf_size += len(leaves) * n_out
+        trees.append(TreeLayout(
+            threshold=np.where(internal, thresholds, 0).astype(thr_dt),
+            feature=np.where(internal, tree.feature, -1).astype(np.int32),
+            flags=np.where(internal, flags, 0).astype(np.uint8),
+            left=tree.left.astype(np.int32), right=tree.right.astype(np.int32),
+            leaf_slot=slot, depth=tree.depth(),
+        ))
+    # A trailing zero word keeps the first-word load of an empty set (offset + 1) in bounds.
+    cat_bits = np.concatenate(cat_words + [np.zeros(1, np.uint32)]).view(np.int32)
+    leaf_values = np.concatenate(leaf_chunks) if leaf_chunks else np.zeros(1, leaf_dt)
+    linear = None
+    if forest.has_linear():
+        linear = tables(forest, leaf_dt)
+        if not exact_rows(linear.rows, leaf_dt):
+            raise UnsupportedModelError(f"{linear.rows} leaves with linear models: too many to number "
+                                        f"exactly in {leaf_dt.name}")
+        leaf_values = np.arange(max(linear.rows, 1), dtype=leaf_dt)
+    has_categorical = forest.has_categorical()
+    has_zero_missing = any(bool(t.zero_missing[t.left >= 0].any()) for t in forest.trees)
+    packed = (not has_categorical and not has_zero_missing and len(ops) <= 1
+              and options.packed_default_left is not False)
+    if packed:
+        for t in trees:
+            internal = t.feature >= 0
+            t.feature = np.where(internal, (t.feature << 1) | (t.flags & FLAG_DEFAULT_LEFT), -1).astype(np.int32)
+    max_feature = max(forest.num_features - 1, 0)
+    inline = (all(len(t.outputs) == 1 for t in forest.trees) and leaf_dt == thr_dt
+              and options.inline_leaves is not False)
+    return ForestLayout(
+        forest=forest, trees=trees, leaf_values=leaf_values, cat_bits=cat_bits,
+        threshold_dtype=thr_dt, leaf_dtype=leaf_dt, ops=frozenset(ops) or frozenset({Op.LT}),
+        has_categorical=has_categorical, has_zero_missing=has_zero_missing,
+        tiles=tile_forest(forest, tile_size) if tile_size > 1 else None,
+        feature_dtype=smallest_int(-1, 2 * max_feature + 1 if packed else max_feature,
+                                   options.feature_width or np.int8),
+        min_index_dtype=np.dtype(options.index_width or np.int8),
+        inline_leaves=inline, packed_default_left=packed, linear=linear,
+    )
+
+
+@dataclasses.dataclass
+class RepBuffers:
+    """What a representation lays out: named model buffers (NumPy arrays) and facts about them."""
+
+    buffers: dict[str, np.ndarray]
+    info: dict = dataclasses.field(default_factory=dict)
+
+
+__all__ = ["FLAG_DEFAULT_LEFT", "FLAG_ZERO_MISSING", "FLAG_CATEGORICAL", "FLAG_OP_SHIFT", "TreeLayout",
+           "ForestLayout", "RepBuffers", "INDEX_DTYPES", "smallest_int", "build_layout"]

@@ -1,0 +1,377 @@
+"""A compiled model: ``CompiledForest``, its forms and the plan that picks one by the rows of a
+call (:mod:`silvanforge.plan.bands`), ``predict`` with its lean path for a few rows, ``show``,
+``save`` and pickling.  Loading an artifact is :mod:`silvanforge.artifact.load`."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import numpy as np
+
+from silvanforge import __version__
+from silvanforge.artifact import archive
+from silvanforge.runtime import transforms
+from silvanforge.inputs.device import device_rows, is_device_array, like_input
+from silvanforge.errors import InputError
+from silvanforge.plan.forms import Form
+from silvanforge.inputs.frames import FRAME_LIBRARIES, SchemaMemory
+from silvanforge.inputs.rows import as_rows
+from silvanforge.runtime.kernel import DeviceKernel
+from silvanforge.ir import hir, hir_io, lir_io
+from silvanforge.lowering.program import program_text
+from silvanforge.plan.bands import MID_MAX, SMALL_ROWS, Band, bands_to_json, check_bands, describe, dispatch_table
+from silvanforge.runtime.threads import check_threads, run_kernel
+
+
+class CompiledForest:
+    """A forest compiled for one target; ``predict`` behaves like the training library's.
+
+    It holds one or more forms (compiled programs of the model) and the bands of rows per call
+    each answers; the last band's form (requests of the most rows) is the model's *main* form,
+    whose options the model is known by (``options``, ``rep``, ``schedule``...)."""
+
+    def __init__(self, forest: hir.Forest, forms: list[Form], bands: list[Band] | None = None,
+                 compile_seconds: float = 0.0, tuning: dict | None = None):
+        self.forest: hir.Forest = forest  # the model as imported (HIR passes work on copies)
+        # The tuning record (silvanforge.plan.tuning) where the plan was tuned, else None.
+        self.tuning = tuning
+        self.compile_seconds = compile_seconds
+        # transforms.shape_output of this model's margins: (n,) for one column
+        self._flat = forest.num_outputs == 1 and forest.output_shape != "matrix"
+        self._num_features = forest.num_features
+        # What predict worked out from the frames' schemas it was given (silvanforge.inputs.frames).
+        self._schemas = SchemaMemory(forest)
+        # The forms still to build (silvanforge.plan.lateforms: meanwhile the main form answers
+        # every request), or None.
+        self._late = None
+        self._install(list(forms), list(bands) if bands is not None else [Band(1, None, 0)])
+
+    def _install(self, forms: list[Form], bands: list[Band]) -> None:
+        """The plan that answers calls from now on: set in one assignment (``_plan``, then the
+        lean path's table), so a call running meanwhile sees the old plan or the new."""
+        check_bands(bands, len(forms))
+        main = forms[bands[-1].form]
+        if getattr(self, "main", None) not in (None, main):
+            raise AssertionError("a plan's forms built later keep its main form")
+        self.main = main
+        self._small_dtype = main.input_dtype
+        # The lean path: the small calls answering a request of n rows (0-SMALL_ROWS), None
+        # where that form offers none or reads another dtype (the general path then answers),
+        # and whether that call splits a row's trees over threads (then ``threads=1`` asks
+        # it not to).
+        table = dispatch_table(bands)
+        small_for = [f.small if f.input_dtype is self._small_dtype else None for f in (forms[i] for i in table)]
+        splits = [forms[i].small_splits for i in table]
+        forest = self.forest
+        if all(s is None for s in small_for) or forest.hashed_categories or forest.hashed_combinations:
+            # (a model with categories known by hash converts every input first: no lean path)
+            small_for = None
+        self._plan = (forms, bands)
+        self._small_for = None if small_for is None else list(zip(small_for, splits))
+
+    def _build_later(self, late) -> None:
+        """Hand the forms still to build to ``late`` (a :class:`silvanforge.plan.lateforms.LateForms`
+        whose install is :meth:`_finish_plan`), and start them in the background where so asked."""
+        self._late = late
+        if late.mode == "background":
+            late.start()
+
+    def _finish_plan(self, forms: list[Form], bands: list[Band]) -> None:
+        self._install(forms, bands)
+        self._late = None
+
+    def wait(self) -> "CompiledForest":
+        """Until every form of the plan is built (forms left to a background thread or to
+        first use: ``sf.compile(..., forms=)``, :mod:`silvanforge.plan.lateforms`); returns self."""
+        late = self._late
+        if late is not None:
+            late.wait()
+        return self
+
+    @property
+    def forms(self) -> list[Form]:
+        """The plan's forms (every one built: waits for those still building)."""
+        return self.wait()._plan[0]
+
+    @property
+    def bands(self) -> list[Band]:
+        """The plan's bands of rows per call (waits for forms still building)."""
+        return self.wait()._plan[1]
+
+    @property
+    def forms_built(self) -> bool:
+        """Whether every form of the plan is built (else the main form answers meanwhile)."""
+        return self._late is None
+
+    # The options a compiled model is known by: those of its main form.
+    options = property(lambda self: self.main.options,
+                       doc="what decided the main form's program (resolved, choices filled in)")
+    kernel = property(lambda self: self.main.kernel, doc="the main form's kernel")
+    tile_ids = property(lambda self: self.main.tile_ids,
+                        doc="probability-based tiling per tree (model order), or None")
+    target = property(lambda self: self.options.target, doc="the target compiled for")
+    rep = property(lambda self: self.options.rep, doc="the representation chosen")
+    schedule = property(lambda self: self.options.schedule, doc="the Schedule chosen")
+    batch_size = property(lambda self: self.options.batch_size, doc="the batch size tuned for, or None")
+    threads = property(lambda self: self.options.threads, doc="threads predict uses by default, or None: all")
+    pad = property(lambda self: self.options.pad, doc="whether the trees were padded")
+    tile_size = property(lambda self: self.options.tile_size, doc="nodes a walk step evaluates")
+    reorder = property(lambda self: self.options.reorder, doc='trees grouped by "depth" or "peel", or None')
+    cpu = property(lambda self: self.options.cpu, doc="the named CPU its code is for, or None: this host's")
+    lir_module = property(lambda self: self.main.lir_module, doc="the main form's LIR module")
+    mir_function = property(lambda self: self.main.mir_function, doc="the main form's MIR function")
+
+    @property
+    def num_features(self) -> int:
+        """Columns of the rows ``predict`` takes."""
+        return self.forest.input_features
+
+    @property
+    def num_outputs(self) -> int:
+        return self.forest.num_outputs
+
+    @property
+    def classes_(self):
+        return self.forest.class_labels
+
+    def form_for(self, rows: int) -> Form:
+        """The form answering a request of ``rows`` rows (in the whole plan: waits for forms
+        still building)."""
+        self.wait()
+        return self._answering(rows)
+
+    def _answering(self, rows: int) -> Form:
+        """The form answering ``rows`` rows now (the main form, where the others are building)."""
+        rows = max(int(rows), 1)
+        forms, bands = self._plan
+        for band in bands:
+            if band.holds(rows):
+                return forms[band.form]
+        raise AssertionError("the bands cover every request size")  # check_bands made sure
+
+    def predict(self, X, output_margin: bool = False, missing: float = np.nan,
+                threads: int | None = None) -> np.ndarray:
+        """Predictions for rows ``X``: what the source library's ``predict`` returns (XGBoost's
+        and LightGBM's boosters: probabilities for classifiers; scikit-learn: ``predict_proba``
+        for classifiers, ``predict`` for regressors).
+
+        ``X``: a NumPy array (n, num_features), or a pandas / polars DataFrame or pyarrow Table,
+        whose columns are matched to the model's feature names and whose categorical columns
+        are mapped to the model's categories (:mod:`silvanforge.inputs.rows`; what a frame's schema
+        decides is worked out once per schema and remembered, :mod:`silvanforge.inputs.frames`), or
+        records: a dict of feature name to value, or a list of them (:mod:`silvanforge.inputs.records`).
+        ``output_margin``: raw margins (XGBoost ``output_margin``, LightGBM ``raw_score``).
+        ``missing``: a value treated as missing besides NaN, like XGBoost's DMatrix ``missing``.
+        ``threads``: threads for this call (default: the compile option, else all CPUs).
+
+            >>> cf.predict(np.array([[0.5, 1.0, np.nan, 3.0]]))     # doctest: +SKIP
+            >>> cf.predict(frame[["b", "a", "d", "c"]])             # matched by name  # doctest: +SKIP
+            >>> cf.predict({"a": 0.5, "b": 1.0, "c": None, "d": "red"})  # a record  # doctest: +SKIP
+        """
+        late = self._late
+        if late is not None:  # forms building: a lazy build starts at its first small request
+            late.poke(X)
+        small_for = self._small_for
+        # (The conditions are ordered and written for speed: a 1-row call takes 2 us in all.
+        # A dtype of the kernel's is NumPy's own instance, so ``is`` tells; any other goes the
+        # general way, which converts it.)
+        if small_for is not None and type(X) is np.ndarray and X.dtype is self._small_dtype \
+                and missing != missing:
+            shape = X.shape
+            if len(shape) == 2 and shape[0] <= SMALL_ROWS and shape[1] == self._num_features:
+                small, splits = small_for[shape[0]]
+                if small is not None:
+                    # Online scoring, a row or a few per call: no thread split, no scratch, no
+                    # checks the conditions above have not made.
+                    if threads is not None and check_threads(threads) == 1 and splits:
+                        values, applied = small(X, not output_margin, 1)  # the trees on this thread
+                    else:
+                        # The kernel applies the transform itself where it can do so exactly.
+                        values, applied = small(X, not output_margin)  # shaped as returned if applied
+                    if output_margin or applied:
+                        return values
+                    margins = values.reshape(-1, 1) if self._flat else values
+                    return transforms.shape_output(self.forest, transforms.apply(self.forest, margins))
+        # (a frame is on the host: asking it for device attributes looked for columns so named,
+        # two thirds of a one-row pandas call)
+        if type(X) is not np.ndarray and type(X).__module__.split(".")[0] not in FRAME_LIBRARIES \
+                and is_device_array(X):
+            return self._predict_device(X, output_margin, missing)
+        rows = as_rows(X, self.forest, self.main.input_dtype, self._schemas)
+        if missing == missing:  # not NaN (NaN is what the kernels treat as missing already)
+            try:
+                missing_value = float(missing)
+            except (TypeError, ValueError):
+                raise InputError(f"missing must be a number, got {missing!r}") from None
+            rows = np.where(rows == rows.dtype.type(missing_value), rows.dtype.type(np.nan), rows)
+        if small_for is not None and rows.shape[0] <= SMALL_ROWS and rows.dtype is self._small_dtype \
+                and rows.shape[1] == self._num_features and small_for[rows.shape[0]][0] is not None:
+            # A few rows that arrived otherwise (a data frame, another dtype, a missing value):
+            # converted, they are online scoring too, and now meet every condition of the lean
+            # path above (so this calls itself once).
+            return self.predict(rows, output_margin, threads=threads)
+        form = self._answering(rows.shape[0])
+        if form.input_dtype != rows.dtype:
+            rows = rows.astype(form.input_dtype)
+        margins = run_kernel(form.kernel, rows, self.forest.num_outputs,
+                             self.threads if threads is None else threads)
+        values = margins if output_margin else transforms.apply(self.forest, margins)
+        return transforms.shape_output(self.forest, values)
+
+    def _predict_device(self, X, output_margin: bool, missing) -> object:
+        """``predict`` of a device array (:mod:`silvanforge.inputs.device`): read in place by a
+        kernel with the :class:`~silvanforge.runtime.kernel.DeviceKernel` capability, the result on the
+        same device as the same kind of array."""
+        forest = self.forest
+        if not all(isinstance(f.kernel, DeviceKernel) for f in self._plan[0]):
+            raise InputError(f"predict got a device array ({type(X).__name__}), and the {self.target!r} target reads "
+                             "rows from host memory: copy them to the host yourself (for CuPy, x.get()) "
+                             "or compile for a target that reads device arrays (cuda)")
+        if forest.hashed_categories:
+            raise InputError("a model with hashed categorical features reads its categories on the host; "
+                             "pass host rows")
+        if missing == missing:
+            raise InputError("missing= is not applied to device arrays: replace the value with NaN on the device")
+        rows = device_rows(X, self._num_features, self.main.input_dtype, forest.wider_rows)
+        n, k = rows.shape[0], forest.num_outputs
+        form = self._answering(n)
+        if form.input_dtype != rows.dtype:
+            raise InputError(f"the form answering {n} rows reads {form.input_dtype.name} rows on the device, "
+                             f"got {rows.dtype.name}: convert on the device")
+        identity = forest.transform.name == "identity" and forest.transform.param("margin_divisor", 1.0) == 1.0
+        finish = None if output_margin or identity else transforms.Finish(forest)
+        result = form.kernel.device_predict(rows, k, finish)
+        if self._flat and tuple(result.shape) == (n, 1):  # margins, or values the device transformed
+            result = result.reshaped((n,))
+        return like_input(result, rows)
+
+    def show(self, level: str) -> str:
+        """The main form's program at ``level``: hir, mir, lir or target; ``plan``: the bands of
+        rows per call and the form answering each (and the tuning record's winners, if tuned)."""
+        if level == "plan":
+            return self.plan_text()
+        main = self.main
+        return program_text(level, self.forest, main.tile_ids, main.options.tile_size, main.options,
+                            lambda: main.mir_function, lambda: main.lir_module)
+
+    def plan_text(self) -> str:
+        """The bands and their forms, and which forms are built (never waits for them)."""
+        head = "plan (tuned on this host)" if self.tuning is not None else "plan (untuned: the cost model's)"
+        if self.cpu is not None:  # code for a fleet's CPU, not this host's
+            head += f", code for cpu {self.cpu}"
+        late = self._late
+        forms, bands = self._plan
+        if late is None:
+            return head + ", every program built\n" + describe(bands, [f.text() for f in forms])
+        if late.error is not None:
+            how = f"not built: {type(late.error).__name__}: {str(late.error)[:120]}"
+        elif late.mode == "lazy" and not late.started:
+            how = f"not built yet: built in the background from the first request of up to {MID_MAX} rows"
+        else:
+            how = "building in the background"
+        return (head + ", the main program built\n" + describe(bands, [f.text() + " (built)" for f in forms])
+                + f"\nprograms for smaller requests: {how}; the main one answers every request until then")
+
+    def summary(self) -> dict:
+        f = self.forest
+        return {"trees": f.num_trees, "max_depth": f.max_depth(), "features": f.num_features,
+                "outputs": f.num_outputs, "target": self.target, "rep": self.rep,
+                "schedule": self.schedule.to_text().replace("\n", "; ") or "none (nothing walked)", "padded": self.pad,
+                "tile_size": self.tile_size, "reorder": self.reorder, "plan_min_ns": self.options.plan_min_ns,
+                "probability_tiled_trees": sum(i is not None for i in self.tile_ids or []),
+                "batch_size": self.batch_size, "threads": self.threads, "cpu": self.cpu or "native",
+                # the lowering knobs (None: chosen by the lowering for the model)
+                **self.options.lowering(), "rep_options": dict(self.options.rep_options),
+                "plan": "; ".join(f"{b.text()} rows: {self.forms[b.form].options.rep}" for b in self.bands),
+                "tuned": self.tuning is not None,
+                "compile_seconds": round(self.compile_seconds, 3)}
+
+    # ---------------------------------------------------------------- saving
+    def save(self, path: str | os.PathLike, key: str | bytes | None = None) -> None:
+        """Write a self-contained artifact: the model, the options, the plan and each form's
+        machine code (:mod:`silvanforge.artifact.archive`).  With ``key`` (or
+        ``SILVANFORGE_ARTIFACT_KEY`` set) the artifact is signed, and a loader holding the same
+        key runs its machine code instead of compiling again."""
+        archive.write(path, *self._artifact_parts(), key)
+
+    def to_bytes(self, key: str | bytes | None = None) -> bytes:
+        """The artifact :meth:`save` writes, in memory."""
+        return archive.to_bytes(*self._artifact_parts(), key)
+
+    def __reduce__(self):
+        # pickle, joblib and copy.deepcopy go through the artifact: a pickle is code the
+        # unpickler runs anyway, so its machine code is trusted (fast on a matching host).
+        # The loader imports this module, so it is looked up, not imported, here: a compiled
+        # model is made by silvanforge.api or by that loader, both of which have loaded it.
+        return sys.modules["silvanforge.artifact.load"].unpickle, (self.to_bytes(),)
+
+    def _artifact_parts(self) -> tuple[dict, dict, bytes, dict]:
+        main = self.main
+        meta = {"silvanforge": __version__, "fingerprint": self.forest.fingerprint(), **form_meta(main)}
+        arrays = {"forest.npz": hir_io.to_arrays(self.forest)}
+        if main.tile_ids is not None:  # the profile-derived tiling, to rebuild the layout
+            arrays["tiling.npz"] = tile_id_arrays(main.tile_ids, self.forest)
+        blob = main.kernel.artifact()
+        extra = {}
+        if blob:
+            # What running the code needs, so a trusted load maps it without lowering the model.
+            spec, buffers = lir_io.to_parts(main.kernel.module)
+            arrays["program.npz"] = buffers
+            extra["program.json"] = spec
+        # The plan: its bands and every other form's options, program and machine code (saved
+        # so a trusted load builds nothing).
+        main_index = self.forms.index(main)
+        others = []
+        for index, form in enumerate(self.forms):
+            if index == main_index:
+                others.append(None)
+                continue
+            entry = form_meta(form)
+            if form.tile_ids is not None:
+                arrays[f"form{index}_tiling.npz"] = tile_id_arrays(form.tile_ids, self.forest)
+            code = form.kernel.artifact()
+            if code:
+                spec, buffers = lir_io.to_parts(form.kernel.module)
+                arrays[f"form{index}_program.npz"] = buffers
+                extra[f"form{index}_program.json"] = spec
+                extra[f"form{index}.bin"] = code
+            others.append(entry)
+        plan = {"bands": bands_to_json(self.bands), "forms": others, "main": main_index}
+        if self.tuning is not None:
+            plan["tuning"] = self.tuning
+        extra["plan.json"] = archive.json_bytes(plan)
+        return meta, arrays, blob, extra
+
+
+def form_meta(form: Form) -> dict:
+    """The options of a form as ``meta.json`` (and ``plan.json``) record them."""
+    o = form.options
+    return {"target": o.target, "rep": o.rep, "schedule": o.schedule.to_text(), "batch_size": o.batch_size,
+            "threads": o.threads, "pad": o.pad, "tile_size": o.tile_size, "reorder": o.reorder, "cpu": o.cpu,
+            "plan_min_ns": o.plan_min_ns, "lir": form.digest, "probability_tiling": form.tile_ids is not None,
+            "node_order": form.order_by,
+            **o.lowering(), "rep_options": dict(o.rep_options)}
+
+
+def tile_id_arrays(tile_ids: list, forest: hir.Forest) -> dict[str, np.ndarray]:
+    """Tile ids of every tree as arrays: ``tiled`` (bool per tree) and ``tile_id`` (the tiled
+    trees' ids, concatenated in tree order)."""
+    tiled = np.array([i is not None for i in tile_ids], dtype=bool)
+    ids = [np.asarray(i, np.int32) for i in tile_ids if i is not None]
+    return {"tiled": tiled, "tile_id": np.concatenate(ids) if ids else np.zeros(0, np.int32)}
+
+
+def tile_ids_from_arrays(arrays: dict, forest: hir.Forest) -> list:
+    tiled = arrays["tiled"].astype(bool)
+    flat = arrays["tile_id"].astype(np.int32)
+    if len(tiled) != forest.num_trees:
+        raise ValueError(f"a tiling for {len(tiled)} trees, the model has {forest.num_trees}")
+    sizes = [t.num_nodes for t, on in zip(forest.trees, tiled) if on]
+    if sum(sizes) != len(flat):
+        raise ValueError("tile ids do not match the trees' nodes")
+    parts = iter(np.split(flat, np.cumsum(sizes)[:-1]) if sizes else [])
+    return [next(parts) if on else None for on in tiled]
+
+
+__all__ = ["CompiledForest", "SMALL_ROWS", "form_meta", "tile_id_arrays", "tile_ids_from_arrays"]

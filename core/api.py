@@ -1,6 +1,6 @@
 """The public compiler API: ``compile`` (here), ``lower`` and ``show`` (the front half,
 :mod:`silvanforge.lowering.program`), ``CompiledForest`` (:mod:`silvanforge.runtime.compiled`) and
-``load_compiled`` (:mod:`silvanforge.artifact.load`); ``sf.tune`` is :mod:`silvanforge.plan.tuning`."""
+``load_compiled`` (:mod:`silvanforge.artifact.store`); ``sf.tune`` is :mod:`silvanforge.plan.tuning`."""
 
 from __future__ import annotations
 
@@ -15,26 +15,24 @@ from typing import Any, Union
 import numpy as np
 
 from silvanforge.artifact import codecache
-from silvanforge.runtime.compiled import CompiledForest
-from silvanforge.errors import ArtifactError, UnsupportedModelError
-from silvanforge.plan.forms import Builds, host_key, main_form, plan_threads, rest_of_plan, untuned_plan
+from silvanforge.artifact.store import load, load_compiled, read_artifact_forest
+from silvanforge.errors import ArtifactError, InputError, UnsupportedModelError
+from silvanforge.frontend.loading import verified_model
 from silvanforge.ir import hir
-from silvanforge.plan.lateforms import LateForms, check_mode
-from silvanforge.artifact.load import load, load_compiled, read_artifact_forest
-from silvanforge.frontend.loading import load_model
-from silvanforge.plan.memo import compile_scope, current, in_compile_scope
+from silvanforge.lowering.program import Lowered, lower_program
 from silvanforge.options import CompileOptions
-from silvanforge.plan.bands import ONE_ROW_MAX, SMALL_ROWS, Band, program_options_given
-from silvanforge.lowering.program import (Lowered, choose_padding, choose_representation, compile_options,
-                       hir_passes, lir_digest, lower, show)
+from silvanforge.plan.forms import host_key
+from silvanforge.plan.lateforms import check_mode
+from silvanforge.plan.memo import in_compile_scope
+from silvanforge.plan.policy import compile_plan
 from silvanforge.plugins import registry
+from silvanforge.runtime.compiled import CompiledForest
 from silvanforge.runtime.threads import check_threads
 from silvanforge.scheduler import Schedule
 
-# The API in one place (what ``silvanforge`` exports, and what plugins and tests import from here).
+# The API in one place (what ``silvanforge`` exports).
 __all__ = ["compile", "lower", "show", "load_compiled", "read_artifact_forest", "CompiledForest", "Lowered",
-           "CompileOptions", "ModelLike", "compile_options", "choose_representation", "choose_padding",
-           "hir_passes", "lir_digest", "SMALL_ROWS", "cache_key"]
+           "CompileOptions", "ModelLike", "compile_options", "cache_key"]
 
 # What compile and load_model read (see silvanforge.load_model): a path, bytes, a Forest, or
 # a model object an installed importer recognises.
@@ -101,65 +99,39 @@ def compile(model: ModelLike, target: str | None = None, rep: str | None = None,
     # With a code cache the forms are built before the call returns by default: the entry,
     # written then, holds them all, and a script that ends at once still leaves it.
     mode = check_mode("eager" if forms is None and cache is not None else forms)
+    # 1. The options, resolved and checked once (the target: here); 2. the model, read and verified once.
     opts = compile_options(options, target=target, rep=rep, schedule=schedule, batch_size=batch_size,
                            threads=threads, pad=pad, tile_size=tile_size, profile=profile, reorder=reorder,
                            cpu=cpu)
-    reg = registry()
-    target = opts.target
-    reg.check_target(target)
+    registry().check_target(opts.target)  # (installed and able to run here)
     if opts.threads is not None:
         opts = dataclasses.replace(opts, threads=check_threads(opts.threads))
-    forest = model if isinstance(model, hir.Forest) else load_model(model)
-    entry = None
-    if cache is not None:
-        # A hit is the whole compiled model, plan and forms, loaded as a trusted artifact: no
-        # lowering (the cache directory is private to the user, so its code is the user's own).
-        entry = cache_key(forest, opts)
-        stored = codecache.get(cache, entry)
-        if stored is not None:
-            try:
-                cf = load(stored, f"code cache entry {entry[:12]}", None, trust_code=True, forest=forest)
-                cf.compile_seconds = time.perf_counter() - start
-                return cf
-            except ArtifactError:
-                pass  # damaged or for another model: compiled again, and replaced
-    def cached(cf):
+    forest = verified_model(model)
+    # 3. A code-cache hit is the whole compiled model, plan and forms, loaded as a trusted
+    # artifact: nothing lowered (the cache directory is private to the user, so its code is the
+    # user's own).  A damaged entry, or one for another model, is compiled again and replaced.
+    entry = cache_key(forest, opts) if cache is not None else None
+    stored = codecache.get(cache, entry) if entry is not None else None
+    if stored is not None:
+        try:
+            cf = load(stored, f"code cache entry {entry[:12]}", None, trust_code=True, forest=forest)
+            cf.compile_seconds = time.perf_counter() - start
+            return cf
+        except ArtifactError:
+            pass
+    # 4. The plan: its forms lowered (lowering.program) and compiled by the target, by request
+    # size (plan.policy); those for smaller requests built now or after this call returns.
+    def cache_it(cf):  # once every form is built (a background build calls it as it ends)
         if entry is not None and all(f.kernel.artifact() for f in cf.forms):
             codecache.put(cache, entry, cf.to_bytes())
 
     try:
-        if mode == "eager" or reg.target_kind(target) != "cpu" or program_options_given(opts) \
-                or (opts.batch_size is not None and opts.batch_size <= ONE_ROW_MAX):
-            # (one form, or every form now)
-            built, bands = untuned_plan(forest, opts)
-            cf = CompiledForest(forest, built, bands, time.perf_counter() - start)
-            cached(cf)
-            return cf
-        return _main_first(forest, opts, mode, start, cached)
+        return compile_plan(forest, opts, mode, start, done=cache_it)
     except MemoryError:
         nodes = sum(t.num_nodes for t in forest.trees)
         raise UnsupportedModelError(
             f"out of memory compiling a model of {forest.num_trees} trees and {nodes} nodes "
-            f"(depth up to {forest.max_depth()}) for {target}: free memory, or compile fewer trees") from None
-
-
-def _main_first(forest: hir.Forest, opts: CompileOptions, mode: str, start: float, done) -> CompiledForest:
-    """The compiled model with its main form built, the plan's other forms left to
-    :class:`silvanforge.plan.lateforms.LateForms` (``mode``); ``done(cf)`` once they are built.
-    (Run within ``compile``'s scope, whose memo a background build goes on with.)"""
-    builds = Builds()
-    main = main_form(forest, opts, builds)
-    cf = CompiledForest(forest, [main], [Band(1, None, 0)], time.perf_counter() - start)
-    # The compile's memo goes on to a background build; a lazy one, which may never start,
-    # keeps none of it (the model's statistics are computed again if it does).
-    cache = current() if mode == "background" else None
-
-    def build(step):
-        with compile_scope(cache):
-            return rest_of_plan(forest, opts, main, builds, plan_threads(), step=step)
-
-    cf._build_later(LateForms(build, cf._finish_plan, mode, done=lambda: done(cf)))
-    return cf
+            f"(depth up to {forest.max_depth()}) for {opts.target}: free memory, or compile fewer trees") from None
 
 
 def cache_key(forest: hir.Forest, opts: CompileOptions) -> str:
@@ -188,3 +160,69 @@ def cache_key(forest: hir.Forest, opts: CompileOptions) -> str:
     covers = covers.hexdigest()
     program = hashlib.sha256(json.dumps([forest.fingerprint(), covers, given], sort_keys=True).encode()).hexdigest()
     return codecache.key(opts.target, program, host_key(opts.target))
+
+
+def compile_options(options: CompileOptions | None = None, **given) -> CompileOptions:
+    """The one :class:`~silvanforge.options.CompileOptions` of a ``compile``, ``lower``, ``show``
+    or ``tune`` call, checked here once (the target installed, the batch size a count): ``options`` (or the defaults) with the keyword arguments ``given`` that differ
+    from their defaults in place of its fields, resolved (the context managers and environment
+    variable of :mod:`silvanforge.options` read here, once); no target: the host's
+    (:meth:`silvanforge.plugins.PluginRegistry.default_target`, chosen here only, so the options
+    object itself never looks for plugins); a named ``cpu``, checked by that target
+    (:meth:`silvanforge.target.Target.check_cpu`) and spelt as it spells it."""
+    base = options if options is not None else CompileOptions()
+    if not isinstance(base, CompileOptions):
+        raise InputError(f"options must be a CompileOptions, got {type(base).__name__}")
+    defaults = CompileOptions()
+    changed = {name: value for name, value in given.items() if value is not None
+               and not (type(value) is type(getattr(defaults, name)) and value == getattr(defaults, name))}
+    if base.target is None and "target" not in changed:
+        changed["target"] = registry().default_target()
+    registry().check_rep_options(changed.get("rep_options", base.rep_options))
+    opts = (dataclasses.replace(base, **changed) if changed else base).resolved()
+    if opts.target not in registry().targets():
+        registry().check_target(opts.target)  # raises: no such target (one that cannot run here lowers)
+    if opts.batch_size is not None and (not isinstance(opts.batch_size, (int, np.integer)) or opts.batch_size <= 0):
+        raise InputError(f"batch_size must be a positive integer, got {opts.batch_size!r}")
+    if opts.cpu is not None:
+        # Checked once here, before anything is lowered: an unknown name is one clear error.
+        cpu = registry().target(opts.target).check_cpu(opts.cpu)
+        if cpu != opts.cpu:
+            opts = dataclasses.replace(opts, cpu=cpu)
+    return opts
+
+
+def lower(model, target: str | None = None, rep: str | None = None, schedule=None,
+          batch_size: int | None = None, pad: bool | None = None, tile_size: int = 1,
+          profile=None, reorder: str | None = None, options: CompileOptions | None = None,
+          cpu: str | None = None) -> Lowered:
+    """The front half of ``compile``: model -> HIR (-> padded HIR) -> MIR -> LIR, for ``target``
+    (which need not be able to run here).
+
+    ``pad``: pad trees to one depth (:func:`silvanforge.frontend.hir_passes.pad_trees`); ``None`` pads when
+    the target chooses the schedule and padding is cheap, so that schedule can drop leaf checks
+    (never with tiles: a uniform node depth does not make a uniform tile depth).
+    ``tile_size``: nodes evaluated per walk step (:mod:`silvanforge.frontend.tiling`; 1 = node by node);
+    above 1 it needs a representation that lays out tiles.
+    ``profile``: a :class:`silvanforge.Profile` or profile file of this model; skewed trees are
+    then tiled along the paths most rows take (needs ``tile_size`` above 1).
+    ``reorder``: "depth" or "peel" groups trees of equal depth / shallowest leaf; without a
+    schedule each group's walks are then peeled to its shallowest leaf (``peel-groups``), and
+    ``pad`` (None: when it at most doubles the nodes) pads each tree to its own depth.
+    ``cpu``: the CPU the target code is for (None: this host), as ``compile`` takes it; the
+    lowering does not depend on it, the target code (``show("target")``) does.
+    ``options``: a :class:`silvanforge.options.CompileOptions` holding all of these (and the
+    lowering knobs); keyword arguments set to other than their defaults replace its fields.
+    """
+    opts = compile_options(options, target=target, rep=rep, schedule=schedule, batch_size=batch_size, pad=pad,
+                           tile_size=tile_size, profile=profile, reorder=reorder, cpu=cpu)
+    return lower_program(verified_model(model), opts)
+
+
+def show(model, level: str, target: str | None = None, rep: str | None = None, schedule=None,
+         batch_size: int | None = None, pad: bool | None = None, tile_size: int = 1,
+         profile=None, reorder: str | None = None, options: CompileOptions | None = None,
+         cpu: str | None = None) -> str:
+    """The program at ``level`` (hir, mir, lir, target) without running anything: GPU schedules
+    can be printed on a machine without a GPU.  The options are :func:`lower`'s."""
+    return lower(model, target, rep, schedule, batch_size, pad, tile_size, profile, reorder, options, cpu).show(level)

@@ -60,7 +60,7 @@ class CompileOptions:
 
     - ``plan_min_ns``: without tuning, forests whose cheapest representation is estimated under
       this many ns a row, and whose other forms would save less, get one form (None:
-      :data:`silvanforge.plan.bands.PLAN_MIN_NS`; 0: every model gets its forms by request size).
+      :data:`silvanforge.plan.policy.PLAN_MIN_NS`; 0: every model gets its forms by request size).
 
     The lowering of walks (:mod:`silvanforge.lowering.walksetup`; None: its chooser decides per model):
 
@@ -117,7 +117,7 @@ class CompileOptions:
                 raise InputError(f"cpu must be a CPU name such as 'x86-64-v3' (or None / 'native': this "
                                  f"host), got {type(self.cpu).__name__}")
             # "native" is this host: the default, recorded as None (what the target checks is
-            # the name: silvanforge.lowering.program.compile_options).
+            # the name: silvanforge.api.compile_options).
             if self.cpu.strip().lower() in ("", "native"):
                 object.__setattr__(self, "cpu", None)
         value = self.plan_min_ns
@@ -146,7 +146,7 @@ class CompileOptions:
         """These options with the lowering knobs left None taken from the context managers in
         effect (:func:`override`) and, for ``vector_walks``, from ``SILVANFORGE_VECTOR_WALK``: the
         one place either is read.  A value given in the options wins.  The target is left as
-        given: :func:`silvanforge.lowering.program.compile_options` chooses the host's."""
+        given: :func:`silvanforge.api.compile_options` chooses the host's."""
         given = {name: value for name, value in (_OVERRIDES.get() or {}).items()
                  if getattr(self, name) is None}
         if self.vector_walks is None and "vector_walks" not in given:

@@ -91,7 +91,7 @@ def test_the_untuned_one_row_walk_follows_the_training_covers(tmp_path, rng):
     assert all(t.cover is not None for t in relowered.forest.trees)  # the artifact keeps them
     # Covers are not predictions: the fingerprint ignores them, the code cache does not.
     from silvanforge.api import cache_key
-    from silvanforge.lowering.program import compile_options
+    from silvanforge.api import compile_options
     opts = compile_options(every_band)
     assert _without_covers(forest).fingerprint() == forest.fingerprint()
     assert cache_key(_without_covers(forest), opts) != cache_key(forest, opts)

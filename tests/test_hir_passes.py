@@ -29,7 +29,7 @@ def test_padded_walks_skip_leaf_checks_and_stay_exact(forest):
 def test_default_pads_cheap_forests_and_saves_the_original(tmp_path):
     from test_predict_api import make_forest
 
-    from silvanforge.api import choose_padding
+    from silvanforge.lowering.choices import choose_padding
 
     sparse = make_forest()  # padding more than doubles its nodes: the chooser decides (size)
     assert padded_nodes(sparse) > 2 * sum(t.num_nodes for t in sparse.trees)

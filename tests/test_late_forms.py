@@ -17,9 +17,9 @@ import pytest
 
 import silvanforge as sf
 from silvanforge import reference
-from silvanforge.plan.forms import untuned_plan
+from silvanforge.plan.policy import untuned_plan
 from silvanforge.options import CompileOptions
-from silvanforge.lowering.program import compile_options
+from silvanforge.api import compile_options
 from silvanforge.testing import random_forest, rows_for
 from support_common import errors_in_threads
 

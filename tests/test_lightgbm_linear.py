@@ -22,7 +22,7 @@ from silvanforge import reference
 from silvanforge.errors import ModelFormatError, UnsupportedModelError
 from silvanforge.frontend.hir_passes import pad_trees
 from silvanforge.ir import hir_io
-from silvanforge.lowering.program import lower
+from silvanforge.api import lower
 from silvanforge.plugins import registry
 
 import support_lightgbm as S

@@ -8,9 +8,9 @@ import pytest
 
 import silvanforge as sf
 from silvanforge import reference
-from silvanforge.plan.forms import untuned_plan
+from silvanforge.plan.policy import untuned_plan
 from silvanforge.plan.memo import compile_scope, memoised
-from silvanforge.lowering.program import compile_options
+from silvanforge.api import compile_options
 from silvanforge.testing import random_forest, rows_for
 
 

@@ -528,7 +528,7 @@ def test_the_chooser_prices_forms_for_the_cpu_they_run_on():
 
 
 def choose_rep(forest, vectors, rows=16):
-    from silvanforge.lowering.program import choose_representation
+    from silvanforge.lowering.choices import choose_representation
 
     return choose_representation(forest, "cpu", rows, vectors=vectors)
 

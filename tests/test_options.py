@@ -13,7 +13,7 @@ import pytest
 
 import silvanforge as sf
 from silvanforge import ArtifactError, InputError, reference
-from silvanforge.artifact import archive
+from silvanforge.artifact import archive, store
 from silvanforge import cli
 from silvanforge.ir.hir import Forest, Op
 from silvanforge.lowering.walksetup import SPLIT_ROWS, leaf_self_loops, node_widths, split_rows, vector_walks
@@ -141,7 +141,7 @@ def test_artifacts_saved_before_the_options_load(forest, tmp_path):
     """An artifact without the lowering fields (saved before them) loads with None (the
     defaults); a damaged width is refused."""
     cf = sf.compile(forest, schedule="interleaved")
-    meta, arrays, blob, extra = cf._artifact_parts()
+    meta, arrays, blob, extra = store._parts(cf)
     old = {k: v for k, v in meta.items() if k not in LOWERING_FIELDS}
     archive.write(tmp_path / "old.forge", old, arrays, blob, extra)
     with zipfile.ZipFile(tmp_path / "old.forge") as z:

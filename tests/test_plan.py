@@ -16,7 +16,8 @@ import silvanforge as sf
 from silvanforge import reference
 from silvanforge import cli
 from silvanforge.options import CompileOptions
-from silvanforge.plan.bands import Band, check_bands, dispatch_table, untuned_bands
+from silvanforge.plan.bands import Band, check_bands, dispatch_table
+from silvanforge.plan.policy import untuned_bands
 from silvanforge.plugins import registry
 from silvanforge.plan.tuning import compile_plan, estimate_errors
 from strategies import rows_for

@@ -189,8 +189,6 @@ def test_small_requests_take_the_lean_path_and_match_the_reference(forest, optio
     """1-16 rows of the kernel's dtype, C-ordered, go through the kernel's staging arrays (one
     foreign call a phase); the answers are the general path's (the reference's, but for
     tree-parallel's partial sums, which add in another order), from many threads at once too."""
-    from silvanforge.runtime import threads
-
     cf = sf.compile(forest, **options)
     assert cf._small_for is not None
     X = rows_for(forest, np.random.default_rng(31), 16).astype(cf.kernel.input_dtype)
@@ -198,7 +196,7 @@ def test_small_requests_take_the_lean_path_and_match_the_reference(forest, optio
     record_small_calls(cf, lambda rows, result: calls.append(len(rows)))
     exact = options.get("schedule") != "tree-parallel"
     for k in range(1, 17):
-        general = threads.run_kernel(cf.kernel, X[:k], forest.num_outputs, 1)
+        general = cf.kernel.margins(X[:k], forest.num_outputs, 1)
         np.testing.assert_array_equal(cf.predict(X[:k], output_margin=True), general)
         if exact:
             np.testing.assert_array_equal(general, reference.predict(forest, X[:k], output_margin=True))
@@ -212,7 +210,7 @@ def test_small_requests_take_the_lean_path_and_match_the_reference(forest, optio
             k = int(rng.integers(1, 17))
             rows = X[rng.permutation(16)[:k]]
             if not np.array_equal(cf.predict(rows, output_margin=True),
-                                  threads.run_kernel(cf.kernel, rows, forest.num_outputs, 1)):
+                                  cf.kernel.margins(rows, forest.num_outputs, 1)):
                 errors.append(seed)
 
     threads = [threading.Thread(target=hammer, args=(s,)) for s in range(4)]

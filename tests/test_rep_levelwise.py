@@ -257,7 +257,7 @@ def test_small_requests_get_their_own_form_where_the_byte_block_would_answer_the
     """The plan gives 3-16 rows a form of their own where the mid-size form is the byte program
     (a 64-row block for 16 rows: its cost_called) and a form lowered for 16 rows is estimated
     cheaper; every band's edge is exact."""
-    from silvanforge.plan.bands import SMALL_BAND_FACTOR, SMALL_BAND_MIN_NS
+    from silvanforge.plan.policy import SMALL_BAND_FACTOR, SMALL_BAND_MIN_NS
     from silvanforge.rep import called_cost_of, cost_of
 
     booster, _ = _xgb_model("multi:softprob", features=12, depth=6, rounds=20)

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 import silvanforge as sf
 from silvanforge import api, reference
-from silvanforge.runtime import threads
+from silvanforge.artifact import store
 from silvanforge.frontend.hir_passes import pad_trees
 from silvanforge.ir.hir import Forest, Op, Tree
 from silvanforge.lowering.walksetup import (SPLIT_ROWS, build_layout, can_split_rows, leaf_self_loops, split_rows,
@@ -198,7 +198,7 @@ def test_artifact_code_is_reused_only_for_the_same_program(tmp_path):
     with split_rows(False):
         old = sf.compile(forest, rep="sparse")
     assert not uses_split_rows(old) and old.options.split_rows is False
-    meta, arrays, blob, extra = old._artifact_parts()
+    meta, arrays, blob, extra = store._parts(old)
     archive.write(tmp_path / "old.forge", {**meta, "split_rows": None}, arrays, blob, extra)
     loaded = sf.load_compiled(tmp_path / "old.forge")  # lowered anew: split rows, a new digest
     assert uses_split_rows(loaded)

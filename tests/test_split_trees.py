@@ -14,7 +14,7 @@ import silvanforge as sf
 from silvanforge import reference, testing
 from silvanforge.errors import ScheduleError
 from silvanforge.ir.hir import Aggregation
-from silvanforge.lowering.program import lower
+from silvanforge.api import lower
 
 SPLIT = "tile(tree, t0, t1, 4)\nreorder(t0, batch, t1)\ninterleave(t1)\nparallel(t0)\norderedReduce(t0)"
 

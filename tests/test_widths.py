@@ -121,7 +121,7 @@ def test_row_chunks_follow_row_width():
 
 
 def test_padding_choice_follows_size():
-    from silvanforge.lowering.program import PAD_SMALL_BYTES, choose_padding
+    from silvanforge.lowering.choices import PAD_SMALL_BYTES, choose_padding
     from silvanforge.frontend.hir_passes import padded_nodes
     from test_predict_api import make_forest
 

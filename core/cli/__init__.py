@@ -31,7 +31,7 @@ from rich.table import Table
 from silvanforge import __version__, api
 from silvanforge.artifact import archive
 from silvanforge.cli import files
-from silvanforge.lowering import program
+from silvanforge.lowering import choices
 from silvanforge.frontend import profiling
 from silvanforge.plan import tuning
 from silvanforge.errors import ArtifactWarning, CacheWarning, InputError, SilvanForgeError
@@ -157,7 +157,7 @@ def read_schedule(path: str | None):
         if path in named:
             return path  # compile() resolves the name against the model
         raise InputError(f"schedule file not found: {path} (canned schedules: {', '.join(named)})")
-    return program.schedule_from_file(path)
+    return choices.schedule_from_file(path)
 
 
 def load_or_compile(model: str, target: str | None, rep: str | None, schedule: str | None,

@@ -9,6 +9,7 @@ from typing import Any
 from silvanforge.errors import InputError, IRVerificationError, ModelFormatError
 from silvanforge.artifact import archive
 from silvanforge.ir import hir
+from silvanforge.plan.memo import memoised
 from silvanforge.plugins import registry
 
 # Compiled artifacts are zip archives (``CompiledForest.save``).
@@ -69,6 +70,15 @@ def load_model(model: str | os.PathLike | bytes | hir.Forest | Any, fmt: str | N
             f"{', '.join(reg.formats()) or 'none installed'}), a compiled artifact, or a fitted "
             "XGBoost, LightGBM or scikit-learn model or onnx.ModelProto")
     return _verified(forest, "the model")
+
+
+def verified_model(model) -> hir.Forest:
+    """The HIR forest of ``model`` (what :func:`load_model` reads), verified once: as it loads,
+    or, a ``Forest`` given as one, here (once a compile: the compile's memo remembers)."""
+    if isinstance(model, hir.Forest):
+        memoised(model, "verified", lambda: hir.verify(model) or True)
+        return model
+    return load_model(model)
 
 
 def _load_path(path: str, fmt: str | None) -> hir.Forest:

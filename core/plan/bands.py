@@ -8,7 +8,7 @@ time.  And representations price rows differently: mask tables read a tree's tab
 block of up to 4,096 rows, cheap for large batches and dear for a few rows.
 
 Without tuning the bands and their forms come from the representations' cost estimates
-(:func:`untuned_bands`), and nothing is timed; :mod:`silvanforge.plan.tuning` times forms on the
+(:func:`silvanforge.plan.policy.untuned_bands`), and nothing is timed; :mod:`silvanforge.plan.tuning` times forms on the
 user's machine and keeps the fastest for each band.  The plan is part of the artifact
 (``plan.json``), the pickle and the code cache.
 """
@@ -18,27 +18,12 @@ from __future__ import annotations
 import dataclasses
 
 from silvanforge.errors import InputError
-from silvanforge.ir import hir
-from silvanforge.options import CompileOptions
 
 # Requests of up to this many rows take the lean path of CompiledForest.predict.
 SMALL_ROWS = 16
-# The untuned plan's one-row form answers requests of up to this many rows, where it beat the
-# block form on fresh rows (docs/benchmarks.md, "Measurements behind the defaults"); sf.tune
-# measures the edge for the model at hand.
-ONE_ROW_MAX = 2
-# The mid-size form (lowered for MID_BATCH rows a call) answers requests up to MID_MAX rows.
-MID_MAX, MID_BATCH = 256, 64
-# Requests of 3 to SMALL_ROWS rows get a form of their own where the mid-size form answering
-# them is estimated to cost more than this times the cheapest form lowered for SMALL_ROWS (a
-# block of 64 rows answering 16 pays for 64: the levelwise form's bytes), and at least
-# SMALL_BAND_MIN_NS a row more: worth a form and its compile (docs/benchmarks.md, "Measurements
-# behind the defaults").
-SMALL_BAND_FACTOR, SMALL_BAND_MIN_NS = 1.2, 100.0
-# Forests cheaper than this a row (the cheapest representation's estimate, ns) get one form:
-# what a second form could save there is a fraction of a microsecond, below the cost of a call.
-# The default of the option CompileOptions.plan_min_ns.
-PLAN_MIN_NS = 200.0
+# The mid-size form (lowered for silvanforge.plan.policy.MID_BATCH rows a call) answers
+# requests up to MID_MAX rows; the lazy plan builds its other forms from the first such request.
+MID_MAX = 256
 
 
 @dataclasses.dataclass(frozen=True)
@@ -81,42 +66,6 @@ def merge_bands(bands: list[Band]) -> list[Band]:
         else:
             out.append(band)
     return out
-
-
-def program_options_given(opts: CompileOptions) -> bool:
-    """Whether the user decided the program (a representation, schedule, padding, tiles, tree
-    groups or a lowering knob): then one form, exactly what was asked for.  A profile without
-    tiles is not: it orders the nodes of the forms whose layouts can place them."""
-    return not (opts.rep is None and opts.schedule is None and opts.pad is None and opts.tile_size == 1
-                and opts.reorder is None
-                and all(value is None for value in opts.lowering().values()))
-
-
-def untuned_bands(forest: hir.Forest, opts: CompileOptions, cheapest_ns: float | None,
-                  saving_ns: float = 0.0, small_band: bool = False) -> list[tuple[int, int | None, int | None]]:
-    """``(lo, hi, batch_size)`` of each band of the untuned plan, the batch size its form is
-    lowered for: one row (``batch_size=1``), mid-size requests (``MID_BATCH``) and the rest
-    (the compile's batch size).  One band where the user decided the program, where the
-    compile's batch size is itself small, or where the forest is too cheap for a second form
-    to pay: ``cheapest_ns`` (the representations' best estimate a row at the compile's batch
-    size) and ``saving_ns`` (the most another representation is estimated to save a row at a
-    small band's size, against the main form's) both under ``opts.plan_min_ns`` (None:
-    :data:`PLAN_MIN_NS`).  ``small_band``: requests of 3 to SMALL_ROWS rows get a form of their
-    own, lowered for SMALL_ROWS (:data:`SMALL_BAND_FACTOR`)."""
-    top = opts.batch_size
-    limit = PLAN_MIN_NS if opts.plan_min_ns is None else opts.plan_min_ns
-    cheap = cheapest_ns is not None and cheapest_ns < limit and saving_ns < limit
-    if program_options_given(opts) or cheap or (top is not None and top <= ONE_ROW_MAX):
-        return [(1, None, top)]
-    bands: list[tuple[int, int | None, int | None]] = [(1, ONE_ROW_MAX, 1)]
-    if top is None or top > MID_MAX:
-        if small_band:
-            bands.append((ONE_ROW_MAX + 1, SMALL_ROWS, SMALL_ROWS))
-        bands.append((SMALL_ROWS + 1 if small_band else ONE_ROW_MAX + 1, MID_MAX, MID_BATCH))
-        bands.append((MID_MAX + 1, None, top))
-    else:
-        bands.append((ONE_ROW_MAX + 1, None, top))
-    return bands
 
 
 def dispatch_table(bands: list[Band], rows: int = SMALL_ROWS) -> list[int]:

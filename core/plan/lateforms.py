@@ -7,7 +7,7 @@ bands' estimates and the forms for smaller requests follow:
 - ``"background"`` (the default): on a thread of their own, started as the compile returns.
 - ``"lazy"``: the same, started by the first request of at most ``MID_MAX`` rows (the only
   ones another form may answer): a service sending large batches never pays for them.
-- ``"eager"``: within the compile, as before (two threads: :func:`silvanforge.plan.forms.untuned_plan`).
+- ``"eager"``: within the compile, as before (two threads: :func:`silvanforge.plan.policy.untuned_plan`).
 
 Meanwhile the main form answers every request: the same numbers (every form is exact), at the
 main form's speed.  When the forms are built, the plan the compile would have made eagerly

@@ -41,13 +41,14 @@ import numpy as np
 from silvanforge import __version__
 from silvanforge.runtime.compiled import CompiledForest
 from silvanforge.errors import InputError, PluginError, UnsupportedModelError
-from silvanforge.plan.forms import Form, build_form, host_key, untuned_plan
+from silvanforge.plan.forms import Form, build_form, host_key
+from silvanforge.plan.policy import untuned_plan
 from silvanforge.inputs.rows import as_rows
 from silvanforge.ir import hir
 from silvanforge.frontend.loading import load_model
 from silvanforge.plan.memo import in_compile_scope
 from silvanforge.options import CompileOptions
-from silvanforge.lowering.program import compile_options
+from silvanforge.api import compile_options
 from silvanforge.plan.bands import Band, merge_bands
 from silvanforge.plugins import registry
 from silvanforge.frontend.profiling import profile

@@ -1,6 +1,6 @@
 """A compiled model: ``CompiledForest``, its forms and the plan that picks one by the rows of a
 call (:mod:`silvanforge.plan.bands`), ``predict`` with its lean path for a few rows, ``show``,
-``save`` and pickling.  Loading an artifact is :mod:`silvanforge.artifact.load`."""
+``save`` and pickling (an artifact is written and read by :mod:`silvanforge.artifact.store`)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,6 @@ import sys
 
 import numpy as np
 
-from silvanforge import __version__
-from silvanforge.artifact import archive
 from silvanforge.runtime import transforms
 from silvanforge.inputs.device import device_rows, is_device_array, like_input
 from silvanforge.errors import InputError
@@ -18,10 +16,9 @@ from silvanforge.plan.forms import Form
 from silvanforge.inputs.frames import FRAME_LIBRARIES, SchemaMemory
 from silvanforge.inputs.rows import as_rows
 from silvanforge.runtime.kernel import DeviceKernel
-from silvanforge.ir import hir, hir_io, lir_io
-from silvanforge.lowering.program import program_text
-from silvanforge.plan.bands import MID_MAX, SMALL_ROWS, Band, bands_to_json, check_bands, describe, dispatch_table
-from silvanforge.runtime.threads import check_threads, run_kernel
+from silvanforge.ir import hir
+from silvanforge.plan.bands import MID_MAX, SMALL_ROWS, Band, check_bands, describe, dispatch_table
+from silvanforge.runtime.threads import check_threads
 
 
 class CompiledForest:
@@ -214,8 +211,7 @@ class CompiledForest:
         form = self._answering(rows.shape[0])
         if form.input_dtype != rows.dtype:
             rows = rows.astype(form.input_dtype)
-        margins = run_kernel(form.kernel, rows, self.forest.num_outputs,
-                             self.threads if threads is None else threads)
+        margins = form.kernel.margins(rows, self.forest.num_outputs, self.threads if threads is None else threads)
         values = margins if output_margin else transforms.apply(self.forest, margins)
         return transforms.shape_output(self.forest, values)
 
@@ -251,9 +247,7 @@ class CompiledForest:
         rows per call and the form answering each (and the tuning record's winners, if tuned)."""
         if level == "plan":
             return self.plan_text()
-        main = self.main
-        return program_text(level, self.forest, main.tile_ids, main.options.tile_size, main.options,
-                            lambda: main.mir_function, lambda: main.lir_module)
+        return self.main.show(level)
 
     def plan_text(self) -> str:
         """The bands and their forms, and which forms are built (never waits for them)."""
@@ -293,85 +287,25 @@ class CompiledForest:
         machine code (:mod:`silvanforge.artifact.archive`).  With ``key`` (or
         ``SILVANFORGE_ARTIFACT_KEY`` set) the artifact is signed, and a loader holding the same
         key runs its machine code instead of compiling again."""
-        archive.write(path, *self._artifact_parts(), key)
+        _store().save(self, path, key)
 
     def to_bytes(self, key: str | bytes | None = None) -> bytes:
         """The artifact :meth:`save` writes, in memory."""
-        return archive.to_bytes(*self._artifact_parts(), key)
+        return _store().to_bytes(self, key)
 
     def __reduce__(self):
         # pickle, joblib and copy.deepcopy go through the artifact: a pickle is code the
         # unpickler runs anyway, so its machine code is trusted (fast on a matching host).
         # The loader imports this module, so it is looked up, not imported, here: a compiled
         # model is made by silvanforge.api or by that loader, both of which have loaded it.
-        return sys.modules["silvanforge.artifact.load"].unpickle, (self.to_bytes(),)
-
-    def _artifact_parts(self) -> tuple[dict, dict, bytes, dict]:
-        main = self.main
-        meta = {"silvanforge": __version__, "fingerprint": self.forest.fingerprint(), **form_meta(main)}
-        arrays = {"forest.npz": hir_io.to_arrays(self.forest)}
-        if main.tile_ids is not None:  # the profile-derived tiling, to rebuild the layout
-            arrays["tiling.npz"] = tile_id_arrays(main.tile_ids, self.forest)
-        blob = main.kernel.artifact()
-        extra = {}
-        if blob:
-            # What running the code needs, so a trusted load maps it without lowering the model.
-            spec, buffers = lir_io.to_parts(main.kernel.module)
-            arrays["program.npz"] = buffers
-            extra["program.json"] = spec
-        # The plan: its bands and every other form's options, program and machine code (saved
-        # so a trusted load builds nothing).
-        main_index = self.forms.index(main)
-        others = []
-        for index, form in enumerate(self.forms):
-            if index == main_index:
-                others.append(None)
-                continue
-            entry = form_meta(form)
-            if form.tile_ids is not None:
-                arrays[f"form{index}_tiling.npz"] = tile_id_arrays(form.tile_ids, self.forest)
-            code = form.kernel.artifact()
-            if code:
-                spec, buffers = lir_io.to_parts(form.kernel.module)
-                arrays[f"form{index}_program.npz"] = buffers
-                extra[f"form{index}_program.json"] = spec
-                extra[f"form{index}.bin"] = code
-            others.append(entry)
-        plan = {"bands": bands_to_json(self.bands), "forms": others, "main": main_index}
-        if self.tuning is not None:
-            plan["tuning"] = self.tuning
-        extra["plan.json"] = archive.json_bytes(plan)
-        return meta, arrays, blob, extra
+        return sys.modules["silvanforge.artifact.store"].unpickle, (self.to_bytes(),)
 
 
-def form_meta(form: Form) -> dict:
-    """The options of a form as ``meta.json`` (and ``plan.json``) record them."""
-    o = form.options
-    return {"target": o.target, "rep": o.rep, "schedule": o.schedule.to_text(), "batch_size": o.batch_size,
-            "threads": o.threads, "pad": o.pad, "tile_size": o.tile_size, "reorder": o.reorder, "cpu": o.cpu,
-            "plan_min_ns": o.plan_min_ns, "lir": form.digest, "probability_tiling": form.tile_ids is not None,
-            "node_order": form.order_by,
-            **o.lowering(), "rep_options": dict(o.rep_options)}
+def _store():
+    """:mod:`silvanforge.artifact.store`, which writes and reads compiled models (so it imports
+    this module): looked up, not imported, here.  A compiled model is made by
+    :mod:`silvanforge.api`, the tuner or that store, each of which has loaded it."""
+    return sys.modules["silvanforge.artifact.store"]
 
 
-def tile_id_arrays(tile_ids: list, forest: hir.Forest) -> dict[str, np.ndarray]:
-    """Tile ids of every tree as arrays: ``tiled`` (bool per tree) and ``tile_id`` (the tiled
-    trees' ids, concatenated in tree order)."""
-    tiled = np.array([i is not None for i in tile_ids], dtype=bool)
-    ids = [np.asarray(i, np.int32) for i in tile_ids if i is not None]
-    return {"tiled": tiled, "tile_id": np.concatenate(ids) if ids else np.zeros(0, np.int32)}
-
-
-def tile_ids_from_arrays(arrays: dict, forest: hir.Forest) -> list:
-    tiled = arrays["tiled"].astype(bool)
-    flat = arrays["tile_id"].astype(np.int32)
-    if len(tiled) != forest.num_trees:
-        raise ValueError(f"a tiling for {len(tiled)} trees, the model has {forest.num_trees}")
-    sizes = [t.num_nodes for t, on in zip(forest.trees, tiled) if on]
-    if sum(sizes) != len(flat):
-        raise ValueError("tile ids do not match the trees' nodes")
-    parts = iter(np.split(flat, np.cumsum(sizes)[:-1]) if sizes else [])
-    return [next(parts) if on else None for on in tiled]
-
-
-__all__ = ["CompiledForest", "SMALL_ROWS", "form_meta", "tile_id_arrays", "tile_ids_from_arrays"]
+__all__ = ["CompiledForest"]

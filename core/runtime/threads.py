@@ -1,7 +1,7 @@
 """Running a compiled kernel on rows: validation of inputs and parallel row chunks.
 
 A *kernel* is what a target's ``compile`` returns (:class:`silvanforge.runtime.kernel.Kernel`);
-:func:`run_kernel` asks it for a batch's margins.  A kernel of phases
+the compiled model asks it for a batch's margins (``Kernel.margins``).  A kernel of phases
 (:class:`silvanforge.runtime.kernel.PhaseKernel`) has them split over threads here
 (:func:`run_phases`); one that releases the GIL (ctypes calls do) runs its chunks truly in
 parallel.  How few rows a thread or share may take, and how much scratch a block of rows may
@@ -119,11 +119,6 @@ def check_rows(X, num_features: int, dtype: np.dtype, wider: bool = False) -> np
     if rows.strides[0] % rows.itemsize or rows.strides[1] % rows.itemsize or min(rows.strides) < 0:
         rows = np.ascontiguousarray(rows)
     return rows
-
-
-def run_kernel(kernel, rows: np.ndarray, num_outputs: int, threads: int | None) -> np.ndarray:
-    """Margins (n, num_outputs) of all rows (the kernel's :meth:`~silvanforge.runtime.kernel.Kernel.margins`)."""
-    return kernel.margins(rows, num_outputs, threads)
 
 
 def run_phases(kernel, rows: np.ndarray, num_outputs: int, threads: int | None) -> np.ndarray:

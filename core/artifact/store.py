@@ -1,5 +1,6 @@
-"""Loading a compiled model from an artifact (``load_compiled``, pickles, code-cache entries):
-each form's saved machine code runs where it is trusted and was built for this host and
+"""A compiled model to and from an artifact (:mod:`silvanforge.artifact.archive` is the file
+itself): ``save`` and ``to_bytes`` write one, ``load_compiled`` (and pickles, code-cache
+entries) read it back.  On loading, each form's saved machine code runs where it is trusted and was built for this host and
 version; otherwise the form is lowered again with its recorded options and compiled
 (:func:`silvanforge.plan.forms.build_form`, the compile's own builder)."""
 
@@ -11,21 +12,109 @@ import re
 import time
 import warnings
 
+import numpy as np
+
 from silvanforge import __version__
 from silvanforge.artifact import archive
-from silvanforge.runtime.compiled import CompiledForest, tile_ids_from_arrays
+from silvanforge.runtime.compiled import CompiledForest
 from silvanforge.errors import ArtifactError, ArtifactWarning, InputError, IRVerificationError, ScheduleError
-from silvanforge.plan.forms import Form, host_key, untuned_plan
-from silvanforge.ir import hir, lir_io
+from silvanforge.plan.forms import Form, host_key
+from silvanforge.plan.policy import untuned_plan
+from silvanforge.ir import hir, hir_io, lir_io
 from silvanforge.plan.memo import in_compile_scope
 from silvanforge.options import CompileOptions, kernel_options
-from silvanforge.lowering.program import _lower, lir_digest
-from silvanforge.plan.bands import Band, bands_from_json
+from silvanforge.lowering.program import lir_digest, lower_program
+from silvanforge.plan.bands import Band, bands_from_json, bands_to_json
 from silvanforge.plugins import registry
 from silvanforge.scheduler import parse_schedule
 from silvanforge.frontend.tiling import MAX_TILE_SIZE
 
 
+# ---------------------------------------------------------------- writing
+def save(cf: CompiledForest, path: str | os.PathLike, key: str | bytes | None = None) -> None:
+    """:meth:`CompiledForest.save`: the artifact of ``cf`` written to ``path``, signed with
+    ``key`` (or ``SILVANFORGE_ARTIFACT_KEY``, or the user's key: :mod:`silvanforge.artifact.userkey`)."""
+    archive.write(path, *_parts(cf), key)
+
+
+def to_bytes(cf: CompiledForest, key: str | bytes | None = None) -> bytes:
+    """The artifact :func:`save` writes, in memory."""
+    return archive.to_bytes(*_parts(cf), key)
+
+
+def _parts(cf: CompiledForest) -> tuple[dict, dict, bytes, dict]:
+    """An artifact's members: meta.json, the model and tilings as arrays, the main form's
+    machine code, and the plan with its other forms' programs and code."""
+    main = cf.main
+    meta = {"silvanforge": __version__, "fingerprint": cf.forest.fingerprint(), **form_meta(main)}
+    arrays = {"forest.npz": hir_io.to_arrays(cf.forest)}
+    if main.tile_ids is not None:  # the profile-derived tiling, to rebuild the layout
+        arrays["tiling.npz"] = tile_id_arrays(main.tile_ids, cf.forest)
+    blob = main.kernel.artifact()
+    extra = {}
+    if blob:
+        # What running the code needs, so a trusted load maps it without lowering the model.
+        spec, buffers = lir_io.to_parts(main.kernel.module)
+        arrays["program.npz"] = buffers
+        extra["program.json"] = spec
+    # The plan: its bands and every other form's options, program and machine code (saved
+    # so a trusted load builds nothing).
+    main_index = cf.forms.index(main)
+    others = []
+    for index, form in enumerate(cf.forms):
+        if index == main_index:
+            others.append(None)
+            continue
+        entry = form_meta(form)
+        if form.tile_ids is not None:
+            arrays[f"form{index}_tiling.npz"] = tile_id_arrays(form.tile_ids, cf.forest)
+        code = form.kernel.artifact()
+        if code:
+            spec, buffers = lir_io.to_parts(form.kernel.module)
+            arrays[f"form{index}_program.npz"] = buffers
+            extra[f"form{index}_program.json"] = spec
+            extra[f"form{index}.bin"] = code
+        others.append(entry)
+    plan = {"bands": bands_to_json(cf.bands), "forms": others, "main": main_index}
+    if cf.tuning is not None:
+        plan["tuning"] = cf.tuning
+    extra["plan.json"] = archive.json_bytes(plan)
+    return meta, arrays, blob, extra
+
+
+
+
+def form_meta(form: Form) -> dict:
+    """The options of a form as ``meta.json`` (and ``plan.json``) record them."""
+    o = form.options
+    return {"target": o.target, "rep": o.rep, "schedule": o.schedule.to_text(), "batch_size": o.batch_size,
+            "threads": o.threads, "pad": o.pad, "tile_size": o.tile_size, "reorder": o.reorder, "cpu": o.cpu,
+            "plan_min_ns": o.plan_min_ns, "lir": form.digest, "probability_tiling": form.tile_ids is not None,
+            "node_order": form.order_by,
+            **o.lowering(), "rep_options": dict(o.rep_options)}
+
+
+def tile_id_arrays(tile_ids: list, forest: hir.Forest) -> dict[str, np.ndarray]:
+    """Tile ids of every tree as arrays: ``tiled`` (bool per tree) and ``tile_id`` (the tiled
+    trees' ids, concatenated in tree order)."""
+    tiled = np.array([i is not None for i in tile_ids], dtype=bool)
+    ids = [np.asarray(i, np.int32) for i in tile_ids if i is not None]
+    return {"tiled": tiled, "tile_id": np.concatenate(ids) if ids else np.zeros(0, np.int32)}
+
+
+def tile_ids_from_arrays(arrays: dict, forest: hir.Forest) -> list:
+    tiled = arrays["tiled"].astype(bool)
+    flat = arrays["tile_id"].astype(np.int32)
+    if len(tiled) != forest.num_trees:
+        raise ValueError(f"a tiling for {len(tiled)} trees, the model has {forest.num_trees}")
+    sizes = [t.num_nodes for t, on in zip(forest.trees, tiled) if on]
+    if sum(sizes) != len(flat):
+        raise ValueError("tile ids do not match the trees' nodes")
+    parts = iter(np.split(flat, np.cumsum(sizes)[:-1]) if sizes else [])
+    return [next(parts) if on else None for on in tiled]
+
+
+# ---------------------------------------------------------------- reading
 def read_artifact_forest(source) -> hir.Forest:
     """The model stored in an artifact (a path or its bytes), without compiling anything."""
     return archive.read(source).forest
@@ -223,6 +312,6 @@ def _relowered(name: str, forest: hir.Forest, opts: CompileOptions, tile_ids):
     reg = registry()
     reg.check_representation(opts.rep)
     try:
-        return _lower(forest, opts, tile_ids=tile_ids)
+        return lower_program(forest, opts, tile_ids=tile_ids)
     except (InputError, ScheduleError, ValueError, KeyError, IRVerificationError) as exc:
         raise ArtifactError(f"{name}: its stored options do not lower the model it holds ({exc}): corrupt") from None

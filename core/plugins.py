@@ -17,7 +17,7 @@ import pluggy
 from silvanforge import hookspecs
 from silvanforge.errors import InputError, PluginError
 from silvanforge.plan.memo import memoised
-from silvanforge.rep import ProgramRepresentation, check_class, cost_of
+from silvanforge.rep import ProgramRepresentation, check_class, price_of
 from silvanforge.scheduler.canned import CANNED
 from silvanforge.target import check_class as check_target_class
 
@@ -146,11 +146,8 @@ class PluginRegistry:
     def _rep_costs(self, forest, target_kind: str, batch_size, rep_options=None, vectors=None):
         costs = []
         for name, cls in rep_types(self.hook).items():
-            ns = cost_of(cls, forest, target_kind, batch_size, rep_options, vectors)
-            if isinstance(ns, str):
-                costs.append((name, None, ns))
-            else:
-                costs.append((name, None if ns is None else float(ns), "" if ns is not None else "chosen only by name"))
+            ns, why = price_of(cls, forest, target_kind, batch_size, rep_options, vectors)
+            costs.append((name, ns, why if why is not None else "" if ns is not None else "chosen only by name"))
         return costs
 
     def targets(self) -> list[str]:
@@ -263,3 +260,4 @@ def reset_registry() -> None:
     global _registry
     with _lock:
         _registry = None
+

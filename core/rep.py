@@ -30,15 +30,17 @@ Required methods: :meth:`buffers`, :meth:`root`, :meth:`load_threshold`,
 - inline leaves: when ``layout.inline_leaves`` is set, a leaf's value may sit in its threshold
   slot (:meth:`leaf_value` then loads it from there).
 - :meth:`cache_trees`: where a range of trees lives, for schedules that cache trees.
-- :meth:`cost`: the estimated ns a row, for the default choice among representations (None:
-  never chosen by default, only by name).
+- :meth:`refuses`: why it cannot (or should not by default) run a forest on a kind of target:
+  a refused representation is never chosen by default, and naming it is an error saying why.
+- :meth:`cost`: the estimated ns a row of a forest it does not refuse, for the default choice
+  among representations (None: never chosen by default, only by name).
 - :attr:`~Representation.option_keys`: options of its own, given by users as keys of
   ``CompileOptions.rep_options``; recorded with the compile's other options.
 - :attr:`~Representation.linear_leaves`: runs forests whose leaves hold linear models
   (LightGBM linear trees).  For a walk representation that means :meth:`leaf_value` returns
   ``layout.leaf_values`` entries exactly as laid out (the core evaluates the models:
   :mod:`silvanforge.lowering.linear_leaves`); a program representation evaluates them itself.  Without
-  it such a forest is refused by the contract's refusal: :func:`cost_of` gives the reason (the
+  it such a forest is refused by the contract's refusal: :func:`refusal_of` gives the reason (the
   default choice skips it) and naming it with ``rep=`` is an error saying why.
 """
 
@@ -62,7 +64,7 @@ __all__ = [
     "Representation", "FieldArrays", "ProgramRepresentation", "ForestLayout", "TreeLayout", "RepBuffers", "Builder", "Bin", "Cast", "Cmp",
     "Select", "Expr", "Forest", "lir", "FLAG_CATEGORICAL", "FLAG_DEFAULT_LEFT", "FLAG_OP_SHIFT",
     "FLAG_ZERO_MISSING", "InputError", "UnsupportedModelError", "options_for", "instance", "cost_of",
-    "called_cost_of",
+    "called_cost_of", "refusal_of", "price_of",
     "weighs_vectors",
     "refusal",
 ]
@@ -74,6 +76,16 @@ class _Options:
 
     #: Runs forests with linear leaves (LightGBM linear trees; see the module docstring).
     linear_leaves: ClassVar[bool] = False
+
+    @classmethod
+    def refuses(cls, forest: Forest, target_kind: str, options: Mapping | None = None) -> str | None:
+        """Why this representation cannot, or should not by default, run ``forest`` on a
+        ``target_kind`` target ("it has no splits", "runs on cpu targets, not gpu ones", "not
+        chosen by default (its option ... is off)"); None: it can, and :meth:`cost` prices it.
+        A refused representation is never chosen by default, and naming it with ``rep=`` is an
+        error with the reason.  ``options``: as :meth:`cost`'s.  (The core adds its own refusal
+        first: linear leaves where :attr:`linear_leaves` is off.)"""
+        return None
 
     @classmethod
     def cost_called(cls, forest: Forest, target_kind: str, lowered_for: int | None, rows: int,
@@ -139,28 +151,49 @@ def _extra(method, options, vectors) -> dict:
     return kwargs
 
 
-def called_cost_of(cls, forest: Forest, target_kind: str, lowered_for: int | None, rows: int,
-                   rep_options: Mapping | None = None, vectors=None):
-    """``cls.cost_called`` under ``rep_options`` (:func:`cost_of`'s rules)."""
+def refusal_of(cls, forest: Forest, target_kind: str, rep_options: Mapping | None = None) -> str | None:
+    """Why representation class ``cls`` will not run ``forest`` on a ``target_kind`` target: the
+    core's refusal (linear leaves it does not run: :func:`refusal`), else the class's own
+    (:meth:`Representation.refuses`, under its part of ``rep_options``); None: it runs it."""
     why = refusal(cls, forest)
-    if why is not None:
-        return why
+    if why is None:
+        why = cls.refuses(forest, target_kind, **({"options": options_for(cls, rep_options)} if cls.option_keys else {}))
+    return why
+
+
+def called_cost_of(cls, forest: Forest, target_kind: str, lowered_for: int | None, rows: int,
+                   rep_options: Mapping | None = None, vectors=None) -> float | None:
+    """``cls.cost_called`` under ``rep_options`` (:func:`cost_of`'s rules); None where refused."""
+    if refusal_of(cls, forest, target_kind, rep_options) is not None:
+        return None
     options = options_for(cls, rep_options) if cls.option_keys else None
-    return cls.cost_called(forest, target_kind, lowered_for, rows, options=options,
-                           **({"vectors": vectors} if vectors is not None and weighs_vectors(cls.cost_called) else {}))
+    ns = cls.cost_called(forest, target_kind, lowered_for, rows, options=options,
+                         **({"vectors": vectors} if vectors is not None and weighs_vectors(cls.cost_called) else {}))
+    return None if ns is None or isinstance(ns, str) else float(ns)
 
 
 def cost_of(cls, forest: Forest, target_kind: str, batch_size: int | None, rep_options: Mapping | None = None,
-            vectors=None):
+            vectors=None) -> float | None:
     """``cls.cost`` under ``rep_options`` (passed only to a class that lists option keys) and for
     ``vectors`` (a :class:`silvanforge.target.Vectors`, passed only to a ``cost`` that takes
-    ``vectors=``); the reason instead where the class cannot run ``forest``'s linear leaves
-    (:func:`refusal`)."""
-    why = refusal(cls, forest)
+    ``vectors=``); None where the class refuses ``forest`` (:func:`refusal_of` says why) or
+    prices it only when named."""
+    return price_of(cls, forest, target_kind, batch_size, rep_options, vectors)[0]
+
+
+def price_of(cls, forest: Forest, target_kind: str, batch_size: int | None, rep_options: Mapping | None = None,
+             vectors=None) -> tuple[float | None, str | None]:
+    """``(ns, refusal)``: :func:`cost_of` and :func:`refusal_of` together, ``cost`` asked only
+    where nothing refuses.  (A ``cost`` written before :meth:`Representation.refuses` returned
+    its refusal as a string: taken as the refusal, so such a plugin keeps working.)"""
+    why = refusal_of(cls, forest, target_kind, rep_options)
     if why is not None:
-        return why
+        return None, why
     options = options_for(cls, rep_options) if cls.option_keys else None
-    return cls.cost(forest, target_kind, batch_size, **_extra(cls.cost, options, vectors))
+    ns = cls.cost(forest, target_kind, batch_size, **_extra(cls.cost, options, vectors))
+    if isinstance(ns, str):
+        return None, ns
+    return (None if ns is None else float(ns)), None
 
 
 class Representation(_Options):
@@ -284,10 +317,10 @@ class ProgramRepresentation(_Options):
 
     @classmethod
     def cost(cls, forest: Forest, target_kind: str, batch_size: int | None,
-             options: Mapping | None = None) -> float | str | None:
-        """Estimated ns a row of ``forest`` on a ``target_kind`` target at ``batch_size`` (None:
-        large batches); a string: the reason it cannot or should not run this forest there
-        (never chosen by default then); None: only when asked for by name.  ``options``: the
+             options: Mapping | None = None) -> float | None:
+        """Estimated ns a row of ``forest`` (one :meth:`refuses` does not refuse) on a
+        ``target_kind`` target at ``batch_size`` (None: large batches); None: only when asked
+        for by name.  ``options``: the
         compile's options of this representation, where it lists :attr:`option_keys`; ``vectors``
         where it takes it, as :meth:`Representation.cost`."""
         return None

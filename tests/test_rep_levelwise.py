@@ -20,7 +20,7 @@ from silvanforge.ir import lir
 from silvanforge.ir.hir import Aggregation, Forest
 from silvanforge.testing import random_tree
 from silvanforge.plugins import registry
-from silvanforge.rep import cost_of
+from silvanforge.rep import refusal_of
 
 from strategies import forests, rows_for
 
@@ -50,8 +50,7 @@ def _rows(features: int, n: int, seed: int, nan: float = 0.1, zeros: float = 0.0
 @given(forest=forests(max_trees=9, max_depth=7, max_features=20), seed=st.integers(0, 2**16))
 def test_random_forests_are_exact_or_refused_with_a_reason(forest, seed):
     cls = registry().rep_class("levelwise")
-    cost = cost_of(cls, forest, "cpu", None)
-    if isinstance(cost, str):  # refused: naming with rep= says why
+    if refusal_of(cls, forest, "cpu") is not None:  # refused: naming with rep= says why
         with pytest.raises(InputError, match="levelwise"):
             sf.compile(forest, rep="levelwise")
         # Rejected, not passed: where every drawn forest is refused, Hypothesis fails the test
@@ -70,7 +69,7 @@ def test_an_output_no_tree_adds_to_is_its_base_score(rep):
     rng = np.random.default_rng(2)
     trees = [random_tree(rng, 2, (0,), d, [0], False, False) for d in (0, 1, 1)]
     forest = Forest(trees=trees, num_features=2, num_outputs=2, base_score=np.array([-0.13, 0.64]))
-    if isinstance(cost_of(registry().rep_class(rep), forest, "cpu", None), str):
+    if refusal_of(registry().rep_class(rep), forest, "cpu") is not None:
         pytest.skip(f"{rep} does not take these trees")
     cf = sf.compile(forest, rep=rep)
     for n in (1, 3, 17, 70):
@@ -267,7 +266,7 @@ def test_small_requests_get_their_own_form_where_the_byte_block_would_answer_the
     assert called > cost_of(cls, forest, "cpu", 64)  # a block's cost, not a row's
     cf = sf.compile(booster)
     small = min(ns for r in registry().representations()
-                if isinstance(ns := cost_of(registry().rep_class(r), forest, "cpu", 16), float))
+                if (ns := cost_of(registry().rep_class(r), forest, "cpu", 16)) is not None)
     want = called > SMALL_BAND_FACTOR * small and called - small >= SMALL_BAND_MIN_NS
     assert ("3-16 rows" in cf.summary()["plan"]) is bool(want)
     for n in (2, 3, 16, 17, 64, 65):

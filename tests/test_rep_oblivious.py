@@ -150,7 +150,7 @@ def test_random_symmetric_forests_every_op_and_missing_rule(dtype, chunked):
                         transform=Transform(), threshold_dtype=dtype, accumulate_dtype=dtype)
         X = rng.choice([np.nan, 0.0, -0.0, 1e-36, -1.0, 0.5, np.inf, -np.inf, 2.0], size=(300, features))
         X = np.where(rng.random(X.shape) < 0.5, rng.normal(size=X.shape), X).astype(dtype)
-        assert isinstance(registry().rep_class("oblivious").cost(forest, "cpu", None), float)
+        assert registry().rep_class("oblivious").refuses(forest, "cpu") is None
         cf = sf.compile(forest, rep="oblivious", options=spans)
         assert ("chunk=25" in cf.show("lir")) != chunked
         for n in BATCHES:
@@ -175,19 +175,19 @@ def test_other_forests_are_refused_with_the_reason():
     X, y = _data(600, nan=0.0)
     booster = xgboost.train({"max_depth": 3, "nthread": 1}, xgboost.DMatrix(X, y), 5)
     forest = sf.load_model(booster)
-    why = registry().rep_class("oblivious").cost(forest, "cpu", None)
+    why = registry().rep_class("oblivious").refuses(forest, "cpu")
     assert isinstance(why, str) and "is not symmetric" in why, why
     with pytest.raises(sf.InputError, match="oblivious representation cannot run this model: tree 0 is not symmetric"):
         sf.compile(forest, rep="oblivious")
-    assert "runs on cpu targets" in registry().rep_class("oblivious").cost(forest, "gpu", None)
+    assert "runs on cpu targets" in registry().rep_class("oblivious").refuses(forest, "gpu")
     # A categorical split at a level, and an average: each named.
     model = _train("RMSE")
     cat = sf.load_model(model)
     tree = cat.trees[0]
     cat.trees[0] = dataclasses.replace(tree, categories={0: np.array([1, 2])})
-    assert registry().rep_class("oblivious").cost(cat, "cpu", None) == "tree 0 has categorical splits"
+    assert registry().rep_class("oblivious").refuses(cat, "cpu") == "tree 0 has categorical splits"
     averaged = dataclasses.replace(sf.load_model(model), aggregation=Aggregation.AVERAGE)
-    assert "sums trees" in registry().rep_class("oblivious").cost(averaged, "cpu", None)
+    assert "sums trees" in registry().rep_class("oblivious").refuses(averaged, "cpu")
 
 
 def test_lir_has_one_compare_a_level_and_no_walk():
@@ -238,8 +238,8 @@ def test_trees_whose_branches_stop_early_are_padded_symmetric(loss):
         trees.append(_pruned(tree, cut, float(rng.normal())) if cut else tree)
     padded = dataclasses.replace(forest, trees=trees)
     assert any(len(t.left) < len(f.left) for t, f in zip(padded.trees, forest.trees))
-    facts = registry().rep_class("oblivious").cost(padded, "cpu", None)
-    assert not isinstance(facts, str), facts
+    why = registry().rep_class("oblivious").refuses(padded, "cpu")
+    assert why is None, why
     cf = sf.compile(padded, rep="oblivious")
     for n in BATCHES:
         _check(cf, padded, _rows(padded.num_features, n, seed=n + 40))
@@ -247,5 +247,5 @@ def test_trees_whose_branches_stop_early_are_padded_symmetric(loss):
     tree = dataclasses.replace(trees[0], threshold=trees[0].threshold.copy())  # not cut: full
     second = np.flatnonzero((tree.left >= 0) & (tree.node_depths() == 1))
     tree.threshold[second[1]] += 1.0
-    why = registry().rep_class("oblivious").cost(dataclasses.replace(padded, trees=[tree]), "cpu", None)
+    why = registry().rep_class("oblivious").refuses(dataclasses.replace(padded, trees=[tree]), "cpu")
     assert isinstance(why, str) and "level 1 has different splits" in why, why

@@ -29,17 +29,20 @@ class BitvectorForm(ProgramRepresentation):
         BitvectorOptions.from_mapping(options)
 
     @classmethod
-    def cost(cls, forest, target_kind, batch_size, options=None, vectors=None):
+    def refuses(cls, forest, target_kind, options=None):
         if target_kind != "cpu":
             return f"runs on cpu targets, not {target_kind} ones"
-        forest = single_output(forest)
-        why = bitvector.unsupported(forest)
+        why = bitvector.unsupported(single_output(forest))
         if why is not None:
             return why
-        opts = BitvectorOptions.from_mapping(options)
-        if not opts.auto_choose:
+        if not BitvectorOptions.from_mapping(options).auto_choose:
             return "not chosen by default (its option auto_choose is off)"
-        return bitvector.cost_ns(forest, batch_size, opts) * isa_factor(vectors)
+        return None
+
+    @classmethod
+    def cost(cls, forest, target_kind, batch_size, options=None, vectors=None):
+        return bitvector.cost_ns(single_output(forest), batch_size, BitvectorOptions.from_mapping(options)) \
+            * isa_factor(vectors)
 
     @classmethod
     def cost_called(cls, forest, target_kind, lowered_for, rows, options=None, vectors=None):
@@ -49,8 +52,6 @@ class BitvectorForm(ProgramRepresentation):
         shared by the rows of a call)."""
         at_rows = cls.cost(forest, target_kind, rows, options, vectors)
         lowered = cls.cost(forest, target_kind, lowered_for, options, vectors)
-        if not isinstance(at_rows, float) or not isinstance(lowered, float):
-            return at_rows
         lanes = choose_form(single_output(forest), lowered_for, BitvectorOptions.from_mapping(options))[0]
         return max(at_rows, lowered * -(-rows // lanes) * lanes / rows)
 

@@ -42,7 +42,7 @@ class _LevelForm(ProgramRepresentation):
         ObliviousOptions.from_mapping(options)
 
     @classmethod
-    def cost(cls, forest, target_kind, batch_size, options=None, vectors=None):
+    def refuses(cls, forest, target_kind, options=None):
         if target_kind != "cpu":
             return f"runs on cpu targets, not {target_kind} ones"
         facts = cls.facts(forest)
@@ -50,7 +50,12 @@ class _LevelForm(ProgramRepresentation):
             return facts
         if not ObliviousOptions.from_mapping(options).auto_choose:
             return "not chosen by default (its option oblivious_auto_choose is off)"
-        return cls.estimate(facts, batch_size, vectors)
+        return None
+
+    @classmethod
+    def cost(cls, forest, target_kind, batch_size, options=None, vectors=None):
+        # (the facts are remembered for the forest: refuses read them first)
+        return cls.estimate(cls.facts(forest), batch_size, vectors)
 
     def program(self, forest, target_kind, batch_size, vectors=None):
         if target_kind != "cpu":
@@ -82,8 +87,6 @@ class LevelwiseForm(_LevelForm):
         does not depend on it."""
         estimate = cls.cost(forest, target_kind, rows, options, vectors)
         facts = complete.recognise(forest)
-        if not isinstance(estimate, float) or isinstance(facts, str):
-            return estimate
         binning = cost.levelwise_binned(facts, lowered_for)
         form = cost.shape(vectors)
         return estimate if binning is None else form.binned * cost.binned_ns(facts, binning, rows, form.bytes)

@@ -76,11 +76,15 @@ class ReorgLayout(FieldArrays):
     row_tree_lanes = 1
 
     @classmethod
-    def cost(cls, forest, target_kind, batch_size):
+    def refuses(cls, forest, target_kind, options=None):
         depth = forest.max_depth()
         slots = (2 ** (depth + 1) - 1) * forest.num_trees
         if slots > MAX_SLOTS:
             return f"{slots} node slots for {forest.num_trees} trees padded to depth {depth}: too many"
+        return None
+
+    @classmethod
+    def cost(cls, forest, target_kind, batch_size):
         ns = super().cost(forest, target_kind, batch_size)
         if isinstance(ns, float) and batch_size is not None and batch_size <= 2:
             ns *= ONE_ROW_FACTOR / WALK_COST_FACTOR

@@ -89,7 +89,7 @@ def default_schedule(forest, batch_size, options=None):
     from silvanforge.lowering.walksetup import split_rows_pay, want_leaf_self_loops
     from silvanforge.scheduler.canned import interleaved, interleaved_trees, split_trees
 
-    # Interleaved walks pay once a batch has rows to interleave (docs/benchmarks.md, "Schedules");
+    # Interleaved walks pay once a batch has rows to interleave (docs/benchmarks.md, "Small calls");
     # a batch known to be tiny walks row by row, each row's trees together where the
     # representation's walks gain from it (its ``row_tree_lanes``); a long one-row walk splits
     # its trees over two threads.

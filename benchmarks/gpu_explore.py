@@ -9,7 +9,7 @@ at each batch size.  Then rows of the largest batch are moved to the device in s
 (staging copy into pinned memory then one DMA, pageable copy, staging in chunks by several
 threads overlapped with the DMA).  Prints the best schedules per batch and writes every number to
 OUT/gpu_explore.json.  Used to set :mod:`silvanforge_gpu.template`'s default and
-:mod:`silvanforge_target_cuda.launch`'s copy (docs/benchmarks.md, GPU section).
+:mod:`silvanforge_target_cuda.launch`'s copy (docs/benchmarks.md, "NVIDIA GPUs").
 """
 
 from __future__ import annotations

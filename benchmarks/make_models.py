@@ -27,8 +27,8 @@ def main(out: Path) -> None:
     lgb.train({"objective": "binary", "num_leaves": 255, "max_depth": 8, "min_data_in_leaf": 5,
                "verbose": -1, "num_threads": 2, "seed": 1},
               lgb.Dataset(X, y), 100).save_model(out / "lgb_100x8.txt")
-    # Mixed depths, where padding every tree to one depth is too costly (docs/benchmarks.md,
-    # tree groups): 100 trees of depth 4, then 100 of depth 10; LightGBM grown leaf-wise.
+    # Mixed depths, where padding every tree to one depth is too costly (docs/design.md,
+    # "Tree groups"): 100 trees of depth 4, then 100 of depth 10; LightGBM grown leaf-wise.
     params4 = {**params, "max_depth": 4}
     mixed = xgb.train(params4, xgb.DMatrix(X, y), 100)
     xgb.train({**params, "max_depth": 10}, xgb.DMatrix(X, y), 100, xgb_model=mixed).save_model(

@@ -7,7 +7,7 @@ breast cancer (binary, 30 features), diabetes (regression, 10 features) and digi
 
 Trees grown on a few hundred rows are small and of mixed depths (most of the XGBoost cancer
 model's trees have depth 2-5), unlike the synthetic suite's full trees: docs/benchmarks.md
-("Real data") compares every peer on them.
+("Large batches against every CPU peer") compares every peer on them.
 """
 
 from __future__ import annotations

@@ -3,9 +3,9 @@ column holds which feature, how each converts, each categorical column's table f
 codes to the model's) is kept on the compiled model in a :class:`SchemaMemory`, so that a call
 with a frame of a schema seen before converts its values with a copy and table lookups.
 
-Why: read column by column, a one-row pandas frame took 52 us and 1.1 ms with four categorical
-columns (``iloc`` a column, ``set_categories`` and a dict a value), where the compiled code
-answers the same row from an array in 1.5 us.
+Why: read column by column at each call (``iloc`` a column, ``set_categories`` and a dict a
+value), a one-row frame would cost many times what the compiled code takes to answer the same row
+from an array (docs/benchmarks.md, "Frames and records").
 
 The key of a schema is what may change while a frame keeps its column names: pandas' blocks
 (each block's dtype and which columns it holds), polars' dtypes, arrow's schema.  A categorical

@@ -6,8 +6,8 @@ hash (:func:`silvanforge.inputs.category_hash.catboost_hash` of its text) replac
 code, and the code of every combination of features its CTRs count
 (``Forest.hashed_combinations``: a 64-bit key mixed from category hashes, float borders and
 one-hot tests, looked up among the keys the model knows).  Done a value and a combination at
-a time in Python, a call of one row of a model of 258 combinations took 8 ms, 30x CatBoost's
-own predict.  :class:`HashedInputs` is built once a compiled model and does it with array
+a time in Python, that costs many times CatBoost's own predict (docs/benchmarks.md, "Frames and
+records").  :class:`HashedInputs` is built once a compiled model and does it with array
 operations over all rows and combinations at once:
 
 - a column's values are factorised (pandas categories' own codes, else ``pandas.factorize``)

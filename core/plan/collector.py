@@ -4,7 +4,7 @@ A compile allocates hundreds of thousands of small objects that live until it en
 expressions, llvmlite's instructions, which point at their blocks and back), so the
 collector's default thresholds (a young collection every 700 allocations, a full one every
 hundred of those) traverse them again and again: a third of a 100-tree model's compile
-(xgb_100x8: 2.64 -> 1.87 s; docs/benchmarks.md, "Compile times").  Within
+(docs/benchmarks.md, "Measurements behind the defaults").  Within
 :func:`relaxed` the young generation is collected every 100,000 allocations and the old ones
 rarely: cycles are still collected, later.  The thresholds are the process's, so the outermost
 of overlapping compiles (threads, a background builder) sets them and the last to end puts

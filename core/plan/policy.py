@@ -263,7 +263,7 @@ def _band_job(forest: hir.Forest, opts: CompileOptions, batch) -> tuple[CompileO
         reg.rep_kind(choose_representation(forest, kind, batch, vectors=reg.vectors(opts.target, opts.cpu))) == "walk"
     # Its nodes in the order the training rows walked them, where the model file says
     # (a layout that cannot place nodes ignores it): a lone row's likely path then reads
-    # consecutive bytes, as with a profile (xgb_100x8, one row: 2.13 -> 1.86 us).
+    # consecutive bytes, as with a profile (docs/benchmarks.md, "Measurements behind the defaults").
     order = cover_order_ids(forest) if unpadded and opts.profile is None else None
     return dataclasses.replace(opts, batch_size=batch, pad=False if unpadded else opts.pad), order
 

@@ -332,7 +332,7 @@ def _ordered(forest: hir.Forest, forms: list[Form], bands: list[Band], pool: np.
     """The untuned plan's walks for requests of up to :data:`ORDER_ROWS` rows again, their nodes
     laid out in the order the sample rows walk them (a profile of them: each node's more visited
     child first, silvanforge.frontend.tiling.hot_first_order), so a row's likely path reads consecutive
-    bytes: one-row calls of rf_10class 14.2 -> 10.8 us on 1 thread.  Only representations that
+    bytes (docs/benchmarks.md, "Measurements behind the defaults").  Only representations that
     place nodes (``node_order``), unpadded and untiled."""
     reg = registry()
     small = {b.form for b in bands if b.lo <= ORDER_ROWS}

@@ -156,8 +156,7 @@ class ReductionLowering:
         d = Var(f"rd{len(b.locals)}", "i64")
         if self.placement is self and 1 < self.K <= ORDERED_FOLD_OUTPUTS:
             # A running sum per output in registers, every output's add of a tree in turn: the
-            # outputs' chains overlap (a tree at a time per output waited on each add: 2,000
-            # adds of 200 trees x 10 outputs took 2 us).
+            # outputs' chains overlap (a tree at a time per output waits on each add).
             b.push()
             idx = [b.local("mix", "i64", self.margin_index(r, c(j, "i64"))) for j in range(self.K)]
             accs = [b.local("racc", self.acc_t, b.load("margins", i)) for i in idx]

@@ -35,9 +35,9 @@ L2_BYTES = 1 << 20
 SYMMETRIC_FACTORS = {"avx512": 1.0, "avx2": 1.1, "neon": 2.2, "sse": 2.2}
 # One row at a time (calls of 1-2 rows), ns a level of a tree, its leaf load counted as a level:
 # 4.5-4.8x faster than the sparse walks of the same rows (fresh rows, 1-row calls, 300 trees of
-# depth 6 and 1000 of depth 8), whose estimate is 0.65 ns a step.  0.14 was 1.6x optimistic
-# against the sparse walks' estimate on 1000 trees of depth 8 (tuning,
-# benchmarks/cost_model_check.py; on 300 trees of depth 6 a call's fixed cost dominates).
+# depth 6 and 1000 of depth 8), whose estimate is 0.65 ns a step; the level's price set by
+# tuning against the sparse walks' estimate on 1000 trees of depth 8 (docs/benchmarks.md, "The
+# cost model against tuning"; on 300 trees of depth 6 a call's fixed cost dominates).
 SCALAR_LEVEL_NS = 0.22
 # Spans (:func:`span`): the most bytes of a span's columns, and the most trees a chunk takes
 # (their leaf indices, ob_idx: lanes x 4 bytes a tree, live on the stack).  Rows a span and the

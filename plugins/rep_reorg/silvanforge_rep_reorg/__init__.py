@@ -43,7 +43,7 @@ def reorg_slots(layout) -> tuple[int, int, int]:
 # The walks' estimate times this: tuning measured this layout's walks at 3.9-4.3x the sparse
 # layout's for blocks of rows (16 rows a call, relative to each one's estimate: XGBoost 100
 # trees of depth 8 and an 8-class model; benchmarks/cost_model_check.py, docs/benchmarks.md "The
-# cost model against tuning"), where 1.2 had been kept from the chooser's old preference.
+# cost model against tuning").
 WALK_COST_FACTOR = 4.2
 # One row a call (batch_size 1, and the one-row form of small requests): a walk here computes
 # its child from the slot (no child load), which made it look 0.35x the sparse layout's time on

@@ -89,7 +89,7 @@ def default_schedule(forest, batch_size, options=None):
     from silvanforge.lowering.walksetup import split_rows_pay, want_leaf_self_loops
     from silvanforge.scheduler.canned import interleaved, interleaved_trees, split_trees
 
-    # Interleaved walks pay once a batch has rows to interleave (docs/benchmarks.md, "Schedules");
+    # Interleaved walks pay once a batch has rows to interleave (docs/benchmarks.md, "Small calls");
     # a batch known to be tiny walks row by row, each row's trees together where the
     # representation's walks gain from it (its ``row_tree_lanes``); a long one-row walk splits
     # its trees over two threads.
@@ -126,11 +126,9 @@ def default_schedule(forest, batch_size, options=None):
 # hand-off and the ordered fold of every tree's slot of every output cost.  The
 # representations' one-row estimates run about half the measured time, so the estimate stands
 # for the half saved.  The fold adds a tree's slot per output, the outputs' sums side by side:
-# a tree costs an add's latency, or its outputs' loads where there are many.  Zen 4, 2 threads,
-# one row, interleaved against split: lgb_flight (1000 trees) 77.7 -> 42.3 us, xgb_1000x8
-# 9.0 -> 7.9, rf_10class (200 trees x 10 outputs) 11.5 -> 9.0, xgb_multiclass_8 (800 trees x
-# 8 outputs) 11.9 -> 8.7; the 100-tree models lose (2.0-3.6 -> 2.8-9.5: xgb_wide_2000's worker
-# reads 2000 features of the row from the other core).
+# a tree costs an add's latency, or its outputs' loads where there are many.  The 100-tree
+# models lose (xgb_wide_2000's worker reads 2000 features of the row from the other core):
+# docs/benchmarks.md, "Measurements behind the defaults".
 SPLIT_HANDOFF_NS = 1_500
 SPLIT_FOLD_NS = 1.0  # a tree
 SPLIT_FOLD_OUTPUT_NS = 0.25  # a tree's output

@@ -116,6 +116,37 @@ def predict_margin(forest: Forest, X: np.ndarray) -> np.ndarray:
     return acc
 
 
+def predict_leaf(forest: Forest, X: np.ndarray) -> np.ndarray:
+    """(n, trees): the number the model's library gives the leaf each row reaches in each tree
+    (``Tree.node_ids``, else the leaf's index), for rows as :func:`predict` takes them."""
+    X = _codes(forest, X)
+    cols = [leaves if tree.node_ids is None else tree.node_ids[leaves]
+            for tree in forest.trees for leaves in [leaf_indices(tree, X, forest.category_rule)]]
+    return np.stack(cols, axis=1) if cols else np.zeros((X.shape[0], 0), dtype=np.int64)
+
+
+def predict_per_tree(forest: Forest, X: np.ndarray) -> np.ndarray:
+    """(n, trees, outputs): each tree's value for each row on each output, 0 where it adds
+    none, in the accumulation dtype (no base score, no averaging), for rows as :func:`predict`
+    takes them."""
+    X = _codes(forest, X)
+    acc_t = np.dtype(forest.accumulate_dtype)
+    out = np.zeros((X.shape[0], forest.num_trees, forest.num_outputs), dtype=acc_t)
+    for t, tree in enumerate(forest.trees):
+        leaves = leaf_indices(tree, X, forest.category_rule)
+        for j, o in enumerate(tree.outputs):
+            value = tree.leaf_value[leaves, j].astype(acc_t)
+            out[:, t, o] = value if tree.linear is None else linear_values(tree, leaves, X, value)
+    return out
+
+
+def _codes(forest: Forest, X) -> np.ndarray:
+    """Rows in the comparison dtype, columns of categories known by hash hashed first."""
+    if forest.hashed_categories or forest.hashed_combinations:
+        X = as_rows(X, forest, np.dtype(np.float64))
+    return np.asarray(X, dtype=forest.threshold_dtype)
+
+
 def predict(forest: Forest, X: np.ndarray, output_margin: bool = False) -> np.ndarray:
     """What the source library's ``predict`` returns (margins if ``output_margin``) for rows as
     ``CompiledForest.predict`` takes them: columns of categories known by hash are hashed

@@ -290,6 +290,8 @@ def predict(
     rep: str | None = _rep_opt(),
     schedule: str | None = _schedule_opt(),
     margin: bool = typer.Option(False, "--margin", help="Raw margins (XGBoost output_margin, LightGBM raw_score)."),
+    leaf: bool = typer.Option(False, "--leaf", help="The leaf each row reaches, a column a tree (pred_leaf, apply)."),
+    per_tree: bool = typer.Option(False, "--per-tree", help="Each tree's value for each row, a column a tree."),
     missing: float | None = typer.Option(None, "--missing", help="A value to treat as missing, besides NaN."),
     threads: int | None = _threads_opt(),
     tile_size: int | None = _tile_opt(),
@@ -313,7 +315,7 @@ def predict(
     kwargs = {} if missing is None else {"missing": missing}
     X = files.model_rows(rows, cf.forest)  # its messages name the file already
     try:
-        y = cf.predict(X, output_margin=margin, threads=threads, **kwargs)
+        y = cf.predict(X, output_margin=margin, threads=threads, pred_leaf=leaf, per_tree=per_tree, **kwargs)
     except InputError as exc:
         raise InputError(f"{input_path}: {exc}") from None
     files.write_predictions(output, y)

@@ -188,6 +188,11 @@ class Tree:
     # one-row walks hot child first by it (silvanforge.frontend.tiling.hot_first_order).  Only where
     # nodes sit, never predictions: not fingerprinted.
     cover: np.ndarray | None = None
+    # The number the model's library gives each node (XGBoost's node ids, LightGBM's leaf
+    # indices, CatBoost's leaf indices), where the import renumbered them, or None: the node's
+    # index.  ``predict(X, pred_leaf=True)`` answers a leaf by it (silvanforge.frontend.outputs);
+    # never predictions: not fingerprinted.
+    node_ids: np.ndarray | None = None
 
     @property
     def num_nodes(self) -> int:
@@ -243,6 +248,7 @@ class Tree:
         categories: dict[int, Iterable[int]] | None = None,
         linear: LinearLeaves | None = None,
         cover=None,
+        node_ids=None,
     ) -> "Tree":
         """Build a tree from lists, broadcasting scalar ``op`` / ``default_left`` / ``zero_missing``."""
         n = len(left)
@@ -266,6 +272,7 @@ class Tree:
             },
             linear=linear,
             cover=None if cover is None else np.asarray(cover, dtype=np.float64).ravel(),  # hir.verify checks it
+            node_ids=None if node_ids is None else np.asarray(node_ids, dtype=np.int64).ravel(),
         )
 
 
@@ -466,6 +473,8 @@ def verify(forest: Forest) -> None:
             fail(f"tree {i}: tile_id has shape {np.shape(t.tile_id)} for {n} nodes")
         if t.cover is not None and np.shape(t.cover) != (n,):
             fail(f"tree {i}: cover has shape {np.shape(t.cover)} for {n} nodes")
+        if t.node_ids is not None and np.shape(t.node_ids) != (n,):
+            fail(f"tree {i}: node_ids has shape {np.shape(t.node_ids)} for {n} nodes")
         _verify_tree(forest, i, t)
 
 
@@ -486,7 +495,8 @@ def _trees_sound(forest: Forest) -> bool:
     for t, n in zip(trees, ns.tolist()):
         if t.leaf_value.shape != (n, len(t.outputs)) or not t.outputs \
                 or (t.tile_id is not None and np.shape(t.tile_id) != (n,)) \
-                or (t.cover is not None and np.shape(t.cover) != (n,)):
+                or (t.cover is not None and np.shape(t.cover) != (n,)) \
+                or (t.node_ids is not None and np.shape(t.node_ids) != (n,)):
             return False
     outputs = {o for t in trees for o in t.outputs}
     if any(not 0 <= o < forest.num_outputs for o in outputs):

@@ -48,6 +48,8 @@ class _Nodes:
     def __init__(self, dim: int):
         self.left, self.right, self.feature, self.threshold, self.nan_left = [], [], [], [], []
         self.values: list[np.ndarray] = []
+        # CatBoost's number of each leaf (calc_leaf_indexes), 0 on splits
+        self.ids: list[int] = []
         self.categories: dict[int, np.ndarray] = {}
         self.dim = dim
 
@@ -58,6 +60,7 @@ class _Nodes:
         self.threshold.append(0.0)
         self.nan_left.append(False)
         self.values.append(np.zeros(self.dim))
+        self.ids.append(0)
         return len(self.left) - 1
 
     def split(self, node: int, s: Split) -> tuple[int, int]:
@@ -73,7 +76,8 @@ class _Nodes:
 
     def tree(self) -> Tree:
         tree = Tree.from_nodes(self.left, self.right, self.feature, self.threshold, np.array(self.values),
-                               op=Op.LE, default_left=self.nan_left, outputs=tuple(range(self.dim)))
+                               op=Op.LE, default_left=self.nan_left, outputs=tuple(range(self.dim)),
+                               node_ids=self.ids)
         # one array a split, shared by the nodes of a level (a CTR split may list thousands)
         tree.categories = dict(self.categories)
         return tree
@@ -91,6 +95,7 @@ def oblivious(splits: list[Split], leaf_values: np.ndarray) -> Tree:
         frontier = nxt
     for node, bits in frontier:
         nodes.values[node] = leaf_values[bits]
+        nodes.ids[node] = bits  # a leaf's index: its conditions' bits, level 0 lowest
     return nodes.tree()
 
 
@@ -100,6 +105,7 @@ def nonsymmetric(root, read_split, read_leaf, dim: int, fail) -> Tree:
     nested (edited) file cannot exhaust the stack."""
     nodes = _Nodes(dim)
     stack = [(root, nodes.add())]
+    leaves = 0  # CatBoost numbers a non-symmetric tree's leaves depth first, false side first
     while stack:
         obj, node = stack.pop()
         if len(nodes.left) > MAX_NODES:
@@ -115,4 +121,6 @@ def nonsymmetric(root, read_split, read_leaf, dim: int, fail) -> Tree:
             stack.append((obj["left"], false_side))
         else:
             nodes.values[node] = read_leaf(obj)
+            nodes.ids[node] = leaves
+            leaves += 1
     return nodes.tree()

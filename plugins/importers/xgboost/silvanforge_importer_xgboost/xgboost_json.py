@@ -645,6 +645,7 @@ def _tree(f: _Fields, tj, where: str, group: int, num_feature: int, num_outputs:
         outputs=outputs,
         categories=out_cats,
         cover=None if hessians is None else hessians[old].astype(np.float64),
+        node_ids=old,  # XGBoost's node ids (pred_leaf gives them): the file's, before renumbering
     )
 
 

@@ -15,7 +15,8 @@ from silvanforge.inputs.device import device_rows, is_device_array, like_input
 from silvanforge.errors import InputError
 from silvanforge.frontend import outputs
 from silvanforge.options import CompileOptions
-from silvanforge.plan.forms import Form, build_form
+from silvanforge.plan.forms import Form
+from silvanforge.plan.policy import untuned_plan
 from silvanforge.inputs.frames import FRAME_LIBRARIES, SchemaMemory
 from silvanforge.inputs.rows import as_rows
 from silvanforge.runtime.kernel import DeviceKernel
@@ -251,7 +252,8 @@ class CompiledForest:
                 forest = outputs.forest_of(self.forest, kind)
                 o = self.options
                 opts = CompileOptions(target=o.target, cpu=o.cpu, threads=o.threads).resolved()
-                model = self._outputs[kind] = CompiledForest(forest, [build_form(forest, opts)])
+                # (its own plan by request size: a lone row's form walks it alone)
+                model = self._outputs[kind] = CompiledForest(forest, *untuned_plan(forest, opts))
         return model
 
     def _predict_device(self, X, output_margin: bool, missing) -> object:

@@ -186,7 +186,7 @@ def test_bad_combinations_are_one_clear_error(tmp_path):
     cf = sf.compile(forest)
     X = np.array([[0.1], [0.9]], dtype=np.float32)
     np.testing.assert_array_equal(cf.predict(X, pred_leaf=True), [[1], [2]])
-    with pytest.raises(InputError, match="one of pred_leaf and per_tree"):
+    with pytest.raises(InputError, match="one of pred_leaf, per_tree and pred_contribs"):
         cf.predict(X, pred_leaf=True, per_tree=True)
     with pytest.raises(InputError, match="output_margin"):
         cf.predict(X, pred_leaf=True, output_margin=True)

@@ -14,6 +14,16 @@ where ``c_k`` is the coefficient of ``x**k`` in ``prod_{i != j} (z_i + x o_i)``,
 gets ``v * prod_i z_i``.  Paths of equal length are evaluated together, as arrays over paths
 and rows, in float64; the tables (each path's nodes, sides and fractions) are made once a
 model and kept with it.
+
+Since ``o`` is a pattern of bits, a path's shares are tabled once for every pattern, as
+FastTreeSHAP's second algorithm does (Yang, "Fast TreeSHAP", section 'FastTreeSHAP v2'):
+``U(t) = sum_{S in t} k! (d-1-k)!/d! prod_{i not in S} z_i`` over the subsets ``t`` of the path's
+features (a subset-sum transform, ``2**d`` values a path), and a row's share for ``j`` is then
+``(1 - z_j) / z_j * U(s - {j})`` where it follows the path at ``j`` and ``-U(s)`` where not
+(``s``: the features it follows the path at).  Rows then cost ``d`` table reads a path
+instead of ``d**2`` products.  Paths longer than :data:`TABLE_MAX_D`, with a zero fraction,
+or past the table budget (``table_bytes``, default :data:`TABLE_BYTES`) are computed by
+their polynomial.
 """
 
 from __future__ import annotations
@@ -29,6 +39,9 @@ from silvanforge.reference import goes_left
 
 # Rows evaluated together: the arrays of one group of paths stay near this many elements.
 CHUNK_ELEMENTS = 1 << 22
+# Pattern tables: paths of up to this many distinct features, up to this many bytes a model.
+TABLE_MAX_D = 12
+TABLE_BYTES = 64 << 20
 
 
 @dataclasses.dataclass
@@ -42,6 +55,11 @@ class PathGroup:
     node: np.ndarray  # (P, D): global index of each path node (its decision), -1 past the path
     left: np.ndarray  # (P, D): whether the path goes left there
     slot: np.ndarray  # (P, D): which of the d features the node tests
+    # The pattern tables of the first ``tabled`` paths (``(tabled, 2**d)``: U without the
+    # leaf's value) and their ``(1 - z) / z``; the rest are computed by their polynomial.
+    tabled: int = 0
+    table: np.ndarray | None = None
+    ratio: np.ndarray | None = None
 
 
 @dataclasses.dataclass
@@ -50,8 +68,9 @@ class Tables:
 
     groups: list[PathGroup]
     bias: np.ndarray  # (outputs,): the base score plus every tree's expected value
-    trees: list[Tree]  # the trees, for their decisions
-    starts: np.ndarray  # global index of each tree's node 0
+    flat: Tree  # every tree's nodes in one array (a node's global index), for the decisions
+    plain_nodes: np.ndarray  # global indices of the splits testing no categories
+    category_nodes: np.ndarray  # and of those testing categories
     scale: float  # 1 / the average's divisor (1 for sums)
 
 
@@ -72,8 +91,9 @@ def refusal(forest: Forest) -> str | None:
     return None
 
 
-def tables(forest: Forest) -> Tables:
-    """The path tables of ``forest`` (raises ``UnsupportedModelError`` where :func:`refusal` says why)."""
+def tables(forest: Forest, table_bytes: int = TABLE_BYTES) -> Tables:
+    """The path tables of ``forest`` (raises ``UnsupportedModelError`` where :func:`refusal` says
+    why), with pattern tables for up to ``table_bytes``."""
     why = refusal(forest)
     if why is not None:
         raise UnsupportedModelError(f"pred_contribs: {why}")
@@ -118,7 +138,43 @@ def tables(forest: Forest) -> Tables:
                                 np.array([item[2] for item in items], np.float64).reshape(len(items), d),
                                 node, left, slot))
     bias += np.asarray(forest.base_score, np.float64) * 1.0
-    return Tables(groups, bias, list(forest.trees), starts, scale)
+    budget = table_bytes
+    for g in groups:
+        if 0 < g.d <= TABLE_MAX_D:
+            # paths with every fraction above zero first: those the tables answer
+            order = np.argsort(~(g.zero > 0).all(axis=1), kind="stable")
+            for name in ("value", "feature", "zero", "node", "left", "slot"):
+                setattr(g, name, getattr(g, name)[order])
+            able = int((g.zero > 0).all(axis=1).sum())
+            g.tabled = min(able, max(0, budget // (8 << g.d)))
+            if g.tabled:
+                g.table, g.ratio = _pattern_tables(g.zero[:g.tabled], g.d)
+                budget -= g.table.nbytes
+    trees = forest.trees
+    flat = Tree(**{name: np.concatenate([getattr(tree, name) for tree in trees])
+                   for name in ("left", "feature", "threshold", "op", "default_left", "zero_missing")},
+                right=np.zeros(int(starts[-1]), np.int32), leaf_value=np.zeros((int(starts[-1]), 1)),
+                categories={int(start) + node: cats for tree, start in zip(trees, starts[:-1])
+                            for node, cats in tree.categories.items()})
+    splits = np.flatnonzero(flat.left >= 0)
+    categorical = np.isin(splits, np.fromiter(flat.categories, np.int64, len(flat.categories)))
+    return Tables(groups, bias, flat, splits[~categorical], splits[categorical], scale)
+
+
+def _pattern_tables(zero: np.ndarray, d: int) -> tuple[np.ndarray, np.ndarray]:
+    """``U`` of every path (``zero``: (P, d) fractions) over all ``2**d`` subsets (bit ``i``:
+    feature ``i``), and ``(1 - z) / z``."""
+    P = zero.shape[0]
+    masks = np.arange(1 << d)
+    bits = (masks[:, None] >> np.arange(d)) & 1  # (2**d, d)
+    # w(|S|) * prod over the features outside S of z
+    outside = np.where(bits[None, :, :] == 0, zero[:, None, :], 1.0).prod(axis=2)  # (P, 2**d)
+    # (a coalition of all d is never read: some j is always left out; its weight is 0)
+    U = np.append(_weights(d), 0.0)[bits.sum(axis=1)][None, :] * outside
+    for i in range(d):  # the subset sums, one feature at a time
+        view = U.reshape(P, -1, 2, 1 << i)
+        view[:, :, 1, :] += view[:, :, 0, :]
+    return U, (1.0 - zero) / zero
 
 
 def _leaf_paths(tree: Tree):
@@ -135,22 +191,18 @@ def _leaf_paths(tree: Tree):
 
 
 def decisions(t: Tables, X: np.ndarray, forest: Forest) -> np.ndarray:
-    """(n, nodes of all trees): whether each row goes left at each node (leaves: False)."""
-    out = np.zeros((X.shape[0], int(t.starts[-1])), dtype=bool)
-    for tree, start in zip(t.trees, t.starts[:-1]):
-        inner = np.flatnonzero(tree.left >= 0)
-        if inner.size == 0:
-            continue
-        x = X[:, tree.feature[inner]]  # (n, inner)
-        nodes = np.broadcast_to(inner, x.shape)
-        if tree.categories:
-            # (the reference's rule, node by node where categories are tested)
-            left = np.empty(x.shape, dtype=bool)
-            for k, node in enumerate(inner.tolist()):
-                left[:, k] = goes_left(tree, np.full(x.shape[0], node), x[:, k], forest.category_rule)
-        else:
-            left = goes_left(tree, nodes.ravel(), x.ravel(), forest.category_rule).reshape(x.shape)
-        out[:, start + inner] = left
+    """(n, nodes of all trees): whether each row goes left at each node (leaves: False), by the
+    reference's rule (:func:`silvanforge.reference.goes_left`) over every tree's nodes at once."""
+    flat = t.flat
+    out = np.zeros((X.shape[0], flat.num_nodes), dtype=bool)
+    plain = t.plain_nodes
+    if plain.size:
+        x = X[:, flat.feature[plain]]  # (n, nodes)
+        nodes = np.broadcast_to(plain, x.shape).ravel()
+        numeric = dataclasses.replace(flat, categories={})  # (these test none: no per-node lookups)
+        out[:, plain] = goes_left(numeric, nodes, x.ravel(), forest.category_rule).reshape(x.shape)
+    for node in t.category_nodes.tolist():  # (categories tested node by node)
+        out[:, node] = goes_left(flat, np.full(X.shape[0], node), X[:, flat.feature[node]], forest.category_rule)
     return out
 
 
@@ -177,48 +229,37 @@ def contributions(t: Tables, X: np.ndarray, forest: Forest) -> np.ndarray:
         if g.d == 0:
             continue  # a tree without splits: its value is all bias
         P, D = g.node.shape
-        weights = _weights(g.d)
         rows = max(1, CHUNK_ELEMENTS // max(1, P * (g.d + 1)))
         for lo in range(0, n, rows):
             hi = min(n, lo + rows)
             m = hi - lo
-            # o (m, P, d): whether the row follows the path at each of its features
-            follows = np.ones((m, P, g.d), dtype=bool)
+            # bit i of pattern (m, P): whether the row follows the path at its feature i (a
+            # feature met several times: where every node of it does)
+            pattern = np.full((m, P), (1 << g.d) - 1, dtype=np.int64)
             for k in range(D):
                 valid = g.node[:, k] >= 0
-                if not valid.any():
-                    continue
                 went = left[lo:hi][:, np.where(valid, g.node[:, k], 0)] == g.left[:, k]  # (m, P)
-                went |= ~valid
-                idx = g.slot[:, k]
-                # a feature met several times follows the path where every node of it does
-                follows[:, np.arange(P), idx] &= went
-            o = follows.astype(np.float64)
-            z = np.broadcast_to(g.zero, (m, P, g.d))
-            # prod_i (z_i + x o_i): coefficients (m, P, d + 1), lowest power first
-            poly = np.zeros((m, P, g.d + 1))
-            poly[..., 0] = 1.0
-            for i in range(g.d):
-                shifted = np.zeros_like(poly)
-                shifted[..., 1:] = poly[..., :-1] * o[..., i:i + 1]
-                poly = poly * z[..., i:i + 1] + shifted
-            for j in range(g.d):
-                oj, zj = o[..., j], z[..., j]
-                # divide (z_j + x o_j) out: o_j = 1 by synthetic division from the top; o_j = 0
-                # by z_j (a zero z_j there contributes o_j - z_j = 0 anyway)
-                q = np.zeros((m, P, g.d))
-                q[..., g.d - 1] = poly[..., g.d]
-                for k in range(g.d - 1, 0, -1):
-                    q[..., k - 1] = poly[..., k] - zj * q[..., k]
-                with np.errstate(divide="ignore", invalid="ignore"):
-                    plain = poly[..., :g.d] / zj[..., None]
-                quotient = np.where(oj[..., None] > 0, q, np.where(zj[..., None] > 0, plain, 0.0))
-                share = (oj - zj) * (quotient @ weights)  # (m, P)
-                # add each path's share times its value to feature j of its outputs
-                contribution = share[:, :, None] * g.value[None, :, :]  # (m, P, K)
-                features = g.feature[:, j]
-                for f in np.unique(features):
-                    phi[lo:hi, :, f] += contribution[:, features == f, :].sum(axis=1)
+                pattern &= np.where(went | ~valid, -1, ~(1 << g.slot[:, k]))
+            shares = np.empty((m, P, g.d))  # each path's share for each of its features
+            T = g.tabled
+            if T:
+                at = np.arange(T) * (1 << g.d) + pattern[:, :T]  # (m, T): where U(s) is
+                flat = g.table.ravel()
+                here = flat[at]
+                for j in range(g.d):
+                    on = (pattern[:, :T] >> j) & 1
+                    without = flat[at - (on << j)]  # U(s - {j})
+                    shares[:, :T, j] = np.where(on == 1, g.ratio[:, j] * without, -here)
+            if T < P:
+                follows = ((pattern[:, T:, None] >> np.arange(g.d)) & 1).astype(bool)
+                shares[:, T:, :] = _polynomial_shares(follows, g.zero[T:], g.d)
+            # each path's share times its value, to feature j of each output
+            index = (np.arange(m)[:, None, None] * F + g.feature[None, :, :]).ravel()
+            for k in range(K):
+                if not g.value[:, k].any():
+                    continue
+                weighted = (shares * g.value[None, :, k, None]).ravel()
+                phi[lo:hi, k, :F] += np.bincount(index, weighted, minlength=m * F).reshape(m, F)
     return phi
 
 
@@ -235,3 +276,34 @@ def shaped(forest: Forest, phi: np.ndarray) -> np.ndarray:
     if forest.source == "lightgbm":
         return phi.reshape(n, K * width)
     return phi
+
+
+def _polynomial_shares(follows: np.ndarray, zero: np.ndarray, d: int) -> np.ndarray:
+    """(m, P, d): each path's share for each of its features (without the leaf's value) by the
+    path's polynomial: ``(o_j - z_j) * sum_k w(k) c_k``, ``c`` the coefficients of
+    ``prod_{i != j} (z_i + x o_i)``."""
+    o = follows.astype(np.float64)
+    m, P = o.shape[:2]
+    z = np.broadcast_to(zero, (m, P, d))
+    weights = _weights(d)
+    # prod_i (z_i + x o_i): coefficients (m, P, d + 1), lowest power first
+    poly = np.zeros((m, P, d + 1))
+    poly[..., 0] = 1.0
+    for i in range(d):
+        shifted = np.zeros_like(poly)
+        shifted[..., 1:] = poly[..., :-1] * o[..., i:i + 1]
+        poly = poly * z[..., i:i + 1] + shifted
+    out = np.empty((m, P, d))
+    for j in range(d):
+        oj, zj = o[..., j], z[..., j]
+        # divide (z_j + x o_j) out: o_j = 1 by synthetic division from the top; o_j = 0 by z_j
+        # (a zero z_j there contributes o_j - z_j = 0 anyway)
+        q = np.zeros((m, P, d))
+        q[..., d - 1] = poly[..., d]
+        for k in range(d - 1, 0, -1):
+            q[..., k - 1] = poly[..., k] - zj * q[..., k]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            plain = poly[..., :d] / zj[..., None]
+        quotient = np.where(oj[..., None] > 0, q, np.where(zj[..., None] > 0, plain, 0.0))
+        out[..., j] = (oj - zj) * (quotient @ weights)
+    return out

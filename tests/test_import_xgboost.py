@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from silvanforge import reference
 from silvanforge.errors import ModelFormatError, SilvanForgeError, UnsupportedModelError
 from silvanforge.ir.hir import CategoryRule, Op
-from silvanforge_importer_xgboost import ubjson, xgboost_json
+from silvanforge_importer_xgboost import trees_at_once, ubjson, xgboost_json
 from support_common import assert_close
 
 xgb = pytest.importorskip("xgboost")
@@ -246,8 +246,9 @@ def _trees(doc):
     return doc["learner"]["gradient_booster"]["model"]["trees"]
 
 
-def test_permuted_and_deleted_nodes(small_model, tmp_path):
-    booster, doc, X = small_model
+def _permuted_with_deleted(doc):
+    """``doc`` with every tree's nodes but the root shuffled and two unreachable ("deleted")
+    nodes appended."""
     doc = json.loads(json.dumps(doc))
     rng = np.random.default_rng(0)
     for tree in _trees(doc):
@@ -263,6 +264,12 @@ def test_permuted_and_deleted_nodes(small_model, tmp_path):
             tree[key] = [int(new_of[c]) if c >= 0 else -1 for c in tree[key][:n]] + [-1, -1]
         tree["tree_param"]["num_nodes"] = str(n + 2)
         tree["categories_nodes"] = []
+    return doc
+
+
+def test_permuted_and_deleted_nodes(small_model, tmp_path):
+    booster, doc, X = small_model
+    doc = _permuted_with_deleted(doc)
     forest = sf.load_model(_write(tmp_path, doc))
     assert forest.feature_names == ["a", "b", "c", "d"]
     np.testing.assert_allclose(reference.predict(forest, X), booster.predict(xgb.DMatrix(X, feature_names=booster.feature_names)),
@@ -759,3 +766,93 @@ def test_millions_of_outputs_need_a_file_to_match(small_model, tmp_path, key):
 
     with pytest.raises(UnsupportedModelError, match="16777216 outputs"):
         sf.load_model(_write(tmp_path, _edit(doc, edit)))
+
+
+# ---------------------------------------------------------------------------------------------
+# every tree at once (trees_at_once) against the tree-by-tree reading
+# ---------------------------------------------------------------------------------------------
+
+
+def _read_both_ways(monkeypatch, path):
+    """(the forest read with every tree at once, whether it was, the forest read tree by tree)."""
+    real, results = trees_at_once.read_trees, []
+    with monkeypatch.context() as m:
+        m.setattr(trees_at_once, "read_trees", lambda *a, **k: results.append(real(*a, **k)) or results[-1])
+        at_once = sf.load_model(path)
+    with monkeypatch.context() as m:
+        m.setattr(trees_at_once, "read_trees", lambda *a, **k: None)
+        by_tree = sf.load_model(path)
+    return at_once, results[0] is not None, by_tree
+
+
+def _assert_same_trees(a, b):
+    assert a.fingerprint() == b.fingerprint() and a.num_trees == b.num_trees
+    for s, t in zip(a.trees, b.trees):
+        for name in ("left", "right", "feature", "threshold", "op", "default_left", "zero_missing",
+                     "leaf_value", "cover"):
+            x, y = getattr(s, name), getattr(t, name)
+            assert (x is None) == (y is None), name
+            if x is not None:
+                assert (x.dtype, x.shape, x.tobytes()) == (y.dtype, y.shape, y.tobytes()), name
+        assert s.outputs == t.outputs and list(s.categories) == list(t.categories)
+        for node, cats in s.categories.items():
+            assert (cats.dtype, cats.tobytes()) == (t.categories[node].dtype, t.categories[node].tobytes())
+
+
+@pytest.mark.parametrize("name", sx.names() + sx.importer_only_names())
+def test_trees_read_at_once_as_tree_by_tree(name, case_dir, monkeypatch):
+    at_once, read, by_tree = _read_both_ways(monkeypatch, get_case(name, case_dir).path)
+    assert read == ("vector_leaf" not in name)  # vector leaves are read a tree at a time
+    _assert_same_trees(at_once, by_tree)
+
+
+def _float_as_int(d):
+    # A leaf value written as a JSON integer: its tree's list no longer holds floats only.
+    tree = _tree0(d)
+    leaf = tree["left_children"].index(-1)
+    tree["split_conditions"][leaf] = 0
+
+
+_EDITED = [
+    ("permuted and deleted nodes", "small", _permuted_with_deleted, True),
+    ("categorical split_type, no categories", "small",
+     lambda doc: _edit(doc, lambda d: _tree0(d)["split_type"].__setitem__(0, 1)), True),
+    ("default_left as booleans", "small",
+     lambda doc: _edit(doc, lambda d: [t.update(default_left=[v == 1 for v in t["default_left"]])
+                                       for t in _trees(d)]), True),
+    ("default_left of 2", "small",
+     lambda doc: _edit(doc, lambda d: [t.update(default_left=[2] * len(t["default_left"])) for t in _trees(d)]),
+     True),
+    ("no sum_hessian", "small", lambda doc: _edit(doc, lambda d: [t.pop("sum_hessian") for t in _trees(d)]), True),
+    ("sum_hessian in some trees", "small", lambda doc: _edit(doc, lambda d: _tree0(d).pop("sum_hessian")), False),
+    ("an integer leaf value", "small", lambda doc: _edit(doc, _float_as_int), False),
+    ("categories past 2**24", "categorical", lambda doc: _with_category(doc, 2**24 + 7), True),
+    ("trees in reverse", "softprob", lambda doc: _edit(doc, lambda d: _trees(d).reverse()), True),
+    ("iteration_indptr from tree 3", "softprob",
+     lambda doc: _edit(doc, lambda d: d["learner"]["gradient_booster"]["model"]["iteration_indptr"].__setitem__(0, 3)),
+     True),
+]
+
+
+@pytest.mark.parametrize("what,model,edit,read", _EDITED, ids=[e[0] for e in _EDITED])
+def test_edited_trees_read_at_once_as_tree_by_tree(small_model, categorical_doc, softprob_doc, tmp_path,
+                                                   monkeypatch, what, model, edit, read):
+    # What the tree-by-tree reading reads otherwise than the whole-forest one may (here: a tree
+    # without sum_hessian among trees with it, an integer among floats) is left to it.
+    doc = {"small": small_model[1], "categorical": categorical_doc[0], "softprob": softprob_doc[0]}[model]
+    at_once, was_read, by_tree = _read_both_ways(monkeypatch, _write(tmp_path, edit(doc)))
+    assert was_read == read
+    _assert_same_trees(at_once, by_tree)
+
+
+def test_document_trees_are_released_once_read(small_model):
+    # The importer empties its parsed document's trees before making the HIR's (a large model's
+    # document is four times its file), only once they are all read: not when they are left to
+    # the tree-by-tree reading.
+    _, doc, _ = small_model
+    for tree0_feature, expected in ((0, True), (99, False)):
+        trees = _trees(_edit(doc, lambda d: _tree0(d)["split_indices"].__setitem__(0, tree0_feature)))
+        released = []
+        out = trees_at_once.read_trees(trees, list(range(len(trees))), np.zeros(len(trees), np.int64), None,
+                                       4, 1, lambda *a: {}, release=lambda: released.append(True))
+        assert (out is not None, released) == (expected, [True] if expected else [])

@@ -27,8 +27,9 @@ import typing
 
 import numpy as np
 
-from silvanforge.artifact.shipped import ShippedModel, check_features, compiled_model
+from silvanforge.artifact.shipped import ShippedModel, compiled_model
 from silvanforge.errors import InputError
+from silvanforge.runtime.batches import arrow_values, check_features
 from silvanforge.runtime.threads import check_threads, default_threads
 
 # What predict takes besides the rows (threads: at most the task's cores).
@@ -192,17 +193,6 @@ def _score_arrow(batches, shipped, names: list, options: dict, outputs: int | No
         yield arrow_values(values, outputs)
 
 
-def arrow_values(values: np.ndarray, outputs: int | None):
-    """Predictions as the Arrow array of the UDF's type: doubles, or a list of doubles a row."""
-    import pyarrow as pa
-
-    if outputs is None:
-        return pa.array(values)
-    n = values.shape[0]
-    offsets = pa.array(np.arange(0, (n + 1) * outputs, outputs, dtype=np.int32))
-    return pa.ListArray.from_arrays(offsets, pa.array(np.ascontiguousarray(values).reshape(-1)))
-
-
 def _score_pandas(batches, shipped, names: list, options: dict, outputs: int | None):
     import pandas as pd
 
@@ -215,4 +205,4 @@ def _score_pandas(batches, shipped, names: list, options: dict, outputs: int | N
         yield pd.Series(values) if outputs is None else pd.Series(list(values))
 
 
-__all__ = ["transform", "predict_udf", "PredictUDF", "task_threads", "arrow_values", "PREDICT_OPTIONS"]
+__all__ = ["transform", "predict_udf", "PredictUDF", "task_threads", "PREDICT_OPTIONS"]

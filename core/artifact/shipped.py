@@ -34,6 +34,7 @@ log = logging.getLogger("silvanforge")
 # Models a worker process keeps loaded (a job scores with one or two; a long-lived worker that
 # meets many keeps the most recent).
 KEPT = 8
+LOADS_KEPT = 64  # the last loads loads_here() reports
 
 _loaded: OrderedDict = OrderedDict()  # (fingerprint, digest) -> CompiledForest
 _loads: list[dict] = []  # what this process loaded, for loads_here()
@@ -122,6 +123,7 @@ class ShippedModel:
                 warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
         _loads.append({"fingerprint": self.fingerprint, "digest": self.digest, "rebuilt": bool(said),
                        "seconds": round(seconds, 3), "pid": os.getpid()})
+        del _loads[:-LOADS_KEPT]
         if said:
             log.warning("silvanforge: model %s: this worker (CPU %s) is not the host its machine code was "
                         "built on (CPU %s): rebuilt from the model inside the artifact in %.1f s, once in "

@@ -18,18 +18,18 @@ import logging
 import pickle
 import warnings
 
+# the oracles, imported (never skipped): requirements-dev.txt has them
+import catboost
+import lightgbm as lgb
 import numpy as np
 import pandas as pd
 import pytest
+import xgboost as xgb
 
 import silvanforge as sf
 from silvanforge.artifact import shipped as shipping
 from silvanforge.runtime.batches import arrow_values, check_features
 from support_engines import spark_session, start_ray
-
-xgb = pytest.importorskip("xgboost")
-lgb = pytest.importorskip("lightgbm")
-catboost = pytest.importorskip("catboost")
 
 ROWS = 1200
 COLOURS = ["red", "green", "blue", "violet"]
@@ -53,6 +53,7 @@ def frame() -> pd.DataFrame:
     out.loc[rng.random(ROWS) < 0.05, "a"] = np.nan
     out.loc[3, "colour"] = None
     out.loc[5, "colour"] = "violet"  # unseen at training: missing, as LightGBM takes it
+    out["shade"] = out["colour"].fillna("none")  # CatBoost's categories are never missing
     return out
 
 
@@ -80,9 +81,9 @@ def models(frame):
     out["xgboost"] = (m, numeric, m.predict_proba(numeric)[:, 1])
     m = lgb.LGBMRegressor(n_estimators=20, num_leaves=15, min_child_samples=5, verbose=-1).fit(cat, y)
     out["lightgbm"] = (m, cat, m.predict(cat))
-    cb_frame = frame[["a", "colour", "c"]].fillna({"colour": "none"})
+    cb_frame = frame[["a", "shade", "c"]]
     m = catboost.CatBoostRegressor(iterations=15, depth=4, verbose=False, random_seed=0,
-                                   cat_features=["colour"]).fit(cb_frame, y)
+                                   cat_features=["shade"]).fit(cb_frame, y)
     out["catboost"] = (m, cb_frame, m.predict(cb_frame))
     m = lgb.LGBMClassifier(n_estimators=10, num_leaves=7, verbose=-1).fit(cat, classes)
     out["multiclass"] = (m, cat, m.predict_proba(cat))
@@ -97,9 +98,9 @@ def compiled(models):
 
 
 def _library_close(name, got, want):
-    # XGBoost's float32 sigmoid and CatBoost's sums round differently from ours at the last bits
-    # (README); the other libraries' margins and transforms are exact.
-    np.testing.assert_allclose(got, want, rtol=2e-7 if name == "xgboost" else 1e-12, atol=1e-12, err_msg=name)
+    # XGBoost's float32 sigmoid differs from ours by up to 4 ulp in a few rows in 10,000, and
+    # CatBoost's float64 sums by an ulp (README); the others' margins and transforms are exact.
+    np.testing.assert_allclose(got, want, rtol=5e-7 if name == "xgboost" else 1e-12, atol=1e-12, err_msg=name)
 
 
 def _fake_host(monkeypatch):
@@ -232,7 +233,7 @@ def test_dask_takes_the_same_argument_names(models, compiled, frame):
 
 
 # ------------------------------------------------------------------ Spark
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def spark():
     session = spark_session(cores=2)
     yield session
@@ -252,7 +253,7 @@ def _collected(df, *columns):
 def test_spark_transform_equals_each_library(spark, models, compiled, frame):
     import silvanforge.spark as sfs
 
-    df = _spark_frame(spark, frame, ["size", "d", "id", "colour", "c", "b", "a"]).fillna({"colour": "none"})
+    df = _spark_frame(spark, frame, ["size", "d", "id", "shade", "colour", "c", "b", "a"])
     # transform with a model object whose class only this module defines: compiled on the driver,
     # it never leaves it (the workers get the artifact); the others as UDFs of one select, which
     # Spark evaluates in one Python worker a task
@@ -261,9 +262,7 @@ def test_spark_transform_equals_each_library(spark, models, compiled, frame):
     scored = scored.select("id", "local_class", *[sfs.predict_udf(compiled[name])().alias(name) for name in others])
     assert dict(scored.dtypes)["multiclass"] == "array<double>" and dict(scored.dtypes)["xgboost"] == "double"
     got = dict(zip(models, _collected(scored, *models)))
-    frame_cb = frame.fillna({"colour": "none"})
     for name, (m, rows, want) in models.items():
-        rows = frame_cb[list(rows.columns)] if name == "catboost" else rows
         np.testing.assert_array_equal(got[name], compiled[name].predict(rows), err_msg=name)
         _library_close(name, got[name], want)
 
@@ -355,7 +354,7 @@ def test_spark_scores_through_pandas_where_pyspark_has_no_arrow_udf(spark, compi
 
 
 # ------------------------------------------------------------------ Ray
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def ray_local():
     ray = start_ray(cores=2)
     yield ray
@@ -368,15 +367,15 @@ def test_ray_predictor_equals_each_library(ray_local, models, compiled, frame, b
 
     from silvanforge.ray import Predictor
 
-    rows = frame[["id", "size", "colour", "d", "c", "b", "a"]]
+    rows = frame[["id", "size", "shade", "colour", "d", "c", "b", "a"]]
     ds = ray.data.from_pandas([rows[:ROWS // 2], rows[ROWS // 2:]])
-    for name in ("lightgbm", "multiclass", "local_class"):
-        # an actor a model, each on half a CPU: the three fit the two Ray has (an actor pool
-        # waiting for a CPU that never frees would wait for ever)
+    for name in models:
+        # an actor a model, each on a quarter of a CPU: the five fit the two Ray has (an actor
+        # pool waiting for a CPU that never frees would wait for ever)
         ds = ds.map_batches(Predictor, fn_constructor_args=(compiled[name],), fn_constructor_kwargs={"output_col": name},
-                            batch_format=batch_format, compute=ray.data.ActorPoolStrategy(size=1), num_cpus=0.5)
+                            batch_format=batch_format, compute=ray.data.ActorPoolStrategy(size=1), num_cpus=0.25)
     got = ds.to_pandas().sort_values("id")
-    for name in ("lightgbm", "multiclass", "local_class"):
+    for name in models:
         m, rows, want = models[name]
         values = np.array(got[name].tolist())  # (a column of vectors: Ray's tensor column, or objects)
         np.testing.assert_array_equal(values, compiled[name].predict(rows), err_msg=name)

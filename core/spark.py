@@ -1,0 +1,208 @@
+"""Scoring Spark DataFrames with a compiled model (needs ``pip install "silvanforge[spark]"``).
+
+    import silvanforge.spark
+    scored = silvanforge.spark.transform(df, "model.json")    # df and a "prediction" column
+    score = silvanforge.spark.predict_udf(model)              # a column expression's maker
+    df.select("id", score().alias("p"))                       # the model's features, by name
+
+``model`` is a model file's path, a saved artifact's path, a model object or a
+:class:`~silvanforge.runtime.compiled.CompiledForest`.  The driver compiles (or loads) it once
+and broadcasts its artifact, the machine code plus the model as plain arrays, so no class of the
+driver's (one defined in ``__main__``, say) is unpickled on a worker.  Each Python worker loads
+it at its first task and keeps it for the later ones, by the model's fingerprint
+(:mod:`silvanforge.artifact.shipped`); a worker whose CPU is not the driver's rebuilds the code
+from the model inside the artifact and says so once in its log: the same predictions, a slower
+first task.
+
+Batches reach the model as Arrow arrays (the iterator form of an Arrow UDF; on PySpark before
+4.1, of a pandas UDF), only the feature columns travel to Python, and the output column comes
+back as ``double`` (one output) or ``array<double>`` (one value a class).  A task scores on
+``spark.task.cpus`` threads (default 1): Spark already runs a task per core, and more threads
+than the task's cores would take cores from its neighbours.
+"""
+
+from __future__ import annotations
+
+import typing
+
+import numpy as np
+
+from silvanforge.artifact.shipped import ShippedModel, compiled_model
+from silvanforge.errors import InputError
+from silvanforge.runtime.batches import arrow_values, check_features
+from silvanforge.runtime.threads import check_threads, default_threads
+
+# What predict takes besides the rows (threads: at most the task's cores).
+PREDICT_OPTIONS = ("output_margin", "missing", "threads")
+
+
+def transform(df, model, features=None, output_col: str = "prediction", **predict_options):
+    """``df`` with the column ``output_col`` added (or replaced): the model's predictions for
+    each row, ``double`` for one output, ``array<double>`` for several (the classes' values).
+
+    ``features``: the columns holding the model's features, in any order where the model has
+    feature names (default: those names), in its order where it has none; categorical columns
+    of strings are mapped through the model's categories as ``predict`` maps them.  A column
+    ``df`` lacks, or one the model does not know, is an ``InputError`` naming it, raised here
+    (before any job runs).  ``predict_options``: ``output_margin``, ``missing`` and ``threads``
+    as :meth:`CompiledForest.predict` takes them (``threads``: at most the task's cores)."""
+    if not isinstance(output_col, str) or not output_col:
+        raise InputError(f"output_col is a column name, got {output_col!r}")
+    udf = _predict_udf(model, features, predict_options, df.sparkSession, df.columns)
+    return df.withColumn(output_col, udf())
+
+
+def predict_udf(model, features=None, **predict_options) -> "PredictUDF":
+    """A :class:`PredictUDF`: called with no arguments, the column expression of the model's
+    predictions from the columns named ``features`` (default: the model's feature names), for
+    ``select`` and ``withColumn``; called with columns (names or ``Column`` objects), from those.
+    The model is compiled (or loaded) and broadcast here, once, however often it is called."""
+    return _predict_udf(model, features, predict_options)
+
+
+def _predict_udf(model, features, predict_options: dict, spark=None, columns=None) -> "PredictUDF":
+    """:func:`predict_udf`, with the session to broadcast in and, from :func:`transform`, the
+    DataFrame's columns to check the features against."""
+    predict_options = dict(predict_options)
+    unknown = sorted(set(predict_options) - set(PREDICT_OPTIONS))
+    if unknown:
+        raise InputError(f"predict takes no option {', '.join(map(repr, unknown))} "
+                         f"(it takes {', '.join(PREDICT_OPTIONS)})")
+    if predict_options.get("threads") is not None:
+        predict_options["threads"] = check_threads(predict_options["threads"])
+    cf = compiled_model(model)
+    given = features is not None
+    features = check_features(features, cf.forest, columns)
+    outputs = _outputs(cf, predict_options)
+    shipped = ShippedModel.of(cf)
+    return PredictUDF(_broadcast(shipped, spark), features, given, cf.forest, outputs, dict(predict_options))
+
+
+class PredictUDF:
+    """The predictions as a Spark column: ``udf()`` reads the columns named by the features it
+    was made with; ``udf(*cols)`` reads ``cols`` instead, one a feature, matched to the model's
+    features by the names given to :func:`predict_udf` (``features=``) where it was given them,
+    else by these column names where all are names, else by position in the model's order."""
+
+    def __init__(self, shipped, features: list, given: bool, forest, outputs: int | None, options: dict):
+        self._shipped, self.features, self._given = shipped, features, given
+        self._forest, self.outputs, self._options = forest, outputs, options
+        self.return_type = "double" if outputs is None else "array<double>"
+
+    def __call__(self, *cols):
+        from pyspark.sql import functions as F
+
+        if not cols:
+            cols, names = tuple(self.features), self.features
+        elif self._given or not all(isinstance(c, str) for c in cols):
+            names = self.features if self._given else list(self._forest.feature_names or self.features)
+            if len(cols) != len(names):
+                raise InputError(f"the model reads {len(names)} feature columns ({', '.join(names[:8])}"
+                                 f"{', ...' if len(names) > 8 else ''}), got {len(cols)}")
+        else:
+            names = check_features(list(cols), self._forest)
+        cols = [F.col(c) if isinstance(c, str) else c for c in cols]
+        return _spark_udf(self._shipped, list(names), self._options, self.outputs, self.return_type)(*cols)
+
+
+def _outputs(cf, options: dict) -> int | None:
+    """The values a row gets (None: one, a double), from one row scored here: transforms may
+    change the count (a binary scikit-learn classifier's one margin gives two probabilities).
+    The options are checked on the way (a bad ``missing`` fails here, not in a task)."""
+    probe = cf.predict(np.zeros((1, cf.num_features), cf.kernel.input_dtype),
+                       **{k: v for k, v in options.items() if k != "threads"}, threads=1)
+    return None if probe.ndim == 1 else int(probe.shape[1])
+
+
+def _broadcast(shipped: ShippedModel, spark):
+    """``shipped`` as a broadcast variable of the active Spark context (each executor fetches
+    it once), or as it is where there is none to broadcast with (Spark Connect: it travels
+    inside the function)."""
+    try:
+        from pyspark.sql import SparkSession
+
+        session = spark or SparkSession.getActiveSession()
+        context = session.sparkContext if session is not None else None
+    except Exception:  # noqa: BLE001 - Spark Connect sessions have no SparkContext
+        context = None
+    return context.broadcast(shipped) if context is not None else shipped
+
+
+def _spark_udf(shipped, names: list, options: dict, outputs: int | None, return_type: str):
+    """The iterator-form UDF scoring batches of ``names``' columns: Arrow's where PySpark has it
+    (4.1 and later), else pandas'.  Its function is made here, with real type hints, as PySpark
+    reads the UDF's kind from them."""
+    from pyspark.sql import functions as F
+
+    if hasattr(F, "arrow_udf"):
+        import pyarrow as pa
+
+        def score(batches):
+            return _score_arrow(batches, shipped, names, options, outputs)
+
+        one = len(names) == 1
+        score.__annotations__ = {"batches": typing.Iterator[pa.Array] if one else typing.Iterator[typing.Tuple[pa.Array, ...]],
+                                 "return": typing.Iterator[pa.Array]}
+        return F.arrow_udf(score, return_type)
+    import pandas as pd
+
+    def score_pandas(batches):
+        return _score_pandas(batches, shipped, names, options, outputs)
+
+    one = len(names) == 1
+    score_pandas.__annotations__ = {"batches": typing.Iterator[pd.Series] if one else typing.Iterator[typing.Tuple[pd.Series, ...]],
+                                    "return": typing.Iterator[pd.Series]}
+    return F.pandas_udf(score_pandas, return_type)
+
+
+# ------------------------------------------------------------------ in the Python workers
+def _model(shipped):
+    shipped = getattr(shipped, "value", shipped)  # a Broadcast's value: read once a worker
+    return shipped.load()
+
+
+def task_threads(asked: int | None) -> int:
+    """Threads for this task: ``spark.task.cpus`` (its cores; 1 outside a task), or fewer where
+    asked, and never more than this process may run on."""
+    cores = 1
+    try:
+        from pyspark import TaskContext
+
+        context = TaskContext.get()
+        if context is not None and hasattr(context, "cpus"):
+            cores = int(context.cpus())
+    except Exception:  # noqa: BLE001 - an older PySpark, or no task: one thread
+        cores = 1
+    cores = max(1, min(cores, default_threads()))
+    return cores if asked is None else min(asked, cores)
+
+
+def _predict(model, rows, options: dict, threads: int) -> np.ndarray:
+    values = model.predict(rows, threads=threads, **{k: v for k, v in options.items() if k != "threads"})
+    return values.astype(np.float64, copy=False)
+
+
+def _score_arrow(batches, shipped, names: list, options: dict, outputs: int | None):
+    import pyarrow as pa
+
+    model = _model(shipped)
+    threads = task_threads(options.get("threads"))
+    for arrays in batches:
+        arrays = [arrays] if isinstance(arrays, (pa.Array, pa.ChunkedArray)) else list(arrays)
+        values = _predict(model, pa.Table.from_arrays(arrays, names=names), options, threads)
+        yield arrow_values(values, outputs)
+
+
+def _score_pandas(batches, shipped, names: list, options: dict, outputs: int | None):
+    import pandas as pd
+
+    model = _model(shipped)
+    threads = task_threads(options.get("threads"))
+    for series in batches:
+        series = [series] if isinstance(series, pd.Series) else list(series)
+        frame = pd.DataFrame(dict(zip(names, series)))
+        values = _predict(model, frame, options, threads)
+        yield pd.Series(values) if outputs is None else pd.Series(list(values))
+
+
+__all__ = ["transform", "predict_udf", "PredictUDF", "task_threads", "PREDICT_OPTIONS"]

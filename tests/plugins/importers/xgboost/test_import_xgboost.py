@@ -797,7 +797,7 @@ def _assert_same_trees(a, b):
     assert a.fingerprint() == b.fingerprint() and a.num_trees == b.num_trees
     for s, t in zip(a.trees, b.trees):
         for name in ("left", "right", "feature", "threshold", "op", "default_left", "zero_missing",
-                     "leaf_value", "cover"):
+                     "leaf_value", "cover", "node_ids"):
             x, y = getattr(s, name), getattr(t, name)
             assert (x is None) == (y is None), name
             if x is not None:

@@ -80,8 +80,9 @@ $FORGE plugins
 
 if [[ $STEPS == *,tests,* ]]; then
     echo "== tests"
-    timeout "$STEP_S" python3 -m pytest -q -p no:cacheprovider -rs ${PYTEST_ARGS:-} tests/test_gpu_cuda.py tests/test_device_inputs.py \
-        tests/test_gpu_lowering.py 2>&1 | tee "$OUT/pytest_cuda.log" | tail -25
+    timeout "$STEP_S" python3 -m pytest -q -p no:cacheprovider -rs ${PYTEST_ARGS:-} \
+        tests/plugins/target_cuda/test_gpu_cuda.py tests/core/inputs/test_device_inputs.py \
+        tests/plugins/gpu/test_gpu_lowering.py 2>&1 | tee "$OUT/pytest_cuda.log" | tail -25
 fi
 
 if [[ $STEPS == *,cli,* ]]; then

@@ -21,10 +21,12 @@ from silvanforge.frontend.loading import verified_model
 from silvanforge.ir import hir
 from silvanforge.lowering.program import Lowered, lower_program
 from silvanforge.options import CompileOptions
-from silvanforge.plan.forms import host_key
-from silvanforge.plan.lateforms import check_mode
-from silvanforge.plan.memo import in_compile_scope
-from silvanforge.plan.policy import compile_plan
+from silvanforge.plan.bands import Band
+from silvanforge.plan.forms import Builds, host_key
+from silvanforge.plan.lateforms import LateForms, check_mode
+from silvanforge.plan.memo import compile_scope, current, in_compile_scope
+from silvanforge.plan.policy import (ONE_ROW_MAX, main_form, plan_threads, program_options_given, rest_of_plan,
+                                     untuned_plan)
 from silvanforge.plugins import registry
 from silvanforge.runtime.compiled import CompiledForest
 from silvanforge.runtime.threads import check_threads
@@ -132,6 +134,34 @@ def compile(model: ModelLike, target: str | None = None, rep: str | None = None,
         raise UnsupportedModelError(
             f"out of memory compiling a model of {forest.num_trees} trees and {nodes} nodes "
             f"(depth up to {forest.max_depth()}) for {opts.target}: free memory, or compile fewer trees") from None
+
+
+def compile_plan(forest: hir.Forest, opts: CompileOptions, mode: str, start: float, done) -> CompiledForest:
+    """The compiled model of ``forest`` under resolved ``opts``: every form of the untuned plan
+    built before it returns (``mode`` "eager", a GPU target, options that fix the program, or a
+    batch of at most ONE_ROW_MAX rows: one form), else its main form, the others left to
+    :class:`silvanforge.plan.lateforms.LateForms` (``mode``: "background" or "lazy").  ``done(cf)``
+    once every form is built.  (Run within ``compile``'s scope, whose memo a background build
+    goes on with.)"""
+    if mode == "eager" or registry().target_kind(opts.target) != "cpu" or program_options_given(opts) \
+            or (opts.batch_size is not None and opts.batch_size <= ONE_ROW_MAX):
+        forms, bands = untuned_plan(forest, opts)
+        cf = CompiledForest(forest, forms, bands, time.perf_counter() - start)
+        done(cf)
+        return cf
+    builds = Builds()
+    main = main_form(forest, opts, builds)
+    cf = CompiledForest(forest, [main], [Band(1, None, 0)], time.perf_counter() - start)
+    # The compile's memo goes on to a background build; a lazy one, which may never start,
+    # keeps none of it (the model's statistics are computed again if it does).
+    cache = current() if mode == "background" else None
+
+    def build(step):
+        with compile_scope(cache):
+            return rest_of_plan(forest, opts, main, builds, plan_threads(), step=step)
+
+    cf._build_later(LateForms(build, cf._finish_plan, mode, done=lambda: done(cf)))
+    return cf
 
 
 def cache_key(forest: hir.Forest, opts: CompileOptions) -> str:

@@ -7,6 +7,8 @@ rows together (vectorised over rows only), so each rule below reads as it is spe
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from silvanforge.runtime import transforms
@@ -114,6 +116,83 @@ def predict_margin(forest: Forest, X: np.ndarray) -> np.ndarray:
     elif agg in (Aggregation.MIN, Aggregation.MAX):
         acc = np.where(np.isnan(acc), acc_t.type(0), acc) + base
     return acc
+
+
+def predict_leaf(forest: Forest, X: np.ndarray) -> np.ndarray:
+    """(n, trees): the number the model's library gives the leaf each row reaches in each tree
+    (``Tree.node_ids``, else the leaf's index), for rows as :func:`predict` takes them."""
+    X = _codes(forest, X)
+    cols = [leaves if tree.node_ids is None else tree.node_ids[leaves]
+            for tree in forest.trees for leaves in [leaf_indices(tree, X, forest.category_rule)]]
+    return np.stack(cols, axis=1) if cols else np.zeros((X.shape[0], 0), dtype=np.int64)
+
+
+def predict_per_tree(forest: Forest, X: np.ndarray) -> np.ndarray:
+    """(n, trees, outputs): each tree's value for each row on each output, 0 where it adds
+    none, in the accumulation dtype (no base score, no averaging), for rows as :func:`predict`
+    takes them."""
+    X = _codes(forest, X)
+    acc_t = np.dtype(forest.accumulate_dtype)
+    out = np.zeros((X.shape[0], forest.num_trees, forest.num_outputs), dtype=acc_t)
+    for t, tree in enumerate(forest.trees):
+        leaves = leaf_indices(tree, X, forest.category_rule)
+        for j, o in enumerate(tree.outputs):
+            value = tree.leaf_value[leaves, j].astype(acc_t)
+            out[:, t, o] = value if tree.linear is None else linear_values(tree, leaves, X, value)
+    return out
+
+
+def predict_contribs(forest: Forest, X: np.ndarray) -> np.ndarray:
+    """(n, outputs, features + 1): path-dependent SHAP values by their definition (Lundberg et
+    al., "Consistent Individualized Feature Attribution for Tree Ensembles", Algorithm 1): every
+    coalition ``S`` of features, ``E[f | x_S]`` by walking the row's way at features in ``S`` and
+    averaging both children by their covers elsewhere, weighted as Shapley values weigh them;
+    the bias (``E[f]``) last.  Exponential in the features: for tests of small models."""
+    X = _codes(forest, X)
+    n, K, F = X.shape[0], forest.num_outputs, forest.num_features
+    if F > 12:
+        raise ValueError("the definition's coalitions are 2**features: at most 12 features here")
+    scale = 1.0 / forest.average_divisor if forest.aggregation is Aggregation.AVERAGE else 1.0
+    weight = [math.factorial(k) * math.factorial(F - 1 - k) / math.factorial(F) for k in range(F)]
+    out = np.zeros((n, K, F + 1))
+    out[:, :, F] = np.asarray(forest.base_score, np.float64)
+    for r in range(n):
+        x = X[r:r + 1]
+        for tree in forest.trees:
+            left = {m: bool(goes_left(tree, np.array([m]), x[:, tree.feature[m]], forest.category_rule)[0])
+                    for m in np.flatnonzero(tree.left >= 0).tolist()}
+            cover = tree.cover if tree.cover is not None else np.ones(tree.num_nodes)
+            expect = [_expectation(tree, cover, left, S) * scale for S in range(1 << F)]
+            for j, o in enumerate(tree.outputs):
+                e = np.array([v[j] for v in expect])
+                out[r, o, F] += e[0]
+                for f in range(F):
+                    for S in range(1 << F):
+                        if not S >> f & 1:
+                            out[r, o, f] += weight[bin(S).count("1")] * (e[S | 1 << f] - e[S])
+    return out
+
+
+def _expectation(tree: Tree, cover: np.ndarray, left: dict, S: int) -> np.ndarray:
+    """``E[tree | x_S]``: the row's way where the node's feature is in coalition ``S``, both
+    children averaged by cover elsewhere."""
+    def walk(node):
+        if tree.left[node] < 0:
+            return tree.leaf_value[node].astype(np.float64)
+        lo, hi = int(tree.left[node]), int(tree.right[node])
+        if S >> int(tree.feature[node]) & 1:
+            return walk(lo if left[node] else hi)
+        if cover[node] <= 0:
+            return 0.0 * tree.leaf_value[0]
+        return (cover[lo] * walk(lo) + cover[hi] * walk(hi)) / cover[node]
+    return walk(0)
+
+
+def _codes(forest: Forest, X) -> np.ndarray:
+    """Rows in the comparison dtype, columns of categories known by hash hashed first."""
+    if forest.hashed_categories or forest.hashed_combinations:
+        X = as_rows(X, forest, np.dtype(np.float64))
+    return np.asarray(X, dtype=forest.threshold_dtype)
 
 
 def predict(forest: Forest, X: np.ndarray, output_margin: bool = False) -> np.ndarray:

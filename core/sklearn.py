@@ -10,7 +10,7 @@
                      ("model", silvanforge.sklearn.CompiledEstimator(XGBClassifier()))]).fit(X, y)
 
 What is supported: ``predict`` (class labels for classifiers, values for regressors),
-``predict_proba`` for classifiers, ``classes_``, ``n_features_in_``, ``feature_names_in_``,
+``predict_proba`` for classifiers, ``apply`` (leaf indices), ``classes_``, ``n_features_in_``, ``feature_names_in_``,
 ``fit`` (fits a clone of the wrapped estimator, then compiles it), ``score`` (accuracy for
 classifiers, R^2 for regressors, as scikit-learn's mixins), ``get_params`` / ``set_params`` /
 ``clone``, pickling, and use as the last step of a ``Pipeline`` or in ``cross_val_score`` /
@@ -116,6 +116,12 @@ class CompiledEstimator(BaseEstimator):
         if not hasattr(self, "classes_"):
             return compiled.predict(X)
         return self.classes_.take(np.argmax(self.predict_proba(X), axis=1))
+
+    def apply(self, X):
+        """The leaf each row reaches in each tree, as the estimator's ``apply`` numbers them
+        (XGBoost's and LightGBM's estimators: their ``pred_leaf``): ``predict(X, pred_leaf=True)``
+        of the compiled model."""
+        return self._fitted().predict(X, pred_leaf=True)
 
     def score(self, X, y, sample_weight=None) -> float:
         """Accuracy (classifiers) or R^2 (regressors) of ``predict(X)`` against ``y``."""

@@ -1,20 +1,30 @@
 """What a model factory in ``tests/support_*.py`` hands to the differential tests.
 
-Each ``support_<library>.py`` module exposes ``cases(tmp_path, quick=False) -> list[Case]``:
-models trained (or built) on generated data, saved to a file, with the training library's own
-predictions on inputs that include NaN.  The importer tests compare these with the reference
-evaluator; the target tests compile the same files and compare again.
+Each ``support_<library>.py`` module (xgboost, lightgbm, onnx) exposes ``case_names(quick=False)``
+and ``build_case(name, folder) -> Case``: models trained (or built) on generated data, saved to
+a file, with the training library's own predictions on inputs that include NaN, each case from a
+generator seeded by its name.  The importer tests compare these with the reference evaluator;
+the target, representation and end-to-end tests compile the same files and compare again.  They
+all read them through one cache (:class:`CaseCache`, the session fixture ``model_cases``), so a
+case is trained once a session.
 """
 
 from __future__ import annotations
 
+import collections
 import dataclasses
+import importlib
 from pathlib import Path
 
 import numpy as np
 
+# The folder of the helper modules (this one's) and the repository's root, for tests that read
+# the repository or start a child Python there, wherever the test module itself sits.
+TESTS = Path(__file__).resolve().parent
+REPOSITORY = TESTS.parent
 
-@dataclasses.dataclass
+
+@dataclasses.dataclass(frozen=True)  # shared by every test that reads it (CaseCache)
 class Case:
     name: str
     path: Path
@@ -27,6 +37,43 @@ class Case:
 
     def __repr__(self) -> str:  # short ids in pytest output
         return self.name
+
+
+class LibraryCases:
+    """One library's cases (``support_<library>.py``), each built the first time it is asked
+    for, into a folder of its own, and kept: tests read a case, never change it."""
+
+    def __init__(self, library: str, folder: Path):
+        self.factory = importlib.import_module(f"support_{library}")
+        self.folder = folder
+        self._built: dict[str, Case] = {}
+
+    def names(self, quick: bool = False) -> list[str]:
+        return self.factory.case_names(quick)
+
+    def get(self, name: str) -> Case:
+        if name not in self._built:
+            self.folder.mkdir(parents=True, exist_ok=True)
+            self._built[name] = self.factory.build_case(name, self.folder)
+        return self._built[name]
+
+    def all(self, quick: bool = False) -> list[Case]:
+        """Every case of the factory (``quick``: its representative subset), in its order."""
+        return [self.get(name) for name in self.names(quick)]
+
+
+class CaseCache:
+    """The model factories' cases, each trained once for every test that reads it (the session
+    fixture ``model_cases`` in tests/conftest.py): ``cache["xgboost"].get("binary_nan")``."""
+
+    def __init__(self, root: Path):
+        self.root = Path(root)
+        self._libraries: dict[str, LibraryCases] = {}
+
+    def __getitem__(self, library: str) -> LibraryCases:
+        if library not in self._libraries:
+            self._libraries[library] = LibraryCases(library, self.root / library)
+        return self._libraries[library]
 
 
 def assert_close(actual, expected, case: Case, what: str = "predictions") -> None:
@@ -61,6 +108,44 @@ def record_small_calls(cf, record) -> None:
 
     cf.wait()  # (every form's small calls: the whole plan's)
     cf._small_for = [(wrap(s), splits) for s, splits in cf._small_for]
+
+
+class Draws:
+    """What a property test's draws came to, counted by outcome, for the test to assert that enough
+    of them reached what it checks, as the fuzz suites count their mutants: a property whose draws
+    are mostly refused, rejected (``assume``) or skip the check passes while checking little.
+
+    The test runs its ``@given`` function itself, then asserts::
+
+        draws = Draws()
+
+        @settings(...)
+        @given(...)
+        def check(forest):
+            if refused(forest):
+                draws.count("refused")
+                return
+            ...
+            draws.count("compiled")
+
+        check()
+        draws.assert_share("compiled", 0.3)
+    """
+
+    def __init__(self):
+        self.counts = collections.Counter()
+
+    def count(self, outcome: str) -> None:
+        self.counts[outcome] += 1
+
+    def share(self, outcome: str) -> float:
+        total = sum(self.counts.values())
+        return self.counts[outcome] / total if total else 0.0
+
+    def assert_share(self, outcome: str, at_least: float) -> None:
+        assert self.counts[outcome] and self.share(outcome) >= at_least, (
+            f"{self.share(outcome):.0%} of the draws were {outcome!r} (at least {at_least:.0%} should be): "
+            f"{dict(self.counts)}")
 
 
 def without_opencl(why: str, module: bool = False):

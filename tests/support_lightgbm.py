@@ -1,4 +1,5 @@
-"""LightGBM models for the differential tests: ``cases(tmp_path, quick=False) -> list[Case]``.
+"""LightGBM models for the differential tests: ``case_names(quick=False)`` and
+``build_case(name, folder) -> Case``, read through the tests' one cache (``model_cases["lightgbm"]``).
 
 Every model is trained here on generated data (or, for the edge cases no training run
 produces on demand, written as a small text model that LightGBM itself loads), saved as a
@@ -316,7 +317,8 @@ _MORE = [
 
 
 def case_names(quick: bool = False) -> list[str]:
-    """Names of the cases ``cases`` builds, without training anything."""
+    """Names of the cases (``quick``: a representative subset for other test files), without
+    training anything."""
     return [name for name, _ in (_QUICK if quick else _QUICK + _MORE)]
 
 
@@ -327,11 +329,6 @@ def build_case(name: str, tmp_path) -> Case:
         raise KeyError(f"no LightGBM case {name!r}; known: {case_names()}")
     rng = np.random.default_rng(zlib.crc32(name.encode()))
     return recipes[name](Path(tmp_path), name, rng)
-
-
-def cases(tmp_path, quick: bool = False) -> list[Case]:
-    """All cases (``quick``: a representative subset for other test files)."""
-    return [build_case(name, tmp_path) for name in case_names(quick)]
 
 
 def _categorical_case(tmp_path: Path, rng, name: str, objective: str) -> Case:

@@ -1,4 +1,5 @@
-"""ONNX tree ensembles for the differential tests: ``cases(tmp_path, quick=False) -> list[Case]``.
+"""ONNX tree ensembles for the differential tests: ``case_names(quick=False)`` and
+``build_case(name, folder) -> Case``, read through the tests' one cache (``model_cases["onnx"]``).
 
 Models come from two places:
 
@@ -13,7 +14,7 @@ The expected answer is what onnxruntime (single-threaded, so trees are summed in
 for the ensemble's scores: the regressor's ``Y``, the classifier's probability tensor ``Z``
 (read back through a ZipMap where the graph has one), TreeEnsemble's ``Y``.
 
-Over 600 lines because it is one registry (:func:`cases`, :func:`build_case`): the converter
+Over 600 lines because it is one registry (:func:`case_names`, :func:`build_case`): the converter
 builders and the ``onnx.helper`` builders share its data makers, its ``Case`` and onnxruntime's
 expected answer, and the tests ask it for cases by name.
 """
@@ -670,7 +671,3 @@ def build_case(name: str, tmp_path) -> Case:
 
     rng = np.random.default_rng(zlib.crc32(name.encode()))
     return _builders()[name](Path(tmp_path), rng)
-
-
-def cases(tmp_path, quick: bool = False) -> list[Case]:
-    return [build_case(n, tmp_path) for n in case_names(quick)]

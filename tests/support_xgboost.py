@@ -4,10 +4,11 @@ Every case trains a small booster on generated data, saves it (JSON or UBJSON, o
 JSON document emulating an older XGBoost version) and records XGBoost's own ``predict`` and
 ``predict(output_margin=True)`` on test rows that contain NaN.
 
-    cases(tmp_path, quick=False) -> list[Case]     # all cases, or a small representative subset
-    names(quick=False) -> list[str]                 # their names, without training anything
-    build(name, tmp_path) -> Case                   # one case by name
-    importer_only_names() -> list[str]              # emulated old files XGBoost cannot load
+    case_names(quick=False) -> list[str]       # the cases' names (quick: a representative subset)
+    build_case(name, folder) -> Case           # one case by name, saved into folder
+    importer_only_names() -> list[str]         # emulated old files XGBoost cannot load
+
+Tests read them through one cache for the whole run (``model_cases["xgboost"]``, tests/conftest.py).
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ N_TRAIN = 240
 N_TEST = 120
 
 
-def names(quick: bool = False) -> list[str]:
+def case_names(quick: bool = False) -> list[str]:
     return list(_QUICK) if quick else [n for n in _BUILDERS if n not in _IMPORTER_ONLY]
 
 
@@ -41,16 +42,12 @@ def importer_only_names() -> list[str]:
     return list(_IMPORTER_ONLY)
 
 
-def build(name: str, tmp_path) -> Case:
+def build_case(name: str, tmp_path) -> Case:
     tmp_path = Path(tmp_path)
     tmp_path.mkdir(parents=True, exist_ok=True)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # XGBoost's UserWarnings about parameters
         return _BUILDERS[name](tmp_path)
-
-
-def cases(tmp_path, quick: bool = False) -> list[Case]:
-    return [build(name, tmp_path) for name in names(quick)]
 
 
 def _register(name: str, fn: Callable[[Path], Case], quick: bool = False,

@@ -290,15 +290,16 @@ def predict(
     rep: str | None = _rep_opt(),
     schedule: str | None = _schedule_opt(),
     margin: bool = typer.Option(False, "--margin", help="Raw margins (XGBoost output_margin, LightGBM raw_score)."),
+    leaf: bool = typer.Option(False, "--leaf", help="The leaf each row reaches, a column a tree (pred_leaf, apply)."),
+    per_tree: bool = typer.Option(False, "--per-tree", help="Each tree's value for each row, a column a tree."),
+    contribs: bool = typer.Option(False, "--contribs", help="SHAP contributions, a column a feature, the bias last."),
     missing: float | None = typer.Option(None, "--missing", help="A value to treat as missing, besides NaN."),
     threads: int | None = _threads_opt(),
     tile_size: int | None = _tile_opt(),
     profile: str | None = _profile_opt(),
     reorder: str | None = _reorder_opt(),
-    trust_code: bool = typer.Option(False, "--trust-code",
-                                    help="Run an artifact's machine code though it is not signed with "
-                                         "SILVANFORGE_ARTIFACT_KEY (only for artifacts you trust: it is "
-                                         "native code); otherwise its model is compiled again."),
+    trust_code: bool = typer.Option(False, "--trust-code", help="Run an artifact's machine code though it is not "
+                                    "signed with your key (only for artifacts you trust: it is native code)."),
     cache: str | None = _cache_opt(),
     header: bool | None = _header_opt(),
     cpu: str | None = _cpu_opt(),
@@ -313,7 +314,8 @@ def predict(
     kwargs = {} if missing is None else {"missing": missing}
     X = files.model_rows(rows, cf.forest)  # its messages name the file already
     try:
-        y = cf.predict(X, output_margin=margin, threads=threads, **kwargs)
+        y = cf.predict(X, output_margin=margin, threads=threads, pred_leaf=leaf, per_tree=per_tree,
+                       pred_contribs=contribs, **kwargs)
     except InputError as exc:
         raise InputError(f"{input_path}: {exc}") from None
     files.write_predictions(output, y)

@@ -41,9 +41,12 @@ def as_rows(X, forest: Forest, dtype: np.dtype, memory: SchemaMemory | None = No
     are (validated, copied only when needed), frames in the model's order through the plan of
     their schema (:mod:`silvanforge.inputs.frames`; ``memory``: the compiled model's, else one for
     this call), records by feature name (:mod:`silvanforge.inputs.records`)."""
+    hashed = forest.hashed_categories or forest.hashed_combinations
+    if type(X) is np.ndarray and not hashed:  # (the common case first: nothing to convert)
+        return check_rows(X, forest.num_features, dtype, forest.wider_rows)
     if is_records(X):
         X = records_matrix(X, forest)
-    if forest.hashed_categories or forest.hashed_combinations:
+    if hashed:
         return _hashed_rows(X, forest, dtype, memory.hashing() if memory is not None else HashedInputs(forest))
     if type(X) is np.ndarray:
         return check_rows(X, forest.num_features, dtype, forest.wider_rows)

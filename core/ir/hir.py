@@ -29,6 +29,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import hashlib
+from operator import attrgetter
 from typing import Iterable
 
 import numpy as np
@@ -188,6 +189,11 @@ class Tree:
     # one-row walks hot child first by it (silvanforge.frontend.tiling.hot_first_order).  Only where
     # nodes sit, never predictions: not fingerprinted.
     cover: np.ndarray | None = None
+    # The number the model's library gives each node (XGBoost's node ids, LightGBM's leaf
+    # indices, CatBoost's leaf indices), where the import renumbered them, or None: the node's
+    # index.  ``predict(X, pred_leaf=True)`` answers a leaf by it (silvanforge.frontend.outputs);
+    # never predictions: not fingerprinted.
+    node_ids: np.ndarray | None = None
 
     @property
     def num_nodes(self) -> int:
@@ -220,7 +226,8 @@ class Tree:
     def categorical_mask(self) -> np.ndarray:
         """Which nodes are categorical splits."""
         mask = np.zeros(self.num_nodes, dtype=bool)
-        mask[list(self.categories)] = True
+        if self.categories:  # (asked of every tree by some passes: most have none)
+            mask[list(self.categories)] = True
         return mask
 
     @property
@@ -243,6 +250,7 @@ class Tree:
         categories: dict[int, Iterable[int]] | None = None,
         linear: LinearLeaves | None = None,
         cover=None,
+        node_ids=None,
     ) -> "Tree":
         """Build a tree from lists, broadcasting scalar ``op`` / ``default_left`` / ``zero_missing``."""
         n = len(left)
@@ -266,6 +274,7 @@ class Tree:
             },
             linear=linear,
             cover=None if cover is None else np.asarray(cover, dtype=np.float64).ravel(),  # hir.verify checks it
+            node_ids=None if node_ids is None else np.asarray(node_ids, dtype=np.int64).ravel(),
         )
 
 
@@ -334,15 +343,20 @@ class Forest:
         """Columns of the rows users pass: ``num_features`` less the computed ones."""
         return self.num_features - len(self.hashed_combinations or ())
 
+    # A compile asks these of its forest again and again (a scan of every tree each time: a
+    # second or more of a 100,000-tree model's compile); within its scope they are kept
+    # (:mod:`silvanforge.plan.memo`: nothing in a compile changes a forest in place).
+
     def max_depth(self) -> int:
-        return max((t.depth() for t in self.trees), default=0)
+        """Number of edges on the longest root-to-leaf path of any tree."""
+        return memoised(self, "max_depth", lambda: len(level_order(self)[3]) - 1 if self.trees else 0)
 
     def has_categorical(self) -> bool:
-        return any(t.categories for t in self.trees)
+        return memoised(self, "has_categorical", lambda: any(t.categories for t in self.trees))
 
     def has_linear(self) -> bool:
         """Whether a tree has linear models at its leaves (:class:`LinearLeaves`)."""
-        return any(t.linear is not None for t in self.trees)
+        return memoised(self, "has_linear", lambda: any(t.linear is not None for t in self.trees))
 
     def fingerprint(self) -> str:
         """A stable hash of everything that affects predictions (for artifact staleness checks)."""
@@ -377,10 +391,15 @@ def level_order(forest: Forest) -> tuple[np.ndarray, np.ndarray, np.ndarray, lis
     """Every tree's nodes in one numbering (tree ``k``'s node ``n`` is ``offset[k] + n``): the
     offsets, children in that numbering (-1 at leaves), and the nodes of each level, all trees
     at once, so passes over 1000-tree forests take a numpy step a level, not a loop a tree."""
-    sizes = np.array([t.num_nodes for t in forest.trees], np.int64)
+    trees = forest.trees
+    sizes = np.fromiter(map(len, map(attrgetter("left"), trees)), dtype=np.int64, count=len(trees))
     offset = np.concatenate([[0], np.cumsum(sizes)])
-    left = np.concatenate([np.where(t.left >= 0, t.left + o, -1) for t, o in zip(forest.trees, offset)])
-    right = np.concatenate([np.where(t.right >= 0, t.right + o, -1) for t, o in zip(forest.trees, offset)])
+    root = np.repeat(offset[:-1], sizes)  # each node's tree's root
+    # All trees' children in one numpy step each (a step a tree: 2 s of a 100,000-tree model).
+    left = np.concatenate([t.left for t in trees] or [np.zeros(0, np.int64)]).astype(np.int64)
+    right = np.concatenate([t.right for t in trees] or [np.zeros(0, np.int64)]).astype(np.int64)
+    left = np.where(left >= 0, left + root, -1)
+    right = np.where(right >= 0, right + root, -1)
     levels, frontier = [], offset[:-1]
     while frontier.size:
         levels.append(frontier)
@@ -466,6 +485,8 @@ def verify(forest: Forest) -> None:
             fail(f"tree {i}: tile_id has shape {np.shape(t.tile_id)} for {n} nodes")
         if t.cover is not None and np.shape(t.cover) != (n,):
             fail(f"tree {i}: cover has shape {np.shape(t.cover)} for {n} nodes")
+        if t.node_ids is not None and np.shape(t.node_ids) != (n,):
+            fail(f"tree {i}: node_ids has shape {np.shape(t.node_ids)} for {n} nodes")
         _verify_tree(forest, i, t)
 
 
@@ -477,16 +498,26 @@ def _trees_sound(forest: Forest) -> bool:
     trees = forest.trees
     if not trees:
         return True
-    ns = np.fromiter((t.num_nodes for t in trees), dtype=np.int64, count=len(trees))
+    # The sizes compared a field at a time, with map and attrgetter (no Python a tree).
+    sizes = list(map(len, map(attrgetter("left"), trees)))
+    ns = np.array(sizes, dtype=np.int64)
     if (ns == 0).any():
         return False
     for name in ("right", "feature", "threshold", "op", "default_left", "zero_missing"):
-        if any(len(getattr(t, name)) != n for t, n in zip(trees, ns.tolist())):
+        if list(map(len, map(attrgetter(name), trees))) != sizes:
             return False
-    for t, n in zip(trees, ns.tolist()):
-        if t.leaf_value.shape != (n, len(t.outputs)) or not t.outputs \
-                or (t.tile_id is not None and np.shape(t.tile_id) != (n,)) \
-                or (t.cover is not None and np.shape(t.cover) != (n,)):
+    widths = list(map(len, map(attrgetter("outputs"), trees)))
+    if 0 in widths or list(map(attrgetter("leaf_value.shape"), trees)) != list(zip(sizes, widths)):
+        return False
+    for name in ("tile_id", "cover", "node_ids"):
+        given = list(map(attrgetter(name), trees))
+        kinds = set(map(type, given))
+        if kinds == {type(None)}:
+            continue
+        if kinds == {np.ndarray}:
+            if list(map(attrgetter("shape"), given)) != [(n,) for n in sizes]:
+                return False
+        elif any(g is not None and np.shape(g) != (n,) for g, n in zip(given, sizes)):
             return False
     outputs = {o for t in trees for o in t.outputs}
     if any(not 0 <= o < forest.num_outputs for o in outputs):

@@ -33,6 +33,10 @@ def to_arrays(forest: Forest) -> dict[str, np.ndarray]:
         # NaN over the nodes of a tree without covers (read back as None)
         out["cover"] = np.concatenate([np.full(t.num_nodes, np.nan) if t.cover is None else t.cover
                                        for t in trees]).astype(np.float64)
+    if any(t.node_ids is not None for t in trees):
+        # -1 over the nodes of a tree the import did not renumber (read back as None)
+        out["node_ids"] = np.concatenate([np.full(t.num_nodes, -1, np.int64) if t.node_ids is None else t.node_ids
+                                          for t in trees]).astype(np.int64)
     linear = [(i, t.linear) for i, t in enumerate(trees) if t.linear is not None]
     if linear:  # only then: artifacts of other models keep the arrays they always had
         out["linear_trees"] = np.array([i for i, _ in linear], dtype=np.int64)
@@ -70,6 +74,9 @@ def from_arrays(arrs) -> Forest:
     cover = np.asarray(arrs["cover"], dtype=np.float64) if "cover" in arrs else None
     if cover is not None and len(cover) != int(node_starts[-1]):
         raise ValueError("the node covers do not match the trees' nodes")
+    node_ids = np.asarray(arrs["node_ids"], dtype=np.int64) if "node_ids" in arrs else None
+    if node_ids is not None and len(node_ids) != int(node_starts[-1]):
+        raise ValueError("the node ids do not match the trees' nodes")
     trees = []
     for i in range(len(nodes)):
         a, z = node_starts[i], node_starts[i + 1]
@@ -84,7 +91,8 @@ def from_arrays(arrs) -> Forest:
             op=fields["op"].astype(np.uint8), default_left=fields["default_left"].astype(bool),
             zero_missing=fields["zero_missing"].astype(bool), leaf_value=leaf.astype(np.float64),
             outputs=outputs, categories=cats, linear=linear.get(i),
-            cover=None if cover is None or np.isnan(cover[a:z]).all() else cover[a:z].copy()))
+            cover=None if cover is None or np.isnan(cover[a:z]).all() else cover[a:z].copy(),
+            node_ids=None if node_ids is None or (node_ids[a:z] < 0).all() else node_ids[a:z].copy()))
     name, params = meta["transform"]
     return Forest(
         trees=trees, num_features=meta["num_features"], num_outputs=meta["num_outputs"],

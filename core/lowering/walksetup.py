@@ -112,7 +112,8 @@ def float32_thresholds(threshold: np.ndarray, op: int = Op.LE) -> np.ndarray:
     ``<= t``, and ``t32`` is the largest of those, so ``x <= t32``.  A NaN ``x`` fails both.
     Widening a float32 ``x`` to float64 is exact, so LightGBM's double comparison of the same
     input agrees too.  For ``x < t`` the threshold is rounded *up* (the smallest float32
-    ``>= t``), by the mirror argument.  ``tests/test_widths.py`` checks both with hypothesis.
+    ``>= t``), by the mirror argument.  ``tests/core/lowering/test_node_widths.py`` checks both
+    with hypothesis.
 
     Only float32 *inputs* may use these thresholds: a float64 input between ``t32`` and ``t``
     would be decided differently, so float64 callers need float64 thresholds (DESIGN.md:

@@ -10,7 +10,6 @@ import contextlib
 import dataclasses
 import os
 import threading
-import time
 
 from silvanforge.errors import PluginError, UnsupportedModelError
 from silvanforge.frontend.tiling import cover_order_ids
@@ -19,11 +18,9 @@ from silvanforge.lowering.choices import choose_representation
 from silvanforge.options import CompileOptions
 from silvanforge.plan.bands import MID_MAX, SMALL_ROWS, Band, merge_bands
 from silvanforge.plan.forms import Builds, Form, splits_trees
-from silvanforge.plan.lateforms import LateForms
 from silvanforge.plan.memo import compile_scope, current, in_compile_scope
 from silvanforge.plugins import registry
 from silvanforge.rep import called_cost_of
-from silvanforge.runtime.compiled import CompiledForest
 
 # The untuned plan's one-row form answers requests of up to this many rows, where it beat the
 # block form on fresh rows (docs/benchmarks.md, "Measurements behind the defaults"); sf.tune
@@ -266,31 +263,3 @@ def _band_job(forest: hir.Forest, opts: CompileOptions, batch) -> tuple[CompileO
     # consecutive bytes, as with a profile (docs/benchmarks.md, "Measurements behind the defaults").
     order = cover_order_ids(forest) if unpadded and opts.profile is None else None
     return dataclasses.replace(opts, batch_size=batch, pad=False if unpadded else opts.pad), order
-
-
-def compile_plan(forest: hir.Forest, opts: CompileOptions, mode: str, start: float, done) -> CompiledForest:
-    """The compiled model of ``forest`` under resolved ``opts``: every form of the untuned plan
-    built before it returns (``mode`` "eager", a GPU target, options that fix the program, or a
-    batch of at most ONE_ROW_MAX rows: one form), else its main form, the others left to
-    :class:`silvanforge.plan.lateforms.LateForms` (``mode``: "background" or "lazy").  ``done(cf)``
-    once every form is built.  (Run within ``compile``'s scope, whose memo a background build
-    goes on with.)"""
-    if mode == "eager" or registry().target_kind(opts.target) != "cpu" or program_options_given(opts) \
-            or (opts.batch_size is not None and opts.batch_size <= ONE_ROW_MAX):
-        forms, bands = untuned_plan(forest, opts)
-        cf = CompiledForest(forest, forms, bands, time.perf_counter() - start)
-        done(cf)
-        return cf
-    builds = Builds()
-    main = main_form(forest, opts, builds)
-    cf = CompiledForest(forest, [main], [Band(1, None, 0)], time.perf_counter() - start)
-    # The compile's memo goes on to a background build; a lazy one, which may never start,
-    # keeps none of it (the model's statistics are computed again if it does).
-    cache = current() if mode == "background" else None
-
-    def build(step):
-        with compile_scope(cache):
-            return rest_of_plan(forest, opts, main, builds, plan_threads(), step=step)
-
-    cf._build_later(LateForms(build, cf._finish_plan, mode, done=lambda: done(cf)))
-    return cf

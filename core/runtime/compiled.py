@@ -6,13 +6,17 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 
 import numpy as np
 
-from silvanforge.runtime import transforms
+from silvanforge.runtime import contributions, transforms
 from silvanforge.inputs.device import device_rows, is_device_array, like_input
 from silvanforge.errors import InputError
+from silvanforge.frontend import outputs
+from silvanforge.options import CompileOptions
 from silvanforge.plan.forms import Form
+from silvanforge.plan.policy import untuned_plan
 from silvanforge.inputs.frames import FRAME_LIBRARIES, SchemaMemory
 from silvanforge.inputs.rows import as_rows
 from silvanforge.runtime.kernel import DeviceKernel
@@ -42,6 +46,11 @@ class CompiledForest:
         # The forms still to build (silvanforge.plan.lateforms: meanwhile the main form answers
         # every request), or None.
         self._late = None
+        # Other outputs (silvanforge.frontend.outputs), each a compiled model of its own, built
+        # at its first request.
+        self._outputs: dict[str, CompiledForest] = {}
+        self._contribution_tables = None  # (silvanforge.runtime.contributions, at its first request)
+        self._outputs_lock = threading.Lock()
         self._install(list(forms), list(bands) if bands is not None else [Band(1, None, 0)])
 
     def _install(self, forms: list[Form], bands: list[Band]) -> None:
@@ -148,7 +157,8 @@ class CompiledForest:
         raise AssertionError("the bands cover every request size")  # check_bands made sure
 
     def predict(self, X, output_margin: bool = False, missing: float = np.nan,
-                threads: int | None = None) -> np.ndarray:
+                threads: int | None = None, pred_leaf: bool = False, per_tree: bool = False,
+                pred_contribs: bool = False) -> np.ndarray:
         """Predictions for rows ``X``: what the source library's ``predict`` returns (XGBoost's
         and LightGBM's boosters: probabilities for classifiers; scikit-learn: ``predict_proba``
         for classifiers, ``predict`` for regressors).
@@ -161,11 +171,24 @@ class CompiledForest:
         ``output_margin``: raw margins (XGBoost ``output_margin``, LightGBM ``raw_score``).
         ``missing``: a value treated as missing besides NaN, like XGBoost's DMatrix ``missing``.
         ``threads``: threads for this call (default: the compile option, else all CPUs).
+        ``pred_leaf``: the leaf each row reaches in each tree, ``(n, trees)``, numbered and typed
+        as the model's library numbers them (XGBoost node ids as float32, LightGBM leaf indices
+        as int32, CatBoost leaf indices as uint32, scikit-learn node ids as int64).
+        ``per_tree``: each tree's own value for each row, ``(n, trees)`` (``(n, trees,
+        outputs)`` where a tree has a value for several outputs), base score excluded, in the
+        precision the library adds them in.  Both are compiled (:mod:`silvanforge.frontend.outputs`)
+        at their first request, and answer any input ``predict`` takes.
+        ``pred_contribs``: each feature's SHAP contribution to the margin, the bias last, laid
+        out as the library's (XGBoost ``pred_contribs``, LightGBM ``pred_contrib``, CatBoost
+        ``ShapValues``): path-dependent TreeSHAP with the model's covers
+        (:mod:`silvanforge.runtime.contributions`); a row's values add up to its margin.
 
             >>> cf.predict(np.array([[0.5, 1.0, np.nan, 3.0]]))     # doctest: +SKIP
             >>> cf.predict(frame[["b", "a", "d", "c"]])             # matched by name  # doctest: +SKIP
             >>> cf.predict({"a": 0.5, "b": 1.0, "c": None, "d": "red"})  # a record  # doctest: +SKIP
         """
+        if pred_leaf or per_tree or pred_contribs:
+            return self._other_output(X, pred_leaf, per_tree, pred_contribs, output_margin, missing, threads)
         late = self._late
         if late is not None:  # forms building: a lazy build starts at its first small request
             late.poke(X)
@@ -214,6 +237,41 @@ class CompiledForest:
         margins = form.kernel.margins(rows, self.forest.num_outputs, self.threads if threads is None else threads)
         values = margins if output_margin else transforms.apply(self.forest, margins)
         return transforms.shape_output(self.forest, values)
+
+    def _other_output(self, X, pred_leaf: bool, per_tree: bool, pred_contribs: bool, output_margin: bool,
+                      missing, threads):
+        """``predict(X, pred_leaf=True)``, ``per_tree=True`` or ``pred_contribs=True``: the rows
+        through the compiled model of that output (:mod:`silvanforge.frontend.outputs`), or their
+        contributions, shaped as the library returns it."""
+        if pred_leaf + per_tree + pred_contribs > 1:
+            raise InputError("predict takes one of pred_leaf, per_tree and pred_contribs at a time")
+        if output_margin:
+            raise InputError("output_margin applies to predictions, not to pred_leaf, per_tree or pred_contribs")
+        if pred_contribs:
+            with self._outputs_lock:
+                if self._contribution_tables is None:
+                    self._contribution_tables = contributions.tables(self.forest)
+            forest = self.forest
+            rows = as_rows(X, forest, np.dtype(forest.threshold_dtype), self._schemas)
+            if missing == missing:
+                rows = np.where(rows == rows.dtype.type(float(missing)), rows.dtype.type(np.nan), rows)
+            return contributions.shaped(forest, contributions.contributions(self._contribution_tables, rows, forest))
+        kind = "pred_leaf" if pred_leaf else "per_tree"
+        margins = self.output_model(kind).predict(X, missing=missing, threads=threads)
+        return outputs.shaped(self.forest, kind, margins)
+
+    def output_model(self, kind: str) -> "CompiledForest":
+        """The compiled model whose predictions are ``kind`` of this one ("pred_leaf",
+        "per_tree"), compiled for the same target, CPU and threads at its first request."""
+        with self._outputs_lock:
+            model = self._outputs.get(kind)
+            if model is None:
+                forest = outputs.forest_of(self.forest, kind)
+                o = self.options
+                opts = CompileOptions(target=o.target, cpu=o.cpu, threads=o.threads).resolved()
+                # (its own plan by request size: a lone row's form walks it alone)
+                model = self._outputs[kind] = CompiledForest(forest, *untuned_plan(forest, opts))
+        return model
 
     def _predict_device(self, X, output_margin: bool, missing) -> object:
         """``predict`` of a device array (:mod:`silvanforge.inputs.device`): read in place by a

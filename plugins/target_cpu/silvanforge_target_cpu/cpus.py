@@ -6,8 +6,8 @@ llvmlite tells the host's CPU name and features (``get_host_cpu_name``,
 keeps them: the processor table of LLVM's ``llvm/lib/TargetParser/X86TargetParser.cpp`` for the
 well-known 64-bit names, with its feature implications (``avx512vbmi`` implies ``avx512bw``,
 which implies ``avx512f``, ...).  The code generator asks it whether a CPU has AVX2, AVX-512F and
-AVX-512 VBMI; tests/test_named_cpu.py checks those columns against the code LLVM generates for
-every name.
+AVX-512 VBMI; tests/plugins/target_cpu/test_named_cpu.py checks those columns against the code LLVM
+generates for every name.
 
 The names are an allow-list, not a convenience: LLVM takes any name, says "'bogus' is not a
 recognized processor for this target" on stderr and then aborts the process (a processor

@@ -396,11 +396,14 @@ def from_document(doc, name: str) -> Forest:
                 r.fail(f"{where}.leaf_weights must have one weight a leaf")
             for w in weights or ():
                 r.num(w, f"{where}.leaf_weights")
-            out.append(trees.oblivious(hsplits, values))
+            out.append(trees.oblivious(hsplits, values, weights))
         else:
             def read_leaf(obj, where=where):
                 v = obj.get("value")
-                return leaf_array(v if isinstance(v, list) else [v], 1, f"{where} leaf value")[0]
+                weight = obj.get("weight")
+                if weight is not None:
+                    r.num(weight, f"{where} leaf weight")
+                return leaf_array(v if isinstance(v, list) else [v], 1, f"{where} leaf value")[0], weight
 
             out.append(trees.nonsymmetric(t, lambda s, where=where: m.split(s, f"{where} split"),
                                           read_leaf, dim, r.fail))

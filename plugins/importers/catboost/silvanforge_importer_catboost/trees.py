@@ -48,6 +48,10 @@ class _Nodes:
     def __init__(self, dim: int):
         self.left, self.right, self.feature, self.threshold, self.nan_left = [], [], [], [], []
         self.values: list[np.ndarray] = []
+        # CatBoost's number of each leaf (calc_leaf_indexes), 0 on splits
+        self.ids: list[int] = []
+        # the training weight that reached each leaf (its "weight"), or None where not recorded
+        self.weights: list[float | None] = []
         self.categories: dict[int, np.ndarray] = {}
         self.dim = dim
 
@@ -58,6 +62,8 @@ class _Nodes:
         self.threshold.append(0.0)
         self.nan_left.append(False)
         self.values.append(np.zeros(self.dim))
+        self.ids.append(0)
+        self.weights.append(None)
         return len(self.left) - 1
 
     def split(self, node: int, s: Split) -> tuple[int, int]:
@@ -73,14 +79,28 @@ class _Nodes:
 
     def tree(self) -> Tree:
         tree = Tree.from_nodes(self.left, self.right, self.feature, self.threshold, np.array(self.values),
-                               op=Op.LE, default_left=self.nan_left, outputs=tuple(range(self.dim)))
+                               op=Op.LE, default_left=self.nan_left, outputs=tuple(range(self.dim)),
+                               node_ids=self.ids, cover=self.cover())
         # one array a split, shared by the nodes of a level (a CTR split may list thousands)
         tree.categories = dict(self.categories)
         return tree
 
 
-def oblivious(splits: list[Split], leaf_values: np.ndarray) -> Tree:
-    """A symmetric tree: ``leaf_values`` of shape (2**len(splits), dimension)."""
+    def cover(self) -> np.ndarray | None:
+        """The weight that reached each node (a split's: its leaves'), CatBoost's ShapValues
+        weighs paths by; None where a leaf's weight is not recorded."""
+        if any(self.weights[n] is None for n in range(len(self.left)) if self.left[n] < 0):
+            return None
+        cover = np.array([w or 0.0 for w in self.weights], dtype=np.float64)
+        for node in range(len(self.left) - 1, -1, -1):  # children come after their parent
+            if self.left[node] >= 0:
+                cover[node] = cover[self.left[node]] + cover[self.right[node]]
+        return cover
+
+
+def oblivious(splits: list[Split], leaf_values: np.ndarray, leaf_weights=None) -> Tree:
+    """A symmetric tree: ``leaf_values`` of shape (2**len(splits), dimension), ``leaf_weights``
+    (one a leaf, or None)."""
     nodes = _Nodes(leaf_values.shape[1])
     frontier = [(nodes.add(), 0)]  # (node, leaf index bits so far)
     for level, s in enumerate(splits):
@@ -91,15 +111,18 @@ def oblivious(splits: list[Split], leaf_values: np.ndarray) -> Tree:
         frontier = nxt
     for node, bits in frontier:
         nodes.values[node] = leaf_values[bits]
+        nodes.ids[node] = bits  # a leaf's index: its conditions' bits, level 0 lowest
+        nodes.weights[node] = None if leaf_weights is None else float(leaf_weights[bits])
     return nodes.tree()
 
 
 def nonsymmetric(root, read_split, read_leaf, dim: int, fail) -> Tree:
     """A non-symmetric tree from its nested JSON ``root``: ``read_split(obj)`` -> Split,
-    ``read_leaf(obj)`` -> values (dimension,), ``fail(msg)`` raises.  Iterative, so a deeply
+    ``read_leaf(obj)`` -> (values (dimension,), weight or None), ``fail(msg)`` raises.  Iterative, so a deeply
     nested (edited) file cannot exhaust the stack."""
     nodes = _Nodes(dim)
     stack = [(root, nodes.add())]
+    leaves = 0  # CatBoost numbers a non-symmetric tree's leaves depth first, false side first
     while stack:
         obj, node = stack.pop()
         if len(nodes.left) > MAX_NODES:
@@ -114,5 +137,7 @@ def nonsymmetric(root, read_split, read_leaf, dim: int, fail) -> Tree:
             stack.append((obj["right"], true_side))
             stack.append((obj["left"], false_side))
         else:
-            nodes.values[node] = read_leaf(obj)
+            nodes.values[node], nodes.weights[node] = read_leaf(obj)
+            nodes.ids[node] = leaves
+            leaves += 1
     return nodes.tree()

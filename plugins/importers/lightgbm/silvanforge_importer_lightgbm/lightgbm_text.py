@@ -514,6 +514,9 @@ class _Parser:
             op=np.full(n, Op.LE, dtype=np.uint8), default_left=default_left,
             zero_missing=zero_missing, leaf_value=values, outputs=(output,),
             categories=categories, linear=linear, cover=self.cover(block, where, n_int, num_leaves),
+            # LightGBM numbers splits and leaves apart (pred_leaf gives the leaf's): leaf ~c
+            # sits after the internal nodes here
+            node_ids=np.concatenate([np.arange(n_int), np.arange(num_leaves)]).astype(np.int64),
         )
 
     def cover(self, block, where, n_int, num_leaves) -> np.ndarray | None:

@@ -32,9 +32,10 @@ Errors never leak ``KeyError`` / ``IndexError``: a file that is not an XGBoost m
 truncated or inconsistent raises :class:`ModelFormatError`; a model using something the HIR
 cannot express raises :class:`UnsupportedModelError` naming it.
 
-Over 600 lines (the UBJSON decoder is :mod:`.ubjson`) because the rules above are one reading of
-one document: the document walk, the base score's spellings, the tree and category decoding and
-every refusal check the same fields (``_Fields``) and are only ever used together.
+Over 600 lines (the UBJSON decoder is :mod:`.ubjson`, the reading of every tree at once
+:mod:`.trees_at_once`) because the rules above are one reading of one document: the document
+walk, the base score's spellings, the tree and category decoding and every refusal check the
+same fields (``_Fields``) and are only ever used together.
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ from silvanforge.errors import ModelFormatError, UnsupportedModelError
 from silvanforge.frontend.importing import read_model_file
 from silvanforge.ir.hir import Aggregation, CategoryRule, Forest, Op, Transform, Tree
 
-from . import ubjson
+from . import trees_at_once, ubjson
 
 # objective name -> (ProbToMargin of base_score, output transform)
 _OBJECTIVES: dict[str, tuple[str, str]] = {
@@ -135,6 +136,9 @@ def loads_json(raw: bytes, path: str = "the model") -> Forest:
             f"{path}: not an XGBoost JSON model: the file is not UTF-8 text "
             f"(byte {exc.start}); a binary XGBoost model may be UBJSON (.ubj)"
         ) from None
+    # A large model's bytes, then its text, are let go once read: the parsed document alone is
+    # four times the file.
+    del raw
     try:
         doc = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -145,6 +149,7 @@ def loads_json(raw: bytes, path: str = "the model") -> Forest:
         raise ModelFormatError(f"{path}: {problem}") from None
     except RecursionError:
         raise ModelFormatError(f"{path}: malformed JSON: nested too deeply") from None
+    del text
     return _forest_from_document(doc, path)
 
 
@@ -159,6 +164,7 @@ def loads_ubjson(raw: bytes, path: str = "the model") -> Forest:
         doc = ubjson.decode(raw)
     except ubjson.UBJSONError as exc:
         raise ModelFormatError(f"{path}: malformed UBJSON: {exc}") from None
+    del raw  # (its arrays are copied out)
     return _forest_from_document(doc, path)
 
 
@@ -320,11 +326,24 @@ def _forest_from_document(doc, path: str) -> Forest:
 
     order = _tree_order(f, trees_json, where)
     first, stop = _trees_predicted(f, model.get("iteration_indptr"), n_trees, where)
-    trees = []
-    for i in range(first, stop):
-        w = None if weights is None else np.float32(weights[i])
-        trees.append(_tree(f, trees_json[order[i]], f"{where}.trees[{order[i]}]", int(tree_info[i]),
-                           num_feature, num_outputs, w))
+    picked = order[first:stop]
+
+    def categories_of(tj, k, n, split_type):
+        return _categories(f, tj, f"{where}.trees[{picked[k]}]", n, split_type)
+
+    # All trees at once where that reads them as the tree-by-tree walk below does, which
+    # reads the rest and names what is wrong in a file.  Once read, the document's trees
+    # (this function's own: parsed from the file's bytes) are emptied before the HIR's are
+    # made, so that a large model's two forms are never held at once.
+    trees = trees_at_once.read_trees(trees_json, picked, tree_info[first:stop],
+                                     None if weights is None else weights[first:stop],
+                                     num_feature, num_outputs, categories_of, release=trees_json.clear)
+    if trees is None:
+        trees = []
+        for i in range(first, stop):
+            w = None if weights is None else np.float32(weights[i])
+            trees.append(_tree(f, trees_json[order[i]], f"{where}.trees[{order[i]}]", int(tree_info[i]),
+                               num_feature, num_outputs, w))
 
     names = learner.get("feature_names")
     feature_names = None
@@ -645,6 +664,7 @@ def _tree(f: _Fields, tj, where: str, group: int, num_feature: int, num_outputs:
         outputs=outputs,
         categories=out_cats,
         cover=None if hessians is None else hessians[old].astype(np.float64),
+        node_ids=old,  # XGBoost's node ids (pred_leaf gives them): the file's, before renumbering
     )
 
 

@@ -1,0 +1,217 @@
+"""Outputs other than predictions: ``predict(X, pred_leaf=True)`` (the leaf each row reaches in
+each tree, numbered, typed and shaped as the model's library gives it) and ``per_tree=True``
+(each tree's own values), compiled, compared with the libraries and with the reference
+evaluator on models trained here (NaN rows, categorical splits, multiclass, every importer),
+at request sizes from one row to a large batch, and after saving, pickling and the code cache."""
+
+from __future__ import annotations
+
+import pickle
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import silvanforge as sf
+import silvanforge.sklearn
+from silvanforge import reference
+from silvanforge.errors import InputError, UnsupportedModelError
+from strategies import forests, rows_for
+
+SIZES = (1, 7, 16, 300)
+
+
+def _rows(n, features, seed=0, nan=0.1):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, features))
+    X[rng.random(X.shape) < nan] = np.nan
+    return X
+
+
+def _labels(X, classes=3):
+    score = np.nan_to_num(X[:, 0]) + 0.5 * np.nan_to_num(X[:, 1])
+    return np.digitize(score, np.quantile(score, np.linspace(0, 1, classes + 1)[1:-1]))
+
+
+def _per_tree_exact(cf, X):
+    """per_tree equals the reference's tree by tree, to the bit."""
+    got = cf.predict(X, per_tree=True)
+    want = reference.predict_per_tree(cf.forest, X)
+    if got.ndim == 2:  # every tree adds to one output: its value there
+        outputs = np.array([tree.outputs[0] for tree in cf.forest.trees])
+        want = want[:, np.arange(cf.forest.num_trees), outputs]
+    np.testing.assert_array_equal(got, want)
+
+
+def _every_size(cf, X, want_leaf):
+    for n in SIZES:
+        got = cf.predict(X[:n], pred_leaf=True)
+        np.testing.assert_array_equal(got, want_leaf[:n])
+        assert got.dtype == want_leaf.dtype and got.shape == want_leaf[:n].shape
+
+
+def test_xgboost_leaf_ids_are_its_node_ids():
+    xgb = pytest.importorskip("xgboost")
+    X = _rows(600, 6).astype(np.float32)
+    y = _labels(X)
+    for params, rounds in (({"max_depth": 5}, 12),
+                           ({"objective": "multi:softprob", "num_class": 3, "max_depth": 4}, 6)):
+        booster = xgb.train({**params, "nthread": 1}, xgb.DMatrix(X, y), rounds)
+        cf = sf.compile(booster)
+        want = booster.predict(xgb.DMatrix(X), pred_leaf=True)
+        _every_size(cf, X, want)
+        _per_tree_exact(cf, X)
+        # the estimator's apply, through the estimator-shaped wrapper
+        model = xgb.XGBRegressor(n_estimators=5, max_depth=3, nthread=1).fit(X, y)
+        np.testing.assert_array_equal(sf.compile(model).predict(X, pred_leaf=True), model.apply(X))
+
+
+def test_xgboost_categorical_leaf_ids():
+    xgb = pytest.importorskip("xgboost")
+    pd = pytest.importorskip("pandas")
+    rng = np.random.default_rng(3)
+    frame = pd.DataFrame({"a": rng.normal(size=500), "c": pd.Categorical(rng.integers(0, 6, 500))})
+    y = (frame["c"].cat.codes % 2) + np.nan_to_num(frame["a"])
+    booster = xgb.train({"max_depth": 4, "nthread": 1, "tree_method": "hist"},
+                        xgb.DMatrix(frame, y, enable_categorical=True), 8)
+    cf = sf.compile(booster)
+    want = booster.predict(xgb.DMatrix(frame, enable_categorical=True), pred_leaf=True)
+    np.testing.assert_array_equal(cf.predict(frame, pred_leaf=True), want)
+
+
+def test_lightgbm_leaf_indices_with_categories_and_classes():
+    lgb = pytest.importorskip("lightgbm")
+    pd = pytest.importorskip("pandas")
+    X = _rows(800, 5, seed=1)
+    frame = pd.DataFrame(X, columns=list("abcde"))
+    frame["k"] = pd.Categorical(np.random.default_rng(1).choice(list("pqrstu"), 800))
+    y = _labels(X)
+    booster = lgb.train({"objective": "multiclass", "num_class": 3, "num_leaves": 15, "verbose": -1,
+                         "num_threads": 1}, lgb.Dataset(frame, y), 8)
+    cf = sf.compile(booster)
+    want = booster.predict(frame, pred_leaf=True)
+    assert want.dtype == np.int32
+    for n in SIZES:
+        got = cf.predict(frame.iloc[:n], pred_leaf=True)
+        np.testing.assert_array_equal(got, want[:n])
+        assert got.dtype == np.int32
+    np.testing.assert_array_equal(cf.predict(frame, per_tree=True).reshape(800, 8, 3).sum(axis=1),
+                                  booster.predict(frame, raw_score=True))
+
+
+def test_lightgbm_linear_trees():
+    lgb = pytest.importorskip("lightgbm")
+    X = _rows(500, 4, seed=2)
+    y = 2 * np.nan_to_num(X[:, 0]) + np.nan_to_num(X[:, 1])
+    booster = lgb.train({"linear_tree": True, "num_leaves": 7, "verbose": -1, "num_threads": 1},
+                        lgb.Dataset(X, y), 5)
+    cf = sf.compile(booster)
+    np.testing.assert_array_equal(cf.predict(X, pred_leaf=True), booster.predict(X, pred_leaf=True))
+    _per_tree_exact(cf, X)
+
+
+def test_catboost_leaf_indexes():
+    cb = pytest.importorskip("catboost")
+    X = _rows(500, 5, seed=4)
+    y = _labels(X)
+    model = cb.CatBoostClassifier(iterations=6, depth=4, loss_function="MultiClass", verbose=0, thread_count=1)
+    model.fit(X, y)
+    cf = sf.compile(model)
+    want = model.calc_leaf_indexes(cb.Pool(X))
+    _every_size(cf, X, want)
+    _per_tree_exact(cf, X)
+
+
+def test_catboost_non_symmetric_trees_as_catboost_reads_them_back(tmp_path):
+    """CatBoost numbers a non-symmetric tree's leaves one way in the model it trained and
+    another in the same model read back from its JSON; the JSON is what the importer reads, so
+    the leaves are numbered as the model read back numbers them."""
+    cb = pytest.importorskip("catboost")
+    X = _rows(500, 5, seed=5)
+    model = cb.CatBoostRegressor(iterations=6, depth=4, grow_policy="Lossguide", verbose=0, thread_count=1)
+    model.fit(X, np.nan_to_num(X[:, 0]) + np.nan_to_num(X[:, 2]))
+    model.save_model(str(tmp_path / "m.json"), format="json")
+    back = cb.CatBoostRegressor()
+    back.load_model(str(tmp_path / "m.json"), format="json")
+    cf = sf.compile(str(tmp_path / "m.json"))
+    np.testing.assert_array_equal(cf.predict(X, pred_leaf=True), back.calc_leaf_indexes(cb.Pool(X)))
+
+
+def test_scikit_learn_apply():
+    pytest.importorskip("sklearn")
+    from sklearn.ensemble import GradientBoostingClassifier, GradientBoostingRegressor, RandomForestClassifier
+    from sklearn.tree import DecisionTreeRegressor
+
+    X = _rows(400, 5, seed=6, nan=0.0).astype(np.float32)
+    y = _labels(X)
+    for est in (RandomForestClassifier(n_estimators=4, max_depth=6, random_state=0),
+                GradientBoostingClassifier(n_estimators=3, max_depth=3, random_state=0),
+                GradientBoostingRegressor(n_estimators=3, max_depth=3, random_state=0),
+                DecisionTreeRegressor(max_depth=5, random_state=0)):
+        est.fit(X, y)
+        want = est.apply(X)
+        cf = sf.compile(est)
+        _every_size(cf, X, want)
+        assert np.array_equal(silvanforge.sklearn.compile(est).apply(X), want)
+        _per_tree_exact(cf, X)
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(forest=forests(max_trees=6, max_depth=6, max_features=8), seed=st.integers(0, 2**16))
+def test_random_forests_leaves_and_tree_values_equal_the_reference(forest, seed):
+    cf = sf.compile(forest, forms="lazy")  # (the plan's other forms: not what is tested here)
+    X = rows_for(forest, np.random.default_rng(seed), 40)
+    np.testing.assert_array_equal(cf.predict(X, pred_leaf=True), reference.predict_leaf(forest, X))
+    _per_tree_exact(cf, X)
+
+
+def test_outputs_survive_saving_pickling_and_the_code_cache(tmp_path):
+    lgb = pytest.importorskip("lightgbm")
+    X = _rows(300, 4, seed=7)
+    booster = lgb.train({"num_leaves": 9, "verbose": -1, "num_threads": 1}, lgb.Dataset(X, _labels(X)), 6)
+    want = booster.predict(X, pred_leaf=True)
+    cf = sf.compile(booster, cache=tmp_path / "cache")
+    np.testing.assert_array_equal(cf.predict(X, pred_leaf=True), want)
+    cf.save(tmp_path / "m.forge")
+    for back in (sf.load_compiled(tmp_path / "m.forge", trust_code=True), pickle.loads(pickle.dumps(cf)),
+                 sf.compile(booster, cache=tmp_path / "cache")):  # (a hit: the entry the first wrote)
+        np.testing.assert_array_equal(back.predict(X, pred_leaf=True), want)
+        np.testing.assert_array_equal(back.predict(X, per_tree=True), cf.predict(X, per_tree=True))
+
+
+def test_bad_combinations_are_one_clear_error(tmp_path):
+    forest = sf.Forest(trees=[sf.Tree.from_nodes([1, -1, -1], [2, -1, -1], [0, -1, -1], [0.5, 0, 0],
+                                                 [0.0, 1.0, 2.0])], num_features=1)
+    cf = sf.compile(forest)
+    X = np.array([[0.1], [0.9]], dtype=np.float32)
+    np.testing.assert_array_equal(cf.predict(X, pred_leaf=True), [[1], [2]])
+    with pytest.raises(InputError, match="one of pred_leaf, per_tree and pred_contribs"):
+        cf.predict(X, pred_leaf=True, per_tree=True)
+    with pytest.raises(InputError, match="output_margin"):
+        cf.predict(X, pred_leaf=True, output_margin=True)
+    with pytest.raises(InputError, match="features per row"):
+        cf.predict(np.zeros((2, 3), np.float32), pred_leaf=True)
+    onnx_forest = sf.Forest(trees=forest.trees, num_features=1, source="onnx")
+    with pytest.raises(UnsupportedModelError, match="ONNX"):
+        sf.compile(onnx_forest).predict(X, pred_leaf=True)
+    np.testing.assert_array_equal(sf.compile(onnx_forest).predict(X, per_tree=True), [[1.0], [2.0]])
+
+
+def test_cli_writes_leaves_and_tree_values(tmp_path, capsys):
+    from silvanforge import cli
+
+    lgb = pytest.importorskip("lightgbm")
+    X = _rows(50, 3, seed=8, nan=0.0)
+    booster = lgb.train({"num_leaves": 5, "verbose": -1, "num_threads": 1}, lgb.Dataset(X, X[:, 0]), 4)
+    booster.save_model(str(tmp_path / "m.txt"))
+    np.savetxt(tmp_path / "x.csv", X, delimiter=",")
+    assert cli.main(["predict", str(tmp_path / "m.txt"), "-i", str(tmp_path / "x.csv"), "--leaf",
+                     "-o", str(tmp_path / "leaf.npy")]) == 0
+    np.testing.assert_array_equal(np.load(tmp_path / "leaf.npy"), booster.predict(X, pred_leaf=True))
+    assert cli.main(["predict", str(tmp_path / "m.txt"), "-i", str(tmp_path / "x.csv"), "--per-tree"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 50 and all(len(line.split(",")) == 4 for line in lines)
+    assert cli.main(["predict", str(tmp_path / "m.txt"), "-i", str(tmp_path / "x.csv"), "--leaf", "--per-tree"]) != 0
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and err.count("\n") == 1

@@ -1,0 +1,181 @@
+"""SHAP contributions (``predict(X, pred_contribs=True)``): equal to XGBoost's ``pred_contribs``,
+LightGBM's ``pred_contrib`` and CatBoost's ``ShapValues`` where CatBoost computes path-dependent
+TreeSHAP, and to the definition (the reference evaluator's coalitions, Algorithm 1 of the TreeSHAP
+paper) on random forests with covers; a row's values add up to its margin; bad combinations
+are one clear error."""
+
+from __future__ import annotations
+
+import dataclasses
+import pickle
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import silvanforge as sf
+from silvanforge import reference
+from silvanforge.errors import InputError, UnsupportedModelError
+from silvanforge.ir.hir import Aggregation
+from strategies import forests, rows_for
+from support_common import Draws
+
+
+def _rows(n, features, seed=0, nan=0.1):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, features))
+    X[rng.random(X.shape) < nan] = np.nan
+    return X
+
+
+def _labels(X, classes=3):
+    score = np.nan_to_num(X[:, 0]) + 0.5 * np.nan_to_num(X[:, 1])
+    return np.digitize(score, np.quantile(score, np.linspace(0, 1, classes + 1)[1:-1]))
+
+
+def _adds_up(cf, X, contribs):
+    margin = cf.predict(X, output_margin=True)
+    total = contribs.reshape(len(X), cf.forest.num_outputs, -1).sum(axis=-1).reshape(margin.shape)
+    np.testing.assert_allclose(total, margin, rtol=1e-5, atol=1e-5)
+
+
+def test_xgboost_pred_contribs():
+    xgb = pytest.importorskip("xgboost")
+    X = _rows(400, 6).astype(np.float32)
+    y = _labels(X)
+    for params in ({"max_depth": 5}, {"objective": "multi:softprob", "num_class": 3, "max_depth": 4},
+                   {"objective": "binary:logistic", "max_depth": 3, "booster": "dart", "rate_drop": 0.3}):
+        booster = xgb.train({**params, "nthread": 1}, xgb.DMatrix(X, y if "num_class" in params else y > 0), 8)
+        cf = sf.compile(booster)
+        want = booster.predict(xgb.DMatrix(X), pred_contribs=True)
+        for n in (1, 16, 400):
+            got = cf.predict(X[:n], pred_contribs=True)
+            assert got.dtype == np.float32 and got.shape == want[:n].shape
+            np.testing.assert_allclose(got, want[:n], rtol=1e-4, atol=1e-4 * np.abs(want).max())
+        _adds_up(cf, X, cf.predict(X, pred_contribs=True))
+
+
+def test_lightgbm_pred_contrib_with_categories_and_classes():
+    lgb = pytest.importorskip("lightgbm")
+    pd = pytest.importorskip("pandas")
+    X = _rows(600, 4, seed=1)
+    frame = pd.DataFrame(X, columns=list("abcd"))
+    frame["k"] = pd.Categorical(np.random.default_rng(1).choice(list("pqrstu"), 600))
+    for params, y in (({"objective": "multiclass", "num_class": 3}, _labels(X)),
+                      ({"objective": "regression"}, np.nan_to_num(X[:, 0]) + (frame["k"].cat.codes % 3))):
+        booster = lgb.train({**params, "num_leaves": 15, "verbose": -1, "num_threads": 1,
+                             "min_data_per_group": 5, "cat_smooth": 1}, lgb.Dataset(frame, y), 8)
+        cf = sf.compile(booster)
+        want = booster.predict(frame, pred_contrib=True)
+        got = cf.predict(frame, pred_contribs=True)
+        assert got.shape == want.shape and got.dtype == np.float64
+        np.testing.assert_allclose(got, want, rtol=1e-8, atol=1e-10)
+
+
+def test_catboost_shap_values_where_catboost_computes_path_dependent_treeshap():
+    """Lossguide trees: CatBoost's ShapValues, to float64's rounding.  On symmetric and depthwise
+    trees CatBoost's values differ from the definition (and, depthwise, do not add up to the
+    margin); ours follow the definition there, as on every model."""
+    cb = pytest.importorskip("catboost")
+    X = _rows(400, 5, seed=4)
+    y = _labels(X)
+    model = cb.CatBoostClassifier(iterations=8, depth=4, grow_policy="Lossguide", loss_function="MultiClass",
+                                  verbose=0, thread_count=1).fit(X, y)
+    cf = sf.compile(model)
+    np.testing.assert_allclose(cf.predict(X, pred_contribs=True),
+                               model.get_feature_importance(cb.Pool(X), type="ShapValues"), rtol=1e-8, atol=1e-10)
+    symmetric = cb.CatBoostRegressor(iterations=5, depth=3, verbose=0, thread_count=1).fit(X, np.nan_to_num(X[:, 0]))
+    cf = sf.compile(symmetric)
+    got = cf.predict(X[:8], pred_contribs=True)
+    np.testing.assert_allclose(got, reference.predict_contribs(cf.forest, X[:8])[:, 0], rtol=1e-9, atol=1e-12)
+    _adds_up(cf, X[:8], got)
+
+
+def test_random_forests_equal_the_definition():
+    """Random trees (NaN, categorical splits, several outputs) with random covers.  Forests whose
+    trees are taken by their min or max are refused, so half the draws are summed or averaged
+    forests, and enough of all the draws must be compared."""
+    draws = Draws()
+
+    @settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(forest=st.one_of(forests(max_trees=4, max_depth=5, max_features=5),
+                            forests(max_trees=4, max_depth=5, max_features=5,
+                                    aggregations=(Aggregation.SUM, Aggregation.AVERAGE))),
+           seed=st.integers(0, 2**16))
+    def check(forest, seed):
+        rng = np.random.default_rng(seed)
+        trees = []
+        for tree in forest.trees:
+            cover = rng.integers(1, 50, tree.num_nodes).astype(np.float64)
+            for node in range(tree.num_nodes - 1, -1, -1):  # a split's cover: its children's
+                if tree.left[node] >= 0:
+                    cover[node] = cover[tree.left[node]] + cover[tree.right[node]]
+            trees.append(dataclasses.replace(tree, cover=cover))
+        forest = dataclasses.replace(forest, trees=trees)
+        if forest.has_linear() or forest.aggregation.value not in ("sum", "average"):
+            with pytest.raises(UnsupportedModelError):
+                sf.compile(forest, forms="lazy").predict(rows_for(forest, rng, 2), pred_contribs=True)
+            draws.count("refused")
+            return
+        cf = sf.compile(forest, forms="lazy")
+        X = rows_for(forest, rng, 6)
+        got = cf.predict(X, pred_contribs=True).reshape(6, forest.num_outputs, -1)
+        np.testing.assert_allclose(got, reference.predict_contribs(forest, X), rtol=1e-9, atol=1e-9)
+        draws.count("compared")
+
+    check()
+    draws.assert_share("compared", 0.3)
+
+
+def test_scikit_learn_forest_contributions_follow_the_definition():
+    pytest.importorskip("sklearn")
+    from sklearn.ensemble import RandomForestRegressor
+
+    X = _rows(300, 4, seed=6, nan=0.0).astype(np.float32)
+    model = RandomForestRegressor(n_estimators=3, max_depth=4, random_state=0).fit(X, X[:, 0] + X[:, 1] ** 2)
+    cf = sf.compile(model)
+    got = cf.predict(X[:10], pred_contribs=True)
+    np.testing.assert_allclose(got, reference.predict_contribs(cf.forest, X[:10])[:, 0], rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(got.sum(axis=1), model.predict(X[:10]), rtol=1e-5)
+
+
+def test_contributions_survive_saving_and_pickling(tmp_path):
+    lgb = pytest.importorskip("lightgbm")
+    X = _rows(300, 4, seed=7)
+    booster = lgb.train({"num_leaves": 9, "verbose": -1, "num_threads": 1}, lgb.Dataset(X, X[:, 0]), 5)
+    want = booster.predict(X, pred_contrib=True)
+    cf = sf.compile(booster, forms="lazy")
+    cf.save(tmp_path / "m.forge")
+    for back in (cf, sf.load_compiled(tmp_path / "m.forge", trust_code=True), pickle.loads(pickle.dumps(cf))):
+        np.testing.assert_allclose(back.predict(X, pred_contribs=True), want, rtol=1e-8, atol=1e-10)
+
+
+def test_models_without_covers_and_bad_combinations_are_one_clear_error():
+    forest = sf.Forest(trees=[sf.Tree.from_nodes([1, -1, -1], [2, -1, -1], [0, -1, -1], [0.5, 0, 0],
+                                                 [0.0, 1.0, 2.0])], num_features=1)
+    cf = sf.compile(forest, forms="lazy")
+    X = np.array([[0.1], [0.9]], dtype=np.float32)
+    with pytest.raises(UnsupportedModelError, match="no covers"):
+        cf.predict(X, pred_contribs=True)
+    with pytest.raises(UnsupportedModelError, match="ONNX"):
+        sf.compile(dataclasses.replace(forest, source="onnx"), forms="lazy").predict(X, pred_contribs=True)
+    covered = dataclasses.replace(forest, trees=[dataclasses.replace(forest.trees[0], cover=np.array([4.0, 3.0, 1.0]))])
+    got = sf.compile(covered, forms="lazy").predict(X, pred_contribs=True)
+    # E[f] = (3 * 1 + 1 * 2) / 4 = 1.25; the row's leaf minus that goes to the feature
+    np.testing.assert_allclose(got, [[-0.25, 1.25], [0.75, 1.25]])
+    with pytest.raises(InputError, match="one of pred_leaf, per_tree and pred_contribs"):
+        cf.predict(X, pred_leaf=True, pred_contribs=True)
+
+
+def test_cli_writes_contributions(tmp_path):
+    from silvanforge import cli
+
+    lgb = pytest.importorskip("lightgbm")
+    X = _rows(40, 3, seed=8, nan=0.0)
+    booster = lgb.train({"num_leaves": 5, "verbose": -1, "num_threads": 1}, lgb.Dataset(X, X[:, 0]), 4)
+    booster.save_model(str(tmp_path / "m.txt"))
+    np.savetxt(tmp_path / "x.csv", X, delimiter=",")
+    assert cli.main(["predict", str(tmp_path / "m.txt"), "-i", str(tmp_path / "x.csv"), "--contribs",
+                     "-o", str(tmp_path / "c.npy")]) == 0
+    np.testing.assert_allclose(np.load(tmp_path / "c.npy"), booster.predict(X, pred_contrib=True), rtol=1e-8, atol=1e-12)

@@ -1,0 +1,285 @@
+"""The levelwise form (plugins/rep_oblivious, ``rep="levelwise"``): trees padded to complete
+trees and walked a level at a time for a block of rows, nodes looked up by their path.
+Differential: against the reference evaluator bit for bit (margins) on random forests and on
+XGBoost and LightGBM models trained here (NaNs, zero-as-missing, several classes, vector
+leaves, float64 thresholds, unbalanced trees), and against xgboost's and lightgbm's own predict;
+its table lookups give the same program with AVX-512 permutes and with gathers; what it cannot
+run is refused with the reason."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import silvanforge as sf
+from silvanforge import reference
+from silvanforge.errors import InputError
+from silvanforge.ir import lir
+from silvanforge.ir.hir import Aggregation, Forest
+from silvanforge.testing import random_tree
+from silvanforge.plugins import registry
+from silvanforge.rep import refusal_of
+
+from strategies import forests, rows_for
+from support_common import Draws
+
+pytest.importorskip("silvanforge_rep_oblivious")
+from silvanforge_rep_oblivious import complete  # noqa: E402
+
+# Sizes through every path: the lean one-row code, partial blocks, whole blocks, several.
+BATCHES = (1, 2, 3, 15, 16, 17, 70)
+
+
+def _exact(cf, forest, X):
+    np.testing.assert_array_equal(cf.predict(X, output_margin=True),
+                                  reference.predict(forest, X, output_margin=True))
+
+
+def _rows(features: int, n: int, seed: int, nan: float = 0.1, zeros: float = 0.05) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, features))
+    X[rng.random(X.shape) < nan] = np.nan
+    X[rng.random(X.shape) < zeros] = 0.0
+    return X.astype(np.float32)
+
+
+def test_random_forests_are_exact_or_refused_with_a_reason():
+    """Random forests, every rule: those it takes are exact, the others refused by name.  Most
+    forests of every rule are refused (trees not summed, categorical or == splits), so half the
+    draws are summed plain forests (one op, no categories), and enough of all the draws must
+    compile for the test to have checked something."""
+    draws = Draws()
+
+    @settings(max_examples=24, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(forest=st.one_of(forests(max_trees=9, max_depth=7, max_features=20),
+                            forests(max_trees=9, max_depth=7, max_features=20, plain=True,
+                                    aggregations=(Aggregation.SUM,))),
+           seed=st.integers(0, 2**16))
+    def check(forest, seed):
+        cls = registry().rep_class("levelwise")
+        if refusal_of(cls, forest, "cpu") is not None:  # refused: naming with rep= says why
+            with pytest.raises(InputError, match="levelwise"):
+                sf.compile(forest, rep="levelwise")
+            draws.count("refused")
+            return
+        cf = sf.compile(forest, rep="levelwise")
+        assert cf.rep == "levelwise"
+        for n in (1, 5, 16, 33):
+            _exact(cf, forest, rows_for(forest, np.random.default_rng(seed + n), n))
+        draws.count("compiled")
+
+    check()
+    draws.assert_share("compiled", 0.2)
+
+
+@pytest.mark.parametrize("rep", ["levelwise", "oblivious"])
+def test_an_output_no_tree_adds_to_is_its_base_score(rep):
+    """Two outputs, trees on the first only (a random forest hypothesis found): the second's
+    margin is its base score."""
+    rng = np.random.default_rng(2)
+    trees = [random_tree(rng, 2, (0,), d, [0], False, False) for d in (0, 1, 1)]
+    forest = Forest(trees=trees, num_features=2, num_outputs=2, base_score=np.array([-0.13, 0.64]))
+    if refusal_of(registry().rep_class(rep), forest, "cpu") is not None:
+        pytest.skip(f"{rep} does not take these trees")
+    cf = sf.compile(forest, rep=rep)
+    for n in (1, 3, 17, 70):
+        _exact(cf, forest, rows_for(forest, rng, n))
+
+
+def test_it_runs_some_random_forests_and_refuses_others_by_rule():
+    """Random trees of every op and rule: those it takes are exact, the others are refused for
+    categorical splits, ``==`` splits or an average."""
+    refusals, ran = set(), 0
+    for seed in range(25):
+        rng = np.random.default_rng(seed)
+        ops = [[0], [1], [0, 1, 2]][seed % 3]
+        trees = [random_tree(rng, 4, (0,), int(rng.integers(0, 6)), ops, seed % 4 == 0, seed % 2 == 0)
+                 for _ in range(4)]
+        forest = Forest(trees=trees, num_features=4,
+                        aggregation=Aggregation.AVERAGE if seed % 5 == 0 else Aggregation.SUM)
+        found = complete.recognise(forest)
+        if isinstance(found, str):
+            refusals.add(found)
+            continue
+        ran += 1
+        _exact(sf.compile(forest, rep="levelwise"), forest, rows_for(forest, rng, 40))
+    assert ran > 3
+    for rule in ("categorical", "==", "aggregation"):
+        assert any(rule in why for why in refusals), (rule, refusals)
+
+
+def _xgb_model(objective: str, features: int = 10, depth: int = 6, rounds: int = 12, **extra):
+    xgb = pytest.importorskip("xgboost")
+    X = _rows(features, 600, 3, nan=0.15)
+    y = np.nan_to_num(X[:, 0]) + np.nan_to_num(X[:, 1]) * np.nan_to_num(X[:, 2 % features])
+    if objective == "binary:logistic":
+        y = (y > 0).astype(int)
+    elif objective.startswith("multi"):
+        y = np.digitize(y, [-1.0, 0.0, 1.0])
+    params = {"objective": objective, "max_depth": depth, "eta": 0.3, "tree_method": "hist",
+              "nthread": 1, "seed": 0, **extra}
+    if objective.startswith("multi"):
+        params["num_class"] = 4
+        if extra.get("multi_strategy") == "multi_output_tree":
+            y = np.eye(4)[y]  # vector leaves need one column a class
+            params = {**params, "objective": "binary:logistic"}
+            params.pop("num_class")
+    return xgb.train(params, xgb.DMatrix(X, y), rounds), X
+
+
+@pytest.mark.parametrize("objective, extra", [
+    ("reg:squarederror", {}),
+    ("binary:logistic", {}),
+    ("multi:softprob", {}),
+    ("multi:softprob", {"multi_strategy": "multi_output_tree"}),
+])
+def test_xgboost_models_match_xgboost_and_the_reference(objective, extra):
+    xgb = pytest.importorskip("xgboost")
+    booster, X = _xgb_model(objective, **extra)
+    forest = sf.load_model(booster)
+    cf = sf.compile(booster, rep="levelwise")
+    for n in BATCHES:
+        rows = _rows(forest.num_features, n, seed=n)
+        _exact(cf, forest, rows)
+        theirs = booster.predict(xgb.DMatrix(rows), output_margin=True)
+        np.testing.assert_allclose(cf.predict(rows, output_margin=True).reshape(theirs.shape), theirs,
+                                   rtol=1e-5, atol=1e-5)
+
+
+def test_wide_rows_pick_their_values_by_gathers_and_stay_exact():
+    """More columns than the selects pick from (cost.PICK_COLUMNS): a gather a level."""
+    from silvanforge_rep_oblivious import cost
+    booster, _ = _xgb_model("binary:logistic", features=cost.PICK_COLUMNS + 20, depth=5, rounds=30)
+    forest = sf.load_model(booster)
+    assert len(complete.recognise(forest).columns) > cost.PICK_COLUMNS
+    cf = sf.compile(booster, rep="levelwise")
+    for n in (3, 16, 40):
+        _exact(cf, forest, _rows(forest.num_features, n, seed=n))
+
+
+@pytest.mark.parametrize("zero_as_missing", [False, True])
+def test_lightgbm_depth_limited_models_match_lightgbm(zero_as_missing):
+    """LightGBM: ``<=`` splits, float64 thresholds (8 lanes a block), zero as missing."""
+    lgb = pytest.importorskip("lightgbm")
+    X = _rows(7, 800, 5, nan=0.1, zeros=0.1)
+    y = np.nan_to_num(X[:, 0]) - np.nan_to_num(X[:, 1]) ** 2
+    booster = lgb.train({"objective": "regression", "num_leaves": 20, "max_depth": 5, "verbose": -1,
+                         "zero_as_missing": zero_as_missing, "min_data_in_leaf": 5, "num_threads": 1},
+                        lgb.Dataset(X, y), 15)
+    forest = sf.load_model(booster)
+    assert forest.threshold_dtype == "float64"
+    cf = sf.compile(booster, rep="levelwise")
+    for n in BATCHES:
+        rows = _rows(7, n, seed=n, nan=0.1, zeros=0.1)
+        _exact(cf, forest, rows)
+        np.testing.assert_allclose(cf.predict(rows, output_margin=True),
+                                   booster.predict(rows, raw_score=True), rtol=1e-9, atol=1e-9)
+
+
+def test_unbalanced_trees_are_padded_exactly():
+    """Leaves at every level (a leaf-wise tree): each early leaf fills the leaves below it."""
+    lgb = pytest.importorskip("lightgbm")
+    X = _rows(4, 500, 8, nan=0.0, zeros=0.0)
+    y = np.where(X[:, 0] > 1.0, X[:, 1] * 3, 0.1 * X[:, 2])
+    booster = lgb.train({"objective": "regression", "num_leaves": 12, "max_depth": -1, "verbose": -1,
+                         "min_data_in_leaf": 3, "num_threads": 1}, lgb.Dataset(X, y), 8)
+    forest = sf.load_model(booster)
+    depths = [t.node_depths().max() for t in forest.trees]
+    assert max(depths) > 4 and len(set(depths)) > 1
+    cf = sf.compile(booster, rep="levelwise")
+    for n in (1, 16, 50):
+        _exact(cf, forest, _rows(4, n, seed=n))
+
+
+def test_what_it_cannot_run_is_refused_with_the_reason():
+    lgb = pytest.importorskip("lightgbm")
+    X = _rows(3, 300, 9, nan=0.0, zeros=0.0)
+    X[:, 0] = np.floor(np.abs(X[:, 0]) * 3)
+    booster = lgb.train({"objective": "regression", "num_leaves": 8, "verbose": -1, "min_data_in_leaf": 3,
+                         "num_threads": 1}, lgb.Dataset(X, X[:, 0] + X[:, 1], categorical_feature=[0]), 4)
+    with pytest.raises(InputError, match="levelwise representation cannot run this model: tree .* categorical"):
+        sf.compile(booster, rep="levelwise")
+    deep = lgb.train({"objective": "regression", "num_leaves": 200, "max_depth": -1, "verbose": -1,
+                      "min_data_in_leaf": 1, "num_threads": 1},
+                     lgb.Dataset(_rows(3, 2000, 2, nan=0.0, zeros=0.0), np.arange(2000.0) % 97), 1)
+    forest = sf.load_model(deep)
+    if max(t.node_depths().max() for t in forest.trees) > complete.MAX_DEPTH:
+        assert "deeper than" in complete.recognise(forest)
+        with pytest.raises(InputError, match="deeper than"):
+            sf.compile(deep, rep="levelwise")
+    with pytest.raises(InputError, match="cpu targets"):
+        sf.lower(booster, target="amd", rep="levelwise")
+
+
+@pytest.mark.parametrize("batch_size", [16, 64])
+def test_lookups_give_the_same_margins_with_permutes_and_with_gathers(batch_size):
+    """The CPU target does a Lookup with AVX-512 permutes where the host has them (bytes with
+    VBMI), else with a gather: both programs, compiled from the same LIR, give the same
+    margins.  16 rows a call take the float program, 64 the byte program."""
+    from silvanforge_target_cpu import codegen, jit, llvm_host
+
+    booster, _ = _xgb_model("multi:softprob", depth=7, rounds=2)
+    low = sf.lower(booster, rep="levelwise", batch_size=batch_size)
+    assert "lookup" in lir.format_module(low.lir)
+    assert ("lw_bin8" in low.lir.buffers) is (batch_size == 64)
+    rows = _rows(low.forest.num_features, batch_size, seed=4)
+    outs = []
+    for permutes in (True, False):
+        text = str(codegen.generate(low.lir, permutes=permutes))
+        assert ("llvm.x86.avx512.vpermi2var" in text) is permutes
+        if permutes and not llvm_host.host_has_avx512("avx512vbmi"):
+            continue  # the permutes would not run here
+        kernel = jit.compile_module(low.lir, text)
+        outs.append(kernel.margins(rows, low.forest.num_outputs, threads=1))
+    for out in outs:
+        np.testing.assert_array_equal(out, reference.predict(low.forest, rows, output_margin=True).reshape(out.shape))
+
+
+def test_byte_program_splits_features_of_many_thresholds_and_deep_trees_take_floats():
+    """A feature of more than 254 thresholds is several byte columns (its thresholds in runs),
+    exactly; trees deeper than 8 levels (paths past a byte) take the float program, and so does
+    every call of up to 16 rows (a block of 16 float lanes)."""
+    rng = np.random.default_rng(6)
+    trees = [random_tree(rng, 2, (0,), 4, [0, 1], False, False) for _ in range(60)]
+    for t in trees:  # distinct thresholds everywhere: 60 trees x 15 splits on 2 features
+        inner = t.left >= 0
+        t.threshold[inner] = np.round(rng.normal(size=inner.sum()), 6)
+    forest = Forest(trees=trees, num_features=2)
+    binning = complete.bins(complete.recognise(forest))
+    assert len(binning.facts.columns) > 2 and all(len(v) <= 254 for v in binning.thresholds)
+    assert "lw_bin8" in sf.lower(forest, rep="levelwise").lir.buffers
+    cf = sf.compile(forest, rep="levelwise")
+    for n in (1, 16, 100):
+        _exact(cf, forest, rows_for(forest, rng, n))
+    deep = Forest(trees=[random_tree(rng, 3, (0,), 10, [0, 1], False, True) for _ in range(3)], num_features=3)
+    facts = complete.recognise(deep)
+    assert int(facts.depth.max()) > 8 and "deeper" in complete.bins(facts)
+    low = sf.lower(deep, rep="levelwise")
+    assert "lw_bin8" not in low.lir.buffers and "lanes=16" in low.lir.info["summary"]
+    _exact(sf.compile(deep, rep="levelwise"), deep, rows_for(deep, rng, 50))
+    booster, _ = _xgb_model("binary:logistic", features=12, depth=6, rounds=20)
+    assert "lw_bin8" in sf.lower(booster, rep="levelwise").lir.buffers
+    assert "lw_bin8" not in sf.lower(booster, rep="levelwise", batch_size=16).lir.buffers
+
+
+def test_small_requests_get_their_own_form_where_the_byte_block_would_answer_them():
+    """The plan gives 3-16 rows a form of their own where the mid-size form is the byte program
+    (a 64-row block for 16 rows: its cost_called) and a form lowered for 16 rows is estimated
+    cheaper; every band's edge is exact."""
+    from silvanforge.plan.policy import SMALL_BAND_FACTOR, SMALL_BAND_MIN_NS
+    from silvanforge.rep import called_cost_of, cost_of
+
+    booster, _ = _xgb_model("multi:softprob", features=12, depth=6, rounds=20)
+    forest = sf.load_model(booster)
+    cls = registry().rep_class("levelwise")
+    called = called_cost_of(cls, forest, "cpu", 64, 16)
+    assert called > cost_of(cls, forest, "cpu", 64)  # a block's cost, not a row's
+    cf = sf.compile(booster)
+    small = min(ns for r in registry().representations()
+                if (ns := cost_of(registry().rep_class(r), forest, "cpu", 16)) is not None)
+    want = called > SMALL_BAND_FACTOR * small and called - small >= SMALL_BAND_MIN_NS
+    assert ("3-16 rows" in cf.summary()["plan"]) is bool(want)
+    for n in (2, 3, 16, 17, 64, 65):
+        _exact(cf, forest, _rows(forest.num_features, n, seed=n))

@@ -1,0 +1,350 @@
+"""``forge serve`` (plugins/serve): the micro-batcher alone, the application through Starlette's
+TestClient, and one real uvicorn server on 127.0.0.1 (an ephemeral port, in a thread) answering
+concurrent clients, each exactly the training library's prediction for its own rows.
+
+Every request loop here is bounded, and nothing binds anything but 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import threading
+import time
+import warnings
+
+import numpy as np
+import pytest
+
+pytest.importorskip("starlette")
+pytest.importorskip("uvicorn")
+httpx = pytest.importorskip("httpx")
+with warnings.catch_warnings():  # (newer Starlette prefers httpx2 for its TestClient; httpx works)
+    warnings.simplefilter("ignore", UserWarning)
+    from starlette.testclient import TestClient  # noqa: E402
+
+import silvanforge as sf  # noqa: E402
+from silvanforge import cli
+from silvanforge_serve.app import listen, make_app, make_server  # noqa: E402
+from silvanforge_serve.batching import MicroBatcher, QueueFull  # noqa: E402
+from support_common import REPOSITORY  # noqa: E402
+
+FEATURES = [f"f{i}" for i in range(6)]
+COLOURS = ["red", "green", "blue"]
+
+
+# ------------------------------------------------------------------ models (trained here)
+@pytest.fixture(scope="module")
+def xgb_model(tmp_path_factory):
+    """A binary XGBoost model with feature names and one categorical feature ("colour")."""
+    import pandas as pd
+    import xgboost as xgb
+
+    rng = np.random.default_rng(7)
+    n = 600
+    frame = pd.DataFrame(rng.normal(size=(n, len(FEATURES))), columns=FEATURES)
+    frame["colour"] = pd.Categorical(rng.choice(COLOURS, n), categories=COLOURS)
+    y = (frame["f0"] + (frame["colour"] == "blue") * 1.5 - frame["f3"] > 0.3).astype(int)
+    dtrain = xgb.DMatrix(frame, label=y, enable_categorical=True)
+    booster = xgb.train({"objective": "binary:logistic", "max_depth": 4, "max_cat_to_onehot": 1,
+                         "nthread": 1, "seed": 1}, dtrain, 20)
+    path = tmp_path_factory.mktemp("serve") / "xgb.json"
+    booster.save_model(str(path))
+    return path, xgb.Booster(model_file=str(path)), sf.compile(str(path))
+
+
+@pytest.fixture(scope="module")
+def lgb_model(tmp_path_factory):
+    """A three-class LightGBM model (predictions are rows x classes)."""
+    import lightgbm as lgb
+
+    rng = np.random.default_rng(11)
+    X = rng.normal(size=(500, 5))
+    y = (X[:, 0] > 0).astype(int) + (X[:, 1] > 0.5).astype(int)
+    booster = lgb.train({"objective": "multiclass", "num_class": 3, "num_leaves": 8, "verbose": -1,
+                         "num_threads": 1, "seed": 3}, lgb.Dataset(X, y), 10)
+    path = tmp_path_factory.mktemp("serve") / "lgb.txt"
+    booster.save_model(str(path))
+    return path, lgb.Booster(model_file=str(path)), sf.compile(str(path))
+
+
+def _records(n: int, seed: int) -> list[dict]:
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(n):
+        row = {name: float(v) for name, v in zip(FEATURES, rng.normal(size=len(FEATURES)))}
+        row["colour"] = str(rng.choice(COLOURS))
+        out.append(row)
+    out[0]["f2"] = None  # missing
+    return out
+
+
+def _xgb_expected(booster, records: list[dict], margin: bool = False) -> np.ndarray:
+    import pandas as pd
+    import xgboost as xgb
+
+    frame = pd.DataFrame(records, columns=[*FEATURES, "colour"]).astype({"f2": float})
+    frame["colour"] = pd.Categorical(frame["colour"], categories=COLOURS)
+    return booster.predict(xgb.DMatrix(frame, enable_categorical=True), output_margin=margin)
+
+
+# ------------------------------------------------------------------ the batcher, no network
+def test_the_batcher_merges_requests_arriving_within_the_window_and_splits_the_answers():
+    calls = []
+
+    def predict(rows, margin):
+        calls.append(len(rows))
+        return rows.sum(axis=1) + (100 if margin else 0)
+
+    batcher = MicroBatcher(predict, window_s=0.05)
+    try:
+        futures = [batcher.submit(np.full((k % 3 + 1, 2), float(k)), output_margin=k == 4) for k in range(8)]
+        answers = [f.result(timeout=10) for f in futures]
+    finally:
+        batcher.close()
+    for k, got in enumerate(answers):
+        assert got.tolist() == [2.0 * k + (100 if k == 4 else 0)] * (k % 3 + 1)
+    # one call for the plain outputs and one for the margins asked for, not one a request
+    assert batcher.stats.requests == 8 and batcher.stats.calls == len(calls) < 8
+    assert sum(calls) == sum(k % 3 + 1 for k in range(8))
+
+
+def test_a_request_that_fails_in_a_batch_fails_alone():
+    def predict(rows, margin):
+        if np.isinf(rows).any():
+            raise sf.InputError("rows hold infinity")
+        return rows[:, 0] * 2
+
+    batcher = MicroBatcher(predict, window_s=0.05)
+    try:
+        futures = [batcher.submit(np.array([[np.inf if k == 2 else k]])) for k in range(5)]
+        for k, future in enumerate(futures):
+            if k == 2:
+                with pytest.raises(sf.InputError, match="infinity"):
+                    future.result(timeout=10)
+            else:
+                assert future.result(timeout=10).tolist() == [2.0 * k]
+    finally:
+        batcher.close()
+
+
+def test_the_batcher_refuses_rather_than_queueing_past_its_bound():
+    entered, release = threading.Event(), threading.Event()
+
+    def predict(rows, margin):
+        entered.set()
+        release.wait(10)
+        return rows[:, 0]
+
+    batcher = MicroBatcher(predict, window_s=0.0, max_queue=1)
+    try:
+        first = batcher.submit(np.ones((1, 1)))
+        assert entered.wait(10)  # the worker holds the first request
+        second = batcher.submit(np.ones((1, 1)))  # waits in the line of one
+        with pytest.raises(QueueFull):
+            batcher.submit(np.ones((1, 1)))
+        release.set()
+        assert first.result(timeout=10).tolist() == [1.0] and second.result(timeout=10).tolist() == [1.0]
+        assert batcher.stats.refused == 1
+    finally:
+        release.set()
+        batcher.close()
+
+
+# ------------------------------------------------------------------ the application
+def test_every_body_shape_answers_the_librarys_predictions(xgb_model):
+    _, booster, cf = xgb_model
+    records = _records(5, seed=1)
+    expected = _xgb_expected(booster, records)
+    columns = {name: [r[name] for r in records] for name in [*FEATURES, "colour"]}
+    codes = [[*(r[name] for name in FEATURES), COLOURS.index(r["colour"])] for r in records]
+    with TestClient(make_app(cf)) as client:
+        for body in ({"rows": records}, {"columns": columns}, {"data": codes}):
+            got = client.post("/predict", json=body)
+            assert got.status_code == 200, got.text
+            np.testing.assert_array_equal(np.float32(got.json()["predictions"]), expected)
+        one = client.post("/predict", json=records[1]).json()["predictions"]
+        np.testing.assert_array_equal(np.float32(one), expected[1:2])
+        margins = client.post("/predict", json={"rows": records, "output_margin": True}).json()["predictions"]
+        np.testing.assert_array_equal(np.float32(margins), _xgb_expected(booster, records, margin=True))
+        assert client.post("/predict", json={"rows": []}).json() == {"predictions": []}
+
+
+def test_predictions_of_several_outputs_are_rows_of_classes(lgb_model):
+    _, booster, cf = lgb_model
+    X = np.random.default_rng(2).normal(size=(4, 5))
+    X[1, 3] = np.nan
+    body = {"data": [[None if v != v else float(v) for v in row] for row in X]}
+    with TestClient(make_app(cf)) as client:
+        got = np.array(client.post("/predict", json=body).json()["predictions"])
+    assert got.shape == (4, 3)
+    np.testing.assert_allclose(got, booster.predict(X), rtol=1e-12, atol=1e-12)
+
+
+BAD_BODIES = {
+    "not JSON": (b'{"rows": [', "not JSON"),
+    "a JSON array": (b"[[1, 2]]", "JSON array"),
+    "an unknown feature": (json.dumps({"rows": [{**_records(1, 3)[0], "nonesuch": 1.0}]}).encode(), "nonesuch"),
+    "a missing feature": (json.dumps({"rows": [{"f0": 1.0}]}).encode(), "missing"),
+    "a wrong row width": (json.dumps({"data": [[1.0, 2.0]]}).encode(), "2 values; the model expects 7"),
+    "a string in data": (json.dumps({"data": [[1, 2, 3, 4, 5, "x", 0]]}).encode(), "not a number"),
+    "a label the model never saw": (json.dumps({"rows": [{**_records(1, 3)[0], "colour": 7}]}).encode(), "colour"),
+    "ragged columns": (json.dumps({"columns": {"f0": [1.0], "f1": [1.0, 2.0]}}).encode(), "different lengths"),
+    "a stray key": (json.dumps({"data": [[0] * 7], "extra": 1}).encode(), "extra"),
+    "a bad output_margin": (json.dumps({"data": [[0] * 7], "output_margin": "yes"}).encode(), "output_margin"),
+}
+
+
+def test_bad_bodies_get_a_400_with_one_line_and_the_server_stays_up(xgb_model):
+    _, booster, cf = xgb_model
+    records = _records(2, seed=4)
+    with TestClient(make_app(cf)) as client:
+        for what, (body, needle) in BAD_BODIES.items():
+            got = client.post("/predict", content=body, headers={"content-type": "application/json"})
+            assert got.status_code == 400, (what, got.text)
+            message = got.json()["error"]
+            assert needle in message and "\n" not in message, (what, message)
+        good = client.post("/predict", json={"rows": records})
+        assert good.status_code == 200
+        np.testing.assert_array_equal(np.float32(good.json()["predictions"]), _xgb_expected(booster, records))
+
+
+def test_health_and_model_describe_the_server_and_the_compiled_plan(xgb_model):
+    _, _, cf = xgb_model
+    with TestClient(make_app(cf, window_us=300, max_queue=7)) as client:
+        client.post("/predict", json={"rows": _records(3, seed=5)})
+        health = client.get("/health").json()
+        model = client.get("/model").json()
+    assert health["status"] == "ok" and health["requests"] == 1 and health["predict_calls"] == 1
+    assert model["feature_names"] == [*FEATURES, "colour"] and model["outputs"] == 1
+    assert model["features"] == 7 and model["categorical_features"] == {"6": COLOURS}
+    assert model["plan"] == cf.show("plan") and model["model"].startswith("xgboost")
+    assert model["serving"]["batch_window_us"] == 300 and model["serving"]["max_queue"] == 7
+
+
+def test_a_full_queue_answers_503_and_the_waiting_requests_are_still_answered(xgb_model):
+    _, _, cf = xgb_model
+    entered, release = threading.Event(), threading.Event()
+
+    def blocking(rows, margin):
+        entered.set()
+        release.wait(10)
+        return cf.predict(rows, output_margin=margin)
+
+    app = make_app(cf, window_us=0, max_queue=1, predict=blocking)
+    body = {"rows": _records(1, seed=6)}
+    with TestClient(app) as client:
+        answers = []
+        first = threading.Thread(target=lambda: answers.append(client.post("/predict", json=body)))
+        first.start()
+        assert entered.wait(10)  # the worker is blocked on the first request
+        second = threading.Thread(target=lambda: answers.append(client.post("/predict", json=body)))
+        second.start()
+        for _ in range(1000):  # bounded: the second request joins the line of one
+            if app.state.batcher.queued() == 1:
+                break
+            time.sleep(0.005)
+        refused = client.post("/predict", json=body)
+        assert refused.status_code == 503 and "waiting" in refused.json()["error"]
+        release.set()
+        first.join(10)
+        second.join(10)
+        assert [a.status_code for a in answers] == [200, 200]
+        assert client.get("/health").json()["refused_queue_full"] == 1
+
+
+# ------------------------------------------------------------------ a real server
+@pytest.fixture
+def live_server(xgb_model):
+    """uvicorn on 127.0.0.1, a port the system picks, in a thread; yields (url, app)."""
+    _, _, cf = xgb_model
+    app = make_app(cf, window_us=3000)  # a wide window: the concurrent clients below meet in it
+    sock = listen("127.0.0.1", 0)
+    server = make_server(app)
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    for _ in range(500):  # bounded wait for startup
+        if server.started:
+            break
+        time.sleep(0.01)
+    assert server.started
+    try:
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}", app
+    finally:
+        server.should_exit = True
+        thread.join(10)
+        sock.close()
+
+
+def test_concurrent_clients_each_get_the_librarys_prediction_for_their_own_rows(live_server, xgb_model):
+    url, app = live_server
+    _, booster, _ = xgb_model
+    clients, requests_each = 8, 6
+    failures, done = [], []
+    start = threading.Barrier(clients)
+
+    def client(c: int):
+        with httpx.Client(base_url=url, timeout=10) as http:
+            start.wait(10)
+            for r in range(requests_each):
+                records = _records(1 + (c + r) % 3, seed=100 * c + r)
+                if c == 0 and r == 2:  # a bad body among them: refused alone
+                    got = http.post("/predict", json={"rows": [{**records[0], "nonesuch": 1}]})
+                    if got.status_code != 400:
+                        failures.append(("bad body", got.status_code, got.text))
+                    continue
+                got = http.post("/predict", json={"rows": records})
+                expected = _xgb_expected(booster, records)
+                if got.status_code != 200 or not np.array_equal(np.float32(got.json()["predictions"]), expected):
+                    failures.append((c, r, got.status_code, got.text, expected))
+                done.append(1)
+
+    threads = [threading.Thread(target=client, args=(c,)) for c in range(clients)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert failures == []
+    assert len(done) == clients * requests_each - 1
+    stats = httpx.get(f"{url}/health", timeout=10).json()
+    assert stats["requests"] == len(done)
+    # micro-batching merged requests: fewer predict calls than requests
+    assert stats["predict_calls"] < stats["requests"] and stats["largest_batch"] > 1, stats
+
+
+# ------------------------------------------------------------------ the command
+def test_forge_serve_help_and_a_missing_model_is_one_line(capsys, tmp_path):
+    assert cli.main(["serve", "--help"]) == 0
+    out = capsys.readouterr().out
+    assert "--batch-window-us" in out and "--max-queue" in out
+    assert cli.main(["serve", str(tmp_path / "nonesuch.json"), "--port", "0"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and err.count("\n") == 1 and "nonesuch.json" in err
+    assert "Traceback" not in err
+
+
+def test_forge_serve_answers_and_stops_cleanly_on_sigterm(tmp_path):
+    model = REPOSITORY / "examples" / "model.json"
+    proc = subprocess.Popen([sys.executable, "-c", "import sys; from silvanforge.cli import main; sys.exit(main())",
+                             "serve", str(model), "--port", "0", "--host", "127.0.0.1", "--log-level", "warning"],
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        line = ""
+        for _ in range(50):  # bounded: the command prints where it listens once the model is ready
+            line = proc.stderr.readline()
+            if "serving" in line or not line:
+                break
+        assert "http://127.0.0.1:" in line, line
+        port = int(line.split("http://127.0.0.1:")[1].split()[0])
+        got = httpx.post(f"http://127.0.0.1:{port}/predict", json={"data": [[0.5] * 8]}, timeout=10)
+        assert got.status_code == 200 and len(got.json()["predictions"]) == 1
+        proc.send_signal(signal.SIGTERM)
+        # uvicorn shuts down, then ends as SIGTERM would (its parent sees why it stopped)
+        assert proc.wait(timeout=20) in (0, -signal.SIGTERM)
+        assert "Traceback" not in proc.stderr.read()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)

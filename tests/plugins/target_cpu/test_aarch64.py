@@ -1,0 +1,164 @@
+"""AArch64 code for the importers' test models equals the reference evaluator, run under qemu.
+
+Each model's plan (every form, as the untuned compile makes it) is compiled for AArch64 by the
+cpu target's cross compiler and run by qemu-aarch64 through the core's runtime
+(tests/support_qemu.py); margins must equal the reference's exactly.  Where qemu or the AArch64
+cross compiler is missing the module skips, except under ``SILVANFORGE_REQUIRE_AARCH64=1``
+(which ``.ci/run`` sets after installing them), where it fails: CI never passes without it.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+import silvanforge as sf
+from silvanforge import reference
+from silvanforge.inputs.rows import as_rows
+
+import support_qemu
+
+why = support_qemu.missing()
+if why:
+    if os.environ.get("SILVANFORGE_REQUIRE_AARCH64", "") not in ("", "0"):
+        pytest.fail(f"SILVANFORGE_REQUIRE_AARCH64 is set, but {why}", pytrace=False)
+    pytest.skip(f"AArch64 under qemu: {why}", allow_module_level=True)
+
+ROWS = 40
+
+
+def _sklearn_cases(tmp_path):
+    from sklearn.ensemble import GradientBoostingClassifier, RandomForestRegressor
+
+    rng = np.random.default_rng(4)
+    X = rng.normal(size=(300, 6))
+    y = X[:, 0] * X[:, 1] + np.sin(X[:, 2])
+    return [("sklearn_rf", RandomForestRegressor(n_estimators=8, max_depth=6, random_state=0).fit(X, y), X),
+            ("sklearn_gbc", GradientBoostingClassifier(n_estimators=10, max_depth=3, random_state=0)
+             .fit(X, y > 0), X)]
+
+
+def _catboost_cases(tmp_path):
+    catboost = pytest.importorskip("catboost")
+    import pandas as pd
+
+    rng = np.random.default_rng(5)
+    n = 400
+    frame = pd.DataFrame({"a": rng.normal(size=n), "b": rng.normal(size=n),
+                          "c": rng.choice(["x", "y", "z", "w"], n)})
+    y = (frame.a + (frame.c == "y") > 0.3).astype(int)
+    model = catboost.CatBoostClassifier(iterations=12, depth=4, verbose=False, random_seed=0, allow_writing_files=False,
+                                        cat_features=["c"], one_hot_max_size=2).fit(frame, y)
+    return [("catboost_ctr", model, frame)]
+
+
+def _models(tmp_path, model_cases):
+    for library in ("xgboost", "lightgbm", "onnx"):
+        for case in model_cases[library].all(quick=True):
+            yield case.name, case.path, case.X
+    yield from _sklearn_cases(tmp_path)
+    yield from _catboost_cases(tmp_path)
+
+
+def test_every_importers_models_run_exactly_as_aarch64_code(tmp_path, model_cases):
+    checked, libraries = 0, set()
+    for name, model, X in _models(tmp_path, model_cases):
+        cf = sf.compile(model, threads=1)
+        forest = cf.forest
+        head = X.iloc[:ROWS] if hasattr(X, "iloc") else X[:ROWS]
+        # (the reference reads the rows as the user gives them: a CatBoost model's categories
+        # are hashed from the frame's values)
+        want = reference.predict(forest, head, output_margin=True)
+        for form in cf.forms:
+            rows = as_rows(head, forest, form.input_dtype)
+            kernel = support_qemu.Aarch64Kernel(form.kernel)
+            try:
+                got = kernel.margins(rows, forest.num_outputs)
+            finally:
+                kernel.close()
+            np.testing.assert_array_equal(got, want.reshape(got.shape), err_msg=f"{name}: {form.text()[:80]}")
+            checked += 1
+        libraries.add(name.split("_")[0])
+    assert checked >= 20 and len(libraries) >= 5, (checked, libraries)
+
+
+@pytest.mark.parametrize("cpu", ["neoverse-n1", "neoverse-v1", "apple-m1"])
+def test_an_artifact_built_here_for_an_arm_cpu_carries_code_that_runs_there(tmp_path, cpu, model_cases):
+    """``cpu=`` an AArch64 CPU: built and saved here for a fleet of ARM hosts, refused here with
+    why, and the code the artifact carries (loaded back) equals the reference under qemu."""
+    cases = model_cases["xgboost"]
+    case = cases.get("binary_nan") if "binary_nan" in cases.names(quick=True) else cases.all(quick=True)[0]
+    cf = sf.compile(case.path, cpu=cpu, threads=1)
+    X = np.asarray(case.X, dtype=cf.main.input_dtype)[:ROWS]
+    with pytest.raises(sf.PluginError, match=f"compiled for cpu '{cpu}' .aarch64."):
+        cf.predict(X)
+    cf.save(tmp_path / "arm.forge")
+    loaded = sf.load_compiled(tmp_path / "arm.forge", trust_code=True)
+    assert loaded.cpu == cpu and "code for cpu " + cpu in loaded.plan_text()
+    want = reference.predict(cf.forest, X, output_margin=True)
+    for form in loaded.forms:
+        kernel = support_qemu.Aarch64Kernel(form.kernel)
+        try:
+            got = kernel.margins(X, cf.forest.num_outputs)
+        finally:
+            kernel.close()
+        np.testing.assert_array_equal(got, want.reshape(got.shape), err_msg=f"{cpu}: {form.text()[:80]}")
+
+
+
+def test_an_arm_host_runs_what_llvm_can_see_it_has(monkeypatch):
+    """On an AArch64 host LLVM reports neon, crc, lse, sve, sve2, aes and sha2 only (never rcpc
+    or dotprod): code for a Neoverse N1 runs on a Graviton 2; SVE code does not."""
+    from silvanforge_target_cpu import cpus
+
+    monkeypatch.setattr(cpus, "_triple", lambda: "aarch64-unknown-linux-gnu")
+    monkeypatch.setattr(cpus, "host_features", lambda: frozenset({"neon", "crc", "lse", "aes", "sha2", "fp-armv8"}))
+    assert cpus.refusal("neoverse-n1") is None and cpus.refusal("apple-m1") is None
+    assert "sve" in cpus.refusal("neoverse-v1")
+    assert cpus.refusal("generic-aarch64") is None
+    with pytest.raises(sf.InputError, match="unknown cpu 'generic'"):
+        cpus.canonical("generic")  # LLVM's name of AArch64's and x86's generic alike: ours says which
+
+
+@pytest.mark.parametrize("rep", ["levelwise", "bitvector", "oblivious"])
+def test_every_vector_forms_neon_code_equals_the_reference(rep):
+    """Each vector form as compiled for an ARM CPU (its NEON shape: 16-byte blocks, lookups by
+    ``tbl``), for random forests (NaN, infinities, ties at thresholds; categorical splits where
+    the form takes them), at 16 rows a call (float blocks) and large batches (the levelwise
+    byte program), equal to the reference under qemu."""
+    from silvanforge.testing import random_forest, rows_for
+
+    done = 0
+    for seed in range(40):
+        forest = _symmetric(seed) if rep == "oblivious" else random_forest(seed, max_trees=6, max_depth=7, summed=True)
+        for batch in (16, 4096):
+            try:
+                cf = sf.compile(forest, rep=rep, cpu="neoverse-n1", batch_size=batch, threads=1)
+            except sf.InputError:  # a form this forest does not take (categorical, depth)
+                break
+            X = rows_for(forest, np.random.default_rng(seed), 70)
+            want = reference.predict(forest, X, output_margin=True)
+            kernel = support_qemu.Aarch64Kernel(cf.main.kernel)
+            try:
+                got = kernel.margins(np.ascontiguousarray(X, dtype=cf.main.input_dtype), forest.num_outputs)
+            finally:
+                kernel.close()
+            np.testing.assert_array_equal(got, want.reshape(got.shape), err_msg=f"{rep} seed {seed} batch {batch}")
+            done += 1
+        if done >= 6:
+            break
+    assert done >= 4, done
+
+
+def _symmetric(seed):
+    """A random forest of symmetric trees (every split rule and missing direction), float32."""
+    from silvanforge.ir.hir import Aggregation, Forest, Transform
+    from strategies import oblivious_tree
+
+    rng = np.random.default_rng(seed)
+    trees = [oblivious_tree(rng, int(rng.integers(0, 6)), 4, (0,)) for _ in range(12)]
+    return Forest(trees=trees, num_features=4, num_outputs=1, base_score=np.array([0.25]),
+                  aggregation=Aggregation.SUM, transform=Transform(), threshold_dtype="float32",
+                  accumulate_dtype="float32")

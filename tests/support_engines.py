@@ -4,6 +4,7 @@ none), the workers running this interpreter, the consoles quiet."""
 
 from __future__ import annotations
 
+import atexit
 import os
 import shutil
 import stat
@@ -29,6 +30,7 @@ def java_home() -> str | None:
     modules = release.read_text() if release.exists() else ""
     if VECTOR_MODULE not in modules:
         wrapper = Path(tempfile.mkdtemp(prefix="silvanforge-java-"))
+        atexit.register(shutil.rmtree, wrapper, True)
         (wrapper / "bin").mkdir()
         java = wrapper / "bin" / "java"
         java.write_text("#!/bin/sh\n"

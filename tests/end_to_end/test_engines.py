@@ -82,7 +82,7 @@ def models(frame):
     m = lgb.LGBMRegressor(n_estimators=20, num_leaves=15, min_child_samples=5, verbose=-1).fit(cat, y)
     out["lightgbm"] = (m, cat, m.predict(cat))
     cb_frame = frame[["a", "shade", "c"]]
-    m = catboost.CatBoostRegressor(iterations=15, depth=4, verbose=False, random_seed=0,
+    m = catboost.CatBoostRegressor(iterations=15, depth=4, verbose=False, random_seed=0, allow_writing_files=False,
                                    cat_features=["shade"]).fit(cb_frame, y)
     out["catboost"] = (m, cb_frame, m.predict(cb_frame))
     m = lgb.LGBMClassifier(n_estimators=10, num_leaves=7, verbose=-1).fit(cat, classes)

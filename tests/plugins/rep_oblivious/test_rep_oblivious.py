@@ -201,7 +201,8 @@ def _pruned(tree: Tree, cut: set[int], value: float) -> Tree:
         zero_missing=tree.zero_missing[order],
         leaf_value=np.array([tree.leaf_value[n] if i or n not in cut else [value] * tree.leaf_value.shape[1]
                              for n, i in zip(order, inner)], np.float64),
-        categories={}, node_ids=None if tree.node_ids is None else tree.node_ids[order])
+        categories={}, node_ids=None if tree.node_ids is None else tree.node_ids[order],
+        cover=None if tree.cover is None else tree.cover[order])
 
 
 @pytest.mark.parametrize("loss", ["RMSE", "MultiClass"])

@@ -181,3 +181,17 @@ def errors_in_threads(work, args: list) -> list:
     for t in threads:
         t.join()
     return errors
+
+
+def normal_rows(n: int, features: int, seed: int = 0, nan: float = 0.1) -> np.ndarray:
+    """``n`` rows of standard normal features, a ``nan`` fraction of them missing."""
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, features))
+    X[rng.random(X.shape) < nan] = np.nan
+    return X
+
+
+def labelled(X: np.ndarray, classes: int = 3) -> np.ndarray:
+    """Class labels of rows by quantiles of a score of their first two features (NaN as 0)."""
+    score = np.nan_to_num(X[:, 0]) + 0.5 * np.nan_to_num(X[:, 1])
+    return np.digitize(score, np.quantile(score, np.linspace(0, 1, classes + 1)[1:-1]))

@@ -19,19 +19,8 @@ from silvanforge import reference
 from silvanforge.errors import InputError, UnsupportedModelError
 from silvanforge.ir.hir import Aggregation
 from strategies import forests, rows_for
+from support_common import labelled as _labels, normal_rows as _rows
 from support_common import Draws
-
-
-def _rows(n, features, seed=0, nan=0.1):
-    rng = np.random.default_rng(seed)
-    X = rng.normal(size=(n, features))
-    X[rng.random(X.shape) < nan] = np.nan
-    return X
-
-
-def _labels(X, classes=3):
-    score = np.nan_to_num(X[:, 0]) + 0.5 * np.nan_to_num(X[:, 1])
-    return np.digitize(score, np.quantile(score, np.linspace(0, 1, classes + 1)[1:-1]))
 
 
 def _adds_up(cf, X, contribs):

@@ -40,7 +40,7 @@ __all__ = ["compile", "lower", "show", "load_compiled", "read_artifact_forest", 
 # a model object an installed importer recognises.
 ModelLike = Union[str, "os.PathLike[str]", bytes, hir.Forest, Any]
 
-@in_compile_scope  # (the model's import too: silvanforge.plan.collector)
+@in_compile_scope  # (the model's import too: silvanforge.plan.memo)
 def compile(model: ModelLike, target: str | None = None, rep: str | None = None,
             schedule: Schedule | str | os.PathLike | None = None,
             batch_size: int | None = None, threads: int | None = None,

@@ -2,7 +2,7 @@
 
 :class:`WalkGenerator` turns MIR operations into LIR statements.  Loops and walks (a
 representation's methods give the loads, :mod:`silvanforge.rep`) are here; how rows are read is
-:mod:`silvanforge.lowering.rowreads`, the split decision :mod:`silvanforge.lowering.decision` and the reductions
+:mod:`silvanforge.lowering.splits`, as is the split decision, and the reductions
 :mod:`silvanforge.reduction.lower`: mixins of the generator, whose state they share.
 :func:`lower_to_lir` is the core's lowering (one function per phase, each split over CPU
 threads); a target with its own (:meth:`silvanforge.target.Target.lower`) composes the same
@@ -15,15 +15,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from silvanforge.lowering.decision import SplitDecision
 from silvanforge.errors import ScheduleError
 from silvanforge.ir import hir, lir, mir
 from silvanforge.ir.lir import Assign, Bin, Builder, Cast, Cmp, For, If, Select, Store, Var, While, fold_index, vector_of
+from silvanforge.lowering.splits import RowReads, SplitDecision
 from silvanforge.lowering.walksetup import (MAX_VECTOR_LANES, SPLIT_ROWS, TREE_DEPTH, VECTOR_WALK_DEFAULT, WalkSetup, setup_walks,
                        thread_info, walk_module, walks_exit_early)
 from silvanforge.options import CompileOptions
 from silvanforge.reduction.lower import ReductionLowering
-from silvanforge.lowering.rowreads import RowReads
 from silvanforge.frontend.tiling import lane_order_lut
 
 __all__ = ["WalkGenerator", "lower_to_lir"]

@@ -5,7 +5,7 @@ CPU lowering that drives it, are :mod:`silvanforge.lowering.walkgen`.  The core 
 representation shares: the encoding of a split (threshold in the comparison dtype, a flags
 byte, category bitsets) in :class:`ForestLayout` (:mod:`silvanforge.lowering.layout`), the decision rule
 of the HIR, and the aggregation of margins; the forest's facts the choices here read are
-:mod:`silvanforge.lowering.forest_stats`.  Where a value lives in memory (which buffer, which
+:mod:`silvanforge.lowering.walkcost`.  Where a value lives in memory (which buffer, which
 index, how a child is found) is asked of the representation plugin's class, the contract of
 :mod:`silvanforge.rep`, so one representation serves every target.
 """
@@ -17,7 +17,7 @@ import dataclasses
 import numpy as np
 
 from silvanforge.errors import PluginError, UnsupportedModelError
-from silvanforge.lowering.forest_stats import (LEAF_LOOPS_STEP_RATIO, SPLIT_ROWS_ANY_WIDTH, SPLIT_ROWS_WALK_SHARE, depth_stats,
+from silvanforge.lowering.walkcost import (LEAF_LOOPS_STEP_RATIO, SPLIT_ROWS_ANY_WIDTH, SPLIT_ROWS_WALK_SHARE, depth_stats,
                            split_rows_pay, split_thresholds_exact, walks_exit_early)
 from silvanforge.ir import hir, lir, mir
 from silvanforge.ir.hir import Op
@@ -252,7 +252,7 @@ def walk_module(setup: WalkSetup, functions: list, info: dict) -> lir.Module:
 
 
 __all__ = ["ForestLayout", "TreeLayout", "RepBuffers", "build_layout", "INDEX_DTYPES",
-           # the forest's facts (silvanforge.lowering.forest_stats), where schedule choosers import them
+           # the forest's facts (silvanforge.lowering.walkcost), where schedule choosers import them
            "depth_stats", "walks_exit_early", "split_rows_pay", "LEAF_LOOPS_STEP_RATIO",
            "SPLIT_ROWS_ANY_WIDTH", "SPLIT_ROWS_WALK_SHARE",
            "WalkSetup", "setup_walks", "walk_module", "CompileOptions",

@@ -15,17 +15,27 @@ A scope is per thread; a compile that builds forms on other threads (a pool, or 
 to a background thread: :mod:`silvanforge.plan.lateforms`) hands them its cache (:func:`current`,
 ``compile_scope(cache)``).  Two threads may then compute one value twice, each keeping a
 result equal to the other's: never a wrong one.  While a scope is open the cyclic garbage
-collector runs less often (:mod:`silvanforge.plan.collector`).
+collector runs less often (:func:`relaxed`): a compile allocates hundreds of thousands of small
+objects that live until it ends (LIR expressions, llvmlite's instructions, which point at their
+blocks and back), so the collector's default thresholds (a young collection every 700
+allocations, a full one every hundred of those) traverse them again and again: a third of a
+100-tree model's compile (docs/benchmarks.md, "Measurements behind the defaults").  Relaxed,
+the young generation is collected every 100,000 allocations and the old ones rarely: cycles
+are still collected, later.  The thresholds are the process's, so the outermost of
+overlapping compiles (threads, a background builder) sets them and the last to end puts back
+what it found, unless someone else changed them meanwhile.
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
+import gc
 import threading
 from typing import Any, Callable, Hashable, Iterator
 
-from silvanforge.plan.collector import relaxed
+__all__ = ["compile_scope", "current", "in_compile_scope", "memoised", "COMPILE_THRESHOLDS", "relaxed"]
+
 
 _state = threading.local()
 
@@ -40,7 +50,7 @@ def compile_scope(cache: dict | None = None) -> Iterator[None]:
         return
     _state.cache = {} if cache is None else cache
     try:
-        # (and the garbage collector collects less often: silvanforge.plan.collector)
+        # (and the garbage collector collects less often: relaxed, below)
         with relaxed():
             yield
     finally:
@@ -76,4 +86,29 @@ def memoised(owner: Any, key: Hashable, compute: Callable[[], Any]) -> Any:
     return value
 
 
-__all__ = ["compile_scope", "current", "in_compile_scope", "memoised"]
+# The garbage collector while any compile runs (see the module docstring).
+COMPILE_THRESHOLDS = (100_000, 20, 100)
+
+_lock = threading.Lock()
+_depth = 0
+_saved: tuple | None = None
+
+
+@contextlib.contextmanager
+def relaxed() -> Iterator[None]:
+    """The collector at :data:`COMPILE_THRESHOLDS` while any compile of the process runs."""
+    global _depth, _saved
+    with _lock:
+        if _depth == 0:
+            _saved = gc.get_threshold()
+            gc.set_threshold(*COMPILE_THRESHOLDS)
+        _depth += 1
+    try:
+        yield
+    finally:
+        with _lock:
+            _depth -= 1
+            if _depth == 0:
+                if gc.get_threshold() == COMPILE_THRESHOLDS and _saved is not None:
+                    gc.set_threshold(*_saved)
+                _saved = None

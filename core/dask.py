@@ -21,21 +21,25 @@ import numpy as np
 from silvanforge.artifact.shipped import ShippedModel, compiled_model
 from silvanforge.errors import InputError
 from silvanforge.inputs.rows import frame_columns_match
-from silvanforge.runtime.batches import check_features
+from silvanforge.runtime.batches import PREDICT_OPTIONS, check_features, check_options
 from silvanforge.runtime.threads import check_threads, default_threads
 
 
 def predict(model, data, output_margin: bool = False, threads: int = 1, features=None, **predict_options):
     """``model.predict`` over a ``dask.array`` (2-D, chunked by rows only) or a
     ``dask.dataframe``; returns the same kind of lazy collection: a dask array of the
-    predictions (rows chunked as ``data``), or a dask Series (one output) / DataFrame (one
-    column per output) with ``data``'s index and divisions.  ``features``: the dataframe's
-    columns holding the model's features (default: every column, matched by name as ``predict``
-    matches a frame's); ``predict_options``: ``missing``, as ``predict`` takes it."""
+    predictions (rows chunked as ``data``; a row's matrix of XGBoost's multiclass contributions
+    as two more axes), or a dask Series (one output) / DataFrame (one column per output; a
+    row's matrix flattened, class by class, as LightGBM lays its contributions out) with
+    ``data``'s index and divisions.  ``features``: the dataframe's columns holding the model's
+    features (default: every column, matched by name as ``predict`` matches a frame's);
+    ``predict_options``: ``missing``, ``pred_leaf``, ``per_tree`` and ``pred_contribs``, as
+    ``predict`` takes them."""
     import dask.array as da
 
     cf, key, options = _prepare(model, output_margin, threads, predict_options)
-    dtype, outputs = _result(cf, options)
+    dtype, shape = _result(cf, options)
+    outputs = int(np.prod(shape)) if shape else None
     if isinstance(data, da.Array):
         if features is not None:
             raise InputError("features names dataframe columns; a dask array's columns are the model's features")
@@ -47,6 +51,9 @@ def predict(model, data, output_margin: bool = False, threads: int = 1, features
         if outputs is None:
             return da.map_blocks(_score_block, data, key, options, drop_axis=1, dtype=dtype,
                                  meta=np.empty((0,), dtype))
+        if len(shape) == 2:
+            return da.map_blocks(_score_block, data, key, options, chunks=(data.chunks[0], (shape[0],), (shape[1],)),
+                                 new_axis=2, dtype=dtype, meta=np.empty((0, 0, 0), dtype))
         return da.map_blocks(_score_block, data, key, options, chunks=(data.chunks[0], (outputs,)), dtype=dtype,
                              meta=np.empty((0, 0), dtype))
     if _is_dataframe(data):
@@ -75,9 +82,9 @@ def transform(data, model, features=None, output_col: str = "prediction", thread
     output_margin = predict_options.pop("output_margin", False)
     cf, key, options = _prepare(model, output_margin, threads, predict_options)
     features = check_features(features, cf.forest, list(data.columns))
-    dtype, outputs = _result(cf, options)
+    dtype, shape = _result(cf, options)
     meta = data._meta.copy()
-    meta[output_col] = np.empty(0, dtype) if outputs is None else np.empty(0, object)
+    meta[output_col] = np.empty(0, object) if shape else np.empty(0, dtype)
     return data.map_partitions(_add_column, key, options, features, output_col, meta=meta)
 
 
@@ -86,10 +93,7 @@ def _prepare(model, output_margin: bool, threads: int, predict_options: dict):
     is scored with (checked now, not at compute())."""
     import dask
 
-    unknown = sorted(set(predict_options) - {"missing"})
-    if unknown:
-        raise InputError(f"predict takes no option {', '.join(map(repr, unknown))} "
-                         "(it takes output_margin, threads, missing)")
+    check_options(predict_options, (*PREDICT_OPTIONS, "threads"))
     cf = compiled_model(model)
     threads = min(check_threads(threads), default_threads())
     key = dask.delayed(ShippedModel.of(cf), pure=True, traverse=False)
@@ -97,10 +101,11 @@ def _prepare(model, output_margin: bool, threads: int, predict_options: dict):
 
 
 def _result(cf, options: dict):
-    """The result's dtype and columns (None: one), from one row: transforms may change both (a
-    binary scikit-learn classifier's one margin gives two probabilities, ONNX gives float32)."""
+    """The result's dtype and a row's shape (:func:`~silvanforge.runtime.batches.output_shape`),
+    from one row: transforms may change both (a binary scikit-learn classifier's one margin
+    gives two probabilities, ONNX gives float32; leaf ids are integers)."""
     probe = cf.predict(np.zeros((1, cf.num_features), cf.kernel.input_dtype), **{**options, "threads": 1})
-    return probe.dtype, (None if probe.ndim == 1 else probe.shape[1])
+    return probe.dtype, tuple(probe.shape[1:])
 
 
 def _is_dataframe(data) -> bool:
@@ -117,7 +122,7 @@ def _score_frame(frame, shipped: ShippedModel, options: dict):
     values = shipped.load().predict(frame, **options)
     if values.ndim == 1:
         return pd.Series(values, index=frame.index)
-    return pd.DataFrame(values, index=frame.index)
+    return pd.DataFrame(values.reshape(len(values), -1), index=frame.index)
 
 
 def _add_column(frame, shipped: ShippedModel, options: dict, features: list, output_col: str):

@@ -8,7 +8,9 @@
 
 ``Predictor`` is a callable class, as Ray Data's stateful transforms are: Ray makes one per
 actor, which loads the model once and scores every batch the actor gets, adding the column
-``output_col`` (a number a row for one output; a vector a row for several).  The model argument
+``output_col`` (a number a row for one output; a vector a row for several, or for a row's
+leaves, per-tree values or contributions: ``pred_leaf=True``, ``per_tree=True``,
+``pred_contribs=True``; a matrix a row for XGBoost's multiclass contributions).  The model argument
 travels as Ray pickles constructor arguments (once, through its object store): a compiled model
 as its artifact (compiled once, on the driver; an actor on another CPU rebuilds its code from
 the model inside, with an ``ArtifactWarning`` in that actor's log, and predicts the same), a
@@ -26,7 +28,7 @@ import numpy as np
 
 from silvanforge.artifact.shipped import compiled_model
 from silvanforge.errors import InputError
-from silvanforge.runtime.batches import arrow_values, check_features
+from silvanforge.runtime.batches import PREDICT_OPTIONS, arrow_values, check_features, check_options
 from silvanforge.runtime.threads import check_threads, default_threads
 
 
@@ -39,15 +41,14 @@ class Predictor:
     (default: its feature names; in its order where it has none).  A batch is a pandas
     DataFrame, a pyarrow Table or a dict of NumPy arrays (``batch_format=``), returned as the
     same kind with ``output_col`` added; a column the batch lacks, or one the model does not
-    know, is an ``InputError`` naming it.  ``predict_options``: ``output_margin``, ``missing``
-    as :meth:`CompiledForest.predict` takes them."""
+    know, is an ``InputError`` naming it.  ``predict_options``: ``output_margin``, ``missing``,
+    ``pred_leaf``, ``per_tree`` and ``pred_contribs`` as :meth:`CompiledForest.predict` takes
+    them."""
 
     def __init__(self, model, features=None, output_col: str = "prediction", threads: int | None = None,
                  **predict_options):
-        unknown = sorted(set(predict_options) - {"output_margin", "missing"})
-        if unknown:
-            raise InputError(f"Predictor takes no option {', '.join(map(repr, unknown))} "
-                             "(it takes features, output_col, threads, output_margin, missing)")
+        predict_options = check_options(predict_options, ("features", "output_col", "threads", *PREDICT_OPTIONS),
+                                        "Predictor")
         if not isinstance(output_col, str) or not output_col:
             raise InputError(f"output_col is a column name, got {output_col!r}")
         self.model = compiled_model(model)
@@ -68,7 +69,7 @@ class Predictor:
         if kind == "pyarrow":
             check_features(self.features, self.model.forest, batch.column_names, "the batch")
             values = self._predict(batch.select(self.features))
-            column = arrow_values(values, None if values.ndim == 1 else values.shape[1])
+            column = arrow_values(values)
             if self.output_col in batch.column_names:
                 return batch.set_column(batch.column_names.index(self.output_col), self.output_col, column)
             return batch.append_column(self.output_col, column)

@@ -16,7 +16,9 @@ first task.
 
 Batches reach the model as Arrow arrays (the iterator form of an Arrow UDF; on PySpark before
 4.1, of a pandas UDF), only the feature columns travel to Python, and the output column comes
-back as ``double`` (one output) or ``array<double>`` (one value a class).  A task scores on
+back as ``double`` (one output), ``array<double>`` (one value a class; with ``pred_leaf=True``
+or ``per_tree=True`` one a tree; with ``pred_contribs=True`` one a feature and the bias) or
+``array<array<double>>`` (XGBoost's multiclass contributions: a class, then a feature).  A task scores on
 ``spark.task.cpus`` threads (default 1): Spark already runs a task per core, and more threads
 than the task's cores would take cores from its neighbours.
 """
@@ -29,23 +31,27 @@ import numpy as np
 
 from silvanforge.artifact.shipped import ShippedModel, compiled_model
 from silvanforge.errors import InputError
-from silvanforge.runtime.batches import arrow_values, check_features
+from silvanforge.runtime.batches import PREDICT_OPTIONS as ENGINE_OPTIONS
+from silvanforge.runtime.batches import arrow_values, check_features, check_options, output_shape, spark_type
 from silvanforge.runtime.threads import check_threads, default_threads
 
 # What predict takes besides the rows (threads: at most the task's cores).
-PREDICT_OPTIONS = ("output_margin", "missing", "threads")
+PREDICT_OPTIONS = (*ENGINE_OPTIONS, "threads")
 
 
 def transform(df, model, features=None, output_col: str = "prediction", **predict_options):
     """``df`` with the column ``output_col`` added (or replaced): the model's predictions for
-    each row, ``double`` for one output, ``array<double>`` for several (the classes' values).
+    each row, ``double`` for one output, ``array<double>`` for several (the classes' values),
+    or, with ``pred_leaf``, ``per_tree`` or ``pred_contribs``, that output of each row as
+    ``predict`` gives it (``array<double>``; ``array<array<double>>`` for a matrix a row).
 
     ``features``: the columns holding the model's features, in any order where the model has
     feature names (default: those names), in its order where it has none; categorical columns
     of strings are mapped through the model's categories as ``predict`` maps them.  A column
     ``df`` lacks, or one the model does not know, is an ``InputError`` naming it, raised here
-    (before any job runs).  ``predict_options``: ``output_margin``, ``missing`` and ``threads``
-    as :meth:`CompiledForest.predict` takes them (``threads``: at most the task's cores)."""
+    (before any job runs).  ``predict_options``: ``output_margin``, ``missing``, ``pred_leaf``,
+    ``per_tree``, ``pred_contribs`` and ``threads`` as :meth:`CompiledForest.predict` takes
+    them (``threads``: at most the task's cores)."""
     if not isinstance(output_col, str) or not output_col:
         raise InputError(f"output_col is a column name, got {output_col!r}")
     udf = _predict_udf(model, features, predict_options, df.sparkSession, df.columns)
@@ -63,19 +69,15 @@ def predict_udf(model, features=None, **predict_options) -> "PredictUDF":
 def _predict_udf(model, features, predict_options: dict, spark=None, columns=None) -> "PredictUDF":
     """:func:`predict_udf`, with the session to broadcast in and, from :func:`transform`, the
     DataFrame's columns to check the features against."""
-    predict_options = dict(predict_options)
-    unknown = sorted(set(predict_options) - set(PREDICT_OPTIONS))
-    if unknown:
-        raise InputError(f"predict takes no option {', '.join(map(repr, unknown))} "
-                         f"(it takes {', '.join(PREDICT_OPTIONS)})")
+    predict_options = check_options(predict_options, PREDICT_OPTIONS)
     if predict_options.get("threads") is not None:
         predict_options["threads"] = check_threads(predict_options["threads"])
     cf = compiled_model(model)
     given = features is not None
     features = check_features(features, cf.forest, columns)
-    outputs = _outputs(cf, predict_options)
+    shape = output_shape(cf, predict_options)
     shipped = ShippedModel.of(cf)
-    return PredictUDF(_broadcast(shipped, spark), features, given, cf.forest, outputs, dict(predict_options))
+    return PredictUDF(_broadcast(shipped, spark), features, given, cf.forest, shape, predict_options)
 
 
 class PredictUDF:
@@ -84,10 +86,10 @@ class PredictUDF:
     features by the names given to :func:`predict_udf` (``features=``) where it was given them,
     else by these column names where all are names, else by position in the model's order."""
 
-    def __init__(self, shipped, features: list, given: bool, forest, outputs: int | None, options: dict):
+    def __init__(self, shipped, features: list, given: bool, forest, shape: tuple, options: dict):
         self._shipped, self.features, self._given = shipped, features, given
-        self._forest, self.outputs, self._options = forest, outputs, options
-        self.return_type = "double" if outputs is None else "array<double>"
+        self._forest, self.shape, self._options = forest, shape, options
+        self.return_type = spark_type(shape)
 
     def __call__(self, *cols):
         from pyspark.sql import functions as F
@@ -102,16 +104,7 @@ class PredictUDF:
         else:
             names = check_features(list(cols), self._forest)
         cols = [F.col(c) if isinstance(c, str) else c for c in cols]
-        return _spark_udf(self._shipped, list(names), self._options, self.outputs, self.return_type)(*cols)
-
-
-def _outputs(cf, options: dict) -> int | None:
-    """The values a row gets (None: one, a double), from one row scored here: transforms may
-    change the count (a binary scikit-learn classifier's one margin gives two probabilities).
-    The options are checked on the way (a bad ``missing`` fails here, not in a task)."""
-    probe = cf.predict(np.zeros((1, cf.num_features), cf.kernel.input_dtype),
-                       **{k: v for k, v in options.items() if k != "threads"}, threads=1)
-    return None if probe.ndim == 1 else int(probe.shape[1])
+        return _spark_udf(self._shipped, list(names), self._options, self.return_type)(*cols)
 
 
 def _broadcast(shipped: ShippedModel, spark):
@@ -128,7 +121,7 @@ def _broadcast(shipped: ShippedModel, spark):
     return context.broadcast(shipped) if context is not None else shipped
 
 
-def _spark_udf(shipped, names: list, options: dict, outputs: int | None, return_type: str):
+def _spark_udf(shipped, names: list, options: dict, return_type: str):
     """The iterator-form UDF scoring batches of ``names``' columns: Arrow's where PySpark has it
     (4.1 and later), else pandas'.  Its function is made here, with real type hints, as PySpark
     reads the UDF's kind from them."""
@@ -138,7 +131,7 @@ def _spark_udf(shipped, names: list, options: dict, outputs: int | None, return_
         import pyarrow as pa
 
         def score(batches):
-            return _score_arrow(batches, shipped, names, options, outputs)
+            return _score_arrow(batches, shipped, names, options)
 
         one = len(names) == 1
         score.__annotations__ = {"batches": typing.Iterator[pa.Array] if one else typing.Iterator[typing.Tuple[pa.Array, ...]],
@@ -147,7 +140,7 @@ def _spark_udf(shipped, names: list, options: dict, outputs: int | None, return_
     import pandas as pd
 
     def score_pandas(batches):
-        return _score_pandas(batches, shipped, names, options, outputs)
+        return _score_pandas(batches, shipped, names, options)
 
     one = len(names) == 1
     score_pandas.__annotations__ = {"batches": typing.Iterator[pd.Series] if one else typing.Iterator[typing.Tuple[pd.Series, ...]],
@@ -182,7 +175,7 @@ def _predict(model, rows, options: dict, threads: int) -> np.ndarray:
     return values.astype(np.float64, copy=False)
 
 
-def _score_arrow(batches, shipped, names: list, options: dict, outputs: int | None):
+def _score_arrow(batches, shipped, names: list, options: dict):
     import pyarrow as pa
 
     model = _model(shipped)
@@ -190,10 +183,10 @@ def _score_arrow(batches, shipped, names: list, options: dict, outputs: int | No
     for arrays in batches:
         arrays = [arrays] if isinstance(arrays, (pa.Array, pa.ChunkedArray)) else list(arrays)
         values = _predict(model, pa.Table.from_arrays(arrays, names=names), options, threads)
-        yield arrow_values(values, outputs)
+        yield arrow_values(values)
 
 
-def _score_pandas(batches, shipped, names: list, options: dict, outputs: int | None):
+def _score_pandas(batches, shipped, names: list, options: dict):
     import pandas as pd
 
     model = _model(shipped)
@@ -202,7 +195,10 @@ def _score_pandas(batches, shipped, names: list, options: dict, outputs: int | N
         series = [series] if isinstance(series, pd.Series) else list(series)
         frame = pd.DataFrame(dict(zip(names, series)))
         values = _predict(model, frame, options, threads)
-        yield pd.Series(values) if outputs is None else pd.Series(list(values))
+        if values.ndim > 2:  # (a row's matrix as a list of its rows: Arrow converts no 2-D array)
+            yield pd.Series([list(v) for v in values])
+        else:
+            yield pd.Series(values if values.ndim == 1 else list(values))
 
 
 __all__ = ["transform", "predict_udf", "PredictUDF", "task_threads", "PREDICT_OPTIONS"]

@@ -28,7 +28,7 @@ import xgboost as xgb
 
 import silvanforge as sf
 from silvanforge.artifact import shipped as shipping
-from silvanforge.runtime.batches import arrow_values, check_features
+from silvanforge.runtime.batches import arrow_values, check_features, spark_type
 from support_engines import spark_session, start_ray
 
 ROWS = 1200
@@ -178,11 +178,28 @@ def test_feature_columns_are_checked_and_named(compiled):
 def test_arrow_outputs_are_doubles_or_lists_of_doubles():
     import pyarrow as pa
 
-    flat = arrow_values(np.array([1.0, 2.5]), None)
+    flat = arrow_values(np.array([1.0, 2.5]))
     assert flat.type == pa.float64() and flat.to_pylist() == [1.0, 2.5]
-    listed = arrow_values(np.arange(6.0).reshape(3, 2), 2)
+    listed = arrow_values(np.arange(6.0).reshape(3, 2))
     assert listed.type == pa.list_(pa.float64()) and listed.to_pylist() == [[0, 1], [2, 3], [4, 5]]
-    assert arrow_values(np.empty((0, 3)), 3).to_pylist() == []
+    nested = arrow_values(np.arange(12).reshape(2, 3, 2))  # a matrix a row: XGBoost's multiclass contributions
+    assert nested.type == pa.list_(pa.list_(pa.float64()))
+    assert nested.to_pylist() == np.arange(12.0).reshape(2, 3, 2).tolist()
+    assert arrow_values(np.empty((0, 3))).to_pylist() == [] == arrow_values(np.empty((0, 3, 2))).to_pylist()
+    assert [spark_type(s) for s in ((), (4,), (3, 5))] == ["double", "array<double>", "array<array<double>>"]
+
+
+@pytest.fixture(scope="module")
+def xgb_multiclass(frame):
+    """An XGBoost model of three classes: its contributions are a matrix a row (class, feature)."""
+    numeric = frame[["a", "b", "c", "d"]]
+    classes = np.digitize(_target(frame), np.quantile(_target(frame), [0.33, 0.66]))
+    m = xgb.XGBClassifier(n_estimators=6, max_depth=3, random_state=0).fit(numeric, classes)
+    return m, numeric, sf.compile(m)
+
+
+# each engine passes these on to predict; each output's result equals predict's, row for row
+OUTPUTS = [{"pred_leaf": True}, {"per_tree": True}, {"pred_contribs": True}]
 
 
 def test_the_ray_predictor_scores_each_batch_kind_in_process(models, compiled, frame):
@@ -212,6 +229,30 @@ def test_the_ray_predictor_scores_each_batch_kind_in_process(models, compiled, f
         Predictor(cf, thread=2)
 
 
+def test_the_ray_predictor_gives_leaves_per_tree_values_and_contributions(models, compiled, frame, xgb_multiclass):
+    import pyarrow as pa
+
+    from silvanforge.ray import Predictor
+
+    _, cat, _ = models["lightgbm"]
+    batch = frame[["id", "size", "colour", "b", "a"]]
+    for options in OUTPUTS:
+        p = Predictor(compiled["lightgbm"], output_col="out", **options)
+        want = compiled["lightgbm"].predict(cat, **options)
+        np.testing.assert_array_equal(np.stack(p(batch.copy())["out"].to_numpy()), want, err_msg=str(options))
+        table = p(pa.Table.from_pandas(batch, preserve_index=False))
+        np.testing.assert_array_equal(np.array(table.column("out").to_pylist()), want, err_msg=str(options))
+        arrays = p({c: batch[c].to_numpy() for c in batch.columns})
+        np.testing.assert_array_equal(arrays["out"], want, err_msg=str(options))
+    m, numeric, cf = xgb_multiclass
+    want = cf.predict(numeric, pred_contribs=True)
+    assert want.ndim == 3
+    table = Predictor(cf, pred_contribs=True)(pa.Table.from_pandas(frame[["id", *"abcd"]], preserve_index=False))
+    np.testing.assert_array_equal(np.array(table.column("prediction").to_pylist()), want)
+    with pytest.raises(sf.InputError, match="one of pred_leaf, per_tree and pred_contribs"):
+        Predictor(cf, pred_leaf=True, pred_contribs=True)(frame[list("abcd")])
+
+
 def test_dask_takes_the_same_argument_names(models, compiled, frame):
     dd = pytest.importorskip("dask.dataframe")
     import silvanforge.dask as sfd
@@ -230,6 +271,29 @@ def test_dask_takes_the_same_argument_names(models, compiled, frame):
         sfd.transform(ddf, compiled["lightgbm"], features=["a", "b", "colour", "e"])
     with pytest.raises(sf.InputError, match="no option 'outputmargin'"):
         sfd.predict(compiled["lightgbm"], ddf[["a", "b", "colour", "size"]], outputmargin=True)
+
+
+def test_dask_gives_leaves_and_contributions(models, compiled, frame, xgb_multiclass):
+    da = pytest.importorskip("dask.array")
+    dd = pytest.importorskip("dask.dataframe")
+    import silvanforge.dask as sfd
+
+    _, cat, _ = models["lightgbm"]
+    ddf = dd.from_pandas(frame, npartitions=3)
+    for options in OUTPUTS:
+        scored = sfd.transform(ddf, compiled["lightgbm"], output_col="out", **options).compute(scheduler="sync")
+        np.testing.assert_array_equal(np.stack(scored["out"].to_numpy()), compiled["lightgbm"].predict(cat, **options))
+    m, numeric, cf = xgb_multiclass
+    want = cf.predict(numeric, pred_contribs=True)
+    rows = da.from_array(numeric.to_numpy(), chunks=(500, 4))
+    np.testing.assert_array_equal(sfd.predict(cf, rows, pred_contribs=True).compute(scheduler="sync"), want)
+    # a dataframe's result: a column a value, a row's matrix flattened class by class
+    flat = sfd.predict(cf, ddf[list("abcd")], pred_contribs=True).compute(scheduler="sync")
+    np.testing.assert_array_equal(flat.to_numpy(), want.reshape(len(want), -1))
+    leaves = sfd.predict(cf, ddf[list("abcd")], pred_leaf=True).compute(scheduler="sync")
+    np.testing.assert_array_equal(leaves.to_numpy(), cf.predict(numeric, pred_leaf=True))
+    with pytest.raises(sf.InputError, match="no option 'pred_contrib'"):
+        sfd.predict(cf, rows, pred_contrib=True)
 
 
 # ------------------------------------------------------------------ Spark
@@ -290,6 +354,26 @@ def test_spark_predict_udf_reads_columns_by_name_or_position(spark, models, comp
     np.testing.assert_array_equal(u, unnamed.predict(rows.to_numpy()))
 
 
+def test_spark_gives_leaves_per_tree_values_and_contributions(spark, models, compiled, frame, xgb_multiclass):
+    import silvanforge.spark as sfs
+
+    df = _spark_frame(spark, frame, ["id", "size", "colour", "d", "c", "b", "a"])
+    _, cat, _ = models["lightgbm"]
+    m, numeric, cf = xgb_multiclass
+    names = ["leaf", "tree", "contrib"]
+    scored = df.select("id", *[sfs.predict_udf(compiled["lightgbm"], **o)().alias(n) for n, o in zip(names, OUTPUTS)],
+                       sfs.predict_udf(cf, pred_contribs=True)().alias("matrix"))
+    types = dict(scored.dtypes)
+    assert [types[n] for n in names] == ["array<double>"] * 3 and types["matrix"] == "array<array<double>>"
+    got = dict(zip(names, _collected(scored, *names)))
+    for name, options in zip(names, OUTPUTS):
+        np.testing.assert_array_equal(got[name], compiled["lightgbm"].predict(cat, **options), err_msg=name)
+    matrix = scored.select("id", "matrix").toPandas().sort_values("id")["matrix"]
+    np.testing.assert_array_equal(np.array([np.stack(r) for r in matrix]), cf.predict(numeric, pred_contribs=True))
+    with pytest.raises(sf.InputError, match="one of pred_leaf, per_tree and pred_contribs"):
+        sfs.transform(df, cf, pred_leaf=True, pred_contribs=True)
+
+
 def test_spark_errors_name_the_column_before_any_job(spark, compiled, frame):
     import silvanforge.spark as sfs
 
@@ -339,18 +423,22 @@ def test_spark_workers_on_another_cpu_rebuild_and_stay_exact(spark, compiled, fr
     assert any(rebuilt) and all(len(loads) <= 1 for loads in rebuilt)  # once a process, for all its tasks
 
 
-def test_spark_scores_through_pandas_where_pyspark_has_no_arrow_udf(spark, compiled, frame, monkeypatch):
+def test_spark_scores_through_pandas_where_pyspark_has_no_arrow_udf(spark, compiled, frame, xgb_multiclass, monkeypatch):
     from pyspark.sql import functions as F
 
     import silvanforge.spark as sfs
 
     monkeypatch.delattr(F, "arrow_udf")  # PySpark before 4.1
-    df = _spark_frame(spark, frame, ["id", "size", "colour", "b", "a"])
+    df = _spark_frame(spark, frame, ["id", "size", "colour", "d", "c", "b", "a"])
     scored = sfs.transform(sfs.transform(df, compiled["multiclass"], output_col="m"), compiled["lightgbm"])
+    scored = sfs.transform(scored, xgb_multiclass[2], pred_contribs=True, output_col="matrix")
     m, p = _collected(scored, "m", "prediction")
     cat = _categorical(frame)[["a", "b", "colour", "size"]]
     np.testing.assert_array_equal(m, compiled["multiclass"].predict(cat))
     np.testing.assert_array_equal(p, compiled["lightgbm"].predict(cat))
+    matrix = scored.select("id", "matrix").toPandas().sort_values("id")["matrix"]
+    np.testing.assert_array_equal(np.array([np.stack(r) for r in matrix]),
+                                  xgb_multiclass[2].predict(frame[list("abcd")], pred_contribs=True))
 
 
 # ------------------------------------------------------------------ Ray

@@ -46,6 +46,7 @@ Required methods: :meth:`buffers`, :meth:`root`, :meth:`load_threshold`,
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 
 from collections.abc import Mapping
@@ -64,7 +65,7 @@ __all__ = [
     "Representation", "FieldArrays", "ProgramRepresentation", "ForestLayout", "TreeLayout", "RepBuffers", "Builder", "Bin", "Cast", "Cmp",
     "Select", "Expr", "Forest", "lir", "FLAG_CATEGORICAL", "FLAG_DEFAULT_LEFT", "FLAG_OP_SHIFT",
     "FLAG_ZERO_MISSING", "InputError", "UnsupportedModelError", "options_for", "instance", "cost_of",
-    "called_cost_of", "refusal_of", "price_of",
+    "called_cost_of", "refusal_of", "price_of", "ChosenWalks",
     "weighs_vectors",
     "refusal",
 ]
@@ -349,3 +350,23 @@ def check_class(cls) -> None:
     if missing:
         raise PluginError(f"representation {cls.name!r} ({cls.__qualname__}) does not implement "
                           f"{', '.join(missing)}")
+
+
+@dataclasses.dataclass(frozen=True)
+class ChosenWalks:
+    """The walk representation a compile chose, as the core hands it to the target's default
+    schedule (:meth:`silvanforge.target.Target.default_schedule`): what a schedule may suit to
+    its walks, read from the representation itself rather than looked up again by name."""
+
+    name: str
+    cls: type  # its Representation class
+
+    @property
+    def row_tree_lanes(self) -> int:
+        """Trees a row walks together in a tiny batch (:attr:`Representation.row_tree_lanes`)."""
+        return max(1, int(self.cls.row_tree_lanes))
+
+    def estimate_ns(self, forest: Forest, target_kind: str, batch_size: int | None) -> float | None:
+        """Its estimate, ns a row, for ``forest`` at ``batch_size`` (None where it refuses or
+        does not say): :func:`price_of` with the defaults of its options."""
+        return price_of(self.cls, forest, target_kind, batch_size)[0]

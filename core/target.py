@@ -17,13 +17,15 @@ representations' estimates weigh).
 from __future__ import annotations
 
 import dataclasses
+import functools
+import inspect
 from typing import ClassVar
 
 from silvanforge.errors import InputError, PluginError
 from silvanforge.ir import lir
 from silvanforge.scheduler import canned
 
-__all__ = ["Target", "Vectors", "check_class"]
+__all__ = ["Target", "Vectors", "check_class", "default_schedule_of"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -76,13 +78,15 @@ class Target:
         code (:meth:`lower`, :meth:`source`) must work without it."""
         return True, ""
 
-    def default_schedule(self, forest, batch_size: int | None, options=None):
+    def default_schedule(self, forest, batch_size: int | None, options=None, walks=None):
         """The :class:`silvanforge.scheduler.Schedule` to use when the user gives none, for
         ``forest`` (the HIR forest after the passes) and ``batch_size`` (None: any).
         ``options``: the compile's :class:`silvanforge.options.CompileOptions` (its lowering
-        knobs, such as ``leaf_self_loops``, may change what pays; its ``rep`` is the
-        representation chosen, whose walks the schedule drives), or None when asked outside a
-        compile.  By default the core's canned ``default`` schedule."""
+        knobs, such as ``leaf_self_loops``, may change what pays), or None when asked outside a
+        compile.  ``walks``: the representation chosen, whose walks the schedule drives (a
+        :class:`silvanforge.rep.ChosenWalks`: its class and estimates), or None outside a
+        compile; a target whose method takes no ``walks`` is not given it.  By default the
+        core's canned ``default`` schedule."""
         return canned("default", forest, batch_size)
 
     def lower(self, forest, fn, rep: str, tile_size: int, options):
@@ -175,3 +179,20 @@ def check_class(cls) -> None:
         raise PluginError(f"target {cls.name!r} says it is of kind {cls.kind!r}, not cpu or gpu")
     if cls.compile is Target.compile:
         raise PluginError(f"target {cls.name!r} ({cls.__qualname__}) does not implement compile")
+
+
+def default_schedule_of(target: Target, forest, batch_size: int | None, options, walks):
+    """``target.default_schedule`` of a compile: given the walks chosen where the target's method
+    takes ``walks`` (one written before the core passed it is asked as before)."""
+    if _takes_walks(getattr(target.default_schedule, "__func__", target.default_schedule)):
+        return target.default_schedule(forest, batch_size, options, walks=walks)
+    return target.default_schedule(forest, batch_size, options)
+
+
+@functools.lru_cache(maxsize=None)
+def _takes_walks(method) -> bool:
+    try:
+        params = inspect.signature(method).parameters
+    except (TypeError, ValueError):
+        return False
+    return "walks" in params or any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())

@@ -22,9 +22,10 @@ from silvanforge.lowering.walkgen import lower_to_lir
 from silvanforge.lowering.walksetup import VECTOR_WALK_DEFAULT
 from silvanforge.options import CompileOptions
 from silvanforge.plugins import registry
-from silvanforge.rep import instance, weighs_vectors
+from silvanforge.rep import ChosenWalks, instance, weighs_vectors
 from silvanforge.scheduler import Schedule, lower_to_mir
 from silvanforge.scheduler.canned import peel_groups
+from silvanforge.target import default_schedule_of
 
 
 def hir_passes(model_forest: hir.Forest, pad: bool, reorder: str | None = None,
@@ -104,8 +105,9 @@ def lower_program(model_forest: hir.Forest, opts: CompileOptions, tile_ids: list
     if sched is None and opts.reorder is not None and kind != "gpu":
         # GPU targets keep their own template (it tiles the tree loop); trees stay grouped.
         sched = peel_groups(forest, batch_size, groups=tree_groups(forest, opts.reorder))
-    # The target's default knows the representation chosen (rep=), as it may suit its walks.
-    sched = sched or reg.target(target).default_schedule(forest, batch_size, dataclasses.replace(opts, rep=rep))
+    # The target's default knows the representation chosen, as it may suit its walks.
+    sched = sched or default_schedule_of(reg.target(target), forest, batch_size, dataclasses.replace(opts, rep=rep),
+                                             ChosenWalks(rep, reg.rep_class(rep)))
     mir_fn = lower_to_mir(forest, sched)
     # 5. The LIR, and the options that decided it: every choice filled in (vector_walks as the
     # walks use it, the default where left open, so that it is recorded so).

@@ -32,7 +32,7 @@ class GpuTarget(Target):
         """The :class:`silvanforge_gpu.c_dialect.Dialect` its source is written in."""
         raise NotImplementedError
 
-    def default_schedule(self, forest, batch_size, options=None):
+    def default_schedule(self, forest, batch_size, options=None, walks=None):
         from .template import default_gpu_schedule
 
         return default_gpu_schedule(forest, batch_size)

@@ -33,8 +33,8 @@ class CpuTarget(Target):
             return False, f"llvmlite cannot JIT on this machine: {exc}"
         return True, ""
 
-    def default_schedule(self, forest, batch_size, options=None):
-        return default_schedule(forest, batch_size, options)
+    def default_schedule(self, forest, batch_size, options=None, walks=None):
+        return default_schedule(forest, batch_size, options, walks)
 
     def source(self, module, options=None) -> str:
         from . import codegen
@@ -82,9 +82,10 @@ def silvanforge_targets():
     return [CpuTarget]
 
 
-def default_schedule(forest, batch_size, options=None):
+def default_schedule(forest, batch_size, options=None, walks=None):
     """The CPU's schedule for ``forest`` at ``batch_size`` (None: any), knowing the compile's
-    ``options`` (its representation and lowering knobs) where given."""
+    ``options`` (its lowering knobs and threads) and the representation whose walks it drives
+    (``walks``: a :class:`silvanforge.rep.ChosenWalks`) where given."""
     from silvanforge.frontend.hir_passes import leaf_depth_range
     from silvanforge.lowering.walksetup import split_rows_pay, want_leaf_self_loops
     from silvanforge.scheduler.canned import interleaved, interleaved_trees, split_trees
@@ -94,9 +95,10 @@ def default_schedule(forest, batch_size, options=None):
     # representation's walks gain from it (its ``row_tree_lanes``); a long one-row walk splits
     # its trees over two threads.
     if batch_size is not None and batch_size < 16:
-        if batch_size == 1 and _split_one_row(forest, options):
-            return split_trees(forest, batch_size, lanes=_row_tree_lanes(options))
-        return interleaved_trees(forest, batch_size, lanes=_row_tree_lanes(options))
+        lanes = 1 if walks is None else walks.row_tree_lanes
+        if batch_size == 1 and walks is not None and _split_one_row(forest, options, walks):
+            return split_trees(forest, batch_size, lanes=lanes)
+        return interleaved_trees(forest, batch_size, lanes=lanes)
 
     shallowest, deepest = leaf_depth_range(forest)
     # Wide rows: a walk touches lines all over each row, which no hardware prefetcher follows.
@@ -134,29 +136,17 @@ SPLIT_FOLD_NS = 1.0  # a tree
 SPLIT_FOLD_OUTPUT_NS = 0.25  # a tree's output
 
 
-def _split_one_row(forest, options) -> bool:
-    """Whether a one-row form of ``forest`` splits its trees over threads (split-trees)."""
-    from silvanforge.plugins import registry
+def _split_one_row(forest, options, walks) -> bool:
+    """Whether a one-row form of ``forest`` walked by ``walks`` splits its trees over threads
+    (split-trees)."""
     from silvanforge.runtime.threads import default_threads
 
-    rep = getattr(options, "rep", None)
     threads = getattr(options, "threads", None) or default_threads()
-    if threads < 2 or rep is None or registry().rep_kind(rep) != "walk":
+    if threads < 2:
         return False
-    ns = {name: cost for name, cost, _ in registry().rep_costs(forest, "cpu", 1)}.get(rep)
+    ns = walks.estimate_ns(forest, "cpu", 1)
     fold = forest.num_trees * max(SPLIT_FOLD_NS, SPLIT_FOLD_OUTPUT_NS * forest.num_outputs)
     return ns is not None and ns >= SPLIT_HANDOFF_NS + fold
-
-
-def _row_tree_lanes(options) -> int:
-    """Trees a row walks together in a tiny batch: the chosen walk representation's
-    ``row_tree_lanes`` (1 where none is chosen yet or it builds its own program)."""
-    from silvanforge.plugins import registry
-
-    rep = getattr(options, "rep", None)
-    if rep is None or registry().rep_kind(rep) != "walk":
-        return 1
-    return max(1, int(registry().rep_class(rep).row_tree_lanes))
 
 
 # Rows of one chunk (walked tree by tree) should stay in the L2 cache with room for the tree

@@ -44,13 +44,18 @@ def as_rows(X, forest: Forest, dtype: np.dtype, memory: SchemaMemory | None = No
     hashed = forest.hashed_categories or forest.hashed_combinations
     if type(X) is np.ndarray and not hashed:  # (the common case first: nothing to convert)
         return check_rows(X, forest.num_features, dtype, forest.wider_rows)
+    framed = not hashed and type(X).__module__.split(".", 1)[0] in FRAME_LIBRARIES
+    if framed:  # (the next most common)
+        rows = frame_rows(X, memory if memory is not None else SchemaMemory(forest), dtype)
+        if rows is not None:
+            return rows
     if is_records(X):
         X = records_matrix(X, forest)
     if hashed:
         return _hashed_rows(X, forest, dtype, memory.hashing() if memory is not None else HashedInputs(forest))
     if type(X) is np.ndarray:
         return check_rows(X, forest.num_features, dtype, forest.wider_rows)
-    if type(X).__module__.split(".")[0] in FRAME_LIBRARIES:
+    if not framed and type(X).__module__.split(".")[0] in FRAME_LIBRARIES:
         rows = frame_rows(X, memory if memory is not None else SchemaMemory(forest), dtype)
         if rows is not None:
             return rows

@@ -202,17 +202,7 @@ class CompiledForest:
             if len(shape) == 2 and shape[0] <= SMALL_ROWS and shape[1] == self._num_features:
                 small, splits = small_for[shape[0]]
                 if small is not None:
-                    # Online scoring, a row or a few per call: no thread split, no scratch, no
-                    # checks the conditions above have not made.
-                    if threads is not None and check_threads(threads) == 1 and splits:
-                        values, applied = small(X, not output_margin, 1)  # the trees on this thread
-                    else:
-                        # The kernel applies the transform itself where it can do so exactly.
-                        values, applied = small(X, not output_margin)  # shaped as returned if applied
-                    if output_margin or applied:
-                        return values
-                    margins = values.reshape(-1, 1) if self._flat else values
-                    return transforms.shape_output(self.forest, transforms.apply(self.forest, margins))
+                    return self._small_call(small, splits, X, output_margin, threads)
         # (a frame is on the host: asking it for device attributes looked for columns so named,
         # two thirds of a one-row pandas call)
         if type(X) is not np.ndarray and type(X).__module__.split(".")[0] not in FRAME_LIBRARIES \
@@ -228,15 +218,29 @@ class CompiledForest:
         if small_for is not None and rows.shape[0] <= SMALL_ROWS and rows.dtype is self._small_dtype \
                 and rows.shape[1] == self._num_features and small_for[rows.shape[0]][0] is not None:
             # A few rows that arrived otherwise (a data frame, another dtype, a missing value):
-            # converted, they are online scoring too, and now meet every condition of the lean
-            # path above (so this calls itself once).
-            return self.predict(rows, output_margin, threads=threads)
+            # converted, they are online scoring too, and now meet every condition of the lean path.
+            small, splits = small_for[rows.shape[0]]
+            return self._small_call(small, splits, rows, output_margin, threads)
         form = self._answering(rows.shape[0])
         if form.input_dtype != rows.dtype:
             rows = rows.astype(form.input_dtype)
         margins = form.kernel.margins(rows, self.forest.num_outputs, self.threads if threads is None else threads)
         values = margins if output_margin else transforms.apply(self.forest, margins)
         return transforms.shape_output(self.forest, values)
+
+    def _small_call(self, small, splits: bool, X: np.ndarray, output_margin: bool, threads) -> np.ndarray:
+        """Online scoring, a row or a few per call (``X``: rows the lean path takes, ``small``
+        its function for that many rows): no thread split, no scratch, no checks the caller
+        has not made."""
+        if threads is not None and check_threads(threads) == 1 and splits:
+            values, applied = small(X, not output_margin, 1)  # the trees on this thread
+        else:
+            # The kernel applies the transform itself where it can do so exactly.
+            values, applied = small(X, not output_margin)  # shaped as returned if applied
+        if output_margin or applied:
+            return values
+        margins = values.reshape(-1, 1) if self._flat else values
+        return transforms.shape_output(self.forest, transforms.apply(self.forest, margins))
 
     def _other_output(self, X, pred_leaf: bool, per_tree: bool, pred_contribs: bool, output_margin: bool,
                       missing, threads):

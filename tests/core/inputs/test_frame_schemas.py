@@ -206,9 +206,20 @@ def test_numeric_frames_of_every_kind_equal_the_array(rng):
         expected = cf.predict(rows)
         frame = pd.DataFrame(rows, columns=names)
         shuffled = ["c", "a", "d", "b"]
-        for X_ in (frame, frame[shuffled], frame.astype(np.float32)[shuffled],
-                   pl.from_pandas(frame[shuffled]), pa.Table.from_pandas(frame[shuffled], preserve_index=False)):
+        # (the model reads float32: a float32 frame of one block in its order is read from the
+        # block; a few rows of polars floats as Python values, nulls and NaN alike missing)
+        for X_ in (frame, frame[shuffled], frame.astype(np.float32), frame.astype(np.float32)[shuffled],
+                   pl.from_pandas(frame[shuffled]), pl.from_pandas(frame.astype(np.float32)),
+                   pl.from_pandas(frame[shuffled], nan_to_null=True),
+                   pl.from_pandas(frame.astype(np.float32)[shuffled]).with_columns(pl.col("a").cast(pl.Float64)),
+                   pa.Table.from_pandas(frame[shuffled], preserve_index=False)):
             np.testing.assert_array_equal(cf.predict(X_), expected)
+        # a value given as missing is replaced in a copy: the frame read from its block is unchanged
+        single = frame.astype(np.float32)
+        before = single.to_numpy().copy()
+        np.testing.assert_array_equal(cf.predict(single, missing=float(before[0, 0])),
+                                      cf.predict(np.where(before == before[0, 0], np.nan, before)))
+        np.testing.assert_array_equal(single.to_numpy(), before)
 
 
 def test_schema_memory_is_bounded_and_safe_from_threads(models):

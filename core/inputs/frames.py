@@ -20,6 +20,7 @@ frame this module reads": :mod:`silvanforge.inputs.rows` reads it as before.
 
 from __future__ import annotations
 
+import itertools
 import threading
 from collections import OrderedDict
 
@@ -31,9 +32,11 @@ from silvanforge.ir.hir import Forest
 # The libraries whose frames are read here (host memory: never device arrays).
 FRAME_LIBRARIES = ("pandas", "polars", "pyarrow")
 
-# Rows of a polars frame of floats read as Python values rather than through to_numpy: 1.5 us a
-# row against 5-12 us a call (polars 2.1, 28 columns: 4 rows 4.9 us against 9.0).
+# Rows of a polars frame read as Python values rather than through its own copies: about 1.5 us
+# a row of 28 numbers against 5-12 us a call (polars 2.1: 4 rows 4.9 us against 9.0).
 FEW_POLARS_ROWS = 4
+
+_NUMBER_OR_NULL = frozenset((float, int, type(None)))  # the Python values of a polars number column
 
 # Schemas a compiled model remembers (a service sees a few; a loop over many frames of other
 # schemas costs a plan each, as every call did before).
@@ -282,8 +285,21 @@ class _PolarsPlan:
         self.names, self.labels = names, memory.labels
         self.dtypes = tuple(X.dtypes)
         self.numeric = all(d.is_numeric() for d in self.dtypes) and not memory.labels
-        # (float columns convert exactly through Python floats; integers are left to polars)
-        self.floats = all(d.is_float() for d in self.dtypes)
+        # A few rows are read as Python values (:meth:`_few_rows`) where every feature is a number
+        # column, or a column of labels (Enum, Categorical, String) the model has codes for:
+        # (column, the model's label -> code dict or None) a feature, in the model's order.
+        self.few = []
+        for f, c in enumerate(self.order.tolist()):
+            kind, labels = type(self.dtypes[c]).__name__, memory.labels.get(f)
+            if labels is None and self.dtypes[c].is_numeric() and kind != "Decimal":
+                self.few.append((c, None))
+            elif labels is not None and kind in ("Enum", "Categorical", "String", "Utf8"):
+                self.few.append((c, labels._lookup()))
+            else:
+                self.few = None
+                break
+        self.few_labels = [(f, memory.labels[f], names[self.order[f]]) for f in range(len(self.order))
+                           if self.few is not None and self.few[f][1] is not None]
         self.categorical = {f: _Categorical(f, names[c], memory.labels.get(f)) for f, c in enumerate(self.order)
                             if type(self.dtypes[c]).__name__ in ("Enum", "Categorical")}
         # The plain number columns, read at once: their positions and the features they hold.
@@ -292,13 +308,12 @@ class _PolarsPlan:
         self.plain = ([c for _, c in plain], np.array([f for f, _ in plain], dtype=np.intp)) if plain else None
 
     def rows(self, X, dtype: np.dtype, memory: SchemaMemory) -> np.ndarray:
+        if self.few is not None and X.height <= FEW_POLARS_ROWS:
+            values = self._few_rows(X)
+            if values is not None:
+                return values if values.dtype == dtype else values.astype(dtype)
         if self.numeric:
-            if self.floats and X.height <= FEW_POLARS_ROWS:
-                # A few rows of floats, as Python floats: a copy of polars' own takes 5-17 us
-                # however few rows it holds (nulls read as None: NaN, the missing value).
-                values = np.array(X.rows(), dtype=dtype).reshape(X.height, X.width)
-            else:
-                values = X.to_numpy(order="c")
+            values = X.to_numpy(order="c")
             if values.dtype.kind in "biuf":
                 if not self.identity:
                     values = values.take(self.order, axis=1)
@@ -311,6 +326,41 @@ class _PolarsPlan:
             memory.replace(("polars", self.names), plan)
             return plan._columns(X, dtype)
         return self._columns(X, dtype)
+
+    def _few_rows(self, X) -> np.ndarray | None:
+        """A few rows as Python values (polars' own copies cost 5-17 us a call however few rows,
+        a categorical column's 10 more): (n, features) float64, numbers as they are (through
+        float64, as the column readers convert them; a null is NaN, the missing value), labels
+        through the model's codes (an unseen one missing, or refused where its library refuses
+        it).  None where a value is not of its plan's kind: another schema under these names,
+        read the general way."""
+        raw = X.rows()
+        if not self.few_labels:  # numbers only: converted in one call
+            if not set(map(type, itertools.chain.from_iterable(raw))) <= _NUMBER_OR_NULL:
+                return None
+            values = np.array(raw, dtype=np.float64).reshape(len(raw), -1)  # (a null: None, read as NaN)
+            return values if self.identity else values.take(self.order, axis=1)
+        out = []
+        for row in raw:
+            read = []
+            for c, lookup in self.few:
+                v = row[c]
+                if v is None:
+                    read.append(np.nan)
+                elif lookup is None:
+                    if type(v) is not float and type(v) is not int:
+                        return None
+                    read.append(v)
+                elif type(v) is str:
+                    read.append(lookup.get(v, -1.0))
+                else:
+                    return None
+            out.append(read)
+        values = np.array(out, dtype=np.float64).reshape(len(raw), len(self.few))
+        for f, labels, name in self.few_labels:
+            column = values[:, f]
+            labels.unseen(column, column == -1.0, name)
+        return values
 
     def _columns(self, X, dtype: np.dtype) -> np.ndarray:
         out = np.empty((X.height, len(self.order)), dtype=dtype)

@@ -159,10 +159,11 @@ def test_xgboost_frames_equal_the_array_and_refuse_unseen_categories(models, lib
         raw = _rows(n, seed)
         order = NAMES[::-1]
         np.testing.assert_array_equal(cf.predict(MAKERS[library](raw, order, COLOURS[::-1], kind)), _expected(cf, raw))
-    raw = _rows(30, 3, unseen=True)
-    raw["colour"][0] = "teal"
-    with pytest.raises(InputError, match="column 'colour' has a category the model was not trained with"):
-        cf.predict(MAKERS[library](raw, NAMES, COLOURS + ["teal"], kind))
+    for n in (30, 1):  # (a row of polars: read as Python values)
+        raw = _rows(n, 3, unseen=True)
+        raw["colour"][0] = "teal"
+        with pytest.raises(InputError, match="column 'colour' has a category the model was not trained with"):
+            cf.predict(MAKERS[library](raw, NAMES, COLOURS + ["teal"], kind))
 
 
 def test_same_names_other_dtypes_or_categories_are_read_afresh(models):
@@ -191,6 +192,17 @@ def test_same_names_other_dtypes_or_categories_are_read_afresh(models):
                       np.ndarray)
     for cats in (COLOURS, COLOURS[::-1]):
         np.testing.assert_array_equal(cf.predict(_arrow(raw, NAMES, cats, "dictionary")), expected)
+    # a few polars rows (read as Python values) after the same names held other kinds: a number
+    # column now strings is refused as the general reading refuses it, labels now numbers too
+    few = _rows(2, 6)
+    np.testing.assert_array_equal(cf.predict(_polars(few, NAMES, COLOURS, "strings")), _expected(cf, few))
+    with pytest.raises(InputError, match="column 'age' holds strings"):
+        cf.predict(_polars(few, NAMES, COLOURS, "strings").with_columns(pl.col("age").cast(pl.String)))
+    np.testing.assert_array_equal(cf.predict(_polars(few, NAMES, COLOURS, "strings")), _expected(cf, few))
+    numbers = _polars(few, NAMES, COLOURS, "strings").with_columns(pl.Series("colour", [0.0, 1.0]))
+    for X in (numbers, numbers.to_pandas()):
+        with pytest.raises(InputError, match="column 'colour' holds plain (double|float64) values"):
+            cf.predict(X)
 
 
 def test_numeric_frames_of_every_kind_equal_the_array(rng):

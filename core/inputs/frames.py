@@ -36,6 +36,14 @@ FRAME_LIBRARIES = ("pandas", "polars", "pyarrow")
 # a row of 28 numbers against 5-12 us a call (polars 2.1: 4 rows 4.9 us against 9.0).
 FEW_POLARS_ROWS = 4
 
+# Rows from which polars' to_numpy is asked for column order (it copied 4096 rows of 28 columns
+# in 93 us so, 183 us in row order; 256 rows in 18 against 11).
+POLARS_C_ORDER_ROWS = 2048
+
+# Rows of a pandas block made C-ordered (the lean path for a few rows takes those; larger calls
+# read the block as it lies).
+FEW_ROWS_CONTIGUOUS = 16
+
 _NUMBER_OR_NULL = frozenset((float, int, type(None)))  # the Python values of a polars number column
 
 # Schemas a compiled model remembers (a service sees a few; a loop over many frames of other
@@ -233,8 +241,13 @@ class _PandasPlan:
 
     def rows(self, X, dtype: np.dtype) -> np.ndarray:
         if self.block is not None:
-            # (read only from here on: a row of one is its block's memory, not copied)
-            return np.ascontiguousarray(X._mgr.blocks[self.block].values.T, dtype=dtype)
+            # Read only from here on.  The kernels read rows by their strides, so a large frame's
+            # block is read as it lies (column by column: no copy, as fast on the CPU target);
+            # a few rows are made C-ordered, which the lean path for few rows takes.
+            values = X._mgr.blocks[self.block].values.T
+            if values.shape[0] <= FEW_ROWS_CONTIGUOUS:
+                return np.ascontiguousarray(values, dtype=dtype)
+            return values if values.dtype == dtype else values.astype(dtype)
         if self.order is not None:
             values = X.to_numpy(dtype=self.via)
             if not self.identity:
@@ -313,7 +326,9 @@ class _PolarsPlan:
             if values is not None:
                 return values if values.dtype == dtype else values.astype(dtype)
         if self.numeric:
-            values = X.to_numpy(order="c")
+            # (polars copies its columns side by side: C order transposes them, cheaper below a
+            # few thousand rows, dearer above; the kernels read either by their strides)
+            values = X.to_numpy(order="c" if X.height < POLARS_C_ORDER_ROWS else "fortran")
             if values.dtype.kind in "biuf":
                 if not self.identity:
                     values = values.take(self.order, axis=1)

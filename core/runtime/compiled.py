@@ -312,7 +312,19 @@ class CompiledForest:
         return self.main.show(level)
 
     def plan_text(self) -> str:
-        """The bands and their forms, and which forms are built (never waits for them)."""
+        """The bands and their forms, which forms are built (never waits for them), and which
+        outputs besides predictions are (:meth:`outputs_text`)."""
+        return self._forms_text() + "\n" + self.outputs_text()
+
+    def outputs_text(self) -> str:
+        """Which outputs besides predictions this process has built for the model: each is built
+        at its first request (an artifact or a pickle carries none of them)."""
+        said = [f"{kind}: " + (f"built ({len(model.forms)} programs)" if model is not None else "not built")
+                for kind, model in ((kind, self._outputs.get(kind)) for kind in ("pred_leaf", "per_tree"))]
+        said.append("pred_contribs: " + ("built" if self._contribution_tables is not None else "not built"))
+        return "other outputs (each built at its first request): " + "; ".join(said)
+
+    def _forms_text(self) -> str:
         head = "plan (tuned on this host)" if self.tuning is not None else "plan (untuned: the cost model's)"
         if self.cpu is not None:  # code for a fleet's CPU, not this host's
             head += f", code for cpu {self.cpu}"
@@ -341,6 +353,7 @@ class CompiledForest:
                 **self.options.lowering(), "rep_options": dict(self.options.rep_options),
                 "plan": "; ".join(f"{b.text()} rows: {self.forms[b.form].options.rep}" for b in self.bands),
                 "tuned": self.tuning is not None,
+                "outputs_built": sorted(self._outputs) + (["pred_contribs"] if self._contribution_tables is not None else []),
                 "compile_seconds": round(self.compile_seconds, 3)}
 
     # ---------------------------------------------------------------- saving

@@ -161,10 +161,13 @@ def test_outputs_survive_saving_pickling_and_the_code_cache(tmp_path):
     booster = lgb.train({"num_leaves": 9, "verbose": -1, "num_threads": 1}, lgb.Dataset(X, _labels(X)), 6)
     want = booster.predict(X, pred_leaf=True)
     cf = sf.compile(booster, cache=tmp_path / "cache")
+    assert "pred_leaf: not built; per_tree: not built" in cf.show("plan")
     np.testing.assert_array_equal(cf.predict(X, pred_leaf=True), want)
+    assert "pred_leaf: built" in cf.show("plan") and cf.summary()["outputs_built"] == ["pred_leaf"]
     cf.save(tmp_path / "m.forge")
     for back in (sf.load_compiled(tmp_path / "m.forge", trust_code=True), pickle.loads(pickle.dumps(cf)),
                  sf.compile(booster, cache=tmp_path / "cache")):  # (a hit: the entry the first wrote)
+        assert "pred_leaf: not built" in back.show("plan")  # (built again at its first request)
         np.testing.assert_array_equal(back.predict(X, pred_leaf=True), want)
         np.testing.assert_array_equal(back.predict(X, per_tree=True), cf.predict(X, per_tree=True))
 

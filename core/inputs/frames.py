@@ -27,6 +27,7 @@ from collections import OrderedDict
 import numpy as np
 
 from silvanforge.inputs.columns import CodeTable, Labels, arrow_column, column_order, numbers_as_labels, pandas_column, polars_column
+from silvanforge.inputs.records import record_readers
 from silvanforge.ir.hir import Forest
 
 # The libraries whose frames are read here (host memory: never device arrays).
@@ -62,11 +63,19 @@ class SchemaMemory:
         self._names: dict = {}  # id(pandas columns Index) -> (the Index, its names)
         self._lock = threading.Lock()
         self._hashing = None
+        self._readers = None  # how a record's values are read (silvanforge.inputs.records)
         categories = forest.feature_categories or {}
         self.labels = {f: Labels(v, forest.unseen_category_error) for f, v in categories.items()}
 
     def __len__(self) -> int:
         return len(self._plans)
+
+    def record_readers(self) -> list:
+        """The model's :func:`silvanforge.inputs.records.record_readers`, made on first use."""
+        found = self._readers
+        if found is None:
+            found = self._readers = record_readers(self.forest)
+        return found
 
     def hashing(self):
         """The model's :class:`silvanforge.inputs.hashed_rows.HashedInputs` (models with categories

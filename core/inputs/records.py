@@ -28,15 +28,25 @@ def is_records(X) -> bool:
     return isinstance(X, dict) or (isinstance(X, list) and bool(X) and isinstance(X[0], dict))
 
 
-def records_matrix(X, forest: Forest, name=lambda i: f"record {i}") -> np.ndarray:
+# Records read value by value (one dict lookup a feature) rather than a column at a time: a
+# service's one-row call; beyond this many, the columns' conversions cost less.
+FEW_RECORDS = 8
+
+
+def records_matrix(X, forest: Forest, name=lambda i: f"record {i}", readers: list | None = None) -> np.ndarray:
     """The rows of records ``X`` in the model's feature order: float64, with categorical labels
     as the model's codes; for a model with categories known by hash, the values themselves
-    (an object array, which predict hashes).  ``name(i)``: what messages call record ``i``."""
+    (an object array, which predict hashes).  ``name(i)``: what messages call record ``i``.
+    ``readers``: :func:`record_readers` of the model, where the caller keeps them."""
     records = [X] if isinstance(X, dict) else X
     wanted = forest.feature_names
     if wanted is None:
         raise InputError("records name their features, and the model has no feature names: "
                          "pass the rows as an array in the model's column order")
+    if len(records) <= FEW_RECORDS and not (forest.hashed_categories or forest.hashed_combinations):
+        rows = _few_records(records, readers if readers is not None else record_readers(forest))
+        if rows is not None:
+            return rows
     keys = None
     for i, record in enumerate(records):
         if not isinstance(record, dict):
@@ -66,6 +76,50 @@ def records_matrix(X, forest: Forest, name=lambda i: f"record {i}") -> np.ndarra
             at = next(i for i, v in enumerate(column) if v is bad[0])
             raise InputError(f"{name(at)}: {feature!r} is {bad[0]!r}, not a number (the feature is not categorical)")
         out[:, f] = np.array(column, dtype=np.float64)  # None is NaN
+    return out
+
+
+def record_readers(forest: Forest) -> tuple:
+    """How a record's values are read: the model's feature names in its order, and for each
+    categorical feature (position, the model's label -> code dict, its :class:`Labels`)."""
+    categories = forest.feature_categories or {}
+    labelled = [(f, labels._lookup(), labels) for f, labels in
+                ((f, Labels(categories[f], forest.unseen_category_error)) for f in sorted(categories))]
+    return list(forest.feature_names or ()), labelled
+
+
+_PLAIN = frozenset((float, int, bool, type(None)))  # what a number feature's value may be here
+
+
+def _few_records(records: list, readers: tuple) -> np.ndarray | None:
+    """A few records read value by value: numbers (and booleans) as they are, None missing,
+    labels through the model's codes.  None where anything is not that plain (a missing or
+    extra key, a NaN label, a number for a label, another type): the general reading decides,
+    with its errors."""
+    names, labelled = readers
+    rows, unseen = [], False
+    for record in records:
+        if type(record) is not dict or len(record) != len(names):
+            return None
+        try:
+            values = [record[name] for name in names]
+        except KeyError:  # (a key the model does not have, in place of one it has)
+            return None
+        for f, lookup, _ in labelled:
+            v = values[f]
+            if v is None:
+                continue
+            if type(v) is not str:
+                return None
+            code = values[f] = lookup.get(v, -1.0)
+            unseen = unseen or code == -1.0
+        if not set(map(type, values)) <= _PLAIN:
+            return None
+        rows.append(values)
+    out = np.array(rows, dtype=np.float64).reshape(len(rows), len(names))  # (None: NaN)
+    if unseen:
+        for f, _, labels in labelled:
+            labels.unseen(out[:, f], out[:, f] == -1.0, names[f])
     return out
 
 
@@ -109,4 +163,4 @@ def jsonl_matrix(records: list[dict], lines: list[int], forest: Forest, source: 
         raise InputError(f"{source}: {exc}") from None
 
 
-__all__ = ["JSONL_ENDINGS", "is_jsonl", "is_records", "jsonl_matrix", "read_jsonl", "records_matrix"]
+__all__ = ["JSONL_ENDINGS", "FEW_RECORDS", "is_jsonl", "is_records", "jsonl_matrix", "read_jsonl", "record_readers", "records_matrix"]

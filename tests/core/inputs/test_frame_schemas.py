@@ -207,13 +207,13 @@ def test_same_names_other_dtypes_or_categories_are_read_afresh(models):
 
 def test_numeric_frames_of_every_kind_equal_the_array(rng):
     pl = pytest.importorskip("polars")
-    n = 300
+    n = 1100  # (from 1024 rows an arrow table's columns are read one by one)
     X = rng.normal(size=(n, 4)) * 100
     X[rng.random(X.shape) < 0.1] = np.nan
     names = list("abcd")
     model = xgb.XGBRegressor(n_estimators=10, max_depth=4).fit(pd.DataFrame(X, columns=names), rng.normal(size=n))
     cf = sf.compile(model)
-    for k in (1, 5, 16, 17, n):
+    for k in (1, 5, 16, 17, 300, n):
         rows = X[:k]
         expected = cf.predict(rows)
         frame = pd.DataFrame(rows, columns=names)

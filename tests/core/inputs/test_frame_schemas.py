@@ -280,13 +280,13 @@ def test_records_equal_the_array(models, library):
     np.testing.assert_array_equal(cf.predict(records[3]), expected[3:4])
     np.testing.assert_array_equal(cf.predict({**records[0], "age": int(31)}),
                                   cf.predict({**records[0], "age": 31.0}))
-    # a few records (read value by value) and many (column by column) agree, record by record,
-    # with an unseen label missing or refused as the library does
+    # records agree however many, record by record, with an unseen label missing or refused as
+    # the library does; a NaN label (read the general way, column by column) as None
     raw = _rows(6, 11)
     raw["colour"][1] = "teal"
     few = _records(raw)
     if library == "lightgbm":
-        many = cf.predict(few * 2)[:6]  # (12 records: the general reading)
+        many = cf.predict(few * 2)[:6]
         np.testing.assert_array_equal(many, _expected(cf, raw))
         np.testing.assert_array_equal(cf.predict(few), many)
         for i, record in enumerate(few):
@@ -296,6 +296,8 @@ def test_records_equal_the_array(models, library):
             cf.predict(few)
         np.testing.assert_array_equal(cf.predict(few[2:]), cf.predict(few[2:] * 3)[:4])
     np.testing.assert_array_equal(cf.predict({**few[0], "income": True}), cf.predict({**few[0], "income": 1.0}))
+    np.testing.assert_array_equal(cf.predict([{**few[0], "colour": float("nan")}, few[3]]),
+                                  cf.predict([{**few[0], "colour": None}, few[3]]))
 
 
 def test_bad_records_are_named(models):

@@ -170,12 +170,13 @@ class Shape:
     is one register of values (``bytes`` rows of bins, ``bytes // itemsize`` rows of float
     thresholds), ``interleave`` trees walked side by side, and what its estimate (measured on
     the AVX-512 one) is multiplied by there (``factor``: the float program, ``binned``: the
-    byte program)."""
+    byte program, ``gathered``: the float program picking by gathers)."""
 
     bytes: int = 64
     interleave: int = 4
     factor: float = 1.0
     binned: float = 1.0
+    gathered: float = 1.0
 
 
 # AVX-512 (Zen 4: the estimates' own), with or without VBMI's byte permutes (without, 64-lane
@@ -187,8 +188,11 @@ class Shape:
 # those ratios (benchmarks/forms_by_cpu.py --cpus native,x86-64-v3; docs/benchmarks.md,
 # "AVX2-only CPUs").  NEON and SSE (16-byte registers, no lane permutes: lookups by gather)
 # were not measured (no such CPU here; qemu times nothing): half AVX2's speed is assumed.
-_SHAPES = {"avx512": Shape(), "avx2": Shape(32, 2, 2.0, 1.8), "neon": Shape(16, 2, 4.0, 3.6),
-           "sse": Shape(16, 2, 4.0, 3.6)}
+# Where the float program picks by gathers (more than PICK_COLUMNS columns) its AVX2 code is
+# nearer its AVX-512 self: xgb_epsilon's (100 trees of depth 8, 1,930 columns), 4096 rows,
+# 0.50 M rows/s against 0.61-0.66 M (forms_by_cpu.py, the same run).
+_SHAPES = {"avx512": Shape(), "avx2": Shape(32, 2, 2.0, 1.8, 1.3), "neon": Shape(16, 2, 4.0, 3.6, 2.6),
+           "sse": Shape(16, 2, 4.0, 3.6, 2.6)}
 
 
 def shape(vectors) -> Shape:
@@ -242,7 +246,7 @@ def _levelwise_ns(facts, batch_size: int | None, form: Shape) -> float:
         # Levels 8 and deeper look their nodes up with gathers (tables of 256 entries and more).
         deep = max(0, g.depth - 8)
         ns += len(g.trees) * ((LW_LEVEL_NS + pick) * g.depth + deep * 2 * LW_GATHER_NS + sums)
-    ns *= form.factor
+    ns *= form.factor if U <= PICK_COLUMNS else form.gathered
     if batch_size is None:
         return float(ns)
     if batch_size <= SCALAR_ROWS:

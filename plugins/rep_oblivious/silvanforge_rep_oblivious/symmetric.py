@@ -246,8 +246,13 @@ class SymmetricBins:
 
 
 def bins(facts: Facts) -> SymmetricBins | str:
-    """The forest on byte columns, or why it does not fit them (trees deeper than
-    :data:`BYTE_DEPTH`).  Made once a forest's facts (every cost estimate asks)."""
+    """The forest on byte columns (:mod:`.symmetric_bytes` runs it), or why it does not fit
+    them (trees deeper than :data:`BYTE_DEPTH`).  Each column (a feature and its missing values'
+    direction) becomes a byte column a run of :data:`.binning.MAX_BINS` of its thresholds
+    ``t'``: a value's bin is 1 + its count of the run's thresholds at or below it, a missing
+    value's 0 where missing values go left (below every threshold's bin, 2-255) or 255 where
+    they go right (at or above every one), so ``x' >= t'`` iff ``bin(x) >= rank(t') + 2``.
+    Made once a forest's facts (every cost estimate asks)."""
     if "bytes" not in facts.binned:
         facts.binned["bytes"] = _bins(facts)
     return facts.binned["bytes"]

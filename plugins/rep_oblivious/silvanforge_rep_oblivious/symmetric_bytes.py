@@ -4,15 +4,9 @@ on AVX-512, 32 on AVX2, 16 on NEON and SSE) with the level's threshold bin, wher
 program (:mod:`.codegen`) compares 16 float32 values: a quarter of the compares and loads for
 the leaf indices, which fit a byte (trees of up to 8 levels).  The leaf sums are the float
 program's (two phases, a scalar add a lane); phase one stores the paths as bytes and phase two
-adds each tree's leaf table's first element.
-
-A column of the symmetric facts (a feature and its missing values' direction) becomes one byte
-column a run of :data:`.binning.MAX_BINS` of its thresholds (``t'``, :mod:`.symmetric`): a
-value's bin is 1 + its count of the run's thresholds at or below it, and a missing value's
-0 where missing values go left (below every threshold's bin, 2-255) or 255 where they go right
-(at or above every one).  Trees shallower than their group's depth get leaf tables as deep as
-the group's, each leaf filling every index below it, so their padding levels' bits (column 0,
-bin 255) never matter.
+adds each tree's leaf table's first element.  The byte columns and threshold bins are
+:func:`.symmetric.bins`'s; trees shallower than their group's depth get leaf tables as deep as
+the group's, each leaf filling every index below it, so their padding levels' bits never matter.
 """
 
 from __future__ import annotations
@@ -29,6 +23,7 @@ from .binning import BinColumns
 from .codegen import _Lowering
 from .options import DEFAULT, ObliviousOptions
 from .symmetric import BYTE_DEPTH, Facts, SymmetricBins
+
 
 class ByteLowering(BinColumns, _Lowering):
     """The symmetric program with byte columns, byte thresholds and byte paths (the module

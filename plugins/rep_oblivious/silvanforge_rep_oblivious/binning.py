@@ -49,6 +49,9 @@ class BinColumns:
     ``missing_bin(column)`` (a missing value's bin); the search tables are buffer ``lw_search``."""
 
     search_table_name = "lw_search"
+    # Added to every bin before it is stored as a byte of column_t (u8, or i8 with -128: bins
+    # that signed byte compares order, AVX2 having no unsigned one).
+    bin_bias = 0
 
     def missing_bin(self, column) -> int:
         return 0
@@ -94,9 +97,10 @@ class BinColumns:
                     small = Bin("&", Cmp(">=", x, Builder.const(-ZERO_THRESHOLD, xv_t), mv_t),
                                 Cmp("<=", x, Builder.const(ZERO_THRESHOLD, xv_t), mv_t))
                     missing = Bin("|", missing, small)
-                value = Select(missing, Builder.const(missing_bin, iv_t), Bin("+", idx, Builder.const(1, iv_t)))
+                value = Select(missing, Builder.const(missing_bin + self.bin_bias, iv_t),
+                               Bin("+", idx, Builder.const(1 + self.bin_bias, iv_t)))
                 body.append(Store("ob_x", Bin("+", Bin("+", self.x_base, Bin("*", u, c(L, i64))), c(part * V, i64)),
-                                  Cast(value, lir.vector_type("u8", V))))
+                                  Cast(value, lir.vector_type(self.column_t, V))))
             loops.append(For(u, c(ks[0], i64), c(ks[-1] + 1, i64), 1, body))
         b.emit(self._blocks(span0, loops))
 

@@ -55,6 +55,8 @@ class _Lowering:
     # What the two-phase sums store of a tree's leaf index (:meth:`_stored_index`): i32 indices
     # already offset to the tree's leaf table, or (a subclass's) the path itself.
     index_t = "i32"
+    # A row goes right where ``x right_op t`` (its column's value, the level's threshold).
+    right_op = ">="
 
     def __init__(self, forest: hir.Forest, facts: Facts, lanes: int, options: ObliviousOptions = DEFAULT):
         self.forest, self.facts, self.lanes, self.options = forest, facts, lanes, options
@@ -254,7 +256,7 @@ class _Lowering:
             at = Bin("+", start, c(level, i64))
             x = Load("ob_x", Bin("+", self.x_base, Cast(Load("ob_column", at, i32), i64)), self.x_t)
             thr = self.vector((Load("ob_threshold", at, self.column_t),) * L)
-            body.append(Assign(idx, self._with_bit(idx, Cmp(">=", x, thr, self.mask_t), level)))
+            body.append(Assign(idx, self._with_bit(idx, Cmp(self.right_op, x, thr, self.mask_t), level)))
         return body
 
     def _with_bit(self, idx: Var, right: lir.Expr, level: int) -> lir.Expr:

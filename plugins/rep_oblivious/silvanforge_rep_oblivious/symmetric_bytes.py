@@ -29,14 +29,17 @@ class ByteLowering(BinColumns, _Lowering):
     """The symmetric program with byte columns, byte thresholds and byte paths (the module
     docstring)."""
 
-    index_t = "u8"
+    # Bins less 128 in signed bytes, and ``bin >= t`` as ``bin - 128 > t - 129``: AVX2 has
+    # signed byte compares only (``vpcmpgtb``; unsigned ones took a max and an equality).
+    index_t, bin_bias, right_op = "u8", -128, ">"
 
     def __init__(self, forest: hir.Forest, binning: SymmetricBins, lanes: int, options=DEFAULT, vectors=None):
-        super().__init__(forest, binning.facts, lanes, options)
+        signed = (binning.facts.threshold.astype(np.int16) - 129).astype(np.int8)
+        super().__init__(forest, dataclasses.replace(binning.facts, threshold=signed), lanes, options)
         self.binning, self.thresholds = binning, binning.thresholds
         self.vectors, self.form = vectors, cost.shape(vectors)
-        self.column_t = "u8"
-        self.x_t = lir.vector_type("u8", lanes)
+        self.column_t = "i8"
+        self.x_t = lir.vector_type("i8", lanes)
         self.path_t = "u8"
 
     def missing_bin(self, column) -> int:
@@ -58,7 +61,7 @@ class ByteLowering(BinColumns, _Lowering):
 
     def _columns(self, span0: Var, U: int) -> None:
         # The levels' bits, read from a table once a span (see _with_bit).
-        self.bits = [self.b.local("bit", self.x_t) for _ in range(BYTE_DEPTH)]
+        self.bits = [self.b.local("bit", lir.vector_type(self.path_t, self.lanes)) for _ in range(BYTE_DEPTH)]
         for level, bit in enumerate(self.bits):
             self.b.emit(Assign(bit, self.vector((Load("ob_bits", Builder.const(level, "i64"), "u8"),) * self.lanes)))
         super()._columns(span0, U)

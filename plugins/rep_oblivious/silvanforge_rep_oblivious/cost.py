@@ -189,10 +189,11 @@ class Shape:
 # "AVX2-only CPUs").  NEON and SSE (16-byte registers, no lane permutes: lookups by gather)
 # were not measured (no such CPU here; qemu times nothing): half AVX2's speed is assumed.
 # Where the float program picks by gathers (more than PICK_COLUMNS columns) its AVX2 code is
-# nearer its AVX-512 self: xgb_epsilon's (100 trees of depth 8, 1,930 columns), 4096 rows,
-# 0.50 M rows/s against 0.61-0.66 M (forms_by_cpu.py, the same run).
-_SHAPES = {"avx512": Shape(), "avx2": Shape(32, 2, 2.0, 1.8, 1.3), "neon": Shape(16, 2, 4.0, 3.6, 2.6),
-           "sse": Shape(16, 2, 4.0, 3.6, 2.6)}
+# nearer its AVX-512 self: 1.3x on xgb_epsilon (100 trees of depth 8, 1,930 columns, 4096
+# rows: 0.50 M rows/s against 0.61-0.66 M); 1.46x on 16-row calls of xgb_multiclass_8 (54
+# columns), where it ran 1.14x slower than the sparse walks (forms_by_cpu.py).
+_SHAPES = {"avx512": Shape(), "avx2": Shape(32, 2, 2.0, 1.8, 1.4), "neon": Shape(16, 2, 4.0, 3.6, 2.8),
+           "sse": Shape(16, 2, 4.0, 3.6, 2.8)}
 
 
 def shape(vectors) -> Shape:

@@ -17,8 +17,11 @@ import numpy as np
 
 from silvanforge.ir import lir
 from silvanforge.ir.hir import ZERO_THRESHOLD
-from silvanforge.ir.lir import Assign, Bin, Builder, Cast, Cmp, For, Load, Lookup, Select, Store, Var, Vector
+from silvanforge.ir.lir import Assign, Bin, Builder, Cast, Cmp, For, If, Load, Lookup, Select, Store, Var, Vector
 
+# Rows a group of a block's lanes the sums skip where a call brings none (:data:`.cost.SUM_LANES`):
+# binning skips them too (a 64-row block answering one row bins 16).
+SUM_LANES = 16
 # Thresholds a byte column holds: bins 1-255 (0 is a missing value's bin where they go left;
 # 255 where they go right also compares at or above every threshold's bin, 2-255).
 MAX_BINS = 254
@@ -80,8 +83,11 @@ class BinColumns:
             kinds.setdefault((col.zero_missing, self.missing_bin(col)), []).append(k)
         loops = []
         for (zero_missing, missing_bin), ks in kinds.items():
-            body = []
+            groups: list[tuple[int, list]] = []
             for part in range(L // V):
+                if part * V % SUM_LANES == 0:  # a group of 16 rows: binned where a call has rows there
+                    body = []
+                    groups.append((part * V, body))
                 rows = [Bin("min", Bin("+", self.block0, c(part * V + k, i64)), last) for k in range(V)]
                 body.append(Assign(x, Vector(tuple(
                     Load("rows", Bin("+", Bin("*", r, lir.ROW_STRIDE), Bin("*", feature, lir.COL_STRIDE)), self.thr_t)
@@ -101,7 +107,9 @@ class BinColumns:
                                Bin("+", idx, Builder.const(1 + self.bin_bias, iv_t)))
                 body.append(Store("ob_x", Bin("+", Bin("+", self.x_base, Bin("*", u, c(L, i64))), c(part * V, i64)),
                                   Cast(value, lir.vector_type(self.column_t, V))))
-            loops.append(For(u, c(ks[0], i64), c(ks[-1] + 1, i64), 1, body))
+            stmts = groups[0][1] + [If(Cmp("<", Bin("+", self.block0, c(k0, i64)), lir.ROW_END), part)
+                                    for k0, part in groups[1:]]
+            loops.append(For(u, c(ks[0], i64), c(ks[-1] + 1, i64), 1, stmts))
         b.emit(self._blocks(span0, loops))
 
 

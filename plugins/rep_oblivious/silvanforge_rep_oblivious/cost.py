@@ -90,6 +90,10 @@ def estimate_ns(facts, batch_size: int | None, vectors=None) -> float:
 # AVX-512, 1.3-1.4x on AVX2 code); NEON and SSE not measured (twice AVX2's levels assumed).
 BYTE_LEVEL_NS, BYTE_SUM_NS, BYTES_MIN_ROWS = 0.016, 0.25, 16
 BYTE_LEVEL_FACTORS = {"avx512": 1.0, "avx2": 1.5, "neon": 3.0, "sse": 3.0}
+# What binning a block costs beside AVX-512's permutes where the search trees' deeper levels
+# are gathers: AVX2's 32-row block answering 16-row calls of cb_1000x8 ran 1.1-1.25x slower
+# than the float program, 125 ns a row more (in-process, Zen 4), where this estimate had 70.
+BYTE_BIN_FACTORS = {"avx512": 1.0, "avx2": 2.5, "neon": 2.5, "sse": 2.5}
 # Lanes whose sums run together (:data:`.codegen.SUM_LANES`): a byte block sums only the
 # groups of lanes a call's rows fill.
 SUM_LANES = 16
@@ -98,8 +102,13 @@ SUM_LANES = 16
 def symmetric_binned(facts, batch_size: int | None):
     """The byte columns (:func:`.symmetric.bins`) where the byte program runs calls of
     ``batch_size`` rows (None: large batches), else None: calls of more than BYTES_MIN_ROWS
-    rows, trees of up to :data:`.symmetric.BYTE_DEPTH` levels."""
-    if batch_size is not None and batch_size <= BYTES_MIN_ROWS:
+    rows, trees of up to :data:`.symmetric.BYTE_DEPTH` levels, and forests the plan gives
+    forms by request size: one cheaper a row than :data:`silvanforge.plan.policy.PLAN_MIN_NS`
+    gets one form for every call, where the float program's blocks of 16 answer one- and
+    16-row calls 1.15x faster than the byte program's (cb_300x6, Zen 4)."""
+    from silvanforge.plan.policy import PLAN_MIN_NS
+
+    if batch_size is not None and batch_size <= BYTES_MIN_ROWS or _symmetric_ns(facts, None) < PLAN_MIN_NS:
         return None
     found = symmetric_bins(facts)
     return None if isinstance(found, str) else found
@@ -110,9 +119,10 @@ def symmetric_bytes_ns(binning, batch_size: int | None, vectors=None) -> float:
     in calls of ``batch_size`` rows on ``vectors``' registers (:func:`shape`): a call pays the
     binning and compares of whole blocks, and the sums of whole groups of SUM_LANES lanes."""
     facts, form = binning.facts, shape(vectors)
-    level = BYTE_LEVEL_NS * BYTE_LEVEL_FACTORS.get(getattr(vectors, "isa", "avx512"), 64 / form.bytes)
+    isa = getattr(vectors, "isa", "avx512")
+    level = BYTE_LEVEL_NS * BYTE_LEVEL_FACTORS.get(isa, 64 / form.bytes)
     search = max(1, max((len(v) for v in binning.thresholds), default=0)).bit_length()
-    blocks = (COLUMN_NS + BIN_LEVEL_NS * search) * len(facts.columns)
+    blocks = (COLUMN_NS + BIN_LEVEL_NS * search * BYTE_BIN_FACTORS.get(isa, 2.5)) * len(facts.columns)
     table = 8 * sum(len(g.outputs) * (len(g.trees) << g.depth) for g in facts.groups)
     gather = GATHER_NS if table <= L2_BYTES else GATHER_FAR_NS
     sums = 0.0

@@ -52,7 +52,7 @@ class _Lowering:
     # Trees a block walks side by side (:meth:`_group`); a symmetric tree's levels do not wait
     # on each other, so one at a time.
     interleave = 1
-    # What the two-phase sums store of a tree's leaf index (:meth:`_stored_index`): i32 indices
+    # What the two-phase sums store of a tree's leaf index (:meth:`_stored_leaf`): i32 indices
     # already offset to the tree's leaf table, or (a subclass's) the path itself.
     index_t = "i32"
     # A row goes right where ``x right_op t`` (its column's value, the level's threshold).
@@ -357,7 +357,6 @@ class _Lowering:
                 stores.append(If(Cmp("<", row, lir.ROW_END),
                                  [Store("margins", Bin("+", Bin("*", row, c(C, i64)), o), self.lane(acc, k))]))
         b.emit(self._blocks(span0, stores))
-
 
     def _stored_leaf(self, t: Var, at: lir.Expr, lane: int) -> lir.Expr:
         """Where in ob_leaf lane ``lane``'s leaf of tree ``t`` is, phase one having stored the

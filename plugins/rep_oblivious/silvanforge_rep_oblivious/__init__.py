@@ -22,7 +22,7 @@ from __future__ import annotations
 from silvanforge import hookimpl
 from silvanforge.rep import InputError, ProgramRepresentation
 
-from . import codegen, complete, cost, levelwise, symmetric
+from . import codegen, complete, cost, levelwise, symmetric, symmetric_bytes
 from .options import OPTION_KEYS, ObliviousOptions
 
 NAME = codegen.NAME
@@ -35,7 +35,7 @@ class _LevelForm(ProgramRepresentation):
     option_keys = OPTION_KEYS
     facts = staticmethod(symmetric.recognise)
     estimate = staticmethod(cost.estimate_ns)
-    lower = staticmethod(codegen.lower)
+    lower = staticmethod(symmetric_bytes.lower)
 
     @classmethod
     def check_options(cls, options):
@@ -69,6 +69,16 @@ class _LevelForm(ProgramRepresentation):
 
 class ObliviousForm(_LevelForm):
     name = NAME
+
+    @classmethod
+    def cost_called(cls, forest, target_kind, lowered_for, rows, options=None, vectors=None):
+        """The byte program (a register of rows a block: 64 on AVX-512) lowered for
+        ``lowered_for`` rows answering ``rows``: its whole blocks' cost (:func:`.cost.symmetric_bytes_ns`)."""
+        facts = cls.facts(forest)
+        binning = None if isinstance(facts, str) else cost.symmetric_binned(facts, lowered_for)
+        if binning is None:
+            return cls.cost(forest, target_kind, rows, options, vectors)
+        return cost.symmetric_bytes_ns(binning, rows, vectors)
 
 
 class LevelwiseForm(_LevelForm):

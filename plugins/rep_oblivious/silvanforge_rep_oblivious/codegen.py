@@ -43,7 +43,7 @@ GATHERS = True
 # chunks whose leaf tables stay in L1 (the oblivious_chunk_bytes option, :mod:`.options`).
 SCALAR_SUMS = True
 # Lanes whose sums run together (a register accumulator each).
-SUM_LANES = 16
+SUM_LANES = cost.SUM_LANES
 
 
 class _Lowering:
@@ -52,6 +52,11 @@ class _Lowering:
     # Trees a block walks side by side (:meth:`_group`); a symmetric tree's levels do not wait
     # on each other, so one at a time.
     interleave = 1
+    # What the two-phase sums store of a tree's leaf index (:meth:`_stored_leaf`): i32 indices
+    # already offset to the tree's leaf table, or (a subclass's) the path itself.
+    index_t = "i32"
+    # A row goes right where ``x right_op t`` (its column's value, the level's threshold).
+    right_op = ">="
 
     def __init__(self, forest: hir.Forest, facts: Facts, lanes: int, options: ObliviousOptions = DEFAULT):
         self.forest, self.facts, self.lanes, self.options = forest, facts, lanes, options
@@ -190,12 +195,17 @@ class _Lowering:
             self.level_base.append(at - int(self.first[g]) * D)
             at += column.size
         b.buffer("ob_column", np.concatenate(cols).astype(np.int32))
-        b.buffer("ob_threshold", np.concatenate(thrs).astype(self.forest.threshold_dtype))
-        leaves, base = leaf_table(self.forest, facts, self.forest.accumulate_dtype)
+        b.buffer("ob_threshold", np.concatenate(thrs).astype(lir.LIR_TO_NUMPY[self.column_t]))
+        leaves, base = leaf_table(self.forest, self._leaf_facts(), self.forest.accumulate_dtype)
         b.buffer("ob_leaf", leaves)
         b.buffer("ob_leaf_base", base[order].astype(np.int32))
         b.buffer("ob_base", np.asarray(self.forest.base_score, dtype=self.forest.accumulate_dtype))
         b.buffer("ob_feature", np.array([col.feature for col in facts.columns] or [0], np.int32))
+
+    def _leaf_facts(self) -> Facts:
+        """The facts whose depths the leaf tables have: each tree's own (levels past it
+        compare false, leaving their bits 0)."""
+        return self.facts
 
     def _blocks(self, span0: Var, body: list) -> For:
         """``body`` for each block of the span (``ob_b``: the block's first row)."""
@@ -245,10 +255,13 @@ class _Lowering:
         for level in range(group.depth):
             at = Bin("+", start, c(level, i64))
             x = Load("ob_x", Bin("+", self.x_base, Cast(Load("ob_column", at, i32), i64)), self.x_t)
-            thr = self.vector((Load("ob_threshold", at, self.thr_t),) * L)
-            body.append(Assign(idx, Select(Cmp(">=", x, thr, self.mask_t),
-                                           Bin("|", idx, self.splat(1 << level, i32)), idx)))
+            thr = self.vector((Load("ob_threshold", at, self.column_t),) * L)
+            body.append(Assign(idx, self._with_bit(idx, Cmp(self.right_op, x, thr, self.mask_t), level)))
         return body
+
+    def _with_bit(self, idx: Var, right: lir.Expr, level: int) -> lir.Expr:
+        """``idx`` with bit ``level`` set in the lanes going ``right`` (a masked OR on AVX-512)."""
+        return Select(right, Bin("|", idx, self.splat(1 << level, self.path_t)), idx)
 
     def _group(self, g: int | Var, group, span0: Var) -> None:
         """The group's trees, in model order, a chunk of trees at a time over the span's blocks
@@ -274,7 +287,7 @@ class _Lowering:
         t, chunk = Var(f"ob_t{name}", i64), Var(f"ob_c{name}", i64)
         two_phase = SCALAR_SUMS and L > 1 and K == 1
         if two_phase and "ob_idx" not in self.buffers:
-            self.buffers["ob_idx"] = Buffer("ob_idx", i32, "local", size=self.chunk * L)
+            self.buffers["ob_idx"] = Buffer("ob_idx", self.index_t, "local", size=self.chunk * L)
         if two_phase:
             lanes = [b.local("accl", self.acc_t) for _ in range(L)]
         else:
@@ -289,6 +302,9 @@ class _Lowering:
             body = [Assign(idx, self.splat(0, self.path_t)) for idx in idxs]
             body += [s for step in zip(*levels) for s in step]
             for tt, idx in zip(ts, idxs):
+                if two_phase and self.index_t != i32:
+                    body.append(Store("ob_idx", Bin("*", Bin("-", tt, chunk), c(L, i64)), idx))
+                    continue
                 leaf = b.local("leaf", self.idx_t)
                 first = self.vector((Load("ob_leaf_base", tt, i32),) * L)
                 if self.path_t != i32:
@@ -319,11 +335,14 @@ class _Lowering:
             block = list(walks)
             for k0 in range(0, L, SUM_LANES):
                 ks = range(k0, min(L, k0 + SUM_LANES))
-                sums = [Assign(lanes[k], Bin("+", lanes[k], Load("ob_leaf", Cast(Load(
-                    "ob_idx", Bin("+", at_idx, c(k, i64)), i32), i64), self.acc_t))) for k in ks]
+                sums = [Assign(lanes[k], Bin("+", lanes[k], Load("ob_leaf", self._stored_leaf(t, at_idx, k), self.acc_t)))
+                        for k in ks]
                 load = [Assign(lanes[k], Load("ob_acc", Bin("+", acc_index(0), c(k, i64)), self.acc_t)) for k in ks]
                 save = [Store("ob_acc", Bin("+", acc_index(0), c(k, i64)), lanes[k]) for k in ks]
-                block += load + [For(t, chunk, stop, 1, sums)] + save
+                part = load + [For(t, chunk, stop, 1, sums)] + save
+                # A block wider than SUM_LANES sums only the lanes a call's rows fill (64-row
+                # byte blocks answering 17-63 rows).
+                block += part if k0 == 0 else [If(Cmp("<", Bin("+", self.block0, c(k0, i64)), lir.ROW_END), part)]
         else:
             load = [Assign(acc, Load("ob_acc", acc_index(j), self.acc_v)) for j, acc in enumerate(accs)]
             save = [Store("ob_acc", acc_index(j), acc) for j, acc in enumerate(accs)]
@@ -338,6 +357,11 @@ class _Lowering:
                 stores.append(If(Cmp("<", row, lir.ROW_END),
                                  [Store("margins", Bin("+", Bin("*", row, c(C, i64)), o), self.lane(acc, k))]))
         b.emit(self._blocks(span0, stores))
+
+    def _stored_leaf(self, t: Var, at: lir.Expr, lane: int) -> lir.Expr:
+        """Where in ob_leaf lane ``lane``'s leaf of tree ``t`` is, phase one having stored the
+        tree's leaf indices from ``at`` of ob_idx."""
+        return Cast(Load("ob_idx", Bin("+", at, Builder.const(lane, "i64")), "i32"), "i64")
 
 
 def lower(forest: hir.Forest, facts: Facts, batch_size: int | None = None, lanes: int | None = None,

@@ -10,7 +10,7 @@ import numpy as np
 from silvanforge.ir import hir
 
 from .complete import bins
-from .symmetric import alike_groups
+from .symmetric import alike_groups, bins as symmetric_bins
 from .options import DEFAULT, ObliviousOptions
 
 # Rows a block: one 512-bit vector of float32 values (two of float64 ones) a level's compare.
@@ -75,8 +75,67 @@ def estimate_ns(facts, batch_size: int | None, vectors=None) -> float:
     """Estimated ns a row of the program for ``facts`` (:class:`.symmetric.Facts`) in calls of
     ``batch_size`` rows (None: large batches) on the vector unit ``vectors``
     (:data:`SYMMETRIC_FACTORS`)."""
+    binning = symmetric_binned(facts, batch_size)
+    if binning is not None:
+        return symmetric_bytes_ns(binning, batch_size, vectors)
     factor = SYMMETRIC_FACTORS.get(getattr(vectors, "isa", "avx512"), SYMMETRIC_FACTORS["neon"])
     return factor * _symmetric_ns(facts, batch_size)
+
+
+# The symmetric program on bytes (:mod:`.symmetric_bytes`), taken for calls of more than
+# BYTES_MIN_ROWS rows: a level's compare for a register of byte bins, ns a row on AVX-512 (64
+# rows a register), what its levels cost on narrower registers, and a single-output tree's
+# leaf added a lane (the indices read a word of four at a time).  Measured on Zen 4 against
+# the float program, in-process, 1 thread, 4096 rows (cb_1000x8: 1.4-1.7x its speed on
+# AVX-512, 1.3-1.4x on AVX2 code); NEON and SSE not measured (twice AVX2's levels assumed).
+BYTE_LEVEL_NS, BYTE_SUM_NS, BYTES_MIN_ROWS = 0.016, 0.25, 16
+BYTE_LEVEL_FACTORS = {"avx512": 1.0, "avx2": 1.5, "neon": 3.0, "sse": 3.0}
+# What binning a block costs beside AVX-512's permutes where the search trees' deeper levels
+# are gathers: AVX2's 32-row block answering 16-row calls of cb_1000x8 ran 1.1-1.25x slower
+# than the float program, 125 ns a row more (in-process, Zen 4), where this estimate had 70.
+BYTE_BIN_FACTORS = {"avx512": 1.0, "avx2": 2.5, "neon": 2.5, "sse": 2.5}
+# Lanes whose sums run together (:data:`.codegen.SUM_LANES`): a byte block sums only the
+# groups of lanes a call's rows fill.
+SUM_LANES = 16
+
+
+def symmetric_binned(facts, batch_size: int | None):
+    """The byte columns (:func:`.symmetric.bins`) where the byte program runs calls of
+    ``batch_size`` rows (None: large batches), else None: calls of more than BYTES_MIN_ROWS
+    rows, trees of up to :data:`.symmetric.BYTE_DEPTH` levels, and forests the plan gives
+    forms by request size: one cheaper a row than :data:`silvanforge.plan.policy.PLAN_MIN_NS`
+    gets one form for every call, where the float program's blocks of 16 answer one- and
+    16-row calls 1.15x faster than the byte program's (cb_300x6, Zen 4)."""
+    from silvanforge.plan.policy import PLAN_MIN_NS
+
+    if batch_size is not None and batch_size <= BYTES_MIN_ROWS or _symmetric_ns(facts, None) < PLAN_MIN_NS:
+        return None
+    found = symmetric_bins(facts)
+    return None if isinstance(found, str) else found
+
+
+def symmetric_bytes_ns(binning, batch_size: int | None, vectors=None) -> float:
+    """Estimated ns a row of the byte program for ``binning`` (:class:`.symmetric.SymmetricBins`)
+    in calls of ``batch_size`` rows on ``vectors``' registers (:func:`shape`): a call pays the
+    binning and compares of whole blocks, and the sums of whole groups of SUM_LANES lanes."""
+    facts, form = binning.facts, shape(vectors)
+    isa = getattr(vectors, "isa", "avx512")
+    level = BYTE_LEVEL_NS * BYTE_LEVEL_FACTORS.get(isa, 64 / form.bytes)
+    search = max(1, max((len(v) for v in binning.thresholds), default=0)).bit_length()
+    blocks = (COLUMN_NS + BIN_LEVEL_NS * search * BYTE_BIN_FACTORS.get(isa, 2.5)) * len(facts.columns)
+    table = 8 * sum(len(g.outputs) * (len(g.trees) << g.depth) for g in facts.groups)
+    gather = GATHER_NS if table <= L2_BYTES else GATHER_FAR_NS
+    sums = 0.0
+    for g in facts.groups:
+        blocks += len(g.trees) * level * g.depth
+        if len(g.outputs) == 1:
+            sums += len(g.trees) * BYTE_SUM_NS
+        else:  # gathers of whole blocks
+            blocks += len(g.trees) * gather * len(g.outputs)
+    if batch_size is None:
+        return float(blocks + sums)
+    return float(blocks * -(-batch_size // form.bytes) * form.bytes / batch_size
+                 + sums * -(-batch_size // SUM_LANES) * SUM_LANES / batch_size)
 
 
 def _symmetric_ns(facts, batch_size: int | None) -> float:
@@ -121,12 +180,13 @@ class Shape:
     is one register of values (``bytes`` rows of bins, ``bytes // itemsize`` rows of float
     thresholds), ``interleave`` trees walked side by side, and what its estimate (measured on
     the AVX-512 one) is multiplied by there (``factor``: the float program, ``binned``: the
-    byte program)."""
+    byte program, ``gathered``: the float program picking by gathers)."""
 
     bytes: int = 64
     interleave: int = 4
     factor: float = 1.0
     binned: float = 1.0
+    gathered: float = 1.0
 
 
 # AVX-512 (Zen 4: the estimates' own), with or without VBMI's byte permutes (without, 64-lane
@@ -138,8 +198,12 @@ class Shape:
 # those ratios (benchmarks/forms_by_cpu.py --cpus native,x86-64-v3; docs/benchmarks.md,
 # "AVX2-only CPUs").  NEON and SSE (16-byte registers, no lane permutes: lookups by gather)
 # were not measured (no such CPU here; qemu times nothing): half AVX2's speed is assumed.
-_SHAPES = {"avx512": Shape(), "avx2": Shape(32, 2, 2.0, 1.8), "neon": Shape(16, 2, 4.0, 3.6),
-           "sse": Shape(16, 2, 4.0, 3.6)}
+# Where the float program picks by gathers (more than PICK_COLUMNS columns) its AVX2 code is
+# nearer its AVX-512 self: 1.3x on xgb_epsilon (100 trees of depth 8, 1,930 columns, 4096
+# rows: 0.50 M rows/s against 0.61-0.66 M); 1.46x on 16-row calls of xgb_multiclass_8 (54
+# columns), where it ran 1.14x slower than the sparse walks (forms_by_cpu.py).
+_SHAPES = {"avx512": Shape(), "avx2": Shape(32, 2, 2.0, 1.8, 1.4), "neon": Shape(16, 2, 4.0, 3.6, 2.8),
+           "sse": Shape(16, 2, 4.0, 3.6, 2.8)}
 
 
 def shape(vectors) -> Shape:
@@ -193,7 +257,7 @@ def _levelwise_ns(facts, batch_size: int | None, form: Shape) -> float:
         # Levels 8 and deeper look their nodes up with gathers (tables of 256 entries and more).
         deep = max(0, g.depth - 8)
         ns += len(g.trees) * ((LW_LEVEL_NS + pick) * g.depth + deep * 2 * LW_GATHER_NS + sums)
-    ns *= form.factor
+    ns *= form.factor if U <= PICK_COLUMNS else form.gathered
     if batch_size is None:
         return float(ns)
     if batch_size <= SCALAR_ROWS:

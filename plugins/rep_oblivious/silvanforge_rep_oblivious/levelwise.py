@@ -20,10 +20,10 @@ import dataclasses
 import numpy as np
 
 from silvanforge.ir import lir
-from silvanforge.ir.hir import ZERO_THRESHOLD
-from silvanforge.ir.lir import Assign, Bin, Builder, Cast, Cmp, For, Gather, Load, Lookup, Select, Store, Var, Vector
+from silvanforge.ir.lir import Assign, Bin, Builder, Cast, Cmp, Gather, Load, Lookup, Select, Var, Vector
 
 from . import cost
+from .binning import BinColumns
 from .codegen import _Lowering
 from .complete import NAN_RIGHT, LevelFacts
 from .options import DEFAULT
@@ -182,18 +182,12 @@ class LevelLowering(_Lowering):
         return body
 
 
-class BinnedLowering(LevelLowering):
+class BinnedLowering(BinColumns, LevelLowering):
     """The levelwise program on bytes: a block of 64 rows, each column's values replaced by
-    their bins (:func:`.complete.bins`: 1 + the count of the column's thresholds at or below the
+    their bins (:mod:`.binning`: 1 + the count of the column's thresholds at or below the
     value, 0 missing), each node's threshold by its bin, so a level compares 64 lanes of bytes
     where the float program compares 16 of float32: the lookups (``vpermb``/``vpermi2b``), the
-    column picks and the compares each cover four times the rows.
-
-    A value's bin is found by the same walk, once a block and column: the column's sorted
-    thresholds as a complete search tree (node ``p`` of level ``d`` holds threshold
-    ``(2p + 1) 2**(D - 1 - d) - 1``, NaN past the last), a vector of values at a time (16
-    float32, 8 float64), whose path after ``D`` levels, read most significant level first, is
-    the count."""
+    column picks and the compares each cover four times the rows."""
 
     entry_table, entry_t, flag = "lw_entry8", "u8", 0x80
     thr_table = "lw_bin8"
@@ -205,67 +199,16 @@ class BinnedLowering(LevelLowering):
         self.column_t = "u8"
         self.x_t = lir.vector_type("u8", lanes)
         self.path_t = "u8"
-        self.search_depth = max(1, max((len(v) for v in self.thresholds), default=0)).bit_length()
 
     def _level_tables(self) -> None:
         column = self.facts.column & (NAN_RIGHT - 1)
         flag = np.where(self.facts.column & NAN_RIGHT, 0x80, 0)
         self._per_tree("lw_entry8", (column | flag).astype(np.uint8))
         self._per_tree("lw_bin8", self.tbin)
-        D = self.search_depth
-        tables = np.full((max(1, len(self.thresholds)), (1 << D) - 1), np.nan, self.forest.threshold_dtype)
-        for u, values in enumerate(self.thresholds):
-            for d in range(D):
-                p = np.arange(1 << d)
-                k = (2 * p + 1) * (1 << (D - 1 - d)) - 1
-                inside = k < len(values)
-                tables[u, (1 << d) - 1 + p[inside]] = values[k[inside]]
-        self.b.buffer("lw_search", np.concatenate([tables.reshape(-1), np.zeros(64, tables.dtype)]))
+        self._search_buffer()
 
     def _missing(self, x: lir.Expr) -> lir.Expr:
         return Cmp("==", x, self.splat(0, "u8"), self.mask_t)
-
-    def _columns(self, span0: Var, U: int) -> None:
-        """The span's columns as bins, block by block: 16 rows at a time, each column's bins
-        found by walking its search tree (a loop a kind of column, as the float program's)."""
-        b, c, i64, i32, L = self.b, Builder.const, "i64", "i32", self.lanes
-        # A register of values a step of the search (AVX-512: 16 float32; AVX2: 8).
-        V, D = self.form.bytes // np.dtype(self.forest.threshold_dtype).itemsize, self.search_depth
-        self.block0 = Var("ob_b", i64)
-        self.x_base = Bin("*", Bin("-", self.block0, span0), c(U, i64))
-        self.acc_at = Bin("-", self.block0, span0)
-        last = Bin("-", lir.ROW_END, c(1, i64))
-        u = Var("ob_u", i64)
-        feature = Cast(Load("ob_feature", u, i32), i64)
-        xv_t, mv_t, iv_t = lir.vector_type(self.thr_t, V), lir.vector_type("i1", V), lir.vector_type(i32, V)
-        x, idx = b.local("xs", xv_t), b.local("bin", iv_t)
-        kinds: dict[bool, list[int]] = {}
-        for k, col in enumerate(self.facts.columns):
-            kinds.setdefault(col.zero_missing, []).append(k)
-        loops = []
-        for zero_missing, ks in kinds.items():
-            body = []
-            for part in range(L // V):
-                rows = [Bin("min", Bin("+", self.block0, c(part * V + k, i64)), last) for k in range(V)]
-                body.append(Assign(x, Vector(tuple(
-                    Load("rows", Bin("+", Bin("*", r, lir.ROW_STRIDE), Bin("*", feature, lir.COL_STRIDE)), self.thr_t)
-                    for r in rows))))
-                body.append(Assign(idx, Builder.const(0, iv_t)))
-                base = Bin("*", u, c((1 << D) - 1, i64))
-                for d in range(D):
-                    t = Lookup("lw_search", Bin("+", base, c((1 << d) - 1, i64)), idx, 1 << d, xv_t)
-                    step = Select(Cmp(">=", x, t, mv_t), Builder.const(1, iv_t), Builder.const(0, iv_t))
-                    body.append(Assign(idx, Bin("+", Bin("+", idx, idx), step)))
-                missing = lir.IsNan(x, mv_t)
-                if zero_missing:
-                    small = Bin("&", Cmp(">=", x, Builder.const(-ZERO_THRESHOLD, xv_t), mv_t),
-                                Cmp("<=", x, Builder.const(ZERO_THRESHOLD, xv_t), mv_t))
-                    missing = Bin("|", missing, small)
-                value = Select(missing, Builder.const(0, iv_t), Bin("+", idx, Builder.const(1, iv_t)))
-                body.append(Store("ob_x", Bin("+", Bin("+", self.x_base, Bin("*", u, c(L, i64))), c(part * V, i64)),
-                                  Cast(value, lir.vector_type("u8", V))))
-            loops.append(For(u, c(ks[0], i64), c(ks[-1] + 1, i64), 1, body))
-        b.emit(self._blocks(span0, loops))
 
 
 def lower(forest, facts: LevelFacts, batch_size: int | None = None, lanes: int | None = None,

@@ -27,6 +27,8 @@ from silvanforge.ir import hir
 from silvanforge.ir.hir import Aggregation, Op
 from silvanforge.plan.memo import memoised
 
+from .binning import MAX_BINS
+
 
 @dataclasses.dataclass(frozen=True)
 class Column:
@@ -59,6 +61,7 @@ class Facts:
     threshold: np.ndarray  # (trees, max depth) in the comparison dtype, NaN past a tree's depth
     columns: list[Column]
     groups: list[Group]
+    binned: dict = dataclasses.field(default_factory=dict)  # bins() (memo: every estimate asks)
 
     @property
     def num_trees(self) -> int:
@@ -227,6 +230,59 @@ def _facts(forest, depth, per_level, feature, threshold, op, nan_left, zero, gro
     for g in groups:
         g.depth = int(depth[g.trees].max())
     return Facts(depth, column, thr, list(index), groups)
+
+
+# Deepest trees on byte columns: a leaf index is a byte.
+BYTE_DEPTH = 8
+
+
+@dataclasses.dataclass
+class SymmetricBins:
+    """A symmetric forest's facts on byte columns (:func:`bins`): ``facts.column`` names byte
+    columns, ``facts.threshold`` holds each level's threshold bin (uint8)."""
+
+    facts: Facts
+    thresholds: list[np.ndarray]  # each byte column's thresholds, sorted
+
+
+def bins(facts: Facts) -> SymmetricBins | str:
+    """The forest on byte columns (:mod:`.symmetric_bytes` runs it), or why it does not fit
+    them (trees deeper than :data:`BYTE_DEPTH`).  Each column (a feature and its missing values'
+    direction) becomes a byte column a run of :data:`.binning.MAX_BINS` of its thresholds
+    ``t'``: a value's bin is 1 + its count of the run's thresholds at or below it, a missing
+    value's 0 where missing values go left (below every threshold's bin, 2-255) or 255 where
+    they go right (at or above every one), so ``x' >= t'`` iff ``bin(x) >= rank(t') + 2``.
+    Made once a forest's facts (every cost estimate asks)."""
+    if "bytes" not in facts.binned:
+        facts.binned["bytes"] = _bins(facts)
+    return facts.binned["bytes"]
+
+
+def _bins(facts: Facts) -> SymmetricBins | str:
+    if int(facts.depth.max()) > BYTE_DEPTH:
+        return f"trees deeper than {BYTE_DEPTH} levels"
+    column = np.full(facts.column.shape, -1, np.int64)
+    tbin = np.full(facts.column.shape, 255, np.uint8)
+    thresholds, columns = [], []
+    for u, col in enumerate(facts.columns):
+        at = facts.column == u
+        values = np.unique(facts.threshold[at])
+        rank = np.searchsorted(values, facts.threshold[at])
+        first = len(columns)
+        for lo in range(0, max(1, len(values)), MAX_BINS):
+            thresholds.append(values[lo:lo + MAX_BINS])
+            columns.append(col)
+        tbin[at] = rank % MAX_BINS + 2
+        column[at] = first + rank // MAX_BINS
+    # Padding levels (past a tree's depth, within its group's) read column 0: their bits do
+    # not matter (the leaf tables are as deep as the group).
+    depth = np.zeros_like(facts.depth)
+    for group in facts.groups:
+        depth[group.trees] = max(group.depth, 1)
+    inside = np.arange(facts.column.shape[1])[None, :] < depth[:, None]
+    column[(column < 0) & inside] = 0
+    binned = Facts(facts.depth, column, tbin, columns, facts.groups)
+    return SymmetricBins(binned, thresholds)
 
 
 def leaf_table(forest: hir.Forest, facts: Facts, acc_dtype) -> tuple[np.ndarray, np.ndarray]:

@@ -232,3 +232,71 @@ def test_trees_whose_branches_stop_early_are_padded_symmetric(loss):
     tree.threshold[second[1]] += 1.0
     why = registry().rep_class("oblivious").refuses(dataclasses.replace(padded, trees=[tree]), "cpu")
     assert isinstance(why, str) and "level 1 has different splits" in why, why
+
+
+def _many_thresholds_forest(rng, dtype, depth_of, outputs_of, trees=40, features=3):
+    """Symmetric trees whose levels draw thresholds from 600 values a feature (a byte column
+    holds 254: features of several byte columns), every op and missing rule."""
+    pool = rng.normal(size=600)
+    made = []
+    for k in range(trees):
+        tree = oblivious_tree(rng, depth_of(k), features, outputs_of(k))
+        inner = tree.left >= 0
+        threshold = tree.threshold.copy()
+        # one threshold a level (the tree stays symmetric), drawn from the pool
+        depth = tree.node_depths()
+        for level in range(int(depth[inner].max()) + 1 if inner.any() else 0):
+            threshold[inner & (depth == level)] = rng.choice(pool)
+        made.append(dataclasses.replace(tree, threshold=threshold))
+    outputs = 1 + max(max(t.outputs) for t in made)
+    return Forest(trees=made, num_features=features, num_outputs=outputs,
+                  base_score=np.linspace(-0.2, 0.2, outputs), aggregation=Aggregation.SUM,
+                  transform=Transform(), threshold_dtype=dtype, accumulate_dtype="float64")
+
+
+@pytest.mark.parametrize("cpu", [None, "x86-64-v3"])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_byte_program_equals_the_reference(cpu, dtype, monkeypatch):
+    """Calls of more than 16 rows compare byte bins (a register of rows a block: 64 on AVX-512,
+    32 on AVX2): features of more than 254 thresholds (several byte columns), trees of mixed
+    depths in a group (padded leaf tables), one output a group or several a tree, NaN,
+    infinities, zero as missing and values at the thresholds, spans of several blocks.  (These
+    small forests would get one form and the float program: the plan's limit is lifted.)"""
+    from silvanforge_rep_oblivious import cost, symmetric
+
+    monkeypatch.setattr("silvanforge.plan.policy.PLAN_MIN_NS", 0.0)
+
+    if cpu is None and not registry().vectors("cpu", None).isa.startswith("avx512"):
+        pytest.skip("the host has no AVX-512")
+    rng = np.random.default_rng(11)
+    for outputs_of in (lambda k: (0,), lambda k: (k % 3,), lambda k: (0, 1)):
+        forest = _many_thresholds_forest(rng, dtype, lambda k: int(rng.integers(0, 9)), outputs_of)
+        facts = symmetric.recognise(forest)
+        binning = cost.symmetric_binned(facts, None)
+        assert binning is not None and len(binning.thresholds) > forest.num_features  # split columns
+        X = rng.choice(np.r_[np.nan, 0.0, -0.0, 1e-36, np.inf, -np.inf, rng.choice(forest.trees[0].threshold, 4)],
+                       size=(300, forest.num_features))
+        X = np.where(rng.random(X.shape) < 0.5, rng.normal(size=X.shape), X).astype(dtype)
+        for spans in ({}, {"oblivious_chunk_bytes": 4096, "oblivious_span_rows": 128}):
+            cf = sf.compile(forest, rep="oblivious", batch_size=300, cpu=cpu,
+                            options=sf.CompileOptions(rep_options=spans))
+            lanes = 64 if cpu is None else 32
+            assert f"lanes={lanes} " in cf.show("lir")
+            for n in (17, 63, 64, 65, 300):
+                _check(cf, forest, X[:n])
+
+
+def test_byte_program_takes_large_calls_and_small_ones_keep_floats(monkeypatch):
+    """Calls of up to 16 rows, trees deeper than a byte's paths and forests cheap enough for
+    one form of every call size keep the float program."""
+    from silvanforge_rep_oblivious import symmetric
+
+    forest = sf.load_model(_train("RMSE"))
+    assert "ob_bits" not in sf.compile(forest, rep="oblivious", batch_size=512).show("lir")  # cheap
+    monkeypatch.setattr("silvanforge.plan.policy.PLAN_MIN_NS", 0.0)
+    assert "ob_bits" not in sf.compile(forest, rep="oblivious", batch_size=16).show("lir")
+    shown = sf.compile(forest, rep="oblivious", batch_size=512).show("lir")
+    assert "ob_bits" in shown and "lw_search" in shown
+    deep = dataclasses.replace(forest, trees=[oblivious_tree(np.random.default_rng(1), 9, 4, (0,))])
+    assert isinstance(symmetric.bins(symmetric.recognise(deep)), str)  # paths past a byte: floats
+    assert "ob_bits" not in sf.compile(deep, rep="oblivious", batch_size=512).show("lir")

@@ -1,0 +1,96 @@
+"""The symmetric program on bytes, as CatBoost's own evaluator runs: a block's columns binned
+once (:mod:`.binning`), then a tree's level is one compare of a register of byte bins (64 rows
+on AVX-512, 32 on AVX2, 16 on NEON and SSE) with the level's threshold bin, where the float
+program (:mod:`.codegen`) compares 16 float32 values: a quarter of the compares and loads for
+the leaf indices, which fit a byte (trees of up to 8 levels).  The leaf sums are the float
+program's (two phases, a scalar add a lane); phase one stores the paths as bytes and phase two
+adds each tree's leaf table's first element.  The byte columns and threshold bins are
+:func:`.symmetric.bins`'s; trees shallower than their group's depth get leaf tables as deep as
+the group's, each leaf filling every index below it, so their padding levels' bits never matter.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from silvanforge.ir import hir, lir
+from silvanforge.ir.lir import Assign, Bin, Builder, Cast, Extract, Load, Select, Var
+
+from . import codegen, cost
+from .binning import BinColumns
+from .codegen import _Lowering
+from .options import DEFAULT, ObliviousOptions
+from .symmetric import BYTE_DEPTH, Facts, SymmetricBins
+
+
+class ByteLowering(BinColumns, _Lowering):
+    """The symmetric program with byte columns, byte thresholds and byte paths (the module
+    docstring)."""
+
+    # Bins less 128 in signed bytes, and ``bin >= t`` as ``bin - 128 > t - 129``: AVX2 has
+    # signed byte compares only (``vpcmpgtb``; unsigned ones took a max and an equality).
+    index_t, bin_bias, right_op = "u8", -128, ">"
+
+    def __init__(self, forest: hir.Forest, binning: SymmetricBins, lanes: int, options=DEFAULT, vectors=None):
+        signed = (binning.facts.threshold.astype(np.int16) - 129).astype(np.int8)
+        super().__init__(forest, dataclasses.replace(binning.facts, threshold=signed), lanes, options)
+        self.binning, self.thresholds = binning, binning.thresholds
+        self.vectors, self.form = vectors, cost.shape(vectors)
+        self.column_t = "i8"
+        self.x_t = lir.vector_type("i8", lanes)
+        self.path_t = "u8"
+
+    def missing_bin(self, column) -> int:
+        return 255 if column.nan_right else 0
+
+    def estimate_ns(self, batch_size: int | None) -> float:
+        return cost.symmetric_bytes_ns(self.binning, batch_size, self.vectors)
+
+    def _tables(self) -> None:
+        super()._tables()
+        self._search_buffer()
+        self.b.buffer("ob_bits", (1 << np.arange(8)).astype(np.uint8))
+
+    def _leaf_facts(self) -> Facts:
+        depth = np.zeros_like(self.facts.depth)
+        for group in self.facts.groups:
+            depth[group.trees] = max(group.depth, 1)
+        return dataclasses.replace(self.facts, depth=depth)
+
+    def _columns(self, span0: Var, U: int) -> None:
+        # The levels' bits, read from a table once a span (see _with_bit).
+        self.bits = [self.b.local("bit", lir.vector_type(self.path_t, self.lanes)) for _ in range(BYTE_DEPTH)]
+        for level, bit in enumerate(self.bits):
+            self.b.emit(Assign(bit, self.vector((Load("ob_bits", Builder.const(level, "i64"), "u8"),) * self.lanes)))
+        super()._columns(span0, U)
+
+    def _with_bit(self, idx: Var, right: lir.Expr, level: int) -> lir.Expr:
+        """``idx`` plus the level's bit in the lanes going ``right``: a masked add on AVX-512
+        (``vpaddb``; a masked OR of bytes is a blend and an OR).  The bits are read from a
+        table, so LLVM cannot see that the add sets a free bit and turn it back into the OR."""
+        return Select(right, Bin("+", idx, self.bits[level]), idx)
+
+    def _stored_leaf(self, t: Var, at: lir.Expr, lane: int) -> lir.Expr:
+        """The tree's first leaf plus the lane's path, read from a word of eight lanes' paths:
+        the CPU target loads the word once and takes each byte with an ALU instruction
+        (``movzbl``, ``bextr``), where a byte load a lane and row made the loads the sums'
+        bound."""
+        word = Load("ob_idx", Bin("+", at, Builder.const(lane - lane % 4, "i64")), lir.vector_type("u8", 4))
+        return Bin("+", Cast(Load("ob_leaf_base", t, "i32"), "i64"), Cast(Extract(word, lane % 4), "i64"))
+
+
+def lower(forest: hir.Forest, facts: Facts, batch_size: int | None = None, lanes: int | None = None,
+          options: ObliviousOptions = DEFAULT, vectors=None) -> lir.Module:
+    """The LIR module of ``forest`` (symmetric, :func:`.symmetric.recognise` gave ``facts``)
+    for ``batch_size`` rows a call (None: large batches): on bytes where the cost model takes
+    them (:func:`.cost.symmetric_binned`: a register of rows a block), else the float program
+    (:func:`.codegen.lower`; ``lanes`` rows a block, None: the cost model's choice)."""
+    binning = cost.symmetric_binned(facts, batch_size) if lanes is None else None
+    if binning is None:
+        return codegen.lower(forest, facts, batch_size, lanes, options, vectors)
+    return ByteLowering(forest, binning, cost.shape(vectors).bytes, options, vectors).lower(batch_size)
+
+
+__all__ = ["ByteLowering", "lower"]

@@ -137,13 +137,15 @@ SPLIT_FOLD_OUTPUT_NS = 0.25  # a tree's output
 def _split_one_row(forest, options) -> bool:
     """Whether a one-row form of ``forest`` splits its trees over threads (split-trees)."""
     from silvanforge.plugins import registry
+    from silvanforge.rep import price_of
     from silvanforge.runtime.threads import default_threads
 
     rep = getattr(options, "rep", None)
     threads = getattr(options, "threads", None) or default_threads()
     if threads < 2 or rep is None or registry().rep_kind(rep) != "walk":
         return False
-    ns = {name: cost for name, cost, _ in registry().rep_costs(forest, "cpu", 1)}.get(rep)
+    # Its own estimate alone: the others' would recognise every tree again for nothing.
+    ns = price_of(registry().rep_class(rep), forest, "cpu", 1)[0]
     fold = forest.num_trees * max(SPLIT_FOLD_NS, SPLIT_FOLD_OUTPUT_NS * forest.num_outputs)
     return ns is not None and ns >= SPLIT_HANDOFF_NS + fold
 

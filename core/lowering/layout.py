@@ -41,6 +41,27 @@ class TreeLayout:
     depth: int
 
 
+def _slice_of(k: int) -> property:
+    def read(self) -> np.ndarray:
+        return self._nodes[k][self._lo:self._hi]
+
+    def write(self, value) -> None:
+        self._nodes[k][self._lo:self._hi] = value
+    return property(read, write)
+
+
+class _TreeSlice(TreeLayout):
+    """A :class:`TreeLayout` whose arrays are its slices of the whole forest's (``nodes``: the
+    six arrays in field order, every tree's nodes joined), sliced when read and written through:
+    a view held a tree and array cost more than a 100,000-tree forest's nodes themselves
+    (six views of about 150 bytes a tree)."""
+
+    threshold, feature, flags, left, right, leaf_slot = (_slice_of(k) for k in range(6))
+
+    def __init__(self, nodes: tuple, lo: int, hi: int, depth: int):  # noqa: D107 - not the dataclass's
+        self._nodes, self._lo, self._hi, self.depth = nodes, lo, hi, depth
+
+
 @dataclasses.dataclass
 class ForestLayout:
     """The forest in the shared node encoding, plus facts that let code generation specialise."""
@@ -136,11 +157,10 @@ def build_layout(forest: hir.Forest, tile_size: int = 1, options: CompileOptions
     flags = np.where(internal, flags, 0).astype(np.uint8)
     if packed:
         feature = np.where(internal, (feature << 1) | (flags & FLAG_DEFAULT_LEFT), -1).astype(np.int32)
-    fields = [per_tree(forest, a) for a in (
-        np.where(internal, thresholds, 0).astype(thr_dt), feature, flags,
-        left.astype(np.int32), right.astype(np.int32), leaf_slot)]
-    trees = [TreeLayout(threshold=t, feature=f, flags=g, left=lc, right=rc, leaf_slot=s, depth=d)
-             for t, f, g, lc, rc, s, d in zip(*fields, tree_depths(forest).tolist())]
+    nodes = (np.where(internal, thresholds, 0).astype(thr_dt), feature, flags,
+             left.astype(np.int32), right.astype(np.int32), leaf_slot)
+    bounds = offsets(forest).tolist()
+    trees = [_TreeSlice(nodes, lo, hi, d) for lo, hi, d in zip(bounds[:-1], bounds[1:], tree_depths(forest).tolist())]
     max_feature = max(forest.num_features - 1, 0)
     inline = (all(len(t.outputs) == 1 for t in forest.trees) and leaf_dt == thr_dt
               and options.inline_leaves is not False)

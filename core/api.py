@@ -158,7 +158,7 @@ def compile_plan(forest: hir.Forest, opts: CompileOptions, mode: str, start: flo
 
     def build(step):
         with compile_scope(cache):
-            return rest_of_plan(forest, opts, main, builds, plan_threads(), step=step)
+            return rest_of_plan(forest, opts, main, builds, plan_threads(forest), step=step)
 
     cf._build_later(LateForms(build, cf._finish_plan, mode, done=lambda: done(cf)))
     return cf

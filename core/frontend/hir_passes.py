@@ -17,6 +17,7 @@ import numpy as np
 
 from silvanforge.errors import InputError
 from silvanforge.ir.hir import Forest, Op, Tree
+from silvanforge.ir.hir_joined import joined, node_depths
 
 
 def padded_nodes(forest: Forest, depth: int | None = None) -> int:
@@ -76,12 +77,10 @@ def pad_trees(forest: Forest, depth: int | None = None) -> Forest:
 
 def leaf_depth_range(forest: Forest) -> tuple[int, int]:
     """(shallowest, deepest) leaf over the whole forest."""
-    lo, hi = None, 0
-    for t in forest.trees:
-        d = t.node_depths()[t.left < 0]
-        lo = int(d.min()) if lo is None else min(lo, int(d.min()))
-        hi = max(hi, int(d.max()))
-    return lo or 0, hi
+    if not forest.trees:
+        return 0, 0
+    d = node_depths(forest)[joined(forest, "left") < 0]
+    return int(d.min()), int(d.max())
 
 
 def min_leaf_depth(tree: Tree) -> int:

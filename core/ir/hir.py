@@ -390,7 +390,12 @@ class Forest:
 def level_order(forest: Forest) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[np.ndarray]]:
     """Every tree's nodes in one numbering (tree ``k``'s node ``n`` is ``offset[k] + n``): the
     offsets, children in that numbering (-1 at leaves), and the nodes of each level, all trees
-    at once, so passes over 1000-tree forests take a numpy step a level, not a loop a tree."""
+    at once, so passes over 1000-tree forests take a numpy step a level, not a loop a tree.
+    Computed once a compile (several passes ask): the arrays are read-only."""
+    return memoised(forest, "level_order", lambda: _level_order(forest))
+
+
+def _level_order(forest: Forest) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[np.ndarray]]:
     trees = forest.trees
     sizes = np.fromiter(map(len, map(attrgetter("left"), trees)), dtype=np.int64, count=len(trees))
     offset = np.concatenate([[0], np.cumsum(sizes)])
@@ -405,6 +410,8 @@ def level_order(forest: Forest) -> tuple[np.ndarray, np.ndarray, np.ndarray, lis
         levels.append(frontier)
         inner = frontier[left[frontier] >= 0]
         frontier = np.concatenate([left[inner], right[inner]])
+    for a in (offset, left, right, *levels):
+        a.flags.writeable = False
     return offset, left, right, levels
 
 

@@ -16,6 +16,7 @@ import numpy as np
 from silvanforge.errors import UnsupportedModelError
 from silvanforge.ir import hir
 from silvanforge.ir.hir import Op
+from silvanforge.ir.hir_joined import joined, offsets, per_tree, tree_depths
 from silvanforge.lowering.linear_leaves import LinearTables, exact_rows, tables
 from silvanforge.options import CompileOptions
 from silvanforge.frontend.tiling import TiledForest, tile_forest
@@ -38,6 +39,27 @@ class TreeLayout:
     right: np.ndarray  # int32
     leaf_slot: np.ndarray  # int32 index of the leaf's first value in leaf_values, -1 inside
     depth: int
+
+
+def _slice_of(k: int) -> property:
+    def read(self) -> np.ndarray:
+        return self._nodes[k][self._lo:self._hi]
+
+    def write(self, value) -> None:
+        self._nodes[k][self._lo:self._hi] = value
+    return property(read, write)
+
+
+class _TreeSlice(TreeLayout):
+    """A :class:`TreeLayout` whose arrays are its slices of the whole forest's (``nodes``: the
+    six arrays in field order, every tree's nodes joined), sliced when read and written through:
+    a view held a tree and array cost more than a 100,000-tree forest's nodes themselves
+    (six views of about 150 bytes a tree)."""
+
+    threshold, feature, flags, left, right, leaf_slot = (_slice_of(k) for k in range(6))
+
+    def __init__(self, nodes: tuple, lo: int, hi: int, depth: int):  # noqa: D107 - not the dataclass's
+        self._nodes, self._lo, self._hi, self.depth = nodes, lo, hi, depth
 
 
 @dataclasses.dataclass
@@ -101,25 +123,69 @@ def smallest_int(lo: int, hi: int, at_least=np.int8) -> np.dtype:
 def build_layout(forest: hir.Forest, tile_size: int = 1, options: CompileOptions | None = None) -> ForestLayout:
     """``forest`` in the shared node encoding; ``options``: the node widths, inline leaves and
     packed default-left bit it forces (:class:`silvanforge.options.CompileOptions`; None: the
-    narrowest exact)."""
+    narrowest exact).  Every tree's nodes are encoded at once (:mod:`silvanforge.ir.hir_joined`);
+    each tree's arrays are its slices of the forest's."""
     options = options or CompileOptions()
     thr_dt = np.dtype(forest.threshold_dtype)
     leaf_dt = np.dtype(forest.accumulate_dtype)
+    linear_leaves = forest.has_linear()
+    left, right = joined(forest, "left"), joined(forest, "right")
+    internal = left >= 0
+    flags = (joined(forest, "default_left").astype(np.uint8) * FLAG_DEFAULT_LEFT
+             | joined(forest, "zero_missing").astype(np.uint8) * FLAG_ZERO_MISSING
+             | (joined(forest, "op").astype(np.uint8) << FLAG_OP_SHIFT))
+    # A threshold converted to the comparison dtype must round the same way the library
+    # does: both libraries store thresholds in the dtype they compare in, so this is exact.
+    thresholds = joined(forest, "threshold").astype(thr_dt)
+    categorical = np.zeros(len(left), bool)
+    cat_bits = _category_bitsets(forest, flags, thresholds, categorical)
+    op = joined(forest, "op")
+    ops = set(int(o) for o in np.unique(op[internal & ~categorical]))
+    leaf_slot, leaf_values = _leaf_slots(forest, internal, leaf_dt, linear_leaves)
+    linear = None
+    if linear_leaves:
+        linear = tables(forest, leaf_dt)
+        if not exact_rows(linear.rows, leaf_dt):
+            raise UnsupportedModelError(f"{linear.rows} leaves with linear models: too many to number "
+                                        f"exactly in {leaf_dt.name}")
+        leaf_values = np.arange(max(linear.rows, 1), dtype=leaf_dt)
+    has_categorical = forest.has_categorical()
+    has_zero_missing = bool(joined(forest, "zero_missing")[internal].any())
+    packed = (not has_categorical and not has_zero_missing and len(ops) <= 1
+              and options.packed_default_left is not False)
+    feature = np.where(internal, joined(forest, "feature"), -1).astype(np.int32)
+    flags = np.where(internal, flags, 0).astype(np.uint8)
+    if packed:
+        feature = np.where(internal, (feature << 1) | (flags & FLAG_DEFAULT_LEFT), -1).astype(np.int32)
+    nodes = (np.where(internal, thresholds, 0).astype(thr_dt), feature, flags,
+             left.astype(np.int32), right.astype(np.int32), leaf_slot)
+    bounds = offsets(forest).tolist()
+    trees = [_TreeSlice(nodes, lo, hi, d) for lo, hi, d in zip(bounds[:-1], bounds[1:], tree_depths(forest).tolist())]
+    max_feature = max(forest.num_features - 1, 0)
+    inline = (all(len(t.outputs) == 1 for t in forest.trees) and leaf_dt == thr_dt
+              and options.inline_leaves is not False)
+    return ForestLayout(
+        forest=forest, trees=trees, leaf_values=leaf_values, cat_bits=cat_bits,
+        threshold_dtype=thr_dt, leaf_dtype=leaf_dt, ops=frozenset(ops) or frozenset({Op.LT}),
+        has_categorical=has_categorical, has_zero_missing=has_zero_missing,
+        tiles=tile_forest(forest, tile_size) if tile_size > 1 else None,
+        feature_dtype=smallest_int(-1, 2 * max_feature + 1 if packed else max_feature,
+                                   options.feature_width or np.int8),
+        min_index_dtype=np.dtype(options.index_width or np.int8),
+        inline_leaves=inline, packed_default_left=packed, linear=linear,
+    )
+
+
+def _category_bitsets(forest: hir.Forest, flags: np.ndarray, thresholds: np.ndarray,
+                      categorical: np.ndarray) -> np.ndarray:
+    """The category bitsets of every categorical split, tree by tree and node by node: each
+    node's offset written to its threshold slot, its flag set and ``categorical`` marked
+    (joined numbering)."""
     cat_words: list[np.ndarray] = []
     cat_size = 0
-    leaf_chunks: list[np.ndarray] = []
-    leaf_size = 0
-    vector_slots: dict[tuple[int, bytes], int] = {}  # (outputs, a vector's bytes) -> its slot
-    linear_leaves = forest.has_linear()
-    trees, ops = [], set()
-    for tree in forest.trees:
-        internal = tree.left >= 0
-        flags = (tree.default_left.astype(np.uint8) * FLAG_DEFAULT_LEFT
-                 | tree.zero_missing.astype(np.uint8) * FLAG_ZERO_MISSING
-                 | (tree.op.astype(np.uint8) << FLAG_OP_SHIFT))
-        # A threshold converted to the comparison dtype must round the same way the library
-        # does: both libraries store thresholds in the dtype they compare in, so this is exact.
-        thresholds = tree.threshold.astype(thr_dt)
+    starts = offsets(forest).tolist()
+    for k in [k for k, tree in enumerate(forest.trees) if tree.categories]:
+        tree = forest.trees[k]
         for node, cats in sorted(tree.categories.items()):
             nwords = int(cats.max()) // 32 + 1 if len(cats) else 0
             # Offsets live in the threshold slot (exact in float32 below 2**24): check the size
@@ -132,14 +198,34 @@ def build_layout(forest: hir.Forest, tile_size: int = 1, options: CompileOptions
             words[0] = nwords
             ids = np.asarray(cats, dtype=np.int64)
             np.bitwise_or.at(words, 1 + ids // 32, np.left_shift(np.uint32(1), (ids % 32).astype(np.uint32)))
-            flags[node] |= FLAG_CATEGORICAL
-            thresholds[node] = cat_size
+            at = starts[k] + node
+            flags[at] |= FLAG_CATEGORICAL
+            thresholds[at] = cat_size
+            categorical[at] = True
             cat_words.append(words)
             cat_size += len(words)
-        ops.update(int(o) for o in np.unique(tree.op[internal & ~tree.categorical_mask()]))
+    # A trailing zero word keeps the first-word load of an empty set (offset + 1) in bounds.
+    return np.concatenate(cat_words + [np.zeros(1, np.uint32)]).view(np.int32)
+
+
+def _leaf_slots(forest: hir.Forest, internal: np.ndarray, leaf_dt: np.dtype, linear_leaves: bool
+                ) -> tuple[np.ndarray, np.ndarray]:
+    """Each node's leaf slot (the index of its first value in the leaf values; -1 inside), joined
+    numbering, and the leaf values: a leaf's values follow the previous leaf's, except vector
+    leaves, stored once per distinct vector."""
+    slot = np.full(len(internal), -1, dtype=np.int32)
+    widths = np.fromiter((len(t.outputs) for t in forest.trees), np.int64, len(forest.trees))
+    if forest.trees and (widths == 1).all():
+        # One value a leaf, in node order: its slot the count of leaves before it.
         leaves = np.flatnonzero(~internal)
+        slot[leaves] = np.arange(len(leaves), dtype=np.int32)
+        return slot, joined(forest, "leaf_value")[leaves].astype(leaf_dt).reshape(-1)
+    leaf_chunks: list[np.ndarray] = []
+    leaf_size = 0
+    vector_slots: dict[tuple[int, bytes], int] = {}  # (outputs, a vector's bytes) -> its slot
+    for tree, tree_slot in zip(forest.trees, per_tree(forest, slot)):
+        leaves = np.flatnonzero(tree.left < 0)
         n_out = len(tree.outputs)
-        slot = np.full(tree.num_nodes, -1, dtype=np.int32)
         values = tree.leaf_value[leaves].astype(leaf_dt)
         if n_out > 1 and not linear_leaves:
             # Vector leaves are stored once per distinct vector: a fully grown random forest's
@@ -156,49 +242,12 @@ def build_layout(forest: hir.Forest, tile_size: int = 1, options: CompileOptions
                     leaf_chunks.append(np.frombuffer(kind, leaf_dt))
                     leaf_size += n_out
                 at[k] = vector_slots[key]
-            slot[leaves] = at[which.reshape(-1)]
+            tree_slot[leaves] = at[which.reshape(-1)]
         else:
-            slot[leaves] = leaf_size + np.arange(len(leaves), dtype=np.int32) * n_out
+            tree_slot[leaves] = leaf_size + np.arange(len(leaves), dtype=np.int32) * n_out
             leaf_chunks.append(values.reshape(-1))
             leaf_size += len(leaves) * n_out
-        trees.append(TreeLayout(
-            threshold=np.where(internal, thresholds, 0).astype(thr_dt),
-            feature=np.where(internal, tree.feature, -1).astype(np.int32),
-            flags=np.where(internal, flags, 0).astype(np.uint8),
-            left=tree.left.astype(np.int32), right=tree.right.astype(np.int32),
-            leaf_slot=slot, depth=tree.depth(),
-        ))
-    # A trailing zero word keeps the first-word load of an empty set (offset + 1) in bounds.
-    cat_bits = np.concatenate(cat_words + [np.zeros(1, np.uint32)]).view(np.int32)
-    leaf_values = np.concatenate(leaf_chunks) if leaf_chunks else np.zeros(1, leaf_dt)
-    linear = None
-    if forest.has_linear():
-        linear = tables(forest, leaf_dt)
-        if not exact_rows(linear.rows, leaf_dt):
-            raise UnsupportedModelError(f"{linear.rows} leaves with linear models: too many to number "
-                                        f"exactly in {leaf_dt.name}")
-        leaf_values = np.arange(max(linear.rows, 1), dtype=leaf_dt)
-    has_categorical = forest.has_categorical()
-    has_zero_missing = any(bool(t.zero_missing[t.left >= 0].any()) for t in forest.trees)
-    packed = (not has_categorical and not has_zero_missing and len(ops) <= 1
-              and options.packed_default_left is not False)
-    if packed:
-        for t in trees:
-            internal = t.feature >= 0
-            t.feature = np.where(internal, (t.feature << 1) | (t.flags & FLAG_DEFAULT_LEFT), -1).astype(np.int32)
-    max_feature = max(forest.num_features - 1, 0)
-    inline = (all(len(t.outputs) == 1 for t in forest.trees) and leaf_dt == thr_dt
-              and options.inline_leaves is not False)
-    return ForestLayout(
-        forest=forest, trees=trees, leaf_values=leaf_values, cat_bits=cat_bits,
-        threshold_dtype=thr_dt, leaf_dtype=leaf_dt, ops=frozenset(ops) or frozenset({Op.LT}),
-        has_categorical=has_categorical, has_zero_missing=has_zero_missing,
-        tiles=tile_forest(forest, tile_size) if tile_size > 1 else None,
-        feature_dtype=smallest_int(-1, 2 * max_feature + 1 if packed else max_feature,
-                                   options.feature_width or np.int8),
-        min_index_dtype=np.dtype(options.index_width or np.int8),
-        inline_leaves=inline, packed_default_left=packed, linear=linear,
-    )
+    return slot, np.concatenate(leaf_chunks) if leaf_chunks else np.zeros(1, leaf_dt)
 
 
 @dataclasses.dataclass

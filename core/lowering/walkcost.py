@@ -12,10 +12,13 @@ without walks, "Categorical features and deep leaf-wise trees")."""
 
 from __future__ import annotations
 
+from operator import attrgetter
+
 import numpy as np
 
 from silvanforge.ir import hir
 from silvanforge.ir.hir import Op
+from silvanforge.ir.hir_joined import joined, node_depths, offsets, tree_depths
 from silvanforge.plan.memo import memoised
 
 __all__ = ["WALK_STEP_NS", "WALK_STEP_NS_PER_ROW_KB", "WALK_EXIT_STEP_NS", "WALK_NAN_TEST_FACTOR", "WALK_CATEGORICAL_FACTOR", "WALK_OUTPUT_NS",
@@ -63,17 +66,14 @@ def depth_stats(forest: hir.Forest) -> tuple[np.ndarray, np.ndarray, int]:
 def _depth_stats(forest: hir.Forest) -> tuple[np.ndarray, np.ndarray, int]:
     if not forest.trees:
         return np.zeros(0, np.int64), np.zeros(0), 0
-    offset, left, _, levels = hir.level_order(forest)
-    node_depth = np.zeros(len(left), np.int64)
-    for depth, level in enumerate(levels):
-        node_depth[level] = depth
+    offset, node_depth = offsets(forest), node_depths(forest)
     sizes = np.diff(offset)
     tree_of = np.repeat(np.arange(len(sizes)), sizes)
-    is_leaf = left < 0
-    depth = np.maximum.reduceat(node_depth, offset[:-1])
+    is_leaf = joined(forest, "left") < 0
+    depth = tree_depths(forest)
     leaves = np.bincount(tree_of[is_leaf], minlength=len(sizes))
     mean_leaf = np.bincount(tree_of[is_leaf], weights=node_depth[is_leaf], minlength=len(sizes)) / leaves
-    depth.flags.writeable = mean_leaf.flags.writeable = False
+    mean_leaf.flags.writeable = False
     return depth, mean_leaf, int(node_depth[is_leaf].min())
 
 
@@ -108,18 +108,15 @@ def split_rows_pay(forest: hir.Forest, check_width: bool = True) -> bool:
 def _split_rows_pay(forest: hir.Forest, check_width: bool) -> bool:
     if forest.has_categorical():
         return False
-    ops = set()
-    thr_dtype = np.dtype(forest.threshold_dtype)
-    for t in forest.trees:
-        internal = t.left >= 0
-        if t.zero_missing[internal].any():
+    internal = joined(forest, "left") >= 0
+    if joined(forest, "zero_missing")[internal].any():
+        return False
+    ops = set(int(o) for o in np.unique(joined(forest, "op")[internal]))
+    if len(ops) > 1:
+        return False
+    with np.errstate(over="ignore"):
+        if not split_thresholds_exact(joined(forest, "threshold")[internal].astype(forest.threshold_dtype), ops):
             return False
-        ops.update(int(o) for o in np.unique(t.op[internal]))
-        if len(ops) > 1:
-            return False
-        with np.errstate(over="ignore"):
-            if not split_thresholds_exact(t.threshold[internal].astype(thr_dtype), ops):
-                return False
     if not ops <= {int(Op.LT), int(Op.LE)}:
         return False
     if not check_width:
@@ -174,7 +171,7 @@ def walk_estimate_ns(forest: hir.Forest) -> float:
         factor = WALK_CATEGORICAL_FACTOR
     else:
         factor = 1.0 if split_rows_pay(forest, check_width=False) else WALK_NAN_TEST_FACTOR
-    outputs = sum(len(t.outputs) - 1 for t in forest.trees)
+    outputs = sum(map(len, map(attrgetter("outputs"), forest.trees))) - len(forest.trees)
     return ((step_ns + WALK_STEP_NS_PER_ROW_KB * row_kb) * steps * factor + WALK_OUTPUT_NS * outputs
             + linear_estimate_ns(forest))
 
@@ -182,6 +179,8 @@ def walk_estimate_ns(forest: hir.Forest) -> float:
 def linear_estimate_ns(forest: hir.Forest) -> float:
     """Estimated ns a row of the linear leaves' models (0 without them): every linear tree's
     cost plus its mean terms a leaf."""
+    if not forest.has_linear():
+        return 0.0
     linear = [t for t in forest.trees if t.linear is not None]
     terms = sum(len(t.linear.feature) / max(1, t.num_leaves) for t in linear)
     return LINEAR_TREE_NS * len(linear) + LINEAR_TERM_NS * terms

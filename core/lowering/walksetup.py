@@ -62,7 +62,7 @@ def can_split_rows(layout: ForestLayout, per_chunk: bool = False, forced: bool |
     if forced is False or not layout.packed_default_left:
         return False
     # Thresholds as compiled: a float64 threshold may round to an infinite float32 one.
-    if not all(split_thresholds_exact(t.threshold[t.feature >= 0], layout.ops) for t in layout.trees):
+    if not split_thresholds_exact(_split_thresholds_of(layout), layout.ops):
         return False
     return split_rows_pay(layout.forest, check_width=forced is not True and not per_chunk)
 
@@ -70,10 +70,21 @@ def can_split_rows(layout: ForestLayout, per_chunk: bool = False, forced: bool |
 def split_thresholds(layout: ForestLayout) -> None:
     """Rewrite the +inf thresholds of ``x <= +inf`` splits to the dtype's largest finite value
     for walks reading split rows (:func:`split_thresholds_exact`)."""
+    if not (_split_thresholds_of(layout) == np.inf).any():
+        return
     for t in layout.trees:
         internal = t.feature >= 0
         thr = t.threshold
         thr[internal & (thr == np.inf)] = np.finfo(thr.dtype).max
+
+
+def _split_thresholds_of(layout: ForestLayout) -> np.ndarray:
+    """Every tree's split thresholds as laid out, in one array (a check of them all is then one
+    NumPy step, not one a tree)."""
+    if not layout.trees:
+        return np.zeros(0, layout.threshold_dtype)
+    threshold = np.concatenate([t.threshold for t in layout.trees])
+    return threshold[np.concatenate([t.feature for t in layout.trees]) >= 0]
 
 
 def rows_split_per_chunk(fn: mir.MirFunction) -> bool:

@@ -10,6 +10,7 @@ import contextlib
 import dataclasses
 import os
 import threading
+from operator import attrgetter
 
 from silvanforge.errors import PluginError, UnsupportedModelError
 from silvanforge.frontend.tiling import cover_order_ids
@@ -124,8 +125,17 @@ def _untuned_spec(forest: hir.Forest, opts: CompileOptions, kind: str):
 
 
 # Threads building a plan's forms together: Python lowers one form while LLVM (which releases
-# the GIL, and runs one call at a time in a process: llvmlite's lock) optimises another.
-def plan_threads() -> int:
+# the GIL, and runs one call at a time in a process: llvmlite's lock) optimises another.  A
+# forest of this many nodes builds one form at a time: its lowering is Python (holding the
+# GIL) much more than LLVM, and each form's tables take hundreds of megabytes, so a second
+# thread raised the peak memory by a fifth and saved no time (docs/benchmarks.md, "Compile times").
+ONE_FORM_AT_A_TIME_NODES = 750_000
+
+
+def plan_threads(forest: hir.Forest | None = None) -> int:
+    """How many threads build a plan's forms (``forest``: the model, if its size should say)."""
+    if forest is not None and sum(map(len, map(attrgetter("left"), forest.trees))) >= ONE_FORM_AT_A_TIME_NODES:
+        return 1
     return max(1, min(2, os.cpu_count() or 1))
 
 
@@ -144,7 +154,7 @@ def untuned_plan(forest: hir.Forest, opts: CompileOptions, threads: int | None =
     (:func:`main_form`): a small-request form that cannot be built leaves its band to the next
     one.  ``threads``: how many build forms at once (None: :func:`plan_threads`); the forms
     and bands are those of one thread, in the same order."""
-    threads = plan_threads() if threads is None else threads
+    threads = plan_threads(forest) if threads is None else threads
     builds = Builds()
     if threads <= 1:
         return rest_of_plan(forest, opts, main_form(forest, opts, builds), builds, threads)

@@ -10,6 +10,7 @@ import numpy as np
 
 from silvanforge.ir import hir
 from silvanforge.ir.hir import Aggregation, Op
+from silvanforge.plan.memo import memoised
 
 from .leafbits import MAX_LEAVES, WORD
 
@@ -34,7 +35,12 @@ def single_output(forest: hir.Forest) -> hir.Forest:
 
 
 def unsupported(forest: hir.Forest) -> str | None:
-    """Why bitvector evaluation cannot run this forest, or None if it can."""
+    """Why bitvector evaluation cannot run this forest, or None if it can (asked by the
+    refusal, the chooser and the lowering: once a compile)."""
+    return memoised(forest, "bitvector unsupported", lambda: _unsupported(forest))
+
+
+def _unsupported(forest: hir.Forest) -> str | None:
     if forest.aggregation not in (Aggregation.SUM, Aggregation.AVERAGE):
         return f"it sums or averages trees ({forest.aggregation.value} aggregation)"
     if not 0 < forest.num_trees <= MAX_TREES:
@@ -73,7 +79,11 @@ def unsupported(forest: hir.Forest) -> str | None:
 
 def category_counts(forest: hir.Forest) -> dict[int, list[int]]:
     """Per feature of categorical splits: [categorical nodes, 1 + the largest category named,
-    trees with such a node]."""
+    trees with such a node]; read only, computed once a compile."""
+    return memoised(forest, "bitvector category counts", lambda: _category_counts(forest))
+
+
+def _category_counts(forest: hir.Forest) -> dict[int, list[int]]:
     # Every tree's categorical nodes at once (a 1000-tree flight-shaped model has 230k of them;
     # a loop of numpy calls a tree took 60 ms, and this runs four times a compile).
     trees = [(k, t) for k, t in enumerate(forest.trees) if t.categories]

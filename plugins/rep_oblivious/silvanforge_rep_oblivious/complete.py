@@ -44,7 +44,7 @@ class LevelFacts:
     ``2**d - 1 + p`` (column 0 and a NaN threshold where the tree has no node)."""
 
     depth: np.ndarray  # (trees,) levels of each tree
-    column: np.ndarray  # (trees, 2**max depth - 1) int64
+    column: np.ndarray  # (trees, 2**max depth - 1) int32 (a table of every tree: kept narrow)
     threshold: np.ndarray  # (trees, 2**max depth - 1) in the comparison dtype
     columns: list[Column]
     groups: list[Group]
@@ -99,7 +99,7 @@ def recognise(forest: hir.Forest) -> LevelFacts | str:
     entry = column_of.reshape(-1) | np.where(nan_left[splits], 0, NAN_RIGHT)
     D = max(1, int(depth.max()))
     width = (1 << D) - 1
-    column = np.zeros((len(trees), width), np.int64)
+    column = np.zeros((len(trees), width), np.int32)
     thr = np.full((len(trees), width), np.nan, thr_dtype)
     slot = (1 << level_of[splits]) - 1 + path[splits]
     column[tree_of[splits], slot] = entry
@@ -135,22 +135,26 @@ def bins(facts: LevelFacts, max_depth: int = 8, max_bins: int = 254) -> Binning 
 def _bins(facts: LevelFacts, max_depth: int, max_bins: int) -> Binning | str:
     if int(facts.depth.max()) > max_depth:
         return f"trees deeper than {max_depth} levels"
-    column = facts.column & (NAN_RIGHT - 1)
-    real = ~np.isnan(facts.threshold)
-    entry = facts.column.copy()
+    # The real nodes' entries, grouped by column (the tables' copies and masks, a column at a
+    # time, were most of a large forest's compile memory).
+    real = np.flatnonzero(~np.isnan(facts.threshold).reshape(-1))
+    column = facts.column.reshape(-1)[real] & (NAN_RIGHT - 1)
+    order = np.argsort(column, kind="stable")
+    bounds = np.searchsorted(column[order], np.arange(len(facts.columns) + 1))
+    entry = np.zeros_like(facts.column)
     thresholds, columns = [], []
     tbin = np.full(facts.threshold.shape, 255, np.uint8)
     for u, col in enumerate(facts.columns):
-        at = real & (column == u)
-        values = np.unique(facts.threshold[at])
-        rank = np.searchsorted(values, facts.threshold[at])
+        at = real[order[bounds[u]:bounds[u + 1]]]
+        t = facts.threshold.reshape(-1)[at]
+        values = np.unique(t)
+        rank = np.searchsorted(values, t)
         first = len(columns)
         for lo in range(0, max(1, len(values)), max_bins):
             thresholds.append(values[lo:lo + max_bins])
             columns.append(col)
-        tbin[at] = rank % max_bins + 2
-        entry[at] = (first + rank // max_bins) | (facts.column[at] & NAN_RIGHT)
-    entry[~real] = 0
+        tbin.reshape(-1)[at] = rank % max_bins + 2
+        entry.reshape(-1)[at] = (first + rank // max_bins) | (facts.column.reshape(-1)[at] & NAN_RIGHT)
     binned = LevelFacts(facts.depth, entry, facts.threshold, columns, facts.groups)
     return Binning(binned, thresholds, tbin)
 

@@ -78,6 +78,7 @@ def remembered(recognise):
         key = (len(forest.trees), id(forest.trees))
         if last and last[0]() is forest and last[1] == key:
             return last[2]
+        last.clear()  # (the last forest's tables are not held while this one's are built)
         found = recognise(forest)
         last[:] = [weakref.ref(forest), key, found]
         return found

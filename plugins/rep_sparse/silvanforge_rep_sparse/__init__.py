@@ -66,7 +66,8 @@ def _buffers(layout) -> RepBuffers:
         if not parts:
             return np.zeros(0, np.int64)
         if shift:  # child numbers into the joined numbering, leaves' -1 kept
-            parts = [np.where(p >= 0, p.astype(np.int64) + o, -1) for p, o in zip(parts, offset)]
+            child = np.concatenate(parts).astype(np.int64)
+            return np.where(child >= 0, child + np.repeat(offset, sizes), -1)
         return np.concatenate(parts)
 
     left, right, leaf_slot = joined("left", True), joined("right", True), joined("leaf_slot")

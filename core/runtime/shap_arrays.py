@@ -49,7 +49,7 @@ TREE_SPLIT_ROWS = 8
 # Tree shares of a small request, whatever the thread count (threads take them in turn).
 TREE_SHARES = 4
 # Rows a call takes at most: its rows' outputs stay in cache while each tree's paths go by.
-ROWS_PER_CALL = 256
+ROWS_PER_CALL = 64
 
 
 @dataclasses.dataclass
@@ -89,7 +89,7 @@ def arrays(forest: Forest, table_bytes: int = paths_math.TABLE_BYTES) -> Arrays:
     K, F = forest.num_outputs, forest.num_features
     scale = 1.0 / forest.average_divisor if forest.aggregation is Aggregation.AVERAGE else 1.0
     bias = np.asarray(forest.base_score, np.float64) * 1.0 + np.zeros(K)
-    tree_paths, path_nodes, prefix = [0], [0], []
+    tree_paths, path_nodes, prefix, symmetric = [0], [0], [], []
     node, side, slot = [], [], []
     depth, path_features, feature, zero = [], [0], [], []
     path_values, column, value = [0], [], []
@@ -99,6 +99,7 @@ def arrays(forest: Forest, table_bytes: int = paths_math.TABLE_BYTES) -> Arrays:
         fraction = _fractions(tree, cover)
         columns = [o * (F + 1) for o in tree.outputs]
         before: list = []
+        first_path = len(depth)
         for leaf, nodes, sides in paths_math._leaf_paths(tree):
             shared = 0
             for a, c in zip(zip(nodes, sides), before):
@@ -133,10 +134,20 @@ def arrays(forest: Forest, table_bytes: int = paths_math.TABLE_BYTES) -> Arrays:
             value.extend(vals.tolist())
             path_values.append(len(value))
         tree_paths.append(len(depth))
+        symmetric.append(_levels(tree) if first_path + 1 < len(depth) else None)
     depth_a = np.array(depth, np.int32)
     zero_a = np.array(zero, np.float64)
     fstart = np.array(path_features[:-1], np.int64)
-    table_at, table = _tables(depth_a, fstart, zero_a, table_bytes)
+    side_a, slot_a = np.array(side, np.int8), np.array(slot, np.int8)
+    node_at = np.array(path_nodes, np.int64)
+    value_a, column_a, value_at = np.array(value, np.float64), np.array(column, np.int64), np.array(path_values, np.int64)
+    by_leaf = _leaf_tables(forest, symmetric, tree_paths, node_at, side_a, slot_a, depth_a, fstart,
+                           np.array(feature, np.int32), zero_a, value_at, column_a, value_a, table_bytes)
+    walked = np.ones(depth_a.size, bool)  # paths of trees with a table by leaf are never walked
+    for t in np.flatnonzero(by_leaf["tree_levels"][:-1] > 0):
+        walked[tree_paths[t]:tree_paths[t + 1]] = False
+    table_at, table = _tables(np.where(walked, depth_a, 0), fstart, zero_a,
+                              table_bytes - by_leaf["leaf_table"].nbytes)
     with np.errstate(divide="ignore", invalid="ignore"):
         ratio = np.where(zero_a > 0, (1.0 - zero_a) / zero_a, 0.0)
     flat = _node_arrays(forest, starts)
@@ -144,17 +155,88 @@ def arrays(forest: Forest, table_bytes: int = paths_math.TABLE_BYTES) -> Arrays:
     named = dict(
         row_stride=F, phi_stride=K * (F + 1),
         tree_paths=np.array(tree_paths, np.int64), path_nodes=np.array(path_nodes, np.int64),
-        prefix=np.array(prefix, np.int32), node=np.array(node, np.int32), side=np.array(side, np.int8),
-        slot=np.array(slot, np.int8), depth=depth_a, path_features=fstart, feature=np.array(feature, np.int32),
+        prefix=np.array(prefix, np.int32), node=np.array(node, np.int32), side=side_a,
+        slot=slot_a, depth=depth_a, path_features=fstart, feature=np.array(feature, np.int32),
         zero=zero_a, ratio=ratio, table_at=table_at, table=table,
-        path_values=np.array(path_values, np.int64), column=np.array(column, np.int64),
-        value=np.array(value, np.float64), **flat, category_rule=_RULES[forest.category_rule],
-        quad_at=quad_at, quad_t=quad_t, quad_w=quad_w,
+        path_values=value_at, column=column_a, value=value_a, **flat, category_rule=_RULES[forest.category_rule],
+        quad_at=quad_at, quad_t=quad_t, quad_w=quad_w, **by_leaf,
         zero_bound=int(np.float64(ZERO_THRESHOLD).view(np.int64)))
     # (every array non-empty: the kernel is handed addresses, and an empty array may have none)
     named = {k: (np.zeros(1, v.dtype) if isinstance(v, np.ndarray) and v.size == 0 else v) for k, v in named.items()}
     lengths = np.diff(named["path_nodes"])
+    named["pattern_stride"] = int(lengths.max(initial=0)) + 1
     return Arrays(named, bias, forest.num_trees, K, F, int(lengths.max(initial=0)), int(depth_a.max(initial=0)))
+
+
+# Symmetric trees of up to this many levels are tabled by leaf (a row of the table a leaf).
+LEAF_TABLE_LEVELS = 12
+
+
+def _levels(tree) -> list[int] | None:
+    """A node of each level where every node of a level is internal and tests the same split
+    (no categories) down to a level of leaves, else None."""
+    level, out = [0], []
+    while tree.left[level[0]] >= 0:
+        if len(out) >= LEAF_TABLE_LEVELS or any(tree.left[n] < 0 for n in level):
+            return None
+        n0 = level[0]
+        for n in level:
+            if n in tree.categories or tree.feature[n] != tree.feature[n0] or tree.op[n] != tree.op[n0] \
+                    or tree.default_left[n] != tree.default_left[n0] or tree.zero_missing[n] != tree.zero_missing[n0] \
+                    or not (tree.threshold[n] == tree.threshold[n0]):
+                return None
+        out.append(n0)
+        level = [c for n in level for c in (int(tree.left[n]), int(tree.right[n]))]
+    return out if all(tree.left[n] < 0 for n in level) and out else None
+
+
+def _leaf_tables(forest, symmetric, tree_paths, node_at, side, slot, depth, fstart, feature, zero,
+                 value_at, column, value, budget) -> dict:
+    """The tables by leaf of the symmetric trees (:func:`_levels`), up to ``budget`` bytes: for
+    each of the tree's ``2**levels`` leaves (bit i: the row goes right at level i), each path's
+    share for each of the tree's features summed over its paths with their values, as the
+    row reaching that leaf gets them (its pattern on a path depends on that leaf alone)."""
+    T = len(symmetric)
+    starts = np.cumsum([0] + [t.num_nodes for t in forest.trees])
+    levels, level_at, table_at, column_at, columns = (np.zeros(T + 1, np.int64) for _ in range(5))
+    level_node, parts, leaf_column, used = [], [], [], 0
+    for t, nodes in enumerate(symmetric):
+        level_at[t], table_at[t], column_at[t] = len(level_node), used // 8, len(leaf_column)
+        a, b = tree_paths[t], tree_paths[t + 1]
+        if nodes is None or b - a != 1 << len(nodes):
+            continue
+        d, L = int(depth[a]), len(nodes)
+        zeros = zero[fstart[a:b, None] + np.arange(d)]
+        outs = int(value_at[a + 1] - value_at[a])
+        if d == 0 or (depth[a:b] != d).any() or not (zeros > 0).all() \
+                or (value_at[a + 1:b + 1] - value_at[a:b] != outs).any() or used + (8 * outs * d << L) > budget:
+            continue
+        R = P = 1 << L
+        at = node_at[a] + np.arange(P * L).reshape(P, L)
+        sides, slots = side[at].astype(bool), slot[at].astype(np.int64)  # (P, L): goes left, its slot
+        goes_left = ((np.arange(R)[:, None] >> np.arange(L)) & 1) == 0  # (R, L)
+        s = np.full((R, P), (1 << d) - 1, np.int64)
+        for i in range(L):
+            s &= np.where(sides[None, :, i] == goes_left[:, None, i], -1, ~(1 << slots[None, :, i]))
+        U, ratio = paths_math._pattern_tables(zeros, d)
+        U = U.ravel()
+        rows = np.arange(P)[None, :] * (1 << d)
+        shares = np.empty((R, P, d))
+        for k in range(d):
+            on = (s >> k) & 1
+            shares[:, :, k] = np.where(on == 1, ratio[None, :, k] * U[rows + (s ^ (1 << k))], -U[rows + s])
+        vals = value[value_at[a] + np.arange(P * outs)].reshape(P, outs)
+        table = np.einsum("rpk,po->rok", shares, vals).reshape(R, outs * d)
+        levels[t], columns[t] = L, outs * d
+        level_node.extend(int(starts[t]) + n for n in nodes)
+        feats = feature[fstart[a] + np.arange(d)].astype(np.int64)
+        for o in range(outs):
+            leaf_column.extend((column[value_at[a] + o] + feats).tolist())
+        parts.append(table.ravel())
+        used += table.nbytes
+    return dict(tree_levels=levels, level_at=level_at, level_node=np.array(level_node or [0], np.int64),
+                leaf_table_at=table_at, leaf_table=np.concatenate(parts) if parts else np.zeros(1),
+                column_at=column_at, table_columns=columns, leaf_column=np.array(leaf_column or [0], np.int64))
 
 
 def _fractions(tree, cover: np.ndarray) -> np.ndarray:

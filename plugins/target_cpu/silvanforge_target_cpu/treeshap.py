@@ -54,6 +54,12 @@ ARG_LAYOUT = (
     ("category_rule", None),
     ("quad_at", i64), ("quad_t", f64), ("quad_w", f64),  # Gauss-Legendre points for d, at quad_at[d]
     ("use_tables", None),
+    ("pattern_stride", None),  # the model's longest path + 1: the patterns a row keeps
+    # Symmetric trees (every node of a level the same split): levels (0: a tree walked by
+    # paths), each level's split (a node of it), and the tree's table by leaf: a row per leaf,
+    # an entry per (output, feature) column of the tree, at ``leaf_column``.
+    ("tree_levels", i64), ("level_at", i64), ("level_node", i64),
+    ("leaf_table_at", i64), ("leaf_table", f64), ("column_at", i64), ("table_columns", i64), ("leaf_column", i64),
     ("zero_bound", None),  # the float64 bits of ZERO_THRESHOLD in the model's dtype
 )
 ARG_INDEX = {name: k for k, (name, _) in enumerate(ARG_LAYOUT)}
@@ -124,7 +130,6 @@ def build_ir() -> str:
                 else b.zext(value, ty)
         return value
 
-    pattern = b.alloca(i64, MAX_PATH + 1, name="pattern")
     zero_bound = b.bitcast(A["zero_bound"], f64)
 
     def goes_left(node, xrow):
@@ -166,49 +171,83 @@ def build_ir() -> str:
                         b.store(pick, result)
         return b.load(result)
 
-    def add_share(path, phirow, feat, share):
-        """``phi[column + feat] += value * share`` for each of the path's leaf values."""
-        with v.loop(at("path_values", path), at("path_values", b.add(path, c64(1))), "val") as k:
-            cell = b.gep(phirow, [b.add(at("column", k), feat)])
-            b.store(b.fadd(b.load(cell), b.fmul(at("value", k), share)), cell)
+    stride = A["pattern_stride"]
+    patterns = b.alloca(i64, b.mul(b.sub(row_end, row_begin), stride), name="patterns")
 
-    with v.loop(tree_begin, tree_end, "tree") as t:
-        first, last = at("tree_paths", t), at("tree_paths", b.add(t, c64(1)))
-        with v.loop(row_begin, row_end, "row") as r:
+    def add_share(single, column, value, path, phirow, feat, share):
+        """``phi[column + feat] += value * share`` for each of the path's leaf values (one,
+        ``column`` and ``value``, where ``single``)."""
+        with b.if_else(single) as (one, several):
+            with one:
+                cell = b.gep(phirow, [b.add(column, feat)])
+                b.store(b.fadd(b.load(cell), b.fmul(value, share)), cell)
+            with several:
+                with v.loop(at("path_values", path), at("path_values", b.add(path, c64(1))), "val") as k:
+                    cell = b.gep(phirow, [b.add(at("column", k), feat)])
+                    b.store(b.fadd(b.load(cell), b.fmul(at("value", k), share)), cell)
+
+    def by_leaf(t):
+        """A symmetric tree: the row's leaf from one decision a level, then its row of the
+        tree's table (every feature's share, each output's)."""
+        levels, first_level = at("tree_levels", t), at("level_at", t)
+        columns, first_column = at("table_columns", t), at("column_at", t)
+        table = b.gep(A["leaf_table"], [at("leaf_table_at", t)])
+        with v.loop(row_begin, row_end, "lrow") as r:
             xrow = b.gep(X, [b.mul(r, A["row_stride"])])
             phirow = b.gep(phi, [b.mul(r, A["phi_stride"])])
-            b.store(c64(-1), b.gep(pattern, [c64(0)]))
-            with v.loop(first, last, "path") as p:
-                node_begin = at("path_nodes", p)
-                length = b.sub(at("path_nodes", b.add(p, c64(1))), node_begin)
-                s = v.var(i64, "s", b.load(b.gep(pattern, [at("prefix", p)])))
-                with v.loop(at("prefix", p), length, "k") as k:
+            leaf = v.var(i64, "leaf", c64(0))
+            with v.loop(c64(0), levels, "level") as i:
+                right = b.zext(b.not_(goes_left(at("level_node", b.add(first_level, i)), xrow)), i64)
+                b.store(b.or_(b.load(leaf), b.shl(right, i)), leaf)
+            entries = b.gep(table, [b.mul(b.load(leaf), columns)])
+            with v.loop(c64(0), columns, "entry") as k:
+                cell = b.gep(phirow, [at("leaf_column", b.add(first_column, k))])
+                b.store(b.fadd(b.load(cell), b.load(b.gep(entries, [k]))), cell)
+
+    def by_path(t):
+        """Any tree: path by path, the rows of the call through each (the path's tables and
+        values read once for them)."""
+        with v.loop(row_begin, row_end, "prow") as r:
+            b.store(c64(-1), b.gep(patterns, [b.mul(b.sub(r, row_begin), stride)]))
+        with v.loop(at("tree_paths", t), at("tree_paths", b.add(t, c64(1))), "path") as p:
+            node_begin = at("path_nodes", p)
+            length = b.sub(at("path_nodes", b.add(p, c64(1))), node_begin)
+            prefix = at("prefix", p)
+            d = at("depth", p)
+            mask = b.sub(b.shl(c64(1), d), c64(1))
+            fb = at("path_features", p)
+            table_at = at("table_at", p)
+            first_value = at("path_values", p)
+            single = b.icmp_signed("==", b.sub(at("path_values", b.add(p, c64(1))), first_value), c64(1))
+            column, value = at("column", first_value), at("value", first_value)
+            tabled = b.and_(b.icmp_signed(">=", table_at, c64(0)), b.icmp_signed("!=", A["use_tables"], c64(0)))
+            base = b.gep(A["table"], [b.select(tabled, table_at, c64(0))])
+            q = at("quad_at", d)
+            points = b.sdiv(b.add(d, c64(1)), c64(2))
+            with v.loop(row_begin, row_end, "row") as r:
+                xrow = b.gep(X, [b.mul(r, A["row_stride"])])
+                phirow = b.gep(phi, [b.mul(r, A["phi_stride"])])
+                stack = b.gep(patterns, [b.mul(b.sub(r, row_begin), stride)])
+                s = v.var(i64, "s", b.load(b.gep(stack, [prefix])))
+                with v.loop(prefix, length, "k") as k:
                     j = b.add(node_begin, k)
                     went = b.zext(goes_left(at("node", j), xrow), i8)
                     off = b.icmp_unsigned("!=", went, at("side", j, i8))
                     clear = b.shl(c64(1), at("slot", j))
                     now = b.select(off, b.and_(b.load(s), b.not_(clear)), b.load(s))
                     b.store(now, s)
-                    b.store(now, b.gep(pattern, [b.add(k, c64(1))]))
-                d = at("depth", p)
-                bits = b.and_(b.load(s), b.sub(b.shl(c64(1), d), c64(1)))
-                fb = at("path_features", p)
-                table_at = at("table_at", p)
-                tabled = b.and_(b.icmp_signed(">=", table_at, c64(0)),
-                                b.icmp_signed("!=", A["use_tables"], c64(0)))
+                    b.store(now, b.gep(stack, [b.add(k, c64(1))]))
+                bits = b.and_(b.load(s), mask)
                 with b.if_else(tabled) as (table_way, integral_way):
                     with table_way:
-                        base = b.gep(A["table"], [table_at])
                         minus_u = b.fneg(b.load(b.gep(base, [bits])))
                         with v.loop(c64(0), d, "j") as jj:
                             bit = b.shl(c64(1), jj)
                             on = b.icmp_unsigned("!=", b.and_(bits, bit), c64(0))
                             without = b.load(b.gep(base, [b.xor(bits, bit)]))
                             share = b.select(on, b.fmul(at("ratio", b.add(fb, jj)), without), minus_u)
-                            add_share(p, phirow, at("feature", b.add(fb, jj)), share)
+                            add_share(single, column, value, p, phirow, at("feature", b.add(fb, jj)), share)
                     with integral_way:
-                        q = at("quad_at", d)
-                        points = b.sdiv(b.add(d, c64(1)), c64(2))
                         with v.loop(c64(0), d, "j") as jj:
                             total = v.var(f64, "total", cf(0.0))
                             with v.loop(c64(0), points, "m") as m:
@@ -225,7 +264,14 @@ def build_ir() -> str:
                             oj = b.icmp_unsigned("!=", b.and_(bits, b.shl(c64(1), jj)), c64(0))
                             share = b.fmul(b.fsub(b.select(oj, cf(1.0), cf(0.0)), at("zero", b.add(fb, jj))),
                                            b.load(total))
-                            add_share(p, phirow, at("feature", b.add(fb, jj)), share)
+                            add_share(single, column, value, p, phirow, at("feature", b.add(fb, jj)), share)
+
+    with v.loop(tree_begin, tree_end, "tree") as t:
+        with b.if_else(b.icmp_signed(">", at("tree_levels", t), c64(0))) as (symmetric, other):
+            with symmetric:
+                by_leaf(t)
+            with other:
+                by_path(t)
     b.ret_void()
     return str(module)
 

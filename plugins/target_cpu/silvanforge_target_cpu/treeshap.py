@@ -5,15 +5,17 @@ builds for a model (the model's paths and tables are data, so no model is compil
 ``treeshap(args, X, row_begin, row_end, tree_begin, tree_end, phi)`` adds, for rows
 ``[row_begin, row_end)`` and trees ``[tree_begin, tree_end)``, every leaf path's share to each
 feature of ``phi`` (rows of ``outputs * (features + 1)`` float64, the bias column left alone);
-``args`` is the int64 block of :data:`silvanforge.runtime.shap_arrays.ARGS` (the arrays'
-addresses and a few counts).  Trees are the outer loop, so a tree's paths and tables stay in
-cache while the rows of a call go through them.
+``args`` is the int64 block of the arrays of :mod:`silvanforge.runtime.shap_arrays` in the order
+of :data:`ARG_LAYOUT` (their addresses and a few counts).  Trees are the outer loop, then a tree's paths, then the call's
+rows, so a path's tables and values are read once for the rows of a call.
 
-For each tree and row, the paths are read in the order a depth-first walk meets their leaves;
-a path shares its first ``prefix`` nodes with the one before, so the row's pattern (bit ``i``:
-whether it follows the path at the path's ``i``-th distinct feature) is kept per depth and only
-the nodes past the prefix are decided.  A node's decision is the HIR's rule
-(:func:`silvanforge.reference.goes_left`): a missing value (NaN, or near zero where the node
+The paths of a tree come in the order a depth-first walk meets their leaves; a path shares its
+first ``prefix`` nodes with the one before, so each row keeps its pattern (bit ``i``: whether it
+follows the path at the path's ``i``-th distinct feature) per depth and decides only the nodes
+past the prefix.  A symmetric tree with a table by leaf (``tree_levels`` above 0) is read
+instead as the row's leaf (one decision a level) and that leaf's row of the table.
+
+A node's decision is the HIR's rule (:func:`silvanforge.reference.goes_left`): a missing value (NaN, or near zero where the node
 counts zero as missing) takes the default direction, a categorical node tests membership of the
 value's category (by the forest's category rule), others compare in float64, which orders the
 model's float32 values and thresholds exactly as float32 does.  A tabled path then reads its

@@ -166,7 +166,7 @@ def run_output_bench(model: str, output: str, batch_sizes, threads: list[int], r
     X = pool[:batch_sizes[-1]]
     expected = cf.predict(X, **kw)  # (its first request also builds what it needs)
     report.notes.append(f"silvanforge: compile and first {output} request {time.perf_counter() - start:.2f} s "
-                        "(tables made once a model; not in the times)")
+                        "(what it builds then is not in the times)")
     ours = _Engine(OURS, lambda rows, n: cf.predict(rows, threads=n, **kw))
     candidates = []
     try:

@@ -149,6 +149,15 @@ class Target:
         it, so hosts sharing a cache directory keep their own code."""
         return None
 
+    def contributions_kernel(self):
+        """A compiled evaluator of SHAP contributions on the host, or None (the default: the
+        core's NumPy evaluation answers).  It reads a model's paths as the flat arrays of
+        :mod:`silvanforge.runtime.shap_arrays`: it has ``arg_layout`` (the names of those arrays,
+        in the order its int64 block of addresses gives them) and ``run(args, X, row_begin,
+        row_end, tree_begin, tree_end, phi)`` (addresses and bounds), which adds the paths of
+        those trees to those rows of ``phi`` and may be called from many threads at once."""
+        return None
+
     def tune(self, forest, rows, sizes, budget_s: float, threads, progress):
         """The plan search of ``sf.tune`` / ``forge tune`` for a target that is not a CPU (the
         core times CPU forms itself, :mod:`silvanforge.plan.tuning`), or None (the default): this

@@ -10,7 +10,7 @@ import threading
 
 import numpy as np
 
-from silvanforge.runtime import contributions, transforms
+from silvanforge.runtime import contributions, shap_arrays, transforms
 from silvanforge.inputs.device import device_rows, is_device_array, like_input
 from silvanforge.errors import InputError
 from silvanforge.frontend import outputs
@@ -49,7 +49,9 @@ class CompiledForest:
         # Other outputs (silvanforge.frontend.outputs), each a compiled model of its own, built
         # at its first request.
         self._outputs: dict[str, CompiledForest] = {}
-        self._contribution_tables = None  # (silvanforge.runtime.contributions, at its first request)
+        # (kernel, tables) of SHAP contributions, made at their first request: a target's kernel and
+        # silvanforge.runtime.shap_arrays', or None and silvanforge.runtime.contributions'.
+        self._contribution_tables = None
         self._outputs_lock = threading.Lock()
         self._install(list(forms), list(bands) if bands is not None else [Band(1, None, 0)])
 
@@ -252,14 +254,21 @@ class CompiledForest:
         if output_margin:
             raise InputError("output_margin applies to predictions, not to pred_leaf, per_tree or pred_contribs")
         if pred_contribs:
+            forest = self.forest
             with self._outputs_lock:
                 if self._contribution_tables is None:
-                    self._contribution_tables = contributions.tables(self.forest)
-            forest = self.forest
+                    # A target's compiled evaluator where one is installed, else NumPy's.
+                    kernel = shap_arrays.kernel_for(self.target)
+                    flat = shap_arrays.arrays(forest) if kernel is not None else None
+                    self._contribution_tables = ((kernel, flat) if flat is not None and shap_arrays.fits(flat, kernel)
+                                                 else (None, contributions.tables(forest)))
+            kernel, tables = self._contribution_tables
             rows = as_rows(X, forest, np.dtype(forest.threshold_dtype), self._schemas)
             if missing == missing:
                 rows = np.where(rows == rows.dtype.type(float(missing)), rows.dtype.type(np.nan), rows)
-            return contributions.shaped(forest, contributions.contributions(self._contribution_tables, rows, forest))
+            phi = (shap_arrays.contributions(tables, kernel, rows, self.threads if threads is None else threads)
+                   if kernel is not None else contributions.contributions(tables, rows, forest))
+            return contributions.shaped(forest, phi)
         kind = "pred_leaf" if pred_leaf else "per_tree"
         margins = self.output_model(kind).predict(X, missing=missing, threads=threads)
         return outputs.shaped(self.forest, kind, margins)

@@ -50,6 +50,10 @@ def bench(
                                     help="Pad trees to one depth (or each to its own with --reorder); "
                                          "default: when it at most doubles the nodes."),
     cpu: str | None = _cpu_opt(),
+    output: str = typer.Option("predict", "--output",
+                               help="What is timed: predict (predictions), leaf (leaf indices against the "
+                                    "library's pred_leaf) or contribs (SHAP contributions against the "
+                                    "library, shap and fasttreeshap)."),
 ):
     """Time our compiled model against the available peers on the same random inputs."""
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
@@ -63,6 +67,7 @@ def bench(
         peer_list = [p.strip() for p in peers.split(",") if p.strip()]
         # a GPU target's peers (hummingbird-cuda, xgboost-cuda) are named as the CPU peers are
         known = list(dict.fromkeys(p[0] for p in (*benchmod.PEERS, *benchmod.bench_peers.GPU_PEERS)))
+        known += ["shap", "fasttreeshap"] if output == "contribs" else []
         unknown = [p for p in peer_list if p not in known]
         if unknown:
             raise InputError(f"unknown peer {unknown[0]!r}; known: {', '.join(known)}")
@@ -77,6 +82,8 @@ def bench(
     elif append or overwrite:
         raise InputError("--append and --overwrite need --markdown FILE")
 
+    if output not in ("predict", "leaf", "contribs"):
+        raise InputError(f"--output must be predict, leaf or contribs, got {output!r}")
     with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
                   TimeElapsedColumn(), console=_err(), transient=True) as progress:
         task = progress.add_task("bench", total=None)
@@ -84,11 +91,17 @@ def bench(
         def on_progress(what: str, done: int, total: int) -> None:
             progress.update(task, description=what, completed=done, total=total)
 
-        report = benchmod.run_bench(model, sizes, threads=thread_counts, target=target or "cpu", rep=rep,
-                                    schedule=sched, repeat=repeat, min_time=min_time, peers=peer_list,
-                                    progress=on_progress, lleaves_venv=lleaves_venv,
-                                    tile_size=tile_size or 1, profile=profile, reorder=reorder, pad=pad,
-                                    compile_batch=compile_batch, cpu=cpu)
+        if output != "predict":
+            from .explanations import run_output_bench
+
+            report = run_output_bench(model, output, sizes, benchmod._thread_counts(thread_counts),
+                                      repeat=repeat, min_time=min_time, peers=peer_list, progress=on_progress)
+        else:
+            report = benchmod.run_bench(model, sizes, threads=thread_counts, target=target or "cpu", rep=rep,
+                                        schedule=sched, repeat=repeat, min_time=min_time, peers=peer_list,
+                                        progress=on_progress, lleaves_venv=lleaves_venv,
+                                        tile_size=tile_size or 1, profile=profile, reorder=reorder, pad=pad,
+                                        compile_batch=compile_batch, cpu=cpu)
 
     out = _out()
     table = Table(title=escape(benchmod.describe(report)), title_justify="left")

@@ -48,6 +48,11 @@ class CpuTarget(Target):
         cpu = _cpu(options)
         return jit.compile_module(module, str(codegen.generate(module, cpu=cpu)), cpu)
 
+    def contributions_kernel(self):
+        from . import treeshap
+
+        return treeshap.kernel()
+
     def check_cpu(self, cpu):
         from . import cpus
 

@@ -1,0 +1,387 @@
+"""SHAP contributions by a target's compiled kernel: the model's leaf paths, pattern tables and
+split rules as flat arrays (made once a model, :func:`arrays`), and the calls that split a
+request's rows or trees over threads (:func:`contributions`).
+
+The kernel is the target's (:meth:`silvanforge.target.Target.contributions_kernel`; the CPU
+target's is one LLVM function for every model, in that plugin's ``treeshap`` module): it reads
+the arrays below by name through one int64 block of their addresses, in the order its
+``arg_layout`` names them, so the model stays data and nothing is compiled per model.  The
+mathematics is :mod:`silvanforge.runtime.contributions`' (whose NumPy evaluation answers where no
+installed target has a kernel); these arrays lay the same paths out in the order a depth-first
+walk meets their leaves, each path saying how many of its first nodes it shares with the one
+before, so a row decides each node of a tree once.
+
+The arrays (P paths, N nodes of all trees, per tree ``tree_paths``):
+
+- ``tree_paths`` (trees + 1): each tree's first path; ``path_nodes`` (P + 1): each path's first
+  entry of ``node`` (global node index), ``side`` (1: the path goes left) and ``slot`` (which of
+  its distinct features the node tests); ``prefix`` (P): entries shared with the path before.
+- ``depth`` (P): distinct features ``d``; ``path_features`` (P): the first of its ``d`` entries of
+  ``feature``, ``zero`` (the cover fraction following the path there) and ``ratio`` (``(1 - z) /
+  z``); ``table_at`` (P): where its pattern table (``2**d`` values of ``U``) starts in ``table``,
+  -1 where it has none (past the budget, a zero fraction, or ``d`` above ``TABLE_MAX_D``).
+- ``path_values`` (P + 1): each path's first entry of ``column`` (``output * (features + 1)``)
+  and ``value`` (the leaf's value for that output, scaled for averages).
+- Per node: ``split_feature``, ``threshold`` (float64: the model's thresholds widened exactly),
+  ``op`` (:class:`~silvanforge.ir.hir.Op`), ``default_left``, ``zero_missing``, ``category_at``
+  (-1, or where its set starts in ``category_in``, one byte a category) and ``category_count``.
+- ``quad_at`` (by d), ``quad_t``, ``quad_w``: Gauss-Legendre points and weights on [0, 1],
+  ``(d + 1) // 2`` of them for paths of ``d`` features (exact for the degree ``d - 1`` integrand).
+- Counts: ``row_stride``, ``phi_stride``, ``category_rule`` (0 XGBoost, 1 LightGBM, 2 exact),
+  ``use_tables`` (0: every path by its integral), ``zero_bound`` (ZERO_THRESHOLD's float64 bits).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from silvanforge.ir.hir import ZERO_THRESHOLD, Aggregation, CategoryRule, Forest
+from silvanforge.runtime import contributions as paths_math
+from silvanforge.runtime.threads import _get_pool, check_threads, default_threads
+
+_RULES = {CategoryRule.XGBOOST: 0, CategoryRule.LIGHTGBM: 1, CategoryRule.EXACT: 2}
+# Requests of fewer rows than this split the trees instead of the rows, whatever the thread
+# count (each share its own output, added in share order: the answer is the same for every
+# thread count).
+TREE_SPLIT_ROWS = 8
+# Tree shares of a small request, whatever the thread count (threads take them in turn).
+TREE_SHARES = 4
+# Rows a call takes at most: its rows' outputs stay in cache while each tree's paths go by.
+ROWS_PER_CALL = 64
+
+
+@dataclasses.dataclass
+class Arrays:
+    """A model's flat arrays (see the module docstring) and what the calls need besides."""
+
+    named: dict  # name -> array (kept alive here) or int
+    bias: np.ndarray  # (outputs,)
+    num_trees: int
+    num_outputs: int
+    num_features: int
+    max_path: int  # nodes of the longest path
+    max_depth: int  # distinct features of the path with most
+    _blocks: dict = dataclasses.field(default_factory=dict)  # (layout, use_tables) -> int64 args
+
+    def block(self, layout: tuple[str, ...], use_tables: bool) -> np.ndarray:
+        """The int64 args of a kernel with ``layout``: addresses of the arrays, the counts."""
+        key = (layout, use_tables)
+        got = self._blocks.get(key)
+        if got is None:
+            values = dict(self.named, use_tables=int(use_tables))
+            got = np.array([v.ctypes.data if isinstance(v, np.ndarray) else int(v) for v in
+                            (values[name] for name in layout)], np.int64)
+            self._blocks[key] = got
+        return got
+
+
+def arrays(forest: Forest, table_bytes: int = paths_math.TABLE_BYTES) -> Arrays:
+    """The flat arrays of ``forest`` (raises ``UnsupportedModelError`` where
+    :func:`~silvanforge.runtime.contributions.refusal` says why), with pattern tables for up to
+    ``table_bytes``."""
+    why = paths_math.refusal(forest)
+    if why is not None:
+        from silvanforge.errors import UnsupportedModelError
+
+        raise UnsupportedModelError(f"pred_contribs: {why}")
+    K, F = forest.num_outputs, forest.num_features
+    scale = 1.0 / forest.average_divisor if forest.aggregation is Aggregation.AVERAGE else 1.0
+    bias = np.asarray(forest.base_score, np.float64) * 1.0 + np.zeros(K)
+    tree_paths, path_nodes, prefix, symmetric = [0], [0], [], []
+    node, side, slot = [], [], []
+    depth, path_features, feature, zero = [], [0], [], []
+    path_values, column, value = [0], [], []
+    starts = np.cumsum([0] + [t.num_nodes for t in forest.trees])
+    for t, tree in enumerate(forest.trees):
+        cover = tree.cover if tree.cover is not None else np.ones(tree.num_nodes)
+        fraction = _fractions(tree, cover)
+        columns = [o * (F + 1) for o in tree.outputs]
+        before: list = []
+        first_path = len(depth)
+        for leaf, nodes, sides in paths_math._leaf_paths(tree):
+            shared = 0
+            for a, c in zip(zip(nodes, sides), before):
+                if a != c:
+                    break
+                shared += 1
+            before = list(zip(nodes, sides))
+            features: list[int] = []
+            zeros: list[float] = []
+            for n, left in zip(nodes, sides):
+                f = int(tree.feature[n])
+                z = fraction[n, 0 if left else 1]
+                if f in features:  # a feature met again: one element, fractions multiplied
+                    k = features.index(f)
+                    zeros[k] *= z
+                else:
+                    k = len(features)
+                    features.append(f)
+                    zeros.append(z)
+                slot.append(k)
+            vals = tree.leaf_value[leaf] * scale
+            bias += _spread(vals, tree.outputs, K) * float(np.prod(zeros))
+            prefix.append(shared)
+            node.extend(int(starts[t]) + n for n in nodes)
+            side.extend(sides)
+            path_nodes.append(len(node))
+            depth.append(len(features))
+            feature.extend(features)
+            zero.extend(zeros)
+            path_features.append(len(feature))
+            column.extend(columns)
+            value.extend(vals.tolist())
+            path_values.append(len(value))
+        tree_paths.append(len(depth))
+        symmetric.append(_levels(tree) if first_path + 1 < len(depth) else None)
+    depth_a = np.array(depth, np.int32)
+    zero_a = np.array(zero, np.float64)
+    fstart = np.array(path_features[:-1], np.int64)
+    side_a, slot_a = np.array(side, np.int8), np.array(slot, np.int8)
+    node_at = np.array(path_nodes, np.int64)
+    value_a, column_a, value_at = np.array(value, np.float64), np.array(column, np.int64), np.array(path_values, np.int64)
+    by_leaf = _leaf_tables(forest, symmetric, tree_paths, node_at, side_a, slot_a, depth_a, fstart,
+                           np.array(feature, np.int32), zero_a, value_at, column_a, value_a, table_bytes)
+    walked = np.ones(depth_a.size, bool)  # paths of trees with a table by leaf are never walked
+    for t in np.flatnonzero(by_leaf["tree_levels"][:-1] > 0):
+        walked[tree_paths[t]:tree_paths[t + 1]] = False
+    table_at, table = _tables(np.where(walked, depth_a, 0), fstart, zero_a,
+                              table_bytes - by_leaf["leaf_table"].nbytes)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.where(zero_a > 0, (1.0 - zero_a) / zero_a, 0.0)
+    flat = _node_arrays(forest, starts)
+    quad_at, quad_t, quad_w = _quadrature(int(depth_a.max(initial=0)))
+    named = dict(
+        row_stride=F, phi_stride=K * (F + 1),
+        tree_paths=np.array(tree_paths, np.int64), path_nodes=np.array(path_nodes, np.int64),
+        prefix=np.array(prefix, np.int32), node=np.array(node, np.int32), side=side_a,
+        slot=slot_a, depth=depth_a, path_features=fstart, feature=np.array(feature, np.int32),
+        zero=zero_a, ratio=ratio, table_at=table_at, table=table,
+        path_values=value_at, column=column_a, value=value_a, **flat, category_rule=_RULES[forest.category_rule],
+        quad_at=quad_at, quad_t=quad_t, quad_w=quad_w, **by_leaf,
+        zero_bound=int(np.float64(ZERO_THRESHOLD).view(np.int64)))
+    # (every array non-empty: the kernel is handed addresses, and an empty array may have none)
+    named = {k: (np.zeros(1, v.dtype) if isinstance(v, np.ndarray) and v.size == 0 else v) for k, v in named.items()}
+    lengths = np.diff(named["path_nodes"])
+    named["pattern_stride"] = int(lengths.max(initial=0)) + 1
+    return Arrays(named, bias, forest.num_trees, K, F, int(lengths.max(initial=0)), int(depth_a.max(initial=0)))
+
+
+# Symmetric trees of up to this many levels are tabled by leaf (a row of the table a leaf).
+LEAF_TABLE_LEVELS = 12
+
+
+def _levels(tree) -> list[int] | None:
+    """A node of each level where every node of a level is internal and tests the same split
+    (no categories) down to a level of leaves, else None."""
+    level, out = [0], []
+    while tree.left[level[0]] >= 0:
+        if len(out) >= LEAF_TABLE_LEVELS or any(tree.left[n] < 0 for n in level):
+            return None
+        n0 = level[0]
+        for n in level:
+            if n in tree.categories or tree.feature[n] != tree.feature[n0] or tree.op[n] != tree.op[n0] \
+                    or tree.default_left[n] != tree.default_left[n0] or tree.zero_missing[n] != tree.zero_missing[n0] \
+                    or not (tree.threshold[n] == tree.threshold[n0]):
+                return None
+        out.append(n0)
+        level = [c for n in level for c in (int(tree.left[n]), int(tree.right[n]))]
+    return out if all(tree.left[n] < 0 for n in level) and out else None
+
+
+def _leaf_tables(forest, symmetric, tree_paths, node_at, side, slot, depth, fstart, feature, zero,
+                 value_at, column, value, budget) -> dict:
+    """The tables by leaf of the symmetric trees (:func:`_levels`), up to ``budget`` bytes: for
+    each of the tree's ``2**levels`` leaves (bit i: the row goes right at level i), each path's
+    share for each of the tree's features summed over its paths with their values, as the
+    row reaching that leaf gets them (its pattern on a path depends on that leaf alone)."""
+    T = len(symmetric)
+    starts = np.cumsum([0] + [t.num_nodes for t in forest.trees])
+    levels, level_at, table_at, column_at, columns = (np.zeros(T + 1, np.int64) for _ in range(5))
+    level_node, parts, leaf_column, used = [], [], [], 0
+    for t, nodes in enumerate(symmetric):
+        level_at[t], table_at[t], column_at[t] = len(level_node), used // 8, len(leaf_column)
+        a, b = tree_paths[t], tree_paths[t + 1]
+        if nodes is None or b - a != 1 << len(nodes):
+            continue
+        d, L = int(depth[a]), len(nodes)
+        zeros = zero[fstart[a:b, None] + np.arange(d)]
+        outs = int(value_at[a + 1] - value_at[a])
+        if d == 0 or (depth[a:b] != d).any() or not (zeros > 0).all() \
+                or (value_at[a + 1:b + 1] - value_at[a:b] != outs).any() or used + (8 * outs * d << L) > budget:
+            continue
+        R = P = 1 << L
+        at = node_at[a] + np.arange(P * L).reshape(P, L)
+        sides, slots = side[at].astype(bool), slot[at].astype(np.int64)  # (P, L): goes left, its slot
+        goes_left = ((np.arange(R)[:, None] >> np.arange(L)) & 1) == 0  # (R, L)
+        s = np.full((R, P), (1 << d) - 1, np.int64)
+        for i in range(L):
+            s &= np.where(sides[None, :, i] == goes_left[:, None, i], -1, ~(1 << slots[None, :, i]))
+        U, ratio = paths_math._pattern_tables(zeros, d)
+        U = U.ravel()
+        rows = np.arange(P)[None, :] * (1 << d)
+        shares = np.empty((R, P, d))
+        for k in range(d):
+            on = (s >> k) & 1
+            shares[:, :, k] = np.where(on == 1, ratio[None, :, k] * U[rows + (s ^ (1 << k))], -U[rows + s])
+        vals = value[value_at[a] + np.arange(P * outs)].reshape(P, outs)
+        table = np.einsum("rpk,po->rok", shares, vals).reshape(R, outs * d)
+        levels[t], columns[t] = L, outs * d
+        level_node.extend(int(starts[t]) + n for n in nodes)
+        feats = feature[fstart[a] + np.arange(d)].astype(np.int64)
+        for o in range(outs):
+            leaf_column.extend((column[value_at[a] + o] + feats).tolist())
+        parts.append(table.ravel())
+        used += table.nbytes
+    return dict(tree_levels=levels, level_at=level_at, level_node=np.array(level_node or [0], np.int64),
+                leaf_table_at=table_at, leaf_table=np.concatenate(parts) if parts else np.zeros(1),
+                column_at=column_at, table_columns=columns, leaf_column=np.array(leaf_column or [0], np.int64))
+
+
+def _fractions(tree, cover: np.ndarray) -> np.ndarray:
+    """(nodes, 2): the cover fraction of each node's left and right child (0 under a node of
+    no cover; leaves: 0)."""
+    out = np.zeros((tree.num_nodes, 2))
+    inner = np.flatnonzero(tree.left >= 0)
+    c = cover[inner].astype(np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out[inner, 0] = np.where(c > 0, cover[tree.left[inner]] / c, 0.0)
+        out[inner, 1] = np.where(c > 0, cover[tree.right[inner]] / c, 0.0)
+    return out
+
+
+def _spread(vals: np.ndarray, outputs, K: int) -> np.ndarray:
+    out = np.zeros(K)
+    out[list(outputs)] = vals
+    return out
+
+
+def _tables(depth: np.ndarray, fstart: np.ndarray, zero: np.ndarray, budget: int):
+    """Each path's pattern table's start in one array (-1: none), and that array: the paths of
+    fewest features first, those with every fraction above zero, up to ``budget`` bytes."""
+    table_at = np.full(depth.size, -1, np.int64)
+    parts, used = [], 0
+    for d in range(1, paths_math.TABLE_MAX_D + 1):
+        at = np.flatnonzero(depth == d)
+        if not at.size:
+            continue
+        z = zero[fstart[at, None] + np.arange(d)]
+        able = (z > 0).all(axis=1)
+        at, z = at[able], z[able]
+        take = min(at.size, max(0, (budget - used) // (8 << d)))
+        if not take:
+            continue
+        U, _ = paths_math._pattern_tables(z[:take], d)
+        table_at[at[:take]] = used // 8 + np.arange(take, dtype=np.int64) * (1 << d)
+        parts.append(U.ravel())
+        used += U.nbytes
+    return table_at, (np.concatenate(parts) if parts else np.zeros(1))
+
+
+def _node_arrays(forest: Forest, starts: np.ndarray) -> dict:
+    """Every tree's nodes as one set of arrays: the split each tests."""
+    trees = forest.trees
+    cat = lambda name, dtype: np.concatenate([getattr(t, name) for t in trees]).astype(dtype)  # noqa: E731
+    category_at = np.full(int(starts[-1]), -1, np.int64)
+    category_count = np.zeros(int(starts[-1]), np.int64)
+    sets, used = [], 0
+    for tree, start in zip(trees, starts[:-1]):
+        for n, cats in tree.categories.items():
+            cats = np.asarray(cats, np.int64)
+            cats = cats[cats >= 0]
+            size = int(cats.max(initial=-1)) + 1
+            member = np.zeros(size, np.int8)
+            member[cats] = 1
+            category_at[int(start) + n], category_count[int(start) + n] = used, size
+            sets.append(member)
+            used += size
+    return dict(split_feature=cat("feature", np.int32), threshold=cat("threshold", np.float64),
+                op=cat("op", np.int8), default_left=cat("default_left", np.int8),
+                zero_missing=cat("zero_missing", np.int8), category_at=category_at,
+                category_count=category_count,
+                category_in=np.concatenate(sets) if sets else np.zeros(1, np.int8))
+
+
+def _quadrature(max_d: int):
+    """Gauss-Legendre points and weights on [0, 1], ``(d + 1) // 2`` of them for each d."""
+    at, ts, ws = [0], [], []
+    for d in range(0, max_d + 1):
+        m = (d + 1) // 2
+        if m:
+            x, w = np.polynomial.legendre.leggauss(m)
+            ts.extend((x + 1) / 2)
+            ws.extend(w / 2)
+        at.append(len(ts))
+    return np.array(at[:-1], np.int64), np.array(ts or [0.0]), np.array(ws or [0.0])
+
+
+def fits(a: Arrays, kernel) -> bool:
+    """Whether ``kernel`` takes the paths of ``a`` (its longest, its most features)."""
+    return a.max_path <= kernel.max_path and a.max_depth <= kernel.max_depth
+
+
+def kernel_for(target: str):
+    """The contributions kernel of target ``target``, else of any installed target that has
+    one (they all run on the host), else None."""
+    from silvanforge.plugins import registry
+
+    r = registry()
+    names = [target] + [name for name in r.targets() if name != target]
+    for name in names:
+        try:
+            kernel = r.target(name).contributions_kernel()
+        except Exception:  # a target that cannot build it here (no LLVM): the next one
+            continue
+        if kernel is not None:
+            return kernel
+    return None
+
+
+def contributions(a: Arrays, kernel, X: np.ndarray, threads: int | None, use_tables: bool = True) -> np.ndarray:
+    """(n, outputs, features + 1) of rows ``X`` (in the model's comparison dtype) by ``kernel``
+    (:meth:`silvanforge.target.Target.contributions_kernel`), over up to ``threads`` threads."""
+    threads = default_threads() if threads is None else check_threads(threads)
+    X = np.ascontiguousarray(X, np.float64)
+    n, K, F = X.shape[0], a.num_outputs, a.num_features
+    phi = np.zeros((n, K, F + 1))
+    args = a.block(kernel.arg_layout, use_tables)
+    base, T = args.ctypes.data, a.num_trees
+    if n == 0:
+        return phi
+    if n < TREE_SPLIT_ROWS:
+        # Few rows: the trees in shares, each share's sums apart, then added in share order.
+        bounds = [T * k // TREE_SHARES for k in range(TREE_SHARES + 1)]
+        parts = np.zeros((TREE_SHARES, n, K, F + 1))
+        calls = [(lambda k=k: kernel.run(base, X.ctypes.data, 0, n, bounds[k], bounds[k + 1], parts[k].ctypes.data))
+                 for k in range(TREE_SHARES)]
+        _in_parallel(calls, threads)
+        for part in parts:
+            phi += part
+    else:
+        parts = max(min(threads, n // TREE_SPLIT_ROWS), -(-n // ROWS_PER_CALL))
+        bounds = [n * k // parts for k in range(parts + 1)]
+        ranges = list(zip(bounds[:-1], bounds[1:]))
+        calls = [(lambda lo=lo, hi=hi: kernel.run(base, X.ctypes.data, lo, hi, 0, T, phi.ctypes.data))
+                 for lo, hi in ranges]
+        _in_parallel(calls, threads)
+    phi[:, :, F] += a.bias
+    return phi
+
+
+def _in_parallel(calls: list, threads: int) -> None:
+    """Run ``calls`` over up to ``threads`` threads (this one takes the first)."""
+    if threads == 1 or len(calls) == 1:
+        for call in calls:
+            call()
+        return
+    width = min(threads, len(calls))
+    groups = [calls[k::width] for k in range(width)]
+    pool = _get_pool(threads)
+    futures = [pool.submit(lambda g=g: [c() for c in g]) for g in groups[1:]]
+    try:
+        for c in groups[0]:
+            c()
+    finally:
+        for f in futures:
+            f.result()

@@ -1,0 +1,314 @@
+"""The CPU's SHAP contributions kernel: one function in LLVM IR, compiled once a process, that
+evaluates path-dependent TreeSHAP over the flat arrays :mod:`silvanforge.runtime.shap_arrays`
+builds for a model (the model's paths and tables are data, so no model is compiled).
+
+``treeshap(args, X, row_begin, row_end, tree_begin, tree_end, phi)`` adds, for rows
+``[row_begin, row_end)`` and trees ``[tree_begin, tree_end)``, every leaf path's share to each
+feature of ``phi`` (rows of ``outputs * (features + 1)`` float64, the bias column left alone);
+``args`` is the int64 block of the arrays of :mod:`silvanforge.runtime.shap_arrays` in the order
+of :data:`ARG_LAYOUT` (their addresses and a few counts).  Trees are the outer loop, then a tree's paths, then the call's
+rows, so a path's tables and values are read once for the rows of a call.
+
+The paths of a tree come in the order a depth-first walk meets their leaves; a path shares its
+first ``prefix`` nodes with the one before, so each row keeps its pattern (bit ``i``: whether it
+follows the path at the path's ``i``-th distinct feature) per depth and decides only the nodes
+past the prefix.  A symmetric tree with a table by leaf (``tree_levels`` above 0) is read
+instead as the row's leaf (one decision a level) and that leaf's row of the table.
+
+A node's decision is the HIR's rule (:func:`silvanforge.reference.goes_left`): a missing value (NaN, or near zero where the node
+counts zero as missing) takes the default direction, a categorical node tests membership of the
+value's category (by the forest's category rule), others compare in float64, which orders the
+model's float32 values and thresholds exactly as float32 does.  A tabled path then reads its
+shares from its pattern table (``(1 - z_j) / z_j * U(s - {j})`` or ``-U(s)``); the others
+integrate ``prod_{i != j} (z_i (1 - t) + o_i t)`` over ``[0, 1]`` by Gauss-Legendre, exact for
+its degree (the Shapley weights are the Beta integrals of that polynomial's terms).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import threading
+
+import llvmlite.binding as llvm
+import llvmlite.ir as ir
+
+from .llvm_host import optimise
+
+i1, i8, i32, i64, f64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64), ir.DoubleType()
+
+# The args block, in order: (name, element type of the array it points to, or None: a count).
+ARG_LAYOUT = (
+    ("row_stride", None), ("phi_stride", None),
+    ("tree_paths", i64),  # (trees + 1,): each tree's first path
+    ("path_nodes", i64),  # (paths + 1,): each path's first node in ``node``, ``side``, ``slot``
+    ("prefix", i32),  # (paths,): nodes shared with the path before (same tree)
+    ("node", i32), ("side", i8), ("slot", i8),  # the path's nodes, the way it goes, its feature slot
+    ("depth", i32),  # (paths,): distinct features d
+    ("path_features", i64),  # (paths,): first of the path's d entries in ``feature``, ``zero``, ``ratio``
+    ("feature", i32), ("zero", f64), ("ratio", f64),
+    ("table_at", i64),  # (paths,): the path's pattern table in ``table``, -1 where it has none
+    ("table", f64),
+    ("path_values", i64),  # (paths + 1,): each path's first (column, value) in ``column``, ``value``
+    ("column", i64), ("value", f64),  # the phi column of an output (output * (features + 1)), the leaf's value there
+    ("split_feature", i32), ("threshold", f64), ("op", i8), ("default_left", i8), ("zero_missing", i8),
+    ("category_at", i64), ("category_count", i64), ("category_in", i8),  # categorical nodes' sets (-1: none)
+    ("category_rule", None),
+    ("quad_at", i64), ("quad_t", f64), ("quad_w", f64),  # Gauss-Legendre points for d, at quad_at[d]
+    ("use_tables", None),
+    ("pattern_stride", None),  # the model's longest path + 1: the patterns a row keeps
+    # Symmetric trees (every node of a level the same split): levels (0: a tree walked by
+    # paths), each level's split (a node of it), and the tree's table by leaf: a row per leaf,
+    # an entry per (output, feature) column of the tree, at ``leaf_column``.
+    ("tree_levels", i64), ("level_at", i64), ("level_node", i64),
+    ("leaf_table_at", i64), ("leaf_table", f64), ("column_at", i64), ("table_columns", i64), ("leaf_column", i64),
+    ("zero_bound", None),  # the float64 bits of ZERO_THRESHOLD in the model's dtype
+)
+ARG_INDEX = {name: k for k, (name, _) in enumerate(ARG_LAYOUT)}
+# Paths may be this long (the pattern kept per depth lives on the stack).
+MAX_PATH = 256
+# Op codes (silvanforge.ir.hir.Op) and category rules, as the args block gives them.
+OP_LT, OP_LE, OP_EQ = 0, 1, 2
+RULE_XGBOOST, RULE_LIGHTGBM, RULE_EXACT = 0, 1, 2
+
+
+class _Vars:
+    """Loop counters and scalars as stack slots (SROA makes them registers)."""
+
+    def __init__(self, fn, b: ir.IRBuilder):
+        self._entry = fn.entry_basic_block
+        self.b = b
+
+    def var(self, ty, name, init=None):
+        with self.b.goto_block(self._entry):
+            self.b.position_at_start(self._entry)
+            slot = self.b.alloca(ty, name=name)
+        if init is not None:
+            self.b.store(init, slot)
+        return slot
+
+    @contextlib.contextmanager
+    def loop(self, lo, hi, name):
+        """``for name in range(lo, hi)``: yields the counter's value in the body."""
+        b = self.b
+        counter = self.var(lo.type, name, lo)
+        head = b.append_basic_block(f"{name}.head")
+        body = b.append_basic_block(f"{name}.body")
+        end = b.append_basic_block(f"{name}.end")
+        b.branch(head)
+        b.position_at_end(head)
+        b.cbranch(b.icmp_signed("<", b.load(counter), hi), body, end)
+        b.position_at_end(body)
+        yield b.load(counter)
+        b.store(b.add(b.load(counter), ir.Constant(lo.type, 1)), counter)
+        b.branch(head)
+        b.position_at_end(end)
+
+
+def build_ir() -> str:
+    """The kernel's LLVM IR (see the module docstring)."""
+    module = ir.Module("treeshap")
+    p64 = f64.as_pointer()
+    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [i64.as_pointer(), p64, i64, i64, i64, i64, p64]),
+                     "treeshap")
+    args, X, row_begin, row_end, tree_begin, tree_end, phi = fn.args
+    for a in (args, X, phi):
+        a.add_attribute("noalias")
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    v = _Vars(fn, b)
+    c64 = lambda k: ir.Constant(i64, k)  # noqa: E731
+    cf = lambda k: ir.Constant(f64, k)  # noqa: E731
+
+    A = {}
+    for k, (name, ty) in enumerate(ARG_LAYOUT):
+        word = b.load(b.gep(args, [c64(k)]), name=name)
+        A[name] = word if ty is None else b.inttoptr(word, ty.as_pointer(), name=name)
+
+    def at(name, index, ty=i64):
+        """``A[name][index]`` widened to ``ty`` (integers) or as it is (doubles)."""
+        value = b.load(b.gep(A[name], [index]))
+        if isinstance(value.type, ir.IntType) and value.type.width < ty.width:
+            return b.sext(value, ty) if name in ("node", "feature", "split_feature", "prefix", "depth") \
+                else b.zext(value, ty)
+        return value
+
+    zero_bound = b.bitcast(A["zero_bound"], f64)
+
+    def goes_left(node, xrow):
+        """The HIR's decision at ``node`` for the row at ``xrow``: an i1, true for left."""
+        x = b.load(b.gep(xrow, [at("split_feature", node)]))
+        result = v.var(i1, "left")
+        nan = b.fcmp_unordered("uno", x, x)
+        near_zero = b.and_(b.fcmp_ordered(">=", x, b.fneg(zero_bound)), b.fcmp_ordered("<=", x, zero_bound))
+        missing = b.or_(nan, b.and_(b.icmp_unsigned("!=", at("zero_missing", node, i8), ir.Constant(i8, 0)),
+                                    near_zero))
+        with b.if_else(missing) as (then, otherwise):
+            with then:
+                b.store(b.icmp_unsigned("!=", at("default_left", node, i8), ir.Constant(i8, 0)), result)
+            with otherwise:
+                cat_at = at("category_at", node)
+                with b.if_else(b.icmp_signed(">=", cat_at, c64(0))) as (categorical, numeric):
+                    with categorical:
+                        rule = A["category_rule"]
+                        lo = b.select(b.icmp_signed("==", rule, c64(RULE_LIGHTGBM)), cf(-1.0), cf(0.0))
+                        hi = b.select(b.icmp_signed("==", rule, c64(RULE_XGBOOST)), cf(2.0 ** 24), cf(2.0 ** 31))
+                        above = b.select(b.icmp_signed("==", rule, c64(RULE_LIGHTGBM)),
+                                         b.fcmp_ordered(">", x, lo), b.fcmp_ordered(">=", x, lo))
+                        valid = b.and_(above, b.fcmp_ordered("<", x, hi))
+                        # (a value outside the range is converted as 0: it is tested invalid anyway)
+                        safe = b.select(valid, x, cf(0.0))
+                        cat = b.fptosi(safe, i64)  # truncates toward zero, as the rule does
+                        whole = b.fcmp_ordered("==", b.sitofp(cat, f64), safe)
+                        valid = b.and_(valid, b.or_(b.icmp_signed("!=", rule, c64(RULE_EXACT)), whole))
+                        valid = b.and_(valid, b.icmp_signed("<", cat, at("category_count", node)))
+                        index = b.select(valid, b.add(cat_at, cat), cat_at)
+                        member = b.icmp_unsigned("!=", b.load(b.gep(A["category_in"], [index])), ir.Constant(i8, 0))
+                        b.store(b.and_(valid, member), result)
+                    with numeric:
+                        t = at("threshold", node)
+                        op = at("op", node, i8)
+                        lt, le, eq = b.fcmp_ordered("<", x, t), b.fcmp_ordered("<=", x, t), b.fcmp_ordered("==", x, t)
+                        pick = b.select(b.icmp_unsigned("==", op, ir.Constant(i8, OP_LT)), lt,
+                                        b.select(b.icmp_unsigned("==", op, ir.Constant(i8, OP_LE)), le, eq))
+                        b.store(pick, result)
+        return b.load(result)
+
+    stride = A["pattern_stride"]
+    patterns = b.alloca(i64, b.mul(b.sub(row_end, row_begin), stride), name="patterns")
+
+    def add_share(single, column, value, path, phirow, feat, share):
+        """``phi[column + feat] += value * share`` for each of the path's leaf values (one,
+        ``column`` and ``value``, where ``single``)."""
+        with b.if_else(single) as (one, several):
+            with one:
+                cell = b.gep(phirow, [b.add(column, feat)])
+                b.store(b.fadd(b.load(cell), b.fmul(value, share)), cell)
+            with several:
+                with v.loop(at("path_values", path), at("path_values", b.add(path, c64(1))), "val") as k:
+                    cell = b.gep(phirow, [b.add(at("column", k), feat)])
+                    b.store(b.fadd(b.load(cell), b.fmul(at("value", k), share)), cell)
+
+    def by_leaf(t):
+        """A symmetric tree: the row's leaf from one decision a level, then its row of the
+        tree's table (every feature's share, each output's)."""
+        levels, first_level = at("tree_levels", t), at("level_at", t)
+        columns, first_column = at("table_columns", t), at("column_at", t)
+        table = b.gep(A["leaf_table"], [at("leaf_table_at", t)])
+        with v.loop(row_begin, row_end, "lrow") as r:
+            xrow = b.gep(X, [b.mul(r, A["row_stride"])])
+            phirow = b.gep(phi, [b.mul(r, A["phi_stride"])])
+            leaf = v.var(i64, "leaf", c64(0))
+            with v.loop(c64(0), levels, "level") as i:
+                right = b.zext(b.not_(goes_left(at("level_node", b.add(first_level, i)), xrow)), i64)
+                b.store(b.or_(b.load(leaf), b.shl(right, i)), leaf)
+            entries = b.gep(table, [b.mul(b.load(leaf), columns)])
+            with v.loop(c64(0), columns, "entry") as k:
+                cell = b.gep(phirow, [at("leaf_column", b.add(first_column, k))])
+                b.store(b.fadd(b.load(cell), b.load(b.gep(entries, [k]))), cell)
+
+    def by_path(t):
+        """Any tree: path by path, the rows of the call through each (the path's tables and
+        values read once for them)."""
+        with v.loop(row_begin, row_end, "prow") as r:
+            b.store(c64(-1), b.gep(patterns, [b.mul(b.sub(r, row_begin), stride)]))
+        with v.loop(at("tree_paths", t), at("tree_paths", b.add(t, c64(1))), "path") as p:
+            node_begin = at("path_nodes", p)
+            length = b.sub(at("path_nodes", b.add(p, c64(1))), node_begin)
+            prefix = at("prefix", p)
+            d = at("depth", p)
+            mask = b.sub(b.shl(c64(1), d), c64(1))
+            fb = at("path_features", p)
+            table_at = at("table_at", p)
+            first_value = at("path_values", p)
+            single = b.icmp_signed("==", b.sub(at("path_values", b.add(p, c64(1))), first_value), c64(1))
+            column, value = at("column", first_value), at("value", first_value)
+            tabled = b.and_(b.icmp_signed(">=", table_at, c64(0)), b.icmp_signed("!=", A["use_tables"], c64(0)))
+            base = b.gep(A["table"], [b.select(tabled, table_at, c64(0))])
+            q = at("quad_at", d)
+            points = b.sdiv(b.add(d, c64(1)), c64(2))
+            with v.loop(row_begin, row_end, "row") as r:
+                xrow = b.gep(X, [b.mul(r, A["row_stride"])])
+                phirow = b.gep(phi, [b.mul(r, A["phi_stride"])])
+                stack = b.gep(patterns, [b.mul(b.sub(r, row_begin), stride)])
+                s = v.var(i64, "s", b.load(b.gep(stack, [prefix])))
+                with v.loop(prefix, length, "k") as k:
+                    j = b.add(node_begin, k)
+                    went = b.zext(goes_left(at("node", j), xrow), i8)
+                    off = b.icmp_unsigned("!=", went, at("side", j, i8))
+                    clear = b.shl(c64(1), at("slot", j))
+                    now = b.select(off, b.and_(b.load(s), b.not_(clear)), b.load(s))
+                    b.store(now, s)
+                    b.store(now, b.gep(stack, [b.add(k, c64(1))]))
+                bits = b.and_(b.load(s), mask)
+                with b.if_else(tabled) as (table_way, integral_way):
+                    with table_way:
+                        minus_u = b.fneg(b.load(b.gep(base, [bits])))
+                        with v.loop(c64(0), d, "j") as jj:
+                            bit = b.shl(c64(1), jj)
+                            on = b.icmp_unsigned("!=", b.and_(bits, bit), c64(0))
+                            without = b.load(b.gep(base, [b.xor(bits, bit)]))
+                            share = b.select(on, b.fmul(at("ratio", b.add(fb, jj)), without), minus_u)
+                            add_share(single, column, value, p, phirow, at("feature", b.add(fb, jj)), share)
+                    with integral_way:
+                        with v.loop(c64(0), d, "j") as jj:
+                            total = v.var(f64, "total", cf(0.0))
+                            with v.loop(c64(0), points, "m") as m:
+                                tm = at("quad_t", b.add(q, m))
+                                rest = b.fsub(cf(1.0), tm)
+                                prod = v.var(f64, "prod", at("quad_w", b.add(q, m)))
+                                with v.loop(c64(0), d, "i") as i:
+                                    with b.if_then(b.icmp_signed("!=", i, jj)):
+                                        o = b.icmp_unsigned("!=", b.and_(bits, b.shl(c64(1), i)), c64(0))
+                                        factor = b.fadd(b.fmul(at("zero", b.add(fb, i)), rest),
+                                                        b.select(o, tm, cf(0.0)))
+                                        b.store(b.fmul(b.load(prod), factor), prod)
+                                b.store(b.fadd(b.load(total), b.load(prod)), total)
+                            oj = b.icmp_unsigned("!=", b.and_(bits, b.shl(c64(1), jj)), c64(0))
+                            share = b.fmul(b.fsub(b.select(oj, cf(1.0), cf(0.0)), at("zero", b.add(fb, jj))),
+                                           b.load(total))
+                            add_share(single, column, value, p, phirow, at("feature", b.add(fb, jj)), share)
+
+    with v.loop(tree_begin, tree_end, "tree") as t:
+        with b.if_else(b.icmp_signed(">", at("tree_levels", t), c64(0))) as (symmetric, other):
+            with symmetric:
+                by_leaf(t)
+            with other:
+                by_path(t)
+    b.ret_void()
+    return str(module)
+
+
+_lock = threading.Lock()
+_kernel = None
+
+
+class TreeShapKernel:
+    """The compiled kernel (one a process): :meth:`run` calls it through ctypes, which releases
+    the GIL, so threads run their rows or trees in parallel."""
+
+    arg_layout = tuple(name for name, _ in ARG_LAYOUT)
+    max_path = MAX_PATH
+    max_depth = 62  # distinct features a path may have: its pattern is one int64's bits
+
+    def __init__(self):
+        mod, tm = optimise(build_ir())
+        self._engine = llvm.create_mcjit_compiler(mod, tm)
+        self._engine.finalize_object()
+        address = self._engine.get_function_address("treeshap")
+        i64_ = ctypes.c_int64
+        self._fn = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, i64_, i64_, i64_, i64_,
+                                    ctypes.c_void_p)(address)
+
+    def run(self, args: int, X: int, row_begin: int, row_end: int, tree_begin: int, tree_end: int,
+            phi: int) -> None:
+        """One call over rows and trees; ``args``, ``X``, ``phi``: addresses."""
+        self._fn(args, X, row_begin, row_end, tree_begin, tree_end, phi)
+
+
+def kernel() -> TreeShapKernel:
+    """The process's kernel, compiled at its first request."""
+    global _kernel
+    with _lock:
+        if _kernel is None:
+            _kernel = TreeShapKernel()
+        return _kernel

@@ -1,0 +1,94 @@
+"""SHAP contributions by a target's compiled kernel (:mod:`silvanforge.runtime.shap_arrays`):
+the same answer for every thread count, for every way a request is split (trees for a few rows,
+rows for more) and whether a path is read from its pattern table or integrated, and equal to
+the NumPy evaluation on NaN rows, categorical splits, several outputs and symmetric trees read
+by leaf."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+import silvanforge as sf
+from silvanforge import reference
+from silvanforge.runtime import contributions, shap_arrays
+from support_common import labelled as _labels, normal_rows as _rows
+
+
+def _kernel():
+    kernel = shap_arrays.kernel_for("cpu")
+    if kernel is None:
+        pytest.skip("no installed target has a contributions kernel")
+    return kernel
+
+
+def _numpy(forest, X):
+    return contributions.contributions(contributions.tables(forest), X.astype(forest.threshold_dtype), forest)
+
+
+def _every_way(forest, X, rtol):
+    """The kernel's answers at each size band, thread count and path evaluation, against NumPy's."""
+    kernel = _kernel()
+    flat = shap_arrays.arrays(forest)
+    rows = X.astype(forest.threshold_dtype)
+    for n in (1, shap_arrays.TREE_SPLIT_ROWS - 1, shap_arrays.TREE_SPLIT_ROWS, 2 * shap_arrays.ROWS_PER_CALL + 3):
+        want = _numpy(forest, rows[:n])
+        one = shap_arrays.contributions(flat, kernel, rows[:n], 1)
+        assert np.array_equal(one, shap_arrays.contributions(flat, kernel, rows[:n], 2))  # bit for bit
+        np.testing.assert_allclose(one, want, rtol=rtol, atol=rtol * np.abs(want).max())
+        integrated = shap_arrays.contributions(flat, kernel, rows[:n], 2, use_tables=False)
+        np.testing.assert_allclose(integrated, want, rtol=rtol, atol=rtol * np.abs(want).max())
+    return flat
+
+
+def test_xgboost_with_nan_and_classes():
+    xgb = pytest.importorskip("xgboost")
+    X = _rows(300, 6).astype(np.float32)
+    booster = xgb.train({"objective": "multi:softprob", "num_class": 3, "max_depth": 5, "nthread": 1},
+                        xgb.DMatrix(X, _labels(X)), 6)
+    cf = sf.compile(booster)
+    _every_way(cf.forest, X, 1e-12)
+    want = booster.predict(xgb.DMatrix(X), pred_contribs=True)
+    np.testing.assert_allclose(cf.predict(X, pred_contribs=True, threads=2), want, rtol=1e-4,
+                               atol=1e-4 * np.abs(want).max())
+
+
+def test_lightgbm_categorical():
+    lgb = pytest.importorskip("lightgbm")
+    X = _rows(500, 4, seed=2)
+    X[:, 3] = np.random.default_rng(2).integers(0, 9, 500)
+    X[::13, 3] = np.nan
+    booster = lgb.train({"objective": "regression", "num_leaves": 31, "verbose": -1, "num_threads": 1,
+                         "min_data_per_group": 5, "cat_smooth": 1}, lgb.Dataset(X, X[:, 3] % 4 + np.nan_to_num(X[:, 0]),
+                                                                                  categorical_feature=[3]), 10)
+    cf = sf.compile(booster)
+    assert cf.forest.trees[0].categories or any(t.categories for t in cf.forest.trees)
+    _every_way(cf.forest, X, 1e-12)
+    for n in (1, 64, 500):
+        np.testing.assert_allclose(cf.predict(X[:n], pred_contribs=True), booster.predict(X[:n], pred_contrib=True),
+                                   rtol=1e-8, atol=1e-10)
+
+
+def test_symmetric_trees_read_by_leaf():
+    """CatBoost's symmetric trees, with covers where every leaf has some (then each tree is a
+    table by leaf), equal the definition."""
+    cb = pytest.importorskip("catboost")
+    X = _rows(300, 5, seed=3)
+    model = cb.CatBoostRegressor(iterations=6, depth=4, verbose=0, thread_count=1).fit(X, np.nan_to_num(X[:, 0]))
+    forest = sf.compile(model).forest
+    rng = np.random.default_rng(3)
+    trees = []
+    for tree in forest.trees:
+        cover = rng.integers(1, 50, tree.num_nodes).astype(np.float64)
+        for node in range(tree.num_nodes - 1, -1, -1):
+            if tree.left[node] >= 0:
+                cover[node] = cover[tree.left[node]] + cover[tree.right[node]]
+        trees.append(dataclasses.replace(tree, cover=cover))
+    forest = dataclasses.replace(forest, trees=trees)
+    flat = _every_way(forest, X, 1e-12)
+    assert (flat.named["tree_levels"][:-1] > 0).all()
+    got = shap_arrays.contributions(flat, _kernel(), X[:9].astype(forest.threshold_dtype), 1)
+    np.testing.assert_allclose(got, reference.predict_contribs(forest, X[:9].astype(forest.threshold_dtype)),
+                               rtol=1e-9, atol=1e-12)

@@ -83,34 +83,46 @@ class BinColumns:
             kinds.setdefault((col.zero_missing, self.missing_bin(col)), []).append(k)
         loops = []
         for (zero_missing, missing_bin), ks in kinds.items():
-            groups: list[tuple[int, list]] = []
-            for part in range(L // V):
-                if part * V % SUM_LANES == 0:  # a group of 16 rows: binned where a call has rows there
-                    body = []
-                    groups.append((part * V, body))
-                rows = [Bin("min", Bin("+", self.block0, c(part * V + k, i64)), last) for k in range(V)]
-                body.append(Assign(x, Vector(tuple(
-                    Load("rows", Bin("+", Bin("*", r, lir.ROW_STRIDE), Bin("*", feature, lir.COL_STRIDE)), self.thr_t)
-                    for r in rows))))
-                body.append(Assign(idx, Builder.const(0, iv_t)))
-                base = Bin("*", u, c((1 << D) - 1, i64))
-                for d in range(D):
-                    t = Lookup(self.search_table_name, Bin("+", base, c((1 << d) - 1, i64)), idx, 1 << d, xv_t)
-                    step = Select(Cmp(">=", x, t, mv_t), Builder.const(1, iv_t), Builder.const(0, iv_t))
-                    body.append(Assign(idx, Bin("+", Bin("+", idx, idx), step)))
-                missing = lir.IsNan(x, mv_t)
-                if zero_missing:
-                    small = Bin("&", Cmp(">=", x, Builder.const(-ZERO_THRESHOLD, xv_t), mv_t),
-                                Cmp("<=", x, Builder.const(ZERO_THRESHOLD, xv_t), mv_t))
-                    missing = Bin("|", missing, small)
-                value = Select(missing, Builder.const(missing_bin + self.bin_bias, iv_t),
-                               Bin("+", idx, Builder.const(1 + self.bin_bias, iv_t)))
-                body.append(Store("ob_x", Bin("+", Bin("+", self.x_base, Bin("*", u, c(L, i64))), c(part * V, i64)),
-                                  Cast(value, lir.vector_type(self.column_t, V))))
-            stmts = groups[0][1] + [If(Cmp("<", Bin("+", self.block0, c(k0, i64)), lir.ROW_END), part)
-                                    for k0, part in groups[1:]]
-            loops.append(For(u, c(ks[0], i64), c(ks[-1] + 1, i64), 1, stmts))
+            # A full block bins every group without a test (a test a group cost large calls
+            # about an eighth); a block a call fills in part skips the groups it brings no rows.
+            args = (zero_missing, missing_bin, feature, x, idx, u, V, D, xv_t, mv_t, iv_t, last)
+            full, part = self._column_groups(*args), self._column_groups(*args)
+            guarded = part[0][1] + [If(Cmp("<", Bin("+", self.block0, c(k0, i64)), lir.ROW_END), stmts)
+                                    for k0, stmts in part[1:]]
+            loops.append(If(Cmp("<=", Bin("+", self.block0, c(L, i64)), lir.ROW_END),
+                            [For(u, c(ks[0], i64), c(ks[-1] + 1, i64), 1, [s for _, stmts in full for s in stmts])],
+                            [For(u, c(ks[0], i64), c(ks[-1] + 1, i64), 1, guarded)]))
         b.emit(self._blocks(span0, loops))
+
+    def _column_groups(self, zero_missing, missing_bin, feature, x, idx, u, V, D, xv_t, mv_t, iv_t, last) -> list:
+        """One kind of column's binning statements for a block, in groups of :data:`SUM_LANES`
+        rows: (the group's first lane, its statements)."""
+        c, i64, L = Builder.const, "i64", self.lanes
+        groups: list[tuple[int, list]] = []
+        for part in range(L // V):
+            if part * V % SUM_LANES == 0:  # a group of 16 rows: binned where a call has rows there
+                body = []
+                groups.append((part * V, body))
+            rows = [Bin("min", Bin("+", self.block0, c(part * V + k, i64)), last) for k in range(V)]
+            body.append(Assign(x, Vector(tuple(
+                Load("rows", Bin("+", Bin("*", r, lir.ROW_STRIDE), Bin("*", feature, lir.COL_STRIDE)), self.thr_t)
+                for r in rows))))
+            body.append(Assign(idx, Builder.const(0, iv_t)))
+            base = Bin("*", u, c((1 << D) - 1, i64))
+            for d in range(D):
+                t = Lookup(self.search_table_name, Bin("+", base, c((1 << d) - 1, i64)), idx, 1 << d, xv_t)
+                step = Select(Cmp(">=", x, t, mv_t), Builder.const(1, iv_t), Builder.const(0, iv_t))
+                body.append(Assign(idx, Bin("+", Bin("+", idx, idx), step)))
+            missing = lir.IsNan(x, mv_t)
+            if zero_missing:
+                small = Bin("&", Cmp(">=", x, Builder.const(-ZERO_THRESHOLD, xv_t), mv_t),
+                            Cmp("<=", x, Builder.const(ZERO_THRESHOLD, xv_t), mv_t))
+                missing = Bin("|", missing, small)
+            value = Select(missing, Builder.const(missing_bin + self.bin_bias, iv_t),
+                           Bin("+", idx, Builder.const(1 + self.bin_bias, iv_t)))
+            body.append(Store("ob_x", Bin("+", Bin("+", self.x_base, Bin("*", u, c(L, i64))), c(part * V, i64)),
+                              Cast(value, lir.vector_type(self.column_t, V))))
+        return groups
 
 
 __all__ = ["MAX_BINS", "BinColumns", "search_depth", "search_table"]

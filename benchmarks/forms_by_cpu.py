@@ -24,8 +24,8 @@ def main(argv=None) -> int:
     parser.add_argument("--reps", default="default,sparse,array,levelwise,bitvector")
     args = parser.parse_args(argv)
     import silvanforge as sf
-    from silvanforge import reference
     from silvanforge.frontend.sampling import random_rows
+    from silvanforge.runtime import reference
 
     forest = sf.load_model(args.model)
     n = args.rows

@@ -109,7 +109,7 @@ if [[ $STEPS == *,tune,* ]]; then
 import sys, warnings
 import numpy as np
 import silvanforge as sf
-from silvanforge import reference
+from silvanforge.runtime import reference
 from silvanforge.frontend.sampling import random_rows
 with warnings.catch_warnings():
     warnings.simplefilter("error")  # tuned here: no fallback

@@ -25,11 +25,11 @@ import time
 from pathlib import Path
 
 import numpy as np
-
-import silvanforge as sf
-from silvanforge import reference
 from silvanforge_bench.bench import random_rows
 from silvanforge_gpu.template import TemplateParams, gpu_template
+
+import silvanforge as sf
+from silvanforge.runtime import reference
 
 
 def grid(forest):

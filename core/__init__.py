@@ -6,12 +6,11 @@
     y = cf.predict(X)
 
 Run-time settings (how calls split rows over threads; never the code compiled):
-:func:`config_context`, :func:`set_config`, :func:`get_config` (:mod:`silvanforge.runtime.config`).
+:func:`config_context`, :func:`set_config`, :func:`get_config` (:mod:`silvanforge.runtime.threads`).
 """
 
 from __future__ import annotations
 
-from silvanforge.runtime.config import config_context, get_config, set_config
 from silvanforge.errors import (
     ArtifactError,
     ArtifactWarning,
@@ -23,9 +22,10 @@ from silvanforge.errors import (
     SilvanForgeError,
     UnsupportedModelError,
 )
+from silvanforge.frontend.loading import load_model
 from silvanforge.hookspecs import hookimpl
 from silvanforge.ir.hir import Aggregation, CategoryRule, Forest, Op, Transform, Tree
-from silvanforge.frontend.loading import load_model
+from silvanforge.runtime.threads import config_context, get_config, set_config
 
 __version__ = "0.1.0"
 

@@ -12,7 +12,7 @@ It compiles random forests that exercise every rule of the HIR (``<``, ``<=`` an
 both default directions, NaN, +-inf and values exactly on thresholds, categorical splits under
 each category rule, several outputs, every aggregation, float32 and float64, linear leaves for
 plugins that say they run them) and compares the
-compiled margins with the core's reference evaluator (:mod:`silvanforge.reference`), exactly
+compiled margins with the core's reference evaluator (:mod:`silvanforge.runtime.reference`), exactly
 where the schedule keeps the reference's summation order and to the dtype's rounding where it
 reorders sums.  A forest the plugin refuses with :class:`~silvanforge.errors.UnsupportedModelError`
 (or, for options it cannot take, an InputError) is skipped and counted, never hidden: the result
@@ -28,11 +28,12 @@ import dataclasses
 
 import numpy as np
 
-from silvanforge import api, reference
+from silvanforge import api
 from silvanforge.errors import InputError, UnsupportedModelError
+from silvanforge.frontend.sampling import random_rows  # noqa: F401 - plugins' tests import it from the kit
 from silvanforge.ir.hir import Aggregation, CategoryRule, Forest, LinearLeaves, Op, Transform, Tree
 from silvanforge.plugins import registry
-from silvanforge.frontend.sampling import random_rows  # noqa: F401 - plugins' tests import it from the kit
+from silvanforge.runtime import reference
 
 # Thresholds come from this grid so that rows hit them exactly (where < and <= differ).
 GRID = np.array([-2.0, -1.0, -0.5, 0.0, 1e-36, 0.5, 1.0, 2.0, 3.0, 70.0])

@@ -32,12 +32,11 @@ import zipfile
 import numpy as np
 
 from silvanforge.errors import InputError
-from silvanforge.ir.hir import ZERO_THRESHOLD, CategoryRule, Forest, Op, Tree
 from silvanforge.frontend.loading import load_model
-from silvanforge.reference import category_of
-from silvanforge.runtime.threads import check_rows
 from silvanforge.frontend.tiling import ALPHA, BETA, is_skewed, leaves_covering
-
+from silvanforge.ir.hir import ZERO_THRESHOLD, CategoryRule, Forest, Op, Tree
+from silvanforge.runtime.reference import category_of
+from silvanforge.runtime.threads import check_rows
 
 PROFILE_FORMAT = "silvanforge-profile"
 PROFILE_VERSION = 1
@@ -143,7 +142,7 @@ def _valid(path: str, p: Profile) -> Profile:
 
 # --------------------------------------------------------------------------- counting
 def _goes_left(tree: Tree, node: np.ndarray, x: np.ndarray, rule: CategoryRule) -> np.ndarray:
-    """The reference evaluator's decision (:func:`silvanforge.reference.goes_left`), vectorised
+    """The reference evaluator's decision (:func:`silvanforge.runtime.reference.goes_left`), vectorised
     over rows also for categorical splits (one NumPy step per categorical node, not per row)."""
     thr = tree.threshold[node].astype(x.dtype)
     op = tree.op[node]

@@ -331,7 +331,7 @@ class Forest:
     def predict(self, *args, **kwargs):
         """A Forest is the imported model, not a compiled one: say so instead of an AttributeError."""
         raise TypeError("a Forest is an imported model and does not predict: compile it first, "
-                        "sf.compile(forest).predict(X) (or silvanforge.reference.predict(forest, X), "
+                        "sf.compile(forest).predict(X) (or silvanforge.runtime.reference.predict(forest, X), "
                         "the plain evaluator)")
 
     @property

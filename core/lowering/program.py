@@ -2,7 +2,13 @@
 -> MIR (the schedule's loop nest) -> LIR (the walks, or a program representation's own code),
 with the choices left open made on the way (:mod:`silvanforge.lowering.choices`).  Nothing here
 compiles machine code: a target does, for :mod:`silvanforge.plan.forms`.  The public ``lower``
-and ``show`` are :mod:`silvanforge.api`'s."""
+and ``show`` are :mod:`silvanforge.api`'s.
+
+And the program printed at each level of the compiler: ``hir`` (the trees, with their tiles),
+``mir`` (the loop nest the schedule made), ``lir`` (buffers and statements) and ``target`` (what
+the target plugin generates: LLVM IR, CUDA C, OpenCL C), for ``forge show``, ``sf.show`` and a
+compiled model's ``show``.
+"""
 
 from __future__ import annotations
 
@@ -13,14 +19,19 @@ import numpy as np
 
 from silvanforge.errors import InputError, PluginError
 from silvanforge.frontend.hir_passes import pad_each_tree, pad_trees, padded_nodes_each, reorder_trees, tree_groups
-from silvanforge.frontend.tiling import check_tile_size, with_tile_ids
+from silvanforge.frontend.tiling import check_tile_size, format_hir, with_tile_ids
 from silvanforge.ir import hir, lir, mir
-from silvanforge.lowering.choices import (PAD_LIMIT, as_schedule, check_linear_leaves, choose_padding,
-                                          choose_representation, profile_tile_ids)
-from silvanforge.lowering.printing import program_text
+from silvanforge.lowering.choices import (
+    PAD_LIMIT,
+    as_schedule,
+    check_linear_leaves,
+    choose_padding,
+    choose_representation,
+    profile_tile_ids,
+)
 from silvanforge.lowering.walkgen import lower_to_lir
 from silvanforge.lowering.walksetup import VECTOR_WALK_DEFAULT
-from silvanforge.options import CompileOptions
+from silvanforge.options import CompileOptions, kernel_options
 from silvanforge.plugins import registry
 from silvanforge.rep import ChosenWalks, instance, weighs_vectors
 from silvanforge.scheduler import Schedule, lower_to_mir
@@ -198,3 +209,26 @@ def lir_digest(module: lir.Module, tile_ids: list | None = None) -> str:
         for ids in tile_ids:
             h.update(b"-" if ids is None else np.ascontiguousarray(ids, np.int32).tobytes() + b";")
     return h.hexdigest()
+
+
+def program_text(level: str, forest: hir.Forest, tile_ids, tile_size: int, options: CompileOptions, mir_fn,
+                 lir_module) -> str:
+    """A program at ``level`` (hir, mir, lir, target) compiled with ``options`` (its target and
+    CPU make the target code): ``mir_fn`` and ``lir_module`` give the MIR function and LIR
+    module when asked (a loaded model lowers them only then)."""
+    if level == "hir":
+        return format_hir(_tiled_model(forest, tile_ids), tile_size)
+    if level == "mir":
+        return mir.format_function(mir_fn())
+    if level == "lir":
+        return lir.format_module(lir_module())
+    if level == "target":
+        target = registry().target(options.target)
+        if options.cpu is None:
+            return target.source(lir_module())
+        return target.source(lir_module(), kernel_options(options))
+    raise InputError(f"unknown level {level!r}; choose hir, mir, lir or target")
+
+
+def _tiled_model(forest: hir.Forest, tile_ids) -> hir.Forest:
+    return forest if tile_ids is None else with_tile_ids(forest, tile_ids)

@@ -12,12 +12,11 @@ import threading
 import numpy as np
 
 from silvanforge.ir import hir, lir, mir
-from silvanforge.runtime.kernel import check_kernel
+from silvanforge.lowering.program import lir_digest, lower_program, program_text
 from silvanforge.options import CompileOptions, kernel_options
-from silvanforge.lowering.printing import program_text
-from silvanforge.lowering.program import lir_digest, lower_program
 from silvanforge.plan.bands import SMALL_ROWS
 from silvanforge.plugins import registry
+from silvanforge.runtime.kernel import check_kernel
 from silvanforge.runtime.threads import default_threads
 
 

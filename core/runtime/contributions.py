@@ -35,7 +35,7 @@ import numpy as np
 
 from silvanforge.errors import UnsupportedModelError
 from silvanforge.ir.hir import Aggregation, Forest, Tree
-from silvanforge.reference import goes_left
+from silvanforge.runtime.reference import goes_left
 
 # Rows evaluated together: the arrays of one group of paths stay near this many elements.
 CHUNK_ELEMENTS = 1 << 22
@@ -192,7 +192,7 @@ def _leaf_paths(tree: Tree):
 
 def decisions(t: Tables, X: np.ndarray, forest: Forest) -> np.ndarray:
     """(n, nodes of all trees): whether each row goes left at each node (leaves: False), by the
-    reference's rule (:func:`silvanforge.reference.goes_left`) over every tree's nodes at once."""
+    reference's rule (:func:`silvanforge.runtime.reference.goes_left`) over every tree's nodes at once."""
     flat = t.flat
     out = np.zeros((X.shape[0], flat.num_nodes), dtype=bool)
     plain = t.plain_nodes

@@ -122,7 +122,7 @@ class PhaseKernel(BaseKernel):
     @property
     def min_rows_per_thread(self) -> int:
         """Rows a thread should at least take (a cheap model: a hand-off costs more than few
-        rows), under the run-time settings in effect (:mod:`silvanforge.runtime.config`)."""
+        rows), under the run-time settings in effect (:mod:`silvanforge.runtime.threads`)."""
         return rows_per_thread(self.walk_steps_per_row)
 
     @property

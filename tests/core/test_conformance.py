@@ -7,8 +7,9 @@ import numpy as np
 import pytest
 from support_common import without_opencl
 
-from silvanforge import reference, testing
+from silvanforge import testing
 from silvanforge.plugins import registry
+from silvanforge.runtime import reference
 
 
 @pytest.mark.parametrize("rep", ["sparse", "array", "reorg", "bitvector"])

@@ -10,15 +10,15 @@ import zipfile
 
 import numpy as np
 import pytest
+from strategies import _tree, rows_for
 
 import silvanforge as sf
-from silvanforge import ArtifactError, InputError, reference
+from silvanforge import ArtifactError, InputError, cli
 from silvanforge.artifact import archive, store
-from silvanforge import cli
 from silvanforge.ir.hir import Forest, Op
 from silvanforge.lowering.walksetup import SPLIT_ROWS, leaf_self_loops, node_widths, split_rows, vector_walks
 from silvanforge.options import LOWERING_FIELDS, CompileOptions
-from strategies import _tree, rows_for
+from silvanforge.runtime import reference
 
 # Artifacts loaded here without a key are lowered again, which is what these tests look at.
 pytestmark = pytest.mark.filterwarnings("ignore::silvanforge.ArtifactWarning")

@@ -8,12 +8,12 @@ import types
 from importlib import metadata
 
 import pytest
-import silvanforge as sf
-from silvanforge import hookimpl, plugins
-from silvanforge import cli
-from silvanforge.errors import PluginError
 from support_common import REPOSITORY as ROOT
 from support_plugins import target_module
+
+import silvanforge as sf
+from silvanforge import cli, hookimpl, plugins
+from silvanforge.errors import PluginError
 
 SHIPPED = {
     ("silvanforge.importers", "xgboost"): "silvanforge-importer-xgboost",
@@ -111,7 +111,8 @@ def test_gpu_targets_are_gpu_kind_and_say_why_they_cannot_run(target):
     import os
 
     import numpy as np
-    from silvanforge import reference
+
+    from silvanforge.runtime import reference
     from silvanforge.testing import random_forest, rows_for
 
     reg = plugins.registry()
@@ -213,8 +214,9 @@ def test_a_third_party_program_representation_is_chosen_by_its_cost(extra_reps):
     """The chooser asks every representation for its cost: the cheapest wins, a refusal never
     does, and a representation named by the user runs whatever its cost."""
     import numpy as np
-    from silvanforge import reference
     from strategies import make_forest, rows_for
+
+    from silvanforge.runtime import reference
 
     forest = make_forest(seed=3)
     X = rows_for(forest, np.random.default_rng(0), 50)
@@ -295,10 +297,10 @@ def _own_lowering_target(reads: list):
     public pieces, with a placement that counts the walks' input reads and otherwise keeps the
     generator's code, and runs the result through the cpu target's compile."""
     from silvanforge.ir import lir
+    from silvanforge.lowering.walkgen import WalkGenerator
     from silvanforge.lowering.walksetup import setup_walks, walk_module
     from silvanforge.scheduler import canned
     from silvanforge.target import Target
-    from silvanforge.lowering.walkgen import WalkGenerator
 
     class Counting:
         def __init__(self, setup):
@@ -348,8 +350,9 @@ def test_a_target_brings_its_own_lowering(extra_reps):
     """``Target.lower``: a target's own MIR -> LIR, built from the core's public walk
     generator by composition; a target that does not answer takes the core's lowering."""
     import numpy as np
-    from silvanforge import reference
     from strategies import make_forest, rows_for
+
+    from silvanforge.runtime import reference
 
     reads: list = []
     extra_reps(_own_lowering_target(reads))
@@ -366,8 +369,9 @@ def test_a_target_brings_its_own_lowering(extra_reps):
 def test_plugins_add_named_schedules(extra_reps):
     """``silvanforge_schedules``: the GPU targets name their template ``gpu-template`` (both list
     one function); a plugin giving a taken name another schedule is an error."""
-    from silvanforge.scheduler import CANNED, Schedule
     from strategies import make_forest
+
+    from silvanforge.scheduler import CANNED, Schedule
 
     named = plugins.registry().schedules()
     assert set(CANNED) < set(named) and "gpu-template" in named

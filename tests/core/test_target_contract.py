@@ -6,16 +6,18 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from strategies import make_forest, rows_for
 from support_common import without_opencl
+from support_plugins import target_module
+
 import silvanforge as sf
-from silvanforge import reference, testing
+from silvanforge import testing
 from silvanforge.errors import PluginError
 from silvanforge.ir import lir
-from silvanforge.runtime.kernel import Kernel, PhaseKernel
 from silvanforge.plugins import registry
+from silvanforge.runtime import reference
+from silvanforge.runtime.kernel import Kernel, PhaseKernel
 from silvanforge.target import Target
-from strategies import make_forest, rows_for
-from support_plugins import target_module
 
 
 class RelayKernel(PhaseKernel):

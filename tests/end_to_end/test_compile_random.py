@@ -5,11 +5,11 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from strategies import forests, rows_for
 
 import silvanforge as sf
-from silvanforge import reference
+from silvanforge.runtime import reference
 from silvanforge.scheduler import Schedule
-from strategies import forests, rows_for
 
 ORDERS = [("batch", "tree"), ("tree", "batch")]
 

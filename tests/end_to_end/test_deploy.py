@@ -11,11 +11,11 @@ import warnings
 
 import numpy as np
 import pytest
-
-import silvanforge as sf
-from silvanforge import reference
 from strategies import make_forest, rows_for
 from support_plugins import CompileSpy
+
+import silvanforge as sf
+from silvanforge.runtime import reference
 
 
 @pytest.fixture(scope="module")
@@ -263,8 +263,9 @@ def test_dask_one_output_models_give_series_and_vectors(cluster, rows):
 
 # ------------------------------------------------------------------ the command line
 def test_cli_cache_and_trusted_artifacts(tmp_path, capsys, compiled, rows, monkeypatch):
-    from silvanforge import cli
     from support_cli import read_csv, write_csv
+
+    from silvanforge import cli
 
     def forge(*args):
         code = cli.main([str(a) for a in args])
@@ -297,8 +298,9 @@ def test_cli_cache_and_trusted_artifacts(tmp_path, capsys, compiled, rows, monke
 @pytest.mark.parametrize("options", [{}, {"rep": "sparse"}, {"rep": "array"}, {"tile_size": 4},
                                      {"reorder": "depth"}, {"rep": "bitvector"}])
 def test_a_trusted_load_lowers_nothing_until_asked(tmp_path, forest, rows, options, monkeypatch):
-    from silvanforge.lowering import program
     from silvanforge_rep_bitvector import bitvector
+
+    from silvanforge.lowering import program
 
     cf = sf.compile(forest, **options)
     path = tmp_path / "m.forge"
@@ -370,9 +372,10 @@ def test_a_full_cache_disk_warns_once_and_predicts(tmp_path, capsys, forest, row
     import errno
     import types
 
+    from support_cli import read_csv, write_csv
+
     from silvanforge import cli
     from silvanforge.artifact import codecache
-    from support_cli import read_csv, write_csv
 
     xgb = pytest.importorskip("xgboost")
 

@@ -7,14 +7,14 @@ import zipfile
 
 import numpy as np
 import pytest
-from support_common import record_small_calls
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from strategies import make_forest, rows_for
+from support_common import record_small_calls
 
 import silvanforge as sf
-from silvanforge import reference
 from silvanforge.ir.hir import Forest, Op, Transform
-from strategies import make_forest, rows_for
+from silvanforge.runtime import reference
 
 
 @pytest.fixture(scope="module")

@@ -5,7 +5,8 @@ reference evaluator (tiles are refused: the class does not lay them out)."""
 import numpy as np
 
 import silvanforge as sf
-from silvanforge import reference, testing
+from silvanforge import testing
+from silvanforge.runtime import reference
 
 
 def test_passes_the_conformance_kit():

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import weakref
 
 import numpy as np
 
@@ -69,19 +68,15 @@ class Facts:
 
 
 def remembered(recognise):
-    """``recognise`` keeping the last forest's result: cost() is asked for several batch sizes
-    per compile and the tuner ranks every size, each a pass over every node."""
-    last: list = []
+    """``recognise`` computed once per forest in a compile (:func:`silvanforge.plan.memo.memoised`):
+    cost() is asked for several batch sizes per compile and the tuner ranks every size, each a
+    pass over every node.  Kept for that compile alone: the facts hold the levelwise tables
+    (``binned``), hundreds of MB for a 100,000-tree forest."""
+    key = f"{recognise.__module__}.{recognise.__qualname__}"
 
     @functools.wraps(recognise)
     def remembering(forest: hir.Forest):
-        key = (len(forest.trees), id(forest.trees))
-        if last and last[0]() is forest and last[1] == key:
-            return last[2]
-        last.clear()  # (the last forest's tables are not held while this one's are built)
-        found = recognise(forest)
-        last[:] = [weakref.ref(forest), key, found]
-        return found
+        return memoised(forest, key, lambda: recognise(forest))
 
     return remembering
 

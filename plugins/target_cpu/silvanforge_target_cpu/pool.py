@@ -31,7 +31,7 @@ MAX_WORKERS = 255
 # for longer (libgomp: about 300k polls); this is enough to cover the Python between calls.
 SPIN_NS = 200_000
 # Walk steps (and rows) a share should hold for a native hand-off to pay are the run-time
-# settings share_steps and min_share_rows (silvanforge.runtime.config; measured there).
+# settings share_steps and min_share_rows (silvanforge.runtime.threads; measured there).
 # Share arguments: rows, the seven scalar parameters, out, the pointer table (lir.SCALAR_PARAMS).
 SHARE_WORDS = 10
 

@@ -15,7 +15,7 @@ follows the path at the path's ``i``-th distinct feature) per depth and decides 
 past the prefix.  A symmetric tree with a table by leaf (``tree_levels`` above 0) is read
 instead as the row's leaf (one decision a level) and that leaf's row of the table.
 
-A node's decision is the HIR's rule (:func:`silvanforge.reference.goes_left`): a missing value (NaN, or near zero where the node
+A node's decision is the HIR's rule (:func:`silvanforge.runtime.reference.goes_left`): a missing value (NaN, or near zero where the node
 counts zero as missing) takes the default direction, a categorical node tests membership of the
 value's category (by the forest's category rule), others compare in float64, which orders the
 model's float32 values and thresholds exactly as float32 does.  A tabled path then reads its

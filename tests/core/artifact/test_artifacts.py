@@ -13,11 +13,11 @@ import zipfile
 
 import numpy as np
 import pytest
+from strategies import make_forest, rows_for
 
 import silvanforge as sf
-from silvanforge import reference
 from silvanforge.artifact import archive
-from strategies import make_forest, rows_for
+from silvanforge.runtime import reference
 
 
 @pytest.fixture(scope="module")
@@ -225,6 +225,7 @@ def test_saves_from_several_processes_leave_one_whole_artifact(tmp_path):
 # ------------------------------------------------------------------ private directories
 def test_cache_directories_are_private_and_checked(tmp_path, monkeypatch):
     from silvanforge_bench.bench_peers import cache_root
+
     from silvanforge.artifact.userdirs import private_dir
 
     made = private_dir(tmp_path / "a" / "b")
@@ -246,8 +247,9 @@ def test_cache_directories_are_private_and_checked(tmp_path, monkeypatch):
 
 
 def test_running_out_of_memory_while_compiling_is_one_line(monkeypatch):
-    from silvanforge.lowering import program
     from silvanforge_rep_bitvector import bitvector
+
+    from silvanforge.lowering import program
 
     def exhausted(*args, **kwargs):
         raise MemoryError()

@@ -8,11 +8,11 @@ import json
 
 import numpy as np
 import pytest
+from support_profiles import categorical_lightgbm, train_xgboost, without_covers
 
 import silvanforge as sf
-from silvanforge import reference
 from silvanforge.frontend import tiling
-from support_profiles import categorical_lightgbm, train_xgboost, without_covers
+from silvanforge.runtime import reference
 
 xgb = pytest.importorskip("xgboost")
 
@@ -90,8 +90,7 @@ def test_the_untuned_one_row_walk_follows_the_training_covers(tmp_path, rng):
         np.testing.assert_array_equal(back.predict(X[:1]), cf.predict(X[:1]))
     assert all(t.cover is not None for t in relowered.forest.trees)  # the artifact keeps them
     # Covers are not predictions: the fingerprint ignores them, the code cache does not.
-    from silvanforge.api import cache_key
-    from silvanforge.api import compile_options
+    from silvanforge.api import cache_key, compile_options
     opts = compile_options(every_band)
     assert without_covers(forest).fingerprint() == forest.fingerprint()
     assert cache_key(without_covers(forest), opts) != cache_key(forest, opts)

@@ -6,11 +6,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from hypothesis import given, settings
+from strategies import forests, rows_for
 
-from silvanforge import reference
 from silvanforge.frontend.hir_passes import leaf_depth_range, pad_trees, padded_nodes
 from silvanforge.ir import hir
-from strategies import forests, rows_for
+from silvanforge.runtime import reference
 
 pytestmark = pytest.mark.core_alone  # needs no target and no shipped representation
 

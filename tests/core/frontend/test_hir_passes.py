@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import numpy as np
 from hypothesis import given, settings
+from strategies import forests, make_forest, rows_for
 
 import silvanforge as sf
-from silvanforge import reference
 from silvanforge.frontend.hir_passes import pad_trees, padded_nodes
-from strategies import forests, make_forest, rows_for
+from silvanforge.runtime import reference
 
 
 @settings(max_examples=20, deadline=None)

@@ -12,13 +12,14 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from strategies import forests, rows_for
+from support_common import labelled as _labels
+from support_common import normal_rows as _rows
 
 import silvanforge as sf
 import silvanforge.sklearn
-from silvanforge import reference
 from silvanforge.errors import InputError, UnsupportedModelError
-from strategies import forests, rows_for
-from support_common import labelled as _labels, normal_rows as _rows
+from silvanforge.runtime import reference
 
 SIZES = (1, 7, 16, 300)
 

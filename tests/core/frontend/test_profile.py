@@ -9,16 +9,14 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-import silvanforge as sf
-from silvanforge import reference
-from silvanforge.frontend import hir_passes
-from silvanforge.frontend import profiling
-from silvanforge.frontend import tiling
-from silvanforge.errors import IRVerificationError
-from silvanforge.ir.hir import Aggregation, Tree
 from strategies import forests, rows_for
 from support_profiles import categorical_lightgbm, train_xgboost, without_covers
+
+import silvanforge as sf
+from silvanforge.errors import IRVerificationError
+from silvanforge.frontend import hir_passes, profiling, tiling
+from silvanforge.ir.hir import Aggregation, Tree
+from silvanforge.runtime import reference
 
 xgb = pytest.importorskip("xgboost")
 

@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from strategies import forests, rows_for
 
 import silvanforge as sf
-from silvanforge import reference
 from silvanforge.frontend import hir_passes
-from strategies import forests, rows_for
+from silvanforge.runtime import reference
 
 pytestmark = pytest.mark.core_alone  # needs no target and no shipped representation
 

@@ -5,16 +5,16 @@ tiled trees)."""
 
 from __future__ import annotations
 
-
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-import silvanforge as sf
-from silvanforge import reference
 from strategies import forests, rows_for, seeded_forest, stump_forest
 from support_common import assert_close
+
+import silvanforge as sf
+from silvanforge.runtime import reference
+
 
 @pytest.mark.parametrize("bad", [0, 9, -1, 2.5, True, "4"])
 def test_lower_checks_the_tile_size(bad):
@@ -124,8 +124,9 @@ def test_tiled_library_models(quick_cases, n):
 
 # ----------------------------------------------------------------------------- command line
 def test_cli_tile_size(tmp_path, capsys, monkeypatch):
-    from silvanforge import cli
     from silvanforge_bench import bench
+
+    from silvanforge import cli
 
     monkeypatch.setenv("COLUMNS", "200")
     xgb = pytest.importorskip("xgboost")

@@ -14,9 +14,9 @@ import pytest
 from support_common import without_opencl
 
 import silvanforge as sf
-from silvanforge import reference
 from silvanforge.inputs.device import DeviceArray, device_rows, is_device_array
 from silvanforge.plugins import registry
+from silvanforge.runtime import reference
 
 
 class CudaArrayInterface:
@@ -173,9 +173,10 @@ def _read_back(result):
 def test_the_core_side_of_the_device_path(tmp_path):
     """Through a kernel with the DeviceKernel capability, predict passes the checked rows,
     transforms margins exactly as on the host and returns the result shaped as the library's."""
-    from silvanforge.runtime.compiled import CompiledForest
-    from silvanforge.plan.forms import Form
     from support_gpu import gpu_models
+
+    from silvanforge.plan.forms import Form
+    from silvanforge.runtime.compiled import CompiledForest
 
     for path, X in gpu_models(tmp_path).values():
         host = sf.compile(path, target="cpu")
@@ -269,9 +270,10 @@ def test_the_device_transform_equals_the_host_one_bit_for_bit(name, monkeypatch)
     and transformed on the host, still exactly."""
     import dataclasses
 
+    from silvanforge_target_cuda import launch
+
     from silvanforge.ir.hir import Transform
     from silvanforge.testing import random_forest, rows_for
-    from silvanforge_target_cuda import launch
 
     cp = pytest.importorskip("cupy")
     outcomes = []
@@ -315,8 +317,8 @@ def test_a_binary_sklearn_classifier_on_the_device_path_keeps_both_columns():
     path returns the (n, 2) result, not a reshape of it."""
     from sklearn.ensemble import GradientBoostingClassifier
 
-    from silvanforge.runtime.compiled import CompiledForest
     from silvanforge.plan.forms import Form
+    from silvanforge.runtime.compiled import CompiledForest
 
     rng = np.random.default_rng(8)
     X = rng.normal(size=(200, 4)).astype(np.float32)

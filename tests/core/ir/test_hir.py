@@ -5,12 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from hypothesis import given, settings
+from strategies import forests, rows_for
 
-from silvanforge import reference
 from silvanforge.errors import IRVerificationError
 from silvanforge.ir import hir, hir_io
 from silvanforge.ir.hir import Aggregation, CategoryRule, Forest, Op, Tree
-from strategies import forests, rows_for
+from silvanforge.runtime import reference
 
 pytestmark = pytest.mark.core_alone  # needs no target and no shipped representation
 

@@ -9,10 +9,11 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from strategies import forests, make_forest, rows_for
 
 import silvanforge as sf
-from silvanforge import ScheduleError, reference
-from strategies import forests, make_forest, rows_for
+from silvanforge import ScheduleError
+from silvanforge.runtime import reference
 
 SCHEDULES = {
     "rows-outer": "specialize(tree)\nexpandWalk(tree)",

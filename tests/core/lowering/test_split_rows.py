@@ -10,16 +10,25 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from strategies import _tree, forests, rows_for
+from support_common import Draws
 
 import silvanforge as sf
-from silvanforge import api, reference
+from silvanforge import api
 from silvanforge.artifact import store
 from silvanforge.frontend.hir_passes import pad_trees
 from silvanforge.ir.hir import Forest, Op, Tree
-from silvanforge.lowering.walksetup import (SPLIT_ROWS, build_layout, can_split_rows, leaf_self_loops, split_rows,
-                                  vector_walks, walks_exit_early, want_leaf_self_loops)
-from strategies import _tree, forests, rows_for
-from support_common import Draws
+from silvanforge.lowering.walksetup import (
+    SPLIT_ROWS,
+    build_layout,
+    can_split_rows,
+    leaf_self_loops,
+    split_rows,
+    vector_walks,
+    walks_exit_early,
+    want_leaf_self_loops,
+)
+from silvanforge.runtime import reference
 
 SCHEDULES = ["interleaved", "default", "xgboost", "tree-parallel", "one-tree-at-a-time"]
 

@@ -8,12 +8,12 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from strategies import forests, rows_for
 
 import silvanforge as sf
-from silvanforge import reference
 from silvanforge.ir import lir
 from silvanforge.lowering.walksetup import vector_walks
-from strategies import forests, rows_for
+from silvanforge.runtime import reference
 
 REPS = ["sparse", "array", "reorg"]
 

@@ -9,17 +9,16 @@ models; chosen schedules are compiled for many model shapes and batch sizes and 
 
 from __future__ import annotations
 
-
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-import silvanforge as sf
-from silvanforge import reference
-from silvanforge.lowering.walksetup import node_widths
 from strategies import forests, make_forest, rows_for
 from support_common import assert_close
+
+import silvanforge as sf
+from silvanforge.lowering.walksetup import node_widths
+from silvanforge.runtime import reference
 
 WIDTHS = {
     "narrow": {},  # the default: narrowest exact, leaves inline where possible
@@ -105,6 +104,7 @@ def test_chosen_schedules_are_legal_and_exact(forest, batch, seed):
 
 def test_row_chunks_follow_row_width():
     from silvanforge_target_cpu import row_chunk
+
     from silvanforge.ir.hir import Forest
 
     def shaped(features, dtype):
@@ -119,8 +119,8 @@ def test_row_chunks_follow_row_width():
 
 
 def test_padding_choice_follows_size():
-    from silvanforge.lowering.choices import PAD_SMALL_BYTES, choose_padding
     from silvanforge.frontend.hir_passes import padded_nodes
+    from silvanforge.lowering.choices import PAD_SMALL_BYTES, choose_padding
 
     f = make_forest()
     nodes, padded = sum(t.num_nodes for t in f.trees), padded_nodes(f)

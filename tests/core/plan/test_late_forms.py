@@ -14,14 +14,14 @@ import time
 
 import numpy as np
 import pytest
+from support_common import errors_in_threads
 
 import silvanforge as sf
-from silvanforge import reference
-from silvanforge.plan.policy import untuned_plan
-from silvanforge.options import CompileOptions
 from silvanforge.api import compile_options
+from silvanforge.options import CompileOptions
+from silvanforge.plan.policy import untuned_plan
+from silvanforge.runtime import reference
 from silvanforge.testing import random_forest, rows_for
-from support_common import errors_in_threads
 
 # A form for every band (plan_min_ns=0), so a wrong dispatch shows.
 EVERY_BAND = CompileOptions(plan_min_ns=0)

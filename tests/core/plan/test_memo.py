@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 
 import silvanforge as sf
-from silvanforge import reference
-from silvanforge.plan.policy import untuned_plan
-from silvanforge.plan.memo import compile_scope, memoised
 from silvanforge.api import compile_options
+from silvanforge.plan.memo import compile_scope, memoised
+from silvanforge.plan.policy import untuned_plan
+from silvanforge.runtime import reference
 from silvanforge.testing import random_forest, rows_for
 
 

@@ -11,17 +11,17 @@ import warnings
 import numpy as np
 import pytest
 import xgboost as xgb
+from strategies import make_forest, rows_for
+from support_plugins import CompileSpy
 
 import silvanforge as sf
-from silvanforge import reference
 from silvanforge import cli
 from silvanforge.options import CompileOptions
 from silvanforge.plan.bands import Band, check_bands, dispatch_table
 from silvanforge.plan.policy import untuned_bands
-from silvanforge.plugins import registry
 from silvanforge.plan.tuning import compile_plan, estimate_errors
-from strategies import make_forest, rows_for
-from support_plugins import CompileSpy
+from silvanforge.plugins import registry
+from silvanforge.runtime import reference
 
 
 @pytest.fixture(scope="module")

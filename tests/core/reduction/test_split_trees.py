@@ -11,10 +11,11 @@ import numpy as np
 import pytest
 
 import silvanforge as sf
-from silvanforge import reference, testing
+from silvanforge import testing
+from silvanforge.api import lower
 from silvanforge.errors import ScheduleError
 from silvanforge.ir.hir import Aggregation
-from silvanforge.api import lower
+from silvanforge.runtime import reference
 
 SPLIT = "tile(tree, t0, t1, 4)\nreorder(t0, batch, t1)\ninterleave(t1)\nparallel(t0)\norderedReduce(t0)"
 

@@ -10,11 +10,11 @@ import dataclasses
 
 import numpy as np
 import pytest
+from support_common import labelled as _labels
+from support_common import normal_rows as _rows
 
 import silvanforge as sf
-from silvanforge import reference
-from silvanforge.runtime import contributions, shap_arrays
-from support_common import labelled as _labels, normal_rows as _rows
+from silvanforge.runtime import contributions, reference, shap_arrays
 
 
 def _kernel():

@@ -13,14 +13,15 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from strategies import forests, rows_for
+from support_common import Draws
+from support_common import labelled as _labels
+from support_common import normal_rows as _rows
 
 import silvanforge as sf
-from silvanforge import reference
 from silvanforge.errors import InputError, UnsupportedModelError
 from silvanforge.ir.hir import Aggregation
-from strategies import forests, rows_for
-from support_common import labelled as _labels, normal_rows as _rows
-from support_common import Draws
+from silvanforge.runtime import reference
 
 
 def _adds_up(cf, X, contribs):

@@ -1,4 +1,4 @@
-"""The run-time settings (silvanforge.runtime.config): ``config_context`` applies its values in the block
+"""The run-time settings (silvanforge.runtime.threads): ``config_context`` applies its values in the block
 and restores them on exit (also when the block raises), ``set_config`` sets the process-wide ones
 that other threads see, a block stays on its own thread, and bad names or values are refused
 before anything changes."""
@@ -11,8 +11,8 @@ import threading
 import pytest
 
 import silvanforge as sf
-from silvanforge.runtime.config import DEFAULT
 from silvanforge.errors import InputError
+from silvanforge.runtime.threads import DEFAULT
 
 
 def _in_thread(fn):

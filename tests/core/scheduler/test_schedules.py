@@ -7,14 +7,15 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-import silvanforge as sf
-from silvanforge import ScheduleError, reference
-from silvanforge.ir import mir
-from silvanforge.ir.hir import Aggregation
-from silvanforge.scheduler import CANNED, GPU_CANNED, Schedule, canned, lower_to_mir, parse_schedule
 from strategies import forests, make_forest, rows_for
 from support_common import Draws
+
+import silvanforge as sf
+from silvanforge import ScheduleError
+from silvanforge.ir import mir
+from silvanforge.ir.hir import Aggregation
+from silvanforge.runtime import reference
+from silvanforge.scheduler import CANNED, GPU_CANNED, Schedule, canned, lower_to_mir, parse_schedule
 
 
 def _indices(schedule: Schedule) -> list[str]:

@@ -14,16 +14,17 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-import silvanforge as sf
-from silvanforge import CompileOptions, InputError, reference
 from silvanforge_rep_bitvector import choose, leafbits, masktables, support
 from silvanforge_rep_bitvector import plan as bv_plan
 from silvanforge_rep_bitvector.options import BitvectorOptions
-from silvanforge.ir import hir
-from silvanforge.ir.hir import Aggregation, CategoryRule, Forest, Op, Transform, Tree
 from strategies import _tree, forests, rows_for
 from support_common import Draws, assert_close
+
+import silvanforge as sf
+from silvanforge import CompileOptions, InputError
+from silvanforge.ir import hir
+from silvanforge.ir.hir import Aggregation, CategoryRule, Forest, Op, Transform, Tree
+from silvanforge.runtime import reference
 
 
 @st.composite

@@ -12,18 +12,17 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from strategies import forests, rows_for
+from support_common import Draws
 
 import silvanforge as sf
-from silvanforge import reference
 from silvanforge.errors import InputError
 from silvanforge.ir import lir
 from silvanforge.ir.hir import Aggregation, Forest
-from silvanforge.testing import random_tree
 from silvanforge.plugins import registry
 from silvanforge.rep import refusal_of
-
-from strategies import forests, rows_for
-from support_common import Draws
+from silvanforge.runtime import reference
+from silvanforge.testing import random_tree
 
 pytest.importorskip("silvanforge_rep_oblivious")
 from silvanforge_rep_oblivious import complete  # noqa: E402

@@ -10,12 +10,12 @@ import functools
 
 import numpy as np
 import pytest
+from strategies import oblivious_tree
 
 import silvanforge as sf
-from silvanforge import reference
 from silvanforge.ir.hir import Aggregation, Forest, Transform, Tree
 from silvanforge.plugins import registry
-from strategies import oblivious_tree
+from silvanforge.runtime import reference
 
 catboost = pytest.importorskip("catboost")
 pytest.importorskip("silvanforge_rep_oblivious")

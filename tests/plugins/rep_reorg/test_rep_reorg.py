@@ -4,22 +4,20 @@ evaluator and the training libraries do."""
 
 from __future__ import annotations
 
-
 import numpy as np
 import pytest
+import silvanforge_rep_reorg as reorg
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from strategies import forests, rows_for
+from support_common import assert_close
 
 import silvanforge as sf
-from silvanforge import reference
 from silvanforge.ir.hir import Aggregation, Forest, Transform, Tree
 from silvanforge.lowering.walksetup import build_layout
 from silvanforge.options import CompileOptions
 from silvanforge.plugins import registry
-from strategies import forests, rows_for
-from support_common import assert_close
-
-import silvanforge_rep_reorg as reorg
+from silvanforge.runtime import reference
 
 SCHEDULES = {
     "default": None,

@@ -13,18 +13,17 @@ import threading
 
 import numpy as np
 import pytest
-from support_common import without_opencl
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-import silvanforge as sf
-from silvanforge import reference
-from silvanforge.plugins import registry
-from silvanforge.scheduler import GPU_CANNED
 from silvanforge_gpu.template import TemplateParams, candidates, gpu_template
 from strategies import forests, rows_for
-from support_common import assert_close
+from support_common import assert_close, without_opencl
 from support_gpu import gpu_models
+
+import silvanforge as sf
+from silvanforge.plugins import registry
+from silvanforge.runtime import reference
+from silvanforge.scheduler import GPU_CANNED
 
 if not registry().target_available("amd")[0]:
     without_opencl(registry().target_available("amd")[1], module=True)
@@ -279,8 +278,9 @@ def test_forge_tune_gpu_comes_from_the_gpu_backend(models, tmp_path, capsys, mon
     """`forge tune-gpu` is silvanforge-gpu's command (entry point silvanforge.commands): it times
     the candidates on the target and writes the fastest schedule, which compiles and matches
     (`forge tune` is the core's CPU plan search, which sends GPU targets here)."""
-    from silvanforge import cli
     from silvanforge_gpu import explore
+
+    from silvanforge import cli
 
     monkeypatch.setenv("COLUMNS", "200")
     monkeypatch.setattr(explore, "candidates", lambda forest, batch_size: [TemplateParams(rows_per_block=16)])

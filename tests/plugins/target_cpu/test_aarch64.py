@@ -13,12 +13,11 @@ import os
 
 import numpy as np
 import pytest
+import support_qemu
 
 import silvanforge as sf
-from silvanforge import reference
 from silvanforge.inputs.rows import as_rows
-
-import support_qemu
+from silvanforge.runtime import reference
 
 why = support_qemu.missing()
 if why:
@@ -157,8 +156,9 @@ def test_every_vector_forms_neon_code_equals_the_reference(rep, monkeypatch):
 
 def _symmetric(seed):
     """A random forest of symmetric trees (every split rule and missing direction), float32."""
-    from silvanforge.ir.hir import Aggregation, Forest, Transform
     from strategies import oblivious_tree
+
+    from silvanforge.ir.hir import Aggregation, Forest, Transform
 
     rng = np.random.default_rng(seed)
     trees = [oblivious_tree(rng, int(rng.integers(0, 6)), 4, (0,)) for _ in range(12)]

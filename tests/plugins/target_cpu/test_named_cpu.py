@@ -5,7 +5,7 @@ keep the CPU (code for one CPU is never taken for another's); a bad name is one 
 code for a CPU this host lacks is built and saved, and refused at predict (never a SIGILL).
 
 Differential throughout: models trained here, compared with xgboost's and lightgbm's own
-predict and with silvanforge.reference, never with numbers from an earlier run."""
+predict and with silvanforge.runtime.reference, never with numbers from an earlier run."""
 
 from __future__ import annotations
 
@@ -21,10 +21,11 @@ import numpy as np
 import pytest
 
 import silvanforge as sf
-from silvanforge import ArtifactWarning, InputError, PluginError, api, reference
+from silvanforge import ArtifactWarning, InputError, PluginError, api
 from silvanforge.artifact import archive
 from silvanforge.options import CompileOptions
 from silvanforge.plugins import registry
+from silvanforge.runtime import reference
 
 xgb = pytest.importorskip("xgboost")
 lgb = pytest.importorskip("lightgbm")
@@ -475,8 +476,9 @@ def test_byte_lookups_without_vbmi_use_512_bit_shuffles_and_equal_the_reference(
 def test_the_levelwise_form_is_shaped_for_the_vector_unit():
     """On AVX2 a block of the levelwise program is one 256-bit register (32 rows of bins, 8 of
     float32) and two trees walk side by side; on AVX-512 one 512-bit register and four."""
-    from silvanforge.testing import random_forest
     from silvanforge_rep_oblivious import cost
+
+    from silvanforge.testing import random_forest
 
     avx2, avx512 = cost.shape(registry().vectors("cpu", V3)), cost.shape(None)
     assert (avx2.bytes, avx2.interleave) == (32, 2) and (avx512.bytes, avx512.interleave) == (64, 4)

@@ -13,12 +13,12 @@ import time
 
 import numpy as np
 import pytest
-
-import silvanforge as sf
-from silvanforge import reference
 from silvanforge_target_cpu import pool
 from strategies import numeric_forest, rows_for
 from support_common import REPOSITORY, TESTS
+
+import silvanforge as sf
+from silvanforge.runtime import reference
 
 # Linux always has the pool: a pool that fails to build there is a failure, not a skip (a pool
 # that silently falls back to the Python one is slower for every call after it).
@@ -144,7 +144,7 @@ def test_more_threads_than_the_pool_holds_run_in_rounds(monkeypatch):
     mailboxes.  Run in a child with a time limit so a hang fails instead of stalling the suite."""
     code = """
 import numpy as np, silvanforge as sf
-from silvanforge import reference
+from silvanforge.runtime import reference
 from silvanforge_target_cpu import pool
 sf.set_config(thread_steps=1, share_steps=1, min_share_rows=1)
 import sys; sys.path.insert(0, TESTS)

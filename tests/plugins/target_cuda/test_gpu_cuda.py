@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
-import silvanforge as sf
-from silvanforge import reference
-from silvanforge.scheduler import GPU_CANNED
 from silvanforge_gpu.template import TemplateParams, gpu_template
 from support_gpu import gpu_models, real_shaped_models
+
+import silvanforge as sf
+from silvanforge.runtime import reference
+from silvanforge.scheduler import GPU_CANNED
 
 cuda_target = pytest.importorskip("silvanforge_target_cuda")
 

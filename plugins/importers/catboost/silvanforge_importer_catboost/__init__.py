@@ -8,11 +8,11 @@ the core; ``pip install catboost`` adds ``.cbm`` files and in-memory models.
 
 from __future__ import annotations
 
-from silvanforge.frontend.importing import Format, FormatImporter
+from silvanforge.frontend.loading import Format, FormatImporter
 
 from . import catboost_binary, catboost_json
 
-# The plugin object the entry point names: the hooks over this table (silvanforge.frontend.importing).
+# The plugin object the entry point names: the hooks over this table (silvanforge.frontend.loading).
 plugin = FormatImporter({
     "catboost-json": Format(catboost_json.detect, catboost_json.load, catboost_json.loads),
     "catboost-cbm": Format(catboost_binary.detect, catboost_binary.load, catboost_binary.loads),

@@ -10,7 +10,7 @@ import sys
 import tempfile
 
 from silvanforge.errors import ModelFormatError, UnsupportedModelError
-from silvanforge.frontend.importing import read_model_file
+from silvanforge.frontend.loading import read_model_file
 from silvanforge.ir.hir import Forest
 
 from . import catboost_json

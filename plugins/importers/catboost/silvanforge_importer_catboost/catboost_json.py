@@ -27,7 +27,7 @@ import os
 import numpy as np
 
 from silvanforge.errors import ModelFormatError, UnsupportedModelError
-from silvanforge.frontend.importing import read_model_file
+from silvanforge.frontend.loading import read_model_file
 from silvanforge.ir.hir import Aggregation, CategoryRule, Forest
 
 from . import categorical, losses, trees

@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 
 from silvanforge.errors import UnsupportedModelError
-from silvanforge.frontend.importing import Format, FormatImporter
+from silvanforge.frontend.loading import Format, FormatImporter
 from silvanforge.ir.hir import Forest
 
 from . import lightgbm_text
@@ -41,6 +41,6 @@ def _from_object(obj) -> Forest | None:
     return forest
 
 
-# The plugin object the entry point names: the hooks over this table (silvanforge.frontend.importing).
+# The plugin object the entry point names: the hooks over this table (silvanforge.frontend.loading).
 plugin = FormatImporter({"lightgbm-text": Format(lightgbm_text.detect, lightgbm_text.load, lightgbm_text.loads)},
                         from_object=_from_object)

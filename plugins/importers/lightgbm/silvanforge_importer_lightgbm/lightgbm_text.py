@@ -46,15 +46,15 @@ would read another way than its lines say (a tree ``tree_sizes`` does not lead t
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
 import os
-import itertools
 import re
 
 import numpy as np
 
 from silvanforge.errors import ModelFormatError, UnsupportedModelError
-from silvanforge.frontend.importing import read_model_file
+from silvanforge.frontend.loading import read_model_file
 from silvanforge.ir.hir import Aggregation, CategoryRule, Forest, LinearLeaves, Op, Transform, Tree
 
 # LightGBM's kZeroThreshold is the float literal 1e-35f stored in a double.

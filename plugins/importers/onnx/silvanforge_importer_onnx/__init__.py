@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import sys
 
-from silvanforge.frontend.importing import Format, FormatImporter
+from silvanforge.frontend.loading import Format, FormatImporter
 from silvanforge.ir.hir import Forest
 
 from . import onnx_trees
@@ -19,6 +19,6 @@ def _from_object(obj) -> Forest | None:
     return onnx_trees.from_proto(obj, "the onnx.ModelProto")
 
 
-# The plugin object the entry point names: the hooks over this table (silvanforge.frontend.importing).
+# The plugin object the entry point names: the hooks over this table (silvanforge.frontend.loading).
 plugin = FormatImporter({"onnx": Format(onnx_trees.detect, onnx_trees.load, onnx_trees.loads)},
                         from_object=_from_object)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .onnx_spec import (_POST_NAMES, _AGG_V5, _AGG, _V3_MODES, _MEMBER, _LEAF, _FREE_OUTPUTS)
+from .onnx_spec import _AGG, _AGG_V5, _FREE_OUTPUTS, _LEAF, _MEMBER, _POST_NAMES, _V3_MODES
 
 
 class EnsembleAttributes:

@@ -4,10 +4,24 @@ outputs, aggregation and post-transform (a part of :class:`.onnx_trees._Importer
 from __future__ import annotations
 
 import numpy as np
+
 from silvanforge.ir.hir import Aggregation, CategoryRule, Forest, Op, Transform, Tree
 
-from .onnx_spec import (_POST_NAMES, _PROBIT, _AGG, _LEQ, _LT, _GTE, _GT, _EQ, _NEQ, _MEMBER,
-                        _EXACT_MAX_COUNT, _EXACT_MAX_MEMBER, _MAX_NODES)
+from .onnx_spec import (
+    _AGG,
+    _EQ,
+    _EXACT_MAX_COUNT,
+    _EXACT_MAX_MEMBER,
+    _GT,
+    _GTE,
+    _LEQ,
+    _LT,
+    _MAX_NODES,
+    _MEMBER,
+    _NEQ,
+    _POST_NAMES,
+    _PROBIT,
+)
 
 
 class ForestBuilding:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .onnx_spec import (_ML, _FLOAT, _INT32, _INT64, _FLOAT16, _DOUBLE, _TYPE_NAMES)
+from .onnx_spec import _DOUBLE, _FLOAT, _FLOAT16, _INT32, _INT64, _ML, _TYPE_NAMES
 
 
 class GraphPaths:

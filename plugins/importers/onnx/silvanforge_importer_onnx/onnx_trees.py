@@ -51,14 +51,13 @@ from __future__ import annotations
 import os
 
 from silvanforge.errors import ModelFormatError, SilvanForgeError, UnsupportedModelError
-from silvanforge.frontend.importing import read_model_file
+from silvanforge.frontend.loading import read_model_file
 from silvanforge.ir.hir import Forest
 
 from .onnx_ensembles import EnsembleAttributes
 from .onnx_forest import ForestBuilding
 from .onnx_graph import GraphPaths
-from .onnx_spec import (_ENSEMBLE_OPS, _ML, _FLOAT16, _DOUBLE)
-
+from .onnx_spec import _DOUBLE, _ENSEMBLE_OPS, _FLOAT16, _ML
 
 # ----------------------------------------------------------------------------- detection
 _MODEL_FIELDS = {1: 0, 2: 2, 3: 2, 4: 2, 5: 0, 6: 2, 7: 2, 8: 2, 14: 2, 20: 2, 25: 2, 26: 2}

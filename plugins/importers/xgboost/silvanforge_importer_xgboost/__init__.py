@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 
 from silvanforge.errors import UnsupportedModelError
-from silvanforge.frontend.importing import Format, FormatImporter
+from silvanforge.frontend.loading import Format, FormatImporter
 from silvanforge.ir.hir import Forest
 
 from . import xgboost_json
@@ -51,7 +51,7 @@ def _from_object(obj) -> Forest | None:
     return forest
 
 
-# The plugin object the entry point names: the hooks over this table (silvanforge.frontend.importing).
+# The plugin object the entry point names: the hooks over this table (silvanforge.frontend.loading).
 plugin = FormatImporter({
     "xgboost-json": Format(xgboost_json.detect_json, xgboost_json.load_json, xgboost_json.loads_json),
     "xgboost-ubjson": Format(xgboost_json.detect_ubjson, xgboost_json.load_ubjson, xgboost_json.loads_ubjson),

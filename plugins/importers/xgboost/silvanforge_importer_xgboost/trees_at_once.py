@@ -18,6 +18,7 @@ import itertools
 from typing import Callable
 
 import numpy as np
+
 from silvanforge.errors import ModelFormatError
 from silvanforge.ir.hir import Op, Tree
 

@@ -46,8 +46,9 @@ import os
 import re
 
 import numpy as np
+
 from silvanforge.errors import ModelFormatError, UnsupportedModelError
-from silvanforge.frontend.importing import read_model_file
+from silvanforge.frontend.loading import read_model_file
 from silvanforge.ir.hir import Aggregation, CategoryRule, Forest, Op, Transform, Tree
 
 from . import trees_at_once, ubjson

@@ -602,8 +602,8 @@ class _Ours:
 
     def run(self, fmt, path, X):
         import silvanforge as sf
-        from silvanforge import reference
         from silvanforge.errors import SilvanForgeError
+        from silvanforge.runtime import reference
 
         try:
             forest = sf.load_model(path, fmt=fmt)

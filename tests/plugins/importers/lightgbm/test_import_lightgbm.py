@@ -14,17 +14,16 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import support_lightgbm as S
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from silvanforge_importer_lightgbm import lightgbm_text
+from support_common import assert_close
 
 import silvanforge as sf
-from silvanforge import reference
 from silvanforge.errors import ModelFormatError, SilvanForgeError, UnsupportedModelError
 from silvanforge.ir.hir import CategoryRule
-from silvanforge_importer_lightgbm import lightgbm_text
-
-import support_lightgbm as S
-from support_common import assert_close
+from silvanforge.runtime import reference
 
 lgb = pytest.importorskip("lightgbm")
 

@@ -16,16 +16,15 @@ import warnings
 
 import numpy as np
 import pytest
+import support_lightgbm as S
 
 import silvanforge as sf
-from silvanforge import reference
+from silvanforge.api import lower
 from silvanforge.errors import ModelFormatError, UnsupportedModelError
 from silvanforge.frontend.hir_passes import pad_trees
 from silvanforge.ir import hir_io
-from silvanforge.api import lower
 from silvanforge.plugins import registry
-
-import support_lightgbm as S
+from silvanforge.runtime import reference
 
 lgb = pytest.importorskip("lightgbm")
 

@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import silvanforge as sf
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from silvanforge import reference
+from silvanforge_importer_onnx import onnx_trees
+
+import silvanforge as sf
 from silvanforge.errors import ModelFormatError, SilvanForgeError, UnsupportedModelError
 from silvanforge.ir.hir import CategoryRule, Op
-from silvanforge_importer_onnx import onnx_trees
+from silvanforge.runtime import reference
 
 pytest.importorskip("onnxruntime")
 onnx = pytest.importorskip("onnx")

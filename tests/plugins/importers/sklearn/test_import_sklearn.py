@@ -24,16 +24,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import silvanforge as sf
-from silvanforge import reference
-from silvanforge.runtime import transforms
 from silvanforge.errors import InputError, ModelFormatError, UnsupportedModelError
 from silvanforge.ir.hir import CategoryRule, Op
 from silvanforge.plugins import PluginRegistry, registry
+from silvanforge.runtime import reference, transforms
 
 sklearn = pytest.importorskip("sklearn")
-from sklearn import dummy, ensemble, linear_model, tree  # noqa: E402
-
 from silvanforge_importer_sklearn.tree_arrays import round_down_to_float32  # noqa: E402
+from sklearn import dummy, ensemble, linear_model, tree  # noqa: E402
 
 SEED = 0
 

@@ -11,15 +11,16 @@ import warnings
 
 import numpy as np
 import pytest
-import silvanforge as sf
 import support_xgboost as sx
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from silvanforge import reference
-from silvanforge.errors import ModelFormatError, SilvanForgeError, UnsupportedModelError
-from silvanforge.ir.hir import CategoryRule, Op
 from silvanforge_importer_xgboost import trees_at_once, ubjson, xgboost_json
 from support_common import Draws, assert_close
+
+import silvanforge as sf
+from silvanforge.errors import ModelFormatError, SilvanForgeError, UnsupportedModelError
+from silvanforge.ir.hir import CategoryRule, Op
+from silvanforge.runtime import reference
 
 xgb = pytest.importorskip("xgboost")
 

@@ -11,9 +11,9 @@ import math
 
 import numpy as np
 
-from silvanforge.runtime import transforms
 from silvanforge.inputs.rows import as_rows
 from silvanforge.ir.hir import ZERO_THRESHOLD, Aggregation, CategoryRule, Forest, Op, Tree
+from silvanforge.runtime import transforms
 
 
 def category_of(x: np.ndarray, rule: CategoryRule) -> np.ndarray:

@@ -176,7 +176,7 @@ def test_exit_while_forms_build():
 def test_background_build_starts_as_the_main_form_goes_native(forest, rows, eager, monkeypatch):
     """The CPU target says when its compile goes into LLVM (silvanforge.target.native_phase): the
     other forms start building then, before the compiled model exists, and end as eager's."""
-    import silvanforge.api as api
+    from silvanforge import api
     from silvanforge.plan.lateforms import LateForms
 
     order = []

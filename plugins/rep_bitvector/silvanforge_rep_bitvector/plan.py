@@ -10,6 +10,7 @@ import numpy as np
 
 from silvanforge.ir import hir
 from silvanforge.ir.hir import Op
+from silvanforge.plan.memo import memoised
 
 from .choose import LANES
 from .leafbits import NARROW_WORD, WORD, all_left_masks, leaf_spans
@@ -194,7 +195,15 @@ def make_plan(forest: hir.Forest, expanded: np.ndarray | None = None, lanes: int
     ``expanded`` (model order; default none), ``lanes`` and ``chunk_bytes`` (the most bytes of a
     chunk's words) decide the chunks of categorical
     decision words (:class:`Chunk`); ``narrow``: the narrow form (16-bit words, thresholds as
-    bin indices: :func:`_narrow_thresholds`)."""
+    bin indices: :func:`_narrow_thresholds`).  Made once a compile for the same arguments (a
+    plan's forms for several request sizes often lower the same program); read-only."""
+    key = ("bitvector.plan", None if expanded is None else np.asarray(expanded, bool).tobytes(), lanes, narrow,
+           None if tabled is None else np.asarray(tabled, bool).tobytes(), chunk_bytes)
+    return memoised(forest, key, lambda: _make_plan(forest, expanded, lanes, narrow, tabled, chunk_bytes))
+
+
+def _make_plan(forest: hir.Forest, expanded: np.ndarray | None, lanes: int, narrow: bool,
+               tabled: np.ndarray | None, chunk_bytes: int) -> Plan:
     word_bits = NARROW_WORD if narrow else WORD
     thr_dtype = np.dtype(forest.threshold_dtype)
     # A feature's column is its place among the (sorted) features read, found by search: a

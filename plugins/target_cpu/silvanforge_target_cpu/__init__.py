@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 
 from silvanforge import hookimpl
-from silvanforge.target import Target
+from silvanforge.target import Target, native_phase
 
 NAME = "cpu"
 
@@ -46,7 +46,9 @@ class CpuTarget(Target):
 
         _reject_gpu_constructs(module)
         cpu = _cpu(options)
-        return jit.compile_module(module, str(codegen.generate(module, cpu=cpu)), cpu)
+        text = str(codegen.generate(module, cpu=cpu))
+        native_phase()  # LLVM from here, outside the GIL
+        return jit.compile_module(module, text, cpu)
 
     def contributions_kernel(self):
         from . import treeshap

@@ -20,7 +20,7 @@ from silvanforge.ir import lir
 from silvanforge.runtime.kernel import PhaseKernel
 
 from . import cpus, pool
-from .llvm_host import LIGHT_PASSES, init as _init, optimise, target_machine as _target_machine  # noqa: F401
+from .llvm_host import LIGHT_PASSES, init as _init, object_code, optimise, target_machine as _target_machine  # noqa: F401
 
 
 def host_signature() -> dict:
@@ -54,9 +54,9 @@ class CpuKernel(PhaseKernel):
 
     def __init__(self, module: lir.Module, llvm_module, tm, object_code: bytes | None = None,
                  cpu: str | None = None):
-        """From an optimised ``llvm_module`` (compiled now), or from ``object_code`` an earlier
-        compile of the same program produced for the same CPU (mapped, not compiled:
-        milliseconds).  ``cpu``: the named CPU the code is for (None: this host); code this host
+        """From an optimised ``llvm_module`` (compiled now), or from ``object_code`` made for the
+        same CPU (:func:`compile_module`'s, or an earlier compile's saved: mapped, not compiled,
+        in milliseconds).  ``cpu``: the named CPU the code is for (None: this host); code this host
         cannot run is built, mapped and saved, never called (:meth:`margins` refuses)."""
         self.module = module
         self.cpu = cpu
@@ -320,10 +320,12 @@ def _padded(data: np.ndarray) -> np.ndarray:
 def compile_module(module: lir.Module, ir_text: str, cpu: str | None = None):
     """``ir_text`` (the module's LLVM IR, generated for ``cpu``) compiled for ``cpu`` (None: the
     host): a :class:`CpuKernel`, or for another architecture's CPU a :class:`ForeignKernel`."""
-    mod, tm = optimise(ir_text, uses_gathers(module), bool(module.info.get("light_optimisation")), cpu)
+    # Machine code made in a context of its own (llvm_host.object_code: two forms compile on two
+    # cores at once), then mapped as saved code is: the same bytes MCJIT makes of the module.
+    code, tm = object_code(ir_text, uses_gathers(module), bool(module.info.get("light_optimisation")), cpu)
     if cpus.foreign(cpu):
-        return ForeignKernel(module, tm.emit_object(mod), cpu)
-    return CpuKernel(module, mod, tm, cpu=cpu)
+        return ForeignKernel(module, code, cpu)
+    return CpuKernel(module, None, tm, object_code=code, cpu=cpu)
 
 
 class ForeignKernel(PhaseKernel):

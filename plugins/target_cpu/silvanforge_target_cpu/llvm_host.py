@@ -1,13 +1,22 @@
 """LLVM set up for this host: the native target (initialised once per process), the target
 machine for this host's CPU or a named one (:mod:`.cpus`) and the optimisation pipeline: what
 the JIT (jit.py) and the native pool (pool.py) share.  ``cpu`` below is a name
-:func:`.cpus.canonical` gave, or None: this host."""
+:func:`.cpus.canonical` gave, or None: this host.
+
+:func:`object_code` is a kernel's whole trip through LLVM (parse, optimise, machine code), in an
+LLVM context of its own, so that two threads compile two forms on two cores at once:
+llvmlite runs every call under one process-wide lock, which LLVM itself needs only for what
+threads share (a context, a module): the three long calls on the private module run without it.
+"""
 
 from __future__ import annotations
 
+import ctypes
 import threading
 
 import llvmlite.binding as llvm
+from llvmlite.binding import ffi
+from llvmlite.binding.module import ModuleRef
 
 from . import cpus
 
@@ -65,6 +74,45 @@ def optimise(ir_text: str, gathers: bool = False, light: bool = False, cpu: str 
     ``cpu`` (None: the host); returns (module, target machine)."""
     tm = target_machine(gathers, cpu)
     mod = llvm.parse_assembly(ir_text)
+    _optimise(mod, tm, light, cpu, _locked)
+    return mod, tm
+
+
+def object_code(ir_text: str, gathers: bool = False, light: bool = False, cpu: str | None = None
+                ) -> tuple[bytes, object]:
+    """:func:`optimise`, then the module's machine code as an object file (what MCJIT makes of
+    the same module: the same bytes), all in an LLVM context of this call's, freed before it
+    returns; the parse, the pipeline and the code generation run outside llvmlite's lock (see
+    the module's docstring).  Returns (object code, target machine)."""
+    tm = target_machine(gathers, cpu)
+    context = llvm.create_context()
+    try:
+        with ffi.OutputString() as err:
+            text = ctypes.c_char_p(ir_text.encode())
+            mod = ModuleRef(_unlocked(ffi.lib.LLVMPY_ParseAssembly)(context, text, err), context)
+            if err:
+                mod.close()
+                raise RuntimeError(f"LLVM IR parsing error\n{err}")
+        try:
+            _optimise(mod, tm, light, cpu, _unlocked)
+            with ffi.OutputString() as err:
+                buffer = _unlocked(ffi.lib.LLVMPY_TargetMachineEmitToMemory)(tm, mod, 1, err)
+                if not buffer:
+                    raise RuntimeError(str(err))
+            try:
+                code = ctypes.string_at(ffi.lib.LLVMPY_GetBufferStart(buffer), ffi.lib.LLVMPY_GetBufferSize(buffer))
+            finally:
+                ffi.lib.LLVMPY_DisposeMemoryBuffer(buffer)
+        finally:
+            mod.close()
+    finally:
+        context.close()
+    return code, tm
+
+
+def _optimise(mod, tm, light: bool, cpu: str | None, call) -> None:
+    """:func:`optimise`'s pipeline on a parsed ``mod``; ``call(fn)``: llvmlite's foreign function
+    ``fn`` as the pipeline's runs call it (:func:`_locked` or :func:`_unlocked`)."""
     mod.triple = cpus.triple(cpu)
     mod.data_layout = str(tm.target_data)
     mod.verify()
@@ -74,11 +122,23 @@ def optimise(ir_text: str, gathers: bool = False, light: bool = False, cpu: str 
         fpm = llvm.create_new_function_pass_manager()
         for name in LIGHT_PASSES:
             getattr(fpm, f"add_{name}_pass")()
+        run = call(ffi.lib.LLVMPY_RunNewFunctionPassManager)
         for fn in mod.functions:
             if not fn.is_declaration:
-                fpm.run(fn, pb)
+                run(fpm, fn, pb)
     else:
-        pb.getModulePassManager().run(mod, pb)
-    return mod, tm
+        call(ffi.lib.LLVMPY_RunNewModulePassManager)(pb.getModulePassManager(), mod, pb)
+
+
+def _locked(fn):
+    """llvmlite's foreign function ``fn``, called as llvmlite calls it (under its lock)."""
+    return fn
+
+
+def _unlocked(fn):
+    """llvmlite's foreign function ``fn`` without its lock (the ctypes function it wraps; ``fn``
+    itself, locked, where an llvmlite wraps them otherwise): only for objects of a context no
+    other thread uses."""
+    return getattr(fn, "_cfn", fn)
 
 

@@ -235,7 +235,7 @@ class Representation(_Options):
         if cls.walk_cost_factor is None:
             return None
         # A picosecond more keeps the factors' order where a forest has no steps (single leaves).
-        return cls.walk_cost_factor * (walk_estimate_ns(forest) + 1e-3)
+        return cls.walk_cost_factor * (walk_estimate_ns(forest, batch_size) + 1e-3)
 
     def buffers(self, forest: Forest, layout: ForestLayout) -> RepBuffers:
         """The model buffers of ``layout`` (the forest in the shared node encoding).  Raise

@@ -21,7 +21,7 @@ from silvanforge.ir.hir import Op
 from silvanforge.ir.hir_joined import joined, node_depths, offsets, tree_depths
 from silvanforge.plan.memo import memoised
 
-__all__ = ["WALK_STEP_NS", "WALK_STEP_NS_PER_ROW_KB", "WALK_EXIT_STEP_NS", "WALK_NAN_TEST_FACTOR", "WALK_CATEGORICAL_FACTOR", "WALK_OUTPUT_NS",
+__all__ = ["WALK_STEP_NS", "WALK_STEP_NS_PER_ROW_KB", "WALK_STEP_NS_PER_ROW_KB_PAST_L1", "row_step_ns", "WALK_EXIT_STEP_NS", "WALK_NAN_TEST_FACTOR", "WALK_CATEGORICAL_FACTOR", "WALK_OUTPUT_NS",
            "walk_estimate_ns", "linear_estimate_ns", "LEAF_LOOPS_STEP_RATIO", "SPLIT_ROWS_ANY_WIDTH", "SPLIT_ROWS_WALK_SHARE",
            "depth_stats", "walks_exit_early", "split_rows_pay", "split_thresholds_exact"]
 
@@ -130,6 +130,16 @@ def _split_rows_pay(forest: hir.Forest, check_width: bool) -> bool:
 # A walk step, and more as rows grow (a walk reads its row at random: 0.65 ns a step with 8
 # features, 2.4 ns with 2000 float64 ones).
 WALK_STEP_NS, WALK_STEP_NS_PER_ROW_KB = 0.65, 0.1
+# More again where the rows a batch's interleaved walks read at once outgrow the L1 cache
+# (WALK_ROWS_IN_FLIGHT rows, as the walks read them: split rows of 2F+1 values where they are
+# exact, beyond WALK_L1_BYTES): their steps read the chunk's rows from L2, a line and a page
+# apart.  Measured 0.18 ns a step a KB of row (sparse walks of 100 synthetic trees of depth 8
+# on 0.13-16 KB rows, cached a chunk at a time, 4096-row calls, 1 thread, AVX2 code, Zen 4):
+# 0.1 priced xgb_epsilon's walks (8 KB rows) and a 968-feature XGBoost model's (Bosch's
+# shape) below the levelwise form on AVX2 code, which ran 1.3x and 1.25x faster.  Walks of a
+# call under WALK_INTERLEAVED_ROWS rows go a row at a time (the CPU default): its row stays in L1.
+WALK_STEP_NS_PER_ROW_KB_PAST_L1 = 0.18
+WALK_L1_BYTES, WALK_ROWS_IN_FLIGHT, WALK_INTERLEAVED_ROWS = 32 << 10, 8, 16
 # Walks that stop when their rows are at leaves (deep leaf-wise trees), a step of the trees'
 # mean leaf depth: the interleaved rows' longest path plus the leaf checks (3.7 us a row on a
 # taxi-shaped 300x255 LightGBM model without NaN, mean leaf depth 13.7; 14.3 us with NaN tests
@@ -155,12 +165,12 @@ LINEAR_TREE_NS, LINEAR_TERM_NS = 9.0, 1.2
 WALK_OUTPUT_NS = 1.6
 
 
-def walk_estimate_ns(forest: hir.Forest) -> float:
-    """Estimated ns a row of the walks (the costs above): every tree to its depth,
-    or, where walks stop when their rows are at leaves (:func:`walks_exit_early`:
-    trees deep beside their leaves), about each tree's mean leaf depth; the outputs past a
+def walk_estimate_ns(forest: hir.Forest, batch_size: int | None = None) -> float:
+    """Estimated ns a row of the walks (the costs above) in calls of ``batch_size`` rows (None:
+    large batches): every tree to its depth, or, where walks stop when their rows are at
+    leaves (:func:`walks_exit_early`: trees deep beside their leaves), about each tree's mean
+    leaf depth, a step costing more as rows grow (:func:`row_step_ns`); the outputs past a
     tree's first; and the linear leaves' models where there are (:func:`linear_estimate_ns`)."""
-    row_kb = forest.num_features * np.dtype(forest.threshold_dtype).itemsize / 1000
     stats = depth_stats(forest)
     depth, mean_leaf, _ = stats
     if walks_exit_early(forest, stats)[0]:
@@ -172,8 +182,21 @@ def walk_estimate_ns(forest: hir.Forest) -> float:
     else:
         factor = 1.0 if split_rows_pay(forest, check_width=False) else WALK_NAN_TEST_FACTOR
     outputs = sum(map(len, map(attrgetter("outputs"), forest.trees))) - len(forest.trees)
-    return ((step_ns + WALK_STEP_NS_PER_ROW_KB * row_kb) * steps * factor + WALK_OUTPUT_NS * outputs
+    return ((step_ns + row_step_ns(forest, batch_size)) * steps * factor + WALK_OUTPUT_NS * outputs
             + linear_estimate_ns(forest))
+
+
+def row_step_ns(forest: hir.Forest, batch_size: int | None = None) -> float:
+    """What a walk step costs more for the width of the row it reads: WALK_STEP_NS_PER_ROW_KB
+    a KB of row, WALK_STEP_NS_PER_ROW_KB_PAST_L1 where the rows interleaved walks read at once
+    (split rows where they are exact) pass the L1 cache, in calls of ``batch_size`` rows."""
+    itemsize = np.dtype(forest.threshold_dtype).itemsize
+    row_kb = forest.num_features * itemsize / 1000
+    if batch_size is not None and batch_size < WALK_INTERLEAVED_ROWS:
+        return WALK_STEP_NS_PER_ROW_KB * row_kb
+    walked = (2 * forest.num_features + 1 if split_rows_pay(forest, check_width=False) else forest.num_features)
+    past_l1 = WALK_ROWS_IN_FLIGHT * walked * itemsize > WALK_L1_BYTES
+    return (WALK_STEP_NS_PER_ROW_KB_PAST_L1 if past_l1 else WALK_STEP_NS_PER_ROW_KB) * row_kb
 
 
 def linear_estimate_ns(forest: hir.Forest) -> float:

@@ -262,7 +262,7 @@ def pays(forest: hir.Forest, batch_size: int | None = None, options: BitvectorOp
     (None: large batches; see the costs above); always False where ``options.auto_choose`` is off."""
     if not options.auto_choose or unsupported(forest) is not None:
         return False
-    return cost_ns(forest, batch_size, options) <= walk_estimate_ns(forest)
+    return cost_ns(forest, batch_size, options) <= walk_estimate_ns(forest, batch_size)
 
 
 def cost_ns(forest: hir.Forest, batch_size: int | None = None, options: BitvectorOptions = DEFAULT) -> float:

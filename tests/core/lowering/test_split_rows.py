@@ -462,3 +462,27 @@ def test_wide_rows_are_split_per_chunk_by_the_chooser():
     X = rows_for(forest, rng, 150)
     np.testing.assert_array_equal(cf.predict(X, output_margin=True, threads=2),
                                   reference.predict(forest, X, output_margin=True))
+
+
+@pytest.mark.parametrize("features,dtype,rep", [(128, "float32", "sparse"), (300, "float32", "array"),
+                                                (64, "float64", "sparse"), (968, "float32", "sparse"),
+                                                (127, "float32", "sparse")])
+@pytest.mark.parametrize("cpu", [None, "x86-64-v3"])
+def test_rows_of_512_bytes_and_more_are_cached_per_chunk(features, dtype, rep, cpu):
+    """Rows of WIDE_ROW_BYTES (512) bytes and more are cached a chunk at a time and split there,
+    narrower ones are not; exact either way (NaN, +-inf and ties in the rows), 1 and 2 threads,
+    AVX-512 and AVX2 code."""
+    from silvanforge_target_cpu import WIDE_ROW_BYTES
+
+    rng = np.random.default_rng(features)
+    trees = [_tree(rng, features, (0,), 6, [int(Op.LT)], categorical=False, zero_missing=False) for _ in range(6)]
+    forest = Forest(trees=trees, num_features=features, threshold_dtype=dtype, accumulate_dtype=dtype)
+    cf = sf.compile(forest, rep=rep, batch_size=256, cpu=cpu)
+    wide = features * np.dtype(dtype).itemsize >= WIDE_ROW_BYTES
+    assert ("cache(b0)" in cf.schedule.to_text()) == wide
+    if wide:
+        assert cf.lir_module.info.get("split_rows") == "per chunk"
+    X = rows_for(forest, rng, 300)
+    for threads in (1, 2):
+        np.testing.assert_array_equal(cf.predict(X, output_margin=True, threads=threads),
+                                      reference.predict(forest, X, output_margin=True))

@@ -165,3 +165,27 @@ def _symmetric(seed):
     return Forest(trees=trees, num_features=4, num_outputs=1, base_score=np.array([0.25]),
                   aggregation=Aggregation.SUM, transform=Transform(), threshold_dtype="float32",
                   accumulate_dtype="float32")
+
+
+@pytest.mark.parametrize("features", [128, 968])
+def test_walks_of_rows_cached_per_chunk_equal_the_reference_as_aarch64_code(features):
+    """Rows of 512 bytes and more are cached and split a chunk at a time (the CPU default's
+    ``cache(b0)``): the sparse walks of such rows, compiled for an ARM CPU, equal the reference
+    under qemu (NaN, infinities, ties at thresholds)."""
+    from silvanforge.ir.hir import Forest, Op
+    from silvanforge.testing import rows_for
+    from strategies import _tree
+
+    rng = np.random.default_rng(features)
+    trees = [_tree(rng, features, (0,), 6, [int(Op.LT)], categorical=False, zero_missing=False) for _ in range(6)]
+    forest = Forest(trees=trees, num_features=features, threshold_dtype="float32", accumulate_dtype="float32")
+    cf = sf.compile(forest, rep="sparse", cpu="neoverse-n1", batch_size=256, threads=1)
+    assert "cache(b0)" in cf.schedule.to_text()
+    X = rows_for(forest, rng, 150)
+    want = reference.predict(forest, X, output_margin=True)
+    kernel = support_qemu.Aarch64Kernel(cf.main.kernel)
+    try:
+        got = kernel.margins(np.ascontiguousarray(X, dtype=cf.main.input_dtype), forest.num_outputs)
+    finally:
+        kernel.close()
+    np.testing.assert_array_equal(got, want.reshape(got.shape))

@@ -32,11 +32,6 @@ from silvanforge.ir.hir import Forest
 
 # Distinct values a model remembers the hash of (a memo, cleared when full).
 VALUE_MEMO = 1 << 16
-# Calls of up to this many rows find all combinations' keys in one table; more rows search
-# each combination's own few keys (numpy's search of a large table by unsorted keys misses
-# the cache a key: 68 ms against 25 ms for 4096 rows of 258 combinations, while one search a
-# combination costs 258 calls' overhead on a few rows).
-TAGGED_ROWS = 64
 
 
 def _sorted_index(known) -> tuple[np.ndarray, np.ndarray]:
@@ -68,13 +63,21 @@ class HashedInputs:
         self._lock = threading.Lock()
         combos = list(forest.hashed_combinations or ())
         self.count = len(combos)
-        # Steps: for each element position, the combinations having an element there, by kind.
+        # Chains: the distinct element lists (several CTRs of one combination share its key),
+        # each key mixed once a call; a column reads its chain's key.
+        chains: dict[str, int] = {}
+        self.chain_of = np.asarray([chains.setdefault(repr(c["elements"]), len(chains)) for c in combos],
+                                   dtype=np.intp)
+        elements = [None] * len(chains)
+        for c, j in zip(combos, self.chain_of):
+            elements[j] = c["elements"]
+        # Steps: for each element position, the chains having an element there, by kind.
         steps = []
-        for s in range(max((len(c["elements"]) for c in combos), default=0)):
+        for s in range(max((len(e) for e in elements), default=0)):
             cat, flt, onehot = [], [], []
-            for j, combo in enumerate(combos):
-                if s < len(combo["elements"]):
-                    e = combo["elements"][s]
+            for j, chain in enumerate(elements):
+                if s < len(chain):
+                    e = chain[s]
                     if e[0] == "cat":
                         cat.append((j, int(e[1])))
                     elif e[0] == "float":
@@ -83,18 +86,40 @@ class HashedInputs:
                         onehot.append((j, int(e[1]), int(e[2])))
             steps.append((_columns(cat, 2), _columns(flt, 4), _columns(onehot, 3)))
         self.steps = steps
-        self.float_columns = sorted({int(e[1]) for c in combos for e in c["elements"] if e[0] == "float"})
-        # One table of every combination's keys, each tagged by its combination.
-        keys = [np.asarray([int(k) for k in c["keys"]], dtype=np.uint64) for c in combos]
-        ids = np.concatenate([np.full(len(k), j, np.uint64) for j, k in enumerate(keys)]) if keys else \
-            np.zeros(0, np.uint64)
-        flat = np.concatenate(keys) if keys else np.zeros(0, np.uint64)
-        codes = np.concatenate([np.arange(len(k), dtype=np.float64) for k in keys]) if keys else np.zeros(0)
-        tags = category_hash.mix(flat, ids)
-        order = np.argsort(tags, kind="stable")
-        self.tags, self.tag_ids, self.tag_keys, self.tag_codes = tags[order], ids[order], flat[order], codes[order]
-        self.tagged = len(np.unique(self.tags)) == len(self.tags)
-        self.per_combo = [_sorted_index(k) for k in keys]
+        self.chains = len(elements)
+        # A chain's known keys sorted (the union of its columns'); each column's answer for
+        # each of them and, in one more slot, for any other key: its value, or for a column
+        # without values its code (NaN for another key).
+        chain_keys: list[set] = [set() for _ in elements]
+        for c, j in zip(combos, self.chain_of):
+            chain_keys[j].update(int(k) for k in c["keys"])
+        self.chain_keys = [np.asarray(sorted(k), dtype=np.uint64) for k in chain_keys]
+        tables, offsets, at = [], [], 0
+        for c, j in zip(combos, self.chain_of):
+            keys = self.chain_keys[j]
+            own = np.asarray([int(k) for k in c["keys"]], dtype=np.uint64)
+            answers = np.asarray(c["values"], dtype=np.float64) if "values" in c else \
+                np.arange(len(own), dtype=np.float64)
+            table = np.full(len(keys) + 1, c.get("unknown", np.nan) if "values" in c else np.nan)
+            if len(own):
+                table[np.searchsorted(keys, own)] = answers
+            tables.append(table)
+            offsets.append(at)
+            at += len(table)
+        self.table = np.concatenate(tables) if tables else np.zeros(0)
+        self.offsets = np.asarray(offsets, dtype=np.intp)
+        self._native = None  # (kernel, args block, arrays it points to), made at first use
+        self._elements = elements
+
+    def _kernel_args(self):
+        """The target's kernel of computed columns and its args block (rows and hashes left to
+        each call), or None where no installed target has one."""
+        if self._native is None:
+            with self._lock:
+                if self._native is None:
+                    kernel = _kernel()
+                    self._native = (None,) if kernel is None else (kernel,) + _native_arrays(self, kernel)
+        return self._native if self._native[0] is not None else None
 
     # ------------------------------------------------------------------ a column's hashes
     def column_hashes(self, values) -> tuple[np.ndarray, np.ndarray]:
@@ -127,53 +152,162 @@ class HashedInputs:
         return _find(*self.hashed[feature], hashes, valid)
 
     # ------------------------------------------------------------------ combinations
-    def combination_codes(self, hashes: dict, values: np.ndarray) -> np.ndarray:
-        """(n, combinations) codes of every combination's key (NaN where the model does not
-        know it or a category in it is missing): ``hashes`` maps a column to
-        (:meth:`column_hashes`), ``values`` is the rows' plain columns (float64)."""
-        n = values.shape[0]
-        C = self.count
-        H = np.zeros((n, self.width), dtype=np.uint64)
-        OK = np.zeros((n, self.width), dtype=bool)
+    def fill(self, hashes: dict, rows: np.ndarray) -> None:
+        """Fill the computed columns of ``rows`` (float32 or float64, C order, ``num_features``
+        columns, the input columns read) by the target's kernel where one is installed, else
+        by :meth:`combination_codes`."""
+        width, n = self.width, rows.shape[0]
+        native = self._kernel_args() if self.count and n else None
+        if native is None or rows.dtype not in (np.float32, np.float64) or not rows.flags.c_contiguous:
+            if self.count:
+                rows[:, width:width + self.count] = self.combination_codes(hashes, rows)
+            return
+        kernel, template, _ = native
+        # hashes and floats a column at a time (the kernel reads a column's rows in a row)
+        H = np.full((width, n), _MISSING, dtype=np.int64)
         for column, (h, ok) in hashes.items():
-            H[:, column], OK[:, column] = h, ok
+            # sign-extended as CatBoost's int
+            H[column] = np.where(ok, h.view(np.int64) - ((h >= (1 << 31)).view(np.int8).astype(np.int64) << 32),
+                                 _MISSING)
+        F = np.ascontiguousarray(rows[:, :width].T, dtype=np.float32)
+        args = template.copy()
+        args[_ROWS], args[_ROW_STRIDE] = rows.ctypes.data, rows.shape[1]
+        args[_HASHES], args[_HASH_STRIDE] = H.ctypes.data, n
+        args[_FLOATS], args[_FLOAT_STRIDE] = F.ctypes.data, n
+        kernel.run(args.ctypes.data, 0, n, rows.dtype.itemsize)
+
+    def combination_codes(self, hashes: dict, values: np.ndarray) -> np.ndarray:
+        """(n, combinations) answers of every computed column: its value of the row's key (a
+        column without values: the key's code, NaN where the model does not know it); a row
+        missing a category in the key takes the unknown key's answer.  ``hashes`` maps a
+        column to (:meth:`column_hashes`), ``values`` is the rows' plain columns (float64)."""
+        n = values.shape[0]
+        width = self.width
+        H = np.zeros((width, n), dtype=np.uint64)
+        OK = np.zeros((width, n), dtype=bool)
+        for column, (h, ok) in hashes.items():
+            H[column], OK[column] = h, ok
         # the hash as CatBoost's int, sign-extended to 64 bits
         signed = np.where(H >= np.uint64(1 << 31), H + np.uint64(((1 << 64) - (1 << 32))), H)
-        F = values[:, :self.width].astype(np.float32)
-        key = np.zeros((n, C), dtype=np.uint64)
-        valid = np.ones((n, C), dtype=bool)
+        F = np.ascontiguousarray(values[:, :width].T, dtype=np.float32)
+        key = np.zeros((self.chains, n), dtype=np.uint64)
+        valid = np.ones((self.chains, n), dtype=bool)
         with np.errstate(over="ignore"):
             for cat, flt, onehot in self.steps:
                 if cat is not None:
                     j, col = cat
-                    key[:, j] = category_hash.mix(key[:, j], signed[:, col])
-                    valid[:, j] &= OK[:, col]
+                    key[j] = category_hash.mix(key[j], signed[col])
+                    valid[j] &= OK[col]
                 if flt is not None:
                     j, col, border, nan_right = flt
-                    x = F[:, col]
-                    bit = (x > border.astype(np.float32)) | (np.isnan(x) & nan_right.astype(bool))
-                    key[:, j] = category_hash.mix(key[:, j], bit.astype(np.uint64))
+                    x = F[col]
+                    bit = (x > border.astype(np.float32)[:, None]) | (np.isnan(x) & nan_right.astype(bool)[:, None])
+                    key[j] = category_hash.mix(key[j], bit.astype(np.uint64))
                 if onehot is not None:
                     j, col, value = onehot
-                    bit = (H[:, col] == value.astype(np.uint64)) & OK[:, col]
-                    key[:, j] = category_hash.mix(key[:, j], bit.astype(np.uint64))
-            if self.tagged and n <= TAGGED_ROWS:
-                return self._tagged(key, valid)
-        out = np.empty((n, C))
-        for j in range(C):
-            out[:, j] = _find(*self.per_combo[j], key[:, j], valid[:, j])
-        return out
+                    bit = (H[col] == value.astype(np.uint64)[:, None]) & OK[col]
+                    key[j] = category_hash.mix(key[j], bit.astype(np.uint64))
+        # each chain's key found among its known keys: its slot, or the last (unknown)
+        slot = np.empty((self.chains, n), dtype=np.intp)
+        for j, keys in enumerate(self.chain_keys):
+            k = len(keys)
+            if k == 0:
+                slot[j] = 0
+                continue
+            at = np.searchsorted(keys, key[j])
+            np.minimum(at, k - 1, out=at)
+            slot[j] = np.where(valid[j] & (keys[at] == key[j]), at, k)
+        out = self.table[(slot[self.chain_of] + self.offsets[:, None])]
+        return out.T
 
-    def _tagged(self, key: np.ndarray, valid: np.ndarray) -> np.ndarray:
-        out = np.full(key.shape, np.nan)
-        if len(self.tags) == 0:
-            return out
-        ids = np.arange(key.shape[1], dtype=np.uint64)
-        tag = category_hash.mix(key, ids[None, :])
-        at = np.minimum(np.searchsorted(self.tags, tag), len(self.tags) - 1)
-        found = valid & (self.tags[at] == tag) & (self.tag_ids[at] == ids[None, :]) & (self.tag_keys[at] == key)
-        out[found] = self.tag_codes[at[found]]
-        return out
+# A row's hash where it has no category (outside every sign-extended 32-bit hash).
+_MISSING = 1 << 40
+# Where the args block holds what each call sets (silvanforge_target_cpu.hashed_columns.ARG_LAYOUT).
+_ROWS, _ROW_STRIDE, _HASHES, _HASH_STRIDE, _FLOATS, _FLOAT_STRIDE = range(6)
+_CALL_ARGS = ("rows", "row_stride", "hashes", "hash_stride", "floats", "float_stride")
+_PHI = np.uint64(0x9E3779B97F4A7C15)
+
+
+def _kernel():
+    """The kernel of computed columns of an installed target (they all run on the host;
+    the CPU target's first), or None."""
+    from silvanforge.plugins import registry
+
+    r = registry()
+    for name in sorted(r.targets(), key=lambda t: t != "cpu"):
+        try:
+            kernel = r.target(name).hashed_columns_kernel()
+        except Exception:  # a target that cannot build it here (no LLVM): the next one
+            continue
+        if kernel is not None and tuple(kernel.arg_layout[:6]) == _CALL_ARGS:
+            return kernel
+    return None
+
+
+def _slots(keys: np.ndarray, shift: int) -> np.ndarray:
+    """A key's first slot in a table of ``2 ** (64 - shift)`` (the kernel's hash)."""
+    with np.errstate(over="ignore"):
+        return ((keys ^ (keys >> np.uint64(32))) * _PHI) >> np.uint64(shift)
+
+
+def _native_arrays(reading: "HashedInputs", kernel) -> tuple:
+    """The args block of ``kernel`` for ``reading``'s model (rows and hashes left 0) and the
+    arrays it points to (kept alive with it): elements by chain, each chain's keys in an
+    open-addressing table of twice their number or more (linear probing; a slot's answer
+    index is the key's rank among the chain's sorted keys), and the columns' answers."""
+    elements = reading._elements
+    kinds = kernel.kinds
+    flat = [e for chain in elements for e in chain]
+    starts = np.cumsum([0] + [len(c) for c in elements]).astype(np.int64)
+
+    def signed(v):
+        v = int(v) & 0xFFFFFFFF
+        return v - (1 << 32) if v >= 1 << 31 else v
+
+    arrays = {
+        "chains": len(elements),
+        "chain_elements": starts,
+        "element_kind": np.asarray([kinds[e[0]] for e in flat], dtype=np.int8),
+        "element_column": np.asarray([int(e[1]) for e in flat], dtype=np.int32),
+        "element_border": np.asarray([e[2] if e[0] == "float" else 0.0 for e in flat], dtype=np.float32),
+        "element_nan_true": np.asarray([bool(e[3]) if e[0] == "float" else False for e in flat], dtype=np.int8),
+        "element_hash": np.asarray([signed(e[2]) if e[0] == "onehot" else 0 for e in flat], dtype=np.int64),
+    }
+    table_at, shifts, slot_keys, slot_answers, at = [], [], [], [], 0
+    for keys in reading.chain_keys:
+        bits = max(1, int(2 * len(keys) - 1).bit_length())
+        size, shift = 1 << bits, 64 - bits
+        skey = np.zeros(size, dtype=np.uint64)
+        sanswer = np.full(size, -1, dtype=np.int32)
+        for rank, (key, slot) in enumerate(zip(keys.tolist(), _slots(keys, shift).tolist())):
+            while sanswer[slot] >= 0:
+                slot = (slot + 1) & (size - 1)
+            skey[slot], sanswer[slot] = key, rank
+        table_at.append(at)
+        shifts.append(shift)
+        slot_keys.append(skey)
+        slot_answers.append(sanswer)
+        at += size
+    order = np.argsort(reading.chain_of, kind="stable")  # columns by chain
+    arrays.update({
+        "chain_table": np.asarray(table_at, dtype=np.int64),
+        "chain_shift": np.asarray(shifts, dtype=np.int64),
+        "chain_unknown": np.asarray([len(k) for k in reading.chain_keys], dtype=np.int64),
+        "slot_key": np.concatenate(slot_keys).view(np.int64),
+        "slot_answer": np.concatenate(slot_answers),
+        "chain_columns": np.searchsorted(reading.chain_of[order], np.arange(len(elements) + 1)).astype(np.int64),
+        "column_out": (reading.width + order).astype(np.int64),
+        "column_answers": reading.offsets[order].astype(np.int64),
+        "answers": reading.table,
+    })
+    block = np.zeros(len(kernel.arg_layout), dtype=np.int64)
+    for k, name in enumerate(kernel.arg_layout):
+        value = arrays.get(name)
+        if isinstance(value, np.ndarray):
+            block[k] = value.ctypes.data if value.size else 0
+        elif value is not None:
+            block[k] = value
+    return block, arrays
 
 
 def _columns(rows: list, width: int):

@@ -125,7 +125,8 @@ def _hashed_rows(X, forest: Forest, dtype: np.dtype, hashing: HashedInputs) -> n
 
         def raw(feature):
             return arr[:, feature]
-    out = np.empty((n, forest.num_features), dtype=np.float64)
+    # rows of the kernel's dtype made here (the numbers rounded once, as check_rows would)
+    out = np.empty((n, forest.num_features), dtype=dtype if dtype in (np.float32, np.float64) else np.float64)
     hashes = {}
     for feature in range(width):
         if feature in hashed:
@@ -133,8 +134,7 @@ def _hashed_rows(X, forest: Forest, dtype: np.dtype, hashing: HashedInputs) -> n
             out[:, feature] = hashing.codes(feature, *hashes[feature])
         else:
             out[:, feature] = number(feature)
-    if hashing.count:
-        out[:, width:width + hashing.count] = hashing.combination_codes(hashes, out)
+    hashing.fill(hashes, out)
     return check_rows(out, forest.num_features, dtype, forest.wider_rows)
 
 

@@ -83,5 +83,32 @@ def ctr_values(kind: str, table: CtrTable, target_border_idx: int, prior_num: fl
     return calc(good, total), f32(calc(np.zeros(1), np.zeros(1))[0])
 
 
+def _mix(key: int, value: int) -> int:
+    """CatBoost's ``CalcHash(key, value)`` on 64-bit integers (``value`` sign-extended)."""
+    return _MAGIC * ((key + _MAGIC * value) & _M64) & _M64
+
+
+def ctr_column(elements: list, single: bool, kind: str, table: CtrTable, target_border_idx: int,
+               prior_num: float, prior_den: float, shift: float, scale: float) -> dict:
+    """A CTR as a computed column (``Forest.hashed_combinations``): ``elements`` its key hashes,
+    ``keys`` the keys its table holds (a single feature's, whose table lists category hashes:
+    ``CalcHash(0, hash)`` of each), ``values`` their CTR values (float32, as floats) and
+    ``unknown`` the value of any other key (the prior)."""
+    values, prior = ctr_values(kind, table, target_border_idx, prior_num, prior_den, shift, scale)
+    if single:
+        keys = [_mix(0, h - (1 << 32) if h >= 1 << 31 else h) for h in table.keys]
+    else:
+        keys = [int(k) for k in table.keys]
+    order = sorted(range(len(keys)), key=keys.__getitem__)
+    return {"elements": elements, "keys": [keys[i] for i in order],
+            "values": [float(values[i]) for i in order], "unknown": float(prior)}
+
+
+def one_hot_column(column: int, value: int) -> dict:
+    """A one-hot test ``hash == value`` as a computed column: 1 where it holds, else 0 (a missing
+    category too, as CatBoost's one-hot test is false for it)."""
+    return {"elements": [["onehot", column, value]], "keys": [_mix(0, 1)], "values": [1.0], "unknown": 0.0}
+
+
 def refuse(name: str, what: str):
     raise UnsupportedModelError(f"{name}: CatBoost {what} cannot be compiled exactly and are not supported")

@@ -29,9 +29,14 @@ import numpy as np
 from silvanforge.inputs import category_hash
 from silvanforge.errors import InputError
 from silvanforge.ir.hir import Forest
+from silvanforge.runtime.threads import _get_pool
 
 # Distinct values a model remembers the hash of (a memo, cleared when full).
 VALUE_MEMO = 1 << 16
+# Bytes of rows a thread keeps for its next call (HashedInputs.rows).
+SCRATCH_BYTES = 32 << 20
+# Rows a thread's share of the computed columns has at least (fewer: one thread fills them).
+THREAD_ROWS = 256
 
 
 def _sorted_index(known) -> tuple[np.ndarray, np.ndarray]:
@@ -61,6 +66,7 @@ class HashedInputs:
         self.width = forest.input_features
         self._memo: dict = {}
         self._lock = threading.Lock()
+        self._scratch = threading.local()
         combos = list(forest.hashed_combinations or ())
         self.count = len(combos)
         # Chains: the distinct element lists (several CTRs of one combination share its key),
@@ -152,10 +158,23 @@ class HashedInputs:
         return _find(*self.hashed[feature], hashes, valid)
 
     # ------------------------------------------------------------------ combinations
-    def fill(self, hashes: dict, rows: np.ndarray) -> None:
+    def rows(self, n: int, num_features: int, dtype: np.dtype) -> np.ndarray:
+        """An (n, num_features) array of ``dtype`` for a call's rows: this thread's own, kept
+        for its next call (up to :data:`SCRATCH_BYTES`: a fresh one of megabytes costs a page
+        fault a page as the kernel writes it), else a new one.  For a compiled model's calls,
+        which drop the rows before they return."""
+        size = n * num_features * dtype.itemsize
+        if size > SCRATCH_BYTES:
+            return np.empty((n, num_features), dtype=dtype)
+        kept = getattr(self._scratch, "rows", None)
+        if kept is None or kept.dtype != dtype or kept.shape[1] != num_features or kept.shape[0] < n:
+            kept = self._scratch.rows = np.empty((max(n, 64), num_features), dtype=dtype)
+        return kept[:n]
+
+    def fill(self, hashes: dict, rows: np.ndarray, threads: int = 1) -> None:
         """Fill the computed columns of ``rows`` (float32 or float64, C order, ``num_features``
-        columns, the input columns read) by the target's kernel where one is installed, else
-        by :meth:`combination_codes`."""
+        columns, the input columns read) by the target's kernel where one is installed (rows
+        shared among up to ``threads`` threads), else by :meth:`combination_codes`."""
         width, n = self.width, rows.shape[0]
         native = self._kernel_args() if self.count and n else None
         if native is None or rows.dtype not in (np.float32, np.float64) or not rows.flags.c_contiguous:
@@ -174,7 +193,19 @@ class HashedInputs:
         args[_ROWS], args[_ROW_STRIDE] = rows.ctypes.data, rows.shape[1]
         args[_HASHES], args[_HASH_STRIDE] = H.ctypes.data, n
         args[_FLOATS], args[_FLOAT_STRIDE] = F.ctypes.data, n
-        kernel.run(args.ctypes.data, 0, n, rows.dtype.itemsize)
+        parts = max(1, min(threads, n // THREAD_ROWS))
+        if parts == 1:
+            kernel.run(args.ctypes.data, 0, n, rows.dtype.itemsize)
+            return
+        bounds = [n * k // parts for k in range(parts + 1)]
+        pool = _get_pool(parts)
+        futures = [pool.submit(kernel.run, args.ctypes.data, lo, hi, rows.dtype.itemsize)
+                   for lo, hi in zip(bounds[1:-1], bounds[2:])]
+        try:
+            kernel.run(args.ctypes.data, 0, bounds[1], rows.dtype.itemsize)
+        finally:
+            for f in futures:
+                f.result()
 
     def combination_codes(self, hashes: dict, values: np.ndarray) -> np.ndarray:
         """(n, combinations) answers of every computed column: its value of the row's key (a
@@ -225,7 +256,6 @@ _MISSING = 1 << 40
 # Where the args block holds what each call sets (silvanforge_target_cpu.hashed_columns.ARG_LAYOUT).
 _ROWS, _ROW_STRIDE, _HASHES, _HASH_STRIDE, _FLOATS, _FLOAT_STRIDE = range(6)
 _CALL_ARGS = ("rows", "row_stride", "hashes", "hash_stride", "floats", "float_stride")
-_PHI = np.uint64(0x9E3779B97F4A7C15)
 
 
 def _kernel():
@@ -244,10 +274,43 @@ def _kernel():
     return None
 
 
-def _slots(keys: np.ndarray, shift: int) -> np.ndarray:
-    """A key's first slot in a table of ``2 ** (64 - shift)`` (the kernel's hash)."""
+def _slots(keys: np.ndarray, shift: int, fold: int, multiplier: int) -> np.ndarray:
+    """Each key's slot by one of the kernel's hashes (``kernel.ways``) in a table of
+    ``2 ** (64 - shift)``."""
     with np.errstate(over="ignore"):
-        return ((keys ^ (keys >> np.uint64(32))) * _PHI) >> np.uint64(shift)
+        return ((keys ^ (keys >> np.uint64(fold))) * np.uint64(multiplier)) >> np.uint64(shift)
+
+
+def _table(keys: np.ndarray, ways: tuple) -> tuple[np.ndarray, np.ndarray, int]:
+    """``keys`` (sorted, distinct) in a cuckoo table of at least twice their number, each in one
+    of its two slots (doubled until they all fit): (the slots' keys, an empty slot's none of
+    ``keys``; their answer index: the key's rank, an empty slot's the unknown index
+    ``len(keys)``; and the hashes' shift)."""
+    known = set(keys.tolist())
+    empty = next(k for k in range(len(keys) + 1) if k not in known)  # an empty slot's key: none of them
+    bits = max(1, int(2 * len(keys) - 1).bit_length())
+    while True:
+        size, shift = 1 << bits, 64 - bits
+        homes = [_slots(keys, shift, *w).tolist() for w in ways]
+        slot_rank = [-1] * size
+        fits = True
+        for rank in range(len(keys)):
+            moving, way = rank, 0
+            for _ in range(4 * bits + 8):  # kicks: an old key moves to its other slot
+                at = homes[way][moving]
+                moving, slot_rank[at] = slot_rank[at], moving
+                if moving < 0:
+                    break
+                way = 1 if homes[0][moving] == at else 0
+            else:
+                fits = False
+                break
+        if fits:
+            ranks = np.asarray(slot_rank, dtype=np.int64)
+            skey = np.where(ranks >= 0, keys[np.maximum(ranks, 0)] if len(keys) else 0, np.uint64(empty))
+            sanswer = np.where(ranks >= 0, ranks, len(keys)).astype(np.int32)
+            return skey.astype(np.uint64), sanswer, shift
+        bits += 1
 
 
 def _native_arrays(reading: "HashedInputs", kernel) -> tuple:
@@ -275,19 +338,12 @@ def _native_arrays(reading: "HashedInputs", kernel) -> tuple:
     }
     table_at, shifts, slot_keys, slot_answers, at = [], [], [], [], 0
     for keys in reading.chain_keys:
-        bits = max(1, int(2 * len(keys) - 1).bit_length())
-        size, shift = 1 << bits, 64 - bits
-        skey = np.zeros(size, dtype=np.uint64)
-        sanswer = np.full(size, -1, dtype=np.int32)
-        for rank, (key, slot) in enumerate(zip(keys.tolist(), _slots(keys, shift).tolist())):
-            while sanswer[slot] >= 0:
-                slot = (slot + 1) & (size - 1)
-            skey[slot], sanswer[slot] = key, rank
+        skey, sanswer, shift = _table(keys, kernel.ways)
         table_at.append(at)
         shifts.append(shift)
         slot_keys.append(skey)
         slot_answers.append(sanswer)
-        at += size
+        at += len(skey)
     order = np.argsort(reading.chain_of, kind="stable")  # columns by chain
     arrays.update({
         "chain_table": np.asarray(table_at, dtype=np.int64),

@@ -9,8 +9,8 @@ for rows ``[row_begin, row_end)``, every computed column of the row array.  For 
 CatBoost's ``CalcHash(key, value) = M * (key + M * value)`` (64-bit, wrapping), the value being
 the row's category hash sign-extended (``cat``), ``x > border`` of the float32 input with NaN
 as the element says (``float``), or whether the hash is the element's (``onehot``); finds the
-key in the chain's open-addressing table (linear probing from ``(k ^ k >> 32) * PHI >>
-shift``); and writes each of the chain's columns' answer for that slot (the last answer: a key
+key in the chain's cuckoo table (a key in one of its two slots, :data:`WAYS`; an empty slot
+answers the unknown index); and writes each of the chain's columns' answer for that slot (the last answer: a key
 not found, or a row missing a category the key hashes).  Rows go in blocks of :data:`BLOCK`, a
 chain at a time over a block and an element at a time over its rows (loops LLVM vectorises:
 hashes and floats come transposed, a column's values contiguous), so a chain's table stays in
@@ -42,9 +42,9 @@ ARG_LAYOUT = (
     ("element_kind", i8), ("element_column", i32), ("element_border", f32), ("element_nan_true", i8),
     ("element_hash", i64),  # a one-hot element's hash, sign-extended
     ("chain_table", i64),  # (chains,): the chain's first slot in ``slot_key`` / ``slot_answer``
-    ("chain_shift", i64),  # (chains,): 64 - log2 of its table's size
+    ("chain_shift", i64),  # (chains,): 64 - log2 of its table's size (a power of 2)
     ("chain_unknown", i64),  # (chains,): the answer index of a key not found (the chain's key count)
-    ("slot_key", i64), ("slot_answer", i32),  # the tables: a slot's key and its answer index, -1: empty
+    ("slot_key", i64), ("slot_answer", i32),  # the tables: a slot's key and its answer index
     ("chain_columns", i64),  # (chains + 1,): each chain's first column in ``column_out``, ``column_answers``
     ("column_out", i64),  # the row array's column a computed column is written to
     ("column_answers", i64),  # its first answer in ``answers``
@@ -53,9 +53,10 @@ ARG_LAYOUT = (
 ARG_INDEX = {name: k for k, (name, _) in enumerate(ARG_LAYOUT)}
 CAT, FLOAT, ONEHOT = 0, 1, 2
 MAGIC = 0x4906BA494954CB65
-PHI = 0x9E3779B97F4A7C15
 # Rows a block (see the module docstring).
-BLOCK = 128
+BLOCK = 256
+# A key's two slots in a table of 2**(64 - shift): ((k ^ k >> fold) * multiplier) >> shift.
+WAYS = ((32, 0x9E3779B97F4A7C15), (29, 0xC2B2AE3D27D4EB4F))
 
 
 def _function(module, name: str, row_type) -> None:
@@ -126,29 +127,22 @@ def _function(module, name: str, row_type) -> None:
                     b.store(mix(b.load(cell(keys, r)), b.zext(b.icmp_signed("==", h, value), i64)), cell(keys, r))
                 b.branch(mixed)
                 b.position_at_end(mixed)
-            # each row's key looked up: its answer index, or the chain's unknown one
-            base = at("chain_table", c)
+            # each row's key looked up: its answer index, or the chain's unknown one.  A key
+            # lies in one of its two slots (a cuckoo table), and an empty slot answers the
+            # unknown index: two compares and selects, no branch.
+            base = b.gep(A["slot_key"], [at("chain_table", c)])
+            answers_at = b.gep(A["slot_answer"], [at("chain_table", c)])
             shift = at("chain_shift", c)
-            size_mask = b.lshr(c64(-1), shift)
             unknown = at("chain_unknown", c)
             with v.loop(c64(0), m, "rl") as r:
                 k = b.load(cell(keys, r))
-                answer = v.var(i64, "answer", unknown)
-                slot = v.var(i64, "slot", b.lshr(b.mul(b.xor(k, b.lshr(k, c64(32))), c64(PHI)), shift))
-                probe, check, hit, done = (b.append_basic_block(n) for n in ("probe", "check", "hit", "done"))
-                b.cbranch(b.icmp_unsigned("!=", b.load(cell(oks, r)), ir.Constant(i8, 0)), probe, done)
-                b.position_at_end(probe)
-                s = b.load(slot)
-                entry = b.sext(at("slot_answer", b.add(base, s)), i64)
-                b.cbranch(b.icmp_signed("<", entry, c64(0)), done, check)
-                b.position_at_end(check)
-                b.store(b.and_(b.add(s, one), size_mask), slot)
-                b.cbranch(b.icmp_unsigned("==", at("slot_key", b.add(base, s)), k), hit, probe)
-                b.position_at_end(hit)
-                b.store(entry, answer)
-                b.branch(done)
-                b.position_at_end(done)
-                b.store(b.load(answer), cell(slots, r))
+                answer = unknown
+                for way, (fold, multiplier) in enumerate(WAYS):
+                    s = b.lshr(b.mul(b.xor(k, b.lshr(k, c64(fold))), c64(multiplier)), shift)
+                    hit = b.icmp_unsigned("==", b.load(b.gep(base, [s])), k)
+                    answer = b.select(hit, b.sext(b.load(b.gep(answers_at, [s])), i64), answer)
+                present = b.icmp_unsigned("!=", b.load(cell(oks, r)), ir.Constant(i8, 0))
+                b.store(b.select(present, answer, unknown), cell(slots, r))
             # the chain's columns
             with v.loop(at("chain_columns", c), at("chain_columns", b.add(c, one)), "j") as j:
                 answers = b.gep(A["answers"], [at("column_answers", j)])
@@ -179,6 +173,7 @@ class HashedColumnsKernel:
     the GIL, so threads may run their rows in parallel."""
 
     arg_layout = tuple(name for name, _ in ARG_LAYOUT)
+    ways = WAYS
     kinds = {"cat": CAT, "float": FLOAT, "onehot": ONEHOT}
 
     def __init__(self):

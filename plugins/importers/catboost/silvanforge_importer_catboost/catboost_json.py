@@ -119,7 +119,6 @@ class _Model:
         (:mod:`.categorical`); and the binary features split indices count through."""
         r = self.r
         self.cats: dict[int, int] = {}  # categorical feature index -> flat index
-        known: dict[int, set[int]] = {}
         for i, f in enumerate(r.lst(info, "categorical_features", "features_info", required=False)):
             where = f"features_info.categorical_features[{i}]"
             index = r.int(f, "feature_index", where, hi=1 << 20)
@@ -130,9 +129,8 @@ class _Model:
             for v in values:
                 if isinstance(v, bool) or not isinstance(v, int) or not -(1 << 31) <= v < 1 << 31:
                     r.fail(f"{where}.values must be 32-bit integers (category hashes), got {v!r}")
-            known[index] = {v & 0xFFFFFFFF for v in values}
             self.binary += [("onehot", index, v & 0xFFFFFFFF) for v in values]
-        self.combos: dict[str, dict] = {}  # computed columns, in order of first use
+        self.combos: dict[str, dict] = {}  # the CTRs' combinations of features, by name
         self._tables: dict[str, categorical.CtrTable] = {}
         data = self.doc.get("ctr_data") or {}
         if not isinstance(data, dict):
@@ -142,10 +140,6 @@ class _Model:
             ctr = self._ctr(c, where, data)
             for b in r.lst(c, "borders", where):
                 self.binary.append(("ctr", ctr, r.num(b, f"{where}.borders")))
-            if ctr["feature"] is not None:
-                known[ctr["feature"]] |= set(ctr["table"].keys)
-        # codes in hash order: the same model always gets the same codes
-        self.known = {index: sorted(hashes) for index, hashes in known.items()}
         # Computed columns (Forest.hashed_combinations), in order of first use by a split: one
         # a CTR (its value) and one a one-hot test (1 or 0).
         self.computed: list[dict] = []
@@ -435,7 +429,8 @@ def from_document(doc, name: str) -> Forest:
         source="catboost",
         objective=loss,
         class_labels=_class_names(doc) if transform.name != "identity" else None,
-        hashed_categories={m.cats[i]: hashes for i, hashes in m.known.items()} or None,
+        # every categorical column is hashed, for the computed columns: no split reads it itself
+        hashed_categories={flat: [] for flat in m.cats.values()} or None,
         hashed_combinations=m.computed or None,
     )
 

@@ -33,6 +33,8 @@ from silvanforge.runtime.threads import _get_pool
 
 # Distinct values a model remembers the hash of (a memo, cleared when full).
 VALUE_MEMO = 1 << 16
+# A value's hash where it is no category (outside every sign-extended 32-bit hash).
+MISSING = 1 << 40
 # Bytes of rows a thread keeps for its next call (HashedInputs.rows).
 SCRATCH_BYTES = 32 << 20
 # Rows a thread's share of the computed columns has at least (fewer: one thread fills them).
@@ -128,12 +130,12 @@ class HashedInputs:
         return self._native if self._native[0] is not None else None
 
     # ------------------------------------------------------------------ a column's hashes
-    def column_hashes(self, values) -> tuple[np.ndarray, np.ndarray]:
-        """CatBoost's hashes (uint64 holding the unsigned 32-bit hash) of a column's values (a
-        pandas Series, an array or a list), and which values are categories at all."""
+    def signed_hashes(self, values) -> np.ndarray:
+        """CatBoost's hashes of a column's values (a pandas Series, an array or a list) as its
+        ``int``, sign-extended to int64, and :data:`MISSING` where a value is no category (a
+        missing one)."""
         codes, uniques = _factorise(values)
-        hashes = np.zeros(len(uniques) + 1, dtype=np.uint64)  # the last: missing (code -1)
-        ok = np.zeros(len(uniques) + 1, dtype=bool)
+        table = np.full(len(uniques) + 1, MISSING, dtype=np.int64)  # the last: missing (code -1)
         memo = self._memo
         for i, v in enumerate(uniques):
             # Keyed by type too: True == 1 in Python, but CatBoost hashes "True" and "1".
@@ -150,12 +152,22 @@ class HashedInputs:
                 except TypeError:
                     pass
             if h is not None:
-                hashes[i], ok[i] = h, True
-        return hashes[codes], ok[codes]
+                table[i] = h - (1 << 32) if h >= 1 << 31 else h
+        return table[codes]
 
-    def codes(self, feature: int, hashes: np.ndarray, valid: np.ndarray) -> np.ndarray:
-        """Codes (float64) of ``feature``'s hashes: NaN for an invalid value or an unknown hash."""
-        return _find(*self.hashed[feature], hashes, valid)
+    def column_hashes(self, values) -> tuple[np.ndarray, np.ndarray]:
+        """CatBoost's hashes (uint64 holding the unsigned 32-bit hash) of a column's values, and
+        which values are categories at all."""
+        signed = self.signed_hashes(values)
+        return _unsigned(signed)
+
+    def codes(self, feature: int, signed: np.ndarray) -> np.ndarray:
+        """Codes (float64) of ``feature``'s hashes (:meth:`signed_hashes`): NaN for a value that
+        is no category or a hash the model does not list."""
+        known = self.hashed[feature]
+        if len(known[0]) == 0:
+            return np.full(len(signed), np.nan)
+        return _find(*known, *_unsigned(signed))
 
     # ------------------------------------------------------------------ combinations
     def rows(self, n: int, num_features: int, dtype: np.dtype) -> np.ndarray:
@@ -183,11 +195,9 @@ class HashedInputs:
             return
         kernel, template, _ = native
         # hashes and floats a column at a time (the kernel reads a column's rows in a row)
-        H = np.full((width, n), _MISSING, dtype=np.int64)
-        for column, (h, ok) in hashes.items():
-            # sign-extended as CatBoost's int
-            H[column] = np.where(ok, h.view(np.int64) - ((h >= (1 << 31)).view(np.int8).astype(np.int64) << 32),
-                                 _MISSING)
+        H = np.full((width, n), MISSING, dtype=np.int64)
+        for column, signed in hashes.items():
+            H[column] = signed
         F = np.ascontiguousarray(rows[:, :width].T, dtype=np.float32)
         args = template.copy()
         args[_ROWS], args[_ROW_STRIDE] = rows.ctypes.data, rows.shape[1]
@@ -211,13 +221,13 @@ class HashedInputs:
         """(n, combinations) answers of every computed column: its value of the row's key (a
         column without values: the key's code, NaN where the model does not know it); a row
         missing a category in the key takes the unknown key's answer.  ``hashes`` maps a
-        column to (:meth:`column_hashes`), ``values`` is the rows' plain columns (float64)."""
+        column to its :meth:`signed_hashes`, ``values`` is the rows' plain columns."""
         n = values.shape[0]
         width = self.width
         H = np.zeros((width, n), dtype=np.uint64)
         OK = np.zeros((width, n), dtype=bool)
-        for column, (h, ok) in hashes.items():
-            H[column], OK[column] = h, ok
+        for column, signed in hashes.items():
+            H[column], OK[column] = _unsigned(signed)
         # the hash as CatBoost's int, sign-extended to 64 bits
         signed = np.where(H >= np.uint64(1 << 31), H + np.uint64(((1 << 64) - (1 << 32))), H)
         F = np.ascontiguousarray(values[:, :width].T, dtype=np.float32)
@@ -251,8 +261,12 @@ class HashedInputs:
         out = self.table[(slot[self.chain_of] + self.offsets[:, None])]
         return out.T
 
-# A row's hash where it has no category (outside every sign-extended 32-bit hash).
-_MISSING = 1 << 40
+
+
+def _unsigned(signed: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(the unsigned 32-bit hashes as uint64, which values are categories) of signed hashes."""
+    ok = signed < (1 << 31)
+    return (signed & 0xFFFFFFFF).astype(np.uint64), ok
 # Where the args block holds what each call sets (silvanforge_target_cpu.hashed_columns.ARG_LAYOUT).
 _ROWS, _ROW_STRIDE, _HASHES, _HASH_STRIDE, _FLOATS, _FLOAT_STRIDE = range(6)
 _CALL_ARGS = ("rows", "row_stride", "hashes", "hash_stride", "floats", "float_stride")
@@ -383,6 +397,14 @@ def _factorise(values) -> tuple[np.ndarray, list]:
     if module == "pandas" and str(getattr(values, "dtype", "")) == "category":
         codes = values.cat.codes.to_numpy()
         return codes.astype(np.intp), list(values.cat.categories)
+    array = getattr(values, "array", None) if module == "pandas" else None
+    if type(array).__name__.startswith("Arrow"):  # Arrow-backed (pandas' default strings): Arrow's dictionary
+        import pyarrow.compute as pc
+
+        chunks = array.__arrow_array__()
+        encoded = pc.dictionary_encode(chunks.combine_chunks() if hasattr(chunks, "combine_chunks") else chunks)
+        codes = pc.fill_null(encoded.indices, -1).to_numpy(zero_copy_only=False)
+        return codes.astype(np.intp), encoded.dictionary.to_pylist()
     try:
         import pandas as pd
     except ImportError:  # no pandas: a dict of the distinct values

@@ -106,8 +106,11 @@ def _hashed_rows(X, forest: Forest, dtype: np.dtype, hashing: HashedInputs, thre
     if _frame(X) is not None:
         frame = X if type(X).__module__.split(".")[0] == "pandas" else _to_pandas(X)
         names = list(frame.columns)
-        order = column_order(names if all(isinstance(c, str) for c in names) else None, forest)
-        columns = [frame.iloc[:, i] for i in order]
+        named = all(isinstance(c, str) for c in names)
+        order = column_order(names if named else None, forest)
+        # (by name where names are distinct: twice as fast as by position)
+        columns = [frame[names[i]] for i in order] if named and len(set(names)) == len(names) else \
+            [frame.iloc[:, i] for i in order]
         n = len(frame)
 
         def number(feature):
@@ -138,8 +141,8 @@ def _hashed_rows(X, forest: Forest, dtype: np.dtype, hashing: HashedInputs, thre
     hashes = {}
     for feature in range(width):
         if feature in hashed:
-            hashes[feature] = hashing.column_hashes(raw(feature))
-            out[:, feature] = hashing.codes(feature, *hashes[feature])
+            hashes[feature] = hashing.signed_hashes(raw(feature))
+            out[:, feature] = hashing.codes(feature, hashes[feature])
         else:
             out[:, feature] = number(feature)
     hashing.fill(hashes, out, default_threads() if threads is None else check_threads(threads))

@@ -3,7 +3,7 @@ measurements (plugins/rep_oblivious/README.md, "Symmetric trees"): trains them w
 ``.cbm`` files, then ``forge bench MODEL.cbm --batch-sizes 1,16,512,4096 --threads 1`` times
 them against CatBoost's own predict and ONNX Runtime on CatBoost's ONNX export.
 
-    python benchmarks/catboost_oblivious.py DIR            # cb_300x6.cbm, cb_1000x8.cbm
+    python benchmarks/catboost_oblivious.py DIR            # cb_300x6.cbm, cb_1000x8.cbm, cb_multiclass_8.cbm
     python benchmarks/catboost_oblivious.py DIR --quick    # small ones, for a smoke run
 
 Files already present are kept, so a second run measures the same forests."""
@@ -15,8 +15,9 @@ from pathlib import Path
 
 import numpy as np
 
-# (name, trees, depth, loss): the two shapes the representation was calibrated on.
-MODELS = (("cb_300x6", 300, 6, "Logloss"), ("cb_1000x8", 1000, 8, "RMSE"))
+# (name, trees, depth, loss): the two shapes the representation was calibrated on, and a
+# multiclass model (8 classes: a leaf holds 8 values).
+MODELS = (("cb_300x6", 300, 6, "Logloss"), ("cb_1000x8", 1000, 8, "RMSE"), ("cb_multiclass_8", 300, 6, "MultiClass"))
 ROWS, FEATURES = 20000, 32
 
 
@@ -35,6 +36,8 @@ def train(path: Path, trees: int, depth: int, loss: str, quick: bool = False) ->
     X, y = data(2000 if quick else ROWS)
     if loss == "Logloss":
         y = (y > 0).astype(int)
+    elif loss == "MultiClass":
+        y = np.digitize(y, np.quantile(y, np.linspace(0, 1, 9)[1:-1]))
     model = catboost.CatBoost({"iterations": 20 if quick else trees, "depth": depth, "loss_function": loss,
                                "random_seed": 0, "verbose": False, "thread_count": 2,
                                "allow_writing_files": False})

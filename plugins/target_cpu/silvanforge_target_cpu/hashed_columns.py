@@ -34,7 +34,7 @@ i1, i8, i32, i64, f32, f64 = (ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.I
 # The args block, in order: (name, element type of the array it points to, or None: a count).
 # ``rows`` points to the row array of the function's dtype.
 ARG_LAYOUT = (
-    ("rows", i8), ("row_stride", None),  # the row array: computed columns written (row-major)
+    ("rows", i8), ("row_stride", None), ("column_stride", None),  # the row array (elements' strides)
     ("hashes", i64), ("hash_stride", None),  # (columns, hash_stride): sign-extended hashes, >= 2**31: none
     ("floats", f32), ("float_stride", None),  # (columns, float_stride): the inputs as float32
     ("chains", None),
@@ -146,7 +146,7 @@ def _function(module, name: str, row_type) -> None:
             # the chain's columns
             with v.loop(at("chain_columns", c), at("chain_columns", b.add(c, one)), "j") as j:
                 answers = b.gep(A["answers"], [at("column_answers", j)])
-                out = b.gep(A["rows"], [b.add(b.mul(lo, A["row_stride"]), at("column_out", j))])
+                out = b.gep(A["rows"], [b.add(b.mul(lo, A["row_stride"]), b.mul(at("column_out", j), A["column_stride"]))])
                 with v.loop(c64(0), m, "rw") as r:
                     value = b.load(b.gep(answers, [b.load(cell(slots, r))]))
                     if row_type is not f64:

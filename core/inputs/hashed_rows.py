@@ -1,23 +1,24 @@
-"""Rows of a model whose categories are known by hash (CatBoost), read with numpy, not a
-Python loop a value.
+"""Rows of a model whose categories are known by hash (CatBoost), with no Python loop a value.
 
 A CatBoost model with categorical features needs, for every row, each categorical column's
-hash (:func:`silvanforge.inputs.category_hash.catboost_hash` of its text) replaced by the feature's
-code, and the code of every combination of features its CTRs count
-(``Forest.hashed_combinations``: a 64-bit key mixed from category hashes, float borders and
-one-hot tests, looked up among the keys the model knows).  Done a value and a combination at
-a time in Python, that costs many times CatBoost's own predict (docs/benchmarks.md, "Frames and
-records").  :class:`HashedInputs` is built once a compiled model and does it with array
-operations over all rows and combinations at once:
+hash (:func:`silvanforge.inputs.category_hash.catboost_hash` of its text) and every computed
+column (``Forest.hashed_combinations``: a CTR's value, or a one-hot test's 1 or 0, of a 64-bit
+key mixed from category hashes, float borders and one-hot tests, looked up among the keys the
+model knows).  :class:`HashedInputs` is built once a compiled model and does it so:
 
-- a column's values are factorised (pandas categories' own codes, else ``pandas.factorize``)
-  and only its distinct values are hashed, each once a model (a bounded memo);
-- a feature's known hashes are a sorted array: codes by ``searchsorted``;
-- the combinations' keys are mixed element by element over all combinations sharing a step,
-  and found in one sorted table of every combination's keys, each tagged by its combination
-  (its key mixed with the combination's index; a match is checked against both, so it is
-  exact: two combinations' known keys never share a tag, else the model falls back to one
-  search a combination).
+- a column's values are factorised (pandas categories' own codes, Arrow's dictionary for
+  Arrow-backed strings, else ``pandas.factorize``) and only its distinct values are hashed,
+  each once a model (a bounded memo), sign-extended as CatBoost's ``int``;
+- the computed columns are filled by the target's kernel
+  (:meth:`silvanforge.target.Target.hashed_columns_kernel`; the CPU's mixes the keys and looks
+  them up a block of rows at a time) over flat arrays built here once: the distinct element
+  lists (*chains*: a combination's CTRs share its key), each chain's keys in a cuckoo table
+  (:func:`_table`) and each column's answer for each key and for any other;
+- without such a kernel, NumPy does the same: keys mixed element by element over all chains
+  sharing a step, found by ``searchsorted`` (:meth:`HashedInputs.combination_codes`).
+
+Both give what CatBoost computes: the same keys, exact table lookups, values stored as the
+float32 CatBoost compares.
 """
 
 from __future__ import annotations

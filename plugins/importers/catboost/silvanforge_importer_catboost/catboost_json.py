@@ -213,8 +213,8 @@ class _Model:
         return categorical.CtrTable(list(rows), stats[used], stride, denominator)
 
     def _combination(self, elements: list, where: str) -> str:
-        """A CTR over a combination of features: the computed column of its key
-        (``Forest.hashed_combinations``), named by its elements.  Keys hash the elements in
+        """A CTR over a combination of features: its elements (what its computed columns'
+        keys hash, ``Forest.hashed_combinations``), named by them.  Keys hash the elements in
         the order the model lists them: categorical values, then float borders, then one-hot
         values."""
         r = self.r

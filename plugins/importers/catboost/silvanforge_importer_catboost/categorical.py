@@ -1,27 +1,26 @@
-"""CatBoost's categorical splits as HIR categorical splits over categories known by hash.
+"""CatBoost's categorical splits as numeric splits on computed columns.
 
 CatBoost hashes a categorical value's text to 32 bits (``CalcCatFeatureHash``, implemented in
 :mod:`silvanforge.inputs.category_hash`, which ``predict`` applies to the input columns).  Its splits
-on categorical features are of two kinds, and for both the answer depends on nothing but the
-value's hash, so each becomes "hash in a set" (``Forest.hashed_categories`` gives every hash a
-feature's splits know a code; the HIR split lists the codes that go left):
+on categorical features are of two kinds; each becomes a split ``x <= threshold`` on a column
+``predict`` computes from the row (``Forest.hashed_combinations``, :func:`ctr_column` and
+:func:`one_hot_column`), as CatBoost's own evaluator computes its binary features:
 
-* one-hot (``OneHotFeature``): ``hash == value``;
-* CTR (``OnlineCtr``, target statistics) over one categorical feature: a table keyed by
-  ``CalcHash(0, hash)`` holds counts; the CTR is ``((good + prior_num) / (total + prior_den) +
+* one-hot (``OneHotFeature``): ``hash == value``, a column of 1 where it holds, else 0 (a
+  missing category too), split at 0.5;
+* CTR (``OnlineCtr``, target statistics): a table keyed by ``CalcHash(0, hash)`` for one
+  feature, or by a key chaining ``CalcHash`` over a combination's elements (``max_ctr_complexity``
+  > 1: categorical values, ``x > border`` bits of float features and ``hash == value`` bits of
+  one-hot values), holds counts; the CTR is ``((good + prior_num) / (total + prior_den) +
   shift) * scale`` in float32 (CatBoost's ``TModelCtr::Calc``), with ``good`` and ``total``
-  read from the counts as its CTR type says, or both 0 for a hash missing from the table; the
-  split is ``ctr > border``.  The importer evaluates that for each hash in the table (and for
-  "missing", which sends every other hash, and a missing value, the same way).
+  read from the counts as its CTR type says, or both 0 for a key missing from the table (and
+  a row missing a category: the prior).  The column holds each key's CTR, worked out here
+  once, and the split is ``ctr > border`` in float32.
 
-``CalcHash(a, b) = M * (a + M * b)`` (mod 2**64) is invertible, so the table's keys give back
-the categories' hashes.  A CTR over a combination of features (``max_ctr_complexity`` > 1: the
-key chains ``CalcHash`` over several categorical values, ``x > border`` bits of float features
-and ``hash == value`` bits of one-hot values) depends on more than one column: its key becomes
-a computed column (``Forest.hashed_combinations``, which ``predict`` computes from the row) and
-its splits sets of that column's known keys, the same way.  CTR types whose statistics the
-JSON export does not carry exactly (``BinarizedTargetMeanValue``, ``FloatTargetMeanValue``) are
-refused.
+``CalcHash(a, b) = M * (a + M * b)`` (mod 2**64) is invertible, so a single feature's table
+keys give back the categories' hashes (checked: a key no 32-bit hash makes is dropped).  CTR
+types whose statistics the JSON export does not carry exactly (``BinarizedTargetMeanValue``,
+``FloatTargetMeanValue``) are refused.
 """
 
 from __future__ import annotations

@@ -34,6 +34,8 @@ from silvanforge.runtime.threads import _get_pool
 
 # Distinct values a model remembers the hash of (a memo, cleared when full).
 VALUE_MEMO = 1 << 16
+# Sets of pandas categories a model remembers the hashes of (cleared when full).
+CATEGORY_TABLES = 64
 # A value's hash where it is no category (outside every sign-extended 32-bit hash).
 MISSING = 1 << 40
 # Bytes of rows a thread keeps for its next call (HashedInputs.rows).
@@ -70,6 +72,8 @@ class HashedInputs:
         self._memo: dict = {}
         self._lock = threading.Lock()
         self._scratch = threading.local()
+        # pandas categories (an Index, immutable) -> (it, its hashes): frames of one schema share them
+        self._category_tables: dict[int, tuple] = {}
         combos = list(forest.hashed_combinations or ())
         self.count = len(combos)
         # Chains: the distinct element lists (several CTRs of one combination share its key),
@@ -135,8 +139,20 @@ class HashedInputs:
         """CatBoost's hashes of a column's values (a pandas Series, an array or a list) as its
         ``int``, sign-extended to int64, and :data:`MISSING` where a value is no category (a
         missing one)."""
+        categories = _pandas_categories(values)
+        if categories is not None:  # a pandas category: its categories' hashes, worked out once
+            found = self._category_tables.get(id(categories))
+            if found is None or found[0] is not categories:
+                if len(self._category_tables) >= CATEGORY_TABLES:
+                    self._category_tables.clear()
+                found = self._category_tables[id(categories)] = (categories, self._hash_table(list(categories)))
+            return found[1][values.array.codes]  # (a Categorical's codes: -1 where missing)
         codes, uniques = _factorise(values)
-        table = np.full(len(uniques) + 1, MISSING, dtype=np.int64)  # the last: missing (code -1)
+        return self._hash_table(uniques)[codes]
+
+    def _hash_table(self, uniques: list) -> np.ndarray:
+        """The signed hashes of ``uniques`` and, last, :data:`MISSING` (a code of -1)."""
+        table = np.full(len(uniques) + 1, MISSING, dtype=np.int64)
         memo = self._memo
         for i, v in enumerate(uniques):
             # Keyed by type too: True == 1 in Python, but CatBoost hashes "True" and "1".
@@ -154,7 +170,7 @@ class HashedInputs:
                     pass
             if h is not None:
                 table[i] = h - (1 << 32) if h >= 1 << 31 else h
-        return table[codes]
+        return table
 
     def column_hashes(self, values) -> tuple[np.ndarray, np.ndarray]:
         """CatBoost's hashes (uint64 holding the unsigned 32-bit hash) of a column's values, and
@@ -396,6 +412,14 @@ def _columns(rows: list, width: int):
     out = [np.asarray(parts[0], dtype=np.intp), np.asarray(parts[1], dtype=np.intp)]
     out += [np.asarray(p) for p in parts[2:width]]
     return tuple(out)
+
+
+def _pandas_categories(values):
+    """A pandas ``category`` Series' categories (an Index), else None."""
+    if type(values).__module__.split(".")[0] == "pandas" and getattr(getattr(values, "dtype", None), "name", "") \
+            == "category":
+        return values.dtype.categories
+    return None
 
 
 def _factorise(values) -> tuple[np.ndarray, list]:

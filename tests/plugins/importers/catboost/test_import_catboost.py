@@ -234,6 +234,8 @@ def test_categorical_one_hot_and_ctr(loss, grow_policy, tmp_path):
         expected = expected[:, 1]
     (src,) = _sources(model, tmp_path, _one_source(loss, grow_policy))
     cf = sf.compile(src)
+    # every categorical split is a number compared on a computed column (a CTR or a one-hot test)
+    assert not any(t.categories for t in cf.forest.trees)
     np.testing.assert_allclose(cf.predict(te, output_margin=True), raw, rtol=RTOL, atol=ATOL)
     np.testing.assert_allclose(cf.predict(te), expected, rtol=RTOL, atol=ATOL)
     # the same rows as an object array (columns by position), values as CatBoost reads them
@@ -310,6 +312,12 @@ def test_combinations_found_either_way_equal_catboost(native, monkeypatch):
     other = te.copy()
     other["kind"] = other["kind"].cat.reorder_categories(list(other["kind"].cat.categories)[::-1])
     np.testing.assert_allclose(cf.predict(other, output_margin=True), raw, rtol=RTOL, atol=ATOL)
+    # the rows shared among threads (a share of 16 rows and more), and labels as Python strings
+    monkeypatch.setattr(hashed_rows, "THREAD_ROWS", 16)
+    for threads in (2, 3):
+        np.testing.assert_allclose(cf.predict(te, output_margin=True, threads=threads), raw, rtol=RTOL, atol=ATOL)
+    labels = te.astype({c: object for c in ("colour", "word")})
+    np.testing.assert_allclose(cf.predict(labels, output_margin=True), raw, rtol=RTOL, atol=ATOL)
 
 
 def test_a_bool_column_does_not_change_how_integers_are_hashed():

@@ -5,6 +5,7 @@ them against CatBoost's own predict and ONNX Runtime on CatBoost's ONNX export.
 
     python benchmarks/catboost_oblivious.py DIR            # cb_300x6.cbm, cb_1000x8.cbm, cb_multiclass_8.cbm
     python benchmarks/catboost_oblivious.py DIR --quick    # small ones, for a smoke run
+    python benchmarks/catboost_oblivious.py DIR --compare 512,4096   # and each against CatBoost's predict
 
 Files already present are kept, so a second run measures the same forests."""
 
@@ -50,6 +51,9 @@ def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("dir", type=Path)
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--compare", default=None, metavar="ROWS",
+                        help="also time each model against CatBoost's predict (probabilities for classifiers) "
+                             "at these rows a call, e.g. 512,4096: in turns, 1 thread, process CPU time, best of 7")
     args = parser.parse_args(argv)
     args.dir.mkdir(parents=True, exist_ok=True)
     for name, trees, depth, loss in MODELS:
@@ -57,6 +61,37 @@ def main(argv=None) -> None:
         if not path.exists():
             train(path, trees, depth, loss, args.quick)
         print(path)
+        if args.compare:
+            compare(path, loss, [int(n) for n in args.compare.split(",")])
+
+
+def compare(path: Path, loss: str, sizes: list[int], rounds: int = 7) -> None:
+    """Ours against CatBoost's predict on the same rows, timed in turns (CPU time: on a loaded
+    machine a one-thread call's CPU time is its clock time on a quiet one)."""
+    import time
+
+    import catboost
+
+    import silvanforge as sf
+
+    model = catboost.CatBoost()
+    model.load_model(str(path))
+    cf = sf.compile(path)
+    kind = "RawFormulaVal" if loss == "RMSE" else "Probability"
+    X, _ = data(max(sizes), seed=7)
+    for n in sizes:
+        rows, k = X[:n], max(5, 4000 // n)
+        ours = lib = float("inf")
+        for _ in range(rounds):
+            start = time.process_time()
+            for _ in range(k):
+                cf.predict(rows, threads=1)
+            ours = min(ours, (time.process_time() - start) / k)
+            start = time.process_time()
+            for _ in range(k):
+                model.predict(rows, prediction_type=kind, thread_count=1)
+            lib = min(lib, (time.process_time() - start) / k)
+        print(f"  {n} rows: ours {ours * 1e6:,.0f} us, catboost {lib * 1e6:,.0f} us, {lib / ours:.2f}x", flush=True)
 
 
 if __name__ == "__main__":

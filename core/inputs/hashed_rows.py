@@ -34,6 +34,8 @@ from silvanforge.runtime.threads import _get_pool
 
 # Distinct values a model remembers the hash of (a memo, cleared when full).
 VALUE_MEMO = 1 << 16
+# Integer columns whose values lie within this span are factorised by a table over it.
+INTEGER_SPAN = 1 << 16
 # Sets of pandas categories a model remembers the hashes of (cleared when full).
 CATEGORY_TABLES = 64
 # A value's hash where it is no category (outside every sign-extended 32-bit hash).
@@ -414,6 +416,29 @@ def _columns(rows: list, width: int):
     return tuple(out)
 
 
+def _small_integers(values, module: str) -> tuple[np.ndarray, list] | None:
+    """(codes, distinct values) of a column of NumPy integers within :data:`INTEGER_SPAN` of
+    each other (categories given as codes), by a table over their span, else None."""
+    if module == "pandas":
+        dtype = getattr(values, "dtype", None)
+        if not isinstance(dtype, np.dtype) or dtype.kind not in "iu":
+            return None
+        values = values.to_numpy()
+    elif not (isinstance(values, np.ndarray) and values.dtype.kind in "iu" and values.ndim == 1):
+        return None
+    if len(values) == 0:
+        return None
+    lo, hi = int(values.min()), int(values.max())
+    if hi - lo >= INTEGER_SPAN:
+        return None
+    offsets = (values - lo).astype(np.intp)
+    present = np.zeros(hi - lo + 1, dtype=bool)
+    present[offsets] = True
+    distinct = np.flatnonzero(present)
+    rank = np.cumsum(present) - 1
+    return rank[offsets], [int(v) + lo for v in distinct]
+
+
 def _pandas_categories(values):
     """A pandas ``category`` Series' categories (an Index), else None."""
     if type(values).__module__.split(".")[0] == "pandas" and getattr(getattr(values, "dtype", None), "name", "") \
@@ -429,6 +454,9 @@ def _factorise(values) -> tuple[np.ndarray, list]:
     if module == "pandas" and str(getattr(values, "dtype", "")) == "category":
         codes = values.cat.codes.to_numpy()
         return codes.astype(np.intp), list(values.cat.categories)
+    ints = _small_integers(values, module)
+    if ints is not None:
+        return ints
     array = getattr(values, "array", None) if module == "pandas" else None
     if type(array).__name__.startswith("Arrow"):  # Arrow-backed (pandas' default strings): Arrow's dictionary
         import pyarrow.compute as pc

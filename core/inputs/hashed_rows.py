@@ -13,7 +13,9 @@ model knows).  :class:`HashedInputs` is built once a compiled model and does it 
   (:meth:`silvanforge.target.Target.hashed_columns_kernel`; the CPU's mixes the keys and looks
   them up a block of rows at a time) over flat arrays built here once: the distinct element
   lists (*chains*: a combination's CTRs share its key), each chain's keys in a cuckoo table
-  (:func:`_table`) and each column's answer for each key and for any other;
+  (:func:`_table`) and each column's answer for each key and for any other; a chain of one
+  category then bits whose call has fewer (distinct value, bits) pairs than rows is looked up
+  once a pair, in a table of the call's;
 - without such a kernel, NumPy does the same: keys mixed element by element over all chains
   sharing a step, found by ``searchsorted`` (:meth:`HashedInputs.combination_codes`).
 
@@ -137,10 +139,11 @@ class HashedInputs:
         return self._native if self._native[0] is not None else None
 
     # ------------------------------------------------------------------ a column's hashes
-    def signed_hashes(self, values) -> np.ndarray:
-        """CatBoost's hashes of a column's values (a pandas Series, an array or a list) as its
-        ``int``, sign-extended to int64, and :data:`MISSING` where a value is no category (a
-        missing one)."""
+    def hash_codes(self, values) -> tuple[np.ndarray, np.ndarray]:
+        """(each value's code, the table of CatBoost's hashes by code) of a column's values (a
+        pandas Series, an array or a list): a hash as CatBoost's ``int``, sign-extended to
+        int64, :data:`MISSING` where a value is no category; the table's last entry is a
+        missing value's (code -1)."""
         categories = _pandas_categories(values)
         if categories is not None:  # a pandas category: its categories' hashes, worked out once
             found = self._category_tables.get(id(categories))
@@ -148,9 +151,14 @@ class HashedInputs:
                 if len(self._category_tables) >= CATEGORY_TABLES:
                     self._category_tables.clear()
                 found = self._category_tables[id(categories)] = (categories, self._hash_table(list(categories)))
-            return found[1][values.array.codes]  # (a Categorical's codes: -1 where missing)
+            return values.array.codes, found[1]  # (a Categorical's codes: -1 where missing)
         codes, uniques = _factorise(values)
-        return self._hash_table(uniques)[codes]
+        return codes, self._hash_table(uniques)
+
+    def signed_hashes(self, values) -> np.ndarray:
+        """CatBoost's hashes of a column's values as :meth:`hash_codes` gives them, a value each."""
+        codes, table = self.hash_codes(values)
+        return table[codes]
 
     def _hash_table(self, uniques: list) -> np.ndarray:
         """The signed hashes of ``uniques`` and, last, :data:`MISSING` (a code of -1)."""
@@ -205,21 +213,36 @@ class HashedInputs:
         return kept[:n]
 
     def fill(self, hashes: dict, rows: np.ndarray, threads: int = 1) -> None:
-        """Fill the computed columns of ``rows`` (float32 or float64, C order, ``num_features``
-        columns, the input columns read) by the target's kernel where one is installed (rows
-        shared among up to ``threads`` threads), else by :meth:`combination_codes`."""
+        """Fill the computed columns of ``rows`` (float32 or float64, ``num_features`` columns,
+        the input columns read; ``hashes``: each categorical column's :meth:`hash_codes`) by the
+        target's kernel where one is installed (rows shared among up to ``threads`` threads),
+        else by :meth:`combination_codes`."""
         width, n = self.width, rows.shape[0]
         native = self._kernel_args() if self.count and n else None
         if native is None or rows.dtype not in (np.float32, np.float64) or min(rows.strides) <= 0 \
                 or any(st % rows.itemsize for st in rows.strides):
             if self.count:
-                rows[:, width:width + self.count] = self.combination_codes(hashes, rows)
+                signed = {column: table[codes] for column, (codes, table) in hashes.items()}
+                rows[:, width:width + self.count] = self.combination_codes(signed, rows)
             return
-        kernel, template, _ = native
-        # hashes and floats a column at a time (the kernel reads a column's rows in a row)
+        kernel, template, arrays = native
+        # hashes, codes and floats a column at a time (the kernel reads a column's rows in a row)
         H = np.full((width, n), MISSING, dtype=np.int64)
-        for column, signed in hashes.items():
-            H[column] = signed
+        codes = np.zeros((width, n), dtype=np.int32)
+        counts = np.zeros(width, dtype=np.int64)
+        for column, (code, table) in hashes.items():
+            H[column] = table[code]
+            codes[column] = np.where(code < 0, len(table) - 1, code)  # the last entry: missing
+            counts[column] = len(table)
+        tables = [hashes[c][1] if c in hashes else np.zeros(0, np.int64) for c in range(width)]
+        distinct = np.concatenate(tables)
+        distinct_at = np.cumsum([0] + [len(t) for t in tables[:-1]]).astype(np.int64)
+        # the chains read by a table of the call's values: those whose table is no larger than the rows
+        dense_column = arrays["dense_column"]
+        size = np.where(dense_column >= 0, counts[np.maximum(dense_column, 0)] << arrays["dense_bits"], n + 1)
+        chosen = size <= n
+        dense_at = np.where(chosen, np.cumsum(np.where(chosen, size, 0)) - size, -1).astype(np.int64)
+        dense = np.empty(max(1, int(size[chosen].sum())), dtype=np.int32)
         row_stride, column_stride = (st // rows.itemsize for st in rows.strides)
         if rows.dtype == np.float32 and row_stride == 1:  # columns in a row (Fortran order): read in place
             F, float_stride = rows, column_stride
@@ -229,6 +252,12 @@ class HashedInputs:
         args[_ROWS], args[_ROW_STRIDE], args[_COLUMN_STRIDE] = rows.ctypes.data, row_stride, column_stride
         args[_HASHES], args[_HASH_STRIDE] = H.ctypes.data, n
         args[_FLOATS], args[_FLOAT_STRIDE] = F.ctypes.data, float_stride
+        args[_CODES], args[_CODE_STRIDE] = codes.ctypes.data, n
+        args[_DISTINCT], args[_DISTINCT_AT], args[_DISTINCT_COUNT] = (distinct.ctypes.data, distinct_at.ctypes.data,
+                                                                      counts.ctypes.data)
+        args[_DENSE_AT], args[_DENSE] = dense_at.ctypes.data, dense.ctypes.data
+        if chosen.any():
+            kernel.tables(args.ctypes.data)
         parts = max(1, min(threads, n // THREAD_ROWS))
         if parts == 1:
             kernel.run(args.ctypes.data, 0, n, rows.dtype.itemsize)
@@ -294,8 +323,10 @@ def _unsigned(signed: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     ok = signed < (1 << 31)
     return (signed & 0xFFFFFFFF).astype(np.uint64), ok
 # Where the args block holds what each call sets (silvanforge_target_cpu.hashed_columns.ARG_LAYOUT).
-_ROWS, _ROW_STRIDE, _COLUMN_STRIDE, _HASHES, _HASH_STRIDE, _FLOATS, _FLOAT_STRIDE = range(7)
-_CALL_ARGS = ("rows", "row_stride", "column_stride", "hashes", "hash_stride", "floats", "float_stride")
+_CALL_ARGS = ("rows", "row_stride", "column_stride", "hashes", "hash_stride", "floats", "float_stride",
+              "codes", "code_stride", "distinct", "distinct_at", "distinct_count", "dense_at", "dense")
+(_ROWS, _ROW_STRIDE, _COLUMN_STRIDE, _HASHES, _HASH_STRIDE, _FLOATS, _FLOAT_STRIDE, _CODES, _CODE_STRIDE,
+ _DISTINCT, _DISTINCT_AT, _DISTINCT_COUNT, _DENSE_AT, _DENSE) = range(len(_CALL_ARGS))
 
 
 def _kernel():
@@ -309,7 +340,7 @@ def _kernel():
             kernel = r.target(name).hashed_columns_kernel()
         except Exception:  # a target that cannot build it here (no LLVM): the next one
             continue
-        if kernel is not None and tuple(kernel.arg_layout[:7]) == _CALL_ARGS:
+        if kernel is not None and tuple(kernel.arg_layout[:len(_CALL_ARGS)]) == _CALL_ARGS:
             return kernel
     return None
 
@@ -384,6 +415,12 @@ def _native_arrays(reading: "HashedInputs", kernel) -> tuple:
         slot_keys.append(skey)
         slot_answers.append(sanswer)
         at += len(skey)
+    # A chain of one category then bits (floats' and one-hot tests') is read by a table of the
+    # call's distinct values of that category (a bit pattern each): its column, its bits.
+    dense = [chain[0][0] == "cat" and all(e[0] != "cat" for e in chain[1:]) and len(chain) <= 9
+             for chain in elements]
+    arrays["dense_column"] = np.asarray([int(ch[0][1]) if d else -1 for ch, d in zip(elements, dense)], dtype=np.int64)
+    arrays["dense_bits"] = np.asarray([len(ch) - 1 if d else 0 for ch, d in zip(elements, dense)], dtype=np.int64)
     order = np.argsort(reading.chain_of, kind="stable")  # columns by chain
     arrays.update({
         "chain_table": np.asarray(table_at, dtype=np.int64),

@@ -141,8 +141,8 @@ def _hashed_rows(X, forest: Forest, dtype: np.dtype, hashing: HashedInputs, thre
     hashes = {}
     for feature in range(width):
         if feature in hashed:
-            hashes[feature] = hashing.signed_hashes(raw(feature))
-            out[:, feature] = hashing.codes(feature, hashes[feature])
+            hashes[feature] = codes, table = hashing.hash_codes(raw(feature))
+            out[:, feature] = hashing.codes(feature, table[codes])
         else:
             out[:, feature] = number(feature)
     hashing.fill(hashes, out, default_threads() if threads is None else check_threads(threads))

@@ -1,11 +1,16 @@
-"""A CatBoost classifier with one-hot and CTR categorical features (8 string columns of 2-40
-categories, 6 numbers; 500 trees of depth 6, 258 CTR combinations), rows given as a pandas
-frame of labels: ours against CatBoost's own predict, 1 thread, best of 5.
+"""CatBoost classifiers with one-hot and CTR categorical features (8 categorical columns of 2-40
+categories, 6 numbers; 500 trees of depth 6, CTRs over combinations of up to 4 features): ours
+against CatBoost's own predict, the categories given as labels (strings), as pandas categories
+and as integer codes (a model trained on the codes), timed in turns in one process.
 
-    python benchmarks/catboost_categories.py DIR    # trains DIR/cb_cat.cbm once, then times it
+    python benchmarks/catboost_categories.py DIR    # trains DIR/cb_cat.cbm, cb_cat_codes.cbm once
+    python benchmarks/catboost_categories.py DIR --rows 512,4096 --threads 1,2 --rounds 40
 
-Most of a call of ours is reading the categories (hashing each distinct label, finding every
-combination's key among the model's): docs/benchmarks.md, "Frames and records".
+Each cell: the best of ``--rounds`` rounds, a round timing ours then CatBoost's on the same rows
+(``predict(..., thread_count=threads)``), so load on a shared machine falls on both alike and
+the best round of each is the least disturbed (clock time: CatBoost spends CPU time in other
+threads even at ``thread_count=1``, so CPU time would not compare the two).
+docs/benchmarks.md, "Frames and records".
 """
 
 from __future__ import annotations
@@ -35,45 +40,76 @@ def frame(n: int, seed: int = 0):
     return df, y
 
 
+def as_codes(df):
+    """The frame with each label replaced by its integer code (``workclass_3`` -> 3)."""
+    out = df.copy()
+    for k in CATS:
+        out[k] = df[k].str.rsplit("_", n=1).str[1].astype(np.int64)
+    return out
+
+
+def as_categories(df):
+    """The frame with each categorical column a pandas ``category``."""
+    out = df.copy()
+    for k in CATS:
+        out[k] = df[k].astype("category")
+    return out
+
+
+def train(path: Path, codes: bool) -> None:
+    import catboost
+
+    df, y = frame(30000)
+    catboost.CatBoostClassifier(iterations=500, depth=6, verbose=False, random_seed=0, thread_count=2,
+                                one_hot_max_size=4, cat_features=list(CATS),
+                                allow_writing_files=False).fit(as_codes(df) if codes else df, y).save_model(str(path))
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("dir", type=Path)
+    parser.add_argument("--rows", default="1,64,512,4096")
+    parser.add_argument("--threads", default="1")
+    parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args(argv)
     import catboost
 
     import silvanforge as sf
 
-    path = args.dir / "cb_cat.cbm"
-    if not path.exists():
-        args.dir.mkdir(parents=True, exist_ok=True)
-        df, y = frame(30000)
-        catboost.CatBoostClassifier(iterations=500, depth=6, verbose=False, random_seed=0, thread_count=2,
-                                    one_hot_max_size=4, cat_features=list(CATS),
-                                    allow_writing_files=False).fit(df, y).save_model(str(path))
-    model = catboost.CatBoostClassifier()
-    model.load_model(str(path))
-    cf = sf.compile(path)
+    args.dir.mkdir(parents=True, exist_ok=True)
+    models = {}
+    for codes in (False, True):
+        path = args.dir / ("cb_cat_codes.cbm" if codes else "cb_cat.cbm")
+        if not path.exists():
+            train(path, codes)
+        model = catboost.CatBoostClassifier()
+        model.load_model(str(path))
+        models[codes] = (model, sf.compile(path).wait())  # (every form built: none compiling meanwhile)
+    clock = time.perf_counter
     X, _ = frame(4096, seed=1)
-    print("| rows | ours rows/s | catboost rows/s | ours / catboost |\n|---:|---:|---:|---:|")
-    for n in (1, 64, 512, 4096):
-        rows = X.iloc[:n]
-        np.testing.assert_allclose(cf.predict(rows, output_margin=True).ravel(),
-                                   model.predict(rows, prediction_type="RawFormulaVal", thread_count=1).ravel(),
-                                   rtol=1e-9, atol=1e-9)
-
-        def best(fn, k):
-            out = float("inf")
-            for _ in range(5):
-                start = time.perf_counter()
-                for _ in range(k):
-                    fn()
-                out = min(out, (time.perf_counter() - start) / k)
-            return out
-
-        k = max(3, 2000 // n)
-        ours = best(lambda: cf.predict(rows, threads=1), k)
-        lib = best(lambda: model.predict(rows, prediction_type="Probability", thread_count=1), k)
-        print(f"| {n} | {n / ours:,.0f} | {n / lib:,.0f} | {lib / ours:.2f}x |", flush=True)
+    inputs = {"labels": (False, X), "pandas categories": (False, as_categories(X)), "codes": (True, as_codes(X))}
+    print("| input | threads | rows | ours rows/s | catboost rows/s | ours / catboost |\n|---|---:|---:|---:|---:|---:|")
+    for name, (codes, data) in inputs.items():
+        model, cf = models[codes]
+        for threads in (int(t) for t in args.threads.split(",")):
+            for n in (int(r) for r in args.rows.split(",")):
+                rows = data.iloc[:n]
+                np.testing.assert_allclose(cf.predict(rows, output_margin=True).ravel(),
+                                           model.predict(rows, prediction_type="RawFormulaVal").ravel(),
+                                           rtol=1e-12, atol=1e-12)
+                k = max(3, 2000 // n)
+                ours = lib = float("inf")
+                for _ in range(args.rounds):
+                    start = clock()
+                    for _ in range(k):
+                        cf.predict(rows, threads=threads)
+                    ours = min(ours, (clock() - start) / k)
+                    start = clock()
+                    for _ in range(k):
+                        model.predict(rows, prediction_type="Probability", thread_count=threads)
+                    lib = min(lib, (clock() - start) / k)
+                print(f"| {name} | {threads} | {n} | {n / ours:,.0f} | {n / lib:,.0f} | {lib / ours:.2f}x |",
+                      flush=True)
     return 0
 
 

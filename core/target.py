@@ -186,6 +186,17 @@ class Target:
         those trees to those rows of ``phi`` and may be called from many threads at once."""
         return None
 
+    def hashed_columns_kernel(self):
+        """A compiled evaluator of computed columns (``Forest.hashed_combinations``: CatBoost's
+        CTRs and one-hot tests) on the host, or None (the default: the core's NumPy evaluation
+        answers).  It reads a model's combinations as the flat arrays of
+        :mod:`silvanforge.inputs.hashed_rows`: it has ``arg_layout`` (the names of those arrays
+        and counts, in the order its int64 block gives them), ``kinds`` (its code of each
+        element kind: ``cat``, ``float``, ``onehot``) and ``run(args, row_begin, row_end)``
+        (the block's address and bounds), which fills those rows' computed columns and may be
+        called from many threads at once."""
+        return None
+
     def tune(self, forest, rows, sizes, budget_s: float, threads, progress):
         """The plan search of ``sf.tune`` / ``forge tune`` for a target that is not a CPU (the
         core times CPU forms itself, :mod:`silvanforge.plan.tuning`), or None (the default): this

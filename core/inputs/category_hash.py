@@ -4,13 +4,10 @@ CatBoost does not store its categories' labels in a model; it stores the 32-bit 
 label's text (``CityHash64`` version 1.0, the one in CatBoost's ``util/digest/city.cpp``, whose
 results differ from later CityHash releases, truncated to its low 32 bits).  Integers are
 hashed as their decimal text (CatBoost converts them with ``ToString``), so ``3`` and ``"3"``
-are one category.  A model whose splits test such categories lists, per feature, the hashes it
-knows in code order (``Forest.hashed_categories``); ``predict`` hashes each value of those
-columns and replaces it by its code, a value the model does not know (or a missing one) by
-NaN, which the HIR's categorical splits send where the importer put CatBoost's answer for an
-unknown category.  A category CatBoost never saw and one it saw but no split tests behave
-the same (every test on them is false / takes the prior), so knowing only the tested hashes
-is exact.
+are one category.  ``predict`` hashes each value of a model's categorical columns
+(``Forest.hashed_categories``) and mixes the hashes into the keys of its computed columns (CTRs
+and one-hot tests, ``Forest.hashed_combinations``, with :func:`mix`), looked up among the keys
+the model knows: a key it does not know takes the CTR's prior, as in CatBoost.
 
 Pure Python integers (masked to 64 bits), a hash a distinct label: :mod:`silvanforge.inputs.hashed_rows`
 reads whole columns with them.

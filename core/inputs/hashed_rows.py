@@ -1,23 +1,26 @@
-"""Rows of a model whose categories are known by hash (CatBoost), read with numpy, not a
-Python loop a value.
+"""Rows of a model whose categories are known by hash (CatBoost), with no Python loop a value.
 
 A CatBoost model with categorical features needs, for every row, each categorical column's
-hash (:func:`silvanforge.inputs.category_hash.catboost_hash` of its text) replaced by the feature's
-code, and the code of every combination of features its CTRs count
-(``Forest.hashed_combinations``: a 64-bit key mixed from category hashes, float borders and
-one-hot tests, looked up among the keys the model knows).  Done a value and a combination at
-a time in Python, that costs many times CatBoost's own predict (docs/benchmarks.md, "Frames and
-records").  :class:`HashedInputs` is built once a compiled model and does it with array
-operations over all rows and combinations at once:
+hash (:func:`silvanforge.inputs.category_hash.catboost_hash` of its text) and every computed
+column (``Forest.hashed_combinations``: a CTR's value, or a one-hot test's 1 or 0, of a 64-bit
+key mixed from category hashes, float borders and one-hot tests, looked up among the keys the
+model knows).  :class:`HashedInputs` is built once a compiled model and does it so:
 
-- a column's values are factorised (pandas categories' own codes, else ``pandas.factorize``)
-  and only its distinct values are hashed, each once a model (a bounded memo);
-- a feature's known hashes are a sorted array: codes by ``searchsorted``;
-- the combinations' keys are mixed element by element over all combinations sharing a step,
-  and found in one sorted table of every combination's keys, each tagged by its combination
-  (its key mixed with the combination's index; a match is checked against both, so it is
-  exact: two combinations' known keys never share a tag, else the model falls back to one
-  search a combination).
+- a column's values are factorised (pandas categories' own codes, Arrow's dictionary for
+  Arrow-backed strings, else ``pandas.factorize``) and only its distinct values are hashed,
+  each once a model (a bounded memo), sign-extended as CatBoost's ``int``;
+- the computed columns are filled by the target's kernel
+  (:meth:`silvanforge.target.Target.hashed_columns_kernel`; the CPU's mixes the keys and looks
+  them up a block of rows at a time) over flat arrays built here once: the distinct element
+  lists (*chains*: a combination's CTRs share its key), each chain's keys in a cuckoo table
+  (:func:`_table`) and each column's answer for each key and for any other; a chain of one
+  category then bits whose call has fewer (distinct value, bits) pairs than rows is looked up
+  once a pair, in a table of the call's;
+- without such a kernel, NumPy does the same: keys mixed element by element over all chains
+  sharing a step, found by ``searchsorted`` (:meth:`HashedInputs.combination_codes`).
+
+Both give what CatBoost computes: the same keys, exact table lookups, values stored as the
+float32 CatBoost compares.
 """
 
 from __future__ import annotations
@@ -29,14 +32,20 @@ import numpy as np
 from silvanforge.inputs import category_hash
 from silvanforge.errors import InputError
 from silvanforge.ir.hir import Forest
+from silvanforge.runtime.threads import _get_pool
 
 # Distinct values a model remembers the hash of (a memo, cleared when full).
 VALUE_MEMO = 1 << 16
-# Calls of up to this many rows find all combinations' keys in one table; more rows search
-# each combination's own few keys (numpy's search of a large table by unsorted keys misses
-# the cache a key: 68 ms against 25 ms for 4096 rows of 258 combinations, while one search a
-# combination costs 258 calls' overhead on a few rows).
-TAGGED_ROWS = 64
+# Integer columns whose values lie within this span are factorised by a table over it.
+INTEGER_SPAN = 1 << 16
+# Sets of pandas categories a model remembers the hashes of (cleared when full).
+CATEGORY_TABLES = 64
+# A value's hash where it is no category (outside every sign-extended 32-bit hash).
+MISSING = 1 << 40
+# Bytes of rows a thread keeps for its next call (HashedInputs.rows).
+SCRATCH_BYTES = 32 << 20
+# Rows a thread's share of the computed columns has at least (fewer: one thread fills them).
+THREAD_ROWS = 256
 
 
 def _sorted_index(known) -> tuple[np.ndarray, np.ndarray]:
@@ -66,15 +75,26 @@ class HashedInputs:
         self.width = forest.input_features
         self._memo: dict = {}
         self._lock = threading.Lock()
+        self._scratch = threading.local()
+        # pandas categories (an Index, immutable) -> (it, its hashes): frames of one schema share them
+        self._category_tables: dict[int, tuple] = {}
         combos = list(forest.hashed_combinations or ())
         self.count = len(combos)
-        # Steps: for each element position, the combinations having an element there, by kind.
+        # Chains: the distinct element lists (several CTRs of one combination share its key),
+        # each key mixed once a call; a column reads its chain's key.
+        chains: dict[str, int] = {}
+        self.chain_of = np.asarray([chains.setdefault(repr(c["elements"]), len(chains)) for c in combos],
+                                   dtype=np.intp)
+        elements = [None] * len(chains)
+        for c, j in zip(combos, self.chain_of):
+            elements[j] = c["elements"]
+        # Steps: for each element position, the chains having an element there, by kind.
         steps = []
-        for s in range(max((len(c["elements"]) for c in combos), default=0)):
+        for s in range(max((len(e) for e in elements), default=0)):
             cat, flt, onehot = [], [], []
-            for j, combo in enumerate(combos):
-                if s < len(combo["elements"]):
-                    e = combo["elements"][s]
+            for j, chain in enumerate(elements):
+                if s < len(chain):
+                    e = chain[s]
                     if e[0] == "cat":
                         cat.append((j, int(e[1])))
                     elif e[0] == "float":
@@ -83,26 +103,66 @@ class HashedInputs:
                         onehot.append((j, int(e[1]), int(e[2])))
             steps.append((_columns(cat, 2), _columns(flt, 4), _columns(onehot, 3)))
         self.steps = steps
-        self.float_columns = sorted({int(e[1]) for c in combos for e in c["elements"] if e[0] == "float"})
-        # One table of every combination's keys, each tagged by its combination.
-        keys = [np.asarray([int(k) for k in c["keys"]], dtype=np.uint64) for c in combos]
-        ids = np.concatenate([np.full(len(k), j, np.uint64) for j, k in enumerate(keys)]) if keys else \
-            np.zeros(0, np.uint64)
-        flat = np.concatenate(keys) if keys else np.zeros(0, np.uint64)
-        codes = np.concatenate([np.arange(len(k), dtype=np.float64) for k in keys]) if keys else np.zeros(0)
-        tags = category_hash.mix(flat, ids)
-        order = np.argsort(tags, kind="stable")
-        self.tags, self.tag_ids, self.tag_keys, self.tag_codes = tags[order], ids[order], flat[order], codes[order]
-        self.tagged = len(np.unique(self.tags)) == len(self.tags)
-        self.per_combo = [_sorted_index(k) for k in keys]
+        self.chains = len(elements)
+        # A chain's known keys sorted (the union of its columns'); each column's answer for
+        # each of them and, in one more slot, for any other key: its value, or for a column
+        # without values its code (NaN for another key).
+        chain_keys: list[set] = [set() for _ in elements]
+        for c, j in zip(combos, self.chain_of):
+            chain_keys[j].update(int(k) for k in c["keys"])
+        self.chain_keys = [np.asarray(sorted(k), dtype=np.uint64) for k in chain_keys]
+        tables, offsets, at = [], [], 0
+        for c, j in zip(combos, self.chain_of):
+            keys = self.chain_keys[j]
+            own = np.asarray([int(k) for k in c["keys"]], dtype=np.uint64)
+            answers = np.asarray(c["values"], dtype=np.float64) if "values" in c else \
+                np.arange(len(own), dtype=np.float64)
+            table = np.full(len(keys) + 1, c.get("unknown", np.nan) if "values" in c else np.nan)
+            if len(own):
+                table[np.searchsorted(keys, own)] = answers
+            tables.append(table)
+            offsets.append(at)
+            at += len(table)
+        self.table = np.concatenate(tables) if tables else np.zeros(0)
+        self.offsets = np.asarray(offsets, dtype=np.intp)
+        self._native = None  # (kernel, args block, arrays it points to), made at first use
+        self._elements = elements
+
+    def _kernel_args(self):
+        """The target's kernel of computed columns and its args block (rows and hashes left to
+        each call), or None where no installed target has one."""
+        if self._native is None:
+            with self._lock:
+                if self._native is None:
+                    kernel = _kernel()
+                    self._native = (None,) if kernel is None else (kernel,) + _native_arrays(self, kernel)
+        return self._native if self._native[0] is not None else None
 
     # ------------------------------------------------------------------ a column's hashes
-    def column_hashes(self, values) -> tuple[np.ndarray, np.ndarray]:
-        """CatBoost's hashes (uint64 holding the unsigned 32-bit hash) of a column's values (a
-        pandas Series, an array or a list), and which values are categories at all."""
+    def hash_codes(self, values) -> tuple[np.ndarray, np.ndarray]:
+        """(each value's code, the table of CatBoost's hashes by code) of a column's values (a
+        pandas Series, an array or a list): a hash as CatBoost's ``int``, sign-extended to
+        int64, :data:`MISSING` where a value is no category; the table's last entry is a
+        missing value's (code -1)."""
+        categories = _pandas_categories(values)
+        if categories is not None:  # a pandas category: its categories' hashes, worked out once
+            found = self._category_tables.get(id(categories))
+            if found is None or found[0] is not categories:
+                if len(self._category_tables) >= CATEGORY_TABLES:
+                    self._category_tables.clear()
+                found = self._category_tables[id(categories)] = (categories, self._hash_table(list(categories)))
+            return values.array.codes, found[1]  # (a Categorical's codes: -1 where missing)
         codes, uniques = _factorise(values)
-        hashes = np.zeros(len(uniques) + 1, dtype=np.uint64)  # the last: missing (code -1)
-        ok = np.zeros(len(uniques) + 1, dtype=bool)
+        return codes, self._hash_table(uniques)
+
+    def signed_hashes(self, values) -> np.ndarray:
+        """CatBoost's hashes of a column's values as :meth:`hash_codes` gives them, a value each."""
+        codes, table = self.hash_codes(values)
+        return table[codes]
+
+    def _hash_table(self, uniques: list) -> np.ndarray:
+        """The signed hashes of ``uniques`` and, last, :data:`MISSING` (a code of -1)."""
+        table = np.full(len(uniques) + 1, MISSING, dtype=np.int64)
         memo = self._memo
         for i, v in enumerate(uniques):
             # Keyed by type too: True == 1 in Python, but CatBoost hashes "True" and "1".
@@ -119,61 +179,268 @@ class HashedInputs:
                 except TypeError:
                     pass
             if h is not None:
-                hashes[i], ok[i] = h, True
-        return hashes[codes], ok[codes]
+                table[i] = h - (1 << 32) if h >= 1 << 31 else h
+        return table
 
-    def codes(self, feature: int, hashes: np.ndarray, valid: np.ndarray) -> np.ndarray:
-        """Codes (float64) of ``feature``'s hashes: NaN for an invalid value or an unknown hash."""
-        return _find(*self.hashed[feature], hashes, valid)
+    def column_hashes(self, values) -> tuple[np.ndarray, np.ndarray]:
+        """CatBoost's hashes (uint64 holding the unsigned 32-bit hash) of a column's values, and
+        which values are categories at all."""
+        signed = self.signed_hashes(values)
+        return _unsigned(signed)
+
+    def codes(self, feature: int, signed: np.ndarray) -> np.ndarray:
+        """Codes (float64) of ``feature``'s hashes (:meth:`signed_hashes`): NaN for a value that
+        is no category or a hash the model does not list."""
+        known = self.hashed[feature]
+        if len(known[0]) == 0:
+            return np.full(len(signed), np.nan)
+        return _find(*known, *_unsigned(signed))
 
     # ------------------------------------------------------------------ combinations
+    def rows(self, n: int, num_features: int, dtype: np.dtype) -> np.ndarray:
+        """An (n, num_features) array of ``dtype`` for a call's rows (C order: in Fortran order
+        the kernel of cb_cat, benchmarks/catboost_categories.py, took 1.6x as long at 4096 rows
+        and the computed columns 0.85x): this thread's own, kept
+        for its next call (up to :data:`SCRATCH_BYTES`: a fresh one of megabytes costs a page
+        fault a page as the kernel writes it), else a new one.  For a compiled model's calls,
+        which drop the rows before they return."""
+        size = n * num_features * dtype.itemsize
+        if size > SCRATCH_BYTES:
+            return np.empty((n, num_features), dtype=dtype)
+        kept = getattr(self._scratch, "rows", None)
+        if kept is None or kept.dtype != dtype or kept.shape[1] != num_features or kept.shape[0] < n:
+            kept = self._scratch.rows = np.empty((max(n, 64), num_features), dtype=dtype)
+        return kept[:n]
+
+    def fill(self, hashes: dict, rows: np.ndarray, threads: int = 1) -> None:
+        """Fill the computed columns of ``rows`` (float32 or float64, ``num_features`` columns,
+        the input columns read; ``hashes``: each categorical column's :meth:`hash_codes`) by the
+        target's kernel where one is installed (rows shared among up to ``threads`` threads),
+        else by :meth:`combination_codes`."""
+        width, n = self.width, rows.shape[0]
+        native = self._kernel_args() if self.count and n else None
+        if native is None or rows.dtype not in (np.float32, np.float64) or min(rows.strides) <= 0 \
+                or any(st % rows.itemsize for st in rows.strides):
+            if self.count:
+                signed = {column: table[codes] for column, (codes, table) in hashes.items()}
+                rows[:, width:width + self.count] = self.combination_codes(signed, rows)
+            return
+        kernel, template, arrays = native
+        # hashes, codes and floats a column at a time (the kernel reads a column's rows in a row)
+        H = np.full((width, n), MISSING, dtype=np.int64)
+        codes = np.zeros((width, n), dtype=np.int32)
+        counts = np.zeros(width, dtype=np.int64)
+        for column, (code, table) in hashes.items():
+            H[column] = table[code]
+            codes[column] = np.where(code < 0, len(table) - 1, code)  # the last entry: missing
+            counts[column] = len(table)
+        tables = [hashes[c][1] if c in hashes else np.zeros(0, np.int64) for c in range(width)]
+        distinct = np.concatenate(tables)
+        distinct_at = np.cumsum([0] + [len(t) for t in tables[:-1]]).astype(np.int64)
+        # the chains read by a table of the call's values: those whose table is no larger than the rows
+        dense_column = arrays["dense_column"]
+        size = np.where(dense_column >= 0, counts[np.maximum(dense_column, 0)] << arrays["dense_bits"], n + 1)
+        chosen = size <= n
+        dense_at = np.where(chosen, np.cumsum(np.where(chosen, size, 0)) - size, -1).astype(np.int64)
+        dense = np.empty(max(1, int(size[chosen].sum())), dtype=np.int32)
+        row_stride, column_stride = (st // rows.itemsize for st in rows.strides)
+        if rows.dtype == np.float32 and row_stride == 1:  # columns in a row (Fortran order): read in place
+            F, float_stride = rows, column_stride
+        else:
+            F, float_stride = np.ascontiguousarray(rows[:, :width].T, dtype=np.float32), n
+        args = template.copy()
+        args[_ROWS], args[_ROW_STRIDE], args[_COLUMN_STRIDE] = rows.ctypes.data, row_stride, column_stride
+        args[_HASHES], args[_HASH_STRIDE] = H.ctypes.data, n
+        args[_FLOATS], args[_FLOAT_STRIDE] = F.ctypes.data, float_stride
+        args[_CODES], args[_CODE_STRIDE] = codes.ctypes.data, n
+        args[_DISTINCT], args[_DISTINCT_AT], args[_DISTINCT_COUNT] = (distinct.ctypes.data, distinct_at.ctypes.data,
+                                                                      counts.ctypes.data)
+        args[_DENSE_AT], args[_DENSE] = dense_at.ctypes.data, dense.ctypes.data
+        if chosen.any():
+            kernel.tables(args.ctypes.data)
+        parts = max(1, min(threads, n // THREAD_ROWS))
+        if parts == 1:
+            kernel.run(args.ctypes.data, 0, n, rows.dtype.itemsize)
+            return
+        bounds = [n * k // parts for k in range(parts + 1)]
+        pool = _get_pool(parts)
+        futures = [pool.submit(kernel.run, args.ctypes.data, lo, hi, rows.dtype.itemsize)
+                   for lo, hi in zip(bounds[1:-1], bounds[2:])]
+        try:
+            kernel.run(args.ctypes.data, 0, bounds[1], rows.dtype.itemsize)
+        finally:
+            for f in futures:
+                f.result()
+
     def combination_codes(self, hashes: dict, values: np.ndarray) -> np.ndarray:
-        """(n, combinations) codes of every combination's key (NaN where the model does not
-        know it or a category in it is missing): ``hashes`` maps a column to
-        (:meth:`column_hashes`), ``values`` is the rows' plain columns (float64)."""
+        """(n, combinations) answers of every computed column: its value of the row's key (a
+        column without values: the key's code, NaN where the model does not know it); a row
+        missing a category in the key takes the unknown key's answer.  ``hashes`` maps a
+        column to its :meth:`signed_hashes`, ``values`` is the rows' plain columns."""
         n = values.shape[0]
-        C = self.count
-        H = np.zeros((n, self.width), dtype=np.uint64)
-        OK = np.zeros((n, self.width), dtype=bool)
-        for column, (h, ok) in hashes.items():
-            H[:, column], OK[:, column] = h, ok
+        width = self.width
+        H = np.zeros((width, n), dtype=np.uint64)
+        OK = np.zeros((width, n), dtype=bool)
+        for column, signed in hashes.items():
+            H[column], OK[column] = _unsigned(signed)
         # the hash as CatBoost's int, sign-extended to 64 bits
         signed = np.where(H >= np.uint64(1 << 31), H + np.uint64(((1 << 64) - (1 << 32))), H)
-        F = values[:, :self.width].astype(np.float32)
-        key = np.zeros((n, C), dtype=np.uint64)
-        valid = np.ones((n, C), dtype=bool)
+        F = np.ascontiguousarray(values[:, :width].T, dtype=np.float32)
+        key = np.zeros((self.chains, n), dtype=np.uint64)
+        valid = np.ones((self.chains, n), dtype=bool)
         with np.errstate(over="ignore"):
             for cat, flt, onehot in self.steps:
                 if cat is not None:
                     j, col = cat
-                    key[:, j] = category_hash.mix(key[:, j], signed[:, col])
-                    valid[:, j] &= OK[:, col]
+                    key[j] = category_hash.mix(key[j], signed[col])
+                    valid[j] &= OK[col]
                 if flt is not None:
                     j, col, border, nan_right = flt
-                    x = F[:, col]
-                    bit = (x > border.astype(np.float32)) | (np.isnan(x) & nan_right.astype(bool))
-                    key[:, j] = category_hash.mix(key[:, j], bit.astype(np.uint64))
+                    x = F[col]
+                    bit = (x > border.astype(np.float32)[:, None]) | (np.isnan(x) & nan_right.astype(bool)[:, None])
+                    key[j] = category_hash.mix(key[j], bit.astype(np.uint64))
                 if onehot is not None:
                     j, col, value = onehot
-                    bit = (H[:, col] == value.astype(np.uint64)) & OK[:, col]
-                    key[:, j] = category_hash.mix(key[:, j], bit.astype(np.uint64))
-            if self.tagged and n <= TAGGED_ROWS:
-                return self._tagged(key, valid)
-        out = np.empty((n, C))
-        for j in range(C):
-            out[:, j] = _find(*self.per_combo[j], key[:, j], valid[:, j])
-        return out
+                    bit = (H[col] == value.astype(np.uint64)[:, None]) & OK[col]
+                    key[j] = category_hash.mix(key[j], bit.astype(np.uint64))
+        # each chain's key found among its known keys: its slot, or the last (unknown)
+        slot = np.empty((self.chains, n), dtype=np.intp)
+        for j, keys in enumerate(self.chain_keys):
+            k = len(keys)
+            if k == 0:
+                slot[j] = 0
+                continue
+            at = np.searchsorted(keys, key[j])
+            np.minimum(at, k - 1, out=at)
+            slot[j] = np.where(valid[j] & (keys[at] == key[j]), at, k)
+        out = self.table[(slot[self.chain_of] + self.offsets[:, None])]
+        return out.T
 
-    def _tagged(self, key: np.ndarray, valid: np.ndarray) -> np.ndarray:
-        out = np.full(key.shape, np.nan)
-        if len(self.tags) == 0:
-            return out
-        ids = np.arange(key.shape[1], dtype=np.uint64)
-        tag = category_hash.mix(key, ids[None, :])
-        at = np.minimum(np.searchsorted(self.tags, tag), len(self.tags) - 1)
-        found = valid & (self.tags[at] == tag) & (self.tag_ids[at] == ids[None, :]) & (self.tag_keys[at] == key)
-        out[found] = self.tag_codes[at[found]]
-        return out
+
+
+def _unsigned(signed: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(the unsigned 32-bit hashes as uint64, which values are categories) of signed hashes."""
+    ok = signed < (1 << 31)
+    return (signed & 0xFFFFFFFF).astype(np.uint64), ok
+# Where the args block holds what each call sets (silvanforge_target_cpu.hashed_columns.ARG_LAYOUT).
+_CALL_ARGS = ("rows", "row_stride", "column_stride", "hashes", "hash_stride", "floats", "float_stride",
+              "codes", "code_stride", "distinct", "distinct_at", "distinct_count", "dense_at", "dense")
+(_ROWS, _ROW_STRIDE, _COLUMN_STRIDE, _HASHES, _HASH_STRIDE, _FLOATS, _FLOAT_STRIDE, _CODES, _CODE_STRIDE,
+ _DISTINCT, _DISTINCT_AT, _DISTINCT_COUNT, _DENSE_AT, _DENSE) = range(len(_CALL_ARGS))
+
+
+def _kernel():
+    """The kernel of computed columns of an installed target (they all run on the host;
+    the CPU target's first), or None."""
+    from silvanforge.plugins import registry
+
+    r = registry()
+    for name in sorted(r.targets(), key=lambda t: t != "cpu"):
+        try:
+            kernel = r.target(name).hashed_columns_kernel()
+        except Exception:  # a target that cannot build it here (no LLVM): the next one
+            continue
+        if kernel is not None and tuple(kernel.arg_layout[:len(_CALL_ARGS)]) == _CALL_ARGS:
+            return kernel
+    return None
+
+
+def _slots(keys: np.ndarray, shift: int, fold: int, multiplier: int) -> np.ndarray:
+    """Each key's slot by one of the kernel's hashes (``kernel.ways``) in a table of
+    ``2 ** (64 - shift)``."""
+    with np.errstate(over="ignore"):
+        return ((keys ^ (keys >> np.uint64(fold))) * np.uint64(multiplier)) >> np.uint64(shift)
+
+
+def _table(keys: np.ndarray, ways: tuple) -> tuple[np.ndarray, np.ndarray, int]:
+    """``keys`` (sorted, distinct) in a cuckoo table of at least twice their number, each in one
+    of its two slots (doubled until they all fit): (the slots' keys, an empty slot's none of
+    ``keys``; their answer index: the key's rank, an empty slot's the unknown index
+    ``len(keys)``; and the hashes' shift)."""
+    known = set(keys.tolist())
+    empty = next(k for k in range(len(keys) + 1) if k not in known)  # an empty slot's key: none of them
+    bits = max(1, int(2 * len(keys) - 1).bit_length())
+    while True:
+        size, shift = 1 << bits, 64 - bits
+        homes = [_slots(keys, shift, *w).tolist() for w in ways]
+        slot_rank = [-1] * size
+        fits = True
+        for rank in range(len(keys)):
+            moving, way = rank, 0
+            for _ in range(4 * bits + 8):  # kicks: an old key moves to its other slot
+                at = homes[way][moving]
+                moving, slot_rank[at] = slot_rank[at], moving
+                if moving < 0:
+                    break
+                way = 1 if homes[0][moving] == at else 0
+            else:
+                fits = False
+                break
+        if fits:
+            ranks = np.asarray(slot_rank, dtype=np.int64)
+            skey = np.where(ranks >= 0, keys[np.maximum(ranks, 0)] if len(keys) else 0, np.uint64(empty))
+            sanswer = np.where(ranks >= 0, ranks, len(keys)).astype(np.int32)
+            return skey.astype(np.uint64), sanswer, shift
+        bits += 1
+
+
+def _native_arrays(reading: "HashedInputs", kernel) -> tuple:
+    """The args block of ``kernel`` for ``reading``'s model (rows and hashes left 0) and the
+    arrays it points to (kept alive with it): elements by chain, each chain's keys in an
+    open-addressing table of twice their number or more (linear probing; a slot's answer
+    index is the key's rank among the chain's sorted keys), and the columns' answers."""
+    elements = reading._elements
+    kinds = kernel.kinds
+    flat = [e for chain in elements for e in chain]
+    starts = np.cumsum([0] + [len(c) for c in elements]).astype(np.int64)
+
+    def signed(v):
+        v = int(v) & 0xFFFFFFFF
+        return v - (1 << 32) if v >= 1 << 31 else v
+
+    arrays = {
+        "chains": len(elements),
+        "chain_elements": starts,
+        "element_kind": np.asarray([kinds[e[0]] for e in flat], dtype=np.int8),
+        "element_column": np.asarray([int(e[1]) for e in flat], dtype=np.int32),
+        "element_border": np.asarray([e[2] if e[0] == "float" else 0.0 for e in flat], dtype=np.float32),
+        "element_nan_true": np.asarray([bool(e[3]) if e[0] == "float" else False for e in flat], dtype=np.int8),
+        "element_hash": np.asarray([signed(e[2]) if e[0] == "onehot" else 0 for e in flat], dtype=np.int64),
+    }
+    table_at, shifts, slot_keys, slot_answers, at = [], [], [], [], 0
+    for keys in reading.chain_keys:
+        skey, sanswer, shift = _table(keys, kernel.ways)
+        table_at.append(at)
+        shifts.append(shift)
+        slot_keys.append(skey)
+        slot_answers.append(sanswer)
+        at += len(skey)
+    # A chain of one category then bits (floats' and one-hot tests') is read by a table of the
+    # call's distinct values of that category (a bit pattern each): its column, its bits.
+    dense = [chain[0][0] == "cat" and all(e[0] != "cat" for e in chain[1:]) and len(chain) <= 9
+             for chain in elements]
+    arrays["dense_column"] = np.asarray([int(ch[0][1]) if d else -1 for ch, d in zip(elements, dense)], dtype=np.int64)
+    arrays["dense_bits"] = np.asarray([len(ch) - 1 if d else 0 for ch, d in zip(elements, dense)], dtype=np.int64)
+    order = np.argsort(reading.chain_of, kind="stable")  # columns by chain
+    arrays.update({
+        "chain_table": np.asarray(table_at, dtype=np.int64),
+        "chain_shift": np.asarray(shifts, dtype=np.int64),
+        "chain_unknown": np.asarray([len(k) for k in reading.chain_keys], dtype=np.int64),
+        "slot_key": np.concatenate(slot_keys).view(np.int64),
+        "slot_answer": np.concatenate(slot_answers),
+        "chain_columns": np.searchsorted(reading.chain_of[order], np.arange(len(elements) + 1)).astype(np.int64),
+        "column_out": (reading.width + order).astype(np.int64),
+        "column_answers": reading.offsets[order].astype(np.int64),
+        "answers": reading.table,
+    })
+    block = np.zeros(len(kernel.arg_layout), dtype=np.int64)
+    for k, name in enumerate(kernel.arg_layout):
+        value = arrays.get(name)
+        if isinstance(value, np.ndarray):
+            block[k] = value.ctypes.data if value.size else 0
+        elif value is not None:
+            block[k] = value
+    return block, arrays
 
 
 def _columns(rows: list, width: int):
@@ -186,6 +453,37 @@ def _columns(rows: list, width: int):
     return tuple(out)
 
 
+def _small_integers(values, module: str) -> tuple[np.ndarray, list] | None:
+    """(codes, distinct values) of a column of NumPy integers within :data:`INTEGER_SPAN` of
+    each other (categories given as codes), by a table over their span, else None."""
+    if module == "pandas":
+        dtype = getattr(values, "dtype", None)
+        if not isinstance(dtype, np.dtype) or dtype.kind not in "iu":
+            return None
+        values = values.to_numpy()
+    elif not (isinstance(values, np.ndarray) and values.dtype.kind in "iu" and values.ndim == 1):
+        return None
+    if len(values) == 0:
+        return None
+    lo, hi = int(values.min()), int(values.max())
+    if hi - lo >= INTEGER_SPAN:
+        return None
+    offsets = (values - lo).astype(np.intp)
+    present = np.zeros(hi - lo + 1, dtype=bool)
+    present[offsets] = True
+    distinct = np.flatnonzero(present)
+    rank = np.cumsum(present) - 1
+    return rank[offsets], [int(v) + lo for v in distinct]
+
+
+def _pandas_categories(values):
+    """A pandas ``category`` Series' categories (an Index), else None."""
+    if type(values).__module__.split(".")[0] == "pandas" and getattr(getattr(values, "dtype", None), "name", "") \
+            == "category":
+        return values.dtype.categories
+    return None
+
+
 def _factorise(values) -> tuple[np.ndarray, list]:
     """(codes, distinct values) of a column: code -1 for a missing value (None, NaN, pandas
     NA), which the last slot of the caller's tables answers (not a category)."""
@@ -193,6 +491,17 @@ def _factorise(values) -> tuple[np.ndarray, list]:
     if module == "pandas" and str(getattr(values, "dtype", "")) == "category":
         codes = values.cat.codes.to_numpy()
         return codes.astype(np.intp), list(values.cat.categories)
+    ints = _small_integers(values, module)
+    if ints is not None:
+        return ints
+    array = getattr(values, "array", None) if module == "pandas" else None
+    if type(array).__name__.startswith("Arrow"):  # Arrow-backed (pandas' default strings): Arrow's dictionary
+        import pyarrow.compute as pc
+
+        chunks = array.__arrow_array__()
+        encoded = pc.dictionary_encode(chunks.combine_chunks() if hasattr(chunks, "combine_chunks") else chunks)
+        codes = pc.fill_null(encoded.indices, -1).to_numpy(zero_copy_only=False)
+        return codes.astype(np.intp), encoded.dictionary.to_pylist()
     try:
         import pandas as pd
     except ImportError:  # no pandas: a dict of the distinct values

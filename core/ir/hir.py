@@ -312,17 +312,20 @@ class Forest:
     # or an error (XGBoost refuses categories it was not trained with).
     unseen_category_error: bool = False
     # Categorical features known by hash (CatBoost): feature index -> the 32-bit hashes of the
-    # categories the model tests, in code order (hash ``i`` is category ``i``).  ``predict``
+    # categories the model tests on the column itself, in code order (hash ``i`` is category
+    # ``i``; CatBoost's importer lists none: its splits read computed columns).  ``predict``
     # hashes each value of these columns as CatBoost does (silvanforge.inputs.category_hash: strings,
     # integers, pandas categories) and reads the code, NaN for a hash not listed.
     hashed_categories: dict[int, list[int]] | None = None
-    # Columns computed from the input (CatBoost's CTRs over combinations of features): column
-    # ``input_features + j`` holds the code of the row's key for ``hashed_combinations[j]``, a
+    # Columns computed from the input (CatBoost's CTRs and one-hot tests): column
+    # ``input_features + j`` holds the answer for the row's key of ``hashed_combinations[j]``, a
     # dict with ``elements`` (what the key hashes, in order: ``["cat", column]`` the column's
     # category hash, ``["float", column, border, nan_true]`` whether ``x > border`` in float32
     # (NaN: ``nan_true``), ``["onehot", column, hash]`` whether the category hash is ``hash``)
-    # and ``keys`` (the known 64-bit keys in code order); a key not listed is NaN.  Rows given
-    # to ``predict`` have ``input_features`` columns (silvanforge.inputs.category_hash).
+    # and ``keys`` (the known 64-bit keys, sorted or in code order), and either ``values`` (a
+    # number a key: the answer, ``unknown`` for any other key or a row missing a category) or
+    # none (the answer is the key's code, NaN for any other).  Rows given to ``predict`` have
+    # ``input_features`` columns (silvanforge.inputs.hashed_rows).
     hashed_combinations: list[dict] | None = None
     # Rows may have more columns than ``num_features``; the extra ones are never read (ONNX
     # models whose input width is dynamic: onnxruntime takes any row at least that wide).

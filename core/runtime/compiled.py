@@ -210,7 +210,8 @@ class CompiledForest:
         if type(X) is not np.ndarray and type(X).__module__.split(".")[0] not in FRAME_LIBRARIES \
                 and is_device_array(X):
             return self._predict_device(X, output_margin, missing)
-        rows = as_rows(X, self.forest, self.main.input_dtype, self._schemas)
+        threads_used = self.threads if threads is None else threads  # (None: all CPUs)
+        rows = as_rows(X, self.forest, self.main.input_dtype, self._schemas, threads_used)
         if missing == missing:  # not NaN (NaN is what the kernels treat as missing already)
             try:
                 missing_value = float(missing)
@@ -226,7 +227,7 @@ class CompiledForest:
         form = self._answering(rows.shape[0])
         if form.input_dtype != rows.dtype:
             rows = rows.astype(form.input_dtype)
-        margins = form.kernel.margins(rows, self.forest.num_outputs, self.threads if threads is None else threads)
+        margins = form.kernel.margins(rows, self.forest.num_outputs, threads_used)
         values = margins if output_margin else transforms.apply(self.forest, margins)
         return transforms.shape_output(self.forest, values)
 

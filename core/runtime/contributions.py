@@ -78,7 +78,7 @@ def refusal(forest: Forest) -> str | None:
     """Why ``forest``'s contributions are not computed, or None."""
     if forest.has_linear():
         return "a model with linear leaves (LightGBM linear_tree): LightGBM gives no contributions for it either"
-    if forest.hashed_combinations:
+    if attributed_features(forest) is None:
         return "a CatBoost model with feature combinations (CTRs): attributing them to features is not supported"
     if forest.aggregation not in (Aggregation.SUM, Aggregation.AVERAGE):
         return f"trees combined by {forest.aggregation.value}: TreeSHAP needs a sum or an average"
@@ -91,6 +91,20 @@ def refusal(forest: Forest) -> str | None:
     return None
 
 
+def attributed_features(forest: Forest) -> np.ndarray | None:
+    """The feature each column's contributions go to: itself for an input column; for a
+    computed one (``Forest.hashed_combinations``) whose key reads one input column (a CTR over
+    one categorical feature, a one-hot test) that column; None where one reads several (a CTR
+    over a combination of features)."""
+    source = list(range(forest.input_features))
+    for combo in forest.hashed_combinations or ():
+        columns = {int(e[1]) for e in combo["elements"]}
+        if len(columns) != 1:
+            return None
+        source.append(columns.pop())
+    return np.asarray(source, dtype=np.int64)
+
+
 def tables(forest: Forest, table_bytes: int = TABLE_BYTES) -> Tables:
     """The path tables of ``forest`` (raises ``UnsupportedModelError`` where :func:`refusal` says
     why), with pattern tables for up to ``table_bytes``."""
@@ -100,6 +114,7 @@ def tables(forest: Forest, table_bytes: int = TABLE_BYTES) -> Tables:
     K = forest.num_outputs
     scale = 1.0 / forest.average_divisor if forest.aggregation is Aggregation.AVERAGE else 1.0
     bias = np.zeros(K)
+    source = attributed_features(forest)
     paths: dict[int, list] = {}
     starts = np.cumsum([0] + [t.num_nodes for t in forest.trees])
     for t, tree in enumerate(forest.trees):
@@ -113,7 +128,7 @@ def tables(forest: Forest, table_bytes: int = TABLE_BYTES) -> Tables:
             for node, left in zip(nodes, sides):
                 child = tree.left[node] if left else tree.right[node]
                 fraction = cover[child] / cover[node] if cover[node] > 0 else 0.0
-                f = int(tree.feature[node])
+                f = int(source[tree.feature[node]])
                 if f in features:  # a feature met again: one element, fractions multiplied
                     k = features.index(f)
                     zero[k] *= fraction
@@ -220,8 +235,9 @@ def _weights(d: int) -> np.ndarray:
 
 def contributions(t: Tables, X: np.ndarray, forest: Forest) -> np.ndarray:
     """(n, outputs, features + 1): each feature's contribution to each output's margin, the
-    bias last (rows in the comparison dtype, ``forest.num_features`` columns)."""
-    n, K, F = X.shape[0], forest.num_outputs, forest.num_features
+    bias last (rows in the comparison dtype, ``forest.num_features`` columns; contributions
+    to the ``input_features`` columns, :func:`attributed_features`)."""
+    n, K, F = X.shape[0], forest.num_outputs, forest.input_features
     phi = np.zeros((n, K, F + 1))
     phi[:, :, F] = t.bias
     left = decisions(t, X, forest)

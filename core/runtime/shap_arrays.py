@@ -86,7 +86,8 @@ def arrays(forest: Forest, table_bytes: int = paths_math.TABLE_BYTES) -> Arrays:
         from silvanforge.errors import UnsupportedModelError
 
         raise UnsupportedModelError(f"pred_contribs: {why}")
-    K, F = forest.num_outputs, forest.num_features
+    K, F = forest.num_outputs, forest.input_features  # (F: the columns contributions go to)
+    source = paths_math.attributed_features(forest)
     scale = 1.0 / forest.average_divisor if forest.aggregation is Aggregation.AVERAGE else 1.0
     bias = np.asarray(forest.base_score, np.float64) * 1.0 + np.zeros(K)
     tree_paths, path_nodes, prefix, symmetric = [0], [0], [], []
@@ -110,7 +111,7 @@ def arrays(forest: Forest, table_bytes: int = paths_math.TABLE_BYTES) -> Arrays:
             features: list[int] = []
             zeros: list[float] = []
             for n, left in zip(nodes, sides):
-                f = int(tree.feature[n])
+                f = int(source[tree.feature[n]])
                 z = fraction[n, 0 if left else 1]
                 if f in features:  # a feature met again: one element, fractions multiplied
                     k = features.index(f)
@@ -153,7 +154,7 @@ def arrays(forest: Forest, table_bytes: int = paths_math.TABLE_BYTES) -> Arrays:
     flat = _node_arrays(forest, starts)
     quad_at, quad_t, quad_w = _quadrature(int(depth_a.max(initial=0)))
     named = dict(
-        row_stride=F, phi_stride=K * (F + 1),
+        row_stride=forest.num_features, phi_stride=K * (F + 1),
         tree_paths=np.array(tree_paths, np.int64), path_nodes=np.array(path_nodes, np.int64),
         prefix=np.array(prefix, np.int32), node=np.array(node, np.int32), side=side_a,
         slot=slot_a, depth=depth_a, path_features=fstart, feature=np.array(feature, np.int32),

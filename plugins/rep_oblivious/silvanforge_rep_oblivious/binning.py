@@ -32,15 +32,23 @@ def search_depth(thresholds: list[np.ndarray]) -> int:
     return max(1, max((len(v) for v in thresholds), default=0)).bit_length()
 
 
+def column_depth(values: np.ndarray) -> int:
+    """Levels of the search tree of a column of thresholds ``values``."""
+    return max(1, len(values)).bit_length()
+
+
 def search_table(thresholds: list[np.ndarray], dtype) -> np.ndarray:
-    """Every column's search tree (``2**D - 1`` entries each, NaN past its thresholds), a
-    vector's worth of padding after the last (a lookup loads whole vectors)."""
+    """Every column's search tree in ``2**D - 1`` entries (:func:`search_depth`; a column of
+    fewer thresholds has a tree of its own depth, :func:`column_depth`, in the first entries),
+    NaN past its thresholds, a vector's worth of padding after the last (a lookup loads whole
+    vectors)."""
     D = search_depth(thresholds)
     tables = np.full((max(1, len(thresholds)), (1 << D) - 1), np.nan, dtype)
     for u, values in enumerate(thresholds):
-        for d in range(D):
+        depth = column_depth(values)
+        for d in range(depth):
             p = np.arange(1 << d)
-            k = (2 * p + 1) * (1 << (D - 1 - d)) - 1
+            k = (2 * p + 1) * (1 << (depth - 1 - d)) - 1
             inside = k < len(values)
             tables[u, (1 << d) - 1 + p[inside]] = values[k[inside]]
     return np.concatenate([tables.reshape(-1), np.zeros(64, tables.dtype)])
@@ -74,27 +82,40 @@ class BinColumns:
         self.x_base = Bin("*", Bin("-", self.block0, span0), c(U, i64))
         self.acc_at = Bin("-", self.block0, span0)
         last = Bin("-", lir.ROW_END, c(1, i64))
-        u = Var("ob_u", i64)
+        u = b.local("ob_u", i64)
+        j = Var("ob_j", i64)
         feature = Cast(Load("ob_feature", u, i32), i64)
         xv_t, mv_t, iv_t = lir.vector_type(self.thr_t, V), lir.vector_type("i1", V), lir.vector_type(i32, V)
         x, idx = b.local("xs", xv_t), b.local("bin", iv_t)
         kinds: dict[tuple, list[int]] = {}
         for k, col in enumerate(self.facts.columns):
-            kinds.setdefault((col.zero_missing, self.missing_bin(col)), []).append(k)
+            # (a column walks a search tree of its own depth: CatBoost's CTR columns have a few
+            # thresholds where its float features have up to 254)
+            kinds.setdefault((col.zero_missing, self.missing_bin(col), column_depth(self.thresholds[k])), []).append(k)
         loops = []
-        for (zero_missing, missing_bin), ks in kinds.items():
+        for (zero_missing, missing_bin, depth), ks in kinds.items():
             # A full block bins every group without a test (a test a group cost large calls
             # about an eighth); a block a call fills in part skips the groups it brings no rows.
-            args = (zero_missing, missing_bin, feature, x, idx, u, V, D, xv_t, mv_t, iv_t, last)
+            args = (zero_missing, missing_bin, feature, x, idx, u, V, D, depth, xv_t, mv_t, iv_t, last)
             full, part = self._column_groups(*args), self._column_groups(*args)
             guarded = part[0][1] + [If(Cmp("<", Bin("+", self.block0, c(k0, i64)), lir.ROW_END), stmts)
                                     for k0, stmts in part[1:]]
+            if ks == list(range(ks[0], ks[-1] + 1)):  # consecutive columns: a loop over them
+                loops.append(If(Cmp("<=", Bin("+", self.block0, c(L, i64)), lir.ROW_END),
+                                [For(u, c(ks[0], i64), c(ks[-1] + 1, i64), 1, [s for _, stmts in full for s in stmts])],
+                                [For(u, c(ks[0], i64), c(ks[-1] + 1, i64), 1, guarded)]))
+                continue
+            # (kinds interleave: a loop over a table of the kind's columns)
+            table = f"ob_kind{len(loops)}"
+            self.b.buffer(table, np.asarray(ks, dtype=np.int32))
+            pick = Assign(u, Cast(Load(table, j, i32), i64))
             loops.append(If(Cmp("<=", Bin("+", self.block0, c(L, i64)), lir.ROW_END),
-                            [For(u, c(ks[0], i64), c(ks[-1] + 1, i64), 1, [s for _, stmts in full for s in stmts])],
-                            [For(u, c(ks[0], i64), c(ks[-1] + 1, i64), 1, guarded)]))
+                            [For(j, c(0, i64), c(len(ks), i64), 1, [pick] + [s for _, stmts in full for s in stmts])],
+                            [For(j, c(0, i64), c(len(ks), i64), 1, [pick] + guarded)]))
         b.emit(self._blocks(span0, loops))
 
-    def _column_groups(self, zero_missing, missing_bin, feature, x, idx, u, V, D, xv_t, mv_t, iv_t, last) -> list:
+    def _column_groups(self, zero_missing, missing_bin, feature, x, idx, u, V, D, depth, xv_t, mv_t, iv_t,
+                       last) -> list:
         """One kind of column's binning statements for a block, in groups of :data:`SUM_LANES`
         rows: (the group's first lane, its statements)."""
         c, i64, L = Builder.const, "i64", self.lanes
@@ -109,7 +130,7 @@ class BinColumns:
                 for r in rows))))
             body.append(Assign(idx, Builder.const(0, iv_t)))
             base = Bin("*", u, c((1 << D) - 1, i64))
-            for d in range(D):
+            for d in range(depth):
                 t = Lookup(self.search_table_name, Bin("+", base, c((1 << d) - 1, i64)), idx, 1 << d, xv_t)
                 step = Select(Cmp(">=", x, t, mv_t), Builder.const(1, iv_t), Builder.const(0, iv_t))
                 body.append(Assign(idx, Bin("+", Bin("+", idx, idx), step)))

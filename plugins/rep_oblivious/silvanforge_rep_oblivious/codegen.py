@@ -7,8 +7,9 @@ One phase, parallel over rows, in blocks of ``lanes`` rows (one SIMD lane a row)
 2. per group of trees (:class:`.symmetric.Group`), a loop over its trees in model order: per
    level (unrolled to the group's depth) one vector compare of the level's column with its
    threshold, whose lanes set bit ``level`` of the leaf index (a masked OR); then the leaf
-   values added to the accumulators: a scalar load and add a lane (single-output trees), or a
-   gather a output (a vector accumulator each);
+   values added to the accumulators: a lane's leaf value (single-output trees) or its vector of
+   the tree's outputs (several) loaded and added to the lane's accumulator, in a second pass
+   over the chunk's stored leaf indices (SCALAR_SUMS); one-row blocks gather an output each;
 3. the accumulators stored to the margins.
 
 Levels past a tree's depth compare with a NaN threshold: false, so their bits stay 0.  Each
@@ -44,6 +45,9 @@ GATHERS = True
 SCALAR_SUMS = True
 # Lanes whose sums run together (a register accumulator each).
 SUM_LANES = cost.SUM_LANES
+# Trees of several outputs sum a vector of them a lane, this many values at a time in all
+# (8 lanes of 8 outputs: 8 AVX-512 registers, 16 AVX2 ones).
+SUM_VALUES = 64
 
 
 class _Lowering:
@@ -285,11 +289,14 @@ class _Lowering:
             for j, o in enumerate(outputs)]))
         name = "g" if isinstance(g, Var) else g
         t, chunk = Var(f"ob_t{name}", i64), Var(f"ob_c{name}", i64)
-        two_phase = SCALAR_SUMS and L > 1 and K == 1
+        two_phase = SCALAR_SUMS and L > 1
         if two_phase and "ob_idx" not in self.buffers:
             self.buffers["ob_idx"] = Buffer("ob_idx", self.index_t, "local", size=self.chunk * L)
         if two_phase:
-            lanes = [b.local("accl", self.acc_t) for _ in range(L)]
+            # a lane's sums: a scalar (one output) or a vector of the K outputs, whose leaf
+            # values lie side by side in ob_leaf (one load a tree, not a gather an output)
+            lane_t = self.acc_t if K == 1 else lir.vector_type(self.acc_t, K)
+            lanes = [b.local("accl", lane_t) for _ in range(L)]
         else:
             accs = [b.local("acc", self.acc_v) for _ in group.outputs]
 
@@ -333,12 +340,20 @@ class _Lowering:
             # A register accumulator a lane, SUM_LANES lanes at a time (wider blocks would spill).
             at_idx = Bin("*", Bin("-", t, chunk), c(L, i64))
             block = list(walks)
-            for k0 in range(0, L, SUM_LANES):
-                ks = range(k0, min(L, k0 + SUM_LANES))
-                sums = [Assign(lanes[k], Bin("+", lanes[k], Load("ob_leaf", self._stored_leaf(t, at_idx, k), self.acc_t)))
+            # (several outputs: fewer lanes at a time, their vectors in the registers)
+            step = SUM_LANES if K == 1 else max(1, min(SUM_LANES, SUM_VALUES // K))
+            for k0 in range(0, L, step):
+                ks = range(k0, min(L, k0 + step))
+                sums = [Assign(lanes[k], Bin("+", lanes[k], Load("ob_leaf", self._stored_leaf(t, at_idx, k, K), lane_t)))
                         for k in ks]
-                load = [Assign(lanes[k], Load("ob_acc", Bin("+", acc_index(0), c(k, i64)), self.acc_t)) for k in ks]
-                save = [Store("ob_acc", Bin("+", acc_index(0), c(k, i64)), lanes[k]) for k in ks]
+                if K == 1:
+                    load = [Assign(lanes[k], Load("ob_acc", Bin("+", acc_index(0), c(k, i64)), self.acc_t)) for k in ks]
+                    save = [Store("ob_acc", Bin("+", acc_index(0), c(k, i64)), lanes[k]) for k in ks]
+                else:
+                    load = [Assign(lanes[k], Vector(tuple(Load("ob_acc", Bin("+", acc_index(j), c(k, i64)), self.acc_t)
+                                                          for j in range(K)))) for k in ks]
+                    save = [Store("ob_acc", Bin("+", acc_index(j), c(k, i64)), Extract(lanes[k], j))
+                            for k in ks for j in range(K)]
                 part = load + [For(t, chunk, stop, 1, sums)] + save
                 # A block wider than SUM_LANES sums only the lanes a call's rows fill (64-row
                 # byte blocks answering 17-63 rows).
@@ -358,9 +373,9 @@ class _Lowering:
                                  [Store("margins", Bin("+", Bin("*", row, c(C, i64)), o), self.lane(acc, k))]))
         b.emit(self._blocks(span0, stores))
 
-    def _stored_leaf(self, t: Var, at: lir.Expr, lane: int) -> lir.Expr:
-        """Where in ob_leaf lane ``lane``'s leaf of tree ``t`` is, phase one having stored the
-        tree's leaf indices from ``at`` of ob_idx."""
+    def _stored_leaf(self, t: Var, at: lir.Expr, lane: int, K: int = 1) -> lir.Expr:
+        """Where in ob_leaf lane ``lane``'s leaf of tree ``t`` (of ``K`` outputs) is, phase one
+        having stored the tree's leaf indices (times K, offset) from ``at`` of ob_idx."""
         return Cast(Load("ob_idx", Bin("+", at, Builder.const(lane, "i64")), "i32"), "i64")
 
 

@@ -22,8 +22,9 @@ SCALAR_ROWS = 2
 # and noisy machine): a level's compare (a vector compare and a masked OR for 16 rows, the
 # index stored: 0.035), a single-output tree's leaf added a lane (its index read back and a
 # scalar add: 0.3; 1000 trees of depth 8 0.58 ns a tree, 300 of depth 6 0.46), a tree's leaf
-# gather a output for trees of several outputs (Zen 4's vgatherdpd; 0.4-0.6 a tree where the
-# leaf tables stay in L2), more where they pass L2 (1.9-2.5 ns a tree), and a column's copy
+# gather a output (Zen 4's vgatherdpd; 0.4-0.6 a tree where the leaf tables stay in L2, more
+# where they pass L2: 1.9-2.5 ns a tree; the levelwise form's sums, and the symmetric form's
+# before a lane's outputs were one vector: VECTOR_SUM_NS below), and a column's copy
 # into the block (scalar loads).  Against the bitvectors' estimates this takes every symmetric
 # CatBoost model measured, as the timings do (100 trees of depth 4: 61 against 89 ns a row).
 LEVEL_NS, SUM_NS, GATHER_NS, GATHER_FAR_NS, COLUMN_NS = 0.035, 0.3, 0.5, 1.5, 0.3
@@ -123,28 +124,32 @@ def symmetric_bytes_ns(binning, batch_size: int | None, vectors=None) -> float:
     level = BYTE_LEVEL_NS * BYTE_LEVEL_FACTORS.get(isa, 64 / form.bytes)
     search = max(1, max((len(v) for v in binning.thresholds), default=0)).bit_length()
     blocks = (COLUMN_NS + BIN_LEVEL_NS * search * BYTE_BIN_FACTORS.get(isa, 2.5)) * len(facts.columns)
-    table = 8 * sum(len(g.outputs) * (len(g.trees) << g.depth) for g in facts.groups)
-    gather = GATHER_NS if table <= L2_BYTES else GATHER_FAR_NS
     sums = 0.0
     for g in facts.groups:
         blocks += len(g.trees) * level * g.depth
-        if len(g.outputs) == 1:
-            sums += len(g.trees) * BYTE_SUM_NS
-        else:  # gathers of whole blocks
-            blocks += len(g.trees) * gather * len(g.outputs)
+        sums += len(g.trees) * vector_sum_ns(len(g.outputs), BYTE_SUM_NS)
     if batch_size is None:
         return float(blocks + sums)
     return float(blocks * -(-batch_size // form.bytes) * form.bytes / batch_size
                  + sums * -(-batch_size // SUM_LANES) * SUM_LANES / batch_size)
 
 
+# Trees of several outputs: a lane's leaf values are one vector load and add a tree
+# (codegen.SUM_VALUES), priced VECTOR_SUM_NS an output, at least a single output's sum: 300
+# trees of depth 6 and 8 outputs, 4096 rows, 1 thread, Zen 4, 2026-11-29 (a loaded machine,
+# best of 7): 1.19 ms, 0.97 ns a tree and row, against 2.99 ms gathering an output at a time.
+VECTOR_SUM_NS = 0.08
+
+
+def vector_sum_ns(outputs: int, single_ns: float) -> float:
+    """ns a tree and row of the sums of a tree of ``outputs`` outputs (a lane at a time)."""
+    return single_ns if outputs == 1 else max(single_ns, VECTOR_SUM_NS * outputs)
+
+
 def _symmetric_ns(facts, batch_size: int | None) -> float:
     ns = COLUMN_NS * len(facts.columns)
-    table = 8 * sum(len(g.outputs) * int((1 << facts.depth[g.trees]).sum()) for g in facts.groups)
-    gather = GATHER_NS if table <= L2_BYTES else GATHER_FAR_NS
     for g in facts.groups:
-        sums = SUM_NS if len(g.outputs) == 1 else gather * len(g.outputs)
-        ns += len(g.trees) * (LEVEL_NS * g.depth + sums)
+        ns += len(g.trees) * (LEVEL_NS * g.depth + vector_sum_ns(len(g.outputs), SUM_NS))
     if batch_size is None:
         return float(ns)
     block = lanes(None, batch_size)

@@ -72,13 +72,16 @@ class ByteLowering(BinColumns, _Lowering):
         table, so LLVM cannot see that the add sets a free bit and turn it back into the OR."""
         return Select(right, Bin("+", idx, self.bits[level]), idx)
 
-    def _stored_leaf(self, t: Var, at: lir.Expr, lane: int) -> lir.Expr:
+    def _stored_leaf(self, t: Var, at: lir.Expr, lane: int, K: int = 1) -> lir.Expr:
         """The tree's first leaf plus the lane's path, read from a word of eight lanes' paths:
         the CPU target loads the word once and takes each byte with an ALU instruction
         (``movzbl``, ``bextr``), where a byte load a lane and row made the loads the sums'
         bound."""
         word = Load("ob_idx", Bin("+", at, Builder.const(lane - lane % 4, "i64")), lir.vector_type("u8", 4))
-        return Bin("+", Cast(Load("ob_leaf_base", t, "i32"), "i64"), Cast(Extract(word, lane % 4), "i64"))
+        path = Cast(Extract(word, lane % 4), "i64")
+        if K > 1:  # a leaf's K values side by side
+            path = Bin("*", path, Builder.const(K, "i64"))
+        return Bin("+", Cast(Load("ob_leaf_base", t, "i32"), "i64"), path)
 
 
 def lower(forest: hir.Forest, facts: Facts, batch_size: int | None = None, lanes: int | None = None,

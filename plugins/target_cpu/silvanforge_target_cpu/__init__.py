@@ -55,6 +55,11 @@ class CpuTarget(Target):
 
         return treeshap.kernel()
 
+    def hashed_columns_kernel(self):
+        from . import hashed_columns
+
+        return hashed_columns.kernel()
+
     def check_cpu(self, cpu):
         from . import cpus
 

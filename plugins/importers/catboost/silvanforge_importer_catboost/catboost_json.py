@@ -119,7 +119,6 @@ class _Model:
         (:mod:`.categorical`); and the binary features split indices count through."""
         r = self.r
         self.cats: dict[int, int] = {}  # categorical feature index -> flat index
-        known: dict[int, set[int]] = {}
         for i, f in enumerate(r.lst(info, "categorical_features", "features_info", required=False)):
             where = f"features_info.categorical_features[{i}]"
             index = r.int(f, "feature_index", where, hi=1 << 20)
@@ -130,9 +129,8 @@ class _Model:
             for v in values:
                 if isinstance(v, bool) or not isinstance(v, int) or not -(1 << 31) <= v < 1 << 31:
                     r.fail(f"{where}.values must be 32-bit integers (category hashes), got {v!r}")
-            known[index] = {v & 0xFFFFFFFF for v in values}
             self.binary += [("onehot", index, v & 0xFFFFFFFF) for v in values]
-        self.combos: dict[str, dict] = {}  # computed columns, in order of first use
+        self.combos: dict[str, dict] = {}  # the CTRs' combinations of features, by name
         self._tables: dict[str, categorical.CtrTable] = {}
         data = self.doc.get("ctr_data") or {}
         if not isinstance(data, dict):
@@ -142,15 +140,10 @@ class _Model:
             ctr = self._ctr(c, where, data)
             for b in r.lst(c, "borders", where):
                 self.binary.append(("ctr", ctr, r.num(b, f"{where}.borders")))
-            if ctr["feature"] is not None:
-                known[ctr["feature"]] |= set(ctr["table"].keys)
-        # codes in hash order: the same model always gets the same codes
-        self.known = {index: sorted(hashes) for index, hashes in known.items()}
-        self.codes = {index: {h: c for c, h in enumerate(hashes)} for index, hashes in self.known.items()}
-        for combo in self.combos.values():
-            combo["keys"] = sorted(combo["keys"])
-            combo["codes"] = {k: c for c, k in enumerate(combo["keys"])}
-        self.combo_column = {name: self.num_features + j for j, name in enumerate(self.combos)}
+        # Computed columns (Forest.hashed_combinations), in order of first use by a split: one
+        # a CTR (its value) and one a one-hot test (1 or 0).
+        self.computed: list[dict] = []
+        self._computed_at: dict[tuple, int] = {}
 
     def _ctr(self, c, where: str, data) -> dict | None:
         """One CTR's description with its table (by category hash for one feature, by key for
@@ -175,7 +168,7 @@ class _Model:
         table = self._tables.get(ident)
         if table is None:
             table = self._tables[ident] = self._table(raw, ident, single)
-        stride, rows = table.stride, table.keys
+        stride = table.stride
         if kind in ("Counter", "FeatureFreq") and stride != 2:
             r.fail(f"{where}: a {kind} CTR table has one count per key, not {stride - 1}")
         target = r.int(c, "target_border_idx", where, hi=1 << 16)
@@ -183,8 +176,6 @@ class _Model:
             r.fail(f"{where}.target_border_idx {target} is beyond the table's {stride - 1} classes")
         prior = [r.num(c.get(k, d), f"{where}.{k}") for k, d in
                  (("prior_numerator", 0.0), ("prior_denomerator", 1.0), ("shift", 0.0), ("scale", 1.0))]
-        if combo is not None:
-            self.combos[combo]["keys"] |= set(rows)
         return {"kind": kind, "feature": feature, "combo": combo, "table": table, "target": target, "prior": prior}
 
     def _table(self, raw, ident: str, single: bool) -> categorical.CtrTable:
@@ -222,8 +213,8 @@ class _Model:
         return categorical.CtrTable(list(rows), stats[used], stride, denominator)
 
     def _combination(self, elements: list, where: str) -> str:
-        """A CTR over a combination of features: the computed column of its key
-        (``Forest.hashed_combinations``), named by its elements.  Keys hash the elements in
+        """A CTR over a combination of features: its elements (what its computed columns'
+        keys hash, ``Forest.hashed_combinations``), named by them.  Keys hash the elements in
         the order the model lists them: categorical values, then float borders, then one-hot
         values."""
         r = self.r
@@ -254,8 +245,26 @@ class _Model:
         if not any(e[0] == "cat" for e in out):
             r.fail(f"{where}: a CTR combination without a categorical value")
         name = json.dumps(out)
-        self.combos.setdefault(name, {"elements": out, "keys": set()})
+        self.combos.setdefault(name, {"elements": out})
         return name
+
+    def _computed(self, ident: tuple, make) -> int:
+        """The column of the computed column ``ident`` (made by ``make()`` at its first use)."""
+        at = self._computed_at.get(ident)
+        if at is None:
+            at = self._computed_at[ident] = len(self.computed)
+            self.computed.append(make())
+        return self.num_features + at
+
+    def _ctr_column(self, ctr: dict) -> dict:
+        """A CTR's computed column: its key's elements, the keys its table holds and their CTR
+        values, and the prior for any other key (:func:`.categorical.ctr_column`)."""
+        if ctr["combo"] is not None:
+            elements = self.combos[ctr["combo"]]["elements"]
+        else:
+            elements = [["cat", self.cats[ctr["feature"]]]]
+        return categorical.ctr_column(elements, ctr["combo"] is None, ctr["kind"], ctr["table"], ctr["target"],
+                                      *ctr["prior"])
 
     def _binary(self, s, where: str, expected: tuple | None) -> tuple:
         """The binary feature a split's ``split_index`` names, checked against what the split
@@ -288,29 +297,21 @@ class _Model:
             value = s.get("value")
             if isinstance(value, bool) or not isinstance(value, int) or not -(1 << 31) <= value < 1 << 31:
                 r.fail(f"{where}.value must be a 32-bit category hash, got {value!r}")
-            self._binary(s, where, ("onehot", index, value & 0xFFFFFFFF))
-            # the one category goes left (the condition's side); any other value right
-            return trees.Split(self.cats[index], 0.0, nan_left=False,
-                               categories=np.array([self.codes[index][value & 0xFFFFFFFF]], dtype=np.int64))
+            value &= 0xFFFFFFFF
+            self._binary(s, where, ("onehot", index, value))
+            # a computed column: 1 where the category is ``value``, else 0 (a missing one too)
+            column = self._computed(("onehot", index, value), lambda: categorical.one_hot_column(self.cats[index], value))
+            return trees.Split(column, 0.5, nan_left=True)
         if kind == "OnlineCtr":
             kind, ctr, border = self._binary(s, where, None)
             if kind != "ctr" or r.num(s.get("border"), f"{where}.border") != border:
                 r.fail(f"{where}: split_index names no CTR border, or another border")
-            if "values" not in ctr:  # every key's CTR value, once per CTR
-                table = ctr["table"]
-                ctr["values"], ctr["prior_value"] = categorical.ctr_values(
-                    ctr["kind"], table, ctr["target"], *ctr["prior"])
-                codes = self.combos[ctr["combo"]]["codes"] if ctr["combo"] is not None else self.codes[ctr["feature"]]
-                ctr["count"] = len(codes)
-                ctr["codes"] = np.array([codes[k] for k in table.keys], dtype=np.int64)
+            column = self._computed(("ctr", id(ctr)), lambda: self._ctr_column(ctr))
+            # ``ctr > border`` in float32 is the condition: its false side (<=) goes left.  A
+            # computed CTR column is never missing (an unknown or missing category: the prior).
             f32 = np.float32(border)
-            unknown = bool(ctr["prior_value"] > f32)
-            # keys the model knows from elsewhere but this table lacks take the prior too
-            goes = np.full(ctr["count"], unknown)
-            goes[ctr["codes"]] = ctr["values"] > f32
-            codes = np.flatnonzero(goes).astype(np.int64)
-            column = self.combo_column[ctr["combo"]] if ctr["combo"] is not None else self.cats[ctr["feature"]]
-            return trees.Split(column, 0.0, nan_left=unknown, categories=codes)
+            prior = self.computed[column - self.num_features]["unknown"]
+            return trees.Split(column, float(f32), nan_left=not bool(np.float32(prior) > f32))
         raise UnsupportedModelError(f"{r.name}: CatBoost split type {kind!r} is not supported")
 
 
@@ -416,7 +417,7 @@ def from_document(doc, name: str) -> Forest:
     transform = losses.transform(loss, dim)
     return Forest(
         trees=out,
-        num_features=m.num_features + len(m.combos),
+        num_features=m.num_features + len(m.computed),
         num_outputs=dim,
         base_score=np.asarray(bias, dtype=np.float64),
         aggregation=Aggregation.SUM,
@@ -428,8 +429,9 @@ def from_document(doc, name: str) -> Forest:
         source="catboost",
         objective=loss,
         class_labels=_class_names(doc) if transform.name != "identity" else None,
-        hashed_categories={m.cats[i]: hashes for i, hashes in m.known.items()} or None,
-        hashed_combinations=[{"elements": c["elements"], "keys": c["keys"]} for c in m.combos.values()] or None,
+        # every categorical column is hashed, for the computed columns: no split reads it itself
+        hashed_categories={flat: [] for flat in m.cats.values()} or None,
+        hashed_combinations=m.computed or None,
     )
 
 

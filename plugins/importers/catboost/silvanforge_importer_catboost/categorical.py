@@ -1,27 +1,26 @@
-"""CatBoost's categorical splits as HIR categorical splits over categories known by hash.
+"""CatBoost's categorical splits as numeric splits on computed columns.
 
 CatBoost hashes a categorical value's text to 32 bits (``CalcCatFeatureHash``, implemented in
 :mod:`silvanforge.inputs.category_hash`, which ``predict`` applies to the input columns).  Its splits
-on categorical features are of two kinds, and for both the answer depends on nothing but the
-value's hash, so each becomes "hash in a set" (``Forest.hashed_categories`` gives every hash a
-feature's splits know a code; the HIR split lists the codes that go left):
+on categorical features are of two kinds; each becomes a split ``x <= threshold`` on a column
+``predict`` computes from the row (``Forest.hashed_combinations``, :func:`ctr_column` and
+:func:`one_hot_column`), as CatBoost's own evaluator computes its binary features:
 
-* one-hot (``OneHotFeature``): ``hash == value``;
-* CTR (``OnlineCtr``, target statistics) over one categorical feature: a table keyed by
-  ``CalcHash(0, hash)`` holds counts; the CTR is ``((good + prior_num) / (total + prior_den) +
+* one-hot (``OneHotFeature``): ``hash == value``, a column of 1 where it holds, else 0 (a
+  missing category too), split at 0.5;
+* CTR (``OnlineCtr``, target statistics): a table keyed by ``CalcHash(0, hash)`` for one
+  feature, or by a key chaining ``CalcHash`` over a combination's elements (``max_ctr_complexity``
+  > 1: categorical values, ``x > border`` bits of float features and ``hash == value`` bits of
+  one-hot values), holds counts; the CTR is ``((good + prior_num) / (total + prior_den) +
   shift) * scale`` in float32 (CatBoost's ``TModelCtr::Calc``), with ``good`` and ``total``
-  read from the counts as its CTR type says, or both 0 for a hash missing from the table; the
-  split is ``ctr > border``.  The importer evaluates that for each hash in the table (and for
-  "missing", which sends every other hash, and a missing value, the same way).
+  read from the counts as its CTR type says, or both 0 for a key missing from the table (and
+  a row missing a category: the prior).  The column holds each key's CTR, worked out here
+  once, and the split is ``ctr > border`` in float32.
 
-``CalcHash(a, b) = M * (a + M * b)`` (mod 2**64) is invertible, so the table's keys give back
-the categories' hashes.  A CTR over a combination of features (``max_ctr_complexity`` > 1: the
-key chains ``CalcHash`` over several categorical values, ``x > border`` bits of float features
-and ``hash == value`` bits of one-hot values) depends on more than one column: its key becomes
-a computed column (``Forest.hashed_combinations``, which ``predict`` computes from the row) and
-its splits sets of that column's known keys, the same way.  CTR types whose statistics the
-JSON export does not carry exactly (``BinarizedTargetMeanValue``, ``FloatTargetMeanValue``) are
-refused.
+``CalcHash(a, b) = M * (a + M * b)`` (mod 2**64) is invertible, so a single feature's table
+keys give back the categories' hashes (checked: a key no 32-bit hash makes is dropped).  CTR
+types whose statistics the JSON export does not carry exactly (``BinarizedTargetMeanValue``,
+``FloatTargetMeanValue``) are refused.
 """
 
 from __future__ import annotations
@@ -81,6 +80,33 @@ def ctr_values(kind: str, table: CtrTable, target_border_idx: int, prior_num: fl
             return (ctr + f32(shift)) * f32(scale)
 
     return calc(good, total), f32(calc(np.zeros(1), np.zeros(1))[0])
+
+
+def _mix(key: int, value: int) -> int:
+    """CatBoost's ``CalcHash(key, value)`` on 64-bit integers (``value`` sign-extended)."""
+    return _MAGIC * ((key + _MAGIC * value) & _M64) & _M64
+
+
+def ctr_column(elements: list, single: bool, kind: str, table: CtrTable, target_border_idx: int,
+               prior_num: float, prior_den: float, shift: float, scale: float) -> dict:
+    """A CTR as a computed column (``Forest.hashed_combinations``): ``elements`` its key hashes,
+    ``keys`` the keys its table holds (a single feature's, whose table lists category hashes:
+    ``CalcHash(0, hash)`` of each), ``values`` their CTR values (float32, as floats) and
+    ``unknown`` the value of any other key (the prior)."""
+    values, prior = ctr_values(kind, table, target_border_idx, prior_num, prior_den, shift, scale)
+    if single:
+        keys = [_mix(0, h - (1 << 32) if h >= 1 << 31 else h) for h in table.keys]
+    else:
+        keys = [int(k) for k in table.keys]
+    order = sorted(range(len(keys)), key=keys.__getitem__)
+    return {"elements": elements, "keys": [keys[i] for i in order],
+            "values": [float(values[i]) for i in order], "unknown": float(prior)}
+
+
+def one_hot_column(column: int, value: int) -> dict:
+    """A one-hot test ``hash == value`` as a computed column: 1 where it holds, else 0 (a missing
+    category too, as CatBoost's one-hot test is false for it)."""
+    return {"elements": [["onehot", column, value]], "keys": [_mix(0, 1)], "values": [1.0], "unknown": 0.0}
 
 
 def refuse(name: str, what: str):

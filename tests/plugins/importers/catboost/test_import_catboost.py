@@ -234,6 +234,8 @@ def test_categorical_one_hot_and_ctr(loss, grow_policy, tmp_path):
         expected = expected[:, 1]
     (src,) = _sources(model, tmp_path, _one_source(loss, grow_policy))
     cf = sf.compile(src)
+    # every categorical split is a number compared on a computed column (a CTR or a one-hot test)
+    assert not any(t.categories for t in cf.forest.trees)
     np.testing.assert_allclose(cf.predict(te, output_margin=True), raw, rtol=RTOL, atol=ATOL)
     np.testing.assert_allclose(cf.predict(te), expected, rtol=RTOL, atol=ATOL)
     # the same rows as an object array (columns by position), values as CatBoost reads them
@@ -284,14 +286,16 @@ def test_ctr_combinations(loss, tmp_path):
                                raw, rtol=RTOL, atol=ATOL)
 
 
-@pytest.mark.parametrize("one_table", [True, False])
-def test_combinations_found_either_way_equal_catboost(one_table, monkeypatch):
-    """The combinations' keys found in one table of all of them (small calls) or in each
-    combination's own (large calls), at 1 to 200 rows, from frames and object arrays: CatBoost's
-    margins, and a value never seen (hashed once, then remembered) as CatBoost takes it."""
+@pytest.mark.parametrize("native", [True, False])
+def test_combinations_found_either_way_equal_catboost(native, monkeypatch):
+    """The computed columns (CTRs over combinations, one-hot tests) filled by the CPU target's
+    kernel or by NumPy (no target has a kernel), at 1 to 200 rows, from frames and object
+    arrays: CatBoost's margins, and a value never seen (hashed once, then remembered) as
+    CatBoost takes it."""
     from silvanforge.inputs import hashed_rows
 
-    monkeypatch.setattr(hashed_rows, "TAGGED_ROWS", 10**9 if one_table else 0)
+    if not native:
+        monkeypatch.setattr(hashed_rows, "_kernel", lambda: None)
     rng = np.random.default_rng(14)
     df, te = _cat_frame(rng, 500), _cat_rows(rng, 200)
     score = _cat_target(df) + (df.word == "p") * (df["count"] % 2)
@@ -308,6 +312,12 @@ def test_combinations_found_either_way_equal_catboost(one_table, monkeypatch):
     other = te.copy()
     other["kind"] = other["kind"].cat.reorder_categories(list(other["kind"].cat.categories)[::-1])
     np.testing.assert_allclose(cf.predict(other, output_margin=True), raw, rtol=RTOL, atol=ATOL)
+    # the rows shared among threads (a share of 16 rows and more), and labels as Python strings
+    monkeypatch.setattr(hashed_rows, "THREAD_ROWS", 16)
+    for threads in (2, 3):
+        np.testing.assert_allclose(cf.predict(te, output_margin=True, threads=threads), raw, rtol=RTOL, atol=ATOL)
+    labels = te.astype({c: object for c in ("colour", "word")})
+    np.testing.assert_allclose(cf.predict(labels, output_margin=True), raw, rtol=RTOL, atol=ATOL)
 
 
 def test_a_bool_column_does_not_change_how_integers_are_hashed():

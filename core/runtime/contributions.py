@@ -36,6 +36,7 @@ import numpy as np
 from silvanforge.errors import UnsupportedModelError
 from silvanforge.ir.hir import Aggregation, Forest, Tree
 from silvanforge.reference import goes_left
+from silvanforge.runtime.shap_view import explained
 
 # Rows evaluated together: the arrays of one group of paths stay near this many elements.
 CHUNK_ELEMENTS = 1 << 22
@@ -97,6 +98,7 @@ def tables(forest: Forest, table_bytes: int = TABLE_BYTES) -> Tables:
     why = refusal(forest)
     if why is not None:
         raise UnsupportedModelError(f"pred_contribs: {why}")
+    forest = explained(forest)
     K = forest.num_outputs
     scale = 1.0 / forest.average_divisor if forest.aggregation is Aggregation.AVERAGE else 1.0
     bias = np.zeros(K)

@@ -39,6 +39,7 @@ import numpy as np
 
 from silvanforge.ir.hir import ZERO_THRESHOLD, Aggregation, CategoryRule, Forest
 from silvanforge.runtime import contributions as paths_math
+from silvanforge.runtime.shap_view import explained, symmetric_levels
 from silvanforge.runtime.threads import _get_pool, check_threads, default_threads
 
 _RULES = {CategoryRule.XGBOOST: 0, CategoryRule.LIGHTGBM: 1, CategoryRule.EXACT: 2}
@@ -86,6 +87,7 @@ def arrays(forest: Forest, table_bytes: int = paths_math.TABLE_BYTES) -> Arrays:
         from silvanforge.errors import UnsupportedModelError
 
         raise UnsupportedModelError(f"pred_contribs: {why}")
+    forest = explained(forest)
     K, F = forest.num_outputs, forest.num_features
     scale = 1.0 / forest.average_divisor if forest.aggregation is Aggregation.AVERAGE else 1.0
     bias = np.asarray(forest.base_score, np.float64) * 1.0 + np.zeros(K)
@@ -173,21 +175,12 @@ LEAF_TABLE_LEVELS = 12
 
 
 def _levels(tree) -> list[int] | None:
-    """A node of each level where every node of a level is internal and tests the same split
-    (no categories) down to a level of leaves, else None."""
-    level, out = [0], []
-    while tree.left[level[0]] >= 0:
-        if len(out) >= LEAF_TABLE_LEVELS or any(tree.left[n] < 0 for n in level):
-            return None
-        n0 = level[0]
-        for n in level:
-            if n in tree.categories or tree.feature[n] != tree.feature[n0] or tree.op[n] != tree.op[n0] \
-                    or tree.default_left[n] != tree.default_left[n0] or tree.zero_missing[n] != tree.zero_missing[n0] \
-                    or not (tree.threshold[n] == tree.threshold[n0]):
-                return None
-        out.append(n0)
-        level = [c for n in level for c in (int(tree.left[n]), int(tree.right[n]))]
-    return out if all(tree.left[n] < 0 for n in level) and out else None
+    """A node of each level of a symmetric tree (:func:`~silvanforge.runtime.shap_view.symmetric_levels`)
+    of up to ``LEAF_TABLE_LEVELS`` levels, else None."""
+    levels = symmetric_levels(tree)
+    if levels is None or not 1 < len(levels) <= LEAF_TABLE_LEVELS + 1:
+        return None
+    return [int(level[0]) for level in levels[:-1]]
 
 
 def _leaf_tables(forest, symmetric, tree_paths, node_at, side, slot, depth, fstart, feature, zero,
@@ -208,25 +201,18 @@ def _leaf_tables(forest, symmetric, tree_paths, node_at, side, slot, depth, fsta
         d, L = int(depth[a]), len(nodes)
         zeros = zero[fstart[a:b, None] + np.arange(d)]
         outs = int(value_at[a + 1] - value_at[a])
-        if d == 0 or (depth[a:b] != d).any() or not (zeros > 0).all() \
+        if d == 0 or (depth[a:b] != d).any() \
                 or (value_at[a + 1:b + 1] - value_at[a:b] != outs).any() or used + (8 * outs * d << L) > budget:
             continue
         R = P = 1 << L
+        vals = value[value_at[a] + np.arange(P * outs)].reshape(P, outs)
         at = node_at[a] + np.arange(P * L).reshape(P, L)
         sides, slots = side[at].astype(bool), slot[at].astype(np.int64)  # (P, L): goes left, its slot
         goes_left = ((np.arange(R)[:, None] >> np.arange(L)) & 1) == 0  # (R, L)
         s = np.full((R, P), (1 << d) - 1, np.int64)
         for i in range(L):
             s &= np.where(sides[None, :, i] == goes_left[:, None, i], -1, ~(1 << slots[None, :, i]))
-        U, ratio = paths_math._pattern_tables(zeros, d)
-        U = U.ravel()
-        rows = np.arange(P)[None, :] * (1 << d)
-        shares = np.empty((R, P, d))
-        for k in range(d):
-            on = (s >> k) & 1
-            shares[:, :, k] = np.where(on == 1, ratio[None, :, k] * U[rows + (s ^ (1 << k))], -U[rows + s])
-        vals = value[value_at[a] + np.arange(P * outs)].reshape(P, outs)
-        table = np.einsum("rpk,po->rok", shares, vals).reshape(R, outs * d)
+        table = _leaf_shares(s, zeros, vals, d).reshape(R, outs * d)
         levels[t], columns[t] = L, outs * d
         level_node.extend(int(starts[t]) + n for n in nodes)
         feats = feature[fstart[a] + np.arange(d)].astype(np.int64)
@@ -237,6 +223,31 @@ def _leaf_tables(forest, symmetric, tree_paths, node_at, side, slot, depth, fsta
     return dict(tree_levels=levels, level_at=level_at, level_node=np.array(level_node or [0], np.int64),
                 leaf_table_at=table_at, leaf_table=np.concatenate(parts) if parts else np.zeros(1),
                 column_at=column_at, table_columns=columns, leaf_column=np.array(leaf_column or [0], np.int64))
+
+
+def _leaf_shares(s: np.ndarray, zeros: np.ndarray, vals: np.ndarray, d: int) -> np.ndarray:
+    """(R, outputs, d): each leaf's row of a symmetric tree's table: the paths' shares for the
+    patterns ``s`` (R, P) of a row reaching that leaf, times their values ``vals`` (P,
+    outputs).  Paths whose fractions are all above zero by their pattern tables; the others by
+    their polynomial, or not at all where their values are 0 (a path CatBoost never walks,
+    :mod:`silvanforge.runtime.shap_view`)."""
+    R, P = s.shape
+    shares = np.zeros((R, P, d))
+    able = (zeros > 0).all(axis=1)
+    tabled = np.flatnonzero(able)
+    if tabled.size:
+        U, ratio = paths_math._pattern_tables(zeros[tabled], d)
+        U = U.ravel()
+        st = s[:, tabled]
+        rows = np.arange(tabled.size)[None, :] * (1 << d)
+        for k in range(d):
+            on = (st >> k) & 1
+            shares[:, tabled, k] = np.where(on == 1, ratio[None, :, k] * U[rows + (st ^ (1 << k))], -U[rows + st])
+    other = np.flatnonzero(~able & (vals != 0).any(axis=1))
+    if other.size:
+        follows = ((s[:, other, None] >> np.arange(d)) & 1).astype(bool)
+        shares[:, other, :] = paths_math._polynomial_shares(follows, zeros[other], d)
+    return np.einsum("rpk,po->rok", shares, vals)
 
 
 def _fractions(tree, cover: np.ndarray) -> np.ndarray:

@@ -62,10 +62,11 @@ def test_lightgbm_pred_contrib_with_categories_and_classes():
         np.testing.assert_allclose(got, want, rtol=1e-8, atol=1e-10)
 
 
-def test_catboost_shap_values_where_catboost_computes_path_dependent_treeshap():
-    """Lossguide trees: CatBoost's ShapValues, to float64's rounding.  On symmetric and depthwise
-    trees CatBoost's values differ from the definition (and, depthwise, do not add up to the
-    margin); ours follow the definition there, as on every model."""
+def test_catboost_shap_values():
+    """CatBoost's ShapValues to float64's rounding on Lossguide and symmetric trees (those as
+    CatBoost walks them, :mod:`silvanforge.runtime.shap_view`: deep enough for empty leaves,
+    NaN rows, several classes).  Depthwise trees differ from the definition in CatBoost (and do
+    not add up to the margin); ours follow the definition there, as on every other model."""
     cb = pytest.importorskip("catboost")
     X = _rows(400, 5, seed=4)
     y = _labels(X)
@@ -74,11 +75,17 @@ def test_catboost_shap_values_where_catboost_computes_path_dependent_treeshap():
     cf = sf.compile(model)
     np.testing.assert_allclose(cf.predict(X, pred_contribs=True),
                                model.get_feature_importance(cb.Pool(X), type="ShapValues"), rtol=1e-8, atol=1e-10)
-    symmetric = cb.CatBoostRegressor(iterations=5, depth=3, verbose=0, thread_count=1).fit(X, np.nan_to_num(X[:, 0]))
-    cf = sf.compile(symmetric)
-    got = cf.predict(X[:8], pred_contribs=True)
-    np.testing.assert_allclose(got, reference.predict_contribs(cf.forest, X[:8])[:, 0], rtol=1e-9, atol=1e-12)
-    _adds_up(cf, X[:8], got)
+    for symmetric in (cb.CatBoostRegressor(iterations=5, depth=6, verbose=0, thread_count=1).fit(X, np.nan_to_num(X[:, 0])),
+                      cb.CatBoostClassifier(iterations=4, depth=5, loss_function="MultiClass", verbose=0,
+                                            thread_count=1).fit(X, y)):
+        cf = sf.compile(symmetric)
+        assert any((t.cover[t.left < 0] == 0).any() for t in cf.forest.trees)  # empty leaves
+        want = symmetric.get_feature_importance(cb.Pool(X), type="ShapValues")
+        for n in (1, 9, 400):
+            got = cf.predict(X[:n], pred_contribs=True)
+            assert got.shape == want[:n].shape
+            np.testing.assert_allclose(got, want[:n], rtol=1e-8, atol=1e-10)
+        _adds_up(cf, X, cf.predict(X, pred_contribs=True))
 
 
 def test_random_forests_equal_the_definition():

@@ -259,7 +259,7 @@ class CompiledForest:
                 if self._contribution_tables is None:
                     # A target's compiled evaluator where one is installed, else NumPy's.
                     kernel = shap_arrays.kernel_for(self.target)
-                    flat = shap_arrays.arrays(forest) if kernel is not None else None
+                    flat = shap_arrays.arrays(forest, kernel=kernel) if kernel is not None else None
                     self._contribution_tables = ((kernel, flat) if flat is not None and shap_arrays.fits(flat, kernel)
                                                  else (None, contributions.tables(forest)))
             kernel, tables = self._contribution_tables

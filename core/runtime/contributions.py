@@ -105,25 +105,11 @@ def tables(forest: Forest, table_bytes: int = TABLE_BYTES) -> Tables:
     paths: dict[int, list] = {}
     starts = np.cumsum([0] + [t.num_nodes for t in forest.trees])
     for t, tree in enumerate(forest.trees):
-        cover = tree.cover if tree.cover is not None else np.ones(tree.num_nodes)
+        fraction = fractions(tree)
         for leaf, nodes, sides in _leaf_paths(tree):
             value = np.zeros(K)
             value[list(tree.outputs)] = tree.leaf_value[leaf] * scale
-            features: list[int] = []
-            zero: list[float] = []
-            slot = []
-            for node, left in zip(nodes, sides):
-                child = tree.left[node] if left else tree.right[node]
-                fraction = cover[child] / cover[node] if cover[node] > 0 else 0.0
-                f = int(tree.feature[node])
-                if f in features:  # a feature met again: one element, fractions multiplied
-                    k = features.index(f)
-                    zero[k] *= fraction
-                else:
-                    k = len(features)
-                    features.append(f)
-                    zero.append(fraction)
-                slot.append(k)
+            features, zero, slot = merged(tree, nodes, sides, fraction)
             bias += value * float(np.prod(zero))
             paths.setdefault(len(features), []).append(
                 (value, features, zero, [starts[t] + n for n in nodes], sides, slot))
@@ -177,6 +163,39 @@ def _pattern_tables(zero: np.ndarray, d: int) -> tuple[np.ndarray, np.ndarray]:
         view = U.reshape(P, -1, 2, 1 << i)
         view[:, :, 1, :] += view[:, :, 0, :]
     return U, (1.0 - zero) / zero
+
+
+def fractions(tree: Tree) -> np.ndarray:
+    """(nodes, 2): the cover fraction of each node's left and right child (0 under a node of
+    no cover; leaves: 0; every cover 1 without covers)."""
+    cover = tree.cover if tree.cover is not None else np.ones(tree.num_nodes)
+    out = np.zeros((tree.num_nodes, 2))
+    inner = np.flatnonzero(tree.left >= 0)
+    c = cover[inner].astype(np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out[inner, 0] = np.where(c > 0, cover[tree.left[inner]] / c, 0.0)
+        out[inner, 1] = np.where(c > 0, cover[tree.right[inner]] / c, 0.0)
+    return out
+
+
+def merged(tree: Tree, nodes: list[int], sides: list[bool], fraction: np.ndarray):
+    """A path's distinct features in path order, the cover fraction following it at each (a
+    feature met again: one element, its fractions multiplied) and each node's slot among them."""
+    features: list[int] = []
+    zeros: list[float] = []
+    slots: list[int] = []
+    for n, left in zip(nodes, sides):
+        f = int(tree.feature[n])
+        z = fraction[n, 0 if left else 1]
+        if f in features:
+            k = features.index(f)
+            zeros[k] *= z
+        else:
+            k = len(features)
+            features.append(f)
+            zeros.append(z)
+        slots.append(k)
+    return features, zeros, slots
 
 
 def _leaf_paths(tree: Tree):

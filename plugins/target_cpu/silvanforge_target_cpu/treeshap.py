@@ -31,6 +31,7 @@ import ctypes
 import threading
 
 import llvmlite.binding as llvm
+import numpy as np
 import llvmlite.ir as ir
 
 from .llvm_host import optimise
@@ -275,7 +276,72 @@ def build_ir() -> str:
             with other:
                 by_path(t)
     b.ret_void()
+    _build_leaf_table(module)
     return str(module)
+
+
+def _build_leaf_table(module: ir.Module) -> None:
+    """``leaf_table(R, d, outs, off, zeros, vals, wpop, scratch, table)``: a symmetric tree's
+    table by leaf (:func:`silvanforge.runtime.shap_arrays._leaf_tables`), ``R`` leaves and as
+    many paths, ``d`` distinct features, ``outs`` outputs.  ``off`` (R): the slots a row
+    leaves path ``p`` at when its leaf is ``r``, by ``r ^ p``; ``zeros`` (R, d): each path's
+    cover fractions; ``vals`` (R, outs): its values; ``wpop`` (``2**d``): the Shapley weight
+    of a coalition of each subset's size (0 for all ``d``); ``scratch``: ``2 * 2**d``
+    doubles.  Adds to ``table`` (R, outs, d) each path whose fractions are all above zero and
+    whose values are not all zero: its pattern table ``U`` made as
+    :func:`silvanforge.runtime.contributions._pattern_tables` makes it, then each leaf's
+    shares from it."""
+    p64 = f64.as_pointer()
+    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [i64, i64, i64, i64.as_pointer(), p64, p64, p64, p64,
+                                                             p64]), "leaf_table")
+    R, d, outs, off, zeros, vals, wpop, scratch, table = fn.args
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    v = _Vars(fn, b)
+    c64 = lambda k: ir.Constant(i64, k)  # noqa: E731
+    cf = lambda k: ir.Constant(f64, k)  # noqa: E731
+    size = b.shl(c64(1), d)
+    full = b.sub(size, c64(1))
+    C, U = scratch, b.gep(scratch, [size])
+    load = lambda ptr, i: b.load(b.gep(ptr, [i]))  # noqa: E731
+    with v.loop(c64(0), R, "p") as p:
+        z = b.gep(zeros, [b.mul(p, d)])
+        val = b.gep(vals, [b.mul(p, outs)])
+        able = v.var(i1, "able", ir.Constant(i1, 1))
+        with v.loop(c64(0), d, "i") as i:
+            b.store(b.and_(b.load(able), b.fcmp_ordered(">", load(z, i), cf(0.0))), able)
+        some = v.var(i1, "some", ir.Constant(i1, 0))
+        with v.loop(c64(0), outs, "o") as o:
+            b.store(b.or_(b.load(some), b.fcmp_unordered("une", load(val, o), cf(0.0))), some)
+        with b.if_then(b.and_(b.load(able), b.load(some))):
+            # C[u] = prod of z_i over the bits i of u; U[t] = w(|t|) C[full ^ t], then subset sums
+            b.store(cf(1.0), C)
+            with v.loop(c64(0), d, "ci") as i:
+                bit = b.shl(c64(1), i)
+                zi = load(z, i)
+                with v.loop(bit, b.shl(bit, c64(1)), "cu") as u:
+                    b.store(b.fmul(load(C, b.sub(u, bit)), zi), b.gep(C, [u]))
+            with v.loop(c64(0), size, "ut") as t:
+                b.store(b.fmul(load(wpop, t), load(C, b.xor(full, t))), b.gep(U, [t]))
+            with v.loop(c64(0), d, "si") as i:
+                bit = b.shl(c64(1), i)
+                with v.loop(c64(0), size, "st") as t:
+                    with b.if_then(b.icmp_unsigned("!=", b.and_(t, bit), c64(0))):
+                        cell = b.gep(U, [t])
+                        b.store(b.fadd(b.load(cell), load(U, b.xor(t, bit))), cell)
+            with v.loop(c64(0), R, "r") as r:
+                pattern = b.and_(full, b.not_(load(off, b.xor(r, p))))
+                minus_u = b.fneg(load(U, pattern))
+                row = b.gep(table, [b.mul(b.mul(r, outs), d)])
+                with v.loop(c64(0), d, "k") as k:
+                    bit = b.shl(c64(1), k)
+                    on = b.icmp_unsigned("!=", b.and_(pattern, bit), c64(0))
+                    zk = load(z, k)
+                    ratio = b.fdiv(b.fsub(cf(1.0), zk), zk)
+                    share = b.select(on, b.fmul(ratio, load(U, b.xor(pattern, bit))), minus_u)
+                    with v.loop(c64(0), outs, "ko") as o:
+                        cell = b.gep(row, [b.add(b.mul(o, d), k)])
+                        b.store(b.fadd(b.load(cell), b.fmul(load(val, o), share)), cell)
+    b.ret_void()
 
 
 _lock = threading.Lock()
@@ -298,6 +364,17 @@ class TreeShapKernel:
         i64_ = ctypes.c_int64
         self._fn = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, i64_, i64_, i64_, i64_,
                                     ctypes.c_void_p)(address)
+        self._leaf_table = ctypes.CFUNCTYPE(None, i64_, i64_, i64_, *[ctypes.c_void_p] * 6)(
+            self._engine.get_function_address("leaf_table"))
+
+    def leaf_table(self, off, zeros, vals, wpop, table) -> None:
+        """A symmetric tree's table by leaf (see :func:`_build_leaf_table`), NumPy arrays:
+        ``off`` int64 (R,), ``zeros`` (R, d), ``vals`` (R, outs), ``wpop`` (2**d,), ``table``
+        (R, outs, d) added to; all float64 and C-ordered."""
+        R, d = zeros.shape
+        scratch = np.empty(2 << d)
+        self._leaf_table(R, d, vals.shape[1], off.ctypes.data, zeros.ctypes.data, vals.ctypes.data,
+                         wpop.ctypes.data, scratch.ctypes.data, table.ctypes.data)
 
     def run(self, args: int, X: int, row_begin: int, row_end: int, tree_begin: int, tree_end: int,
             phi: int) -> None:

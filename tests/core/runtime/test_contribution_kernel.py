@@ -114,8 +114,11 @@ def test_symmetric_trees_with_empty_leaves_by_leaf_equal_catboost(params):
     assert np.isnan(X).any()
     flat = _every_way(forest, X, 1e-12)
     assert (flat.named["tree_levels"][:-1] > 0).all()
-    got = contributions.shaped(forest, shap_arrays.contributions(flat, _kernel(), X.astype(forest.threshold_dtype), 2))
-    np.testing.assert_allclose(got, want, rtol=1e-8, atol=1e-10)
+    filled = shap_arrays.arrays(forest, kernel=_kernel())  # the tables made by the kernel's leaf_table
+    np.testing.assert_allclose(filled.named["leaf_table"], flat.named["leaf_table"], rtol=1e-12, atol=1e-15)
+    for a in (flat, filled):
+        got = contributions.shaped(forest, shap_arrays.contributions(a, _kernel(), X.astype(forest.threshold_dtype), 2))
+        np.testing.assert_allclose(got, want, rtol=1e-8, atol=1e-10)
 
 
 def test_tables_by_leaf_past_the_budget_fall_back_to_paths():

@@ -88,6 +88,21 @@ def test_catboost_shap_values():
         _adds_up(cf, X, cf.predict(X, pred_contribs=True))
 
 
+def test_the_table_budget_is_an_option():
+    """``prepare_contributions(table_bytes=...)``: no tables (every path a row at a time) or
+    the default's, the same values; a negative budget is a clear error."""
+    cb = pytest.importorskip("catboost")
+    X = _rows(200, 4, seed=9)
+    model = cb.CatBoostRegressor(iterations=4, depth=5, verbose=0, thread_count=1).fit(X, np.nan_to_num(X[:, 0]))
+    cf = sf.compile(model, forms="lazy")
+    want = model.get_feature_importance(cb.Pool(X), type="ShapValues")
+    for budget in (0, None):
+        cf.prepare_contributions(table_bytes=budget)
+        np.testing.assert_allclose(cf.predict(X, pred_contribs=True), want, rtol=1e-8, atol=1e-10)
+    with pytest.raises(InputError, match="table_bytes"):
+        cf.prepare_contributions(table_bytes=-1)
+
+
 def test_random_forests_equal_the_definition():
     """Random trees (NaN, categorical splits, several outputs) with random covers.  Forests whose
     trees are taken by their min or max are refused, so half the draws are summed or averaged

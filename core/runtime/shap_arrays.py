@@ -19,14 +19,19 @@ The arrays (P paths, N nodes of all trees, per tree ``tree_paths``):
 - ``depth`` (P): distinct features ``d``; ``path_features`` (P): the first of its ``d`` entries of
   ``feature``, ``zero`` (the cover fraction following the path there) and ``ratio`` (``(1 - z) /
   z``); ``table_at`` (P): where its pattern table (``2**d`` values of ``U``) starts in ``table``,
-  -1 where it has none (past the budget, a zero fraction, or ``d`` above ``TABLE_MAX_D``).
+  -2 where none is kept (past the budget) and the kernel makes one for a call of enough rows,
+  -1 where it has none (a zero fraction, or ``d`` above ``TABLE_MAX_D``).
 - ``path_values`` (P + 1): each path's first entry of ``column`` (``output * (features + 1)``)
   and ``value`` (the leaf's value for that output, scaled for averages).
 - Per node: ``split_feature``, ``threshold`` (float64: the model's thresholds widened exactly),
   ``op`` (:class:`~silvanforge.ir.hir.Op`), ``default_left``, ``zero_missing``, ``category_at``
   (-1, or where its set starts in ``category_in``, one byte a category) and ``category_count``.
 - ``quad_at`` (by d), ``quad_t``, ``quad_w``: Gauss-Legendre points and weights on [0, 1],
-  ``(d + 1) // 2`` of them for paths of ``d`` features (exact for the degree ``d - 1`` integrand).
+  ``(d + 1) // 2`` of them for paths of ``d`` features (exact for the degree ``d - 1`` integrand);
+  ``coalition_at`` (by d), ``coalition_w``: the Shapley weights of coalitions of 0 to ``d``.
+- Symmetric trees tabled by leaf: ``tree_levels`` (0: walked by paths), ``level_at`` and
+  ``level_node`` (a node of each level), ``leaf_table_at``, ``leaf_table`` (a row a leaf),
+  ``column_at``, ``table_columns`` and ``leaf_column`` (the phi column of each entry).
 - Counts: ``row_stride``, ``phi_stride``, ``category_rule`` (0 XGBoost, 1 LightGBM, 2 exact),
   ``use_tables`` (0: every path by its integral), ``zero_bound`` (ZERO_THRESHOLD's float64 bits).
 """
@@ -133,10 +138,15 @@ def arrays(forest: Forest, table_bytes: int = paths_math.TABLE_BYTES, kernel=Non
     zero_a = np.array(zero, np.float64)
     fstart = np.array(path_features[:-1], np.int64)
     table_at, table = _tables(depth_a, fstart, zero_a, table_bytes - by_leaf["leaf_table"].nbytes)
+    made_d = min(paths_math.TABLE_MAX_D, getattr(kernel, "max_table_d", 0))
+    if made_d and depth_a.size:  # paths the kernel makes a table for per call (of enough rows)
+        lowest = np.minimum.reduceat(np.append(zero_a, 1.0), fstart) if zero_a.size else np.ones(depth_a.size)
+        table_at[(table_at < 0) & (depth_a > 0) & (depth_a <= made_d) & (lowest > 0)] = -2
     with np.errstate(divide="ignore", invalid="ignore"):
         ratio = np.where(zero_a > 0, (1.0 - zero_a) / zero_a, 0.0)
     flat = _node_arrays(forest, starts)
     quad_at, quad_t, quad_w = _quadrature(int(depth_a.max(initial=0)))
+    coalition_w = [_coalition_weights(d) for d in range(int(depth_a.max(initial=0)) + 1)]
     named = dict(
         row_stride=F, phi_stride=K * (F + 1),
         tree_paths=np.array(tree_paths, np.int64), path_nodes=np.array(path_nodes, np.int64),
@@ -146,6 +156,8 @@ def arrays(forest: Forest, table_bytes: int = paths_math.TABLE_BYTES, kernel=Non
         path_values=np.array(path_values, np.int64), column=np.array(column, np.int64),
         value=np.array(value, np.float64), **flat, category_rule=_RULES[forest.category_rule],
         quad_at=quad_at, quad_t=quad_t, quad_w=quad_w, **by_leaf,
+        coalition_at=np.cumsum([0] + [w.size for w in coalition_w[:-1]]).astype(np.int64),
+        coalition_w=np.concatenate(coalition_w),
         zero_bound=int(np.float64(ZERO_THRESHOLD).view(np.int64)))
     # (every array non-empty: the kernel is handed addresses, and an empty array may have none)
     named = {k: (np.zeros(1, v.dtype) if isinstance(v, np.ndarray) and v.size == 0 else v) for k, v in named.items()}
@@ -248,11 +260,10 @@ _COALITION_WEIGHTS: dict[int, np.ndarray] = {}
 
 
 def _coalition_weights(d: int) -> np.ndarray:
-    """(2**d,): the Shapley weight of a coalition the size of each subset (0 for all d)."""
+    """(d + 1,): the Shapley weight of a coalition of each size (0 for all d)."""
     got = _COALITION_WEIGHTS.get(d)
     if got is None:
-        sizes = ((np.arange(1 << d)[:, None] >> np.arange(d)) & 1).sum(axis=1)
-        got = _COALITION_WEIGHTS[d] = np.append(paths_math._weights(d), 0.0)[sizes]
+        got = _COALITION_WEIGHTS[d] = np.append(paths_math._weights(d), 0.0)
     return got
 
 

@@ -48,7 +48,9 @@ ARG_LAYOUT = (
     ("depth", i32),  # (paths,): distinct features d
     ("path_features", i64),  # (paths,): first of the path's d entries in ``feature``, ``zero``, ``ratio``
     ("feature", i32), ("zero", f64), ("ratio", f64),
-    ("table_at", i64),  # (paths,): the path's pattern table in ``table``, -1 where it has none
+    # (paths,): the path's pattern table in ``table``; -2: none kept, made by a call of
+    # MADE_TABLE_ROWS rows or more (into scratch); -1: none (a zero fraction, or too many features)
+    ("table_at", i64),
     ("table", f64),
     ("path_values", i64),  # (paths + 1,): each path's first (column, value) in ``column``, ``value``
     ("column", i64), ("value", f64),  # the phi column of an output (output * (features + 1)), the leaf's value there
@@ -56,6 +58,7 @@ ARG_LAYOUT = (
     ("category_at", i64), ("category_count", i64), ("category_in", i8),  # categorical nodes' sets (-1: none)
     ("category_rule", None),
     ("quad_at", i64), ("quad_t", f64), ("quad_w", f64),  # Gauss-Legendre points for d, at quad_at[d]
+    ("coalition_at", i64), ("coalition_w", f64),  # Shapley weights of coalitions of 0..d, at coalition_at[d]
     ("use_tables", None),
     ("pattern_stride", None),  # the model's longest path + 1: the patterns a row keeps
     # Symmetric trees (every node of a level the same split): levels (0: a tree walked by
@@ -68,9 +71,39 @@ ARG_LAYOUT = (
 ARG_INDEX = {name: k for k, (name, _) in enumerate(ARG_LAYOUT)}
 # Paths may be this long (the pattern kept per depth lives on the stack).
 MAX_PATH = 256
+# A path without a kept pattern table has one made by a call of this many rows or more (about
+# what 3-4 rows' integrals cost at 6 features), if it has at most MAX_TABLE_D features.
+MADE_TABLE_ROWS = 4
+MAX_TABLE_D = 12
 # Op codes (silvanforge.ir.hir.Op) and category rules, as the args block gives them.
 OP_LT, OP_LE, OP_EQ = 0, 1, 2
 RULE_XGBOOST, RULE_LIGHTGBM, RULE_EXACT = 0, 1, 2
+
+
+def _pattern_table(b: ir.IRBuilder, v, z, d, weight, C, U) -> None:
+    """Emit the pattern table ``U`` (``2**d`` doubles) of a path whose ``d`` cover fractions are
+    at ``z``, as :func:`silvanforge.runtime.contributions._pattern_tables` makes it: ``C[u]``
+    the product of ``z_i`` over the bits ``i`` of ``u``, ``U[t] = weight(|t|) C[full ^ t]``
+    (``weight``: a function of the i64 coalition size giving the Shapley weight, 0 for all
+    ``d``), then the subset sums one feature at a time.  ``C``: ``2**d`` doubles of scratch."""
+    c64 = lambda k: ir.Constant(i64, k)  # noqa: E731
+    load = lambda ptr, i: b.load(b.gep(ptr, [i]))  # noqa: E731
+    size = b.shl(c64(1), d)
+    full = b.sub(size, c64(1))
+    b.store(ir.Constant(f64, 1.0), C)
+    with v.loop(c64(0), d, "ci") as i:
+        bit = b.shl(c64(1), i)
+        zi = load(z, i)
+        with v.loop(bit, b.shl(bit, c64(1)), "cu") as u:
+            b.store(b.fmul(load(C, b.sub(u, bit)), zi), b.gep(C, [u]))
+    with v.loop(c64(0), size, "ut") as t:
+        b.store(b.fmul(weight(b.ctpop(t)), load(C, b.xor(full, t))), b.gep(U, [t]))
+    with v.loop(c64(0), d, "si") as i:
+        bit = b.shl(c64(1), i)
+        with v.loop(c64(0), size, "st") as t:
+            with b.if_then(b.icmp_unsigned("!=", b.and_(t, bit), c64(0))):
+                cell = b.gep(U, [t])
+                b.store(b.fadd(b.load(cell), load(U, b.xor(t, bit))), cell)
 
 
 class _Vars:
@@ -176,6 +209,9 @@ def build_ir() -> str:
 
     stride = A["pattern_stride"]
     patterns = b.alloca(i64, b.mul(b.sub(row_end, row_begin), stride), name="patterns")
+    made_c = b.alloca(f64, c64(1 << MAX_TABLE_D), name="made_c")  # a pattern table made by the call
+    made_u = b.alloca(f64, c64(1 << MAX_TABLE_D), name="made_u")
+    many_rows = b.icmp_signed(">=", b.sub(row_end, row_begin), c64(MADE_TABLE_ROWS))
 
     def add_share(single, column, value, path, phirow, feat, share):
         """``phi[column + feat] += value * share`` for each of the path's leaf values (one,
@@ -223,8 +259,15 @@ def build_ir() -> str:
             first_value = at("path_values", p)
             single = b.icmp_signed("==", b.sub(at("path_values", b.add(p, c64(1))), first_value), c64(1))
             column, value = at("column", first_value), at("value", first_value)
-            tabled = b.and_(b.icmp_signed(">=", table_at, c64(0)), b.icmp_signed("!=", A["use_tables"], c64(0)))
-            base = b.gep(A["table"], [b.select(tabled, table_at, c64(0))])
+            use = b.icmp_signed("!=", A["use_tables"], c64(0))
+            kept = b.and_(b.icmp_signed(">=", table_at, c64(0)), use)
+            made = b.and_(b.and_(b.icmp_signed("==", table_at, c64(-2)), use), many_rows)
+            with b.if_then(made):  # its table made once for the call's rows
+                first_w = at("coalition_at", d)
+                _pattern_table(b, v, b.gep(A["zero"], [fb]), d,
+                               lambda k: at("coalition_w", b.add(first_w, k)), made_c, made_u)
+            tabled = b.or_(kept, made)
+            base = b.select(made, made_u, b.gep(A["table"], [b.select(kept, table_at, c64(0))]))
             q = at("quad_at", d)
             points = b.sdiv(b.add(d, c64(1)), c64(2))
             with v.loop(row_begin, row_end, "row") as r:
@@ -281,12 +324,12 @@ def build_ir() -> str:
 
 
 def _build_leaf_table(module: ir.Module) -> None:
-    """``leaf_table(R, d, outs, off, zeros, vals, wpop, scratch, table)``: a symmetric tree's
+    """``leaf_table(R, d, outs, off, zeros, vals, weights, scratch, table)``: a symmetric tree's
     table by leaf (:func:`silvanforge.runtime.shap_arrays._leaf_tables`), ``R`` leaves and as
     many paths, ``d`` distinct features, ``outs`` outputs.  ``off`` (R): the slots a row
     leaves path ``p`` at when its leaf is ``r``, by ``r ^ p``; ``zeros`` (R, d): each path's
-    cover fractions; ``vals`` (R, outs): its values; ``wpop`` (``2**d``): the Shapley weight
-    of a coalition of each subset's size (0 for all ``d``); ``scratch``: ``2 * 2**d``
+    cover fractions; ``vals`` (R, outs): its values; ``weights`` (d + 1): the Shapley weight
+    of a coalition of each size (0 for all ``d``); ``scratch``: ``2 * 2**d``
     doubles.  Adds to ``table`` (R, outs, d) each path whose fractions are all above zero and
     whose values are not all zero: its pattern table ``U`` made as
     :func:`silvanforge.runtime.contributions._pattern_tables` makes it, then each leaf's
@@ -294,7 +337,7 @@ def _build_leaf_table(module: ir.Module) -> None:
     p64 = f64.as_pointer()
     fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [i64, i64, i64, i64.as_pointer(), p64, p64, p64, p64,
                                                              p64]), "leaf_table")
-    R, d, outs, off, zeros, vals, wpop, scratch, table = fn.args
+    R, d, outs, off, zeros, vals, weights, scratch, table = fn.args
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     v = _Vars(fn, b)
     c64 = lambda k: ir.Constant(i64, k)  # noqa: E731
@@ -313,21 +356,7 @@ def _build_leaf_table(module: ir.Module) -> None:
         with v.loop(c64(0), outs, "o") as o:
             b.store(b.or_(b.load(some), b.fcmp_unordered("une", load(val, o), cf(0.0))), some)
         with b.if_then(b.and_(b.load(able), b.load(some))):
-            # C[u] = prod of z_i over the bits i of u; U[t] = w(|t|) C[full ^ t], then subset sums
-            b.store(cf(1.0), C)
-            with v.loop(c64(0), d, "ci") as i:
-                bit = b.shl(c64(1), i)
-                zi = load(z, i)
-                with v.loop(bit, b.shl(bit, c64(1)), "cu") as u:
-                    b.store(b.fmul(load(C, b.sub(u, bit)), zi), b.gep(C, [u]))
-            with v.loop(c64(0), size, "ut") as t:
-                b.store(b.fmul(load(wpop, t), load(C, b.xor(full, t))), b.gep(U, [t]))
-            with v.loop(c64(0), d, "si") as i:
-                bit = b.shl(c64(1), i)
-                with v.loop(c64(0), size, "st") as t:
-                    with b.if_then(b.icmp_unsigned("!=", b.and_(t, bit), c64(0))):
-                        cell = b.gep(U, [t])
-                        b.store(b.fadd(b.load(cell), load(U, b.xor(t, bit))), cell)
+            _pattern_table(b, v, z, d, lambda k: load(weights, k), C, U)
             with v.loop(c64(0), R, "r") as r:
                 pattern = b.and_(full, b.not_(load(off, b.xor(r, p))))
                 minus_u = b.fneg(load(U, pattern))
@@ -355,6 +384,7 @@ class TreeShapKernel:
     arg_layout = tuple(name for name, _ in ARG_LAYOUT)
     max_path = MAX_PATH
     max_depth = 62  # distinct features a path may have: its pattern is one int64's bits
+    max_table_d = MAX_TABLE_D  # paths of up to this many features may have tables made per call
 
     def __init__(self):
         mod, tm = optimise(build_ir())
@@ -367,14 +397,14 @@ class TreeShapKernel:
         self._leaf_table = ctypes.CFUNCTYPE(None, i64_, i64_, i64_, *[ctypes.c_void_p] * 6)(
             self._engine.get_function_address("leaf_table"))
 
-    def leaf_table(self, off, zeros, vals, wpop, table) -> None:
+    def leaf_table(self, off, zeros, vals, weights, table) -> None:
         """A symmetric tree's table by leaf (see :func:`_build_leaf_table`), NumPy arrays:
-        ``off`` int64 (R,), ``zeros`` (R, d), ``vals`` (R, outs), ``wpop`` (2**d,), ``table``
+        ``off`` int64 (R,), ``zeros`` (R, d), ``vals`` (R, outs), ``weights`` (d + 1,), ``table``
         (R, outs, d) added to; all float64 and C-ordered."""
         R, d = zeros.shape
         scratch = np.empty(2 << d)
         self._leaf_table(R, d, vals.shape[1], off.ctypes.data, zeros.ctypes.data, vals.ctypes.data,
-                         wpop.ctypes.data, scratch.ctypes.data, table.ctypes.data)
+                         weights.ctypes.data, scratch.ctypes.data, table.ctypes.data)
 
     def run(self, args: int, X: int, row_begin: int, row_end: int, tree_begin: int, tree_end: int,
             phi: int) -> None:

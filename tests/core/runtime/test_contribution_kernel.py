@@ -29,15 +29,17 @@ def _numpy(forest, X):
 
 
 def _every_way(forest, X, rtol):
-    """The kernel's answers at each size band, thread count and path evaluation, against NumPy's."""
+    """The kernel's answers at each size band, thread count and path evaluation (tables kept,
+    tables made per call with no budget for kept ones, integrals), against NumPy's."""
     kernel = _kernel()
     flat = shap_arrays.arrays(forest)
     rows = X.astype(forest.threshold_dtype)
     for n in (1, shap_arrays.TREE_SPLIT_ROWS - 1, shap_arrays.TREE_SPLIT_ROWS, 2 * shap_arrays.ROWS_PER_CALL + 3):
         want = _numpy(forest, rows[:n])
-        one = shap_arrays.contributions(flat, kernel, rows[:n], 1)
-        assert np.array_equal(one, shap_arrays.contributions(flat, kernel, rows[:n], 2))  # bit for bit
-        np.testing.assert_allclose(one, want, rtol=rtol, atol=rtol * np.abs(want).max())
+        for a in (flat, shap_arrays.arrays(forest, 0, kernel=kernel)):
+            one = shap_arrays.contributions(a, kernel, rows[:n], 1)
+            assert np.array_equal(one, shap_arrays.contributions(a, kernel, rows[:n], 2))  # bit for bit
+            np.testing.assert_allclose(one, want, rtol=rtol, atol=rtol * np.abs(want).max())
         integrated = shap_arrays.contributions(flat, kernel, rows[:n], 2, use_tables=False)
         np.testing.assert_allclose(integrated, want, rtol=rtol, atol=rtol * np.abs(want).max())
     return flat

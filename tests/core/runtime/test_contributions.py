@@ -88,6 +88,25 @@ def test_catboost_shap_values():
         _adds_up(cf, X, cf.predict(X, pred_contribs=True))
 
 
+def test_catboost_one_hot_symmetric_trees():
+    """One-hot categorical splits in symmetric trees (each a table by leaf): CatBoost's values."""
+    cb = pytest.importorskip("catboost")
+    pd = pytest.importorskip("pandas")
+    rng = np.random.default_rng(10)
+    frame = pd.DataFrame({"a": rng.normal(size=300), "b": rng.normal(size=300), "c": rng.choice(list("wxyz"), 300)})
+    y = frame.a + 2.0 * (frame.c == "y")
+    model = cb.CatBoostRegressor(iterations=5, depth=4, one_hot_max_size=10, verbose=0, thread_count=1)
+    model.fit(frame, y, cat_features=["c"])
+    cf = sf.compile(model, forms="lazy")
+    assert any(t.categories for t in cf.forest.trees)
+    kernel, tables = cf.prepare_contributions()
+    if kernel is not None:
+        assert (tables.named["tree_levels"][:-1] > 0).all()
+    np.testing.assert_allclose(cf.predict(frame, pred_contribs=True),
+                               model.get_feature_importance(cb.Pool(frame, cat_features=["c"]), type="ShapValues"),
+                               rtol=1e-8, atol=1e-10)
+
+
 def test_the_table_budget_is_an_option():
     """``prepare_contributions(table_bytes=...)``: no tables (every path a row at a time) or
     the default's, the same values; a negative budget is a clear error."""

@@ -105,11 +105,11 @@ def tables(forest: Forest, table_bytes: int = TABLE_BYTES) -> Tables:
     paths: dict[int, list] = {}
     starts = np.cumsum([0] + [t.num_nodes for t in forest.trees])
     for t, tree in enumerate(forest.trees):
-        fraction = fractions(tree)
+        fraction, feature_of = fractions(tree).tolist(), tree.feature.tolist()
         for leaf, nodes, sides in _leaf_paths(tree):
             value = np.zeros(K)
             value[list(tree.outputs)] = tree.leaf_value[leaf] * scale
-            features, zero, slot = merged(tree, nodes, sides, fraction)
+            features, zero, slot = merged(feature_of, nodes, sides, fraction)
             bias += value * float(np.prod(zero))
             paths.setdefault(len(features), []).append(
                 (value, features, zero, [starts[t] + n for n in nodes], sides, slot))
@@ -178,15 +178,16 @@ def fractions(tree: Tree) -> np.ndarray:
     return out
 
 
-def merged(tree: Tree, nodes: list[int], sides: list[bool], fraction: np.ndarray):
+def merged(feature: list[int], nodes: list[int], sides: list[bool], fraction: list):
     """A path's distinct features in path order, the cover fraction following it at each (a
-    feature met again: one element, its fractions multiplied) and each node's slot among them."""
+    feature met again: one element, its fractions multiplied) and each node's slot among them
+    (``feature``: the tree's as a list; ``fraction``: :func:`fractions` as a list)."""
     features: list[int] = []
     zeros: list[float] = []
     slots: list[int] = []
     for n, left in zip(nodes, sides):
-        f = int(tree.feature[n])
-        z = fraction[n, 0 if left else 1]
+        f = feature[n]
+        z = fraction[n][0 if left else 1]
         if f in features:
             k = features.index(f)
             zeros[k] *= z
@@ -201,14 +202,15 @@ def merged(tree: Tree, nodes: list[int], sides: list[bool], fraction: np.ndarray
 def _leaf_paths(tree: Tree):
     """``(leaf, nodes, sides)`` of every leaf: the internal nodes from the root and whether the
     path goes left at each."""
+    left, right = tree.left.tolist(), tree.right.tolist()
     stack = [(0, [], [])]
     while stack:
         node, nodes, sides = stack.pop()
-        if tree.left[node] < 0:
+        if left[node] < 0:
             yield node, nodes, sides
             continue
-        stack.append((int(tree.right[node]), nodes + [node], sides + [False]))
-        stack.append((int(tree.left[node]), nodes + [node], sides + [True]))
+        stack.append((right[node], nodes + [node], sides + [False]))
+        stack.append((left[node], nodes + [node], sides + [True]))
 
 
 def decisions(t: Tables, X: np.ndarray, forest: Forest) -> np.ndarray:

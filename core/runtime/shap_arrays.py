@@ -45,7 +45,7 @@ import numpy as np
 
 from silvanforge.ir.hir import ZERO_THRESHOLD, Aggregation, CategoryRule, Forest
 from silvanforge.runtime import contributions as paths_math
-from silvanforge.runtime.shap_view import explained, symmetric_levels
+from silvanforge.runtime.shap_view import explained, preordered, symmetric_levels
 from silvanforge.runtime.threads import _get_pool, check_threads, default_threads
 
 _RULES = {CategoryRule.XGBOOST: 0, CategoryRule.LIGHTGBM: 1, CategoryRule.EXACT: 2}
@@ -95,6 +95,7 @@ def arrays(forest: Forest, table_bytes: int = paths_math.TABLE_BYTES, kernel=Non
 
         raise UnsupportedModelError(f"pred_contribs: {why}")
     forest = explained(forest)
+    forest = dataclasses.replace(forest, trees=[preordered(tree) for tree in forest.trees])
     K, F = forest.num_outputs, forest.num_features
     scale = 1.0 / forest.average_divisor if forest.aggregation is Aggregation.AVERAGE else 1.0
     bias = np.asarray(forest.base_score, np.float64) * 1.0 + np.zeros(K)

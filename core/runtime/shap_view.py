@@ -41,6 +41,32 @@ def explained(forest: Forest) -> Forest:
     return dataclasses.replace(forest, trees=trees)
 
 
+def preordered(tree: Tree) -> Tree:
+    """The same tree with its nodes numbered in depth-first preorder, left child first: the
+    order a walk of its leaf paths meets them, so deciding them reads node arrays (and
+    categorical splits' sets) front to back."""
+    left, right = tree.left.tolist(), tree.right.tolist()
+    order, stack = [], [0]
+    while stack:
+        n = stack.pop()
+        order.append(n)
+        if left[n] >= 0:
+            stack.append(right[n])
+            stack.append(left[n])
+    order = np.array(order, np.int64)
+    if order.size == tree.num_nodes and (order == np.arange(order.size)).all():
+        return tree
+    rank = np.full(tree.num_nodes, -1, np.int64)
+    rank[order] = np.arange(order.size)
+    kids = lambda a: np.where(a[order] >= 0, rank[np.maximum(a[order], 0)], -1).astype(a.dtype)  # noqa: E731
+    take = lambda a: None if a is None else np.asarray(a)[order].copy()  # noqa: E731
+    return dataclasses.replace(
+        tree, left=kids(tree.left), right=kids(tree.right), feature=take(tree.feature), threshold=take(tree.threshold),
+        op=take(tree.op), default_left=take(tree.default_left), zero_missing=take(tree.zero_missing),
+        leaf_value=take(tree.leaf_value), categories={int(rank[n]): c for n, c in tree.categories.items()},
+        tile_id=None, cover=take(tree.cover), node_ids=take(tree.node_ids))
+
+
 def symmetric_levels(tree: Tree) -> list[np.ndarray] | None:
     """Every level's nodes, the leaves last, where every node of a level tests the same split
     and every leaf is at the last level, else None.  A level lists the left children of the

@@ -19,9 +19,16 @@ A node's decision is the HIR's rule (:func:`silvanforge.reference.goes_left`): a
 counts zero as missing) takes the default direction, a categorical node tests membership of the
 value's category (by the forest's category rule), others compare in float64, which orders the
 model's float32 values and thresholds exactly as float32 does.  A tabled path then reads its
-shares from its pattern table (``(1 - z_j) / z_j * U(s - {j})`` or ``-U(s)``); the others
-integrate ``prod_{i != j} (z_i (1 - t) + o_i t)`` over ``[0, 1]`` by Gauss-Legendre, exact for
-its degree (the Shapley weights are the Beta integrals of that polynomial's terms).
+shares from its pattern table (``(1 - z_j) / z_j * U(s - {j})`` or ``-U(s)``): a table kept
+with the model (read by calls of ``KEPT_TABLE_ROWS`` rows or more: one row's reads miss the
+cache more than its integral costs), or one the call makes for its rows (a path past the
+budget, in calls of ``MADE_TABLE_ROWS`` rows or more).  The others integrate
+``prod_{i != j} (z_i (1 - t) + o_i t)`` over ``[0, 1]`` by Gauss-Legendre, exact for its degree
+(the Shapley weights are the Beta integrals of that polynomial's terms), every ``j`` from one
+forward and one backward product a point.
+
+``leaf_table(...)`` is a second function: a symmetric tree's table by leaf, made once a model
+(:func:`_build_leaf_table`).
 """
 
 from __future__ import annotations

@@ -256,14 +256,7 @@ class CompiledForest:
             raise InputError("output_margin applies to predictions, not to pred_leaf, per_tree or pred_contribs")
         if pred_contribs:
             forest = self.forest
-            with self._outputs_lock:
-                if self._contribution_tables is None:
-                    # A target's compiled evaluator where one is installed, else NumPy's.
-                    kernel = shap_arrays.kernel_for(self.target)
-                    flat = shap_arrays.arrays(forest) if kernel is not None else None
-                    self._contribution_tables = ((kernel, flat) if flat is not None and shap_arrays.fits(flat, kernel)
-                                                 else (None, contributions.tables(forest)))
-            kernel, tables = self._contribution_tables
+            kernel, tables = self._contribution_tables or self.prepare_contributions()
             rows = as_rows(X, forest, np.dtype(forest.threshold_dtype), self._schemas)
             if missing == missing:
                 rows = np.where(rows == rows.dtype.type(float(missing)), rows.dtype.type(np.nan), rows)
@@ -273,6 +266,26 @@ class CompiledForest:
         kind = "pred_leaf" if pred_leaf else "per_tree"
         margins = self.output_model(kind).predict(X, missing=missing, threads=threads)
         return outputs.shaped(self.forest, kind, margins)
+
+    def prepare_contributions(self, table_bytes: int | None = None):
+        """Build what ``predict(X, pred_contribs=True)`` reads now (else its first request
+        does), or again with another budget: ``table_bytes`` bounds the tables precomputed
+        for the model (default :data:`silvanforge.runtime.contributions.TABLE_BYTES`, 64 MB):
+        symmetric trees' tables by leaf (a row then costs an add a feature of each tree), then
+        leaf paths' pattern tables; what does not fit is computed a row at a time.  A target's
+        compiled evaluator where one is installed (:mod:`silvanforge.runtime.shap_arrays`),
+        else NumPy's (:mod:`silvanforge.runtime.contributions`).  Returns (kernel, tables)."""
+        budget = contributions.TABLE_BYTES if table_bytes is None else int(table_bytes)
+        if budget < 0:
+            raise InputError(f"table_bytes must be 0 or more, got {table_bytes!r}")
+        with self._outputs_lock:
+            if self._contribution_tables is None or table_bytes is not None:
+                forest = self.forest
+                kernel = shap_arrays.kernel_for(self.target)
+                flat = shap_arrays.arrays(forest, budget, kernel=kernel) if kernel is not None else None
+                self._contribution_tables = ((kernel, flat) if flat is not None and shap_arrays.fits(flat, kernel)
+                                             else (None, contributions.tables(forest, budget)))
+            return self._contribution_tables
 
     def output_model(self, kind: str) -> "CompiledForest":
         """The compiled model whose predictions are ``kind`` of this one ("pred_leaf",

@@ -36,6 +36,7 @@ import numpy as np
 from silvanforge.errors import UnsupportedModelError
 from silvanforge.ir.hir import Aggregation, Forest, Tree
 from silvanforge.runtime.reference import goes_left
+from silvanforge.runtime.shap_view import explained
 
 # Rows evaluated together: the arrays of one group of paths stay near this many elements.
 CHUNK_ELEMENTS = 1 << 22
@@ -111,6 +112,7 @@ def tables(forest: Forest, table_bytes: int = TABLE_BYTES) -> Tables:
     why = refusal(forest)
     if why is not None:
         raise UnsupportedModelError(f"pred_contribs: {why}")
+    forest = explained(forest)
     K = forest.num_outputs
     scale = 1.0 / forest.average_divisor if forest.aggregation is Aggregation.AVERAGE else 1.0
     bias = np.zeros(K)
@@ -118,25 +120,12 @@ def tables(forest: Forest, table_bytes: int = TABLE_BYTES) -> Tables:
     paths: dict[int, list] = {}
     starts = np.cumsum([0] + [t.num_nodes for t in forest.trees])
     for t, tree in enumerate(forest.trees):
-        cover = tree.cover if tree.cover is not None else np.ones(tree.num_nodes)
+        # (a computed column's splits are its input feature's: attributed_features)
+        fraction, feature_of = fractions(tree).tolist(), source[tree.feature].tolist()
         for leaf, nodes, sides in _leaf_paths(tree):
             value = np.zeros(K)
             value[list(tree.outputs)] = tree.leaf_value[leaf] * scale
-            features: list[int] = []
-            zero: list[float] = []
-            slot = []
-            for node, left in zip(nodes, sides):
-                child = tree.left[node] if left else tree.right[node]
-                fraction = cover[child] / cover[node] if cover[node] > 0 else 0.0
-                f = int(source[tree.feature[node]])
-                if f in features:  # a feature met again: one element, fractions multiplied
-                    k = features.index(f)
-                    zero[k] *= fraction
-                else:
-                    k = len(features)
-                    features.append(f)
-                    zero.append(fraction)
-                slot.append(k)
+            features, zero, slot = merged(feature_of, nodes, sides, fraction)
             bias += value * float(np.prod(zero))
             paths.setdefault(len(features), []).append(
                 (value, features, zero, [starts[t] + n for n in nodes], sides, slot))
@@ -192,17 +181,52 @@ def _pattern_tables(zero: np.ndarray, d: int) -> tuple[np.ndarray, np.ndarray]:
     return U, (1.0 - zero) / zero
 
 
+def fractions(tree: Tree) -> np.ndarray:
+    """(nodes, 2): the cover fraction of each node's left and right child (0 under a node of
+    no cover; leaves: 0; every cover 1 without covers)."""
+    cover = tree.cover if tree.cover is not None else np.ones(tree.num_nodes)
+    out = np.zeros((tree.num_nodes, 2))
+    inner = np.flatnonzero(tree.left >= 0)
+    c = cover[inner].astype(np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out[inner, 0] = np.where(c > 0, cover[tree.left[inner]] / c, 0.0)
+        out[inner, 1] = np.where(c > 0, cover[tree.right[inner]] / c, 0.0)
+    return out
+
+
+def merged(feature: list[int], nodes: list[int], sides: list[bool], fraction: list):
+    """A path's distinct features in path order, the cover fraction following it at each (a
+    feature met again: one element, its fractions multiplied) and each node's slot among them
+    (``feature``: the tree's as a list; ``fraction``: :func:`fractions` as a list)."""
+    features: list[int] = []
+    zeros: list[float] = []
+    slots: list[int] = []
+    for n, left in zip(nodes, sides):
+        f = feature[n]
+        z = fraction[n][0 if left else 1]
+        if f in features:
+            k = features.index(f)
+            zeros[k] *= z
+        else:
+            k = len(features)
+            features.append(f)
+            zeros.append(z)
+        slots.append(k)
+    return features, zeros, slots
+
+
 def _leaf_paths(tree: Tree):
     """``(leaf, nodes, sides)`` of every leaf: the internal nodes from the root and whether the
     path goes left at each."""
+    left, right = tree.left.tolist(), tree.right.tolist()
     stack = [(0, [], [])]
     while stack:
         node, nodes, sides = stack.pop()
-        if tree.left[node] < 0:
+        if left[node] < 0:
             yield node, nodes, sides
             continue
-        stack.append((int(tree.right[node]), nodes + [node], sides + [False]))
-        stack.append((int(tree.left[node]), nodes + [node], sides + [True]))
+        stack.append((right[node], nodes + [node], sides + [False]))
+        stack.append((left[node], nodes + [node], sides + [True]))
 
 
 def decisions(t: Tables, X: np.ndarray, forest: Forest) -> np.ndarray:

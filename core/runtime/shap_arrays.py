@@ -19,14 +19,19 @@ The arrays (P paths, N nodes of all trees, per tree ``tree_paths``):
 - ``depth`` (P): distinct features ``d``; ``path_features`` (P): the first of its ``d`` entries of
   ``feature``, ``zero`` (the cover fraction following the path there) and ``ratio`` (``(1 - z) /
   z``); ``table_at`` (P): where its pattern table (``2**d`` values of ``U``) starts in ``table``,
-  -1 where it has none (past the budget, a zero fraction, or ``d`` above ``TABLE_MAX_D``).
+  -2 where none is kept (past the budget) and the kernel makes one for a call of enough rows,
+  -1 where it has none (a zero fraction, or ``d`` above ``TABLE_MAX_D``).
 - ``path_values`` (P + 1): each path's first entry of ``column`` (``output * (features + 1)``)
   and ``value`` (the leaf's value for that output, scaled for averages).
 - Per node: ``split_feature``, ``threshold`` (float64: the model's thresholds widened exactly),
   ``op`` (:class:`~silvanforge.ir.hir.Op`), ``default_left``, ``zero_missing``, ``category_at``
   (-1, or where its set starts in ``category_in``, one byte a category) and ``category_count``.
 - ``quad_at`` (by d), ``quad_t``, ``quad_w``: Gauss-Legendre points and weights on [0, 1],
-  ``(d + 1) // 2`` of them for paths of ``d`` features (exact for the degree ``d - 1`` integrand).
+  ``(d + 1) // 2`` of them for paths of ``d`` features (exact for the degree ``d - 1`` integrand);
+  ``coalition_at`` (by d), ``coalition_w``: the Shapley weights of coalitions of 0 to ``d``.
+- Symmetric trees tabled by leaf: ``tree_levels`` (0: walked by paths), ``level_at`` and
+  ``level_node`` (a node of each level), ``leaf_table_at``, ``leaf_table`` (a row a leaf),
+  ``column_at``, ``table_columns`` and ``leaf_column`` (the phi column of each entry).
 - Counts: ``row_stride``, ``phi_stride``, ``category_rule`` (0 XGBoost, 1 LightGBM, 2 exact),
   ``use_tables`` (0: every path by its integral), ``zero_bound`` (ZERO_THRESHOLD's float64 bits).
 """
@@ -34,11 +39,13 @@ The arrays (P paths, N nodes of all trees, per tree ``tree_paths``):
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import numpy as np
 
 from silvanforge.ir.hir import ZERO_THRESHOLD, Aggregation, CategoryRule, Forest
 from silvanforge.runtime import contributions as paths_math
+from silvanforge.runtime.shap_view import explained, preordered, symmetric_levels
 from silvanforge.runtime.threads import _get_pool, check_threads, default_threads
 
 _RULES = {CategoryRule.XGBOOST: 0, CategoryRule.LIGHTGBM: 1, CategoryRule.EXACT: 2}
@@ -77,30 +84,41 @@ class Arrays:
         return got
 
 
-def arrays(forest: Forest, table_bytes: int = paths_math.TABLE_BYTES) -> Arrays:
+def arrays(forest: Forest, table_bytes: int = paths_math.TABLE_BYTES, kernel=None) -> Arrays:
     """The flat arrays of ``forest`` (raises ``UnsupportedModelError`` where
-    :func:`~silvanforge.runtime.contributions.refusal` says why), with pattern tables for up to
-    ``table_bytes``."""
+    :func:`~silvanforge.runtime.contributions.refusal` says why), with tables for up to
+    ``table_bytes`` (symmetric trees' by leaf first, made by ``kernel``'s ``leaf_table`` where
+    it has one)."""
     why = paths_math.refusal(forest)
     if why is not None:
         from silvanforge.errors import UnsupportedModelError
 
         raise UnsupportedModelError(f"pred_contribs: {why}")
+    forest = explained(forest)
+    forest = dataclasses.replace(forest, trees=[preordered(tree) for tree in forest.trees])
     K, F = forest.num_outputs, forest.input_features  # (F: the columns contributions go to)
     source = paths_math.attributed_features(forest)
     scale = 1.0 / forest.average_divisor if forest.aggregation is Aggregation.AVERAGE else 1.0
     bias = np.asarray(forest.base_score, np.float64) * 1.0 + np.zeros(K)
-    tree_paths, path_nodes, prefix, symmetric = [0], [0], [], []
+    by_leaf, leaf_bias = _leaf_tables(forest, scale, table_bytes, getattr(kernel, "leaf_table", None))
+    bias += leaf_bias
+    tree_paths, path_nodes, prefix = [0], [0], []
     node, side, slot = [], [], []
     depth, path_features, feature, zero = [], [0], [], []
     path_values, column, value = [0], [], []
     starts = np.cumsum([0] + [t.num_nodes for t in forest.trees])
     for t, tree in enumerate(forest.trees):
-        cover = tree.cover if tree.cover is not None else np.ones(tree.num_nodes)
-        fraction = _fractions(tree, cover)
+        if by_leaf["tree_levels"][t] > 0:  # a table by leaf: its paths are never walked
+            tree_paths.append(len(depth))
+            continue
+        # (the tree as lists: Python reads their items several times faster than NumPy's)
+        # (a computed column's splits are its input feature's: attributed_features)
+        fraction, feature_of = paths_math.fractions(tree).tolist(), source[tree.feature].tolist()
+        leaf_values = (tree.leaf_value * scale).tolist()
         columns = [o * (F + 1) for o in tree.outputs]
+        start = int(starts[t])
+        expected = [0.0] * len(columns)
         before: list = []
-        first_path = len(depth)
         for leaf, nodes, sides in paths_math._leaf_paths(tree):
             shared = 0
             for a, c in zip(zip(nodes, sides), before):
@@ -108,59 +126,49 @@ def arrays(forest: Forest, table_bytes: int = paths_math.TABLE_BYTES) -> Arrays:
                     break
                 shared += 1
             before = list(zip(nodes, sides))
-            features: list[int] = []
-            zeros: list[float] = []
-            for n, left in zip(nodes, sides):
-                f = int(source[tree.feature[n]])
-                z = fraction[n, 0 if left else 1]
-                if f in features:  # a feature met again: one element, fractions multiplied
-                    k = features.index(f)
-                    zeros[k] *= z
-                else:
-                    k = len(features)
-                    features.append(f)
-                    zeros.append(z)
-                slot.append(k)
-            vals = tree.leaf_value[leaf] * scale
-            bias += _spread(vals, tree.outputs, K) * float(np.prod(zeros))
+            features, zeros, slots = paths_math.merged(feature_of, nodes, sides, fraction)
+            vals = leaf_values[leaf]
+            reach = math.prod(zeros)
+            for o, v in enumerate(vals):
+                expected[o] += v * reach
             prefix.append(shared)
-            node.extend(int(starts[t]) + n for n in nodes)
+            node.extend([start + n for n in nodes])
             side.extend(sides)
+            slot.extend(slots)
             path_nodes.append(len(node))
             depth.append(len(features))
             feature.extend(features)
             zero.extend(zeros)
             path_features.append(len(feature))
             column.extend(columns)
-            value.extend(vals.tolist())
+            value.extend(vals)
             path_values.append(len(value))
+        bias[list(tree.outputs)] += expected
         tree_paths.append(len(depth))
-        symmetric.append(_levels(tree) if first_path + 1 < len(depth) else None)
     depth_a = np.array(depth, np.int32)
     zero_a = np.array(zero, np.float64)
     fstart = np.array(path_features[:-1], np.int64)
-    side_a, slot_a = np.array(side, np.int8), np.array(slot, np.int8)
-    node_at = np.array(path_nodes, np.int64)
-    value_a, column_a, value_at = np.array(value, np.float64), np.array(column, np.int64), np.array(path_values, np.int64)
-    by_leaf = _leaf_tables(forest, symmetric, tree_paths, node_at, side_a, slot_a, depth_a, fstart,
-                           np.array(feature, np.int32), zero_a, value_at, column_a, value_a, table_bytes)
-    walked = np.ones(depth_a.size, bool)  # paths of trees with a table by leaf are never walked
-    for t in np.flatnonzero(by_leaf["tree_levels"][:-1] > 0):
-        walked[tree_paths[t]:tree_paths[t + 1]] = False
-    table_at, table = _tables(np.where(walked, depth_a, 0), fstart, zero_a,
-                              table_bytes - by_leaf["leaf_table"].nbytes)
+    table_at, table = _tables(depth_a, fstart, zero_a, table_bytes - by_leaf["leaf_table"].nbytes)
+    made_d = min(paths_math.TABLE_MAX_D, getattr(kernel, "max_table_d", 0))
+    if made_d and depth_a.size:  # paths the kernel makes a table for per call (of enough rows)
+        lowest = np.minimum.reduceat(np.append(zero_a, 1.0), fstart) if zero_a.size else np.ones(depth_a.size)
+        table_at[(table_at < 0) & (depth_a > 0) & (depth_a <= made_d) & (lowest > 0)] = -2
     with np.errstate(divide="ignore", invalid="ignore"):
         ratio = np.where(zero_a > 0, (1.0 - zero_a) / zero_a, 0.0)
     flat = _node_arrays(forest, starts)
     quad_at, quad_t, quad_w = _quadrature(int(depth_a.max(initial=0)))
+    coalition_w = [_coalition_weights(d) for d in range(int(depth_a.max(initial=0)) + 1)]
     named = dict(
         row_stride=forest.num_features, phi_stride=K * (F + 1),
         tree_paths=np.array(tree_paths, np.int64), path_nodes=np.array(path_nodes, np.int64),
-        prefix=np.array(prefix, np.int32), node=np.array(node, np.int32), side=side_a,
-        slot=slot_a, depth=depth_a, path_features=fstart, feature=np.array(feature, np.int32),
+        prefix=np.array(prefix, np.int32), node=np.array(node, np.int32), side=np.array(side, np.int8),
+        slot=np.array(slot, np.int8), depth=depth_a, path_features=fstart, feature=np.array(feature, np.int32),
         zero=zero_a, ratio=ratio, table_at=table_at, table=table,
-        path_values=value_at, column=column_a, value=value_a, **flat, category_rule=_RULES[forest.category_rule],
+        path_values=np.array(path_values, np.int64), column=np.array(column, np.int64),
+        value=np.array(value, np.float64), **flat, category_rule=_RULES[forest.category_rule],
         quad_at=quad_at, quad_t=quad_t, quad_w=quad_w, **by_leaf,
+        coalition_at=np.cumsum([0] + [w.size for w in coalition_w[:-1]]).astype(np.int64),
+        coalition_w=np.concatenate(coalition_w),
         zero_bound=int(np.float64(ZERO_THRESHOLD).view(np.int64)))
     # (every array non-empty: the kernel is handed addresses, and an empty array may have none)
     named = {k: (np.zeros(1, v.dtype) if isinstance(v, np.ndarray) and v.size == 0 else v) for k, v in named.items()}
@@ -173,89 +181,102 @@ def arrays(forest: Forest, table_bytes: int = paths_math.TABLE_BYTES) -> Arrays:
 LEAF_TABLE_LEVELS = 12
 
 
-def _levels(tree) -> list[int] | None:
-    """A node of each level where every node of a level is internal and tests the same split
-    (no categories) down to a level of leaves, else None."""
-    level, out = [0], []
-    while tree.left[level[0]] >= 0:
-        if len(out) >= LEAF_TABLE_LEVELS or any(tree.left[n] < 0 for n in level):
-            return None
-        n0 = level[0]
-        for n in level:
-            if n in tree.categories or tree.feature[n] != tree.feature[n0] or tree.op[n] != tree.op[n0] \
-                    or tree.default_left[n] != tree.default_left[n0] or tree.zero_missing[n] != tree.zero_missing[n0] \
-                    or not (tree.threshold[n] == tree.threshold[n0]):
-                return None
-        out.append(n0)
-        level = [c for n in level for c in (int(tree.left[n]), int(tree.right[n]))]
-    return out if all(tree.left[n] < 0 for n in level) and out else None
-
-
-def _leaf_tables(forest, symmetric, tree_paths, node_at, side, slot, depth, fstart, feature, zero,
-                 value_at, column, value, budget) -> dict:
-    """The tables by leaf of the symmetric trees (:func:`_levels`), up to ``budget`` bytes: for
-    each of the tree's ``2**levels`` leaves (bit i: the row goes right at level i), each path's
-    share for each of the tree's features summed over its paths with their values, as the
-    row reaching that leaf gets them (its pattern on a path depends on that leaf alone)."""
-    T = len(symmetric)
+def _leaf_tables(forest, scale: float, budget: int, fill=None) -> tuple[dict, np.ndarray]:
+    """The tables by leaf of the symmetric trees (:func:`~silvanforge.runtime.shap_view.symmetric_levels`,
+    up to ``LEAF_TABLE_LEVELS`` levels), in tree order while they fit in ``budget`` bytes, and
+    those trees' share of the bias.  A table has a row for each of the tree's ``2**levels``
+    leaves (bit i: the row goes right at level i) and an entry for each (output, feature) of
+    the tree: what a row reaching that leaf gets, summed over the tree's paths with their
+    values (a row's pattern on a path depends on its leaf alone).  Made from the levels: path
+    ``p`` (to the leaf at position ``p``) and a row reaching leaf ``r`` part at the levels of
+    the bits of ``r ^ p``.  ``fill``: a kernel's ``leaf_table``, or None (NumPy's)."""
+    T, K, F = forest.num_trees, forest.num_outputs, forest.input_features
+    source = paths_math.attributed_features(forest)  # (a computed column's splits: its input feature's)
     starts = np.cumsum([0] + [t.num_nodes for t in forest.trees])
-    levels, level_at, table_at, column_at, columns = (np.zeros(T + 1, np.int64) for _ in range(5))
+    levels_of, level_at, table_at, column_at, columns = (np.zeros(T + 1, np.int64) for _ in range(5))
     level_node, parts, leaf_column, used = [], [], [], 0
-    for t, nodes in enumerate(symmetric):
+    bias = np.zeros(K)
+    for t, tree in enumerate(forest.trees):
         level_at[t], table_at[t], column_at[t] = len(level_node), used // 8, len(leaf_column)
-        a, b = tree_paths[t], tree_paths[t + 1]
-        if nodes is None or b - a != 1 << len(nodes):
+        levels = symmetric_levels(tree)
+        if levels is None or not 1 < len(levels) <= LEAF_TABLE_LEVELS + 1:
             continue
-        d, L = int(depth[a]), len(nodes)
-        zeros = zero[fstart[a:b, None] + np.arange(d)]
-        outs = int(value_at[a + 1] - value_at[a])
-        if d == 0 or (depth[a:b] != d).any() or not (zeros > 0).all() \
-                or (value_at[a + 1:b + 1] - value_at[a:b] != outs).any() or used + (8 * outs * d << L) > budget:
+        L, R = len(levels) - 1, 1 << (len(levels) - 1)
+        nodes = [int(level[0]) for level in levels[:-1]]
+        feats, slot = [], []  # the distinct features in path order, each level's slot among them
+        for f in source[tree.feature[nodes]].tolist():
+            if f not in feats:
+                feats.append(f)
+            slot.append(feats.index(f))
+        d, outs = len(feats), len(tree.outputs)
+        if used + (8 * outs * d << L) > budget:
             continue
-        R = P = 1 << L
-        at = node_at[a] + np.arange(P * L).reshape(P, L)
-        sides, slots = side[at].astype(bool), slot[at].astype(np.int64)  # (P, L): goes left, its slot
-        goes_left = ((np.arange(R)[:, None] >> np.arange(L)) & 1) == 0  # (R, L)
-        s = np.full((R, P), (1 << d) - 1, np.int64)
+        cover = tree.cover if tree.cover is not None else np.ones(tree.num_nodes)
+        p = np.arange(R)
+        zeros = np.ones((R, d))
+        for i in range(L):  # the cover fraction following path p at level i, as paths_math.fractions
+            here = cover[levels[i][p & ((1 << i) - 1)]].astype(np.float64)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                zeros[:, slot[i]] *= np.where(here > 0, cover[levels[i + 1][p & ((2 << i) - 1)]] / here, 0.0)
+        vals = tree.leaf_value[levels[-1]] * scale  # (R, outs)
+        off = np.zeros(R, np.int64)  # the slots a row leaves path p at, by r ^ p
         for i in range(L):
-            s &= np.where(sides[None, :, i] == goes_left[:, None, i], -1, ~(1 << slots[None, :, i]))
-        U, ratio = paths_math._pattern_tables(zeros, d)
-        U = U.ravel()
-        rows = np.arange(P)[None, :] * (1 << d)
-        shares = np.empty((R, P, d))
-        for k in range(d):
-            on = (s >> k) & 1
-            shares[:, :, k] = np.where(on == 1, ratio[None, :, k] * U[rows + (s ^ (1 << k))], -U[rows + s])
-        vals = value[value_at[a] + np.arange(P * outs)].reshape(P, outs)
-        table = np.einsum("rpk,po->rok", shares, vals).reshape(R, outs * d)
-        levels[t], columns[t] = L, outs * d
+            off |= ((p >> i) & 1) << slot[i]
+        table = _leaf_shares(off, zeros, vals, d, fill).reshape(R, outs * d)
+        bias[list(tree.outputs)] += zeros.prod(axis=1) @ vals
+        levels_of[t], columns[t] = L, outs * d
         level_node.extend(int(starts[t]) + n for n in nodes)
-        feats = feature[fstart[a] + np.arange(d)].astype(np.int64)
-        for o in range(outs):
-            leaf_column.extend((column[value_at[a] + o] + feats).tolist())
+        for o in tree.outputs:
+            leaf_column.extend(o * (F + 1) + f for f in feats)
         parts.append(table.ravel())
         used += table.nbytes
-    return dict(tree_levels=levels, level_at=level_at, level_node=np.array(level_node or [0], np.int64),
+    return dict(tree_levels=levels_of, level_at=level_at, level_node=np.array(level_node or [0], np.int64),
                 leaf_table_at=table_at, leaf_table=np.concatenate(parts) if parts else np.zeros(1),
-                column_at=column_at, table_columns=columns, leaf_column=np.array(leaf_column or [0], np.int64))
+                column_at=column_at, table_columns=columns,
+                leaf_column=np.array(leaf_column or [0], np.int64)), bias
 
 
-def _fractions(tree, cover: np.ndarray) -> np.ndarray:
-    """(nodes, 2): the cover fraction of each node's left and right child (0 under a node of
-    no cover; leaves: 0)."""
-    out = np.zeros((tree.num_nodes, 2))
-    inner = np.flatnonzero(tree.left >= 0)
-    c = cover[inner].astype(np.float64)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        out[inner, 0] = np.where(c > 0, cover[tree.left[inner]] / c, 0.0)
-        out[inner, 1] = np.where(c > 0, cover[tree.right[inner]] / c, 0.0)
-    return out
+def _leaf_shares(off: np.ndarray, zeros: np.ndarray, vals: np.ndarray, d: int, fill=None) -> np.ndarray:
+    """(R, outputs, d): each leaf's row of a symmetric tree's table, from ``off`` (R: the slots
+    a row leaves path ``p`` at when its leaf is ``r``, by ``r ^ p``), the paths' fractions
+    ``zeros`` (R, d) and values ``vals`` (R, outputs).  Paths whose fractions are all above
+    zero by their pattern tables (the kernel's ``fill`` where given); the others by their
+    polynomial, or not at all where their values are 0 (a path CatBoost never walks,
+    :mod:`silvanforge.runtime.shap_view`)."""
+    R = off.size
+    table = np.zeros((R, vals.shape[1], d))
+    able = (zeros > 0).all(axis=1)
+    r = np.arange(R)[:, None]
+    pattern = lambda paths: ((1 << d) - 1) & ~off[r ^ paths[None, :]]  # noqa: E731  (R, paths)
+    if fill is not None:
+        fill(off, np.ascontiguousarray(zeros), np.ascontiguousarray(vals), _coalition_weights(d), table)
+    elif able.any():
+        tabled = np.flatnonzero(able)
+        U, ratio = paths_math._pattern_tables(zeros[tabled], d)
+        U = U.ravel()
+        st = pattern(tabled)
+        at = np.arange(tabled.size)[None, :] * (1 << d)
+        shares = np.empty((R, tabled.size, d))
+        for k in range(d):
+            on = (st >> k) & 1
+            shares[:, :, k] = np.where(on == 1, ratio[None, :, k] * U[at + (st ^ (1 << k))], -U[at + st])
+        table += np.einsum("rpk,po->rok", shares, vals[tabled])
+    other = np.flatnonzero(~able & (vals != 0).any(axis=1))
+    if other.size:
+        follows = ((pattern(other)[:, :, None] >> np.arange(d)) & 1).astype(bool)
+        table += np.einsum("rpk,po->rok", paths_math._polynomial_shares(follows, zeros[other], d), vals[other])
+    return table
 
 
-def _spread(vals: np.ndarray, outputs, K: int) -> np.ndarray:
-    out = np.zeros(K)
-    out[list(outputs)] = vals
-    return out
+_COALITION_WEIGHTS: dict[int, np.ndarray] = {}
+
+
+def _coalition_weights(d: int) -> np.ndarray:
+    """(d + 1,): the Shapley weight of a coalition of each size (0 for all d)."""
+    got = _COALITION_WEIGHTS.get(d)
+    if got is None:
+        got = _COALITION_WEIGHTS[d] = np.append(paths_math._weights(d), 0.0)
+    return got
 
 
 def _tables(depth: np.ndarray, fstart: np.ndarray, zero: np.ndarray, budget: int):

@@ -19,9 +19,16 @@ A node's decision is the HIR's rule (:func:`silvanforge.runtime.reference.goes_l
 counts zero as missing) takes the default direction, a categorical node tests membership of the
 value's category (by the forest's category rule), others compare in float64, which orders the
 model's float32 values and thresholds exactly as float32 does.  A tabled path then reads its
-shares from its pattern table (``(1 - z_j) / z_j * U(s - {j})`` or ``-U(s)``); the others
-integrate ``prod_{i != j} (z_i (1 - t) + o_i t)`` over ``[0, 1]`` by Gauss-Legendre, exact for
-its degree (the Shapley weights are the Beta integrals of that polynomial's terms).
+shares from its pattern table (``(1 - z_j) / z_j * U(s - {j})`` or ``-U(s)``): a table kept
+with the model (read by calls of ``KEPT_TABLE_ROWS`` rows or more: one row's reads miss the
+cache more than its integral costs), or one the call makes for its rows (a path past the
+budget, in calls of ``MADE_TABLE_ROWS`` rows or more).  The others integrate
+``prod_{i != j} (z_i (1 - t) + o_i t)`` over ``[0, 1]`` by Gauss-Legendre, exact for its degree
+(the Shapley weights are the Beta integrals of that polynomial's terms), every ``j`` from one
+forward and one backward product a point.
+
+``leaf_table(...)`` is a second function: a symmetric tree's table by leaf, made once a model
+(:func:`_build_leaf_table`).
 """
 
 from __future__ import annotations
@@ -31,6 +38,7 @@ import ctypes
 import threading
 
 import llvmlite.binding as llvm
+import numpy as np
 import llvmlite.ir as ir
 
 from .llvm_host import optimise
@@ -47,7 +55,9 @@ ARG_LAYOUT = (
     ("depth", i32),  # (paths,): distinct features d
     ("path_features", i64),  # (paths,): first of the path's d entries in ``feature``, ``zero``, ``ratio``
     ("feature", i32), ("zero", f64), ("ratio", f64),
-    ("table_at", i64),  # (paths,): the path's pattern table in ``table``, -1 where it has none
+    # (paths,): the path's pattern table in ``table``; -2: none kept, made by a call of
+    # MADE_TABLE_ROWS rows or more (into scratch); -1: none (a zero fraction, or too many features)
+    ("table_at", i64),
     ("table", f64),
     ("path_values", i64),  # (paths + 1,): each path's first (column, value) in ``column``, ``value``
     ("column", i64), ("value", f64),  # the phi column of an output (output * (features + 1)), the leaf's value there
@@ -55,6 +65,7 @@ ARG_LAYOUT = (
     ("category_at", i64), ("category_count", i64), ("category_in", i8),  # categorical nodes' sets (-1: none)
     ("category_rule", None),
     ("quad_at", i64), ("quad_t", f64), ("quad_w", f64),  # Gauss-Legendre points for d, at quad_at[d]
+    ("coalition_at", i64), ("coalition_w", f64),  # Shapley weights of coalitions of 0..d, at coalition_at[d]
     ("use_tables", None),
     ("pattern_stride", None),  # the model's longest path + 1: the patterns a row keeps
     # Symmetric trees (every node of a level the same split): levels (0: a tree walked by
@@ -67,9 +78,42 @@ ARG_LAYOUT = (
 ARG_INDEX = {name: k for k, (name, _) in enumerate(ARG_LAYOUT)}
 # Paths may be this long (the pattern kept per depth lives on the stack).
 MAX_PATH = 256
+# A path without a kept pattern table has one made by a call of this many rows or more (about
+# what 3-4 rows' integrals cost at 6 features), if it has at most MAX_TABLE_D features.
+MADE_TABLE_ROWS = 4
+# Kept pattern tables are read by calls of this many rows or more: one row's reads of them
+# miss the cache more than its integrals cost (lgb_flight_1000x255: 60 ms integrated, 79 read).
+KEPT_TABLE_ROWS = 2
+MAX_TABLE_D = 12
 # Op codes (silvanforge.ir.hir.Op) and category rules, as the args block gives them.
 OP_LT, OP_LE, OP_EQ = 0, 1, 2
 RULE_XGBOOST, RULE_LIGHTGBM, RULE_EXACT = 0, 1, 2
+
+
+def _pattern_table(b: ir.IRBuilder, v, z, d, weight, C, U) -> None:
+    """Emit the pattern table ``U`` (``2**d`` doubles) of a path whose ``d`` cover fractions are
+    at ``z``, as :func:`silvanforge.runtime.contributions._pattern_tables` makes it: ``C[u]``
+    the product of ``z_i`` over the bits ``i`` of ``u``, ``U[t] = weight(|t|) C[full ^ t]``
+    (``weight``: a function of the i64 coalition size giving the Shapley weight, 0 for all
+    ``d``), then the subset sums one feature at a time.  ``C``: ``2**d`` doubles of scratch."""
+    c64 = lambda k: ir.Constant(i64, k)  # noqa: E731
+    load = lambda ptr, i: b.load(b.gep(ptr, [i]))  # noqa: E731
+    size = b.shl(c64(1), d)
+    full = b.sub(size, c64(1))
+    b.store(ir.Constant(f64, 1.0), C)
+    with v.loop(c64(0), d, "ci") as i:
+        bit = b.shl(c64(1), i)
+        zi = load(z, i)
+        with v.loop(bit, b.shl(bit, c64(1)), "cu") as u:
+            b.store(b.fmul(load(C, b.sub(u, bit)), zi), b.gep(C, [u]))
+    with v.loop(c64(0), size, "ut") as t:
+        b.store(b.fmul(weight(b.ctpop(t)), load(C, b.xor(full, t))), b.gep(U, [t]))
+    with v.loop(c64(0), d, "si") as i:
+        bit = b.shl(c64(1), i)
+        with v.loop(c64(0), size, "st") as t:
+            with b.if_then(b.icmp_unsigned("!=", b.and_(t, bit), c64(0))):
+                cell = b.gep(U, [t])
+                b.store(b.fadd(b.load(cell), load(U, b.xor(t, bit))), cell)
 
 
 class _Vars:
@@ -175,6 +219,12 @@ def build_ir() -> str:
 
     stride = A["pattern_stride"]
     patterns = b.alloca(i64, b.mul(b.sub(row_end, row_begin), stride), name="patterns")
+    # an integral's factors, products before each factor, and sums (a path's features at most)
+    factors, befores, sums = (b.alloca(f64, c64(64), name=n) for n in ("factors", "befores", "sums"))
+    made_c = b.alloca(f64, c64(1 << MAX_TABLE_D), name="made_c")  # a pattern table made by the call
+    made_u = b.alloca(f64, c64(1 << MAX_TABLE_D), name="made_u")
+    many_rows = b.icmp_signed(">=", b.sub(row_end, row_begin), c64(MADE_TABLE_ROWS))
+    rows_for_kept = b.icmp_signed(">=", b.sub(row_end, row_begin), c64(KEPT_TABLE_ROWS))
 
     def add_share(single, column, value, path, phirow, feat, share):
         """``phi[column + feat] += value * share`` for each of the path's leaf values (one,
@@ -222,8 +272,15 @@ def build_ir() -> str:
             first_value = at("path_values", p)
             single = b.icmp_signed("==", b.sub(at("path_values", b.add(p, c64(1))), first_value), c64(1))
             column, value = at("column", first_value), at("value", first_value)
-            tabled = b.and_(b.icmp_signed(">=", table_at, c64(0)), b.icmp_signed("!=", A["use_tables"], c64(0)))
-            base = b.gep(A["table"], [b.select(tabled, table_at, c64(0))])
+            use = b.icmp_signed("!=", A["use_tables"], c64(0))
+            kept = b.and_(b.and_(b.icmp_signed(">=", table_at, c64(0)), use), rows_for_kept)
+            made = b.and_(b.and_(b.icmp_signed("==", table_at, c64(-2)), use), many_rows)
+            with b.if_then(made):  # its table made once for the call's rows
+                first_w = at("coalition_at", d)
+                _pattern_table(b, v, b.gep(A["zero"], [fb]), d,
+                               lambda k: at("coalition_w", b.add(first_w, k)), made_c, made_u)
+            tabled = b.or_(kept, made)
+            base = b.select(made, made_u, b.gep(A["table"], [b.select(kept, table_at, c64(0))]))
             q = at("quad_at", d)
             points = b.sdiv(b.add(d, c64(1)), c64(2))
             with v.loop(row_begin, row_end, "row") as r:
@@ -250,22 +307,31 @@ def build_ir() -> str:
                             share = b.select(on, b.fmul(at("ratio", b.add(fb, jj)), without), minus_u)
                             add_share(single, column, value, p, phirow, at("feature", b.add(fb, jj)), share)
                     with integral_way:
+                        # each point's factors z_i (1 - t) + o_i t, the products before each i
+                        # (times the weight) forward, then after each i backward: every j's
+                        # product without its own factor in 3 d steps a point
+                        with v.loop(c64(0), d, "j0") as jj:
+                            b.store(cf(0.0), b.gep(sums, [jj]))
+                        with v.loop(c64(0), points, "m") as m:
+                            tm = at("quad_t", b.add(q, m))
+                            rest = b.fsub(cf(1.0), tm)
+                            before = v.var(f64, "before", at("quad_w", b.add(q, m)))
+                            with v.loop(c64(0), d, "i") as i:
+                                o = b.icmp_unsigned("!=", b.and_(bits, b.shl(c64(1), i)), c64(0))
+                                factor = b.fadd(b.fmul(at("zero", b.add(fb, i)), rest), b.select(o, tm, cf(0.0)))
+                                b.store(factor, b.gep(factors, [i]))
+                                b.store(b.load(before), b.gep(befores, [i]))
+                                b.store(b.fmul(b.load(before), factor), before)
+                            after = v.var(f64, "after", cf(1.0))
+                            with v.loop(c64(0), d, "i2") as i:
+                                k = b.sub(b.sub(d, c64(1)), i)
+                                cell = b.gep(sums, [k])
+                                b.store(b.fadd(b.load(cell), b.fmul(b.load(b.gep(befores, [k])), b.load(after))), cell)
+                                b.store(b.fmul(b.load(after), b.load(b.gep(factors, [k]))), after)
                         with v.loop(c64(0), d, "j") as jj:
-                            total = v.var(f64, "total", cf(0.0))
-                            with v.loop(c64(0), points, "m") as m:
-                                tm = at("quad_t", b.add(q, m))
-                                rest = b.fsub(cf(1.0), tm)
-                                prod = v.var(f64, "prod", at("quad_w", b.add(q, m)))
-                                with v.loop(c64(0), d, "i") as i:
-                                    with b.if_then(b.icmp_signed("!=", i, jj)):
-                                        o = b.icmp_unsigned("!=", b.and_(bits, b.shl(c64(1), i)), c64(0))
-                                        factor = b.fadd(b.fmul(at("zero", b.add(fb, i)), rest),
-                                                        b.select(o, tm, cf(0.0)))
-                                        b.store(b.fmul(b.load(prod), factor), prod)
-                                b.store(b.fadd(b.load(total), b.load(prod)), total)
                             oj = b.icmp_unsigned("!=", b.and_(bits, b.shl(c64(1), jj)), c64(0))
                             share = b.fmul(b.fsub(b.select(oj, cf(1.0), cf(0.0)), at("zero", b.add(fb, jj))),
-                                           b.load(total))
+                                           b.load(b.gep(sums, [jj])))
                             add_share(single, column, value, p, phirow, at("feature", b.add(fb, jj)), share)
 
     with v.loop(tree_begin, tree_end, "tree") as t:
@@ -275,7 +341,58 @@ def build_ir() -> str:
             with other:
                 by_path(t)
     b.ret_void()
+    _build_leaf_table(module)
     return str(module)
+
+
+def _build_leaf_table(module: ir.Module) -> None:
+    """``leaf_table(R, d, outs, off, zeros, vals, weights, scratch, table)``: a symmetric tree's
+    table by leaf (:func:`silvanforge.runtime.shap_arrays._leaf_tables`), ``R`` leaves and as
+    many paths, ``d`` distinct features, ``outs`` outputs.  ``off`` (R): the slots a row
+    leaves path ``p`` at when its leaf is ``r``, by ``r ^ p``; ``zeros`` (R, d): each path's
+    cover fractions; ``vals`` (R, outs): its values; ``weights`` (d + 1): the Shapley weight
+    of a coalition of each size (0 for all ``d``); ``scratch``: ``2 * 2**d``
+    doubles.  Adds to ``table`` (R, outs, d) each path whose fractions are all above zero and
+    whose values are not all zero: its pattern table ``U`` made as
+    :func:`silvanforge.runtime.contributions._pattern_tables` makes it, then each leaf's
+    shares from it."""
+    p64 = f64.as_pointer()
+    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [i64, i64, i64, i64.as_pointer(), p64, p64, p64, p64,
+                                                             p64]), "leaf_table")
+    R, d, outs, off, zeros, vals, weights, scratch, table = fn.args
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    v = _Vars(fn, b)
+    c64 = lambda k: ir.Constant(i64, k)  # noqa: E731
+    cf = lambda k: ir.Constant(f64, k)  # noqa: E731
+    size = b.shl(c64(1), d)
+    full = b.sub(size, c64(1))
+    C, U = scratch, b.gep(scratch, [size])
+    load = lambda ptr, i: b.load(b.gep(ptr, [i]))  # noqa: E731
+    with v.loop(c64(0), R, "p") as p:
+        z = b.gep(zeros, [b.mul(p, d)])
+        val = b.gep(vals, [b.mul(p, outs)])
+        able = v.var(i1, "able", ir.Constant(i1, 1))
+        with v.loop(c64(0), d, "i") as i:
+            b.store(b.and_(b.load(able), b.fcmp_ordered(">", load(z, i), cf(0.0))), able)
+        some = v.var(i1, "some", ir.Constant(i1, 0))
+        with v.loop(c64(0), outs, "o") as o:
+            b.store(b.or_(b.load(some), b.fcmp_unordered("une", load(val, o), cf(0.0))), some)
+        with b.if_then(b.and_(b.load(able), b.load(some))):
+            _pattern_table(b, v, z, d, lambda k: load(weights, k), C, U)
+            with v.loop(c64(0), R, "r") as r:
+                pattern = b.and_(full, b.not_(load(off, b.xor(r, p))))
+                minus_u = b.fneg(load(U, pattern))
+                row = b.gep(table, [b.mul(b.mul(r, outs), d)])
+                with v.loop(c64(0), d, "k") as k:
+                    bit = b.shl(c64(1), k)
+                    on = b.icmp_unsigned("!=", b.and_(pattern, bit), c64(0))
+                    zk = load(z, k)
+                    ratio = b.fdiv(b.fsub(cf(1.0), zk), zk)
+                    share = b.select(on, b.fmul(ratio, load(U, b.xor(pattern, bit))), minus_u)
+                    with v.loop(c64(0), outs, "ko") as o:
+                        cell = b.gep(row, [b.add(b.mul(o, d), k)])
+                        b.store(b.fadd(b.load(cell), b.fmul(load(val, o), share)), cell)
+    b.ret_void()
 
 
 _lock = threading.Lock()
@@ -289,6 +406,7 @@ class TreeShapKernel:
     arg_layout = tuple(name for name, _ in ARG_LAYOUT)
     max_path = MAX_PATH
     max_depth = 62  # distinct features a path may have: its pattern is one int64's bits
+    max_table_d = MAX_TABLE_D  # paths of up to this many features may have tables made per call
 
     def __init__(self):
         mod, tm = optimise(build_ir())
@@ -298,6 +416,17 @@ class TreeShapKernel:
         i64_ = ctypes.c_int64
         self._fn = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, i64_, i64_, i64_, i64_,
                                     ctypes.c_void_p)(address)
+        self._leaf_table = ctypes.CFUNCTYPE(None, i64_, i64_, i64_, *[ctypes.c_void_p] * 6)(
+            self._engine.get_function_address("leaf_table"))
+
+    def leaf_table(self, off, zeros, vals, weights, table) -> None:
+        """A symmetric tree's table by leaf (see :func:`_build_leaf_table`), NumPy arrays:
+        ``off`` int64 (R,), ``zeros`` (R, d), ``vals`` (R, outs), ``weights`` (d + 1,), ``table``
+        (R, outs, d) added to; all float64 and C-ordered."""
+        R, d = zeros.shape
+        scratch = np.empty(2 << d)
+        self._leaf_table(R, d, vals.shape[1], off.ctypes.data, zeros.ctypes.data, vals.ctypes.data,
+                         weights.ctypes.data, scratch.ctypes.data, table.ctypes.data)
 
     def run(self, args: int, X: int, row_begin: int, row_end: int, tree_begin: int, tree_end: int,
             phi: int) -> None:

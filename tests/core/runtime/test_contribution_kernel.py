@@ -14,7 +14,7 @@ from support_common import labelled as _labels
 from support_common import normal_rows as _rows
 
 import silvanforge as sf
-from silvanforge.runtime import contributions, reference, shap_arrays
+from silvanforge.runtime import contributions, reference, shap_arrays, shap_view
 
 
 def _kernel():
@@ -29,15 +29,17 @@ def _numpy(forest, X):
 
 
 def _every_way(forest, X, rtol):
-    """The kernel's answers at each size band, thread count and path evaluation, against NumPy's."""
+    """The kernel's answers at each size band, thread count and path evaluation (tables kept,
+    tables made per call with no budget for kept ones, integrals), against NumPy's."""
     kernel = _kernel()
     flat = shap_arrays.arrays(forest)
     rows = X.astype(forest.threshold_dtype)
     for n in (1, shap_arrays.TREE_SPLIT_ROWS - 1, shap_arrays.TREE_SPLIT_ROWS, 2 * shap_arrays.ROWS_PER_CALL + 3):
         want = _numpy(forest, rows[:n])
-        one = shap_arrays.contributions(flat, kernel, rows[:n], 1)
-        assert np.array_equal(one, shap_arrays.contributions(flat, kernel, rows[:n], 2))  # bit for bit
-        np.testing.assert_allclose(one, want, rtol=rtol, atol=rtol * np.abs(want).max())
+        for a in (flat, shap_arrays.arrays(forest, 0, kernel=kernel)):
+            one = shap_arrays.contributions(a, kernel, rows[:n], 1)
+            assert np.array_equal(one, shap_arrays.contributions(a, kernel, rows[:n], 2))  # bit for bit
+            np.testing.assert_allclose(one, want, rtol=rtol, atol=rtol * np.abs(want).max())
         integrated = shap_arrays.contributions(flat, kernel, rows[:n], 2, use_tables=False)
         np.testing.assert_allclose(integrated, want, rtol=rtol, atol=rtol * np.abs(want).max())
     return flat
@@ -72,8 +74,8 @@ def test_lightgbm_categorical():
 
 
 def test_symmetric_trees_read_by_leaf():
-    """CatBoost's symmetric trees, with covers where every leaf has some (then each tree is a
-    table by leaf), equal the definition."""
+    """CatBoost's symmetric trees with random covers, each a table by leaf, equal the definition
+    on the trees as CatBoost walks them."""
     cb = pytest.importorskip("catboost")
     X = _rows(300, 5, seed=3)
     model = cb.CatBoostRegressor(iterations=6, depth=4, verbose=0, thread_count=1).fit(X, np.nan_to_num(X[:, 0]))
@@ -90,5 +92,52 @@ def test_symmetric_trees_read_by_leaf():
     flat = _every_way(forest, X, 1e-12)
     assert (flat.named["tree_levels"][:-1] > 0).all()
     got = shap_arrays.contributions(flat, _kernel(), X[:9].astype(forest.threshold_dtype), 1)
-    np.testing.assert_allclose(got, reference.predict_contribs(forest, X[:9].astype(forest.threshold_dtype)),
+    np.testing.assert_allclose(got, reference.predict_contribs(shap_view.explained(forest),
+                                                               X[:9].astype(forest.threshold_dtype)),
                                rtol=1e-9, atol=1e-12)
+
+
+def _catboost(**params):
+    cb = pytest.importorskip("catboost")
+    X = _rows(300, 5, seed=5)
+    y = _labels(X) if params.get("loss_function") == "MultiClass" else np.nan_to_num(X[:, 0]) + np.nan_to_num(X[:, 2]) ** 2
+    kind = cb.CatBoostClassifier if params.get("loss_function") == "MultiClass" else cb.CatBoostRegressor
+    model = kind(iterations=6, depth=6, verbose=0, thread_count=1, **params).fit(X, y)
+    return model, X, model.get_feature_importance(cb.Pool(X), type="ShapValues")
+
+
+@pytest.mark.parametrize("params", [{}, {"loss_function": "MultiClass"}], ids=["regression", "multiclass"])
+def test_symmetric_trees_with_empty_leaves_by_leaf_equal_catboost(params):
+    """Depth 6 on 300 rows leaves leaves empty: every tree is still a table by leaf, and the
+    kernel equals CatBoost's ShapValues on NaN rows at every size band and thread count."""
+    model, X, want = _catboost(**params)
+    forest = sf.compile(model).forest
+    assert any((t.cover[t.left < 0] == 0).any() for t in forest.trees)
+    assert np.isnan(X).any()
+    flat = _every_way(forest, X, 1e-12)
+    assert (flat.named["tree_levels"][:-1] > 0).all()
+    filled = shap_arrays.arrays(forest, kernel=_kernel())  # the tables made by the kernel's leaf_table
+    np.testing.assert_allclose(filled.named["leaf_table"], flat.named["leaf_table"], rtol=1e-12, atol=1e-15)
+    for a in (flat, filled):
+        got = contributions.shaped(forest, shap_arrays.contributions(a, _kernel(), X.astype(forest.threshold_dtype), 2))
+        np.testing.assert_allclose(got, want, rtol=1e-8, atol=1e-10)
+
+
+def test_tables_by_leaf_past_the_budget_fall_back_to_paths():
+    """A budget for some trees' tables: those trees by leaf, the rest walked by paths (with
+    pattern tables or integrals), the same values as CatBoost's."""
+    model, X, want = _catboost(loss_function="MultiClass")
+    forest = sf.compile(model).forest
+    full = shap_arrays.arrays(forest).named
+    sizes = 8 * (full["table_columns"][:-1] << full["tree_levels"][:-1])  # each tree's table's bytes
+    assert (sizes > 0).all()
+    rows = X.astype(forest.threshold_dtype)
+    for budget in (0, int(sizes[0] + sizes[1]), int(sizes.sum())):
+        flat = shap_arrays.arrays(forest, table_bytes=budget)
+        tabled = flat.named["tree_levels"][:-1] > 0
+        assert sizes[tabled].sum() <= budget
+        assert tabled.sum() == {0: 0, int(sizes.sum()): len(sizes)}.get(budget, tabled.sum())
+        assert budget in (0, int(sizes.sum())) or (tabled[:2].all() and not tabled.all())
+        for threads in (1, 2):
+            got = contributions.shaped(forest, shap_arrays.contributions(flat, _kernel(), rows, threads))
+            np.testing.assert_allclose(got, want, rtol=1e-8, atol=1e-10)

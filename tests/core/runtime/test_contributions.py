@@ -63,10 +63,11 @@ def test_lightgbm_pred_contrib_with_categories_and_classes():
         np.testing.assert_allclose(got, want, rtol=1e-8, atol=1e-10)
 
 
-def test_catboost_shap_values_where_catboost_computes_path_dependent_treeshap():
-    """Lossguide trees: CatBoost's ShapValues, to float64's rounding.  On symmetric and depthwise
-    trees CatBoost's values differ from the definition (and, depthwise, do not add up to the
-    margin); ours follow the definition there, as on every model."""
+def test_catboost_shap_values():
+    """CatBoost's ShapValues to float64's rounding on Lossguide and symmetric trees (those as
+    CatBoost walks them, :mod:`silvanforge.runtime.shap_view`: deep enough for empty leaves,
+    NaN rows, several classes).  Depthwise trees differ from the definition in CatBoost (and do
+    not add up to the margin); ours follow the definition there, as on every other model."""
     cb = pytest.importorskip("catboost")
     X = _rows(400, 5, seed=4)
     y = _labels(X)
@@ -75,11 +76,51 @@ def test_catboost_shap_values_where_catboost_computes_path_dependent_treeshap():
     cf = sf.compile(model)
     np.testing.assert_allclose(cf.predict(X, pred_contribs=True),
                                model.get_feature_importance(cb.Pool(X), type="ShapValues"), rtol=1e-8, atol=1e-10)
-    symmetric = cb.CatBoostRegressor(iterations=5, depth=3, verbose=0, thread_count=1).fit(X, np.nan_to_num(X[:, 0]))
-    cf = sf.compile(symmetric)
-    got = cf.predict(X[:8], pred_contribs=True)
-    np.testing.assert_allclose(got, reference.predict_contribs(cf.forest, X[:8])[:, 0], rtol=1e-9, atol=1e-12)
-    _adds_up(cf, X[:8], got)
+    for symmetric in (cb.CatBoostRegressor(iterations=5, depth=6, verbose=0, thread_count=1).fit(X, np.nan_to_num(X[:, 0])),
+                      cb.CatBoostClassifier(iterations=4, depth=5, loss_function="MultiClass", verbose=0,
+                                            thread_count=1).fit(X, y)):
+        cf = sf.compile(symmetric)
+        assert any((t.cover[t.left < 0] == 0).any() for t in cf.forest.trees)  # empty leaves
+        want = symmetric.get_feature_importance(cb.Pool(X), type="ShapValues")
+        for n in (1, 9, 400):
+            got = cf.predict(X[:n], pred_contribs=True)
+            assert got.shape == want[:n].shape
+            np.testing.assert_allclose(got, want[:n], rtol=1e-8, atol=1e-10)
+        _adds_up(cf, X, cf.predict(X, pred_contribs=True))
+
+
+def test_catboost_one_hot_symmetric_trees():
+    """One-hot categorical splits in symmetric trees (each a table by leaf): CatBoost's values."""
+    cb = pytest.importorskip("catboost")
+    pd = pytest.importorskip("pandas")
+    rng = np.random.default_rng(10)
+    frame = pd.DataFrame({"a": rng.normal(size=300), "b": rng.normal(size=300), "c": rng.choice(list("wxyz"), 300)})
+    y = frame.a + 2.0 * (frame.c == "y")
+    model = cb.CatBoostRegressor(iterations=5, depth=4, one_hot_max_size=10, verbose=0, thread_count=1)
+    model.fit(frame, y, cat_features=["c"])
+    cf = sf.compile(model, forms="lazy")
+    assert any(t.categories for t in cf.forest.trees)
+    kernel, tables = cf.prepare_contributions()
+    if kernel is not None:
+        assert (tables.named["tree_levels"][:-1] > 0).all()
+    np.testing.assert_allclose(cf.predict(frame, pred_contribs=True),
+                               model.get_feature_importance(cb.Pool(frame, cat_features=["c"]), type="ShapValues"),
+                               rtol=1e-8, atol=1e-10)
+
+
+def test_the_table_budget_is_an_option():
+    """``prepare_contributions(table_bytes=...)``: no tables (every path a row at a time) or
+    the default's, the same values; a negative budget is a clear error."""
+    cb = pytest.importorskip("catboost")
+    X = _rows(200, 4, seed=9)
+    model = cb.CatBoostRegressor(iterations=4, depth=5, verbose=0, thread_count=1).fit(X, np.nan_to_num(X[:, 0]))
+    cf = sf.compile(model, forms="lazy")
+    want = model.get_feature_importance(cb.Pool(X), type="ShapValues")
+    for budget in (0, None):
+        cf.prepare_contributions(table_bytes=budget)
+        np.testing.assert_allclose(cf.predict(X, pred_contribs=True), want, rtol=1e-8, atol=1e-10)
+    with pytest.raises(InputError, match="table_bytes"):
+        cf.prepare_contributions(table_bytes=-1)
 
 
 def test_random_forests_equal_the_definition():

@@ -322,7 +322,7 @@ def _unsigned(signed: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(the unsigned 32-bit hashes as uint64, which values are categories) of signed hashes."""
     ok = signed < (1 << 31)
     return (signed & 0xFFFFFFFF).astype(np.uint64), ok
-# Where the args block holds what each call sets (silvanforge_target_cpu.hashed_columns.ARG_LAYOUT).
+# Where the args block holds what each call sets (the target's hashed-columns kernel, its ARG_LAYOUT).
 _CALL_ARGS = ("rows", "row_stride", "column_stride", "hashes", "hash_stride", "floats", "float_stride",
               "codes", "code_stride", "distinct", "distinct_at", "distinct_count", "dense_at", "dense")
 (_ROWS, _ROW_STRIDE, _COLUMN_STRIDE, _HASHES, _HASH_STRIDE, _FLOATS, _FLOAT_STRIDE, _CODES, _CODE_STRIDE,
@@ -494,7 +494,10 @@ def _factorise(values) -> tuple[np.ndarray, list]:
     ints = _small_integers(values, module)
     if ints is not None:
         return ints
-    array = getattr(values, "array", None) if module == "pandas" else None
+    try:  # (pandas' own ExtensionArray behind a Series or Index)
+        array = values.array if module == "pandas" else None
+    except AttributeError:
+        array = None
     if type(array).__name__.startswith("Arrow"):  # Arrow-backed (pandas' default strings): Arrow's dictionary
         import pyarrow.compute as pc
 

@@ -430,7 +430,10 @@ def test_large_float32_models_take_wide_blocks_with_expanded_and_looped_trees():
     assert lanes == choose.WIDE_LANES and 0 < expanded.sum() < forest.num_trees
     assert expanded[24:].all()  # the small trees are the expanded ones
     float64 = Forest(trees=trees, num_features=6, threshold_dtype="float64", accumulate_dtype="float64")
-    assert choose.choose_form(float64)[0] == choose.LANES  # float64: most nodes expanded
+    # float64 compares: most nodes expanded over 8 lanes; with 16-bit bins (the narrow form),
+    # wide blocks where their estimate is lower (measured 1.6x on such trees with random thresholds)
+    assert choose.choose_form(float64, options=BitvectorOptions(narrow=False))[0] == choose.LANES
+    assert choose.choose_form(float64)[0] == choose.WIDE_LANES
     X = np.random.default_rng(6).choice([np.nan, -1.0, 0.35, 1.0, 2.05, 7.5, 12.0, np.inf], size=(300, 6))
     cf = _compile(forest, rep="bitvector")
     assert f"lanes={choose.WIDE_LANES}" in cf.show("lir")
@@ -888,3 +891,37 @@ def test_leafwise_lightgbm_with_a_categorical_feature_takes_mask_tables_and_agre
     Xt[:, :4][rng.random((len(Xt), 4)) < 0.1] = np.nan
     np.testing.assert_array_equal(cf.predict(Xt), reference.predict(cf.forest, Xt))
     np.testing.assert_allclose(cf.predict(Xt), booster.predict(Xt), rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("cpu", [None, "x86-64-v3"])
+def test_small_deep_float64_forests_take_wide_narrow_blocks_where_cheaper(cpu):
+    """A forest whose nodes would nearly all be expanded over 8 lanes takes wide blocks of the
+    narrow form (16-bit bins, looped nodes) where estimated cheaper: leaf-wise trees of 31
+    leaves (lgb_taxi_100x31's shape, 1.6-2x faster so); exact with NaN, infinities and ties,
+    AVX-512 and AVX2 code, 1 and 2 threads."""
+    rng = np.random.default_rng(31)
+
+    def leafwise(leaves=31):
+        left, right, feature, threshold, depth = [-1], [-1], [-1], [0.0], [0]
+        for _ in range(leaves - 1):
+            at = [i for i in range(len(left)) if left[i] < 0]
+            n = at[int(np.argmax([depth[i] + rng.random() for i in at]))]
+            left[n], right[n], feature[n] = len(left), len(left) + 1, int(rng.integers(5))
+            threshold[n] = float(rng.choice([-1.0, 0.0, 0.35, 1.0, 2.05]) + rng.integers(3))
+            for _ in range(2):
+                left.append(-1), right.append(-1), feature.append(-1), threshold.append(0.0), depth.append(depth[n] + 1)
+        return Tree.from_nodes(np.array(left), np.array(right), np.array(feature), np.array(threshold),
+                               rng.normal(size=(len(left), 1)), default_left=rng.random(len(left)) < 0.5)
+
+    forest = Forest(trees=[leafwise() for _ in range(100)], num_features=5, threshold_dtype="float64",
+                    accumulate_dtype="float64")
+    lanes, expanded = choose.choose_form(forest)
+    assert lanes == choose.WIDE_LANES and choose.narrow_form(forest, lanes)
+    assert choose.choose_form(forest, options=BitvectorOptions(narrow=False))[0] == choose.LANES
+    cf = sf.compile(forest, rep="bitvector", batch_size=256, cpu=cpu)
+    assert f"lanes={choose.WIDE_LANES}" in cf.show("lir")
+    X = np.random.default_rng(6).choice([np.nan, -1.0, 0.35, 1.0, 2.05, 3.5, 12.0, np.inf, -np.inf], size=(300, 5))
+    for threads in (1, 2):
+        np.testing.assert_array_equal(cf.predict(X, output_margin=True, threads=threads),
+                                      reference.predict(forest, X, output_margin=True))
+

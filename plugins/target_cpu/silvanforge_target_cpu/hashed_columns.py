@@ -224,7 +224,8 @@ def _columns_function(module, name: str, row_type) -> None:
             b.position_at_end(looked_up)
             with v.loop(at("chain_columns", c), at("chain_columns", b.add(c, one)), "j") as j:
                 answers = b.gep(A["answers"], [at("column_answers", j)])
-                out = b.gep(A["rows"], [b.add(b.mul(lo, A["row_stride"]), b.mul(at("column_out", j), A["column_stride"]))])
+                at_column = b.mul(at("column_out", j), A["column_stride"])
+                out = b.gep(A["rows"], [b.add(b.mul(lo, A["row_stride"]), at_column)])
                 with v.loop(c64(0), m, "rw") as r:
                     value = b.load(b.gep(answers, [b.load(cell(slots, r))]))
                     if row_type is not f64:
@@ -312,7 +313,8 @@ class HashedColumnsKernel:
         self._engine.finalize_object()
         kind = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)
         self._fns = {size: kind(self._engine.get_function_address(f"hashed_columns_f{8 * size}")) for size in (4, 8)}
-        self._tables = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(self._engine.get_function_address("hashed_columns_tables"))
+        address = self._engine.get_function_address("hashed_columns_tables")
+        self._tables = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(address)
 
     def tables(self, args: int) -> None:
         """The call's tables of the chains read by one (``dense_at``); before :meth:`run`."""

@@ -48,8 +48,9 @@ SCRATCH_BYTES = 32 << 20
 # (an entry costs about as much as this many rows read by the table: at 4 the table way took
 # 0.75x the time of hashing each row at 4096 rows, benchmarks/catboost_categories.py's model)
 TABLE_ENTRY_ROWS = 4
-# Rows a thread's share of the computed columns has at least (fewer: one thread fills them).
-THREAD_ROWS = 256
+# Rows a thread's share of the computed columns has at least (fewer: one thread fills them;
+# 512-row calls split in two ran slower than on one thread on the 2 shared cores).
+THREAD_ROWS = 1024
 
 
 def _sorted_index(known) -> tuple[np.ndarray, np.ndarray]:

@@ -329,7 +329,9 @@ def _unsigned(signed: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(the unsigned 32-bit hashes as uint64, which values are categories) of signed hashes."""
     ok = signed < (1 << 31)
     return (signed & 0xFFFFFFFF).astype(np.uint64), ok
-# Where the args block holds what each call sets (silvanforge_target_cpu.hashed_columns.ARG_LAYOUT).
+
+
+# What a call sets in the kernel's args block, its first entries (Target.hashed_columns_kernel).
 _CALL_ARGS = ("rows", "row_stride", "column_stride", "hashes", "hash_stride", "floats", "float_stride",
               "codes", "code_stride", "distinct", "distinct_at", "distinct_count", "dense_at", "dense")
 (_ROWS, _ROW_STRIDE, _COLUMN_STRIDE, _HASHES, _HASH_STRIDE, _FLOATS, _FLOAT_STRIDE, _CODES, _CODE_STRIDE,
@@ -497,11 +499,14 @@ def _factorise(values) -> tuple[np.ndarray, list]:
     ints = _small_integers(values, module)
     if ints is not None:
         return ints
-    array = getattr(values, "array", None) if module == "pandas" else None
-    if type(array).__name__.startswith("Arrow"):  # Arrow-backed (pandas' default strings): Arrow's dictionary
+    try:
+        backing = values.array if module == "pandas" else None  # (a Series' extension array)
+    except AttributeError:
+        backing = None
+    if type(backing).__name__.startswith("Arrow"):  # Arrow-backed (pandas' default strings): Arrow's dictionary
         import pyarrow.compute as pc
 
-        chunks = array.__arrow_array__()
+        chunks = backing.__arrow_array__()
         encoded = pc.dictionary_encode(chunks.combine_chunks() if hasattr(chunks, "combine_chunks") else chunks)
         codes = pc.fill_null(encoded.indices, -1).to_numpy(zero_copy_only=False)
         return codes.astype(np.intp), encoded.dictionary.to_pylist()

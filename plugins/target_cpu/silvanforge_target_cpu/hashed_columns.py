@@ -3,7 +3,8 @@ by hash): functions in LLVM IR, compiled once a process, that read a model's com
 the flat arrays of :mod:`silvanforge.inputs.hashed_rows` (the model is data, so no model is
 compiled).
 
-``hashed_columns_f32(args, row_begin, row_end)`` (and ``_f64``, for rows of float64) fills,
+``hashed_columns_f32(args, row_begin, row_end)`` (and ``_f64``, for rows of float64, in a
+module of its own compiled at its first call) fills,
 for rows ``[row_begin, row_end)``, every computed column of the row array.  For each *chain*
 (an element list several columns share) it mixes the row's key element by element with
 CatBoost's ``CalcHash(key, value) = M * (key + M * value)`` (64-bit, wrapping), the value being
@@ -284,23 +285,26 @@ def _tables_function(module) -> None:
     b.ret_void()
 
 
-def build_ir() -> str:
-    """The kernel's LLVM IR (see the module docstring): one function for rows of float32, one
-    for float64."""
-    module = ir.Module("hashed_columns")
-    _columns_function(module, "hashed_columns_f32", f32)
-    _columns_function(module, "hashed_columns_f64", f64)
-    _tables_function(module)
+def build_ir(rows: str = "f32") -> str:
+    """The kernel's LLVM IR (see the module docstring): the function for rows of float32 and
+    the tables' (``rows="f32"``), or the one for rows of float64 (``"f64"``)."""
+    module = ir.Module(f"hashed_columns_{rows}")
+    _columns_function(module, f"hashed_columns_{rows}", f32 if rows == "f32" else f64)
+    if rows == "f32":
+        _tables_function(module)
     return str(module)
 
 
 _lock = threading.Lock()
 _kernel = None
+_CALL = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)
 
 
 class HashedColumnsKernel:
     """The compiled kernel (one a process): :meth:`run` calls it through ctypes, which releases
-    the GIL, so threads may run their rows in parallel."""
+    the GIL, so threads may run their rows in parallel.  Rows of float32 (what compiled models
+    read) and the tables are compiled at once; rows of float64 (the plain reference evaluator)
+    at their first call (0.3-0.6 s under load, half the compile)."""
 
     arg_layout = tuple(name for name, _ in ARG_LAYOUT)
     ways = WAYS
@@ -308,13 +312,17 @@ class HashedColumnsKernel:
     kinds = {"cat": CAT, "float": FLOAT, "onehot": ONEHOT}
 
     def __init__(self):
-        mod, tm = optimise(build_ir())
-        self._engine = llvm.create_mcjit_compiler(mod, tm)
-        self._engine.finalize_object()
-        kind = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)
-        self._fns = {size: kind(self._engine.get_function_address(f"hashed_columns_f{8 * size}")) for size in (4, 8)}
-        address = self._engine.get_function_address("hashed_columns_tables")
-        self._tables = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(address)
+        self._engines = []
+        self._fns = {4: _CALL(self._compile("f32", "hashed_columns_f32"))}
+        self._tables = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(self._engines[0].get_function_address(
+            "hashed_columns_tables"))
+
+    def _compile(self, rows: str, name: str) -> int:
+        mod, tm = optimise(build_ir(rows))
+        engine = llvm.create_mcjit_compiler(mod, tm)
+        engine.finalize_object()
+        self._engines.append(engine)
+        return engine.get_function_address(name)
 
     def tables(self, args: int) -> None:
         """The call's tables of the chains read by one (``dense_at``); before :meth:`run`."""
@@ -323,7 +331,13 @@ class HashedColumnsKernel:
     def run(self, args: int, row_begin: int, row_end: int, row_bytes: int = 8) -> None:
         """One call over rows ``[row_begin, row_end)`` of a row array of float32 (``row_bytes``
         4) or float64 (8); ``args``: the address of the block."""
-        self._fns[row_bytes](args, row_begin, row_end)
+        fn = self._fns.get(row_bytes)
+        if fn is None:
+            with _lock:
+                fn = self._fns.get(row_bytes)
+                if fn is None:
+                    fn = self._fns[row_bytes] = _CALL(self._compile("f64", "hashed_columns_f64"))
+        fn(args, row_begin, row_end)
 
 
 def kernel() -> HashedColumnsKernel:

@@ -88,7 +88,8 @@ def main(argv=None) -> int:
     clock = time.perf_counter
     X, _ = frame(4096, seed=1)
     inputs = {"labels": (False, X), "pandas categories": (False, as_categories(X)), "codes": (True, as_codes(X))}
-    print("| input | threads | rows | ours rows/s | catboost rows/s | ours / catboost |\n|---|---:|---:|---:|---:|---:|")
+    print("| input | threads | rows | ours rows/s | catboost rows/s | ours / catboost |")
+    print("|---|---:|---:|---:|---:|---:|")
     for name, (codes, data) in inputs.items():
         model, cf = models[codes]
         for threads in (int(t) for t in args.threads.split(",")):

@@ -13,9 +13,9 @@ model knows).  :class:`HashedInputs` is built once a compiled model and does it 
   (:meth:`silvanforge.target.Target.hashed_columns_kernel`; the CPU's mixes the keys and looks
   them up a block of rows at a time) over flat arrays built here once: the distinct element
   lists (*chains*: a combination's CTRs share its key), each chain's keys in a cuckoo table
-  (:func:`_table`) and each column's answer for each key and for any other; a chain of one
-  category then bits whose call has fewer (distinct value, bits) pairs than rows is looked up
-  once a pair, in a table of the call's;
+  (:func:`_table`) and each column's answer for each key and for any other; a chain whose
+  call has fewer combinations of its elements' values (the call's distinct categories, bits)
+  than rows is looked up once a combination, in a table of the call's;
 - without such a kernel, NumPy does the same: keys mixed element by element over all chains
   sharing a step, found by ``searchsorted`` (:meth:`HashedInputs.combination_codes`).
 
@@ -44,8 +44,13 @@ CATEGORY_TABLES = 64
 MISSING = 1 << 40
 # Bytes of rows a thread keeps for its next call (HashedInputs.rows).
 SCRATCH_BYTES = 32 << 20
-# Rows a thread's share of the computed columns has at least (fewer: one thread fills them).
-THREAD_ROWS = 256
+# A chain is read by a table of the call's where its entries are at most the rows over this
+# (an entry costs about as much as this many rows read by the table: at 4 the table way took
+# 0.75x the time of hashing each row at 4096 rows, benchmarks/catboost_categories.py's model)
+TABLE_ENTRY_ROWS = 4
+# Rows a thread's share of the computed columns has at least (fewer: one thread fills them;
+# 512-row calls split in two ran slower than on one thread on the 2 shared cores).
+THREAD_ROWS = 1024
 
 
 def _sorted_index(known) -> tuple[np.ndarray, np.ndarray]:
@@ -235,14 +240,16 @@ class HashedInputs:
             codes[column] = np.where(code < 0, len(table) - 1, code)  # the last entry: missing
             counts[column] = len(table)
         tables = [hashes[c][1] if c in hashes else np.zeros(0, np.int64) for c in range(width)]
-        distinct = np.concatenate(tables)
+        distinct = np.concatenate(tables + [np.zeros(2, np.int64)])  # (a bit's digit may read past a table)
         distinct_at = np.cumsum([0] + [len(t) for t in tables[:-1]]).astype(np.int64)
-        # the chains read by a table of the call's values: those whose table is no larger than the rows
-        dense_column = arrays["dense_column"]
-        size = np.where(dense_column >= 0, counts[np.maximum(dense_column, 0)] << arrays["dense_bits"], n + 1)
-        chosen = size <= n
-        dense_at = np.where(chosen, np.cumsum(np.where(chosen, size, 0)) - size, -1).astype(np.int64)
-        dense = np.empty(max(1, int(size[chosen].sum())), dtype=np.int32)
+        # the chains read by a table of the call's values (a digit an element: a category's code
+        # among the call's distinct values, a bit): those whose table has fewer entries than rows
+        radix = np.where(arrays["element_kind"] == kernel.kinds["cat"], counts[arrays["element_column"]], 2)
+        size = np.multiply.reduceat(radix.astype(np.float64), arrays["chain_elements"][:-1])
+        chosen = (size * TABLE_ENTRY_ROWS <= n) & arrays["dense_ok"]
+        size = np.where(chosen, size, 0).astype(np.int64)
+        dense_at = np.where(chosen, np.cumsum(size) - size, -1).astype(np.int64)
+        dense = np.empty(max(1, int(size.sum())), dtype=np.int32)
         row_stride, column_stride = (st // rows.itemsize for st in rows.strides)
         if rows.dtype == np.float32 and row_stride == 1:  # columns in a row (Fortran order): read in place
             F, float_stride = rows, column_stride
@@ -322,7 +329,9 @@ def _unsigned(signed: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(the unsigned 32-bit hashes as uint64, which values are categories) of signed hashes."""
     ok = signed < (1 << 31)
     return (signed & 0xFFFFFFFF).astype(np.uint64), ok
-# Where the args block holds what each call sets (the target's hashed-columns kernel, its ARG_LAYOUT).
+
+
+# What a call sets in the kernel's args block, its first entries (Target.hashed_columns_kernel).
 _CALL_ARGS = ("rows", "row_stride", "column_stride", "hashes", "hash_stride", "floats", "float_stride",
               "codes", "code_stride", "distinct", "distinct_at", "distinct_count", "dense_at", "dense")
 (_ROWS, _ROW_STRIDE, _COLUMN_STRIDE, _HASHES, _HASH_STRIDE, _FLOATS, _FLOAT_STRIDE, _CODES, _CODE_STRIDE,
@@ -415,12 +424,8 @@ def _native_arrays(reading: "HashedInputs", kernel) -> tuple:
         slot_keys.append(skey)
         slot_answers.append(sanswer)
         at += len(skey)
-    # A chain of one category then bits (floats' and one-hot tests') is read by a table of the
-    # call's distinct values of that category (a bit pattern each): its column, its bits.
-    dense = [chain[0][0] == "cat" and all(e[0] != "cat" for e in chain[1:]) and len(chain) <= 9
-             for chain in elements]
-    arrays["dense_column"] = np.asarray([int(ch[0][1]) if d else -1 for ch, d in zip(elements, dense)], dtype=np.int64)
-    arrays["dense_bits"] = np.asarray([len(ch) - 1 if d else 0 for ch, d in zip(elements, dense)], dtype=np.int64)
+    # chains a table of a call's values may read (its digits fit the kernel's)
+    arrays["dense_ok"] = np.asarray([0 < len(chain) <= kernel.max_elements for chain in elements], dtype=bool)
     order = np.argsort(reading.chain_of, kind="stable")  # columns by chain
     arrays.update({
         "chain_table": np.asarray(table_at, dtype=np.int64),
@@ -494,14 +499,14 @@ def _factorise(values) -> tuple[np.ndarray, list]:
     ints = _small_integers(values, module)
     if ints is not None:
         return ints
-    try:  # (pandas' own ExtensionArray behind a Series or Index)
-        array = values.array if module == "pandas" else None
+    try:
+        backing = values.array if module == "pandas" else None  # (a Series' extension array)
     except AttributeError:
-        array = None
-    if type(array).__name__.startswith("Arrow"):  # Arrow-backed (pandas' default strings): Arrow's dictionary
+        backing = None
+    if type(backing).__name__.startswith("Arrow"):  # Arrow-backed (pandas' default strings): Arrow's dictionary
         import pyarrow.compute as pc
 
-        chunks = array.__arrow_array__()
+        chunks = backing.__arrow_array__()
         encoded = pc.dictionary_encode(chunks.combine_chunks() if hasattr(chunks, "combine_chunks") else chunks)
         codes = pc.fill_null(encoded.indices, -1).to_numpy(zero_copy_only=False)
         return codes.astype(np.intp), encoded.dictionary.to_pylist()

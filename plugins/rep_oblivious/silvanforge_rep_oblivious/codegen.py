@@ -344,7 +344,8 @@ class _Lowering:
             step = SUM_LANES if K == 1 else max(1, min(SUM_LANES, SUM_VALUES // K))
             for k0 in range(0, L, step):
                 ks = range(k0, min(L, k0 + step))
-                sums = [Assign(lanes[k], Bin("+", lanes[k], Load("ob_leaf", self._stored_leaf(t, at_idx, k, K), lane_t)))
+                sums = [Assign(lanes[k], Bin("+", lanes[k],
+                                             Load("ob_leaf", self._stored_leaf(t, at_idx, k, K), lane_t)))
                         for k in ks]
                 if K == 1:
                     load = [Assign(lanes[k], Load("ob_acc", Bin("+", acc_index(0), c(k, i64)), self.acc_t)) for k in ks]

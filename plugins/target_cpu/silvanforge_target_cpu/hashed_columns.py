@@ -3,7 +3,8 @@ by hash): functions in LLVM IR, compiled once a process, that read a model's com
 the flat arrays of :mod:`silvanforge.inputs.hashed_rows` (the model is data, so no model is
 compiled).
 
-``hashed_columns_f32(args, row_begin, row_end)`` (and ``_f64``, for rows of float64) fills,
+``hashed_columns_f32(args, row_begin, row_end)`` (and ``_f64``, for rows of float64, in a
+module of its own compiled at its first call) fills,
 for rows ``[row_begin, row_end)``, every computed column of the row array.  For each *chain*
 (an element list several columns share) it mixes the row's key element by element with
 CatBoost's ``CalcHash(key, value) = M * (key + M * value)`` (64-bit, wrapping), the value being
@@ -14,11 +15,11 @@ answers the unknown index); and writes each of the chain's columns' answer for t
 not found, or a row missing a category the key hashes).  Rows go in blocks of :data:`BLOCK`, a
 chain at a time over a block and an element at a time over its rows (loops LLVM vectorises:
 hashes and floats come transposed, a column's values contiguous), so a chain's table stays in
-cache for the block.  A chain of one category then bits (CatBoost's most common: a CTR over
-a category and float borders) is read instead by a table of the call's own
-(``hashed_columns_tables(args)``, run first: each distinct value of the category in the call
-and each pattern of bits, looked up once), indexed by the row's code of its value and its bits:
-0.71x the time of hashing each row on 4096 rows of benchmarks/catboost_categories.py's model.
+cache for the block.  A chain whose elements take fewer combinations of values in a call
+than it has rows (a category's distinct values in the call, a bit's two) is read instead by a
+table of the call's own (``hashed_columns_tables(args)``, run first: each combination's key
+looked up once), indexed by the row's digits (its code of each category, its bits): 0.75x the
+time of hashing each row on 4096 rows of benchmarks/catboost_categories.py's model.
 ``args`` is the int64 block of :data:`ARG_LAYOUT`.
 """
 
@@ -67,6 +68,8 @@ CAT, FLOAT, ONEHOT = 0, 1, 2
 MAGIC = 0x4906BA494954CB65
 # Rows a block (see the module docstring).
 BLOCK = 256
+# Elements a chain read by a table of the call's may have (the table's digits).
+MAX_ELEMENTS = 16
 # A key's two slots in a table of 2**(64 - shift): ((k ^ k >> fold) * multiplier) >> shift.
 WAYS = ((32, 0x9E3779B97F4A7C15), (29, 0xC2B2AE3D27D4EB4F))
 
@@ -170,17 +173,24 @@ def _columns_function(module, name: str, row_type) -> None:
             dense, hashed, looked_up = (b.append_basic_block(n) for n in ("dense", "hashed", "looked_up"))
             b.cbranch(b.icmp_signed(">=", dense_at, c64(0)), dense, hashed)
 
-            # By the call's table: the row's code of its category, then a bit an element.
+            # By the call's table: a digit an element, the row's code of its category (in base
+            # the call's count of distinct values) or its bit, the first element's the most
+            # significant.
             b.position_at_end(dense)
-            column = b.sext(at("element_column", first), i64)
-            codes = b.gep(A["codes"], [b.add(b.mul(column, A["code_stride"]), lo)])
             with v.loop(c64(0), m, "rd") as r:
-                b.store(b.zext(b.load(b.gep(codes, [r])), i64), cell(slots, r))
-            with v.loop(b.add(first, one), last, "ed") as e:
+                b.store(c64(0), cell(slots, r))
+            with v.loop(first, last, "ed") as e:
                 def shifted(r, bit):
                     b.store(b.or_(b.shl(b.load(cell(slots, r)), one), b.zext(bit, i64)), cell(slots, r))
-                _, flt, onehot = bit_loops(e, lo, m, shifted)
-                E.by_kind(e, lambda: None, flt, onehot)
+                column, flt, onehot = bit_loops(e, lo, m, shifted)
+
+                def cat():
+                    codes = b.gep(A["codes"], [b.add(b.mul(column, A["code_stride"]), lo)])
+                    radix = at("distinct_count", column)
+                    with v.loop(c64(0), m, "rk") as r:
+                        digit = b.zext(b.load(b.gep(codes, [r])), i64)
+                        b.store(b.add(b.mul(b.load(cell(slots, r)), radix), digit), cell(slots, r))
+                E.by_kind(e, cat, flt, onehot)
             table = b.gep(A["dense"], [dense_at])
             with v.loop(c64(0), m, "rt") as r:
                 b.store(b.sext(b.load(b.gep(table, [b.load(cell(slots, r))])), i64), cell(slots, r))
@@ -215,7 +225,8 @@ def _columns_function(module, name: str, row_type) -> None:
             b.position_at_end(looked_up)
             with v.loop(at("chain_columns", c), at("chain_columns", b.add(c, one)), "j") as j:
                 answers = b.gep(A["answers"], [at("column_answers", j)])
-                out = b.gep(A["rows"], [b.add(b.mul(lo, A["row_stride"]), b.mul(at("column_out", j), A["column_stride"]))])
+                at_column = b.mul(at("column_out", j), A["column_stride"])
+                out = b.gep(A["rows"], [b.add(b.mul(lo, A["row_stride"]), at_column)])
                 with v.loop(c64(0), m, "rw") as r:
                     value = b.load(b.gep(answers, [b.load(cell(slots, r))]))
                     if row_type is not f64:
@@ -226,69 +237,92 @@ def _columns_function(module, name: str, row_type) -> None:
 
 def _tables_function(module) -> None:
     """``hashed_columns_tables(args)``: the call's table of each chain read by one (``dense_at``
-    >= 0): for each distinct value of its category column and each pattern of its other
-    elements' bits (the first element's the most significant), the answer index of the key they
-    make, the unknown one for a missing category."""
+    >= 0): for each index (a digit an element, as the rows compute it: a category's code among
+    the call's distinct values, a bit), the answer index of the key those values make, the
+    unknown one where a category is missing."""
     E = _Emit(module, "hashed_columns_tables", params=())
     b, v, A, at = E.b, E.v, E.A, E.at
     one = c64(1)
+    with b.goto_entry_block():
+        digits = b.alloca(ir.ArrayType(i64, MAX_ELEMENTS), name="digits")
     with v.loop(c64(0), A["chains"], "chain") as c:
         dense_at = at("dense_at", c)
         build, skip = b.append_basic_block("build"), b.append_basic_block("skip")
         b.cbranch(b.icmp_signed(">=", dense_at, c64(0)), build, skip)
         b.position_at_end(build)
         first, last = at("chain_elements", c), at("chain_elements", b.add(c, one))
-        bits = b.sub(b.sub(last, first), one)
-        column = b.sext(at("element_column", first), i64)
-        distinct = b.gep(A["distinct"], [at("distinct_at", column)])
+        size = v.var(i64, "size", one)
+        with v.loop(first, last, "es") as e:
+            column = b.sext(at("element_column", e), i64)
+            is_cat = b.icmp_unsigned("==", at("element_kind", e), ir.Constant(i8, CAT))
+            radix = b.select(is_cat, at("distinct_count", column), c64(2))
+            b.store(b.mul(b.load(size), radix), size)
         unknown = at("chain_unknown", c)
-        with v.loop(c64(0), at("distinct_count", column), "u") as u:
-            h = b.load(b.gep(distinct, [u]))
-            present = b.icmp_signed("<", h, c64(1 << 31))
-            start = E.mix(c64(0), h)
-            with v.loop(c64(0), b.shl(one, bits), "p") as p:
-                key = v.var(i64, "key", start)
-                with v.loop(b.add(first, one), last, "e") as e:
-                    place = b.sub(b.sub(last, e), one)  # bits after this element's
-                    bit = b.and_(b.lshr(p, place), one)
-                    b.store(E.mix(b.load(key), bit), key)
-                answer = b.select(present, E.lookup(c, b.load(key)), unknown)
-                at_ = b.add(dense_at, b.or_(b.shl(u, bits), p))
-                b.store(b.trunc(answer, i32), b.gep(A["dense"], [at_]))
+        with v.loop(c64(0), b.load(size), "t") as t:
+            rest = v.var(i64, "rest", t)
+            with v.loop(c64(0), b.sub(last, first), "eb") as k:  # the digits, last element first
+                e = b.sub(b.sub(last, one), k)
+                column = b.sext(at("element_column", e), i64)
+                is_cat = b.icmp_unsigned("==", at("element_kind", e), ir.Constant(i8, CAT))
+                radix = b.select(is_cat, at("distinct_count", column), c64(2))
+                b.store(b.urem(b.load(rest), radix), b.gep(digits, [c64(0), b.sub(e, first)]))
+                b.store(b.udiv(b.load(rest), radix), rest)
+            key = v.var(i64, "key", c64(0))
+            present = v.var(i1, "present", ir.Constant(i1, 1))
+            with v.loop(first, last, "ef") as e:
+                digit = b.load(b.gep(digits, [c64(0), b.sub(e, first)]))
+                column = b.sext(at("element_column", e), i64)
+                is_cat = b.icmp_unsigned("==", at("element_kind", e), ir.Constant(i8, CAT))
+                h = b.load(b.gep(A["distinct"], [b.add(at("distinct_at", column), digit)]))
+                value = b.select(is_cat, h, digit)
+                b.store(b.and_(b.load(present), b.or_(b.not_(is_cat), b.icmp_signed("<", h, c64(1 << 31)))),
+                        present)
+                b.store(E.mix(b.load(key), value), key)
+            answer = b.select(b.load(present), E.lookup(c, b.load(key)), unknown)
+            b.store(b.trunc(answer, i32), b.gep(A["dense"], [b.add(dense_at, t)]))
         b.branch(skip)
         b.position_at_end(skip)
     b.ret_void()
 
 
-def build_ir() -> str:
-    """The kernel's LLVM IR (see the module docstring): one function for rows of float32, one
-    for float64."""
-    module = ir.Module("hashed_columns")
-    _columns_function(module, "hashed_columns_f32", f32)
-    _columns_function(module, "hashed_columns_f64", f64)
-    _tables_function(module)
+def build_ir(rows: str = "f32") -> str:
+    """The kernel's LLVM IR (see the module docstring): the function for rows of float32 and
+    the tables' (``rows="f32"``), or the one for rows of float64 (``"f64"``)."""
+    module = ir.Module(f"hashed_columns_{rows}")
+    _columns_function(module, f"hashed_columns_{rows}", f32 if rows == "f32" else f64)
+    if rows == "f32":
+        _tables_function(module)
     return str(module)
 
 
 _lock = threading.Lock()
 _kernel = None
+_CALL = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)
 
 
 class HashedColumnsKernel:
     """The compiled kernel (one a process): :meth:`run` calls it through ctypes, which releases
-    the GIL, so threads may run their rows in parallel."""
+    the GIL, so threads may run their rows in parallel.  Rows of float32 (what compiled models
+    read) and the tables are compiled at once; rows of float64 (the plain reference evaluator)
+    at their first call (0.3-0.6 s under load, half the compile)."""
 
     arg_layout = tuple(name for name, _ in ARG_LAYOUT)
     ways = WAYS
+    max_elements = MAX_ELEMENTS
     kinds = {"cat": CAT, "float": FLOAT, "onehot": ONEHOT}
 
     def __init__(self):
-        mod, tm = optimise(build_ir())
-        self._engine = llvm.create_mcjit_compiler(mod, tm)
-        self._engine.finalize_object()
-        kind = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)
-        self._fns = {size: kind(self._engine.get_function_address(f"hashed_columns_f{8 * size}")) for size in (4, 8)}
-        self._tables = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(self._engine.get_function_address("hashed_columns_tables"))
+        self._engines = []
+        self._fns = {4: _CALL(self._compile("f32", "hashed_columns_f32"))}
+        self._tables = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(self._engines[0].get_function_address(
+            "hashed_columns_tables"))
+
+    def _compile(self, rows: str, name: str) -> int:
+        mod, tm = optimise(build_ir(rows))
+        engine = llvm.create_mcjit_compiler(mod, tm)
+        engine.finalize_object()
+        self._engines.append(engine)
+        return engine.get_function_address(name)
 
     def tables(self, args: int) -> None:
         """The call's tables of the chains read by one (``dense_at``); before :meth:`run`."""
@@ -297,7 +331,13 @@ class HashedColumnsKernel:
     def run(self, args: int, row_begin: int, row_end: int, row_bytes: int = 8) -> None:
         """One call over rows ``[row_begin, row_end)`` of a row array of float32 (``row_bytes``
         4) or float64 (8); ``args``: the address of the block."""
-        self._fns[row_bytes](args, row_begin, row_end)
+        fn = self._fns.get(row_bytes)
+        if fn is None:
+            with _lock:
+                fn = self._fns.get(row_bytes)
+                if fn is None:
+                    fn = self._fns[row_bytes] = _CALL(self._compile("f64", "hashed_columns_f64"))
+        fn(args, row_begin, row_end)
 
 
 def kernel() -> HashedColumnsKernel:

@@ -300,7 +300,8 @@ class _Model:
             value &= 0xFFFFFFFF
             self._binary(s, where, ("onehot", index, value))
             # a computed column: 1 where the category is ``value``, else 0 (a missing one too)
-            column = self._computed(("onehot", index, value), lambda: categorical.one_hot_column(self.cats[index], value))
+            column = self._computed(("onehot", index, value),
+                                    lambda: categorical.one_hot_column(self.cats[index], value))
             return trees.Split(column, 0.5, nan_left=True)
         if kind == "OnlineCtr":
             kind, ctr, border = self._binary(s, where, None)

@@ -211,3 +211,22 @@ def test_cli_writes_contributions(tmp_path):
     assert cli.main(["predict", str(tmp_path / "m.txt"), "-i", str(tmp_path / "x.csv"), "--contribs",
                      "-o", str(tmp_path / "c.npy")]) == 0
     np.testing.assert_allclose(np.load(tmp_path / "c.npy"), booster.predict(X, pred_contrib=True), rtol=1e-8, atol=1e-12)
+
+
+def test_catboost_single_feature_ctrs_equal_catboost():
+    """CTRs over one categorical feature each (computed columns): attributed to that feature, as
+    CatBoost's ShapValues attribute them, with its one-hot tests of another feature beside them."""
+    cb = pytest.importorskip("catboost")
+    pd = pytest.importorskip("pandas")
+    rng = np.random.default_rng(3)
+    n = 400
+    frame = pd.DataFrame({"a": rng.normal(size=n), "c": rng.choice([f"v{i}" for i in range(20)], n),
+                          "b": rng.normal(size=n), "d": rng.choice(list("pqrst"), n)})
+    y = frame.a + (frame.c.str[1:].astype(int) % 3) + 0.5 * (frame.d == "q")
+    model = cb.CatBoostRegressor(iterations=12, depth=5, one_hot_max_size=6, max_ctr_complexity=1, verbose=0,
+                                 thread_count=1).fit(frame, y, cat_features=["c", "d"])
+    cf = sf.compile(model, forms="lazy")
+    assert cf.forest.hashed_combinations and cf.forest.num_features > cf.forest.input_features
+    want = model.get_feature_importance(cb.Pool(frame, cat_features=["c", "d"]), type="ShapValues")
+    for rows in (slice(0, 1), slice(0, 50), slice(None)):
+        np.testing.assert_allclose(cf.predict(frame[rows], pred_contribs=True), want[rows], rtol=1e-8, atol=1e-10)

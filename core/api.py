@@ -4,7 +4,6 @@
 
 from __future__ import annotations
 
-import concurrent.futures
 import dataclasses
 import hashlib
 import json
@@ -32,7 +31,6 @@ from silvanforge.plugins import registry
 from silvanforge.runtime.compiled import CompiledForest
 from silvanforge.runtime.threads import check_threads
 from silvanforge.scheduler import Schedule
-from silvanforge.target import on_native_phase
 
 # The API in one place (what ``silvanforge`` exports).
 __all__ = ["compile", "lower", "show", "load_compiled", "read_artifact_forest", "CompiledForest", "Lowered",
@@ -152,30 +150,17 @@ def compile_plan(forest: hir.Forest, opts: CompileOptions, mode: str, start: flo
         done(cf)
         return cf
     builds = Builds()
+    main = main_form(forest, opts, builds)
+    cf = CompiledForest(forest, [main], [Band(1, None, 0)], time.perf_counter() - start)
     # The compile's memo goes on to a background build; a lazy one, which may never start,
     # keeps none of it (the model's statistics are computed again if it does).
     cache = current() if mode == "background" else None
-    # The other forms need the main form only at their end (it answers the bands they leave):
-    # a background build starts as the main form's compile goes into native code without the
-    # GIL (silvanforge.target.native_phase), so the two share the cores.
-    main = concurrent.futures.Future()  # set once the compiled model (made) holds the main form
-    made = {}
 
     def build(step):
         with compile_scope(cache):
             return rest_of_plan(forest, opts, main, builds, plan_threads(forest), step=step)
 
-    late = LateForms(build, lambda forms, bands: made["cf"]._finish_plan(forms, bands), mode,
-                     done=lambda: done(made["cf"]))
-    try:
-        with on_native_phase(late.start if mode == "background" else None):
-            form = main_form(forest, opts, builds)
-    except BaseException as exc:
-        main.set_exception(exc)  # (a build already started ends with it)
-        raise
-    made["cf"] = cf = CompiledForest(forest, [form], [Band(1, None, 0)], time.perf_counter() - start)
-    cf._build_later(late)
-    main.set_result(form)
+    cf._build_later(LateForms(build, cf._finish_plan, mode, done=lambda: done(cf)))
     return cf
 
 

@@ -11,49 +11,21 @@ Required: :attr:`~Target.name` and :meth:`~Target.compile`, returning a
 has something of its own: whether it runs here, its default schedule, its own MIR -> LIR
 lowering, its generated source, a host key for the code cache, reloading saved code and
 compiling for a named CPU (``cpu=``), and the vector unit its code uses (:class:`Vectors`, which
-representations' estimates weigh).  A target whose compile ends in native work that runs
-without the GIL (LLVM making machine code) may say so as it goes in (:func:`native_phase`).
+representations' estimates weigh).
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import functools
 import inspect
-import threading
 from typing import ClassVar
 
 from silvanforge.errors import InputError, PluginError
 from silvanforge.ir import lir
 from silvanforge.scheduler import canned
 
-__all__ = ["Target", "Vectors", "check_class", "default_schedule_of", "native_phase", "on_native_phase"]
-
-_phase = threading.local()
-
-
-def native_phase() -> None:
-    """Called by a target's :meth:`Target.compile` as it goes into native work that runs without
-    the GIL to its end (LLVM optimising and making machine code): a compile's other forms then
-    start building on another core, beside this one, rather than after it
-    (:mod:`silvanforge.plan.lateforms`).  Optional, and a no-op where no compile asked
-    (:func:`on_native_phase`)."""
-    hook = getattr(_phase, "hook", None)
-    if hook is not None:
-        _phase.hook = None
-        hook()
-
-
-@contextlib.contextmanager
-def on_native_phase(hook):
-    """Within this context, the first :func:`native_phase` of a target's compile on this thread
-    calls ``hook()`` (None: nothing)."""
-    _phase.hook = hook
-    try:
-        yield
-    finally:
-        _phase.hook = None
+__all__ = ["Target", "Vectors", "check_class", "default_schedule_of"]
 
 
 @dataclasses.dataclass(frozen=True)

@@ -4,11 +4,7 @@ A compile's main form (the one answering the largest requests, lowered for the c
 size) does not depend on the other bands, so the compile can return once it is built; the
 bands' estimates and the forms for smaller requests follow:
 
-- ``"background"`` (the default): on a thread of their own, started as the main form's
-  compile goes into native code that runs without the GIL (LLVM making machine code: a
-  target says so, :func:`silvanforge.target.native_phase`; else as the compile returns), so
-  the estimates and the next form's lowering take the other core meanwhile (one other form
-  at a time until the main form is built).
+- ``"background"`` (the default): on a thread of their own, started as the compile returns.
 - ``"lazy"``: the same, started by the first request of at most ``MID_MAX`` rows (the only
   ones another form may answer): a service sending large batches never pays for them.
 - ``"eager"``: within the compile, as before (two threads: :func:`silvanforge.plan.policy.untuned_plan`).

@@ -125,7 +125,8 @@ def _untuned_spec(forest: hir.Forest, opts: CompileOptions, kind: str):
 
 
 # Threads building a plan's forms together: Python lowers one form while LLVM (which releases
-# the GIL, and runs one call at a time in a process: llvmlite's lock) optimises another.  A
+# the GIL; the CPU target runs each form's LLVM work in a context of its own, outside
+# llvmlite's lock) optimises and generates others, on the other core.  A
 # forest of this many nodes builds one form at a time: its lowering is Python (holding the
 # GIL) much more than LLVM, and each form's tables take hundreds of megabytes, so a second
 # thread raised the peak memory by a fifth and saved no time (docs/benchmarks.md, "Compile times").
@@ -186,18 +187,15 @@ class _Task:
         return value
 
 
-def _each(fn, items: list, threads: int, after=None) -> list:
-    """``[fn(item) for item in items]``, on up to ``threads`` threads (the first error raised);
-    ``after()``: what every thread but the first waits for before it starts."""
+def _each(fn, items: list, threads: int) -> list:
+    """``[fn(item) for item in items]``, on up to ``threads`` threads (the first error raised)."""
     if threads <= 1 or len(items) <= 1:
         return [fn(item) for item in items]
     todo = iter(range(len(items)))
     lock = threading.Lock()
     out: list = [None] * len(items)
 
-    def work(first=True):
-        if not first and after is not None:
-            after()
+    def work():
         while True:
             with lock:
                 k = next(todo, None)
@@ -208,7 +206,7 @@ def _each(fn, items: list, threads: int, after=None) -> list:
             except BaseException as exc:  # noqa: BLE001 - raised below, in order
                 out[k] = (False, exc)
 
-    workers = [_Task(work, k == 0) for k in range(min(threads, len(items)))]
+    workers = [_Task(work) for _ in range(min(threads, len(items)))]
     for w in workers:
         w.result()
     for ok, value in out:
@@ -225,9 +223,8 @@ def _scoped(cache, fn, *args):
 def rest_of_plan(forest: hir.Forest, opts: CompileOptions, main, builds: Builds, threads: int = 1,
                  step=contextlib.nullcontext) -> tuple[list[Form], list[Band]]:
     """The untuned plan's forms and bands around its ``main`` form (a Form, or a task whose
-    ``result()`` gives it, still building: then one other form at a time until it is built):
-    the bands' estimates, then each other band's form (``threads`` at once); ``step()``: a
-    context each part is done in (the background builder's guard,
+    ``result()`` gives it): the bands' estimates, then each other band's form (``threads`` at
+    once); ``step()``: a context each part is done in (the background builder's guard,
     :mod:`silvanforge.plan.lateforms`)."""
     reg = registry()
     kind = reg.target_kind(opts.target)
@@ -245,8 +242,7 @@ def rest_of_plan(forest: hir.Forest, opts: CompileOptions, main, builds: Builds,
             except (UnsupportedModelError, PluginError) as exc:
                 return exc  # answered by the next band's form
 
-    # While the main form builds, one other form at a time beside it (it answers first).
-    results = _each(build, jobs, threads, after=None if isinstance(main, Form) else lambda: _settled(main))
+    results = _each(build, jobs, threads)
     forms = [main if isinstance(main, Form) else main.result()]
     indices = [0] * len(spec)
     for k, form in enumerate(results):
@@ -262,12 +258,6 @@ def rest_of_plan(forest: hir.Forest, opts: CompileOptions, main, builds: Builds,
     spec = _split_small_requests(spec, [forms[i] if i >= 0 else None for i in indices])
     bands = merge_bands([Band(lo, hi, index) for (lo, hi, _), index in zip(spec, indices)])
     return forms, bands
-
-
-def _settled(task) -> None:
-    """Until ``task`` (a main form being built) has its form or its error."""
-    with contextlib.suppress(BaseException):  # (raised where the form is taken)
-        task.result()
 
 
 def _band_job(forest: hir.Forest, opts: CompileOptions, batch) -> tuple[CompileOptions, list | None]:

@@ -163,16 +163,3 @@ def test_the_amd_kernel_implements_the_protocol():
     if not ok:
         without_opencl(why)
     _check_kernel(sf.compile(make_forest(seed=3), target="amd").kernel, lean=False, saved=False)
-
-
-def test_native_phase_calls_the_hook_once():
-    """A target's native_phase calls the hook a compile set, once, and nothing elsewhere."""
-    from silvanforge.target import native_phase, on_native_phase
-
-    calls = []
-    native_phase()  # no compile asked: nothing
-    with on_native_phase(lambda: calls.append(1)):
-        native_phase()
-        native_phase()
-    native_phase()
-    assert calls == [1]

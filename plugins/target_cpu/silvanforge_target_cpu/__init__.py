@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 
 from silvanforge import hookimpl
-from silvanforge.target import Target, native_phase
+from silvanforge.target import Target
 
 NAME = "cpu"
 
@@ -46,9 +46,7 @@ class CpuTarget(Target):
 
         _reject_gpu_constructs(module)
         cpu = _cpu(options)
-        text = str(codegen.generate(module, cpu=cpu))
-        native_phase()  # LLVM from here, outside the GIL
-        return jit.compile_module(module, text, cpu)
+        return jit.compile_module(module, str(codegen.generate(module, cpu=cpu)), cpu)
 
     def contributions_kernel(self):
         from . import treeshap

@@ -171,39 +171,3 @@ def test_exit_while_forms_build():
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip().startswith("(1")
-
-
-def test_background_build_starts_as_the_main_form_goes_native(forest, rows, eager, monkeypatch):
-    """The CPU target says when its compile goes into LLVM (silvanforge.target.native_phase): the
-    other forms start building then, before the compiled model exists, and end as eager's."""
-    from silvanforge import api
-    from silvanforge.plan.lateforms import LateForms
-
-    order = []
-    start, model = LateForms.start, api.CompiledForest
-    monkeypatch.setattr(LateForms, "start", lambda self: order.append("start") or start(self))
-    monkeypatch.setattr(api, "CompiledForest", lambda *a, **k: order.append("model") or model(*a, **k))
-    cf = sf.compile(forest, options=EVERY_BAND)
-    assert order[:2] == ["start", "model"]
-    for got, want in zip(_answers(cf, rows), _answers(eager, rows)):
-        np.testing.assert_array_equal(got, want)
-    assert _plan(cf.wait()) == _plan(eager)
-
-
-def test_main_form_error_ends_the_early_build(forest, monkeypatch):
-    """A main form whose machine code fails raises from compile; the build it started ends too."""
-    import threading
-
-    from silvanforge_target_cpu import jit
-
-    def fail(*_args):
-        raise RuntimeError("no machine code today")
-
-    monkeypatch.setattr(jit, "compile_module", fail)
-    with pytest.raises(RuntimeError, match="no machine code today"):
-        sf.compile(forest, options=EVERY_BAND)
-    deadline = time.monotonic() + 120
-    while any(t.name == "silvanforge-forms" and t.is_alive() for t in threading.enumerate()):
-        assert time.monotonic() < deadline, "the background build did not end"
-        time.sleep(0.05)
-

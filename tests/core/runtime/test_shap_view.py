@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import silvanforge as sf
-from silvanforge import reference
+from silvanforge.runtime import reference
 from silvanforge.runtime import shap_view
 from support_common import normal_rows as _rows
 

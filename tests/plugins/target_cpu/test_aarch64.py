@@ -121,6 +121,15 @@ def test_an_arm_host_runs_what_llvm_can_see_it_has(monkeypatch):
         cpus.canonical("generic")  # LLVM's name of AArch64's and x86's generic alike: ours says which
 
 
+def _margins_under_qemu(cf, X) -> np.ndarray:
+    """The margins of ``cf``'s main form for rows ``X``, its AArch64 code run under qemu."""
+    kernel = support_qemu.Aarch64Kernel(cf.main.kernel)
+    try:
+        return kernel.margins(np.ascontiguousarray(X, dtype=cf.main.input_dtype), cf.forest.num_outputs)
+    finally:
+        kernel.close()
+
+
 @pytest.mark.parametrize("rep", ["levelwise", "bitvector", "oblivious"])
 def test_every_vector_forms_neon_code_equals_the_reference(rep, monkeypatch):
     """Each vector form as compiled for an ARM CPU (its NEON shape: 16-byte blocks, lookups by
@@ -142,11 +151,7 @@ def test_every_vector_forms_neon_code_equals_the_reference(rep, monkeypatch):
                 break
             X = rows_for(forest, np.random.default_rng(seed), 70)
             want = reference.predict(forest, X, output_margin=True)
-            kernel = support_qemu.Aarch64Kernel(cf.main.kernel)
-            try:
-                got = kernel.margins(np.ascontiguousarray(X, dtype=cf.main.input_dtype), forest.num_outputs)
-            finally:
-                kernel.close()
+            got = _margins_under_qemu(cf, X)
             np.testing.assert_array_equal(got, want.reshape(got.shape), err_msg=f"{rep} seed {seed} batch {batch}")
             done += 1
         if done >= 6:
@@ -183,9 +188,5 @@ def test_walks_of_rows_cached_per_chunk_equal_the_reference_as_aarch64_code(feat
     assert "cache(b0)" in cf.schedule.to_text()
     X = rows_for(forest, rng, 150)
     want = reference.predict(forest, X, output_margin=True)
-    kernel = support_qemu.Aarch64Kernel(cf.main.kernel)
-    try:
-        got = kernel.margins(np.ascontiguousarray(X, dtype=cf.main.input_dtype), forest.num_outputs)
-    finally:
-        kernel.close()
+    got = _margins_under_qemu(cf, X)
     np.testing.assert_array_equal(got, want.reshape(got.shape))

@@ -13,7 +13,7 @@ from silvanforge import hookimpl
 from silvanforge.rep import InputError, ProgramRepresentation
 
 from . import bitvector
-from .choose import choose_form, isa_factor, takes_narrow
+from .choose import choose_form, isa_factor, wide_narrow
 from .options import OPTION_KEYS, BitvectorOptions
 from .support import single_output
 
@@ -42,7 +42,7 @@ class BitvectorForm(ProgramRepresentation):
     @classmethod
     def cost(cls, forest, target_kind, batch_size, options=None, vectors=None):
         forest, options = single_output(forest), BitvectorOptions.from_mapping(options)
-        narrow = vectors is not None and takes_narrow(forest, batch_size, options)
+        narrow = vectors is not None and wide_narrow(forest, batch_size, options)
         return bitvector.cost_ns(forest, batch_size, options) * isa_factor(vectors, narrow)
 
     @classmethod

@@ -231,10 +231,13 @@ def _listed(forest: hir.Forest, batch_size: int | None, options: BitvectorOption
 # 2.2x on xgb_100x8 (16 lanes a block on AVX2 ran 1.1-1.2x slower than 32).  NEON and SSE
 # (16-byte registers) were not measured here: twice AVX2's is assumed.
 ISA_FACTORS = {"avx512": 1.0, "avx2": 1.9, "neon": 3.8, "sse": 3.8}
-# The narrow form on AVX2 takes byte words (:func:`narrow_word`): 1.17-1.36x slower than its
-# AVX-512 self (the 32-bit words of the factor above had been 1.9-2.3x), measured alternately
-# in one process, 1 thread, Zen 4, 16-4096 rows: xgb_100x8 1.17, xgb_1000x8 1.19,
-# lgb_leafwise 1.2-1.27, lgb_1000x31 1.33-1.36, lgb_taxi_100x31 1.05 (load 2-4).
+# The narrow form's wide blocks on AVX2 take byte words (:func:`narrow_word`): 1.17-1.36x
+# slower than their AVX-512 self (the 32-bit words of the factor above had been 1.9-2.3x),
+# measured alternately in one process, 1 thread, Zen 4, 512-4096 rows: xgb_100x8 1.17,
+# xgb_1000x8 1.19, lgb_leafwise 1.2-1.27, lgb_1000x31 1.33-1.36, lgb_taxi_100x31 1.05 (load
+# 2-4).  Blocks of 16 lanes fill half a register of bytes: their rows cost 2.5x a 32-lane
+# block's on either ISA, which the AVX-512 estimates leave out (the chooser takes other forms
+# there) and the factor above covers (xgb_100x8, 16 rows: 1.94x the estimate as AVX2 code).
 NARROW_ISA_FACTORS = {**ISA_FACTORS, "avx2": 1.2}
 
 
@@ -249,9 +252,9 @@ def narrow_word(vectors) -> int:
 
 
 def isa_factor(vectors, narrow: bool = False) -> float:
-    """:data:`ISA_FACTORS` (``narrow``: the narrow form's, :data:`NARROW_ISA_FACTORS`) for the
-    vector unit ``vectors`` (None: AVX-512, the estimates' own; an ISA not listed: by its
-    registers' width)."""
+    """:data:`ISA_FACTORS` (``narrow``: the narrow form's wide blocks, :data:`NARROW_ISA_FACTORS`)
+    for the vector unit ``vectors`` (None: AVX-512, the estimates' own; an ISA not listed: by
+    its registers' width)."""
     factors = NARROW_ISA_FACTORS if narrow else ISA_FACTORS
     if vectors is None:
         return 1.0
@@ -260,14 +263,15 @@ def isa_factor(vectors, narrow: bool = False) -> float:
     return 1.0 if vectors.bits >= 512 else factors["avx2"] if vectors.bits >= 256 else factors["neon"]
 
 
-def takes_narrow(forest: hir.Forest, batch_size: int | None = None, options: BitvectorOptions = DEFAULT) -> bool:
+def wide_narrow(forest: hir.Forest, batch_size: int | None = None, options: BitvectorOptions = DEFAULT) -> bool:
     """Whether the program :func:`.codegen.lower` builds for ``batch_size`` runs its node trees
-    in the narrow form (False where the mask tables take every tree)."""
+    in the narrow form in blocks of :data:`WIDE_LANES` rows (False where the mask tables take
+    every tree)."""
     tabled = tabled_trees(forest, batch_size, options)
     if tabled.all():
         return False
     lanes = choose_form(some_trees(forest, ~tabled) if tabled.any() else forest, batch_size, options)[0]
-    return narrow_form(forest, lanes, options)
+    return lanes == WIDE_LANES and narrow_form(forest, lanes, options)
 
 
 def estimate_ns(forest: hir.Forest, batch_size: int | None = None, options: BitvectorOptions = DEFAULT) -> float:
@@ -320,4 +324,4 @@ def cost_ns(forest: hir.Forest, batch_size: int | None = None, options: Bitvecto
 __all__ = ["LANES", "WIDE_LANES", "MARGIN",
            "narrow_form", "narrow_bins", "choose_form", "expanded_trees", "mask_tables_form", "tabled_trees",
            "some_trees", "choice", "estimate_ns", "node_forms_ns", "pays", "cost_ns", "ISA_FACTORS",
-           "NARROW_ISA_FACTORS", "narrow_word", "isa_factor", "takes_narrow"]
+           "NARROW_ISA_FACTORS", "narrow_word", "isa_factor", "wide_narrow"]

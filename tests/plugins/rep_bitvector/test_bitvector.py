@@ -636,6 +636,23 @@ def test_narrow_words_are_bytes_on_256_bit_units_only():
     assert plan.word_bits == leafbits.BYTE_WORD and all(len(t.words) == 4 for t in plan.trees)  # 32 leaves
 
 
+def test_avx2_prices_byte_word_blocks_by_their_own_factor():
+    """The estimate for AVX2 code: the narrow form's 32-lane blocks (byte words there) at
+    :data:`choose.NARROW_ISA_FACTORS` times the AVX-512 estimate, 16-lane blocks (half a register)
+    and the float form at :data:`choose.ISA_FACTORS`; AVX-512 code at the estimate itself."""
+    from silvanforge_rep_bitvector import BitvectorForm
+
+    forest = _leafwise_forest(60, 5, 7, np.random.default_rng(5))
+    nodes = {"mask_tables": False}
+    avx2, avx512 = registry().vectors("cpu", AVX2), registry().vectors("cpu", "x86-64-v4")
+    for rows, factors in ((4096, choose.NARROW_ISA_FACTORS), (16, choose.ISA_FACTORS)):
+        assert choose.wide_narrow(forest, rows, BitvectorOptions(**nodes)) == (rows == 4096)
+        base = BitvectorForm.cost(forest, "cpu", rows, nodes)
+        assert BitvectorForm.cost(forest, "cpu", rows, nodes, vectors=avx512) == base
+        assert BitvectorForm.cost(forest, "cpu", rows, nodes, vectors=avx2) == pytest.approx(base * factors["avx2"])
+    assert choose.NARROW_ISA_FACTORS["avx2"] < choose.ISA_FACTORS["avx2"]
+
+
 @needs_avx2
 @pytest.mark.parametrize("shape", ["looped", "expanded"])
 @pytest.mark.parametrize("default_left", [True, False])

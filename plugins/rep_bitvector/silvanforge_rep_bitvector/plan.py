@@ -199,7 +199,7 @@ def make_plan(forest: hir.Forest, expanded: np.ndarray | None = None, lanes: int
     thresholds as bin indices: :func:`_narrow_thresholds`).  Made once a compile for the same arguments (a
     plan's forms for several request sizes often lower the same program); read-only."""
     key = ("bitvector.plan", None if expanded is None else np.asarray(expanded, bool).tobytes(), lanes, narrow,
-           None if tabled is None else np.asarray(tabled, bool).tobytes(), chunk_bytes, narrow_word)
+           None if tabled is None else np.asarray(tabled, bool).tobytes(), chunk_bytes, narrow and narrow_word)
     return memoised(forest, key, lambda: _make_plan(forest, expanded, lanes, narrow, tabled, chunk_bytes, narrow_word))
 
 

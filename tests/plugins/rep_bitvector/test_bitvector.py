@@ -837,7 +837,22 @@ def test_mask_tables_beside_node_forms_equal_the_reference_exactly():
     draws.assert_share("compiled", 0.5)
 
 
-def _mask_tables_beside_node_forms(drawn, n, threads, seed, budget, narrow) -> str:
+@needs_avx2
+def test_mask_tables_beside_byte_word_node_forms_as_avx2_code():
+    """The mixed form as AVX2 code, its node trees in byte words (narrow) or 64-bit ones."""
+    draws = Draws()
+
+    @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(drawn=categorical_forests(), n=st.integers(1, 70), seed=st.integers(0, 2**16),
+           budget=st.sampled_from([-1, 40, 10**9]), narrow=st.booleans())
+    def check(drawn, n, seed, budget, narrow):
+        draws.count(_mask_tables_beside_node_forms(drawn, n, 1, seed, budget, narrow, cpu=AVX2))
+
+    check()
+    draws.assert_share("compiled", 0.5)
+
+
+def _mask_tables_beside_node_forms(drawn, n, threads, seed, budget, narrow, cpu=None) -> str:
     forest, top = drawn
     rng = np.random.default_rng(seed)
     # Most drawn nodes are categorical, so numeric trees were rare and a filter on them rejected
@@ -863,7 +878,7 @@ def _mask_tables_beside_node_forms(drawn, n, threads, seed, budget, narrow) -> s
     if masktables.unsupported(choose.some_trees(forest, tabled)) is not None:
         return "refused"
     cf = _compile(forest, {"expand_nodes": budget, "narrow": None if narrow else False,
-                           "tabled_trees": ",".join(map(str, np.flatnonzero(tabled)))}, rep="bitvector")
+                           "tabled_trees": ",".join(map(str, np.flatnonzero(tabled)))}, rep="bitvector", cpu=cpu)
     assert f"tabled={int(tabled.sum())}" in cf.show("lir") or tabled.all()
     X = category_rows(forest, np.random.default_rng(n), n, top)
     np.testing.assert_array_equal(cf.predict(X, output_margin=True, threads=threads),

@@ -4,6 +4,8 @@
 
 from __future__ import annotations
 
+import concurrent.futures
+import contextlib
 import dataclasses
 import hashlib
 import json
@@ -25,6 +27,7 @@ from silvanforge.plan.bands import Band
 from silvanforge.plan.forms import Builds, host_key
 from silvanforge.plan.lateforms import LateForms, check_mode
 from silvanforge.plan.memo import compile_scope, current, in_compile_scope
+from silvanforge.plan.overlap import IdleCores, on_native_work
 from silvanforge.plan.policy import (ONE_ROW_MAX, main_form, plan_threads, program_options_given, rest_of_plan,
                                      untuned_plan)
 from silvanforge.plugins import registry
@@ -150,17 +153,36 @@ def compile_plan(forest: hir.Forest, opts: CompileOptions, mode: str, start: flo
         done(cf)
         return cf
     builds = Builds()
-    main = main_form(forest, opts, builds)
-    cf = CompiledForest(forest, [main], [Band(1, None, 0)], time.perf_counter() - start)
     # The compile's memo goes on to a background build; a lazy one, which may never start,
     # keeps none of it (the model's statistics are computed again if it does).
     cache = current() if mode == "background" else None
+    threads = plan_threads(forest)
+    main_built = concurrent.futures.Future()  # (set once the compiled model holds it)
+    started_early = []
 
     def build(step):
         with compile_scope(cache):
-            return rest_of_plan(forest, opts, main, builds, plan_threads(forest), step=step)
+            return rest_of_plan(forest, opts, main_built, builds, threads, step=step, early=bool(started_early))
 
-    cf._build_later(LateForms(build, cf._finish_plan, mode, done=lambda: done(cf)))
+    late = LateForms(build, lambda forms, bands: cf._finish_plan(forms, bands), mode, done=lambda: done(cf))
+    # A background build starts as the main form's machine code does where a core stood idle
+    # meanwhile (plan.overlap), else once the main form is built.
+    idle = IdleCores() if mode == "background" and threads > 1 else None
+
+    def start_early():
+        if idle.a_core_free():
+            started_early.append(True)
+            late.start()
+
+    try:
+        with on_native_work(start_early) if idle is not None else contextlib.nullcontext():
+            main = main_form(forest, opts, builds)
+    except BaseException as exc:
+        main_built.set_exception(exc)
+        raise
+    cf = CompiledForest(forest, [main], [Band(1, None, 0)], time.perf_counter() - start)
+    cf._build_later(late)
+    main_built.set_result(main)
     return cf
 
 

@@ -23,9 +23,10 @@ from typing import ClassVar
 
 from silvanforge.errors import InputError, PluginError
 from silvanforge.ir import lir
+from silvanforge.plan.overlap import native_work
 from silvanforge.scheduler import canned
 
-__all__ = ["Target", "Vectors", "check_class", "default_schedule_of"]
+__all__ = ["Target", "Vectors", "check_class", "default_schedule_of", "native_work"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -109,7 +110,9 @@ class Target:
         """Turn ``module`` into a :class:`silvanforge.runtime.kernel.Kernel`.  Raise
         :class:`silvanforge.errors.PluginError` if it cannot run here, and
         :class:`silvanforge.errors.ScheduleError` for a program it cannot run (a GPU
-        construct on a CPU)."""
+        construct on a CPU).  A long call outside Python in it (generating machine code, with
+        the GIL released) goes within :func:`native_work`: the compile may start the plan's
+        other forms meanwhile (:mod:`silvanforge.plan.overlap`)."""
         raise NotImplementedError
 
     def load_kernel(self, module, blob: bytes, options: dict):

@@ -142,8 +142,9 @@ class Builds:
             done.set_result(form)
 
     def build(self, forest: hir.Forest, opts: CompileOptions, tile_ids: list | None = None,
-              order_by: str | None = None) -> Form:
-        """:func:`build_form`, sharing the form of a program already built or being built."""
+              order_by: str | None = None, wait: bool = True):
+        """:func:`build_form`, sharing the form of a program already built or being built
+        (``wait=False``: the future of one being built on another thread, not waited for)."""
         low = lower_program(forest, opts, tile_ids=tile_ids)
         digest = lir_digest(low.lir, low.tile_ids)
         with self._lock:
@@ -152,7 +153,7 @@ class Builds:
             if mine:
                 future = self._futures[digest] = concurrent.futures.Future()
         if not mine:
-            return future.result()
+            return future.result() if wait else future
         try:
             kernel = registry().target(low.options.target).compile(low.lir, kernel_options(low.options))
             form = Form(low.forest, kernel, low.options, low.lir, low.mir, digest=digest, tile_ids=low.tile_ids,

@@ -6,6 +6,7 @@ form :mod:`silvanforge.plan.forms`; :mod:`silvanforge.plan.tuning` times forms i
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import dataclasses
 import os
@@ -187,15 +188,19 @@ class _Task:
         return value
 
 
-def _each(fn, items: list, threads: int) -> list:
-    """``[fn(item) for item in items]``, on up to ``threads`` threads (the first error raised)."""
+def _each(fn, items: list, threads: int, gate=None) -> list:
+    """``[fn(item) for item in items]``, on up to ``threads`` threads (the first error raised),
+    the items taken in order; ``gate()``: returns once threads past the first may start (the
+    main form is built: while its machine code is made, one core is its)."""
     if threads <= 1 or len(items) <= 1:
         return [fn(item) for item in items]
     todo = iter(range(len(items)))
     lock = threading.Lock()
     out: list = [None] * len(items)
 
-    def work():
+    def work(first: bool = False):
+        if not first and gate is not None:
+            gate()
         while True:
             with lock:
                 k = next(todo, None)
@@ -206,7 +211,7 @@ def _each(fn, items: list, threads: int) -> list:
             except BaseException as exc:  # noqa: BLE001 - raised below, in order
                 out[k] = (False, exc)
 
-    workers = [_Task(work) for _ in range(min(threads, len(items)))]
+    workers = [_Task(work, k == 0) for k in range(min(threads, len(items)))]
     for w in workers:
         w.result()
     for ok, value in out:
@@ -221,11 +226,13 @@ def _scoped(cache, fn, *args):
 
 
 def rest_of_plan(forest: hir.Forest, opts: CompileOptions, main, builds: Builds, threads: int = 1,
-                 step=contextlib.nullcontext) -> tuple[list[Form], list[Band]]:
-    """The untuned plan's forms and bands around its ``main`` form (a Form, or a task whose
-    ``result()`` gives it): the bands' estimates, then each other band's form (``threads`` at
-    once); ``step()``: a context each part is done in (the background builder's guard,
-    :mod:`silvanforge.plan.lateforms`)."""
+                 step=contextlib.nullcontext, early: bool = False) -> tuple[list[Form], list[Band]]:
+    """The untuned plan's forms and bands around its ``main`` form (a Form, or a task or future
+    whose ``result()`` gives it): the bands' estimates, then each other band's form (``threads``
+    at once, those for the most rows first: their machine code takes longest); ``step()``: a
+    context each part is done in (the background builder's guard,
+    :mod:`silvanforge.plan.lateforms`).  ``early``: started while the main form is built
+    (:mod:`silvanforge.plan.overlap`): one thread builds until it is."""
     reg = registry()
     kind = reg.target_kind(opts.target)
     with step():
@@ -238,11 +245,16 @@ def rest_of_plan(forest: hir.Forest, opts: CompileOptions, main, builds: Builds,
         band_opts, order = job
         with step():
             try:
-                return _scoped(cache, builds.build, forest, band_opts, order, None if order is None else "cover")
+                return _scoped(cache, builds.build, forest, band_opts, order, None if order is None else "cover",
+                               False)
             except (UnsupportedModelError, PluginError) as exc:
                 return exc  # answered by the next band's form
 
-    results = _each(build, jobs, threads)
+    first = sorted(range(len(jobs)), key=lambda k: -(spec[k][2] or float("inf")))
+    gate = (lambda: _settled(main)) if early and not isinstance(main, Form) else None
+    results = [None] * len(jobs)
+    for k, form in zip(first, _each(build, [jobs[k] for k in first], threads, gate)):
+        results[k] = _settled(form)
     forms = [main if isinstance(main, Form) else main.result()]
     indices = [0] * len(spec)
     for k, form in enumerate(results):
@@ -258,6 +270,17 @@ def rest_of_plan(forest: hir.Forest, opts: CompileOptions, main, builds: Builds,
     spec = _split_small_requests(spec, [forms[i] if i >= 0 else None for i in indices])
     bands = merge_bands([Band(lo, hi, index) for (lo, hi, _), index in zip(spec, indices)])
     return forms, bands
+
+
+def _settled(form):
+    """A band's form: ``form``, or what the build of the same program on another thread gave
+    (:meth:`silvanforge.plan.forms.Builds.build`, ``wait=False``), a refusal as a value."""
+    if not isinstance(form, concurrent.futures.Future):
+        return form
+    try:
+        return form.result()
+    except (UnsupportedModelError, PluginError) as exc:
+        return exc  # answered by the next band's form
 
 
 def _band_job(forest: hir.Forest, opts: CompileOptions, batch) -> tuple[CompileOptions, list | None]:

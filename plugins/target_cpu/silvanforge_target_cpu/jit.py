@@ -18,6 +18,7 @@ import numpy as np
 from silvanforge import PluginError
 from silvanforge.ir import lir
 from silvanforge.runtime.kernel import PhaseKernel
+from silvanforge.target import native_work
 
 from . import cpus, pool
 from .llvm_host import LIGHT_PASSES, init as _init, object_code, optimise, target_machine as _target_machine  # noqa: F401
@@ -322,7 +323,8 @@ def compile_module(module: lir.Module, ir_text: str, cpu: str | None = None):
     host): a :class:`CpuKernel`, or for another architecture's CPU a :class:`ForeignKernel`."""
     # Machine code made in a context of its own (llvm_host.object_code: two forms compile on two
     # cores at once), then mapped as saved code is: the same bytes MCJIT makes of the module.
-    code, tm = object_code(ir_text, uses_gathers(module), bool(module.info.get("light_optimisation")), cpu)
+    with native_work():  # (the compile may start its other forms meanwhile)
+        code, tm = object_code(ir_text, uses_gathers(module), bool(module.info.get("light_optimisation")), cpu)
     if cpus.foreign(cpu):
         return ForeignKernel(module, code, cpu)
     return CpuKernel(module, None, tm, object_code=code, cpu=cpu)

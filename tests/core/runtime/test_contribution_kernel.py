@@ -87,8 +87,8 @@ def test_lightgbm_deep_paths_and_wide_category_sets():
                         lgb.Dataset(X, y, categorical_feature=[5]), 4)
     cf = sf.compile(booster)
     flat = _every_way(cf.forest, X, 1e-12)
-    depth = flat.named["depth"]
-    assert depth.max() > treeshap_unrolled() >= depth.min()
+    depth = [g.d for g in contributions.tables(cf.forest).groups]
+    assert flat.max_depth == max(depth) > treeshap_unrolled() >= min(depth)
     assert any(max(max(c) for c in t.categories.values()) >= 32 for t in cf.forest.trees if t.categories)
     for n in (1, 64, 1500):
         np.testing.assert_allclose(cf.predict(X[:n], pred_contribs=True), booster.predict(X[:n], pred_contrib=True),

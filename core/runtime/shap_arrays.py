@@ -92,6 +92,32 @@ class Arrays:
         return got
 
 
+def saved(a: Arrays, layout: tuple[str, ...]) -> tuple[dict, dict]:
+    """``a`` as an artifact keeps it: its arrays (and the bias), and a JSON-able record of the
+    kernel argument ``layout`` they were made for, the counts and the sizes."""
+    arrays = {name: v for name, v in a.named.items() if isinstance(v, np.ndarray)}
+    arrays["bias"] = np.asarray(a.bias, np.float64)
+    return arrays, {"layout": list(layout), "counts": {k: int(v) for k, v in a.named.items()
+                                                       if not isinstance(v, np.ndarray)},
+                    "sizes": [a.num_trees, a.num_outputs, a.num_features, a.max_path, a.max_depth]}
+
+
+def restored(arrays: dict, record: dict, layout: tuple[str, ...]) -> Arrays | None:
+    """The :class:`Arrays` :func:`saved` kept, or None where they were made for another kernel
+    argument ``layout`` (or are not whole): the caller makes them again."""
+    try:
+        if record["layout"] != list(layout):
+            return None
+        named = {k: int(v) for k, v in record["counts"].items()}
+        named.update({k: v for k, v in arrays.items() if k != "bias"})
+        if any(name not in named for name in layout if name != "use_tables"):
+            return None
+        trees, outputs, features, longest, most = (int(v) for v in record["sizes"])
+        return Arrays(named, np.asarray(arrays["bias"], np.float64), trees, outputs, features, longest, most)
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
 def arrays(forest: Forest, table_bytes: int = paths_math.TABLE_BYTES, kernel=None) -> Arrays:
     """The flat arrays of ``forest`` (raises ``UnsupportedModelError`` where
     :func:`~silvanforge.runtime.contributions.refusal` says why), with tables for up to

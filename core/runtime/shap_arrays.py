@@ -11,7 +11,7 @@ installed target has a kernel); these arrays lay the same paths out in the order
 walk meets their leaves, each path saying how many of its first nodes it shares with the one
 before, so a row decides each node of a tree once.
 
-The arrays (P paths, N nodes of all trees, per tree ``tree_paths``):
+The arrays (P paths, per tree ``tree_paths``):
 
 - ``tree_paths`` (trees + 1): each tree's first path; ``prefix`` (P): nodes shared with the path
   before; ``path_nodes`` (P + 1): each path's first entry of ``step``, one int32 for each of its
@@ -26,7 +26,7 @@ The arrays (P paths, N nodes of all trees, per tree ``tree_paths``):
 - ``path_values`` (P + 1): each path's first entry of ``column`` (``output * (features + 1)``)
   and ``value`` (the leaf's value for that output, scaled for averages).
 - Per split (a tree's internal nodes in preorder, ``tree_splits`` (trees + 1) each tree's
-  first; ``node`` and ``level_node`` count splits, ``node`` from its tree's first):
+  first; ``step`` and ``level_node`` count splits, ``step`` from its tree's first):
   ``split_record``, two int64 words a split, so that deciding it reads one record: the
   threshold's float64 bits (the model's threshold widened exactly), or for a categorical split
   where its set starts in ``category_bits`` (uint32 words, a bit a category) and the number of
@@ -38,7 +38,7 @@ The arrays (P paths, N nodes of all trees, per tree ``tree_paths``):
   ``(d + 1) // 2`` of them for paths of ``d`` features (exact for the degree ``d - 1`` integrand);
   ``coalition_at`` (by d), ``coalition_w``: the Shapley weights of coalitions of 0 to ``d``.
 - Symmetric trees tabled by leaf: ``tree_levels`` (0: walked by paths), ``level_at`` and
-  ``level_node`` (a node of each level), ``leaf_table_at``, ``leaf_table`` (a row a leaf),
+  ``level_node`` (a split of each level), ``leaf_table_at``, ``leaf_table`` (a row a leaf),
   ``column_at``, ``table_columns`` and ``leaf_column`` (the phi column of each entry).
 - Counts: ``row_stride``, ``phi_stride``, ``category_rule`` (0 XGBoost, 1 LightGBM, 2 exact),
   ``use_tables`` (0: every path by its integral), ``zero_bound`` (ZERO_THRESHOLD's float64 bits).

@@ -2,20 +2,24 @@
 evaluates path-dependent TreeSHAP over the flat arrays :mod:`silvanforge.runtime.shap_arrays`
 builds for a model (the model's paths and tables are data, so no model is compiled).
 
-``treeshap(args, X, row_begin, row_end, tree_begin, tree_end, phi)`` adds, for rows
+``treeshap(args, X, row_begin, row_end, tree_begin, tree_end, phi, scratch)`` adds, for rows
 ``[row_begin, row_end)`` and trees ``[tree_begin, tree_end)``, every leaf path's share to each
 feature of ``phi`` (rows of ``outputs * (features + 1)`` float64, the bias column left alone);
 ``args`` is the int64 block of the arrays of :mod:`silvanforge.runtime.shap_arrays` in the order
 of :data:`ARG_LAYOUT` (their addresses and a few counts).  Trees are the outer loop, then a tree's paths, then the call's
 rows, so a path's tables and values are read once for the rows of a call.
 
+Each row first decides every split of a tree once, into ``scratch`` (a byte a split: the
+paths meet each split twice, once a side), each from its one packed record, without branches
+(a categorical split's set a bit a category), so the decisions of a tree overlap their reads.
 The paths of a tree come in the order a depth-first walk meets their leaves; a path shares its
 first ``prefix`` nodes with the one before, so each row keeps its pattern (bit ``i``: whether it
-follows the path at the path's ``i``-th distinct feature) per depth and decides only the nodes
-past the prefix.  A symmetric tree with a table by leaf (``tree_levels`` above 0) is read
-instead as the row's leaf (one decision a level) and that leaf's row of the table.
+follows the path at the path's ``i``-th distinct feature) per depth and reads only the
+decisions of the nodes past the prefix.  A symmetric tree with a table by leaf (``tree_levels``
+above 0) is read instead as the row's leaf (one decision a level) and that leaf's row of the
+table.
 
-A node's decision is the HIR's rule (:func:`silvanforge.runtime.reference.goes_left`): a missing value (NaN, or near zero where the node
+A split's decision is the HIR's rule (:func:`silvanforge.runtime.reference.goes_left`): a missing value (NaN, or near zero where the node
 counts zero as missing) takes the default direction, a categorical node tests membership of the
 value's category (by the forest's category rule), others compare in float64, which orders the
 model's float32 values and thresholds exactly as float32 does.  A tabled path then reads its
@@ -25,7 +29,8 @@ cache more than its integral costs), or one the call makes for its rows (a path 
 budget, in calls of ``MADE_TABLE_ROWS`` rows or more).  The others integrate
 ``prod_{i != j} (z_i (1 - t) + o_i t)`` over ``[0, 1]`` by Gauss-Legendre, exact for its degree
 (the Shapley weights are the Beta integrals of that polynomial's terms), every ``j`` from one
-forward and one backward product a point.
+forward and one backward product a point: unrolled, its points constants, for paths of up to
+``UNROLLED_D`` features (a loop for longer ones).
 
 ``leaf_table(...)`` is a second function: a symmetric tree's table by leaf, made once a model
 (:func:`_build_leaf_table`).

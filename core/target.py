@@ -157,8 +157,9 @@ class Target:
         core's NumPy evaluation answers).  It reads a model's paths as the flat arrays of
         :mod:`silvanforge.runtime.shap_arrays`: it has ``arg_layout`` (the names of those arrays,
         in the order its int64 block of addresses gives them) and ``run(args, X, row_begin,
-        row_end, tree_begin, tree_end, phi)`` (addresses and bounds), which adds the paths of
-        those trees to those rows of ``phi`` and may be called from many threads at once."""
+        row_end, tree_begin, tree_end, phi, scratch)`` (addresses and bounds; ``scratch``: the
+        call's own ``max_splits`` bytes a row), which adds the paths of those trees to those
+        rows of ``phi`` and may be called from many threads at once."""
         return None
 
     def hashed_columns_kernel(self):

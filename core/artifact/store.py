@@ -16,6 +16,7 @@ import numpy as np
 
 from silvanforge import __version__
 from silvanforge.artifact import archive
+from silvanforge.runtime import shap_arrays
 from silvanforge.runtime.compiled import CompiledForest
 from silvanforge.errors import ArtifactError, ArtifactWarning, InputError, IRVerificationError, ScheduleError
 from silvanforge.plan.forms import Form, host_key
@@ -79,6 +80,10 @@ def _parts(cf: CompiledForest) -> tuple[dict, dict, bytes, dict]:
     if cf.tuning is not None:
         plan["tuning"] = cf.tuning
     extra["plan.json"] = archive.json_bytes(plan)
+    kernel, tables = cf._contribution_tables or (None, None)
+    if kernel is not None:  # (the kernel's tables; NumPy's are made again)
+        arrays["contributions.npz"], record = shap_arrays.saved(tables, kernel.arg_layout)
+        extra["contributions.json"] = archive.json_bytes(record)
     return meta, arrays, blob, extra
 
 
@@ -211,7 +216,11 @@ def load(source, name: str, key, trust_code: bool, forest: hir.Forest | None = N
     if stale:
         warnings.warn(f"{name}: its machine code was built for another host (CPU or LLVM); "
                       "compiling its model again", ArtifactWarning, stacklevel=4)
-    return CompiledForest(forest, forms, bands, time.perf_counter() - start, tuning=tuning)
+    cf = CompiledForest(forest, forms, bands, time.perf_counter() - start, tuning=tuning)
+    if code_ok and art.contributions is not None:
+        # (the kernel reads them as it trusts its code: from a trusted artifact of this version)
+        cf._saved_contributions = art.contributions
+    return cf
 
 
 def _form_tile_ids(name: str, art, index: int, entry: dict, forest: hir.Forest):

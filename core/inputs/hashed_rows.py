@@ -48,6 +48,14 @@ SCRATCH_BYTES = 32 << 20
 # (an entry costs about as much as this many rows read by the table: at 4 the table way took
 # 0.75x the time of hashing each row at 4096 rows, benchmarks/catboost_categories.py's model)
 TABLE_ENTRY_ROWS = 4
+# Distinct values a column keeps a code for across calls (then it starts again): a column's codes
+# are its values' positions in the model's list of that column's values seen so far, not in the
+# call's, so calls of the same values share their tables of combinations (below).
+COLUMN_VALUES = 1 << 12
+# Tables of combinations of a call's values (the kernel's ``dense``) a model keeps, keyed by
+# every column's table of values: a service's calls, of categories it has seen, build none
+# (building them took 0.8 ms of a 4096-row call, benchmarks/catboost_categories.py).
+DENSE_TABLES = 8
 # Rows a thread's share of the computed columns has at least (fewer: one thread fills them;
 # 512-row calls split in two ran slower than on one thread on the 2 shared cores).
 THREAD_ROWS = 1024
@@ -132,6 +140,8 @@ class HashedInputs:
         self.offsets = np.asarray(offsets, dtype=np.intp)
         self._native = None  # (kernel, args block, arrays it points to), made at first use
         self._elements = elements
+        self._columns: dict = {}  # feature -> _ColumnValues (its values' codes across calls)
+        self._dense: dict = {}  # (tables of values, chains chosen) -> the call's combination tables
 
     def _kernel_args(self):
         """The target's kernel of computed columns and its args block (rows and hashes left to
@@ -144,11 +154,13 @@ class HashedInputs:
         return self._native if self._native[0] is not None else None
 
     # ------------------------------------------------------------------ a column's hashes
-    def hash_codes(self, values) -> tuple[np.ndarray, np.ndarray]:
+    def hash_codes(self, values, feature: int | None = None) -> tuple[np.ndarray, np.ndarray]:
         """(each value's code, the table of CatBoost's hashes by code) of a column's values (a
-        pandas Series, an array or a list): a hash as CatBoost's ``int``, sign-extended to
-        int64, :data:`MISSING` where a value is no category; the table's last entry is a
-        missing value's (code -1)."""
+        pandas Series or Categorical, an array or a list): a hash as CatBoost's ``int``,
+        sign-extended to int64, :data:`MISSING` where a value is no category; the table's last
+        entry is a missing value's (code -1).  A pandas category's codes are its own; other
+        values' are the call's, or with ``feature`` (the column's feature) the model's codes of
+        that column's values across calls (:class:`_ColumnValues`)."""
         categories = _pandas_categories(values)
         if categories is not None:  # a pandas category: its categories' hashes, worked out once
             found = self._category_tables.get(id(categories))
@@ -156,9 +168,16 @@ class HashedInputs:
                 if len(self._category_tables) >= CATEGORY_TABLES:
                     self._category_tables.clear()
                 found = self._category_tables[id(categories)] = (categories, self._hash_table(list(categories)))
-            return values.array.codes, found[1]  # (a Categorical's codes: -1 where missing)
+            # (a Categorical's codes: -1 where missing)
+            return (values.codes if hasattr(values, "codes") else values.array.codes), found[1]
         codes, uniques = _factorise(values)
-        return codes, self._hash_table(uniques)
+        if feature is None:
+            return codes, self._hash_table(uniques)
+        column = self._columns.get(feature)
+        if column is None:
+            with self._lock:
+                column = self._columns.setdefault(feature, _ColumnValues())
+        return column.codes(codes, uniques, self)
 
     def signed_hashes(self, values) -> np.ndarray:
         """CatBoost's hashes of a column's values as :meth:`hash_codes` gives them, a value each."""
@@ -249,7 +268,13 @@ class HashedInputs:
         chosen = (size * TABLE_ENTRY_ROWS <= n) & arrays["dense_ok"]
         size = np.where(chosen, size, 0).astype(np.int64)
         dense_at = np.where(chosen, np.cumsum(size) - size, -1).astype(np.int64)
-        dense = np.empty(max(1, int(size.sum())), dtype=np.int32)
+        built = None
+        if chosen.any():  # the call's tables of combinations: kept by the values they are of
+            key = distinct.tobytes() + counts.tobytes() + chosen.tobytes()
+            built = self._dense.get(key)
+            dense = built if built is not None else np.empty(int(size.sum()), dtype=np.int32)
+        else:
+            dense = np.empty(1, dtype=np.int32)
         row_stride, column_stride = (st // rows.itemsize for st in rows.strides)
         if rows.dtype == np.float32 and row_stride == 1:  # columns in a row (Fortran order): read in place
             F, float_stride = rows, column_stride
@@ -263,8 +288,12 @@ class HashedInputs:
         args[_DISTINCT], args[_DISTINCT_AT], args[_DISTINCT_COUNT] = (distinct.ctypes.data, distinct_at.ctypes.data,
                                                                       counts.ctypes.data)
         args[_DENSE_AT], args[_DENSE] = dense_at.ctypes.data, dense.ctypes.data
-        if chosen.any():
+        if chosen.any() and built is None:
             kernel.tables(args.ctypes.data)
+            with self._lock:
+                if len(self._dense) >= DENSE_TABLES:
+                    self._dense.clear()
+                self._dense[key] = dense
         parts = max(1, min(threads, n // THREAD_ROWS))
         if parts == 1:
             kernel.run(args.ctypes.data, 0, n, rows.dtype.itemsize)
@@ -323,6 +352,41 @@ class HashedInputs:
         out = self.table[(slot[self.chain_of] + self.offsets[:, None])]
         return out.T
 
+
+
+class _ColumnValues:
+    """A column's values a model has seen (up to :data:`COLUMN_VALUES`, then it starts again),
+    each with a code in order of first sight, and their hashes: the same values get the same
+    codes and table in every call, so a call's tables of combinations are found again
+    (:meth:`HashedInputs.fill`).  ``state`` (the codes by value, the hash table) is replaced in
+    one assignment, so a call reads one whole state while another adds values."""
+
+    __slots__ = ("state",)
+
+    def __init__(self):
+        self.state = ({}, np.full(1, MISSING, dtype=np.int64))
+
+    def codes(self, local: np.ndarray, uniques: list, hashing: HashedInputs) -> tuple[np.ndarray, np.ndarray]:
+        """The model's codes (-1 missing) of a call's codes ``local`` of its ``uniques``, and the table."""
+        try:
+            keys = [(type(v), v) for v in uniques]  # (keyed by type too, as the memo of hashes)
+            index, table = self.state
+            if not all(k in index for k in keys):
+                with hashing._lock:
+                    index, table = self.state
+                    if len(index) + len(keys) > COLUMN_VALUES:  # full: start again
+                        index, table = {}, table[-1:]
+                    index = dict(index)
+                    new = [(k, v) for k, v in zip(keys, uniques) if k not in index]
+                    for k, _ in new:
+                        index[k] = len(index)
+                    added = hashing._hash_table([v for _, v in new])
+                    table = np.concatenate([table[:-1], added])  # (added ends with MISSING)
+                    self.state = (index, table)
+            remap = np.fromiter((index[k] for k in keys), dtype=np.intp, count=len(keys))
+        except TypeError:  # a value that is no dict key: the call's own codes
+            return local, hashing._hash_table(uniques)
+        return np.append(remap, -1)[local], table
 
 
 def _unsigned(signed: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -437,6 +501,7 @@ def _native_arrays(reading: "HashedInputs", kernel) -> tuple:
         "column_out": (reading.width + order).astype(np.int64),
         "column_answers": reading.offsets[order].astype(np.int64),
         "answers": reading.table,
+        "answers_f32": reading.table.astype(np.float32),
     })
     block = np.zeros(len(kernel.arg_layout), dtype=np.int64)
     for k, name in enumerate(kernel.arg_layout):
@@ -499,16 +564,17 @@ def _factorise(values) -> tuple[np.ndarray, list]:
     ints = _small_integers(values, module)
     if ints is not None:
         return ints
-    try:
-        backing = values.array if module == "pandas" else None  # (a Series' extension array)
-    except AttributeError:
-        backing = None
+    # (a Series' extension array, or one a frame's block holds)
+    backing = getattr(values, "array", values) if module == "pandas" else None
     if type(backing).__name__.startswith("Arrow"):  # Arrow-backed (pandas' default strings): Arrow's dictionary
         import pyarrow.compute as pc
 
         chunks = backing.__arrow_array__()
-        encoded = pc.dictionary_encode(chunks.combine_chunks() if hasattr(chunks, "combine_chunks") else chunks)
-        codes = pc.fill_null(encoded.indices, -1).to_numpy(zero_copy_only=False)
+        if hasattr(chunks, "combine_chunks"):
+            chunks = chunks.chunk(0) if chunks.num_chunks == 1 else chunks.combine_chunks()
+        encoded = pc.dictionary_encode(chunks)
+        indices = encoded.indices
+        codes = (pc.fill_null(indices, -1) if indices.null_count else indices).to_numpy(zero_copy_only=False)
         return codes.astype(np.intp), encoded.dictionary.to_pylist()
     try:
         import pandas as pd

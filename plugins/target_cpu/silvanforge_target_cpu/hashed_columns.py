@@ -62,6 +62,7 @@ ARG_LAYOUT = (
     ("column_out", i64),  # the row array's column a computed column is written to
     ("column_answers", i64),  # its first answer in ``answers``
     ("answers", f64),
+    ("answers_f32", f32),  # the same rounded to float32, which rows of float32 read
 )
 ARG_INDEX = {name: k for k, (name, _) in enumerate(ARG_LAYOUT)}
 CAT, FLOAT, ONEHOT = 0, 1, 2
@@ -224,13 +225,11 @@ def _columns_function(module, name: str, row_type) -> None:
             # the chain's columns
             b.position_at_end(looked_up)
             with v.loop(at("chain_columns", c), at("chain_columns", b.add(c, one)), "j") as j:
-                answers = b.gep(A["answers"], [at("column_answers", j)])
+                answers = b.gep(A["answers" if row_type is f64 else "answers_f32"], [at("column_answers", j)])
                 at_column = b.mul(at("column_out", j), A["column_stride"])
                 out = b.gep(A["rows"], [b.add(b.mul(lo, A["row_stride"]), at_column)])
                 with v.loop(c64(0), m, "rw") as r:
                     value = b.load(b.gep(answers, [b.load(cell(slots, r))]))
-                    if row_type is not f64:
-                        value = b.fptrunc(value, row_type)
                     b.store(value, b.gep(out, [b.mul(r, A["row_stride"])]))
     b.ret_void()
 

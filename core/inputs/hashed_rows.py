@@ -8,14 +8,18 @@ model knows).  :class:`HashedInputs` is built once a compiled model and does it 
 
 - a column's values are factorised (pandas categories' own codes, Arrow's dictionary for
   Arrow-backed strings, else ``pandas.factorize``) and only its distinct values are hashed,
-  each once a model (a bounded memo), sign-extended as CatBoost's ``int``;
+  each once a model (a bounded memo), sign-extended as CatBoost's ``int``; a frame's columns
+  are found by the plan of its schema (:func:`silvanforge.inputs.frames.hashed_frame_columns`),
+  and a column's codes are the model's across calls (:class:`_ColumnValues`), so that calls of
+  values seen before share the tables below;
 - the computed columns are filled by the target's kernel
   (:meth:`silvanforge.target.Target.hashed_columns_kernel`; the CPU's mixes the keys and looks
   them up a block of rows at a time) over flat arrays built here once: the distinct element
   lists (*chains*: a combination's CTRs share its key), each chain's keys in a cuckoo table
   (:func:`_table`) and each column's answer for each key and for any other; a chain whose
   call has fewer combinations of its elements' values (the call's distinct categories, bits)
-  than rows is looked up once a combination, in a table of the call's;
+  than rows is looked up once a combination, in a table of the call's, kept for the next
+  calls of the same values (:data:`DENSE_TABLES`);
 - without such a kernel, NumPy does the same: keys mixed element by element over all chains
   sharing a step, found by ``searchsorted`` (:meth:`HashedInputs.combination_codes`).
 
@@ -170,14 +174,14 @@ class HashedInputs:
                 found = self._category_tables[id(categories)] = (categories, self._hash_table(list(categories)))
             # (a Categorical's codes: -1 where missing)
             return (values.codes if hasattr(values, "codes") else values.array.codes), found[1]
-        codes, uniques = _factorise(values)
+        codes, uniques, token = _factorise(values)
         if feature is None:
             return codes, self._hash_table(uniques)
         column = self._columns.get(feature)
         if column is None:
             with self._lock:
                 column = self._columns.setdefault(feature, _ColumnValues())
-        return column.codes(codes, uniques, self)
+        return column.codes(codes, uniques, self, token)
 
     def signed_hashes(self, values) -> np.ndarray:
         """CatBoost's hashes of a column's values as :meth:`hash_codes` gives them, a value each."""
@@ -361,13 +365,19 @@ class _ColumnValues:
     (:meth:`HashedInputs.fill`).  ``state`` (the codes by value, the hash table) is replaced in
     one assignment, so a call reads one whole state while another adds values."""
 
-    __slots__ = ("state",)
+    __slots__ = ("last", "state")
 
     def __init__(self):
         self.state = ({}, np.full(1, MISSING, dtype=np.int64))
+        self.last = None  # (state, token, remap) of the last call's distinct values
 
-    def codes(self, local: np.ndarray, uniques: list, hashing: HashedInputs) -> tuple[np.ndarray, np.ndarray]:
-        """The model's codes (-1 missing) of a call's codes ``local`` of its ``uniques``, and the table."""
+    def codes(self, local: np.ndarray, uniques: list, hashing: HashedInputs, token=None) -> tuple[np.ndarray, np.ndarray]:
+        """The model's codes (-1 missing) of a call's codes ``local`` of its ``uniques``, and the
+        table.  ``token`` (an Arrow dictionary, or a tuple of integers: the uniques, with their
+        types) tells the same distinct values as the last call's, whose codes are then reused."""
+        last, state = self.last, self.state
+        if token is not None and last is not None and last[0] is state and _same_values(last[1], token):
+            return last[2][local], state[1]
         try:
             keys = [(type(v), v) for v in uniques]  # (keyed by type too, as the memo of hashes)
             index, table = self.state
@@ -383,10 +393,19 @@ class _ColumnValues:
                     added = hashing._hash_table([v for _, v in new])
                     table = np.concatenate([table[:-1], added])  # (added ends with MISSING)
                     self.state = (index, table)
-            remap = np.fromiter((index[k] for k in keys), dtype=np.intp, count=len(keys))
+            remap = np.append(np.fromiter((index[k] for k in keys), dtype=np.intp, count=len(keys)), -1)
         except TypeError:  # a value that is no dict key: the call's own codes
             return local, hashing._hash_table(uniques)
-        return np.append(remap, -1)[local], table
+        if token is not None:
+            self.last = (self.state, token, remap)
+        return remap[local], table
+
+
+def _same_values(a, b) -> bool:
+    """Whether two tokens of distinct values (:meth:`_ColumnValues.codes`) are the same values."""
+    if type(a) is tuple:
+        return type(b) is tuple and a == b
+    return type(b) is not tuple and a.equals(b)
 
 
 def _unsigned(signed: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -554,16 +573,18 @@ def _pandas_categories(values):
     return None
 
 
-def _factorise(values) -> tuple[np.ndarray, list]:
-    """(codes, distinct values) of a column: code -1 for a missing value (None, NaN, pandas
-    NA), which the last slot of the caller's tables answers (not a category)."""
+def _factorise(values) -> tuple[np.ndarray, list, object]:
+    """(codes, distinct values, a token of them or None) of a column: code -1 for a missing
+    value (None, NaN, pandas NA), which the last slot of the caller's tables answers (not a
+    category).  The token (:meth:`_ColumnValues.codes`) is Arrow's dictionary of strings, or
+    the integers themselves."""
     module = type(values).__module__.split(".")[0]
     if module == "pandas" and str(getattr(values, "dtype", "")) == "category":
         codes = values.cat.codes.to_numpy()
-        return codes.astype(np.intp), list(values.cat.categories)
+        return codes.astype(np.intp), list(values.cat.categories), None
     ints = _small_integers(values, module)
     if ints is not None:
-        return ints
+        return ints[0], ints[1], tuple(ints[1])
     # (a Series' extension array, or one a frame's block holds)
     backing = getattr(values, "array", values) if module == "pandas" else None
     if type(backing).__name__.startswith("Arrow"):  # Arrow-backed (pandas' default strings): Arrow's dictionary
@@ -575,7 +596,7 @@ def _factorise(values) -> tuple[np.ndarray, list]:
         encoded = pc.dictionary_encode(chunks)
         indices = encoded.indices
         codes = (pc.fill_null(indices, -1) if indices.null_count else indices).to_numpy(zero_copy_only=False)
-        return codes.astype(np.intp), encoded.dictionary.to_pylist()
+        return codes.astype(np.intp), encoded.dictionary.to_pylist(), encoded.dictionary
     try:
         import pandas as pd
     except ImportError:  # no pandas: a dict of the distinct values
@@ -583,7 +604,7 @@ def _factorise(values) -> tuple[np.ndarray, list]:
         codes = np.empty(len(values), dtype=np.intp)
         for i, v in enumerate(values.tolist() if hasattr(values, "tolist") else values):
             codes[i] = seen.setdefault(v, len(seen)) if v is not None else -1
-        return codes, list(seen)
+        return codes, list(seen), None
     if module != "pandas":
         values = np.asarray(values) if not isinstance(values, np.ndarray) else values
         if values.dtype.kind not in "biufOUS":
@@ -591,4 +612,4 @@ def _factorise(values) -> tuple[np.ndarray, list]:
         if values.dtype.kind in "US":
             values = values.astype(object)
     codes, uniques = pd.factorize(values, use_na_sentinel=True)
-    return np.asarray(codes, dtype=np.intp), list(uniques)
+    return np.asarray(codes, dtype=np.intp), list(uniques), None

@@ -320,6 +320,52 @@ def test_combinations_found_either_way_equal_catboost(native, monkeypatch):
     np.testing.assert_allclose(cf.predict(labels, output_margin=True), raw, rtol=RTOL, atol=ATOL)
 
 
+def test_frames_read_by_schema_and_values_coded_across_calls(monkeypatch):
+    """A compiled model reads a frame by the plan of its schema and codes a column's values
+    across calls (the call's tables of combinations kept by the values they are of): calls of
+    new values, of the same names with other dtypes or categories, of shuffled columns, with
+    every memory at its smallest, each give CatBoost's margins for their own rows."""
+    from silvanforge.inputs import frames, hashed_rows
+
+    pd = pytest.importorskip("pandas")
+    rng = np.random.default_rng(18)
+    df, te = _cat_frame(rng, 500), _cat_rows(rng, 200)
+    model = cb.CatBoostRegressor(iterations=30, depth=5, cat_features=_CATS, one_hot_max_size=3,
+                                 max_ctr_complexity=2, **_FIT).fit(df, _cat_target(df) + (df.word == "p") * df.a)
+    cf = sf.compile(model)
+    assert cf.forest.hashed_combinations
+
+    def check(frame, **kwargs):
+        # (CatBoost reads columns by position: the frame in the training order)
+        want = cb.CatBoost.predict(model, frame[list(df.columns)], prediction_type="RawFormulaVal")
+        np.testing.assert_allclose(cf.predict(frame, output_margin=True, **kwargs), want, rtol=RTOL, atol=ATOL)
+
+    # values first seen in later calls (a call of a few values, then of more), the same rows again
+    few = te[te.word.isin(["p", "q"]) & (te["count"] < 5)]
+    for frame in (few, te.iloc[:70], te, few, te.iloc[::-1], te.iloc[:1]):
+        check(frame)
+    # the same names with other dtypes, or other categories in another order
+    kinds = list(te["kind"].cat.categories)
+    others = [te.astype({"count": np.int32}), te.astype({"count": str, "kind": str}),
+              te.astype({"word": "category", "count": "category"}), te.astype({"word": object, "colour": object}),
+              te.assign(kind=pd.Categorical(te["kind"].astype(str), categories=kinds[::-1] + ["kind-99"])),
+              te[["kind", "a", "count", "word", "colour"]]]
+    for frame in others:
+        check(frame)
+        check(frame.iloc[:3])
+    assert len(cf._schemas) <= frames.SCHEMAS
+    # every memory at its smallest: a column's values start again, the tables are rebuilt
+    monkeypatch.setattr(hashed_rows, "COLUMN_VALUES", 3)
+    monkeypatch.setattr(hashed_rows, "DENSE_TABLES", 1)
+    again = sf.compile(model)
+    for frame in (te, few, te.iloc[:50], others[1], others[-1], te):
+        want = cb.CatBoost.predict(model, frame[list(df.columns)], prediction_type="RawFormulaVal")
+        np.testing.assert_allclose(again.predict(frame, output_margin=True), want, rtol=RTOL, atol=ATOL)
+    # two threads sharing a call's rows
+    monkeypatch.setattr(hashed_rows, "THREAD_ROWS", 16)
+    check(te, threads=2)
+
+
 def test_a_bool_column_does_not_change_how_integers_are_hashed():
     """True == 1 in Python, but CatBoost hashes "True" and "1": the model's memo of hashes keeps
     them apart across columns and calls."""

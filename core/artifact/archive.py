@@ -56,7 +56,7 @@ OLD_FORMATS = (1,)  # no manifest: their forests load, their machine code never 
 KEY_ENV = "SILVANFORGE_ARTIFACT_KEY"
 MANIFEST, SIGNATURE = "manifest.json", "signature"
 MEMBERS = ("meta.json", "forest.npz", "kernel.bin", "tiling.npz", "program.json", "program.npz",
-           "plan.json")
+           "plan.json", "hashed_columns.bin")
 # A compiled model's other forms (silvanforge.plan.bands): form<N>.bin, form<N>_program.json/.npz, and
 # form<N>_tiling.npz where the form's tiling or node order came from a profile.
 FORM_MEMBER = re.compile(r"form(\d{1,3})(\.bin|_program\.json|_program\.npz|_tiling\.npz)")
@@ -115,6 +115,8 @@ class Artifact:
     forms: dict = dataclasses.field(default_factory=dict)
     # The other forms' profile-derived tilings by index (form<N>_tiling.npz's arrays).
     form_tilings: dict = dataclasses.field(default_factory=dict)
+    # The machine code of the kernel of computed columns (silvanforge.inputs.hashed_rows), b"" if none.
+    hashed_columns: bytes = b""
 
 
 def _key(key, create: bool = False) -> bytes | None:
@@ -314,7 +316,8 @@ def _read(source, name: str, key: bytes | None) -> Artifact:
             forms[index] = (data[parts[0]], data[parts[1]], load_npz(data[parts[2]], f"{name}: {parts[2]}", budget))
         elif match and match.group(2) == "_tiling.npz":
             form_tilings[int(match.group(1))] = load_npz(data[member], f"{name}: {member}", budget)
-    return Artifact(meta, forest, blob, tiling, signed, has_manifest, program, plan, forms, form_tilings)
+    return Artifact(meta, forest, blob, tiling, signed, has_manifest, program, plan, forms, form_tilings,
+                    bytes(data.get("hashed_columns.bin", b"")))
 
 
 def _meta(raw: bytes, name: str) -> dict:

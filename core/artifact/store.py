@@ -28,6 +28,7 @@ from silvanforge.plan.bands import Band, bands_from_json, bands_to_json
 from silvanforge.plugins import registry
 from silvanforge.scheduler import parse_schedule
 from silvanforge.frontend.tiling import MAX_TILE_SIZE
+from silvanforge.inputs import hashed_kernel
 
 
 # ---------------------------------------------------------------- writing
@@ -79,6 +80,10 @@ def _parts(cf: CompiledForest) -> tuple[dict, dict, bytes, dict]:
     if cf.tuning is not None:
         plan["tuning"] = cf.tuning
     extra["plan.json"] = archive.json_bytes(plan)
+    if cf.forest.hashed_combinations:  # the kernel of its computed columns too (compiled once a process)
+        code = hashed_kernel.kernel_artifact()
+        if code:
+            extra["hashed_columns.bin"] = code
     return meta, arrays, blob, extra
 
 
@@ -181,6 +186,8 @@ def load(source, name: str, key, trust_code: bool, forest: hir.Forest | None = N
         forms, bands = untuned_plan(forest, given.resolved())
         return CompiledForest(forest, forms, bands, time.perf_counter() - start)
     code_ok = trusted and meta["silvanforge"] == __version__
+    if code_ok and art.hashed_columns:
+        hashed_kernel.load_kernel(art.hashed_columns)
     stale = []
     main = _form(name, forest, meta, art.blob if code_ok else b"", art.program, tile_ids, stale)
     forms, bands = [main], [Band(1, None, 0)]

@@ -36,6 +36,24 @@ import numpy as np
 from silvanforge.inputs import category_hash
 from silvanforge.errors import InputError
 from silvanforge.ir.hir import Forest
+from silvanforge.inputs.hashed_kernel import (
+    CODE_STRIDE,
+    CODES,
+    COLUMN_STRIDE,
+    DENSE,
+    DENSE_AT,
+    DISTINCT,
+    DISTINCT_AT,
+    DISTINCT_COUNT,
+    FLOAT_STRIDE,
+    FLOATS,
+    HASH_STRIDE,
+    HASHES,
+    ROW_STRIDE,
+    ROWS,
+    native_arrays,
+)
+from silvanforge.inputs.hashed_kernel import find_kernel as _kernel  # (tests replace it: no kernel)
 from silvanforge.runtime.threads import _get_pool
 
 # Distinct values a model remembers the hash of (a memo, cleared when full).
@@ -154,7 +172,7 @@ class HashedInputs:
             with self._lock:
                 if self._native is None:
                     kernel = _kernel()
-                    self._native = (None,) if kernel is None else (kernel,) + _native_arrays(self, kernel)
+                    self._native = (None,) if kernel is None else (kernel,) + native_arrays(self, kernel)
         return self._native if self._native[0] is not None else None
 
     # ------------------------------------------------------------------ a column's hashes
@@ -285,13 +303,13 @@ class HashedInputs:
         else:
             F, float_stride = np.ascontiguousarray(rows[:, :width].T, dtype=np.float32), n
         args = template.copy()
-        args[_ROWS], args[_ROW_STRIDE], args[_COLUMN_STRIDE] = rows.ctypes.data, row_stride, column_stride
-        args[_HASHES], args[_HASH_STRIDE] = H.ctypes.data, n
-        args[_FLOATS], args[_FLOAT_STRIDE] = F.ctypes.data, float_stride
-        args[_CODES], args[_CODE_STRIDE] = codes.ctypes.data, n
-        args[_DISTINCT], args[_DISTINCT_AT], args[_DISTINCT_COUNT] = (distinct.ctypes.data, distinct_at.ctypes.data,
+        args[ROWS], args[ROW_STRIDE], args[COLUMN_STRIDE] = rows.ctypes.data, row_stride, column_stride
+        args[HASHES], args[HASH_STRIDE] = H.ctypes.data, n
+        args[FLOATS], args[FLOAT_STRIDE] = F.ctypes.data, float_stride
+        args[CODES], args[CODE_STRIDE] = codes.ctypes.data, n
+        args[DISTINCT], args[DISTINCT_AT], args[DISTINCT_COUNT] = (distinct.ctypes.data, distinct_at.ctypes.data,
                                                                       counts.ctypes.data)
-        args[_DENSE_AT], args[_DENSE] = dense_at.ctypes.data, dense.ctypes.data
+        args[DENSE_AT], args[DENSE] = dense_at.ctypes.data, dense.ctypes.data
         if chosen.any() and built is None:
             kernel.tables(args.ctypes.data)
             with self._lock:
@@ -414,124 +432,6 @@ def _unsigned(signed: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return (signed & 0xFFFFFFFF).astype(np.uint64), ok
 
 
-# What a call sets in the kernel's args block, its first entries (Target.hashed_columns_kernel).
-_CALL_ARGS = ("rows", "row_stride", "column_stride", "hashes", "hash_stride", "floats", "float_stride",
-              "codes", "code_stride", "distinct", "distinct_at", "distinct_count", "dense_at", "dense")
-(_ROWS, _ROW_STRIDE, _COLUMN_STRIDE, _HASHES, _HASH_STRIDE, _FLOATS, _FLOAT_STRIDE, _CODES, _CODE_STRIDE,
- _DISTINCT, _DISTINCT_AT, _DISTINCT_COUNT, _DENSE_AT, _DENSE) = range(len(_CALL_ARGS))
-
-
-def _kernel():
-    """The kernel of computed columns of an installed target (they all run on the host;
-    the CPU target's first), or None."""
-    from silvanforge.plugins import registry
-
-    r = registry()
-    for name in sorted(r.targets(), key=lambda t: t != "cpu"):
-        try:
-            kernel = r.target(name).hashed_columns_kernel()
-        except Exception:  # a target that cannot build it here (no LLVM): the next one
-            continue
-        if kernel is not None and tuple(kernel.arg_layout[:len(_CALL_ARGS)]) == _CALL_ARGS:
-            return kernel
-    return None
-
-
-def _slots(keys: np.ndarray, shift: int, fold: int, multiplier: int) -> np.ndarray:
-    """Each key's slot by one of the kernel's hashes (``kernel.ways``) in a table of
-    ``2 ** (64 - shift)``."""
-    with np.errstate(over="ignore"):
-        return ((keys ^ (keys >> np.uint64(fold))) * np.uint64(multiplier)) >> np.uint64(shift)
-
-
-def _table(keys: np.ndarray, ways: tuple) -> tuple[np.ndarray, np.ndarray, int]:
-    """``keys`` (sorted, distinct) in a cuckoo table of at least twice their number, each in one
-    of its two slots (doubled until they all fit): (the slots' keys, an empty slot's none of
-    ``keys``; their answer index: the key's rank, an empty slot's the unknown index
-    ``len(keys)``; and the hashes' shift)."""
-    known = set(keys.tolist())
-    empty = next(k for k in range(len(keys) + 1) if k not in known)  # an empty slot's key: none of them
-    bits = max(1, int(2 * len(keys) - 1).bit_length())
-    while True:
-        size, shift = 1 << bits, 64 - bits
-        homes = [_slots(keys, shift, *w).tolist() for w in ways]
-        slot_rank = [-1] * size
-        fits = True
-        for rank in range(len(keys)):
-            moving, way = rank, 0
-            for _ in range(4 * bits + 8):  # kicks: an old key moves to its other slot
-                at = homes[way][moving]
-                moving, slot_rank[at] = slot_rank[at], moving
-                if moving < 0:
-                    break
-                way = 1 if homes[0][moving] == at else 0
-            else:
-                fits = False
-                break
-        if fits:
-            ranks = np.asarray(slot_rank, dtype=np.int64)
-            skey = np.where(ranks >= 0, keys[np.maximum(ranks, 0)] if len(keys) else 0, np.uint64(empty))
-            sanswer = np.where(ranks >= 0, ranks, len(keys)).astype(np.int32)
-            return skey.astype(np.uint64), sanswer, shift
-        bits += 1
-
-
-def _native_arrays(reading: "HashedInputs", kernel) -> tuple:
-    """The args block of ``kernel`` for ``reading``'s model (rows and hashes left 0) and the
-    arrays it points to (kept alive with it): elements by chain, each chain's keys in an
-    open-addressing table of twice their number or more (linear probing; a slot's answer
-    index is the key's rank among the chain's sorted keys), and the columns' answers."""
-    elements = reading._elements
-    kinds = kernel.kinds
-    flat = [e for chain in elements for e in chain]
-    starts = np.cumsum([0] + [len(c) for c in elements]).astype(np.int64)
-
-    def signed(v):
-        v = int(v) & 0xFFFFFFFF
-        return v - (1 << 32) if v >= 1 << 31 else v
-
-    arrays = {
-        "chains": len(elements),
-        "chain_elements": starts,
-        "element_kind": np.asarray([kinds[e[0]] for e in flat], dtype=np.int8),
-        "element_column": np.asarray([int(e[1]) for e in flat], dtype=np.int32),
-        "element_border": np.asarray([e[2] if e[0] == "float" else 0.0 for e in flat], dtype=np.float32),
-        "element_nan_true": np.asarray([bool(e[3]) if e[0] == "float" else False for e in flat], dtype=np.int8),
-        "element_hash": np.asarray([signed(e[2]) if e[0] == "onehot" else 0 for e in flat], dtype=np.int64),
-    }
-    table_at, shifts, slot_keys, slot_answers, at = [], [], [], [], 0
-    for keys in reading.chain_keys:
-        skey, sanswer, shift = _table(keys, kernel.ways)
-        table_at.append(at)
-        shifts.append(shift)
-        slot_keys.append(skey)
-        slot_answers.append(sanswer)
-        at += len(skey)
-    # chains a table of a call's values may read (its digits fit the kernel's)
-    arrays["dense_ok"] = np.asarray([0 < len(chain) <= kernel.max_elements for chain in elements], dtype=bool)
-    order = np.argsort(reading.chain_of, kind="stable")  # columns by chain
-    arrays.update({
-        "chain_table": np.asarray(table_at, dtype=np.int64),
-        "chain_shift": np.asarray(shifts, dtype=np.int64),
-        "chain_unknown": np.asarray([len(k) for k in reading.chain_keys], dtype=np.int64),
-        "slot_key": np.concatenate(slot_keys).view(np.int64),
-        "slot_answer": np.concatenate(slot_answers),
-        "chain_columns": np.searchsorted(reading.chain_of[order], np.arange(len(elements) + 1)).astype(np.int64),
-        "column_out": (reading.width + order).astype(np.int64),
-        "column_answers": reading.offsets[order].astype(np.int64),
-        "answers": reading.table,
-        "answers_f32": reading.table.astype(np.float32),
-    })
-    block = np.zeros(len(kernel.arg_layout), dtype=np.int64)
-    for k, name in enumerate(kernel.arg_layout):
-        value = arrays.get(name)
-        if isinstance(value, np.ndarray):
-            block[k] = value.ctypes.data if value.size else 0
-        elif value is not None:
-            block[k] = value
-    return block, arrays
-
-
 def _columns(rows: list, width: int):
     """A step's elements of one kind as arrays (combination, column, ...), or None."""
     if not rows:
@@ -585,8 +485,12 @@ def _factorise(values) -> tuple[np.ndarray, list, object]:
     ints = _small_integers(values, module)
     if ints is not None:
         return ints[0], ints[1], tuple(ints[1])
-    # (a Series' extension array, or one a frame's block holds)
-    backing = getattr(values, "array", values) if module == "pandas" else None
+    backing = None
+    if module == "pandas":
+        try:
+            backing = values.array  # (a Series' extension array)
+        except AttributeError:  # (one a frame's block holds)
+            backing = values
     if type(backing).__name__.startswith("Arrow"):  # Arrow-backed (pandas' default strings): Arrow's dictionary
         import pyarrow.compute as pc
 

@@ -26,12 +26,15 @@ time of hashing each row on 4096 rows of benchmarks/catboost_categories.py's mod
 from __future__ import annotations
 
 import ctypes
+import hashlib
+import json
 import threading
 
 import llvmlite.binding as llvm
 import llvmlite.ir as ir
 
-from .llvm_host import optimise
+from .jit import host_signature
+from .llvm_host import optimise, target_machine
 from .treeshap import _Vars
 
 i1, i8, i32, i64, f32, f64 = (ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64), ir.FloatType(),
@@ -302,26 +305,46 @@ _CALL = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)
 class HashedColumnsKernel:
     """The compiled kernel (one a process): :meth:`run` calls it through ctypes, which releases
     the GIL, so threads may run their rows in parallel.  Rows of float32 (what compiled models
-    read) and the tables are compiled at once; rows of float64 (the plain reference evaluator)
-    at their first call (0.3-0.6 s under load, half the compile)."""
+    read) and the tables are compiled at once (0.3 s, or mapped in milliseconds from the object
+    code of an earlier compile on the same host: :meth:`artifact`, which a compiled model's
+    artifact carries); rows of float64 (the plain reference evaluator) at their first call
+    (0.3-0.6 s under load, half the compile)."""
 
     arg_layout = tuple(name for name, _ in ARG_LAYOUT)
     ways = WAYS
     max_elements = MAX_ELEMENTS
     kinds = {"cat": CAT, "float": FLOAT, "onehot": ONEHOT}
 
-    def __init__(self):
+    def __init__(self, code: bytes | None = None):
+        """Compiled now, or from ``code`` (:meth:`artifact`'s object code for this host)."""
         self._engines = []
-        self._fns = {4: _CALL(self._compile("f32", "hashed_columns_f32"))}
+        self._object = code
+        self.mapped = code is not None  # (made from saved code, not compiled)
+        self._fns = {4: _CALL(self._compile("f32", "hashed_columns_f32", code))}
         self._tables = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(self._engines[0].get_function_address(
             "hashed_columns_tables"))
 
-    def _compile(self, rows: str, name: str) -> int:
-        mod, tm = optimise(build_ir(rows))
-        engine = llvm.create_mcjit_compiler(mod, tm)
+    def _compile(self, rows: str, name: str, code: bytes | None = None) -> int:
+        if code is not None:
+            engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), target_machine())
+            engine.add_object_file(llvm.ObjectFileRef.from_data(code))
+        else:
+            mod, tm = optimise(build_ir(rows))
+            engine = llvm.create_mcjit_compiler(mod, tm)
+            if rows == "f32":  # (its object code kept for artifacts)
+                engine.set_object_cache(self._keep_object, lambda _module: None)
         engine.finalize_object()
         self._engines.append(engine)
         return engine.get_function_address(name)
+
+    def _keep_object(self, _module, data: bytes) -> None:
+        self._object = bytes(data)
+
+    def artifact(self) -> bytes:
+        """The object code of rows of float32 and the tables, with the host it was built for
+        (:func:`.jit.signature`), which :func:`kernel` maps on the same host."""
+        meta = json.dumps({**host_signature(), "code": "object", "ir": _ir_digest()}).encode()
+        return len(meta).to_bytes(4, "little") + meta + (self._object or b"")
 
     def tables(self, args: int) -> None:
         """The call's tables of the chains read by one (``dense_at``); before :meth:`run`."""
@@ -339,10 +362,42 @@ class HashedColumnsKernel:
         fn(args, row_begin, row_end)
 
 
-def kernel() -> HashedColumnsKernel:
-    """The process's kernel, compiled at its first request."""
+def _ir_digest() -> str:
+    """A digest of the kernel's IR: code saved by another version of this module is not mapped."""
+    global _digest
+    if _digest is None:
+        _digest = hashlib.sha256(build_ir("f32").encode()).hexdigest()[:16]
+    return _digest
+
+
+_digest = None
+
+
+def _saved_code(blob: bytes) -> bytes | None:
+    """The object code in ``blob`` (:meth:`HashedColumnsKernel.artifact`) where it was made on a
+    host like this one by this kernel's IR, else None."""
+    try:
+        n = int.from_bytes(blob[:4], "little")
+        meta = json.loads(blob[4:4 + n])
+    except (ValueError, UnicodeDecodeError):
+        return None
+    if not isinstance(meta, dict) or meta.pop("code", None) != "object" or meta.pop("ir", None) != _ir_digest():
+        return None
+    return blob[4 + n:] if meta == host_signature() and len(blob) > 4 + n else None
+
+
+def kernel(saved: bytes | None = None) -> HashedColumnsKernel:
+    """The process's kernel, compiled at its first request, or mapped from ``saved`` (an
+    :meth:`HashedColumnsKernel.artifact` of this host) where that is the first."""
     global _kernel
     with _lock:
         if _kernel is None:
-            _kernel = HashedColumnsKernel()
+            code = _saved_code(saved) if saved else None
+            if code is not None:
+                try:
+                    _kernel = HashedColumnsKernel(code)
+                except Exception:  # noqa: BLE001 - code that does not map: compiled instead
+                    _kernel = None
+            if _kernel is None:
+                _kernel = HashedColumnsKernel()
         return _kernel

@@ -366,6 +366,44 @@ def test_frames_read_by_schema_and_values_coded_across_calls(monkeypatch):
     check(te, threads=2)
 
 
+def test_an_artifact_carries_the_kernel_of_computed_columns(tmp_path):
+    """A saved model with computed columns carries the machine code of their kernel: a trusted
+    load in a fresh process maps it (nothing compiled at the first call) and predicts as
+    CatBoost; code for another host or of another kernel is not mapped."""
+    import json
+    import subprocess
+
+    from silvanforge_target_cpu import hashed_columns
+
+    rng = np.random.default_rng(19)
+    df, te = _cat_frame(rng, 300), _cat_rows(rng, 60)
+    model = cb.CatBoostRegressor(iterations=10, depth=4, cat_features=_CATS, one_hot_max_size=3,
+                                 max_ctr_complexity=2, **_FIT).fit(df, _cat_target(df))
+    sf.compile(model).save(tmp_path / "m.forge", key="k")
+    te.to_pickle(tmp_path / "rows.pkl")
+    script = (
+        "import sys, json, pandas as pd, silvanforge as sf\n"
+        "from silvanforge_target_cpu import hashed_columns\n"
+        f"cf = sf.load_compiled({str(tmp_path / 'm.forge')!r}, key='k')\n"
+        "mapped = hashed_columns._kernel is not None and hashed_columns._kernel.mapped\n"
+        f"y = cf.predict(pd.read_pickle({str(tmp_path / 'rows.pkl')!r}), output_margin=True)\n"
+        "print(json.dumps({'mapped': mapped, 'y': y.tolist()}))\n")
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    out = json.loads(run.stdout.strip().splitlines()[-1])
+    assert out["mapped"]
+    np.testing.assert_allclose(out["y"], cb.CatBoost.predict(model, te, prediction_type="RawFormulaVal"),
+                               rtol=RTOL, atol=ATOL)
+    saved = hashed_columns.kernel().artifact()
+    assert hashed_columns._saved_code(saved)
+    n = int.from_bytes(saved[:4], "little")
+    meta = json.loads(saved[4:4 + n])
+    for field, other in (("cpu", "another-cpu"), ("ir", "0" * 16)):
+        edited = json.dumps({**meta, field: other}).encode()
+        assert hashed_columns._saved_code(len(edited).to_bytes(4, "little") + edited + saved[4 + n:]) is None
+    assert hashed_columns._saved_code(b"\x05\x00") is None
+
+
 def test_a_bool_column_does_not_change_how_integers_are_hashed():
     """True == 1 in Python, but CatBoost hashes "True" and "1": the model's memo of hashes keeps
     them apart across columns and calls."""

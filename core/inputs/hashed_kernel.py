@@ -11,10 +11,10 @@ from __future__ import annotations
 import numpy as np
 
 # What a call sets in the kernel's args block, its first entries (Target.hashed_columns_kernel).
-CALL_ARGS = ("rows", "row_stride", "column_stride", "hashes", "hash_stride", "floats", "float_stride",
-              "codes", "code_stride", "distinct", "distinct_at", "distinct_count", "dense_at", "dense")
-(ROWS, ROW_STRIDE, COLUMN_STRIDE, HASHES, HASH_STRIDE, FLOATS, FLOAT_STRIDE, CODES, CODE_STRIDE,
- DISTINCT, DISTINCT_AT, DISTINCT_COUNT, DENSE_AT, DENSE) = range(len(CALL_ARGS))
+CALL_ARGS = ("rows", "row_stride", "column_stride", "floats", "float_stride", "codes", "code_stride",
+             "distinct", "distinct_at", "distinct_count", "dense_at", "dense")
+(ROWS, ROW_STRIDE, COLUMN_STRIDE, FLOATS, FLOAT_STRIDE, CODES, CODE_STRIDE, DISTINCT, DISTINCT_AT,
+ DISTINCT_COUNT, DENSE_AT, DENSE) = range(len(CALL_ARGS))
 
 
 def find_kernel(saved: bytes = b""):

@@ -47,8 +47,6 @@ from silvanforge.inputs.hashed_kernel import (
     DISTINCT_COUNT,
     FLOAT_STRIDE,
     FLOATS,
-    HASH_STRIDE,
-    HASHES,
     ROW_STRIDE,
     ROWS,
     native_arrays,
@@ -78,6 +76,10 @@ COLUMN_VALUES = 1 << 12
 # every column's table of values: a service's calls, of categories it has seen, build none
 # (building them took 0.8 ms of a 4096-row call, benchmarks/catboost_categories.py).
 DENSE_TABLES = 8
+# Rows from which a call's rows are laid out a column at a time, and the rows a column is
+# padded with (HashedInputs.rows).
+FORTRAN_ROWS = 256
+COLUMN_PAD = 16
 # Rows a thread's share of the computed columns has at least (fewer: one thread fills them;
 # 512-row calls split in two ran slower than on one thread on the 2 shared cores).
 THREAD_ROWS = 1024
@@ -163,7 +165,7 @@ class HashedInputs:
         self._native = None  # (kernel, args block, arrays it points to), made at first use
         self._elements = elements
         self._columns: dict = {}  # feature -> _ColumnValues (its values' codes across calls)
-        self._dense: dict = {}  # (tables of values, chains chosen) -> the call's combination tables
+        self._dense: dict = {}  # the identities of a call's tables of values -> their _Layout
 
     def _kernel_args(self):
         """The target's kernel of computed columns and its args block (rows and hashes left to
@@ -244,18 +246,24 @@ class HashedInputs:
 
     # ------------------------------------------------------------------ combinations
     def rows(self, n: int, num_features: int, dtype: np.dtype) -> np.ndarray:
-        """An (n, num_features) array of ``dtype`` for a call's rows (C order: in Fortran order
-        the kernel of cb_cat, benchmarks/catboost_categories.py, took 1.6x as long at 4096 rows
-        and the computed columns 0.85x): this thread's own, kept
+        """An (n, num_features) array of ``dtype`` for a call's rows: this thread's own, kept
         for its next call (up to :data:`SCRATCH_BYTES`: a fresh one of megabytes costs a page
         fault a page as the kernel writes it), else a new one.  For a compiled model's calls,
-        which drop the rows before they return."""
-        size = n * num_features * dtype.itemsize
-        if size > SCRATCH_BYTES:
-            return np.empty((n, num_features), dtype=dtype)
-        kept = getattr(self._scratch, "rows", None)
+        which drop the rows before they return.  From :data:`FORTRAN_ROWS` rows a column at a
+        time (the kernel of computed columns writes a column's rows in a row, and reads the
+        inputs in place), each column :data:`COLUMN_PAD` rows longer than the array holds (a
+        column of 4096 float32 rows, 16 KiB, would put a row of every column in one set of the
+        caches); fewer rows in C order (a row's columns together for the forms that walk a few
+        rows).  Fortran order took 0.85x the time of C order to fill 512 and 4096 rows of
+        cb_cat (benchmarks/catboost_categories.py) and as long to walk."""
+        fortran = n >= FORTRAN_ROWS
+        if n * num_features * dtype.itemsize > SCRATCH_BYTES:
+            return _new_rows(n, num_features, dtype, fortran)
+        name = "fortran" if fortran else "rows"
+        kept = getattr(self._scratch, name, None)
         if kept is None or kept.dtype != dtype or kept.shape[1] != num_features or kept.shape[0] < n:
-            kept = self._scratch.rows = np.empty((max(n, 64), num_features), dtype=dtype)
+            kept = _new_rows(max(n, 64), num_features, dtype, fortran)
+            setattr(self._scratch, name, kept)
         return kept[:n]
 
     def fill(self, hashes: dict, rows: np.ndarray, threads: int = 1) -> None:
@@ -272,31 +280,20 @@ class HashedInputs:
                 rows[:, width:width + self.count] = self.combination_codes(signed, rows)
             return
         kernel, template, arrays = native
-        # hashes, codes and floats a column at a time (the kernel reads a column's rows in a row)
-        H = np.full((width, n), MISSING, dtype=np.int64)
-        codes = np.zeros((width, n), dtype=np.int32)
-        counts = np.zeros(width, dtype=np.int64)
-        for column, (code, table) in hashes.items():
-            H[column] = table[code]
-            codes[column] = np.where(code < 0, len(table) - 1, code)  # the last entry: missing
-            counts[column] = len(table)
-        tables = [hashes[c][1] if c in hashes else np.zeros(0, np.int64) for c in range(width)]
-        distinct = np.concatenate(tables + [np.zeros(2, np.int64)])  # (a bit's digit may read past a table)
-        distinct_at = np.cumsum([0] + [len(t) for t in tables[:-1]]).astype(np.int64)
+        layout = self._layout(hashes, kernel, arrays)
+        # codes a column at a time (the kernel reads a column's rows in a row; -1: missing)
+        codes = np.empty((width, n), dtype=np.int32)
+        for column, (code, _) in hashes.items():
+            codes[column] = code
         # the chains read by a table of the call's values (a digit an element: a category's code
         # among the call's distinct values, a bit): those whose table has fewer entries than rows
-        radix = np.where(arrays["element_kind"] == kernel.kinds["cat"], counts[arrays["element_column"]], 2)
-        size = np.multiply.reduceat(radix.astype(np.float64), arrays["chain_elements"][:-1])
-        chosen = (size * TABLE_ENTRY_ROWS <= n) & arrays["dense_ok"]
-        size = np.where(chosen, size, 0).astype(np.int64)
-        dense_at = np.where(chosen, np.cumsum(size) - size, -1).astype(np.int64)
-        built = None
-        if chosen.any():  # the call's tables of combinations: kept by the values they are of
-            key = distinct.tobytes() + counts.tobytes() + chosen.tobytes()
-            built = self._dense.get(key)
-            dense = built if built is not None else np.empty(int(size.sum()), dtype=np.int32)
-        else:
-            dense = np.empty(1, dtype=np.int32)
+        chosen = layout.need <= n
+        dense_at, dense = layout.dense.get(chosen.tobytes(), (None, None))
+        build = dense_at is None
+        if build:
+            size = np.where(chosen, layout.size, 0).astype(np.int64)
+            dense_at = np.where(chosen, np.cumsum(size) - size, -1).astype(np.int64)
+            dense = np.empty(max(1, int(size.sum())), dtype=np.int32)
         row_stride, column_stride = (st // rows.itemsize for st in rows.strides)
         if rows.dtype == np.float32 and row_stride == 1:  # columns in a row (Fortran order): read in place
             F, float_stride = rows, column_stride
@@ -304,18 +301,14 @@ class HashedInputs:
             F, float_stride = np.ascontiguousarray(rows[:, :width].T, dtype=np.float32), n
         args = template.copy()
         args[ROWS], args[ROW_STRIDE], args[COLUMN_STRIDE] = rows.ctypes.data, row_stride, column_stride
-        args[HASHES], args[HASH_STRIDE] = H.ctypes.data, n
         args[FLOATS], args[FLOAT_STRIDE] = F.ctypes.data, float_stride
         args[CODES], args[CODE_STRIDE] = codes.ctypes.data, n
-        args[DISTINCT], args[DISTINCT_AT], args[DISTINCT_COUNT] = (distinct.ctypes.data, distinct_at.ctypes.data,
-                                                                      counts.ctypes.data)
+        args[DISTINCT], args[DISTINCT_AT], args[DISTINCT_COUNT] = layout.addresses
         args[DENSE_AT], args[DENSE] = dense_at.ctypes.data, dense.ctypes.data
-        if chosen.any() and built is None:
-            kernel.tables(args.ctypes.data)
-            with self._lock:
-                if len(self._dense) >= DENSE_TABLES:
-                    self._dense.clear()
-                self._dense[key] = dense
+        if build:  # the call's tables of combinations, kept for calls of the same values
+            if chosen.any():
+                kernel.tables(args.ctypes.data)
+            layout.dense[chosen.tobytes()] = (dense_at, dense)
         parts = max(1, min(threads, n // THREAD_ROWS))
         if parts == 1:
             kernel.run(args.ctypes.data, 0, n, rows.dtype.itemsize)
@@ -329,6 +322,23 @@ class HashedInputs:
         finally:
             for f in futures:
                 f.result()
+
+    def _layout(self, hashes: dict, kernel, arrays) -> _Layout:
+        """The :class:`_Layout` of a call's tables of values (each column's, from
+        :meth:`hash_codes`), kept by the tables themselves: a model's tables of a column are
+        the same arrays from call to call while its values are the same (a pandas category's,
+        :class:`_ColumnValues`'), so a call of values seen before works out nothing here."""
+        tables = tuple(hashes[c][1] if c in hashes else None for c in range(self.width))
+        key = tuple(map(id, tables))
+        found = self._dense.get(key)
+        if found is not None and all(a is b for a, b in zip(found.tables, tables)):
+            return found
+        found = _Layout(tables, kernel, arrays)
+        with self._lock:
+            if len(self._dense) >= DENSE_TABLES:
+                self._dense.clear()
+            self._dense[key] = found
+        return found
 
     def combination_codes(self, hashes: dict, values: np.ndarray) -> np.ndarray:
         """(n, combinations) answers of every computed column: its value of the row's key (a
@@ -374,6 +384,38 @@ class HashedInputs:
         out = self.table[(slot[self.chain_of] + self.offsets[:, None])]
         return out.T
 
+
+
+def _new_rows(capacity: int, num_features: int, dtype: np.dtype, fortran: bool) -> np.ndarray:
+    """(capacity, num_features) rows of ``dtype``: in C order, or a column at a time with
+    columns :data:`COLUMN_PAD` rows longer than ``capacity``."""
+    if not fortran:
+        return np.empty((capacity, num_features), dtype=dtype)
+    return np.empty((num_features, capacity + COLUMN_PAD), dtype=dtype)[:, :capacity].T
+
+
+class _Layout:
+    """A call's tables of values as the kernel reads them (:meth:`HashedInputs.fill`): every
+    column's distinct hashes in one array (``addresses``: it, each column's first and count),
+    each chain's size of its table of combinations of those values (``size``) and the rows a
+    call has from which that table is read (``need``: infinite where the kernel cannot), and
+    the tables of combinations built so far, by the chains a call reads so."""
+
+    __slots__ = ("_keep", "addresses", "dense", "need", "size", "tables")
+
+    def __init__(self, tables: tuple, kernel, arrays: dict):
+        self.tables = tables  # (held: the key is their identities)
+        lengths = [0 if t is None else len(t) for t in tables]
+        counts = np.asarray(lengths, dtype=np.int64)
+        # (a bit's digit may read past a table)
+        distinct = np.concatenate([t for t in tables if t is not None] + [np.zeros(2, np.int64)])
+        at = np.cumsum([0] + lengths[:-1]).astype(np.int64)
+        self._keep = (distinct, at, counts)
+        self.addresses = (distinct.ctypes.data, at.ctypes.data, counts.ctypes.data)
+        radix = np.where(arrays["element_kind"] == kernel.kinds["cat"], counts[arrays["element_column"]], 2)
+        self.size = np.multiply.reduceat(radix.astype(np.float64), arrays["chain_elements"][:-1])
+        self.need = np.where(arrays["dense_ok"], self.size * TABLE_ENTRY_ROWS, np.inf)
+        self.dense: dict = {}  # chains read by a table (bytes of a bool a chain) -> (dense_at, dense)
 
 
 class _ColumnValues:

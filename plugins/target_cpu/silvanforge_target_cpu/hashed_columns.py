@@ -44,12 +44,12 @@ i1, i8, i32, i64, f32, f64 = (ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.I
 # ``rows`` points to the row array of the function's dtype.
 ARG_LAYOUT = (
     ("rows", i8), ("row_stride", None), ("column_stride", None),  # the row array (elements' strides)
-    ("hashes", i64), ("hash_stride", None),  # (columns, hash_stride): sign-extended hashes, >= 2**31: none
     ("floats", f32), ("float_stride", None),  # (columns, float_stride): the inputs as float32
     # A call's distinct categories: a row's code of its value in a column, (columns, code_stride),
-    # and each column's distinct values' hashes (``distinct`` from ``distinct_at``, ``distinct_count``
-    # of them, the last a missing value's); a chain read by its table of the call (``dense_at``,
-    # -1: by hashing each row) finds its answer at ``dense[dense_at + (code << bits | bits)]``.
+    # -1 for a missing one, and each column's distinct values' hashes, sign-extended (``distinct``
+    # from ``distinct_at``, ``distinct_count`` of them, the last a missing value's, >= 2**31: no
+    # category); a chain read by its table of the call (``dense_at``, -1: by hashing each row)
+    # finds its answer at ``dense[dense_at + (code << bits | bits)]``.
     ("codes", i32), ("code_stride", None),
     ("distinct", i64), ("distinct_at", i64), ("distinct_count", i64),
     ("dense_at", i64), ("dense", i32),
@@ -133,6 +133,10 @@ def c64(k):
     return ir.Constant(i64, k)
 
 
+def c32(k):
+    return ir.Constant(i32, k)
+
+
 def _columns_function(module, name: str, row_type) -> None:
     """``name(args, row_begin, row_end)``: the computed columns of those rows (module docstring)."""
     E = _Emit(module, name, row_type)
@@ -142,6 +146,7 @@ def _columns_function(module, name: str, row_type) -> None:
         keys = b.alloca(ir.ArrayType(i64, BLOCK), name="keys")
         oks = b.alloca(ir.ArrayType(i8, BLOCK), name="oks")
         slots = b.alloca(ir.ArrayType(i64, BLOCK), name="slots")
+        index = b.alloca(ir.ArrayType(i32, BLOCK), name="index")
 
     def cell(array, r):
         return b.gep(array, [c64(0), r])
@@ -160,10 +165,19 @@ def _columns_function(module, name: str, row_type) -> None:
 
         def onehot():
             value = at("element_hash", e)
-            hcol = b.gep(A["hashes"], [b.add(b.mul(column, A["hash_stride"]), lo)])
             with v.loop(c64(0), m, "ro") as r:
-                update(r, b.icmp_signed("==", b.load(b.gep(hcol, [r])), value))
+                update(r, b.icmp_signed("==", row_hash(column, lo, r), value))
         return column, flt, onehot
+
+    def row_code(column, lo, r):
+        """The row's code of its value in ``column`` (i32), a missing one's the last."""
+        code = b.load(b.gep(A["codes"], [b.add(b.add(b.mul(column, A["code_stride"]), lo), r)]))
+        last = b.trunc(b.sub(at("distinct_count", column), c64(1)), i32)
+        return b.select(b.icmp_signed("<", code, c32(0)), last, code)
+
+    def row_hash(column, lo, r):
+        """The row's hash of its value in ``column`` (sign-extended; >= 2**31: no category)."""
+        return b.load(b.gep(A["distinct"], [b.add(at("distinct_at", column), b.zext(row_code(column, lo, r), i64))]))
 
     one = c64(1)
     blocks = b.udiv(b.add(b.sub(row_end, row_begin), c64(BLOCK - 1)), c64(BLOCK))
@@ -179,45 +193,51 @@ def _columns_function(module, name: str, row_type) -> None:
 
             # By the call's table: a digit an element, the row's code of its category (in base
             # the call's count of distinct values) or its bit, the first element's the most
-            # significant.
+            # significant; in 32 bits (a table has fewer entries than rows), the first element
+            # setting the index where the others update it (a pass less over the block).
             b.position_at_end(dense)
-            with v.loop(c64(0), m, "rd") as r:
-                b.store(c64(0), cell(slots, r))
-            with v.loop(first, last, "ed") as e:
+
+            def dense_element(e, init):
                 def shifted(r, bit):
-                    b.store(b.or_(b.shl(b.load(cell(slots, r)), one), b.zext(bit, i64)), cell(slots, r))
+                    digit = b.zext(bit, i32)
+                    b.store(digit if init else b.or_(b.shl(b.load(cell(index, r)), c32(1)), digit), cell(index, r))
                 column, flt, onehot = bit_loops(e, lo, m, shifted)
 
                 def cat():
-                    codes = b.gep(A["codes"], [b.add(b.mul(column, A["code_stride"]), lo)])
-                    radix = at("distinct_count", column)
+                    radix = b.trunc(at("distinct_count", column), i32)
                     with v.loop(c64(0), m, "rk") as r:
-                        digit = b.zext(b.load(b.gep(codes, [r])), i64)
-                        b.store(b.add(b.mul(b.load(cell(slots, r)), radix), digit), cell(slots, r))
+                        digit = row_code(column, lo, r)
+                        b.store(digit if init else b.add(b.mul(b.load(cell(index, r)), radix), digit), cell(index, r))
                 E.by_kind(e, cat, flt, onehot)
+            dense_element(first, True)
+            with v.loop(b.add(first, one), last, "ed") as e:
+                dense_element(e, False)
             table = b.gep(A["dense"], [dense_at])
             with v.loop(c64(0), m, "rt") as r:
-                b.store(b.sext(b.load(b.gep(table, [b.load(cell(slots, r))])), i64), cell(slots, r))
+                b.store(b.sext(b.load(b.gep(table, [b.load(cell(index, r))])), i64), cell(slots, r))
             b.branch(looked_up)
 
-            # By hashing each row's key.
+            # By hashing each row's key, the first element setting it where the others mix it in.
             b.position_at_end(hashed)
-            with v.loop(c64(0), m, "r0") as r:
-                b.store(c64(0), cell(keys, r))
-                b.store(ir.Constant(i8, 1), cell(oks, r))
-            with v.loop(first, last, "e") as e:
+
+            def hashed_element(e, init):
                 def mixed(r, bit):
-                    b.store(E.mix(b.load(cell(keys, r)), b.zext(bit, i64)), cell(keys, r))
+                    key = E.mix(c64(0) if init else b.load(cell(keys, r)), b.zext(bit, i64))
+                    b.store(key, cell(keys, r))
+                    if init:
+                        b.store(ir.Constant(i8, 1), cell(oks, r))
                 column, flt, onehot = bit_loops(e, lo, m, mixed)
 
                 def cat():
-                    hcol = b.gep(A["hashes"], [b.add(b.mul(column, A["hash_stride"]), lo)])
                     with v.loop(c64(0), m, "rc") as r:
-                        h = b.load(b.gep(hcol, [r]))
+                        h = row_hash(column, lo, r)
                         present = b.zext(b.icmp_signed("<", h, c64(1 << 31)), i8)
-                        b.store(b.and_(b.load(cell(oks, r)), present), cell(oks, r))
-                        b.store(E.mix(b.load(cell(keys, r)), h), cell(keys, r))
+                        b.store(present if init else b.and_(b.load(cell(oks, r)), present), cell(oks, r))
+                        b.store(E.mix(c64(0) if init else b.load(cell(keys, r)), h), cell(keys, r))
                 E.by_kind(e, cat, flt, onehot)
+            hashed_element(first, True)
+            with v.loop(b.add(first, one), last, "e") as e:
+                hashed_element(e, False)
             unknown = at("chain_unknown", c)
             with v.loop(c64(0), m, "rl") as r:
                 answer = E.lookup(c, b.load(cell(keys, r)))

@@ -354,16 +354,22 @@ def test_frames_read_by_schema_and_values_coded_across_calls(monkeypatch):
         check(frame)
         check(frame.iloc[:3])
     assert len(cf._schemas) <= frames.SCHEMAS
-    # every memory at its smallest: a column's values start again, the tables are rebuilt
+    # every memory at its smallest: a column's values start again, the tables are rebuilt; rows
+    # a column at a time from 16 rows on
     monkeypatch.setattr(hashed_rows, "COLUMN_VALUES", 3)
     monkeypatch.setattr(hashed_rows, "DENSE_TABLES", 1)
+    monkeypatch.setattr(hashed_rows, "FORTRAN_ROWS", 16)
     again = sf.compile(model)
     for frame in (te, few, te.iloc[:50], others[1], others[-1], te):
         want = cb.CatBoost.predict(model, frame[list(df.columns)], prediction_type="RawFormulaVal")
         np.testing.assert_allclose(again.predict(frame, output_margin=True), want, rtol=RTOL, atol=ATOL)
     # two threads sharing a call's rows
     monkeypatch.setattr(hashed_rows, "THREAD_ROWS", 16)
-    check(te, threads=2)
+    for frame in (te, others[1]):
+        np.testing.assert_allclose(again.predict(frame, output_margin=True, threads=2),
+                                   cb.CatBoost.predict(model, frame[list(df.columns)], prediction_type="RawFormulaVal"),
+                                   rtol=RTOL, atol=ATOL)
+        check(frame, threads=2)
 
 
 def test_an_artifact_carries_the_kernel_of_computed_columns(tmp_path):

@@ -440,8 +440,7 @@ class _ColumnValues:
             return last[2][local], state[1]
         try:
             keys = [(type(v), v) for v in uniques]  # (keyed by type too, as the memo of hashes)
-            index, table = self.state
-            if not all(k in index for k in keys):
+            if not all(k in state[0] for k in keys):
                 with hashing._lock:
                     index, table = self.state
                     if len(index) + len(keys) > COLUMN_VALUES:  # full: start again
@@ -451,14 +450,15 @@ class _ColumnValues:
                     for k, _ in new:
                         index[k] = len(index)
                     added = hashing._hash_table([v for _, v in new])
-                    table = np.concatenate([table[:-1], added])  # (added ends with MISSING)
-                    self.state = (index, table)
+                    # (added ends with MISSING)
+                    state = self.state = (index, np.concatenate([table[:-1], added]))
+            index = state[0]
             remap = np.append(np.fromiter((index[k] for k in keys), dtype=np.intp, count=len(keys)), -1)
         except TypeError:  # a value that is no dict key: the call's own codes
             return local, hashing._hash_table(uniques)
         if token is not None:
-            self.last = (self.state, token, remap)
-        return remap[local], table
+            self.last = (state, token, remap)  # (the state these codes are of)
+        return remap[local], state[1]
 
 
 def _same_values(a, b) -> bool:

@@ -8,19 +8,23 @@ module of its own compiled at its first call) fills,
 for rows ``[row_begin, row_end)``, every computed column of the row array.  For each *chain*
 (an element list several columns share) it mixes the row's key element by element with
 CatBoost's ``CalcHash(key, value) = M * (key + M * value)`` (64-bit, wrapping), the value being
-the row's category hash sign-extended (``cat``), ``x > border`` of the float32 input with NaN
-as the element says (``float``), or whether the hash is the element's (``onehot``); finds the
+the row's category hash sign-extended (``cat``: the call's hash of the row's code in that
+column), ``x > border`` of the float32 input with NaN as the element says (``float``), or
+whether the hash is the element's (``onehot``), the first element setting the key; finds the
 key in the chain's cuckoo table (a key in one of its two slots, :data:`WAYS`; an empty slot
 answers the unknown index); and writes each of the chain's columns' answer for that slot (the last answer: a key
 not found, or a row missing a category the key hashes).  Rows go in blocks of :data:`BLOCK`, a
 chain at a time over a block and an element at a time over its rows (loops LLVM vectorises:
-hashes and floats come transposed, a column's values contiguous), so a chain's table stays in
+codes and floats come a column at a time, its rows contiguous), so a chain's table stays in
 cache for the block.  A chain whose elements take fewer combinations of values in a call
 than it has rows (a category's distinct values in the call, a bit's two) is read instead by a
 table of the call's own (``hashed_columns_tables(args)``, run first: each combination's key
 looked up once), indexed by the row's digits (its code of each category, its bits): 0.75x the
-time of hashing each row on 4096 rows of benchmarks/catboost_categories.py's model.
-``args`` is the int64 block of :data:`ARG_LAYOUT`.
+time of hashing each row on 4096 rows of benchmarks/catboost_categories.py's model; its index
+is computed in 32 bits (the table has fewer entries than the call has rows).  The machine code
+of rows of float32 and of the tables is saved with a compiled model (:meth:`HashedColumnsKernel.artifact`)
+and mapped again by a trusted load on the same host.  ``args`` is the int64 block of
+:data:`ARG_LAYOUT`.
 """
 
 from __future__ import annotations

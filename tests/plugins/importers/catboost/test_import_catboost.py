@@ -370,12 +370,13 @@ def test_frames_read_by_schema_and_values_coded_across_calls(monkeypatch):
     monkeypatch.setattr(hashed_rows, "DENSE_TABLES", 1)
     monkeypatch.setattr(hashed_rows, "FORTRAN_ROWS", 16)
     again = sf.compile(model)
-    for frame in (te, few, te.iloc[:50], others[1], others[-1], te):
+    big = pd.concat([te] * 6, ignore_index=True)  # (rows past a block of the kernel's)
+    for frame in (te, few, te.iloc[:50], others[1], others[-1], big, te):
         want = cb.CatBoost.predict(model, frame[list(df.columns)], prediction_type="RawFormulaVal")
         np.testing.assert_allclose(again.predict(frame, output_margin=True), want, rtol=RTOL, atol=ATOL)
     # two threads sharing a call's rows
     monkeypatch.setattr(hashed_rows, "THREAD_ROWS", 16)
-    for frame in (te, others[1]):
+    for frame in (te, others[1], big):
         np.testing.assert_allclose(again.predict(frame, output_margin=True, threads=2),
                                    cb.CatBoost.predict(model, frame[list(df.columns)], prediction_type="RawFormulaVal"),
                                    rtol=RTOL, atol=ATOL)

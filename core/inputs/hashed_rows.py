@@ -194,10 +194,14 @@ class HashedInputs:
                 found = self._category_tables[id(categories)] = (categories, self._hash_table(list(categories)))
             # (a Categorical's codes: -1 where missing)
             return (values.codes if hasattr(values, "codes") else values.array.codes), found[1]
+        column = self._columns.get(feature) if feature is not None else None
+        if column is not None:
+            found = column.integer_codes(values)
+            if found is not None:
+                return found
         codes, uniques, token = _factorise(values)
         if feature is None:
             return codes, self._hash_table(uniques)
-        column = self._columns.get(feature)
         if column is None:
             with self._lock:
                 column = self._columns.setdefault(feature, _ColumnValues())
@@ -425,11 +429,37 @@ class _ColumnValues:
     (:meth:`HashedInputs.fill`).  ``state`` (the codes by value, the hash table) is replaced in
     one assignment, so a call reads one whole state while another adds values."""
 
-    __slots__ = ("last", "state")
+    __slots__ = ("integers", "last", "state")
 
     def __init__(self):
         self.state = ({}, np.full(1, MISSING, dtype=np.int64))
         self.last = None  # (state, token, remap) of the last call's distinct values
+        self.integers = None  # (state, lowest, codes by integer from it: -1 unseen), its integers'
+
+    def integer_codes(self, values) -> tuple[np.ndarray, np.ndarray] | None:
+        """(codes, table) of a 1-D NumPy array of integers whose every value the state holds,
+        looked up in a table over their span (categories given as codes); else None."""
+        found = self.integers
+        if found is None or type(values) is not np.ndarray or values.ndim != 1 or values.dtype.kind not in "iu" \
+                or not len(values) or found[0] is not self.state:
+            return None
+        state, lowest, lut = found
+        if values.min() < lowest or values.max() >= lowest + len(lut):
+            return None
+        codes = lut[values.astype(np.int64, copy=False) - lowest]  # (within the span: int64 holds them)
+        return (codes, state[1]) if codes.min() >= 0 else None
+
+    def _integers(self, state: tuple) -> None:
+        """The table of :meth:`integer_codes` for ``state``, where its integers span little."""
+        known = [(v, code) for (kind, v), code in state[0].items() if kind is int]
+        if not known:
+            return
+        values = [v for v, _ in known]
+        lowest, highest = min(values), max(values)
+        if highest - lowest < INTEGER_SPAN:
+            lut = np.full(highest - lowest + 1, -1, dtype=np.intp)
+            lut[np.asarray(values) - lowest] = [code for _, code in known]
+            self.integers = (state, lowest, lut)
 
     def codes(self, local: np.ndarray, uniques: list, hashing: HashedInputs, token=None) -> tuple[np.ndarray, np.ndarray]:
         """The model's codes (-1 missing) of a call's codes ``local`` of its ``uniques``, and the
@@ -458,6 +488,8 @@ class _ColumnValues:
             return local, hashing._hash_table(uniques)
         if token is not None:
             self.last = (state, token, remap)  # (the state these codes are of)
+            if type(token) is tuple and (self.integers is None or self.integers[0] is not state):
+                self._integers(state)
         return remap[local], state[1]
 
 

@@ -435,6 +435,23 @@ def test_a_bool_column_does_not_change_how_integers_are_hashed():
     assert ints.tolist() == [catboost_hash(1), catboost_hash(0)] != bools.tolist()
 
 
+def test_integer_columns_coded_across_calls_hash_as_catboost():
+    """A column of integers is coded across calls through a table over their span once its
+    values are known: negative and unsigned integers, and a value not seen yet, hash as CatBoost
+    hashes them, call after call."""
+    from silvanforge.inputs.category_hash import catboost_hash
+    from silvanforge.inputs.hashed_rows import HashedInputs
+    from silvanforge.ir.hir import Forest
+
+    reading = HashedInputs(Forest(trees=[], num_features=1, num_outputs=1, base_score=np.zeros(1)))
+    calls = [np.array([-3, 5, 7, -3]), np.array([-3, 5, 7, -3]), np.array([5, 7, 5], dtype=np.uint64),
+             np.array([5, 9], dtype=np.int32), np.array([9, -3], dtype=np.int16), np.array([True, False])]
+    for values in calls:
+        codes, table = reading.hash_codes(values, 0)
+        assert ((table[codes] + (1 << 32)) & 0xFFFFFFFF).tolist() == [catboost_hash(v) for v in values.tolist()]
+    assert reading._columns[0].integers is not None  # (the table over the span was read)
+
+
 def test_a_tree_of_one_leaf_is_read(tmp_path):
     """CatBoost writes a tree that found no split (depth 0) with ``"splits": null``: one leaf."""
     import json

@@ -58,7 +58,7 @@ OLD_FORMATS = (1,)  # no manifest: their forests load, their machine code never 
 KEY_ENV = "SILVANFORGE_ARTIFACT_KEY"
 MANIFEST, SIGNATURE = "manifest.json", "signature"
 MEMBERS = ("meta.json", "forest.npz", "kernel.bin", "tiling.npz", "program.json", "program.npz",
-           "plan.json", "contributions.json", "contributions.npz")
+           "plan.json", "contributions.json", "contributions.npz", "hashed_columns.bin")
 # A compiled model's other forms (silvanforge.plan.bands): form<N>.bin, form<N>_program.json/.npz, and
 # form<N>_tiling.npz where the form's tiling or node order came from a profile.
 FORM_MEMBER = re.compile(r"form(\d{1,3})(\.bin|_program\.json|_program\.npz|_tiling\.npz)")
@@ -120,6 +120,8 @@ class Artifact:
     # SHAP contributions' tables (silvanforge.runtime.shap_arrays.saved): their record, parsed
     # from contributions.json, and arrays; None where none were saved.
     contributions: tuple[dict, dict] | None = None
+    # The machine code of the kernel of computed columns (silvanforge.inputs.hashed_rows), b"" if none.
+    hashed_columns: bytes = b""
 
 
 def _key(key, create: bool = False) -> bytes | None:
@@ -327,7 +329,7 @@ def _read(source, name: str, key: bytes | None) -> Artifact:
             raise ArtifactError(f"{name}: contributions.json is not JSON: damaged") from None
         contributions = (record, load_npz(data["contributions.npz"], f"{name}: contributions.npz", budget))
     return Artifact(meta, forest, blob, tiling, signed, has_manifest, program, plan, forms, form_tilings,
-                    contributions)
+                    contributions, bytes(data.get("hashed_columns.bin", b"")))
 
 
 def _meta(raw: bytes, name: str) -> dict:

@@ -29,6 +29,7 @@ from silvanforge.plan.bands import Band, bands_from_json, bands_to_json
 from silvanforge.plugins import registry
 from silvanforge.scheduler import parse_schedule
 from silvanforge.frontend.tiling import MAX_TILE_SIZE
+from silvanforge.inputs import hashed_kernel
 
 
 # ---------------------------------------------------------------- writing
@@ -84,9 +85,11 @@ def _parts(cf: CompiledForest) -> tuple[dict, dict, bytes, dict]:
     if kernel is not None:  # (the kernel's tables; NumPy's are made again)
         arrays["contributions.npz"], record = shap_arrays.saved(tables, kernel.arg_layout)
         extra["contributions.json"] = archive.json_bytes(record)
+    if cf.forest.hashed_combinations:  # the kernel of its computed columns too (compiled once a process)
+        code = hashed_kernel.kernel_artifact()
+        if code:
+            extra["hashed_columns.bin"] = code
     return meta, arrays, blob, extra
-
-
 
 
 def form_meta(form: Form) -> dict:
@@ -186,6 +189,8 @@ def load(source, name: str, key, trust_code: bool, forest: hir.Forest | None = N
         forms, bands = untuned_plan(forest, given.resolved())
         return CompiledForest(forest, forms, bands, time.perf_counter() - start)
     code_ok = trusted and meta["silvanforge"] == __version__
+    if code_ok and art.hashed_columns:
+        hashed_kernel.load_kernel(art.hashed_columns)
     stale = []
     main = _form(name, forest, meta, art.blob if code_ok else b"", art.program, tile_ids, stale)
     forms, bands = [main], [Band(1, None, 0)]

@@ -10,7 +10,7 @@ import threading
 
 import numpy as np
 
-from silvanforge.runtime import contributions, shap_arrays, transforms
+from silvanforge.runtime import contributions, interactions, shap_arrays, transforms
 from silvanforge.inputs.device import device_rows, is_device_array, like_input
 from silvanforge.errors import InputError
 from silvanforge.frontend import outputs
@@ -58,6 +58,8 @@ class CompiledForest:
         # called once they are made here.
         self._saved_contributions = None
         self._keep = None
+        # NumPy's path tables of pred_interactions (silvanforge.runtime.interactions), at its first request.
+        self._interaction_tables = None
         self._outputs_lock = threading.Lock()
         self._install(list(forms), list(bands) if bands is not None else [Band(1, None, 0)])
 
@@ -166,7 +168,7 @@ class CompiledForest:
 
     def predict(self, X, output_margin: bool = False, missing: float = np.nan,
                 threads: int | None = None, pred_leaf: bool = False, per_tree: bool = False,
-                pred_contribs: bool = False) -> np.ndarray:
+                pred_contribs: bool = False, pred_interactions: bool = False) -> np.ndarray:
         """Predictions for rows ``X``: what the source library's ``predict`` returns (XGBoost's
         and LightGBM's boosters: probabilities for classifiers; scikit-learn: ``predict_proba``
         for classifiers, ``predict`` for regressors).
@@ -190,13 +192,17 @@ class CompiledForest:
         out as the library's (XGBoost ``pred_contribs``, LightGBM ``pred_contrib``, CatBoost
         ``ShapValues``): path-dependent TreeSHAP with the model's covers
         (:mod:`silvanforge.runtime.contributions`); a row's values add up to its margin.
+        ``pred_interactions``: XGBoost's SHAP interaction values, ``(n, F + 1, F + 1)``
+        (:mod:`silvanforge.runtime.interactions`); a row's entries for a feature add up to its
+        contribution.
 
             >>> cf.predict(np.array([[0.5, 1.0, np.nan, 3.0]]))     # doctest: +SKIP
             >>> cf.predict(frame[["b", "a", "d", "c"]])             # matched by name  # doctest: +SKIP
             >>> cf.predict({"a": 0.5, "b": 1.0, "c": None, "d": "red"})  # a record  # doctest: +SKIP
         """
-        if pred_leaf or per_tree or pred_contribs:
-            return self._other_output(X, pred_leaf, per_tree, pred_contribs, output_margin, missing, threads)
+        if pred_leaf or per_tree or pred_contribs or pred_interactions:
+            return self._other_output(X, pred_leaf, per_tree, pred_contribs, output_margin, missing, threads,
+                                      pred_interactions)
         late = self._late
         if late is not None:  # forms building: a lazy build starts at its first small request
             late.poke(X)
@@ -252,20 +258,29 @@ class CompiledForest:
         return transforms.shape_output(self.forest, transforms.apply(self.forest, margins))
 
     def _other_output(self, X, pred_leaf: bool, per_tree: bool, pred_contribs: bool, output_margin: bool,
-                      missing, threads):
-        """``predict(X, pred_leaf=True)``, ``per_tree=True`` or ``pred_contribs=True``: the rows
-        through the compiled model of that output (:mod:`silvanforge.frontend.outputs`), or their
-        contributions, shaped as the library returns it."""
-        if pred_leaf + per_tree + pred_contribs > 1:
-            raise InputError("predict takes one of pred_leaf, per_tree and pred_contribs at a time")
+                      missing, threads, pred_interactions: bool = False):
+        """``predict(X, pred_leaf=True)``, ``per_tree=True``, ``pred_contribs=True`` or
+        ``pred_interactions=True``: the rows through the compiled model of that output
+        (:mod:`silvanforge.frontend.outputs`), or their contributions or interaction values,
+        shaped as the library returns it."""
+        if pred_leaf + per_tree + pred_contribs + pred_interactions > 1:
+            raise InputError("predict takes one of pred_leaf, per_tree and pred_contribs (or pred_interactions) "
+                             "at a time")
         if output_margin:
-            raise InputError("output_margin applies to predictions, not to pred_leaf, per_tree or pred_contribs")
-        if pred_contribs:
+            raise InputError("output_margin applies to predictions, not to pred_leaf, per_tree, pred_contribs "
+                             "or pred_interactions")
+        if pred_contribs or pred_interactions:
             forest = self.forest
-            kernel, tables = self._contribution_tables or self.prepare_contributions()
             rows = as_rows(X, forest, np.dtype(forest.threshold_dtype), self._schemas)
             if missing == missing:
                 rows = np.where(rows == rows.dtype.type(float(missing)), rows.dtype.type(np.nan), rows)
+            if pred_interactions:
+                interactions.check(forest)
+                with self._outputs_lock:  # (NumPy's path tables: the kernel's are laid out for it alone)
+                    if self._interaction_tables is None:
+                        self._interaction_tables = contributions.tables(forest)
+                return interactions.shaped(forest, interactions.interactions(self._interaction_tables, rows, forest))
+            kernel, tables = self._contribution_tables or self.prepare_contributions()
             phi = (shap_arrays.contributions(tables, kernel, rows, self.threads if threads is None else threads)
                    if kernel is not None else contributions.contributions(tables, rows, forest))
             return contributions.shaped(forest, phi)

@@ -268,18 +268,12 @@ def contributions(t: Tables, X: np.ndarray, forest: Forest) -> np.ndarray:
     for g in t.groups:
         if g.d == 0:
             continue  # a tree without splits: its value is all bias
-        P, D = g.node.shape
+        P = g.node.shape[0]
         rows = max(1, CHUNK_ELEMENTS // max(1, P * (g.d + 1)))
         for lo in range(0, n, rows):
             hi = min(n, lo + rows)
             m = hi - lo
-            # bit i of pattern (m, P): whether the row follows the path at its feature i (a
-            # feature met several times: where every node of it does)
-            pattern = np.full((m, P), (1 << g.d) - 1, dtype=np.int64)
-            for k in range(D):
-                valid = g.node[:, k] >= 0
-                went = left[lo:hi][:, np.where(valid, g.node[:, k], 0)] == g.left[:, k]  # (m, P)
-                pattern &= np.where(went | ~valid, -1, ~(1 << g.slot[:, k]))
+            pattern = patterns(g, left[lo:hi])
             shares = np.empty((m, P, g.d))  # each path's share for each of its features
             T = g.tabled
             if T:
@@ -301,6 +295,19 @@ def contributions(t: Tables, X: np.ndarray, forest: Forest) -> np.ndarray:
                 weighted = (shares * g.value[None, :, k, None]).ravel()
                 phi[lo:hi, k, :F] += np.bincount(index, weighted, minlength=m * F).reshape(m, F)
     return phi
+
+
+def patterns(g: PathGroup, left: np.ndarray) -> np.ndarray:
+    """(rows, P): bit ``i`` whether the row follows each path of ``g`` at its feature ``i`` (a
+    feature met several times: where every node of it does); ``left``: the rows'
+    :func:`decisions`."""
+    P, D = g.node.shape
+    pattern = np.full((left.shape[0], P), (1 << g.d) - 1, dtype=np.int64)
+    for k in range(D):
+        valid = g.node[:, k] >= 0
+        went = left[:, np.where(valid, g.node[:, k], 0)] == g.left[:, k]  # (rows, P)
+        pattern &= np.where(went | ~valid, -1, ~(1 << g.slot[:, k]))
+    return pattern
 
 
 def shaped(forest: Forest, phi: np.ndarray) -> np.ndarray:

@@ -28,7 +28,7 @@ The arrays (P paths, per tree ``tree_paths``):
 - Per split (a tree's internal nodes in preorder, ``tree_splits`` (trees + 1) each tree's
   first; ``step`` and ``level_node`` count splits, ``step`` from its tree's first):
   ``split_record``, two int64 words a split, so that deciding it reads one record: the
-  threshold's float64 bits (the model's threshold widened exactly), or for a categorical split
+  threshold's float64 bits (the threshold in the model's comparison dtype, widened exactly), or for a categorical split
   where its set starts in ``category_bits`` (uint32 words, a bit a category) and the number of
   categories above it (high 32 bits); then the feature (low 32 bits), the op
   (:class:`~silvanforge.ir.hir.Op`, bits 32-39), default left (bit 40), zero as missing (bit
@@ -339,7 +339,9 @@ def _split_records(forest: Forest) -> dict:
     for tree in forest.trees:
         inner = np.flatnonzero(tree.left >= 0)
         record = np.zeros((inner.size, 2), np.int64)
-        record[:, 0] = tree.threshold[inner].astype(np.float64).view(np.int64)
+        with np.errstate(over="ignore"):  # (the threshold in the comparison dtype, as the reference compares)
+            threshold = tree.threshold[inner].astype(forest.threshold_dtype).astype(np.float64)
+        record[:, 0] = threshold.view(np.int64)
         record[:, 1] = (tree.feature[inner].astype(np.int64) & 0xFFFFFFFF) \
             | (tree.op[inner].astype(np.int64) << 32) | (tree.default_left[inner].astype(np.int64) << 40) \
             | (tree.zero_missing[inner].astype(np.int64) << 48)

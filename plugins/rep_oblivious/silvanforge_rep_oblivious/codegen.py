@@ -48,6 +48,8 @@ SUM_LANES = cost.SUM_LANES
 # Trees of several outputs sum a vector of them a lane, this many values at a time in all
 # (8 lanes of 8 outputs: 8 AVX-512 registers, 16 AVX2 ones).
 SUM_VALUES = 64
+# A forest of leaf indices keeps a span's indices of every tree (stored_indices) up to this size.
+STORED_INDEX_BYTES = 256 << 10
 
 
 class _Lowering:
@@ -111,6 +113,13 @@ class _Lowering:
         self._columns(span0, U)
         self.slots = np.cumsum([0] + [len(g.outputs) for g in facts.groups])[:-1]
         gv = self._group_loop()
+        # Alike groups of one leaf-index tree each (a forest of leaf indices) keep every tree's
+        # indices for the span, then store each row's margins tree after tree: a row's are
+        # contiguous, where a tree's are an output apart (the writes' bound).
+        index_bytes = len(facts.groups) * span_rows * np.dtype(lir.LIR_TO_NUMPY[self.index_t]).itemsize
+        self.stored_indices = gv is not None and self._direct(facts.groups[0]) and index_bytes <= STORED_INDEX_BYTES
+        if self.stored_indices:
+            self.buffers["ob_idx"] = Buffer("ob_idx", self.index_t, "local", size=len(facts.groups) * span_rows)
         if gv is None:
             for g, group in enumerate(facts.groups):
                 self._group(g, group, span0)
@@ -118,6 +127,8 @@ class _Lowering:
             b.push()
             self._group(gv, facts.groups[0], span0)
             b.emit(For(gv, c(0, i64), c(len(facts.groups), i64), 1, b.pop()))
+        if self.stored_indices:
+            self._stored_margins(span0)
         self._untouched_outputs(span0)
         b.pop()
         function_body = [For(span0, lir.ROW_BEGIN, lir.ROW_END, span_rows, body)]
@@ -273,6 +284,25 @@ class _Lowering:
         """``idx`` with bit ``level`` set in the lanes going ``right`` (a masked OR on AVX-512)."""
         return Select(right, Bin("|", idx, self.splat(1 << level, self.path_t)), idx)
 
+    def _direct(self, group) -> bool:
+        """Whether ``group`` is one tree whose values are its leaf indices, on a zero base
+        score (a forest of leaf indices: an output a tree): each lane's index is then stored
+        as its margin, no sums kept."""
+        return SCALAR_SUMS and self.lanes > 1 and self.values_are_indices and len(group.trees) == 1 and \
+            not np.asarray(self.forest.base_score).any()
+
+    def _stored_margins(self, span0: Var) -> None:
+        """The span's margins from every tree's stored index (``stored_indices``), a row at a
+        time: tree ``p``'s output the alike groups' ``p``-th."""
+        c, i64, L = Builder.const, "i64", self.lanes
+        p, C = Var("ob_p", i64), self.forest.num_outputs
+        output = self._at([grp.outputs[0] for grp in self.facts.groups], p)
+        at = Bin("+", Bin("*", p, c(self.span_rows, i64)), self.acc_at)
+        rows = [Bin("+", self.block0, c(k, i64)) for k in range(L)]
+        self.b.emit(self._blocks(span0, [If(Cmp("<", row, lir.ROW_END), [For(p, c(0, i64), c(len(self.facts.groups), i64), 1, [
+            Store("margins", Bin("+", Bin("*", row, c(C, i64)), output), self._leaf_value(p, at, k, 1, self.acc_t))])])
+            for k, row in enumerate(rows)]))
+
     def _group(self, g: int | Var, group, span0: Var) -> None:
         """The group's trees, in model order, a chunk of trees at a time over the span's blocks
         (a chunk's leaf tables stay in cache while every block reads them); the sums wait in
@@ -293,11 +323,10 @@ class _Lowering:
         name = "g" if isinstance(g, Var) else g
         t, chunk = Var(f"ob_t{name}", i64), Var(f"ob_c{name}", i64)
         two_phase = SCALAR_SUMS and L > 1
-        # A group of one tree whose values are its leaf indices, on a zero base score (a
-        # forest of leaf indices: an output a tree): each lane's index is stored as its margin,
-        # no sums kept between chunks.
-        direct = two_phase and self.values_are_indices and len(group.trees) == 1 and \
-            not np.asarray(self.forest.base_score).any()
+        direct = self._direct(group)
+        # where a tree's indices are stored: its chunk's, or the span's (stored_indices)
+        idx_at = (lambda tt: Bin("+", Bin("*", tt, c(span_rows, i64)), self.acc_at)) if self.stored_indices else \
+            (lambda tt: Bin("*", Bin("-", tt, chunk), c(L, i64)))
         if not direct:
             b.emit(self._blocks(span0, [
                 Store("ob_acc", acc_index(j), self.vector((Load("ob_base", o, self.acc_t),) * L))
@@ -322,7 +351,7 @@ class _Lowering:
             body += [s for step in zip(*levels) for s in step]
             for tt, idx in zip(ts, idxs):
                 if two_phase and self.index_t != i32:
-                    body.append(Store("ob_idx", Bin("*", Bin("-", tt, chunk), c(L, i64)), idx))
+                    body.append(Store("ob_idx", idx_at(tt), idx))
                     continue
                 leaf = b.local("leaf", self.idx_t)
                 first = self.vector((Load("ob_leaf_base", tt, i32),) * L)
@@ -330,7 +359,7 @@ class _Lowering:
                     idx = Cast(idx, self.idx_t)
                 body.append(Assign(leaf, Bin("+", idx if K == 1 else Bin("*", idx, self.splat(K, i32)), first)))
                 if two_phase:
-                    body.append(Store("ob_idx", Bin("*", Bin("-", tt, chunk), c(L, i64)), leaf))
+                    body.append(Store("ob_idx", idx_at(tt), leaf))
                 elif self.values_are_indices:  # (see _leaf_value)
                     body.append(Assign(accs[0], Bin("+", accs[0], Cast(idx, self.acc_v))))
                 else:
@@ -352,12 +381,12 @@ class _Lowering:
             # Phase one stores each tree's leaf indices (a run of L a tree); phase two adds the
             # leaves a lane, reading the indices back from memory (see SCALAR_SUMS).
             # A register accumulator a lane, SUM_LANES lanes at a time (wider blocks would spill).
-            at_idx = Bin("*", Bin("-", t, chunk), c(L, i64))
+            at_idx = idx_at(t)
             block = list(walks)
             # (several outputs: fewer lanes at a time, their vectors in the registers)
             step = SUM_LANES if K == 1 else max(1, min(SUM_LANES, SUM_VALUES // K))
             C = self.forest.num_outputs
-            for k in range(L) if direct else ():  # a row's indices, tree after tree (the row checked once)
+            for k in range(L) if direct and not self.stored_indices else ():  # (the row checked once)
                 row = Bin("+", self.block0, c(k, i64))
                 block.append(If(Cmp("<", row, lir.ROW_END), [For(t, chunk, stop, 1, [
                     Store("margins", Bin("+", Bin("*", row, c(C, i64)), outputs[0]),

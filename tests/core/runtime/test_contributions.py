@@ -46,6 +46,33 @@ def test_xgboost_pred_contribs():
         _adds_up(cf, X, cf.predict(X, pred_contribs=True))
 
 
+def test_xgboost_pred_interactions():
+    """Equal to XGBoost's pred_interactions (float32) on NaN rows, for a regression, several
+    classes and DART, at 1 row and more; a feature's row adds up to its contribution; other
+    libraries' models and other outputs at once are one clear error."""
+    xgb = pytest.importorskip("xgboost")
+    X = _rows(300, 5, seed=9).astype(np.float32)
+    y = _labels(X)
+    for params in ({"max_depth": 5}, {"objective": "multi:softprob", "num_class": 3, "max_depth": 3},
+                   {"objective": "binary:logistic", "max_depth": 3, "booster": "dart", "rate_drop": 0.3}):
+        booster = xgb.train({**params, "nthread": 1}, xgb.DMatrix(X, y if "num_class" in params else y > 0), 6)
+        cf = sf.compile(booster, forms="lazy")
+        want = booster.predict(xgb.DMatrix(X), pred_interactions=True)
+        for n in (1, 300):
+            got = cf.predict(X[:n], pred_interactions=True)
+            assert got.dtype == np.float32 and got.shape == want[:n].shape
+            np.testing.assert_allclose(got, want[:n], rtol=1e-4, atol=1e-4 * np.abs(want).max())
+        np.testing.assert_allclose(got.sum(axis=-1), cf.predict(X, pred_contribs=True), rtol=1e-4,
+                                   atol=1e-4 * np.abs(want).max())
+    with pytest.raises(InputError, match="one of"):
+        cf.predict(X, pred_interactions=True, pred_contribs=True)
+    lgb = pytest.importorskip("lightgbm")
+    other = sf.compile(lgb.train({"num_leaves": 5, "verbose": -1, "num_threads": 1},
+                                 lgb.Dataset(X.copy(), X[:, 0].copy()), 2), forms="lazy")
+    with pytest.raises(UnsupportedModelError, match="pred_interactions"):
+        other.predict(X, pred_interactions=True)
+
+
 def test_lightgbm_pred_contrib_with_categories_and_classes():
     lgb = pytest.importorskip("lightgbm")
     pd = pytest.importorskip("pandas")

@@ -238,17 +238,21 @@ ISA_FACTORS = {"avx512": 1.0, "avx2": 1.9, "neon": 3.8, "sse": 3.8}
 # 2-4).  Blocks of 16 lanes fill half a register of bytes: their rows cost 2.5x a 32-lane
 # block's on either ISA, which the AVX-512 estimates leave out (the chooser takes other forms
 # there) and the factor above covers (xgb_100x8, 16 rows: 1.94x the estimate as AVX2 code).
-NARROW_ISA_FACTORS = {**ISA_FACTORS, "avx2": 1.2}
+# 16-byte registers take byte words too: SSE4.1 code (x86-64-v2, on the same Zen 4) ran them
+# 2.1-3.4x faster than 32-bit words, at 1.9-2.7x the AVX-512 form's time (lgb_leafwise,
+# lgb_taxi_100x31, 512 and 4096 rows, load 5-6); NEON was not measured: twice AVX2's assumed.
+NARROW_ISA_FACTORS = {**ISA_FACTORS, "avx2": 1.2, "sse": 2.3, "neon": 2.4}
 
 
 def narrow_word(vectors) -> int:
     """Bits of the narrow form's words for code on the vector unit ``vectors`` (None: AVX-512):
-    32 (:data:`.leafbits.NARROW_WORD`), or bytes on 256-bit units (:data:`.leafbits.BYTE_WORD`).
-    There a node's compare of byte bins is a byte mask over the block's 32 lanes: 32-bit words
-    took it sign-extended into four registers, four ANDs and four blends (AVX-512 masks the
-    AND), byte words one AND and one blend of one register, for 1.41 node applications where
-    32-bit words need 1.06 (lgb_leafwise; 1.5 and 1.1 on 255-leaf trees)."""
-    return BYTE_WORD if vectors is not None and vectors.bits == 256 else NARROW_WORD
+    32 (:data:`.leafbits.NARROW_WORD`), or bytes on units without AVX-512's mask registers
+    (AVX2, SSE, NEON: :data:`.leafbits.BYTE_WORD`).  There a node's compare of byte bins is a
+    byte mask over the block's 32 lanes: 32-bit words took it sign-extended into four AVX2
+    registers (eight of 16 bytes), an AND and a blend each (AVX-512 masks the AND), byte words
+    one AND and one blend a register of bytes, for 1.41 node applications where 32-bit words
+    need 1.06 (lgb_leafwise; 1.5 and 1.1 on 255-leaf trees)."""
+    return BYTE_WORD if vectors is not None and vectors.bits < 512 else NARROW_WORD
 
 
 def isa_factor(vectors, narrow: bool = False) -> float:

@@ -13,7 +13,7 @@ WORD = 64
 MAX_WORDS = 4
 MAX_LEAVES = WORD * MAX_WORDS
 # The narrow form's words (:func:`.choose.narrow_form`): 16-bit bins, 32-bit words; code for
-# 256-bit vector units takes bytes instead (:func:`.choose.narrow_word`).
+# vector units of 256 bits or fewer takes bytes instead (:func:`.choose.narrow_word`).
 NARROW_WORD = 32
 BYTE_WORD = 8
 

@@ -620,17 +620,20 @@ def test_narrow_bins_as_bytes_and_as_16_bit_integers(distinct):
     np.testing.assert_array_equal(cf.predict(X, output_margin=True), reference.predict(forest, X, output_margin=True))
 
 
-# Code for 256-bit vector units (AVX2) takes byte words in the narrow form (choose.narrow_word).
-AVX2 = "x86-64-v3"
+# Code for vector units without AVX-512 (AVX2, SSE, NEON) takes byte words in the narrow form
+# (choose.narrow_word); this host runs AVX2 and SSE4.1 code (x86-64-v3, -v2).
+AVX2, SSE = "x86-64-v3", "x86-64-v2"
 needs_avx2 = pytest.mark.skipif(not llvm.get_process_triple().startswith("x86_64") or target_cpus.missing_here(AVX2),
                                 reason="this host runs no x86-64-v3 code")
 
 
-def test_narrow_words_are_bytes_on_256_bit_units_only():
-    """The narrow form's words by vector unit: AVX-512 (and the default) 32 bits, AVX2 bytes."""
+def test_narrow_words_are_bytes_without_avx512():
+    """The narrow form's words by vector unit: AVX-512 (and the default) 32 bits, AVX2, SSE and
+    NEON bytes."""
     assert choose.narrow_word(None) == leafbits.NARROW_WORD
     assert choose.narrow_word(registry().vectors("cpu", "x86-64-v4")) == leafbits.NARROW_WORD
-    assert choose.narrow_word(registry().vectors("cpu", AVX2)) == leafbits.BYTE_WORD
+    for cpu in (AVX2, SSE, "neoverse-n1"):
+        assert choose.narrow_word(registry().vectors("cpu", cpu)) == leafbits.BYTE_WORD, cpu
     forest = Forest(trees=[_full_tree(5) for _ in range(3)], num_features=6)
     plan = bv_plan.make_plan(forest, np.zeros(3, bool), choose.WIDE_LANES, True, narrow_word=leafbits.BYTE_WORD)
     assert plan.word_bits == leafbits.BYTE_WORD and all(len(t.words) == 4 for t in plan.trees)  # 32 leaves
@@ -654,13 +657,14 @@ def test_avx2_prices_byte_word_blocks_by_their_own_factor():
 
 
 @needs_avx2
+@pytest.mark.parametrize("cpu", [AVX2, SSE])
 @pytest.mark.parametrize("shape", ["looped", "expanded"])
 @pytest.mark.parametrize("default_left", [True, False])
 @pytest.mark.parametrize("depth", [3, 8])
-def test_byte_words_find_every_leaf_as_avx2_code(shape, depth, default_left):
-    """AVX2 code of the narrow form (byte words): every leaf of an 8- or 256-leaf tree is found,
-    whichever byte it is in (exit leaves up to 255, counted unsigned), rows at and beside every
-    threshold, NaN going left or right; both node forms, 1 and 3 threads."""
+def test_byte_words_find_every_leaf_as_avx2_and_sse_code(cpu, shape, depth, default_left):
+    """AVX2 and SSE4.1 code of the narrow form (byte words): every leaf of an 8- or 256-leaf tree
+    is found, whichever byte it is in (exit leaves up to 255, counted unsigned), rows at and
+    beside every threshold, NaN going left or right; both node forms, 1 and 3 threads."""
     forest = Forest(trees=[_full_tree(depth, default_left)], num_features=6, base_score=np.array([0.5]))
     tree = forest.trees[0]
     thresholds = np.unique(tree.threshold[tree.left >= 0])
@@ -670,7 +674,7 @@ def test_byte_words_find_every_leaf_as_avx2_code(shape, depth, default_left):
     X[rng.random(X.shape) < 0.15] = np.nan
     X[:20], X[20:40] = -1.0, 1e9  # the leftmost and rightmost leaves
     cf = _compile(forest, {"expand_nodes": 10**9 if shape == "expanded" else -1, "narrow": True},
-                  rep="bitvector", cpu=AVX2)
+                  rep="bitvector", cpu=cpu)
     assert f"words={leafbits.BYTE_WORD}-bit" in cf.show("lir") and f"{shape}=1" in cf.show("lir")
     for threads in (1, 3):
         got = cf.predict(X, output_margin=True, threads=threads)

@@ -159,6 +159,40 @@ def test_every_vector_forms_neon_code_equals_the_reference(rep, monkeypatch):
     assert done >= 4, done
 
 
+@pytest.mark.parametrize("expand", [False, True])
+def test_the_bitvectors_byte_words_equal_the_reference_as_aarch64_code(expand):
+    """The bitvector's narrow form takes byte words on NEON: looped and expanded trees of one
+    to 256 leaves (a full tree of depth 8: exit leaves past 127, counted unsigned), NaN, ties,
+    categorical splits, equal to the reference under qemu."""
+    from silvanforge.ir.hir import Forest, Tree
+    from silvanforge.testing import random_forest, rows_for
+
+    rng = np.random.default_rng(8)
+    inner, n = 255, 511  # a complete tree of depth 8, nodes in level order
+    index = np.arange(n)
+    left, right = np.where(index < inner, 2 * index + 1, -1), np.where(index < inner, 2 * index + 2, -1)
+    full = Tree.from_nodes(left, right, np.where(index < inner, index % 4, -1),
+                           np.round(rng.normal(size=n), 1), rng.normal(size=(n, 1)), default_left=rng.random(n) < 0.5)
+    forests = [random_forest(seed, max_trees=6, max_depth=7, plain=True, summed=True, categorical=seed % 2 == 0)
+               for seed in range(5)]
+    forests.append(Forest(trees=[full], num_features=4))
+    options = sf.CompileOptions(rep_options={"narrow": True, "mask_tables": False,
+                                             "expand_nodes": 10**9 if expand else -1})
+    done = 0
+    for forest in forests:
+        try:
+            cf = sf.compile(forest, rep="bitvector", cpu="neoverse-n1", batch_size=4096, threads=1, options=options)
+        except sf.InputError:  # a forest the form does not take
+            continue
+        assert "words=8-bit" in cf.show("lir")
+        X = rows_for(forest, rng, 300)
+        want = reference.predict(forest, X, output_margin=True)
+        got = _margins_under_qemu(cf, X)
+        np.testing.assert_array_equal(got, want.reshape(got.shape))
+        done += 1
+    assert done >= 4 and forests[-1] is forest, done
+
+
 def _symmetric(seed):
     """A random forest of symmetric trees (every split rule and missing direction), float32."""
     from strategies import oblivious_tree

@@ -151,8 +151,7 @@ def frame_rows(X, memory: SchemaMemory, dtype: np.dtype):
 
 
 def _pandas_key(X, memory: SchemaMemory, kind: str = "pandas"):
-    """The key of a pandas frame's schema (its names and blocks), or None where it is not a
-    frame of the pandas internals read here."""
+    """The key of a pandas frame's schema (its names and blocks), or None: internals not read here."""
     mgr = getattr(X, "_mgr", None)
     blocks = getattr(mgr, "blocks", None)
     if blocks is None or not hasattr(X, "columns"):
@@ -164,11 +163,8 @@ def _pandas_key(X, memory: SchemaMemory, kind: str = "pandas"):
 
 
 def hashed_frame_columns(X, memory: SchemaMemory, out: np.ndarray) -> list | None:
-    """For a model with categories known by hash (CatBoost's): the number columns of pandas
-    frame ``X`` written to ``out`` (n, num_features) in the model's order, and its categorical
-    features' values as the frame holds them (a block's array: pandas categories, Arrow
-    strings, objects, integers), ``[(feature, values)]``; None where ``X`` is not a pandas
-    frame read here.  The plan of its schema is kept in ``memory`` as other frames' are."""
+    """For a model with categories known by hash (CatBoost's), by the plan of its schema: pandas frame
+    ``X``'s numbers written to ``out``, its categorical features' values as its blocks hold them; or None."""
     if type(X).__module__.split(".")[0] != "pandas":
         return None
     key = _pandas_key(X, memory, "pandas hashed")
@@ -310,8 +306,7 @@ class _PandasPlan:
 class _HashedPandasPlan:
     """A pandas frame of one block layout, for a model with categories known by hash: number
     blocks copied with one assignment each, each categorical feature's values taken from its
-    block as they lie (hashed by :class:`silvanforge.inputs.hashed_rows.HashedInputs`), any
-    other column through the column reader."""
+    block as they lie (:mod:`silvanforge.inputs.hashed_rows` hashes them), others read a column at a time."""
 
     def __init__(self, X, memory: SchemaMemory, dtype: np.dtype):
         names = memory.names(X.columns)
@@ -372,6 +367,7 @@ class _PolarsPlan:
         self.identity = self.order.tolist() == list(range(len(names)))
         self.names, self.labels = names, memory.labels
         self.dtypes = tuple(X.dtypes)
+        self.kinds = _polars_kinds(X)
         self.numeric = all(d.is_numeric() for d in self.dtypes) and not memory.labels
         # A few rows are read as Python values (:meth:`_few_rows`) where every feature is a number
         # column, or a column of labels (Enum, Categorical, String) the model has codes for:
@@ -410,7 +406,7 @@ class _PolarsPlan:
                 if _through_float64(values.dtype, dtype):
                     values = values.astype(np.float64)
                 return values if values.dtype == dtype else values.astype(dtype)
-        if self.numeric or tuple(X.dtypes) != self.dtypes:
+        if self.numeric or _polars_kinds(X) != self.kinds:
             # another schema under the same names: a plan for it, in this one's place
             plan = _PolarsPlan(X, self.names, memory)
             memory.replace(("polars", self.names), plan)
@@ -476,6 +472,14 @@ class _PolarsPlan:
             else:
                 out[:, feature] = polars_column(s, self.names[column], self.labels.get(feature))
         return out
+
+
+def _polars_kinds(X):
+    """A polars frame's dtypes as its plan depends on them: their names (``f64``, ``enum``...; an
+    Enum's categories are checked at each call), made without a dtype object a column (an Enum's
+    holds its categories: 40 us of a 64-row call of four Enums), else the dtypes."""
+    names = getattr(getattr(X, "_df", None), "dtype_strings", None)
+    return tuple(names()) if names is not None else tuple(X.dtypes)
 
 
 # ------------------------------------------------------------------ pyarrow

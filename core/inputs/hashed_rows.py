@@ -461,7 +461,7 @@ class _ColumnValues:
             lut[np.asarray(values) - lowest] = [code for _, code in known]
             self.integers = (state, lowest, lut)
 
-    def codes(self, local: np.ndarray, uniques: list, hashing: HashedInputs, token=None) -> tuple[np.ndarray, np.ndarray]:
+    def codes(self, local: np.ndarray, uniques: list, hashing: HashedInputs, token=None) -> tuple:
         """The model's codes (-1 missing) of a call's codes ``local`` of its ``uniques``, and the
         table.  ``token`` (an Arrow dictionary, or a tuple of integers: the uniques, with their
         types) tells the same distinct values as the last call's, whose codes are then reused."""

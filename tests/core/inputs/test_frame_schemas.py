@@ -187,6 +187,8 @@ def test_same_names_other_dtypes_or_categories_are_read_afresh(models):
     pl = pytest.importorskip("polars")
     for kind in ("strings", "enum", "categorical", "enum"):
         np.testing.assert_array_equal(cf.predict(_polars(raw, NAMES, COLOURS[::-1], kind)), expected)
+    for cats in (COLOURS, COLOURS[::-1], COLOURS):  # (Enums of other categories: one kind of dtype)
+        np.testing.assert_array_equal(cf.predict(_polars(raw, NAMES, cats, "enum")), expected)
     assert isinstance(cf.predict(pl.DataFrame({n: raw[n] for n in ("age", "income", "score")})
                                  .with_columns(pl.lit("red").alias("colour"), pl.lit("star").alias("shape"))),
                       np.ndarray)

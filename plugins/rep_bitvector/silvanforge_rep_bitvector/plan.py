@@ -15,7 +15,7 @@ from silvanforge.plan.memo import memoised
 from .choose import LANES
 from .leafbits import NARROW_WORD, WORD, all_left_masks, leaf_spans
 from .options import DEFAULT
-from .support import category_counts, nan_or_not, nan_split_features, used_features
+from .support import category_counts, nan_or_not_splits, nan_split_features, used_features
 
 NARROW_BYTE_BINS = 255
 NARROW_CAT_WORD = 32  # categorical decision words: two vectors of 32 lanes, not four
@@ -254,7 +254,6 @@ def _plan_words(trees: list[PlanTree], forest: hir.Forest, spans, used: np.ndarr
 
     tree_of = np.repeat(np.arange(len(model)), [len(i) for i in internal])
     feature = joined([t.feature[i] for t, i in zip(model, internal)], np.int64)
-    left = joined([t.left[i] for t, i in zip(model, internal)], np.int64)
     threshold = joined([t.threshold[i] for t, i in zip(model, internal)], np.float64)
     op = joined([t.op[i] for t, i in zip(model, internal)], np.uint8)
     default_left = joined([t.default_left[i] for t, i in zip(model, internal)], bool)
@@ -262,7 +261,7 @@ def _plan_words(trees: list[PlanTree], forest: hir.Forest, spans, used: np.ndarr
     le = op == int(Op.LE)
     # "x <= +inf" (LightGBM's NaN-or-not splits) sends every number left: with missing
     # values left it is a no-op, dropped; with them right it reads the NaN indicator copy.
-    nan_split = le & (thr == np.inf)  # (.support.nan_or_not, every tree at once)
+    nan_split = nan_or_not_splits(op, thr)
     # x > t  <=>  x >= the next value up, for every x of the dtype
     thr[le] = np.nextafter(thr[le], thr_dtype.type(np.inf))
     # Missing values go right: read the copy where NaN is +inf, greater than any threshold.

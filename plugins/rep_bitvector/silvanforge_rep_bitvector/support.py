@@ -177,9 +177,14 @@ def _nan_split_features(forest: hir.Forest) -> list[int]:
 
 def nan_or_not(t: hir.Tree, internal: np.ndarray, thr_dtype: np.dtype) -> np.ndarray:
     """Which of the ``internal`` nodes are "x <= +inf" splits, thresholds as compiled."""
-    return (t.op[internal] == int(Op.LE)) & (t.threshold[internal].astype(thr_dtype) == np.inf)
+    return nan_or_not_splits(t.op[internal], t.threshold[internal].astype(thr_dtype))
+
+
+def nan_or_not_splits(op: np.ndarray, threshold: np.ndarray) -> np.ndarray:
+    """Which nodes of these ops and thresholds (as compiled) are "x <= +inf" splits."""
+    return (op == int(Op.LE)) & (threshold == np.inf)
 
 
 __all__ = ["MAX_TREES", "MAX_CATEGORY_TABLE_BYTES", "unsupported", "category_counts", "category_table_bytes",
            "largest_category", "node_count", "tree_nodes", "used_features", "bin_counts", "nan_split_features",
-           "nan_or_not"]
+           "nan_or_not", "nan_or_not_splits"]

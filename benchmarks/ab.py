@@ -1,7 +1,7 @@
 """Head-to-head A/B of compile variants on one thread, in one process, rounds interleaved.
 
     python benchmarks/ab.py MODEL [MODEL...] --variant default= --variant array=rep=array \
-        [--batch-sizes 512,4096] [--rounds 5]
+        [--batch-sizes 512,4096] [--rounds 5] [--peers onedal,catboost]
 
 A variant is ``NAME=key=value,key=value`` of :func:`silvanforge.compile` keyword arguments
 (``rep=array``, ``pad=0``, ``tile_size=4``, ``reorder=depth``), or ``packed=0`` / ``inline=0``
@@ -13,7 +13,10 @@ or ``treedepth=0`` (self-looping walks to the forest's depth, not each tree's), 
 thread (``time.thread_time``), so other processes on a shared machine move it less than wall
 time; the best over the rounds is quoted, with the speed relative to the first variant.  Rows are
 ``forge bench``'s, and calls go round its rotation of different batches.
-Predictions of every variant are checked equal to the first's.
+Predictions of every variant are checked equal to the first's.  ``--peers``: ``forge bench``'s
+peers of those names (on one thread) timed in the same rounds, every call then timed on the
+wall clock (``time.perf_counter``), as a peer may work on threads of its own: ``forge bench``
+times one engine after the other, so its ratios move with the machine's load.
 """
 
 from __future__ import annotations
@@ -55,6 +58,27 @@ def compile_variant(forest, batch_size: int, kw: dict):
         return sf.compile(forest, batch_size=batch_size, threads=1, **kw)
 
 
+def peer_engines(path: str, forest, names: list[str]) -> dict:
+    """``forge bench``'s peers named ``names`` that take this model, on one thread: name ->
+    (predict, prepare)."""
+    import tempfile
+
+    from silvanforge.plugins import registry
+    from silvanforge_bench.bench import _detect_format
+    from silvanforge_bench.bench_peers import PEERS
+    from silvanforge_bench.bench_peers.base import PeerContext
+
+    fmt = _detect_format(path, registry())
+    ctx = PeerContext(path, fmt, forest.num_features, [1], tempfile.mkdtemp(), tempfile.mkdtemp())
+    engines = {}
+    for name, _, formats, factory in PEERS:
+        if name in names and fmt in formats and name not in engines:
+            engine = factory(ctx)
+            engine.set_threads(1)
+            engines[name] = (engine.predict, engine.prepare)
+    return engines
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("models", nargs="+")
@@ -62,7 +86,10 @@ def main(argv=None) -> int:
     p.add_argument("--batch-sizes", default="512,4096")
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--calls", type=int, default=5)
+    p.add_argument("--peers", default="", help="forge bench's peers to time alongside (comma-separated)")
     args = p.parse_args(argv)
+    peers = [name for name in args.peers.split(",") if name]
+    clock = time.perf_counter if peers else time.thread_time
     variants = [parse_variant(v) for v in (args.variant or ["default="])]
     for path in args.models:
         forest = sf.load_model(path)
@@ -79,16 +106,19 @@ def main(argv=None) -> int:
                 got = cf.predict(X)
                 if not np.allclose(got, want, rtol=1e-5, atol=1e-6):
                     raise SystemExit(f"{name} differs from {first}: {np.abs(got - want).max()}")
-            best = {name: float("inf") for name in cfs}
+            calls = {name: (cf.predict, parts) for name, cf in cfs.items()}
+            for name, (predict, prepare) in peer_engines(path, forest, peers).items():
+                calls[name] = (predict, [prepare(part) for part in parts])
+            best = {name: float("inf") for name in calls}
             for r in range(args.rounds):
-                for name, cf in cfs.items():
+                for name, (predict, inputs) in calls.items():
                     for call in range(args.calls):
-                        part = parts[(r * args.calls + call) % len(parts)]
-                        t = time.thread_time()
-                        cf.predict(part)
-                        best[name] = min(best[name], time.thread_time() - t)
+                        part = inputs[(r * args.calls + call) % len(inputs)]
+                        t = clock()
+                        predict(part)
+                        best[name] = min(best[name], clock() - t)
             base = best[first]
-            cells = "  ".join(f"{name} {best[name] * 1e3:8.3f} ms ({base / best[name]:.2f}x)" for name in cfs)
+            cells = "  ".join(f"{name} {best[name] * 1e3:8.3f} ms ({base / best[name]:.2f}x)" for name in calls)
             print(f"{path.split('/')[-1]:22s} rows={n:5d}  {cells}", flush=True)
     return 0
 

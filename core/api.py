@@ -116,22 +116,27 @@ def compile(model: ModelLike, target: str | None = None, rep: str | None = None,
     # artifact: nothing lowered (the cache directory is private to the user, so its code is the
     # user's own).  A damaged entry, or one for another model, is compiled again and replaced.
     entry = cache_key(forest, opts) if cache is not None else None
+
+    def cache_it(cf):  # once every form is built (a background build calls it as it ends)
+        if entry is not None and all(f.kernel.artifact() for f in cf.forms):
+            codecache.put(cache, entry, cf.to_bytes())
+
     stored = codecache.get(cache, entry) if entry is not None else None
     if stored is not None:
         try:
             cf = load(stored, f"code cache entry {entry[:12]}", None, trust_code=True, forest=forest)
             cf.compile_seconds = time.perf_counter() - start
+            cf._keep = cache_it
             return cf
         except ArtifactError:
             pass
     # 4. The plan: its forms lowered (lowering.program) and compiled by the target, by request
     # size (plan.policy); those for smaller requests built now or after this call returns.
-    def cache_it(cf):  # once every form is built (a background build calls it as it ends)
-        if entry is not None and all(f.kernel.artifact() for f in cf.forms):
-            codecache.put(cache, entry, cf.to_bytes())
-
     try:
-        return compile_plan(forest, opts, mode, start, done=cache_it)
+        cf = compile_plan(forest, opts, mode, start, done=cache_it)
+        if entry is not None:
+            cf._keep = cache_it  # (contribution tables made later: the entry keeps them too)
+        return cf
     except MemoryError:
         nodes = sum(t.num_nodes for t in forest.trees)
         raise UnsupportedModelError(

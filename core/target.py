@@ -157,11 +157,12 @@ class Target:
         core's NumPy evaluation answers).  It reads a model's paths as the flat arrays of
         :mod:`silvanforge.runtime.shap_arrays`: it has ``arg_layout`` (the names of those arrays,
         in the order its int64 block of addresses gives them) and ``run(args, X, row_begin,
-        row_end, tree_begin, tree_end, phi)`` (addresses and bounds), which adds the paths of
-        those trees to those rows of ``phi`` and may be called from many threads at once."""
+        row_end, tree_begin, tree_end, phi, scratch)`` (addresses and bounds; ``scratch``: the
+        call's own ``max_splits`` bytes a row), which adds the paths of those trees to those
+        rows of ``phi`` and may be called from many threads at once."""
         return None
 
-    def hashed_columns_kernel(self):
+    def hashed_columns_kernel(self, saved: bytes | None = None):
         """A compiled evaluator of computed columns (``Forest.hashed_combinations``: CatBoost's
         CTRs and one-hot tests) on the host, or None (the default: the core's NumPy evaluation
         answers).  It reads a model's combinations as the flat arrays of
@@ -169,7 +170,10 @@ class Target:
         and counts, in the order its int64 block gives them), ``kinds`` (its code of each
         element kind: ``cat``, ``float``, ``onehot``) and ``run(args, row_begin, row_end)``
         (the block's address and bounds), which fills those rows' computed columns and may be
-        called from many threads at once."""
+        called from many threads at once.  Optionally ``artifact()``: bytes of its machine code
+        that a compiled model's artifact keeps, given back as ``saved`` by a trusted load (the
+        target maps them where they suit this host, else compiles; the core passes ``saved``
+        only to the target that made them)."""
         return None
 
     def tune(self, forest, rows, sizes, budget_s: float, threads, progress):

@@ -7,8 +7,10 @@ the code to its program), ``forest.npz`` (the model as arrays, never pickles), `
 (the target's machine code), ``program.json`` and ``program.npz`` (what running that code
 needs: its functions and buffers, so a trusted load lowers nothing), ``tiling.npz`` (a
 profile-derived tiling, optional), ``plan.json`` (the bands of rows per call, the options of
-each other form of the model and the tuning record: :mod:`silvanforge.plan.bands`) and each other
+each other form of the model and the tuning record: :mod:`silvanforge.plan.bands`), each other
 form's ``form<N>.bin``, ``form<N>_program.json`` and ``form<N>_program.npz``,
+``contributions.json`` and ``contributions.npz`` (SHAP contributions' tables, where built:
+:func:`silvanforge.runtime.shap_arrays.saved`; like machine code, read only when trusted),
 ``manifest.json`` (the SHA-256 of every other member) and ``signature`` (an HMAC-SHA256 of
 the manifest, when saved with a key).
 
@@ -56,7 +58,7 @@ OLD_FORMATS = (1,)  # no manifest: their forests load, their machine code never 
 KEY_ENV = "SILVANFORGE_ARTIFACT_KEY"
 MANIFEST, SIGNATURE = "manifest.json", "signature"
 MEMBERS = ("meta.json", "forest.npz", "kernel.bin", "tiling.npz", "program.json", "program.npz",
-           "plan.json")
+           "plan.json", "contributions.json", "contributions.npz", "hashed_columns.bin")
 # A compiled model's other forms (silvanforge.plan.bands): form<N>.bin, form<N>_program.json/.npz, and
 # form<N>_tiling.npz where the form's tiling or node order came from a profile.
 FORM_MEMBER = re.compile(r"form(\d{1,3})(\.bin|_program\.json|_program\.npz|_tiling\.npz)")
@@ -115,6 +117,11 @@ class Artifact:
     forms: dict = dataclasses.field(default_factory=dict)
     # The other forms' profile-derived tilings by index (form<N>_tiling.npz's arrays).
     form_tilings: dict = dataclasses.field(default_factory=dict)
+    # SHAP contributions' tables (silvanforge.runtime.shap_arrays.saved): their record, parsed
+    # from contributions.json, and arrays; None where none were saved.
+    contributions: tuple[dict, dict] | None = None
+    # The machine code of the kernel of computed columns (silvanforge.inputs.hashed_rows), b"" if none.
+    hashed_columns: bytes = b""
 
 
 def _key(key, create: bool = False) -> bytes | None:
@@ -314,7 +321,15 @@ def _read(source, name: str, key: bytes | None) -> Artifact:
             forms[index] = (data[parts[0]], data[parts[1]], load_npz(data[parts[2]], f"{name}: {parts[2]}", budget))
         elif match and match.group(2) == "_tiling.npz":
             form_tilings[int(match.group(1))] = load_npz(data[member], f"{name}: {member}", budget)
-    return Artifact(meta, forest, blob, tiling, signed, has_manifest, program, plan, forms, form_tilings)
+    contributions = None
+    if "contributions.json" in data and "contributions.npz" in data:
+        try:
+            record = json.loads(data["contributions.json"].decode("utf-8"))
+        except (UnicodeDecodeError, ValueError, RecursionError):
+            raise ArtifactError(f"{name}: contributions.json is not JSON: damaged") from None
+        contributions = (record, load_npz(data["contributions.npz"], f"{name}: contributions.npz", budget))
+    return Artifact(meta, forest, blob, tiling, signed, has_manifest, program, plan, forms, form_tilings,
+                    contributions, bytes(data.get("hashed_columns.bin", b"")))
 
 
 def _meta(raw: bytes, name: str) -> dict:

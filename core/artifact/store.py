@@ -16,6 +16,7 @@ import numpy as np
 
 from silvanforge import __version__
 from silvanforge.artifact import archive
+from silvanforge.runtime import shap_arrays
 from silvanforge.runtime.compiled import CompiledForest
 from silvanforge.errors import ArtifactError, ArtifactWarning, InputError, IRVerificationError, ScheduleError
 from silvanforge.plan.forms import Form, host_key
@@ -28,6 +29,7 @@ from silvanforge.plan.bands import Band, bands_from_json, bands_to_json
 from silvanforge.plugins import registry
 from silvanforge.scheduler import parse_schedule
 from silvanforge.frontend.tiling import MAX_TILE_SIZE
+from silvanforge.inputs import hashed_kernel
 
 
 # ---------------------------------------------------------------- writing
@@ -79,9 +81,15 @@ def _parts(cf: CompiledForest) -> tuple[dict, dict, bytes, dict]:
     if cf.tuning is not None:
         plan["tuning"] = cf.tuning
     extra["plan.json"] = archive.json_bytes(plan)
+    kernel, tables = cf._contribution_tables or (None, None)
+    if kernel is not None:  # (the kernel's tables; NumPy's are made again)
+        arrays["contributions.npz"], record = shap_arrays.saved(tables, kernel.arg_layout)
+        extra["contributions.json"] = archive.json_bytes(record)
+    if cf.forest.hashed_combinations:  # the kernel of its computed columns too (compiled once a process)
+        code = hashed_kernel.kernel_artifact()
+        if code:
+            extra["hashed_columns.bin"] = code
     return meta, arrays, blob, extra
-
-
 
 
 def form_meta(form: Form) -> dict:
@@ -181,6 +189,8 @@ def load(source, name: str, key, trust_code: bool, forest: hir.Forest | None = N
         forms, bands = untuned_plan(forest, given.resolved())
         return CompiledForest(forest, forms, bands, time.perf_counter() - start)
     code_ok = trusted and meta["silvanforge"] == __version__
+    if code_ok and art.hashed_columns:
+        hashed_kernel.load_kernel(art.hashed_columns)
     stale = []
     main = _form(name, forest, meta, art.blob if code_ok else b"", art.program, tile_ids, stale)
     forms, bands = [main], [Band(1, None, 0)]
@@ -211,7 +221,11 @@ def load(source, name: str, key, trust_code: bool, forest: hir.Forest | None = N
     if stale:
         warnings.warn(f"{name}: its machine code was built for another host (CPU or LLVM); "
                       "compiling its model again", ArtifactWarning, stacklevel=4)
-    return CompiledForest(forest, forms, bands, time.perf_counter() - start, tuning=tuning)
+    cf = CompiledForest(forest, forms, bands, time.perf_counter() - start, tuning=tuning)
+    if code_ok and art.contributions is not None:
+        # (the kernel reads them as it trusts its code: from a trusted artifact of this version)
+        cf._saved_contributions = art.contributions
+    return cf
 
 
 def _form_tile_ids(name: str, art, index: int, entry: dict, forest: hir.Forest):

@@ -135,15 +135,9 @@ def frame_rows(X, memory: SchemaMemory, dtype: np.dtype):
     where it is none of those or its library's internals are not the ones read here."""
     module = type(X).__module__.split(".")[0]
     if module == "pandas":
-        mgr = getattr(X, "_mgr", None)
-        blocks = getattr(mgr, "blocks", None)
-        if blocks is None or not hasattr(X, "columns"):
+        key = _pandas_key(X, memory)
+        if key is None:
             return None
-        if len(blocks) == 1:  # (a frame built from one array: which block each column is in goes without saying)
-            key = ("pandas", memory.names(X.columns), _dtype_token(blocks[0].dtype), mgr.blklocs.tobytes())
-        else:
-            key = ("pandas", memory.names(X.columns), tuple(_dtype_token(b.dtype) for b in blocks),
-                   mgr.blknos.tobytes(), mgr.blklocs.tobytes())
         return memory.plan(key, lambda: _PandasPlan(X, memory, dtype)).rows(X, dtype)
     if module == "polars" and hasattr(type(X), "get_columns"):
         names = tuple(X.columns)
@@ -154,6 +148,33 @@ def frame_rows(X, memory: SchemaMemory, dtype: np.dtype):
         plan = memory.plan(("pyarrow", _ArrowKey(schema)), lambda: _ArrowPlan(X, memory))
         return plan.rows(X, dtype)
     return None
+
+
+def _pandas_key(X, memory: SchemaMemory, kind: str = "pandas"):
+    """The key of a pandas frame's schema (its names and blocks), or None where it is not a
+    frame of the pandas internals read here."""
+    mgr = getattr(X, "_mgr", None)
+    blocks = getattr(mgr, "blocks", None)
+    if blocks is None or not hasattr(X, "columns"):
+        return None
+    if len(blocks) == 1:  # (a frame built from one array: which block each column is in goes without saying)
+        return (kind, memory.names(X.columns), _dtype_token(blocks[0].dtype), mgr.blklocs.tobytes())
+    return (kind, memory.names(X.columns), tuple(_dtype_token(b.dtype) for b in blocks),
+            mgr.blknos.tobytes(), mgr.blklocs.tobytes())
+
+
+def hashed_frame_columns(X, memory: SchemaMemory, out: np.ndarray) -> list | None:
+    """For a model with categories known by hash (CatBoost's): the number columns of pandas
+    frame ``X`` written to ``out`` (n, num_features) in the model's order, and its categorical
+    features' values as the frame holds them (a block's array: pandas categories, Arrow
+    strings, objects, integers), ``[(feature, values)]``; None where ``X`` is not a pandas
+    frame read here.  The plan of its schema is kept in ``memory`` as other frames' are."""
+    if type(X).__module__.split(".")[0] != "pandas":
+        return None
+    key = _pandas_key(X, memory, "pandas hashed")
+    if key is None:
+        return None
+    return memory.plan(key, lambda: _HashedPandasPlan(X, memory, out.dtype)).read(X, out)
 
 
 def _dtype_token(dtype):
@@ -284,6 +305,48 @@ class _PandasPlan:
                 name, feature = what
                 out[:, feature] = pandas_column(X.iloc[:, at], name, self.labels.get(feature))
         return out
+
+
+class _HashedPandasPlan:
+    """A pandas frame of one block layout, for a model with categories known by hash: number
+    blocks copied with one assignment each, each categorical feature's values taken from its
+    block as they lie (hashed by :class:`silvanforge.inputs.hashed_rows.HashedInputs`), any
+    other column through the column reader."""
+
+    def __init__(self, X, memory: SchemaMemory, dtype: np.dtype):
+        names = memory.names(X.columns)
+        order = _order(names, memory.forest)
+        where = {column: feature for feature, column in enumerate(order)}
+        hashed = memory.forest.hashed_categories or {}
+        self.numbers, self.hashed, self.others = [], [], []
+        for b, block in enumerate(X._mgr.blocks):
+            columns = block.mgr_locs.as_array
+            two_d = getattr(block.values, "ndim", 1) == 2  # (an extension array is one column, 1-D)
+            numeric = isinstance(block.dtype, np.dtype) and block.dtype.kind in "biuf" and two_d
+            plain = []
+            for i, c in enumerate(columns):
+                f = where.get(c)
+                if f is None:
+                    continue
+                if f in hashed:
+                    self.hashed.append((f, b, i if two_d else None))
+                elif numeric:
+                    plain.append((i, f))
+                else:
+                    self.others.append((c, names[c], f))
+            if plain:
+                src, dest = (np.array(v, dtype=np.intp) for v in zip(*plain))
+                self.numbers.append((b, src, dest, _through_float64(block.dtype, dtype)))
+        self.hashed.sort()
+
+    def read(self, X, out: np.ndarray) -> list:
+        blocks = X._mgr.blocks
+        for b, src, dest, via in self.numbers:
+            values = blocks[b].values
+            out[:, dest] = (values[src].astype(np.float64) if via else values[src]).T
+        for column, name, feature in self.others:
+            out[:, feature] = pandas_column(X.iloc[:, column], name, None)
+        return [(f, blocks[b].values if i is None else blocks[b].values[i]) for f, b, i in self.hashed]
 
 
 def _nullable_number(dtype) -> bool:
@@ -530,4 +593,4 @@ class _ArrowLabels:
         return isinstance(other, _ArrowLabels) and self.dictionary.equals(other.dictionary)
 
 
-__all__ = ["FRAME_LIBRARIES", "SCHEMAS", "SchemaMemory", "frame_rows", "numbers_as_labels"]
+__all__ = ["FRAME_LIBRARIES", "SCHEMAS", "SchemaMemory", "frame_rows", "hashed_frame_columns", "numbers_as_labels"]

@@ -8,14 +8,18 @@ model knows).  :class:`HashedInputs` is built once a compiled model and does it 
 
 - a column's values are factorised (pandas categories' own codes, Arrow's dictionary for
   Arrow-backed strings, else ``pandas.factorize``) and only its distinct values are hashed,
-  each once a model (a bounded memo), sign-extended as CatBoost's ``int``;
+  each once a model (a bounded memo), sign-extended as CatBoost's ``int``; a frame's columns
+  are found by the plan of its schema (:func:`silvanforge.inputs.frames.hashed_frame_columns`),
+  and a column's codes are the model's across calls (:class:`_ColumnValues`), so that calls of
+  values seen before share the tables below;
 - the computed columns are filled by the target's kernel
   (:meth:`silvanforge.target.Target.hashed_columns_kernel`; the CPU's mixes the keys and looks
   them up a block of rows at a time) over flat arrays built here once: the distinct element
   lists (*chains*: a combination's CTRs share its key), each chain's keys in a cuckoo table
   (:func:`_table`) and each column's answer for each key and for any other; a chain whose
   call has fewer combinations of its elements' values (the call's distinct categories, bits)
-  than rows is looked up once a combination, in a table of the call's;
+  than rows is looked up once a combination, in a table of the call's, kept for the next
+  calls of the same values (:data:`DENSE_TABLES`);
 - without such a kernel, NumPy does the same: keys mixed element by element over all chains
   sharing a step, found by ``searchsorted`` (:meth:`HashedInputs.combination_codes`).
 
@@ -32,6 +36,22 @@ import numpy as np
 from silvanforge.inputs import category_hash
 from silvanforge.errors import InputError
 from silvanforge.ir.hir import Forest
+from silvanforge.inputs.hashed_kernel import (
+    CODE_STRIDE,
+    CODES,
+    COLUMN_STRIDE,
+    DENSE,
+    DENSE_AT,
+    DISTINCT,
+    DISTINCT_AT,
+    DISTINCT_COUNT,
+    FLOAT_STRIDE,
+    FLOATS,
+    ROW_STRIDE,
+    ROWS,
+    native_arrays,
+)
+from silvanforge.inputs.hashed_kernel import find_kernel as _kernel  # (tests replace it: no kernel)
 from silvanforge.runtime.threads import _get_pool
 
 # Distinct values a model remembers the hash of (a memo, cleared when full).
@@ -48,6 +68,18 @@ SCRATCH_BYTES = 32 << 20
 # (an entry costs about as much as this many rows read by the table: at 4 the table way took
 # 0.75x the time of hashing each row at 4096 rows, benchmarks/catboost_categories.py's model)
 TABLE_ENTRY_ROWS = 4
+# Distinct values a column keeps a code for across calls (then it starts again): a column's codes
+# are its values' positions in the model's list of that column's values seen so far, not in the
+# call's, so calls of the same values share their tables of combinations (below).
+COLUMN_VALUES = 1 << 12
+# Tables of combinations of a call's values (the kernel's ``dense``) a model keeps, keyed by
+# every column's table of values: a service's calls, of categories it has seen, build none
+# (building them took 0.8 ms of a 4096-row call, benchmarks/catboost_categories.py).
+DENSE_TABLES = 8
+# Rows from which a call's rows are laid out a column at a time, and the rows a column is
+# padded with (HashedInputs.rows).
+FORTRAN_ROWS = 256
+COLUMN_PAD = 16
 # Rows a thread's share of the computed columns has at least (fewer: one thread fills them;
 # 512-row calls split in two ran slower than on one thread on the 2 shared cores).
 THREAD_ROWS = 1024
@@ -132,6 +164,8 @@ class HashedInputs:
         self.offsets = np.asarray(offsets, dtype=np.intp)
         self._native = None  # (kernel, args block, arrays it points to), made at first use
         self._elements = elements
+        self._columns: dict = {}  # feature -> _ColumnValues (its values' codes across calls)
+        self._dense: dict = {}  # the identities of a call's tables of values -> their _Layout
 
     def _kernel_args(self):
         """The target's kernel of computed columns and its args block (rows and hashes left to
@@ -140,15 +174,17 @@ class HashedInputs:
             with self._lock:
                 if self._native is None:
                     kernel = _kernel()
-                    self._native = (None,) if kernel is None else (kernel,) + _native_arrays(self, kernel)
+                    self._native = (None,) if kernel is None else (kernel,) + native_arrays(self, kernel)
         return self._native if self._native[0] is not None else None
 
     # ------------------------------------------------------------------ a column's hashes
-    def hash_codes(self, values) -> tuple[np.ndarray, np.ndarray]:
+    def hash_codes(self, values, feature: int | None = None) -> tuple[np.ndarray, np.ndarray]:
         """(each value's code, the table of CatBoost's hashes by code) of a column's values (a
-        pandas Series, an array or a list): a hash as CatBoost's ``int``, sign-extended to
-        int64, :data:`MISSING` where a value is no category; the table's last entry is a
-        missing value's (code -1)."""
+        pandas Series or Categorical, an array or a list): a hash as CatBoost's ``int``,
+        sign-extended to int64, :data:`MISSING` where a value is no category; the table's last
+        entry is a missing value's (code -1).  A pandas category's codes are its own; other
+        values' are the call's, or with ``feature`` (the column's feature) the model's codes of
+        that column's values across calls (:class:`_ColumnValues`)."""
         categories = _pandas_categories(values)
         if categories is not None:  # a pandas category: its categories' hashes, worked out once
             found = self._category_tables.get(id(categories))
@@ -156,9 +192,20 @@ class HashedInputs:
                 if len(self._category_tables) >= CATEGORY_TABLES:
                     self._category_tables.clear()
                 found = self._category_tables[id(categories)] = (categories, self._hash_table(list(categories)))
-            return values.array.codes, found[1]  # (a Categorical's codes: -1 where missing)
-        codes, uniques = _factorise(values)
-        return codes, self._hash_table(uniques)
+            # (a Categorical's codes: -1 where missing)
+            return (values.codes if hasattr(values, "codes") else values.array.codes), found[1]
+        column = self._columns.get(feature) if feature is not None else None
+        if column is not None:
+            found = column.integer_codes(values)
+            if found is not None:
+                return found
+        codes, uniques, token = _factorise(values)
+        if feature is None:
+            return codes, self._hash_table(uniques)
+        if column is None:
+            with self._lock:
+                column = self._columns.setdefault(feature, _ColumnValues())
+        return column.codes(codes, uniques, self, token)
 
     def signed_hashes(self, values) -> np.ndarray:
         """CatBoost's hashes of a column's values as :meth:`hash_codes` gives them, a value each."""
@@ -203,18 +250,24 @@ class HashedInputs:
 
     # ------------------------------------------------------------------ combinations
     def rows(self, n: int, num_features: int, dtype: np.dtype) -> np.ndarray:
-        """An (n, num_features) array of ``dtype`` for a call's rows (C order: in Fortran order
-        the kernel of cb_cat, benchmarks/catboost_categories.py, took 1.6x as long at 4096 rows
-        and the computed columns 0.85x): this thread's own, kept
+        """An (n, num_features) array of ``dtype`` for a call's rows: this thread's own, kept
         for its next call (up to :data:`SCRATCH_BYTES`: a fresh one of megabytes costs a page
         fault a page as the kernel writes it), else a new one.  For a compiled model's calls,
-        which drop the rows before they return."""
-        size = n * num_features * dtype.itemsize
-        if size > SCRATCH_BYTES:
-            return np.empty((n, num_features), dtype=dtype)
-        kept = getattr(self._scratch, "rows", None)
+        which drop the rows before they return.  From :data:`FORTRAN_ROWS` rows a column at a
+        time (the kernel of computed columns writes a column's rows in a row, and reads the
+        inputs in place), each column :data:`COLUMN_PAD` rows longer than the array holds (a
+        column of 4096 float32 rows, 16 KiB, would put a row of every column in one set of the
+        caches); fewer rows in C order (a row's columns together for the forms that walk a few
+        rows).  Fortran order took 0.85x the time of C order to fill 512 and 4096 rows of
+        cb_cat (benchmarks/catboost_categories.py) and as long to walk."""
+        fortran = n >= FORTRAN_ROWS
+        if n * num_features * dtype.itemsize > SCRATCH_BYTES:
+            return _new_rows(n, num_features, dtype, fortran)
+        name = "fortran" if fortran else "rows"
+        kept = getattr(self._scratch, name, None)
         if kept is None or kept.dtype != dtype or kept.shape[1] != num_features or kept.shape[0] < n:
-            kept = self._scratch.rows = np.empty((max(n, 64), num_features), dtype=dtype)
+            kept = _new_rows(max(n, 64), num_features, dtype, fortran)
+            setattr(self._scratch, name, kept)
         return kept[:n]
 
     def fill(self, hashes: dict, rows: np.ndarray, threads: int = 1) -> None:
@@ -231,40 +284,35 @@ class HashedInputs:
                 rows[:, width:width + self.count] = self.combination_codes(signed, rows)
             return
         kernel, template, arrays = native
-        # hashes, codes and floats a column at a time (the kernel reads a column's rows in a row)
-        H = np.full((width, n), MISSING, dtype=np.int64)
-        codes = np.zeros((width, n), dtype=np.int32)
-        counts = np.zeros(width, dtype=np.int64)
-        for column, (code, table) in hashes.items():
-            H[column] = table[code]
-            codes[column] = np.where(code < 0, len(table) - 1, code)  # the last entry: missing
-            counts[column] = len(table)
-        tables = [hashes[c][1] if c in hashes else np.zeros(0, np.int64) for c in range(width)]
-        distinct = np.concatenate(tables + [np.zeros(2, np.int64)])  # (a bit's digit may read past a table)
-        distinct_at = np.cumsum([0] + [len(t) for t in tables[:-1]]).astype(np.int64)
+        layout = self._layout(hashes, kernel, arrays)
+        # codes a column at a time (the kernel reads a column's rows in a row; -1: missing)
+        codes = np.empty((width, n), dtype=np.int32)
+        for column, (code, _) in hashes.items():
+            codes[column] = code
         # the chains read by a table of the call's values (a digit an element: a category's code
         # among the call's distinct values, a bit): those whose table has fewer entries than rows
-        radix = np.where(arrays["element_kind"] == kernel.kinds["cat"], counts[arrays["element_column"]], 2)
-        size = np.multiply.reduceat(radix.astype(np.float64), arrays["chain_elements"][:-1])
-        chosen = (size * TABLE_ENTRY_ROWS <= n) & arrays["dense_ok"]
-        size = np.where(chosen, size, 0).astype(np.int64)
-        dense_at = np.where(chosen, np.cumsum(size) - size, -1).astype(np.int64)
-        dense = np.empty(max(1, int(size.sum())), dtype=np.int32)
+        chosen = layout.need <= n
+        dense_at, dense = layout.dense.get(chosen.tobytes(), (None, None))
+        build = dense_at is None
+        if build:
+            size = np.where(chosen, layout.size, 0).astype(np.int64)
+            dense_at = np.where(chosen, np.cumsum(size) - size, -1).astype(np.int64)
+            dense = np.empty(max(1, int(size.sum())), dtype=np.int32)
         row_stride, column_stride = (st // rows.itemsize for st in rows.strides)
         if rows.dtype == np.float32 and row_stride == 1:  # columns in a row (Fortran order): read in place
             F, float_stride = rows, column_stride
         else:
             F, float_stride = np.ascontiguousarray(rows[:, :width].T, dtype=np.float32), n
         args = template.copy()
-        args[_ROWS], args[_ROW_STRIDE], args[_COLUMN_STRIDE] = rows.ctypes.data, row_stride, column_stride
-        args[_HASHES], args[_HASH_STRIDE] = H.ctypes.data, n
-        args[_FLOATS], args[_FLOAT_STRIDE] = F.ctypes.data, float_stride
-        args[_CODES], args[_CODE_STRIDE] = codes.ctypes.data, n
-        args[_DISTINCT], args[_DISTINCT_AT], args[_DISTINCT_COUNT] = (distinct.ctypes.data, distinct_at.ctypes.data,
-                                                                      counts.ctypes.data)
-        args[_DENSE_AT], args[_DENSE] = dense_at.ctypes.data, dense.ctypes.data
-        if chosen.any():
-            kernel.tables(args.ctypes.data)
+        args[ROWS], args[ROW_STRIDE], args[COLUMN_STRIDE] = rows.ctypes.data, row_stride, column_stride
+        args[FLOATS], args[FLOAT_STRIDE] = F.ctypes.data, float_stride
+        args[CODES], args[CODE_STRIDE] = codes.ctypes.data, n
+        args[DISTINCT], args[DISTINCT_AT], args[DISTINCT_COUNT] = layout.addresses
+        args[DENSE_AT], args[DENSE] = dense_at.ctypes.data, dense.ctypes.data
+        if build:  # the call's tables of combinations, kept for calls of the same values
+            if chosen.any():
+                kernel.tables(args.ctypes.data)
+            layout.dense[chosen.tobytes()] = (dense_at, dense)
         parts = max(1, min(threads, n // THREAD_ROWS))
         if parts == 1:
             kernel.run(args.ctypes.data, 0, n, rows.dtype.itemsize)
@@ -278,6 +326,23 @@ class HashedInputs:
         finally:
             for f in futures:
                 f.result()
+
+    def _layout(self, hashes: dict, kernel, arrays) -> _Layout:
+        """The :class:`_Layout` of a call's tables of values (each column's, from
+        :meth:`hash_codes`), kept by the tables themselves: a model's tables of a column are
+        the same arrays from call to call while its values are the same (a pandas category's,
+        :class:`_ColumnValues`'), so a call of values seen before works out nothing here."""
+        tables = tuple(hashes[c][1] if c in hashes else None for c in range(self.width))
+        key = tuple(map(id, tables))
+        found = self._dense.get(key)
+        if found is not None and all(a is b for a, b in zip(found.tables, tables)):
+            return found
+        found = _Layout(tables, kernel, arrays)
+        with self._lock:
+            if len(self._dense) >= DENSE_TABLES:
+                self._dense.clear()
+            self._dense[key] = found
+        return found
 
     def combination_codes(self, hashes: dict, values: np.ndarray) -> np.ndarray:
         """(n, combinations) answers of every computed column: its value of the row's key (a
@@ -325,127 +390,120 @@ class HashedInputs:
 
 
 
+def _new_rows(capacity: int, num_features: int, dtype: np.dtype, fortran: bool) -> np.ndarray:
+    """(capacity, num_features) rows of ``dtype``: in C order, or a column at a time with
+    columns :data:`COLUMN_PAD` rows longer than ``capacity``."""
+    if not fortran:
+        return np.empty((capacity, num_features), dtype=dtype)
+    return np.empty((num_features, capacity + COLUMN_PAD), dtype=dtype)[:, :capacity].T
+
+
+class _Layout:
+    """A call's tables of values as the kernel reads them (:meth:`HashedInputs.fill`): every
+    column's distinct hashes in one array (``addresses``: it, each column's first and count),
+    each chain's size of its table of combinations of those values (``size``) and the rows a
+    call has from which that table is read (``need``: infinite where the kernel cannot), and
+    the tables of combinations built so far, by the chains a call reads so."""
+
+    __slots__ = ("_keep", "addresses", "dense", "need", "size", "tables")
+
+    def __init__(self, tables: tuple, kernel, arrays: dict):
+        self.tables = tables  # (held: the key is their identities)
+        lengths = [0 if t is None else len(t) for t in tables]
+        counts = np.asarray(lengths, dtype=np.int64)
+        # (a bit's digit may read past a table)
+        distinct = np.concatenate([t for t in tables if t is not None] + [np.zeros(2, np.int64)])
+        at = np.cumsum([0] + lengths[:-1]).astype(np.int64)
+        self._keep = (distinct, at, counts)
+        self.addresses = (distinct.ctypes.data, at.ctypes.data, counts.ctypes.data)
+        radix = np.where(arrays["element_kind"] == kernel.kinds["cat"], counts[arrays["element_column"]], 2)
+        self.size = np.multiply.reduceat(radix.astype(np.float64), arrays["chain_elements"][:-1])
+        self.need = np.where(arrays["dense_ok"], self.size * TABLE_ENTRY_ROWS, np.inf)
+        self.dense: dict = {}  # chains read by a table (bytes of a bool a chain) -> (dense_at, dense)
+
+
+class _ColumnValues:
+    """A column's values a model has seen (up to :data:`COLUMN_VALUES`, then it starts again),
+    each with a code in order of first sight, and their hashes: the same values get the same
+    codes and table in every call, so a call's tables of combinations are found again
+    (:meth:`HashedInputs.fill`).  ``state`` (the codes by value, the hash table) is replaced in
+    one assignment, so a call reads one whole state while another adds values."""
+
+    __slots__ = ("integers", "last", "state")
+
+    def __init__(self):
+        self.state = ({}, np.full(1, MISSING, dtype=np.int64))
+        self.last = None  # (state, token, remap) of the last call's distinct values
+        self.integers = None  # (state, lowest, codes by integer from it: -1 unseen), its integers'
+
+    def integer_codes(self, values) -> tuple[np.ndarray, np.ndarray] | None:
+        """(codes, table) of a 1-D NumPy array of integers whose every value the state holds,
+        looked up in a table over their span (categories given as codes); else None."""
+        found = self.integers
+        if found is None or type(values) is not np.ndarray or values.ndim != 1 or values.dtype.kind not in "iu" \
+                or not len(values) or found[0] is not self.state:
+            return None
+        state, lowest, lut = found
+        if values.min() < lowest or values.max() >= lowest + len(lut):
+            return None
+        codes = lut[values.astype(np.int64, copy=False) - lowest]  # (within the span: int64 holds them)
+        return (codes, state[1]) if codes.min() >= 0 else None
+
+    def _integers(self, state: tuple) -> None:
+        """The table of :meth:`integer_codes` for ``state``, where its integers span little."""
+        known = [(v, code) for (kind, v), code in state[0].items() if kind is int]
+        if not known:
+            return
+        values = [v for v, _ in known]
+        lowest, highest = min(values), max(values)
+        if highest - lowest < INTEGER_SPAN:
+            lut = np.full(highest - lowest + 1, -1, dtype=np.intp)
+            lut[np.asarray(values) - lowest] = [code for _, code in known]
+            self.integers = (state, lowest, lut)
+
+    def codes(self, local: np.ndarray, uniques: list, hashing: HashedInputs, token=None) -> tuple[np.ndarray, np.ndarray]:
+        """The model's codes (-1 missing) of a call's codes ``local`` of its ``uniques``, and the
+        table.  ``token`` (an Arrow dictionary, or a tuple of integers: the uniques, with their
+        types) tells the same distinct values as the last call's, whose codes are then reused."""
+        last, state = self.last, self.state
+        if token is not None and last is not None and last[0] is state and _same_values(last[1], token):
+            return last[2][local], state[1]
+        try:
+            keys = [(type(v), v) for v in uniques]  # (keyed by type too, as the memo of hashes)
+            if not all(k in state[0] for k in keys):
+                with hashing._lock:
+                    index, table = self.state
+                    if len(index) + len(keys) > COLUMN_VALUES:  # full: start again
+                        index, table = {}, table[-1:]
+                    index = dict(index)
+                    new = [(k, v) for k, v in zip(keys, uniques) if k not in index]
+                    for k, _ in new:
+                        index[k] = len(index)
+                    added = hashing._hash_table([v for _, v in new])
+                    # (added ends with MISSING)
+                    state = self.state = (index, np.concatenate([table[:-1], added]))
+            index = state[0]
+            remap = np.append(np.fromiter((index[k] for k in keys), dtype=np.intp, count=len(keys)), -1)
+        except TypeError:  # a value that is no dict key: the call's own codes
+            return local, hashing._hash_table(uniques)
+        if token is not None:
+            self.last = (state, token, remap)  # (the state these codes are of)
+            if type(token) is tuple and (self.integers is None or self.integers[0] is not state):
+                self._integers(state)
+        return remap[local], state[1]
+
+
+def _same_values(a, b) -> bool:
+    """Whether two tokens of distinct values (:meth:`_ColumnValues.codes`) are the same values."""
+    if type(a) is tuple:
+        return type(b) is tuple and a == b
+    return type(b) is not tuple and a.equals(b)
+
+
 def _unsigned(signed: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(the unsigned 32-bit hashes as uint64, which values are categories) of signed hashes."""
     ok = signed < (1 << 31)
     return (signed & 0xFFFFFFFF).astype(np.uint64), ok
-
-
-# What a call sets in the kernel's args block, its first entries (Target.hashed_columns_kernel).
-_CALL_ARGS = ("rows", "row_stride", "column_stride", "hashes", "hash_stride", "floats", "float_stride",
-              "codes", "code_stride", "distinct", "distinct_at", "distinct_count", "dense_at", "dense")
-(_ROWS, _ROW_STRIDE, _COLUMN_STRIDE, _HASHES, _HASH_STRIDE, _FLOATS, _FLOAT_STRIDE, _CODES, _CODE_STRIDE,
- _DISTINCT, _DISTINCT_AT, _DISTINCT_COUNT, _DENSE_AT, _DENSE) = range(len(_CALL_ARGS))
-
-
-def _kernel():
-    """The kernel of computed columns of an installed target (they all run on the host;
-    the CPU target's first), or None."""
-    from silvanforge.plugins import registry
-
-    r = registry()
-    for name in sorted(r.targets(), key=lambda t: t != "cpu"):
-        try:
-            kernel = r.target(name).hashed_columns_kernel()
-        except Exception:  # a target that cannot build it here (no LLVM): the next one
-            continue
-        if kernel is not None and tuple(kernel.arg_layout[:len(_CALL_ARGS)]) == _CALL_ARGS:
-            return kernel
-    return None
-
-
-def _slots(keys: np.ndarray, shift: int, fold: int, multiplier: int) -> np.ndarray:
-    """Each key's slot by one of the kernel's hashes (``kernel.ways``) in a table of
-    ``2 ** (64 - shift)``."""
-    with np.errstate(over="ignore"):
-        return ((keys ^ (keys >> np.uint64(fold))) * np.uint64(multiplier)) >> np.uint64(shift)
-
-
-def _table(keys: np.ndarray, ways: tuple) -> tuple[np.ndarray, np.ndarray, int]:
-    """``keys`` (sorted, distinct) in a cuckoo table of at least twice their number, each in one
-    of its two slots (doubled until they all fit): (the slots' keys, an empty slot's none of
-    ``keys``; their answer index: the key's rank, an empty slot's the unknown index
-    ``len(keys)``; and the hashes' shift)."""
-    known = set(keys.tolist())
-    empty = next(k for k in range(len(keys) + 1) if k not in known)  # an empty slot's key: none of them
-    bits = max(1, int(2 * len(keys) - 1).bit_length())
-    while True:
-        size, shift = 1 << bits, 64 - bits
-        homes = [_slots(keys, shift, *w).tolist() for w in ways]
-        slot_rank = [-1] * size
-        fits = True
-        for rank in range(len(keys)):
-            moving, way = rank, 0
-            for _ in range(4 * bits + 8):  # kicks: an old key moves to its other slot
-                at = homes[way][moving]
-                moving, slot_rank[at] = slot_rank[at], moving
-                if moving < 0:
-                    break
-                way = 1 if homes[0][moving] == at else 0
-            else:
-                fits = False
-                break
-        if fits:
-            ranks = np.asarray(slot_rank, dtype=np.int64)
-            skey = np.where(ranks >= 0, keys[np.maximum(ranks, 0)] if len(keys) else 0, np.uint64(empty))
-            sanswer = np.where(ranks >= 0, ranks, len(keys)).astype(np.int32)
-            return skey.astype(np.uint64), sanswer, shift
-        bits += 1
-
-
-def _native_arrays(reading: "HashedInputs", kernel) -> tuple:
-    """The args block of ``kernel`` for ``reading``'s model (rows and hashes left 0) and the
-    arrays it points to (kept alive with it): elements by chain, each chain's keys in an
-    open-addressing table of twice their number or more (linear probing; a slot's answer
-    index is the key's rank among the chain's sorted keys), and the columns' answers."""
-    elements = reading._elements
-    kinds = kernel.kinds
-    flat = [e for chain in elements for e in chain]
-    starts = np.cumsum([0] + [len(c) for c in elements]).astype(np.int64)
-
-    def signed(v):
-        v = int(v) & 0xFFFFFFFF
-        return v - (1 << 32) if v >= 1 << 31 else v
-
-    arrays = {
-        "chains": len(elements),
-        "chain_elements": starts,
-        "element_kind": np.asarray([kinds[e[0]] for e in flat], dtype=np.int8),
-        "element_column": np.asarray([int(e[1]) for e in flat], dtype=np.int32),
-        "element_border": np.asarray([e[2] if e[0] == "float" else 0.0 for e in flat], dtype=np.float32),
-        "element_nan_true": np.asarray([bool(e[3]) if e[0] == "float" else False for e in flat], dtype=np.int8),
-        "element_hash": np.asarray([signed(e[2]) if e[0] == "onehot" else 0 for e in flat], dtype=np.int64),
-    }
-    table_at, shifts, slot_keys, slot_answers, at = [], [], [], [], 0
-    for keys in reading.chain_keys:
-        skey, sanswer, shift = _table(keys, kernel.ways)
-        table_at.append(at)
-        shifts.append(shift)
-        slot_keys.append(skey)
-        slot_answers.append(sanswer)
-        at += len(skey)
-    # chains a table of a call's values may read (its digits fit the kernel's)
-    arrays["dense_ok"] = np.asarray([0 < len(chain) <= kernel.max_elements for chain in elements], dtype=bool)
-    order = np.argsort(reading.chain_of, kind="stable")  # columns by chain
-    arrays.update({
-        "chain_table": np.asarray(table_at, dtype=np.int64),
-        "chain_shift": np.asarray(shifts, dtype=np.int64),
-        "chain_unknown": np.asarray([len(k) for k in reading.chain_keys], dtype=np.int64),
-        "slot_key": np.concatenate(slot_keys).view(np.int64),
-        "slot_answer": np.concatenate(slot_answers),
-        "chain_columns": np.searchsorted(reading.chain_of[order], np.arange(len(elements) + 1)).astype(np.int64),
-        "column_out": (reading.width + order).astype(np.int64),
-        "column_answers": reading.offsets[order].astype(np.int64),
-        "answers": reading.table,
-    })
-    block = np.zeros(len(kernel.arg_layout), dtype=np.int64)
-    for k, name in enumerate(kernel.arg_layout):
-        value = arrays.get(name)
-        if isinstance(value, np.ndarray):
-            block[k] = value.ctypes.data if value.size else 0
-        elif value is not None:
-            block[k] = value
-    return block, arrays
 
 
 def _columns(rows: list, width: int):
@@ -489,27 +547,34 @@ def _pandas_categories(values):
     return None
 
 
-def _factorise(values) -> tuple[np.ndarray, list]:
-    """(codes, distinct values) of a column: code -1 for a missing value (None, NaN, pandas
-    NA), which the last slot of the caller's tables answers (not a category)."""
+def _factorise(values) -> tuple[np.ndarray, list, object]:
+    """(codes, distinct values, a token of them or None) of a column: code -1 for a missing
+    value (None, NaN, pandas NA), which the last slot of the caller's tables answers (not a
+    category).  The token (:meth:`_ColumnValues.codes`) is Arrow's dictionary of strings, or
+    the integers themselves."""
     module = type(values).__module__.split(".")[0]
     if module == "pandas" and str(getattr(values, "dtype", "")) == "category":
         codes = values.cat.codes.to_numpy()
-        return codes.astype(np.intp), list(values.cat.categories)
+        return codes.astype(np.intp), list(values.cat.categories), None
     ints = _small_integers(values, module)
     if ints is not None:
-        return ints
-    try:
-        backing = values.array if module == "pandas" else None  # (a Series' extension array)
-    except AttributeError:
-        backing = None
+        return ints[0], ints[1], tuple(ints[1])
+    backing = None
+    if module == "pandas":
+        try:
+            backing = values.array  # (a Series' extension array)
+        except AttributeError:  # (one a frame's block holds)
+            backing = values
     if type(backing).__name__.startswith("Arrow"):  # Arrow-backed (pandas' default strings): Arrow's dictionary
         import pyarrow.compute as pc
 
         chunks = backing.__arrow_array__()
-        encoded = pc.dictionary_encode(chunks.combine_chunks() if hasattr(chunks, "combine_chunks") else chunks)
-        codes = pc.fill_null(encoded.indices, -1).to_numpy(zero_copy_only=False)
-        return codes.astype(np.intp), encoded.dictionary.to_pylist()
+        if hasattr(chunks, "combine_chunks"):
+            chunks = chunks.chunk(0) if chunks.num_chunks == 1 else chunks.combine_chunks()
+        encoded = pc.dictionary_encode(chunks)
+        indices = encoded.indices
+        codes = (pc.fill_null(indices, -1) if indices.null_count else indices).to_numpy(zero_copy_only=False)
+        return codes.astype(np.intp), encoded.dictionary.to_pylist(), encoded.dictionary
     try:
         import pandas as pd
     except ImportError:  # no pandas: a dict of the distinct values
@@ -517,7 +582,7 @@ def _factorise(values) -> tuple[np.ndarray, list]:
         codes = np.empty(len(values), dtype=np.intp)
         for i, v in enumerate(values.tolist() if hasattr(values, "tolist") else values):
             codes[i] = seen.setdefault(v, len(seen)) if v is not None else -1
-        return codes, list(seen)
+        return codes, list(seen), None
     if module != "pandas":
         values = np.asarray(values) if not isinstance(values, np.ndarray) else values
         if values.dtype.kind not in "biufOUS":
@@ -525,4 +590,4 @@ def _factorise(values) -> tuple[np.ndarray, list]:
         if values.dtype.kind in "US":
             values = values.astype(object)
     codes, uniques = pd.factorize(values, use_na_sentinel=True)
-    return np.asarray(codes, dtype=np.intp), list(uniques)
+    return np.asarray(codes, dtype=np.intp), list(uniques), None

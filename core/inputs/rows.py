@@ -29,7 +29,7 @@ import numpy as np
 
 from silvanforge.inputs.columns import Labels, arrow_column, column_order, numbers_as_labels, pandas_column, polars_column
 from silvanforge.errors import InputError
-from silvanforge.inputs.frames import FRAME_LIBRARIES, SchemaMemory, frame_rows
+from silvanforge.inputs.frames import FRAME_LIBRARIES, SchemaMemory, frame_rows, hashed_frame_columns
 from silvanforge.inputs.hashed_rows import HashedInputs
 from silvanforge.inputs.records import is_records, records_matrix
 from silvanforge.ir.hir import Forest
@@ -59,7 +59,7 @@ def as_rows(X, forest: Forest, dtype: np.dtype, memory: SchemaMemory | None = No
             return X.astype(dtype, copy=False)
     if hashed:
         if memory is not None:
-            return _hashed_rows(X, forest, dtype, memory.hashing(), threads, reuse=True)
+            return _hashed_rows(X, forest, dtype, memory.hashing(), threads, memory)
         return _hashed_rows(X, forest, dtype, HashedInputs(forest), threads)
     if type(X) is np.ndarray:
         return check_rows(X, forest.num_features, dtype, forest.wider_rows)
@@ -96,11 +96,36 @@ def as_rows(X, forest: Forest, dtype: np.dtype, memory: SchemaMemory | None = No
 
 
 def _hashed_rows(X, forest: Forest, dtype: np.dtype, hashing: HashedInputs, threads: int | None = 1,
-                 reuse: bool = False) -> np.ndarray:
+                 memory: SchemaMemory | None = None) -> np.ndarray:
     """Rows of a model with categories known by hash (CatBoost): its categorical columns'
     values (strings, integers, pandas categories; in arrays of any dtype) hashed and replaced
     by their codes, every other column read as numbers, and the computed columns of
-    ``Forest.hashed_combinations`` appended (:class:`silvanforge.inputs.hashed_rows.HashedInputs`)."""
+    ``Forest.hashed_combinations`` appended (:class:`silvanforge.inputs.hashed_rows.HashedInputs`).
+    With ``memory`` (the compiled model's), a pandas frame is read by the plan of its schema
+    and the rows are the calling thread's array for its next call too."""
+    # rows of the kernel's dtype made here (the numbers rounded once, as check_rows would)
+    dtype = np.dtype(dtype if dtype in (np.float32, np.float64) else np.float64)
+
+    def rows(n):
+        return hashing.rows(n, forest.num_features, dtype) if memory is not None else \
+            np.empty((n, forest.num_features), dtype=dtype)
+    columns = None
+    if memory is not None and type(X).__module__.split(".")[0] == "pandas" and hasattr(X, "_mgr"):
+        out = rows(len(X))
+        columns = hashed_frame_columns(X, memory, out)
+    if columns is None:
+        out, columns = _hashed_columns(X, forest, rows)
+    hashes = {}
+    for feature, values in columns:
+        hashes[feature] = codes, table = hashing.hash_codes(values, feature)
+        out[:, feature] = hashing.codes(feature, table)[codes]  # (code -1, missing: the table's last)
+    hashing.fill(hashes, out, default_threads() if threads is None else check_threads(threads))
+    return check_rows(out, forest.num_features, dtype, forest.wider_rows)
+
+
+def _hashed_columns(X, forest: Forest, rows) -> tuple[np.ndarray, list]:
+    """Rows ``rows(n)`` of any input with their number columns read, and its categorical
+    features' values, ``[(feature, values)]`` (column by column: :func:`_hashed_rows`)."""
     hashed = forest.hashed_categories or {}
     width = forest.input_features
     if _frame(X) is not None:
@@ -121,7 +146,8 @@ def _hashed_rows(X, forest: Forest, dtype: np.dtype, hashing: HashedInputs, thre
     else:
         arr = np.asarray(X)
         if arr.ndim != 2 or arr.dtype.kind not in "biufOUS":
-            return check_rows(X, width, dtype, forest.wider_rows)  # its error message
+            check_rows(X, width, np.float64, forest.wider_rows)  # its error message
+            raise InputError(f"rows of dtype {arr.dtype} cannot be read")
         if arr.shape[1] != width and not (forest.wider_rows and arr.shape[1] > width):
             raise InputError(f"the model expects {width} features per row, got {arr.shape[1]}")
         n = arr.shape[0]
@@ -135,18 +161,14 @@ def _hashed_rows(X, forest: Forest, dtype: np.dtype, hashing: HashedInputs, thre
 
         def raw(feature):
             return arr[:, feature]
-    # rows of the kernel's dtype made here (the numbers rounded once, as check_rows would)
-    dtype = np.dtype(dtype if dtype in (np.float32, np.float64) else np.float64)
-    out = hashing.rows(n, forest.num_features, dtype) if reuse else np.empty((n, forest.num_features), dtype=dtype)
-    hashes = {}
+    out = rows(n)
+    values = []
     for feature in range(width):
         if feature in hashed:
-            hashes[feature] = codes, table = hashing.hash_codes(raw(feature))
-            out[:, feature] = hashing.codes(feature, table[codes])
+            values.append((feature, raw(feature)))
         else:
             out[:, feature] = number(feature)
-    hashing.fill(hashes, out, default_threads() if threads is None else check_threads(threads))
-    return check_rows(out, forest.num_features, dtype, forest.wider_rows)
+    return out, values
 
 
 def _to_pandas(X):

@@ -52,6 +52,12 @@ class CompiledForest:
         # (kernel, tables) of SHAP contributions, made at their first request: a target's kernel and
         # silvanforge.runtime.shap_arrays', or None and silvanforge.runtime.contributions'.
         self._contribution_tables = None
+        # (record, arrays) of the tables a trusted artifact kept (silvanforge.runtime.shap_arrays.saved),
+        # taken at the first request where the kernel's argument layout is theirs; and a
+        # function that writes this model's code-cache entry again (set by a cached compile),
+        # called once they are made here.
+        self._saved_contributions = None
+        self._keep = None
         self._outputs_lock = threading.Lock()
         self._install(list(forms), list(bands) if bands is not None else [Band(1, None, 0)])
 
@@ -274,7 +280,10 @@ class CompiledForest:
         symmetric trees' tables by leaf (a row then costs an add a feature of each tree), then
         leaf paths' pattern tables; what does not fit is computed a row at a time.  A target's
         compiled evaluator where one is installed (:mod:`silvanforge.runtime.shap_arrays`),
-        else NumPy's (:mod:`silvanforge.runtime.contributions`).  Returns (kernel, tables)."""
+        else NumPy's (:mod:`silvanforge.runtime.contributions`).  A model loaded from an
+        artifact (a file, a pickle, the code cache) that kept the kernel's tables takes them
+        from it, where the kernel reads them as they were laid out; tables made here go into
+        this model's code-cache entry.  Returns (kernel, tables)."""
         budget = contributions.TABLE_BYTES if table_bytes is None else int(table_bytes)
         if budget < 0:
             raise InputError(f"table_bytes must be 0 or more, got {table_bytes!r}")
@@ -282,10 +291,22 @@ class CompiledForest:
             if self._contribution_tables is None or table_bytes is not None:
                 forest = self.forest
                 kernel = shap_arrays.kernel_for(self.target)
-                flat = shap_arrays.arrays(forest, budget, kernel=kernel) if kernel is not None else None
+                saved, self._saved_contributions = self._saved_contributions, None
+                flat = None
+                if kernel is not None and saved is not None and table_bytes is None:
+                    flat = shap_arrays.restored(saved[1], saved[0], kernel.arg_layout)
+                made = flat is None
+                if made and kernel is not None:
+                    flat = shap_arrays.arrays(forest, budget, kernel=kernel)
                 self._contribution_tables = ((kernel, flat) if flat is not None and shap_arrays.fits(flat, kernel)
                                              else (None, contributions.tables(forest, budget)))
-            return self._contribution_tables
+                made = made and kernel is not None
+            else:
+                made = False
+            tables = self._contribution_tables
+        if made and self._keep is not None:
+            self._keep(self)
+        return tables
 
     def output_model(self, kind: str) -> "CompiledForest":
         """The compiled model whose predictions are ``kind`` of this one ("pred_leaf",

@@ -11,11 +11,13 @@ installed target has a kernel); these arrays lay the same paths out in the order
 walk meets their leaves, each path saying how many of its first nodes it shares with the one
 before, so a row decides each node of a tree once.
 
-The arrays (P paths, N nodes of all trees, per tree ``tree_paths``):
+The arrays (P paths, per tree ``tree_paths``):
 
-- ``tree_paths`` (trees + 1): each tree's first path; ``path_nodes`` (P + 1): each path's first
-  entry of ``node`` (global node index), ``side`` (1: the path goes left) and ``slot`` (which of
-  its distinct features the node tests); ``prefix`` (P): entries shared with the path before.
+- ``tree_paths`` (trees + 1): each tree's first path; ``prefix`` (P): nodes shared with the path
+  before; ``path_nodes`` (P + 1): each path's first entry of ``step``, one int32 for each of its
+  nodes past the prefix (all a tree's paths need: the rest is the path before's): the node's
+  split counted in its tree (bits 8 and up), whether the path goes left there (bit 7) and which
+  of the path's distinct features it tests (bits 0-6).
 - ``depth`` (P): distinct features ``d``; ``path_features`` (P): the first of its ``d`` entries of
   ``feature``, ``zero`` (the cover fraction following the path there) and ``ratio`` (``(1 - z) /
   z``); ``table_at`` (P): where its pattern table (``2**d`` values of ``U``) starts in ``table``,
@@ -23,14 +25,20 @@ The arrays (P paths, N nodes of all trees, per tree ``tree_paths``):
   -1 where it has none (a zero fraction, or ``d`` above ``TABLE_MAX_D``).
 - ``path_values`` (P + 1): each path's first entry of ``column`` (``output * (features + 1)``)
   and ``value`` (the leaf's value for that output, scaled for averages).
-- Per node: ``split_feature``, ``threshold`` (float64: the model's thresholds widened exactly),
-  ``op`` (:class:`~silvanforge.ir.hir.Op`), ``default_left``, ``zero_missing``, ``category_at``
-  (-1, or where its set starts in ``category_in``, one byte a category) and ``category_count``.
+- Per split (a tree's internal nodes in preorder, ``tree_splits`` (trees + 1) each tree's
+  first; ``step`` and ``level_node`` count splits, ``step`` from its tree's first):
+  ``split_record``, two int64 words a split, so that deciding it reads one record: the
+  threshold's float64 bits (the model's threshold widened exactly), or for a categorical split
+  where its set starts in ``category_bits`` (uint32 words, a bit a category) and the number of
+  categories above it (high 32 bits); then the feature (low 32 bits), the op
+  (:class:`~silvanforge.ir.hir.Op`, bits 32-39), default left (bit 40), zero as missing (bit
+  48) and categorical (bit 56).  ``max_splits``: the most splits of a tree (a call's scratch
+  holds that many decisions a row).
 - ``quad_at`` (by d), ``quad_t``, ``quad_w``: Gauss-Legendre points and weights on [0, 1],
   ``(d + 1) // 2`` of them for paths of ``d`` features (exact for the degree ``d - 1`` integrand);
   ``coalition_at`` (by d), ``coalition_w``: the Shapley weights of coalitions of 0 to ``d``.
 - Symmetric trees tabled by leaf: ``tree_levels`` (0: walked by paths), ``level_at`` and
-  ``level_node`` (a node of each level), ``leaf_table_at``, ``leaf_table`` (a row a leaf),
+  ``level_node`` (a split of each level), ``leaf_table_at``, ``leaf_table`` (a row a leaf),
   ``column_at``, ``table_columns`` and ``leaf_column`` (the phi column of each entry).
 - Counts: ``row_stride``, ``phi_stride``, ``category_rule`` (0 XGBoost, 1 LightGBM, 2 exact),
   ``use_tables`` (0: every path by its integral), ``zero_bound`` (ZERO_THRESHOLD's float64 bits).
@@ -84,6 +92,32 @@ class Arrays:
         return got
 
 
+def saved(a: Arrays, layout: tuple[str, ...]) -> tuple[dict, dict]:
+    """``a`` as an artifact keeps it: its arrays (and the bias), and a JSON-able record of the
+    kernel argument ``layout`` they were made for, the counts and the sizes."""
+    arrays = {name: v for name, v in a.named.items() if isinstance(v, np.ndarray)}
+    arrays["bias"] = np.asarray(a.bias, np.float64)
+    return arrays, {"layout": list(layout), "counts": {k: int(v) for k, v in a.named.items()
+                                                       if not isinstance(v, np.ndarray)},
+                    "sizes": [a.num_trees, a.num_outputs, a.num_features, a.max_path, a.max_depth]}
+
+
+def restored(arrays: dict, record: dict, layout: tuple[str, ...]) -> Arrays | None:
+    """The :class:`Arrays` :func:`saved` kept, or None where they were made for another kernel
+    argument ``layout`` (or are not whole): the caller makes them again."""
+    try:
+        if record["layout"] != list(layout):
+            return None
+        named = {k: int(v) for k, v in record["counts"].items()}
+        named.update({k: v for k, v in arrays.items() if k != "bias"})
+        if any(name not in named for name in layout if name != "use_tables"):
+            return None
+        trees, outputs, features, longest, most = (int(v) for v in record["sizes"])
+        return Arrays(named, np.asarray(arrays["bias"], np.float64), trees, outputs, features, longest, most)
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
 def arrays(forest: Forest, table_bytes: int = paths_math.TABLE_BYTES, kernel=None) -> Arrays:
     """The flat arrays of ``forest`` (raises ``UnsupportedModelError`` where
     :func:`~silvanforge.runtime.contributions.refusal` says why), with tables for up to
@@ -102,11 +136,10 @@ def arrays(forest: Forest, table_bytes: int = paths_math.TABLE_BYTES, kernel=Non
     bias = np.asarray(forest.base_score, np.float64) * 1.0 + np.zeros(K)
     by_leaf, leaf_bias = _leaf_tables(forest, scale, table_bytes, getattr(kernel, "leaf_table", None))
     bias += leaf_bias
-    tree_paths, path_nodes, prefix = [0], [0], []
-    node, side, slot = [], [], []
+    splits = _split_records(forest)
+    tree_paths, path_nodes, prefix, step, longest = [0], [0], [], [], 0
     depth, path_features, feature, zero = [], [0], [], []
     path_values, column, value = [0], [], []
-    starts = np.cumsum([0] + [t.num_nodes for t in forest.trees])
     for t, tree in enumerate(forest.trees):
         if by_leaf["tree_levels"][t] > 0:  # a table by leaf: its paths are never walked
             tree_paths.append(len(depth))
@@ -116,7 +149,7 @@ def arrays(forest: Forest, table_bytes: int = paths_math.TABLE_BYTES, kernel=Non
         fraction, feature_of = paths_math.fractions(tree).tolist(), source[tree.feature].tolist()
         leaf_values = (tree.leaf_value * scale).tolist()
         columns = [o * (F + 1) for o in tree.outputs]
-        start = int(starts[t])
+        split_of = (np.cumsum(tree.left >= 0) - 1).tolist()  # a node's split, counted in its tree
         expected = [0.0] * len(columns)
         before: list = []
         for leaf, nodes, sides in paths_math._leaf_paths(tree):
@@ -132,10 +165,10 @@ def arrays(forest: Forest, table_bytes: int = paths_math.TABLE_BYTES, kernel=Non
             for o, v in enumerate(vals):
                 expected[o] += v * reach
             prefix.append(shared)
-            node.extend([start + n for n in nodes])
-            side.extend(sides)
-            slot.extend(slots)
-            path_nodes.append(len(node))
+            step.extend([split_of[n] << 8 | left << 7 | k for n, left, k in
+                         zip(nodes[shared:], sides[shared:], slots[shared:])])
+            path_nodes.append(len(step))
+            longest = max(longest, len(nodes))
             depth.append(len(features))
             feature.extend(features)
             zero.extend(zeros)
@@ -155,26 +188,23 @@ def arrays(forest: Forest, table_bytes: int = paths_math.TABLE_BYTES, kernel=Non
         table_at[(table_at < 0) & (depth_a > 0) & (depth_a <= made_d) & (lowest > 0)] = -2
     with np.errstate(divide="ignore", invalid="ignore"):
         ratio = np.where(zero_a > 0, (1.0 - zero_a) / zero_a, 0.0)
-    flat = _node_arrays(forest, starts)
     quad_at, quad_t, quad_w = _quadrature(int(depth_a.max(initial=0)))
     coalition_w = [_coalition_weights(d) for d in range(int(depth_a.max(initial=0)) + 1)]
     named = dict(
         row_stride=forest.num_features, phi_stride=K * (F + 1),
         tree_paths=np.array(tree_paths, np.int64), path_nodes=np.array(path_nodes, np.int64),
-        prefix=np.array(prefix, np.int32), node=np.array(node, np.int32), side=np.array(side, np.int8),
-        slot=np.array(slot, np.int8), depth=depth_a, path_features=fstart, feature=np.array(feature, np.int32),
+        prefix=np.array(prefix, np.int32), step=np.array(step, np.int32), depth=depth_a, path_features=fstart, feature=np.array(feature, np.int32),
         zero=zero_a, ratio=ratio, table_at=table_at, table=table,
         path_values=np.array(path_values, np.int64), column=np.array(column, np.int64),
-        value=np.array(value, np.float64), **flat, category_rule=_RULES[forest.category_rule],
+        value=np.array(value, np.float64), **splits, category_rule=_RULES[forest.category_rule],
         quad_at=quad_at, quad_t=quad_t, quad_w=quad_w, **by_leaf,
         coalition_at=np.cumsum([0] + [w.size for w in coalition_w[:-1]]).astype(np.int64),
         coalition_w=np.concatenate(coalition_w),
         zero_bound=int(np.float64(ZERO_THRESHOLD).view(np.int64)))
     # (every array non-empty: the kernel is handed addresses, and an empty array may have none)
     named = {k: (np.zeros(1, v.dtype) if isinstance(v, np.ndarray) and v.size == 0 else v) for k, v in named.items()}
-    lengths = np.diff(named["path_nodes"])
-    named["pattern_stride"] = int(lengths.max(initial=0)) + 1
-    return Arrays(named, bias, forest.num_trees, K, F, int(lengths.max(initial=0)), int(depth_a.max(initial=0)))
+    named["pattern_stride"] = longest + 1
+    return Arrays(named, bias, forest.num_trees, K, F, longest, int(depth_a.max(initial=0)))
 
 
 # Symmetric trees of up to this many levels are tabled by leaf (a row of the table a leaf).
@@ -192,9 +222,9 @@ def _leaf_tables(forest, scale: float, budget: int, fill=None) -> tuple[dict, np
     the bits of ``r ^ p``.  ``fill``: a kernel's ``leaf_table``, or None (NumPy's)."""
     T, K, F = forest.num_trees, forest.num_outputs, forest.input_features
     source = paths_math.attributed_features(forest)  # (a computed column's splits: its input feature's)
-    starts = np.cumsum([0] + [t.num_nodes for t in forest.trees])
     levels_of, level_at, table_at, column_at, columns = (np.zeros(T + 1, np.int64) for _ in range(5))
     level_node, parts, leaf_column, used = [], [], [], 0
+    first_split = np.cumsum([0] + [int((t.left >= 0).sum()) for t in forest.trees])
     bias = np.zeros(K)
     for t, tree in enumerate(forest.trees):
         level_at[t], table_at[t], column_at[t] = len(level_node), used // 8, len(leaf_column)
@@ -225,7 +255,7 @@ def _leaf_tables(forest, scale: float, budget: int, fill=None) -> tuple[dict, np
         table = _leaf_shares(off, zeros, vals, d, fill).reshape(R, outs * d)
         bias[list(tree.outputs)] += zeros.prod(axis=1) @ vals
         levels_of[t], columns[t] = L, outs * d
-        level_node.extend(int(starts[t]) + n for n in nodes)
+        level_node.extend(int(first_split[t] + (tree.left[:n] >= 0).sum()) for n in nodes)  # (their splits)
         for o in tree.outputs:
             leaf_column.extend(o * (F + 1) + f for f in feats)
         parts.append(table.ravel())
@@ -301,28 +331,36 @@ def _tables(depth: np.ndarray, fstart: np.ndarray, zero: np.ndarray, budget: int
     return table_at, (np.concatenate(parts) if parts else np.zeros(1))
 
 
-def _node_arrays(forest: Forest, starts: np.ndarray) -> dict:
-    """Every tree's nodes as one set of arrays: the split each tests."""
-    trees = forest.trees
-    cat = lambda name, dtype: np.concatenate([getattr(t, name) for t in trees]).astype(dtype)  # noqa: E731
-    category_at = np.full(int(starts[-1]), -1, np.int64)
-    category_count = np.zeros(int(starts[-1]), np.int64)
-    sets, used = [], 0
-    for tree, start in zip(trees, starts[:-1]):
+def _split_records(forest: Forest) -> dict:
+    """Every tree's splits (internal nodes, in preorder) as one record each (see the module
+    docstring), their categories' bit sets, each tree's first split and the most of a tree."""
+    records, bits, tree_splits = [], [], [0]
+    used = 0
+    for tree in forest.trees:
+        inner = np.flatnonzero(tree.left >= 0)
+        record = np.zeros((inner.size, 2), np.int64)
+        record[:, 0] = tree.threshold[inner].astype(np.float64).view(np.int64)
+        record[:, 1] = (tree.feature[inner].astype(np.int64) & 0xFFFFFFFF) \
+            | (tree.op[inner].astype(np.int64) << 32) | (tree.default_left[inner].astype(np.int64) << 40) \
+            | (tree.zero_missing[inner].astype(np.int64) << 48)
+        where = {int(n): k for k, n in enumerate(inner.tolist())}
         for n, cats in tree.categories.items():
             cats = np.asarray(cats, np.int64)
             cats = cats[cats >= 0]
             size = int(cats.max(initial=-1)) + 1
-            member = np.zeros(size, np.int8)
-            member[cats] = 1
-            category_at[int(start) + n], category_count[int(start) + n] = used, size
-            sets.append(member)
-            used += size
-    return dict(split_feature=cat("feature", np.int32), threshold=cat("threshold", np.float64),
-                op=cat("op", np.int8), default_left=cat("default_left", np.int8),
-                zero_missing=cat("zero_missing", np.int8), category_at=category_at,
-                category_count=category_count,
-                category_in=np.concatenate(sets) if sets else np.zeros(1, np.int8))
+            words = np.zeros(-(-size // 32), np.uint32)
+            np.bitwise_or.at(words, cats >> 5, (np.uint32(1) << (cats & 31).astype(np.uint32)))
+            k = where[int(n)]
+            record[k, 0] = used | (size << 32)
+            record[k, 1] |= 1 << 56
+            bits.append(words)
+            used += words.size
+        records.append(record)
+        tree_splits.append(tree_splits[-1] + inner.size)
+    counts = np.diff(tree_splits)
+    return {"split_record": np.concatenate(records).ravel() if records else np.zeros(2, np.int64),
+            "category_bits": np.concatenate(bits) if bits else np.zeros(1, np.uint32),
+            "tree_splits": np.array(tree_splits, np.int64), "max_splits": int(counts.max(initial=0))}
 
 
 def _quadrature(max_d: int):
@@ -375,7 +413,7 @@ def contributions(a: Arrays, kernel, X: np.ndarray, threads: int | None, use_tab
         # Few rows: the trees in shares, each share's sums apart, then added in share order.
         bounds = [T * k // TREE_SHARES for k in range(TREE_SHARES + 1)]
         parts = np.zeros((TREE_SHARES, n, K, F + 1))
-        calls = [(lambda k=k: kernel.run(base, X.ctypes.data, 0, n, bounds[k], bounds[k + 1], parts[k].ctypes.data))
+        calls = [(lambda k=k: _run(kernel, a, base, X, 0, n, bounds[k], bounds[k + 1], parts[k]))
                  for k in range(TREE_SHARES)]
         _in_parallel(calls, threads)
         for part in parts:
@@ -384,11 +422,17 @@ def contributions(a: Arrays, kernel, X: np.ndarray, threads: int | None, use_tab
         parts = max(min(threads, n // TREE_SPLIT_ROWS), -(-n // ROWS_PER_CALL))
         bounds = [n * k // parts for k in range(parts + 1)]
         ranges = list(zip(bounds[:-1], bounds[1:]))
-        calls = [(lambda lo=lo, hi=hi: kernel.run(base, X.ctypes.data, lo, hi, 0, T, phi.ctypes.data))
-                 for lo, hi in ranges]
+        calls = [(lambda lo=lo, hi=hi: _run(kernel, a, base, X, lo, hi, 0, T, phi)) for lo, hi in ranges]
         _in_parallel(calls, threads)
     phi[:, :, F] += a.bias
     return phi
+
+
+def _run(kernel, a: Arrays, args: int, X: np.ndarray, row_begin: int, row_end: int, tree_begin: int,
+         tree_end: int, phi: np.ndarray) -> None:
+    """One kernel call, with its own scratch (a tree's decisions for each of its rows)."""
+    scratch = np.empty(max(1, (row_end - row_begin) * a.named["max_splits"]), np.int8)
+    kernel.run(args, X.ctypes.data, row_begin, row_end, tree_begin, tree_end, phi.ctypes.data, scratch.ctypes.data)
 
 
 def _in_parallel(calls: list, threads: int) -> None:

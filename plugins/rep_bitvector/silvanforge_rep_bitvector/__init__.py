@@ -13,7 +13,7 @@ from silvanforge import hookimpl
 from silvanforge.rep import InputError, ProgramRepresentation
 
 from . import bitvector
-from .choose import choose_form, isa_factor
+from .choose import choose_form, isa_factor, wide_narrow
 from .options import OPTION_KEYS, BitvectorOptions
 from .support import single_output
 
@@ -41,8 +41,9 @@ class BitvectorForm(ProgramRepresentation):
 
     @classmethod
     def cost(cls, forest, target_kind, batch_size, options=None, vectors=None):
-        return bitvector.cost_ns(single_output(forest), batch_size, BitvectorOptions.from_mapping(options)) \
-            * isa_factor(vectors)
+        forest, options = single_output(forest), BitvectorOptions.from_mapping(options)
+        narrow = vectors is not None and wide_narrow(forest, batch_size, options)
+        return bitvector.cost_ns(forest, batch_size, options) * isa_factor(vectors, narrow)
 
     @classmethod
     def cost_called(cls, forest, target_kind, lowered_for, rows, options=None, vectors=None):
@@ -55,7 +56,7 @@ class BitvectorForm(ProgramRepresentation):
         lanes = choose_form(single_output(forest), lowered_for, BitvectorOptions.from_mapping(options))[0]
         return max(at_rows, lowered * -(-rows // lanes) * lanes / rows)
 
-    def program(self, forest, target_kind, batch_size):
+    def program(self, forest, target_kind, batch_size, vectors=None):
         if target_kind != "cpu":
             raise InputError(f"the {NAME} representation runs on cpu targets, not {target_kind} ones")
         forest = single_output(forest)
@@ -64,7 +65,7 @@ class BitvectorForm(ProgramRepresentation):
             raise InputError(f"the {NAME} representation cannot run this model: {why}")
         # Looked up at call time: tests count lowerings by replacing bitvector.lower.
         return bitvector.lower(forest, batch_size=None if batch_size is None else int(batch_size), checked=True,
-                               options=BitvectorOptions.from_mapping(self.options))
+                               options=BitvectorOptions.from_mapping(self.options), vectors=vectors)
 
 
 @hookimpl

@@ -15,6 +15,7 @@ from silvanforge.plan.memo import memoised
 from silvanforge.lowering.walkcost import walk_estimate_ns
 
 from . import masktables
+from .leafbits import BYTE_WORD, NARROW_WORD
 from .options import DEFAULT, BitvectorOptions
 from .support import bin_counts, nan_split_features, tree_nodes, unsupported, used_features
 
@@ -230,16 +231,47 @@ def _listed(forest: hir.Forest, batch_size: int | None, options: BitvectorOption
 # 2.2x on xgb_100x8 (16 lanes a block on AVX2 ran 1.1-1.2x slower than 32).  NEON and SSE
 # (16-byte registers) were not measured here: twice AVX2's is assumed.
 ISA_FACTORS = {"avx512": 1.0, "avx2": 1.9, "neon": 3.8, "sse": 3.8}
+# The narrow form's wide blocks on AVX2 take byte words (:func:`narrow_word`): 1.17-1.36x
+# slower than their AVX-512 self (the 32-bit words of the factor above had been 1.9-2.3x),
+# measured alternately in one process, 1 thread, Zen 4, 512-4096 rows: xgb_100x8 1.17,
+# xgb_1000x8 1.19, lgb_leafwise 1.2-1.27, lgb_1000x31 1.33-1.36, lgb_taxi_100x31 1.05 (load
+# 2-4).  Blocks of 16 lanes fill half a register of bytes: their rows cost 2.5x a 32-lane
+# block's on either ISA, which the AVX-512 estimates leave out (the chooser takes other forms
+# there) and the factor above covers (xgb_100x8, 16 rows: 1.94x the estimate as AVX2 code).
+NARROW_ISA_FACTORS = {**ISA_FACTORS, "avx2": 1.2}
 
 
-def isa_factor(vectors) -> float:
-    """:data:`ISA_FACTORS` for the vector unit ``vectors`` (None: AVX-512, the estimates' own;
-    an ISA not listed: by its registers' width)."""
+def narrow_word(vectors) -> int:
+    """Bits of the narrow form's words for code on the vector unit ``vectors`` (None: AVX-512):
+    32 (:data:`.leafbits.NARROW_WORD`), or bytes on 256-bit units (:data:`.leafbits.BYTE_WORD`).
+    There a node's compare of byte bins is a byte mask over the block's 32 lanes: 32-bit words
+    took it sign-extended into four registers, four ANDs and four blends (AVX-512 masks the
+    AND), byte words one AND and one blend of one register, for 1.41 node applications where
+    32-bit words need 1.06 (lgb_leafwise; 1.5 and 1.1 on 255-leaf trees)."""
+    return BYTE_WORD if vectors is not None and vectors.bits == 256 else NARROW_WORD
+
+
+def isa_factor(vectors, narrow: bool = False) -> float:
+    """:data:`ISA_FACTORS` (``narrow``: the narrow form's wide blocks, :data:`NARROW_ISA_FACTORS`)
+    for the vector unit ``vectors`` (None: AVX-512, the estimates' own; an ISA not listed: by
+    its registers' width)."""
+    factors = NARROW_ISA_FACTORS if narrow else ISA_FACTORS
     if vectors is None:
         return 1.0
-    if vectors.isa in ISA_FACTORS:
-        return ISA_FACTORS[vectors.isa]
-    return 1.0 if vectors.bits >= 512 else ISA_FACTORS["avx2"] if vectors.bits >= 256 else ISA_FACTORS["neon"]
+    if vectors.isa in factors:
+        return factors[vectors.isa]
+    return 1.0 if vectors.bits >= 512 else factors["avx2"] if vectors.bits >= 256 else factors["neon"]
+
+
+def wide_narrow(forest: hir.Forest, batch_size: int | None = None, options: BitvectorOptions = DEFAULT) -> bool:
+    """Whether the program :func:`.codegen.lower` builds for ``batch_size`` runs its node trees
+    in the narrow form in blocks of :data:`WIDE_LANES` rows (False where the mask tables take
+    every tree)."""
+    tabled = tabled_trees(forest, batch_size, options)
+    if tabled.all():
+        return False
+    lanes = choose_form(some_trees(forest, ~tabled) if tabled.any() else forest, batch_size, options)[0]
+    return lanes == WIDE_LANES and narrow_form(forest, lanes, options)
 
 
 def estimate_ns(forest: hir.Forest, batch_size: int | None = None, options: BitvectorOptions = DEFAULT) -> float:
@@ -291,4 +323,5 @@ def cost_ns(forest: hir.Forest, batch_size: int | None = None, options: Bitvecto
 
 __all__ = ["LANES", "WIDE_LANES", "MARGIN",
            "narrow_form", "narrow_bins", "choose_form", "expanded_trees", "mask_tables_form", "tabled_trees",
-           "some_trees", "choice", "estimate_ns", "node_forms_ns", "pays", "cost_ns", "ISA_FACTORS", "isa_factor"]
+           "some_trees", "choice", "estimate_ns", "node_forms_ns", "pays", "cost_ns", "ISA_FACTORS",
+           "NARROW_ISA_FACTORS", "narrow_word", "isa_factor", "wide_narrow"]

@@ -21,7 +21,7 @@ from silvanforge.lowering.walkcost import WALK_STEP_NS
 # replacing them there.
 from . import choose, masktables
 from .choose import choose_form, estimate_ns, some_trees
-from .leafbits import NARROW_WORD, WORD
+from .leafbits import BYTE_WORD, NARROW_WORD, WORD
 from .options import DEFAULT, BitvectorOptions
 from .plan import GROUP, NARROW_GROUP, Chunk, Plan, layout, looped_chunks, make_plan
 from .support import node_count, unsupported
@@ -38,7 +38,7 @@ class _Lowering:
     output's trees."""
 
     def __init__(self, forest: hir.Forest, lanes: int, batch_size: int | None = None, narrow: bool = False,
-                 options: BitvectorOptions = DEFAULT):
+                 options: BitvectorOptions = DEFAULT, narrow_word: int = NARROW_WORD):
         self.forest = forest
         self.options = options
         self.lanes = lanes
@@ -51,16 +51,17 @@ class _Lowering:
         self.b = Builder(self.buffers)
         # What nodes compare (the block's columns: bins when narrow) and the words they clear.
         self.node_e = "i16" if narrow else self.thr_t
-        self.word_e = f"i{NARROW_WORD}" if narrow else "i64"
-        self.word_bits = NARROW_WORD if narrow else WORD
+        self.word_bits = narrow_word if narrow else WORD
+        self.word_e = f"i{self.word_bits}"
         self.row_t = lir.vector_type(self.thr_t, self.lanes)
         self.x_t = lir.vector_type(self.node_e, self.lanes)
         self.mask_t = lir.vector_type("i1", self.lanes)
         self.word_t = lir.vector_type(self.word_e, self.lanes)
         self.i64_t = lir.vector_type("i64", self.lanes)  # table rows, exit leaves
         self.cat_e = "i32" if narrow else "i64"
-        # Exit leaves within a tree: as wide as the words (narrow: half the vectors to select).
-        self.ex_e = self.word_e if narrow and self.word_e != "i16" else "i64"
+        # Exit leaves within a tree: as wide as the words (narrow: half the vectors to select);
+        # byte words count up to 255 leaves, unsigned.
+        self.ex_e = {32: "i32", BYTE_WORD: "u8"}.get(self.word_bits, "i64") if narrow else "i64"
         self.ex_t = lir.vector_type(self.ex_e, self.lanes)
         self.cat_t = lir.vector_type(self.cat_e, self.lanes)  # decision words
 
@@ -99,7 +100,8 @@ class _Lowering:
         i64, i32 = "i64", "i32"
         tabled = np.zeros(forest.num_trees, bool) if tabled is None else tabled
         looped = ~expanded & ~tabled
-        plan = make_plan(forest, expanded, self.lanes, self.narrow, tabled, self.options.decision_chunk_bytes)
+        plan = make_plan(forest, expanded, self.lanes, self.narrow, tabled, self.options.decision_chunk_bytes,
+                         self.word_bits)
         used, trees, nan_used = plan.used, plan.trees, plan.nan_used
         for name, data in layout(forest, looped, plan, self.lanes).items():
             b.buffer(name, data)
@@ -379,7 +381,8 @@ class _Lowering:
                                group, [cat_node(k) for k in range(group)]))
         if self.narrow:
             segment.append(Assign(w, Bin("&", w, self.w2)))
-        word_first = Load("bv_seg_word", s, i32) if self.ex_e == i32 else at("bv_seg_word", s)
+        word_first = Load("bv_seg_word", s, i32)
+        word_first = word_first if self.ex_e == i32 else Cast(word_first, self.ex_e)
         segment.append(self.exit_leaf(ex, w, splat_of(word_first)))
         tree = [
             Assign(ex, self.splat(0, self.ex_e)),
@@ -400,13 +403,16 @@ class _Lowering:
 
 
 def lower(forest: hir.Forest, expand: bool | None = None, batch_size: int | None = None,
-          narrow: bool | None = None, checked: bool = False, options: BitvectorOptions = DEFAULT) -> lir.Module:
+          narrow: bool | None = None, checked: bool = False, options: BitvectorOptions = DEFAULT,
+          vectors=None) -> lir.Module:
     """The LIR module of bitvector evaluation.  ``expand``: emit every node as code (True),
     loop over node tables for every tree (False), or expand the trees :func:`expanded_trees`
     picks (None).  ``batch_size``: the batch size compiled for, if known (:func:`choose_form`).
     ``narrow``: the narrow form (True), the float form (False) or the cheaper (None).
     ``checked``: the caller has found :func:`unsupported` None (a pass over every node).
-    ``options``: the representation's options (:mod:`.options`)."""
+    ``options``: the representation's options (:mod:`.options`).  ``vectors``: the vector unit
+    the code is for (:class:`silvanforge.target.Vectors`; None: AVX-512), which sets the narrow
+    form's words (:func:`.choose.narrow_word`)."""
     why = None if checked else unsupported(forest)
     if why is not None:
         raise ValueError(f"bitvector evaluation cannot run this model: {why}")
@@ -423,7 +429,8 @@ def lower(forest: hir.Forest, expand: bool | None = None, batch_size: int | None
         narrow = choose.narrow_form(forest, lanes, options)
     if expand is not None:
         expanded = np.full(forest.num_trees, bool(expand))
-    return _Lowering(forest, lanes, batch_size, bool(narrow), options).lower(expanded, tabled, estimate)
+    return _Lowering(forest, lanes, batch_size, bool(narrow), options,
+                     choose.narrow_word(vectors)).lower(expanded, tabled, estimate)
 
 
 __all__ = ["NAME", "lower"]

@@ -13,8 +13,10 @@ from silvanforge.plan.memo import memoised
 WORD = 64
 MAX_WORDS = 4
 MAX_LEAVES = WORD * MAX_WORDS
-# The narrow form's words (:func:`.choose.narrow_form`): 16-bit bins, 32-bit words.
+# The narrow form's words (:func:`.choose.narrow_form`): 16-bit bins, 32-bit words; code for
+# 256-bit vector units takes bytes instead (:func:`.choose.narrow_word`).
 NARROW_WORD = 32
+BYTE_WORD = 8
 
 
 def leaf_spans(forest: hir.Forest) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
@@ -65,4 +67,4 @@ def all_left_masks(first: np.ndarray, last: np.ndarray, words: int, bits: int = 
     return hit, np.where(cleared >= 1 << (bits - 1), cleared - (1 << bits), cleared)
 
 
-__all__ = ["WORD", "MAX_WORDS", "MAX_LEAVES", "NARROW_WORD", "leaf_spans", "all_left_masks"]
+__all__ = ["WORD", "MAX_WORDS", "MAX_LEAVES", "NARROW_WORD", "BYTE_WORD", "leaf_spans", "all_left_masks"]

@@ -190,21 +190,22 @@ def _cat_features(forest: hir.Forest, evaluation: list[int], looped_from: int,
 
 
 def make_plan(forest: hir.Forest, expanded: np.ndarray | None = None, lanes: int = LANES,
-              narrow: bool = False, tabled: np.ndarray | None = None, chunk_bytes: int = CHUNK_BYTES) -> Plan:
+              narrow: bool = False, tabled: np.ndarray | None = None, chunk_bytes: int = CHUNK_BYTES,
+              narrow_word: int = NARROW_WORD) -> Plan:
     """Every tree's nodes per word, the columns they read and the leaf values in leaf order;
     ``expanded`` (model order; default none), ``lanes`` and ``chunk_bytes`` (the most bytes of a
     chunk's words) decide the chunks of categorical
-    decision words (:class:`Chunk`); ``narrow``: the narrow form (16-bit words, thresholds as
-    bin indices: :func:`_narrow_thresholds`).  Made once a compile for the same arguments (a
+    decision words (:class:`Chunk`); ``narrow``: the narrow form (words of ``narrow_word`` bits,
+    thresholds as bin indices: :func:`_narrow_thresholds`).  Made once a compile for the same arguments (a
     plan's forms for several request sizes often lower the same program); read-only."""
     key = ("bitvector.plan", None if expanded is None else np.asarray(expanded, bool).tobytes(), lanes, narrow,
-           None if tabled is None else np.asarray(tabled, bool).tobytes(), chunk_bytes)
-    return memoised(forest, key, lambda: _make_plan(forest, expanded, lanes, narrow, tabled, chunk_bytes))
+           None if tabled is None else np.asarray(tabled, bool).tobytes(), chunk_bytes, narrow and narrow_word)
+    return memoised(forest, key, lambda: _make_plan(forest, expanded, lanes, narrow, tabled, chunk_bytes, narrow_word))
 
 
 def _make_plan(forest: hir.Forest, expanded: np.ndarray | None, lanes: int, narrow: bool,
-               tabled: np.ndarray | None, chunk_bytes: int) -> Plan:
-    word_bits = NARROW_WORD if narrow else WORD
+               tabled: np.ndarray | None, chunk_bytes: int, narrow_word: int) -> Plan:
+    word_bits = narrow_word if narrow else WORD
     thr_dtype = np.dtype(forest.threshold_dtype)
     # A feature's column is its place among the (sorted) features read, found by search: a
     # table as wide as num_features would cost memory for features no split reads.

@@ -30,7 +30,7 @@ from silvanforge.lowering.walkcost import WALK_STEP_NS
 
 from . import cost
 from .options import DEFAULT, ObliviousOptions
-from .symmetric import Facts, alike_groups, leaf_table
+from .symmetric import Facts, alike_groups, leaf_table, leaves_are_indices
 
 NAME = "oblivious"
 GATHERS = True
@@ -56,6 +56,9 @@ class _Lowering:
     # Trees a block walks side by side (:meth:`_group`); a symmetric tree's levels do not wait
     # on each other, so one at a time.
     interleave = 1
+    # Whether every leaf value is its leaf index (:meth:`_tables`; a subclass's tables, whose
+    # indices are other than levels' bits, keep False).
+    values_are_indices = False
     # What the two-phase sums store of a tree's leaf index (:meth:`_stored_leaf`): i32 indices
     # already offset to the tree's leaf table, or (a subclass's) the path itself.
     index_t = "i32"
@@ -201,6 +204,9 @@ class _Lowering:
         b.buffer("ob_column", np.concatenate(cols).astype(np.int32))
         b.buffer("ob_threshold", np.concatenate(thrs).astype(lir.LIR_TO_NUMPY[self.column_t]))
         leaves, base = leaf_table(self.forest, self._leaf_facts(), self.forest.accumulate_dtype)
+        # (a forest of leaf indices, :mod:`silvanforge.frontend.outputs`, whose leaf values are
+        # the index its levels build: the sums add the index itself, no table read)
+        self.values_are_indices = leaves_are_indices(leaves, base, self._leaf_facts().depth, self.facts.groups)
         b.buffer("ob_leaf", leaves)
         b.buffer("ob_leaf_base", base[order].astype(np.int32))
         b.buffer("ob_base", np.asarray(self.forest.base_score, dtype=self.forest.accumulate_dtype))
@@ -284,12 +290,18 @@ class _Lowering:
         def acc_index(j):
             return Bin("+", Bin("*", Bin("+", slot, c(j, i64)), c(span_rows, i64)), self.acc_at)
 
-        b.emit(self._blocks(span0, [
-            Store("ob_acc", acc_index(j), self.vector((Load("ob_base", o, self.acc_t),) * L))
-            for j, o in enumerate(outputs)]))
         name = "g" if isinstance(g, Var) else g
         t, chunk = Var(f"ob_t{name}", i64), Var(f"ob_c{name}", i64)
         two_phase = SCALAR_SUMS and L > 1
+        # A group of one tree whose values are its leaf indices, on a zero base score (a
+        # forest of leaf indices: an output a tree): each lane's index is stored as its margin,
+        # no sums kept between chunks.
+        direct = two_phase and self.values_are_indices and len(group.trees) == 1 and \
+            not np.asarray(self.forest.base_score).any()
+        if not direct:
+            b.emit(self._blocks(span0, [
+                Store("ob_acc", acc_index(j), self.vector((Load("ob_base", o, self.acc_t),) * L))
+                for j, o in enumerate(outputs)]))
         if two_phase and "ob_idx" not in self.buffers:
             self.buffers["ob_idx"] = Buffer("ob_idx", self.index_t, "local", size=self.chunk * L)
         if two_phase:
@@ -319,6 +331,8 @@ class _Lowering:
                 body.append(Assign(leaf, Bin("+", idx if K == 1 else Bin("*", idx, self.splat(K, i32)), first)))
                 if two_phase:
                     body.append(Store("ob_idx", Bin("*", Bin("-", tt, chunk), c(L, i64)), leaf))
+                elif self.values_are_indices:  # (see _leaf_value)
+                    body.append(Assign(accs[0], Bin("+", accs[0], Cast(idx, self.acc_v))))
                 else:
                     for j, acc in enumerate(accs):
                         at = leaf if j == 0 else Bin("+", leaf, self.splat(j, i32))
@@ -342,11 +356,15 @@ class _Lowering:
             block = list(walks)
             # (several outputs: fewer lanes at a time, their vectors in the registers)
             step = SUM_LANES if K == 1 else max(1, min(SUM_LANES, SUM_VALUES // K))
-            for k0 in range(0, L, step):
+            C = self.forest.num_outputs
+            for k in range(L) if direct else ():  # a row's indices, tree after tree (the row checked once)
+                row = Bin("+", self.block0, c(k, i64))
+                block.append(If(Cmp("<", row, lir.ROW_END), [For(t, chunk, stop, 1, [
+                    Store("margins", Bin("+", Bin("*", row, c(C, i64)), outputs[0]),
+                          self._leaf_value(t, at_idx, k, K, self.acc_t))])]))
+            for k0 in range(0, L, step) if not direct else ():
                 ks = range(k0, min(L, k0 + step))
-                sums = [Assign(lanes[k], Bin("+", lanes[k],
-                                             Load("ob_leaf", self._stored_leaf(t, at_idx, k, K), lane_t)))
-                        for k in ks]
+                sums = [Assign(lanes[k], Bin("+", lanes[k], self._leaf_value(t, at_idx, k, K, lane_t))) for k in ks]
                 if K == 1:
                     load = [Assign(lanes[k], Load("ob_acc", Bin("+", acc_index(0), c(k, i64)), self.acc_t)) for k in ks]
                     save = [Store("ob_acc", Bin("+", acc_index(0), c(k, i64)), lanes[k]) for k in ks]
@@ -364,6 +382,8 @@ class _Lowering:
             save = [Store("ob_acc", acc_index(j), acc) for j, acc in enumerate(accs)]
             block = load + walks + save
         b.emit(For(chunk, self._at(self.first[:-1], g), end, self.chunk, [self._blocks(span0, block)]))
+        if direct:
+            return
         C = self.forest.num_outputs
         stores = []
         for j, o in enumerate(outputs):
@@ -373,6 +393,15 @@ class _Lowering:
                 stores.append(If(Cmp("<", row, lir.ROW_END),
                                  [Store("margins", Bin("+", Bin("*", row, c(C, i64)), o), self.lane(acc, k))]))
         b.emit(self._blocks(span0, stores))
+
+    def _leaf_value(self, t: Var, at: lir.Expr, lane: int, K: int, lane_t: str) -> lir.Expr:
+        """Lane ``lane``'s leaf value (values) of tree ``t``, phase one having stored its leaf
+        index from ``at`` of ob_idx: read from ob_leaf, or where every value is its index
+        (``values_are_indices``) the index itself."""
+        where = self._stored_leaf(t, at, lane, K)
+        if self.values_are_indices:
+            return Cast(Bin("-", where, Cast(Load("ob_leaf_base", t, "i32"), "i64")), lane_t)
+        return Load("ob_leaf", where, lane_t)
 
     def _stored_leaf(self, t: Var, at: lir.Expr, lane: int, K: int = 1) -> lir.Expr:
         """Where in ob_leaf lane ``lane``'s leaf of tree ``t`` (of ``K`` outputs) is, phase one

@@ -323,6 +323,19 @@ def _leaf_table(forest: hir.Forest, facts: Facts, acc_dtype) -> tuple[np.ndarray
     return table, base
 
 
+def leaves_are_indices(table: np.ndarray, base: np.ndarray, depth: np.ndarray, groups: list[Group]) -> bool:
+    """Whether every tree has one output and each of its :func:`leaf_table` values is its own
+    index (the leaf numbers of a forest of leaf indices, where the levels number the leaves as
+    the library does): the program may then add the index and read no table."""
+    if any(len(g.outputs) != 1 for g in groups) or not len(base):
+        return False
+    size = np.int64(1) << np.asarray(depth, np.int64)
+    if int(base[-1] + size[-1]) != table.size:
+        return False
+    index = np.arange(table.size, dtype=np.int64) - np.repeat(np.asarray(base, np.int64), size)
+    return bool((table == index).all())
+
+
 def _leaf_table_by_tree(forest: hir.Forest, facts: Facts, acc_dtype) -> tuple[np.ndarray, np.ndarray]:
     """:func:`_leaf_table` a tree at a time (trees of different output counts)."""
     parts, base, at = [], np.zeros(forest.num_trees, np.int64), 0

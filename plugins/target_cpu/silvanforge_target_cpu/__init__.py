@@ -53,10 +53,10 @@ class CpuTarget(Target):
 
         return treeshap.kernel()
 
-    def hashed_columns_kernel(self):
+    def hashed_columns_kernel(self, saved=None):
         from . import hashed_columns
 
-        return hashed_columns.kernel()
+        return hashed_columns.kernel(saved)
 
     def check_cpu(self, cpu):
         from . import cpus

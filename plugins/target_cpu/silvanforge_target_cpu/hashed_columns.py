@@ -8,30 +8,37 @@ module of its own compiled at its first call) fills,
 for rows ``[row_begin, row_end)``, every computed column of the row array.  For each *chain*
 (an element list several columns share) it mixes the row's key element by element with
 CatBoost's ``CalcHash(key, value) = M * (key + M * value)`` (64-bit, wrapping), the value being
-the row's category hash sign-extended (``cat``), ``x > border`` of the float32 input with NaN
-as the element says (``float``), or whether the hash is the element's (``onehot``); finds the
+the row's category hash sign-extended (``cat``: the call's hash of the row's code in that
+column), ``x > border`` of the float32 input with NaN as the element says (``float``), or
+whether the hash is the element's (``onehot``), the first element setting the key; finds the
 key in the chain's cuckoo table (a key in one of its two slots, :data:`WAYS`; an empty slot
 answers the unknown index); and writes each of the chain's columns' answer for that slot (the last answer: a key
 not found, or a row missing a category the key hashes).  Rows go in blocks of :data:`BLOCK`, a
 chain at a time over a block and an element at a time over its rows (loops LLVM vectorises:
-hashes and floats come transposed, a column's values contiguous), so a chain's table stays in
+codes and floats come a column at a time, its rows contiguous), so a chain's table stays in
 cache for the block.  A chain whose elements take fewer combinations of values in a call
 than it has rows (a category's distinct values in the call, a bit's two) is read instead by a
 table of the call's own (``hashed_columns_tables(args)``, run first: each combination's key
 looked up once), indexed by the row's digits (its code of each category, its bits): 0.75x the
-time of hashing each row on 4096 rows of benchmarks/catboost_categories.py's model.
-``args`` is the int64 block of :data:`ARG_LAYOUT`.
+time of hashing each row on 4096 rows of benchmarks/catboost_categories.py's model; its index
+is computed in 32 bits (the table has fewer entries than the call has rows).  The machine code
+of rows of float32 and of the tables is saved with a compiled model (:meth:`HashedColumnsKernel.artifact`)
+and mapped again by a trusted load on the same host.  ``args`` is the int64 block of
+:data:`ARG_LAYOUT`.
 """
 
 from __future__ import annotations
 
 import ctypes
+import hashlib
+import json
 import threading
 
 import llvmlite.binding as llvm
 import llvmlite.ir as ir
 
-from .llvm_host import optimise
+from .jit import host_signature
+from .llvm_host import optimise, target_machine
 from .treeshap import _Vars
 
 i1, i8, i32, i64, f32, f64 = (ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64), ir.FloatType(),
@@ -41,12 +48,12 @@ i1, i8, i32, i64, f32, f64 = (ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.I
 # ``rows`` points to the row array of the function's dtype.
 ARG_LAYOUT = (
     ("rows", i8), ("row_stride", None), ("column_stride", None),  # the row array (elements' strides)
-    ("hashes", i64), ("hash_stride", None),  # (columns, hash_stride): sign-extended hashes, >= 2**31: none
     ("floats", f32), ("float_stride", None),  # (columns, float_stride): the inputs as float32
     # A call's distinct categories: a row's code of its value in a column, (columns, code_stride),
-    # and each column's distinct values' hashes (``distinct`` from ``distinct_at``, ``distinct_count``
-    # of them, the last a missing value's); a chain read by its table of the call (``dense_at``,
-    # -1: by hashing each row) finds its answer at ``dense[dense_at + (code << bits | bits)]``.
+    # -1 for a missing one, and each column's distinct values' hashes, sign-extended (``distinct``
+    # from ``distinct_at``, ``distinct_count`` of them, the last a missing value's, >= 2**31: no
+    # category); a chain read by its table of the call (``dense_at``, -1: by hashing each row)
+    # finds its answer at ``dense[dense_at + (code << bits | bits)]``.
     ("codes", i32), ("code_stride", None),
     ("distinct", i64), ("distinct_at", i64), ("distinct_count", i64),
     ("dense_at", i64), ("dense", i32),
@@ -62,12 +69,14 @@ ARG_LAYOUT = (
     ("column_out", i64),  # the row array's column a computed column is written to
     ("column_answers", i64),  # its first answer in ``answers``
     ("answers", f64),
+    ("answers_f32", f32),  # the same rounded to float32, which rows of float32 read
 )
 ARG_INDEX = {name: k for k, (name, _) in enumerate(ARG_LAYOUT)}
 CAT, FLOAT, ONEHOT = 0, 1, 2
 MAGIC = 0x4906BA494954CB65
-# Rows a block (see the module docstring).
-BLOCK = 256
+# Rows a block (see the module docstring): with rows a column at a time, 1024 took 0.95x the
+# time of 256 to fill 512 and 4096 rows of benchmarks/catboost_categories.py's model (2048 as 1024).
+BLOCK = 1024
 # Elements a chain read by a table of the call's may have (the table's digits).
 MAX_ELEMENTS = 16
 # A key's two slots in a table of 2**(64 - shift): ((k ^ k >> fold) * multiplier) >> shift.
@@ -129,6 +138,10 @@ def c64(k):
     return ir.Constant(i64, k)
 
 
+def c32(k):
+    return ir.Constant(i32, k)
+
+
 def _columns_function(module, name: str, row_type) -> None:
     """``name(args, row_begin, row_end)``: the computed columns of those rows (module docstring)."""
     E = _Emit(module, name, row_type)
@@ -138,6 +151,7 @@ def _columns_function(module, name: str, row_type) -> None:
         keys = b.alloca(ir.ArrayType(i64, BLOCK), name="keys")
         oks = b.alloca(ir.ArrayType(i8, BLOCK), name="oks")
         slots = b.alloca(ir.ArrayType(i64, BLOCK), name="slots")
+        index = b.alloca(ir.ArrayType(i32, BLOCK), name="index")
 
     def cell(array, r):
         return b.gep(array, [c64(0), r])
@@ -156,10 +170,19 @@ def _columns_function(module, name: str, row_type) -> None:
 
         def onehot():
             value = at("element_hash", e)
-            hcol = b.gep(A["hashes"], [b.add(b.mul(column, A["hash_stride"]), lo)])
             with v.loop(c64(0), m, "ro") as r:
-                update(r, b.icmp_signed("==", b.load(b.gep(hcol, [r])), value))
+                update(r, b.icmp_signed("==", row_hash(column, lo, r), value))
         return column, flt, onehot
+
+    def row_code(column, lo, r):
+        """The row's code of its value in ``column`` (i32), a missing one's the last."""
+        code = b.load(b.gep(A["codes"], [b.add(b.add(b.mul(column, A["code_stride"]), lo), r)]))
+        last = b.trunc(b.sub(at("distinct_count", column), c64(1)), i32)
+        return b.select(b.icmp_signed("<", code, c32(0)), last, code)
+
+    def row_hash(column, lo, r):
+        """The row's hash of its value in ``column`` (sign-extended; >= 2**31: no category)."""
+        return b.load(b.gep(A["distinct"], [b.add(at("distinct_at", column), b.zext(row_code(column, lo, r), i64))]))
 
     one = c64(1)
     blocks = b.udiv(b.add(b.sub(row_end, row_begin), c64(BLOCK - 1)), c64(BLOCK))
@@ -175,45 +198,51 @@ def _columns_function(module, name: str, row_type) -> None:
 
             # By the call's table: a digit an element, the row's code of its category (in base
             # the call's count of distinct values) or its bit, the first element's the most
-            # significant.
+            # significant; in 32 bits (a table has fewer entries than rows), the first element
+            # setting the index where the others update it (a pass less over the block).
             b.position_at_end(dense)
-            with v.loop(c64(0), m, "rd") as r:
-                b.store(c64(0), cell(slots, r))
-            with v.loop(first, last, "ed") as e:
+
+            def dense_element(e, init):
                 def shifted(r, bit):
-                    b.store(b.or_(b.shl(b.load(cell(slots, r)), one), b.zext(bit, i64)), cell(slots, r))
+                    digit = b.zext(bit, i32)
+                    b.store(digit if init else b.or_(b.shl(b.load(cell(index, r)), c32(1)), digit), cell(index, r))
                 column, flt, onehot = bit_loops(e, lo, m, shifted)
 
                 def cat():
-                    codes = b.gep(A["codes"], [b.add(b.mul(column, A["code_stride"]), lo)])
-                    radix = at("distinct_count", column)
+                    radix = b.trunc(at("distinct_count", column), i32)
                     with v.loop(c64(0), m, "rk") as r:
-                        digit = b.zext(b.load(b.gep(codes, [r])), i64)
-                        b.store(b.add(b.mul(b.load(cell(slots, r)), radix), digit), cell(slots, r))
+                        digit = row_code(column, lo, r)
+                        b.store(digit if init else b.add(b.mul(b.load(cell(index, r)), radix), digit), cell(index, r))
                 E.by_kind(e, cat, flt, onehot)
+            dense_element(first, True)
+            with v.loop(b.add(first, one), last, "ed") as e:
+                dense_element(e, False)
             table = b.gep(A["dense"], [dense_at])
             with v.loop(c64(0), m, "rt") as r:
-                b.store(b.sext(b.load(b.gep(table, [b.load(cell(slots, r))])), i64), cell(slots, r))
+                b.store(b.sext(b.load(b.gep(table, [b.load(cell(index, r))])), i64), cell(slots, r))
             b.branch(looked_up)
 
-            # By hashing each row's key.
+            # By hashing each row's key, the first element setting it where the others mix it in.
             b.position_at_end(hashed)
-            with v.loop(c64(0), m, "r0") as r:
-                b.store(c64(0), cell(keys, r))
-                b.store(ir.Constant(i8, 1), cell(oks, r))
-            with v.loop(first, last, "e") as e:
+
+            def hashed_element(e, init):
                 def mixed(r, bit):
-                    b.store(E.mix(b.load(cell(keys, r)), b.zext(bit, i64)), cell(keys, r))
+                    key = E.mix(c64(0) if init else b.load(cell(keys, r)), b.zext(bit, i64))
+                    b.store(key, cell(keys, r))
+                    if init:
+                        b.store(ir.Constant(i8, 1), cell(oks, r))
                 column, flt, onehot = bit_loops(e, lo, m, mixed)
 
                 def cat():
-                    hcol = b.gep(A["hashes"], [b.add(b.mul(column, A["hash_stride"]), lo)])
                     with v.loop(c64(0), m, "rc") as r:
-                        h = b.load(b.gep(hcol, [r]))
+                        h = row_hash(column, lo, r)
                         present = b.zext(b.icmp_signed("<", h, c64(1 << 31)), i8)
-                        b.store(b.and_(b.load(cell(oks, r)), present), cell(oks, r))
-                        b.store(E.mix(b.load(cell(keys, r)), h), cell(keys, r))
+                        b.store(present if init else b.and_(b.load(cell(oks, r)), present), cell(oks, r))
+                        b.store(E.mix(c64(0) if init else b.load(cell(keys, r)), h), cell(keys, r))
                 E.by_kind(e, cat, flt, onehot)
+            hashed_element(first, True)
+            with v.loop(b.add(first, one), last, "e") as e:
+                hashed_element(e, False)
             unknown = at("chain_unknown", c)
             with v.loop(c64(0), m, "rl") as r:
                 answer = E.lookup(c, b.load(cell(keys, r)))
@@ -224,13 +253,11 @@ def _columns_function(module, name: str, row_type) -> None:
             # the chain's columns
             b.position_at_end(looked_up)
             with v.loop(at("chain_columns", c), at("chain_columns", b.add(c, one)), "j") as j:
-                answers = b.gep(A["answers"], [at("column_answers", j)])
+                answers = b.gep(A["answers" if row_type is f64 else "answers_f32"], [at("column_answers", j)])
                 at_column = b.mul(at("column_out", j), A["column_stride"])
                 out = b.gep(A["rows"], [b.add(b.mul(lo, A["row_stride"]), at_column)])
                 with v.loop(c64(0), m, "rw") as r:
                     value = b.load(b.gep(answers, [b.load(cell(slots, r))]))
-                    if row_type is not f64:
-                        value = b.fptrunc(value, row_type)
                     b.store(value, b.gep(out, [b.mul(r, A["row_stride"])]))
     b.ret_void()
 
@@ -303,26 +330,46 @@ _CALL = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)
 class HashedColumnsKernel:
     """The compiled kernel (one a process): :meth:`run` calls it through ctypes, which releases
     the GIL, so threads may run their rows in parallel.  Rows of float32 (what compiled models
-    read) and the tables are compiled at once; rows of float64 (the plain reference evaluator)
-    at their first call (0.3-0.6 s under load, half the compile)."""
+    read) and the tables are compiled at once (0.3 s, or mapped in milliseconds from the object
+    code of an earlier compile on the same host: :meth:`artifact`, which a compiled model's
+    artifact carries); rows of float64 (the plain reference evaluator) at their first call
+    (0.3-0.6 s under load, half the compile)."""
 
     arg_layout = tuple(name for name, _ in ARG_LAYOUT)
     ways = WAYS
     max_elements = MAX_ELEMENTS
     kinds = {"cat": CAT, "float": FLOAT, "onehot": ONEHOT}
 
-    def __init__(self):
+    def __init__(self, code: bytes | None = None):
+        """Compiled now, or from ``code`` (:meth:`artifact`'s object code for this host)."""
         self._engines = []
-        self._fns = {4: _CALL(self._compile("f32", "hashed_columns_f32"))}
+        self._object = code
+        self.mapped = code is not None  # (made from saved code, not compiled)
+        self._fns = {4: _CALL(self._compile("f32", "hashed_columns_f32", code))}
         self._tables = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(self._engines[0].get_function_address(
             "hashed_columns_tables"))
 
-    def _compile(self, rows: str, name: str) -> int:
-        mod, tm = optimise(build_ir(rows))
-        engine = llvm.create_mcjit_compiler(mod, tm)
+    def _compile(self, rows: str, name: str, code: bytes | None = None) -> int:
+        if code is not None:
+            engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), target_machine())
+            engine.add_object_file(llvm.ObjectFileRef.from_data(code))
+        else:
+            mod, tm = optimise(build_ir(rows))
+            engine = llvm.create_mcjit_compiler(mod, tm)
+            if rows == "f32":  # (its object code kept for artifacts)
+                engine.set_object_cache(self._keep_object, lambda _module: None)
         engine.finalize_object()
         self._engines.append(engine)
         return engine.get_function_address(name)
+
+    def _keep_object(self, _module, data: bytes) -> None:
+        self._object = bytes(data)
+
+    def artifact(self) -> bytes:
+        """The object code of rows of float32 and the tables, with the host it was built for
+        (:func:`.jit.signature`), which :func:`kernel` maps on the same host."""
+        meta = json.dumps({**host_signature(), "code": "object", "ir": _ir_digest()}).encode()
+        return len(meta).to_bytes(4, "little") + meta + (self._object or b"")
 
     def tables(self, args: int) -> None:
         """The call's tables of the chains read by one (``dense_at``); before :meth:`run`."""
@@ -340,10 +387,42 @@ class HashedColumnsKernel:
         fn(args, row_begin, row_end)
 
 
-def kernel() -> HashedColumnsKernel:
-    """The process's kernel, compiled at its first request."""
+def _ir_digest() -> str:
+    """A digest of the kernel's IR: code saved by another version of this module is not mapped."""
+    global _digest
+    if _digest is None:
+        _digest = hashlib.sha256(build_ir("f32").encode()).hexdigest()[:16]
+    return _digest
+
+
+_digest = None
+
+
+def _saved_code(blob: bytes) -> bytes | None:
+    """The object code in ``blob`` (:meth:`HashedColumnsKernel.artifact`) where it was made on a
+    host like this one by this kernel's IR, else None."""
+    try:
+        n = int.from_bytes(blob[:4], "little")
+        meta = json.loads(blob[4:4 + n])
+    except (ValueError, UnicodeDecodeError):
+        return None
+    if not isinstance(meta, dict) or meta.pop("code", None) != "object" or meta.pop("ir", None) != _ir_digest():
+        return None
+    return blob[4 + n:] if meta == host_signature() and len(blob) > 4 + n else None
+
+
+def kernel(saved: bytes | None = None) -> HashedColumnsKernel:
+    """The process's kernel, compiled at its first request, or mapped from ``saved`` (an
+    :meth:`HashedColumnsKernel.artifact` of this host) where that is the first."""
     global _kernel
     with _lock:
         if _kernel is None:
-            _kernel = HashedColumnsKernel()
+            code = _saved_code(saved) if saved else None
+            if code is not None:
+                try:
+                    _kernel = HashedColumnsKernel(code)
+                except Exception:  # noqa: BLE001 - code that does not map: compiled instead
+                    _kernel = None
+            if _kernel is None:
+                _kernel = HashedColumnsKernel()
         return _kernel

@@ -2,20 +2,24 @@
 evaluates path-dependent TreeSHAP over the flat arrays :mod:`silvanforge.runtime.shap_arrays`
 builds for a model (the model's paths and tables are data, so no model is compiled).
 
-``treeshap(args, X, row_begin, row_end, tree_begin, tree_end, phi)`` adds, for rows
+``treeshap(args, X, row_begin, row_end, tree_begin, tree_end, phi, scratch)`` adds, for rows
 ``[row_begin, row_end)`` and trees ``[tree_begin, tree_end)``, every leaf path's share to each
 feature of ``phi`` (rows of ``outputs * (features + 1)`` float64, the bias column left alone);
 ``args`` is the int64 block of the arrays of :mod:`silvanforge.runtime.shap_arrays` in the order
 of :data:`ARG_LAYOUT` (their addresses and a few counts).  Trees are the outer loop, then a tree's paths, then the call's
 rows, so a path's tables and values are read once for the rows of a call.
 
+Each row first decides every split of a tree once, into ``scratch`` (a byte a split: the
+paths meet each split twice, once a side), each from its one packed record, without branches
+(a categorical split's set a bit a category), so the decisions of a tree overlap their reads.
 The paths of a tree come in the order a depth-first walk meets their leaves; a path shares its
 first ``prefix`` nodes with the one before, so each row keeps its pattern (bit ``i``: whether it
-follows the path at the path's ``i``-th distinct feature) per depth and decides only the nodes
-past the prefix.  A symmetric tree with a table by leaf (``tree_levels`` above 0) is read
-instead as the row's leaf (one decision a level) and that leaf's row of the table.
+follows the path at the path's ``i``-th distinct feature) per depth and reads only the
+decisions of the nodes past the prefix.  A symmetric tree with a table by leaf (``tree_levels``
+above 0) is read instead as the row's leaf (one decision a level) and that leaf's row of the
+table.
 
-A node's decision is the HIR's rule (:func:`silvanforge.runtime.reference.goes_left`): a missing value (NaN, or near zero where the node
+A split's decision is the HIR's rule (:func:`silvanforge.runtime.reference.goes_left`): a missing value (NaN, or near zero where the node
 counts zero as missing) takes the default direction, a categorical node tests membership of the
 value's category (by the forest's category rule), others compare in float64, which orders the
 model's float32 values and thresholds exactly as float32 does.  A tabled path then reads its
@@ -25,7 +29,8 @@ cache more than its integral costs), or one the call makes for its rows (a path 
 budget, in calls of ``MADE_TABLE_ROWS`` rows or more).  The others integrate
 ``prod_{i != j} (z_i (1 - t) + o_i t)`` over ``[0, 1]`` by Gauss-Legendre, exact for its degree
 (the Shapley weights are the Beta integrals of that polynomial's terms), every ``j`` from one
-forward and one backward product a point.
+forward and one backward product a point: unrolled, its points constants, for paths of up to
+``UNROLLED_D`` features (a loop for longer ones).
 
 ``leaf_table(...)`` is a second function: a symmetric tree's table by leaf, made once a model
 (:func:`_build_leaf_table`).
@@ -49,9 +54,9 @@ i1, i8, i32, i64, f64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType
 ARG_LAYOUT = (
     ("row_stride", None), ("phi_stride", None),
     ("tree_paths", i64),  # (trees + 1,): each tree's first path
-    ("path_nodes", i64),  # (paths + 1,): each path's first node in ``node``, ``side``, ``slot``
+    ("path_nodes", i64),  # (paths + 1,): each path's first entry in ``step``
     ("prefix", i32),  # (paths,): nodes shared with the path before (same tree)
-    ("node", i32), ("side", i8), ("slot", i8),  # the path's nodes, the way it goes, its feature slot
+    ("step", i32),  # each node past the prefix: its split in the tree << 8 | goes left << 7 | feature slot
     ("depth", i32),  # (paths,): distinct features d
     ("path_features", i64),  # (paths,): first of the path's d entries in ``feature``, ``zero``, ``ratio``
     ("feature", i32), ("zero", f64), ("ratio", f64),
@@ -61,8 +66,9 @@ ARG_LAYOUT = (
     ("table", f64),
     ("path_values", i64),  # (paths + 1,): each path's first (column, value) in ``column``, ``value``
     ("column", i64), ("value", f64),  # the phi column of an output (output * (features + 1)), the leaf's value there
-    ("split_feature", i32), ("threshold", f64), ("op", i8), ("default_left", i8), ("zero_missing", i8),
-    ("category_at", i64), ("category_count", i64), ("category_in", i8),  # categorical nodes' sets (-1: none)
+    # each split's record (two words: threshold or category set; feature and flags), the
+    # categories' bit sets, each tree's first split, the most splits of a tree
+    ("split_record", i64), ("category_bits", i32), ("tree_splits", i64), ("max_splits", None),
     ("category_rule", None),
     ("quad_at", i64), ("quad_t", f64), ("quad_w", f64),  # Gauss-Legendre points for d, at quad_at[d]
     ("coalition_at", i64), ("coalition_w", f64),  # Shapley weights of coalitions of 0..d, at coalition_at[d]
@@ -85,9 +91,18 @@ MADE_TABLE_ROWS = 4
 # miss the cache more than its integrals cost (lgb_flight_1000x255: 60 ms integrated, 79 read).
 KEPT_TABLE_ROWS = 2
 MAX_TABLE_D = 12
+# Paths of up to this many features have their integral's code unrolled (the points constants).
+UNROLLED_D = 8
 # Op codes (silvanforge.ir.hir.Op) and category rules, as the args block gives them.
 OP_LT, OP_LE, OP_EQ = 0, 1, 2
 RULE_XGBOOST, RULE_LIGHTGBM, RULE_EXACT = 0, 1, 2
+
+
+def _points(d: int) -> tuple[list[float], list[float]]:
+    """The Gauss-Legendre points and weights on [0, 1] of paths of ``d`` features, the values
+    :func:`silvanforge.runtime.shap_arrays._quadrature` gives the loop."""
+    x, w = np.polynomial.legendre.leggauss((d + 1) // 2)
+    return [float(t) for t in (x + 1) / 2], [float(u) for u in w / 2]
 
 
 def _pattern_table(b: ir.IRBuilder, v, z, d, weight, C, U) -> None:
@@ -153,10 +168,10 @@ def build_ir() -> str:
     """The kernel's LLVM IR (see the module docstring)."""
     module = ir.Module("treeshap")
     p64 = f64.as_pointer()
-    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [i64.as_pointer(), p64, i64, i64, i64, i64, p64]),
-                     "treeshap")
-    args, X, row_begin, row_end, tree_begin, tree_end, phi = fn.args
-    for a in (args, X, phi):
+    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [i64.as_pointer(), p64, i64, i64, i64, i64, p64,
+                                                             i8.as_pointer()]), "treeshap")
+    args, X, row_begin, row_end, tree_begin, tree_end, phi, scratch = fn.args
+    for a in (args, X, phi, scratch):
         a.add_attribute("noalias")
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     v = _Vars(fn, b)
@@ -172,55 +187,53 @@ def build_ir() -> str:
         """``A[name][index]`` widened to ``ty`` (integers) or as it is (doubles)."""
         value = b.load(b.gep(A[name], [index]))
         if isinstance(value.type, ir.IntType) and value.type.width < ty.width:
-            return b.sext(value, ty) if name in ("node", "feature", "split_feature", "prefix", "depth") \
+            return b.sext(value, ty) if name in ("step", "feature", "prefix", "depth") \
                 else b.zext(value, ty)
         return value
 
     zero_bound = b.bitcast(A["zero_bound"], f64)
 
-    def goes_left(node, xrow):
-        """The HIR's decision at ``node`` for the row at ``xrow``: an i1, true for left."""
-        x = b.load(b.gep(xrow, [at("split_feature", node)]))
-        result = v.var(i1, "left")
+    def goes_left(split, xrow):
+        """The HIR's decision at ``split`` (a global split index) for the row at ``xrow``: an
+        i1, true for left.  Without branches, from the split's one record: a categorical
+        split's set is read at word 0 for a numeric one, so a tree's decisions overlap their
+        reads."""
+        record = b.gep(A["split_record"], [b.shl(split, c64(1))])
+        word0, word1 = b.load(record), b.load(b.gep(record, [c64(1)]))
+        flag = lambda bit: b.icmp_unsigned("!=", b.and_(b.lshr(word1, c64(bit)), c64(1)), c64(0))  # noqa: E731
+        x = b.load(b.gep(xrow, [b.sext(b.trunc(word1, i32), i64)]))
         nan = b.fcmp_unordered("uno", x, x)
         near_zero = b.and_(b.fcmp_ordered(">=", x, b.fneg(zero_bound)), b.fcmp_ordered("<=", x, zero_bound))
-        missing = b.or_(nan, b.and_(b.icmp_unsigned("!=", at("zero_missing", node, i8), ir.Constant(i8, 0)),
-                                    near_zero))
-        with b.if_else(missing) as (then, otherwise):
-            with then:
-                b.store(b.icmp_unsigned("!=", at("default_left", node, i8), ir.Constant(i8, 0)), result)
-            with otherwise:
-                cat_at = at("category_at", node)
-                with b.if_else(b.icmp_signed(">=", cat_at, c64(0))) as (categorical, numeric):
-                    with categorical:
-                        rule = A["category_rule"]
-                        lo = b.select(b.icmp_signed("==", rule, c64(RULE_LIGHTGBM)), cf(-1.0), cf(0.0))
-                        hi = b.select(b.icmp_signed("==", rule, c64(RULE_XGBOOST)), cf(2.0 ** 24), cf(2.0 ** 31))
-                        above = b.select(b.icmp_signed("==", rule, c64(RULE_LIGHTGBM)),
-                                         b.fcmp_ordered(">", x, lo), b.fcmp_ordered(">=", x, lo))
-                        valid = b.and_(above, b.fcmp_ordered("<", x, hi))
-                        # (a value outside the range is converted as 0: it is tested invalid anyway)
-                        safe = b.select(valid, x, cf(0.0))
-                        cat = b.fptosi(safe, i64)  # truncates toward zero, as the rule does
-                        whole = b.fcmp_ordered("==", b.sitofp(cat, f64), safe)
-                        valid = b.and_(valid, b.or_(b.icmp_signed("!=", rule, c64(RULE_EXACT)), whole))
-                        valid = b.and_(valid, b.icmp_signed("<", cat, at("category_count", node)))
-                        index = b.select(valid, b.add(cat_at, cat), cat_at)
-                        member = b.icmp_unsigned("!=", b.load(b.gep(A["category_in"], [index])), ir.Constant(i8, 0))
-                        b.store(b.and_(valid, member), result)
-                    with numeric:
-                        t = at("threshold", node)
-                        op = at("op", node, i8)
-                        lt, le, eq = b.fcmp_ordered("<", x, t), b.fcmp_ordered("<=", x, t), b.fcmp_ordered("==", x, t)
-                        pick = b.select(b.icmp_unsigned("==", op, ir.Constant(i8, OP_LT)), lt,
-                                        b.select(b.icmp_unsigned("==", op, ir.Constant(i8, OP_LE)), le, eq))
-                        b.store(pick, result)
-        return b.load(result)
+        missing = b.or_(nan, b.and_(flag(48), near_zero))
+        # categorical: the value's category, valid by the forest's rule and below the set's size
+        rule = A["category_rule"]
+        lo = b.select(b.icmp_signed("==", rule, c64(RULE_LIGHTGBM)), cf(-1.0), cf(0.0))
+        hi = b.select(b.icmp_signed("==", rule, c64(RULE_XGBOOST)), cf(2.0 ** 24), cf(2.0 ** 31))
+        above = b.select(b.icmp_signed("==", rule, c64(RULE_LIGHTGBM)),
+                         b.fcmp_ordered(">", x, lo), b.fcmp_ordered(">=", x, lo))
+        valid = b.and_(above, b.fcmp_ordered("<", x, hi))
+        # (a value outside the range is converted as 0: it is tested invalid anyway)
+        safe = b.select(valid, x, cf(0.0))
+        cat = b.fptosi(safe, i64)  # truncates toward zero, as the rule does
+        whole = b.fcmp_ordered("==", b.sitofp(cat, f64), safe)
+        valid = b.and_(valid, b.or_(b.icmp_signed("!=", rule, c64(RULE_EXACT)), whole))
+        valid = b.and_(b.and_(valid, flag(56)), b.icmp_signed("<", cat, b.lshr(word0, c64(32))))
+        word = b.select(valid, b.add(b.and_(word0, c64(0xFFFFFFFF)), b.lshr(cat, c64(5))), c64(0))
+        bits = b.zext(b.load(b.gep(A["category_bits"], [word])), i64)
+        member = b.icmp_unsigned("!=", b.and_(b.lshr(bits, b.and_(cat, c64(31))), c64(1)), c64(0))
+        # numeric: the op's comparison in float64
+        t = b.bitcast(word0, f64)
+        op = b.and_(b.lshr(word1, c64(32)), c64(0xFF))
+        lt, le, eq = b.fcmp_ordered("<", x, t), b.fcmp_ordered("<=", x, t), b.fcmp_ordered("==", x, t)
+        numeric = b.select(b.icmp_unsigned("==", op, c64(OP_LT)), lt,
+                           b.select(b.icmp_unsigned("==", op, c64(OP_LE)), le, eq))
+        decided = b.select(flag(56), b.and_(valid, member), numeric)
+        return b.select(missing, flag(40), decided)
 
     stride = A["pattern_stride"]
     patterns = b.alloca(i64, b.mul(b.sub(row_end, row_begin), stride), name="patterns")
     # an integral's factors, products before each factor, and sums (a path's features at most)
-    factors, befores, sums = (b.alloca(f64, c64(64), name=n) for n in ("factors", "befores", "sums"))
+    factors, befores, sums_at = (b.alloca(f64, c64(64), name=n) for n in ("factors", "befores", "sums"))
     made_c = b.alloca(f64, c64(1 << MAX_TABLE_D), name="made_c")  # a pattern table made by the call
     made_u = b.alloca(f64, c64(1 << MAX_TABLE_D), name="made_u")
     many_rows = b.icmp_signed(">=", b.sub(row_end, row_begin), c64(MADE_TABLE_ROWS))
@@ -259,12 +272,19 @@ def build_ir() -> str:
     def by_path(t):
         """Any tree: path by path, the rows of the call through each (the path's tables and
         values read once for them)."""
+        first_split = at("tree_splits", t)
+        splits = b.sub(at("tree_splits", b.add(t, c64(1))), first_split)
         with v.loop(row_begin, row_end, "prow") as r:
             b.store(c64(-1), b.gep(patterns, [b.mul(b.sub(r, row_begin), stride)]))
+            # every split of the tree decided once first (paths meet each twice), into scratch
+            xrow = b.gep(X, [b.mul(r, A["row_stride"])])
+            went = b.gep(scratch, [b.mul(b.sub(r, row_begin), A["max_splits"])])
+            with v.loop(c64(0), splits, "split") as k:
+                b.store(b.zext(goes_left(b.add(first_split, k), xrow), i8), b.gep(went, [k]))
         with v.loop(at("tree_paths", t), at("tree_paths", b.add(t, c64(1))), "path") as p:
-            node_begin = at("path_nodes", p)
-            length = b.sub(at("path_nodes", b.add(p, c64(1))), node_begin)
             prefix = at("prefix", p)
+            step_begin = b.sub(at("path_nodes", p), prefix)  # (step k of the path: step_begin + k)
+            length = b.add(prefix, b.sub(at("path_nodes", b.add(p, c64(1))), at("path_nodes", p)))
             d = at("depth", p)
             mask = b.sub(b.shl(c64(1), d), c64(1))
             fb = at("path_features", p)
@@ -289,10 +309,11 @@ def build_ir() -> str:
                 stack = b.gep(patterns, [b.mul(b.sub(r, row_begin), stride)])
                 s = v.var(i64, "s", b.load(b.gep(stack, [prefix])))
                 with v.loop(prefix, length, "k") as k:
-                    j = b.add(node_begin, k)
-                    went = b.zext(goes_left(at("node", j), xrow), i8)
-                    off = b.icmp_unsigned("!=", went, at("side", j, i8))
-                    clear = b.shl(c64(1), at("slot", j))
+                    entry = at("step", b.add(step_begin, k))
+                    went = b.load(b.gep(scratch, [b.add(b.mul(b.sub(r, row_begin), A["max_splits"]),
+                                                        b.ashr(entry, c64(8)))]))
+                    off = b.icmp_unsigned("!=", b.zext(went, i64), b.and_(b.lshr(entry, c64(7)), c64(1)))
+                    clear = b.shl(c64(1), b.and_(entry, c64(0x7F)))
                     now = b.select(off, b.and_(b.load(s), b.not_(clear)), b.load(s))
                     b.store(now, s)
                     b.store(now, b.gep(stack, [b.add(k, c64(1))]))
@@ -307,32 +328,66 @@ def build_ir() -> str:
                             share = b.select(on, b.fmul(at("ratio", b.add(fb, jj)), without), minus_u)
                             add_share(single, column, value, p, phirow, at("feature", b.add(fb, jj)), share)
                     with integral_way:
-                        # each point's factors z_i (1 - t) + o_i t, the products before each i
-                        # (times the weight) forward, then after each i backward: every j's
-                        # product without its own factor in 3 d steps a point
-                        with v.loop(c64(0), d, "j0") as jj:
-                            b.store(cf(0.0), b.gep(sums, [jj]))
-                        with v.loop(c64(0), points, "m") as m:
-                            tm = at("quad_t", b.add(q, m))
-                            rest = b.fsub(cf(1.0), tm)
-                            before = v.var(f64, "before", at("quad_w", b.add(q, m)))
-                            with v.loop(c64(0), d, "i") as i:
-                                o = b.icmp_unsigned("!=", b.and_(bits, b.shl(c64(1), i)), c64(0))
-                                factor = b.fadd(b.fmul(at("zero", b.add(fb, i)), rest), b.select(o, tm, cf(0.0)))
-                                b.store(factor, b.gep(factors, [i]))
-                                b.store(b.load(before), b.gep(befores, [i]))
-                                b.store(b.fmul(b.load(before), factor), before)
-                            after = v.var(f64, "after", cf(1.0))
-                            with v.loop(c64(0), d, "i2") as i:
-                                k = b.sub(b.sub(d, c64(1)), i)
-                                cell = b.gep(sums, [k])
-                                b.store(b.fadd(b.load(cell), b.fmul(b.load(b.gep(befores, [k])), b.load(after))), cell)
-                                b.store(b.fmul(b.load(after), b.load(b.gep(factors, [k]))), after)
-                        with v.loop(c64(0), d, "j") as jj:
-                            oj = b.icmp_unsigned("!=", b.and_(bits, b.shl(c64(1), jj)), c64(0))
-                            share = b.fmul(b.fsub(b.select(oj, cf(1.0), cf(0.0)), at("zero", b.add(fb, jj))),
-                                           b.load(b.gep(sums, [jj])))
-                            add_share(single, column, value, p, phirow, at("feature", b.add(fb, jj)), share)
+                        integral(d, bits, fb, q, points, lambda feat, share: add_share(
+                            single, column, value, p, phirow, feat, share))
+
+    def integral(d, bits, fb, q, points, add):
+        """Each feature's share of a path by the integral (``add(feature, share)`` for each):
+        each point's factors ``z_i (1 - t) + o_i t``, the products before each ``i`` (times
+        the weight) forward, then after each ``i`` backward, every ``j``'s product without its
+        own factor in ``3 d`` steps a point.  Paths of up to :data:`UNROLLED_D` features take
+        code of their own, unrolled with the points as constants (their products stay in
+        registers); the others a loop."""
+        unrolled = {dd: b.append_basic_block(f"integral{dd}") for dd in range(1, UNROLLED_D + 1)}
+        looped = b.append_basic_block("integral_loop")
+        done = b.append_basic_block("integral_done")
+        switch = b.switch(d, looped)
+        for dd, block in unrolled.items():
+            switch.add_case(c64(dd), block)
+            b.position_at_end(block)
+            z = [at("zero", b.add(fb, c64(i))) for i in range(dd)]
+            o = [b.icmp_unsigned("!=", b.and_(bits, c64(1 << i)), c64(0)) for i in range(dd)]
+            sums = [None] * dd
+            ts, ws = _points(dd)
+            for tm, wm in zip(ts, ws):
+                factor = [b.fadd(b.fmul(z[i], cf(1.0 - tm)), b.select(o[i], cf(tm), cf(0.0))) for i in range(dd)]
+                before = [cf(wm)]
+                for i in range(dd - 1):
+                    before.append(b.fmul(before[i], factor[i]))
+                after = cf(1.0)
+                for k in range(dd - 1, -1, -1):
+                    term = b.fmul(before[k], after)
+                    sums[k] = term if sums[k] is None else b.fadd(sums[k], term)
+                    after = b.fmul(after, factor[k])
+            for jj in range(dd):
+                add(at("feature", b.add(fb, c64(jj))),
+                    b.fmul(b.fsub(b.select(o[jj], cf(1.0), cf(0.0)), z[jj]), sums[jj]))
+            b.branch(done)
+        b.position_at_end(looped)
+        with v.loop(c64(0), d, "j0") as jj:
+            b.store(cf(0.0), b.gep(sums_at, [jj]))
+        with v.loop(c64(0), points, "m") as m:
+            tm = at("quad_t", b.add(q, m))
+            rest = b.fsub(cf(1.0), tm)
+            before = v.var(f64, "before", at("quad_w", b.add(q, m)))
+            with v.loop(c64(0), d, "i") as i:
+                o = b.icmp_unsigned("!=", b.and_(bits, b.shl(c64(1), i)), c64(0))
+                factor = b.fadd(b.fmul(at("zero", b.add(fb, i)), rest), b.select(o, tm, cf(0.0)))
+                b.store(factor, b.gep(factors, [i]))
+                b.store(b.load(before), b.gep(befores, [i]))
+                b.store(b.fmul(b.load(before), factor), before)
+            after = v.var(f64, "after", cf(1.0))
+            with v.loop(c64(0), d, "i2") as i:
+                k = b.sub(b.sub(d, c64(1)), i)
+                cell = b.gep(sums_at, [k])
+                b.store(b.fadd(b.load(cell), b.fmul(b.load(b.gep(befores, [k])), b.load(after))), cell)
+                b.store(b.fmul(b.load(after), b.load(b.gep(factors, [k]))), after)
+        with v.loop(c64(0), d, "j") as jj:
+            oj = b.icmp_unsigned("!=", b.and_(bits, b.shl(c64(1), jj)), c64(0))
+            add(at("feature", b.add(fb, jj)),
+                b.fmul(b.fsub(b.select(oj, cf(1.0), cf(0.0)), at("zero", b.add(fb, jj))), b.load(b.gep(sums_at, [jj]))))
+        b.branch(done)
+        b.position_at_end(done)
 
     with v.loop(tree_begin, tree_end, "tree") as t:
         with b.if_else(b.icmp_signed(">", at("tree_levels", t), c64(0))) as (symmetric, other):
@@ -415,7 +470,7 @@ class TreeShapKernel:
         address = self._engine.get_function_address("treeshap")
         i64_ = ctypes.c_int64
         self._fn = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, i64_, i64_, i64_, i64_,
-                                    ctypes.c_void_p)(address)
+                                    ctypes.c_void_p, ctypes.c_void_p)(address)
         self._leaf_table = ctypes.CFUNCTYPE(None, i64_, i64_, i64_, *[ctypes.c_void_p] * 6)(
             self._engine.get_function_address("leaf_table"))
 
@@ -429,9 +484,10 @@ class TreeShapKernel:
                          weights.ctypes.data, scratch.ctypes.data, table.ctypes.data)
 
     def run(self, args: int, X: int, row_begin: int, row_end: int, tree_begin: int, tree_end: int,
-            phi: int) -> None:
-        """One call over rows and trees; ``args``, ``X``, ``phi``: addresses."""
-        self._fn(args, X, row_begin, row_end, tree_begin, tree_end, phi)
+            phi: int, scratch: int) -> None:
+        """One call over rows and trees; ``args``, ``X``, ``phi``, ``scratch`` (``max_splits``
+        bytes a row of the call, its own): addresses."""
+        self._fn(args, X, row_begin, row_end, tree_begin, tree_end, phi, scratch)
 
 
 def kernel() -> TreeShapKernel:

@@ -73,6 +73,32 @@ def test_lightgbm_categorical():
                                    rtol=1e-8, atol=1e-10)
 
 
+def test_lightgbm_deep_paths_and_wide_category_sets():
+    """Leaf-wise trees on 12 features (paths of more features than the kernel unrolls, and of
+    fewer) with a categorical feature of 80 categories (sets of several words), equal to
+    LightGBM's and NumPy's at every size band."""
+    lgb = pytest.importorskip("lightgbm")
+    X = _rows(1500, 12, seed=4)
+    X[:, 5] = np.random.default_rng(4).integers(0, 80, 1500)
+    X[::17, 5] = np.nan
+    y = np.prod(np.tanh(np.nan_to_num(X)), axis=1) + np.nan_to_num(X).sum(axis=1) + (X[:, 5] % 7 == 3)
+    booster = lgb.train({"objective": "regression", "num_leaves": 250, "min_data_in_leaf": 2, "verbose": -1,
+                         "num_threads": 1, "min_data_per_group": 3, "cat_smooth": 1, "max_cat_to_onehot": 1},
+                        lgb.Dataset(X, y, categorical_feature=[5]), 4)
+    cf = sf.compile(booster)
+    flat = _every_way(cf.forest, X, 1e-12)
+    depth = [g.d for g in contributions.tables(cf.forest).groups]
+    assert flat.max_depth == max(depth) > treeshap_unrolled() >= min(depth)
+    assert any(max(max(c) for c in t.categories.values()) >= 32 for t in cf.forest.trees if t.categories)
+    for n in (1, 64, 1500):
+        np.testing.assert_allclose(cf.predict(X[:n], pred_contribs=True), booster.predict(X[:n], pred_contrib=True),
+                                   rtol=1e-8, atol=1e-10)
+
+
+def treeshap_unrolled() -> int:
+    return pytest.importorskip("silvanforge_target_cpu.treeshap").UNROLLED_D
+
+
 def test_symmetric_trees_read_by_leaf():
     """CatBoost's symmetric trees with random covers, each a table by leaf, equal the definition
     on the trees as CatBoost walks them."""

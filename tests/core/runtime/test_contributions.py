@@ -19,7 +19,7 @@ from support_common import labelled as _labels
 from support_common import normal_rows as _rows
 
 import silvanforge as sf
-from silvanforge.errors import InputError, UnsupportedModelError
+from silvanforge.errors import ArtifactWarning, InputError, UnsupportedModelError
 from silvanforge.ir.hir import Aggregation
 from silvanforge.runtime import reference
 
@@ -181,6 +181,48 @@ def test_contributions_survive_saving_and_pickling(tmp_path):
     cf.save(tmp_path / "m.forge")
     for back in (cf, sf.load_compiled(tmp_path / "m.forge", trust_code=True), pickle.loads(pickle.dumps(cf))):
         np.testing.assert_allclose(back.predict(X, pred_contribs=True), want, rtol=1e-8, atol=1e-10)
+
+
+def test_tables_are_kept_in_artifacts_pickles_and_the_code_cache(tmp_path, monkeypatch):
+    """The kernel's tables, made once, travel with the model: a trusted load (a file, a pickle,
+    a code-cache hit) answers without making them again, equal to the library; an untrusted
+    load, an artifact saved before they were made, or tables laid out for another kernel make
+    them again."""
+    lgb = pytest.importorskip("lightgbm")
+    from silvanforge.runtime import shap_arrays
+
+    X = _rows(300, 4, seed=8)
+    booster = lgb.train({"num_leaves": 9, "verbose": -1, "num_threads": 1}, lgb.Dataset(X, X[:, 0]), 5)
+    want = booster.predict(X, pred_contrib=True)
+    cf = sf.compile(booster, forms="lazy")
+    cf.save(tmp_path / "before.forge")
+    kernel, tables = cf.prepare_contributions()
+    if kernel is None:
+        pytest.skip("no installed target has a contributions kernel")
+    cf.save(tmp_path / "m.forge")
+    made = []
+    real = shap_arrays.arrays
+    monkeypatch.setattr(shap_arrays, "arrays", lambda *a, **k: made.append(1) or real(*a, **k))
+    kept = [sf.load_compiled(tmp_path / "m.forge", trust_code=True), pickle.loads(pickle.dumps(cf))]
+    for back in kept:
+        np.testing.assert_allclose(back.predict(X, pred_contribs=True), want, rtol=1e-8, atol=1e-10)
+        assert back.prepare_contributions()[1].named.keys() == tables.named.keys()
+    assert not made
+    with pytest.warns(ArtifactWarning):
+        untrusted = sf.load_compiled(tmp_path / "m.forge", key="another key")
+    for back in (untrusted, sf.load_compiled(tmp_path / "before.forge", trust_code=True)):
+        np.testing.assert_allclose(back.predict(X, pred_contribs=True), want, rtol=1e-8, atol=1e-10)
+    assert len(made) == 2
+    arrays, record = shap_arrays.saved(tables, kernel.arg_layout)
+    assert shap_arrays.restored(arrays, record, kernel.arg_layout) is not None
+    assert shap_arrays.restored(arrays, record, (*kernel.arg_layout, "another_array")) is None
+    cache = tmp_path / "cache"
+    first = sf.compile(booster, cache=cache)
+    first.prepare_contributions()  # (made, and written into its entry)
+    assert len(made) == 3
+    np.testing.assert_allclose(sf.compile(booster, cache=cache).predict(X, pred_contribs=True), want,
+                               rtol=1e-8, atol=1e-10)
+    assert len(made) == 3
 
 
 def test_models_without_covers_and_bad_combinations_are_one_clear_error():

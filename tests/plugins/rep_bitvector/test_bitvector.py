@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 
+import llvmlite.binding as llvm
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -17,6 +18,7 @@ from hypothesis import strategies as st
 from silvanforge_rep_bitvector import choose, leafbits, masktables, support
 from silvanforge_rep_bitvector import plan as bv_plan
 from silvanforge_rep_bitvector.options import BitvectorOptions
+from silvanforge_target_cpu import cpus as target_cpus
 from strategies import _tree, forests, rows_for
 from support_common import Draws, assert_close
 
@@ -24,6 +26,7 @@ import silvanforge as sf
 from silvanforge import CompileOptions, InputError
 from silvanforge.ir import hir
 from silvanforge.ir.hir import Aggregation, CategoryRule, Forest, Op, Transform, Tree
+from silvanforge.plugins import registry
 from silvanforge.runtime import reference
 
 
@@ -617,6 +620,82 @@ def test_narrow_bins_as_bytes_and_as_16_bit_integers(distinct):
     np.testing.assert_array_equal(cf.predict(X, output_margin=True), reference.predict(forest, X, output_margin=True))
 
 
+# Code for 256-bit vector units (AVX2) takes byte words in the narrow form (choose.narrow_word).
+AVX2 = "x86-64-v3"
+needs_avx2 = pytest.mark.skipif(not llvm.get_process_triple().startswith("x86_64") or target_cpus.missing_here(AVX2),
+                                reason="this host runs no x86-64-v3 code")
+
+
+def test_narrow_words_are_bytes_on_256_bit_units_only():
+    """The narrow form's words by vector unit: AVX-512 (and the default) 32 bits, AVX2 bytes."""
+    assert choose.narrow_word(None) == leafbits.NARROW_WORD
+    assert choose.narrow_word(registry().vectors("cpu", "x86-64-v4")) == leafbits.NARROW_WORD
+    assert choose.narrow_word(registry().vectors("cpu", AVX2)) == leafbits.BYTE_WORD
+    forest = Forest(trees=[_full_tree(5) for _ in range(3)], num_features=6)
+    plan = bv_plan.make_plan(forest, np.zeros(3, bool), choose.WIDE_LANES, True, narrow_word=leafbits.BYTE_WORD)
+    assert plan.word_bits == leafbits.BYTE_WORD and all(len(t.words) == 4 for t in plan.trees)  # 32 leaves
+
+
+def test_avx2_prices_byte_word_blocks_by_their_own_factor():
+    """The estimate for AVX2 code: the narrow form's 32-lane blocks (byte words there) at
+    :data:`choose.NARROW_ISA_FACTORS` times the AVX-512 estimate, 16-lane blocks (half a register)
+    and the float form at :data:`choose.ISA_FACTORS`; AVX-512 code at the estimate itself."""
+    from silvanforge_rep_bitvector import BitvectorForm
+
+    forest = _leafwise_forest(60, 5, 7, np.random.default_rng(5))
+    nodes = {"mask_tables": False}
+    avx2, avx512 = registry().vectors("cpu", AVX2), registry().vectors("cpu", "x86-64-v4")
+    for rows, factors in ((4096, choose.NARROW_ISA_FACTORS), (16, choose.ISA_FACTORS)):
+        assert choose.wide_narrow(forest, rows, BitvectorOptions(**nodes)) == (rows == 4096)
+        base = BitvectorForm.cost(forest, "cpu", rows, nodes)
+        assert BitvectorForm.cost(forest, "cpu", rows, nodes, vectors=avx512) == base
+        assert BitvectorForm.cost(forest, "cpu", rows, nodes, vectors=avx2) == pytest.approx(base * factors["avx2"])
+    assert choose.NARROW_ISA_FACTORS["avx2"] < choose.ISA_FACTORS["avx2"]
+
+
+@needs_avx2
+@pytest.mark.parametrize("shape", ["looped", "expanded"])
+@pytest.mark.parametrize("default_left", [True, False])
+@pytest.mark.parametrize("depth", [3, 8])
+def test_byte_words_find_every_leaf_as_avx2_code(shape, depth, default_left):
+    """AVX2 code of the narrow form (byte words): every leaf of an 8- or 256-leaf tree is found,
+    whichever byte it is in (exit leaves up to 255, counted unsigned), rows at and beside every
+    threshold, NaN going left or right; both node forms, 1 and 3 threads."""
+    forest = Forest(trees=[_full_tree(depth, default_left)], num_features=6, base_score=np.array([0.5]))
+    tree = forest.trees[0]
+    thresholds = np.unique(tree.threshold[tree.left >= 0])
+    rng = np.random.default_rng(depth)
+    X = rng.choice(np.concatenate([thresholds, thresholds + 0.05]), size=(6000, 6))
+    X[rng.random(X.shape) < 0.15] = -1.0
+    X[rng.random(X.shape) < 0.15] = np.nan
+    X[:20], X[20:40] = -1.0, 1e9  # the leftmost and rightmost leaves
+    cf = _compile(forest, {"expand_nodes": 10**9 if shape == "expanded" else -1, "narrow": True},
+                  rep="bitvector", cpu=AVX2)
+    assert f"words={leafbits.BYTE_WORD}-bit" in cf.show("lir") and f"{shape}=1" in cf.show("lir")
+    for threads in (1, 3):
+        got = cf.predict(X, output_margin=True, threads=threads)
+        np.testing.assert_array_equal(got, reference.predict(forest, X, output_margin=True))
+    # Leaf values are node ids, in preorder: a leaf's rank among them is its position from the left.
+    position = np.searchsorted(np.flatnonzero(tree.left < 0), got - 0.5)
+    assert set(position // 8) == set(range(2 ** depth // 8))  # every byte word held some exit leaf
+
+
+@needs_avx2
+@settings(max_examples=FORM_EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(drawn=categorical_forests(), n=st.integers(1, 70), expand=st.booleans(), numeric=st.booleans())
+def test_byte_words_equal_the_reference_as_avx2_code(drawn, n, expand, numeric):
+    """Random forests of one to four 64-bit words a tree (numeric only, or mostly categorical
+    under every category rule), NaN, infinities, ties, as AVX2 code of the narrow form."""
+    forest, top = drawn
+    if numeric:
+        for t in forest.trees:
+            t.categories.clear()
+    cf = _compile(forest, {"expand_nodes": 10**9 if expand else -1, "narrow": True}, rep="bitvector", cpu=AVX2)
+    assert f"words={leafbits.BYTE_WORD}-bit" in cf.show("lir")
+    X = category_rows(forest, np.random.default_rng(n), n, top)
+    np.testing.assert_array_equal(cf.predict(X, output_margin=True), reference.predict(forest, X, output_margin=True))
+
+
 def test_narrow_form_is_taken_for_wide_blocks_where_bins_fit():
     """Wide (looped) blocks take the narrow form; 8-lane blocks, features with more distinct
     thresholds than 16-bit bins hold, and bin tables past their limit keep the float form;
@@ -758,7 +837,22 @@ def test_mask_tables_beside_node_forms_equal_the_reference_exactly():
     draws.assert_share("compiled", 0.5)
 
 
-def _mask_tables_beside_node_forms(drawn, n, threads, seed, budget, narrow) -> str:
+@needs_avx2
+def test_mask_tables_beside_byte_word_node_forms_as_avx2_code():
+    """The mixed form as AVX2 code, its node trees in byte words (narrow) or 64-bit ones."""
+    draws = Draws()
+
+    @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(drawn=categorical_forests(), n=st.integers(1, 70), seed=st.integers(0, 2**16),
+           budget=st.sampled_from([-1, 40, 10**9]), narrow=st.booleans())
+    def check(drawn, n, seed, budget, narrow):
+        draws.count(_mask_tables_beside_node_forms(drawn, n, 1, seed, budget, narrow, cpu=AVX2))
+
+    check()
+    draws.assert_share("compiled", 0.5)
+
+
+def _mask_tables_beside_node_forms(drawn, n, threads, seed, budget, narrow, cpu=None) -> str:
     forest, top = drawn
     rng = np.random.default_rng(seed)
     # Most drawn nodes are categorical, so numeric trees were rare and a filter on them rejected
@@ -784,7 +878,7 @@ def _mask_tables_beside_node_forms(drawn, n, threads, seed, budget, narrow) -> s
     if masktables.unsupported(choose.some_trees(forest, tabled)) is not None:
         return "refused"
     cf = _compile(forest, {"expand_nodes": budget, "narrow": None if narrow else False,
-                           "tabled_trees": ",".join(map(str, np.flatnonzero(tabled)))}, rep="bitvector")
+                           "tabled_trees": ",".join(map(str, np.flatnonzero(tabled)))}, rep="bitvector", cpu=cpu)
     assert f"tabled={int(tabled.sum())}" in cf.show("lir") or tabled.all()
     X = category_rows(forest, np.random.default_rng(n), n, top)
     np.testing.assert_array_equal(cf.predict(X, output_margin=True, threads=threads),

@@ -13,6 +13,7 @@ import pytest
 from strategies import oblivious_tree
 
 import silvanforge as sf
+from silvanforge.frontend.outputs import leaf_forest
 from silvanforge.ir.hir import Aggregation, Forest, Transform, Tree
 from silvanforge.plugins import registry
 from silvanforge.runtime import reference
@@ -300,3 +301,30 @@ def test_byte_program_takes_large_calls_and_small_ones_keep_floats(monkeypatch):
     deep = dataclasses.replace(forest, trees=[oblivious_tree(np.random.default_rng(1), 9, 4, (0,))])
     assert isinstance(symmetric.bins(symmetric.recognise(deep)), str)  # paths past a byte: floats
     assert "ob_bits" not in sf.compile(deep, rep="oblivious", batch_size=512).show("lir")
+
+
+def test_forests_of_leaf_indices_store_the_index_their_levels_build(monkeypatch):
+    """``pred_leaf``'s forest (an output a tree, each leaf's value its index): every form
+    (one row, vector lanes, byte bins) reads no leaf table and equals the reference and
+    CatBoost's ``calc_leaf_indexes``; a model's own values are read from the table."""
+    from silvanforge_rep_oblivious import symmetric
+
+    monkeypatch.setattr("silvanforge.plan.policy.PLAN_MIN_NS", 0.0)
+    model = _train("MultiClass", "Min", LABELS["MultiClass"])
+    forest = sf.load_model(model)
+    for f, indices in ((leaf_forest(forest), True), (forest, False)):
+        facts = symmetric.recognise(f)
+        table, base = symmetric.leaf_table(f, facts, np.dtype(f.accumulate_dtype))
+        assert symmetric.leaves_are_indices(table, base, facts.depth, facts.groups) is indices
+    leaves = leaf_forest(forest)
+    for batch_size in (1, 16, 300):
+        cf = sf.compile(leaves, rep="oblivious", batch_size=batch_size)
+        assert "ob_leaf[" not in cf.show("lir")
+        for n in (1, 7, 17, 64, 300):
+            _check(cf, leaves, _rows(forest.num_features, n, seed=n))
+    X = _rows(forest.num_features, 300, seed=3)
+    cf = sf.compile(model)
+    for n in (1, 7, 64, 300):
+        got = cf.predict(X[:n], pred_leaf=True)
+        np.testing.assert_array_equal(got, model.calc_leaf_indexes(catboost.Pool(X[:n])))
+        assert got.dtype == np.uint32

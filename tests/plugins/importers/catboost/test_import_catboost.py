@@ -320,6 +320,107 @@ def test_combinations_found_either_way_equal_catboost(native, monkeypatch):
     np.testing.assert_allclose(cf.predict(labels, output_margin=True), raw, rtol=RTOL, atol=ATOL)
 
 
+def test_frames_read_by_schema_and_values_coded_across_calls(monkeypatch):
+    """A compiled model reads a frame by the plan of its schema and codes a column's values
+    across calls (the call's tables of combinations kept by the values they are of): calls of
+    new values, of the same names with other dtypes or categories, of shuffled columns, with
+    every memory at its smallest, each give CatBoost's margins for their own rows."""
+    from silvanforge.inputs import frames, hashed_rows
+
+    pd = pytest.importorskip("pandas")
+    rng = np.random.default_rng(18)
+    df, te = _cat_frame(rng, 500), _cat_rows(rng, 200)
+    model = cb.CatBoostRegressor(iterations=30, depth=5, cat_features=_CATS, one_hot_max_size=3,
+                                 max_ctr_complexity=2, **_FIT).fit(df, _cat_target(df) + (df.word == "p") * df.a)
+    cf = sf.compile(model)
+    assert cf.forest.hashed_combinations
+
+    def check(frame, **kwargs):
+        # (CatBoost reads columns by position: the frame in the training order)
+        want = cb.CatBoost.predict(model, frame[list(df.columns)], prediction_type="RawFormulaVal")
+        np.testing.assert_allclose(cf.predict(frame, output_margin=True, **kwargs), want, rtol=RTOL, atol=ATOL)
+
+    # values first seen in later calls (a call of a few values, then of more), the same rows again
+    few = te[te.word.isin(["p", "q"]) & (te["count"] < 5)]
+    for frame in (few, te.iloc[:70], te, few, te.iloc[::-1], te.iloc[:1]):
+        check(frame)
+    # the same names with other dtypes, or other categories in another order
+    kinds = list(te["kind"].cat.categories)
+    others = [te.astype({"count": np.int32}), te.astype({"count": str, "kind": str}),
+              te.astype({"word": "category", "count": "category"}), te.astype({"word": object, "colour": object}),
+              te.assign(kind=pd.Categorical(te["kind"].astype(str), categories=kinds[::-1] + ["kind-99"])),
+              te[["kind", "a", "count", "word", "colour"]]]
+    for frame in others:
+        check(frame)
+        check(frame.iloc[:3])
+    assert len(cf._schemas) <= frames.SCHEMAS
+    # calls of other values from threads at once, on a model that has seen none yet
+    from concurrent.futures import ThreadPoolExecutor
+
+    fresh = sf.compile(model)
+    calls = [few, te, te.iloc[:70], others[1], others[2], te.iloc[::-1]] * 4
+    wants = [cb.CatBoost.predict(model, f[list(df.columns)], prediction_type="RawFormulaVal") for f in calls]
+    with ThreadPoolExecutor(4) as pool:
+        gots = list(pool.map(lambda f: fresh.predict(f, output_margin=True, threads=1), calls))
+    for got, want in zip(gots, wants):
+        np.testing.assert_allclose(got, want, rtol=RTOL, atol=ATOL)
+    # every memory at its smallest: a column's values start again, the tables are rebuilt; rows
+    # a column at a time from 16 rows on
+    monkeypatch.setattr(hashed_rows, "COLUMN_VALUES", 3)
+    monkeypatch.setattr(hashed_rows, "DENSE_TABLES", 1)
+    monkeypatch.setattr(hashed_rows, "FORTRAN_ROWS", 16)
+    again = sf.compile(model)
+    big = pd.concat([te] * 6, ignore_index=True)  # (rows past a block of the kernel's)
+    for frame in (te, few, te.iloc[:50], others[1], others[-1], big, te):
+        want = cb.CatBoost.predict(model, frame[list(df.columns)], prediction_type="RawFormulaVal")
+        np.testing.assert_allclose(again.predict(frame, output_margin=True), want, rtol=RTOL, atol=ATOL)
+    # two threads sharing a call's rows
+    monkeypatch.setattr(hashed_rows, "THREAD_ROWS", 16)
+    for frame in (te, others[1], big):
+        np.testing.assert_allclose(again.predict(frame, output_margin=True, threads=2),
+                                   cb.CatBoost.predict(model, frame[list(df.columns)], prediction_type="RawFormulaVal"),
+                                   rtol=RTOL, atol=ATOL)
+        check(frame, threads=2)
+
+
+def test_an_artifact_carries_the_kernel_of_computed_columns(tmp_path):
+    """A saved model with computed columns carries the machine code of their kernel: a trusted
+    load in a fresh process maps it (nothing compiled at the first call) and predicts as
+    CatBoost; code for another host or of another kernel is not mapped."""
+    import json
+    import subprocess
+
+    from silvanforge_target_cpu import hashed_columns
+
+    rng = np.random.default_rng(19)
+    df, te = _cat_frame(rng, 300), _cat_rows(rng, 60)
+    model = cb.CatBoostRegressor(iterations=10, depth=4, cat_features=_CATS, one_hot_max_size=3,
+                                 max_ctr_complexity=2, **_FIT).fit(df, _cat_target(df))
+    sf.compile(model).save(tmp_path / "m.forge", key="k")
+    te.to_pickle(tmp_path / "rows.pkl")
+    script = (
+        "import sys, json, pandas as pd, silvanforge as sf\n"
+        "from silvanforge_target_cpu import hashed_columns\n"
+        f"cf = sf.load_compiled({str(tmp_path / 'm.forge')!r}, key='k')\n"
+        "mapped = hashed_columns._kernel is not None and hashed_columns._kernel.mapped\n"
+        f"y = cf.predict(pd.read_pickle({str(tmp_path / 'rows.pkl')!r}), output_margin=True)\n"
+        "print(json.dumps({'mapped': mapped, 'y': y.tolist()}))\n")
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, check=False)
+    assert run.returncode == 0, run.stderr
+    out = json.loads(run.stdout.strip().splitlines()[-1])
+    assert out["mapped"]
+    np.testing.assert_allclose(out["y"], cb.CatBoost.predict(model, te, prediction_type="RawFormulaVal"),
+                               rtol=RTOL, atol=ATOL)
+    saved = hashed_columns.kernel().artifact()
+    assert hashed_columns._saved_code(saved)
+    n = int.from_bytes(saved[:4], "little")
+    meta = json.loads(saved[4:4 + n])
+    for field, other in (("cpu", "another-cpu"), ("ir", "0" * 16)):
+        edited = json.dumps({**meta, field: other}).encode()
+        assert hashed_columns._saved_code(len(edited).to_bytes(4, "little") + edited + saved[4 + n:]) is None
+    assert hashed_columns._saved_code(b"\x05\x00") is None
+
+
 def test_a_bool_column_does_not_change_how_integers_are_hashed():
     """True == 1 in Python, but CatBoost hashes "True" and "1": the model's memo of hashes keeps
     them apart across columns and calls."""
@@ -332,6 +433,23 @@ def test_a_bool_column_does_not_change_how_integers_are_hashed():
     ints, _ = reading.column_hashes(np.array([1, 0]))
     assert bools.tolist() == [catboost_hash(True), catboost_hash(False)]
     assert ints.tolist() == [catboost_hash(1), catboost_hash(0)] != bools.tolist()
+
+
+def test_integer_columns_coded_across_calls_hash_as_catboost():
+    """A column of integers is coded across calls through a table over their span once its
+    values are known: negative and unsigned integers, and a value not seen yet, hash as CatBoost
+    hashes them, call after call."""
+    from silvanforge.inputs.category_hash import catboost_hash
+    from silvanforge.inputs.hashed_rows import HashedInputs
+    from silvanforge.ir.hir import Forest
+
+    reading = HashedInputs(Forest(trees=[], num_features=1, num_outputs=1, base_score=np.zeros(1)))
+    calls = [np.array([-3, 5, 7, -3]), np.array([-3, 5, 7, -3]), np.array([5, 7, 5], dtype=np.uint64),
+             np.array([5, 9], dtype=np.int32), np.array([9, -3], dtype=np.int16), np.array([True, False])]
+    for values in calls:
+        codes, table = reading.hash_codes(values, 0)
+        assert ((table[codes] + (1 << 32)) & 0xFFFFFFFF).tolist() == [catboost_hash(v) for v in values.tolist()]
+    assert reading._columns[0].integers is not None  # (the table over the span was read)
 
 
 def test_a_tree_of_one_leaf_is_read(tmp_path):

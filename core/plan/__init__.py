@@ -1,1 +1,1 @@
-"""A compiled model's plan: its forms (programs lowered for a batch size), the bands of rows per call each answers, how they are chosen without timing or by the tuner, forms built after compile returns, and the memo a compile shares."""
+"""A compiled model's plan: its forms (programs lowered for a batch size), the bands of rows per call each answers, how they are chosen without timing or by the tuner, forms built after compile returns (started beside the main form's machine code where a core is idle: overlap), and the memo a compile shares."""

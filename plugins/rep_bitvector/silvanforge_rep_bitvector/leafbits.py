@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from silvanforge.ir import hir
+from silvanforge.plan.memo import memoised
 
 WORD = 64
 MAX_WORDS = 4
@@ -21,7 +22,12 @@ BYTE_WORD = 8
 def leaf_spans(forest: hir.Forest) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
     """Per tree: its leaves from left to right (node ids), and each node's range of leaf
     positions [first, last).  Every tree at once, level by level in numpy (a level loop per tree
-    took a third of a second on 1000 leaf-wise trees 37 deep)."""
+    took a third of a second on 1000 leaf-wise trees 37 deep); read only, found once a compile
+    (the mask tables and every form's plan ask)."""
+    return memoised(forest, "bitvector leaf spans", lambda: _leaf_spans(forest))
+
+
+def _leaf_spans(forest: hir.Forest) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
     offset, left, right, levels = hir.level_order(forest)
     levels = [level[left[level] >= 0] for level in levels]  # the internal nodes
     count = np.ones(len(left), np.int64)  # leaves under each node, deepest level first
@@ -36,7 +42,10 @@ def leaf_spans(forest: hir.Forest) -> list[tuple[np.ndarray, np.ndarray, np.ndar
         f = first[offset[k]:offset[k + 1]]
         is_leaf = t.left < 0
         leaves = np.flatnonzero(is_leaf)[np.argsort(f[is_leaf], kind="stable")]
-        spans.append((leaves, f, f + count[offset[k]:offset[k + 1]]))
+        span = (leaves, f, f + count[offset[k]:offset[k + 1]])
+        for a in span:
+            a.flags.writeable = False  # shared by every caller in the compile
+        spans.append(span)
     return spans
 
 def all_left_masks(first: np.ndarray, last: np.ndarray, words: int, bits: int = WORD) -> tuple[np.ndarray, np.ndarray]:

@@ -15,7 +15,7 @@ from silvanforge.plan.memo import memoised
 from .choose import LANES
 from .leafbits import NARROW_WORD, WORD, all_left_masks, leaf_spans
 from .options import DEFAULT
-from .support import category_counts, nan_or_not, nan_split_features, used_features
+from .support import category_counts, nan_or_not_splits, nan_split_features, used_features
 
 NARROW_BYTE_BINS = 255
 NARROW_CAT_WORD = 32  # categorical decision words: two vectors of 32 lanes, not four
@@ -222,46 +222,81 @@ def _make_plan(forest: hir.Forest, expanded: np.ndarray | None, lanes: int, narr
     cat_bits = NARROW_CAT_WORD if narrow else WORD
     cat_features, cat_table, cat_nodes, chunks = _cat_features(
         forest, evaluation, int(expanded.sum()), max(1, chunk_bytes // (cat_bits // 8 * lanes)), cat_bits)
-    no_cats = (np.zeros(0, np.int64),) * 3
-    trees, leaf_values, leaf_count = [], [], 0
     spans = leaf_spans(forest)
+    trees, leaf_values, leaf_count = [], [], 0
     for k in order:
         t = forest.trees[k]
-        leaves, first, last = spans[k]
-        tree = PlanTree(k, t.outputs[0], leaf_count, [])
-        leaf_values.append(t.leaf_value[leaves, 0])
-        leaf_count += len(leaves)
-        if tabled[k]:
-            trees.append(tree)
-            continue
-        internal = np.flatnonzero((t.left >= 0) & ~t.categorical_mask())
-        thr = t.threshold[internal].astype(thr_dtype)
-        le = t.op[internal] == int(Op.LE)
-        # "x <= +inf" (LightGBM's NaN-or-not splits) sends every number left: with missing
-        # values left it is a no-op, dropped; with them right it reads the NaN indicator copy.
-        nan_split = nan_or_not(t, internal, thr_dtype)
-        # x > t  <=>  x >= the next value up, for every x of the dtype
-        thr[le] = np.nextafter(thr[le], thr_dtype.type(np.inf))
-        # Missing values go right: read the copy where NaN is +inf, greater than any threshold.
-        cols = np.searchsorted(used_sorted, t.feature[internal]) + np.where(t.default_left[internal], 0, len(used))
-        cols[nan_split] = 2 * len(used) + np.searchsorted(nan_sorted, t.feature[internal][nan_split])
-        keep = ~(nan_split & t.default_left[internal])
-        internal, thr, cols = internal[keep], thr[keep], cols[keep]
-        cnodes, ccols, cbits = cat_nodes.get(k, no_cats)
-        nodes = np.concatenate([internal, cnodes])
-        columns = np.concatenate([cols, ccols])
-        thresholds = np.concatenate([thr, np.zeros(len(cnodes), thr_dtype)])
-        bits = np.concatenate([np.zeros(len(internal), np.int64), cbits])
-        hits, masks = all_left_masks(first[t.left[nodes]], last[t.left[nodes]], -(-len(leaves) // word_bits), word_bits)
-        for hit, mask in zip(hits, masks):
-            tree.words.append(Word(columns[hit], thresholds[hit], mask[hit], bits[hit]))
-        trees.append(tree)
+        trees.append(PlanTree(k, t.outputs[0], leaf_count, []))
+        leaf_values.append(t.leaf_value[spans[k][0], 0])
+        leaf_count += len(spans[k][0])
+    _plan_words([tree for tree in trees if not tabled[tree.slot]], forest, spans, used_sorted, nan_sorted,
+                cat_nodes, word_bits, thr_dtype)
     leaf_values = np.concatenate(leaf_values) if leaf_values else np.zeros(0)
     plan = Plan(used, trees, leaf_values.astype(forest.accumulate_dtype), nan_used,
                  cat_features, cat_table, chunks, word_bits, thr_dtype)
     if narrow:
         _narrow_thresholds(plan)
     return plan
+
+
+def _plan_words(trees: list[PlanTree], forest: hir.Forest, spans, used: np.ndarray, nan_used: np.ndarray,
+                cat_nodes: dict, word_bits: int, thr_dtype: np.dtype) -> None:
+    """Each of ``trees``' words (:class:`Word`), in place: its numeric nodes (the NaN-or-not
+    splits that are no-ops dropped), then its categorical ones (``cat_nodes``), each tree's in
+    node order.  Every tree's nodes in one numpy pass (a pass a tree took a tenth of a second on
+    1000 trees of 255 leaves)."""
+    if not trees:
+        return
+    model = [forest.trees[tree.slot] for tree in trees]
+    internal = [np.flatnonzero((t.left >= 0) & ~t.categorical_mask()) for t in model]
+
+    def joined(parts, dtype):
+        return np.concatenate(parts).astype(dtype, copy=False) if parts else np.zeros(0, dtype)
+
+    tree_of = np.repeat(np.arange(len(model)), [len(i) for i in internal])
+    feature = joined([t.feature[i] for t, i in zip(model, internal)], np.int64)
+    threshold = joined([t.threshold[i] for t, i in zip(model, internal)], np.float64)
+    op = joined([t.op[i] for t, i in zip(model, internal)], np.uint8)
+    default_left = joined([t.default_left[i] for t, i in zip(model, internal)], bool)
+    thr = threshold.astype(thr_dtype)
+    le = op == int(Op.LE)
+    # "x <= +inf" (LightGBM's NaN-or-not splits) sends every number left: with missing
+    # values left it is a no-op, dropped; with them right it reads the NaN indicator copy.
+    nan_split = nan_or_not_splits(op, thr)
+    # x > t  <=>  x >= the next value up, for every x of the dtype
+    thr[le] = np.nextafter(thr[le], thr_dtype.type(np.inf))
+    # Missing values go right: read the copy where NaN is +inf, greater than any threshold.
+    cols = np.searchsorted(used, feature) + np.where(default_left, 0, len(used))
+    cols[nan_split] = 2 * len(used) + np.searchsorted(nan_used, feature[nan_split])
+    keep = ~(nan_split & default_left)
+    # Each tree's numeric nodes, then its categorical ones.
+    no_cats = (np.zeros(0, np.int64),) * 3
+    cats = [cat_nodes.get(tree.slot, no_cats) for tree in trees]
+    n_cat = np.array([len(c[0]) for c in cats], np.int64)
+    n_num = np.bincount(tree_of[keep], minlength=len(model)).astype(np.int64)
+    place = np.argsort(np.concatenate([tree_of[keep] * 2, np.repeat(np.arange(len(model)), n_cat) * 2 + 1]),
+                       kind="stable")
+    node = np.concatenate([joined([i for i in internal], np.int64)[keep], joined([c[0] for c in cats], np.int64)])[place]
+    column = np.concatenate([cols[keep], joined([c[1] for c in cats], np.int64)])[place]
+    thresholds = np.concatenate([thr[keep], np.zeros(int(n_cat.sum()), thr_dtype)])[place]
+    bits = np.concatenate([np.zeros(int(n_num.sum()), np.int64), joined([c[2] for c in cats], np.int64)])[place]
+    owner = np.repeat(np.arange(len(model)), n_num + n_cat)
+    lefts = np.concatenate([t.left for t in model]).astype(np.int64)
+    offset = np.concatenate([[0], np.cumsum([len(t.left) for t in model])]).astype(np.int64)
+    first = np.concatenate([spans[tree.slot][1] for tree in trees])
+    last = np.concatenate([spans[tree.slot][2] for tree in trees])
+    child = offset[owner] + lefts[offset[owner] + node]
+    words = [-(-len(spans[tree.slot][0]) // word_bits) for tree in trees]
+    hits, masks = all_left_masks(first[child], last[child], max(words), word_bits)
+    bounds = np.concatenate([[0], np.cumsum(n_num + n_cat)]).tolist()
+    for w in range(max(words)):
+        picked = np.flatnonzero(hits[w])
+        cut = np.searchsorted(picked, bounds).tolist()
+        col_w, thr_w, mask_w, bit_w = column[picked], thresholds[picked], masks[w][picked], bits[picked]
+        for j, tree in enumerate(trees):
+            if w < words[j]:
+                a, b = cut[j], cut[j + 1]
+                tree.words.append(Word(col_w[a:b], thr_w[a:b], mask_w[a:b], bit_w[a:b]))
 
 
 def _narrow_thresholds(plan: Plan) -> None:

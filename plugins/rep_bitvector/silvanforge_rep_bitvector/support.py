@@ -127,14 +127,29 @@ def tree_nodes(forest: hir.Forest) -> np.ndarray:
     return np.array([int((t.left >= 0).sum()) for t in forest.trees], np.int64).reshape(forest.num_trees)
 
 def used_features(forest: hir.Forest) -> list[int]:
-    """Features of numeric splits (categorical ones read decision tables, :class:`CatFeature`)."""
+    """Features of numeric splits (categorical ones read decision tables, :class:`CatFeature`);
+    found once a compile (the estimates and every form's plan ask)."""
+    return list(memoised(forest, "bitvector used features", lambda: _used_features(forest)))
+
+
+def _used_features(forest: hir.Forest) -> list[int]:
     parts = [t.feature[(t.left >= 0) & ~t.categorical_mask()] for t in forest.trees]
     return np.unique(np.concatenate(parts)).tolist() if parts else []
 
 
 def bin_counts(forest: hir.Forest) -> np.ndarray:
     """Per used feature (:func:`used_features`), how many distinct thresholds its numeric
-    nodes have (an upper bound of the narrow form's bins: ``<=`` splits move to the next value)."""
+    nodes have (an upper bound of the narrow form's bins: ``<=`` splits move to the next value);
+    read only, counted once a compile."""
+    return memoised(forest, "bitvector bin counts", lambda: _read_only(_bin_counts(forest)))
+
+
+def _read_only(a: np.ndarray) -> np.ndarray:
+    a.flags.writeable = False  # shared by every caller in the compile
+    return a
+
+
+def _bin_counts(forest: hir.Forest) -> np.ndarray:
     numeric = [(t.left >= 0) & ~t.categorical_mask() for t in forest.trees]
     feature = np.concatenate([t.feature[m] for t, m in zip(forest.trees, numeric)] or [np.zeros(0, np.int64)])
     value = np.concatenate([t.threshold[m].astype(forest.threshold_dtype) for t, m in zip(forest.trees, numeric)]
@@ -147,7 +162,11 @@ def bin_counts(forest: hir.Forest) -> np.ndarray:
 
 def nan_split_features(forest: hir.Forest) -> list[int]:
     """Features of "x <= +inf" splits whose missing values go right (true iff x is NaN): they
-    get a third copy in the block, +inf where NaN and 0 elsewhere."""
+    get a third copy in the block, +inf where NaN and 0 elsewhere (found once a compile)."""
+    return list(memoised(forest, "bitvector NaN split features", lambda: _nan_split_features(forest)))
+
+
+def _nan_split_features(forest: hir.Forest) -> list[int]:
     found = set()
     for t in forest.trees:
         internal = np.flatnonzero((t.left >= 0) & ~t.categorical_mask())
@@ -158,9 +177,14 @@ def nan_split_features(forest: hir.Forest) -> list[int]:
 
 def nan_or_not(t: hir.Tree, internal: np.ndarray, thr_dtype: np.dtype) -> np.ndarray:
     """Which of the ``internal`` nodes are "x <= +inf" splits, thresholds as compiled."""
-    return (t.op[internal] == int(Op.LE)) & (t.threshold[internal].astype(thr_dtype) == np.inf)
+    return nan_or_not_splits(t.op[internal], t.threshold[internal].astype(thr_dtype))
+
+
+def nan_or_not_splits(op: np.ndarray, threshold: np.ndarray) -> np.ndarray:
+    """Which nodes of these ops and thresholds (as compiled) are "x <= +inf" splits."""
+    return (op == int(Op.LE)) & (threshold == np.inf)
 
 
 __all__ = ["MAX_TREES", "MAX_CATEGORY_TABLE_BYTES", "unsupported", "category_counts", "category_table_bytes",
            "largest_category", "node_count", "tree_nodes", "used_features", "bin_counts", "nan_split_features",
-           "nan_or_not"]
+           "nan_or_not", "nan_or_not_splits"]

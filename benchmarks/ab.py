@@ -66,16 +66,19 @@ def peer_engines(path: str, forest, names: list[str]) -> dict:
     from silvanforge.plugins import registry
     from silvanforge_bench.bench import _detect_format
     from silvanforge_bench.bench_peers import PEERS
-    from silvanforge_bench.bench_peers.base import PeerContext
+    from silvanforge_bench.bench_peers.base import PeerContext, PeerUnavailable
 
     fmt = _detect_format(path, registry())
     ctx = PeerContext(path, fmt, forest.num_features, [1], tempfile.mkdtemp(), tempfile.mkdtemp())
     engines = {}
     for name, _, formats, factory in PEERS:
         if name in names and fmt in formats and name not in engines:
-            engine = factory(ctx)
-            engine.set_threads(1)
-            engines[name] = (engine.predict, engine.prepare)
+            try:  # (a peer refuses a model it cannot run, as in forge bench: left out)
+                engine = factory(ctx)
+                engine.set_threads(1)
+                engines[name] = (engine.predict, engine.prepare)
+            except PeerUnavailable as exc:
+                print(exc)
     return engines
 
 

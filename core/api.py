@@ -11,6 +11,7 @@ import hashlib
 import json
 import os
 import struct
+import threading
 import time
 from typing import Any, Union
 
@@ -126,7 +127,7 @@ def compile(model: ModelLike, target: str | None = None, rep: str | None = None,
         try:
             cf = load(stored, f"code cache entry {entry[:12]}", None, trust_code=True, forest=forest)
             cf.compile_seconds = time.perf_counter() - start
-            cf._keep = cache_it
+            cf.keep_with(cache_it)
             return cf
         except ArtifactError:
             pass
@@ -135,7 +136,7 @@ def compile(model: ModelLike, target: str | None = None, rep: str | None = None,
     try:
         cf = compile_plan(forest, opts, mode, start, done=cache_it)
         if entry is not None:
-            cf._keep = cache_it  # (contribution tables made later: the entry keeps them too)
+            cf.keep_with(cache_it)  # (contribution tables made later: the entry keeps them too)
         return cf
     except MemoryError:
         nodes = sum(t.num_nodes for t in forest.trees)
@@ -163,11 +164,16 @@ def compile_plan(forest: hir.Forest, opts: CompileOptions, mode: str, start: flo
     cache = current() if mode == "background" else None
     threads = plan_threads(forest)
     main_built = concurrent.futures.Future()  # (set once the compiled model holds it)
-    started_early = []
+    started_early, main_failed = [], threading.Event()
 
     def build(step):
+        def checked():  # (a builder started early stops at its next step once the main form failed)
+            if main_failed.is_set():
+                raise RuntimeError("the main form was not built: the plan's other forms were not either")
+            return step()
+
         with compile_scope(cache):
-            return rest_of_plan(forest, opts, main_built, builds, threads, step=step, early=bool(started_early))
+            return rest_of_plan(forest, opts, main_built, builds, threads, step=checked, early=bool(started_early))
 
     late = LateForms(build, lambda forms, bands: cf._finish_plan(forms, bands), mode, done=lambda: done(cf))
     # A background build starts as the main form's machine code does where a core stood idle
@@ -183,6 +189,7 @@ def compile_plan(forest: hir.Forest, opts: CompileOptions, mode: str, start: flo
         with on_native_work(start_early) if idle is not None else contextlib.nullcontext():
             main = main_form(forest, opts, builds)
     except BaseException as exc:
+        main_failed.set()
         main_built.set_exception(exc)
         raise
     cf = CompiledForest(forest, [main], [Band(1, None, 0)], time.perf_counter() - start)

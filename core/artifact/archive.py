@@ -259,7 +259,8 @@ def _read(source, name: str, key: bytes | None) -> Artifact:
         unknown = sorted(n for n in set(infos) - set(MEMBERS) - set(LEGACY_MEMBERS) - {MANIFEST, SIGNATURE}
                          if not FORM_MEMBER.fullmatch(n))
         if unknown:
-            raise ArtifactError(f"{name}: members {unknown[:4]} are not part of an artifact: edited")
+            raise ArtifactError(f"{name}: members {unknown[:4]} are not part of an artifact of this "
+                                "SilvanForge: saved by a newer version, or edited")
         for info in infos.values():
             _check_sizes(info, name)
         if "meta.json" not in infos:

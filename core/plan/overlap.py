@@ -35,7 +35,10 @@ def native_work() -> Iterator[None]:
     listener = getattr(_listening, "fn", None)
     if listener is not None:
         _listening.fn = None  # (once: the first native call of the main form)
-        listener()
+        try:
+            listener()
+        except Exception:  # noqa: BLE001 - starting others early is only a gain: the build goes on
+            pass
     yield
 
 

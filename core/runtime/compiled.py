@@ -86,6 +86,11 @@ class CompiledForest:
         self._plan = (forms, bands)
         self._small_for = None if small_for is None else list(zip(small_for, splits))
 
+    def keep_with(self, write) -> None:
+        """``write(self)`` (a cached compile's: its code-cache entry written again) once
+        contribution tables are made here, so the entry keeps them too."""
+        self._keep = write
+
     def _build_later(self, late) -> None:
         """Hand the forms still to build to ``late`` (a :class:`silvanforge.plan.lateforms.LateForms`
         whose install is :meth:`_finish_plan`), and start them in the background where so asked."""
@@ -319,7 +324,9 @@ class CompiledForest:
             else:
                 made = False
             tables = self._contribution_tables
-        if made and self._keep is not None:
+        # (while forms are still building, the builder's own hook writes the entry once they are,
+        # with these tables: writing it here would wait for them)
+        if made and self._keep is not None and self._late is None:
             self._keep(self)
         return tables
 

@@ -39,6 +39,7 @@ def interactions(t: Tables, X: np.ndarray, forest: Forest) -> np.ndarray:
     n, K, F = X.shape[0], forest.num_outputs, forest.input_features
     phi = contributions(t, X, forest)
     out = np.zeros((n, K, F + 1, F + 1))
+    flat = out.reshape(-1)  # (a view: a pair's shares are added at their cells' flat indices)
     left = decisions(t, X, forest)
     for g in t.groups:
         if g.d < 2:
@@ -61,10 +62,9 @@ def interactions(t: Tables, X: np.ndarray, forest: Forest) -> np.ndarray:
                         if not g.value[:, k].any():
                             continue
                         share = (pair * g.value[None, :, k]).ravel()
+                        at = (np.arange(lo, hi)[:, None] * K + k) * (F + 1)
                         for first, second in ((a, b), (b, a)):
-                            cell = (np.arange(hi - lo)[:, None] * (F + 1) + first[None]) * (F + 1) + second[None]
-                            out[lo:hi, k] += np.bincount(cell.ravel(), share, minlength=(hi - lo) * (F + 1) ** 2
-                                                         ).reshape(hi - lo, F + 1, F + 1)
+                            np.add.at(flat, ((at + first[None]) * (F + 1) + second[None]).ravel(), share)
     own = np.arange(F)
     out[:, :, own, own] = phi[:, :, :F] - (out[:, :, :F, :F].sum(axis=3) - out[:, :, own, own])
     out[:, :, F, F] = phi[:, :, F]

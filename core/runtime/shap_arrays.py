@@ -114,7 +114,7 @@ def restored(arrays: dict, record: dict, layout: tuple[str, ...]) -> Arrays | No
             return None
         trees, outputs, features, longest, most = (int(v) for v in record["sizes"])
         return Arrays(named, np.asarray(arrays["bias"], np.float64), trees, outputs, features, longest, most)
-    except (KeyError, TypeError, ValueError):
+    except (KeyError, TypeError, ValueError, AttributeError):
         return None
 
 

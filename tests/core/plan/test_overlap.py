@@ -40,6 +40,54 @@ def test_native_work_is_heard_once_and_on_the_listening_thread_only():
     assert len(heard) == 1
 
 
+def test_a_listener_that_fails_never_fails_the_native_work():
+    def fails():
+        raise RuntimeError("can't start new thread")
+
+    done = []
+    with overlap.on_native_work(fails), native_work():
+        done.append(True)
+    assert done == [True]
+
+
+@pytest.mark.skipif(plan_threads() < 2, reason="one CPU: the plan is built on one thread")
+def test_a_main_form_that_fails_stops_the_builder_started_early(monkeypatch):
+    """The main form's build raises (a refusal, which a band's build takes as a value) after the
+    other forms started beside it: compile raises that error, and the builder stops at its next
+    step rather than building every band."""
+    from silvanforge.plan import forms as plan_forms
+    from silvanforge.plan import lateforms
+
+    forest = random_forest(12, max_trees=20, max_depth=5, summed=True)
+    monkeypatch.setattr(overlap.IdleCores, "a_core_free", lambda self: True)
+    started = []
+    real_start = lateforms.LateForms.start
+    monkeypatch.setattr(lateforms.LateForms, "start", lambda self: started.append(self) or real_start(self))
+    real_build = plan_forms.Builds.build
+    main_thread = threading.current_thread()
+
+    main_failed, built = threading.Event(), []
+
+    def build(self, *args, **kwargs):
+        if threading.current_thread() is not main_thread:
+            main_failed.wait(60)  # (a band's build under way as the main form fails)
+            built.append(1)
+        form = real_build(self, *args, **kwargs)
+        if threading.current_thread() is main_thread:
+            raise sf.UnsupportedModelError("the main form refused")
+        return form
+
+    monkeypatch.setattr(plan_forms.Builds, "build", build)
+    with pytest.raises(sf.UnsupportedModelError, match="the main form refused"):
+        sf.compile(forest, options=EVERY_BAND)
+    main_failed.set()
+    assert len(started) == 1
+    late = started[0]
+    late._finished.wait(60)
+    assert len(built) == 1
+    assert isinstance(late.error, RuntimeError) and "main form was not built" in str(late.error)
+
+
 def test_idle_cores_are_a_share_of_the_process_cpus():
     meter = overlap.IdleCores()
     end = time.perf_counter() + 0.3

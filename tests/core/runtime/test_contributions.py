@@ -252,6 +252,22 @@ def test_tables_are_kept_in_artifacts_pickles_and_the_code_cache(tmp_path, monke
     assert len(made) == 3
 
 
+def test_contributions_of_a_cached_lazy_compile_leave_its_forms_unbuilt(tmp_path):
+    """Tables made while a cached compile's other forms wait for their first use: the entry is
+    not written then (that would build the whole plan on the caller's thread), and once the
+    forms are built it holds the tables."""
+    lgb = pytest.importorskip("lightgbm")
+    X = _rows(200, 4, seed=9)
+    booster = lgb.train({"num_leaves": 9, "verbose": -1, "num_threads": 1}, lgb.Dataset(X, X[:, 0]), 5)
+    want = booster.predict(X, pred_contrib=True)
+    cf = sf.compile(booster, cache=tmp_path / "cache", forms="lazy", options=sf.CompileOptions(plan_min_ns=0))
+    np.testing.assert_allclose(cf.predict(X, pred_contribs=True), want, rtol=1e-8, atol=1e-10)
+    assert not cf.forms_built and cf._late is not None and not cf._late.started
+    cf.wait()
+    again = sf.compile(booster, cache=tmp_path / "cache")
+    np.testing.assert_allclose(again.predict(X, pred_contribs=True), want, rtol=1e-8, atol=1e-10)
+
+
 def test_models_without_covers_and_bad_combinations_are_one_clear_error():
     forest = sf.Forest(trees=[sf.Tree.from_nodes([1, -1, -1], [2, -1, -1], [0, -1, -1], [0.5, 0, 0],
                                                  [0.0, 1.0, 2.0])], num_features=1)

@@ -28,7 +28,7 @@ import numpy as np
 from silvanforge.ir import hir
 from silvanforge.ir.hir import Op
 
-from .symmetric import Column, Group, first_broken, nodes_of, remembered, split_checks, summed_groups
+from .symmetric import Column, Group, first_broken, nodes_of, path_bits, remembered, split_checks, summed_groups
 
 # Deepest tree taken: a tree's tables hold 2**depth - 1 entries of each field.
 MAX_DEPTH = 10
@@ -73,14 +73,7 @@ def recognise(forest: hir.Forest) -> LevelFacts | str:
     why = first_broken(split_checks(n, slice(None), inner), tree_of)
     if why is not None:
         return why
-    # Each node's path bits and level, a level of every tree at a time.
-    path = np.zeros(len(left), np.int64)
-    level_of = np.zeros(len(left), np.int64)
-    for level, nodes in enumerate(levels):
-        level_of[nodes] = level
-        split = nodes[left[nodes] >= 0]
-        path[left[split]] = path[split]
-        path[right[split]] = path[split] | (1 << level)
+    path, level_of = path_bits(left, right, levels)
     splits = np.flatnonzero(inner)
     depth = np.zeros(len(trees), np.int64)
     np.maximum.at(depth, tree_of[splits], level_of[splits] + 1)

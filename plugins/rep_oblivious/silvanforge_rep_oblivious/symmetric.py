@@ -281,6 +281,19 @@ def _bins(facts: Facts) -> SymmetricBins | str:
     return SymmetricBins(binned, thresholds)
 
 
+def path_bits(left: np.ndarray, right: np.ndarray, levels: list) -> tuple[np.ndarray, np.ndarray]:
+    """(each node's path bits, its level) of :func:`silvanforge.ir.hir.level_order`'s numbering:
+    bit ``l`` set where the path goes right at level ``l`` (a symmetric tree's leaf index), a
+    level of every tree at a time."""
+    bits, level_of = np.zeros(len(left), np.int64), np.zeros(len(left), np.int64)
+    for level, nodes in enumerate(levels):
+        level_of[nodes] = level
+        inner = nodes[left[nodes] >= 0]
+        bits[left[inner]] = bits[inner]
+        bits[right[inner]] = bits[inner] | (1 << level)
+    return bits, level_of
+
+
 def leaf_table(forest: hir.Forest, facts: Facts, acc_dtype) -> tuple[np.ndarray, np.ndarray]:
     """Every tree's leaf values by leaf index (``sum(bit_i << i)``, bit 1 going right), the
     values of its outputs together (``leaf * len(outputs) + j``), trees one after another: the
@@ -298,12 +311,7 @@ def _leaf_table(forest: hir.Forest, facts: Facts, acc_dtype) -> tuple[np.ndarray
     # second of a 1000-tree model's compile): each node's path bits, then each leaf's indices.
     offset, left, right, levels = hir.level_order(forest)
     P = len(forest.trees[0].outputs) if forest.trees else 1
-    bits, depth_at = np.zeros(len(left), np.int64), np.zeros(len(left), np.int64)
-    for level, nodes in enumerate(levels):
-        depth_at[nodes] = level
-        inner = nodes[left[nodes] >= 0]
-        bits[left[inner]] = bits[inner]
-        bits[right[inner]] = bits[inner] | (1 << level)
+    bits, depth_at = path_bits(left, right, levels)
     sizes = np.diff(offset)
     D = np.asarray(facts.depth, np.int64)
     base = np.concatenate([[0], np.cumsum((np.int64(1) << D) * P)])[:-1].astype(np.int64)

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import tempfile
 import time
 
 import numpy as np
@@ -58,18 +59,19 @@ def compile_variant(forest, batch_size: int, kw: dict):
         return sf.compile(forest, batch_size=batch_size, threads=1, **kw)
 
 
-def peer_engines(path: str, forest, names: list[str]) -> dict:
+def peer_engines(path: str, forest, names: list[str], workdir: str) -> dict:
     """``forge bench``'s peers named ``names`` that take this model, on one thread: name ->
-    (predict, prepare)."""
-    import tempfile
-
+    (predict, prepare); what they write (converted models, compiled libraries) goes under
+    ``workdir``."""
     from silvanforge.plugins import registry
     from silvanforge_bench.bench import _detect_format
+    from silvanforge_bench import bench_peers
     from silvanforge_bench.bench_peers import PEERS
     from silvanforge_bench.bench_peers.base import PeerContext, PeerUnavailable
 
     fmt = _detect_format(path, registry())
-    ctx = PeerContext(path, fmt, forest.num_features, [1], tempfile.mkdtemp(), tempfile.mkdtemp())
+    # forge bench's own cache of built peer libraries, so a peer is built once, not every run
+    ctx = PeerContext(path, fmt, forest.num_features, [1], workdir, bench_peers.cache_root())
     engines = {}
     for name, _, formats, factory in PEERS:
         if name in names and fmt in formats and name not in engines:
@@ -94,6 +96,7 @@ def main(argv=None) -> int:
     peers = [name for name in args.peers.split(",") if name]
     clock = time.perf_counter if peers else time.thread_time
     variants = [parse_variant(v) for v in (args.variant or ["default="])]
+    workdir = tempfile.TemporaryDirectory(prefix="silvanforge-ab-")  # removed at exit
     for path in args.models:
         forest = sf.load_model(path)
         for n in (int(b) for b in args.batch_sizes.split(",")):
@@ -110,7 +113,7 @@ def main(argv=None) -> int:
                 if not np.allclose(got, want, rtol=1e-5, atol=1e-6):
                     raise SystemExit(f"{name} differs from {first}: {np.abs(got - want).max()}")
             calls = {name: (cf.predict, parts) for name, cf in cfs.items()}
-            for name, (predict, prepare) in peer_engines(path, forest, peers).items():
+            for name, (predict, prepare) in peer_engines(path, forest, peers, workdir.name).items():
                 calls[name] = (predict, [prepare(part) for part in parts])
             best = {name: float("inf") for name in calls}
             for r in range(args.rounds):

@@ -244,11 +244,8 @@ def rest_of_plan(forest: hir.Forest, opts: CompileOptions, main, builds: Builds,
     def build(job):
         band_opts, order = job
         with step():
-            try:
-                return _scoped(cache, builds.build, forest, band_opts, order, None if order is None else "cover",
-                               False)
-            except (UnsupportedModelError, PluginError) as exc:
-                return exc  # answered by the next band's form
+            return _refusal_as_value(_scoped, cache, builds.build, forest, band_opts, order,
+                                     None if order is None else "cover", False)
 
     first = sorted(range(len(jobs)), key=lambda k: -(spec[k][2] or float("inf")))
     gate = (lambda: _settled(main)) if early and not isinstance(main, Form) else None
@@ -277,10 +274,16 @@ def _settled(form):
     (:meth:`silvanforge.plan.forms.Builds.build`, ``wait=False``), a refusal as a value."""
     if not isinstance(form, concurrent.futures.Future):
         return form
+    return _refusal_as_value(form.result)
+
+
+def _refusal_as_value(call, *args):
+    """``call(*args)``, or the representation's or plugin's refusal it raised, returned: a band
+    whose form is refused is answered by the next band's form."""
     try:
-        return form.result()
+        return call(*args)
     except (UnsupportedModelError, PluginError) as exc:
-        return exc  # answered by the next band's form
+        return exc
 
 
 def _band_job(forest: hir.Forest, opts: CompileOptions, batch) -> tuple[CompileOptions, list | None]:

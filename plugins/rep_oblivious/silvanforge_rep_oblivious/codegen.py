@@ -66,6 +66,8 @@ class _Lowering:
     index_t = "i32"
     # A row goes right where ``x right_op t`` (its column's value, the level's threshold).
     right_op = ">="
+    # Whether runs of consecutive features are copied from each row's vector (_feature_runs).
+    row_vectors = False
 
     def __init__(self, forest: hir.Forest, facts: Facts, lanes: int, options: ObliviousOptions = DEFAULT):
         self.forest, self.facts, self.lanes, self.options = forest, facts, lanes, options
@@ -262,9 +264,50 @@ class _Lowering:
             value = x
             if nan_right or zero_missing:
                 value = Select(missing, self.splat(np.inf if nan_right else np.nan, self.thr_t), x)
-            loops.append(For(u, c(ks[0], i64), c(ks[-1] + 1, i64), 1, [
-                read, Store("ob_x", Bin("+", self.x_base, Bin("*", u, c(L, i64))), value)]))
+            store = Store("ob_x", Bin("+", self.x_base, Bin("*", u, c(L, i64))), value)
+            whole = For(u, c(ks[0], i64), c(ks[-1] + 1, i64), 1, [read, store])
+            runs = self._feature_runs(ks) if self.row_vectors and L > 1 else []
+            if not runs:
+                loops.append(whole)
+                continue
+            rows = [b.local("xr", self.x_t) for _ in range(L)]
+            at = [Assign(row, Load("rows", Bin("+", Bin("*", r, lir.ROW_STRIDE), feature), self.x_t))
+                  for row, r in zip(rows, lane_rows)]
+            fast = []
+            for lo, hi, vector in runs:
+                if not vector:
+                    fast.append(For(u, c(lo, i64), c(hi, i64), 1, [read, store]))
+                    continue
+                body = list(at)
+                for j in range(L):
+                    column = Bin("+", u, c(j, i64))
+                    body += [Assign(x, Vector(tuple(Extract(row, j) for row in rows))),
+                             Store("ob_x", Bin("+", self.x_base, Bin("*", column, c(L, i64))), value)]
+                fast.append(For(u, c(lo, i64), c(hi, i64), L, body))
+            loops.append(If(Cmp("==", lir.COL_STRIDE, c(1, i64)), fast, [whole]))
         b.emit(self._blocks(span0, loops))
+
+    def _feature_runs(self, ks: list) -> list:
+        """Columns ``ks`` (consecutive) as ranges ``(lo, hi, vector)``: ``vector`` where the
+        range's columns are whole runs of ``lanes`` consecutive features (each row's read as
+        vectors, transposed in registers: one load a row where a column took a load a row),
+        else read a value at a time.  Empty where no run is that long."""
+        L = self.lanes
+        features = np.array([self.facts.columns[k].feature for k in ks])
+        breaks = np.flatnonzero(np.diff(features) != 1) + 1
+        out, start = [], ks[0]
+        for seg in np.split(np.asarray(ks), breaks):
+            whole = len(seg) // L * L
+            if whole:
+                if seg[0] > start:
+                    out.append((start, int(seg[0]), False))
+                out.append((int(seg[0]), int(seg[0]) + whole, True))
+                start = int(seg[0]) + whole
+        if not out:
+            return []
+        if start <= ks[-1]:
+            out.append((start, ks[-1] + 1, False))
+        return out
 
     def _leaf_index(self, t: Var, g: int, group, idx: Var) -> list:
         """Statements setting bit ``level`` of ``idx`` where a lane's row goes right at tree

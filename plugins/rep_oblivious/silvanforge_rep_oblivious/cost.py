@@ -185,13 +185,22 @@ class Shape:
     is one register of values (``bytes`` rows of bins, ``bytes // itemsize`` rows of float
     thresholds), ``interleave`` trees walked side by side, and what its estimate (measured on
     the AVX-512 one) is multiplied by there (``factor``: the float program, ``binned``: the
-    byte program, ``gathered``: the float program picking by gathers)."""
+    byte program, ``gathered``: the float program picking by gathers).  Lowerings for vector
+    units without AVX-512's masks and unsigned byte compares: ``signed_bytes``, bins compared
+    as signed bytes, a node's missing direction folded into its threshold (one compare a
+    level, :meth:`.levelwise.BinnedLowering._goes_right`); ``node_offsets``, picks by path
+    read each node's column offset from a table (:meth:`.levelwise.LevelLowering._node_value`);
+    ``row_vectors``, the float program's columns copied from vectors of each row's consecutive
+    features (:meth:`.codegen._Lowering._feature_runs`)."""
 
     bytes: int = 64
     interleave: int = 4
     factor: float = 1.0
     binned: float = 1.0
     gathered: float = 1.0
+    signed_bytes: bool = False
+    row_vectors: bool = False
+    node_offsets: bool = False
 
 
 # AVX-512 (Zen 4: the estimates' own), with or without VBMI's byte permutes (without, 64-lane
@@ -207,8 +216,15 @@ class Shape:
 # nearer its AVX-512 self: 1.3x on xgb_epsilon (100 trees of depth 8, 1,930 columns, 4096
 # rows: 0.50 M rows/s against 0.61-0.66 M); 1.46x on 16-row calls of xgb_multiclass_8 (54
 # columns), where it ran 1.14x slower than the sparse walks (forms_by_cpu.py).
-_SHAPES = {"avx512": Shape(), "avx2": Shape(32, 2, 2.0, 1.8, 1.4), "neon": Shape(16, 2, 4.0, 3.6, 2.8),
-           "sse": Shape(16, 2, 4.0, 3.6, 2.8)}
+# AVX2's lowerings (Shape's docstring; AVX-512 code unchanged), measured against the same
+# program without them in one process, 1 thread, Zen 4, 2026-11-29: signed_bytes and
+# node_offsets 1.05-1.06x on xgb_100x8 (512 and 4096 rows; the byte program: 25% fewer
+# instructions a tree), row_vectors and node_offsets 1.06-1.10x on the Bosch-shaped model at 512
+# rows, 1.01-1.05x at 4096 (the float program over 966 columns, a quarter of whose time was
+# the columns' copy).  NEON and SSE compare bytes signed too (SSE has no unsigned compare).
+_NARROW = {"signed_bytes": True, "node_offsets": True}
+_SHAPES = {"avx512": Shape(), "avx2": Shape(32, 2, 2.0, 1.8, 1.4, row_vectors=True, **_NARROW),
+           "neon": Shape(16, 2, 4.0, 3.6, 2.8, **_NARROW), "sse": Shape(16, 2, 4.0, 3.6, 2.8, **_NARROW)}
 
 
 def shape(vectors) -> Shape:

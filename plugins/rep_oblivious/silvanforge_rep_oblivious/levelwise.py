@@ -52,6 +52,7 @@ class LevelLowering(_Lowering):
         super().__init__(forest, facts, lanes, options)
         self.vectors, self.form = vectors, cost.shape(vectors)
         self.interleave = self.form.interleave
+        self.row_vectors = self.form.row_vectors
 
     def estimate_ns(self, batch_size: int | None) -> float:
         return cost.levelwise_ns(self.facts, batch_size, self.vectors)
@@ -100,6 +101,16 @@ class LevelLowering(_Lowering):
     def _level_tables(self) -> None:
         self._per_tree("lw_column", self.facts.column.astype(np.int32))
         self._per_tree("lw_threshold", self.facts.threshold.astype(self.forest.threshold_dtype))
+        self._offsets()
+
+    def _offsets(self) -> None:
+        """With node_offsets (:class:`.cost.Shape`), buffer lw_offset: each node's column's
+        offset in the block (:meth:`_node_value`)."""
+        if self.form.node_offsets:
+            offset = (self.facts.column & (NAN_RIGHT - 1)).astype(np.int64) * self.lanes
+            table = offset.astype(np.uint16 if offset.max(initial=0) < 1 << 16 else np.int32)
+            self.offset_t = lir.lir_type(table.dtype)
+            self._per_tree("lw_offset", table)
 
     def _missing(self, x: lir.Expr) -> lir.Expr:
         """Lanes whose picked value is missing."""
@@ -140,14 +151,36 @@ class LevelLowering(_Lowering):
         a tree of selects on the path's bits, ``2**level - 1`` of them, where picking among
         the block's columns takes one fewer than the columns (see PATH_NODES)."""
         c, i64 = Builder.const, "i64"
-        values = [self._column_value(Bin("&", Load(self.entry_table, Bin("+", at, c(p, i64)), self.entry_t),
-                                         c(self.flag - 1, self.entry_t)))
-                  for p in range(1 << level)]
+        values = [self._node_value(Bin("+", at, c(p, i64))) for p in range(1 << level)]
         for bit in reversed(range(level)):
             half = 1 << bit
             on = Cmp("!=", Bin("&", idx, self.splat(half, self.path_t)), self.splat(0, self.path_t), self.mask_t)
             values = [Select(on, values[p + half], values[p]) for p in range(half)]
         return values[0]
+
+    def _node_value(self, where: lir.Expr) -> lir.Expr:
+        """Every lane's value of the column of the node at ``where`` in the level tables: its
+        entry's column, or (node_offsets, :class:`.cost.Shape`) its column's offset in the
+        block read from a table of them, one load where the entry took a load, an AND and a
+        shift (picks by path read one a node: 126 scalar instructions of 700 a tree of
+        xgb_100x8's byte program on AVX2)."""
+        c = Builder.const
+        if self.form.node_offsets:
+            offset = Cast(Load("lw_offset", where, self.offset_t), "i64")
+            return Load("ob_x", Bin("+", self.x_base, offset), self.x_t)
+        return self._column_value(Bin("&", Load(self.entry_table, where, self.entry_t), c(self.flag - 1, self.entry_t)))
+
+    def _goes_right(self, x: lir.Expr, thr: lir.Expr, entry: lir.Expr) -> lir.Expr:
+        """The lanes whose value ``x`` goes right at a node of threshold ``thr`` and column
+        entry ``entry`` (a vector, or a scalar: every lane's)."""
+        right = Cmp(">=", x, thr, self.mask_t)
+        if self.nan_right:
+            flag = Cmp("!=", Bin("&", entry, Builder.const(self.flag, entry.type)), Builder.const(0, entry.type),
+                       lir.vector_type("i1", lir.lanes_of(entry.type)))
+            if self.lanes > 1 and lir.lanes_of(entry.type) == 1:
+                flag = self.vector((flag,) * self.lanes)
+            right = Bin("|", right, Bin("&", self._missing(x), flag))
+        return right
 
     def _leaf_index(self, t: Var, g: int, group, idx: Var) -> list:
         """Statements setting bit ``level`` of ``idx`` where a lane's row goes right at its
@@ -169,15 +202,11 @@ class LevelLowering(_Lowering):
                 thr = Lookup(self.thr_table, at, index, size, self.x_t)
             if 0 < level and L > 1 and (1 << level) < min(len(self.facts.columns), PATH_NODES + 1):
                 x = self._path_value(at, level, idx)
+            elif lir.lanes_of(entry.type) == 1:
+                x = self._node_value(where)
             else:
                 x = self._column_value(Bin("&", entry, c(self.flag - 1, entry.type)))
-            right = Cmp(">=", x, thr, self.mask_t)
-            if self.nan_right:
-                flag = Cmp("!=", Bin("&", entry, c(self.flag, entry.type)), c(0, entry.type),
-                           lir.vector_type("i1", lir.lanes_of(entry.type)))
-                if L > 1 and lir.lanes_of(entry.type) == 1:
-                    flag = self.vector((flag,) * L)
-                right = Bin("|", right, Bin("&", self._missing(x), flag))
+            right = self._goes_right(x, thr, entry)
             body.append(Assign(idx, Select(right, Bin("|", idx, self.splat(1 << level, self.path_t)), idx)))
         return body
 
@@ -196,19 +225,45 @@ class BinnedLowering(BinColumns, LevelLowering):
         super().__init__(forest, binning.facts, lanes, options, vectors)
         self.thresholds, self.tbin = binning.thresholds, binning.tbin
         self.pick_columns = cost.BINNED_PICK_COLUMNS
-        self.column_t = "u8"
-        self.x_t = lir.vector_type("u8", lanes)
+        # (signed_bytes: bins less 128, see _goes_right)
+        self.column_t = "i8" if self.form.signed_bytes else "u8"
+        self.bin_bias = -128 if self.form.signed_bytes else 0
+        self.x_t = lir.vector_type(self.column_t, lanes)
         self.path_t = "u8"
 
     def _level_tables(self) -> None:
         column = self.facts.column & (NAN_RIGHT - 1)
-        flag = np.where(self.facts.column & NAN_RIGHT, 0x80, 0)
-        self._per_tree("lw_entry8", (column | flag).astype(np.uint8))
-        self._per_tree("lw_bin8", self.tbin)
+        right = (self.facts.column & NAN_RIGHT) != 0
+        self._per_tree("lw_entry8", (column | np.where(right, 0x80, 0)).astype(np.uint8))
+        if self.form.signed_bytes:
+            # goes right iff bin + (-1 where missing values go right) >= t' (see _goes_right),
+            # as signed bytes less 128: > t' - 129
+            self._per_tree("lw_bin8", (self.tbin.astype(np.int16) - right - 129).astype(np.int8))
+        else:
+            self._per_tree("lw_bin8", self.tbin)
+        self._offsets()
         self._search_buffer()
 
     def _missing(self, x: lir.Expr) -> lir.Expr:
         return Cmp("==", x, self.splat(0, "u8"), self.mask_t)
+
+    def _goes_right(self, x: lir.Expr, thr: lir.Expr, entry: lir.Expr) -> lir.Expr:
+        """With signed_bytes (:class:`.cost.Shape`: vector units whose byte compares are signed
+        only, AVX2's ``vpcmpgtb``), one compare: a missing value's bin is 0, so where the node
+        sends missing values right its bin less 1 wraps to the largest, and every other bin
+        less 1 is at or above ``t' - 1`` iff the bin is at or above ``t'`` (the node's threshold
+        bin in the table is ``t' - 1`` there): bin plus the entry's top bit shifted down
+        (-1 or 0), compared with the table's.  Otherwise an unsigned compare, and missing values
+        tested apart (an equality, an AND and an OR)."""
+        if not self.form.signed_bytes:
+            return super()._goes_right(x, thr, entry)
+        if self.nan_right:
+            i8 = lir.vector_type("i8", lir.lanes_of(entry.type))
+            low = Bin(">>", Cast(entry, i8), Builder.const(7, i8))
+            if self.lanes > 1 and lir.lanes_of(entry.type) == 1:
+                low = self.vector((low,) * self.lanes)
+            x = Bin("+", x, low)
+        return Cmp(">", x, thr, self.mask_t)
 
 
 def lower(forest, facts: LevelFacts, batch_size: int | None = None, lanes: int | None = None,

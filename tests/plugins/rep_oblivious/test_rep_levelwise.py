@@ -8,6 +8,8 @@ run is refused with the reason."""
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -282,3 +284,36 @@ def test_small_requests_get_their_own_form_where_the_byte_block_would_answer_the
     assert ("3-16 rows" in cf.summary()["plan"]) is bool(want)
     for n in (2, 3, 16, 17, 64, 65):
         _exact(cf, forest, _rows(forest.num_features, n, seed=n))
+
+
+@pytest.mark.parametrize("cpu", ["x86-64-v3", "x86-64"])
+def test_avx2_and_sse_code_is_exact_on_wide_rows_in_either_order(cpu):
+    """Code for CPUs without AVX-512 (AVX2's x86-64-v3, SSE's x86-64) compares signed bins,
+    a node's missing direction folded into its threshold, reads the columns picked by path from
+    a table of offsets, and (AVX2's float program) copies runs of consecutive features from
+    vectors of each row: equal to the reference on forests over 9-16 features (runs of 4 and
+    8, float64 and float32), NaN and zeros in the rows, nodes sending missing values either
+    way, C- and Fortran-ordered rows, calls of 16 rows (the float program) and 300 (the byte
+    program)."""
+    import llvmlite.binding as llvm
+    from silvanforge.testing import random_forest
+    from silvanforge_target_cpu import cpus
+
+    if not llvm.get_process_triple().startswith("x86_64") or cpus.missing_here(cpu):
+        pytest.skip(f"this host cannot run {cpu} code")
+    done = right = vectors = 0
+    for seed in range(10):
+        forest = random_forest(seed, max_trees=8, max_depth=7, max_features=16, plain=True, summed=True)
+        facts = complete.recognise(forest)
+        if forest.num_features < 9 or isinstance(facts, str):
+            continue
+        right += bool((facts.column & complete.NAN_RIGHT).any())
+        X = _rows(forest.num_features, 300, seed)
+        for batch in (16, 300):
+            cf = sf.compile(forest, rep="levelwise", cpu=cpu, batch_size=batch, threads=1)
+            for rows in (X[:batch], np.asfortranarray(X[:batch])):
+                _exact(cf, forest, rows)
+        # (a vector of a row's features: rows[... +: lanes])
+        vectors += bool(re.search(r"= rows\[.*\+: [48]\]", sf.show(forest, "lir", rep="levelwise", cpu=cpu, batch_size=16)))
+        done += 1
+    assert done >= 4 and right >= 3 and (vectors >= 2) is (cpu == "x86-64-v3"), (done, right, vectors)

@@ -29,6 +29,7 @@ float32 CatBoost compares.
 
 from __future__ import annotations
 
+import itertools
 import threading
 
 import numpy as np
@@ -80,9 +81,13 @@ DENSE_TABLES = 8
 # padded with (HashedInputs.rows).
 FORTRAN_ROWS = 256
 COLUMN_PAD = 16
-# Rows a thread's share of the computed columns has at least (fewer: one thread fills them;
-# 512-row calls split in two ran slower than on one thread on the 2 shared cores).
+# Rows a thread's share of the computed columns has at least where Python's pool runs the
+# shares (fewer: one thread fills them; 512-row calls split in two ran slower than on one
+# thread on the 2 shared cores), and where the target hands them off itself (its kernel's
+# ``run_shares``, the CPU's native workers: 512 rows of benchmarks/catboost_categories.py's
+# model took 0.6x the time on two threads in 256-row shares, 0.9x in 1024-row shares of Python's pool).
 THREAD_ROWS = 1024
+SHARE_ROWS = 256
 
 
 def _sorted_index(known) -> tuple[np.ndarray, np.ndarray]:
@@ -313,16 +318,20 @@ class HashedInputs:
             if chosen.any():
                 kernel.tables(args.ctypes.data)
             layout.dense[chosen.tobytes()] = (dense_at, dense)
-        parts = max(1, min(threads, n // THREAD_ROWS))
-        if parts == 1:
-            kernel.run(args.ctypes.data, 0, n, rows.dtype.itemsize)
+        address, row_bytes = args.ctypes.data, rows.dtype.itemsize
+        parts = min(threads, n // SHARE_ROWS)
+        run_shares = getattr(kernel, "run_shares", None)  # (the target's own hand-off, where it has one)
+        if parts > 1 and run_shares is not None and run_shares(address, _bounds(n, parts), row_bytes):
             return
-        bounds = [n * k // parts for k in range(parts + 1)]
+        parts = min(threads, n // THREAD_ROWS)  # (Python's pool)
+        if parts <= 1:
+            kernel.run(address, 0, n, row_bytes)
+            return
+        bounds = _bounds(n, parts)
         pool = _get_pool(parts)
-        futures = [pool.submit(kernel.run, args.ctypes.data, lo, hi, rows.dtype.itemsize)
-                   for lo, hi in zip(bounds[1:-1], bounds[2:])]
+        futures = [pool.submit(kernel.run, address, lo, hi, row_bytes) for lo, hi in itertools.pairwise(bounds[1:])]
         try:
-            kernel.run(args.ctypes.data, 0, bounds[1], rows.dtype.itemsize)
+            kernel.run(address, 0, bounds[1], row_bytes)
         finally:
             for f in futures:
                 f.result()
@@ -388,6 +397,11 @@ class HashedInputs:
         out = self.table[(slot[self.chain_of] + self.offsets[:, None])]
         return out.T
 
+
+
+def _bounds(n: int, parts: int) -> list[int]:
+    """The first row of each of ``parts`` shares of ``n`` rows, and ``n``."""
+    return [n * k // parts for k in range(parts + 1)]
 
 
 def _new_rows(capacity: int, num_features: int, dtype: np.dtype, fortran: bool) -> np.ndarray:

@@ -312,10 +312,24 @@ def test_combinations_found_either_way_equal_catboost(native, monkeypatch):
     other = te.copy()
     other["kind"] = other["kind"].cat.reorder_categories(list(other["kind"].cat.categories)[::-1])
     np.testing.assert_allclose(cf.predict(other, output_margin=True), raw, rtol=RTOL, atol=ATOL)
-    # the rows shared among threads (a share of 16 rows and more), and labels as Python strings
+    # the rows shared among threads (a share of 16 rows and more) by the target's native workers,
+    # then by Python's pool (a kernel without a hand-off of its own), and labels as Python strings
+    monkeypatch.setattr(hashed_rows, "SHARE_ROWS", 16)
     monkeypatch.setattr(hashed_rows, "THREAD_ROWS", 16)
-    for threads in (2, 3):
-        np.testing.assert_allclose(cf.predict(te, output_margin=True, threads=threads), raw, rtol=RTOL, atol=ATOL)
+    from silvanforge_target_cpu import hashed_columns
+
+    handed, run_shares = [], hashed_columns.HashedColumnsKernel.run_shares
+
+    def hand_off(self, args, bounds, *rest):
+        if not own:  # (as where the native pool is busy or absent)
+            return False
+        handed.append(bounds)
+        return run_shares(self, args, bounds, *rest)
+    monkeypatch.setattr(hashed_columns.HashedColumnsKernel, "run_shares", hand_off)
+    for own in (True, False):
+        for threads in (2, 3):
+            np.testing.assert_allclose(cf.predict(te, output_margin=True, threads=threads), raw, rtol=RTOL, atol=ATOL)
+    assert not native or sorted({len(b) - 1 for b in handed}) == [2, 3]
     labels = te.astype({c: object for c in ("colour", "word")})
     np.testing.assert_allclose(cf.predict(labels, output_margin=True), raw, rtol=RTOL, atol=ATOL)
 
@@ -375,7 +389,7 @@ def test_frames_read_by_schema_and_values_coded_across_calls(monkeypatch):
         want = cb.CatBoost.predict(model, frame[list(df.columns)], prediction_type="RawFormulaVal")
         np.testing.assert_allclose(again.predict(frame, output_margin=True), want, rtol=RTOL, atol=ATOL)
     # two threads sharing a call's rows
-    monkeypatch.setattr(hashed_rows, "THREAD_ROWS", 16)
+    monkeypatch.setattr(hashed_rows, "SHARE_ROWS", 16)
     for frame in (te, others[1], big):
         np.testing.assert_allclose(again.predict(frame, output_margin=True, threads=2),
                                    cb.CatBoost.predict(model, frame[list(df.columns)], prediction_type="RawFormulaVal"),

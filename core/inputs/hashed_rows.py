@@ -84,8 +84,9 @@ COLUMN_PAD = 16
 # Rows a thread's share of the computed columns has at least where Python's pool runs the
 # shares (fewer: one thread fills them; 512-row calls split in two ran slower than on one
 # thread on the 2 shared cores), and where the target hands them off itself (its kernel's
-# ``run_shares``, the CPU's native workers: 512 rows of benchmarks/catboost_categories.py's
-# model took 0.6x the time on two threads in 256-row shares, 0.9x in 1024-row shares of Python's pool).
+# ``run_shares``: the CPU's native workers, one of which still spins from the form's walk of
+# the last call).  512-row calls of benchmarks/catboost_categories.py's model on two threads
+# took 0.6x the time in two 256-row shares handed off so, 0.9x in Python's pool.
 THREAD_ROWS = 1024
 SHARE_ROWS = 256
 

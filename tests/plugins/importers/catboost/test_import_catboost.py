@@ -435,6 +435,35 @@ def test_an_artifact_carries_the_kernel_of_computed_columns(tmp_path):
     assert hashed_columns._saved_code(b"\x05\x00") is None
 
 
+@pytest.mark.parametrize("forms", ["background", "eager"])
+def test_a_compile_makes_the_kernel_of_computed_columns(forms, tmp_path):
+    """A compile without a code cache makes the kernel of computed columns beside the model's
+    forms (in the background builder, or within an eager compile), so a fresh process's first
+    categorical call compiles nothing, and predicts as CatBoost."""
+    import json
+    import subprocess
+
+    rng = np.random.default_rng(20)
+    df, te = _cat_frame(rng, 300), _cat_rows(rng, 60)
+    model = cb.CatBoostRegressor(iterations=10, depth=4, cat_features=_CATS, one_hot_max_size=3,
+                                 max_ctr_complexity=2, **_FIT).fit(df, _cat_target(df))
+    model.save_model(str(tmp_path / "m.cbm"))
+    te.to_pickle(tmp_path / "rows.pkl")
+    script = (
+        "import json, pandas as pd, silvanforge as sf\n"
+        "from silvanforge_target_cpu import hashed_columns\n"
+        f"cf = sf.compile({str(tmp_path / 'm.cbm')!r}, forms={forms!r}).wait()\n"
+        "made = hashed_columns._kernel is not None\n"
+        f"y = cf.predict(pd.read_pickle({str(tmp_path / 'rows.pkl')!r}), output_margin=True)\n"
+        "print(json.dumps({'made': made, 'y': y.tolist()}))\n")
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, check=False)
+    assert run.returncode == 0, run.stderr
+    out = json.loads(run.stdout.strip().splitlines()[-1])
+    assert out["made"]
+    np.testing.assert_allclose(out["y"], cb.CatBoost.predict(model, te, prediction_type="RawFormulaVal"),
+                               rtol=RTOL, atol=ATOL)
+
+
 def test_a_bool_column_does_not_change_how_integers_are_hashed():
     """True == 1 in Python, but CatBoost hashes "True" and "1": the model's memo of hashes keeps
     them apart across columns and calls."""

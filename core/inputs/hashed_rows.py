@@ -6,8 +6,9 @@ column (``Forest.hashed_combinations``: a CTR's value, or a one-hot test's 1 or 
 key mixed from category hashes, float borders and one-hot tests, looked up among the keys the
 model knows).  :class:`HashedInputs` is built once a compiled model and does it so:
 
-- a column's values are factorised (pandas categories' own codes, Arrow's dictionary for
-  Arrow-backed strings, else ``pandas.factorize``) and only its distinct values are hashed,
+- a column's values are factorised (:mod:`silvanforge.inputs.distinct_values`: pandas
+  categories' own codes, Arrow's dictionary for Arrow-backed strings, else
+  ``pandas.factorize``) and only its distinct values are hashed,
   each once a model (a bounded memo), sign-extended as CatBoost's ``int``; a frame's columns
   are found by the plan of its schema (:func:`silvanforge.inputs.frames.hashed_frame_columns`),
   and a column's codes are the model's across calls (:class:`_ColumnValues`), so that calls of
@@ -35,7 +36,6 @@ import threading
 import numpy as np
 
 from silvanforge.inputs import category_hash
-from silvanforge.errors import InputError
 from silvanforge.ir.hir import Forest
 from silvanforge.inputs.hashed_kernel import (
     CODE_STRIDE,
@@ -53,12 +53,11 @@ from silvanforge.inputs.hashed_kernel import (
     native_arrays,
 )
 from silvanforge.inputs.hashed_kernel import find_kernel as _kernel  # (tests replace it: no kernel)
+from silvanforge.inputs.distinct_values import INTEGER_SPAN, factorise, listed, pandas_categories
 from silvanforge.runtime.threads import _get_pool
 
 # Distinct values a model remembers the hash of (a memo, cleared when full).
 VALUE_MEMO = 1 << 16
-# Integer columns whose values lie within this span are factorised by a table over it.
-INTEGER_SPAN = 1 << 16
 # Sets of pandas categories a model remembers the hashes of (cleared when full).
 CATEGORY_TABLES = 64
 # A value's hash where it is no category (outside every sign-extended 32-bit hash).
@@ -191,7 +190,7 @@ class HashedInputs:
         entry is a missing value's (code -1).  A pandas category's codes are its own; other
         values' are the call's, or with ``feature`` (the column's feature) the model's codes of
         that column's values across calls (:class:`_ColumnValues`)."""
-        categories = _pandas_categories(values)
+        categories = pandas_categories(values)
         if categories is not None:  # a pandas category: its categories' hashes, worked out once
             found = self._category_tables.get(id(categories))
             if found is None or found[0] is not categories:
@@ -205,9 +204,9 @@ class HashedInputs:
             found = column.integer_codes(values)
             if found is not None:
                 return found
-        codes, uniques, token = _factorise(values)
+        codes, uniques, token = factorise(values)
         if feature is None:
-            return codes, self._hash_table(_listed(uniques))
+            return codes, self._hash_table(listed(uniques))
         if column is None:
             with self._lock:
                 column = self._columns.setdefault(feature, _ColumnValues())
@@ -483,7 +482,7 @@ class _ColumnValues:
         last, state = self.last, self.state
         if token is not None and last is not None and last[0] is state and _same_values(last[1], token):
             return last[2][local], state[1]
-        uniques = _listed(uniques)
+        uniques = listed(uniques)
         try:
             keys = [(type(v), v) for v in uniques]  # (keyed by type too, as the memo of hashes)
             if not all(k in state[0] for k in keys):
@@ -516,12 +515,6 @@ def _same_values(a, b) -> bool:
     return type(b) is not tuple and a.equals(b)
 
 
-def _listed(uniques) -> list:
-    """A column's distinct values as :func:`_factorise` gives them, as a list (Arrow's dictionary
-    listed only where a call's values are not the last call's: 0.8 us a column)."""
-    return uniques.to_pylist() if hasattr(uniques, "to_pylist") else uniques
-
-
 def _unsigned(signed: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(the unsigned 32-bit hashes as uint64, which values are categories) of signed hashes."""
     ok = signed < (1 << 31)
@@ -536,80 +529,3 @@ def _columns(rows: list, width: int):
     out = [np.asarray(parts[0], dtype=np.intp), np.asarray(parts[1], dtype=np.intp)]
     out += [np.asarray(p) for p in parts[2:width]]
     return tuple(out)
-
-
-def _small_integers(values, module: str) -> tuple[np.ndarray, list] | None:
-    """(codes, distinct values) of a column of NumPy integers within :data:`INTEGER_SPAN` of
-    each other (categories given as codes), by a table over their span, else None."""
-    if module == "pandas":
-        dtype = getattr(values, "dtype", None)
-        if not isinstance(dtype, np.dtype) or dtype.kind not in "iu":
-            return None
-        values = values.to_numpy()
-    elif not (isinstance(values, np.ndarray) and values.dtype.kind in "iu" and values.ndim == 1):
-        return None
-    if len(values) == 0:
-        return None
-    lo, hi = int(values.min()), int(values.max())
-    if hi - lo >= INTEGER_SPAN:
-        return None
-    offsets = (values - lo).astype(np.intp)
-    present = np.zeros(hi - lo + 1, dtype=bool)
-    present[offsets] = True
-    distinct = np.flatnonzero(present)
-    rank = np.cumsum(present) - 1
-    return rank[offsets], [int(v) + lo for v in distinct]
-
-
-def _pandas_categories(values):
-    """A pandas ``category`` Series' categories (an Index), else None."""
-    if type(values).__module__.split(".")[0] == "pandas" and getattr(getattr(values, "dtype", None), "name", "") \
-            == "category":
-        return values.dtype.categories
-    return None
-
-
-def _factorise(values) -> tuple[np.ndarray, object, object]:
-    """(codes, distinct values, a token of them or None) of a column: code -1 for a missing
-    value (None, NaN, pandas NA), which the last slot of the caller's tables answers (not a
-    category).  The token (:meth:`_ColumnValues.codes`) is Arrow's dictionary of strings (then
-    the distinct values too, a list by :func:`_listed`), or the integers themselves."""
-    module = type(values).__module__.split(".")[0]
-    if module == "pandas" and str(getattr(values, "dtype", "")) == "category":
-        codes = values.cat.codes.to_numpy()
-        return codes.astype(np.intp), list(values.cat.categories), None
-    ints = _small_integers(values, module)
-    if ints is not None:
-        return ints[0], ints[1], tuple(ints[1])
-    backing = None
-    if module == "pandas":
-        try:
-            backing = values.array  # (a Series' extension array)
-        except AttributeError:  # (one a frame's block holds)
-            backing = values
-    if type(backing).__name__.startswith("Arrow"):  # Arrow-backed (pandas' default strings): Arrow's dictionary
-        import pyarrow.compute as pc
-
-        chunks = backing.__arrow_array__()
-        if hasattr(chunks, "combine_chunks"):
-            chunks = chunks.chunk(0) if chunks.num_chunks == 1 else chunks.combine_chunks()
-        encoded = pc.dictionary_encode(chunks)
-        indices = encoded.indices
-        codes = (pc.fill_null(indices, -1) if indices.null_count else indices).to_numpy(zero_copy_only=False)
-        return codes.astype(np.intp), encoded.dictionary, encoded.dictionary  # (listed where needed)
-    try:
-        import pandas as pd
-    except ImportError:  # no pandas: a dict of the distinct values
-        seen: dict = {}
-        codes = np.empty(len(values), dtype=np.intp)
-        for i, v in enumerate(values.tolist() if hasattr(values, "tolist") else values):
-            codes[i] = seen.setdefault(v, len(seen)) if v is not None else -1
-        return codes, list(seen), None
-    if module != "pandas":
-        values = np.asarray(values) if not isinstance(values, np.ndarray) else values
-        if values.dtype.kind not in "biufOUS":
-            raise InputError(f"a categorical column of dtype {values.dtype} cannot be read")
-        if values.dtype.kind in "US":
-            values = values.astype(object)
-    codes, uniques = pd.factorize(values, use_na_sentinel=True)
-    return np.asarray(codes, dtype=np.intp), list(uniques), None

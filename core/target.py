@@ -170,7 +170,10 @@ class Target:
         and counts, in the order its int64 block gives them), ``kinds`` (its code of each
         element kind: ``cat``, ``float``, ``onehot``) and ``run(args, row_begin, row_end)``
         (the block's address and bounds), which fills those rows' computed columns and may be
-        called from many threads at once.  Optionally ``artifact()``: bytes of its machine code
+        called from many threads at once.  Optionally ``run_shares(args, bounds, row_bytes)``:
+        rows ``[bounds[k], bounds[k + 1])`` for every k in parallel by a hand-off of the
+        target's own, True when done, False (nothing run: the core's Python pool runs them)
+        where it cannot now.  Optionally ``artifact()``: bytes of its machine code
         that a compiled model's artifact keeps, given back as ``saved`` by a trusted load (the
         target maps them where they suit this host, else compiles; the core passes ``saved``
         only to the target that made them)."""

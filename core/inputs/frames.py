@@ -453,15 +453,15 @@ class _PolarsPlan:
         done = ()
         if self.plain is not None:
             columns, done = self.plain
-            # Each column's own to_numpy, stacked: a select of them took 107 us a one-row call
-            # of 24 columns (parsing an expression a name), this 25.
-            series = X.get_columns()
-            values = np.column_stack([series[c].to_numpy() for c in columns])
-            if values.dtype.kind not in "biuf":  # (a polars that converts otherwise: by column)
-                done = ()
-            else:
+            # Each column's to_numpy in one array (a select: 107 us), from polars' own columns (24: 7 us, Series' 26)
+            try:
+                series = X._df.get_columns()
+                values = np.array([series[c].to_numpy(writable=False, allow_copy=True) for c in columns]).T
+            except (AttributeError, TypeError):
+                values = np.array([X.to_series(c).to_numpy() for c in columns]).T
+            if values.dtype.kind in "biuf":  # (else a polars that converts otherwise: by column)
                 out[:, done] = values.astype(np.float64) if _through_float64(values.dtype, dtype) else values
-                done = set(done.tolist())
+            done = set(done.tolist()) if values.dtype.kind in "biuf" else ()
         for feature, column in enumerate(self.order.tolist()):
             if feature in done:
                 continue

@@ -6,8 +6,9 @@ column (``Forest.hashed_combinations``: a CTR's value, or a one-hot test's 1 or 
 key mixed from category hashes, float borders and one-hot tests, looked up among the keys the
 model knows).  :class:`HashedInputs` is built once a compiled model and does it so:
 
-- a column's values are factorised (pandas categories' own codes, Arrow's dictionary for
-  Arrow-backed strings, else ``pandas.factorize``) and only its distinct values are hashed,
+- a column's values are factorised (:mod:`silvanforge.inputs.distinct_values`: pandas
+  categories' own codes, Arrow's dictionary for Arrow-backed strings, else
+  ``pandas.factorize``) and only its distinct values are hashed,
   each once a model (a bounded memo), sign-extended as CatBoost's ``int``; a frame's columns
   are found by the plan of its schema (:func:`silvanforge.inputs.frames.hashed_frame_columns`),
   and a column's codes are the model's across calls (:class:`_ColumnValues`), so that calls of
@@ -29,12 +30,12 @@ float32 CatBoost compares.
 
 from __future__ import annotations
 
+import itertools
 import threading
 
 import numpy as np
 
 from silvanforge.inputs import category_hash
-from silvanforge.errors import InputError
 from silvanforge.ir.hir import Forest
 from silvanforge.inputs.hashed_kernel import (
     CODE_STRIDE,
@@ -52,12 +53,11 @@ from silvanforge.inputs.hashed_kernel import (
     native_arrays,
 )
 from silvanforge.inputs.hashed_kernel import find_kernel as _kernel  # (tests replace it: no kernel)
+from silvanforge.inputs.distinct_values import INTEGER_SPAN, factorise, listed, pandas_categories
 from silvanforge.runtime.threads import _get_pool
 
 # Distinct values a model remembers the hash of (a memo, cleared when full).
 VALUE_MEMO = 1 << 16
-# Integer columns whose values lie within this span are factorised by a table over it.
-INTEGER_SPAN = 1 << 16
 # Sets of pandas categories a model remembers the hashes of (cleared when full).
 CATEGORY_TABLES = 64
 # A value's hash where it is no category (outside every sign-extended 32-bit hash).
@@ -80,9 +80,14 @@ DENSE_TABLES = 8
 # padded with (HashedInputs.rows).
 FORTRAN_ROWS = 256
 COLUMN_PAD = 16
-# Rows a thread's share of the computed columns has at least (fewer: one thread fills them;
-# 512-row calls split in two ran slower than on one thread on the 2 shared cores).
+# Rows a thread's share of the computed columns has at least where Python's pool runs the
+# shares (fewer: one thread fills them; 512-row calls split in two ran slower than on one
+# thread on the 2 shared cores), and where the target hands them off itself (its kernel's
+# ``run_shares``: the CPU's native workers, one of which still spins from the form's walk of
+# the last call).  512-row calls of benchmarks/catboost_categories.py's model on two threads
+# took 0.6x the time in two 256-row shares handed off so, 0.9x in Python's pool.
 THREAD_ROWS = 1024
+SHARE_ROWS = 256
 
 
 def _sorted_index(known) -> tuple[np.ndarray, np.ndarray]:
@@ -185,7 +190,7 @@ class HashedInputs:
         entry is a missing value's (code -1).  A pandas category's codes are its own; other
         values' are the call's, or with ``feature`` (the column's feature) the model's codes of
         that column's values across calls (:class:`_ColumnValues`)."""
-        categories = _pandas_categories(values)
+        categories = pandas_categories(values)
         if categories is not None:  # a pandas category: its categories' hashes, worked out once
             found = self._category_tables.get(id(categories))
             if found is None or found[0] is not categories:
@@ -199,9 +204,9 @@ class HashedInputs:
             found = column.integer_codes(values)
             if found is not None:
                 return found
-        codes, uniques, token = _factorise(values)
+        codes, uniques, token = factorise(values)
         if feature is None:
-            return codes, self._hash_table(uniques)
+            return codes, self._hash_table(listed(uniques))
         if column is None:
             with self._lock:
                 column = self._columns.setdefault(feature, _ColumnValues())
@@ -313,16 +318,20 @@ class HashedInputs:
             if chosen.any():
                 kernel.tables(args.ctypes.data)
             layout.dense[chosen.tobytes()] = (dense_at, dense)
-        parts = max(1, min(threads, n // THREAD_ROWS))
-        if parts == 1:
-            kernel.run(args.ctypes.data, 0, n, rows.dtype.itemsize)
+        address, row_bytes = args.ctypes.data, rows.dtype.itemsize
+        parts = min(threads, n // SHARE_ROWS)
+        run_shares = getattr(kernel, "run_shares", None)  # (the target's own hand-off, where it has one)
+        if parts > 1 and run_shares is not None and run_shares(address, _bounds(n, parts), row_bytes):
             return
-        bounds = [n * k // parts for k in range(parts + 1)]
+        parts = min(threads, n // THREAD_ROWS)  # (Python's pool)
+        if parts <= 1:
+            kernel.run(address, 0, n, row_bytes)
+            return
+        bounds = _bounds(n, parts)
         pool = _get_pool(parts)
-        futures = [pool.submit(kernel.run, args.ctypes.data, lo, hi, rows.dtype.itemsize)
-                   for lo, hi in zip(bounds[1:-1], bounds[2:])]
+        futures = [pool.submit(kernel.run, address, lo, hi, row_bytes) for lo, hi in itertools.pairwise(bounds[1:])]
         try:
-            kernel.run(args.ctypes.data, 0, bounds[1], rows.dtype.itemsize)
+            kernel.run(address, 0, bounds[1], row_bytes)
         finally:
             for f in futures:
                 f.result()
@@ -388,6 +397,11 @@ class HashedInputs:
         out = self.table[(slot[self.chain_of] + self.offsets[:, None])]
         return out.T
 
+
+
+def _bounds(n: int, parts: int) -> list[int]:
+    """The first row of each of ``parts`` shares of ``n`` rows, and ``n``."""
+    return [n * k // parts for k in range(parts + 1)]
 
 
 def _new_rows(capacity: int, num_features: int, dtype: np.dtype, fortran: bool) -> np.ndarray:
@@ -468,6 +482,7 @@ class _ColumnValues:
         last, state = self.last, self.state
         if token is not None and last is not None and last[0] is state and _same_values(last[1], token):
             return last[2][local], state[1]
+        uniques = listed(uniques)
         try:
             keys = [(type(v), v) for v in uniques]  # (keyed by type too, as the memo of hashes)
             if not all(k in state[0] for k in keys):
@@ -514,80 +529,3 @@ def _columns(rows: list, width: int):
     out = [np.asarray(parts[0], dtype=np.intp), np.asarray(parts[1], dtype=np.intp)]
     out += [np.asarray(p) for p in parts[2:width]]
     return tuple(out)
-
-
-def _small_integers(values, module: str) -> tuple[np.ndarray, list] | None:
-    """(codes, distinct values) of a column of NumPy integers within :data:`INTEGER_SPAN` of
-    each other (categories given as codes), by a table over their span, else None."""
-    if module == "pandas":
-        dtype = getattr(values, "dtype", None)
-        if not isinstance(dtype, np.dtype) or dtype.kind not in "iu":
-            return None
-        values = values.to_numpy()
-    elif not (isinstance(values, np.ndarray) and values.dtype.kind in "iu" and values.ndim == 1):
-        return None
-    if len(values) == 0:
-        return None
-    lo, hi = int(values.min()), int(values.max())
-    if hi - lo >= INTEGER_SPAN:
-        return None
-    offsets = (values - lo).astype(np.intp)
-    present = np.zeros(hi - lo + 1, dtype=bool)
-    present[offsets] = True
-    distinct = np.flatnonzero(present)
-    rank = np.cumsum(present) - 1
-    return rank[offsets], [int(v) + lo for v in distinct]
-
-
-def _pandas_categories(values):
-    """A pandas ``category`` Series' categories (an Index), else None."""
-    if type(values).__module__.split(".")[0] == "pandas" and getattr(getattr(values, "dtype", None), "name", "") \
-            == "category":
-        return values.dtype.categories
-    return None
-
-
-def _factorise(values) -> tuple[np.ndarray, list, object]:
-    """(codes, distinct values, a token of them or None) of a column: code -1 for a missing
-    value (None, NaN, pandas NA), which the last slot of the caller's tables answers (not a
-    category).  The token (:meth:`_ColumnValues.codes`) is Arrow's dictionary of strings, or
-    the integers themselves."""
-    module = type(values).__module__.split(".")[0]
-    if module == "pandas" and str(getattr(values, "dtype", "")) == "category":
-        codes = values.cat.codes.to_numpy()
-        return codes.astype(np.intp), list(values.cat.categories), None
-    ints = _small_integers(values, module)
-    if ints is not None:
-        return ints[0], ints[1], tuple(ints[1])
-    backing = None
-    if module == "pandas":
-        try:
-            backing = values.array  # (a Series' extension array)
-        except AttributeError:  # (one a frame's block holds)
-            backing = values
-    if type(backing).__name__.startswith("Arrow"):  # Arrow-backed (pandas' default strings): Arrow's dictionary
-        import pyarrow.compute as pc
-
-        chunks = backing.__arrow_array__()
-        if hasattr(chunks, "combine_chunks"):
-            chunks = chunks.chunk(0) if chunks.num_chunks == 1 else chunks.combine_chunks()
-        encoded = pc.dictionary_encode(chunks)
-        indices = encoded.indices
-        codes = (pc.fill_null(indices, -1) if indices.null_count else indices).to_numpy(zero_copy_only=False)
-        return codes.astype(np.intp), encoded.dictionary.to_pylist(), encoded.dictionary
-    try:
-        import pandas as pd
-    except ImportError:  # no pandas: a dict of the distinct values
-        seen: dict = {}
-        codes = np.empty(len(values), dtype=np.intp)
-        for i, v in enumerate(values.tolist() if hasattr(values, "tolist") else values):
-            codes[i] = seen.setdefault(v, len(seen)) if v is not None else -1
-        return codes, list(seen), None
-    if module != "pandas":
-        values = np.asarray(values) if not isinstance(values, np.ndarray) else values
-        if values.dtype.kind not in "biufOUS":
-            raise InputError(f"a categorical column of dtype {values.dtype} cannot be read")
-        if values.dtype.kind in "US":
-            values = values.astype(object)
-    codes, uniques = pd.factorize(values, use_na_sentinel=True)
-    return np.asarray(codes, dtype=np.intp), list(uniques), None

@@ -31,12 +31,14 @@ from __future__ import annotations
 
 import ctypes
 import hashlib
+import itertools
 import json
 import threading
 
 import llvmlite.binding as llvm
 import llvmlite.ir as ir
 
+from . import pool
 from .jit import host_signature
 from .llvm_host import optimise, target_machine
 from .treeshap import _Vars
@@ -312,11 +314,25 @@ def _tables_function(module) -> None:
     b.ret_void()
 
 
+def _share_function(module, name: str) -> None:
+    """``name + "_share"``: function ``name`` called with the arguments of a share of the native
+    pool (:mod:`.pool`: a pointer, seven words, two pointers), its first three (the args block,
+    the row bounds), so the pool's workers run a call's rows as they run a form's."""
+    fn = module.get_global(name)
+    share = ir.Function(module, ir.FunctionType(ir.VoidType(), [i64.as_pointer()] + [i64] * (pool.SHARE_WORDS - 3)
+                                                + [i8.as_pointer()] * 2), name + "_share")
+    b = ir.IRBuilder(share.append_basic_block("entry"))
+    b.call(fn, share.args[:3])
+    b.ret_void()
+
+
 def build_ir(rows: str = "f32") -> str:
     """The kernel's LLVM IR (see the module docstring): the function for rows of float32 and
-    the tables' (``rows="f32"``), or the one for rows of float64 (``"f64"``)."""
+    the tables' (``rows="f32"``), or the one for rows of float64 (``"f64"``); each with its
+    entry for the native pool's workers (:func:`_share_function`)."""
     module = ir.Module(f"hashed_columns_{rows}")
     _columns_function(module, f"hashed_columns_{rows}", f32 if rows == "f32" else f64)
+    _share_function(module, f"hashed_columns_{rows}")
     if rows == "f32":
         _tables_function(module)
     return str(module)
@@ -345,11 +361,11 @@ class HashedColumnsKernel:
         self._engines = []
         self._object = code
         self.mapped = code is not None  # (made from saved code, not compiled)
-        self._fns = {4: _CALL(self._compile("f32", "hashed_columns_f32", code))}
+        self._fns = {4: self._compile("f32", code)}  # row bytes -> (ctypes call, its pool entry's address)
         self._tables = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(self._engines[0].get_function_address(
             "hashed_columns_tables"))
 
-    def _compile(self, rows: str, name: str, code: bytes | None = None) -> int:
+    def _compile(self, rows: str, code: bytes | None = None) -> tuple:
         if code is not None:
             engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), target_machine())
             engine.add_object_file(llvm.ObjectFileRef.from_data(code))
@@ -360,7 +376,8 @@ class HashedColumnsKernel:
                 engine.set_object_cache(self._keep_object, lambda _module: None)
         engine.finalize_object()
         self._engines.append(engine)
-        return engine.get_function_address(name)
+        name = f"hashed_columns_{rows}"
+        return _CALL(engine.get_function_address(name)), engine.get_function_address(name + "_share")
 
     def _keep_object(self, _module, data: bytes) -> None:
         self._object = bytes(data)
@@ -375,16 +392,38 @@ class HashedColumnsKernel:
         """The call's tables of the chains read by one (``dense_at``); before :meth:`run`."""
         self._tables(args)
 
+    def _function(self, row_bytes: int) -> tuple:
+        found = self._fns.get(row_bytes)
+        if found is None:
+            with _lock:
+                found = self._fns.get(row_bytes)
+                if found is None:
+                    found = self._fns[row_bytes] = self._compile("f64")
+        return found
+
     def run(self, args: int, row_begin: int, row_end: int, row_bytes: int = 8) -> None:
         """One call over rows ``[row_begin, row_end)`` of a row array of float32 (``row_bytes``
         4) or float64 (8); ``args``: the address of the block."""
-        fn = self._fns.get(row_bytes)
-        if fn is None:
-            with _lock:
-                fn = self._fns.get(row_bytes)
-                if fn is None:
-                    fn = self._fns[row_bytes] = _CALL(self._compile("f64", "hashed_columns_f64"))
-        fn(args, row_begin, row_end)
+        self._function(row_bytes)[0](args, row_begin, row_end)
+
+    def run_shares(self, args: int, bounds: list[int], row_bytes: int = 8) -> bool:
+        """Rows ``[bounds[k], bounds[k + 1])`` for each k in parallel on the native pool's
+        workers (:mod:`.pool`, the first share on this thread), which take a share in
+        microseconds where Python's pool wakes a thread in tens (and a worker still spinning
+        after a form's walk would hold the CPU that thread waits for); False (nothing run)
+        where the pool is busy with another caller or cannot run here."""
+        native = pool.native_pool()
+        shares = len(bounds) - 1
+        if native is None or shares > pool.MAX_WORKERS + 1 or not native.lock.acquire(blocking=False):
+            return False
+        try:
+            if not native.grow(shares - 1):
+                return False
+            rest = (0,) * (pool.SHARE_WORDS - 3)
+            native.run(self._function(row_bytes)[1], [(args, lo, hi, *rest) for lo, hi in itertools.pairwise(bounds)])
+        finally:
+            native.lock.release()
+        return True
 
 
 def _ir_digest() -> str:

@@ -6,7 +6,11 @@ as a 512-row share of a small model takes to walk, so two threads would not pay 
 thousand rows.  These workers
 are native threads that never touch the GIL: each spins on its own mailbox for a while after its
 last share (``SPIN_NS``, as OpenMP runtimes do), then sleeps on a condition variable.  The
-caller runs the first share itself and spins until the others are done.
+caller runs the first share itself, then takes back each share no worker has started (a
+worker claims its share, and the caller one that is unclaimed, by one compare-and-swap of the
+mailbox's ``claimed`` number: never both) and runs it too, and spins until the others are
+done.  So a call never waits for a worker that has no CPU (other processes on every core, or
+a worker still asleep): on a loaded host it costs what one thread does, not a time slice.
 
 The pool is LLVM IR JIT-compiled once per process (llvmlite, as the kernels are) and calls
 ``pthread_create`` / ``pthread_cond_*`` of the C library: POSIX hosts only; elsewhere
@@ -37,11 +41,12 @@ SHARE_WORDS = 10
 
 _IR = r"""
 %timespec = type { i64, i64 }
-%mailbox = type { i64, i64, ptr, ptr, [32 x i8] }  ; seq, done, kernel, args; a cache line each
+%mailbox = type { i64, i64, ptr, ptr, i64, [24 x i8] }  ; seq, done, kernel, args, claimed; a cache line each
 
 @mail = global [MAXW x %mailbox] zeroinitializer, align 64
 @sleepers = global i64 0, align 64
 @quit = global i64 0, align 64
+@taken = global i64 0, align 64  ; shares the caller took back (a count for tests)
 @spin_ns = global i64 SPINNS, align 64
 @mutex = global [128 x i8] zeroinitializer, align 64  ; PTHREAD_MUTEX_INITIALIZER (glibc: zeros)
 @cond = global [128 x i8] zeroinitializer, align 64   ; PTHREAD_COND_INITIALIZER
@@ -83,6 +88,7 @@ entry:
   %donep = getelementptr %mailbox, ptr %box, i32 0, i32 1
   %fnp = getelementptr %mailbox, ptr %box, i32 0, i32 2
   %argsp = getelementptr %mailbox, ptr %box, i32 0, i32 3
+  %claimp = getelementptr %mailbox, ptr %box, i32 0, i32 4
   br label %idle
 
 idle:                                     ; spin for SPIN_NS from now
@@ -143,11 +149,20 @@ sleep_done:
 work_reload:
   br label %work
 
-work:
+work:                                     ; the share is ours unless the caller took it back
   %seq = load atomic i64, ptr %seqp acquire, align 8
+  %prev = sub i64 %seq, 1
+  %claim = cmpxchg ptr %claimp, i64 %prev, i64 %seq seq_cst seq_cst
+  %won = extractvalue { i64, i1 } %claim, 1
+  br i1 %won, label %run, label %finished
+
+run:
   %fn = load ptr, ptr %fnp
   %args = load ptr, ptr %argsp
   call void @run_share(ptr %fn, ptr %args)
+  br label %finished
+
+finished:
   store atomic i64 %seq, ptr %donep release, align 8
   br label %idle
 
@@ -224,7 +239,18 @@ wait_one:
   %seqpj = getelementptr %mailbox, ptr %boxj, i32 0, i32 0
   %donepj = getelementptr %mailbox, ptr %boxj, i32 0, i32 1
   %want = load i64, ptr %seqpj
-  br label %spin
+  %claimpj = getelementptr %mailbox, ptr %boxj, i32 0, i32 4
+  %before = sub i64 %want, 1
+  %claim = cmpxchg ptr %claimpj, i64 %before, i64 %want seq_cst seq_cst
+  %took = extractvalue { i64, i1 } %claim, 1
+  br i1 %took, label %take_back, label %spin
+take_back:                                ; no worker started it (none had a CPU): run it here
+  %offj = mul i64 %j, SHAREWORDS
+  %aj = getelementptr i64, ptr %args, i64 %offj
+  call void @run_share(ptr %fn, ptr %aj)
+  store atomic i64 %want, ptr %donepj release, align 8
+  %t = atomicrmw add ptr @taken, i64 1 monotonic
+  br label %wait_next
 spin:
   %i = phi i64 [ 0, %wait_one ], [ %i1, %spin_more ], [ %i1, %do_yield ]
   %d = load atomic i64, ptr %donepj acquire, align 8
@@ -266,6 +292,11 @@ body:
   br label %loop
 done:
   ret void
+}
+
+define i64 @sf_pool_taken() {
+  %n = load atomic i64, ptr @taken monotonic, align 8
+  ret i64 %n
 }
 
 define void @sf_pool_set_spin(i64 %ns) {
@@ -316,6 +347,7 @@ class NativePool:
         self._run = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p)(self.run_address)
         self._stop = ctypes.CFUNCTYPE(None, ctypes.c_int64)(addr("sf_pool_stop"))
         self.set_spin = ctypes.CFUNCTYPE(None, ctypes.c_int64)(addr("sf_pool_set_spin"))
+        self.taken = ctypes.CFUNCTYPE(ctypes.c_int64)(addr("sf_pool_taken"))  # shares the callers took back
         self.workers = 0
         self.lock = threading.Lock()  # one caller at a time
         spin = os.environ.get("SILVANFORGE_SPIN_NS")

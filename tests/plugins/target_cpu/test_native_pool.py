@@ -167,6 +167,33 @@ print("ok")
     assert done.returncode == 0 and "ok" in done.stdout, done.stderr[-2000:]
 
 
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="no CPU affinity to pin a process with")
+def test_shares_no_worker_started_are_taken_back():
+    """A process pinned to one CPU: a worker cannot start its share while the caller runs (as on
+    a host whose every core is busy), so the caller takes shares back and runs them itself;
+    every call equals the reference, and none waits a time slice for a worker."""
+    code = """
+import os, numpy as np, silvanforge as sf
+from silvanforge.runtime import reference
+from silvanforge_target_cpu import pool
+os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]})
+sf.set_config(thread_steps=1, share_steps=1, min_share_rows=1)
+import sys; sys.path.insert(0, TESTS)
+from strategies import numeric_forest, rows_for
+forest = numeric_forest(13)
+cf = sf.compile(forest).wait()
+X = rows_for(forest, np.random.default_rng(5), 400)
+want = reference.predict(forest, X, output_margin=True)
+for threads in (2, 3) * 20:
+    np.testing.assert_array_equal(cf.predict(X, output_margin=True, threads=threads), want)
+assert pool.native_pool().taken() > 0
+print("ok")
+"""
+    code = code.replace("TESTS", repr(str(TESTS)))
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=REPOSITORY)
+    assert done.returncode == 0 and "ok" in done.stdout, done.stderr[-2000:]
+
+
 @pytest.mark.parametrize("bad", ["x", 0, -3, 2.5, True, None.__class__])
 def test_thread_counts_that_are_not_positive_integers_are_input_errors(bad):
     cf = sf.compile(numeric_forest(12))

@@ -312,10 +312,24 @@ def test_combinations_found_either_way_equal_catboost(native, monkeypatch):
     other = te.copy()
     other["kind"] = other["kind"].cat.reorder_categories(list(other["kind"].cat.categories)[::-1])
     np.testing.assert_allclose(cf.predict(other, output_margin=True), raw, rtol=RTOL, atol=ATOL)
-    # the rows shared among threads (a share of 16 rows and more), and labels as Python strings
+    # the rows shared among threads (a share of 16 rows and more) by the target's native workers,
+    # then by Python's pool (a kernel without a hand-off of its own), and labels as Python strings
+    monkeypatch.setattr(hashed_rows, "SHARE_ROWS", 16)
     monkeypatch.setattr(hashed_rows, "THREAD_ROWS", 16)
-    for threads in (2, 3):
-        np.testing.assert_allclose(cf.predict(te, output_margin=True, threads=threads), raw, rtol=RTOL, atol=ATOL)
+    from silvanforge_target_cpu import hashed_columns
+
+    handed, run_shares = [], hashed_columns.HashedColumnsKernel.run_shares
+
+    def hand_off(self, args, bounds, *rest):
+        if not own:  # (as where the native pool is busy or absent)
+            return False
+        handed.append(bounds)
+        return run_shares(self, args, bounds, *rest)
+    monkeypatch.setattr(hashed_columns.HashedColumnsKernel, "run_shares", hand_off)
+    for own in (True, False):
+        for threads in (2, 3):
+            np.testing.assert_allclose(cf.predict(te, output_margin=True, threads=threads), raw, rtol=RTOL, atol=ATOL)
+    assert not native or sorted({len(b) - 1 for b in handed}) == [2, 3]
     labels = te.astype({c: object for c in ("colour", "word")})
     np.testing.assert_allclose(cf.predict(labels, output_margin=True), raw, rtol=RTOL, atol=ATOL)
 
@@ -375,7 +389,7 @@ def test_frames_read_by_schema_and_values_coded_across_calls(monkeypatch):
         want = cb.CatBoost.predict(model, frame[list(df.columns)], prediction_type="RawFormulaVal")
         np.testing.assert_allclose(again.predict(frame, output_margin=True), want, rtol=RTOL, atol=ATOL)
     # two threads sharing a call's rows
-    monkeypatch.setattr(hashed_rows, "THREAD_ROWS", 16)
+    monkeypatch.setattr(hashed_rows, "SHARE_ROWS", 16)
     for frame in (te, others[1], big):
         np.testing.assert_allclose(again.predict(frame, output_margin=True, threads=2),
                                    cb.CatBoost.predict(model, frame[list(df.columns)], prediction_type="RawFormulaVal"),
@@ -419,6 +433,35 @@ def test_an_artifact_carries_the_kernel_of_computed_columns(tmp_path):
         edited = json.dumps({**meta, field: other}).encode()
         assert hashed_columns._saved_code(len(edited).to_bytes(4, "little") + edited + saved[4 + n:]) is None
     assert hashed_columns._saved_code(b"\x05\x00") is None
+
+
+@pytest.mark.parametrize("forms", ["background", "eager"])
+def test_a_compile_makes_the_kernel_of_computed_columns(forms, tmp_path):
+    """A compile without a code cache makes the kernel of computed columns beside the model's
+    forms (in the background builder, or within an eager compile), so a fresh process's first
+    categorical call compiles nothing, and predicts as CatBoost."""
+    import json
+    import subprocess
+
+    rng = np.random.default_rng(20)
+    df, te = _cat_frame(rng, 300), _cat_rows(rng, 60)
+    model = cb.CatBoostRegressor(iterations=10, depth=4, cat_features=_CATS, one_hot_max_size=3,
+                                 max_ctr_complexity=2, **_FIT).fit(df, _cat_target(df))
+    model.save_model(str(tmp_path / "m.cbm"))
+    te.to_pickle(tmp_path / "rows.pkl")
+    script = (
+        "import json, pandas as pd, silvanforge as sf\n"
+        "from silvanforge_target_cpu import hashed_columns\n"
+        f"cf = sf.compile({str(tmp_path / 'm.cbm')!r}, forms={forms!r}).wait()\n"
+        "made = hashed_columns._kernel is not None\n"
+        f"y = cf.predict(pd.read_pickle({str(tmp_path / 'rows.pkl')!r}), output_margin=True)\n"
+        "print(json.dumps({'made': made, 'y': y.tolist()}))\n")
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, check=False)
+    assert run.returncode == 0, run.stderr
+    out = json.loads(run.stdout.strip().splitlines()[-1])
+    assert out["made"]
+    np.testing.assert_allclose(out["y"], cb.CatBoost.predict(model, te, prediction_type="RawFormulaVal"),
+                               rtol=RTOL, atol=ATOL)
 
 
 def test_a_bool_column_does_not_change_how_integers_are_hashed():

@@ -1,0 +1,96 @@
+"""A column's values as codes of its distinct values (:func:`factorise`), as
+:mod:`silvanforge.inputs.hashed_rows` hashes them: a pandas category's own codes, small
+integers by a table over their span, Arrow-backed strings by Arrow's dictionary, anything else
+by ``pandas.factorize`` (a dict without pandas)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from silvanforge.errors import InputError
+
+# Integer columns whose values lie within this span are factorised by a table over it.
+INTEGER_SPAN = 1 << 16
+
+
+def listed(uniques) -> list:
+    """A column's distinct values as :func:`factorise` gives them, as a list (Arrow's dictionary
+    listed only where a call's values are not the last call's: 0.8 us a column)."""
+    return uniques.to_pylist() if hasattr(uniques, "to_pylist") else uniques
+
+
+def small_integers(values, module: str) -> tuple[np.ndarray, list] | None:
+    """(codes, distinct values) of a column of NumPy integers within :data:`INTEGER_SPAN` of
+    each other (categories given as codes), by a table over their span, else None."""
+    if module == "pandas":
+        dtype = getattr(values, "dtype", None)
+        if not isinstance(dtype, np.dtype) or dtype.kind not in "iu":
+            return None
+        values = values.to_numpy()
+    elif not (isinstance(values, np.ndarray) and values.dtype.kind in "iu" and values.ndim == 1):
+        return None
+    if len(values) == 0:
+        return None
+    lo, hi = int(values.min()), int(values.max())
+    if hi - lo >= INTEGER_SPAN:
+        return None
+    offsets = (values - lo).astype(np.intp)
+    present = np.zeros(hi - lo + 1, dtype=bool)
+    present[offsets] = True
+    distinct = np.flatnonzero(present)
+    rank = np.cumsum(present) - 1
+    return rank[offsets], [int(v) + lo for v in distinct]
+
+
+def pandas_categories(values):
+    """A pandas ``category`` Series' categories (an Index), else None."""
+    if type(values).__module__.split(".")[0] == "pandas" and getattr(getattr(values, "dtype", None), "name", "") \
+            == "category":
+        return values.dtype.categories
+    return None
+
+
+def factorise(values) -> tuple[np.ndarray, object, object]:
+    """(codes, distinct values, a token of them or None) of a column: code -1 for a missing
+    value (None, NaN, pandas NA), which the last slot of the caller's tables answers (not a
+    category).  The token (:meth:`silvanforge.inputs.hashed_rows._ColumnValues.codes`) is Arrow's dictionary of strings (then
+    the distinct values too, a list by :func:`listed`), or the integers themselves."""
+    module = type(values).__module__.split(".")[0]
+    if module == "pandas" and str(getattr(values, "dtype", "")) == "category":
+        codes = values.cat.codes.to_numpy()
+        return codes.astype(np.intp), list(values.cat.categories), None
+    ints = small_integers(values, module)
+    if ints is not None:
+        return ints[0], ints[1], tuple(ints[1])
+    backing = None
+    if module == "pandas":
+        try:
+            backing = values.array  # (a Series' extension array)
+        except AttributeError:  # (one a frame's block holds)
+            backing = values
+    if type(backing).__name__.startswith("Arrow"):  # Arrow-backed (pandas' default strings): Arrow's dictionary
+        import pyarrow.compute as pc
+
+        chunks = backing.__arrow_array__()
+        if hasattr(chunks, "combine_chunks"):
+            chunks = chunks.chunk(0) if chunks.num_chunks == 1 else chunks.combine_chunks()
+        encoded = pc.dictionary_encode(chunks)
+        indices = encoded.indices
+        codes = (pc.fill_null(indices, -1) if indices.null_count else indices).to_numpy(zero_copy_only=False)
+        return codes.astype(np.intp), encoded.dictionary, encoded.dictionary  # (listed where needed)
+    try:
+        import pandas as pd
+    except ImportError:  # no pandas: a dict of the distinct values
+        seen: dict = {}
+        codes = np.empty(len(values), dtype=np.intp)
+        for i, v in enumerate(values.tolist() if hasattr(values, "tolist") else values):
+            codes[i] = seen.setdefault(v, len(seen)) if v is not None else -1
+        return codes, list(seen), None
+    if module != "pandas":
+        values = np.asarray(values) if not isinstance(values, np.ndarray) else values
+        if values.dtype.kind not in "biufOUS":
+            raise InputError(f"a categorical column of dtype {values.dtype} cannot be read")
+        if values.dtype.kind in "US":
+            values = values.astype(object)
+    codes, uniques = pd.factorize(values, use_na_sentinel=True)
+    return np.asarray(codes, dtype=np.intp), list(uniques), None

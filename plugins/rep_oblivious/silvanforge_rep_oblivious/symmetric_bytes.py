@@ -94,12 +94,12 @@ def lower(forest: hir.Forest, facts: Facts, batch_size: int | None = None, lanes
           options: ObliviousOptions = DEFAULT, vectors=None) -> lir.Module:
     """The LIR module of ``forest`` (symmetric, :func:`.symmetric.recognise` gave ``facts``)
     for ``batch_size`` rows a call (None: large batches): on bytes where the cost model takes
-    them (:func:`.cost.symmetric_binned`: a register of rows a block), else the float program
+    them (:func:`.cost.symmetric_binned`; :func:`.cost.byte_lanes` rows a block), else the float program
     (:func:`.codegen.lower`; ``lanes`` rows a block, None: the cost model's choice)."""
     binning = cost.symmetric_binned(facts, batch_size) if lanes is None else None
     if binning is None:
         return codegen.lower(forest, facts, batch_size, lanes, options, vectors)
-    return ByteLowering(forest, binning, cost.shape(vectors).bytes, options, vectors).lower(batch_size)
+    return ByteLowering(forest, binning, cost.byte_lanes(batch_size, vectors), options, vectors).lower(batch_size)
 
 
 __all__ = ["ByteLowering", "lower"]

@@ -314,7 +314,8 @@ def vector_factor(forest: hir.Forest, batch_size: int | None = None, options: Bi
         return isa_factor(vectors)
     word = narrow_word(nodes_part, lanes, vectors, options)
     if lanes * BYTE_WORD < vectors.bits < 512:
-        return isa_factor(vectors) * half_register_ns(nodes_part, word) / half_register_ns(nodes_part, BYTE_WORD)
+        in_bytes = half_register_ns(nodes_part, BYTE_WORD)  # (0 for a forest of leaves only)
+        return isa_factor(vectors) * (half_register_ns(nodes_part, word) / in_bytes if in_bytes else 1.0)
     return isa_factor(vectors, lanes == WIDE_LANES and word == BYTE_WORD)
 
 

@@ -701,6 +701,8 @@ def test_half_register_blocks_take_the_word_their_cost_prices_cheaper():
                 np.testing.assert_array_equal(cf.predict(X[start:start + n], output_margin=True),
                                               reference.predict(forest, X[start:start + n], output_margin=True))
     assert choose.vector_factor(categorical, 16, BitvectorOptions(**looped), avx2) < choose.ISA_FACTORS["avx2"]
+    leaves = Forest(trees=[_full_tree(0) for _ in range(3)], num_features=6)  # no node to price
+    assert choose.vector_factor(leaves, 16, BitvectorOptions(**looped, narrow=True), avx2) == choose.ISA_FACTORS["avx2"]
 
 
 def test_avx2_prices_byte_word_blocks_by_their_own_factor():

@@ -13,7 +13,7 @@ from silvanforge import hookimpl
 from silvanforge.rep import InputError, ProgramRepresentation
 
 from . import bitvector
-from .choose import choose_form, isa_factor, wide_narrow
+from .choose import choose_form, vector_factor
 from .options import OPTION_KEYS, BitvectorOptions
 from .support import single_output
 
@@ -42,8 +42,7 @@ class BitvectorForm(ProgramRepresentation):
     @classmethod
     def cost(cls, forest, target_kind, batch_size, options=None, vectors=None):
         forest, options = single_output(forest), BitvectorOptions.from_mapping(options)
-        narrow = vectors is not None and wide_narrow(forest, batch_size, options)
-        return bitvector.cost_ns(forest, batch_size, options) * isa_factor(vectors, narrow)
+        return bitvector.cost_ns(forest, batch_size, options) * vector_factor(forest, batch_size, options, vectors)
 
     @classmethod
     def cost_called(cls, forest, target_kind, lowered_for, rows, options=None, vectors=None):

@@ -15,7 +15,7 @@ from silvanforge.plan.memo import memoised
 from silvanforge.lowering.walkcost import walk_estimate_ns
 
 from . import masktables
-from .leafbits import BYTE_WORD, NARROW_WORD
+from .leafbits import BYTE_WORD, NARROW_WORD, word_applications
 from .options import DEFAULT, BitvectorOptions
 from .support import bin_counts, nan_split_features, tree_nodes, unsupported, used_features
 
@@ -242,17 +242,45 @@ ISA_FACTORS = {"avx512": 1.0, "avx2": 1.9, "neon": 3.8, "sse": 3.8}
 # 2.1-3.4x faster than 32-bit words, at 1.9-2.7x the AVX-512 form's time (lgb_leafwise,
 # lgb_taxi_100x31, 512 and 4096 rows, load 5-6); NEON was not measured: twice AVX2's assumed.
 NARROW_ISA_FACTORS = {**ISA_FACTORS, "avx2": 1.2, "sse": 2.3, "neon": 2.4}
+# Blocks whose bytes fill less than a register (16 lanes of AVX2 code: half of one) take the
+# word this model prices cheaper (:func:`narrow_word`): ns a block of 16 rows for a numeric
+# node application, a categorical one, and a word of a forest with categorical splits (its
+# categorical loop).  A byte word applies a numeric node in half a register where 32-bit words
+# sign-extend the compare into two and AND and blend both, but spreads a node over more words
+# (1.4-1.5 applications a node against 1.1), each categorical compare of 32-bit decision words
+# is narrowed to bytes, and four times the words each run their categorical loop.  Fitted on
+# 16 LightGBM models of 31-255 leaves, 0-67% of their nodes categorical, every tree looped
+# (AVX2 code, Zen 4, 1 thread, both words alternately in one process, load 3-4): bytes took
+# 0.81-0.89 of 32-bit words' time on every numeric one, 1.25-1.62x on every categorical one
+# (lgb_flight_1000x255, 9% categorical: 1.25x); the model's ratios are within 0.85-1.1 of those.
+HALF_REGISTER_NS = {BYTE_WORD: (0.61, 0.94, 2.9), NARROW_WORD: (0.98, 0.97, 0.0)}
 
 
-def narrow_word(vectors) -> int:
-    """Bits of the narrow form's words for code on the vector unit ``vectors`` (None: AVX-512):
-    32 (:data:`.leafbits.NARROW_WORD`), or bytes on units without AVX-512's mask registers
-    (AVX2, SSE, NEON: :data:`.leafbits.BYTE_WORD`).  There a node's compare of byte bins is a
-    byte mask over the block's 32 lanes: 32-bit words took it sign-extended into four AVX2
-    registers (eight of 16 bytes), an AND and a blend each (AVX-512 masks the AND), byte words
-    one AND and one blend a register of bytes, for 1.41 node applications where 32-bit words
-    need 1.06 (lgb_leafwise; 1.5 and 1.1 on 255-leaf trees)."""
-    return BYTE_WORD if vectors is not None and vectors.bits < 512 else NARROW_WORD
+def narrow_word(forest: hir.Forest, lanes: int, vectors=None, options: BitvectorOptions = DEFAULT) -> int:
+    """Bits of the narrow form's words in blocks of ``lanes`` rows of ``forest``'s node trees,
+    for code on the vector unit ``vectors`` (None: AVX-512); ``options.narrow_word`` where given.
+    AVX-512: 32 (:data:`.leafbits.NARROW_WORD`).  Narrower units (AVX2, SSE, NEON), where a
+    register holds the block's bytes: bytes (:data:`.leafbits.BYTE_WORD`).  There a node's
+    compare of byte bins is a byte mask over the block's lanes: 32-bit words took it
+    sign-extended into four AVX2 registers for 32 lanes (eight of 16 bytes), an AND and a blend
+    each (AVX-512 masks the AND), byte words one AND and one blend a register of bytes, for 1.41
+    node applications where 32-bit words need 1.06 (lgb_leafwise; 1.5 and 1.1 on 255-leaf
+    trees).  Blocks of fewer lanes: the word :func:`half_register_ns` prices cheaper."""
+    if options.narrow_word is not None:
+        return options.narrow_word
+    if vectors is None or vectors.bits >= 512:
+        return NARROW_WORD
+    if lanes * BYTE_WORD >= vectors.bits:
+        return BYTE_WORD
+    return min((BYTE_WORD, NARROW_WORD), key=lambda bits: half_register_ns(forest, bits))
+
+
+def half_register_ns(forest: hir.Forest, bits: int) -> float:
+    """Estimated ns a block of ``forest``'s node trees in the narrow form, words of ``bits``
+    bits, blocks whose bytes fill half a register (:data:`HALF_REGISTER_NS`)."""
+    numeric, categorical, words = word_applications(forest, bits)
+    node_ns, categorical_ns, word_ns = HALF_REGISTER_NS[bits]
+    return node_ns * numeric + categorical_ns * categorical + (word_ns * words if categorical else 0.0)
 
 
 def isa_factor(vectors, narrow: bool = False) -> float:
@@ -267,15 +295,28 @@ def isa_factor(vectors, narrow: bool = False) -> float:
     return 1.0 if vectors.bits >= 512 else factors["avx2"] if vectors.bits >= 256 else factors["neon"]
 
 
-def wide_narrow(forest: hir.Forest, batch_size: int | None = None, options: BitvectorOptions = DEFAULT) -> bool:
-    """Whether the program :func:`.codegen.lower` builds for ``batch_size`` runs its node trees
-    in the narrow form in blocks of :data:`WIDE_LANES` rows (False where the mask tables take
-    every tree)."""
+def vector_factor(forest: hir.Forest, batch_size: int | None = None, options: BitvectorOptions = DEFAULT,
+                  vectors=None) -> float:
+    """What :func:`estimate_ns` is multiplied by for the program :func:`.codegen.lower` builds
+    for ``batch_size`` as code on ``vectors`` (None: AVX-512, 1): the narrow form's byte words
+    in blocks of :data:`WIDE_LANES` rows :data:`NARROW_ISA_FACTORS`; its blocks whose bytes fill
+    less than a register :data:`ISA_FACTORS` (measured with byte words there) times the
+    :func:`narrow_word`'s price over that of bytes (:func:`half_register_ns`); the rest
+    :data:`ISA_FACTORS`."""
+    if vectors is None:
+        return 1.0
     tabled = tabled_trees(forest, batch_size, options)
     if tabled.all():
-        return False
-    lanes = choose_form(some_trees(forest, ~tabled) if tabled.any() else forest, batch_size, options)[0]
-    return lanes == WIDE_LANES and narrow_form(forest, lanes, options)
+        return isa_factor(vectors)
+    nodes_part = some_trees(forest, ~tabled) if tabled.any() else forest
+    lanes = choose_form(nodes_part, batch_size, options)[0]
+    if not narrow_form(forest, lanes, options):
+        return isa_factor(vectors)
+    word = narrow_word(nodes_part, lanes, vectors, options)
+    if lanes * BYTE_WORD < vectors.bits < 512:
+        in_bytes = half_register_ns(nodes_part, BYTE_WORD)  # (0 for a forest of leaves only)
+        return isa_factor(vectors) * (half_register_ns(nodes_part, word) / in_bytes if in_bytes else 1.0)
+    return isa_factor(vectors, lanes == WIDE_LANES and word == BYTE_WORD)
 
 
 def estimate_ns(forest: hir.Forest, batch_size: int | None = None, options: BitvectorOptions = DEFAULT) -> float:
@@ -328,4 +369,5 @@ def cost_ns(forest: hir.Forest, batch_size: int | None = None, options: Bitvecto
 __all__ = ["LANES", "WIDE_LANES", "MARGIN",
            "narrow_form", "narrow_bins", "choose_form", "expanded_trees", "mask_tables_form", "tabled_trees",
            "some_trees", "choice", "estimate_ns", "node_forms_ns", "pays", "cost_ns", "ISA_FACTORS",
-           "NARROW_ISA_FACTORS", "narrow_word", "isa_factor", "wide_narrow"]
+           "NARROW_ISA_FACTORS", "HALF_REGISTER_NS", "narrow_word", "half_register_ns", "isa_factor",
+           "vector_factor"]

@@ -411,8 +411,8 @@ def lower(forest: hir.Forest, expand: bool | None = None, batch_size: int | None
     ``narrow``: the narrow form (True), the float form (False) or the cheaper (None).
     ``checked``: the caller has found :func:`unsupported` None (a pass over every node).
     ``options``: the representation's options (:mod:`.options`).  ``vectors``: the vector unit
-    the code is for (:class:`silvanforge.target.Vectors`; None: AVX-512), which sets the narrow
-    form's words (:func:`.choose.narrow_word`)."""
+    the code is for (:class:`silvanforge.target.Vectors`; None: AVX-512), which with the blocks'
+    lanes and the trees sets the narrow form's words (:func:`.choose.narrow_word`)."""
     why = None if checked else unsupported(forest)
     if why is not None:
         raise ValueError(f"bitvector evaluation cannot run this model: {why}")
@@ -430,7 +430,7 @@ def lower(forest: hir.Forest, expand: bool | None = None, batch_size: int | None
     if expand is not None:
         expanded = np.full(forest.num_trees, bool(expand))
     return _Lowering(forest, lanes, batch_size, bool(narrow), options,
-                     choose.narrow_word(vectors)).lower(expanded, tabled, estimate)
+                     choose.narrow_word(nodes_part, lanes, vectors, options)).lower(expanded, tabled, estimate)
 
 
 __all__ = ["NAME", "lower"]

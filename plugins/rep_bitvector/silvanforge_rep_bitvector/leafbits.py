@@ -14,7 +14,8 @@ WORD = 64
 MAX_WORDS = 4
 MAX_LEAVES = WORD * MAX_WORDS
 # The narrow form's words (:func:`.choose.narrow_form`): 16-bit bins, 32-bit words; code for
-# vector units of 256 bits or fewer takes bytes instead (:func:`.choose.narrow_word`).
+# vector units of 256 bits or fewer takes bytes instead where they fill a register, either
+# where they fill less, by cost (:func:`.choose.narrow_word`).
 NARROW_WORD = 32
 BYTE_WORD = 8
 
@@ -48,6 +49,27 @@ def _leaf_spans(forest: hir.Forest) -> list[tuple[np.ndarray, np.ndarray, np.nda
         spans.append(span)
     return spans
 
+def word_applications(forest: hir.Forest, bits: int) -> tuple[int, int, int]:
+    """(numeric, categorical) node applications of every tree in words of ``bits`` leaves (a
+    node clears its left leaves' bits in each word they reach), and the words of every tree:
+    what a plan in such words holds, counted from the leaf spans without making it.  Read
+    only, found once a compile for each ``bits``."""
+    return memoised(forest, ("bitvector word applications", bits), lambda: _word_applications(forest, bits))
+
+
+def _word_applications(forest: hir.Forest, bits: int) -> tuple[int, int, int]:
+    _, left, _, _ = hir.level_order(forest)
+    spans = leaf_spans(forest)
+    first = np.concatenate([s[1] for s in spans])
+    last = np.concatenate([s[2] for s in spans])
+    categorical = np.concatenate([t.categorical_mask() for t in forest.trees])
+    inner = left >= 0
+    child = left[inner]
+    reached = (last[child] - 1) // bits - first[child] // bits + 1
+    words = sum(-(-len(s[0]) // bits) for s in spans)
+    return int(reached[~categorical[inner]].sum()), int(reached[categorical[inner]].sum()), words
+
+
 def all_left_masks(first: np.ndarray, last: np.ndarray, words: int, bits: int = WORD) -> tuple[np.ndarray, np.ndarray]:
     """For nodes whose left leaves are positions [first, last), per word of ``bits`` bits (0 to
     ``words - 1``): which have leaves in it (``hit``) and the mask clearing those (signed,
@@ -67,4 +89,5 @@ def all_left_masks(first: np.ndarray, last: np.ndarray, words: int, bits: int = 
     return hit, np.where(cleared >= 1 << (bits - 1), cleared - (1 << bits), cleared)
 
 
-__all__ = ["WORD", "MAX_WORDS", "MAX_LEAVES", "NARROW_WORD", "BYTE_WORD", "leaf_spans", "all_left_masks"]
+__all__ = ["WORD", "MAX_WORDS", "MAX_LEAVES", "NARROW_WORD", "BYTE_WORD", "leaf_spans", "word_applications",
+           "all_left_masks"]

@@ -16,6 +16,8 @@ InputError naming it.
 - ``narrow`` (bool or None, default None): the narrow form (16-bit bins, 32-bit words) for wide
   blocks where the bins fit (None), for every block, 8-lane ones too, where they fit (True), or
   never (False: float compares of 64-bit words).
+- ``narrow_word`` (int or None, default None): the narrow form's words, 8 or 32 bits; None
+  takes them by vector unit and cost (:func:`.choose.narrow_word`).
 - ``narrow_max_bins`` (int, default 32767): the narrow form is taken where every feature's
   thresholds make at most this many bins.
 - ``narrow_max_bin_bytes`` (int, default 16 MiB): ... and where the bins' search table (a row a
@@ -51,6 +53,7 @@ class BitvectorOptions:
     mask_tables: bool | None = None
     expand_nodes: int = 6000
     narrow: bool | None = None
+    narrow_word: int | None = None
     narrow_max_bins: int = 2**15 - 1
     narrow_max_bin_bytes: int = 16 << 20
     block_rows: int = 4096
@@ -78,6 +81,9 @@ class BitvectorOptions:
             value = options.get(name, 0)
             if isinstance(value, bool) or not isinstance(value, int):
                 raise InputError(f"bitvector option {name} must be an integer, got {value!r}")
+        word = options.get("narrow_word")
+        if word is not None and (type(word) is not int or word not in (8, 32)):
+            raise InputError(f"bitvector option narrow_word must be 8, 32 or None, got {word!r}")
         if options.get("decision_chunk_bytes", 1) < 1:
             raise InputError(f"bitvector option decision_chunk_bytes must be 1 or more, "
                              f"got {options['decision_chunk_bytes']}")

@@ -72,13 +72,13 @@ class ObliviousForm(_LevelForm):
 
     @classmethod
     def cost_called(cls, forest, target_kind, lowered_for, rows, options=None, vectors=None):
-        """The byte program (a register of rows a block: 64 on AVX-512) lowered for
+        """The byte program (:func:`.cost.byte_lanes` rows a block: 64 on AVX-512) lowered for
         ``lowered_for`` rows answering ``rows``: its whole blocks' cost (:func:`.cost.symmetric_bytes_ns`)."""
         facts = cls.facts(forest)
         binning = None if isinstance(facts, str) else cost.symmetric_binned(facts, lowered_for)
         if binning is None:
             return cls.cost(forest, target_kind, rows, options, vectors)
-        return cost.symmetric_bytes_ns(binning, rows, vectors)
+        return cost.symmetric_bytes_ns(binning, rows, vectors, cost.byte_lanes(lowered_for, vectors))
 
 
 class LevelwiseForm(_LevelForm):

@@ -68,6 +68,9 @@ class _Lowering:
     right_op = ">="
     # Whether runs of consecutive features are copied from each row's vector (_feature_runs).
     row_vectors = False
+    # Lanes of single-output trees whose two-phase sums one vector add makes (their leaves
+    # loaded a lane at a time into it); 1: a scalar add a lane (a subclass's sums may differ).
+    sum_width = 1
 
     def __init__(self, forest: hir.Forest, facts: Facts, lanes: int, options: ObliviousOptions = DEFAULT):
         self.forest, self.facts, self.lanes, self.options = forest, facts, lanes, options
@@ -379,8 +382,11 @@ class _Lowering:
         if two_phase:
             # a lane's sums: a scalar (one output) or a vector of the K outputs, whose leaf
             # values lie side by side in ob_leaf (one load a tree, not a gather an output)
+            # (single-output trees: sum_width lanes' sums a vector)
+            width = self.sum_width if K == 1 else 1
             lane_t = self.acc_t if K == 1 else lir.vector_type(self.acc_t, K)
-            lanes = [b.local("accl", lane_t) for _ in range(L)]
+            lanes = [b.local("accl", lane_t if width == 1 else lir.vector_type(self.acc_t, width))
+                     for _ in range(L // width)]
         else:
             accs = [b.local("acc", self.acc_v) for _ in group.outputs]
 
@@ -436,11 +442,20 @@ class _Lowering:
                           self._leaf_value(t, at_idx, k, K, self.acc_t))])]))
             for k0 in range(0, L, step) if not direct else ():
                 ks = range(k0, min(L, k0 + step))
-                sums = [Assign(lanes[k], Bin("+", lanes[k], self._leaf_value(t, at_idx, k, K, lane_t))) for k in ks]
-                if K == 1:
+                if width > 1:  # a vector add of ``width`` lanes' leaves, each lane's sum in model order
+                    sets = range(k0 // width, min(L, k0 + step) // width)
+                    vt = lir.vector_type(self.acc_t, width)
+                    sums = [Assign(lanes[q], Bin("+", lanes[q], Vector(tuple(
+                        self._leaf_value(t, at_idx, q * width + j, 1, self.acc_t) for j in range(width)))))
+                            for q in sets]
+                    load = [Assign(lanes[q], Load("ob_acc", Bin("+", acc_index(0), c(q * width, i64)), vt)) for q in sets]
+                    save = [Store("ob_acc", Bin("+", acc_index(0), c(q * width, i64)), lanes[q]) for q in sets]
+                elif K == 1:
+                    sums = [Assign(lanes[k], Bin("+", lanes[k], self._leaf_value(t, at_idx, k, K, lane_t))) for k in ks]
                     load = [Assign(lanes[k], Load("ob_acc", Bin("+", acc_index(0), c(k, i64)), self.acc_t)) for k in ks]
                     save = [Store("ob_acc", Bin("+", acc_index(0), c(k, i64)), lanes[k]) for k in ks]
                 else:
+                    sums = [Assign(lanes[k], Bin("+", lanes[k], self._leaf_value(t, at_idx, k, K, lane_t))) for k in ks]
                     load = [Assign(lanes[k], Vector(tuple(Load("ob_acc", Bin("+", acc_index(j), c(k, i64)), self.acc_t)
                                                           for j in range(K)))) for k in ks]
                     save = [Store("ob_acc", Bin("+", acc_index(j), c(k, i64)), Extract(lanes[k], j))

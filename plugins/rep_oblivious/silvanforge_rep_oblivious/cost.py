@@ -98,6 +98,20 @@ BYTE_BIN_FACTORS = {"avx512": 1.0, "avx2": 2.5, "neon": 2.5, "sse": 2.5}
 # Lanes whose sums run together (:data:`.codegen.SUM_LANES`): a byte block sums only the
 # groups of lanes a call's rows fill.
 SUM_LANES = 16
+# Rows a block of the byte program compiled for calls of more than this many rows, on every
+# vector unit: a level's column and threshold then serve two AVX2 registers of rows (four of
+# SSE or NEON): cb_1000x8 at 4096 rows, in one process, 1 thread, Zen 4 (load 8): AVX2 code
+# 1.05-1.08x faster than a register a block, SSE4.1 code 1.10x (128 rows: no faster).  Calls
+# of up to this many keep a register a block (17-32 rows ran 1.05x slower in 64).
+BYTE_BLOCK_ROWS = 64
+
+
+def byte_lanes(batch_size: int | None, vectors=None) -> int:
+    """Rows a block of the byte program (:mod:`.symmetric_bytes`) compiled for calls of
+    ``batch_size`` rows (None: large batches) on ``vectors``: a register of bytes
+    (:func:`shape`), at least :data:`BYTE_BLOCK_ROWS` for calls of more rows."""
+    register = shape(vectors).bytes
+    return register if batch_size is not None and batch_size <= BYTE_BLOCK_ROWS else max(register, BYTE_BLOCK_ROWS)
 
 
 def symmetric_binned(facts, batch_size: int | None):
@@ -115,11 +129,14 @@ def symmetric_binned(facts, batch_size: int | None):
     return None if isinstance(found, str) else found
 
 
-def symmetric_bytes_ns(binning, batch_size: int | None, vectors=None) -> float:
+def symmetric_bytes_ns(binning, batch_size: int | None, vectors=None, lanes: int | None = None) -> float:
     """Estimated ns a row of the byte program for ``binning`` (:class:`.symmetric.SymmetricBins`)
-    in calls of ``batch_size`` rows on ``vectors``' registers (:func:`shape`): a call pays the
-    binning and compares of whole blocks, and the sums of whole groups of SUM_LANES lanes."""
+    in calls of ``batch_size`` rows on ``vectors``' registers (:func:`shape`), in blocks of
+    ``lanes`` rows (None: the program compiled for ``batch_size``'s, :func:`byte_lanes`): a call
+    pays the binning and compares of whole blocks, and the sums of whole groups of SUM_LANES
+    lanes."""
     facts, form = binning.facts, shape(vectors)
+    block = lanes or byte_lanes(batch_size, vectors)
     isa = getattr(vectors, "isa", "avx512")
     level = BYTE_LEVEL_NS * BYTE_LEVEL_FACTORS.get(isa, 64 / form.bytes)
     search = max(1, max((len(v) for v in binning.thresholds), default=0)).bit_length()
@@ -130,7 +147,7 @@ def symmetric_bytes_ns(binning, batch_size: int | None, vectors=None) -> float:
         sums += len(g.trees) * vector_sum_ns(len(g.outputs), BYTE_SUM_NS)
     if batch_size is None:
         return float(blocks + sums)
-    return float(blocks * -(-batch_size // form.bytes) * form.bytes / batch_size
+    return float(blocks * -(-batch_size // block) * block / batch_size
                  + sums * -(-batch_size // SUM_LANES) * SUM_LANES / batch_size)
 
 

@@ -32,6 +32,12 @@ class ByteLowering(BinColumns, _Lowering):
     # Bins less 128 in signed bytes, and ``bin >= t`` as ``bin - 128 > t - 129``: AVX2 has
     # signed byte compares only (``vpcmpgtb``; unsigned ones took a max and an equality).
     index_t, bin_bias, right_op = "u8", -128, ">"
+    # Sums of four lanes a vector add (each lane's leaf a scalar load into it: vmovsd, vmovhpd,
+    # vinsertf128 on AVX2), where a scalar add a lane had the two floating-point add pipes
+    # (Zen 4) the second phase's bound: cb_1000x8, 4096 rows, in one process, 1 thread, Zen 4
+    # (load 7-8), AVX2 code 1.41-1.53 -> 1.34-1.37 ms, AVX-512 1.21 -> 1.11-1.12 (two lanes
+    # a vector about as fast, eight slower).
+    sum_width = 4
 
     def __init__(self, forest: hir.Forest, binning: SymmetricBins, lanes: int, options=DEFAULT, vectors=None):
         signed = (binning.facts.threshold.astype(np.int16) - 129).astype(np.int8)
@@ -88,12 +94,12 @@ def lower(forest: hir.Forest, facts: Facts, batch_size: int | None = None, lanes
           options: ObliviousOptions = DEFAULT, vectors=None) -> lir.Module:
     """The LIR module of ``forest`` (symmetric, :func:`.symmetric.recognise` gave ``facts``)
     for ``batch_size`` rows a call (None: large batches): on bytes where the cost model takes
-    them (:func:`.cost.symmetric_binned`: a register of rows a block), else the float program
+    them (:func:`.cost.symmetric_binned`; :func:`.cost.byte_lanes` rows a block), else the float program
     (:func:`.codegen.lower`; ``lanes`` rows a block, None: the cost model's choice)."""
     binning = cost.symmetric_binned(facts, batch_size) if lanes is None else None
     if binning is None:
         return codegen.lower(forest, facts, batch_size, lanes, options, vectors)
-    return ByteLowering(forest, binning, cost.shape(vectors).bytes, options, vectors).lower(batch_size)
+    return ByteLowering(forest, binning, cost.byte_lanes(batch_size, vectors), options, vectors).lower(batch_size)
 
 
 __all__ = ["ByteLowering", "lower"]

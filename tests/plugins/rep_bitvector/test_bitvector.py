@@ -621,38 +621,108 @@ def test_narrow_bins_as_bytes_and_as_16_bit_integers(distinct):
 
 
 # Code for vector units without AVX-512 (AVX2, SSE, NEON) takes byte words in the narrow form
-# (choose.narrow_word); this host runs AVX2 and SSE4.1 code (x86-64-v3, -v2).
+# where they fill a register, either word by cost where they fill less (choose.narrow_word);
+# this host runs AVX2 and SSE4.1 code (x86-64-v3, -v2).
 AVX2, SSE = "x86-64-v3", "x86-64-v2"
 needs_avx2 = pytest.mark.skipif(not llvm.get_process_triple().startswith("x86_64") or target_cpus.missing_here(AVX2),
                                 reason="this host runs no x86-64-v3 code")
 
 
-def test_narrow_words_are_bytes_without_avx512():
-    """The narrow form's words by vector unit: AVX-512 (and the default) 32 bits, AVX2, SSE and
-    NEON bytes."""
-    assert choose.narrow_word(None) == leafbits.NARROW_WORD
-    assert choose.narrow_word(registry().vectors("cpu", "x86-64-v4")) == leafbits.NARROW_WORD
-    for cpu in (AVX2, SSE, "neoverse-n1"):
-        assert choose.narrow_word(registry().vectors("cpu", cpu)) == leafbits.BYTE_WORD, cpu
+def test_narrow_words_are_bytes_where_they_fill_a_register():
+    """The narrow form's words by vector unit: AVX-512 (and the default) 32 bits; AVX2, SSE and
+    NEON bytes where the block's bytes fill a register (32 lanes; 16 on 16-byte registers); the
+    ``narrow_word`` option takes either."""
     forest = Forest(trees=[_full_tree(5) for _ in range(3)], num_features=6)
+    wide = choose.WIDE_LANES
+    assert choose.narrow_word(forest, wide) == leafbits.NARROW_WORD
+    assert choose.narrow_word(forest, wide, registry().vectors("cpu", "x86-64-v4")) == leafbits.NARROW_WORD
+    for cpu in (AVX2, SSE, "neoverse-n1"):
+        assert choose.narrow_word(forest, wide, registry().vectors("cpu", cpu)) == leafbits.BYTE_WORD, cpu
+    for cpu in (SSE, "neoverse-n1"):
+        assert choose.narrow_word(forest, wide // 2, registry().vectors("cpu", cpu)) == leafbits.BYTE_WORD, cpu
+    avx2 = registry().vectors("cpu", AVX2)
+    assert choose.narrow_word(forest, wide, avx2, BitvectorOptions(narrow_word=32)) == leafbits.NARROW_WORD
+    assert choose.narrow_word(forest, wide, None, BitvectorOptions(narrow_word=8)) == leafbits.BYTE_WORD
     plan = bv_plan.make_plan(forest, np.zeros(3, bool), choose.WIDE_LANES, True, narrow_word=leafbits.BYTE_WORD)
     assert plan.word_bits == leafbits.BYTE_WORD and all(len(t.words) == 4 for t in plan.trees)  # 32 leaves
+    with pytest.raises(InputError, match="narrow_word"):
+        BitvectorOptions.from_mapping({"narrow_word": 16})
+
+
+def test_word_applications_count_what_the_plan_holds():
+    """:func:`leafbits.word_applications` (what the word's price counts) equals the plan's nodes a
+    word and words, numeric and categorical, for byte and 32-bit words."""
+    forest, _ = _categorical_leafwise(np.random.default_rng(3), 8)
+    for bits in (leafbits.BYTE_WORD, leafbits.NARROW_WORD):
+        plan = bv_plan.make_plan(forest, np.zeros(forest.num_trees, bool), choose.WIDE_LANES, True, narrow_word=bits)
+        words = [w for t in plan.trees for w in t.words]
+        categorical = sum(int(w.categorical.sum()) for w in words)
+        counted = (sum(len(w.column) for w in words) - categorical, categorical, len(words))
+        assert leafbits.word_applications(forest, bits) == counted and categorical > 0
+
+
+def _categorical_leafwise(rng, depth: int, share: float = 0.1, top: int = 40) -> tuple[Forest, int]:
+    """:func:`_leafwise_forest` of 20 trees with ``share`` of the nodes categorical."""
+    forest = _leafwise_forest(20, 6, depth, rng)
+    for t in forest.trees:
+        internal = np.flatnonzero(t.left >= 0)
+        for node in internal[rng.random(len(internal)) < share].tolist():
+            t.categories[node] = np.unique(rng.integers(0, top, int(rng.integers(1, 12)))).astype(np.int64)
+    forest.category_rule = CategoryRule.LIGHTGBM
+    return forest, top
+
+
+@needs_avx2
+def test_half_register_blocks_take_the_word_their_cost_prices_cheaper():
+    """16-lane blocks of AVX2 code (half a register of bytes) of 256-leaf trees: numeric ones in
+    byte words, ones with categorical splits (each a compare narrowed to bytes, and a categorical
+    loop a word) in 32-bit words, as :func:`choose.half_register_ns` prices them; the program for
+    16 rows takes that word and is exact at 3 and 16 rows; priced at the word's cost."""
+    from silvanforge_rep_bitvector import BitvectorForm
+
+    rng = np.random.default_rng(8)
+    avx2 = registry().vectors("cpu", AVX2)
+    looped = {"expand_nodes": -1, "mask_tables": False}
+    numeric = _leafwise_forest(20, 6, 8, rng)
+    categorical, top = _categorical_leafwise(rng, 8)
+    for forest, expected in ((numeric, leafbits.BYTE_WORD), (categorical, leafbits.NARROW_WORD)):
+        prices = {bits: choose.half_register_ns(forest, bits) for bits in (leafbits.BYTE_WORD, leafbits.NARROW_WORD)}
+        assert min(prices, key=prices.get) == expected == choose.narrow_word(forest, 16, avx2)
+        assert choose.choose_form(forest, 16, BitvectorOptions(**looped))[0] == 16
+        cf = _compile(forest, looped, rep="bitvector", batch_size=16, cpu=AVX2)
+        assert f"lanes=16 words={expected}-bit" in cf.show("lir")
+        factor = choose.vector_factor(forest, 16, BitvectorOptions(**looped), avx2)
+        assert factor == pytest.approx(choose.ISA_FACTORS["avx2"] * prices[expected] / prices[leafbits.BYTE_WORD])
+        assert BitvectorForm.cost(forest, "cpu", 16, looped, vectors=avx2) == \
+            pytest.approx(BitvectorForm.cost(forest, "cpu", 16, looped) * factor)
+        X = category_rows(forest, np.random.default_rng(9), 400, top)
+        for n in (3, 16):
+            for start in range(0, 400, 50):
+                np.testing.assert_array_equal(cf.predict(X[start:start + n], output_margin=True),
+                                              reference.predict(forest, X[start:start + n], output_margin=True))
+    assert choose.vector_factor(categorical, 16, BitvectorOptions(**looped), avx2) < choose.ISA_FACTORS["avx2"]
+    leaves = Forest(trees=[_full_tree(0) for _ in range(3)], num_features=6)  # no node to price
+    assert choose.vector_factor(leaves, 16, BitvectorOptions(**looped, narrow=True), avx2) == choose.ISA_FACTORS["avx2"]
 
 
 def test_avx2_prices_byte_word_blocks_by_their_own_factor():
-    """The estimate for AVX2 code: the narrow form's 32-lane blocks (byte words there) at
-    :data:`choose.NARROW_ISA_FACTORS` times the AVX-512 estimate, 16-lane blocks (half a register)
-    and the float form at :data:`choose.ISA_FACTORS`; AVX-512 code at the estimate itself."""
+    """The estimate for AVX2 code: the narrow form's 32-lane blocks of byte words at
+    :data:`choose.NARROW_ISA_FACTORS` times the AVX-512 estimate, 16-lane blocks of numeric
+    trees (half a register, byte words), forced 32-bit words and the float form at
+    :data:`choose.ISA_FACTORS`; AVX-512 code at the estimate itself."""
     from silvanforge_rep_bitvector import BitvectorForm
 
     forest = _leafwise_forest(60, 5, 7, np.random.default_rng(5))
     nodes = {"mask_tables": False}
     avx2, avx512 = registry().vectors("cpu", AVX2), registry().vectors("cpu", "x86-64-v4")
-    for rows, factors in ((4096, choose.NARROW_ISA_FACTORS), (16, choose.ISA_FACTORS)):
-        assert choose.wide_narrow(forest, rows, BitvectorOptions(**nodes)) == (rows == 4096)
-        base = BitvectorForm.cost(forest, "cpu", rows, nodes)
-        assert BitvectorForm.cost(forest, "cpu", rows, nodes, vectors=avx512) == base
-        assert BitvectorForm.cost(forest, "cpu", rows, nodes, vectors=avx2) == pytest.approx(base * factors["avx2"])
+    for rows, factors, options in ((4096, choose.NARROW_ISA_FACTORS, nodes), (16, choose.ISA_FACTORS, nodes),
+                                   (4096, choose.ISA_FACTORS, {**nodes, "narrow_word": 32}),
+                                   (4096, choose.ISA_FACTORS, {**nodes, "narrow": False})):
+        if options.get("narrow") is None:  # (the float form expands most nodes over 8 lanes)
+            assert choose.choose_form(forest, rows, BitvectorOptions(**options))[0] == (32 if rows == 4096 else 16)
+        base = BitvectorForm.cost(forest, "cpu", rows, options)
+        assert BitvectorForm.cost(forest, "cpu", rows, options, vectors=avx512) == base
+        assert BitvectorForm.cost(forest, "cpu", rows, options, vectors=avx2) == pytest.approx(base * factors["avx2"])
     assert choose.NARROW_ISA_FACTORS["avx2"] < choose.ISA_FACTORS["avx2"]
 
 
@@ -673,7 +743,7 @@ def test_byte_words_find_every_leaf_as_avx2_and_sse_code(cpu, shape, depth, defa
     X[rng.random(X.shape) < 0.15] = -1.0
     X[rng.random(X.shape) < 0.15] = np.nan
     X[:20], X[20:40] = -1.0, 1e9  # the leftmost and rightmost leaves
-    cf = _compile(forest, {"expand_nodes": 10**9 if shape == "expanded" else -1, "narrow": True},
+    cf = _compile(forest, {"expand_nodes": 10**9 if shape == "expanded" else -1, "narrow": True, "narrow_word": 8},
                   rep="bitvector", cpu=cpu)
     assert f"words={leafbits.BYTE_WORD}-bit" in cf.show("lir") and f"{shape}=1" in cf.show("lir")
     for threads in (1, 3):
@@ -686,16 +756,19 @@ def test_byte_words_find_every_leaf_as_avx2_and_sse_code(cpu, shape, depth, defa
 
 @needs_avx2
 @settings(max_examples=FORM_EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(drawn=categorical_forests(), n=st.integers(1, 70), expand=st.booleans(), numeric=st.booleans())
-def test_byte_words_equal_the_reference_as_avx2_code(drawn, n, expand, numeric):
+@given(drawn=categorical_forests(), n=st.integers(1, 70), expand=st.booleans(), numeric=st.booleans(),
+       word=st.sampled_from([leafbits.BYTE_WORD, leafbits.NARROW_WORD]), batch=st.sampled_from([None, 16]))
+def test_narrow_words_equal_the_reference_as_avx2_code(drawn, n, expand, numeric, word, batch):
     """Random forests of one to four 64-bit words a tree (numeric only, or mostly categorical
-    under every category rule), NaN, infinities, ties, as AVX2 code of the narrow form."""
+    under every category rule), NaN, infinities, ties, as AVX2 code of the narrow form in byte
+    and 32-bit words, in blocks of 32 lanes (a register of bytes) and 16 (half of one)."""
     forest, top = drawn
     if numeric:
         for t in forest.trees:
             t.categories.clear()
-    cf = _compile(forest, {"expand_nodes": 10**9 if expand else -1, "narrow": True}, rep="bitvector", cpu=AVX2)
-    assert f"words={leafbits.BYTE_WORD}-bit" in cf.show("lir")
+    cf = _compile(forest, {"expand_nodes": 10**9 if expand else -1, "narrow": True, "narrow_word": word},
+                  rep="bitvector", cpu=AVX2, batch_size=batch)
+    assert f"words={word}-bit" in cf.show("lir")
     X = category_rows(forest, np.random.default_rng(n), n, top)
     np.testing.assert_array_equal(cf.predict(X, output_margin=True), reference.predict(forest, X, output_margin=True))
 

@@ -258,8 +258,8 @@ def _many_thresholds_forest(rng, dtype, depth_of, outputs_of, trees=40, features
 @pytest.mark.parametrize("cpu", [None, "x86-64-v3"])
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_byte_program_equals_the_reference(cpu, dtype, monkeypatch):
-    """Calls of more than 16 rows compare byte bins (a register of rows a block: 64 on AVX-512,
-    32 on AVX2): features of more than 254 thresholds (several byte columns), trees of mixed
+    """Calls of more than 16 rows compare byte bins (blocks of 64 rows; a register of them for
+    calls of up to 64, 32 on AVX2): features of more than 254 thresholds (several byte columns), trees of mixed
     depths in a group (padded leaf tables), one output a group or several a tree, NaN,
     infinities, zero as missing and values at the thresholds, spans of several blocks.  (These
     small forests would get one form and the float program: the plan's limit is lifted.)"""
@@ -278,10 +278,10 @@ def test_byte_program_equals_the_reference(cpu, dtype, monkeypatch):
         X = rng.choice(np.r_[np.nan, 0.0, -0.0, 1e-36, np.inf, -np.inf, rng.choice(forest.trees[0].threshold, 4)],
                        size=(300, forest.num_features))
         X = np.where(rng.random(X.shape) < 0.5, rng.normal(size=X.shape), X).astype(dtype)
-        for spans in ({}, {"oblivious_chunk_bytes": 4096, "oblivious_span_rows": 128}):
-            cf = sf.compile(forest, rep="oblivious", batch_size=300, cpu=cpu,
+        for spans, batch in (({}, 300), ({"oblivious_chunk_bytes": 4096, "oblivious_span_rows": 128}, 300), ({}, 40)):
+            cf = sf.compile(forest, rep="oblivious", batch_size=batch, cpu=cpu,
                             options=sf.CompileOptions(rep_options=spans))
-            lanes = 64 if cpu is None else 32
+            lanes = 64 if cpu is None or batch > 64 else 32
             assert f"lanes={lanes} " in cf.show("lir")
             for n in (17, 63, 64, 65, 300):
                 _check(cf, forest, X[:n])

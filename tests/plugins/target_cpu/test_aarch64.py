@@ -161,8 +161,8 @@ def test_every_vector_forms_neon_code_equals_the_reference(rep, monkeypatch):
 
 @pytest.mark.parametrize("expand", [False, True])
 def test_the_bitvectors_byte_words_equal_the_reference_as_aarch64_code(expand):
-    """The bitvector's narrow form takes byte words on NEON: looped and expanded trees of one
-    to 256 leaves (a full tree of depth 8: exit leaves past 127, counted unsigned), NaN, ties,
+    """The bitvector's narrow form in byte words on NEON (forced: blocks that fill less than a
+    register take either word by cost): looped and expanded trees of one to 256 leaves (a full tree of depth 8: exit leaves past 127, counted unsigned), NaN, ties,
     categorical splits, equal to the reference under qemu."""
     from silvanforge.ir.hir import Forest, Tree
     from silvanforge.testing import random_forest, rows_for
@@ -176,7 +176,7 @@ def test_the_bitvectors_byte_words_equal_the_reference_as_aarch64_code(expand):
     forests = [random_forest(seed, max_trees=6, max_depth=7, plain=True, summed=True, categorical=seed % 2 == 0)
                for seed in range(5)]
     forests.append(Forest(trees=[full], num_features=4))
-    options = sf.CompileOptions(rep_options={"narrow": True, "mask_tables": False,
+    options = sf.CompileOptions(rep_options={"narrow": True, "narrow_word": 8, "mask_tables": False,
                                              "expand_nodes": 10**9 if expand else -1})
     done = 0
     for forest in forests:

@@ -53,8 +53,9 @@ def pandas_categories(values):
 def factorise(values) -> tuple[np.ndarray, object, object]:
     """(codes, distinct values, a token of them or None) of a column: code -1 for a missing
     value (None, NaN, pandas NA), which the last slot of the caller's tables answers (not a
-    category).  The token (:meth:`silvanforge.inputs.hashed_rows._ColumnValues.codes`) is Arrow's dictionary of strings (then
-    the distinct values too, a list by :func:`listed`), or the integers themselves."""
+    category).  The token (:meth:`silvanforge.inputs.hashed_rows._ColumnValues.codes`) is
+    Arrow's dictionary of strings (then the distinct values too, a list by :func:`listed`), or the
+    integers themselves."""
     module = type(values).__module__.split(".")[0]
     if module == "pandas" and str(getattr(values, "dtype", "")) == "category":
         codes = values.cat.codes.to_numpy()

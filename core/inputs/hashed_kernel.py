@@ -3,8 +3,10 @@
 (:meth:`silvanforge.target.Target.hashed_columns_kernel`), its machine code saved in a compiled
 model's artifact and mapped again by a trusted load (:func:`kernel_artifact`,
 :func:`load_kernel`), else compiled (0.3 s) by the model's compile beside its forms
-(``silvanforge.api``), so a process's first categorical call does not pay it, and a model's combinations as the flat arrays it reads (:func:`native_arrays`: each
-chain's keys in a cuckoo table, each column's answers)."""
+(``silvanforge.api``), so a process's first categorical call does not pay it (its function for
+rows of float32; rows given as a float64 array compile theirs at their first call), and a
+model's combinations as the flat arrays it reads (:func:`native_arrays`: each chain's keys in a
+cuckoo table, each column's answers)."""
 
 from __future__ import annotations
 

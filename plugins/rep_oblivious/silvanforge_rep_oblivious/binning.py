@@ -27,6 +27,14 @@ SUM_LANES = 16
 MAX_BINS = 254
 
 
+def signed_thresholds(bins: np.ndarray, less=0) -> np.ndarray:
+    """Threshold bins ``t`` (less ``less``, a node's or all nodes') as the signed bytes
+    ``t - 129``: with bins less 128, ``bin >= t`` is ``bin - 128 > t - 129``, one signed
+    compare (AVX2's and SSE's byte compares are signed only: unsigned ones take a max and an
+    equality).  Real nodes' bins are 2-255 (:mod:`.complete`), so it never leaves a byte."""
+    return (bins.astype(np.int16) - less - 129).astype(np.int8)
+
+
 def search_depth(thresholds: list[np.ndarray]) -> int:
     """Levels of the search trees of byte columns of ``thresholds``."""
     return max(1, max((len(v) for v in thresholds), default=0)).bit_length()

@@ -238,7 +238,10 @@ class Shape:
 # node_offsets 1.05-1.06x on xgb_100x8 (512 and 4096 rows; the byte program: 25% fewer
 # instructions a tree), row_vectors and node_offsets 1.06-1.10x on the Bosch-shaped model at 512
 # rows, 1.01-1.05x at 4096 (the float program over 966 columns, a quarter of whose time was
-# the columns' copy).  NEON and SSE compare bytes signed too (SSE has no unsigned compare).
+# the columns' copy).  SSE takes them too (it has no unsigned byte compare either: an
+# unsigned one is a max and an equality); NEON has unsigned byte compares, but the fold also
+# drops the missing value's equality, AND and OR a level: taken there unmeasured (no NEON CPU
+# here; qemu times nothing), exact under qemu.
 _NARROW = {"signed_bytes": True, "node_offsets": True}
 _SHAPES = {"avx512": Shape(), "avx2": Shape(32, 2, 2.0, 1.8, 1.4, row_vectors=True, **_NARROW),
            "neon": Shape(16, 2, 4.0, 3.6, 2.8, **_NARROW), "sse": Shape(16, 2, 4.0, 3.6, 2.8, **_NARROW)}

@@ -23,7 +23,7 @@ from silvanforge.ir import lir
 from silvanforge.ir.lir import Assign, Bin, Builder, Cast, Cmp, Gather, Load, Lookup, Select, Var, Vector
 
 from . import cost
-from .binning import BinColumns
+from .binning import BinColumns, signed_thresholds
 from .codegen import _Lowering
 from .complete import NAN_RIGHT, LevelFacts
 from .options import DEFAULT
@@ -170,6 +170,11 @@ class LevelLowering(_Lowering):
             return Load("ob_x", Bin("+", self.x_base, offset), self.x_t)
         return self._column_value(Bin("&", Load(self.entry_table, where, self.entry_t), c(self.flag - 1, self.entry_t)))
 
+    def _every_lane(self, x: lir.Expr, entry: lir.Expr) -> lir.Expr:
+        """``x``, made from a node's column ``entry``, in each lane: a node shared by the
+        block's lanes has one scalar entry, and ``x`` is then the same in all of them."""
+        return self.vector((x,) * self.lanes) if self.lanes > 1 and lir.lanes_of(entry.type) == 1 else x
+
     def _goes_right(self, x: lir.Expr, thr: lir.Expr, entry: lir.Expr) -> lir.Expr:
         """The lanes whose value ``x`` goes right at a node of threshold ``thr`` and column
         entry ``entry`` (a vector, or a scalar: every lane's)."""
@@ -177,8 +182,7 @@ class LevelLowering(_Lowering):
         if self.nan_right:
             flag = Cmp("!=", Bin("&", entry, Builder.const(self.flag, entry.type)), Builder.const(0, entry.type),
                        lir.vector_type("i1", lir.lanes_of(entry.type)))
-            if self.lanes > 1 and lir.lanes_of(entry.type) == 1:
-                flag = self.vector((flag,) * self.lanes)
+            flag = self._every_lane(flag, entry)
             right = Bin("|", right, Bin("&", self._missing(x), flag))
         return right
 
@@ -238,7 +242,7 @@ class BinnedLowering(BinColumns, LevelLowering):
         if self.form.signed_bytes:
             # goes right iff bin + (-1 where missing values go right) >= t' (see _goes_right),
             # as signed bytes less 128: > t' - 129
-            self._per_tree("lw_bin8", (self.tbin.astype(np.int16) - right - 129).astype(np.int8))
+            self._per_tree("lw_bin8", signed_thresholds(self.tbin, right))
         else:
             self._per_tree("lw_bin8", self.tbin)
         self._offsets()
@@ -260,8 +264,7 @@ class BinnedLowering(BinColumns, LevelLowering):
         if self.nan_right:
             i8 = lir.vector_type("i8", lir.lanes_of(entry.type))
             low = Bin(">>", Cast(entry, i8), Builder.const(7, i8))
-            if self.lanes > 1 and lir.lanes_of(entry.type) == 1:
-                low = self.vector((low,) * self.lanes)
+            low = self._every_lane(low, entry)
             x = Bin("+", x, low)
         return Cmp(">", x, thr, self.mask_t)
 

@@ -19,7 +19,7 @@ from silvanforge.ir import hir, lir
 from silvanforge.ir.lir import Assign, Bin, Builder, Cast, Extract, Load, Select, Var
 
 from . import codegen, cost
-from .binning import BinColumns
+from .binning import BinColumns, signed_thresholds
 from .codegen import _Lowering
 from .options import DEFAULT, ObliviousOptions
 from .symmetric import BYTE_DEPTH, Facts, SymmetricBins
@@ -40,7 +40,7 @@ class ByteLowering(BinColumns, _Lowering):
     sum_width = 4
 
     def __init__(self, forest: hir.Forest, binning: SymmetricBins, lanes: int, options=DEFAULT, vectors=None):
-        signed = (binning.facts.threshold.astype(np.int16) - 129).astype(np.int8)
+        signed = signed_thresholds(binning.facts.threshold)
         super().__init__(forest, dataclasses.replace(binning.facts, threshold=signed), lanes, options)
         self.binning, self.thresholds = binning, binning.thresholds
         self.vectors, self.form = vectors, cost.shape(vectors)

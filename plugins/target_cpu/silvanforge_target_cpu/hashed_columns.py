@@ -413,17 +413,13 @@ class HashedColumnsKernel:
         after a form's walk would hold the CPU that thread waits for); False (nothing run)
         where the pool is busy with another caller or cannot run here."""
         native = pool.native_pool()
-        shares = len(bounds) - 1
-        if native is None or shares > pool.MAX_WORKERS + 1 or not native.lock.acquire(blocking=False):
+        if native is None:
             return False
-        try:
-            if not native.grow(shares - 1):
-                return False
-            rest = (0,) * (pool.SHARE_WORDS - 3)
-            native.run(self._function(row_bytes)[1], [(args, lo, hi, *rest) for lo, hi in itertools.pairwise(bounds)])
-        finally:
-            native.lock.release()
-        return True
+        # The kernel compiled (a float64 one on first use) before the pool is taken: other
+        # callers meanwhile keep the pool.
+        address = self._function(row_bytes)[1]
+        rest = (0,) * (pool.SHARE_WORDS - 3)
+        return native.try_run(address, [(args, lo, hi, *rest) for lo, hi in itertools.pairwise(bounds)])
 
 
 def _ir_digest() -> str:

@@ -128,21 +128,10 @@ class CpuKernel(PhaseKernel):
         the native pool (:mod:`.pool`), the first on this thread; False (nothing run) when the
         pool is busy with another caller or cannot run here: the core's Python pool runs them."""
         native = pool.native_pool()
-        if native is None or not native.lock.acquire(blocking=False):
+        if native is None:
             return False
-        try:
-            # More shares than the pool holds workers (threads past pool.MAX_WORKERS + 1) run
-            # in rounds: a round never hands out more shares than there are mailboxes.
-            per_round = pool.MAX_WORKERS + 1
-            if not native.grow(min(len(shares), per_round) - 1):
-                return False
-            bound = self._bound(rows, out, scratch)
-            for k in range(0, len(shares), per_round):
-                native.run(self._addresses[phase],
-                           [self._share(bound, *share) for share in shares[k:k + per_round]])
-        finally:
-            native.lock.release()
-        return True
+        bound = self._bound(rows, out, scratch)
+        return native.try_run(self._addresses[phase], [self._share(bound, *share) for share in shares])
 
     def small_calls(self, max_rows: int, transform=None, flat: bool = False, threads: int = 1):
         """A function ``(rows, apply) -> (values, applied)`` for up to ``max_rows`` rows of the

@@ -9,8 +9,9 @@ last share (``SPIN_NS``, as OpenMP runtimes do), then sleeps on a condition vari
 caller runs the first share itself, then takes back each share no worker has started (a
 worker claims its share, and the caller one that is unclaimed, by one compare-and-swap of the
 mailbox's ``claimed`` number: never both) and runs it too, and spins until the others are
-done.  So a call never waits for a worker that has no CPU (other processes on every core, or
-a worker still asleep): on a loaded host it costs what one thread does, not a time slice.
+done.  So a share no worker has claimed (its worker asleep, or without a CPU while other
+processes hold every core) never keeps the caller waiting; a worker pre-empted after it
+claimed its share still does.
 
 The pool is LLVM IR JIT-compiled once per process (llvmlite, as the kernels are) and calls
 ``pthread_create`` / ``pthread_cond_*`` of the C library: POSIX hosts only; elsewhere
@@ -373,6 +374,24 @@ class NativePool:
         for k, share in enumerate(shares):
             block[k * SHARE_WORDS:(k + 1) * SHARE_WORDS] = share
         self._run(fn_address, len(shares), ctypes.addressof(block))
+
+    def try_run(self, fn_address: int, shares: list[tuple]) -> bool:
+        """:meth:`run` of every share, taking ``lock`` without waiting for it; False (nothing
+        run) where another caller holds the pool or the system refused a worker thread: the
+        core's Python pool runs them.  More shares than the pool holds workers (threads past
+        MAX_WORKERS + 1) run in rounds: a round never hands out more shares than there are
+        mailboxes."""
+        if not self.lock.acquire(blocking=False):
+            return False
+        try:
+            per_round = MAX_WORKERS + 1
+            if not self.grow(min(len(shares), per_round) - 1):
+                return False
+            for k in range(0, len(shares), per_round):
+                self.run(fn_address, shares[k:k + per_round])
+        finally:
+            self.lock.release()
+        return True
 
     def stop(self) -> None:
         with self.lock:

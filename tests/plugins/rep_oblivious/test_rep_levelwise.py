@@ -315,5 +315,59 @@ def test_avx2_and_sse_code_is_exact_on_wide_rows_in_either_order(cpu):
                 _exact(cf, forest, rows)
         # (a vector of a row's features: rows[... +: lanes])
         vectors += bool(re.search(r"= rows\[.*\+: [48]\]", sf.show(forest, "lir", rep="levelwise", cpu=cpu, batch_size=16)))
+        assert "lw_bin8" in sf.show(forest, "lir", rep="levelwise", cpu=cpu, batch_size=300)  # the byte program ran
         done += 1
     assert done >= 4 and right >= 3 and (vectors >= 2) is (cpu == "x86-64-v3"), (done, right, vectors)
+
+
+def _trained_edge_models():
+    """An XGBoost model of 1024 bins (a column of up to 254 thresholds: bins up to 255, a feature
+    over several byte columns; missing values sent both ways) and a LightGBM model treating
+    zeros as missing: the edges of the signed-byte fold of the code without AVX-512."""
+    xgb = pytest.importorskip("xgboost")
+    lgb = pytest.importorskip("lightgbm")
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(3000, 11)).astype(np.float32)
+    y = X[:, 0] * 3 + np.sin(X[:, 1]) + (X[:, 2] > 0)
+    X[rng.random(X.shape) < 0.15] = np.nan
+    X[:1500, 3] = np.nan
+    y[np.isnan(X[:, 3])] += 2
+    booster = xgb.XGBRegressor(n_estimators=30, max_depth=6, max_bin=1024, tree_method="hist",
+                               learning_rate=0.3).fit(X, y).get_booster()
+    Z = rng.normal(size=(3000, 10))
+    Z[rng.random(Z.shape) < 0.2] = 0.0
+    Z[rng.random(Z.shape) < 0.1] = np.nan
+    z = Z[:, 0] + (Z[:, 1] == 0) * 2 + np.nan_to_num(Z[:, 2])
+    gbm = lgb.train({"objective": "regression", "zero_as_missing": True, "max_depth": 6, "num_leaves": 40,
+                     "verbose": -1, "max_bin": 1023}, lgb.Dataset(Z, z), 30)
+    return [sf.load_model(booster), sf.load_model(gbm)]
+
+
+@pytest.mark.parametrize("cpu", ["x86-64-v3", "x86-64"])
+def test_signed_byte_thresholds_are_exact_at_their_edges(cpu):
+    """Thresholds at every bin up to 255, rows exactly at a threshold and just below it, zeros
+    read as missing, an all-missing column, all-missing and all-zero rows: AVX2 and SSE code
+    of the byte program equal to the reference, rows in C and Fortran order."""
+    import llvmlite.binding as llvm
+    from silvanforge_target_cpu import cpus
+
+    if not llvm.get_process_triple().startswith("x86_64") or cpus.missing_here(cpu):
+        pytest.skip(f"this host cannot run {cpu} code")
+    rng = np.random.default_rng(1)
+    for forest in _trained_edge_models():
+        facts = complete.recognise(forest)
+        assert not isinstance(facts, str), facts
+        thresholds = facts.threshold[~np.isnan(facts.threshold)]
+        R = rng.normal(size=(600, forest.num_features))
+        picks = rng.choice(thresholds, size=R.shape)
+        k = rng.random(R.shape)
+        R = np.where(k < 0.3, picks, R)
+        R = np.where((k >= 0.3) & (k < 0.45), np.nextafter(picks.astype(np.float32), -np.inf), R)
+        R[rng.random(R.shape) < 0.1] = np.nan
+        R[rng.random(R.shape) < 0.1] = 0.0
+        R[:, 5], R[:20], R[20:30] = np.nan, np.nan, 0.0
+        R = R.astype(np.dtype(forest.threshold_dtype))
+        cf = sf.compile(forest, rep="levelwise", cpu=cpu, batch_size=300, threads=1)
+        assert "lw_bin8" in sf.show(forest, "lir", rep="levelwise", cpu=cpu, batch_size=300)
+        for rows in (R, np.asfortranarray(R)):
+            _exact(cf, forest, rows)

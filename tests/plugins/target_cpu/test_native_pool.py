@@ -171,7 +171,7 @@ print("ok")
 def test_shares_no_worker_started_are_taken_back():
     """A process pinned to one CPU: a worker cannot start its share while the caller runs (as on
     a host whose every core is busy), so the caller takes shares back and runs them itself;
-    every call equals the reference, and none waits a time slice for a worker."""
+    every call equals the reference."""
     code = """
 import os, numpy as np, silvanforge as sf
 from silvanforge.runtime import reference

@@ -323,8 +323,10 @@ def test_combinations_found_either_way_equal_catboost(native, monkeypatch):
     def hand_off(self, args, bounds, *rest):
         if not own:  # (as where the native pool is busy or absent)
             return False
-        handed.append(bounds)
-        return run_shares(self, args, bounds, *rest)
+        ran = run_shares(self, args, bounds, *rest)
+        if ran:  # (the native workers ran these shares)
+            handed.append(bounds)
+        return ran
     monkeypatch.setattr(hashed_columns.HashedColumnsKernel, "run_shares", hand_off)
     for own in (True, False):
         for threads in (2, 3):

@@ -44,6 +44,33 @@ def test_predictions_match_lightgbm(name, cases):
                  case, "margins")
 
 
+@pytest.mark.parametrize("name", S.case_names())
+def test_trees_read_at_once_equal_trees_read_one_at_a_time(name, cases, monkeypatch):
+    """The trained models' trees read together (every list parsed once a field) hold, field by
+    field, what reading them a tree at a time gives, itself checked against LightGBM above."""
+    import dataclasses
+
+    from silvanforge_importer_lightgbm import lightgbm_text
+
+    path = cases.get(name).path
+    joined = []
+    at_once = lightgbm_text.load(path)
+    with monkeypatch.context() as m:
+        m.setattr(lightgbm_text._Parser, "lists", lambda self, blocks: [{} for _ in blocks])
+        m.setattr(lightgbm_text._Parser, "joined_trees", lambda self, *args: joined.append(True))
+        one_at_a_time = lightgbm_text.load(path)
+    assert joined and len(at_once.trees) == len(one_at_a_time.trees)
+    for a, b in zip(at_once.trees, one_at_a_time.trees):
+        for field in dataclasses.fields(a):
+            x, y = getattr(a, field.name), getattr(b, field.name)
+            if isinstance(x, dict):
+                assert list(x) == list(y) and all(np.array_equal(x[k], y[k]) and x[k].dtype == y[k].dtype for k in x)
+            elif isinstance(x, np.ndarray):
+                assert x.dtype == y.dtype and x.shape == y.shape and np.array_equal(x, y, equal_nan=True), field.name
+            else:
+                assert x == y, field.name
+
+
 def test_quick_subset_is_part_of_full():
     quick = S.case_names(quick=True)
     assert set(quick) <= set(S.case_names())

@@ -5,6 +5,7 @@ are gathered in, the narrow form's bins, and the model buffers laid out from it 
 from __future__ import annotations
 
 import dataclasses
+import itertools
 
 import numpy as np
 
@@ -354,8 +355,8 @@ def _narrow_thresholds(plan: Plan) -> None:
     # Bins of at most 255 thresholds compare as bytes (LightGBM's default max_bin is 255).
     plan.node_dtype = np.dtype(np.uint8 if counts.max(initial=0) <= NARROW_BYTE_BINS else np.int16)
     narrowed = narrowed.astype(plan.node_dtype)
-    for w, part in zip(words, np.split(narrowed, np.cumsum(sizes)[:-1]) if words else []):
-        w.threshold = part
+    for w, end, size in zip(words, itertools.accumulate(sizes), sizes):
+        w.threshold = narrowed[end - size:end]
     plan.bins, plan.bin_counts, plan.bin_steps = table.reshape(-1), counts, steps
 
 def layout(forest: hir.Forest, looped: np.ndarray, plan: Plan | None = None, lanes: int = 8) -> dict[str, np.ndarray]:

@@ -78,8 +78,8 @@ _FLOAT = re.compile(r"[+-]?(?:(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|n
 _I64 = np.iinfo(np.int64)
 _INT_LIST = re.compile(rf" *(?:{_INT.pattern})(?: +(?:{_INT.pattern}))* *")
 _FLOAT_LIST = re.compile(rf" *(?:{_FLOAT.pattern})(?: +(?:{_FLOAT.pattern}))* *", re.IGNORECASE)
-# The fields every tree has (and categorical trees'), parsed for all trees at once: the
-# characters each list may hold (the rest is in :func:`_plain_lists`).
+# The lists a tree's nodes are read from, and their types: parsed a field at a time over every
+# tree (:meth:`_Parser.lists`).
 _JOINED = {"num_leaves": np.int64, "num_cat": np.int64, "leaf_value": np.float64, "split_feature": np.int64,
            "threshold": np.float64, "decision_type": np.int64, "left_child": np.int64, "right_child": np.int64,
            "internal_count": np.int64, "leaf_count": np.int64, "cat_boundaries": np.int64, "cat_threshold": np.int64}
@@ -113,6 +113,7 @@ def _split_lines(text: str) -> tuple[list[int], list[str]]:
             return offsets, lines
         at += len(line.encode("utf-8")) + (m.end() - m.start())
         pos = m.end()
+
 
 def _plain_lists(texts: list[str], dtype) -> list[np.ndarray] | None:
     """The lists ``texts`` parsed by one NumPy call over them all, an array each, or None

@@ -17,7 +17,8 @@ from silvanforge.lowering.walkcost import walk_estimate_ns
 from . import masktables
 from .leafbits import BYTE_WORD, NARROW_WORD, word_applications
 from .options import DEFAULT, BitvectorOptions
-from .support import bin_counts, nan_split_features, tree_nodes, unsupported, used_features
+from .support import (bin_counts, nan_split_features, tree_categorical_nodes, tree_nodes, unsupported,
+                      used_features)
 
 # The narrow form (:func:`narrow_form`): each used feature's value becomes its bin once a block
 # (how many of the feature's thresholds are <= it: a binary search), every threshold its bin's
@@ -342,7 +343,7 @@ def _form_ns(forest: hir.Forest, lanes: int, expanded: np.ndarray, batch_size: i
     looped = looped_ns * nodes[~expanded].sum() + LOOPED_TREE_NS * (~expanded).sum()
     counts = narrow_bins(forest, lanes, options)
     if counts is not None:
-        categorical = sum(int(forest.trees[k].categorical_mask().sum()) for k in np.flatnonzero(~expanded))
+        categorical = int(tree_categorical_nodes(forest)[~expanded].sum())
         looped = (NARROW_LOOPED_NODE_NS * nodes[~expanded].sum() + NARROW_CATEGORICAL_EXTRA_NS * categorical
                   + BIN_STEP_NS * len(counts) * int(counts.max(initial=0)).bit_length())
     elif lanes != LANES and np.dtype(forest.threshold_dtype) == np.float64:

@@ -47,6 +47,7 @@ from silvanforge.lowering.walkcost import WALK_STEP_NS
 
 from .leafbits import MAX_WORDS, WORD, all_left_masks, leaf_spans
 from .options import DEFAULT
+from .support import tree_nodes
 
 # Keys are 16-bit (K + 2 of them a feature); features with more thresholds than this keep the
 # other forms (LightGBM's max_bin is 255, XGBoost's 256).
@@ -184,7 +185,7 @@ def tree_costs_ns(forest: hir.Forest, batch_size: int | None = None, most: int =
     entries): what the per-tree choice of :func:`.bitvector.choice` compares."""
     shape = _shape(forest)
     keys = shape.keys
-    nodes = np.array([int((t.left >= 0).sum()) for t in forest.trees], np.int64)
+    nodes = tree_nodes(forest)
     lines = (shape.tree_entries * keys * 2 + (nodes + 2 * shape.tree_entries) * words(forest) * 8) / 64
     block = block_rows(forest, shape, most)
     rows = min(block, batch_size or most)
@@ -310,11 +311,15 @@ def tables(forest: hir.Forest) -> dict[str, np.ndarray]:
         nodes = np.flatnonzero(~kind)
         row = e_start[entry[nodes]] + 1 + pos[nodes]
         masks[row] = clear[nodes]
-        # The prefix ANDs, a node's place at a time across every entry.
+        # The prefix ANDs of every entry's rows at once, in doubling steps (each row ANDs the row
+        # ``step`` back in its entry, as the last step left them): as many steps as the bits of
+        # an entry's node count, not one a node's place.
         place = pos[nodes]
-        for p in range(1, int(place.max(initial=0)) + 1):
-            r = row[place == p]
-            masks[r] &= masks[r - 1]
+        step = 1
+        while step <= int(place.max(initial=0)):
+            r = row[place >= step]
+            masks[r] &= masks[r - step]
+            step *= 2
         nan = np.where(~default_left[nodes, None], clear[nodes], -1)
         nan_starts = np.searchsorted(entry[nodes], numeric_entries)
         masks[e_start[numeric_entries] + m[numeric_entries] + 1] = np.bitwise_and.reduceat(nan, nan_starts, axis=0)
@@ -334,7 +339,8 @@ def tables(forest: hir.Forest) -> dict[str, np.ndarray]:
     if len(cat_entries):
         # A mask a key: the AND over the entry's nodes that key goes right at (not in the node's
         # set; NaN (key R) as missing values go; no category (R + 1) right), a feature at a
-        # time, a node's place at a time.
+        # time, a word at a time, a node's place at a time; only the words a node clears bits
+        # of (its left leaves': one or two of a 255-leaf tree's four), the rest all ones.
         nodes = np.flatnonzero(kind)
         sets = [trees[t].categories[n] for t, n in zip(tree[nodes].tolist(), local_node[nodes].tolist())]
         for cu in np.unique(e_u[cat_entries]).tolist():
@@ -343,20 +349,21 @@ def tables(forest: hir.Forest) -> dict[str, np.ndarray]:
             mine_sets = [sets[i] for i in np.flatnonzero(u[nodes] == cu).tolist()]
             ents = entry[mine]
             first_e = np.unique(ents)
-            table = np.full((len(first_e), R + 2, W), -1, np.int64)
+            table = np.full((W, len(first_e), R + 2), -1, np.int64)
             local = np.searchsorted(first_e, ents)
             place = pos[mine]
-            for p in range(int(place.max(initial=0)) + 1):
-                here = np.flatnonzero(place == p)
-                right = np.ones((len(here), R + 2), bool)
-                lens = [len(mine_sets[i]) for i in here.tolist()]
-                if sum(lens):
-                    right[np.repeat(np.arange(len(here)), lens),
-                          np.concatenate([mine_sets[i] for i in here.tolist()]).astype(np.int64)] = False
-                right[:, R] = ~default_left[mine[here]]
-                table[local[here]] &= np.where(right[:, :, None], clear[mine[here]][:, None, :], -1)
+            right = np.ones((len(mine), R + 2), bool)
+            right[np.repeat(np.arange(len(mine)), [len(c) for c in mine_sets]),
+                  np.concatenate(mine_sets + [np.zeros(0, np.int64)]).astype(np.int64)] = False
+            right[:, R] = ~default_left[mine]
+            mine_clear = clear[mine]
+            for w in range(W):
+                clears = np.flatnonzero(mine_clear[:, w] != -1)
+                for p in np.unique(place[clears]).tolist():
+                    here = clears[place[clears] == p]
+                    table[w, local[here]] &= np.where(right[here], mine_clear[here, w, None], -1)
             rows_of = e_start[first_e][:, None] + np.arange(R + 2)
-            masks[rows_of] = table
+            masks[rows_of] = table.transpose(1, 2, 0)
             cmap[e_tree[first_e][:, None], e_j[first_e][:, None], np.arange(R + 2)] = \
                 (at[first_e][:, None] + np.arange(R + 2)) * W
     per_output = np.array([t.outputs[0] for t in forest.trees], np.int32)

@@ -5,10 +5,12 @@ are gathered in, the narrow form's bins, and the model buffers laid out from it 
 from __future__ import annotations
 
 import dataclasses
+import itertools
 
 import numpy as np
 
 from silvanforge.ir import hir
+from silvanforge.ir import hir_joined
 from silvanforge.ir.hir import Op
 from silvanforge.plan.memo import memoised
 
@@ -128,63 +130,84 @@ def _cat_features(forest: hir.Forest, evaluation: list[int], looped_from: int,
     if not counts:
         return [], np.zeros(1, np.int64), {}, []
     q_of = {f: q for q, f in enumerate(sorted(counts))}
-    per_tree = []  # evaluation order: {q: [nodes]}
-    for k in evaluation:
-        t = forest.trees[k]
-        mine: dict[int, list] = {}
-        for node in sorted(t.categories):
-            mine.setdefault(q_of[int(t.feature[node])], []).append(node)
-        per_tree.append(mine)
+    Q = len(q_of)
+    q_lookup = np.zeros(max(q_of) + 1, np.int64)
+    q_lookup[list(q_of)] = np.arange(Q)
+    # Every categorical node of the trees in evaluation order (a tree's by node): its place in
+    # the evaluation, tree, node and feature index q; and each tree's nodes per q.
+    place, tree, node = [], [], []
+    for i, k in enumerate(evaluation):
+        cats = forest.trees[k].categories
+        if cats:
+            nodes = sorted(cats)
+            place.append(np.full(len(nodes), i, np.int64))
+            tree.append(np.full(len(nodes), k, np.int64))
+            node.append(np.array(nodes, np.int64))
+    place, tree, node = (np.concatenate(a) if a else np.zeros(0, np.int64) for a in (place, tree, node))
+    q = q_lookup[np.asarray(hir_joined.joined(forest, "feature"), np.int64)[hir_joined.offsets(forest)[tree] + node]]
+    per_tree = np.zeros((len(evaluation), Q), np.int64)
+    np.add.at(per_tree, (place, q), 1)
     # Chunks: greedy over the evaluation order.
     chunks, bounds, start = [], [], 0
     while start < len(evaluation):
-        end, need = start, {}
+        end, need = start, np.zeros(Q, np.int64)
         while end < len(evaluation) and not (end == looped_from and end > start):
-            trial = dict(need)
-            for q, nodes in per_tree[end].items():
-                trial[q] = trial.get(q, 0) + len(nodes)
-            if end > start and sum(-(-n // bits) for n in trial.values()) > chunk_words:
+            trial = need + per_tree[end]
+            if end > start and int((-(-trial // bits)).sum()) > chunk_words:
                 break
             need, end = trial, end + 1
         bounds.append((start, end))
         start = end
-    # Columns: per chunk and feature, the feature's table columns and the chunk's bv_cw columns.
-    table_cols = [0] * len(q_of)
-    members: list[list] = [[] for _ in q_of]  # per feature: (tree, node, table column, bit)
-    where: dict[int, list] = {}
-    for lo, hi in bounds:
-        entries, local = [], 0
-        for q in range(len(q_of)):
-            nodes = [(evaluation[i], node) for i in range(lo, hi) for node in per_tree[i].get(q, [])]
-            if not nodes:
-                continue
-            words = -(-len(nodes) // bits)
-            entries.append((q, table_cols[q], local, words))
-            for j, (k, node) in enumerate(nodes):
-                members[q].append((k, node, table_cols[q] + j // bits, j % bits))
-                where.setdefault(k, []).append((node, local + j // bits, 1 << (j % bits)))
-            table_cols[q] += words
-            local += words
-        chunks.append(Chunk(hi - lo, entries))
+    # Columns: per chunk and feature (a group), its nodes' table columns and bv_cw columns, a
+    # bit each: the group's j-th node has bit j % bits of its (j // bits)-th word.
+    chunk = np.searchsorted([hi for _, hi in bounds], place, side="right")
+    order = np.argsort(chunk * Q + q, kind="stable")  # by chunk, feature, tree, node
+    key = (chunk * Q + q)[order]
+    groups, first, sizes = np.unique(key, return_index=True, return_counts=True)
+    j = np.arange(len(order)) - np.repeat(first, sizes)
+    words = -(-sizes // bits)
+    g_chunk, g_q = groups // Q, groups % Q
+    by_q = np.lexsort((g_chunk, g_q))  # a feature's groups in chunk order: its table columns
+    table_col = np.zeros(len(groups), np.int64)
+    for f_q in range(Q):
+        mine = by_q[g_q[by_q] == f_q]
+        table_col[mine] = np.cumsum(words[mine]) - words[mine]
+    chunk_first = np.searchsorted(g_chunk, g_chunk)  # the chunk's first group
+    local = np.cumsum(words) - words
+    local -= local[chunk_first]
+    for c in range(len(bounds)):
+        lo, hi = np.searchsorted(g_chunk, [c, c + 1])
+        chunks.append(Chunk(bounds[c][1] - bounds[c][0],
+                            [(int(g_q[g]), int(table_col[g]), int(local[g]), int(words[g])) for g in range(lo, hi)]))
+    group = np.repeat(np.arange(len(groups)), sizes)
+    k_all, node_all, col_all = tree[order], node[order], table_col[group] + j // bits
+    bit_all, local_all = j % bits, local[group] + j // bits
     features, tables, base = [], [], 0
-    for f, q in q_of.items():
-        rows, words = counts[f][1], table_cols[q]
-        table = np.zeros((rows + 2, words), np.uint64)
-        k_, node_, col_, bit_ = (np.array(a, np.int64) for a in zip(*members[q]))
-        bit = np.uint64(1) << bit_.astype(np.uint64)
-        sets = [forest.trees[k].categories[node] for k, node in zip(k_.tolist(), node_.tolist())]
-        sizes = np.array([len(c) for c in sets], np.int64)
-        if sizes.sum():
-            np.bitwise_or.at(table, (np.concatenate(sets), np.repeat(col_, sizes)), np.repeat(bit, sizes))
-        left = np.array([bool(forest.trees[k].default_left[node]) for k, node in zip(k_.tolist(), node_.tolist())])
+    default_left = hir_joined.joined(forest, "default_left")
+    for f, f_q in q_of.items():
+        rows, width = counts[f][1], int(words[g_q == f_q].sum())
+        table = np.zeros((rows + 2, width), np.uint64)
+        mine = np.flatnonzero(q[order] == f_q)  # (in chunk order, then tree and node)
+        k_, node_, col_ = k_all[mine], node_all[mine], col_all[mine]
+        bit = np.uint64(1) << bit_all[mine].astype(np.uint64)
+        sets = [forest.trees[k].categories[n] for k, n in zip(k_.tolist(), node_.tolist())]
+        set_sizes = np.array([len(c) for c in sets], np.int64)
+        if set_sizes.sum():
+            np.bitwise_or.at(table, (np.concatenate(sets), np.repeat(col_, set_sizes)), np.repeat(bit, set_sizes))
+        left = default_left[hir_joined.offsets(forest)[k_] + node_]
         np.bitwise_or.at(table, (np.full(int(left.sum()), rows), col_[left]), bit[left])
-        features.append(CatFeature(f, rows, words, base))
+        features.append(CatFeature(f, rows, width, base))
         tables.append(table.reshape(-1))
         base += table.size
+    # Each tree's categorical nodes by feature, then node: its bv_cw column and bit (as a signed word).
     signed = np.int64 if bits == WORD else np.int32
-    by_tree = {k: (np.array([e[0] for e in entries], np.int64), np.array([e[1] for e in entries], np.int64),
-                   np.array([e[2] for e in entries], np.uint64).astype(f"uint{bits}").view(signed).astype(np.int64))
-               for k, entries in where.items()}
+    by_tree_order = np.argsort(k_all, kind="stable")
+    trees_, tree_first, tree_sizes = np.unique(k_all[by_tree_order], return_index=True, return_counts=True)
+    bit_words = (np.uint64(1) << bit_all.astype(np.uint64)).astype(f"uint{bits}").view(signed).astype(np.int64)
+    by_tree = {}
+    for k, a, n in zip(trees_.tolist(), tree_first.tolist(), tree_sizes.tolist()):
+        at = by_tree_order[a:a + n]
+        by_tree[k] = (node_all[at], local_all[at], bit_words[at])
     table = np.concatenate(tables)
     return features, (table.view(np.int64) if bits == WORD else table.astype(np.uint32).view(np.int32)), by_tree, chunks
 
@@ -332,8 +355,8 @@ def _narrow_thresholds(plan: Plan) -> None:
     # Bins of at most 255 thresholds compare as bytes (LightGBM's default max_bin is 255).
     plan.node_dtype = np.dtype(np.uint8 if counts.max(initial=0) <= NARROW_BYTE_BINS else np.int16)
     narrowed = narrowed.astype(plan.node_dtype)
-    for w, part in zip(words, np.split(narrowed, np.cumsum(sizes)[:-1]) if words else []):
-        w.threshold = part
+    for w, end, size in zip(words, itertools.accumulate(sizes), sizes):
+        w.threshold = narrowed[end - size:end]
     plan.bins, plan.bin_counts, plan.bin_steps = table.reshape(-1), counts, steps
 
 def layout(forest: hir.Forest, looped: np.ndarray, plan: Plan | None = None, lanes: int = 8) -> dict[str, np.ndarray]:

@@ -120,11 +120,20 @@ def largest_category(forest: hir.Forest) -> int:
     return max((rows - 1 for _, rows, _ in category_counts(forest).values()), default=-1)
 
 def node_count(forest: hir.Forest) -> int:
-    return sum(int((t.left >= 0).sum()) for t in forest.trees)
+    return int(tree_nodes(forest).sum())
 
 
 def tree_nodes(forest: hir.Forest) -> np.ndarray:
-    return np.array([int((t.left >= 0).sum()) for t in forest.trees], np.int64).reshape(forest.num_trees)
+    """Each tree's internal nodes; read only, counted once a compile (the estimates of every
+    request size and form ask)."""
+    return memoised(forest, "bitvector tree nodes", lambda: _read_only(
+        np.array([int((t.left >= 0).sum()) for t in forest.trees], np.int64).reshape(forest.num_trees)))
+
+def tree_categorical_nodes(forest: hir.Forest) -> np.ndarray:
+    """Each tree's categorical splits; read only, counted once a compile."""
+    return memoised(forest, "bitvector tree categorical nodes", lambda: _read_only(
+        np.array([len(t.categories) for t in forest.trees], np.int64).reshape(forest.num_trees)))
+
 
 def used_features(forest: hir.Forest) -> list[int]:
     """Features of numeric splits (categorical ones read decision tables, :class:`CatFeature`);

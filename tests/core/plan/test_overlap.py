@@ -120,3 +120,108 @@ def test_a_plan_started_early_is_the_eager_plan(monkeypatch, free):
         np.testing.assert_array_equal(got, want)
         np.testing.assert_array_equal(cf.predict(rows[:n]), want)
     np.testing.assert_array_equal(cf.predict(rows[:257]), reference.predict(forest, rows[:257]))
+
+
+def _fake_kernel(root, cgroup, files, cpus=8):
+    """A root holding /proc/self/cgroup, a /proc/stat of ``cpus`` CPUs (all counts zero) and
+    ``files`` (path -> text)."""
+    (root / "proc/self").mkdir(parents=True, exist_ok=True)
+    (root / "proc/self/cgroup").write_text(cgroup)
+    _fake_stat(root, [(0, 0)] * cpus)
+    for path, text in files.items():
+        (root / path).parent.mkdir(parents=True, exist_ok=True)
+        (root / path).write_text(text)
+
+
+def _fake_stat(root, busy_idle):
+    """/proc/stat with each CPU's (user, idle) ticks."""
+    lines = [f"cpu  {sum(b for b, _ in busy_idle)} 0 0 {sum(i for _, i in busy_idle)} 0 0 0 0 0 0"]
+    lines += [f"cpu{k} {b} 0 0 {i} 0 0 0 0 0 0" for k, (b, i) in enumerate(busy_idle)]
+    (root / "proc/stat").write_text("\n".join(lines + ["intr 0", ""]))
+
+
+class _Clock:
+    def __init__(self):
+        self.now = 100.0
+
+    def __call__(self):
+        return self.now
+
+
+def _after_a_second(root, meter, clock, busy_idle, files=None):
+    """The meter's idle cores once the CPUs counted ``busy_idle`` more ticks (and ``files``
+    changed) over one second."""
+    _fake_stat(root, busy_idle)
+    for path, text in (files or {}).items():
+        (root / path).write_text(text)
+    clock.now += 1.0
+    return meter.idle()
+
+
+# The caller's core busy, seven more idle for a second (100 ticks each).
+ONE_BUSY = [(100, 0)] + [(0, 100)] * 7
+
+
+def test_idle_cores_without_a_quota_count_the_affinity_cpus(tmp_path, monkeypatch):
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2, 3}, raising=False)
+    _fake_kernel(tmp_path, "0::/\n", {"sys/fs/cgroup/cpu.max": "max 100000\n"})
+    clock = _Clock()
+    meter = overlap.IdleCores(str(tmp_path), clock)
+    assert overlap.cpu_quota(str(tmp_path)) is None
+    # CPUs 4-7 are not this process's: their idle time is not counted
+    assert _after_a_second(tmp_path, meter, clock, ONE_BUSY) == pytest.approx(3.0)
+    assert meter.a_core_free()
+
+
+@pytest.mark.parametrize("quota", ["100000 100000\n", "150000 100000\n"])
+def test_a_quota_under_two_cores_never_frees_a_core(tmp_path, monkeypatch, quota):
+    """A container limited to one (or one and a half) CPUs on an idle host of eight."""
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(8)), raising=False)
+    _fake_kernel(tmp_path, "0::/\n", {"sys/fs/cgroup/cpu.max": quota,
+                                      "sys/fs/cgroup/cpu.stat": "usage_usec 0\nuser_usec 0\n"})
+    clock = _Clock()
+    meter = overlap.IdleCores(str(tmp_path), clock)
+    assert meter.idle() is None
+    assert _after_a_second(tmp_path, meter, clock, ONE_BUSY) is None
+    assert not meter.a_core_free()
+
+
+def test_a_quota_bounds_the_idle_cores_by_the_cgroup_usage(tmp_path, monkeypatch):
+    """Four CPUs' quota on an idle host of eight: the cgroup's processes used 2.5 CPU seconds
+    in the second, so 1.5 cores are left, however idle the host."""
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(8)), raising=False)
+    stat = "sys/fs/cgroup/kubepods/cpu.stat"  # (the limiting cgroup's count: all its processes)
+    _fake_kernel(tmp_path, "0::/kubepods/pod1\n", {
+        "sys/fs/cgroup/kubepods/cpu.max": "400000 100000\n",  # (a parent's limit binds too)
+        "sys/fs/cgroup/kubepods/pod1/cpu.max": "max 100000\n",
+        "sys/fs/cgroup/kubepods/pod1/cpu.stat": "usage_usec 0\n", stat: "usage_usec 7000000\n"})
+    quota = overlap.cpu_quota(str(tmp_path))
+    assert quota.cores == 4.0
+    clock = _Clock()
+    meter = overlap.IdleCores(str(tmp_path), clock)
+    idle = _after_a_second(tmp_path, meter, clock, ONE_BUSY, {stat: "usage_usec 9500000\n"})
+    assert idle == pytest.approx(1.5)
+    assert meter.a_core_free()
+    # 4.5 CPU seconds more in the next second: less than IDLE_CORE left on average since
+    idle = _after_a_second(tmp_path, meter, clock, ONE_BUSY, {stat: "usage_usec 14000000\n"})
+    assert idle == pytest.approx(4 - (14.0 - 7.0) / 2) and not meter.a_core_free()
+
+
+def test_a_cgroup_v1_quota_without_a_usage_count_leaves_the_quota_less_the_callers_core(tmp_path, monkeypatch):
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(8)), raising=False)
+    _fake_kernel(tmp_path, "4:memory:/x\n3:cpu,cpuacct:/docker/abc\n", {
+        "sys/fs/cgroup/cpu,cpuacct/cpu.cfs_quota_us": "250000\n",
+        "sys/fs/cgroup/cpu,cpuacct/cpu.cfs_period_us": "100000\n",
+        "sys/fs/cgroup/memory/cpu.cfs_quota_us": "100000\n"})  # (not the cpu controller's)
+    assert overlap.cpu_quota(str(tmp_path)) == overlap.CpuQuota(2.5)
+    clock = _Clock()
+    meter = overlap.IdleCores(str(tmp_path), clock)
+    assert _after_a_second(tmp_path, meter, clock, ONE_BUSY) == pytest.approx(1.5)
+    (tmp_path / "sys/fs/cgroup/cpu,cpuacct/cpu.cfs_quota_us").write_text("-1\n")  # no limit
+    assert overlap.cpu_quota(str(tmp_path)) is None
+
+
+def test_unreadable_cgroup_files_set_no_quota(tmp_path):
+    _fake_kernel(tmp_path, "0::/\n", {"sys/fs/cgroup/cpu.max": "lots\n"})
+    assert overlap.cpu_quota(str(tmp_path)) is None
+    assert overlap.cpu_quota(str(tmp_path / "nowhere")) is None

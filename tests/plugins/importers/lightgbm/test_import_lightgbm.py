@@ -44,6 +44,33 @@ def test_predictions_match_lightgbm(name, cases):
                  case, "margins")
 
 
+@pytest.mark.parametrize("name", S.case_names())
+def test_trees_read_at_once_equal_trees_read_one_at_a_time(name, cases, monkeypatch):
+    """The trained models' trees read together (every list parsed once a field) hold, field by
+    field, what reading them a tree at a time gives, itself checked against LightGBM above."""
+    import dataclasses
+
+    from silvanforge_importer_lightgbm import lightgbm_text
+
+    path = cases.get(name).path
+    joined = []
+    at_once = lightgbm_text.load(path)
+    with monkeypatch.context() as m:
+        m.setattr(lightgbm_text._Parser, "lists", lambda self, blocks: [{} for _ in blocks])
+        m.setattr(lightgbm_text._Parser, "joined_trees", lambda self, *args: joined.append(True))
+        one_at_a_time = lightgbm_text.load(path)
+    assert joined and len(at_once.trees) == len(one_at_a_time.trees)
+    for a, b in zip(at_once.trees, one_at_a_time.trees):
+        for field in dataclasses.fields(a):
+            x, y = getattr(a, field.name), getattr(b, field.name)
+            if isinstance(x, dict):
+                assert list(x) == list(y) and all(np.array_equal(x[k], y[k]) and x[k].dtype == y[k].dtype for k in x)
+            elif isinstance(x, np.ndarray):
+                assert x.dtype == y.dtype and x.shape == y.shape and np.array_equal(x, y, equal_nan=True), field.name
+            else:
+                assert x == y, field.name
+
+
 def test_quick_subset_is_part_of_full():
     quick = S.case_names(quick=True)
     assert set(quick) <= set(S.case_names())
@@ -474,6 +501,38 @@ def test_number_lists_parse_as_python_does(tokens):
     want = np.array([float(t) for t in tokens])
     number = ~np.isnan(want)  # a NaN's sign means nothing to LightGBM
     assert np.array_equal(got, want, equal_nan=True) and np.array_equal(np.signbit(got[number]), np.signbit(want[number]))
+
+
+# Tokens of numbers, and of the characters a plain list may hold in any order (most are not
+# numbers; some hold spaces); a list is tokens one space apart.
+_PLAIN_TOKENS = st.one_of(
+    st.integers(-2**64, 2**64).map(str), st.floats().map(repr), st.floats(width=32).map(lambda v: "%.9g" % v),
+    st.lists(st.sampled_from(["0", "1", "25", ".", "e", "E", "+", "-", "inf", "nan", "i", "n", "a", "f", " ", "  ",
+                              "9223372036854775807", "9223372036854775808"]), min_size=1, max_size=4).map("".join))
+
+
+@settings(max_examples=500, deadline=None)
+@given(lists=st.lists(st.lists(_PLAIN_TOKENS, max_size=6).map(" ".join), min_size=1, max_size=4),
+       integers=st.booleans())
+def test_lists_parsed_together_are_each_as_python_reads_it_or_left_to_the_pattern(lists, integers):
+    """The lists of all trees parsed by one NumPy call: each list then holds exactly what
+    ``int()`` or ``float()`` reads of its tokens, which the per-list pattern accepts; anything
+    else is left to the list-at-a-time path (None)."""
+    from silvanforge_importer_lightgbm.lightgbm_text import _FLOAT, _INT, _plain_lists
+
+    dtype = np.int64 if integers else np.float64
+    got = _plain_lists(lists, dtype)
+    if got is None:
+        return
+    pattern, read = (_INT, int) if integers else (_FLOAT, float)
+    assert len(got) == len(lists)
+    for text, arr in zip(lists, got):
+        tokens = text.split(" ") if text else []
+        assert all(pattern.fullmatch(t) for t in tokens), text
+        want = np.array([read(t) for t in tokens], dtype=dtype)
+        assert arr.dtype == want.dtype and np.array_equal(arr, want, equal_nan=not integers), text
+        number = ~np.isnan(want) if not integers else np.ones(len(want), bool)
+        assert np.array_equal(np.signbit(arr[number]), np.signbit(want[number])), text
 
 
 def test_an_integer_past_int64_is_an_error_not_clamped(tmp_path, good_text):

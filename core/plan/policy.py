@@ -9,7 +9,6 @@ from __future__ import annotations
 import concurrent.futures
 import contextlib
 import dataclasses
-import os
 import threading
 from operator import attrgetter
 
@@ -23,6 +22,7 @@ from silvanforge.plan.forms import Builds, Form, splits_trees
 from silvanforge.plan.memo import compile_scope, current, in_compile_scope
 from silvanforge.plugins import registry
 from silvanforge.rep import called_cost_of
+from silvanforge.runtime.threads import default_threads
 
 # The untuned plan's one-row form answers requests of up to this many rows, where it beat the
 # block form on fresh rows (docs/benchmarks.md, "Measurements behind the defaults"); sf.tune
@@ -138,7 +138,7 @@ def plan_threads(forest: hir.Forest | None = None) -> int:
     """How many threads build a plan's forms (``forest``: the model, if its size should say)."""
     if forest is not None and sum(map(len, map(attrgetter("left"), forest.trees))) >= ONE_FORM_AT_A_TIME_NODES:
         return 1
-    return max(1, min(2, os.cpu_count() or 1))
+    return max(1, min(2, default_threads()))
 
 
 def main_form(forest: hir.Forest, opts: CompileOptions, builds: Builds | None = None) -> Form:

@@ -58,9 +58,9 @@ import weakref
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
-
 from silvanforge.errors import InputError
 from silvanforge.ir import lir
+from silvanforge.runtime.cpu_quota import quota_cores
 
 __all__ = ["RuntimeConfig", "DEFAULT", "current", "get_config", "set_config", "config_context"]
 
@@ -98,7 +98,9 @@ _pool_lock = threading.Lock()
 
 
 def default_threads() -> int:
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    """The CPUs this process may run on, no more than its cgroup's CPU quota allows."""
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return min(cpus, quota_cores() or cpus)
 
 
 def _get_pool(size: int) -> ThreadPoolExecutor:

@@ -11,12 +11,11 @@ import time
 
 import numpy as np
 import pytest
-
 import silvanforge as sf
 from silvanforge.options import CompileOptions
 from silvanforge.plan import overlap
 from silvanforge.plan.policy import plan_threads
-from silvanforge.runtime import reference
+from silvanforge.runtime import cpu_quota, reference
 from silvanforge.target import native_work
 from silvanforge.testing import random_forest, rows_for
 
@@ -167,7 +166,7 @@ def test_idle_cores_without_a_quota_count_the_affinity_cpus(tmp_path, monkeypatc
     _fake_kernel(tmp_path, "0::/\n", {"sys/fs/cgroup/cpu.max": "max 100000\n"})
     clock = _Clock()
     meter = overlap.IdleCores(str(tmp_path), clock)
-    assert overlap.cpu_quota(str(tmp_path)) is None
+    assert cpu_quota.cpu_quota(str(tmp_path)) is None
     # CPUs 4-7 are not this process's: their idle time is not counted
     assert _after_a_second(tmp_path, meter, clock, ONE_BUSY) == pytest.approx(3.0)
     assert meter.a_core_free()
@@ -195,7 +194,7 @@ def test_a_quota_bounds_the_idle_cores_by_the_cgroup_usage(tmp_path, monkeypatch
         "sys/fs/cgroup/kubepods/cpu.max": "400000 100000\n",  # (a parent's limit binds too)
         "sys/fs/cgroup/kubepods/pod1/cpu.max": "max 100000\n",
         "sys/fs/cgroup/kubepods/pod1/cpu.stat": "usage_usec 0\n", stat: "usage_usec 7000000\n"})
-    quota = overlap.cpu_quota(str(tmp_path))
+    quota = cpu_quota.cpu_quota(str(tmp_path))
     assert quota.cores == 4.0
     clock = _Clock()
     meter = overlap.IdleCores(str(tmp_path), clock)
@@ -213,15 +212,33 @@ def test_a_cgroup_v1_quota_without_a_usage_count_leaves_the_quota_less_the_calle
         "sys/fs/cgroup/cpu,cpuacct/cpu.cfs_quota_us": "250000\n",
         "sys/fs/cgroup/cpu,cpuacct/cpu.cfs_period_us": "100000\n",
         "sys/fs/cgroup/memory/cpu.cfs_quota_us": "100000\n"})  # (not the cpu controller's)
-    assert overlap.cpu_quota(str(tmp_path)) == overlap.CpuQuota(2.5)
+    assert cpu_quota.cpu_quota(str(tmp_path)) == cpu_quota.CpuQuota(2.5)
     clock = _Clock()
     meter = overlap.IdleCores(str(tmp_path), clock)
     assert _after_a_second(tmp_path, meter, clock, ONE_BUSY) == pytest.approx(1.5)
     (tmp_path / "sys/fs/cgroup/cpu,cpuacct/cpu.cfs_quota_us").write_text("-1\n")  # no limit
-    assert overlap.cpu_quota(str(tmp_path)) is None
+    assert cpu_quota.cpu_quota(str(tmp_path)) is None
 
 
 def test_unreadable_cgroup_files_set_no_quota(tmp_path):
     _fake_kernel(tmp_path, "0::/\n", {"sys/fs/cgroup/cpu.max": "lots\n"})
-    assert overlap.cpu_quota(str(tmp_path)) is None
-    assert overlap.cpu_quota(str(tmp_path / "nowhere")) is None
+    assert cpu_quota.cpu_quota(str(tmp_path)) is None
+    assert cpu_quota.cpu_quota(str(tmp_path / "nowhere")) is None
+
+
+def test_default_threads_and_plan_builds_keep_to_the_cgroup_quota(monkeypatch):
+    """A quota of 1.5 CPUs on a host of more: one thread a call and one building the plan (a
+    second would take turns with the first); no quota: the CPUs the process may run on."""
+    from silvanforge.runtime import threads
+
+    monkeypatch.setattr(cpu_quota, "cpu_quota", lambda root="/": cpu_quota.CpuQuota(1.5))
+    cpu_quota.quota_cores.cache_clear()
+    try:
+        assert cpu_quota.quota_cores() == 1
+        assert threads.default_threads() == 1 and plan_threads() == 1
+        monkeypatch.setattr(cpu_quota, "cpu_quota", lambda root="/": None)
+        cpu_quota.quota_cores.cache_clear()
+        assert cpu_quota.quota_cores() is None
+        assert threads.default_threads() == len(os.sched_getaffinity(0))
+    finally:
+        cpu_quota.quota_cores.cache_clear()

@@ -46,23 +46,18 @@ would read another way than its lines say (a tree ``tree_sizes`` does not lead t
 from __future__ import annotations
 
 import dataclasses
-import itertools
 import json
 import os
 import re
-import warnings
 
 import numpy as np
 
 from silvanforge.errors import ModelFormatError, UnsupportedModelError
 from silvanforge.frontend.loading import read_model_file
-from silvanforge.ir.hir import Aggregation, CategoryRule, Forest, LinearLeaves, Op, Transform, Tree
+from silvanforge.ir.hir import Aggregation, CategoryRule, Forest, LinearLeaves, Transform, Tree
 
-# LightGBM's kZeroThreshold is the float literal 1e-35f stored in a double.
-_KZ = float(np.float32(1e-35))
-_BELOW_NEG_KZ = float(np.nextafter(-_KZ, -np.inf))
-
-_MISSING_NONE, _MISSING_ZERO, _MISSING_NAN = 0, 1, 2
+from .nodes import joined_trees, node_arrays
+from .text_arrays import I64, plain_lists, set_bits, split_lines
 
 # Outputs a model may have beyond its number of trees (each costs memory for every row).
 _FREE_OUTPUTS = 4096
@@ -75,7 +70,6 @@ _FLOAT = re.compile(r"[+-]?(?:(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|n
                     re.IGNORECASE)
 # Whole space-separated lists of them, checked in one match (a match per token took half of a
 # 1000-tree 255-leaf model's load).
-_I64 = np.iinfo(np.int64)
 _INT_LIST = re.compile(rf" *(?:{_INT.pattern})(?: +(?:{_INT.pattern}))* *")
 _FLOAT_LIST = re.compile(rf" *(?:{_FLOAT.pattern})(?: +(?:{_FLOAT.pattern}))* *", re.IGNORECASE)
 # The lists a tree's nodes are read from, and their types: parsed a field at a time over every
@@ -83,142 +77,7 @@ _FLOAT_LIST = re.compile(rf" *(?:{_FLOAT.pattern})(?: +(?:{_FLOAT.pattern}))* *"
 _JOINED = {"num_leaves": np.int64, "num_cat": np.int64, "leaf_value": np.float64, "split_feature": np.int64,
            "threshold": np.float64, "decision_type": np.int64, "left_child": np.int64, "right_child": np.int64,
            "internal_count": np.int64, "leaf_count": np.int64, "cat_boundaries": np.int64, "cat_threshold": np.int64}
-_DIGITS = b"0123456789"
 _PLAIN_FLOAT = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
-_EOL = re.compile(r"\r\n|\r|\n")
-_OTHER_EOL = "\v\f\x1c\x1d\x1e"  # str.splitlines' other line ends in ASCII
-
-
-def _split_lines(text: str) -> tuple[list[int], list[str]]:
-    """LightGBM's lines (ending at \\n, \\r\\n or \\r) and the byte offset each starts at."""
-    if text.isascii() and not any(c in text for c in _OTHER_EOL):  # a scan in C each
-        # str.splitlines (in C) ends lines where LightGBM does when no other line boundary of
-        # Python's is in the text; ASCII: a character is a byte.
-        ended = text.splitlines(keepends=True)
-        offsets = list(itertools.accumulate((len(line) for line in ended), initial=0))
-        lines = [line.rstrip("\r\n") for line in ended]
-        if text and text[-1] not in "\r\n":
-            offsets.pop()  # the last line has no end: no line after it
-        else:
-            lines.append("")
-        return offsets, lines
-    offsets, lines = [], []
-    pos = at = 0
-    while True:
-        m = _EOL.search(text, pos)
-        line = text[pos:] if m is None else text[pos:m.start()]
-        offsets.append(at)
-        lines.append(line)
-        if m is None:
-            return offsets, lines
-        at += len(line.encode("utf-8")) + (m.end() - m.start())
-        pos = m.end()
-
-
-def _plain_lists(texts: list[str], dtype) -> list[np.ndarray] | None:
-    """The lists ``texts`` parsed by one NumPy call over them all, an array each, or None
-    unless each is plain: numbers of ``dtype`` as LightGBM writes them (``[+-]?digits``
-    integers; decimal numbers, ``inf`` and ``nan``) one space apart, or empty (a stump's).
-    Such lists hold no character and no sign the patterns (:data:`_INT`, :data:`_FLOAT`) would
-    not place there, and each number reads as one: NumPy reads them as ``int()`` and
-    ``float()`` do, and refuses (or reads as two) anything else of those characters (checked in
-    the tests).  (A pattern match a list took a fifth of a 1000-tree 255-leaf model's load.)"""
-    joined = " ".join(text for text in texts if text)
-    if not joined.isascii():
-        return None
-    data = joined.encode("ascii")
-    if not data:
-        return [np.zeros(0, dtype) for _ in texts]
-    if data.translate(None, _DIGITS + (b" +-" if dtype is np.int64 else b" +-.eEinfa")) or b"  " in data \
-            or data[0] == 32 or data[-1] == 32:
-        return None
-    codes = np.frombuffer(data, np.uint8)
-    signs = np.flatnonzero((codes == ord("+")) | (codes == ord("-")))
-    if len(signs):
-        after = codes[np.minimum(signs + 1, len(codes) - 1)]
-        before = codes[np.maximum(signs - 1, 0)]
-        # a sign starts a number (or an exponent) and is followed by its digits (or its point, or
-        # inf or nan)
-        starts = (signs == 0) | np.isin(before, np.frombuffer(b" " if dtype is np.int64 else b" eE", np.uint8))
-        then = np.isin(after, np.frombuffer(_DIGITS if dtype is np.int64 else _DIGITS + b".in", np.uint8))
-        if not (starts & then & (signs + 1 < len(codes))).all():
-            return None
-    counts = [text.count(" ") + 1 if text else 0 for text in texts]
-    ends = list(itertools.accumulate(counts))
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("error")  # (NumPy's older releases warn where they stop reading)
-            arr = np.fromstring(data, dtype=dtype, sep=" ")
-    except (ValueError, DeprecationWarning):
-        return None
-    if len(arr) != ends[-1]:
-        return None
-    if dtype is np.int64 and (arr.max() == _I64.max or arr.min() == _I64.min):
-        return None  # (clamped, maybe: the checked path reads it)
-    return [arr[end - count:end] for end, count in zip(ends, counts)]
-
-
-def _within(counts: np.ndarray) -> np.ndarray:
-    """0, 1, ... counts[0] - 1, then 0, 1, ... counts[1] - 1, and so on."""
-    return np.arange(int(counts.sum())) - np.repeat(np.cumsum(counts) - counts, counts)
-
-
-def _set_bits(words: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> list[np.ndarray]:
-    """For each range [lo, hi) of bit positions of ``words`` (32-bit words, a word's bits from
-    its lowest), the positions of its set bits less lo (int64): a search a range over all the
-    set bits, not a scan of each range's words."""
-    set_bits = np.flatnonzero(np.unpackbits(words.astype("<u4").view(np.uint8), bitorder="little"))
-    first = np.searchsorted(set_bits, lo)
-    counts = np.searchsorted(set_bits, hi) - first
-    ends = np.cumsum(counts)
-    found = (set_bits[_within(counts) + np.repeat(first, counts)] - np.repeat(lo, counts)).astype(np.int64)
-    return [found[end - count:end] for end, count in zip(ends.tolist(), counts.tolist())]
-
-
-def _nodes(num_leaves: np.ndarray, split_feature, thr, dtype, lc, rc, leaf_value) -> dict[str, np.ndarray]:
-    """The HIR node arrays (:class:`Tree`'s fields) of trees of ``num_leaves`` leaves each, from
-    their lists joined (each tree's internal nodes' in turn, then the leaf values likewise), and
-    joined the same way: a tree's internal nodes, then its leaves (leaf ~c after the internal
-    nodes), then the next tree's.  The lists are sound (:meth:`_Parser.tree`'s checks)."""
-    n_int = num_leaves - 1
-    n = n_int + num_leaves
-    starts = np.cumsum(n) - n
-    inner = np.repeat(starts, n_int) + _within(n_int)
-    leaves = np.repeat(starts + n_int, num_leaves) + _within(num_leaves)
-    size = int(n.sum())
-    feature = np.full(size, -1, dtype=np.int32)
-    threshold = np.zeros(size, dtype=np.float64)
-    left = np.full(size, -1, dtype=np.int32)
-    right = np.full(size, -1, dtype=np.int32)
-    default_left = np.zeros(size, dtype=bool)
-    zero_missing = np.zeros(size, dtype=bool)
-    values = np.zeros((size, 1), dtype=np.float64)
-    values[leaves, 0] = leaf_value
-    # Leaf ~c is stored after the internal nodes.
-    inner_n = np.repeat(n_int, n_int)
-    left[inner] = np.where(lc >= 0, lc, inner_n + ~lc)
-    right[inner] = np.where(rc >= 0, rc, inner_n + ~rc)
-    feature[inner] = split_feature
-    is_cat = (dtype & 1).astype(bool)
-    bit_default_left = (dtype & 2).astype(bool)
-    missing = (dtype >> 2) & 3
-    # Inputs with |x| <= kZ reach the trees as 0.0: fold that into the threshold.
-    canon = np.where((thr >= -_KZ) & (thr < 0), _BELOW_NEG_KZ, thr)
-    canon = np.where((thr >= 0) & (thr < _KZ), _KZ, canon)
-    num = ~is_cat
-    threshold[inner] = np.where(num, canon, 0.0)
-    with np.errstate(invalid="ignore"):
-        none_left = 0.0 <= thr
-    default_left[inner] = num & np.where(missing == _MISSING_NONE, none_left, bit_default_left)
-    zero_missing[inner] = num & (missing == _MISSING_ZERO)
-    # LightGBM numbers splits and leaves apart (pred_leaf gives the leaf's): leaf ~c sits after
-    # the internal nodes here
-    node_ids = np.empty(size, np.int64)
-    node_ids[inner] = _within(n_int)
-    node_ids[leaves] = _within(num_leaves)
-    return {"left": left, "right": right, "feature": feature, "threshold": threshold,
-            "op": np.full(size, Op.LE, dtype=np.uint8), "default_left": default_left,
-            "zero_missing": zero_missing, "leaf_value": values, "node_ids": node_ids}
 
 
 # Objective name (and its aliases) -> transform name; "regression-like" ones honour "sqrt".
@@ -291,7 +150,7 @@ class _Parser:
         text = text.lstrip("\ufeff")
         if "\0" in text:  # LightGBM's line reader stops at NUL (and loops there)
             self.fail("not a LightGBM text model (the file holds a NUL byte)")
-        offsets, lines = _split_lines(text)
+        offsets, lines = split_lines(text)
         first = next((i for i, ln in enumerate(lines) if ln.strip()), None)
         if first is None or lines[first].strip() != "tree":
             self.fail("not a LightGBM text model (the first line is not 'tree')")
@@ -533,12 +392,12 @@ class _Parser:
     # ------------------------------------------------------------------ trees
     def lists(self, blocks) -> list[dict[str, np.ndarray]]:
         """Each tree's lists of the fields :data:`_JOINED` names, parsed a field at a time over
-        every tree (:func:`_plain_lists`); a field whose lists are not all plain is left out, for
+        every tree (:func:`.text_arrays.plain_lists`); a field whose lists are not all plain is left out, for
         :meth:`array` to read (or refuse) a list at a time."""
         parsed: list[dict[str, np.ndarray]] = [{} for _ in blocks]
         for key, dtype in _JOINED.items():
             have = [k for k, (_, block) in enumerate(blocks) if key in block]
-            arrays = _plain_lists([blocks[k][1][key] for k in have], dtype)
+            arrays = plain_lists([blocks[k][1][key] for k in have], dtype)
             for k, arr in zip(have, arrays or ()):
                 parsed[k][key] = arr
         return parsed
@@ -558,7 +417,7 @@ class _Parser:
         arr = None
         if (_INT_LIST if dtype is np.int64 else _FLOAT_LIST).fullmatch(text):
             arr = np.fromstring(text, dtype=dtype, sep=" ")
-            if dtype is np.int64 and len(arr) and (arr.max() == _I64.max or arr.min() == _I64.min):
+            if dtype is np.int64 and len(arr) and (arr.max() == I64.max or arr.min() == I64.min):
                 arr = None
         if arr is not None:
             if length is not None and len(arr) != length:
@@ -616,108 +475,15 @@ class _Parser:
         elif num_cat:
             self.fail(f"{where}: num_cat={num_cat} in a tree without splits")
 
-        nodes = _nodes(np.array([num_leaves]), split_feature, thr, dtype, lc, rc, leaf_value)
+        nodes = node_arrays(np.array([num_leaves]), split_feature, thr, dtype, lc, rc, leaf_value)
         linear = self.linear(block, where, num_leaves, num_features, n_int) if is_linear == "1" else None
         return Tree(**nodes, outputs=(output,), categories=categories, linear=linear,
                     cover=self.cover(block, where, n_int, num_leaves, lists))
 
     def joined_trees(self, blocks, lists, num_features, k) -> list[Tree] | None:
-        """Every tree read at once (:func:`_nodes`), where each is plain: not linear, every list
-        it reads parsed (:meth:`lists`) with the entries it should have, and nothing :meth:`tree`
-        would refuse; else None (read a tree at a time, which names what is wrong).  (A tree at
-        a time took a third of a 1000-tree 255-leaf model's load.)"""
-        if not blocks or any(block.get("is_linear", "0").strip() != "0" for _, block in blocks):
-            return None
+        """Every tree read at once where each is plain (:func:`.nodes.joined_trees`), else None."""
+        return joined_trees(blocks, lists, num_features, k)
 
-        def joined(key, lengths, dtype=np.int64):
-            # the lists of ``key`` of the trees reading it (length > 0), joined; None where one
-            # is not parsed or has another length
-            parts = []
-            for parsed, length in zip(lists, lengths.tolist()):
-                if length:
-                    arr = parsed.get(key)
-                    if arr is None or len(arr) != length:
-                        return None
-                    parts.append(arr)
-            return np.concatenate(parts) if parts else np.zeros(0, dtype)
-
-        T = len(blocks)
-        num_leaves = joined("num_leaves", np.ones(T, np.int64))
-        has_cat = np.array(["num_cat" in block for _, block in blocks])
-        num_cat = np.zeros(T, np.int64)
-        cats = joined("num_cat", has_cat.astype(np.int64))
-        if num_leaves is None or cats is None or (num_leaves < 1).any():
-            return None
-        num_cat[has_cat] = cats
-        n_int = num_leaves - 1
-        leaf_value = joined("leaf_value", num_leaves, np.float64)
-        split_feature, thr, dtype, lc, rc = (joined(key, n_int, np.float64 if key == "threshold" else np.int64)
-                                             for key in ("split_feature", "threshold", "decision_type",
-                                                         "left_child", "right_child"))
-        if any(a is None for a in (leaf_value, split_feature, thr, dtype, lc, rc)) or (num_cat[n_int == 0] != 0).any():
-            return None
-        tree_of = np.repeat(np.arange(T), n_int)  # each internal node's tree
-        inner_n, leaves_n = n_int[tree_of], num_leaves[tree_of]
-        if ((split_feature < 0) | (split_feature >= num_features) | (dtype < 0) | (dtype > 15)
-                | (lc >= inner_n) | (lc < -leaves_n) | (rc >= inner_n) | (rc < -leaves_n)
-                | (((dtype >> 2) & 3) == 3)).any():
-            return None
-        categories = self.joined_categories(blocks, lists, num_cat, thr, np.flatnonzero(dtype & 1), tree_of, n_int)
-        if categories is None:
-            return None
-        # covers: the trees that have them (both lists, or a stump's leaf counts)
-        has_cover = np.array(["leaf_count" in block and (n == 0 or "internal_count" in block)
-                              for (_, block), n in zip(blocks, n_int.tolist())], bool)
-        inner_counts = joined("internal_count", np.where(has_cover, n_int, 0))
-        leaf_counts = joined("leaf_count", np.where(has_cover, num_leaves, 0))
-        if inner_counts is None or leaf_counts is None:
-            return None
-        nodes = _nodes(num_leaves, split_feature, thr, dtype, lc, rc, leaf_value)
-        n = n_int + num_leaves
-        cover = np.zeros(int(n.sum()))
-        starts = np.cumsum(n) - n
-        cover[(np.repeat(starts, n_int) + _within(n_int))[has_cover[tree_of]]] = inner_counts
-        cover[(np.repeat(starts + n_int, num_leaves) + _within(num_leaves))[np.repeat(has_cover, num_leaves)]] = \
-            leaf_counts
-        trees = []
-        for t, (a, b) in enumerate(zip(starts.tolist(), (starts + n).tolist())):
-            trees.append(Tree(**{key: arr[a:b] for key, arr in nodes.items()}, outputs=(t % k,),
-                              categories=categories[t], cover=cover[a:b] if has_cover[t] else None))
-        return trees
-
-    def joined_categories(self, blocks, lists, num_cat, thr, nodes, tree_of, n_int) -> list[dict] | None:
-        """Each tree's categorical splits' categories (:meth:`categories`), every tree's at once
-        (``nodes``: the categorical ones among the joined internal nodes); None where a tree's
-        lists are not parsed or :meth:`categories` would refuse them."""
-        out: list[dict] = [{} for _ in blocks]
-        if not len(nodes):
-            return out
-        trees = np.unique(tree_of[nodes])
-        bounds, words, bound_at, word_at = [], [], np.zeros(len(blocks), np.int64), np.zeros(len(blocks), np.int64)
-        b_at = w_at = 0
-        for t in trees.tolist():
-            b, w = lists[t].get("cat_boundaries"), lists[t].get("cat_threshold")
-            if num_cat[t] < 1 or b is None or w is None or len(b) != num_cat[t] + 1 or b[0] != 0 \
-                    or (np.diff(b) < 0).any() or b[-1] != len(w):
-                return None
-            bounds.append(b)
-            words.append(w)
-            bound_at[t], word_at[t] = b_at, w_at
-            b_at, w_at = b_at + len(b), w_at + len(w)
-        words = np.concatenate(words)
-        bounds = np.concatenate(bounds)
-        t = thr[nodes]
-        mine = tree_of[nodes]
-        with np.errstate(invalid="ignore"):
-            bad = ~(np.isfinite(t) & (t >= 0) & (t < num_cat[mine]))
-        if bad.any() or ((words < 0) | (words >= 2**32)).any():
-            return None
-        ci = bound_at[mine] + t.astype(np.int64)
-        found = _set_bits(words, (word_at[mine] + bounds[ci]) * 32, (word_at[mine] + bounds[ci + 1]) * 32)
-        first = (np.cumsum(n_int) - n_int)[mine]
-        for tree, node, cats in zip(mine.tolist(), (nodes - first).tolist(), found):
-            out[tree][node] = cats
-        return out
     def cover(self, block, where, n_int, num_leaves, lists=None) -> np.ndarray | None:
         """The training rows that reached each node (internal nodes, then leaves), the order of
         the untuned plan's one-row walks; None where the file has none (hand-written) or they do
@@ -780,5 +546,5 @@ class _Parser:
             node = int(nodes[bad][0])
             self.fail(f"{where}: categorical split {node} refers to bitset {thr[node]!r} of {num_cat}")
         ci = t.astype(np.int64)  # (finite and non-negative: truncated as int() does)
-        return dict(zip(nodes.tolist(), _set_bits(words, bounds[ci] * 32, bounds[ci + 1] * 32)))
+        return dict(zip(nodes.tolist(), set_bits(words, bounds[ci] * 32, bounds[ci + 1] * 32)))
 

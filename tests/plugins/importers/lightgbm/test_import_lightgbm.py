@@ -14,16 +14,15 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import silvanforge as sf
 import support_lightgbm as S
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from silvanforge_importer_lightgbm import lightgbm_text
-from support_common import assert_close
-
-import silvanforge as sf
 from silvanforge.errors import ModelFormatError, SilvanForgeError, UnsupportedModelError
 from silvanforge.ir.hir import CategoryRule
 from silvanforge.runtime import reference
+from silvanforge_importer_lightgbm import lightgbm_text
+from support_common import assert_close
 
 lgb = pytest.importorskip("lightgbm")
 
@@ -518,7 +517,8 @@ def test_lists_parsed_together_are_each_as_python_reads_it_or_left_to_the_patter
     """The lists of all trees parsed by one NumPy call: each list then holds exactly what
     ``int()`` or ``float()`` reads of its tokens, which the per-list pattern accepts; anything
     else is left to the list-at-a-time path (None)."""
-    from silvanforge_importer_lightgbm.lightgbm_text import _FLOAT, _INT, _plain_lists
+    from silvanforge_importer_lightgbm.lightgbm_text import _FLOAT, _INT
+    from silvanforge_importer_lightgbm.text_arrays import plain_lists as _plain_lists
 
     dtype = np.int64 if integers else np.float64
     got = _plain_lists(lists, dtype)
@@ -547,7 +547,7 @@ def test_an_integer_past_int64_is_an_error_not_clamped(tmp_path, good_text):
 def test_lines_end_where_lightgbm_ends_them(text):
     """Lines end at \\n, \\r\\n and \\r only, each with its byte offset (the fast path through
     str.splitlines agrees with the one that matches line ends one by one)."""
-    from silvanforge_importer_lightgbm.lightgbm_text import _split_lines
+    from silvanforge_importer_lightgbm.text_arrays import split_lines as _split_lines
 
     offsets, lines = _split_lines(text)
     pieces = re.split(r"(\r\n|\r|\n)", text)

@@ -291,15 +291,15 @@ class _Lowering:
         return SCALAR_SUMS and self.lanes > 1 and self.values_are_indices and len(group.trees) == 1 and \
             not np.asarray(self.forest.base_score).any()
 
-    def _stored_margins(self, span0: Var) -> None:
+    def _stored_margins(self, span0: Var, first: int = 0) -> None:
         """The span's margins from every tree's stored index (``stored_indices``), a row at a
-        time: tree ``p``'s output the alike groups' ``p``-th."""
+        time: tree ``p``'s output the alike groups' ``p``-th (trees from ``first``)."""
         c, i64, L = Builder.const, "i64", self.lanes
         p, C = Var("ob_p", i64), self.forest.num_outputs
         output = self._at([grp.outputs[0] for grp in self.facts.groups], p)
         at = Bin("+", Bin("*", p, c(self.span_rows, i64)), self.acc_at)
         rows = [Bin("+", self.block0, c(k, i64)) for k in range(L)]
-        self.b.emit(self._blocks(span0, [If(Cmp("<", row, lir.ROW_END), [For(p, c(0, i64), c(len(self.facts.groups), i64), 1, [
+        self.b.emit(self._blocks(span0, [If(Cmp("<", row, lir.ROW_END), [For(p, c(first, i64), c(len(self.facts.groups), i64), 1, [
             Store("margins", Bin("+", Bin("*", row, c(C, i64)), output), self._leaf_value(p, at, k, 1, self.acc_t))])])
             for k, row in enumerate(rows)]))
 

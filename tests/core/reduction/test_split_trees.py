@@ -240,3 +240,20 @@ def test_the_one_row_leaf_ids_form_splits_long_walks_without_a_fold(monkeypatch,
     got = np.concatenate([cf.predict(X[i:i + 1], pred_leaf=True) for i in range(12)])
     assert grows  # half the trees handed to a worker
     np.testing.assert_array_equal(got, reference.predict_leaf(forest, X).astype(got.dtype))
+
+
+@pytest.mark.parametrize("schedule", ["tahoe-shared-data", "tree-parallel"])
+def test_trees_owning_their_outputs_on_the_opencl_target(schedule):
+    """GPU schedules that map trees to threads (a block's threads, or parallel groups) write
+    each tree's own output directly: nothing folded, equal to the reference's leaf ids."""
+    from support_common import without_opencl
+
+    from silvanforge.plugins import registry
+
+    ok, why = registry().target_available("amd")
+    if not ok:
+        without_opencl(why)
+    forest, leaves = _leaf_ids_forest(60)
+    cf = sf.compile(leaves, target="amd", schedule=schedule)
+    X = testing.rows_for(forest, np.random.default_rng(60), 50)
+    np.testing.assert_array_equal(cf.predict(X, output_margin=True), reference.predict_leaf(forest, X))

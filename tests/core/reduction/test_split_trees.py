@@ -15,6 +15,7 @@ from silvanforge import testing
 from silvanforge.api import lower
 from silvanforge.errors import ScheduleError
 from silvanforge.ir.hir import Aggregation
+from silvanforge.plugins import registry
 from silvanforge.runtime import reference
 
 SPLIT = "tile(tree, t0, t1, 4)\nreorder(t0, batch, t1)\ninterleave(t1)\nparallel(t0)\norderedReduce(t0)"
@@ -247,8 +248,6 @@ def test_trees_owning_their_outputs_on_the_opencl_target(schedule):
     """GPU schedules that map trees to threads (a block's threads, or parallel groups) write
     each tree's own output directly: nothing folded, equal to the reference's leaf ids."""
     from support_common import without_opencl
-
-    from silvanforge.plugins import registry
 
     ok, why = registry().target_available("amd")
     if not ok:

@@ -103,6 +103,10 @@ class _Lowering:
         self._tables()
         U = max(1, len(facts.columns))
         B, self.chunk = cost.span(facts, L, batch_size, self.options)
+        if all(self._direct(group) for group in facts.groups):
+            # (leaf indices: no leaf table to keep in cache for a span's blocks, and a span of
+            # one block keeps every tree's indices, :data:`STORED_INDEX_BYTES`)
+            B = 1
         self.span_rows = span_rows = B * L
         self.buffers["ob_x"] = Buffer("ob_x", self.column_t, "local", size=U * span_rows)
         K = sum(len(g.outputs) for g in facts.groups)

@@ -1,8 +1,9 @@
 """SHAP contributions, ours against the model's library and shap's TreeExplainer (and
 fasttreeshap where it reads the model), alternating call by call in one process, so a shared
-machine's load falls on every engine alike.
+machine's load falls on every engine alike; ``--output leaf``: leaf indices against the
+library's (``pred_leaf``, ``calc_leaf_indexes``), each round of every size (not one at 4096).
 
-    python benchmarks/contribs_alternating.py MODEL [--sizes 1,64,4096] [--threads 1] [--repeat 5]
+    python benchmarks/contribs_alternating.py MODEL [--sizes 1,64,4096] [--threads 1] [--repeat 5] [--output leaf]
 
 MODEL: an XGBoost JSON, LightGBM text or CatBoost .cbm file.  Rows are ``forge bench``'s random
 rows; each round calls every engine once at each size (a new batch each round), and a cell is
@@ -21,8 +22,9 @@ import silvanforge as sf
 from silvanforge.frontend.sampling import random_rows
 
 
-def _engines(path: str, forest, threads: int) -> list:
-    """[(name, contribs(X), drops_bias)] of the library, shap and fasttreeshap."""
+def _engines(path: str, forest, threads: int, leaf: bool = False) -> list:
+    """[(name, contribs(X), drops_bias)] of the library, shap and fasttreeshap; ``leaf``:
+    [(name, leaf indices(X), False)] of the library."""
     if path.endswith(".json"):
         import xgboost as xgb
 
@@ -30,19 +32,24 @@ def _engines(path: str, forest, threads: int) -> list:
 
         model = load_xgboost_booster(path)
         model.set_param({"nthread": threads})
-        out = [("xgboost", lambda X: model.predict(xgb.DMatrix(X, nthread=threads), pred_contribs=True), False)]
+        kw = {"pred_leaf": True} if leaf else {"pred_contribs": True}
+        out = [("xgboost", lambda X: model.predict(xgb.DMatrix(X, nthread=threads), **kw), False)]
     elif path.endswith(".cbm"):
         import catboost as cb
 
         model = cb.CatBoost()
         model.load_model(path)
-        out = [("catboost", lambda X: model.get_feature_importance(cb.Pool(X), type="ShapValues",
-                                                                   thread_count=threads), False)]
+        out = [("catboost", (lambda X: model.calc_leaf_indexes(cb.Pool(X), thread_count=threads)) if leaf else
+                (lambda X: model.get_feature_importance(cb.Pool(X), type="ShapValues", thread_count=threads)),
+                False)]
     else:
         import lightgbm as lgb
 
         model = lgb.Booster(model_file=path)
-        out = [("lightgbm", lambda X: model.predict(X, pred_contrib=True, num_threads=threads), False)]
+        kw = {"pred_leaf": True} if leaf else {"pred_contrib": True}
+        out = [("lightgbm", lambda X: model.predict(X, num_threads=threads, **kw), False)]
+    if leaf:
+        return out
     try:
         import shap
 
@@ -71,16 +78,22 @@ def main() -> None:
     parser.add_argument("--sizes", default="1,64,4096")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--output", choices=("contribs", "leaf"), default="contribs")
     args = parser.parse_args()
+    leaf = args.output == "leaf"
     sizes = [int(s) for s in args.sizes.split(",")]
     forest = sf.load_model(args.model)
     cf = sf.compile(forest).wait()
     pool = random_rows(forest, max(8192, 2 * max(sizes)), 0)[:, :forest.input_features]
     start = time.perf_counter()
-    cf.prepare_contributions()
-    print(f"tables built in {time.perf_counter() - start:.1f} s")
-    engines = [("ours", lambda X: cf.predict(X, pred_contribs=True, threads=args.threads), False)]
-    engines += _engines(args.model, forest, args.threads)
+    if leaf:
+        cf.output_model("pred_leaf").wait()
+    else:
+        cf.prepare_contributions()
+    print(f"{args.output} built in {time.perf_counter() - start:.1f} s")
+    kw = {"pred_leaf": True} if leaf else {"pred_contribs": True}
+    engines = [("ours", lambda X: cf.predict(X, threads=args.threads, **kw), False)]
+    engines += _engines(args.model, forest, args.threads, leaf)
     ours = engines[0][1](pool[:64]).reshape(64, -1)
     for name, fn, drops_bias in engines[1:]:
         got = np.asarray(fn(pool[:64]))
@@ -88,14 +101,14 @@ def main() -> None:
         print(f"{name}: max difference {np.abs(got.reshape(64, -1) - want.reshape(64, -1)).max():.1e}")
     for n in sizes:
         best: dict[str, float] = {}
-        for r in range(args.repeat if n < 4096 else 1):
+        for r in range(args.repeat if n < 4096 or leaf else 1):
             X = pool[(r * n) % (len(pool) - n + 1):][:n]
             for name, fn, _ in engines:
                 begin = time.perf_counter()
                 fn(X)
                 best[name] = min(best.get(name, np.inf), time.perf_counter() - begin)
         peer = min((t, name) for name, t in best.items() if name != "ours")
-        cells = ", ".join(f"{name} {t * 1e3:.2f} ms" for name, t in best.items())
+        cells = ", ".join(f"{name} {t * 1e3:.3f} ms" for name, t in best.items())
         print(f"{n} rows, {args.threads} threads: {cells}; fastest peer / ours: {peer[0] / best['ours']:.2f}x "
               f"({peer[1]})", flush=True)
 

@@ -357,6 +357,15 @@ class Forest:
     def has_categorical(self) -> bool:
         return memoised(self, "has_categorical", lambda: any(t.categories for t in self.trees))
 
+    def trees_own_outputs(self) -> bool:
+        """Whether no two trees add to the same output (the forests of leaf ids and of per-tree
+        values, :mod:`silvanforge.frontend.outputs`): walks of different trees then never write
+        the same margin, so splitting trees over threads needs no fold."""
+        def own():
+            outputs = [o for t in self.trees for o in t.outputs]
+            return len(outputs) == len(set(outputs))
+        return memoised(self, "trees_own_outputs", own)
+
     def has_linear(self) -> bool:
         """Whether a tree has linear models at its leaves (:class:`LinearLeaves`)."""
         return memoised(self, "has_linear", lambda: any(t.linear is not None for t in self.trees))

@@ -162,7 +162,11 @@ def build_layout(forest: hir.Forest, tile_size: int = 1, options: CompileOptions
     bounds = offsets(forest).tolist()
     trees = [_TreeSlice(nodes, lo, hi, d) for lo, hi, d in zip(bounds[:-1], bounds[1:], tree_depths(forest).tolist())]
     max_feature = max(forest.num_features - 1, 0)
-    inline = (all(len(t.outputs) == 1 for t in forest.trees) and leaf_dt == thr_dt
+    # A leaf's value sits in its threshold slot where that dtype holds it exactly: the same
+    # dtype, or a float widened (the leaf ids of a float64 model, float32 values: the walk
+    # of a row's leaf ids then ends as a prediction's does, on the leaf's own node).
+    inline = (all(len(t.outputs) == 1 for t in forest.trees)
+              and (leaf_dt == thr_dt or leaf_dt.kind == thr_dt.kind == "f" and leaf_dt.itemsize < thr_dt.itemsize)
               and options.inline_leaves is not False)
     return ForestLayout(
         forest=forest, trees=trees, leaf_values=leaf_values, cat_bits=cat_bits,

@@ -14,7 +14,9 @@ atomically.  One marked ``orderedReduce`` is privatised per *tree* instead of pe
 tree's value lands in a slice of its own (one tree, one value: no sum), and the fold adds the
 slices to the margins one by one in tree order, from the margins' initial value, which is the
 reference's order of sums: exact, where the per-iteration partial sums are exact only up to
-rounding.  Loops over rows never conflict: each row owns its margins.
+rounding.  Loops over rows never conflict: each row owns its margins; nor do loops over trees
+of a forest whose trees own their outputs (leaf ids, per-tree values: each margin is one tree's),
+which write the margins directly, a fold directive on them having nothing to fold.
 """
 
 from __future__ import annotations
@@ -51,9 +53,13 @@ def _depth(loop: mir.Loop) -> int:
     return inner + (1 if _conflicting(loop) else 0)
 
 
-def legalize(fn: mir.MirFunction, aggregation: Aggregation) -> mir.MirFunction:
+def legalize(fn: mir.MirFunction, aggregation: Aggregation, own_outputs: bool = False) -> mir.MirFunction:
+    """``fn`` with its conflicting loops' reduces privatised and folded (the module docstring);
+    ``own_outputs``: no two trees add to the same output (:meth:`silvanforge.ir.hir.Forest.trees_own_outputs`),
+    so no loop conflicts."""
     buffers: list[mir.PrivateBuffer] = []
     extents: dict[str, list] = {}
+    conflicting = (lambda loop: False) if own_outputs else _conflicting
 
     def check_adding(loop: mir.Loop, privatised: tuple, directive: str, adds: str):
         """atomicReduce and orderedReduce: both add, and each must be its nest's only
@@ -80,12 +86,12 @@ def legalize(fn: mir.MirFunction, aggregation: Aggregation) -> mir.MirFunction:
             inner_rows = rows
             if op.dimension == "batch":  # the rows one iteration of this loop owns
                 inner_rows = (op.index, ("min", ("+", op.index, op.step), op.stop))
-            if _conflicting(op) and op.reduce == "atomic":
+            if conflicting(op) and op.reduce == "atomic":
                 check_adding(op, privatised, "atomicReduce", "atomic updates add")
                 op.body = rewrite(op.body, privatised, buffer, inner_rows, True)
                 out.append(op)
                 continue
-            if _conflicting(op) and op.reduce == "ordered":
+            if conflicting(op) and op.reduce == "ordered":
                 check_adding(op, privatised, "orderedReduce", "the ordered fold adds")
                 name = f"partial{len(buffers)}"
                 buffers.append(mir.PrivateBuffer(name, (), ordered=True))
@@ -95,7 +101,7 @@ def legalize(fn: mir.MirFunction, aggregation: Aggregation) -> mir.MirFunction:
                 out.append(mir.ReduceDimension(source=name, target="margins", dim=0, extent=fn.num_trees,
                                                rows=rows, ordered=True))
                 continue
-            if not _conflicting(op):
+            if not conflicting(op):
                 op.body = rewrite(op.body, privatised, buffer, inner_rows, atomic, per_tree)
                 out.append(op)
                 continue

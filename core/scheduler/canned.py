@@ -97,8 +97,9 @@ def split_trees(forest: hir.Forest, batch_size: int | None = None, lanes: int = 
     if lanes > 1:
         s.interleave("t1")
     s.parallel("t0")
-    # min and max give the same in any order: their groups' partial results fold exactly.
-    if forest.aggregation in (hir.Aggregation.SUM, hir.Aggregation.AVERAGE):
+    # min and max give the same in any order: their groups' partial results fold exactly; trees
+    # that own their outputs (leaf ids) write them directly, with nothing to fold.
+    if forest.aggregation in (hir.Aggregation.SUM, hir.Aggregation.AVERAGE) and not forest.trees_own_outputs():
         s.ordered_reduce("t0")
     return s
 

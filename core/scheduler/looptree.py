@@ -483,6 +483,6 @@ def lower_to_mir(forest: hir.Forest, schedule: Schedule) -> mir.MirFunction:
     fn = mir.MirFunction(body=body, num_trees=num_trees, num_outputs=forest.num_outputs,
                          schedule_text=schedule.to_text())
     mir.verify(fn)
-    fn = legalize(fn, forest.aggregation)
+    fn = legalize(fn, forest.aggregation, forest.trees_own_outputs())
     mir.verify(fn)
     return fn

@@ -108,6 +108,10 @@ class _Lowering:
         self._tables()
         U = max(1, len(facts.columns))
         B, self.chunk = cost.span(facts, L, batch_size, self.options)
+        if all(self._direct(group) for group in facts.groups):
+            # (leaf indices: no leaf table to keep in cache for a span's blocks, and a span of
+            # one block keeps every tree's indices, :data:`STORED_INDEX_BYTES`)
+            B = 1
         self.span_rows = span_rows = B * L
         self.buffers["ob_x"] = Buffer("ob_x", self.column_t, "local", size=U * span_rows)
         K = sum(len(g.outputs) for g in facts.groups)
@@ -337,15 +341,15 @@ class _Lowering:
         return SCALAR_SUMS and self.lanes > 1 and self.values_are_indices and len(group.trees) == 1 and \
             not np.asarray(self.forest.base_score).any()
 
-    def _stored_margins(self, span0: Var) -> None:
+    def _stored_margins(self, span0: Var, first: int = 0) -> None:
         """The span's margins from every tree's stored index (``stored_indices``), a row at a
-        time: tree ``p``'s output the alike groups' ``p``-th."""
+        time: tree ``p``'s output the alike groups' ``p``-th (trees from ``first``)."""
         c, i64, L = Builder.const, "i64", self.lanes
         p, C = Var("ob_p", i64), self.forest.num_outputs
         output = self._at([grp.outputs[0] for grp in self.facts.groups], p)
         at = Bin("+", Bin("*", p, c(self.span_rows, i64)), self.acc_at)
         rows = [Bin("+", self.block0, c(k, i64)) for k in range(L)]
-        self.b.emit(self._blocks(span0, [If(Cmp("<", row, lir.ROW_END), [For(p, c(0, i64), c(len(self.facts.groups), i64), 1, [
+        self.b.emit(self._blocks(span0, [If(Cmp("<", row, lir.ROW_END), [For(p, c(first, i64), c(len(self.facts.groups), i64), 1, [
             Store("margins", Bin("+", Bin("*", row, c(C, i64)), output), self._leaf_value(p, at, k, 1, self.acc_t))])])
             for k, row in enumerate(rows)]))
 

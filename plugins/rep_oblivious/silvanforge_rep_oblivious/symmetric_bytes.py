@@ -16,13 +16,21 @@ import dataclasses
 import numpy as np
 
 from silvanforge.ir import hir, lir
-from silvanforge.ir.lir import Assign, Bin, Builder, Cast, Extract, Load, Select, Var
+from silvanforge.ir.lir import Assign, Bin, Builder, Cast, Cmp, Extract, For, If, Load, Lookup, Select, Store, Var, Vector
 
 from . import codegen, cost
 from .binning import BinColumns, signed_thresholds
 from .codegen import _Lowering
 from .options import DEFAULT, ObliviousOptions
 from .symmetric import BYTE_DEPTH, Facts, SymmetricBins
+
+
+# A forest of leaf indices whose span is one block of rows keeps the block's paths of tree
+# ``p`` at ``p * lanes`` of ob_idx: this many trees' paths are one byte table of a lookup (256
+# entries at most: a byte index), which gathers them row-major, so each row's ids of these trees
+# go out in one store (the transpose done in registers: two ``vpermi2b`` on AVX-512 VBMI),
+# where a row at a time reads each tree's path on its own (a gathered lane an id).
+TRANSPOSED_TREES = 4
 
 
 class ByteLowering(BinColumns, _Lowering):
@@ -77,6 +85,39 @@ class ByteLowering(BinColumns, _Lowering):
         (``vpaddb``; a masked OR of bytes is a blend and an OR).  The bits are read from a
         table, so LLVM cannot see that the add sets a free bit and turn it back into the OR."""
         return Select(right, Bin("+", idx, self.bits[level]), idx)
+
+    def _stored_margins(self, span0: Var, first: int = 0) -> None:
+        """The stored paths' margins (a forest of leaf indices: a path is its leaf's id),
+        :data:`TRANSPOSED_TREES` trees at a time, a lookup gathering the block's paths of
+        those trees row-major: each row's ids one vector store.  Where the span is wider than
+        a block, the tables are not side by side (or the trees' outputs are not), a row at a
+        time (the float program's)."""
+        L, Q = self.lanes, TRANSPOSED_TREES
+        groups = self.facts.groups
+        outputs = [grp.outputs[0] for grp in groups]
+        whole = len(groups) // Q * Q
+        if self.span_rows != L or L * Q > 256 or L % Q or whole == 0 \
+                or outputs != list(range(outputs[0], outputs[0] + len(groups))):
+            return super()._stored_margins(span0)
+        c, i64, C, R = Builder.const, "i64", self.forest.num_outputs, L // Q
+        # (a lookup may read a vector past its table: the paths' buffer holds one more)
+        idx = self.buffers["ob_idx"]
+        self.buffers["ob_idx"] = dataclasses.replace(idx, size=idx.size + L)
+        q = Var("ob_q", i64)
+        body = []
+        for h in range(Q):  # the block's rows R at a time: lane j of a lookup is row j // Q, tree j % Q
+            index = Vector(tuple(c((j % Q) * L + h * R + j // Q, "u8") for j in range(L)))
+            ids = self.b.local("ids", lir.vector_type(self.acc_t, L))
+            body.append(Assign(ids, Cast(Lookup("ob_idx", Bin("+", Bin("*", q, c(L, i64)), self.acc_at), index, Q * L,
+                                                lir.vector_type(self.index_t, L)), ids.type)))
+            for r in range(R):
+                row = Bin("+", self.block0, c(h * R + r, i64))
+                at = Bin("+", Bin("*", row, c(C, i64)), Bin("+", q, c(outputs[0], i64)))
+                body.append(If(Cmp("<", row, lir.ROW_END),
+                               [Store("margins", at, Vector(tuple(Extract(ids, r * Q + k) for k in range(Q))))]))
+        self.b.emit(self._blocks(span0, [For(q, c(0, i64), c(whole, i64), Q, body)]))
+        if whole < len(groups):
+            super()._stored_margins(span0, whole)
 
     def _stored_leaf(self, t: Var, at: lir.Expr, lane: int, K: int = 1) -> lir.Expr:
         """The tree's first leaf plus the lane's path, read from a word of eight lanes' paths:

@@ -155,7 +155,9 @@ def _split_one_row(forest, options, walks) -> bool:
     if threads < 2:
         return False
     ns = walks.estimate_ns(forest, "cpu", 1)
-    fold = forest.num_trees * max(SPLIT_FOLD_NS, SPLIT_FOLD_OUTPUT_NS * forest.num_outputs)
+    # (trees that own their outputs, as leaf ids, write them directly: no fold)
+    fold = 0.0 if forest.trees_own_outputs() else \
+        forest.num_trees * max(SPLIT_FOLD_NS, SPLIT_FOLD_OUTPUT_NS * forest.num_outputs)
     return ns is not None and ns >= SPLIT_HANDOFF_NS + fold
 
 

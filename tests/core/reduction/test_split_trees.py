@@ -15,6 +15,7 @@ from silvanforge import testing
 from silvanforge.api import lower
 from silvanforge.errors import ScheduleError
 from silvanforge.ir.hir import Aggregation
+from silvanforge.plugins import registry
 from silvanforge.runtime import reference
 
 SPLIT = "tile(tree, t0, t1, 4)\nreorder(t0, batch, t1)\ninterleave(t1)\nparallel(t0)\norderedReduce(t0)"
@@ -189,3 +190,69 @@ def test_threads_1_on_a_form_with_a_tree_loop_too_short_to_split():
     got = np.concatenate([cf.predict(X[i:i + 1], output_margin=True, threads=1) for i in range(4)])
     np.testing.assert_array_equal(got.reshape(-1, forest.num_outputs),
                                   reference.predict_margin(forest, X).reshape(-1, forest.num_outputs))
+
+
+def _leaf_ids_forest(seed: int):
+    """A float64 random forest of several trees and the forest of its leaf ids, whose trees
+    own their outputs (:mod:`silvanforge.frontend.outputs`)."""
+    from silvanforge.frontend import outputs
+
+    for s in range(seed, seed + 200):
+        forest = testing.random_forest(s, max_trees=24, max_depth=7)
+        if forest.threshold_dtype == "float64" and forest.num_trees >= 6:
+            return forest, outputs.leaf_forest(forest)
+    raise AssertionError("no float64 forest drawn")
+
+
+@pytest.mark.parametrize("seed", [0, 50])
+@pytest.mark.parametrize("rep", ["sparse", "array"])
+def test_trees_owning_their_outputs_split_with_nothing_to_fold(seed, rep):
+    forest, leaves = _leaf_ids_forest(seed)
+    assert leaves.trees_own_outputs() and not forest.trees_own_outputs() or forest.num_trees == 1
+    text = lower(leaves, rep="sparse", schedule="split-trees").show("mir")
+    assert "orderedReduce" not in text and "partial" not in text and "reduce_dimension" not in text
+    try:
+        cf = sf.compile(leaves, rep=rep, schedule="split-trees", threads=2)
+    except sf.UnsupportedModelError:
+        pytest.skip(f"{rep} refuses this forest")
+    # The ids (float32) sit in the float64 threshold slots of their leaves.
+    assert "leaves inline" in cf.lir_module.info.get("widths", "leaves inline")
+    X = testing.rows_for(forest, np.random.default_rng(seed), 40)
+    want = reference.predict_leaf(forest, X)
+    with sf.config_context(share_steps=1):
+        for n in (1, 3, 40):
+            got = np.concatenate([cf.predict(X[i:i + n], output_margin=True, threads=2) for i in range(0, 40, n)])
+            np.testing.assert_array_equal(got, want)
+
+
+def test_the_one_row_leaf_ids_form_splits_long_walks_without_a_fold(monkeypatch, grows):
+    import silvanforge_target_cpu as cpu
+
+    forest, _ = _leaf_ids_forest(5)
+    from silvanforge.plan import policy
+
+    monkeypatch.setattr(cpu, "SPLIT_HANDOFF_NS", 0)  # every walk counts as long
+    monkeypatch.setattr(policy, "PLAN_MIN_NS", 0.0)  # and worth a one-row form
+    cf = sf.compile(forest, threads=2).wait()
+    leaf_model = cf.output_model("pred_leaf").wait()
+    one_row = leaf_model.form_for(1).text()
+    assert "parallel(t0)" in one_row and "orderedReduce" not in one_row
+    X = testing.rows_for(forest, np.random.default_rng(5), 12)
+    got = np.concatenate([cf.predict(X[i:i + 1], pred_leaf=True) for i in range(12)])
+    assert grows  # half the trees handed to a worker
+    np.testing.assert_array_equal(got, reference.predict_leaf(forest, X).astype(got.dtype))
+
+
+@pytest.mark.parametrize("schedule", ["tahoe-shared-data", "tree-parallel"])
+def test_trees_owning_their_outputs_on_the_opencl_target(schedule):
+    """GPU schedules that map trees to threads (a block's threads, or parallel groups) write
+    each tree's own output directly: nothing folded, equal to the reference's leaf ids."""
+    from support_common import without_opencl
+
+    ok, why = registry().target_available("amd")
+    if not ok:
+        without_opencl(why)
+    forest, leaves = _leaf_ids_forest(60)
+    cf = sf.compile(leaves, target="amd", schedule=schedule)
+    X = testing.rows_for(forest, np.random.default_rng(60), 50)
+    np.testing.assert_array_equal(cf.predict(X, output_margin=True), reference.predict_leaf(forest, X))

@@ -328,3 +328,23 @@ def test_forests_of_leaf_indices_store_the_index_their_levels_build(monkeypatch)
         got = cf.predict(X[:n], pred_leaf=True)
         np.testing.assert_array_equal(got, model.calc_leaf_indexes(catboost.Pool(X[:n])))
         assert got.dtype == np.uint32
+
+
+@pytest.mark.parametrize("trees", [12, 14])
+def test_a_block_of_leaf_indices_is_stored_row_major_from_a_lookup(trees, monkeypatch):
+    """The 64-row form of ``pred_leaf``'s forest gathers four trees' stored paths row-major by
+    a lookup (each row's ids one store) and the last ``trees % 4`` a row at a time; calls
+    filling part of a block write only their rows, equal to CatBoost's."""
+    monkeypatch.setattr("silvanforge.plan.policy.PLAN_MIN_NS", 0.0)  # byte paths for a small forest
+    model = _train("RMSE", "Max", iterations=trees, depth=5)
+    forest = sf.load_model(model)
+    leaves = leaf_forest(forest)
+    cf = sf.compile(leaves, rep="oblivious", batch_size=64)
+    text = cf.show("lir")
+    if "lookup ob_idx" not in text:
+        pytest.skip("the 64-row form here compares floats, or its block is not 64 rows (no byte paths)")
+    for n in (17, 30, 63, 64, 65, 200):
+        X = _rows(forest.num_features, n, seed=n)
+        _check(cf, leaves, X)
+        got = cf.predict(X, output_margin=True).astype(np.uint32)
+        np.testing.assert_array_equal(got, model.calc_leaf_indexes(catboost.Pool(X)))

@@ -399,34 +399,46 @@ def test_frames_read_by_schema_and_values_coded_across_calls(monkeypatch):
         check(frame, threads=2)
 
 
+def _kernel_flag_in_a_fresh_process(tmp_path, seed: int, open_model, flag: str):
+    """A small CatBoost model with CTRs and one-hot features, opened in a fresh process by the
+    line ``open_model(model, tmp_path)`` gives (``cf = ...``): ``flag`` (an expression over the
+    CPU target's ``hashed_columns``) read before the first call, which must predict as CatBoost."""
+    import json
+    import subprocess
+
+    rng = np.random.default_rng(seed)
+    df, te = _cat_frame(rng, 300), _cat_rows(rng, 60)
+    model = cb.CatBoostRegressor(iterations=10, depth=4, cat_features=_CATS, one_hot_max_size=3,
+                                 max_ctr_complexity=2, **_FIT).fit(df, _cat_target(df))
+    te.to_pickle(tmp_path / "rows.pkl")
+    script = (
+        "import json, pandas as pd, silvanforge as sf\n"
+        "from silvanforge_target_cpu import hashed_columns\n"
+        f"{open_model(model, tmp_path)}\n"
+        f"flag = {flag}\n"
+        f"y = cf.predict(pd.read_pickle({str(tmp_path / 'rows.pkl')!r}), output_margin=True)\n"
+        "print(json.dumps({'flag': flag, 'y': y.tolist()}))\n")
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, check=False)
+    assert run.returncode == 0, run.stderr
+    out = json.loads(run.stdout.strip().splitlines()[-1])
+    np.testing.assert_allclose(out["y"], cb.CatBoost.predict(model, te, prediction_type="RawFormulaVal"),
+                               rtol=RTOL, atol=ATOL)
+    return out["flag"]
+
+
 def test_an_artifact_carries_the_kernel_of_computed_columns(tmp_path):
     """A saved model with computed columns carries the machine code of their kernel: a trusted
     load in a fresh process maps it (nothing compiled at the first call) and predicts as
     CatBoost; code for another host or of another kernel is not mapped."""
     import json
-    import subprocess
 
     from silvanforge_target_cpu import hashed_columns
 
-    rng = np.random.default_rng(19)
-    df, te = _cat_frame(rng, 300), _cat_rows(rng, 60)
-    model = cb.CatBoostRegressor(iterations=10, depth=4, cat_features=_CATS, one_hot_max_size=3,
-                                 max_ctr_complexity=2, **_FIT).fit(df, _cat_target(df))
-    sf.compile(model).save(tmp_path / "m.forge", key="k")
-    te.to_pickle(tmp_path / "rows.pkl")
-    script = (
-        "import sys, json, pandas as pd, silvanforge as sf\n"
-        "from silvanforge_target_cpu import hashed_columns\n"
-        f"cf = sf.load_compiled({str(tmp_path / 'm.forge')!r}, key='k')\n"
-        "mapped = hashed_columns._kernel is not None and hashed_columns._kernel.mapped\n"
-        f"y = cf.predict(pd.read_pickle({str(tmp_path / 'rows.pkl')!r}), output_margin=True)\n"
-        "print(json.dumps({'mapped': mapped, 'y': y.tolist()}))\n")
-    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, check=False)
-    assert run.returncode == 0, run.stderr
-    out = json.loads(run.stdout.strip().splitlines()[-1])
-    assert out["mapped"]
-    np.testing.assert_allclose(out["y"], cb.CatBoost.predict(model, te, prediction_type="RawFormulaVal"),
-                               rtol=RTOL, atol=ATOL)
+    def save_then_load(model, where):
+        sf.compile(model).save(where / "m.forge", key="k")
+        return f"cf = sf.load_compiled({str(where / 'm.forge')!r}, key='k')"
+    assert _kernel_flag_in_a_fresh_process(tmp_path, 19, save_then_load,
+                                           "hashed_columns._kernel is not None and hashed_columns._kernel.mapped")
     saved = hashed_columns.kernel().artifact()
     assert hashed_columns._saved_code(saved)
     n = int.from_bytes(saved[:4], "little")
@@ -442,28 +454,10 @@ def test_a_compile_makes_the_kernel_of_computed_columns(forms, tmp_path):
     """A compile without a code cache makes the kernel of computed columns beside the model's
     forms (in the background builder, or within an eager compile), so a fresh process's first
     categorical call compiles nothing, and predicts as CatBoost."""
-    import json
-    import subprocess
-
-    rng = np.random.default_rng(20)
-    df, te = _cat_frame(rng, 300), _cat_rows(rng, 60)
-    model = cb.CatBoostRegressor(iterations=10, depth=4, cat_features=_CATS, one_hot_max_size=3,
-                                 max_ctr_complexity=2, **_FIT).fit(df, _cat_target(df))
-    model.save_model(str(tmp_path / "m.cbm"))
-    te.to_pickle(tmp_path / "rows.pkl")
-    script = (
-        "import json, pandas as pd, silvanforge as sf\n"
-        "from silvanforge_target_cpu import hashed_columns\n"
-        f"cf = sf.compile({str(tmp_path / 'm.cbm')!r}, forms={forms!r}).wait()\n"
-        "made = hashed_columns._kernel is not None\n"
-        f"y = cf.predict(pd.read_pickle({str(tmp_path / 'rows.pkl')!r}), output_margin=True)\n"
-        "print(json.dumps({'made': made, 'y': y.tolist()}))\n")
-    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, check=False)
-    assert run.returncode == 0, run.stderr
-    out = json.loads(run.stdout.strip().splitlines()[-1])
-    assert out["made"]
-    np.testing.assert_allclose(out["y"], cb.CatBoost.predict(model, te, prediction_type="RawFormulaVal"),
-                               rtol=RTOL, atol=ATOL)
+    def compiled(model, where):
+        model.save_model(str(where / "m.cbm"))
+        return f"cf = sf.compile({str(where / 'm.cbm')!r}, forms={forms!r}).wait()"
+    assert _kernel_flag_in_a_fresh_process(tmp_path, 20, compiled, "hashed_columns._kernel is not None")
 
 
 def test_a_bool_column_does_not_change_how_integers_are_hashed():

@@ -1,0 +1,129 @@
+"""Arrow tables read by the plan of their schema (:mod:`silvanforge.inputs.frames` says why):
+number columns as one tensor or column by column, dictionary columns through their code
+tables; and an arrow dictionary column's codes in the model's terms, which polars' Enum and
+Categorical columns are read by too."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from silvanforge.inputs.columns import arrow_column
+from silvanforge.inputs.schemas import CategoryReading, SchemaMemory, feature_order, through_float64
+
+# Rows from which an arrow table's number columns are read one by one, not as one tensor.
+ARROW_BY_COLUMN_ROWS = 1024
+
+
+class ArrowKey:
+    """An arrow schema as a key: equal to another of equal fields (hashing a schema took 10 us
+    and listing its names 4 us: its length is the hash, ``equals`` decides)."""
+
+    __slots__ = ("schema", "hash")
+
+    def __init__(self, schema):
+        self.schema = schema
+        self.hash = len(schema)
+
+    def __hash__(self):
+        return self.hash
+
+    def __eq__(self, other):
+        return isinstance(other, ArrowKey) and (other.schema is self.schema or other.schema.equals(self.schema))
+
+
+class ArrowPlan:
+    """A pyarrow Table of one schema: numeric columns as one tensor where arrow makes one,
+    dictionary columns through their code tables, anything else through the column reader."""
+
+    def __init__(self, X, memory: SchemaMemory):
+        import pyarrow as pa
+
+        names = list(X.column_names)
+        self.order = feature_order(names, memory.forest)
+        self.labels = memory.labels
+        self.names = names
+        self.width = memory.forest.num_features
+        types = [X.schema.field(i).type for i in range(len(names))]
+        plain = [(f, c) for f, c in enumerate(self.order)
+                 if (pa.types.is_integer(types[c]) or pa.types.is_floating(types[c])) and f not in memory.labels]
+        # The plain number columns, read as one tensor: their positions in the features' order, the
+        # features, and whether they are the whole table as it is (nothing to select).
+        self.tensor = None
+        if plain and hasattr(pa.RecordBatch, "to_tensor"):
+            columns = [c for _, c in plain]  # (selected by position: by name took twice as long)
+            dest = np.array([f for f, _ in plain], dtype=np.intp)
+            self.tensor = (columns, dest, columns == list(range(len(names))), dest.tolist() == list(range(self.width)))
+        in_tensor = set() if self.tensor is None else set(self.tensor[1].tolist())
+        self.categorical = {f: CategoryReading(f, names[c], memory.labels.get(f)) for f, c in enumerate(self.order)
+                            if pa.types.is_dictionary(types[c])}
+        self.others = [f for f in range(len(self.order)) if f not in self.categorical and f not in in_tensor]
+
+    def rows(self, X, dtype: np.dtype) -> np.ndarray:
+        n = X.num_rows
+        if self.tensor is not None and n >= ARROW_BY_COLUMN_ROWS:
+            # Column by column into rows in column order (the kernels read rows by their
+            # strides): arrow's tensor with nulls made NaN took 230 us for 4096 rows of 28 columns.
+            columns, dest = self.tensor[0], self.tensor[1]
+            out = np.empty((self.width, n), dtype=dtype).T
+            for column, feature in zip(columns, dest.tolist()):
+                values = X.column(column).to_numpy()  # (a float column's nulls: NaN; an integer one's: float64)
+                out[:, feature] = values.astype(np.float64) if through_float64(values.dtype, dtype) else values
+        elif self.tensor is not None and n:
+            columns, dest, same, every = self.tensor
+            table = X if same else X.select(columns)
+            batches = table.to_batches()
+            if len(batches) != 1:
+                batches = table.combine_chunks().to_batches()
+            values = np.asarray(batches[0].to_tensor(null_to_nan=True, row_major=True))
+            if through_float64(values.dtype, dtype):
+                values = values.astype(np.float64)
+            if every:  # every feature a plain number column
+                return values if values.dtype == dtype else values.astype(dtype)
+            out = np.empty((n, self.width), dtype=dtype)
+            out[:, dest] = values
+        else:
+            out = np.empty((n, self.width), dtype=dtype)
+            if self.tensor is not None:
+                out[:, self.tensor[1]] = np.nan
+        for feature, reading in self.categorical.items():
+            out[:, feature] = dictionary_codes(X.column(self.order[feature]), reading)
+        for feature in self.others:
+            out[:, feature] = arrow_column(X.column(self.order[feature]), self.names[self.order[feature]],
+                                           self.labels.get(feature))
+        return out
+
+
+def dictionary_codes(col, reading: CategoryReading) -> np.ndarray:
+    """An arrow dictionary column's codes in the model's terms, through ``reading``'s table."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if isinstance(col, pa.ChunkedArray):
+        col = col.combine_chunks() if col.num_chunks != 1 else col.chunk(0)
+    dictionary = col.dictionary
+    indices = col.indices
+    if indices.null_count:
+        indices = pc.fill_null(indices, -1) if pa.types.is_signed_integer(indices.type) else \
+            pc.fill_null(pc.cast(indices, pa.int64()), -1)
+    own = indices.to_numpy(zero_copy_only=False)
+    table = reading.table(_ArrowLabels(dictionary))
+    return table.codes(own.astype(np.intp, copy=False), reading.labels, reading.name)
+
+
+class _ArrowLabels:
+    """A dictionary's labels as a list for :meth:`Labels.table`, compared with ``equals``."""
+
+    __slots__ = ("dictionary",)
+
+    def __init__(self, dictionary):
+        self.dictionary = dictionary
+
+    def __array__(self, dtype=None, copy=None):
+        return np.asarray(self.dictionary.to_pylist(), dtype=object)
+
+    def __len__(self):
+        return len(self.dictionary)
+
+    def equals(self, other) -> bool:
+        return isinstance(other, _ArrowLabels) and self.dictionary.equals(other.dictionary)
+

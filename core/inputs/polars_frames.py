@@ -1,0 +1,152 @@
+"""Polars frames read by the plan of their schema (:mod:`silvanforge.inputs.frames` says why): a
+frame of plain numbers with one copy, a few rows as Python values, Enum and Categorical columns
+through their code tables."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+
+from silvanforge.inputs.arrow_frames import dictionary_codes
+from silvanforge.inputs.columns import polars_column
+from silvanforge.inputs.schemas import CategoryReading, SchemaMemory, feature_order, through_float64
+
+# Rows of a polars frame read as Python values rather than through its own copies: about 1.5 us
+# a row of 28 numbers against 5-12 us a call (polars 2.1: 4 rows 4.9 us against 9.0).
+FEW_POLARS_ROWS = 4
+
+# Rows from which polars' to_numpy is asked for column order (it copied 4096 rows of 28 columns
+# in 93 us so, 183 us in row order; 256 rows in 18 against 11).
+POLARS_C_ORDER_ROWS = 2048
+
+_NUMBER_OR_NULL = frozenset((float, int, type(None)))  # the Python values of a polars number column
+
+
+class PolarsPlan:
+    """A polars frame of these column names: where every column is a number, one ``to_numpy``
+    (its result's dtype tells a schema that changed since); else column by column, Enum and
+    Categorical columns through their code tables (kept by dtype)."""
+
+    def __init__(self, X, names: tuple, memory: SchemaMemory):
+        forest = memory.forest
+        # polars names a frame built from an array column_0, column_1, ...: no names given.
+        given = None if list(names) == [f"column_{i}" for i in range(len(names))] else names
+        self.order = np.array(feature_order(given, forest), dtype=np.intp)
+        self.identity = self.order.tolist() == list(range(len(names)))
+        self.names, self.labels = names, memory.labels
+        self.dtypes = tuple(X.dtypes)
+        self.kinds = polars_kinds(X)
+        self.numeric = all(d.is_numeric() for d in self.dtypes) and not memory.labels
+        # A few rows are read as Python values (:meth:`_few_rows`) where every feature is a number
+        # column, or a column of labels (Enum, Categorical, String) the model has codes for:
+        # (column, the model's label -> code dict or None) a feature, in the model's order.
+        self.few = []
+        for f, c in enumerate(self.order.tolist()):
+            kind, labels = type(self.dtypes[c]).__name__, memory.labels.get(f)
+            if labels is None and self.dtypes[c].is_numeric() and kind != "Decimal":
+                self.few.append((c, None))
+            elif labels is not None and kind in ("Enum", "Categorical", "String", "Utf8"):
+                self.few.append((c, labels._lookup()))
+            else:
+                self.few = None
+                break
+        self.few_labels = [(f, memory.labels[f], names[self.order[f]]) for f in range(len(self.order))
+                           if self.few is not None and self.few[f][1] is not None]
+        self.categorical = {f: CategoryReading(f, names[c], memory.labels.get(f)) for f, c in enumerate(self.order)
+                            if type(self.dtypes[c]).__name__ in ("Enum", "Categorical")}
+        # The plain number columns, read at once: their positions and the features they hold.
+        plain = [(f, c) for f, c in enumerate(self.order.tolist())
+                 if self.dtypes[c].is_numeric() and f not in memory.labels]
+        self.plain = ([c for _, c in plain], np.array([f for f, _ in plain], dtype=np.intp)) if plain else None
+
+    def rows(self, X, dtype: np.dtype, memory: SchemaMemory) -> np.ndarray:
+        if self.few is not None and X.height <= FEW_POLARS_ROWS:
+            values = self._few_rows(X)
+            if values is not None:
+                return values if values.dtype == dtype else values.astype(dtype)
+        if self.numeric:
+            # (polars copies its columns side by side: C order transposes them, cheaper below a
+            # few thousand rows, dearer above; the kernels read either by their strides)
+            values = X.to_numpy(order="c" if X.height < POLARS_C_ORDER_ROWS else "fortran")
+            if values.dtype.kind in "biuf":
+                if not self.identity:
+                    values = values.take(self.order, axis=1)
+                if through_float64(values.dtype, dtype):
+                    values = values.astype(np.float64)
+                return values if values.dtype == dtype else values.astype(dtype)
+        if self.numeric or polars_kinds(X) != self.kinds:
+            # another schema under the same names: a plan for it, in this one's place
+            plan = PolarsPlan(X, self.names, memory)
+            memory.replace(("polars", self.names), plan)
+            return plan._columns(X, dtype)
+        return self._columns(X, dtype)
+
+    def _few_rows(self, X) -> np.ndarray | None:
+        """A few rows as Python values (polars' own copies cost 5-17 us a call however few rows,
+        a categorical column's 10 more): (n, features) float64, numbers as they are (through
+        float64, as the column readers convert them; a null is NaN, the missing value), labels
+        through the model's codes (an unseen one missing, or refused where its library refuses
+        it).  None where a value is not of its plan's kind: another schema under these names,
+        read the general way."""
+        raw = X.rows()
+        if not self.few_labels:  # numbers only: converted in one call
+            if not set(map(type, itertools.chain.from_iterable(raw))) <= _NUMBER_OR_NULL:
+                return None
+            values = np.array(raw, dtype=np.float64).reshape(len(raw), -1)  # (a null: None, read as NaN)
+            return values if self.identity else values.take(self.order, axis=1)
+        out = []
+        for row in raw:
+            read = []
+            for c, lookup in self.few:
+                v = row[c]
+                if v is None:
+                    read.append(np.nan)
+                elif lookup is None:
+                    if type(v) is not float and type(v) is not int:
+                        return None
+                    read.append(v)
+                elif type(v) is str:
+                    read.append(lookup.get(v, -1.0))
+                else:
+                    return None
+            out.append(read)
+        values = np.array(out, dtype=np.float64).reshape(len(raw), len(self.few))
+        for f, labels, name in self.few_labels:
+            column = values[:, f]
+            labels.unseen(column, column == -1.0, name)
+        return values
+
+    def _columns(self, X, dtype: np.dtype) -> np.ndarray:
+        out = np.empty((X.height, len(self.order)), dtype=dtype)
+        done = ()
+        if self.plain is not None:
+            columns, done = self.plain
+            # polars' own columns (private X._df: no Series made a column; 24: 7 us, Series 26 us)
+            try:
+                series = X._df.get_columns()
+                values = np.array([series[c].to_numpy(writable=False, allow_copy=True) for c in columns]).T
+            except (AttributeError, TypeError):
+                values = np.array([X.to_series(c).to_numpy() for c in columns]).T
+            if values.dtype.kind in "biuf":  # (else a polars that converts otherwise: by column)
+                out[:, done] = values.astype(np.float64) if through_float64(values.dtype, dtype) else values
+            done = set(done.tolist()) if values.dtype.kind in "biuf" else ()
+        for feature, column in enumerate(self.order.tolist()):
+            if feature in done:
+                continue
+            s = X.to_series(column)
+            reading = self.categorical.get(feature)
+            if reading is not None and (reading.labels is not None or type(s.dtype).__name__ == "Enum"):
+                out[:, feature] = dictionary_codes(s.to_arrow(), reading)
+            else:
+                out[:, feature] = polars_column(s, self.names[column], self.labels.get(feature))
+        return out
+
+
+def polars_kinds(X):
+    """A polars frame's dtypes as its plan depends on them: their names (``f64``, ``enum``...; an
+    Enum's categories are checked at each call), made without a dtype object a column (an Enum's
+    holds its categories: 40 us of a 64-row call of four Enums), else the dtypes."""
+    names = getattr(getattr(X, "_df", None), "dtype_strings", None)
+    return tuple(names()) if names is not None else tuple(X.dtypes)
+

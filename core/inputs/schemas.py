@@ -1,0 +1,133 @@
+"""What the plans of data frames share (:mod:`silvanforge.inputs.frames` for pandas,
+:mod:`silvanforge.inputs.polars_frames`, :mod:`silvanforge.inputs.arrow_frames`): the
+:class:`SchemaMemory` a compiled model keeps them in, which column holds which feature, how
+numbers convert, and a categorical column's reading (its table of the last categories seen)."""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+
+import numpy as np
+
+from silvanforge.inputs.columns import CodeTable, Labels, column_order
+from silvanforge.inputs.records import record_readers
+from silvanforge.ir.hir import Forest
+
+# Schemas a compiled model remembers (a service sees a few; a loop over many frames of other
+# schemas costs a plan each, as every call did before).
+SCHEMAS = 16
+
+
+class SchemaMemory:
+    """The plans of the last :data:`SCHEMAS` frame schemas of one model; safe from many threads
+    (a plan is immutable but for its columns' last tables, each replaced in one assignment)."""
+
+    def __init__(self, forest: Forest, size: int = SCHEMAS):
+        self.forest, self.size = forest, size
+        self._plans: OrderedDict = OrderedDict()
+        self._last: tuple = (None, None)  # (key, plan) of the last hit, replaced in one assignment
+        self._names: dict = {}  # id(pandas columns Index) -> (the Index, its names)
+        self._lock = threading.Lock()
+        self._hashing = None
+        self._readers = None  # how a record's values are read (silvanforge.inputs.records)
+        categories = forest.feature_categories or {}
+        self.labels = {f: Labels(v, forest.unseen_category_error) for f, v in categories.items()}
+
+    def __len__(self) -> int:
+        return len(self._plans)
+
+    def record_readers(self) -> list:
+        """The model's :func:`silvanforge.inputs.records.record_readers`, made on first use."""
+        found = self._readers
+        if found is None:
+            found = self._readers = record_readers(self.forest)
+        return found
+
+    def hashing(self):
+        """The model's :class:`silvanforge.inputs.hashed_rows.HashedInputs` (models with categories
+        known by hash, CatBoost's), built on first use."""
+        found = self._hashing
+        if found is None:
+            from silvanforge.inputs.hashed_rows import HashedInputs  # only CatBoost models with categories need it
+
+            with self._lock:
+                found = self._hashing = self._hashing or HashedInputs(self.forest)
+        return found
+
+    def plan(self, key, build):
+        last = self._last  # (the schema of the last call, as a service sends: one comparison)
+        if last[0] == key:
+            return last[1]
+        plan = self._plans.get(key)  # (a hit takes no lock: a dict's get and move_to_end are atomic)
+        if plan is not None:
+            try:
+                self._plans.move_to_end(key)
+            except KeyError:  # evicted meanwhile by another thread: still this schema's plan
+                pass
+            self._last = (key, plan)
+            return plan
+        plan = build()  # outside the lock: a plan's errors and work hold no other caller up
+        with self._lock:
+            self._plans[key] = plan
+            while len(self._plans) > self.size:
+                self._plans.popitem(last=False)
+        return plan
+
+    def replace(self, key, plan) -> None:
+        with self._lock:
+            self._plans[key] = plan
+            self._plans.move_to_end(key)
+            self._last = (None, None)
+
+    def names(self, columns) -> tuple:
+        """A pandas frame's column names; an Index is immutable, so its names are kept by the
+        object (reading 28 Arrow-backed names took 4 us)."""
+        hit = self._names.get(id(columns))
+        if hit is not None and hit[0] is columns:
+            return hit[1]
+        names = tuple(columns.tolist())
+        with self._lock:
+            if len(self._names) >= self.size:
+                self._names.clear()
+            self._names[id(columns)] = (columns, names)  # the Index held: its id is not reused
+        return names
+
+
+
+def feature_order(names, forest: Forest) -> list[int]:
+    named = names is not None and all(isinstance(c, str) for c in names)
+    return column_order(list(names) if named else None, forest)
+
+
+def through_float64(dtype: np.dtype, out: np.dtype) -> bool:
+    """Whether numbers of ``dtype`` are converted to ``out`` through float64, as the column path
+    reads them (a 64-bit integer rounds twice that way, and may differ from one rounding)."""
+    return dtype.kind in "iu" and dtype.itemsize == 8 and out != np.float64
+
+
+class CategoryReading:
+    """A categorical column's reading: its feature, name, the model's labels (or None) and the
+    table of its last categories."""
+
+    __slots__ = ("feature", "name", "labels", "last")
+
+    def __init__(self, feature, name, labels):
+        self.feature, self.name, self.labels, self.last = feature, name, labels, None
+
+    def table(self, categories) -> CodeTable:
+        last = self.last
+        if last is not None and (last.source is categories or same_categories(last.source, categories)):
+            return last
+        table = CodeTable.own(categories, len(categories)) if self.labels is None else self.labels.table(categories)
+        self.last = table
+        return table
+
+
+def same_categories(a, b) -> bool:
+    equals = getattr(a, "equals", None)
+    try:
+        return bool(equals(b)) and len(a) == len(b) if equals is not None else False
+    except Exception:  # noqa: BLE001 - categories that do not compare: another table
+        return False
+

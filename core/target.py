@@ -179,6 +179,18 @@ class Target:
         only to the target that made them)."""
         return None
 
+    def arrow_columns_kernel(self):
+        """A compiled copier of arrow number columns into rows on the host, or None (the
+        default: arrow's own conversions answer, a call a column).  It has ``arg_layout`` (the
+        names of the words of its int64 block: ``batch``, the address of a record batch exported
+        through the Arrow C data interface, which it releases; ``count`` columns, the batch's
+        children ``columns`` of kinds ``kinds`` written to rows ``out``'s ``features`` by
+        ``row_stride`` and ``column_stride``, in elements), ``kinds`` (arrow type name -> its
+        code of that type) and ``run(args, row_bytes)`` (the block's address; rows of float32,
+        4, or float64, 8): each value through float64 to the rows' type, a null NaN.  It may
+        be called from many threads at once (:mod:`silvanforge.inputs.arrow_frames`)."""
+        return None
+
     def tune(self, forest, rows, sizes, budget_s: float, threads, progress):
         """The plan search of ``sf.tune`` / ``forge tune`` for a target that is not a CPU (the
         core times CPU forms itself, :mod:`silvanforge.plan.tuning`), or None (the default): this

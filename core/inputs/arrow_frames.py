@@ -8,10 +8,19 @@ from __future__ import annotations
 import numpy as np
 
 from silvanforge.inputs.columns import arrow_column
+from silvanforge.inputs.host_kernels import first_kernel
 from silvanforge.inputs.schemas import CategoryReading, SchemaMemory, feature_order, through_float64
 
 # Rows from which an arrow table's number columns are read one by one, not as one tensor.
 ARROW_BY_COLUMN_ROWS = 1024
+
+# Rows from which its number columns are copied by the target's kernel where there is one.
+ARROW_NATIVE_ROWS = 1024
+
+# The target's kernel of arrow number columns as read here: its args block, and the words of
+# the C data interface's struct ArrowArray.
+ARG_LAYOUT = ("batch", "count", "columns", "features", "kinds", "out", "row_stride", "column_stride")
+ARROW_ARRAY_WORDS = 10
 
 
 class ArrowKey:
@@ -53,6 +62,10 @@ class ArrowPlan:
             columns = [c for _, c in plain]  # (selected by position: by name took twice as long)
             dest = np.array([f for f, _ in plain], dtype=np.intp)
             self.tensor = (columns, dest, columns == list(range(len(names))), dest.tolist() == list(range(self.width)))
+        # The same columns as the target's kernel reads them: their positions, features and
+        # types' names (their kinds of the kernel's found at the first call it answers).
+        self.native = None if self.tensor is None or not hasattr(pa.RecordBatch, "_export_to_c") else (
+            np.array(self.tensor[0], dtype=np.int64), self.tensor[1].astype(np.int64), [str(types[c]) for _, c in plain])
         in_tensor = set() if self.tensor is None else set(self.tensor[1].tolist())
         self.categorical = {f: CategoryReading(f, names[c], memory.labels.get(f)) for f, c in enumerate(self.order)
                             if pa.types.is_dictionary(types[c])}
@@ -60,7 +73,10 @@ class ArrowPlan:
 
     def rows(self, X, dtype: np.dtype) -> np.ndarray:
         n = X.num_rows
-        if self.tensor is not None and n >= ARROW_BY_COLUMN_ROWS:
+        out = self._native(X, n, dtype) if self.native is not None and n >= ARROW_NATIVE_ROWS else None
+        if out is not None:
+            pass
+        elif self.tensor is not None and n >= ARROW_BY_COLUMN_ROWS:
             # Column by column into rows in column order (the kernels read rows by their
             # strides): arrow's tensor with nulls made NaN took 230 us for 4096 rows of 28 columns.
             columns, dest = self.tensor[0], self.tensor[1]
@@ -71,6 +87,7 @@ class ArrowPlan:
         elif self.tensor is not None and n:
             columns, dest, same, every = self.tensor
             table = X if same else X.select(columns)
+            # (a batch's tensor: a Table's own took 21 us for a table made anew, as a request's is)
             batches = table.to_batches()
             if len(batches) != 1:
                 batches = table.combine_chunks().to_batches()
@@ -78,7 +95,9 @@ class ArrowPlan:
             if through_float64(values.dtype, dtype):
                 values = values.astype(np.float64)
             if every:  # every feature a plain number column
-                return values if values.dtype == dtype else values.astype(dtype)
+                # (NumPy's own dtype instance, which the lean path for a few rows checks with ``is``:
+                # a tensor's to_numpy gives an equal one that is not)
+                return values if values.dtype is dtype else values.astype(dtype)
             out = np.empty((n, self.width), dtype=dtype)
             out[:, dest] = values
         else:
@@ -93,20 +112,66 @@ class ArrowPlan:
         return out
 
 
+    def _native(self, X, n: int, dtype: np.dtype) -> np.ndarray | None:
+        """Rows in column order (as the kernels read them fast: by their strides) with the plain
+        number columns written by the target's kernel
+        (:meth:`silvanforge.target.Target.arrow_columns_kernel`) batch by batch, or None where
+        there is none, it does not read a column's type (half floats) or the rows are not of floats."""
+        kernel = columns_kernel()
+        if kernel is None or dtype not in (np.float32, np.float64):
+            return None
+        columns, features, kinds = self.native
+        if isinstance(kinds, list):  # (the types' names: their kinds of the kernel's now)
+            if not all(k in kernel.kinds for k in kinds):
+                self.native = None
+                return None
+            kinds = np.array([kernel.kinds[k] for k in kinds], dtype=np.int8)
+            self.native = (columns, features, kinds)
+        out = np.empty((self.width, n), dtype=dtype).T
+        exported = np.zeros(ARROW_ARRAY_WORDS, dtype=np.int64)  # (this call's: threads each have theirs)
+        args = np.array([exported.ctypes.data, len(columns), columns.ctypes.data, features.ctypes.data,
+                         kinds.ctypes.data, 0, 1, n], dtype=np.int64)
+        row = 0
+        for batch in X.to_batches():
+            if batch.num_rows:
+                batch._export_to_c(exported.ctypes.data)  # (the kernel releases it)
+                args[5] = out.ctypes.data + row * out.itemsize
+                kernel.run(args.ctypes.data, out.itemsize)
+                row += batch.num_rows
+        return out
+
+
+def columns_kernel():
+    """The installed targets' kernel of arrow number columns, or None; found once a process."""
+    if not _FOUND:
+        _FOUND.append(first_kernel(lambda target, name: _checked(target.arrow_columns_kernel()))[0])
+    return _FOUND[0]
+
+
+def _checked(kernel):
+    return kernel if kernel is not None and tuple(kernel.arg_layout) == ARG_LAYOUT else None
+
+
+_FOUND: list = []  # (columns_kernel's kernel, once found)
+
+
 def dictionary_codes(col, reading: CategoryReading) -> np.ndarray:
     """An arrow dictionary column's codes in the model's terms, through ``reading``'s table."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    if isinstance(col, pa.ChunkedArray):
-        col = col.combine_chunks() if col.num_chunks != 1 else col.chunk(0)
+    if hasattr(col, "num_chunks"):  # (a ChunkedArray)
+        col = col.chunk(0) if col.num_chunks == 1 else col.combine_chunks()
     dictionary = col.dictionary
     indices = col.indices
     if indices.null_count:
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
         indices = pc.fill_null(indices, -1) if pa.types.is_signed_integer(indices.type) else \
             pc.fill_null(pc.cast(indices, pa.int64()), -1)
     own = indices.to_numpy(zero_copy_only=False)
-    table = reading.table(_ArrowLabels(dictionary))
+    table = reading.last
+    # (the last table's dictionary compared here: no wrapper made a call where it is the same)
+    if table is None or not isinstance(table.source, _ArrowLabels) or not table.source.dictionary.equals(dictionary):
+        table = reading.table(_ArrowLabels(dictionary))
     return table.codes(own.astype(np.intp, copy=False), reading.labels, reading.name)
 
 

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from silvanforge.inputs.host_kernels import first_kernel
+
 # What a call sets in the kernel's args block, its first entries (Target.hashed_columns_kernel).
 CALL_ARGS = ("rows", "row_stride", "column_stride", "floats", "float_stride", "codes", "code_stride",
              "distinct", "distinct_at", "distinct_count", "dense_at", "dense")
@@ -28,20 +30,13 @@ def find_kernel(saved: bytes = b""):
 
 def _found_kernel(saved: bytes = b"") -> tuple:
     """(:func:`find_kernel`'s kernel, the name of its target), or (None, None)."""
-    from silvanforge.plugins import registry
-
-    r = registry()
     named, _, code = saved.partition(b"\0")
-    for name in sorted(r.targets(), key=lambda t: t != "cpu"):
-        try:
-            target = r.target(name)
-            kernel = target.hashed_columns_kernel(code) if code and named == name.encode() else \
-                target.hashed_columns_kernel()
-        except Exception:  # noqa: BLE001, S112 - a target that cannot build it here (no LLVM): the next one
-            continue
-        if kernel is not None and tuple(kernel.arg_layout[:len(CALL_ARGS)]) == CALL_ARGS:
-            return kernel, name
-    return None, None
+
+    def make(target, name):
+        kernel = target.hashed_columns_kernel(code) if code and named == name.encode() else \
+            target.hashed_columns_kernel()
+        return kernel if kernel is not None and tuple(kernel.arg_layout[:len(CALL_ARGS)]) == CALL_ARGS else None
+    return first_kernel(make)
 
 
 def kernel_artifact() -> bytes:

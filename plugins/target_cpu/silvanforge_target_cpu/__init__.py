@@ -58,6 +58,11 @@ class CpuTarget(Target):
 
         return hashed_columns.kernel(saved)
 
+    def arrow_columns_kernel(self):
+        from . import arrow_columns
+
+        return arrow_columns.kernel()
+
     def check_cpu(self, cpu):
         from . import cpus
 

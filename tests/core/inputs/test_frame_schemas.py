@@ -236,6 +236,73 @@ def test_numeric_frames_of_every_kind_equal_the_array(rng):
         np.testing.assert_array_equal(single.to_numpy(), before)
 
 
+NUMBER_TYPES = ["int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float16", "float32",
+                "float64"]
+
+
+def _number_columns(rng, n):
+    """Values of each arrow number type (64-bit integers past 2**53, where float32 rows round
+    them twice) and the same as float64, nulls NaN."""
+    columns, X = [], np.empty((n, len(NUMBER_TYPES)))
+    for j, name in enumerate(NUMBER_TYPES):
+        dtype = np.dtype(name)
+        if dtype.kind in "iu":
+            info = np.iinfo(dtype)
+            values = rng.integers(max(info.min, -(2 ** 62)), info.max, n, dtype=dtype, endpoint=True)
+            if dtype.itemsize == 8:
+                values = values // 64 * 64 + rng.integers(0, 64, n).astype(dtype)
+        else:
+            values = (rng.normal(size=n) * 100).astype(dtype)
+        nulls = rng.random(n) < 0.1
+        columns.append(pa.array(values, mask=nulls))
+        X[:, j] = np.where(nulls, np.nan, [float(v) for v in values.tolist()])
+    return columns, X
+
+
+@pytest.mark.parametrize("native", [True, False])
+def test_large_arrow_tables_of_every_number_type_equal_the_array(rng, monkeypatch, native):
+    """Tables of every arrow number type with nulls, sliced, in several chunks, any column order,
+    as many rows as the target's kernel of arrow columns copies (and without it; a half float
+    column, which it does not read): the array of the same values as float64, for a model of
+    float32 rows (XGBoost) and of float64 (LightGBM)."""
+    from silvanforge.inputs import arrow_frames
+
+    runs = []
+    if native:
+        kernel = arrow_frames.columns_kernel()
+        if kernel is None:
+            pytest.skip("no installed target has a kernel of arrow columns here")
+
+        class Counted:
+            arg_layout, kinds = kernel.arg_layout, kernel.kinds
+
+            def run(self, *args):
+                runs.append(args)
+                kernel.run(*args)
+        monkeypatch.setattr(arrow_frames, "columns_kernel", Counted)
+    else:
+        monkeypatch.setattr(arrow_frames, "columns_kernel", lambda: None)
+    n = arrow_frames.ARROW_NATIVE_ROWS + 300
+    columns, X = _number_columns(rng, n)
+    names = [f"x_{t}" for t in NUMBER_TYPES]
+    y = np.nan_to_num(X / np.nanstd(X, axis=0)).sum(axis=1) + rng.normal(size=n)
+    frame = pd.DataFrame(X, columns=names)
+    for model in (xgb.XGBRegressor(n_estimators=8, max_depth=5).fit(frame, y),
+                  lgb.LGBMRegressor(n_estimators=8, num_leaves=31, verbose=-1).fit(frame, y)):
+        cf = sf.compile(model)
+        whole = pa.Table.from_arrays(columns, names=names)
+        table = whole.drop_columns(["x_float16"]).add_column(0, "x_float16", pa.array(X[:, 8]))  # (as float64)
+        shuffled = [names[i] for i in rng.permutation(len(names))]
+        for got, rows in ((table, X), (table.select(shuffled), X), (table.slice(7), X[7:]),
+                          (pa.concat_tables([table.slice(0, 500), table.slice(500)]), X),
+                          (pa.concat_tables([table.slice(3, 700), table.slice(900)]).select(shuffled),
+                           np.concatenate([X[3:703], X[900:]])),
+                          (whole, X)):
+            assert len(rows) >= arrow_frames.ARROW_NATIVE_ROWS
+            np.testing.assert_array_equal(cf.predict(got), cf.predict(rows))
+    assert bool(runs) == native
+
+
 def test_schema_memory_is_bounded_and_safe_from_threads(models):
     cf = models["lightgbm"]
     raw = _rows(9, 7)

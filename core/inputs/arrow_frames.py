@@ -11,11 +11,9 @@ from silvanforge.inputs.columns import arrow_column
 from silvanforge.inputs.host_kernels import first_kernel
 from silvanforge.inputs.schemas import CategoryReading, SchemaMemory, feature_order, through_float64
 
-# Rows from which an arrow table's number columns are read one by one, not as one tensor.
-ARROW_BY_COLUMN_ROWS = 1024
-
-# Rows from which its number columns are copied by the target's kernel where there is one.
-ARROW_NATIVE_ROWS = 1024
+# Rows from which an arrow table's number columns are read one by one (by the target's kernel
+# where there is one), not as one tensor.
+ARROW_BY_COLUMN_ROWS = 512
 
 # The target's kernel of arrow number columns as read here: its args block, and the words of
 # the C data interface's struct ArrowArray.
@@ -73,17 +71,16 @@ class ArrowPlan:
 
     def rows(self, X, dtype: np.dtype) -> np.ndarray:
         n = X.num_rows
-        out = self._native(X, n, dtype) if self.native is not None and n >= ARROW_NATIVE_ROWS else None
-        if out is not None:
-            pass
-        elif self.tensor is not None and n >= ARROW_BY_COLUMN_ROWS:
+        if self.tensor is not None and n >= ARROW_BY_COLUMN_ROWS:
             # Column by column into rows in column order (the kernels read rows by their
             # strides): arrow's tensor with nulls made NaN took 230 us for 4096 rows of 28 columns.
-            columns, dest = self.tensor[0], self.tensor[1]
-            out = np.empty((self.width, n), dtype=dtype).T
-            for column, feature in zip(columns, dest.tolist()):
-                values = X.column(column).to_numpy()  # (a float column's nulls: NaN; an integer one's: float64)
-                out[:, feature] = values.astype(np.float64) if through_float64(values.dtype, dtype) else values
+            out = self._native(X, n, dtype) if self.native is not None else None
+            if out is None:  # (no kernel: arrow's conversion a column)
+                columns, dest = self.tensor[0], self.tensor[1]
+                out = np.empty((self.width, n), dtype=dtype).T
+                for column, feature in zip(columns, dest.tolist()):
+                    values = X.column(column).to_numpy()  # (a float column's nulls: NaN; an integer one's: float64)
+                    out[:, feature] = values.astype(np.float64) if through_float64(values.dtype, dtype) else values
         elif self.tensor is not None and n:
             columns, dest, same, every = self.tensor
             table = X if same else X.select(columns)
@@ -110,7 +107,6 @@ class ArrowPlan:
             out[:, feature] = arrow_column(X.column(self.order[feature]), self.names[self.order[feature]],
                                            self.labels.get(feature))
         return out
-
 
     def _native(self, X, n: int, dtype: np.dtype) -> np.ndarray | None:
         """Rows in column order (as the kernels read them fast: by their strides) with the plain
@@ -172,7 +168,7 @@ def dictionary_codes(col, reading: CategoryReading) -> np.ndarray:
     # (the last table's dictionary compared here: no wrapper made a call where it is the same)
     if table is None or not isinstance(table.source, _ArrowLabels) or not table.source.dictionary.equals(dictionary):
         table = reading.table(_ArrowLabels(dictionary))
-    return table.codes(own.astype(np.intp, copy=False), reading.labels, reading.name)
+    return table.codes(own, reading.labels, reading.name)  # (``take`` reads indices of any integer type)
 
 
 class _ArrowLabels:

@@ -49,6 +49,14 @@ def frame_rows(X, memory: SchemaMemory, dtype: np.dtype):
     return read(X, memory, dtype)
 
 
+def is_frame(X) -> bool:
+    """Whether ``X`` is a frame of a library read here (by its type, found once)."""
+    read = _READERS.get(type(X))
+    if read is None:
+        read = _READERS.setdefault(type(X), _reader(type(X)))
+    return read is not _not_read
+
+
 def _pandas_rows(X, memory: SchemaMemory, dtype: np.dtype):
     key = _pandas_key(X, memory)
     if key is None:
@@ -253,4 +261,4 @@ def _nullable_number(dtype) -> bool:
 
 
 
-__all__ = ["FRAME_LIBRARIES", "SCHEMAS", "SchemaMemory", "frame_rows", "hashed_frame_columns"]
+__all__ = ["FRAME_LIBRARIES", "SCHEMAS", "SchemaMemory", "frame_rows", "hashed_frame_columns", "is_frame"]

@@ -5,6 +5,7 @@ through their code tables."""
 from __future__ import annotations
 
 import itertools
+import operator
 
 import numpy as np
 
@@ -51,8 +52,18 @@ class PolarsPlan:
             else:
                 self.few = None
                 break
-        self.few_labels = [(f, memory.labels[f], names[self.order[f]]) for f in range(len(self.order))
-                           if self.few is not None and self.few[f][1] is not None]
+        # ... its number columns (taken from a row at once, and the features they are) and its
+        # label columns (feature, column, the model's dict, labels and name).
+        self.few_numbers = self.few_labels = None
+        if self.few is not None:
+            numbers = [(f, c) for f, (c, lookup) in enumerate(self.few) if lookup is None]
+            self.few_labels = [(f, c, lookup, memory.labels[f], names[c]) for f, (c, lookup) in enumerate(self.few)
+                               if lookup is not None]
+            if numbers:
+                columns = [c for _, c in numbers]
+                take = operator.itemgetter(*columns) if len(columns) > 1 else (lambda row, c=columns[0]: (row[c],))
+                self.few_numbers = (take, np.array([f for f, _ in numbers], dtype=np.intp),
+                                    columns == list(range(len(names))) and not self.few_labels)
         self.categorical = {f: CategoryReading(f, names[c], memory.labels.get(f)) for f, c in enumerate(self.order)
                             if type(self.dtypes[c]).__name__ in ("Enum", "Categorical")}
         # The plain number columns, read at once: their positions and the features they hold.
@@ -61,7 +72,7 @@ class PolarsPlan:
         self.plain = ([c for _, c in plain], np.array([f for f, _ in plain], dtype=np.intp)) if plain else None
 
     def rows(self, X, dtype: np.dtype, memory: SchemaMemory) -> np.ndarray:
-        if self.few is not None and X.height <= FEW_POLARS_ROWS:
+        if self.few is not None and 0 < X.height <= FEW_POLARS_ROWS:
             values = self._few_rows(X)
             if values is not None:
                 return values if values.dtype == dtype else values.astype(dtype)
@@ -90,32 +101,33 @@ class PolarsPlan:
         it).  None where a value is not of its plan's kind: another schema under these names,
         read the general way."""
         raw = X.rows()
-        if not self.few_labels:  # numbers only: converted in one call
-            if not set(map(type, itertools.chain.from_iterable(raw))) <= _NUMBER_OR_NULL:
+        numbers = None
+        if self.few_numbers is not None:
+            take, features, whole = self.few_numbers
+            numbers = _numbers(raw if whole else [take(row) for row in raw])
+            if numbers is None:
                 return None
-            values = np.array(raw, dtype=np.float64).reshape(len(raw), -1)  # (a null: None, read as NaN)
-            return values if self.identity else values.take(self.order, axis=1)
-        out = []
-        for row in raw:
-            read = []
-            for c, lookup in self.few:
+            if not self.few_labels:
+                return numbers
+        out = np.empty((len(raw), len(self.few)))
+        if numbers is not None:
+            out[:, features] = numbers
+        for f, c, lookup, labels, name in self.few_labels:
+            codes = []
+            for row in raw:
                 v = row[c]
-                if v is None:
-                    read.append(np.nan)
-                elif lookup is None:
-                    if type(v) is not float and type(v) is not int:
-                        return None
-                    read.append(v)
-                elif type(v) is str:
-                    read.append(lookup.get(v, -1.0))
+                if type(v) is str:
+                    codes.append(lookup.get(v, -1.0))
+                elif v is None:
+                    codes.append(np.nan)
                 else:
                     return None
-            out.append(read)
-        values = np.array(out, dtype=np.float64).reshape(len(raw), len(self.few))
-        for f, labels, name in self.few_labels:
-            column = values[:, f]
-            labels.unseen(column, column == -1.0, name)
-        return values
+            out[:, f] = codes
+            if -1.0 in codes:  # (a label the model does not know: missing, or refused)
+                column = out[:, f]
+                labels.unseen(column, column == -1.0, name)
+        return out
+
 
     def _columns(self, X, dtype: np.dtype) -> np.ndarray:
         out = np.empty((X.height, len(self.order)), dtype=dtype)
@@ -141,6 +153,22 @@ class PolarsPlan:
             else:
                 out[:, feature] = polars_column(s, self.names[column], self.labels.get(feature))
         return out
+
+
+def _numbers(rows: list) -> np.ndarray | None:
+    """Rows of Python values (tuples of as many) as float64, None where one is not a number or
+    a null (another schema under the same names: read the general way)."""
+    try:  # (the dtype NumPy finds tells plain numbers: no type checked a value)
+        values = np.array(rows)
+    except ValueError:  # (values of several lengths: lists)
+        return None
+    if values.dtype.kind in "fiub" and values.ndim == 2:
+        # (integers and booleans through float64, as the column readers read them)
+        return values if values.dtype.kind == "f" else values.astype(np.float64)
+    # nulls (None, read as NaN), or values of another kind
+    if not set(map(type, itertools.chain.from_iterable(rows))) <= _NUMBER_OR_NULL:
+        return None
+    return np.array(rows, dtype=np.float64).reshape(len(rows), -1)
 
 
 def polars_kinds(X):

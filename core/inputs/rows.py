@@ -29,7 +29,7 @@ import numpy as np
 
 from silvanforge.inputs.columns import Labels, arrow_column, column_order, numbers_as_labels, pandas_column, polars_column
 from silvanforge.errors import InputError
-from silvanforge.inputs.frames import FRAME_LIBRARIES, SchemaMemory, frame_rows, hashed_frame_columns
+from silvanforge.inputs.frames import FRAME_LIBRARIES, SchemaMemory, frame_rows, hashed_frame_columns, is_frame
 from silvanforge.inputs.hashed_rows import HashedInputs
 from silvanforge.inputs.records import is_records, records_matrix
 from silvanforge.ir.hir import Forest
@@ -48,7 +48,7 @@ def as_rows(X, forest: Forest, dtype: np.dtype, memory: SchemaMemory | None = No
     hashed = forest.hashed_categories or forest.hashed_combinations
     if type(X) is np.ndarray and not hashed:  # (the common case first: nothing to convert)
         return check_rows(X, forest.num_features, dtype, forest.wider_rows)
-    framed = not hashed and type(X).__module__.split(".", 1)[0] in FRAME_LIBRARIES
+    framed = not hashed and is_frame(X)
     if framed:  # (the next most common)
         rows = frame_rows(X, memory if memory is not None else SchemaMemory(forest), dtype)
         if rows is not None:

@@ -282,7 +282,7 @@ def test_large_arrow_tables_of_every_number_type_equal_the_array(rng, monkeypatc
         monkeypatch.setattr(arrow_frames, "columns_kernel", Counted)
     else:
         monkeypatch.setattr(arrow_frames, "columns_kernel", lambda: None)
-    n = arrow_frames.ARROW_NATIVE_ROWS + 300
+    n = arrow_frames.ARROW_BY_COLUMN_ROWS + 300
     columns, X = _number_columns(rng, n)
     names = [f"x_{t}" for t in NUMBER_TYPES]
     y = np.nan_to_num(X / np.nanstd(X, axis=0)).sum(axis=1) + rng.normal(size=n)
@@ -298,9 +298,34 @@ def test_large_arrow_tables_of_every_number_type_equal_the_array(rng, monkeypatc
                           (pa.concat_tables([table.slice(3, 700), table.slice(900)]).select(shuffled),
                            np.concatenate([X[3:703], X[900:]])),
                           (whole, X)):
-            assert len(rows) >= arrow_frames.ARROW_NATIVE_ROWS
+            assert len(rows) >= arrow_frames.ARROW_BY_COLUMN_ROWS
             np.testing.assert_array_equal(cf.predict(got), cf.predict(rows))
     assert bool(runs) == native
+
+
+def test_a_few_polars_rows_of_integers_booleans_and_nulls_equal_the_array(rng):
+    """A few polars rows, read as Python values, of integer columns (64-bit ones past 2**53:
+    float32 rows round them twice, as the array of float64 does), booleans, nulls, in any column
+    order: the array of the same values; a column of lists refused as more rows refuse it."""
+    pl = pytest.importorskip("polars")
+    n = 40
+    X = np.column_stack([rng.integers(-(2 ** 60), 2 ** 60, n).astype(np.float64), rng.integers(0, 255, n),
+                         rng.random(n) < 0.5, rng.normal(size=n)])
+    names = ["big", "small", "flag", "score"]
+    y = X[:, 0] / 2 ** 59 + X[:, 1] / 100 + X[:, 2] + X[:, 3] + rng.normal(size=n)
+    cf = sf.compile(xgb.XGBRegressor(n_estimators=8, max_depth=4).fit(pd.DataFrame(X, columns=names), y))
+    big = rng.integers(-(2 ** 62), 2 ** 62, n)
+    X[:, 0] = [float(v) for v in big.tolist()]
+    X[::3, 3] = np.nan
+    frame = pl.DataFrame([pl.Series("big", big, dtype=pl.Int64), pl.Series("small", X[:, 1].astype(np.uint8)),
+                          pl.Series("flag", X[:, 2].astype(bool)), pl.Series("score", X[:, 3], nan_to_null=True)])
+    for k in (1, 2, 4, 5, n):
+        for order in (names, names[::-1]):
+            np.testing.assert_array_equal(cf.predict(frame[:k].select(order)), cf.predict(X[:k]))
+    lists = frame.with_columns(pl.Series("score", [[v, v] for v in X[:, 3]]))
+    for k in (1, n):
+        with pytest.raises(InputError, match="column 'score'"):
+            cf.predict(lists[:k])
 
 
 def test_schema_memory_is_bounded_and_safe_from_threads(models):

@@ -63,7 +63,8 @@ class ArrowPlan:
         # The same columns as the target's kernel reads them: their positions, features and
         # types' names (their kinds of the kernel's found at the first call it answers).
         self.native = None if self.tensor is None or not hasattr(pa.RecordBatch, "_export_to_c") else (
-            np.array(self.tensor[0], dtype=np.int64), self.tensor[1].astype(np.int64), [str(types[c]) for _, c in plain])
+            np.array(self.tensor[0], dtype=np.int64), self.tensor[1].astype(np.int64),
+            [str(types[c]) for _, c in plain])
         in_tensor = set() if self.tensor is None else set(self.tensor[1].tolist())
         self.categorical = {f: CategoryReading(f, names[c], memory.labels.get(f)) for f, c in enumerate(self.order)
                             if pa.types.is_dictionary(types[c])}

@@ -20,7 +20,7 @@ large table a process reads (0.3-0.9 s).
 from __future__ import annotations
 
 import ctypes
-import threading
+import functools
 
 import llvmlite.binding as llvm
 import llvmlite.ir as ir
@@ -28,8 +28,8 @@ import llvmlite.ir as ir
 from .llvm_host import optimise
 from .treeshap import _Vars
 
-i1, i8, i16, i32, i64, f32, f64 = (ir.IntType(1), ir.IntType(8), ir.IntType(16), ir.IntType(32), ir.IntType(64),
-                                   ir.FloatType(), ir.DoubleType())
+i8, i16, i32, i64 = ir.IntType(8), ir.IntType(16), ir.IntType(32), ir.IntType(64)
+f32, f64 = ir.FloatType(), ir.DoubleType()
 
 ARG_LAYOUT = ("batch", "count", "columns", "features", "kinds", "out", "row_stride", "column_stride")
 
@@ -102,13 +102,13 @@ def _copy(b, v, ty, code, values, validity, first, rows, dest, row_stride, out_t
         three, nan = ir.Constant(i64, 3), ir.Constant(out_type, float("nan"))
         with v.loop(b.lshr(first, three), b.lshr(b.add(end, ir.Constant(i64, 7)), three), "byte") as j:
             byte = b.load(b.gep(validity, [j]))
-            with b.if_then(b.icmp_unsigned("!=", byte, ir.Constant(i8, 0xFF))):
-                with v.loop(ir.Constant(i8, 0), ir.Constant(i8, 8), "bit") as bit:
-                    i = b.add(b.shl(j, three), b.zext(bit, i64))
-                    null = b.and_(b.icmp_unsigned("==", b.and_(b.lshr(byte, bit), ir.Constant(i8, 1)), ir.Constant(i8, 0)),
-                                  b.and_(b.icmp_signed(">=", i, first), b.icmp_signed("<", i, end)))
-                    with b.if_then(null):
-                        b.store(nan, b.gep(dest, [b.mul(b.sub(i, first), row_stride)]))
+            with b.if_then(b.icmp_unsigned("!=", byte, ir.Constant(i8, 0xFF))), \
+                    v.loop(ir.Constant(i8, 0), ir.Constant(i8, 8), "bit") as bit:
+                i = b.add(b.shl(j, three), b.zext(bit, i64))
+                cleared = b.icmp_unsigned("==", b.and_(b.lshr(byte, bit), ir.Constant(i8, 1)), ir.Constant(i8, 0))
+                null = b.and_(cleared, b.and_(b.icmp_signed(">=", i, first), b.icmp_signed("<", i, end)))
+                with b.if_then(null):
+                    b.store(nan, b.gep(dest, [b.mul(b.sub(i, first), row_stride)]))
 
 
 def build_ir() -> str:
@@ -118,8 +118,6 @@ def build_ir() -> str:
     return str(module)
 
 
-_lock = threading.Lock()
-_kernel = None
 _CALL = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
 
 
@@ -143,10 +141,8 @@ class ArrowColumnsKernel:
         self._fns[row_bytes](args)
 
 
+@functools.cache
 def kernel() -> ArrowColumnsKernel:
-    """The process's kernel, compiled at its first request."""
-    global _kernel
-    with _lock:
-        if _kernel is None:
-            _kernel = ArrowColumnsKernel()
-        return _kernel
+    """The process's kernel, compiled at its first request (two threads asking at once may
+    both compile it: one is kept)."""
+    return ArrowColumnsKernel()

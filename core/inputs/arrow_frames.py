@@ -12,7 +12,8 @@ from silvanforge.inputs.host_kernels import first_kernel
 from silvanforge.inputs.schemas import CategoryReading, SchemaMemory, feature_order, through_float64
 
 # Rows from which an arrow table's number columns are read one by one (by the target's kernel
-# where there is one), not as one tensor.
+# where there is one), not as one tensor: the kernel's call costs about what a tensor of 256
+# rows of 28 float32 columns does, and 35 us against 125 at 1024 rows.
 ARROW_BY_COLUMN_ROWS = 512
 
 # The target's kernel of arrow number columns as read here: its args block, and the words of
@@ -39,7 +40,8 @@ class ArrowKey:
 
 
 class ArrowPlan:
-    """A pyarrow Table of one schema: numeric columns as one tensor where arrow makes one,
+    """A pyarrow Table of one schema: numeric columns as one tensor where arrow makes one (from
+    :data:`ARROW_BY_COLUMN_ROWS` rows, copied by the target's kernel of arrow columns),
     dictionary columns through their code tables, anything else through the column reader."""
 
     def __init__(self, X, memory: SchemaMemory):

@@ -300,6 +300,13 @@ def test_large_arrow_tables_of_every_number_type_equal_the_array(rng, monkeypatc
                           (whole, X)):
             assert len(rows) >= arrow_frames.ARROW_BY_COLUMN_ROWS
             np.testing.assert_array_equal(cf.predict(got), cf.predict(rows))
+        expected = cf.predict(X)
+
+        def work(k):  # (threads at once, each its own rows, each call its own export)
+            for _ in range(3):
+                np.testing.assert_array_equal(cf.predict(table.slice(k)), expected[k:])
+        errors = errors_in_threads(work, [0, 1, 2, 3])
+        assert not errors, errors[0]
     assert bool(runs) == native
 
 

@@ -109,6 +109,7 @@ def _median_us(call, calls: int) -> float:
 
 def main(argv=None) -> None:
     import silvanforge as sf
+    from silvanforge.inputs.arrow_frames import columns_kernel
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="1,64,4096")
@@ -123,6 +124,7 @@ def main(argv=None) -> None:
     print("|---|---|" + "---:|" * len(sizes))
     for name, model, categorical in _models(args.quick):
         cf = sf.compile(model, threads=1).wait()  # (every form built: no compile beside the calls timed)
+        columns_kernel(wait=True)  # (nor the kernel of arrow columns, which a first large table starts)
         test = _frame(rng, max(sizes), categorical)
         results: dict[str, list[str]] = {}
         for n in sizes:

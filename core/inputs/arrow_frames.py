@@ -5,6 +5,8 @@ Categorical columns are read by too."""
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 
 from silvanforge.inputs.columns import arrow_column
@@ -140,18 +142,33 @@ class ArrowPlan:
         return out
 
 
-def columns_kernel():
-    """The installed targets' kernel of arrow number columns, or None; found once a process."""
+def columns_kernel(wait: bool = False):
+    """The installed targets' kernel of arrow number columns, or None.  Why not at once: it is
+    compiled once a process (0.3-0.9 s where no model was compiled in it), which would cost a
+    process's first large table far more than the kernel saves it (about 0.1 ms a 4096-row
+    call), so the first asking starts the compile on a thread of its own and calls are answered
+    by arrow's own conversions until it is ready (``wait``: until it is, for tests)."""
     if not _FOUND:
-        _FOUND.append(first_kernel(lambda target, name: _checked(target.arrow_columns_kernel()))[0])
-    return _FOUND[0]
+        with _LOCK:
+            if _COMPILE is None:
+                globals()["_COMPILE"] = threading.Thread(target=_compile, name="arrow-columns-kernel", daemon=True)
+                _COMPILE.start()
+        if wait:
+            _COMPILE.join()
+    return _FOUND[0] if _FOUND else None
+
+
+def _compile() -> None:
+    _FOUND.append(first_kernel(lambda target, name: _checked(target.arrow_columns_kernel()))[0])
 
 
 def _checked(kernel):
     return kernel if kernel is not None and tuple(kernel.arg_layout) == ARG_LAYOUT else None
 
 
-_FOUND: list = []  # (columns_kernel's kernel, once found)
+_FOUND: list = []  # (columns_kernel's kernel, once compiled)
+_LOCK = threading.Lock()
+_COMPILE: threading.Thread | None = None  # (the thread compiling it, once started)
 
 
 def dictionary_codes(col, reading: CategoryReading) -> np.ndarray:

@@ -13,8 +13,8 @@ through float64 to the rows' type, as NumPy converts a 64-bit integer for rows o
 batch is released (its ``release`` callback) before the function returns, so a caller exports
 a batch and hands it over.  Why: arrow's own conversions cost a call a column and a copy of
 it (4096 rows of 28 float32 columns with nulls: 140 us, this kernel 23 us with the export, rows
-in column order; in row order its stores do not vectorise: 61 us).  Compiled at the first
-large table a process reads (0.3-0.9 s).
+in column order; in row order its stores do not vectorise: 61 us).  Compiled once a process (0.3-0.9 s),
+on a thread of its own from the first large table (:func:`silvanforge.inputs.arrow_frames.columns_kernel`).
 """
 
 from __future__ import annotations

@@ -269,7 +269,7 @@ def test_large_arrow_tables_of_every_number_type_equal_the_array(rng, monkeypatc
 
     runs = []
     if native:
-        kernel = arrow_frames.columns_kernel()
+        kernel = arrow_frames.columns_kernel(wait=True)
         if kernel is None:
             pytest.skip("no installed target has a kernel of arrow columns here")
 

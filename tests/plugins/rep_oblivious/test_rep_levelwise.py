@@ -294,7 +294,8 @@ def test_avx2_and_sse_code_is_exact_on_wide_rows_in_either_order(cpu):
     vectors of each row: equal to the reference on forests over 9-16 features (runs of 4 and
     8, float64 and float32), NaN and zeros in the rows, nodes sending missing values either
     way, C- and Fortran-ordered rows, calls of 16 rows (the float program) and 300 (the byte
-    program)."""
+    program; its blocks' registers binned side by side on AVX2), and the byte program's calls of
+    17 and 45 rows (blocks filled in part)."""
     import llvmlite.binding as llvm
     from silvanforge.testing import random_forest
     from silvanforge_target_cpu import cpus
@@ -313,6 +314,8 @@ def test_avx2_and_sse_code_is_exact_on_wide_rows_in_either_order(cpu):
             cf = sf.compile(forest, rep="levelwise", cpu=cpu, batch_size=batch, threads=1)
             for rows in (X[:batch], np.asfortranarray(X[:batch])):
                 _exact(cf, forest, rows)
+        for n in (17, 45):
+            _exact(cf, forest, X[:n])
         # (a vector of a row's features: rows[... +: lanes])
         vectors += bool(re.search(r"= rows\[.*\+: [48]\]", sf.show(forest, "lir", rep="levelwise", cpu=cpu, batch_size=16)))
         assert "lw_bin8" in sf.show(forest, "lir", rep="levelwise", cpu=cpu, batch_size=300)  # the byte program ran

@@ -108,7 +108,9 @@ class BinColumns:
             # A full block bins every group without a test (a test a group cost large calls
             # about an eighth); a block a call fills in part skips the groups it brings no rows.
             args = (zero_missing, missing_bin, feature, regs, u, V, D, depth, xv_t, mv_t, iv_t, last)
-            full, part = self._column_groups(*args), self._column_groups(*args)
+            # (a block a call fills in part: side by side within a group of rows only, so a
+            # call of 16 rows bins 16)
+            full, part = self._column_groups(*args), self._column_groups(*args, max(1, SUM_LANES // V))
             guarded = part[0][1] + [If(Cmp("<", Bin("+", self.block0, c(k0, i64)), lir.ROW_END), stmts)
                                     for k0, stmts in part[1:]]
             if ks == list(range(ks[0], ks[-1] + 1)):  # consecutive columns: a loop over them
@@ -126,15 +128,15 @@ class BinColumns:
         b.emit(self._blocks(span0, loops))
 
     def _column_groups(self, zero_missing, missing_bin, feature, regs, u, V, D, depth, xv_t, mv_t, iv_t,
-                       last) -> list:
+                       last, most: int | None = None) -> list:
         """One kind of column's binning statements for a block, in groups of :data:`SUM_LANES`
         rows: (the group's first lane, its statements).  The block's registers of values
-        (``V`` rows each) are binned ``len(regs)`` at a time with their search levels
-        interleaved (``form.bin_parts``, :class:`.cost.Shape`), in a group of their own: a
+        (``V`` rows each) are binned ``len(regs)`` (at most ``most``) at a time with their
+        search levels interleaved (``form.bin_parts``, :class:`.cost.Shape`), in a group: a
         search is a chain of dependent permutes, compares and gathers, and AVX2's out-of-order
         window overlapped consecutive registers' chains too little."""
         c, i64, L = Builder.const, "i64", self.lanes
-        side = len(regs)
+        side = min(len(regs), most or len(regs))
         groups: list[tuple[int, list]] = []
         parts = []
         for part in range(L // V):

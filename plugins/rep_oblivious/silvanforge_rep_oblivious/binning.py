@@ -94,7 +94,10 @@ class BinColumns:
         j = Var("ob_j", i64)
         feature = Cast(Load("ob_feature", u, i32), i64)
         xv_t, mv_t, iv_t = lir.vector_type(self.thr_t, V), lir.vector_type("i1", V), lir.vector_type(i32, V)
-        x, idx = b.local("xs", xv_t), b.local("bin", iv_t)
+        # A register of values and its search path a part of the block binned side by side
+        # (:meth:`_column_groups`); one pair where the parts go one after the other.
+        side = min(L // V, self.form.bin_parts)
+        regs = [(b.local("xs", xv_t), b.local("bin", iv_t)) for _ in range(side)]
         kinds: dict[tuple, list[int]] = {}
         for k, col in enumerate(self.facts.columns):
             # (a column walks a search tree of its own depth: CatBoost's CTR columns have a few
@@ -104,8 +107,10 @@ class BinColumns:
         for (zero_missing, missing_bin, depth), ks in kinds.items():
             # A full block bins every group without a test (a test a group cost large calls
             # about an eighth); a block a call fills in part skips the groups it brings no rows.
-            args = (zero_missing, missing_bin, feature, x, idx, u, V, D, depth, xv_t, mv_t, iv_t, last)
-            full, part = self._column_groups(*args), self._column_groups(*args)
+            args = (zero_missing, missing_bin, feature, regs, u, V, D, depth, xv_t, mv_t, iv_t, last)
+            # (a block a call fills in part: side by side within a group of rows only, so a
+            # call of 16 rows bins 16)
+            full, part = self._column_groups(*args), self._column_groups(*args, max(1, SUM_LANES // V))
             guarded = part[0][1] + [If(Cmp("<", Bin("+", self.block0, c(k0, i64)), lir.ROW_END), stmts)
                                     for k0, stmts in part[1:]]
             if ks == list(range(ks[0], ks[-1] + 1)):  # consecutive columns: a loop over them
@@ -122,26 +127,29 @@ class BinColumns:
                             [For(j, c(0, i64), c(len(ks), i64), 1, [pick] + guarded)]))
         b.emit(self._blocks(span0, loops))
 
-    def _column_groups(self, zero_missing, missing_bin, feature, x, idx, u, V, D, depth, xv_t, mv_t, iv_t,
-                       last) -> list:
+    def _column_groups(self, zero_missing, missing_bin, feature, regs, u, V, D, depth, xv_t, mv_t, iv_t,
+                       last, most: int | None = None) -> list:
         """One kind of column's binning statements for a block, in groups of :data:`SUM_LANES`
-        rows: (the group's first lane, its statements)."""
+        rows: (the group's first lane, its statements).  The block's registers of values
+        (``V`` rows each) are binned ``len(regs)`` (at most ``most``) at a time with their
+        search levels interleaved (``form.bin_parts``, :class:`.cost.Shape`), in a group: a
+        search is a chain of dependent permutes, compares and gathers, and AVX2's out-of-order
+        window overlapped consecutive registers' chains too little."""
         c, i64, L = Builder.const, "i64", self.lanes
+        side = min(len(regs), most or len(regs))
         groups: list[tuple[int, list]] = []
+        parts = []
         for part in range(L // V):
-            if part * V % SUM_LANES == 0:  # a group of 16 rows: binned where a call has rows there
-                body = []
-                groups.append((part * V, body))
+            x, idx = regs[part % side]
             rows = [Bin("min", Bin("+", self.block0, c(part * V + k, i64)), last) for k in range(V)]
-            body.append(Assign(x, Vector(tuple(
+            steps = [Assign(x, Vector(tuple(
                 Load("rows", Bin("+", Bin("*", r, lir.ROW_STRIDE), Bin("*", feature, lir.COL_STRIDE)), self.thr_t)
-                for r in rows))))
-            body.append(Assign(idx, Builder.const(0, iv_t)))
+                for r in rows))), Assign(idx, Builder.const(0, iv_t))]
             base = Bin("*", u, c((1 << D) - 1, i64))
             for d in range(depth):
                 t = Lookup(self.search_table_name, Bin("+", base, c((1 << d) - 1, i64)), idx, 1 << d, xv_t)
                 step = Select(Cmp(">=", x, t, mv_t), Builder.const(1, iv_t), Builder.const(0, iv_t))
-                body.append(Assign(idx, Bin("+", Bin("+", idx, idx), step)))
+                steps.append(Assign(idx, Bin("+", Bin("+", idx, idx), step)))
             missing = lir.IsNan(x, mv_t)
             if zero_missing:
                 small = Bin("&", Cmp(">=", x, Builder.const(-ZERO_THRESHOLD, xv_t), mv_t),
@@ -149,8 +157,15 @@ class BinColumns:
                 missing = Bin("|", missing, small)
             value = Select(missing, Builder.const(missing_bin + self.bin_bias, iv_t),
                            Bin("+", idx, Builder.const(1 + self.bin_bias, iv_t)))
-            body.append(Store("ob_x", Bin("+", Bin("+", self.x_base, Bin("*", u, c(L, i64))), c(part * V, i64)),
-                              Cast(value, lir.vector_type(self.column_t, V))))
+            steps.append(Store("ob_x", Bin("+", Bin("+", self.x_base, Bin("*", u, c(L, i64))), c(part * V, i64)),
+                               Cast(value, lir.vector_type(self.column_t, V))))
+            parts.append(steps)
+            if len(parts) == side:
+                first = (part + 1 - side) * V
+                if not groups or first % SUM_LANES == 0:  # a group of 16 rows (or more, side by side)
+                    groups.append((first, []))
+                groups[-1][1].extend(s for step in zip(*parts) for s in step)
+                parts = []
         return groups
 
 

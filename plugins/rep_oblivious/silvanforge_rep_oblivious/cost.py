@@ -208,7 +208,8 @@ class Shape:
     level, :meth:`.levelwise.BinnedLowering._goes_right`); ``node_offsets``, picks by path
     read each node's column offset from a table (:meth:`.levelwise.LevelLowering._node_value`);
     ``row_vectors``, the float program's columns copied from vectors of each row's consecutive
-    features (:meth:`.codegen._Lowering._feature_runs`)."""
+    features (:meth:`.codegen._Lowering._feature_runs`); ``bin_parts``, registers of a block's
+    values the byte programs bin side by side (:meth:`.binning.BinColumns._column_groups`)."""
 
     bytes: int = 64
     interleave: int = 4
@@ -218,6 +219,7 @@ class Shape:
     signed_bytes: bool = False
     row_vectors: bool = False
     node_offsets: bool = False
+    bin_parts: int = 1
 
 
 # AVX-512 (Zen 4: the estimates' own), with or without VBMI's byte permutes (without, 64-lane
@@ -241,10 +243,17 @@ class Shape:
 # the columns' copy).  SSE takes them too (it has no unsigned byte compare either: an
 # unsigned one is a max and an equality); NEON has unsigned byte compares, but the fold also
 # drops the missing value's equality, AND and OR a level: taken there unmeasured (no NEON CPU
-# here; qemu times nothing), exact under qemu.
+# here; qemu times nothing), exact under qemu.  bin_parts, against one register at a time
+# (same conditions): AVX2's four registers of a 32-row block side by side 1.07-1.08x on
+# xgb_100x8's byte program (512 and 4096 rows, where binning its 33 columns had taken a
+# quarter of the time; two side by side gained nothing), 1.03x on cb_1000x8 (eight: no
+# faster); SSE's eight (of a 64-row block's sixteen) 1.18-1.30x on cb_1000x8, four 1.10x on
+# xgb_100x8 (a 16-row block's all) and 1.03x on xgb_1000x8 (sixteen no faster than eight);
+# NEON takes SSE's, unmeasured.
 _NARROW = {"signed_bytes": True, "node_offsets": True}
-_SHAPES = {"avx512": Shape(), "avx2": Shape(32, 2, 2.0, 1.8, 1.4, row_vectors=True, **_NARROW),
-           "neon": Shape(16, 2, 4.0, 3.6, 2.8, **_NARROW), "sse": Shape(16, 2, 4.0, 3.6, 2.8, **_NARROW)}
+_SHAPES = {"avx512": Shape(), "avx2": Shape(32, 2, 2.0, 1.8, 1.4, row_vectors=True, bin_parts=4, **_NARROW),
+           "neon": Shape(16, 2, 4.0, 3.6, 2.8, bin_parts=8, **_NARROW),
+           "sse": Shape(16, 2, 4.0, 3.6, 2.8, bin_parts=8, **_NARROW)}
 
 
 def shape(vectors) -> Shape:

@@ -294,7 +294,8 @@ def test_avx2_and_sse_code_is_exact_on_wide_rows_in_either_order(cpu):
     vectors of each row: equal to the reference on forests over 9-16 features (runs of 4 and
     8, float64 and float32), NaN and zeros in the rows, nodes sending missing values either
     way, C- and Fortran-ordered rows, calls of 16 rows (the float program) and 300 (the byte
-    program)."""
+    program, its block's registers of values binned several side by side), and the byte
+    program's calls of 17 and 45 rows (blocks filled in part)."""
     import llvmlite.binding as llvm
     from silvanforge.testing import random_forest
     from silvanforge_target_cpu import cpus
@@ -313,9 +314,13 @@ def test_avx2_and_sse_code_is_exact_on_wide_rows_in_either_order(cpu):
             cf = sf.compile(forest, rep="levelwise", cpu=cpu, batch_size=batch, threads=1)
             for rows in (X[:batch], np.asfortranarray(X[:batch])):
                 _exact(cf, forest, rows)
+        for n in (17, 45):
+            _exact(cf, forest, X[:n])
         # (a vector of a row's features: rows[... +: lanes])
         vectors += bool(re.search(r"= rows\[.*\+: [48]\]", sf.show(forest, "lir", rep="levelwise", cpu=cpu, batch_size=16)))
-        assert "lw_bin8" in sf.show(forest, "lir", rep="levelwise", cpu=cpu, batch_size=300)  # the byte program ran
+        shown = sf.show(forest, "lir", rep="levelwise", cpu=cpu, batch_size=300)
+        assert "lw_bin8" in shown  # the byte program ran
+        assert len(re.findall(r"local %xs\d+:", shown)) > 1  # registers of values binned side by side
         done += 1
     assert done >= 4 and right >= 3 and (vectors >= 2) is (cpu == "x86-64-v3"), (done, right, vectors)
 

@@ -97,20 +97,20 @@ def split_thresholds_exact(threshold: np.ndarray, ops) -> bool:
 
 
 def split_rows_pay(forest: hir.Forest, check_width: bool = True) -> bool:
-    """Whether split rows are exact and pay for this forest: every split is numerical and
-    compares with ``<`` or with ``<=`` (one of them), none treats zero as missing, every threshold
-    is finite (+-inf would meet an infinite threshold on the wrong side), and the split row is
+    """Whether split rows are exact and pay for this forest: every numerical split compares
+    with ``<`` or with ``<=`` (one of them), none treats zero as missing, every threshold is
+    finite (+-inf would meet an infinite threshold on the wrong side), and the split row is
     narrow beside the walk steps of a row (``check_width``).  Also asked by schedule choosers
     and every walk's estimate: computed once a compile."""
     return memoised(forest, ("split_rows_pay", check_width), lambda: _split_rows_pay(forest, check_width))
 
 
 def _split_rows_pay(forest: hir.Forest, check_width: bool) -> bool:
-    if forest.has_categorical():
-        return False
     internal = joined(forest, "left") >= 0
     if joined(forest, "zero_missing")[internal].any():
         return False
+    if forest.has_categorical():  # (a categorical split reads a split row's value as it is)
+        internal &= ~np.concatenate([t.categorical_mask() for t in forest.trees])
     ops = set(int(o) for o in np.unique(joined(forest, "op")[internal]))
     if len(ops) > 1:
         return False
@@ -122,7 +122,8 @@ def _split_rows_pay(forest: hir.Forest, check_width: bool) -> bool:
     if not check_width:
         return True
     steps = int(depth_stats(forest)[0].sum())
-    return 2 * forest.num_features <= max(SPLIT_ROWS_ANY_WIDTH, SPLIT_ROWS_WALK_SHARE * steps)
+    columns = (4 if forest.has_categorical() else 2) * forest.num_features  # (category columns too)
+    return columns <= max(SPLIT_ROWS_ANY_WIDTH, SPLIT_ROWS_WALK_SHARE * steps)
 
 
 # --- the walks' cost model

@@ -18,8 +18,9 @@ import numpy as np
 from silvanforge.errors import ScheduleError
 from silvanforge.ir import hir, lir, mir
 from silvanforge.ir.lir import Assign, Bin, Builder, Cast, Cmp, For, If, Select, Store, Var, While, fold_index, vector_of
+from silvanforge.lowering.layout import FLAG_CATEGORICAL
 from silvanforge.lowering.splits import RowReads, SplitDecision
-from silvanforge.lowering.walksetup import (MAX_VECTOR_LANES, SPLIT_ROWS, TREE_DEPTH, VECTOR_WALK_DEFAULT, WalkSetup, setup_walks,
+from silvanforge.lowering.walksetup import (MAX_VECTOR_LANES, SPLIT_ROWS, SPLIT_TOPS, TREE_DEPTH, VECTOR_WALK_DEFAULT, WalkSetup, setup_walks,
                        thread_info, walk_module, walks_exit_early)
 from silvanforge.options import CompileOptions
 from silvanforge.reduction.lower import ReductionLowering
@@ -39,6 +40,7 @@ def lower_to_lir(forest: hir.Forest, fn: mir.MirFunction, rep: str, hook,
     setup = setup_walks(forest, fn, rep, hook, tile_size, split_rows=True, options=options)
     layout, b = setup.layout, setup.b
     gen = WalkGenerator(setup)
+    gen.branch_categorical = True
     gen.leaf_loops = layout.leaf_self_loops and bool(setup.rep_info.get("leaf_self_loops"))
     if gen.leaf_loops:
         gen.exit_early, gen.shallowest_leaf = walks_exit_early(forest)
@@ -158,10 +160,15 @@ class WalkGenerator(RowReads, SplitDecision, ReductionLowering):
         # and whether such walks stop when all interleaved walks are at leaves (walks_exit_early).
         self.leaf_loops = False
         self.exit_early, self.shallowest_leaf = False, 0
+        # Whether a step branches to its categorical split's test (CPU walks; set by lower_to_lir)
+        # instead of selecting between both tests.
+        self.branch_categorical = False
         if self.split_rows:
             b.buffers[SPLIT_ROWS] = lir.Buffer(SPLIT_ROWS, thr_t, "scratch",
                                                per_row=self._split_row_size(), fill=None)
             self.info["split_rows"] = split_rows
+            if layout.category_tops is not None:
+                b.buffer(SPLIT_TOPS, layout.category_tops)
         self._outputs_plan()
         self._category_buffers()
 
@@ -308,7 +315,7 @@ class WalkGenerator(RowReads, SplitDecision, ReductionLowering):
         r, f = Var(f"cr{len(b.locals)}", "i64"), Var(f"cf{len(b.locals)}", "i64")
         per_line = max(1, 64 // np.dtype(self.layout.threshold_dtype).itemsize)
         if self.split_rows:
-            buffer, columns, index = SPLIT_ROWS, 2 * self.forest.num_features, Bin("+", self._row_start(r), f)
+            buffer, columns, index = SPLIT_ROWS, self._split_row_size() - 1, Bin("+", self._row_start(r), f)
         else:
             buffer, columns = "rows", self.forest.num_features
             index = Bin("+", Bin("*", r, lir.ROW_STRIDE), Bin("*", f, lir.COL_STRIDE))
@@ -547,7 +554,20 @@ class WalkGenerator(RowReads, SplitDecision, ReductionLowering):
         x = b.local("x", self.thr_t, self.placement.row_value(row, feature))
         thr = b.local("thr", self.thr_t, reps.load_threshold(b=b, tree=t32, node=node, lane=lane))
         flags = b.local("flags", "i32", flags)
-        return self._decision(x, thr, flags)
+        if not (self.layout.has_categorical and self.branch_categorical):
+            return self._decision(x, thr, flags)
+        # A branch to the split's own test: a numerical step then computes no membership and a
+        # categorical one no compare (a Select of both ran 0.78x as fast, one row of a 1000-tree
+        # categorical LightGBM model with the bitsets' word counts; about as fast without them).
+        is_cat = b.local("iscat", "i1", self._flag(flags, FLAG_CATEGORICAL))
+        left = b.local("left", "i1")
+        arms = []
+        for categorical in (True, False):
+            b.push()
+            decision = self._decision(x, thr, flags, categorical)
+            arms.append(b.pop() + [Assign(left, decision)])
+        b.emit(If(is_cat, *arms))
+        return left
 
     def _tile_step(self, t32, row, node: Var) -> None:
         """One move from tile ``node`` to its child: every node's predicate (true = left) packed

@@ -20,6 +20,7 @@ from silvanforge.ir import hir, lir, mir
 from silvanforge.ir.lir import Assign, Bin, Builder, Cast, Cmp, For, If, Select, Store, Var, While, fold_index, vector_of
 from silvanforge.lowering.layout import FLAG_CATEGORICAL
 from silvanforge.lowering.splits import RowReads, SplitDecision
+from silvanforge.lowering.walkcost import walks_prefetch
 from silvanforge.lowering.walksetup import (MAX_VECTOR_LANES, SPLIT_ROWS, SPLIT_TOPS, TREE_DEPTH, VECTOR_WALK_DEFAULT, WalkSetup, setup_walks,
                        thread_info, walk_module, walks_exit_early)
 from silvanforge.options import CompileOptions
@@ -41,6 +42,7 @@ def lower_to_lir(forest: hir.Forest, fn: mir.MirFunction, rep: str, hook,
     layout, b = setup.layout, setup.b
     gen = WalkGenerator(setup)
     gen.branch_categorical = True
+    gen.prefetch_children = walks_prefetch(forest)
     gen.leaf_loops = layout.leaf_self_loops and bool(setup.rep_info.get("leaf_self_loops"))
     if gen.leaf_loops:
         gen.exit_early, gen.shallowest_leaf = walks_exit_early(forest)
@@ -99,6 +101,18 @@ def _phases(body: list):
         else:
             phases.append(("rows", [op]))
     return phases
+
+
+def _first_load(e) -> lir.Load | None:
+    """The first load of a model buffer in expression ``e`` (depth first), or None."""
+    if isinstance(e, lir.Load):
+        return e
+    for child in (getattr(e, name, None) for name in ("a", "b", "cond", "index")):
+        if child is not None and not isinstance(child, (str, int, float)):
+            found = _first_load(child)
+            if found is not None:
+                return found
+    return None
 
 
 class WalkGenerator(RowReads, SplitDecision, ReductionLowering):
@@ -163,6 +177,9 @@ class WalkGenerator(RowReads, SplitDecision, ReductionLowering):
         # Whether a step branches to its categorical split's test (CPU walks; set by lower_to_lir)
         # instead of selecting between both tests.
         self.branch_categorical = False
+        # Whether walks of several trees at once prefetch each node's children (CPU walks whose
+        # nodes pass the L2 cache, walkcost.walks_prefetch; set by lower_to_lir).
+        self.prefetch_children = False
         if self.split_rows:
             b.buffers[SPLIT_ROWS] = lir.Buffer(SPLIT_ROWS, thr_t, "scratch",
                                                per_row=self._split_row_size(), fill=None)
@@ -357,11 +374,13 @@ class WalkGenerator(RowReads, SplitDecision, ReductionLowering):
         if self.tiles is not None:
             peel_depth = min([peel_depth] + [self._peel_bound(t) for t, _ in lanes])
 
+        prefetch = self.prefetch_children and not same_tree and len(lanes) > 1
+
         def step(j):
             tree, row = lanes[j]
             b.push()
             if self.tiles is None:
-                self._step(Cast(tree, "i32"), row, nodes[j])
+                self._step(Cast(tree, "i32"), row, nodes[j], prefetch)
             else:
                 self._tile_step(Cast(tree, "i32"), row, nodes[j])
             return b.pop()
@@ -540,9 +559,20 @@ class WalkGenerator(RowReads, SplitDecision, ReductionLowering):
                 b.emit(While(Cmp("!=", lir.PackBits(mask), c(0, "i32")), b.pop()))
         return [b.local("node", "i64", lir.Extract(node, j)) for j in range(n)]
 
-    def _step(self, t32, row, node: Var) -> None:
-        """One move from ``node`` to the child the row's feature value selects."""
+    def _step(self, t32, row, node: Var, prefetch: bool = False) -> None:
+        """One move from ``node`` to the child the row's feature value selects; ``prefetch``:
+        first touch the lines the next step loads from either child (the representation's
+        loads of the left child's feature, threshold and child fields: children lie side by
+        side where they are stored apart from their parent), so they come in while this step
+        decides."""
         b, reps = self.b, self.reps
+        if prefetch:
+            kid = b.local("kid", "i64", reps.child(b=b, tree=t32, node=node, child=self.c(0, "i32")))
+            fields = (reps.load_feature_index(b=b, tree=t32, node=kid, lane=0),
+                      reps.load_threshold(b=b, tree=t32, node=kid, lane=0),
+                      reps.child(b=b, tree=t32, node=kid, child=self.c(0, "i32")))
+            for load in {(e.buffer, str(e.index)): e for e in map(_first_load, fields) if e is not None}.values():
+                b.emit(lir.Prefetch(load.buffer, load.index))
         left = self._node_decision(t32, row, node, 0)
         child = Select(left, self.c(0, "i32"), self.c(1, "i32"))
         b.emit(Assign(node, reps.child(b=b, tree=t32, node=node, child=child)))

@@ -18,6 +18,7 @@ from silvanforge import api
 from silvanforge.artifact import store
 from silvanforge.frontend.hir_passes import pad_trees
 from silvanforge.ir.hir import CategoryRule, Forest, Op, Tree
+from silvanforge.lowering import walkcost
 from silvanforge.lowering.walksetup import (
     SPLIT_ROWS,
     SPLIT_TOPS,
@@ -145,6 +146,26 @@ def test_categorical_splits_in_every_band_tiled_and_in_leaf_ids(seed, features, 
             np.testing.assert_array_equal(got, want)
         got = np.concatenate([plan.predict(X[i:i + n], pred_leaf=True) for i in parts])
         np.testing.assert_array_equal(got, leaves)
+
+
+@pytest.mark.parametrize("categorical", [False, True])
+def test_walks_that_prefetch_children_match_reference(categorical, monkeypatch):
+    """One row's walks of several trees at once prefetch each node's children where the forest's
+    nodes pass the L2 cache (walkcost.walks_prefetch; here every forest): self-looping leaves,
+    categorical splits and rows past the batch's end in the tiny bands alike."""
+    monkeypatch.setattr(walkcost, "WALK_PREFETCH_BYTES", 0)
+    forest = _categorical_forest(7, 9, CategoryRule.LIGHTGBM, Op.LE, "float64", trees=21)
+    if not categorical:
+        forest = Forest(trees=[_tree(np.random.default_rng(t), 9, (0,), 6, [int(Op.LE)], False, False)
+                               for t in range(21)], num_features=9, source="random")
+    X = _category_rows(forest, 3, 64)
+    with vector_walks(False):
+        cf = sf.compile(forest, batch_size=1, rep="sparse", threads=1)
+    assert "prefetch" in cf.show("lir") and uses_split_rows(cf)
+    want = reference.predict(forest, X, output_margin=True)
+    for n in (1, 2, 3, 64):
+        got = np.concatenate([cf.predict(X[i:i + n], output_margin=True) for i in range(0, len(X), n)])
+        np.testing.assert_array_equal(got, want)
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])

@@ -12,7 +12,7 @@ walk.
 Both are mixins of :class:`silvanforge.lowering.walkgen.WalkGenerator`, which owns the state they
 read: ``b`` (the builder), ``c``, ``layout``, ``forest``, ``reps`` (the representation's
 instance), ``thr_t``, ``split_rows`` (whether walks read split rows; missing values made +-inf
-there, so no test for them is emitted) and ``placement``."""
+there, so no test for them is emitted), ``branch_categorical`` and ``placement``."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ import numpy as np
 
 from silvanforge.ir import lir
 from silvanforge.ir.hir import ZERO_THRESHOLD, CategoryRule, Op
-from silvanforge.ir.lir import Bin, Cast, Cmp, For, IsNan, Select, Store, Var
+from silvanforge.ir.lir import Assign, Bin, Cast, Cmp, For, If, IsNan, Select, Store, Var
 from silvanforge.lowering.layout import FLAG_CATEGORICAL, FLAG_DEFAULT_LEFT, FLAG_OP_SHIFT, FLAG_ZERO_MISSING
 from silvanforge.lowering.walksetup import SPLIT_ROWS, SPLIT_TOPS
 
@@ -158,6 +158,28 @@ class SplitDecision:
             near_zero = Bin("&", cmp(">=", x, c(-ZERO_THRESHOLD, t)), cmp("<=", x, c(ZERO_THRESHOLD, t)))
             missing = Bin("|", missing, Bin("&", self._flag(flags, FLAG_ZERO_MISSING), near_zero))
         return Select(missing, self._flag(flags, FLAG_DEFAULT_LEFT), decision)
+
+    def _node_decision(self, t32, row, node: Var, lane: int) -> lir.Expr:
+        """Whether the row goes left at node ``lane`` of ``node`` (lane 0 untiled)."""
+        b, reps = self.b, self.reps
+        feature, flags = self._feature_and_flags(t32, node, lane)
+        x = b.local("x", self.thr_t, self.placement.row_value(row, feature))
+        thr = b.local("thr", self.thr_t, reps.load_threshold(b=b, tree=t32, node=node, lane=lane))
+        flags = b.local("flags", "i32", flags)
+        if not (self.layout.has_categorical and self.branch_categorical):
+            return self._decision(x, thr, flags)
+        # A branch to the split's own test: a numerical step then computes no membership and a
+        # categorical one no compare (a Select of both ran 0.78x as fast, one row of a 1000-tree
+        # categorical LightGBM model with the bitsets' word counts; about as fast without them).
+        is_cat = b.local("iscat", "i1", self._flag(flags, FLAG_CATEGORICAL))
+        left = b.local("left", "i1")
+        arms = []
+        for categorical in (True, False):
+            b.push()
+            decision = self._decision(x, thr, flags, categorical)
+            arms.append(b.pop() + [Assign(left, decision)])
+        b.emit(If(is_cat, *arms))
+        return left
 
     def _in_category_set(self, x: Var, thr: Var, is_cat: Var) -> lir.Expr:
         """Membership in the node's bitset.  Targets may evaluate both arms of a Select, so

@@ -18,7 +18,6 @@ import numpy as np
 from silvanforge.errors import ScheduleError
 from silvanforge.ir import hir, lir, mir
 from silvanforge.ir.lir import Assign, Bin, Builder, Cast, Cmp, For, If, Select, Store, Var, While, fold_index, vector_of
-from silvanforge.lowering.layout import FLAG_CATEGORICAL
 from silvanforge.lowering.splits import RowReads, SplitDecision
 from silvanforge.lowering.walkcost import walks_prefetch
 from silvanforge.lowering.walksetup import (MAX_VECTOR_LANES, SPLIT_ROWS, SPLIT_TOPS, TREE_DEPTH, VECTOR_WALK_DEFAULT, WalkSetup, setup_walks,
@@ -101,18 +100,6 @@ def _phases(body: list):
         else:
             phases.append(("rows", [op]))
     return phases
-
-
-def _first_load(e) -> lir.Load | None:
-    """The first load of a model buffer in expression ``e`` (depth first), or None."""
-    if isinstance(e, lir.Load):
-        return e
-    for child in (getattr(e, name, None) for name in ("a", "b", "cond", "index")):
-        if child is not None and not isinstance(child, (str, int, float)):
-            found = _first_load(child)
-            if found is not None:
-                return found
-    return None
 
 
 class WalkGenerator(RowReads, SplitDecision, ReductionLowering):
@@ -561,43 +548,18 @@ class WalkGenerator(RowReads, SplitDecision, ReductionLowering):
 
     def _step(self, t32, row, node: Var, prefetch: bool = False) -> None:
         """One move from ``node`` to the child the row's feature value selects; ``prefetch``:
-        first touch the lines the next step loads from either child (the representation's
-        loads of the left child's feature, threshold and child fields: children lie side by
-        side where they are stored apart from their parent), so they come in while this step
-        decides."""
-        b, reps = self.b, self.reps
+        first touch the lines the next step loads from the left child (its feature, threshold
+        and child fields; the right child lies beside it), so they come in while this decides."""
+        b, reps, zero = self.b, self.reps, self.c(0, "i32")
         if prefetch:
-            kid = b.local("kid", "i64", reps.child(b=b, tree=t32, node=node, child=self.c(0, "i32")))
-            fields = (reps.load_feature_index(b=b, tree=t32, node=kid, lane=0),
-                      reps.load_threshold(b=b, tree=t32, node=kid, lane=0),
-                      reps.child(b=b, tree=t32, node=kid, child=self.c(0, "i32")))
-            for load in {(e.buffer, str(e.index)): e for e in map(_first_load, fields) if e is not None}.values():
+            kid = b.local("kid", "i64", reps.child(b=b, tree=t32, node=node, child=zero))
+            fields = (reps.load_feature_index(b=b, tree=t32, node=kid), reps.load_threshold(b=b, tree=t32, node=kid),
+                      reps.child(b=b, tree=t32, node=kid, child=zero))
+            for load in {(e.buffer, str(e.index)): e for e in map(lir.first_load, fields) if e}.values():
                 b.emit(lir.Prefetch(load.buffer, load.index))
         left = self._node_decision(t32, row, node, 0)
         child = Select(left, self.c(0, "i32"), self.c(1, "i32"))
         b.emit(Assign(node, reps.child(b=b, tree=t32, node=node, child=child)))
-
-    def _node_decision(self, t32, row, node: Var, lane: int) -> lir.Expr:
-        """Whether the row goes left at node ``lane`` of ``node`` (lane 0 untiled)."""
-        b, reps = self.b, self.reps
-        feature, flags = self._feature_and_flags(t32, node, lane)
-        x = b.local("x", self.thr_t, self.placement.row_value(row, feature))
-        thr = b.local("thr", self.thr_t, reps.load_threshold(b=b, tree=t32, node=node, lane=lane))
-        flags = b.local("flags", "i32", flags)
-        if not (self.layout.has_categorical and self.branch_categorical):
-            return self._decision(x, thr, flags)
-        # A branch to the split's own test: a numerical step then computes no membership and a
-        # categorical one no compare (a Select of both ran 0.78x as fast, one row of a 1000-tree
-        # categorical LightGBM model with the bitsets' word counts; about as fast without them).
-        is_cat = b.local("iscat", "i1", self._flag(flags, FLAG_CATEGORICAL))
-        left = b.local("left", "i1")
-        arms = []
-        for categorical in (True, False):
-            b.push()
-            decision = self._decision(x, thr, flags, categorical)
-            arms.append(b.pop() + [Assign(left, decision)])
-        b.emit(If(is_cat, *arms))
-        return left
 
     def _tile_step(self, t32, row, node: Var) -> None:
         """One move from tile ``node`` to its child: every node's predicate (true = left) packed

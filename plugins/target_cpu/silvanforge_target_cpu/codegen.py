@@ -12,6 +12,8 @@ Mutable LIR locals become allocas in the entry block, which ``mem2reg``/SROA at 
 
 from __future__ import annotations
 
+import functools
+
 from llvmlite import ir
 
 from silvanforge.ir import lir
@@ -24,6 +26,7 @@ _UNSIGNED = {"u8", "u16", "u32", "i1"}
 _ICMP = {"<": "<", "<=": "<=", "==": "==", "!=": "!=", ">": ">", ">=": ">="}
 
 
+@functools.cache  # (asked for every value generated: tens of thousands a form)
 def llvm_type(t: str) -> ir.Type:
     if lir.lanes_of(t) > 1:
         return ir.VectorType(llvm_type(lir.element_type(t)), lir.lanes_of(t))
@@ -76,6 +79,9 @@ class LLVMCodegen:
         self.mod = ir.Module(name="silvanforge")
         self._prefetch = None
         self._gathers: dict[str, ir.Function] = {}
+        # Constants by type and value, each made and printed once: an expanded form's nodes
+        # repeat a few hundred thresholds and masks thousands of times.
+        self._constants: dict[tuple, ir.Constant] = {}
 
     def generate(self) -> ir.Module:
         for fn in self.lmod.functions:
@@ -229,9 +235,7 @@ class LLVMCodegen:
     def expr(self, e) -> ir.Value:
         b = self.b
         if isinstance(e, lir.Const):
-            if lir.lanes_of(e.type) > 1:  # the value in every lane
-                return _Splat(llvm_type(e.type), e.value)
-            return ir.Constant(llvm_type(e.type), e.value)
+            return self.constant(e)
         if isinstance(e, lir.Vector):
             v = ir.Constant(llvm_type(e.type), ir.Undefined)
             if all(x == e.elems[0] for x in e.elems[1:]):  # one value in every lane: a splat
@@ -292,6 +296,21 @@ class LLVMCodegen:
         if isinstance(e, lir.Bin):
             return self.binop(e.op, self.expr(e.a), self.expr(e.b), e.a.type)
         raise TypeError(f"cannot generate LLVM for {e!r}")
+
+    def constant(self, e: lir.Const) -> ir.Value:
+        """``e`` as an LLVM constant, one object for every use of the same type and value (its
+        text made once).  Values told apart as printed: 0.0 and -0.0 are two; NaNs, whose
+        payloads print, are not kept."""
+        key = (e.type, type(e.value), repr(e.value))
+        value = self._constants.get(key)
+        if value is None:
+            if lir.lanes_of(e.type) > 1:  # the value in every lane
+                value = _Splat(llvm_type(e.type), e.value)
+            else:
+                value = ir.Constant(llvm_type(e.type), e.value)
+            if e.value == e.value:
+                self._constants[key] = value
+        return value
 
     def gather(self, e: lir.Gather) -> ir.Value:
         """``llvm.masked.gather`` with every lane on: one vector of addresses (a GEP of the

@@ -42,3 +42,4 @@ def test_shared_constants_print_as_constants_made_a_use(monkeypatch):
     rows = rows_for(forest, np.random.default_rng(2), 300)
     np.testing.assert_array_equal(cf.predict(rows, output_margin=True),
                                   reference.predict(forest, rows, output_margin=True))
+

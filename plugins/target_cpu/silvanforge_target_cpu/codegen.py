@@ -12,18 +12,20 @@ Mutable LIR locals become allocas in the entry block, which ``mem2reg``/SROA at 
 
 from __future__ import annotations
 
+import functools
+
 from llvmlite import ir
 
 from silvanforge.ir import lir
 
-from . import cpus
+from . import cpus, irlines
 from .llvm_host import host_has_avx512
 
 _INT_BITS = {"i1": 1, "i8": 8, "u8": 8, "i16": 16, "u16": 16, "i32": 32, "u32": 32, "i64": 64}
 _UNSIGNED = {"u8", "u16", "u32", "i1"}
-_ICMP = {"<": "<", "<=": "<=", "==": "==", "!=": "!=", ">": ">", ">=": ">="}
 
 
+@functools.cache  # (asked for every value generated: tens of thousands a form)
 def llvm_type(t: str) -> ir.Type:
     if lir.lanes_of(t) > 1:
         return ir.VectorType(llvm_type(lir.element_type(t)), lir.lanes_of(t))
@@ -76,6 +78,9 @@ class LLVMCodegen:
         self.mod = ir.Module(name="silvanforge")
         self._prefetch = None
         self._gathers: dict[str, ir.Function] = {}
+        # Constants by type and value, each made and printed once: an expanded form's nodes
+        # repeat a few hundred thresholds and masks thousands of times.
+        self._constants: dict[tuple, ir.Constant] = {}
 
     def generate(self) -> ir.Module:
         for fn in self.lmod.functions:
@@ -229,9 +234,7 @@ class LLVMCodegen:
     def expr(self, e) -> ir.Value:
         b = self.b
         if isinstance(e, lir.Const):
-            if lir.lanes_of(e.type) > 1:  # the value in every lane
-                return _Splat(llvm_type(e.type), e.value)
-            return ir.Constant(llvm_type(e.type), e.value)
+            return self.constant(e)
         if isinstance(e, lir.Vector):
             v = ir.Constant(llvm_type(e.type), ir.Undefined)
             if all(x == e.elems[0] for x in e.elems[1:]):  # one value in every lane: a splat
@@ -269,29 +272,42 @@ class LLVMCodegen:
                 value = self._values[e.name] = b.load(self.vars[e.name])
             return value
         if isinstance(e, lir.Load):
-            ptr = b.gep(self.ptrs[e.buffer], [self.index(e.index)])
+            ptr = irlines.element(b, self.ptrs[e.buffer], self.index(e.index))
             if lir.lanes_of(e.type) > 1:  # contiguous lanes, aligned as one element
-                vec = b.bitcast(ptr, ir.PointerType(llvm_type(e.type)))
-                return b.load(vec, align=lir.LIR_TO_NUMPY[lir.element_type(e.type)].itemsize)
-            return b.load(ptr)
+                vec = irlines.bitcast(b, ptr, ir.PointerType(llvm_type(e.type)))
+                return irlines.load(b, vec, lir.LIR_TO_NUMPY[lir.element_type(e.type)].itemsize)
+            return irlines.load(b, ptr)
         if isinstance(e, lir.Cast):
             return self.cast(self.expr(e.a), e.a.type, e.type)
         if isinstance(e, lir.IsNan):
             v = self.expr(e.a)
             return b.fcmp_unordered("uno", v, v)
         if isinstance(e, lir.Select):
-            return b.select(self.expr(e.cond), self.expr(e.a), self.expr(e.b))
+            return irlines.select(b, self.expr(e.cond), self.expr(e.a), self.expr(e.b))
         if isinstance(e, lir.Cmp):
             x, y = self.expr(e.a), self.expr(e.b)
+            predicate = irlines.PREDICATE[e.op]
             if is_float(e.a.type):
                 # Ordered compares (NaN -> false) except != which, as in C, is true for NaN.
-                return b.fcmp_unordered("!=", x, y) if e.op == "!=" else b.fcmp_ordered(e.op, x, y)
-            if is_unsigned(e.a.type):
-                return b.icmp_unsigned(_ICMP[e.op], x, y)
-            return b.icmp_signed(_ICMP[e.op], x, y)
+                return irlines.compare(b, "fcmp", ("u" if e.op == "!=" else "o") + predicate, x, y)
+            if e.op not in ("==", "!="):
+                predicate = ("u" if is_unsigned(e.a.type) else "s") + predicate
+            return irlines.compare(b, "icmp", predicate, x, y)
         if isinstance(e, lir.Bin):
             return self.binop(e.op, self.expr(e.a), self.expr(e.b), e.a.type)
         raise TypeError(f"cannot generate LLVM for {e!r}")
+
+    def constant(self, e: lir.Const) -> ir.Value:
+        """``e`` as an LLVM constant, one object for every use of the same type and value (its
+        text made once).  Values told apart as printed: 0.0 and -0.0 are two; NaNs, whose
+        payloads print, are not kept."""
+        key = (e.type, type(e.value), repr(e.value))
+        value = self._constants.get(key)
+        if value is None:  # (a splat: the value in every lane)
+            value = (_Splat if lir.lanes_of(e.type) > 1 else ir.Constant)(llvm_type(e.type), e.value)
+            if e.value == e.value:
+                self._constants[key] = value
+        return value
 
     def gather(self, e: lir.Gather) -> ir.Value:
         """``llvm.masked.gather`` with every lane on: one vector of addresses (a GEP of the
@@ -498,20 +514,14 @@ class LLVMCodegen:
 
     def binop(self, op, x, y, t):
         b = self.b
-        if is_float(t):
-            if op in ("min", "max"):
-                return b.select(b.fcmp_ordered("<" if op == "min" else ">", x, y), x, y)
-            return {"+": b.fadd, "-": b.fsub, "*": b.fmul, "/": b.fdiv, "%": b.frem}[op](x, y)
-        unsigned = is_unsigned(t)
         if op in ("min", "max"):
-            cmp = b.icmp_unsigned if unsigned else b.icmp_signed
-            return b.select(cmp("<" if op == "min" else ">", x, y), x, y)
-        table = {
-            "+": b.add, "-": b.sub, "*": b.mul, "&": b.and_, "|": b.or_, "^": b.xor, "<<": b.shl,
-            "/": b.udiv if unsigned else b.sdiv, "%": b.urem if unsigned else b.srem,
-            ">>": b.lshr if unsigned else b.ashr,
-        }
-        return table[op](x, y)
+            kind, sign = ("fcmp", "o") if is_float(t) else ("icmp", "u" if is_unsigned(t) else "s")
+            less = irlines.compare(b, kind, sign + irlines.PREDICATE["<" if op == "min" else ">"], x, y)
+            return irlines.select(b, less, x, y)
+        if is_float(t):
+            return irlines.arithmetic(b, irlines.FLOAT_OPS[op], x, y)
+        name = irlines.INT_OPS.get(op) or irlines.INT_OPS[op, is_unsigned(t)]
+        return irlines.arithmetic(b, name, x, y)
 
     def _word_lane(self, load: lir.Load, lane: int):
         """Lane ``lane`` of a small integer vector in memory (:func:`_word_lanes`) read as one

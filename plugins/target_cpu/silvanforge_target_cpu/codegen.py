@@ -120,7 +120,9 @@ class LLVMCodegen:
         # before control flow: straight-line code (expanded bitvector trees: thousands of
         # assignments in a row) then costs a third of the instructions to build and optimise.
         self._values: dict[str, ir.Value] = {}
-        self._dirty: set[str] = set()
+        # (assigned locals in assignment order, not a set: a set's order follows the process's
+        # hash seed, and the same program must print the same IR text in every process)
+        self._dirty: dict[str, None] = {}
         for name, t in lfn.locals.items():
             self.vars[name] = self.alloca_builder.alloca(llvm_type(t), name=name)
         self.block(lfn.body)
@@ -146,7 +148,7 @@ class LLVMCodegen:
 
     def s_Assign(self, s: lir.Assign):
         self._values[s.var.name] = self.expr(s.value)
-        self._dirty.add(s.var.name)
+        self._dirty[s.var.name] = None
 
     def s_Store(self, s: lir.Store):
         ptr = self.b.gep(self.ptrs[s.buffer], [self.index(s.index)])

@@ -43,3 +43,32 @@ def test_shared_constants_print_as_constants_made_a_use(monkeypatch):
     np.testing.assert_array_equal(cf.predict(rows, output_margin=True),
                                   reference.predict(forest, rows, output_margin=True))
 
+
+
+_IR_DIGESTS = """
+import hashlib, sys
+import silvanforge as sf
+from silvanforge_target_cpu import codegen
+from silvanforge.testing import random_forest
+forest = random_forest(7, max_trees=12, max_depth=6, summed=True)
+for rep in ("sparse", "bitvector", "array"):
+    cf = sf.compile(forest, rep=rep, batch_size=16)
+    print(rep, hashlib.sha256(str(codegen.generate(cf.forms[0].lir_module)).encode()).hexdigest())
+"""
+
+
+def test_the_same_program_prints_the_same_ir_in_every_process():
+    """The IR text does not follow the process's hash seed (what a set of names would iterate
+    in): the same program, the same code, wherever it is compiled."""
+    import os
+    import subprocess
+    import sys
+
+    printed = set()
+    for seed in ("1", "2", "3"):
+        run = subprocess.run([sys.executable, "-c", _IR_DIGESTS], capture_output=True, text=True, timeout=300,
+                             env={**os.environ, "PYTHONHASHSEED": seed})
+        assert run.returncode == 0, run.stderr[-2000:]
+        assert len(run.stdout.splitlines()) == 3
+        printed.add(run.stdout)
+    assert len(printed) == 1

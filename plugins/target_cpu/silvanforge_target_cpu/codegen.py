@@ -120,9 +120,7 @@ class LLVMCodegen:
         # before control flow: straight-line code (expanded bitvector trees: thousands of
         # assignments in a row) then costs a third of the instructions to build and optimise.
         self._values: dict[str, ir.Value] = {}
-        # (assigned locals in assignment order, not a set: a set's order follows the process's
-        # hash seed, and the same program must print the same IR text in every process)
-        self._dirty: dict[str, None] = {}
+        self._dirty: dict[str, None] = {}  # (in assignment order: a set's follows the hash seed)
         for name, t in lfn.locals.items():
             self.vars[name] = self.alloca_builder.alloca(llvm_type(t), name=name)
         self.block(lfn.body)

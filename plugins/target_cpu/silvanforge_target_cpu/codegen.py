@@ -16,7 +16,7 @@ from llvmlite import ir
 
 from silvanforge.ir import lir
 
-from . import cpus
+from . import cpus, transpose
 from .llvm_host import host_has_avx512
 
 _INT_BITS = {"i1": 1, "i8": 8, "u8": 8, "i16": 16, "u16": 16, "i32": 32, "u32": 32, "i64": 64}
@@ -61,21 +61,27 @@ class LLVMCodegen:
     """Generates one LLVM function per LIR function (phase) into one LLVM module."""
 
     def __init__(self, module: lir.Module, permutes: bool = False, byte_permutes: bool = False,
-                 avx2_permutes: bool = False, byte_shuffle_bits: int = 0, neon: bool = False):
+                 avx2_permutes: bool = False, byte_shuffle_bits: int = 0, neon: bool = False,
+                 transposes: bool = False):
         """``permutes``: the CPU has AVX-512, whose register permutes do :class:`lir.Lookup`
         (``byte_permutes``: of bytes too, AVX-512 VBMI); else ``avx2_permutes``: it has AVX2,
         whose 8-lane permutes do lookups of 4-byte elements in small tables.
         ``byte_shuffle_bits``: where byte lookups have no VBMI permute, the width of the
         ``vpshufb`` that does them (512: AVX-512BW, 256: AVX2; 0: none, a gather).  ``neon``:
-        AArch64 code, whose ``tbl`` looks bytes up in tables of up to 64 (four registers)."""
+        AArch64 code, whose ``tbl`` looks bytes up in tables of up to 64 (four registers).
+        ``transposes``: AVX2 code (no AVX-512) built where LLVM parses x86 inline assembly (an
+        x86-64 host), whose columns of eight rows are transposed by :mod:`.transpose`."""
         self.lmod = module
         self.permutes, self.byte_permutes = permutes, byte_permutes
         self.avx2_permutes = avx2_permutes and not permutes
         self.byte_shuffle_lanes = 0 if byte_permutes else byte_shuffle_bits // 8
         self.neon = neon
+        self.transposes = transposes and self.avx2_permutes
         self.mod = ir.Module(name="silvanforge")
         self._prefetch = None
         self._gathers: dict[str, ir.Function] = {}
+        # The columns of transposed rows in this basic block, by the rows' values (:meth:`_column`).
+        self._transposed: dict[tuple, list] = {}
 
     def generate(self) -> ir.Module:
         for fn in self.lmod.functions:
@@ -134,10 +140,12 @@ class LLVMCodegen:
             self.b.store(self._values[name], self.vars[name])
         self._dirty.clear()
         self._values.clear()
+        self._transposed.clear()
 
     def _enter(self, block) -> None:
         self.b.position_at_end(block)
         self._values.clear()
+        self._transposed.clear()
 
     def s_Assign(self, s: lir.Assign):
         self._values[s.var.name] = self.expr(s.value)
@@ -233,6 +241,9 @@ class LLVMCodegen:
                 return _Splat(llvm_type(e.type), e.value)
             return ir.Constant(llvm_type(e.type), e.value)
         if isinstance(e, lir.Vector):
+            column = transpose.column_of_rows(e) if self.transposes else None
+            if column is not None:
+                return self._column(*column)
             v = ir.Constant(llvm_type(e.type), ir.Undefined)
             if all(x == e.elems[0] for x in e.elems[1:]):  # one value in every lane: a splat
                 one = b.insert_element(v, self.expr(e.elems[0]), ir.Constant(ir.IntType(32), 0))
@@ -292,6 +303,15 @@ class LLVMCodegen:
         if isinstance(e, lir.Bin):
             return self.binop(e.op, self.expr(e.a), self.expr(e.b), e.a.type)
         raise TypeError(f"cannot generate LLVM for {e!r}")
+
+    def _column(self, rows: tuple, j: int) -> ir.Value:
+        """Column ``j`` of the eight registers ``rows`` transposed (:mod:`.transpose`), the
+        transpose made once a basic block for all eight columns."""
+        values = tuple(self.expr(row) for row in rows)
+        columns = self._transposed.get(values)
+        if columns is None:
+            columns = self._transposed[values] = transpose.transposed(self.b, list(values))
+        return columns[j]
 
     def gather(self, e: lir.Gather) -> ir.Value:
         """``llvm.masked.gather`` with every lane on: one vector of addresses (a GEP of the
@@ -587,4 +607,5 @@ def generate(module: lir.Module, permutes: bool | None = None, cpu: str | None =
     shuffle_bits = 512 if permutes and cpus.has(cpu, "avx512bw") else 256 if cpus.has(cpu, "avx2") else 0
     return LLVMCodegen(module, permutes, permutes and host_has_avx512("avx512vbmi", cpu),
                        avx2_permutes=cpus.has(cpu, "avx2"), byte_shuffle_bits=shuffle_bits,
-                       neon=cpus.triple(cpu).startswith(("aarch64", "arm64"))).generate()
+                       neon=cpus.triple(cpu).startswith(("aarch64", "arm64")),
+                       transposes=cpus.has(cpu, "avx2") and not cpus.foreign(cpu)).generate()

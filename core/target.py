@@ -112,7 +112,7 @@ class Target:
         :class:`silvanforge.errors.ScheduleError` for a program it cannot run (a GPU
         construct on a CPU).  A long call outside Python in it (generating machine code, with
         the GIL released) goes within :func:`native_work`: the compile may start the plan's
-        other forms meanwhile (:mod:`silvanforge.plan.overlap`)."""
+        other forms meanwhile, and lower the next one (:mod:`silvanforge.plan.overlap`)."""
         raise NotImplementedError
 
     def load_kernel(self, module, blob: bytes, options: dict):

@@ -82,7 +82,7 @@ from silvanforge.ir.lir_nodes import (
     vector_type,
 )
 
-__all__ = ["INT_TYPES", "FLOAT_TYPES", "TYPES", "NUMPY_TO_LIR", "LIR_TO_NUMPY", "lir_type", "vector_type", "element_type", "lanes_of", "is_type", "Const", "Var", "Load", "Bin", "Cmp", "Select", "Cast", "IsNan", "Vector", "PackBits", "Gather", "Lookup", "Extract", "Clz", "GpuIndex", "GPU_DIMS", "Expr", "BIN_OPS", "CMP_OPS", "Assign", "Store", "For", "While", "If", "AtomicAdd", "Prefetch", "Barrier", "Stmt", "Buffer", "Function", "Launch", "Module", "ROW_STRIDE", "COL_STRIDE", "ROW_BEGIN", "ROW_END", "ITER_BEGIN", "ITER_END", "NUM_ROWS", "SCALAR_PARAMS", "Builder", "broadcast", "widen", "constant_value", "fold_index", "vector_of", "verify", "format_module"]
+__all__ = ["INT_TYPES", "FLOAT_TYPES", "TYPES", "NUMPY_TO_LIR", "LIR_TO_NUMPY", "lir_type", "vector_type", "element_type", "lanes_of", "is_type", "Const", "Var", "Load", "Bin", "Cmp", "Select", "Cast", "IsNan", "Vector", "PackBits", "Gather", "Lookup", "Extract", "Clz", "GpuIndex", "GPU_DIMS", "Expr", "BIN_OPS", "CMP_OPS", "Assign", "Store", "For", "While", "If", "AtomicAdd", "Prefetch", "Barrier", "Stmt", "Buffer", "Function", "Launch", "Module", "ROW_STRIDE", "COL_STRIDE", "ROW_BEGIN", "ROW_END", "ITER_BEGIN", "ITER_END", "NUM_ROWS", "SCALAR_PARAMS", "Builder", "broadcast", "widen", "constant_value", "fold_index", "first_load", "vector_of", "verify", "format_module"]
 
 
 def broadcast(e: Expr, lanes: int) -> Expr:
@@ -116,6 +116,18 @@ def fold_index(op: str, a: Expr, b: Expr) -> Expr:
                "min": lambda: min(x, y)}
         return Const(ops[op](), "i64")
     return Bin(op, a, b)
+
+
+def first_load(e: Expr) -> Load | None:
+    """The first load in expression ``e``, depth first (None if it loads nothing)."""
+    if isinstance(e, Load):
+        return e
+    for part in (getattr(e, name, None) for name in ("cond", "a", "b", "index")):
+        if part is not None and not isinstance(part, (str, int, float)):
+            found = first_load(part)
+            if found is not None:
+                return found
+    return None
 
 
 def widen(e: Expr) -> Expr:

@@ -87,13 +87,18 @@ class ForestLayout:
     # the end of every walk): every tree feeds one output and leaves have the threshold dtype.
     inline_leaves: bool = False
     # Whether the default-left bit rides in the feature field: ``(feature << 1) | default_left``
-    # (leaves stay -1).  Chosen when that bit is all a split's flags say (one comparison op, no
-    # categorical or zero-as-missing splits): the walk then loads no flags byte, one load less per
-    # step.  Representations store ``TreeLayout.feature`` as it is; the core decodes it.
+    # (leaves stay -1).  Chosen where one comparison op decides every numerical split and none
+    # treats zero as missing: without categorical splits the walk then loads no flags byte, one
+    # load less per step; with them the field is the column of a split row all the same (the
+    # flags byte then says only which splits are categorical), so their walks read split rows
+    # too.  Representations store ``TreeLayout.feature`` as it is; the core decodes it.
     packed_default_left: bool = False
     # Set by the core when walks read split rows (a leaf's feature, -1, reads a NaN column there):
     # representations may then make a leaf a fixed point of a step (see silvanforge.rep).
     leaf_self_loops: bool = False
+    # Set with split rows on a forest with categorical splits: each feature's largest category a
+    # split names, plus one (:func:`split_row_categories`); None otherwise.
+    category_tops: np.ndarray | None = None
     # A forest with linear leaves: their tables, one row a leaf slot, and ``leaf_values`` holds
     # each slot's row number, not its value (silvanforge.lowering.linear_leaves); None otherwise.
     linear: LinearTables | None = None
@@ -151,8 +156,7 @@ def build_layout(forest: hir.Forest, tile_size: int = 1, options: CompileOptions
         leaf_values = np.arange(max(linear.rows, 1), dtype=leaf_dt)
     has_categorical = forest.has_categorical()
     has_zero_missing = bool(joined(forest, "zero_missing")[internal].any())
-    packed = (not has_categorical and not has_zero_missing and len(ops) <= 1
-              and options.packed_default_left is not False)
+    packed = not has_zero_missing and len(ops) <= 1 and options.packed_default_left is not False
     feature = np.where(internal, joined(forest, "feature"), -1).astype(np.int32)
     flags = np.where(internal, flags, 0).astype(np.uint8)
     if packed:
@@ -180,17 +184,24 @@ def build_layout(forest: hir.Forest, tile_size: int = 1, options: CompileOptions
     )
 
 
+def _categorical_splits(forest: hir.Forest) -> tuple[list, list]:
+    """(tree, node) of every categorical split, tree by tree and node by node, and its
+    categories."""
+    split, sets = [], []
+    for k in [k for k, tree in enumerate(forest.trees) if tree.categories]:
+        for node, cats in sorted(forest.trees[k].categories.items()):
+            split.append((k, node))
+            sets.append(np.asarray(cats, dtype=np.int64))
+    return split, sets
+
+
 def _category_bitsets(forest: hir.Forest, flags: np.ndarray, thresholds: np.ndarray,
                       categorical: np.ndarray) -> np.ndarray:
     """The category bitsets of every categorical split, tree by tree and node by node: each
     node's offset written to its threshold slot, its flag set and ``categorical`` marked
     (joined numbering)."""
     starts = offsets(forest).tolist()
-    split, sets = [], []  # (tree, node) of each categorical split, and its categories
-    for k in [k for k, tree in enumerate(forest.trees) if tree.categories]:
-        for node, cats in sorted(forest.trees[k].categories.items()):
-            split.append((k, node))
-            sets.append(np.asarray(cats, dtype=np.int64))
+    split, sets = _categorical_splits(forest)
     # Every node's bitset at once (a loop of NumPy calls a node took a tenth of a second on
     # 1000 trees of 255 leaves): its word count, then its words; the offsets follow.
     nwords = np.array([int(c.max()) // 32 + 1 if len(c) else 0 for c in sets], np.int64)
@@ -215,6 +226,58 @@ def _category_bitsets(forest: hir.Forest, flags: np.ndarray, thresholds: np.ndar
     thresholds[at] = first
     categorical[at] = True
     return words.view(np.int32)
+
+
+def category_top(forest: hir.Forest) -> np.ndarray:
+    """Each feature's largest category that a categorical split names (-1: none names any)."""
+    top = np.full(forest.num_features, -1, np.int64)
+    starts = offsets(forest)
+    split, sets = _categorical_splits(forest)
+    if split:
+        feature = joined(forest, "feature")[[starts[k] + node for k, node in split]]
+        np.maximum.at(top, feature, [int(c.max()) if len(c) else -1 for c in sets])
+    return top
+
+
+def split_row_categories(layout: ForestLayout) -> None:
+    """Re-encode the categorical splits for walks reading split rows, whose *category columns*
+    hold each feature's category already decided (:meth:`WalkGenerator.fill_split_rows`), so
+    a categorical step is one bitset word's load and a bit test: no validity test, no word
+    count, no NaN test.
+
+    Feature ``f``'s columns hold its category where the value is one up to ``top[f]``
+    (:func:`category_top`), else ``top[f] + 1`` (no category: right); a missing value reads
+    ``top[f] + 1`` in the first column and ``top[f] + 2`` in the second.  Each split's bitset
+    spans bits ``0 .. top[f] + 2`` with bit ``top[f] + 2`` set (a missing value goes left in the
+    second column); its field is ``((F + f) << 1) | default_left`` (``F`` features), so it reads
+    the column its default direction names, as a numerical split does."""
+    forest = layout.forest
+    split, sets = _categorical_splits(forest)
+    if not split or not layout.trees:
+        return
+    threshold, feature = layout.trees[0]._nodes[:2]  # every tree's nodes, joined
+    starts = offsets(forest)
+    at = np.array([starts[k] + node for k, node in split], np.int64)
+    column = joined(forest, "feature")[at].astype(np.int64)
+    top = category_top(forest)
+    layout.category_tops = (top + 1).astype(np.int32)
+    left = top[column] + 2  # each split's bit of a missing value going left
+    nwords = left // 32 + 1
+    first = np.cumsum(nwords) - nwords
+    if len(first) and first[-1] + nwords[-1] > 2**24:
+        raise UnsupportedModelError("categorical splits whose bitsets would pass 2**24 words (64 MiB)")
+    # Zero words after the last bitset: a walk past its batch's end reads a split row that is no
+    # row's, clamped to a category up to the largest ``top + 2`` (see _in_split_category).
+    words = np.zeros(int(nwords.sum()) + int(top.max() + 2) // 32 + 1, np.uint32)
+    ids = np.concatenate(sets + [np.zeros(0, np.int64)])
+    np.bitwise_or.at(words, np.repeat(first, [len(c) for c in sets]) + ids // 32,
+                     np.left_shift(np.uint32(1), (ids % 32).astype(np.uint32)))
+    words[first + left // 32] |= np.left_shift(np.uint32(1), (left % 32).astype(np.uint32))
+    threshold[at] = first
+    feature[at] = ((forest.num_features + column) << 1) | (feature[at] & FLAG_DEFAULT_LEFT)
+    layout.cat_bits = words.view(np.int32)
+    layout.feature_dtype = np.promote_types(layout.feature_dtype,
+                                            smallest_int(-1, 4 * forest.num_features - 1))
 
 
 def _leaf_slots(forest: hir.Forest, internal: np.ndarray, leaf_dt: np.dtype, linear_leaves: bool

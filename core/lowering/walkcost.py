@@ -23,7 +23,8 @@ from silvanforge.plan.memo import memoised
 
 __all__ = ["WALK_STEP_NS", "WALK_STEP_NS_PER_ROW_KB", "WALK_STEP_NS_PER_ROW_KB_PAST_L1", "row_step_ns", "WALK_EXIT_STEP_NS", "WALK_NAN_TEST_FACTOR", "WALK_CATEGORICAL_FACTOR", "WALK_OUTPUT_NS",
            "walk_estimate_ns", "linear_estimate_ns", "LEAF_LOOPS_STEP_RATIO", "SPLIT_ROWS_ANY_WIDTH", "SPLIT_ROWS_WALK_SHARE",
-           "depth_stats", "walks_exit_early", "split_rows_pay", "split_thresholds_exact"]
+           "depth_stats", "walks_exit_early", "split_rows_pay", "split_thresholds_exact", "walks_prefetch",
+           "WALK_PREFETCH_BYTES"]
 
 
 # --- the forest's facts
@@ -97,20 +98,20 @@ def split_thresholds_exact(threshold: np.ndarray, ops) -> bool:
 
 
 def split_rows_pay(forest: hir.Forest, check_width: bool = True) -> bool:
-    """Whether split rows are exact and pay for this forest: every split is numerical and
-    compares with ``<`` or with ``<=`` (one of them), none treats zero as missing, every threshold
-    is finite (+-inf would meet an infinite threshold on the wrong side), and the split row is
+    """Whether split rows are exact and pay for this forest: every numerical split compares
+    with ``<`` or with ``<=`` (one of them), none treats zero as missing, every threshold is
+    finite (+-inf would meet an infinite threshold on the wrong side), and the split row is
     narrow beside the walk steps of a row (``check_width``).  Also asked by schedule choosers
     and every walk's estimate: computed once a compile."""
     return memoised(forest, ("split_rows_pay", check_width), lambda: _split_rows_pay(forest, check_width))
 
 
 def _split_rows_pay(forest: hir.Forest, check_width: bool) -> bool:
-    if forest.has_categorical():
-        return False
     internal = joined(forest, "left") >= 0
     if joined(forest, "zero_missing")[internal].any():
         return False
+    if forest.has_categorical():  # (a categorical split reads a split row's value as it is)
+        internal &= ~np.concatenate([t.categorical_mask() for t in forest.trees])
     ops = set(int(o) for o in np.unique(joined(forest, "op")[internal]))
     if len(ops) > 1:
         return False
@@ -122,7 +123,8 @@ def _split_rows_pay(forest: hir.Forest, check_width: bool) -> bool:
     if not check_width:
         return True
     steps = int(depth_stats(forest)[0].sum())
-    return 2 * forest.num_features <= max(SPLIT_ROWS_ANY_WIDTH, SPLIT_ROWS_WALK_SHARE * steps)
+    columns = (4 if forest.has_categorical() else 2) * forest.num_features  # (category columns too)
+    return columns <= max(SPLIT_ROWS_ANY_WIDTH, SPLIT_ROWS_WALK_SHARE * steps)
 
 
 # --- the walks' cost model
@@ -140,6 +142,18 @@ WALK_STEP_NS, WALK_STEP_NS_PER_ROW_KB = 0.65, 0.1
 # call under WALK_INTERLEAVED_ROWS rows go a row at a time (the CPU default): its row stays in L1.
 WALK_STEP_NS_PER_ROW_KB_PAST_L1 = 0.18
 WALK_L1_BYTES, WALK_ROWS_IN_FLIGHT, WALK_INTERLEAVED_ROWS = 32 << 10, 8, 16
+# A row's walks of several trees at once prefetch each node's children (the line of each field
+# the next step loads) where the forest's thresholds alone pass this much, the L2 cache of the
+# hosts measured: the deep nodes of one row's walks then come from L3 (1.07x one row of a
+# 1000-tree 255-leaf categorical LightGBM model, 6 MB of nodes).
+WALK_PREFETCH_BYTES = 1 << 20
+
+
+def walks_prefetch(forest: hir.Forest) -> bool:
+    """Whether a row's walks of several trees prefetch the children of each node they step from
+    (:data:`WALK_PREFETCH_BYTES`)."""
+    nodes = int(offsets(forest)[-1]) if forest.trees else 0
+    return nodes * np.dtype(forest.threshold_dtype).itemsize > WALK_PREFETCH_BYTES
 # Walks that stop when their rows are at leaves (deep leaf-wise trees), a step of the trees'
 # mean leaf depth: the interleaved rows' longest path plus the leaf checks (3.7 us a row on a
 # taxi-shaped 300x255 LightGBM model without NaN, mean leaf depth 13.7; 14.3 us with NaN tests
@@ -149,10 +163,13 @@ WALK_EXIT_STEP_NS = 0.9
 # thresholds, e.g. LightGBM's NaN-or-not splits, or mixed ops): 1.45-1.9x the steps' time on
 # LightGBM models trained on data with NaN (public_shapes.py higgs, airline, year, covtype).
 WALK_NAN_TEST_FACTOR = 1.5
-# Walks of models with categorical splits take the general step (a flags byte, the bitset's
+# Walks of models with categorical splits took the general step (a flags byte, the bitset's
 # length and word loaded, no split rows, one row at a time): 3.3x the numeric step's estimate on
 # a flight-delay-shaped LightGBM model (83% categorical splits), 11.6x on an XGBoost one of
-# depth 8 (benchmarks/categorical_models.py); the smaller is charged.
+# depth 8 (benchmarks/categorical_models.py); the smaller is charged.  Split rows' category
+# columns made a categorical step one word's load (1.3-1.7x one row of a 1000-tree 255-leaf
+# flight-delay model), yet its row-interleaved walks at 16 rows still take 1.8x the bitset
+# form's time there, so the factor stands until it is measured again.
 WALK_CATEGORICAL_FACTOR = 3.0
 # Linear leaves (LightGBM linear_tree): a leaf's model evaluated after each walk, about 9 ns a
 # tree and 1.2 ns a term (sparse walks, 1 thread, 4,096 rows: 100-200 trees of 31-63 leaves, 1-20

@@ -19,7 +19,8 @@ from silvanforge.errors import ScheduleError
 from silvanforge.ir import hir, lir, mir
 from silvanforge.ir.lir import Assign, Bin, Builder, Cast, Cmp, For, If, Select, Store, Var, While, fold_index, vector_of
 from silvanforge.lowering.splits import RowReads, SplitDecision
-from silvanforge.lowering.walksetup import (MAX_VECTOR_LANES, SPLIT_ROWS, TREE_DEPTH, VECTOR_WALK_DEFAULT, WalkSetup, setup_walks,
+from silvanforge.lowering.walkcost import walks_prefetch
+from silvanforge.lowering.walksetup import (MAX_VECTOR_LANES, SPLIT_ROWS, SPLIT_TOPS, TREE_DEPTH, VECTOR_WALK_DEFAULT, WalkSetup, setup_walks,
                        thread_info, walk_module, walks_exit_early)
 from silvanforge.options import CompileOptions
 from silvanforge.reduction.lower import ReductionLowering
@@ -39,6 +40,8 @@ def lower_to_lir(forest: hir.Forest, fn: mir.MirFunction, rep: str, hook,
     setup = setup_walks(forest, fn, rep, hook, tile_size, split_rows=True, options=options)
     layout, b = setup.layout, setup.b
     gen = WalkGenerator(setup)
+    gen.branch_categorical = True
+    gen.prefetch_children = walks_prefetch(forest)
     gen.leaf_loops = layout.leaf_self_loops and bool(setup.rep_info.get("leaf_self_loops"))
     if gen.leaf_loops:
         gen.exit_early, gen.shallowest_leaf = walks_exit_early(forest)
@@ -158,10 +161,18 @@ class WalkGenerator(RowReads, SplitDecision, ReductionLowering):
         # and whether such walks stop when all interleaved walks are at leaves (walks_exit_early).
         self.leaf_loops = False
         self.exit_early, self.shallowest_leaf = False, 0
+        # Whether a step branches to its categorical split's test (CPU walks; set by lower_to_lir)
+        # instead of selecting between both tests.
+        self.branch_categorical = False
+        # Whether walks of several trees at once prefetch each node's children (CPU walks whose
+        # nodes pass the L2 cache, walkcost.walks_prefetch; set by lower_to_lir).
+        self.prefetch_children = False
         if self.split_rows:
             b.buffers[SPLIT_ROWS] = lir.Buffer(SPLIT_ROWS, thr_t, "scratch",
                                                per_row=self._split_row_size(), fill=None)
             self.info["split_rows"] = split_rows
+            if layout.category_tops is not None:
+                b.buffer(SPLIT_TOPS, layout.category_tops)
         self._outputs_plan()
         self._category_buffers()
 
@@ -308,7 +319,7 @@ class WalkGenerator(RowReads, SplitDecision, ReductionLowering):
         r, f = Var(f"cr{len(b.locals)}", "i64"), Var(f"cf{len(b.locals)}", "i64")
         per_line = max(1, 64 // np.dtype(self.layout.threshold_dtype).itemsize)
         if self.split_rows:
-            buffer, columns, index = SPLIT_ROWS, 2 * self.forest.num_features, Bin("+", self._row_start(r), f)
+            buffer, columns, index = SPLIT_ROWS, self._split_row_size() - 1, Bin("+", self._row_start(r), f)
         else:
             buffer, columns = "rows", self.forest.num_features
             index = Bin("+", Bin("*", r, lir.ROW_STRIDE), Bin("*", f, lir.COL_STRIDE))
@@ -350,11 +361,13 @@ class WalkGenerator(RowReads, SplitDecision, ReductionLowering):
         if self.tiles is not None:
             peel_depth = min([peel_depth] + [self._peel_bound(t) for t, _ in lanes])
 
+        prefetch = self.prefetch_children and not same_tree and len(lanes) > 1
+
         def step(j):
             tree, row = lanes[j]
             b.push()
             if self.tiles is None:
-                self._step(Cast(tree, "i32"), row, nodes[j])
+                self._step(Cast(tree, "i32"), row, nodes[j], prefetch)
             else:
                 self._tile_step(Cast(tree, "i32"), row, nodes[j])
             return b.pop()
@@ -533,21 +546,20 @@ class WalkGenerator(RowReads, SplitDecision, ReductionLowering):
                 b.emit(While(Cmp("!=", lir.PackBits(mask), c(0, "i32")), b.pop()))
         return [b.local("node", "i64", lir.Extract(node, j)) for j in range(n)]
 
-    def _step(self, t32, row, node: Var) -> None:
-        """One move from ``node`` to the child the row's feature value selects."""
-        b, reps = self.b, self.reps
+    def _step(self, t32, row, node: Var, prefetch: bool = False) -> None:
+        """One move from ``node`` to the child the row's feature value selects; ``prefetch``:
+        first touch the lines the next step loads from the left child (its feature, threshold
+        and child fields; the right child lies beside it), so they come in while this decides."""
+        b, reps, zero = self.b, self.reps, self.c(0, "i32")
+        if prefetch:
+            kid = b.local("kid", "i64", reps.child(b=b, tree=t32, node=node, child=zero))
+            fields = (reps.load_feature_index(b=b, tree=t32, node=kid), reps.load_threshold(b=b, tree=t32, node=kid),
+                      reps.child(b=b, tree=t32, node=kid, child=zero))
+            for load in {(e.buffer, str(e.index)): e for e in map(lir.first_load, fields) if e}.values():
+                b.emit(lir.Prefetch(load.buffer, load.index))
         left = self._node_decision(t32, row, node, 0)
         child = Select(left, self.c(0, "i32"), self.c(1, "i32"))
         b.emit(Assign(node, reps.child(b=b, tree=t32, node=node, child=child)))
-
-    def _node_decision(self, t32, row, node: Var, lane: int) -> lir.Expr:
-        """Whether the row goes left at node ``lane`` of ``node`` (lane 0 untiled)."""
-        b, reps = self.b, self.reps
-        feature, flags = self._feature_and_flags(t32, node, lane)
-        x = b.local("x", self.thr_t, self.placement.row_value(row, feature))
-        thr = b.local("thr", self.thr_t, reps.load_threshold(b=b, tree=t32, node=node, lane=lane))
-        flags = b.local("flags", "i32", flags)
-        return self._decision(x, thr, flags)
 
     def _tile_step(self, t32, row, node: Var) -> None:
         """One move from tile ``node`` to its child: every node's predicate (true = left) packed

@@ -23,7 +23,7 @@ from silvanforge.ir import hir, lir, mir
 from silvanforge.ir.hir import Op
 from silvanforge.ir.lir import Builder
 from silvanforge.lowering.layout import (FLAG_CATEGORICAL, FLAG_DEFAULT_LEFT, FLAG_OP_SHIFT, FLAG_ZERO_MISSING, INDEX_DTYPES,
-                     ForestLayout, RepBuffers, TreeLayout, build_layout, smallest_int)
+                     ForestLayout, RepBuffers, TreeLayout, build_layout, smallest_int, split_row_categories)
 from silvanforge.options import CompileOptions, leaf_self_loops, node_widths, per_tree_walk_depth, split_rows, vector_walks
 from silvanforge.plugins import registry, rep_types
 from silvanforge.reduction.legalize import identity
@@ -40,6 +40,8 @@ MAX_VECTOR_LANES = 16
 
 # The scratch buffer of split rows (:meth:`WalkGenerator.fill_split_rows`).
 SPLIT_ROWS = "split_rows"
+# Each feature's largest category a split names, plus one (the split rows' category columns).
+SPLIT_TOPS = "split_tops"
 TREE_DEPTH = "tree_depth"  # model buffer: each tree's depth, for walks through self-looping leaves
 
 
@@ -220,6 +222,7 @@ def setup_walks(forest: hir.Forest, fn: mir.MirFunction, rep: str, hook=None, ti
     split = split_rows and can_split_rows(layout, per_chunk, options.split_rows)
     if split:
         split_thresholds(layout)
+        split_row_categories(layout)
     layout.leaf_self_loops = (split and layout.tiles is None and layout.inline_leaves
                               and want_leaf_self_loops(forest, options.leaf_self_loops))
     reps = _Rep(hook, rep, options.rep_options)

@@ -12,7 +12,8 @@ before.
 
 How a target says its long native work begins: :func:`native_work` around the call (the CPU
 target's LLVM pipeline); the core listens on the thread building the main form
-(:func:`on_native_work`).  Nothing here changes what is built, only when.
+(:func:`on_native_work`), and on the threads building the other forms, which take turns at
+their Python (:class:`Turns`).  Nothing here changes what is built, only when.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from collections.abc import Callable, Iterator
 
 from silvanforge.runtime.cpu_quota import cpu_quota, read_file
 
-__all__ = ["IDLE_CORE", "IdleCores", "native_work", "on_native_work"]
+__all__ = ["IDLE_CORE", "IdleCores", "Turns", "native_work", "on_native_work"]
 
 _listening = threading.local()
 
@@ -125,3 +126,33 @@ class IdleCores:
         it cannot be told."""
         idle = self.idle()
         return idle is not None and idle >= IDLE_CORE
+
+
+class Turns:
+    """The Python part of building forms (lowering, the target's code generation), one thread at
+    a time: Python holds the GIL, so two forms lowered together each took as long as both, and
+    neither's machine code started before both were lowered (on the flight 1000x255 model, the
+    16-row form's LLVM started a third of a second late; docs/benchmarks.md, "Compile times").
+    A thread's turn ends as its form's native work starts (:func:`native_work`: the next form's
+    Python then runs beside it, on the other core) or as its build ends.  A target that never
+    announces native work builds its forms one after another."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+
+    @contextlib.contextmanager
+    def turn(self) -> Iterator[None]:
+        """A form built inside this block holds the turn until its native work starts."""
+        self._lock.acquire()
+        held = [True]
+
+        def end():
+            if held[0]:
+                held[0] = False
+                self._lock.release()
+
+        try:
+            with on_native_work(end):
+                yield
+        finally:
+            end()

@@ -20,6 +20,7 @@ from silvanforge.options import CompileOptions
 from silvanforge.plan.bands import MID_MAX, SMALL_ROWS, Band, merge_bands
 from silvanforge.plan.forms import Builds, Form, splits_trees
 from silvanforge.plan.memo import compile_scope, current, in_compile_scope
+from silvanforge.plan.overlap import Turns
 from silvanforge.plugins import registry
 from silvanforge.rep import called_cost_of
 from silvanforge.runtime.threads import default_threads
@@ -241,9 +242,11 @@ def rest_of_plan(forest: hir.Forest, opts: CompileOptions, main, builds: Builds,
         jobs = [_band_job(forest, opts, batch) for (_lo, _hi, batch) in spec[:-1]]
     cache = current()
 
+    turns = Turns()
+
     def build(job):
         band_opts, order = job
-        with step():
+        with step(), turns.turn():
             return _refusal_as_value(_scoped, cache, builds.build, forest, band_opts, order,
                                      None if order is None else "cover", False)
 

@@ -5,7 +5,6 @@ are gathered in, the narrow form's bins, and the model buffers laid out from it 
 from __future__ import annotations
 
 import dataclasses
-import itertools
 
 import numpy as np
 
@@ -219,7 +218,7 @@ def make_plan(forest: hir.Forest, expanded: np.ndarray | None = None, lanes: int
     ``expanded`` (model order; default none), ``lanes`` and ``chunk_bytes`` (the most bytes of a
     chunk's words) decide the chunks of categorical
     decision words (:class:`Chunk`); ``narrow``: the narrow form (words of ``narrow_word`` bits,
-    thresholds as bin indices: :func:`_narrow_thresholds`).  Made once a compile for the same arguments (a
+    thresholds as bin indices: :func:`_narrowed`).  Made once a compile for the same arguments (a
     plan's forms for several request sizes often lower the same program); read-only."""
     key = ("bitvector.plan", None if expanded is None else np.asarray(expanded, bool).tobytes(), lanes, narrow,
            None if tabled is None else np.asarray(tabled, bool).tobytes(), chunk_bytes, narrow and narrow_word)
@@ -229,12 +228,8 @@ def make_plan(forest: hir.Forest, expanded: np.ndarray | None = None, lanes: int
 def _make_plan(forest: hir.Forest, expanded: np.ndarray | None, lanes: int, narrow: bool,
                tabled: np.ndarray | None, chunk_bytes: int, narrow_word: int) -> Plan:
     word_bits = narrow_word if narrow else WORD
-    thr_dtype = np.dtype(forest.threshold_dtype)
-    # A feature's column is its place among the (sorted) features read, found by search: a
-    # table as wide as num_features would cost memory for features no split reads.
     used = used_features(forest)
     nan_used = nan_split_features(forest)
-    used_sorted, nan_sorted = np.asarray(used, np.int64), np.asarray(nan_used, np.int64)
     order = sorted(range(forest.num_trees), key=lambda k: forest.trees[k].outputs[0])  # stable
     if expanded is None:
         expanded = np.zeros(forest.num_trees, bool)
@@ -252,24 +247,52 @@ def _make_plan(forest: hir.Forest, expanded: np.ndarray | None, lanes: int, narr
         trees.append(PlanTree(k, t.outputs[0], leaf_count, []))
         leaf_values.append(t.leaf_value[spans[k][0], 0])
         leaf_count += len(spans[k][0])
-    _plan_words([tree for tree in trees if not tabled[tree.slot]], forest, spans, used_sorted, nan_sorted,
-                cat_nodes, word_bits, thr_dtype)
+    planned = [tree for tree in trees if not tabled[tree.slot]]
+    nodes = _node_words(forest, planned, tabled, word_bits, narrow)
+    _plan_words(planned, nodes, cat_nodes)
     leaf_values = np.concatenate(leaf_values) if leaf_values else np.zeros(0)
     plan = Plan(used, trees, leaf_values.astype(forest.accumulate_dtype), nan_used,
-                 cat_features, cat_table, chunks, word_bits, thr_dtype)
-    if narrow:
-        _narrow_thresholds(plan)
+                cat_features, cat_table, chunks, word_bits, nodes.node_dtype)
+    if nodes.bins is not None:
+        plan.bins, plan.bin_counts, plan.bin_steps = nodes.bins
     return plan
 
 
-def _plan_words(trees: list[PlanTree], forest: hir.Forest, spans, used: np.ndarray, nan_used: np.ndarray,
-                cat_nodes: dict, word_bits: int, thr_dtype: np.dtype) -> None:
-    """Each of ``trees``' words (:class:`Word`), in place: its numeric nodes (the NaN-or-not
-    splits that are no-ops dropped), then its categorical ones (``cat_nodes``), each tree's in
-    node order.  Every tree's nodes in one numpy pass (a pass a tree took a tenth of a second on
-    1000 trees of 255 leaves)."""
-    if not trees:
-        return
+@dataclasses.dataclass
+class _NodeWords:
+    """The planned trees' nodes as their words apply them, what every plan of the same trees and
+    word size shares whatever its expanded trees and chunks (a compile's forms for 16 and 64 rows
+    plan the same nodes twice): the nodes in application order (each tree's numeric nodes, then
+    its categorical ones by feature, then node), their columns (categorical nodes' left to each
+    plan: their decision words' columns depend on its chunks) and thresholds (bins when narrow),
+    and per word the nodes it applies, where each tree's start among them, and their masks."""
+    column: np.ndarray  # int64, per node; categorical nodes' filled in by each plan
+    threshold: np.ndarray  # per node, the comparison dtype (narrow: bin indices)
+    cat_at: np.ndarray  # the categorical nodes' places, tree by tree, each tree's as _cat_features lists them
+    words: list  # per tree, its words
+    applied: list  # per word: (nodes it applies, each tree's first among them, their masks)
+    node_dtype: np.dtype
+    bins: tuple | None  # narrow: (bins, counts, steps) (:func:`_narrowed`)
+
+
+def _node_words(forest: hir.Forest, trees: list[PlanTree], tabled: np.ndarray, word_bits: int,
+                narrow: bool) -> _NodeWords:
+    """:class:`_NodeWords` of ``trees`` (the plan's untabled trees, ``tabled`` in model order);
+    made once a compile for the same trees, word size and form."""
+    key = ("bitvector.node words", np.asarray(tabled, bool).tobytes(), word_bits, narrow)
+    return memoised(forest, key, lambda: _make_node_words(forest, trees, word_bits, narrow))
+
+
+def _make_node_words(forest: hir.Forest, trees: list[PlanTree], word_bits: int, narrow: bool) -> _NodeWords:
+    """Every tree's nodes in one numpy pass (a pass a tree took a tenth of a second on 1000 trees
+    of 255 leaves): its numeric nodes (the NaN-or-not splits that are no-ops dropped), then its
+    categorical ones."""
+    thr_dtype = np.dtype(forest.threshold_dtype)
+    # A feature's column is its place among the (sorted) features read, found by search: a
+    # table as wide as num_features would cost memory for features no split reads.
+    used = np.asarray(used_features(forest), np.int64)
+    nan_used = np.asarray(nan_split_features(forest), np.int64)
+    spans = leaf_spans(forest)
     model = [forest.trees[tree.slot] for tree in trees]
     internal = [np.flatnonzero((t.left >= 0) & ~t.categorical_mask()) for t in model]
 
@@ -292,48 +315,69 @@ def _plan_words(trees: list[PlanTree], forest: hir.Forest, spans, used: np.ndarr
     cols = np.searchsorted(used, feature) + np.where(default_left, 0, len(used))
     cols[nan_split] = 2 * len(used) + np.searchsorted(nan_used, feature[nan_split])
     keep = ~(nan_split & default_left)
-    # Each tree's numeric nodes, then its categorical ones.
-    no_cats = (np.zeros(0, np.int64),) * 3
-    cats = [cat_nodes.get(tree.slot, no_cats) for tree in trees]
-    n_cat = np.array([len(c[0]) for c in cats], np.int64)
+    # Each tree's numeric nodes, then its categorical ones (by feature, then node: the order
+    # of _cat_features' nodes of a tree).
+    cat_node = []
+    for t in model:
+        nodes = np.array(sorted(t.categories), np.int64) if t.categories else np.zeros(0, np.int64)
+        cat_node.append(nodes[np.argsort(t.feature[nodes], kind="stable")])
+    n_cat = np.array([len(c) for c in cat_node], np.int64)
     n_num = np.bincount(tree_of[keep], minlength=len(model)).astype(np.int64)
     place = np.argsort(np.concatenate([tree_of[keep] * 2, np.repeat(np.arange(len(model)), n_cat) * 2 + 1]),
                        kind="stable")
-    node = np.concatenate([joined([i for i in internal], np.int64)[keep], joined([c[0] for c in cats], np.int64)])[place]
-    column = np.concatenate([cols[keep], joined([c[1] for c in cats], np.int64)])[place]
+    node = np.concatenate([joined([i for i in internal], np.int64)[keep], joined(cat_node, np.int64)])[place]
+    column = np.concatenate([cols[keep], np.zeros(int(n_cat.sum()), np.int64)])[place]
     thresholds = np.concatenate([thr[keep], np.zeros(int(n_cat.sum()), thr_dtype)])[place]
-    bits = np.concatenate([np.zeros(int(n_num.sum()), np.int64), joined([c[2] for c in cats], np.int64)])[place]
+    numeric = np.concatenate([np.ones(int(n_num.sum()), bool), np.zeros(int(n_cat.sum()), bool)])[place]
+    rank = np.empty(len(place), np.int64)
+    rank[place] = np.arange(len(place))
+    cat_at = rank[int(n_num.sum()):]
+    bins = None
+    node_dtype = thr_dtype
+    if narrow:
+        thresholds, bins, node_dtype = _narrowed(column, thresholds, numeric, len(used))
     owner = np.repeat(np.arange(len(model)), n_num + n_cat)
-    lefts = np.concatenate([t.left for t in model]).astype(np.int64)
+    lefts = joined([t.left for t in model], np.int64)
     offset = np.concatenate([[0], np.cumsum([len(t.left) for t in model])]).astype(np.int64)
-    first = np.concatenate([spans[tree.slot][1] for tree in trees])
-    last = np.concatenate([spans[tree.slot][2] for tree in trees])
     child = offset[owner] + lefts[offset[owner] + node]
+    first = joined([spans[tree.slot][1] for tree in trees], np.int64)
+    last = joined([spans[tree.slot][2] for tree in trees], np.int64)
     words = [-(-len(spans[tree.slot][0]) // word_bits) for tree in trees]
-    hits, masks = all_left_masks(first[child], last[child], max(words), word_bits)
+    hits, masks = all_left_masks(first[child], last[child], max(words, default=0), word_bits)
     bounds = np.concatenate([[0], np.cumsum(n_num + n_cat)]).tolist()
-    for w in range(max(words)):
+    applied = []
+    for w in range(max(words, default=0)):
         picked = np.flatnonzero(hits[w])
-        cut = np.searchsorted(picked, bounds).tolist()
-        col_w, thr_w, mask_w, bit_w = column[picked], thresholds[picked], masks[w][picked], bits[picked]
+        applied.append((picked, np.searchsorted(picked, bounds).tolist(), masks[w][picked]))
+    return _NodeWords(column, thresholds, cat_at, words, applied, node_dtype, bins)
+
+
+def _plan_words(trees: list[PlanTree], nodes: _NodeWords, cat_nodes: dict) -> None:
+    """Each of ``trees``' words (:class:`Word`), in place: the shared ``nodes`` with this plan's
+    categorical nodes' decision word columns and bits (``cat_nodes``, :func:`_cat_features`)."""
+    column, bits = nodes.column, np.zeros(len(nodes.column), np.int64)
+    if len(nodes.cat_at):
+        mine = [cat_nodes[tree.slot] for tree in trees if tree.slot in cat_nodes]
+        column = column.copy()
+        column[nodes.cat_at] = np.concatenate([c[1] for c in mine])
+        bits[nodes.cat_at] = np.concatenate([c[2] for c in mine])
+    for w, (picked, cut, mask_w) in enumerate(nodes.applied):
+        col_w, thr_w, bit_w = column[picked], nodes.threshold[picked], bits[picked]
         for j, tree in enumerate(trees):
-            if w < words[j]:
+            if w < nodes.words[j]:
                 a, b = cut[j], cut[j + 1]
                 tree.words.append(Word(col_w[a:b], thr_w[a:b], mask_w[a:b], bit_w[a:b]))
 
 
-def _narrow_thresholds(plan: Plan) -> None:
-    """The narrow form's bins: per used feature, the sorted distinct thresholds its nodes
-    compare with (either copy), and every numeric node's threshold replaced by its index there
+def _narrowed(column: np.ndarray, threshold: np.ndarray, numeric: np.ndarray, U: int
+              ) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray, int], np.dtype]:
+    """The narrow form's thresholds of nodes reading ``column`` at ``threshold`` (``numeric``:
+    which are numeric; ``U`` used features): per used feature, the sorted distinct thresholds its
+    nodes compare with (either copy), and every numeric node's threshold replaced by its index there
     plus one, so that ``x >= t`` becomes ``bin(x) >= index`` with ``bin(x)`` the count of the
     feature's thresholds ``<= x`` (0 for NaN; the copy with NaN as +inf counts them all).  NaN
-    indicator columns hold 0 or 1 and compare with 1."""
-    U = len(plan.used)
-    words = [w for tree in plan.trees for w in tree.words]
-    sizes = [len(w.column) for w in words]
-    column = np.concatenate([w.column for w in words]) if words else np.zeros(0, np.int64)
-    threshold = np.concatenate([w.threshold for w in words]) if words else np.zeros(0)
-    numeric = np.concatenate([w.bit == 0 for w in words]) if words else np.zeros(0, bool)
+    indicator columns hold 0 or 1 and compare with 1.  Returns (the nodes' bin indices, (bins:
+    each used feature's thresholds, NaN-padded; their counts; binary search steps), their dtype)."""
     binned = numeric & (column < 2 * U)
     feature = column[binned] % U if U else column[binned]
     value = threshold[binned]
@@ -350,14 +394,11 @@ def _narrow_thresholds(plan: Plan) -> None:
     narrowed[binned] = index
     narrowed[numeric & ~binned] = 1  # NaN indicators: 1 for NaN, 0 for numbers
     steps = max(1, int(counts.max(initial=0)).bit_length())
-    table = np.full((max(U, 1), 2**steps - 1), np.nan, plan.node_dtype)
+    table = np.full((max(U, 1), 2**steps - 1), np.nan, threshold.dtype)
     table[fs[new], np.arange(int(new.sum())) - first[fs[new]]] = vs[new]
     # Bins of at most 255 thresholds compare as bytes (LightGBM's default max_bin is 255).
-    plan.node_dtype = np.dtype(np.uint8 if counts.max(initial=0) <= NARROW_BYTE_BINS else np.int16)
-    narrowed = narrowed.astype(plan.node_dtype)
-    for w, end, size in zip(words, itertools.accumulate(sizes), sizes):
-        w.threshold = narrowed[end - size:end]
-    plan.bins, plan.bin_counts, plan.bin_steps = table.reshape(-1), counts, steps
+    node_dtype = np.dtype(np.uint8 if counts.max(initial=0) <= NARROW_BYTE_BINS else np.int16)
+    return narrowed.astype(node_dtype), (table.reshape(-1), counts, steps), node_dtype
 
 def layout(forest: hir.Forest, looped: np.ndarray, plan: Plan | None = None, lanes: int = 8) -> dict[str, np.ndarray]:
     """The model buffers: the leaves, in leaf order, each output's trees, the base scores, the

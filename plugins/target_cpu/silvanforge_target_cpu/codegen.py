@@ -12,18 +12,20 @@ Mutable LIR locals become allocas in the entry block, which ``mem2reg``/SROA at 
 
 from __future__ import annotations
 
+import functools
+
 from llvmlite import ir
 
 from silvanforge.ir import lir
 
-from . import cpus, transpose
+from . import cpus, irlines, transpose
 from .llvm_host import host_has_avx512
 
 _INT_BITS = {"i1": 1, "i8": 8, "u8": 8, "i16": 16, "u16": 16, "i32": 32, "u32": 32, "i64": 64}
 _UNSIGNED = {"u8", "u16", "u32", "i1"}
-_ICMP = {"<": "<", "<=": "<=", "==": "==", "!=": "!=", ">": ">", ">=": ">="}
 
 
+@functools.cache  # (asked for every value generated: tens of thousands a form)
 def llvm_type(t: str) -> ir.Type:
     if lir.lanes_of(t) > 1:
         return ir.VectorType(llvm_type(lir.element_type(t)), lir.lanes_of(t))
@@ -61,27 +63,25 @@ class LLVMCodegen:
     """Generates one LLVM function per LIR function (phase) into one LLVM module."""
 
     def __init__(self, module: lir.Module, permutes: bool = False, byte_permutes: bool = False,
-                 avx2_permutes: bool = False, byte_shuffle_bits: int = 0, neon: bool = False,
-                 transposes: bool = False):
+                 avx2_permutes: bool = False, byte_shuffle_bits: int = 0, neon: bool = False):
         """``permutes``: the CPU has AVX-512, whose register permutes do :class:`lir.Lookup`
         (``byte_permutes``: of bytes too, AVX-512 VBMI); else ``avx2_permutes``: it has AVX2,
         whose 8-lane permutes do lookups of 4-byte elements in small tables.
         ``byte_shuffle_bits``: where byte lookups have no VBMI permute, the width of the
         ``vpshufb`` that does them (512: AVX-512BW, 256: AVX2; 0: none, a gather).  ``neon``:
-        AArch64 code, whose ``tbl`` looks bytes up in tables of up to 64 (four registers).
-        ``transposes``: AVX2 code (no AVX-512) built where LLVM parses x86 inline assembly (an
-        x86-64 host), whose columns of eight rows are transposed by :mod:`.transpose`."""
+        AArch64 code, whose ``tbl`` looks bytes up in tables of up to 64 (four registers)."""
         self.lmod = module
         self.permutes, self.byte_permutes = permutes, byte_permutes
         self.avx2_permutes = avx2_permutes and not permutes
         self.byte_shuffle_lanes = 0 if byte_permutes else byte_shuffle_bits // 8
         self.neon = neon
-        self.transposes = transposes and self.avx2_permutes
+        self._transposes = transpose.Columns() if self.avx2_permutes and transpose.BUILT_HERE else None
         self.mod = ir.Module(name="silvanforge")
         self._prefetch = None
         self._gathers: dict[str, ir.Function] = {}
-        # The columns of transposed rows in this basic block, by the rows' values (:meth:`_column`).
-        self._transposed: dict[tuple, list] = {}
+        # Constants by type and value, each made and printed once: an expanded form's nodes
+        # repeat a few hundred thresholds and masks thousands of times.
+        self._constants: dict[tuple, ir.Constant] = {}
 
     def generate(self) -> ir.Module:
         for fn in self.lmod.functions:
@@ -121,7 +121,9 @@ class LLVMCodegen:
         # before control flow: straight-line code (expanded bitvector trees: thousands of
         # assignments in a row) then costs a third of the instructions to build and optimise.
         self._values: dict[str, ir.Value] = {}
-        self._dirty: set[str] = set()
+        # (assigned locals in assignment order, not a set: a set's order follows the process's
+        # hash seed, and the same program must print the same IR text in every process)
+        self._dirty: dict[str, None] = {}
         for name, t in lfn.locals.items():
             self.vars[name] = self.alloca_builder.alloca(llvm_type(t), name=name)
         self.block(lfn.body)
@@ -140,16 +142,14 @@ class LLVMCodegen:
             self.b.store(self._values[name], self.vars[name])
         self._dirty.clear()
         self._values.clear()
-        self._transposed.clear()
 
     def _enter(self, block) -> None:
         self.b.position_at_end(block)
         self._values.clear()
-        self._transposed.clear()
 
     def s_Assign(self, s: lir.Assign):
         self._values[s.var.name] = self.expr(s.value)
-        self._dirty.add(s.var.name)
+        self._dirty[s.var.name] = None
 
     def s_Store(self, s: lir.Store):
         ptr = self.b.gep(self.ptrs[s.buffer], [self.index(s.index)])
@@ -237,21 +237,9 @@ class LLVMCodegen:
     def expr(self, e) -> ir.Value:
         b = self.b
         if isinstance(e, lir.Const):
-            if lir.lanes_of(e.type) > 1:  # the value in every lane
-                return _Splat(llvm_type(e.type), e.value)
-            return ir.Constant(llvm_type(e.type), e.value)
+            return self.constant(e)
         if isinstance(e, lir.Vector):
-            column = transpose.column_of_rows(e) if self.transposes else None
-            if column is not None:
-                return self._column(*column)
-            v = ir.Constant(llvm_type(e.type), ir.Undefined)
-            if all(x == e.elems[0] for x in e.elems[1:]):  # one value in every lane: a splat
-                one = b.insert_element(v, self.expr(e.elems[0]), ir.Constant(ir.IntType(32), 0))
-                zeros = ir.Constant(ir.VectorType(ir.IntType(32), len(e.elems)), [0] * len(e.elems))
-                return b.shuffle_vector(one, v, zeros)
-            for k, x in enumerate(e.elems):
-                v = b.insert_element(v, self.expr(x), ir.Constant(ir.IntType(32), k))
-            return v
+            return transpose.vector(b, e, llvm_type(e.type), self.expr, self._transposes)
         if isinstance(e, lir.PackBits):
             # <N x i1> reinterpreted as iN puts lane k in bit k (x86: one movmsk).
             n = lir.lanes_of(e.a.type)
@@ -280,38 +268,42 @@ class LLVMCodegen:
                 value = self._values[e.name] = b.load(self.vars[e.name])
             return value
         if isinstance(e, lir.Load):
-            ptr = b.gep(self.ptrs[e.buffer], [self.index(e.index)])
+            ptr = irlines.element(b, self.ptrs[e.buffer], self.index(e.index))
             if lir.lanes_of(e.type) > 1:  # contiguous lanes, aligned as one element
-                vec = b.bitcast(ptr, ir.PointerType(llvm_type(e.type)))
-                return b.load(vec, align=lir.LIR_TO_NUMPY[lir.element_type(e.type)].itemsize)
-            return b.load(ptr)
+                vec = irlines.bitcast(b, ptr, ir.PointerType(llvm_type(e.type)))
+                return irlines.load(b, vec, lir.LIR_TO_NUMPY[lir.element_type(e.type)].itemsize)
+            return irlines.load(b, ptr)
         if isinstance(e, lir.Cast):
             return self.cast(self.expr(e.a), e.a.type, e.type)
         if isinstance(e, lir.IsNan):
             v = self.expr(e.a)
             return b.fcmp_unordered("uno", v, v)
         if isinstance(e, lir.Select):
-            return b.select(self.expr(e.cond), self.expr(e.a), self.expr(e.b))
+            return irlines.select(b, self.expr(e.cond), self.expr(e.a), self.expr(e.b))
         if isinstance(e, lir.Cmp):
             x, y = self.expr(e.a), self.expr(e.b)
+            predicate = irlines.PREDICATE[e.op]
             if is_float(e.a.type):
                 # Ordered compares (NaN -> false) except != which, as in C, is true for NaN.
-                return b.fcmp_unordered("!=", x, y) if e.op == "!=" else b.fcmp_ordered(e.op, x, y)
-            if is_unsigned(e.a.type):
-                return b.icmp_unsigned(_ICMP[e.op], x, y)
-            return b.icmp_signed(_ICMP[e.op], x, y)
+                return irlines.compare(b, "fcmp", ("u" if e.op == "!=" else "o") + predicate, x, y)
+            if e.op not in ("==", "!="):
+                predicate = ("u" if is_unsigned(e.a.type) else "s") + predicate
+            return irlines.compare(b, "icmp", predicate, x, y)
         if isinstance(e, lir.Bin):
             return self.binop(e.op, self.expr(e.a), self.expr(e.b), e.a.type)
         raise TypeError(f"cannot generate LLVM for {e!r}")
 
-    def _column(self, rows: tuple, j: int) -> ir.Value:
-        """Column ``j`` of the eight registers ``rows`` transposed (:mod:`.transpose`), the
-        transpose made once a basic block for all eight columns."""
-        values = tuple(self.expr(row) for row in rows)
-        columns = self._transposed.get(values)
-        if columns is None:
-            columns = self._transposed[values] = transpose.transposed(self.b, list(values))
-        return columns[j]
+    def constant(self, e: lir.Const) -> ir.Value:
+        """``e`` as an LLVM constant, one object for every use of the same type and value (its
+        text made once).  Values told apart as printed: 0.0 and -0.0 are two; NaNs, whose
+        payloads print, are not kept."""
+        key = (e.type, type(e.value), repr(e.value))
+        value = self._constants.get(key)
+        if value is None:  # (a splat: the value in every lane)
+            value = (_Splat if lir.lanes_of(e.type) > 1 else ir.Constant)(llvm_type(e.type), e.value)
+            if e.value == e.value:
+                self._constants[key] = value
+        return value
 
     def gather(self, e: lir.Gather) -> ir.Value:
         """``llvm.masked.gather`` with every lane on: one vector of addresses (a GEP of the
@@ -518,20 +510,14 @@ class LLVMCodegen:
 
     def binop(self, op, x, y, t):
         b = self.b
-        if is_float(t):
-            if op in ("min", "max"):
-                return b.select(b.fcmp_ordered("<" if op == "min" else ">", x, y), x, y)
-            return {"+": b.fadd, "-": b.fsub, "*": b.fmul, "/": b.fdiv, "%": b.frem}[op](x, y)
-        unsigned = is_unsigned(t)
         if op in ("min", "max"):
-            cmp = b.icmp_unsigned if unsigned else b.icmp_signed
-            return b.select(cmp("<" if op == "min" else ">", x, y), x, y)
-        table = {
-            "+": b.add, "-": b.sub, "*": b.mul, "&": b.and_, "|": b.or_, "^": b.xor, "<<": b.shl,
-            "/": b.udiv if unsigned else b.sdiv, "%": b.urem if unsigned else b.srem,
-            ">>": b.lshr if unsigned else b.ashr,
-        }
-        return table[op](x, y)
+            kind, sign = ("fcmp", "o") if is_float(t) else ("icmp", "u" if is_unsigned(t) else "s")
+            less = irlines.compare(b, kind, sign + irlines.PREDICATE["<" if op == "min" else ">"], x, y)
+            return irlines.select(b, less, x, y)
+        if is_float(t):
+            return irlines.arithmetic(b, irlines.FLOAT_OPS[op], x, y)
+        name = irlines.INT_OPS.get(op) or irlines.INT_OPS[op, is_unsigned(t)]
+        return irlines.arithmetic(b, name, x, y)
 
     def _word_lane(self, load: lir.Load, lane: int):
         """Lane ``lane`` of a small integer vector in memory (:func:`_word_lanes`) read as one
@@ -607,5 +593,4 @@ def generate(module: lir.Module, permutes: bool | None = None, cpu: str | None =
     shuffle_bits = 512 if permutes and cpus.has(cpu, "avx512bw") else 256 if cpus.has(cpu, "avx2") else 0
     return LLVMCodegen(module, permutes, permutes and host_has_avx512("avx512vbmi", cpu),
                        avx2_permutes=cpus.has(cpu, "avx2"), byte_shuffle_bits=shuffle_bits,
-                       neon=cpus.triple(cpu).startswith(("aarch64", "arm64")),
-                       transposes=cpus.has(cpu, "avx2") and not cpus.foreign(cpu)).generate()
+                       neon=cpus.triple(cpu).startswith(("aarch64", "arm64"))).generate()

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from strategies import _tree, forests, rows_for
 from support_common import Draws
@@ -17,9 +17,11 @@ import silvanforge as sf
 from silvanforge import api
 from silvanforge.artifact import store
 from silvanforge.frontend.hir_passes import pad_trees
-from silvanforge.ir.hir import Forest, Op, Tree
+from silvanforge.ir.hir import CategoryRule, Forest, Op, Tree
+from silvanforge.lowering import walkcost
 from silvanforge.lowering.walksetup import (
     SPLIT_ROWS,
+    SPLIT_TOPS,
     build_layout,
     can_split_rows,
     leaf_self_loops,
@@ -69,10 +71,11 @@ def test_split_rows_tiled_and_vector_walks(forest, tile, seed):
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(forest=forests(max_trees=6, max_depth=5, max_features=20), seed=st.integers(0, 2**16))
 def test_split_rows_only_where_exact(forest, seed):
-    """Any forest: split rows exactly when one op of < / <=, no categorical or zero-as-missing
-    split; the predictions equal the reference either way, and with split rows turned off."""
+    """Any forest: split rows exactly when one op of < / <= decides every numerical split and
+    none treats zero as missing; the predictions equal the reference either way, and with split
+    rows turned off."""
     layout = build_layout(forest)
-    plain = (not forest.has_categorical() and len(layout.ops) == 1 and layout.ops <= {Op.LT, Op.LE}
+    plain = (len(layout.ops) == 1 and layout.ops <= {Op.LT, Op.LE}
              and not any(t.zero_missing[t.left >= 0].any() for t in forest.trees))
     X = rows_for(forest, np.random.default_rng(seed), 100)
     cf = sf.compile(forest, schedule="interleaved")
@@ -83,6 +86,86 @@ def test_split_rows_only_where_exact(forest, seed):
     want = reference.predict(forest, X, output_margin=True)
     np.testing.assert_array_equal(cf.predict(X, output_margin=True), want)
     np.testing.assert_array_equal(off.predict(X, output_margin=True), want)
+
+
+def _categorical_forest(seed: int, features: int, rule: CategoryRule, op: Op, dtype: str, trees: int = 6) -> Forest:
+    rng = np.random.default_rng(seed)
+    return Forest(trees=[_tree(rng, features, (0,), 6, [int(op)], categorical=True, zero_missing=False)
+                         for _ in range(trees)],
+                  num_features=features, threshold_dtype=dtype, accumulate_dtype=dtype, category_rule=rule,
+                  source="random")
+
+
+def _category_rows(forest: Forest, seed: int, n: int) -> np.ndarray:
+    """The suite's rows plus categories no split names (above the largest, 79), fractional and
+    negative ones, and values at and past each rule's bounds."""
+    rng = np.random.default_rng(seed)
+    X = rows_for(forest, rng, n)
+    odd = rng.random(X.shape) < 0.15
+    X[odd] = rng.choice([79.0, 80.0, 81.0, 100.5, 0.5, -0.5, -1.0, 2.0**24, 2.0**24 - 1, 2.0**31, 3e9, -3e9],
+                        size=int(odd.sum()))
+    return X
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**16), features=st.integers(1, 12), rule=st.sampled_from(list(CategoryRule)),
+       op=st.sampled_from([Op.LT, Op.LE]), dtype=st.sampled_from(["float32", "float64"]),
+       rep=st.sampled_from(["sparse", "array", "reorg"]), schedule=st.sampled_from(SCHEDULES))
+def test_categorical_splits_read_category_columns(seed, features, rule, op, dtype, rep, schedule):
+    """Categorical splits read split rows' category columns (layout.split_row_categories): every
+    representation and schedule family equals the reference on missing values going either way,
+    +-inf, and categories no split names, fractional, negative or past the rule's bounds."""
+    forest = _categorical_forest(seed, features, rule, op, dtype)
+    assume(forest.has_categorical())
+    X = _category_rows(forest, seed, 200)
+    cf = sf.compile(forest, rep=rep, schedule=schedule)
+    assert uses_split_rows(cf) and SPLIT_TOPS in cf.lir_module.buffers
+    tol = 1e-5 if schedule == "tree-parallel" else 0
+    for threads in (1, 2):
+        np.testing.assert_allclose(cf.predict(X, output_margin=True, threads=threads),
+                                   reference.predict(forest, X, output_margin=True), rtol=tol, atol=tol)
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**16), features=st.integers(1, 12), rule=st.sampled_from(list(CategoryRule)),
+       dtype=st.sampled_from(["float32", "float64"]))
+def test_categorical_splits_in_every_band_tiled_and_in_leaf_ids(seed, features, rule, dtype):
+    """The plan's forms at every request size (a lone row's walks through self-looping leaves),
+    tiled walks and leaf ids, on categorical forests read through split rows."""
+    forest = _categorical_forest(seed, features, rule, Op.LE, dtype, trees=20)
+    assume(forest.has_categorical())
+    X = _category_rows(forest, seed, 300)
+    want, leaves = reference.predict(forest, X, output_margin=True), reference.predict_leaf(forest, X)
+    plan, tiled = sf.compile(forest), sf.compile(forest, tile_size=4)
+    one = sf.compile(forest, batch_size=1, rep="sparse")
+    assert uses_split_rows(one) and one.lir_module.info.get("leaf_self_loops")
+    for n in (1, 2, 3, 16, 17, 300):
+        parts = range(0, len(X), n)
+        for cf in (plan, tiled, one):
+            got = np.concatenate([cf.predict(X[i:i + n], output_margin=True) for i in parts])
+            np.testing.assert_array_equal(got, want)
+        got = np.concatenate([plan.predict(X[i:i + n], pred_leaf=True) for i in parts])
+        np.testing.assert_array_equal(got, leaves)
+
+
+@pytest.mark.parametrize("categorical", [False, True])
+def test_walks_that_prefetch_children_match_reference(categorical, monkeypatch):
+    """One row's walks of several trees at once prefetch each node's children where the forest's
+    nodes pass the L2 cache (walkcost.walks_prefetch; here every forest): self-looping leaves,
+    categorical splits and rows past the batch's end in the tiny bands alike."""
+    monkeypatch.setattr(walkcost, "WALK_PREFETCH_BYTES", 0)
+    forest = _categorical_forest(7, 9, CategoryRule.LIGHTGBM, Op.LE, "float64", trees=21)
+    if not categorical:
+        forest = Forest(trees=[_tree(np.random.default_rng(t), 9, (0,), 6, [int(Op.LE)], False, False)
+                               for t in range(21)], num_features=9, source="random")
+    X = _category_rows(forest, 3, 64)
+    with vector_walks(False):
+        cf = sf.compile(forest, batch_size=1, rep="sparse", threads=1)
+    assert "prefetch" in cf.show("lir") and uses_split_rows(cf)
+    want = reference.predict(forest, X, output_margin=True)
+    for n in (1, 2, 3, 64):
+        got = np.concatenate([cf.predict(X[i:i + n], output_margin=True) for i in range(0, len(X), n)])
+        np.testing.assert_array_equal(got, want)
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])

@@ -1,5 +1,6 @@
 """The plan's other forms started while the main form's machine code is made
 (silvanforge.plan.overlap): a target's native work is heard once, on the compiling thread only;
+forms' builds take turns at their Python, a turn passing on as native work starts;
 the idle-core measure stays within the process's CPUs; a plan started early is the eager plan,
 answering exactly meanwhile and after.  No timing is asserted."""
 
@@ -47,6 +48,67 @@ def test_a_listener_that_fails_never_fails_the_native_work():
     with overlap.on_native_work(fails), native_work():
         done.append(True)
     assert done == [True]
+
+
+def test_a_turn_passes_to_the_next_thread_as_native_work_starts():
+    """Two forms' builds taking turns: the second's Python runs while the first's native work
+    does, and the first's build goes on after."""
+    turns, log = overlap.Turns(), []
+    in_native, second_done = threading.Event(), threading.Event()
+
+    def first():
+        with turns.turn():
+            log.append("first lowered")
+            with native_work():
+                in_native.set()
+                second_done.wait(30)  # (the second has its turn meanwhile)
+            log.append("first compiled")
+
+    def second():
+        in_native.wait(30)
+        with turns.turn():
+            log.append("second lowered")
+        second_done.set()
+
+    threads = [threading.Thread(target=first), threading.Thread(target=second)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert log == ["first lowered", "second lowered", "first compiled"]
+
+
+def test_a_turn_without_native_work_ends_with_its_build_or_its_error():
+    """A build that never announces native work holds its turn to its end (the next waits),
+    and one that fails hands the turn on."""
+    turns, log = overlap.Turns(), []
+    holding, waiting = threading.Event(), threading.Event()
+
+    def first():
+        with turns.turn():
+            holding.set()
+            waiting.wait(30)
+            other.join(0.2)  # (it stays blocked on the turn: no timing is asserted)
+            log.append("first built")
+
+    def second():
+        holding.wait(30)
+        waiting.set()
+        with turns.turn():
+            log.append("second built")
+
+    other = threading.Thread(target=second)
+    mine = threading.Thread(target=first)
+    mine.start()
+    other.start()
+    mine.join(60)
+    other.join(60)
+    assert log == ["first built", "second built"]
+    with pytest.raises(RuntimeError, match="refused"), turns.turn():
+        raise RuntimeError("refused")
+    with turns.turn():  # (the failed build's turn was handed on)
+        log.append("third built")
+    assert log[-1] == "third built"
 
 
 @pytest.mark.skipif(plan_threads() < 2, reason="one CPU: the plan is built on one thread")

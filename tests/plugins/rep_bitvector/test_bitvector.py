@@ -661,6 +661,40 @@ def test_word_applications_count_what_the_plan_holds():
         assert leafbits.word_applications(forest, bits) == counted and categorical > 0
 
 
+def _plan_fields(plan: bv_plan.Plan) -> list:
+    """Everything a plan holds, as plain values (the bins as bytes: they are NaN-padded)."""
+    words = [(t.slot, t.output, t.leaf_base, [(w.column.tolist(), w.threshold.tolist(), w.mask.tolist(),
+                                                w.bit.tolist(), str(w.threshold.dtype)) for w in t.words])
+             for t in plan.trees]
+    extra = [None if a is None else np.asarray(a).tobytes() for a in (plan.bins, plan.bin_counts)]
+    return [words, plan.used, plan.nan_used, plan.leaf_values.tolist(), plan.cat_table.tolist(),
+            [dataclasses.astuple(c) for c in plan.cat_features], [(c.trees, c.entries) for c in plan.chunks],
+            plan.word_bits, str(plan.node_dtype), plan.bin_steps, extra]
+
+
+@pytest.mark.parametrize("narrow", [False, True])
+def test_plans_sharing_their_nodes_within_a_compile_equal_plans_made_alone(narrow):
+    """Plans of one forest for other expanded trees and lanes (a compile's forms for 16 and 64
+    rows) share their nodes' words within a compile scope: each equals the plan made alone,
+    though their categorical nodes read decision words in other columns."""
+    from silvanforge.plan.memo import compile_scope
+
+    forest, _ = _categorical_leafwise(np.random.default_rng(5), 8)
+    n = forest.num_trees
+    cases = [(np.zeros(n, bool), choose.WIDE_LANES), (np.arange(n) % 3 == 0, choose.WIDE_LANES // 2)]
+
+    def plans():
+        return [bv_plan.make_plan(forest, expanded, lanes, narrow, chunk_bytes=64 * lanes)
+                for expanded, lanes in cases]
+
+    alone = [plans()[k] for k in range(len(cases))]  # (outside a scope: nothing kept between them)
+    with compile_scope():
+        shared = plans()
+    assert [_plan_fields(p) for p in shared] == [_plan_fields(p) for p in alone]
+    columns = [[w.column[w.categorical].tolist() for t in p.trees for w in t.words] for p in shared]
+    assert columns[0] != columns[1] and any(columns[0])
+
+
 def _categorical_leafwise(rng, depth: int, share: float = 0.1, top: int = 40) -> tuple[Forest, int]:
     """:func:`_leafwise_forest` of 20 trees with ``share`` of the nodes categorical."""
     forest = _leafwise_forest(20, 6, depth, rng)

@@ -91,8 +91,9 @@ def with_nans(X: np.ndarray, rng: np.random.Generator, frac: float = 0.1) -> np.
 
 
 def record_small_calls(cf, record) -> None:
-    """Wrap every small call of ``cf``'s lean path (each form's, by request size) so that
-    ``record(rows, result)`` sees each request it answers."""
+    """Wrap every small call of ``cf``'s lean path (each form's, by request size, and each
+    form's own, which one-thread calls of more rows take) so that ``record(rows, result)`` sees
+    each request it answers."""
     wrapped = {}
 
     def wrap(small):
@@ -108,6 +109,8 @@ def record_small_calls(cf, record) -> None:
 
     cf.wait()  # (every form's small calls: the whole plan's)
     cf._small_for = [(wrap(s), splits) for s, splits in cf._small_for]
+    for form in cf.forms:
+        form.small = wrap(form.small)
 
 
 class Draws:

@@ -14,7 +14,7 @@ import numpy as np
 from silvanforge.ir import hir, lir, mir
 from silvanforge.lowering.program import lir_digest, lower_program, program_text
 from silvanforge.options import CompileOptions, kernel_options
-from silvanforge.plan.bands import SMALL_ROWS
+from silvanforge.plan.bands import lean_rows
 from silvanforge.plugins import registry
 from silvanforge.runtime.kernel import check_kernel
 from silvanforge.runtime.threads import default_threads
@@ -43,10 +43,13 @@ class Form:
         # The lean path of small requests, where the kernel offers one (else None).  It runs
         # every phase on the calling thread: not for a program that splits its trees over
         # threads (orderedReduce: a row's trees in two halves), which the runtime runs.
-        self.small = _small_calls(self.kernel, options, forest.transform, flat)
+        # Up to how many rows: SMALL_ROWS, and calls of more on one thread up to lean_rows
+        # (silvanforge.plan.bands).
+        self.input_dtype = np.dtype(self.kernel.input_dtype)
+        self.lean_rows = lean_rows(self.input_dtype.itemsize * forest.num_features)
+        self.small = _small_calls(self.kernel, options, forest.transform, flat, self.lean_rows)
         # Whether the small calls split a row's trees over threads (they take ``threads``).
         self.small_splits = self.small is not None and splits_trees(self.kernel, options)
-        self.input_dtype = np.dtype(self.kernel.input_dtype)
 
     def _lowered(self) -> None:
         if self._lir is None:
@@ -93,17 +96,17 @@ def splits_trees(kernel, options: CompileOptions) -> bool:
     return threads > 1 and any(getattr(p, "parallel", None) == "loop" for p in getattr(kernel, "phases", ()))
 
 
-def _small_calls(kernel, options: CompileOptions, transform, flat: bool):
-    """The kernel's lean path of small requests, or None.  A program whose trees split over
-    threads (a loop phase: orderedReduce) gets it only from a kernel that takes ``threads``
-    (the CPU's hands half the trees to a native worker); another's would walk them all on the
-    calling thread, so the runtime's general path runs it."""
+def _small_calls(kernel, options: CompileOptions, transform, flat: bool, rows: int):
+    """The kernel's lean path of requests of up to ``rows`` rows, or None.  A program whose
+    trees split over threads (a loop phase: orderedReduce) gets it only from a kernel that takes
+    ``threads`` (the CPU's hands half the trees to a native worker); another's would walk them
+    all on the calling thread, so the runtime's general path runs it."""
     if splits_trees(kernel, options):
         threads = options.threads or default_threads()
         if "threads" not in inspect.signature(kernel.small_calls).parameters:
             return None
-        return kernel.small_calls(SMALL_ROWS, transform, flat, threads=threads)
-    return kernel.small_calls(SMALL_ROWS, transform, flat)
+        return kernel.small_calls(rows, transform, flat, threads=threads)
+    return kernel.small_calls(rows, transform, flat)
 
 
 def build_form(forest: hir.Forest, opts: CompileOptions, tile_ids: list | None = None,

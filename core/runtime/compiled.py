@@ -222,6 +222,10 @@ class CompiledForest:
                 small, splits = small_for[shape[0]]
                 if small is not None:
                     return self._small_call(small, splits, X, output_margin, threads)
+            elif len(shape) == 2 and shape[1] == self._num_features:
+                lean = self._lean_form(shape[0], threads)
+                if lean is not None:
+                    return self._small_call(lean.small, lean.small_splits, X, output_margin, 1)
         # (a frame is on the host: asking it for device attributes looked for columns so named,
         # two thirds of a one-row pandas call)
         if type(X) is not np.ndarray and type(X).__module__.split(".")[0] not in FRAME_LIBRARIES \
@@ -241,6 +245,10 @@ class CompiledForest:
             # converted, they are online scoring too, and now meet every condition of the lean path.
             small, splits = small_for[rows.shape[0]]
             return self._small_call(small, splits, rows, output_margin, threads)
+        if small_for is not None and rows.dtype is self._small_dtype and rows.shape[1] == self._num_features:
+            lean = self._lean_form(rows.shape[0], threads)
+            if lean is not None:
+                return self._small_call(lean.small, lean.small_splits, rows, output_margin, 1)
         form = self._answering(rows.shape[0])
         if form.input_dtype != rows.dtype:
             rows = rows.astype(form.input_dtype)
@@ -261,6 +269,19 @@ class CompiledForest:
             return values
         margins = values.reshape(-1, 1) if self._flat else values
         return transforms.shape_output(self.forest, transforms.apply(self.forest, margins))
+
+    def _lean_form(self, rows: int, threads) -> Form | None:
+        """The form answering a call of ``rows`` rows (more than SMALL_ROWS) through its lean
+        path, where the call runs on one thread (``threads``, else the compile option) and the
+        path takes that many rows of this dtype (:attr:`Form.lean_rows`); else None."""
+        if threads is None:
+            threads = self.threads
+        if type(threads) is not int or threads != 1 or rows <= SMALL_ROWS:  # (others: the general path's)
+            return None
+        form = self._answering(rows)
+        if form.small is None or rows > form.lean_rows or form.input_dtype is not self._small_dtype:
+            return None
+        return form
 
     def _other_output(self, X, pred_leaf: bool, per_tree: bool, pred_contribs: bool, output_margin: bool,
                       missing, threads, pred_interactions: bool = False):

@@ -86,12 +86,17 @@ def test_safe_from_many_threads(forest, compiled):
         except Exception as exc:  # collected: assertion errors in threads do not fail pytest
             errors.append(exc)
 
-    threads = [threading.Thread(target=worker, args=(i,)) for i in range(8)]
+    _in_threads(worker, 8)
+    assert not errors
+
+
+def _in_threads(target, count: int) -> None:
+    """``target(k)`` for k in 0..count-1, on that many threads at once."""
+    threads = [threading.Thread(target=target, args=(k,)) for k in range(count)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    assert not errors
 
 
 @pytest.mark.parametrize("bad, message", [
@@ -192,23 +197,7 @@ def test_small_requests_take_the_lean_path_and_match_the_reference(forest, optio
             np.testing.assert_array_equal(general, reference.predict(forest, X[:k], output_margin=True))
             np.testing.assert_array_equal(cf.predict(X[:k]), reference.predict(forest, X[:k]))
     assert calls == [k for k in range(1, 17) for _ in range(2 if exact else 1)]
-    errors = []
-
-    def hammer(seed):
-        rng = np.random.default_rng(seed)
-        for _ in range(200):
-            k = int(rng.integers(1, 17))
-            rows = X[rng.permutation(16)[:k]]
-            if not np.array_equal(cf.predict(rows, output_margin=True),
-                                  cf.kernel.margins(rows, forest.num_outputs, 1)):
-                errors.append(seed)
-
-    threads = [threading.Thread(target=hammer, args=(s,)) for s in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert errors == []
+    assert _hammered(cf, forest, X, 16, 200) == []
     # Fortran-ordered and strided rows are staged like C-ordered ones; rows of another dtype
     # are converted first and then take the lean path too; more rows go the general way, with
     # the same answers
@@ -221,6 +210,59 @@ def test_small_requests_take_the_lean_path_and_match_the_reference(forest, optio
     many = np.concatenate([X, X])
     np.testing.assert_array_equal(cf.predict(many)[16:], cf.predict(X))
     assert calls == [5, 5, 5, 5, 5, 16]
+
+
+@pytest.mark.parametrize("options", [{}, {"rep": "sparse"}, {"rep": "bitvector"}, {"schedule": "tree-parallel"}])
+def test_one_thread_requests_of_hundreds_of_rows_take_the_lean_path_too(forest, options):
+    """Calls of 17 to lean_rows rows on one thread (the compile option, or ``threads=1``) go
+    through the lean path of the form answering them, its staging grown for them (from many
+    threads at once too); their answers are the general path's: C- and Fortran-ordered rows,
+    float64 rows converted first, margins and probabilities.  More threads, or more rows, go
+    the general way."""
+    from silvanforge.plan.bands import SMALL_ROWS, lean_rows
+
+    one = sf.compile(forest, threads=1, **options)
+    every = sf.compile(forest, threads=2, **options)
+    most = lean_rows(np.dtype(one.main.input_dtype).itemsize * forest.num_features)
+    assert most > SMALL_ROWS
+    X = rows_for(forest, np.random.default_rng(5), most + 1).astype(one.main.input_dtype)
+    calls = []
+    record_small_calls(one, lambda rows, result: calls.append(len(rows)))
+    record_small_calls(every, lambda rows, result: calls.append(len(rows)))
+    exact = options.get("schedule") != "tree-parallel"
+    for n in (17, 100, most):
+        general = one.form_for(n).kernel.margins(X[:n], forest.num_outputs, 1)
+        np.testing.assert_array_equal(one.predict(X[:n], output_margin=True), general)
+        np.testing.assert_array_equal(one.predict(np.asfortranarray(X[:n]), output_margin=True), general)
+        np.testing.assert_array_equal(every.predict(X[:n], threads=1, output_margin=True), general)
+        if exact:
+            np.testing.assert_array_equal(one.predict(X[:n]), reference.predict(forest, X[:n]))
+            np.testing.assert_array_equal(one.predict(X[:n].astype(np.float64)), reference.predict(forest, X[:n]))
+    assert calls == [n for n in (17, 100, most) for _ in range(5 if exact else 3)]
+    calls.clear()
+    every.predict(X[:100])
+    one.predict(X)  # (most + 1 rows)
+    assert calls == []
+    assert _hammered(one, forest, X, most, 40) == []
+
+
+def _hammered(cf, forest, X, most: int, calls: int) -> list:
+    """Four threads at once each predicting margins of ``calls`` random draws of 1 to ``most`` of
+    ``X``'s rows: the seeds of those that differed from the general path's (the kernel of the
+    form answering them)."""
+    errors = []
+
+    def hammer(seed):
+        rng = np.random.default_rng(seed)
+        for _ in range(calls):
+            k = int(rng.integers(1, most + 1))
+            rows = X[rng.permutation(most)[:k]]
+            if not np.array_equal(cf.predict(rows, output_margin=True),
+                                  cf.form_for(k).kernel.margins(rows, forest.num_outputs, 1)):
+                errors.append(seed)
+
+    _in_threads(hammer, 4)
+    return errors
 
 
 def _chain_forest(values, dtype: str, transform: Transform) -> Forest:

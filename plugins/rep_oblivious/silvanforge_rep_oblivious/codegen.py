@@ -24,7 +24,7 @@ import numpy as np
 from silvanforge.ir import hir, lir
 from silvanforge.ir.hir import ZERO_THRESHOLD
 from silvanforge.ir.lir import (Assign, Bin, Buffer, Builder, Cast, Cmp, Extract, For, Gather, If, IsNan,
-                               Load, Select, Store, Var, Vector)
+                               Load, Prefetch, Select, Store, Var, Vector)
 from silvanforge.lowering.walksetup import thread_info
 from silvanforge.lowering.walkcost import WALK_STEP_NS
 
@@ -50,6 +50,12 @@ SUM_LANES = cost.SUM_LANES
 SUM_VALUES = 64
 # A forest of leaf indices keeps a span's indices of every tree (stored_indices) up to this size.
 STORED_INDEX_BYTES = 256 << 10
+# Columns copied from vectors of each row (row_vectors) prefetch the next block's rows at the
+# features they read: a block's rows start eight streams the hardware prefetchers take a while
+# to follow, and wide rows come from memory (the Bosch-shaped model's 3.9 KB rows, AVX2 code,
+# 1 thread, Zen 4, forge bench's rotation of batches: 1.14x at 512 rows, 1.10x at 4,096; one
+# batch over and over, from cache: 0.97x at 512, 1.04x at 4,096).
+ROW_PREFETCH = True
 
 
 class _Lowering:
@@ -280,12 +286,16 @@ class _Lowering:
             rows = [b.local("xr", self.x_t) for _ in range(L)]
             at = [Assign(row, Load("rows", Bin("+", Bin("*", r, lir.ROW_STRIDE), feature), self.x_t))
                   for row, r in zip(rows, lane_rows)]
+            # The next block's rows at the same features asked for meanwhile (see ROW_PREFETCH).
+            ahead = [Prefetch("rows", Bin("+", Bin("*", Bin("min", Bin("+", self.block0, c(L + k, i64)), last),
+                                                        lir.ROW_STRIDE), feature))
+                     for k in range(L)] if ROW_PREFETCH else []
             fast = []
             for lo, hi, vector in runs:
                 if not vector:
                     fast.append(For(u, c(lo, i64), c(hi, i64), 1, [read, store]))
                     continue
-                body = list(at)
+                body = ahead + at
                 for j in range(L):
                     column = Bin("+", u, c(j, i64))
                     body += [Assign(x, Vector(tuple(Extract(row, j) for row in rows))),

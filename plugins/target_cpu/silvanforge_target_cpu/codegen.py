@@ -18,7 +18,7 @@ from llvmlite import ir
 
 from silvanforge.ir import lir
 
-from . import cpus, irlines
+from . import cpus, irlines, transpose
 from .llvm_host import host_has_avx512
 
 _INT_BITS = {"i1": 1, "i8": 8, "u8": 8, "i16": 16, "u16": 16, "i32": 32, "u32": 32, "i64": 64}
@@ -75,6 +75,7 @@ class LLVMCodegen:
         self.avx2_permutes = avx2_permutes and not permutes
         self.byte_shuffle_lanes = 0 if byte_permutes else byte_shuffle_bits // 8
         self.neon = neon
+        self._transposes = transpose.Columns() if self.avx2_permutes and transpose.BUILT_HERE else None
         self.mod = ir.Module(name="silvanforge")
         self._prefetch = None
         self._gathers: dict[str, ir.Function] = {}
@@ -236,14 +237,7 @@ class LLVMCodegen:
         if isinstance(e, lir.Const):
             return self.constant(e)
         if isinstance(e, lir.Vector):
-            v = ir.Constant(llvm_type(e.type), ir.Undefined)
-            if all(x == e.elems[0] for x in e.elems[1:]):  # one value in every lane: a splat
-                one = b.insert_element(v, self.expr(e.elems[0]), ir.Constant(ir.IntType(32), 0))
-                zeros = ir.Constant(ir.VectorType(ir.IntType(32), len(e.elems)), [0] * len(e.elems))
-                return b.shuffle_vector(one, v, zeros)
-            for k, x in enumerate(e.elems):
-                v = b.insert_element(v, self.expr(x), ir.Constant(ir.IntType(32), k))
-            return v
+            return transpose.vector(b, e, llvm_type(e.type), self.expr, self._transposes)
         if isinstance(e, lir.PackBits):
             # <N x i1> reinterpreted as iN puts lane k in bit k (x86: one movmsk).
             n = lir.lanes_of(e.a.type)

@@ -147,14 +147,17 @@ class CpuKernel(PhaseKernel):
 
         ``threads`` above 1, for a kernel with a phase looping over trees (orderedReduce): that
         phase's second half of the trees runs on a native pool worker while this thread walks
-        the first, where the pool is free (else this thread walks them all)."""
+        the first, where the pool is free (else this thread walks them all).
+
+        A thread's staging holds :data:`STAGED_ROWS` rows at first, grown to the power of two at
+        or above a call's rows where it brings more (up to ``max_rows``: the core's one-thread
+        calls of hundreds of rows, :func:`silvanforge.plan.bands.lean_rows`), so threads making
+        small requests stage a few rows only."""
         from . import small
 
         if self.refusal is not None:  # every request goes through margins, which refuses
             return None
         features, outputs = self.module.num_features, self.module.num_outputs
-        # Lanes past the rows may be read (a block is 8-32 lanes): staging has room for them.
-        room = max_rows + 64
         phases = [(address, int(phase.trip) if phase.parallel == "loop" else 0)
                   for address, phase in zip(self._addresses, self.phases)]
         split = threads > 1 and any(trip > 1 for _, trip in phases) and pool.native_pool() is not None
@@ -168,7 +171,12 @@ class CpuKernel(PhaseKernel):
         native = small.foreign_call()  # the C calls (None where they were not built: ctypes then)
         fast = native.run if native is not None else None
 
-        def staging():
+        def staging(n: int = 1):
+            """This thread's staging, for calls of up to ``n`` rows at least (:data:`STAGED_ROWS`,
+            a power of two above; at most ``max_rows``)."""
+            staged = min(max_rows, max(STAGED_ROWS, 1 << (n - 1).bit_length()))
+            # Lanes past the rows may be read (a block is 8-32 lanes): staging has room for them.
+            room = staged + 64
             ins = np.zeros((room, features), self.input_dtype)
             out = np.zeros((room, outputs), self.output_dtype)
             final = np.zeros((room, outputs), self.output_dtype)
@@ -191,12 +199,12 @@ class CpuKernel(PhaseKernel):
             # Views for every row count, made once: slicing at each call cost a third of a
             # microsecond more.
             shaped = (lambda a: a.reshape(-1)) if flat else (lambda a: a)
-            views = [(ins[:n], shaped(out[:n]), shaped(final[:n])) for n in range(max_rows + 1)]
+            views = [(ins[:k], shaped(out[:k]), shaped(final[:k])) for k in range(staged + 1)]
             # The C call's description of this staging (fills are staged in Python: none of
             # the CPU forms' small kernels has any, but a schedule may ask for them).
             state = None
             if fast is not None and not fills:
-                state = small.call_state(compiled(), block, ins, out, final, max_rows, guarded, alpha)
+                state = small.call_state(compiled(), block, ins, out, final, staged, guarded, alpha)
             st = local.staging = (views, block.ctypes.data, fills, state,
                                   (scratch, table, block, ins, out, final))
             local.state = state
@@ -217,9 +225,13 @@ class CpuKernel(PhaseKernel):
         reports = (False, applies is not None)
 
         def staged(rows: np.ndarray, apply: bool) -> tuple[np.ndarray, bool]:
-            """The call through NumPy staging and ctypes (no C module, fills, other layouts)."""
-            views, block, fills, _, _ = local.__dict__.get("staging") or staging()
+            """The call through NumPy staging and ctypes (no C module, fills, other layouts,
+            more rows than staged: the staging grown, for this call and the C call's next)."""
             n = rows.shape[0]
+            st = local.__dict__.get("staging")
+            if st is None or n >= len(st[0]):
+                st = staging(n)
+            views, block, fills, _, _ = st
             ins, out, final = views[n]
             ins[...] = rows
             for a, per_row, value in fills:
@@ -245,7 +257,7 @@ class CpuKernel(PhaseKernel):
             values = np.empty(shapes[rows.shape[0]], out_dtype)
             mode = modes[apply]
             taken = fast(state, rows, values, mode)
-            if taken < 0:  # rows the C call does not take (not C-ordered)
+            if taken < 0:  # rows the C call does not take (not C-ordered, more than staged)
                 return staged(rows, apply)
             if mode != 2:  # (mode 1 returns 0 for a softmax left to NumPy: the margins)
                 return values, reports[apply] and taken != 0
@@ -287,6 +299,11 @@ class CpuKernel(PhaseKernel):
         """The object code plus the host or CPU it was built for (see :func:`signature`)."""
         meta = json.dumps({**signature(self.cpu), "code": "object"}).encode()
         return len(meta).to_bytes(4, "little") + meta + self._object
+
+
+# Rows a thread's small-call staging holds at first (the core's small requests,
+# silvanforge.plan.bands.SMALL_ROWS); grown for calls of more.
+STAGED_ROWS = 16
 
 
 def _address(a: np.ndarray) -> int:

@@ -30,6 +30,8 @@ def init() -> None:
         if not _initialised:
             llvm.initialize_native_target()
             llvm.initialize_native_asmprinter()
+            # (inline assembly, :mod:`.transpose`: parsed for this host's architecture only)
+            llvm.initialize_native_asmparser()
             _initialised = True
 
 

@@ -291,7 +291,7 @@ def test_avx2_and_sse_code_is_exact_on_wide_rows_in_either_order(cpu):
     """Code for CPUs without AVX-512 (AVX2's x86-64-v3, SSE's x86-64) compares signed bins,
     a node's missing direction folded into its threshold, reads the columns picked by path from
     a table of offsets, and (AVX2's float program) copies runs of consecutive features from
-    vectors of each row: equal to the reference on forests over 9-16 features (runs of 4 and
+    vectors of each row, the next block's rows prefetched: equal to the reference on forests over 9-16 features (runs of 4 and
     8, float64 and float32), NaN and zeros in the rows, nodes sending missing values either
     way, C- and Fortran-ordered rows, calls of 16 rows (the float program) and 300 (the byte
     program, its block's registers of values binned several side by side), and the byte
@@ -316,8 +316,11 @@ def test_avx2_and_sse_code_is_exact_on_wide_rows_in_either_order(cpu):
                 _exact(cf, forest, rows)
         for n in (17, 45):
             _exact(cf, forest, X[:n])
-        # (a vector of a row's features: rows[... +: lanes])
-        vectors += bool(re.search(r"= rows\[.*\+: [48]\]", sf.show(forest, "lir", rep="levelwise", cpu=cpu, batch_size=16)))
+        # (a vector of a row's features: rows[... +: lanes]; the next block's rows prefetched there)
+        shown = sf.show(forest, "lir", rep="levelwise", cpu=cpu, batch_size=16)
+        read = bool(re.search(r"= rows\[.*\+: [48]\]", shown))
+        assert ("prefetch rows[" in shown) is read
+        vectors += read
         shown = sf.show(forest, "lir", rep="levelwise", cpu=cpu, batch_size=300)
         assert "lw_bin8" in shown  # the byte program ran
         assert len(re.findall(r"local %xs\d+:", shown)) > 1  # registers of values binned side by side

@@ -1,0 +1,99 @@
+"""AVX2 code's transpose of eight registers of float32 (silvanforge_target_cpu.transpose): run
+alone it equals numpy's transpose, NaN and signed zeros kept bit for bit; the code generator
+takes it for exactly the vectors that are a column of eight rows, and only in AVX2 code; the
+levelwise float program that copies its columns so equals the reference evaluator."""
+
+from __future__ import annotations
+
+import ctypes
+
+import llvmlite.binding as llvm
+import numpy as np
+import pytest
+from llvmlite import ir
+
+import silvanforge as sf
+from silvanforge.ir import lir
+from silvanforge.runtime import reference
+from silvanforge.testing import random_forest
+from silvanforge_target_cpu import cpus, llvm_host, transpose
+
+V3 = "x86-64-v3"
+# (inline assembly is parsed for the host's architecture: AVX2 code built elsewhere goes without)
+X86 = llvm.get_process_triple().startswith(("x86_64", "amd64"))
+x86 = pytest.mark.skipif(not X86, reason="the transpose is built on x86-64 hosts")
+needs_v3 = pytest.mark.skipif(not X86 or bool(cpus.missing_here(V3)), reason="this host cannot run x86-64-v3 code")
+
+
+def _transpose_function():
+    """``void t(float *in, float *out)``: out's eight rows the transpose of in's (8x8)."""
+    v8 = ir.VectorType(ir.FloatType(), 8)
+    mod = ir.Module(name="t")
+    fp = ir.PointerType(ir.FloatType())
+    fn = ir.Function(mod, ir.FunctionType(ir.VoidType(), [fp, fp]), name="t")
+    b = ir.IRBuilder(fn.append_basic_block())
+    src, dst = fn.args
+    rows = [b.load(b.bitcast(b.gep(src, [ir.Constant(ir.IntType(64), 8 * k)]), ir.PointerType(v8)), align=4)
+            for k in range(8)]
+    for j, column in enumerate(transpose.transposed(b, rows)):
+        b.store(column, b.bitcast(b.gep(dst, [ir.Constant(ir.IntType(64), 8 * j)]), ir.PointerType(v8)), align=4)
+    b.ret_void()
+    return str(mod)
+
+
+@needs_v3
+def test_eight_registers_transposed_equal_numpys_transpose_bit_for_bit():
+    mod, tm = llvm_host.optimise(_transpose_function(), cpu=V3)
+    engine = llvm.create_mcjit_compiler(mod, tm)
+    engine.finalize_object()
+    t = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p)(engine.get_function_address("t"))
+    assert "vperm2f128" in tm.emit_assembly(mod)  # the shuffles as written
+    rng = np.random.default_rng(0)
+    for _ in range(5):
+        x = rng.normal(size=(8, 8)).astype(np.float32)
+        x[rng.random(x.shape) < 0.2] = np.nan
+        x[rng.random(x.shape) < 0.1] = -0.0
+        out = np.empty_like(x)
+        t(x.ctypes.data, out.ctypes.data)
+        np.testing.assert_array_equal(out.view(np.uint32), x.T.view(np.uint32))
+
+
+def test_only_a_column_of_eight_distinct_rows_of_float32_is_a_transpose():
+    rows = [lir.Var(f"r{k}", "f32x8") for k in range(8)]
+    assert transpose.column_of_rows(lir.Vector(tuple(lir.Extract(r, 3) for r in rows))) == (tuple(rows), 3)
+    mixed = tuple(lir.Extract(r, k % 2) for k, r in enumerate(rows))  # lanes differ
+    repeated = tuple(lir.Extract(rows[k % 4], 0) for k in range(8))  # rows repeat
+    wide = tuple(lir.Extract(lir.Var(f"w{k}", "f32x16"), 0) for k in range(8))  # not 8-lane rows
+    doubles = tuple(lir.Extract(lir.Var(f"d{k}", "f64x8"), 0) for k in range(8))
+    four = tuple(lir.Extract(r, 0) for r in rows[:4])
+    for elems in (mixed, repeated, wide, doubles, four):
+        assert transpose.column_of_rows(lir.Vector(elems)) is None
+
+
+@x86
+def test_avx2_code_alone_transposes_rows_and_equals_the_reference():
+    """The levelwise float program's columns copied from vectors of eight consecutive features
+    (AVX2 code) are transposed by the shuffles; AVX-512 and SSE code never carry them."""
+    found = 0
+    for seed in range(20):
+        forest = random_forest(seed, max_trees=8, max_depth=7, max_features=16, plain=True, summed=True)
+        if forest.num_features < 9 or np.dtype(forest.threshold_dtype) != np.float32:
+            continue
+        text = sf.show(forest, "target", rep="levelwise", cpu=V3, batch_size=16)
+        if "vperm2f128" not in text:
+            continue
+        found += 1
+        assert text.count("vperm2f128") % 8 == 0  # whole transposes
+        for cpu in ("x86-64-v4", "x86-64"):
+            assert "vperm2f128" not in sf.show(forest, "target", rep="levelwise", cpu=cpu, batch_size=16)
+        if cpus.missing_here(V3):
+            continue
+        cf = sf.compile(forest, rep="levelwise", cpu=V3, batch_size=16, threads=1)
+        rng = np.random.default_rng(seed)
+        X = rng.normal(size=(40, forest.num_features)).astype(np.float32)
+        X[rng.random(X.shape) < 0.15] = np.nan
+        for n in (8, 16, 13, 40):
+            for rows in (X[:n], np.asfortranarray(X[:n])):
+                np.testing.assert_array_equal(cf.predict(rows, output_margin=True),
+                                              reference.predict(forest, rows, output_margin=True))
+    assert found >= 3

@@ -2,7 +2,7 @@
 
 An entry is the target's kernel artifact (object code and the host it was built for) for one
 program, named by a digest of everything the code depends on: the SilvanForge version, the target,
-the host (CPU name and features, LLVM version: the target's ``host_key()``) and
+the host (CPU name and features, LLVM version, the code generator: the target's ``host_key()``) and
 the LIR digest (the lowered program: model buffers' types and shapes, loop nest,
 representation).  The target checks the host again when it maps the code; a mismatch compiles
 again and replaces the entry.

@@ -239,6 +239,34 @@ def category_top(forest: hir.Forest) -> np.ndarray:
     return top
 
 
+def _split_row_words(forest: hir.Forest) -> tuple[list, list, np.ndarray, np.ndarray, np.ndarray]:
+    """(the categorical splits, their categories, each split's feature, each feature's largest
+    named category (:func:`category_top`), each split's word count) as
+    :func:`split_row_categories` lays them out: a split's bitset spans its feature's categories
+    up to ``top + 2``."""
+    split, sets = _categorical_splits(forest)
+    starts = offsets(forest)
+    at = np.array([starts[k] + node for k, node in split], np.int64)
+    column = joined(forest, "feature")[at].astype(np.int64) if split else np.zeros(0, np.int64)
+    top = category_top(forest)
+    return split, sets, column, top, (top[column] + 2) // 32 + 1
+
+
+def split_row_categories_fit(layout: ForestLayout) -> bool:
+    """Whether :func:`split_row_categories` can re-encode the categorical splits: every
+    feature's ``top + 2`` a whole number the rows' dtype holds exactly (float32 holds whole
+    numbers up to 2**24 only: past it a missing value's column would read a named category),
+    and the bitsets, each spanning its feature's categories, not many times the splits' own (a
+    feature of many categories split often multiplies them; the walks test the splits' own)."""
+    split, sets, _, top, nwords = _split_row_words(layout.forest)
+    if not split:
+        return True
+    if int(top.max()) + 2 > 2 ** (np.finfo(layout.threshold_dtype).nmant + 1):
+        return False
+    own = sum(int(c.max()) // 32 + 1 if len(c) else 1 for c in sets)
+    return int(nwords.sum()) <= max(4 * own, 2**16)
+
+
 def split_row_categories(layout: ForestLayout) -> None:
     """Re-encode the categorical splits for walks reading split rows, whose *category columns*
     hold each feature's category already decided (:meth:`WalkGenerator.fill_split_rows`), so
@@ -252,17 +280,14 @@ def split_row_categories(layout: ForestLayout) -> None:
     second column); its field is ``((F + f) << 1) | default_left`` (``F`` features), so it reads
     the column its default direction names, as a numerical split does."""
     forest = layout.forest
-    split, sets = _categorical_splits(forest)
+    split, sets, column, top, nwords = _split_row_words(forest)
     if not split or not layout.trees:
         return
     threshold, feature = layout.trees[0]._nodes[:2]  # every tree's nodes, joined
     starts = offsets(forest)
     at = np.array([starts[k] + node for k, node in split], np.int64)
-    column = joined(forest, "feature")[at].astype(np.int64)
-    top = category_top(forest)
     layout.category_tops = (top + 1).astype(np.int32)
     left = top[column] + 2  # each split's bit of a missing value going left
-    nwords = left // 32 + 1
     first = np.cumsum(nwords) - nwords
     if len(first) and first[-1] + nwords[-1] > 2**24:
         raise UnsupportedModelError("categorical splits whose bitsets would pass 2**24 words (64 MiB)")

@@ -23,7 +23,8 @@ from silvanforge.ir import hir, lir, mir
 from silvanforge.ir.hir import Op
 from silvanforge.ir.lir import Builder
 from silvanforge.lowering.layout import (FLAG_CATEGORICAL, FLAG_DEFAULT_LEFT, FLAG_OP_SHIFT, FLAG_ZERO_MISSING, INDEX_DTYPES,
-                     ForestLayout, RepBuffers, TreeLayout, build_layout, smallest_int, split_row_categories)
+                     ForestLayout, RepBuffers, TreeLayout, build_layout, smallest_int, split_row_categories,
+                     split_row_categories_fit)
 from silvanforge.options import CompileOptions, leaf_self_loops, node_widths, per_tree_walk_depth, split_rows, vector_walks
 from silvanforge.plugins import registry, rep_types
 from silvanforge.reduction.legalize import identity
@@ -65,6 +66,8 @@ def can_split_rows(layout: ForestLayout, per_chunk: bool = False, forced: bool |
         return False
     # Thresholds as compiled: a float64 threshold may round to an infinite float32 one.
     if not split_thresholds_exact(_split_thresholds_of(layout), layout.ops):
+        return False
+    if layout.has_categorical and not split_row_categories_fit(layout):
         return False
     return split_rows_pay(layout.forest, check_width=forced is not True and not per_chunk)
 

@@ -131,13 +131,16 @@ def test_save_and_load_roundtrip(tmp_path, forest, compiled):
     assert loaded.rep == compiled.rep and loaded.schedule == compiled.schedule
 
 
-def test_saved_kernel_for_another_machine_is_rebuilt(tmp_path, forest, compiled, monkeypatch):
+@pytest.mark.parametrize("differs", ["cpu", "generator"])
+def test_saved_kernel_for_another_machine_is_rebuilt(tmp_path, forest, compiled, monkeypatch, differs):
+    """Code saved on another CPU, or by another version of the CPU target's code generator (a
+    development install changes it without a new version), is compiled again."""
     path = tmp_path / "m.forge"
     compiled.save(path)
     from silvanforge_target_cpu import jit
 
     real = jit.host_signature()
-    monkeypatch.setattr(jit, "host_signature", lambda: {**real, "cpu": "some-other-cpu"})
+    monkeypatch.setattr(jit, "host_signature", lambda: {**real, differs: "something-else"})
     calls = []
     original = jit.compile_module
     monkeypatch.setattr(jit, "compile_module", lambda *a: calls.append(1) or original(*a))

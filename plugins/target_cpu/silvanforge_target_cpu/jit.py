@@ -9,7 +9,10 @@ call from many threads at once.
 from __future__ import annotations
 
 import ctypes
+import functools
+import hashlib
 import json
+import pathlib
 import threading
 
 import llvmlite.binding as llvm
@@ -25,10 +28,25 @@ from .llvm_host import LIGHT_PASSES, init as _init, object_code, optimise, targe
 
 
 def host_signature() -> dict:
-    """What machine code depends on: a saved kernel is reused only on an identical host."""
+    """What machine code depends on: a saved kernel is reused only on an identical host, made by
+    the same code generator."""
     _init()
     return {"triple": llvm.get_process_triple(), "cpu": llvm.get_host_cpu_name(),
-            "features": llvm.get_host_cpu_features().flatten(), "llvm": list(llvm.llvm_version_info)}
+            "features": llvm.get_host_cpu_features().flatten(), "llvm": list(llvm.llvm_version_info),
+            "generator": generator_digest()}
+
+
+@functools.cache
+def generator_digest() -> str:
+    """A digest of this package's sources.  Why: machine code depends on the code generator as
+    well as on the program and the host, and a development install changes the generator without
+    a new version, so code saved or cached before would be mapped again unchanged."""
+    h = hashlib.sha256()
+    for path in sorted(pathlib.Path(__file__).parent.iterdir()):
+        if path.suffix not in (".py", ".c"):
+            continue
+        h.update(path.name.encode() + b"\0" + path.read_bytes())
+    return h.hexdigest()[:16]
 
 
 def signature(cpu: str | None = None) -> dict:
@@ -40,7 +58,8 @@ def signature(cpu: str | None = None) -> dict:
     if cpu is None:
         return host_signature()
     _init()
-    return {"triple": cpus.triple(cpu), "cpu": cpu, "features": "", "llvm": list(llvm.llvm_version_info)}
+    return {"triple": cpus.triple(cpu), "cpu": cpu, "features": "", "llvm": list(llvm.llvm_version_info),
+            "generator": generator_digest()}
 
 
 def uses_gathers(module: lir.Module) -> bool:

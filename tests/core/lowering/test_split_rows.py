@@ -126,6 +126,30 @@ def test_categorical_splits_read_category_columns(seed, features, rule, op, dtyp
                                    reference.predict(forest, X, output_margin=True), rtol=tol, atol=tol)
 
 
+@pytest.mark.parametrize("dtype, top, everywhere, split", [
+    ("float32", 2**24 - 2, True, True),  # top + 2 = 2**24: still a whole float32
+    ("float32", 2**24 - 1, True, False),  # top + 2 rounds in float32: a missing value would read a category
+    ("float64", 2**27, False, False),  # every split's bitset spanning one split's 2**27 categories
+])
+def test_categorical_splits_read_split_rows_only_where_their_columns_are_exact_and_small(dtype, top, everywhere,
+                                                                                       split):
+    """A feature's category columns hold ``top + 1`` and ``top + 2`` (layout.split_row_categories):
+    split rows are not taken where the rows' dtype cannot hold them exactly, nor where the
+    splits' bitsets, each spanning the feature's categories, would be many times their own;
+    every missing value still goes where the reference sends it."""
+    forest = _categorical_forest(3, 4, CategoryRule.LIGHTGBM, Op.LT, dtype)
+    on = [(t, node) for t in forest.trees for node in sorted(t.categories) if t.feature[node] == 0]
+    assert len(on) > 4  # (the forest splits feature 0 by category often)
+    for t, node in on if everywhere else on[:1]:
+        t.categories[node] = np.append(t.categories[node], top)
+    X = _category_rows(forest, 5, 300)
+    X[::7] = np.nan
+    X[1::7, 0] = top
+    cf = sf.compile(forest, rep="sparse")
+    assert uses_split_rows(cf) == split
+    np.testing.assert_array_equal(cf.predict(X, output_margin=True), reference.predict(forest, X, output_margin=True))
+
+
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(seed=st.integers(0, 2**16), features=st.integers(1, 12), rule=st.sampled_from(list(CategoryRule)),
        dtype=st.sampled_from(["float32", "float64"]))

@@ -310,16 +310,19 @@ def tables(forest: hir.Forest) -> dict[str, np.ndarray]:
     if len(numeric_entries):
         nodes = np.flatnonzero(~kind)
         row = e_start[entry[nodes]] + 1 + pos[nodes]
-        masks[row] = clear[nodes]
         # The prefix ANDs of every entry's rows at once, in doubling steps (each row ANDs the row
         # ``step`` back in its entry, as the last step left them): as many steps as the bits of
-        # an entry's node count, not one a node's place.
+        # an entry's node count, not one a node's place.  The nodes lie entry by entry, in place
+        # order, so the node ``step`` back in its entry is ``step`` back here: whole-array slices
+        # rather than gathers and scatters of the mask rows (those took about a tenth of the
+        # tables' time on 1000 categorical trees of 255 leaves).
         place = pos[nodes]
-        step = 1
-        while step <= int(place.max(initial=0)):
-            r = row[place >= step]
-            masks[r] &= masks[r - step]
+        prefix = clear[nodes]
+        step, top = 1, int(place.max(initial=0))
+        while step <= top:
+            prefix[step:] &= np.where(place[step:, None] >= step, prefix[:-step], -1)
             step *= 2
+        masks[row] = prefix
         nan = np.where(~default_left[nodes, None], clear[nodes], -1)
         nan_starts = np.searchsorted(entry[nodes], numeric_entries)
         masks[e_start[numeric_entries] + m[numeric_entries] + 1] = np.bitwise_and.reduceat(nan, nan_starts, axis=0)

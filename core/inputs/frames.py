@@ -102,7 +102,9 @@ def _pandas_key(X, memory: SchemaMemory, kind: str = "pandas"):
         return None
     if len(blocks) == 1:  # (a frame built from one array: which block each column is in goes without saying)
         return (kind, memory.names(X.columns), _dtype_token(blocks[0].dtype), mgr.blklocs.tobytes())
-    return (kind, memory.names(X.columns), tuple(_dtype_token(b.dtype) for b in blocks),
+    # (NumPy's dtypes as they are, without a call: half the time of a frame's five blocks)
+    return (kind, memory.names(X.columns),
+            tuple([d if isinstance(d, np.dtype) else _dtype_token(d) for d in [b.dtype for b in blocks]]),
             mgr.blknos.tobytes(), mgr.blklocs.tobytes())
 
 
@@ -150,7 +152,7 @@ class _PandasPlan:
                         numeric = False
                 if plain:
                     src, dest = (np.array(v, dtype=np.intp) for v in zip(*plain))
-                    self.steps.append(("block", b, (src, dest, through_float64(bdtype, dtype))))
+                    self.steps.append(("block", b, (_as_slice(src), _as_slice(dest), through_float64(bdtype, dtype))))
                 continue
             numeric = False
             for i, f in used:
@@ -172,8 +174,11 @@ class _PandasPlan:
         self.block = None
         if numeric and len(self.steps) == 1 and self.via == dtype:
             _, at, (src, dest, _) = self.steps[0]
-            if len(src) == self.width and (src == np.arange(self.width)).all() and (dest == src).all():
+            if type(src) is slice and src == slice(0, self.width) and type(dest) is slice and dest == src:
                 self.block = at
+        # The categorical columns (read apart: a row of them as Python scalars) and the other steps.
+        self.categories = [(at, what) for kind, at, what in self.steps if kind == "category"]
+        self.steps = [step for step in self.steps if step[0] != "category"]
 
     def rows(self, X, dtype: np.dtype) -> np.ndarray:
         if self.block is not None:
@@ -196,18 +201,41 @@ class _PandasPlan:
                 src, dest, via = what
                 values = blocks[at].values
                 out[:, dest] = (values[src].astype(np.float64) if via else values[src]).T
-            elif kind == "category":
-                values = blocks[at].values
-                # (``_codes``: the array ``codes`` wraps in a read-only view, a third of a
-                # microsecond a column)
-                own = values._codes if hasattr(values, "_codes") else values.codes
-                out[:, what.feature] = what.table(values.dtype.categories).codes(own, what.labels, what.name)
             elif kind == "nullable":  # as the column reader converts them, pd.NA missing
                 out[:, what] = blocks[at].values.to_numpy(dtype=np.float64, na_value=np.nan)
             else:
                 name, feature = what
                 out[:, feature] = pandas_column(X.iloc[:, at], name, self.labels.get(feature))
+        if self.categories:
+            _category_columns(self.categories, blocks, out)
         return out
+
+
+def _category_columns(categories, blocks, out: np.ndarray) -> None:
+    """The model's codes of categorical columns (``(block, CategoryReading)``), written to ``out``."""
+    if len(out) == 1:  # (a row: its codes as Python scalars, a third of the array operations' time)
+        for at, reading in categories:
+            values = blocks[at].values
+            table = reading.table(values.dtype.categories)
+            out[0, reading.feature] = table.code(_codes(values)[0], reading.labels, reading.name)
+        return
+    for at, reading in categories:
+        values = blocks[at].values
+        out[:, reading.feature] = reading.table(values.dtype.categories).codes(_codes(values), reading.labels,
+                                                                                reading.name)
+
+
+def _codes(values) -> np.ndarray:
+    # (``_codes``: the array ``codes`` wraps in a read-only view, a third of a microsecond a column)
+    return values._codes if hasattr(values, "_codes") else values.codes
+
+
+def _as_slice(positions: np.ndarray):
+    """Positions as a slice where they are consecutive (a slice copies without an index array:
+    a third of the time), else as they are."""
+    if len(positions) and (np.diff(positions) == 1).all():
+        return slice(int(positions[0]), int(positions[-1]) + 1)
+    return positions
 
 
 class _HashedPandasPlan:

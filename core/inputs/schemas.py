@@ -117,7 +117,10 @@ class CategoryReading:
 
     def table(self, categories) -> CodeTable:
         last = self.last
-        if last is not None and (last.source is categories or same_categories(last.source, categories)):
+        if last is not None and last.source is categories:
+            return last
+        if last is not None and same_categories(last.source, categories):
+            self.last = last = last.of(categories)  # (the frame called again: an identity next time)
             return last
         table = CodeTable.own(categories, len(categories)) if self.labels is None else self.labels.table(categories)
         self.last = table

@@ -207,6 +207,29 @@ def test_same_names_other_dtypes_or_categories_are_read_afresh(models):
             cf.predict(X)
 
 
+@pytest.mark.parametrize("library", ["lightgbm", "xgboost"])
+def test_rows_one_at_a_time_and_frames_called_again_equal_the_array(models, library):
+    """A one-row frame reads its categories as scalars: each label, a missing one and (for the
+    model that maps it to missing) an unseen one, alone, through tables of categories in several
+    orders; frames of equal categories held by other objects, called in turn, keep their own."""
+    cf = models[library]
+    raw = _rows(12, 21, unseen=library == "lightgbm")
+    raw["colour"][:7] = COLOURS + [None, "teal" if library == "lightgbm" else None]
+    raw["shape"][:4] = SHAPES + [None]
+    expected = _expected(cf, raw)
+    orders = (COLOURS, COLOURS[::-1], [COLOURS[i] for i in (2, 4, 0, 3, 1)])
+    for i in range(len(expected)):
+        row = {name: values[i:i + 1] for name, values in raw.items()}
+        for colours in orders:
+            frame = _pandas(row, NAMES[::-1], colours + (["teal"] if library == "lightgbm" else []), "numpy")
+            for _ in range(2):
+                np.testing.assert_array_equal(cf.predict(frame), expected[i:i + 1])
+    frames = [_pandas(raw, NAMES, colours, "numpy") for colours in orders + (COLOURS,)]
+    for frame in frames * 2:
+        np.testing.assert_array_equal(cf.predict(frame), expected)
+        np.testing.assert_array_equal(cf.predict(frame.iloc[2:3]), expected[2:3])
+
+
 def test_numeric_frames_of_every_kind_equal_the_array(rng):
     pl = pytest.importorskip("polars")
     n = 1100  # (from 1024 rows an arrow table's columns are read one by one)

@@ -30,7 +30,7 @@ import numpy as np
 from silvanforge.inputs.arrow_frames import ArrowKey, ArrowPlan
 from silvanforge.inputs.columns import pandas_column
 from silvanforge.inputs.polars_frames import PolarsPlan
-from silvanforge.inputs.schemas import SCHEMAS, CategoryReading, SchemaMemory, feature_order, through_float64
+from silvanforge.inputs.schemas import SCHEMAS, CategoryReading, SchemaMemory, as_slice, feature_order, through_float64
 
 # The libraries whose frames are read here (host memory: never device arrays).
 FRAME_LIBRARIES = ("pandas", "polars", "pyarrow")
@@ -152,7 +152,7 @@ class _PandasPlan:
                         numeric = False
                 if plain:
                     src, dest = (np.array(v, dtype=np.intp) for v in zip(*plain))
-                    self.steps.append(("block", b, (_as_slice(src), _as_slice(dest), through_float64(bdtype, dtype))))
+                    self.steps.append(("block", b, (as_slice(src), as_slice(dest), through_float64(bdtype, dtype))))
                 continue
             numeric = False
             for i, f in used:
@@ -228,14 +228,6 @@ def _category_columns(categories, blocks, out: np.ndarray) -> None:
 def _codes(values) -> np.ndarray:
     # (``_codes``: the array ``codes`` wraps in a read-only view, a third of a microsecond a column)
     return values._codes if hasattr(values, "_codes") else values.codes
-
-
-def _as_slice(positions: np.ndarray):
-    """Positions as a slice where they are consecutive (a slice copies without an index array:
-    a third of the time), else as they are."""
-    if len(positions) and (np.diff(positions) == 1).all():
-        return slice(int(positions[0]), int(positions[-1]) + 1)
-    return positions
 
 
 class _HashedPandasPlan:

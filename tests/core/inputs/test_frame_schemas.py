@@ -209,19 +209,21 @@ def test_same_names_other_dtypes_or_categories_are_read_afresh(models):
 
 @pytest.mark.parametrize("library", ["lightgbm", "xgboost"])
 def test_rows_one_at_a_time_and_frames_called_again_equal_the_array(models, library):
-    """A one-row frame reads its categories as scalars: each label, a missing one and (for the
-    model that maps it to missing) an unseen one, alone, through tables of categories in several
-    orders; frames of equal categories held by other objects, called in turn, keep their own."""
+    """A one-row frame reads its categories as scalars (pandas) or Python values (polars): each
+    label, a missing one and (for the model that maps it to missing) an unseen one, alone,
+    through tables of categories in several orders; frames of equal categories held by other
+    objects, called in turn, keep their own."""
     cf = models[library]
     raw = _rows(12, 21, unseen=library == "lightgbm")
     raw["colour"][:7] = COLOURS + [None, "teal" if library == "lightgbm" else None]
     raw["shape"][:4] = SHAPES + [None]
     expected = _expected(cf, raw)
     orders = (COLOURS, COLOURS[::-1], [COLOURS[i] for i in (2, 4, 0, 3, 1)])
+    kinds = [("pandas", "numpy"), ("polars", "enum"), ("polars", "strings"), ("pyarrow", "dictionary")]
     for i in range(len(expected)):
         row = {name: values[i:i + 1] for name, values in raw.items()}
-        for colours in orders:
-            frame = _pandas(row, NAMES[::-1], colours + (["teal"] if library == "lightgbm" else []), "numpy")
+        for (maker, kind), colours in zip(kinds * 3, orders * 4):
+            frame = MAKERS[maker](row, NAMES[::-1], colours + (["teal"] if library == "lightgbm" else []), kind)
             for _ in range(2):
                 np.testing.assert_array_equal(cf.predict(frame), expected[i:i + 1])
     frames = [_pandas(raw, NAMES, colours, "numpy") for colours in orders + (COLOURS,)]

@@ -132,7 +132,9 @@ class PolarsPlan:
             except (AttributeError, TypeError):
                 values = np.array([X.to_series(c).to_numpy() for c in columns]).T
             if values.dtype.kind in "biuf":  # (else a polars that converts otherwise: by column)
-                out[:, self.plain_features] = values.astype(np.float64) if through_float64(values.dtype, dtype) else values
+                if through_float64(values.dtype, dtype):
+                    values = values.astype(np.float64)
+                out[:, self.plain_features] = values
             done = set(done.tolist()) if values.dtype.kind in "biuf" else ()
         for feature, column in enumerate(self.order.tolist()):
             if feature in done:

@@ -232,6 +232,28 @@ def test_rows_one_at_a_time_and_frames_called_again_equal_the_array(models, libr
         np.testing.assert_array_equal(cf.predict(frame.iloc[2:3]), expected[2:3])
 
 
+def test_frames_made_anew_each_call_equal_the_array(models):
+    """Frames made for each call, as a service makes them (their column names and categories
+    new objects, compared by value with the last ones): equal names and categories, categories
+    in another order or held as Python objects, names in another order, a name changed, in turn."""
+    cf = models["lightgbm"]
+    raw = _rows(6, 23)
+    expected = _expected(cf, raw)
+    reordered = [COLOURS[i] for i in (4, 2, 0, 1, 3)]
+
+    def frame(order=NAMES, colours=COLOURS, labels="str"):
+        made = _pandas(raw, order, colours, "numpy")
+        made["colour"] = made["colour"].cat.set_categories(pd.Index(colours, dtype=labels))
+        return made
+    for _ in range(2):
+        for made in (frame(), frame(), frame(colours=reordered), frame(labels=object), frame(colours=reordered,
+                     labels=object), frame(order=NAMES[::-1]), frame(), frame(order=NAMES[::-1], colours=reordered)):
+            np.testing.assert_array_equal(cf.predict(made), expected)
+            np.testing.assert_array_equal(cf.predict(made.iloc[1:2]), expected[1:2])
+        with pytest.raises(InputError, match="weight"):
+            cf.predict(frame().rename(columns={"age": "weight"}))
+
+
 def test_numeric_frames_of_every_kind_equal_the_array(rng):
     pl = pytest.importorskip("polars")
     n = 1100  # (from 1024 rows an arrow table's columns are read one by one)

@@ -30,7 +30,8 @@ import numpy as np
 from silvanforge.inputs.arrow_frames import ArrowKey, ArrowPlan
 from silvanforge.inputs.columns import pandas_column
 from silvanforge.inputs.polars_frames import PolarsPlan
-from silvanforge.inputs.schemas import SCHEMAS, CategoryReading, SchemaMemory, as_slice, feature_order, through_float64
+from silvanforge.inputs.schemas import (SCHEMAS, SLICED_ROWS, CategoryReading, SchemaMemory, as_slice, feature_order,
+                                        through_float64)
 
 # The libraries whose frames are read here (host memory: never device arrays).
 FRAME_LIBRARIES = ("pandas", "polars", "pyarrow")
@@ -153,7 +154,7 @@ class _PandasPlan:
                         numeric = False
                 if plain:
                     src, dest = (np.array(v, dtype=np.intp) for v in zip(*plain))
-                    self.steps.append(("block", b, (as_slice(src), as_slice(dest), through_float64(bdtype, dtype))))
+                    self.steps.append(("block", b, (as_slice(src), dest, as_slice(dest), through_float64(bdtype, dtype))))
                 continue
             numeric = False
             for i, f in used:
@@ -168,13 +169,13 @@ class _PandasPlan:
         # Every column a NumPy number: one conversion of the frame, in the model's order.
         self.order = np.array(order, dtype=np.intp) if numeric else None
         self.identity = numeric and order == list(range(len(names)))
-        self.via = np.float64 if numeric and any(s[2][2] for s in self.steps) else dtype
+        self.via = np.float64 if numeric and any(s[2][3] for s in self.steps) else dtype
         # One block holding the features in the model's order (a frame made from an array, or
         # from a dict of one dtype): its values are the rows, transposed, read with one copy
         # and not through DataFrame.to_numpy (1.5 us of a 5 us one-row call).
         self.block = None
         if numeric and len(self.steps) == 1 and self.via == dtype:
-            _, at, (src, dest, _) = self.steps[0]
+            _, at, (src, _, dest, _) = self.steps[0]
             if type(src) is slice and src == slice(0, self.width) and type(dest) is slice and dest == src:
                 self.block = at
         # The categorical columns (read apart: a row of them as Python scalars) and the other steps.
@@ -197,11 +198,12 @@ class _PandasPlan:
             return values if values.dtype == dtype else values.astype(dtype)
         blocks = X._mgr.blocks
         out = np.empty((len(X), self.width), dtype=dtype)
+        sliced = len(out) <= SLICED_ROWS
         for kind, at, what in self.steps:
             if kind == "block":
-                src, dest, via = what
+                src, dest, few, via = what
                 values = blocks[at].values
-                out[:, dest] = (values[src].astype(np.float64) if via else values[src]).T
+                out[:, few if sliced else dest] = (values[src].astype(np.float64) if via else values[src]).T
             elif kind == "nullable":  # as the column reader converts them, pd.NA missing
                 out[:, what] = blocks[at].values.to_numpy(dtype=np.float64, na_value=np.nan)
             else:

@@ -11,7 +11,8 @@ import numpy as np
 
 from silvanforge.inputs.arrow_frames import dictionary_codes
 from silvanforge.inputs.columns import polars_column
-from silvanforge.inputs.schemas import CategoryReading, SchemaMemory, as_slice, feature_order, through_float64
+from silvanforge.inputs.schemas import (SLICED_ROWS, CategoryReading, SchemaMemory, as_slice, feature_order,
+                                        through_float64)
 
 # Rows of a polars frame read as Python values rather than through its own copies: about 1.5 us
 # a row of 28 numbers against 5-12 us a call (polars 2.1: 4 rows 4.9 us against 9.0).
@@ -134,7 +135,7 @@ class PolarsPlan:
             if values.dtype.kind in "biuf":  # (else a polars that converts otherwise: by column)
                 if through_float64(values.dtype, dtype):
                     values = values.astype(np.float64)
-                out[:, self.plain_features] = values
+                out[:, self.plain_features if len(out) <= SLICED_ROWS else done] = values
             done = set(done.tolist()) if values.dtype.kind in "biuf" else ()
         for feature, column in enumerate(self.order.tolist()):
             if feature in done:

@@ -154,7 +154,9 @@ class _PandasPlan:
                         numeric = False
                 if plain:
                     src, dest = (np.array(v, dtype=np.intp) for v in zip(*plain))
-                    self.steps.append(("block", b, (as_slice(src), dest, as_slice(dest), through_float64(bdtype, dtype))))
+                    # (src, dest, dest as a slice where it can be: for a few rows, and whether through float64)
+                    via = through_float64(bdtype, dtype)
+                    self.steps.append(("block", b, (as_slice(src), dest, as_slice(dest), via)))
                 continue
             numeric = False
             for i, f in used:

@@ -232,6 +232,36 @@ def test_rows_one_at_a_time_and_frames_called_again_equal_the_array(models, libr
         np.testing.assert_array_equal(cf.predict(frame.iloc[2:3]), expected[2:3])
 
 
+def test_number_columns_side_by_side_equal_the_array(rng):
+    """Number columns of a frame with categories that are features side by side (written at once:
+    through a slice up to a few hundred rows, by index above), in the model's order and shuffled,
+    float32 and float64, pandas and polars: the array of the same values."""
+    pl = pytest.importorskip("polars")
+    n = 700
+    names = ["colour", "a", "b", "c", "d"]
+    colour = rng.choice(COLOURS, n)
+    numbers = rng.normal(size=(n, 4))
+    numbers[rng.random(numbers.shape) < 0.1] = np.nan
+    train = pd.DataFrame({"colour": pd.Categorical(colour, categories=COLOURS),
+                          **{name: numbers[:, j] for j, name in enumerate(names[1:])}})
+    y = train["colour"].cat.codes.to_numpy() + np.nan_to_num(numbers).sum(axis=1)
+    cf = sf.compile(lgb.LGBMRegressor(n_estimators=8, num_leaves=15, verbose=-1).fit(train, y))
+    X = np.column_stack([[COLOURS.index(c) for c in colour], numbers])
+    for k in (1, 64, 256, 257, n):
+        expected = cf.predict(X[:k])
+        for dtype in (np.float64, np.float32):
+            frame = train.iloc[:k].astype({name: dtype for name in names[1:]})
+            frame["colour"] = frame["colour"].cat.set_categories(COLOURS[::-1])
+            for order in (names, ["b", "colour", "a", "d", "c"]):
+                got = frame[order]
+                if dtype == np.float32:
+                    want = cf.predict(np.column_stack([X[:k, :1], X[:k, 1:].astype(np.float32)]))
+                else:
+                    want = expected
+                np.testing.assert_array_equal(cf.predict(got), want)
+                np.testing.assert_array_equal(cf.predict(pl.from_pandas(got)), want)
+
+
 def test_frames_made_anew_each_call_equal_the_array(models):
     """Frames made for each call, as a service makes them (their column names and categories
     new objects, compared by value with the last ones): equal names and categories, categories

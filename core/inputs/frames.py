@@ -30,8 +30,8 @@ import numpy as np
 from silvanforge.inputs.arrow_frames import ArrowKey, ArrowPlan
 from silvanforge.inputs.columns import pandas_column
 from silvanforge.inputs.polars_frames import PolarsPlan
-from silvanforge.inputs.schemas import (SCHEMAS, SLICED_ROWS, CategoryReading, SchemaMemory, as_slice, feature_order,
-                                        through_float64)
+from silvanforge.inputs.schemas import (SCHEMAS, SLICED_ROWS, CategoryReading, SchemaMemory, as_slice, column_rows,
+                                        feature_order, through_float64)
 
 # The libraries whose frames are read here (host memory: never device arrays).
 FRAME_LIBRARIES = ("pandas", "polars", "pyarrow")
@@ -199,7 +199,7 @@ class _PandasPlan:
                 values = values.take(self.order, axis=1)
             return values if values.dtype == dtype else values.astype(dtype)
         blocks = X._mgr.blocks
-        out = np.empty((len(X), self.width), dtype=dtype)
+        out = column_rows(len(X), self.width, dtype)
         sliced = len(out) <= SLICED_ROWS
         for kind, at, what in self.steps:
             if kind == "block":

@@ -117,6 +117,20 @@ def through_float64(dtype: np.dtype, out: np.dtype) -> bool:
 SLICED_ROWS = 256
 
 
+# Rows from which rows written column by column are laid out in column order (:func:`column_rows`;
+# 4096 rows of a frame of 24 number and 4 categorical columns: 2-5% sooner, 1024 rows 2-4% later).
+COLUMN_ORDER_ROWS = 2048
+
+
+def column_rows(n: int, width: int, dtype: np.dtype) -> np.ndarray:
+    """An empty (n, width) array of ``dtype`` for rows written column by column: in column order
+    from :data:`COLUMN_ORDER_ROWS` rows (a column written is then one contiguous copy, and the
+    kernels read rows by their strides), else in row order (which the lean path reads faster)."""
+    if n >= COLUMN_ORDER_ROWS:
+        return np.empty((width, n), dtype=dtype).T
+    return np.empty((n, width), dtype=dtype)
+
+
 def as_slice(positions: np.ndarray):
     """Positions as a slice where they are consecutive (a slice reads without an index array: a
     third of the time for a few rows), else as they are."""

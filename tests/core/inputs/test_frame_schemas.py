@@ -234,10 +234,13 @@ def test_rows_one_at_a_time_and_frames_called_again_equal_the_array(models, libr
 
 def test_number_columns_side_by_side_equal_the_array(rng):
     """Number columns of a frame with categories that are features side by side (written at once:
-    through a slice up to a few hundred rows, by index above), in the model's order and shuffled,
-    float32 and float64, pandas and polars: the array of the same values."""
+    through a slice up to a few hundred rows, by index above; into rows in column order from a
+    few thousand), in the model's order and shuffled, float32 and float64, pandas and polars: the
+    array of the same values."""
     pl = pytest.importorskip("polars")
-    n = 700
+    from silvanforge.inputs.schemas import COLUMN_ORDER_ROWS
+
+    n = COLUMN_ORDER_ROWS + 10
     names = ["colour", "a", "b", "c", "d"]
     colour = rng.choice(COLOURS, n)
     numbers = rng.normal(size=(n, 4))

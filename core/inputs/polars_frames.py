@@ -69,14 +69,15 @@ class PolarsPlan:
         self.plain_features = as_slice(self.plain[1]) if plain else None  # (written at once: a slice where it can)
 
     def rows(self, X, dtype: np.dtype, memory: SchemaMemory) -> np.ndarray:
-        if self.few is not None and 0 < X.height <= FEW_POLARS_ROWS:
+        height = X.height
+        if self.few is not None and 0 < height <= FEW_POLARS_ROWS:
             values = self._few_rows(X)
             if values is not None:
                 return values if values.dtype == dtype else values.astype(dtype)
         if self.numeric:
             # (polars copies its columns side by side: C order transposes them, cheaper below a
             # few thousand rows, dearer above; the kernels read either by their strides)
-            values = X.to_numpy(order="c" if X.height < POLARS_C_ORDER_ROWS else "fortran")
+            values = X.to_numpy(order="c" if height < POLARS_C_ORDER_ROWS else "fortran")
             if values.dtype.kind in "biuf":
                 if not self.identity:
                     values = values.take(self.order, axis=1)

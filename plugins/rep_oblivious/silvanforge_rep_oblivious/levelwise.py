@@ -52,7 +52,12 @@ class LevelLowering(_Lowering):
         super().__init__(forest, facts, lanes, options)
         self.vectors, self.form = vectors, cost.shape(vectors)
         self.interleave = self.form.interleave
-        self.row_vectors = self.form.row_vectors
+        # Wide float32 rows copy their columns from vectors of each row on every vector unit:
+        # where the float program gathers (more columns than the selects pick among) the copy
+        # is a large share of a block's work (the Bosch-shaped model's 966 columns, AVX-512 code:
+        # half the time of a 512-row call where each column took a load a row).
+        wide = len(facts.columns) > self.pick_columns and self.thr_t == "f32"
+        self.row_vectors = self.form.row_vectors or wide
 
     def estimate_ns(self, batch_size: int | None) -> float:
         return cost.levelwise_ns(self.facts, batch_size, self.vectors)
@@ -124,8 +129,11 @@ class LevelLowering(_Lowering):
             return Load("ob_x", Bin("+", self.x_base, Bin("*", Cast(column, i64), c(L, i64))), self.x_t)
         U = max(1, len(self.facts.columns))
         if U > self.pick_columns:
-            lanes = Vector(tuple(Bin("+", self.x_base, c(k, i64)) for k in range(L)))
-            index = Bin("+", Bin("*", Cast(column, lir.vector_type(i64, L)), self.splat(L, i64)), lanes)
+            # (i32 indices: the span's columns hold fewer than 2**31 values, and x86 gathers
+            # eight or sixteen lanes of them in one instruction where i64 took two)
+            base = Cast(self.x_base, "i32")
+            lanes = Vector(tuple(Bin("+", base, c(k, "i32")) for k in range(L)))
+            index = Bin("+", Bin("*", Cast(column, lir.vector_type("i32", L)), self.splat(L, "i32")), lanes)
             return Gather("ob_x", index, self.x_t)
         span = 1
         while span < U:

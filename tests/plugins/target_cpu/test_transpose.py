@@ -90,15 +90,21 @@ def test_avx2_code_alone_transposes_rows_and_equals_the_reference():
             assert "vperm2f128" not in sf.show(forest, "target", rep="levelwise", cpu=cpu, batch_size=16)
         if cpus.missing_here(V3):
             continue
-        cf = sf.compile(forest, rep="levelwise", cpu=V3, batch_size=16, threads=1)
-        rng = np.random.default_rng(seed)
-        X = rng.normal(size=(40, forest.num_features)).astype(np.float32)
-        X[rng.random(X.shape) < 0.15] = np.nan
-        for n in (8, 16, 13, 40):
-            for rows in (X[:n], np.asfortranarray(X[:n])):
-                np.testing.assert_array_equal(cf.predict(rows, output_margin=True),
-                                              reference.predict(forest, rows, output_margin=True))
+        _exact_in_either_order(forest, V3, seed, nan=0.15, sizes=(8, 16, 13, 40))
     assert found >= 3
+
+
+def _exact_in_either_order(forest, cpu: str, seed: int, nan: float, sizes: tuple) -> None:
+    """The levelwise program for 16-row calls compiled for ``cpu`` equals the reference on rows
+    with a ``nan`` share missing, C- and Fortran-ordered, ``sizes`` rows a call."""
+    cf = sf.compile(forest, rep="levelwise", cpu=cpu, batch_size=16, threads=1)
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(max(sizes), forest.num_features)).astype(np.float32)
+    X[rng.random(X.shape) < nan] = np.nan
+    for n in sizes:
+        for rows in (X[:n], np.asfortranarray(X[:n])):
+            np.testing.assert_array_equal(cf.predict(rows, output_margin=True),
+                                          reference.predict(forest, rows, output_margin=True))
 
 
 @x86
@@ -122,12 +128,5 @@ def test_wide_rows_are_transposed_on_avx512_and_avx2_code_and_equal_the_referenc
         found += 1
         if cpus.missing_here(cpu):
             continue
-        cf = sf.compile(forest, rep="levelwise", cpu=cpu, batch_size=16, threads=1)
-        rng = np.random.default_rng(seed)
-        X = rng.normal(size=(45, forest.num_features)).astype(np.float32)
-        X[rng.random(X.shape) < 0.6] = np.nan
-        for n in (3, 16, 21, 45):
-            for rows in (X[:n], np.asfortranarray(X[:n])):
-                np.testing.assert_array_equal(cf.predict(rows, output_margin=True),
-                                              reference.predict(forest, rows, output_margin=True))
+        _exact_in_either_order(forest, cpu, seed, nan=0.6, sizes=(3, 16, 21, 45))
     assert found >= 2

@@ -14,7 +14,6 @@ from silvanforge import cli
 from silvanforge.errors import InputError
 from silvanforge_bench import bench, bench_peers
 from silvanforge_bench.bench_peers import lleaves_peer, onedal_peer
-from silvanforge.errors import InputError
 
 xgb = pytest.importorskip("xgboost")
 
@@ -100,8 +99,7 @@ def test_bench_measures_ours_and_xgboost(tiny_model):
 
 
 def test_bench_rows_with_missing_values_agree_and_are_noted(tiny_model):
-    report = bench.run_bench(tiny_model, [16], threads=1, repeat=1, min_time=0.001, peers=["xgboost"],
-                             missing=0.8)
+    report = bench.run_bench(tiny_model, [16], threads=1, repeat=1, min_time=0.001, peers=["xgboost"], missing=0.8)
     _check_peer(report, "xgboost")
     assert any("80% of values missing" in note for note in report.notes)
 
@@ -454,8 +452,7 @@ def test_bench_cli_option_errors(tiny_model, tmp_path, capsys):
                            (["--threads", "1,x"], "threads"),
                            (["--markdown", str(tmp_path / "no" / "dir.md")], "directory does not exist"),
                            (["--markdown", str(tmp_path / "a.md"), "--append", "--overwrite"], "exclude"),
-                           (["--missing", "2"], "--missing"),
-                           (["--missing", "0.5", "--output", "leaf"], "--output predict only")):
+                           (["--missing", "2"], "--missing"), (["--missing", "0.5", "--output", "leaf"], "predict only")):
         assert cli.main([*base, *extra]) != 0, extra
         assert message in capsys.readouterr().err, extra
 

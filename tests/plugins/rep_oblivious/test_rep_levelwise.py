@@ -353,6 +353,32 @@ def test_avx2_byte_code_blends_on_bits_shifted_to_the_top_and_is_exact():
         _exact(cf, forest, X[:n])
 
 
+def test_avx2_byte_program_keeps_its_order_compiled_beside_code_that_is_scheduled():
+    """The AVX2 byte program asks the CPU target to keep its statements' order (module info
+    ``machine_scheduler`` False: LLVM's machine scheduler, a process-wide option, off while its
+    code is made; a compile wanting it on waits meanwhile), AVX-512 and SSE code keep the
+    scheduler: compiled at once on two threads, both equal the reference."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    import llvmlite.binding as llvm
+    from silvanforge_target_cpu import cpus
+
+    rng = np.random.default_rng(9)
+    forest = Forest(trees=[random_tree(rng, 12, (0,), 6, [0, 1], False, True) for _ in range(8)], num_features=12)
+    assert sf.lower(forest, rep="levelwise", cpu="x86-64-v3", batch_size=300).lir.info["machine_scheduler"] is False
+    for cpu in ("x86-64-v4", "x86-64"):
+        assert "machine_scheduler" not in sf.lower(forest, rep="levelwise", cpu=cpu, batch_size=300).lir.info
+    if not llvm.get_process_triple().startswith("x86_64") or cpus.missing_here("x86-64-v3"):
+        pytest.skip("this host cannot run x86-64-v3 code")
+    X = _rows(forest.num_features, 300, 9)
+    for _ in range(2):
+        with ThreadPoolExecutor(2) as pool:
+            cfs = list(pool.map(lambda cpu: sf.compile(forest, rep="levelwise", cpu=cpu, batch_size=300, threads=1),
+                                ["x86-64-v3", "x86-64"]))
+        for cf in cfs:
+            _exact(cf, forest, X)
+
+
 def _trained_edge_models():
     """An XGBoost model of 1024 bins (a column of up to 254 thresholds: bins up to 255, a feature
     over several byte columns; missing values sent both ways) and a LightGBM model treating

@@ -107,8 +107,9 @@ def _machine_scheduler(on: bool):
     levels' lookups, picks and compares in an order whose registers fit, which the scheduler
     interleaved for parallelism until the allocator spilled (xgb_100x8: 52 spill stores and 396
     vector loads a loop of two trees, 15 and 350 without it).  The option is the process's, so a
-    compile wanting the other setting waits for those running to finish; compiles of one
-    setting still run side by side."""
+    compile wanting the other setting waits for those running to finish (compiles of one
+    setting still run side by side), and the last one off turns it on again: LLVM's other
+    users here (the column kernels' MCJIT) keep its default."""
     state = _Scheduling
     with state.condition:
         while state.users and state.on != on:
@@ -122,6 +123,9 @@ def _machine_scheduler(on: bool):
     finally:
         with state.condition:
             state.users -= 1
+            if not state.users and not state.on:
+                llvm.set_option("", "-enable-misched=1")
+                state.on = True
             state.condition.notify_all()
 
 

@@ -356,8 +356,8 @@ def test_avx2_byte_code_blends_on_bits_shifted_to_the_top_and_is_exact():
 def test_avx2_byte_program_keeps_its_order_compiled_beside_code_that_is_scheduled():
     """The AVX2 byte program asks the CPU target to keep its statements' order (module info
     ``machine_scheduler`` False: LLVM's machine scheduler, a process-wide option, off while its
-    code is made; a compile wanting it on waits meanwhile), AVX-512 and SSE code keep the
-    scheduler: compiled at once on two threads, both equal the reference."""
+    code is made; a compile wanting it on waits meanwhile, and it is on again after), AVX-512
+    and SSE code keep the scheduler: compiled at once on two threads, both equal the reference."""
     from concurrent.futures import ThreadPoolExecutor
 
     import llvmlite.binding as llvm
@@ -377,6 +377,9 @@ def test_avx2_byte_program_keeps_its_order_compiled_beside_code_that_is_schedule
                                 ["x86-64-v3", "x86-64"]))
         for cf in cfs:
             _exact(cf, forest, X)
+    from silvanforge_target_cpu.llvm_host import _Scheduling
+
+    assert _Scheduling.on and not _Scheduling.users  # (the scheduler on again for LLVM's other users)
 
 
 def _trained_edge_models():

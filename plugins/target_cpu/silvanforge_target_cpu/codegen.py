@@ -18,7 +18,7 @@ from llvmlite import ir
 
 from silvanforge.ir import lir
 
-from . import cpus, irlines, transpose
+from . import blends, cpus, irlines, transpose
 from .llvm_host import host_has_avx512
 
 _INT_BITS = {"i1": 1, "i8": 8, "u8": 8, "i16": 16, "u16": 16, "i32": 32, "u32": 32, "i64": 64}
@@ -277,11 +277,8 @@ class LLVMCodegen:
             v = self.expr(e.a)
             return b.fcmp_unordered("uno", v, v)
         if isinstance(e, lir.Select):
-            tested = self._bit_test(e.cond) if lir.element_type(e.type) in ("i8", "u8") else None
-            if tested is not None:
-                value, bit, on = tested
-                x, y = self.expr(e.a), self.expr(e.b)
-                return self._bit_select(value, bit, x if on else y, y if on else x)
+            if self.avx2_permutes and (blended := blends.bit_select(b, e, self.expr, self._intrinsic)) is not None:
+                return blended
             return irlines.select(b, self.expr(e.cond), self.expr(e.a), self.expr(e.b))
         if isinstance(e, lir.Cmp):
             x, y = self.expr(e.a), self.expr(e.b)
@@ -295,36 +292,6 @@ class LLVMCodegen:
         if isinstance(e, lir.Bin):
             return self.binop(e.op, self.expr(e.a), self.expr(e.b), e.a.type)
         raise TypeError(f"cannot generate LLVM for {e!r}")
-
-    def _bit_test(self, cond) -> tuple | None:
-        """``(value, bit, on)`` where ``cond`` tests one bit of a vector of AVX2 blend bytes
-        (``value & bit != 0``: ``on`` True; ``== 0``: False) and :meth:`_bit_select` makes it a
-        shift and a blend, else None."""
-        if not (BIT_BLENDS and self.avx2_permutes and isinstance(cond, lir.Cmp) and cond.op in ("==", "!=")
-                and isinstance(cond.a, lir.Bin) and cond.a.op == "&" and isinstance(cond.a.b, lir.Const)
-                and isinstance(cond.b, lir.Const) and cond.b.value == 0):
-            return None
-        bit = cond.a.b.value
-        if lir.element_type(cond.a.type) not in ("i8", "u8") or lir.lanes_of(cond.a.type) not in BLEND_LANES \
-                or not isinstance(bit, int) or bit <= 0 or bit & (bit - 1) or bit > 0x80:
-            return None
-        return self.expr(cond.a.a), bit, cond.op == "!="
-
-    def _bit_select(self, value: ir.Value, bit: int, on: ir.Value, off: ir.Value) -> ir.Value:
-        """``value & bit != 0 ? on : off`` for byte vectors (``bit`` a power of 2)
-        on AVX2: the bit shifted to each byte's top (``vpsllw``: a byte's top bit comes from
-        its own bits) and ``vpblendvb``, which reads the top bits only.  LLVM made most such
-        selects an AND with the bit, an equality with zero and an inversion (three operations
-        and a constant's load, where this is one): the levelwise byte program's picks test a
-        path or column bit a select, about 30 tests a tree of depth 8."""
-        b = self.b
-        n = value.type.count
-        words = ir.VectorType(ir.IntType(16), n // 2)
-        shift = 7 - (bit.bit_length() - 1)
-        mask = value if shift == 0 else b.bitcast(
-            b.shl(b.bitcast(value, words), ir.Constant(words, [shift] * (n // 2))), value.type)
-        blend = self._intrinsic(BLEND_LANES[n], value.type, [value.type] * 3)
-        return b.call(blend, [off, on, mask])
 
     def constant(self, e: lir.Const) -> ir.Value:
         """``e`` as an LLVM constant, one object for every use of the same type and value (its
@@ -505,8 +472,8 @@ class LLVMCodegen:
             values = [permute(t, part) for t in tables]
             bit = chunk
             while len(values) > 1:
-                if BIT_BLENDS and self.avx2_permutes and elem == ir.IntType(8) and lanes in BLEND_LANES and bit <= 0x80:
-                    values = [self._bit_select(part, bit, values[k + 1], values[k]) for k in range(0, len(values), 2)]
+                if self.avx2_permutes and elem == ir.IntType(8) and blends.takes(lanes, bit):
+                    values = blends.pairs(b, part, bit, values, self._intrinsic)
                 else:
                     high = b.icmp_unsigned("!=", b.and_(part, ir.Constant(pick, [bit] * lanes)), ir.Constant(pick, [0] * lanes))
                     values = [b.select(high, values[k + 1], values[k]) for k in range(0, len(values), 2)]
@@ -613,10 +580,6 @@ _PERMUTE_SUFFIX = {"f32": ("sf", "ps"), "i32": ("si", "d"), "u32": ("si", "d"), 
 # picked by selects past it; a gather beyond).
 _AVX2_PERMUTE = {"f32": "llvm.x86.avx2.permps", "i32": "llvm.x86.avx2.permd", "u32": "llvm.x86.avx2.permd"}
 AVX2_TABLE_MAX = 32
-# Selects on one bit of a byte vector as a shift and a blend on AVX2 (:meth:`LLVMCodegen._bit_select`),
-# the blend's intrinsic by lanes.
-BIT_BLENDS = True
-BLEND_LANES = {16: "llvm.x86.sse41.pblendvb", 32: "llvm.x86.avx2.pblendvb"}
 # Byte tables looked up by vpshufb, 16 a chunk (the levelwise form's node tables: 128 at most).
 AVX2_BYTE_TABLE_MAX = 128
 # Tables NEON's tbl looks up (two calls of four 16-byte registers; 32 float32, 128 bytes).

@@ -331,7 +331,7 @@ def test_avx2_and_sse_code_is_exact_on_wide_rows_in_either_order(cpu):
 def test_avx2_byte_code_blends_on_bits_shifted_to_the_top_and_is_exact():
     """AVX2 code makes the byte program's selects on one bit (a lane's path or column bit in
     its picks, a node table's chunk bit in its lookups) a shift of the bit to each byte's top
-    and ``vpblendvb`` (:data:`silvanforge_target_cpu.codegen.BIT_BLENDS`): equal to the
+    and ``vpblendvb`` (:data:`silvanforge_target_cpu.blends`): equal to the
     reference on trees of depth 8 over 40 features (picks by path and among the columns, node
     tables of up to 128 entries looked up in chunks), NaN and zeros in the rows, nodes sending
     missing values either way, whole blocks and blocks filled in part."""

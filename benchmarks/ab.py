@@ -91,6 +91,8 @@ def main(argv=None) -> int:
     p.add_argument("--batch-sizes", default="512,4096")
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--calls", type=int, default=5)
+    p.add_argument("--missing", type=float, default=0.0,
+                   help="share of the rows' values made missing (NaN), as forge bench --missing")
     p.add_argument("--peers", default="", help="forge bench's peers to time alongside (comma-separated)")
     args = p.parse_args(argv)
     peers = [name for name in args.peers.split(",") if name]
@@ -103,7 +105,7 @@ def main(argv=None) -> int:
             # forge bench's rows, and its rotation: each call predicts the next of up to 16
             # different batches, so no variant learns one batch's branches.
             row_bytes = forest.num_features * np.dtype(forest.threshold_dtype).itemsize
-            parts = rotation(random_rows(forest, pool_rows(n, row_bytes), seed=0), n)
+            parts = rotation(random_rows(forest, pool_rows(n, row_bytes), seed=0, missing=args.missing), n)
             X = parts[0]
             cfs = {name: compile_variant(forest, n, kw) for name, kw in variants}
             first = variants[0][0]

@@ -82,21 +82,31 @@ def shaped(forest: Forest, kind: str, margins: np.ndarray) -> np.ndarray:
     """The margins of :func:`forest_of` as the library returns ``kind``: ``(n, trees)`` leaf
     numbers in the library's dtype; ``(n, trees)`` values (``(n, trees, outputs)`` where a tree
     adds to several outputs)."""
-    n, trees = margins.shape[0], forest.num_trees
+    return shaper(forest, kind)(margins)
+
+
+def shaper(forest: Forest, kind: str):
+    """:func:`shaped` of ``forest`` and ``kind`` as a function of the margins alone, its choices
+    made once (a compiled model keeps it: a one-row call's leaf ids then cost a reshape and a
+    conversion, not the library's rules again)."""
+    trees = forest.num_trees
     if kind == "pred_leaf":
         if forest.source == "sklearn" and forest.objective.startswith("GradientBoosting"):
             # ``apply`` of scikit-learn's gradient boosting: float64, (n, stages, trees a stage)
             # for a classifier, (n, stages) for a regressor
             per_stage = () if forest.objective.startswith("GradientBoostingRegressor") else (forest.num_outputs,)
-            return margins.reshape(n, -1, *per_stage).astype(np.float64)
+            return lambda margins: margins.reshape(margins.shape[0], -1, *per_stage).astype(np.float64)
         if forest.source == "sklearn" and forest.objective.startswith(("DecisionTree", "ExtraTree(")):
-            return margins.reshape(n).astype(np.int64)  # a single tree's apply: (n,)
+            return lambda margins: margins.reshape(margins.shape[0]).astype(np.int64)  # a single tree's apply: (n,)
         dtype = LEAF_DTYPES.get(forest.source, np.int64)
-        if dtype is np.uint32 and margins.dtype == np.float32:
-            # (float32 margins hold ids below 2**24, :func:`leaf_forest`: NumPy converts them to
-            # int32 with vector instructions, to uint32 an element at a time, 2.6x slower)
-            return margins.reshape(n, trees).astype(np.int32).view(np.uint32)
-        return margins.reshape(n, trees).astype(dtype)
+
+        def leaf_ids(margins):
+            if dtype is np.uint32 and margins.dtype == np.float32:
+                # (float32 margins hold ids below 2**24, :func:`leaf_forest`: NumPy converts them to
+                # int32 with vector instructions, to uint32 an element at a time, 2.6x slower)
+                return margins.reshape(margins.shape[0], trees).astype(np.int32).view(np.uint32)
+            return margins.reshape(margins.shape[0], trees).astype(dtype)
+        return leaf_ids
     if all(len(tree.outputs) == 1 for tree in forest.trees):
-        return margins.reshape(n, trees)
-    return margins.reshape(n, trees, forest.num_outputs)
+        return lambda margins: margins.reshape(margins.shape[0], trees)
+    return lambda margins: margins.reshape(margins.shape[0], trees, forest.num_outputs)

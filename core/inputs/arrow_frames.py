@@ -11,7 +11,7 @@ import numpy as np
 
 from silvanforge.inputs.columns import arrow_column
 from silvanforge.inputs.host_kernels import first_kernel
-from silvanforge.inputs.schemas import CategoryReading, SchemaMemory, feature_order, through_float64
+from silvanforge.inputs.schemas import CategoryReading, SchemaMemory, as_slice, feature_order, through_float64
 
 # Rows from which an arrow table's number columns are read one by one (by the target's kernel
 # where there is one), not as one tensor: the kernel's call costs about what a tensor of 256
@@ -63,7 +63,8 @@ class ArrowPlan:
         if plain and hasattr(pa.RecordBatch, "to_tensor"):
             columns = [c for _, c in plain]  # (selected by position: by name took twice as long)
             dest = np.array([f for f, _ in plain], dtype=np.intp)
-            self.tensor = (columns, dest, columns == list(range(len(names))), dest.tolist() == list(range(self.width)))
+            self.tensor = (columns, dest, columns == list(range(len(names))), dest.tolist() == list(range(self.width)),
+                           as_slice(dest))
         # The same columns as the target's kernel reads them: their positions, features and
         # types' names (their kinds of the kernel's found at the first call it answers).
         self.native = None if self.tensor is None or not hasattr(pa.RecordBatch, "_export_to_c") else (
@@ -87,7 +88,7 @@ class ArrowPlan:
                     values = X.column(column).to_numpy()  # (a float column's nulls: NaN; an integer one's: float64)
                     out[:, feature] = values.astype(np.float64) if through_float64(values.dtype, dtype) else values
         elif self.tensor is not None and n:
-            columns, dest, same, every = self.tensor
+            columns, _, same, every, dest = self.tensor
             table = X if same else X.select(columns)
             # (a batch's tensor: a Table's own took 21 us for a table made anew, as a request's is)
             batches = table.to_batches()
@@ -171,8 +172,9 @@ _LOCK = threading.Lock()
 _COMPILE: threading.Thread | None = None  # (the thread compiling it, once started)
 
 
-def dictionary_codes(col, reading: CategoryReading) -> np.ndarray:
-    """An arrow dictionary column's codes in the model's terms, through ``reading``'s table."""
+def dictionary_codes(col, reading: CategoryReading) -> np.ndarray | float:
+    """An arrow dictionary column's codes in the model's terms, through ``reading``'s table (of
+    a column of one row, its code)."""
     if hasattr(col, "num_chunks"):  # (a ChunkedArray)
         col = col.chunk(0) if col.num_chunks == 1 else col.combine_chunks()
     dictionary = col.dictionary
@@ -188,6 +190,8 @@ def dictionary_codes(col, reading: CategoryReading) -> np.ndarray:
     # (the last table's dictionary compared here: no wrapper made a call where it is the same)
     if table is None or not isinstance(table.source, _ArrowLabels) or not table.source.dictionary.equals(dictionary):
         table = reading.table(_ArrowLabels(dictionary))
+    if len(own) == 1:  # (a scalar: a third of the array operations' time)
+        return table.code(own[0], reading.labels, reading.name)
     return table.codes(own, reading.labels, reading.name)  # (``take`` reads indices of any integer type)
 
 

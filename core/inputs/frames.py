@@ -30,14 +30,16 @@ import numpy as np
 from silvanforge.inputs.arrow_frames import ArrowKey, ArrowPlan
 from silvanforge.inputs.columns import pandas_column
 from silvanforge.inputs.polars_frames import PolarsPlan
-from silvanforge.inputs.schemas import SCHEMAS, CategoryReading, SchemaMemory, feature_order, through_float64
+from silvanforge.inputs.schemas import (SCHEMAS, SLICED_ROWS, CategoryReading, SchemaMemory, as_slice, column_rows,
+                                        feature_order, through_float64)
 
 # The libraries whose frames are read here (host memory: never device arrays).
 FRAME_LIBRARIES = ("pandas", "polars", "pyarrow")
 
-# Rows of a pandas block made C-ordered (the lean path for a few rows takes those; larger calls
-# read the block as it lies).
-FEW_ROWS_CONTIGUOUS = 16
+# Rows of a pandas block made C-ordered (the lean path reads rows in order faster: 64 rows of 28
+# float32 columns 0.6 us sooner with the copy; from about 1024 rows the copy costs what it saves,
+# and larger calls read the block as it lies).
+FEW_ROWS_CONTIGUOUS = 512
 
 
 def frame_rows(X, memory: SchemaMemory, dtype: np.dtype):
@@ -102,7 +104,9 @@ def _pandas_key(X, memory: SchemaMemory, kind: str = "pandas"):
         return None
     if len(blocks) == 1:  # (a frame built from one array: which block each column is in goes without saying)
         return (kind, memory.names(X.columns), _dtype_token(blocks[0].dtype), mgr.blklocs.tobytes())
-    return (kind, memory.names(X.columns), tuple(_dtype_token(b.dtype) for b in blocks),
+    # (NumPy's dtypes as they are, without a call: half the time of a frame's five blocks)
+    return (kind, memory.names(X.columns),
+            tuple([d if isinstance(d, np.dtype) else _dtype_token(d) for d in [b.dtype for b in blocks]]),
             mgr.blknos.tobytes(), mgr.blklocs.tobytes())
 
 
@@ -150,7 +154,9 @@ class _PandasPlan:
                         numeric = False
                 if plain:
                     src, dest = (np.array(v, dtype=np.intp) for v in zip(*plain))
-                    self.steps.append(("block", b, (src, dest, through_float64(bdtype, dtype))))
+                    # (src, dest, dest as a slice where it can be: for a few rows, and whether through float64)
+                    via = through_float64(bdtype, dtype)
+                    self.steps.append(("block", b, (as_slice(src), dest, as_slice(dest), via)))
                 continue
             numeric = False
             for i, f in used:
@@ -165,15 +171,18 @@ class _PandasPlan:
         # Every column a NumPy number: one conversion of the frame, in the model's order.
         self.order = np.array(order, dtype=np.intp) if numeric else None
         self.identity = numeric and order == list(range(len(names)))
-        self.via = np.float64 if numeric and any(s[2][2] for s in self.steps) else dtype
+        self.via = np.float64 if numeric and any(s[2][3] for s in self.steps) else dtype
         # One block holding the features in the model's order (a frame made from an array, or
         # from a dict of one dtype): its values are the rows, transposed, read with one copy
         # and not through DataFrame.to_numpy (1.5 us of a 5 us one-row call).
         self.block = None
         if numeric and len(self.steps) == 1 and self.via == dtype:
-            _, at, (src, dest, _) = self.steps[0]
-            if len(src) == self.width and (src == np.arange(self.width)).all() and (dest == src).all():
+            _, at, (src, _, dest, _) = self.steps[0]
+            if type(src) is slice and src == slice(0, self.width) and type(dest) is slice and dest == src:
                 self.block = at
+        # The categorical columns (read apart: a row of them as Python scalars) and the other steps.
+        self.categories = [(at, what) for kind, at, what in self.steps if kind == "category"]
+        self.steps = [step for step in self.steps if step[0] != "category"]
 
     def rows(self, X, dtype: np.dtype) -> np.ndarray:
         if self.block is not None:
@@ -190,24 +199,40 @@ class _PandasPlan:
                 values = values.take(self.order, axis=1)
             return values if values.dtype == dtype else values.astype(dtype)
         blocks = X._mgr.blocks
-        out = np.empty((len(X), self.width), dtype=dtype)
+        out = column_rows(len(X), self.width, dtype)
+        sliced = len(out) <= SLICED_ROWS
         for kind, at, what in self.steps:
             if kind == "block":
-                src, dest, via = what
+                src, dest, few, via = what
                 values = blocks[at].values
-                out[:, dest] = (values[src].astype(np.float64) if via else values[src]).T
-            elif kind == "category":
-                values = blocks[at].values
-                # (``_codes``: the array ``codes`` wraps in a read-only view, a third of a
-                # microsecond a column)
-                own = values._codes if hasattr(values, "_codes") else values.codes
-                out[:, what.feature] = what.table(values.dtype.categories).codes(own, what.labels, what.name)
+                out[:, few if sliced else dest] = (values[src].astype(np.float64) if via else values[src]).T
             elif kind == "nullable":  # as the column reader converts them, pd.NA missing
                 out[:, what] = blocks[at].values.to_numpy(dtype=np.float64, na_value=np.nan)
             else:
                 name, feature = what
                 out[:, feature] = pandas_column(X.iloc[:, at], name, self.labels.get(feature))
+        if self.categories:
+            _category_columns(self.categories, blocks, out)
         return out
+
+
+def _category_columns(categories, blocks, out: np.ndarray) -> None:
+    """The model's codes of categorical columns (``(block, CategoryReading)``), written to ``out``."""
+    if len(out) == 1:  # (a row: its codes as Python scalars, a third of the array operations' time)
+        for at, reading in categories:
+            values = blocks[at].values
+            table = reading.table(values.dtype.categories)
+            out[0, reading.feature] = table.code(_codes(values)[0], reading.labels, reading.name)
+        return
+    for at, reading in categories:
+        values = blocks[at].values
+        out[:, reading.feature] = reading.table(values.dtype.categories).codes(_codes(values), reading.labels,
+                                                                                reading.name)
+
+
+def _codes(values) -> np.ndarray:
+    # (``_codes``: the array ``codes`` wraps in a read-only view, a third of a microsecond a column)
+    return values._codes if hasattr(values, "_codes") else values.codes
 
 
 class _HashedPandasPlan:

@@ -11,7 +11,8 @@ import numpy as np
 
 from silvanforge.inputs.arrow_frames import dictionary_codes
 from silvanforge.inputs.columns import polars_column
-from silvanforge.inputs.schemas import CategoryReading, SchemaMemory, feature_order, through_float64
+from silvanforge.inputs.schemas import (SLICED_ROWS, CategoryReading, SchemaMemory, as_slice, column_rows,
+                                        feature_order, through_float64)
 
 # Rows of a polars frame read as Python values rather than through its own copies: about 1.5 us
 # a row of 28 numbers against 5-12 us a call (polars 2.1: 4 rows 4.9 us against 9.0).
@@ -52,34 +53,31 @@ class PolarsPlan:
             else:
                 self.few = None
                 break
-        # ... its number columns (taken from a row at once, and the features they are) and its
-        # label columns (feature, column, the model's dict, labels and name).
-        self.few_numbers = self.few_labels = None
+        # ... as (the columns in the model's order taken from a row at once, None where the frame
+        # holds them so; the label features with the model's dicts).
         if self.few is not None:
-            numbers = [(f, c) for f, (c, lookup) in enumerate(self.few) if lookup is None]
-            self.few_labels = [(f, c, lookup, memory.labels[f], names[c]) for f, (c, lookup) in enumerate(self.few)
-                               if lookup is not None]
-            if numbers:
-                columns = [c for _, c in numbers]
-                take = operator.itemgetter(*columns) if len(columns) > 1 else (lambda row, c=columns[0]: (row[c],))
-                self.few_numbers = (take, np.array([f for f, _ in numbers], dtype=np.intp),
-                                    columns == list(range(len(names))) and not self.few_labels)
+            columns = [c for c, _ in self.few]
+            take = None if columns == list(range(len(names))) else \
+                operator.itemgetter(*columns) if len(columns) > 1 else (lambda row, c=columns[0]: (row[c],))
+            self.few = (take, [(f, lookup) for f, (_, lookup) in enumerate(self.few) if lookup is not None])
         self.categorical = {f: CategoryReading(f, names[c], memory.labels.get(f)) for f, c in enumerate(self.order)
                             if type(self.dtypes[c]).__name__ in ("Enum", "Categorical")}
         # The plain number columns, read at once: their positions and the features they hold.
         plain = [(f, c) for f, c in enumerate(self.order.tolist())
                  if self.dtypes[c].is_numeric() and f not in memory.labels]
         self.plain = ([c for _, c in plain], np.array([f for f, _ in plain], dtype=np.intp)) if plain else None
+        self.plain_features = as_slice(self.plain[1]) if plain else None  # (written at once: a slice where it can)
 
     def rows(self, X, dtype: np.dtype, memory: SchemaMemory) -> np.ndarray:
-        if self.few is not None and 0 < X.height <= FEW_POLARS_ROWS:
+        height = X.height
+        if self.few is not None and 0 < height <= FEW_POLARS_ROWS:
             values = self._few_rows(X)
             if values is not None:
                 return values if values.dtype == dtype else values.astype(dtype)
         if self.numeric:
             # (polars copies its columns side by side: C order transposes them, cheaper below a
             # few thousand rows, dearer above; the kernels read either by their strides)
-            values = X.to_numpy(order="c" if X.height < POLARS_C_ORDER_ROWS else "fortran")
+            values = X.to_numpy(order="c" if height < POLARS_C_ORDER_ROWS else "fortran")
             if values.dtype.kind in "biuf":
                 if not self.identity:
                     values = values.take(self.order, axis=1)
@@ -100,37 +98,32 @@ class PolarsPlan:
         through the model's codes (an unseen one missing, or refused where its library refuses
         it).  None where a value is not of its plan's kind: another schema under these names,
         read the general way."""
-        raw = X.rows()
-        numbers = None
-        if self.few_numbers is not None:
-            take, features, whole = self.few_numbers
-            numbers = _numbers(raw if whole else [take(row) for row in raw])
-            if numbers is None:
-                return None
-            if not self.few_labels:
-                return numbers
-        out = np.empty((len(raw), len(self.few)))
-        if numbers is not None:
-            out[:, features] = numbers
-        for f, c, lookup, labels, name in self.few_labels:
-            codes = []
-            for row in raw:
-                v = row[c]
-                if type(v) is str:
-                    codes.append(lookup.get(v, -1.0))
-                elif v is None:
-                    codes.append(np.nan)
-                else:
-                    return None
-            out[:, f] = codes
-            if -1.0 in codes:  # (a label the model does not know: missing, or refused)
-                column = out[:, f]
-                labels.unseen(column, column == -1.0, name)
-        return out
-
+        take, labeled = self.few
+        rows = X.rows()
+        if take is not None:
+            rows = [take(row) for row in rows]
+        unseen = False
+        if labeled:  # (each label replaced by its code in the row: the rows converted at once)
+            rows = [list(row) for row in rows]
+            for row in rows:
+                for f, lookup in labeled:
+                    v = row[f]
+                    if type(v) is str:
+                        code = row[f] = lookup.get(v, -1.0)
+                        unseen = unseen or code == -1.0
+                    elif v is None:
+                        row[f] = np.nan
+                    else:
+                        return None
+        values = _numbers(rows)
+        if unseen and values is not None:  # (a label the model does not know: missing, or refused)
+            for f, _ in labeled:
+                column = values[:, f]
+                self.labels[f].unseen(column, column == -1.0, self.names[self.order[f]])
+        return values
 
     def _columns(self, X, dtype: np.dtype) -> np.ndarray:
-        out = np.empty((X.height, len(self.order)), dtype=dtype)
+        out = column_rows(X.height, len(self.order), dtype)
         done = ()
         if self.plain is not None:
             columns, done = self.plain
@@ -141,7 +134,9 @@ class PolarsPlan:
             except (AttributeError, TypeError):
                 values = np.array([X.to_series(c).to_numpy() for c in columns]).T
             if values.dtype.kind in "biuf":  # (else a polars that converts otherwise: by column)
-                out[:, done] = values.astype(np.float64) if through_float64(values.dtype, dtype) else values
+                if through_float64(values.dtype, dtype):
+                    values = values.astype(np.float64)
+                out[:, self.plain_features if len(out) <= SLICED_ROWS else done] = values
             done = set(done.tolist()) if values.dtype.kind in "biuf" else ()
         for feature, column in enumerate(self.order.tolist()):
             if feature in done:

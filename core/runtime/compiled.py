@@ -46,9 +46,9 @@ class CompiledForest:
         # The forms still to build (silvanforge.plan.lateforms: meanwhile the main form answers
         # every request), or None.
         self._late = None
-        # Other outputs (silvanforge.frontend.outputs), each a compiled model of its own, built
-        # at its first request.
-        self._outputs: dict[str, CompiledForest] = {}
+        # Other outputs (silvanforge.frontend.outputs), each a compiled model of its own and the
+        # function shaping its margins as the library returns them, built at its first request.
+        self._outputs: dict[str, tuple] = {}
         # (kernel, tables) of SHAP contributions, made at their first request: a target's kernel and
         # silvanforge.runtime.shap_arrays', or None and silvanforge.runtime.contributions'.
         self._contribution_tables = None
@@ -311,8 +311,9 @@ class CompiledForest:
                    if kernel is not None else contributions.contributions(tables, rows, forest))
             return contributions.shaped(forest, phi)
         kind = "pred_leaf" if pred_leaf else "per_tree"
-        margins = self.output_model(kind).predict(X, missing=missing, threads=threads)
-        return outputs.shaped(self.forest, kind, margins)
+        # (built: no lock; its shaper made once, outputs.shaper)
+        model, shape = self._outputs.get(kind) or self._output(kind)
+        return shape(model.predict(X, missing=missing, threads=threads))
 
     def prepare_contributions(self, table_bytes: int | None = None):
         """Build what ``predict(X, pred_contribs=True)`` reads now (else its first request
@@ -354,15 +355,21 @@ class CompiledForest:
     def output_model(self, kind: str) -> "CompiledForest":
         """The compiled model whose predictions are ``kind`` of this one ("pred_leaf",
         "per_tree"), compiled for the same target, CPU and threads at its first request."""
+        return (self._outputs.get(kind) or self._output(kind))[0]
+
+    def _output(self, kind: str) -> tuple:
+        """(the compiled model of output ``kind``, the function shaping its margins as the
+        library returns them), built at the first request."""
         with self._outputs_lock:
-            model = self._outputs.get(kind)
-            if model is None:
+            built = self._outputs.get(kind)
+            if built is None:
                 forest = outputs.forest_of(self.forest, kind)
                 o = self.options
                 opts = CompileOptions(target=o.target, cpu=o.cpu, threads=o.threads).resolved()
                 # (its own plan by request size: a lone row's form walks it alone)
-                model = self._outputs[kind] = CompiledForest(forest, *untuned_plan(forest, opts))
-        return model
+                built = self._outputs[kind] = (CompiledForest(forest, *untuned_plan(forest, opts)),
+                                               outputs.shaper(self.forest, kind))
+        return built
 
     def _predict_device(self, X, output_margin: bool, missing) -> object:
         """``predict`` of a device array (:mod:`silvanforge.inputs.device`): read in place by a
@@ -406,8 +413,8 @@ class CompiledForest:
     def outputs_text(self) -> str:
         """Which outputs besides predictions this process has built for the model: each is built
         at its first request (an artifact or a pickle carries none of them)."""
-        said = [f"{kind}: " + (f"built ({len(model.forms)} programs)" if model is not None else "not built")
-                for kind, model in ((kind, self._outputs.get(kind)) for kind in ("pred_leaf", "per_tree"))]
+        said = [f"{kind}: " + (f"built ({len(built[0].forms)} programs)" if built is not None else "not built")
+                for kind, built in ((kind, self._outputs.get(kind)) for kind in ("pred_leaf", "per_tree"))]
         said.append("pred_contribs: " + ("built" if self._contribution_tables is not None else "not built"))
         return "other outputs (each built at its first request): " + "; ".join(said)
 

@@ -209,7 +209,7 @@ def run_bench(model, batch_sizes=DEFAULT_BATCH_SIZES, threads: int | Sequence[in
               progress: ProgressFn | None = None, lleaves_venv: str | None = None,
               cache_dir: str | None = None, tile_size: int = 1, profile=None,
               reorder: str | None = None, pad: bool | None = None,
-              compile_batch: int | str = "each", cpu: str | None = None) -> BenchReport:
+              compile_batch: int | str = "each", cpu: str | None = None, missing: float = 0.0) -> BenchReport:
     """Time SilvanForge and the applicable available peers on ``model``; see the module doc.
 
     ``threads`` is one thread count or several (``[1, 2]``, ``"1,all"``); every engine is timed at
@@ -224,7 +224,8 @@ def run_bench(model, batch_sizes=DEFAULT_BATCH_SIZES, threads: int | Sequence[in
     without a batch size, as a service compiled once for any request), or a number.
     ``cpu``: the CPU ours is compiled for (:func:`silvanforge.compile`'s ``cpu``; None: this
     host's); the peers build for this host as they always do, so the table says what code for
-    that CPU gives up (or gains) on this machine.
+    that CPU gives up (or gains) on this machine.  ``missing``: the share of the rows' values
+    made missing (:func:`random_rows`; the report notes it).
     """
     from silvanforge import api
     from silvanforge.frontend.loading import load_model
@@ -318,7 +319,9 @@ def run_bench(model, batch_sizes=DEFAULT_BATCH_SIZES, threads: int | Sequence[in
 
     row_bytes = forest.num_features * np.dtype(forest.threshold_dtype).itemsize
     # (rows as users pass them: a model's computed columns are not among them)
-    pool = random_rows(forest, pool_rows(batch_sizes[-1], row_bytes), seed)[:, :forest.input_features]
+    pool = random_rows(forest, pool_rows(batch_sizes[-1], row_bytes), seed, missing)[:, :forest.input_features]
+    if missing:
+        report.notes.append(f"rows: {missing:.0%} of values missing (NaN)")
     X = pool[:batch_sizes[-1]]  # predictions are compared on these
     expected = ours.predict(X)
     engines: list[tuple[Engine, float | None, bool | None]] = [(ours, None, None)]

@@ -54,6 +54,9 @@ def bench(
                                help="What is timed: predict (predictions), leaf (leaf indices against the "
                                     "library's pred_leaf) or contribs (SHAP contributions against the "
                                     "library, shap and fasttreeshap)."),
+    missing: float = typer.Option(0.0, "--missing", min=0.0, max=1.0,
+                                  help="Share of the rows' values made missing (NaN), as wide sparse "
+                                       "datasets hold them (Bosch's rows: about 0.8)."),
 ):
     """Time our compiled model against the available peers on the same random inputs."""
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
@@ -84,6 +87,8 @@ def bench(
 
     if output not in ("predict", "leaf", "contribs"):
         raise InputError(f"--output must be predict, leaf or contribs, got {output!r}")
+    if missing and output != "predict":
+        raise InputError("--missing applies to --output predict only")
     with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
                   TimeElapsedColumn(), console=_err(), transient=True) as progress:
         task = progress.add_task("bench", total=None)
@@ -101,7 +106,7 @@ def bench(
                                         schedule=sched, repeat=repeat, min_time=min_time, peers=peer_list,
                                         progress=on_progress, lleaves_venv=lleaves_venv,
                                         tile_size=tile_size or 1, profile=profile, reorder=reorder, pad=pad,
-                                        compile_batch=compile_batch, cpu=cpu)
+                                        compile_batch=compile_batch, cpu=cpu, missing=missing)
 
     out = _out()
     table = Table(title=escape(benchmod.describe(report)), title_justify="left")

@@ -56,6 +56,10 @@ STORED_INDEX_BYTES = 256 << 10
 # 1 thread, Zen 4, forge bench's rotation of batches: 1.14x at 512 rows, 1.10x at 4,096; one
 # batch over and over, from cache: 0.97x at 512, 1.04x at 4,096).
 ROW_PREFETCH = True
+# Features a vector of each row holds where columns are copied so: eight float32, the CPU
+# target's transposes of eight rows (:mod:`silvanforge_target_cpu.transpose`), a block of 16
+# rows' columns two of them side by side.
+ROW_VECTOR_LANES = 8
 
 
 class _Lowering:
@@ -283,8 +287,10 @@ class _Lowering:
             if not runs:
                 loops.append(whole)
                 continue
-            rows = [b.local("xr", self.x_t) for _ in range(L)]
-            at = [Assign(row, Load("rows", Bin("+", Bin("*", r, lir.ROW_STRIDE), feature), self.x_t))
+            W = self.row_width
+            row_t = lir.vector_type(self.thr_t, W)
+            rows = [b.local("xr", row_t) for _ in range(L)]
+            at = [Assign(row, Load("rows", Bin("+", Bin("*", r, lir.ROW_STRIDE), feature), row_t))
                   for row, r in zip(rows, lane_rows)]
             # The next block's rows at the same features asked for meanwhile (see ROW_PREFETCH).
             ahead = [Prefetch("rows", Bin("+", Bin("*", Bin("min", Bin("+", self.block0, c(L + k, i64)), last),
@@ -296,20 +302,26 @@ class _Lowering:
                     fast.append(For(u, c(lo, i64), c(hi, i64), 1, [read, store]))
                     continue
                 body = ahead + at
-                for j in range(L):
+                for j in range(W):
                     column = Bin("+", u, c(j, i64))
                     body += [Assign(x, Vector(tuple(Extract(row, j) for row in rows))),
                              Store("ob_x", Bin("+", self.x_base, Bin("*", column, c(L, i64))), value)]
-                fast.append(For(u, c(lo, i64), c(hi, i64), L, body))
+                fast.append(For(u, c(lo, i64), c(hi, i64), W, body))
             loops.append(If(Cmp("==", lir.COL_STRIDE, c(1, i64)), fast, [whole]))
         b.emit(self._blocks(span0, loops))
 
+    @property
+    def row_width(self) -> int:
+        """Features a vector of each row holds where columns are copied from them
+        (``row_vectors``): a block's lanes, at most ROW_VECTOR_LANES."""
+        return min(self.lanes, ROW_VECTOR_LANES)
+
     def _feature_runs(self, ks: list) -> list:
         """Columns ``ks`` (consecutive) as ranges ``(lo, hi, vector)``: ``vector`` where the
-        range's columns are whole runs of ``lanes`` consecutive features (each row's read as
-        vectors, transposed in registers: one load a row where a column took a load a row),
+        range's columns are whole runs of ``row_width`` consecutive features (each row's read
+        as vectors, transposed in registers: one load a row where a column took a load a row),
         else read a value at a time.  Empty where no run is that long."""
-        L = self.lanes
+        L = self.row_width
         features = np.array([self.facts.columns[k].feature for k in ks])
         breaks = np.flatnonzero(np.diff(features) != 1) + 1
         out, start = [], ks[0]

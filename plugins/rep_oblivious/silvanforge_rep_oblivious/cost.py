@@ -208,7 +208,8 @@ class Shape:
     level, :meth:`.levelwise.BinnedLowering._goes_right`); ``node_offsets``, picks by path
     read each node's column offset from a table (:meth:`.levelwise.LevelLowering._node_value`);
     ``row_vectors``, the float program's columns copied from vectors of each row's consecutive
-    features (:meth:`.codegen._Lowering._feature_runs`); ``bin_parts``, registers of a block's
+    features (:meth:`.codegen._Lowering._feature_runs`; every unit's where the float program
+    gathers, :class:`.levelwise.LevelLowering`); ``bin_parts``, registers of a block's
     values the byte programs bin side by side (:meth:`.binning.BinColumns._column_groups`);
     ``machine_scheduler`` False, the levelwise byte program's code keeps the order its
     statements give (module info ``machine_scheduler``: the CPU target compiles it without

@@ -35,6 +35,14 @@ PICK_COLUMNS = cost.PICK_COLUMNS
 # where that takes fewer selects than picking among the block's columns: on XGBoost's depth-8
 # trees over 32-78 columns, levels 1-5 take 1-31 selects where the columns took 31-77.
 PATH_NODES = 32
+# Where the float program gathers (more columns than PICK_COLUMNS), levels of at most
+# GATHER_PATH_NODES nodes pick by path, and GATHER_INTERLEAVE trees at least walk side by side
+# (a gather's latency is what the levels wait on, so more trees hide more of it; a gather costs
+# less than the selects of a level of 32 nodes, whose 32 columns are loaded from the block's
+# 966 in L2, not registers).  The Bosch-shaped model, 512 rows, 1 thread, Zen 4, in one
+# process: levels 1-4 by path 1.08x on AVX-512 code (levels 1-3: 1.0x); AVX2 code, four trees
+# where two had walked 1.14x, and levels 1-4 by path with them 1.18x (eight trees 1.10x).
+GATHER_PATH_NODES, GATHER_INTERLEAVE = 16, 4
 
 
 class LevelLowering(_Lowering):
@@ -52,7 +60,16 @@ class LevelLowering(_Lowering):
         super().__init__(forest, facts, lanes, options)
         self.vectors, self.form = vectors, cost.shape(vectors)
         self.interleave = self.form.interleave
+        self.path_nodes = PATH_NODES
         self.row_vectors = self.form.row_vectors
+        if len(facts.columns) > self.pick_columns:  # (the float program gathers: see GATHER_PATH_NODES)
+            self.interleave = max(self.interleave, GATHER_INTERLEAVE)
+            self.path_nodes = GATHER_PATH_NODES
+            # Wide float32 rows copy their columns from vectors of each row on every vector
+            # unit: the copy is a large share of a block's work there (the Bosch-shaped model's
+            # 966 columns, AVX-512 code: half the time of a 512-row call where each column took
+            # a load a row).
+            self.row_vectors = self.row_vectors or self.thr_t == "f32"
 
     def estimate_ns(self, batch_size: int | None) -> float:
         return cost.levelwise_ns(self.facts, batch_size, self.vectors)
@@ -124,8 +141,11 @@ class LevelLowering(_Lowering):
             return Load("ob_x", Bin("+", self.x_base, Bin("*", Cast(column, i64), c(L, i64))), self.x_t)
         U = max(1, len(self.facts.columns))
         if U > self.pick_columns:
-            lanes = Vector(tuple(Bin("+", self.x_base, c(k, i64)) for k in range(L)))
-            index = Bin("+", Bin("*", Cast(column, lir.vector_type(i64, L)), self.splat(L, i64)), lanes)
+            # (i32 indices: the span's columns hold fewer than 2**31 values, and x86 gathers
+            # eight or sixteen lanes of them in one instruction where i64 took two)
+            base = Cast(self.x_base, "i32")
+            lanes = Vector(tuple(Bin("+", base, c(k, "i32")) for k in range(L)))
+            index = Bin("+", Bin("*", Cast(column, lir.vector_type("i32", L)), self.splat(L, "i32")), lanes)
             return Gather("ob_x", index, self.x_t)
         span = 1
         while span < U:
@@ -204,7 +224,7 @@ class LevelLowering(_Lowering):
                 index = idx if lir.element_type(idx.type) == self.path_t else Cast(idx, lir.vector_type(self.path_t, L))
                 entry = Lookup(self.entry_table, at, index, size, lir.vector_type(self.entry_t, L))
                 thr = Lookup(self.thr_table, at, index, size, self.x_t)
-            if 0 < level and L > 1 and (1 << level) < min(len(self.facts.columns), PATH_NODES + 1):
+            if 0 < level and L > 1 and (1 << level) < min(len(self.facts.columns), self.path_nodes + 1):
                 x = self._path_value(at, level, idx)
             elif lir.lanes_of(entry.type) == 1:
                 x = self._node_value(where)
@@ -224,11 +244,11 @@ class BinnedLowering(BinColumns, LevelLowering):
 
     entry_table, entry_t, flag = "lw_entry8", "u8", 0x80
     thr_table = "lw_bin8"
+    pick_columns = cost.BINNED_PICK_COLUMNS  # (bytes have no gather: every program picks by selects)
 
     def __init__(self, forest, facts, lanes, options, binning, vectors=None):
         super().__init__(forest, binning.facts, lanes, options, vectors)
         self.thresholds, self.tbin = binning.thresholds, binning.tbin
-        self.pick_columns = cost.BINNED_PICK_COLUMNS
         # (signed_bytes: bins less 128, see _goes_right)
         self.column_t = "i8" if self.form.signed_bytes else "u8"
         self.bin_bias = -128 if self.form.signed_bytes else 0

@@ -75,7 +75,7 @@ class LLVMCodegen:
         self.avx2_permutes = avx2_permutes and not permutes
         self.byte_shuffle_lanes = 0 if byte_permutes else byte_shuffle_bits // 8
         self.neon = neon
-        self._transposes = transpose.Columns() if self.avx2_permutes and transpose.BUILT_HERE else None
+        self._transposes = transpose.Columns() if (self.avx2_permutes or permutes) and transpose.BUILT_HERE else None
         self.mod = ir.Module(name="silvanforge")
         self._prefetch = None
         self._gathers: dict[str, ir.Function] = {}

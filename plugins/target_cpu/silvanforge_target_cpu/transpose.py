@@ -10,9 +10,12 @@ rows' loads, folds it back into a broadcast load and a blend a value (about 90 i
 (``vunpcklps``/``vunpckhps``, ``vshufps``, ``vperm2f128``: 8 loads, 24 shuffles and 8 stores a
 tile).  Measured on the Bosch-shaped model (966 columns, AVX2 code, 1 thread, Zen 4): the copy
 took 83 -> 53 us of a 512-row call's kernel (1.07-1.13x the kernel), 818 -> 680 us at 4096
-(1.05-1.09x), where it is bound by reading the rows; only AVX2 code (no AVX-512) takes it, the
-only code whose programs copy columns so, and only where it is built on an x86-64 host (LLVM
-parses the inline assembly of the host's architecture alone, :data:`BUILT_HERE`).
+(1.05-1.09x), where it is bound by reading the rows.  AVX-512 code copies wide rows' columns so
+too (the float program's 16-row blocks: a column two transposes' side by side, joined by one
+``vinsertf64x4``): the same model's copy 120 -> 72 us of a 512-row call, where a column had
+taken 16 scalar loads and inserts a block.  Only AVX2 and AVX-512 code take it, the only code
+whose programs copy columns so, and only where it is built on an x86-64 host (LLVM parses the
+inline assembly of the host's architecture alone, :data:`BUILT_HERE`).
 """
 
 from __future__ import annotations
@@ -31,10 +34,18 @@ BUILT_HERE = llvm.get_process_triple().startswith(("x86_64", "amd64"))
 
 def vector(b: ir.IRBuilder, e: lir.Vector, vt: ir.VectorType, expr, columns: Columns | None):
     """``e`` (of LLVM type ``vt``; ``expr``: a LIR expression's value): a column of eight rows
-    taken from their transpose where ``columns`` (AVX2 code built here, else None) makes them;
+    (or sixteen: two such side by side) taken from their transposes where ``columns`` (AVX2 or
+    AVX-512 code built here, else None) makes them;
     one value in every lane a splat; else its lanes inserted in order."""
     if columns is not None and (column := column_of_rows(e)) is not None:
         return columns.column(b, tuple(expr(row) for row in column[0]), column[1])
+    if columns is not None and len(e.elems) == 2 * ROWS:
+        # (sixteen rows, AVX-512's blocks: two transposes' columns side by side)
+        halves = [column_of_rows(lir.Vector(e.elems[h * ROWS:(h + 1) * ROWS])) for h in range(2)]
+        if None not in halves and halves[0][1] == halves[1][1]:
+            low, high = (columns.column(b, tuple(expr(row) for row in rows), j) for rows, j in halves)
+            return b.shuffle_vector(low, high, ir.Constant(ir.VectorType(ir.IntType(32), 2 * ROWS),
+                                                           list(range(2 * ROWS))))
     v = ir.Constant(vt, ir.Undefined)
     if all(x == e.elems[0] for x in e.elems[1:]):  # one value in every lane: a splat
         one = b.insert_element(v, expr(e.elems[0]), ir.Constant(ir.IntType(32), 0))

@@ -38,3 +38,15 @@ def test_rows_take_both_sides_of_every_threshold():
     forest = _stump(-3.0, "float32")
     X = random_rows(forest, 500, seed=2)
     assert (X[:, 0] < -3.0).any() and ((X[:, 0] >= -3.0) & (X[:, 0] < 0.5)).any() and (X[:, 0] >= 0.5).any()
+
+
+def test_missing_share_of_values_and_rows_otherwise_unchanged():
+    forest = _stump(-3.0, "float64")
+    plain = random_rows(forest, 4000, seed=4)
+    sparse = random_rows(forest, 4000, seed=4, missing=0.8)
+    gone = np.isnan(sparse)
+    assert not np.isnan(plain).any() and 0.75 < gone.mean() < 0.85
+    assert np.array_equal(sparse[~gone], plain[~gone])  # the values kept are the rows without it
+    assert np.isnan(random_rows(forest, 50, seed=4, missing=1.0)).all()
+    with pytest.raises(ValueError, match="share between 0 and 1"):
+        random_rows(forest, 5, missing=1.5)

@@ -207,6 +207,86 @@ def test_same_names_other_dtypes_or_categories_are_read_afresh(models):
             cf.predict(X)
 
 
+@pytest.mark.parametrize("library", ["lightgbm", "xgboost"])
+def test_rows_one_at_a_time_and_frames_called_again_equal_the_array(models, library):
+    """A one-row frame reads its categories as scalars (pandas) or Python values (polars): each
+    label, a missing one and (for the model that maps it to missing) an unseen one, alone,
+    through tables of categories in several orders; frames of equal categories held by other
+    objects, called in turn, keep their own."""
+    cf = models[library]
+    raw = _rows(12, 21, unseen=library == "lightgbm")
+    raw["colour"][:7] = COLOURS + [None, "teal" if library == "lightgbm" else None]
+    raw["shape"][:4] = SHAPES + [None]
+    expected = _expected(cf, raw)
+    orders = (COLOURS, COLOURS[::-1], [COLOURS[i] for i in (2, 4, 0, 3, 1)])
+    kinds = [("pandas", "numpy"), ("polars", "enum"), ("polars", "strings"), ("pyarrow", "dictionary")]
+    for i in range(len(expected)):
+        row = {name: values[i:i + 1] for name, values in raw.items()}
+        for (maker, kind), colours in zip(kinds * 3, orders * 4):
+            frame = MAKERS[maker](row, NAMES[::-1], colours + (["teal"] if library == "lightgbm" else []), kind)
+            for _ in range(2):
+                np.testing.assert_array_equal(cf.predict(frame), expected[i:i + 1])
+    frames = [_pandas(raw, NAMES, colours, "numpy") for colours in orders + (COLOURS,)]
+    for frame in frames * 2:
+        np.testing.assert_array_equal(cf.predict(frame), expected)
+        np.testing.assert_array_equal(cf.predict(frame.iloc[2:3]), expected[2:3])
+
+
+def test_number_columns_side_by_side_equal_the_array(rng):
+    """Number columns of a frame with categories that are features side by side (written at once:
+    through a slice up to a few hundred rows, by index above; into rows in column order from a
+    few thousand), in the model's order and shuffled, float32 and float64, pandas and polars: the
+    array of the same values."""
+    pl = pytest.importorskip("polars")
+    from silvanforge.inputs.schemas import COLUMN_ORDER_ROWS
+
+    n = COLUMN_ORDER_ROWS + 10
+    names = ["colour", "a", "b", "c", "d"]
+    colour = rng.choice(COLOURS, n)
+    numbers = rng.normal(size=(n, 4))
+    numbers[rng.random(numbers.shape) < 0.1] = np.nan
+    train = pd.DataFrame({"colour": pd.Categorical(colour, categories=COLOURS),
+                          **{name: numbers[:, j] for j, name in enumerate(names[1:])}})
+    y = train["colour"].cat.codes.to_numpy() + np.nan_to_num(numbers).sum(axis=1)
+    cf = sf.compile(lgb.LGBMRegressor(n_estimators=8, num_leaves=15, verbose=-1).fit(train, y))
+    X = np.column_stack([[COLOURS.index(c) for c in colour], numbers])
+    for k in (1, 64, 256, 257, n):
+        expected = cf.predict(X[:k])
+        for dtype in (np.float64, np.float32):
+            frame = train.iloc[:k].astype({name: dtype for name in names[1:]})
+            frame["colour"] = frame["colour"].cat.set_categories(COLOURS[::-1])
+            for order in (names, ["b", "colour", "a", "d", "c"]):
+                got = frame[order]
+                if dtype == np.float32:
+                    want = cf.predict(np.column_stack([X[:k, :1], X[:k, 1:].astype(np.float32)]))
+                else:
+                    want = expected
+                np.testing.assert_array_equal(cf.predict(got), want)
+                np.testing.assert_array_equal(cf.predict(pl.from_pandas(got)), want)
+
+
+def test_frames_made_anew_each_call_equal_the_array(models):
+    """Frames made for each call, as a service makes them (their column names and categories
+    new objects, compared by value with the last ones): equal names and categories, categories
+    in another order or held as Python objects, names in another order, a name changed, in turn."""
+    cf = models["lightgbm"]
+    raw = _rows(6, 23)
+    expected = _expected(cf, raw)
+    reordered = [COLOURS[i] for i in (4, 2, 0, 1, 3)]
+
+    def frame(order=NAMES, colours=COLOURS, labels="str"):
+        made = _pandas(raw, order, colours, "numpy")
+        made["colour"] = made["colour"].cat.set_categories(pd.Index(colours, dtype=labels))
+        return made
+    for _ in range(2):
+        for made in (frame(), frame(), frame(colours=reordered), frame(labels=object), frame(colours=reordered,
+                     labels=object), frame(order=NAMES[::-1]), frame(), frame(order=NAMES[::-1], colours=reordered)):
+            np.testing.assert_array_equal(cf.predict(made), expected)
+            np.testing.assert_array_equal(cf.predict(made.iloc[1:2]), expected[1:2])
+        with pytest.raises(InputError, match="weight"):
+            cf.predict(frame().rename(columns={"age": "weight"}))
+
+
 def test_numeric_frames_of_every_kind_equal_the_array(rng):
     pl = pytest.importorskip("polars")
     n = 1100  # (from 1024 rows an arrow table's columns are read one by one)

@@ -1,7 +1,8 @@
 """AVX2 code's transpose of eight registers of float32 (silvanforge_target_cpu.transpose): run
 alone it equals numpy's transpose, NaN and signed zeros kept bit for bit; the code generator
-takes it for exactly the vectors that are a column of eight rows, and only in AVX2 code; the
-levelwise float program that copies its columns so equals the reference evaluator."""
+takes it for exactly the vectors that are a column of eight rows (two side by side: sixteen), in
+AVX2 code and, for wide rows, AVX-512 code; the levelwise float program that copies its columns
+so equals the reference evaluator."""
 
 from __future__ import annotations
 
@@ -73,7 +74,8 @@ def test_only_a_column_of_eight_distinct_rows_of_float32_is_a_transpose():
 @x86
 def test_avx2_code_alone_transposes_rows_and_equals_the_reference():
     """The levelwise float program's columns copied from vectors of eight consecutive features
-    (AVX2 code) are transposed by the shuffles; AVX-512 and SSE code never carry them."""
+    (AVX2 code) are transposed by the shuffles; AVX-512 code over these few columns and SSE code
+    never carry them."""
     found = 0
     for seed in range(20):
         forest = random_forest(seed, max_trees=8, max_depth=7, max_features=16, plain=True, summed=True)
@@ -88,12 +90,43 @@ def test_avx2_code_alone_transposes_rows_and_equals_the_reference():
             assert "vperm2f128" not in sf.show(forest, "target", rep="levelwise", cpu=cpu, batch_size=16)
         if cpus.missing_here(V3):
             continue
-        cf = sf.compile(forest, rep="levelwise", cpu=V3, batch_size=16, threads=1)
-        rng = np.random.default_rng(seed)
-        X = rng.normal(size=(40, forest.num_features)).astype(np.float32)
-        X[rng.random(X.shape) < 0.15] = np.nan
-        for n in (8, 16, 13, 40):
-            for rows in (X[:n], np.asfortranarray(X[:n])):
-                np.testing.assert_array_equal(cf.predict(rows, output_margin=True),
-                                              reference.predict(forest, rows, output_margin=True))
+        _exact_in_either_order(forest, V3, seed, nan=0.15, sizes=(8, 16, 13, 40))
     assert found >= 3
+
+
+def _exact_in_either_order(forest, cpu: str, seed: int, nan: float, sizes: tuple) -> None:
+    """The levelwise program for 16-row calls compiled for ``cpu`` equals the reference on rows
+    with a ``nan`` share missing, C- and Fortran-ordered, ``sizes`` rows a call."""
+    cf = sf.compile(forest, rep="levelwise", cpu=cpu, batch_size=16, threads=1)
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(max(sizes), forest.num_features)).astype(np.float32)
+    X[rng.random(X.shape) < nan] = np.nan
+    for n in sizes:
+        for rows in (X[:n], np.asfortranarray(X[:n])):
+            np.testing.assert_array_equal(cf.predict(rows, output_margin=True),
+                                          reference.predict(forest, rows, output_margin=True))
+
+
+@x86
+@pytest.mark.parametrize("cpu", ["x86-64-v4", V3])
+def test_wide_rows_are_transposed_on_avx512_and_avx2_code_and_equal_the_reference(cpu):
+    """Rows of more columns than the levelwise float program picks by selects (it gathers) copy
+    their columns from vectors of eight consecutive features on AVX-512 code too, a 16-row
+    block's column two transposes side by side: exact on NaN, C- and Fortran-ordered rows,
+    partial and whole blocks and spans, runs broken by features no split reads."""
+    from silvanforge_rep_oblivious import complete, cost
+
+    found = 0
+    for seed in range(12):
+        forest = random_forest(seed, max_trees=40, max_depth=6, max_features=90, plain=True, summed=True)
+        facts = complete.recognise(forest)
+        if np.dtype(forest.threshold_dtype) != np.float32 or isinstance(facts, str) \
+                or len(facts.columns) <= cost.PICK_COLUMNS:
+            continue
+        text = sf.show(forest, "target", rep="levelwise", cpu=cpu, batch_size=16)
+        assert text.count("vperm2f128") % 8 == 0 and "vperm2f128" in text
+        found += 1
+        if cpus.missing_here(cpu):
+            continue
+        _exact_in_either_order(forest, cpu, seed, nan=0.6, sizes=(3, 16, 21, 45))
+    assert found >= 2

@@ -210,7 +210,10 @@ class Shape:
     ``row_vectors``, the float program's columns copied from vectors of each row's consecutive
     features (:meth:`.codegen._Lowering._feature_runs`; every unit's where the float program
     gathers, :class:`.levelwise.LevelLowering`); ``bin_parts``, registers of a block's
-    values the byte programs bin side by side (:meth:`.binning.BinColumns._column_groups`)."""
+    values the byte programs bin side by side (:meth:`.binning.BinColumns._column_groups`);
+    ``machine_scheduler`` False, the levelwise byte program's code keeps the order its
+    statements give (module info ``machine_scheduler``: the CPU target compiles it without
+    LLVM's machine scheduler, :meth:`.levelwise.BinnedLowering.lower`)."""
 
     bytes: int = 64
     interleave: int = 4
@@ -221,6 +224,7 @@ class Shape:
     row_vectors: bool = False
     node_offsets: bool = False
     bin_parts: int = 1
+    machine_scheduler: bool = True
 
 
 # AVX-512 (Zen 4: the estimates' own), with or without VBMI's byte permutes (without, 64-lane
@@ -252,7 +256,13 @@ class Shape:
 # xgb_100x8 (a 16-row block's all) and 1.03x on xgb_1000x8 (sixteen no faster than eight);
 # NEON takes SSE's, unmeasured.
 _NARROW = {"signed_bytes": True, "node_offsets": True}
-_SHAPES = {"avx512": Shape(), "avx2": Shape(32, 2, 2.0, 1.8, 1.4, row_vectors=True, bin_parts=4, **_NARROW),
+# machine_scheduler off on AVX2 (same conditions, one process, 512 and 4096 rows): xgb_100x8
+# 1.06-1.08x, xgb_1000x8 1.06-1.07x, xgb_multiclass_8 1.07x (the byte program's loop of two
+# trees: 921 instructions, 350 vector loads and 15 spill stores where the scheduled code had
+# 994, 396 and 52; Zen 4 loads two vectors a cycle).  AVX-512 code keeps it: off, xgb_100x8
+# and xgb_1000x8 ran 1.03-1.05x faster but lgb_1000x31 0.99x (4096 rows).
+_SHAPES = {"avx512": Shape(), "avx2": Shape(32, 2, 2.0, 1.8, 1.4, row_vectors=True, bin_parts=4,
+                                            machine_scheduler=False, **_NARROW),
            "neon": Shape(16, 2, 4.0, 3.6, 2.8, bin_parts=8, **_NARROW),
            "sse": Shape(16, 2, 4.0, 3.6, 2.8, bin_parts=8, **_NARROW)}
 

@@ -255,6 +255,12 @@ class BinnedLowering(BinColumns, LevelLowering):
         self.x_t = lir.vector_type(self.column_t, lanes)
         self.path_t = "u8"
 
+    def lower(self, batch_size: int | None) -> lir.Module:
+        module = super().lower(batch_size)
+        if not self.form.machine_scheduler:  # (see cost.Shape)
+            module.info["machine_scheduler"] = False
+        return module
+
     def _level_tables(self) -> None:
         column = self.facts.column & (NAN_RIGHT - 1)
         right = (self.facts.column & NAN_RIGHT) != 0

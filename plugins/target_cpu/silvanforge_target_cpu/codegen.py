@@ -18,7 +18,7 @@ from llvmlite import ir
 
 from silvanforge.ir import lir
 
-from . import cpus, irlines, transpose
+from . import blends, cpus, irlines, transpose
 from .llvm_host import host_has_avx512
 
 _INT_BITS = {"i1": 1, "i8": 8, "u8": 8, "i16": 16, "u16": 16, "i32": 32, "u32": 32, "i64": 64}
@@ -277,6 +277,8 @@ class LLVMCodegen:
             v = self.expr(e.a)
             return b.fcmp_unordered("uno", v, v)
         if isinstance(e, lir.Select):
+            if self.avx2_permutes and (blended := blends.bit_select(b, e, self.expr, self._intrinsic)) is not None:
+                return blended
             return irlines.select(b, self.expr(e.cond), self.expr(e.a), self.expr(e.b))
         if isinstance(e, lir.Cmp):
             x, y = self.expr(e.a), self.expr(e.b)
@@ -470,8 +472,11 @@ class LLVMCodegen:
             values = [permute(t, part) for t in tables]
             bit = chunk
             while len(values) > 1:
-                high = b.icmp_unsigned("!=", b.and_(part, ir.Constant(pick, [bit] * lanes)), ir.Constant(pick, [0] * lanes))
-                values = [b.select(high, values[k + 1], values[k]) for k in range(0, len(values), 2)]
+                if self.avx2_permutes and elem == ir.IntType(8) and blends.takes(lanes, bit):
+                    values = blends.pairs(b, part, bit, values, self._intrinsic)
+                else:
+                    high = b.icmp_unsigned("!=", b.and_(part, ir.Constant(pick, [bit] * lanes)), ir.Constant(pick, [0] * lanes))
+                    values = [b.select(high, values[k + 1], values[k]) for k in range(0, len(values), 2)]
                 bit *= 2
             parts.append(values[0])
         while len(parts) > 1:  # join neighbours: 8 + 8 -> 16, ...

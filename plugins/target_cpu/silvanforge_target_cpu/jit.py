@@ -349,7 +349,8 @@ def compile_module(module: lir.Module, ir_text: str, cpu: str | None = None):
     # Machine code made in a context of its own (llvm_host.object_code: two forms compile on two
     # cores at once), then mapped as saved code is: the same bytes MCJIT makes of the module.
     with native_work():  # (the compile may start its other forms meanwhile)
-        code, tm = object_code(ir_text, uses_gathers(module), bool(module.info.get("light_optimisation")), cpu)
+        code, tm = object_code(ir_text, uses_gathers(module), bool(module.info.get("light_optimisation")), cpu,
+                               machine_scheduler=module.info.get("machine_scheduler", True) is not False)
     if cpus.foreign(cpu):
         return ForeignKernel(module, code, cpu)
     return CpuKernel(module, None, tm, object_code=code, cpu=cpu)

@@ -11,6 +11,7 @@ threads share (a context, a module): the three long calls on the private module 
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import threading
 
@@ -80,12 +81,55 @@ def optimise(ir_text: str, gathers: bool = False, light: bool = False, cpu: str 
     return mod, tm
 
 
-def object_code(ir_text: str, gathers: bool = False, light: bool = False, cpu: str | None = None
-                ) -> tuple[bytes, object]:
+def object_code(ir_text: str, gathers: bool = False, light: bool = False, cpu: str | None = None,
+                machine_scheduler: bool = True) -> tuple[bytes, object]:
     """:func:`optimise`, then the module's machine code as an object file (what MCJIT makes of
     the same module: the same bytes), all in an LLVM context of this call's, freed before it
     returns; the parse, the pipeline and the code generation run outside llvmlite's lock (see
-    the module's docstring).  Returns (object code, target machine)."""
+    the module's docstring).  ``machine_scheduler`` False: the code generation keeps the order
+    of the optimised IR (:func:`_machine_scheduler`).  Returns (object code, target machine)."""
+    with _machine_scheduler(machine_scheduler):
+        return _object_code(ir_text, gathers, light, cpu)
+
+
+class _Scheduling:
+    """Whether LLVM's machine scheduler runs (the process-wide option ``-enable-misched``), and
+    how many code generations use that setting now."""
+
+    condition = threading.Condition()
+    on, users = True, 0
+
+
+@contextlib.contextmanager
+def _machine_scheduler(on: bool):
+    """LLVM's (pre-register-allocation) machine scheduler on or off while the block runs.  Off,
+    the code keeps the optimised IR's order: the levelwise byte program on AVX2 emits its
+    levels' lookups, picks and compares in an order whose registers fit, which the scheduler
+    interleaved for parallelism until the allocator spilled (xgb_100x8: 52 spill stores and 396
+    vector loads a loop of two trees, 15 and 350 without it).  The option is the process's, so a
+    compile wanting the other setting waits for those running to finish (compiles of one
+    setting still run side by side), and the last one off turns it on again: LLVM's other
+    users here (the column kernels' MCJIT) keep its default."""
+    state = _Scheduling
+    with state.condition:
+        while state.users and state.on != on:
+            state.condition.wait()
+        if state.on != on:
+            llvm.set_option("", f"-enable-misched={int(on)}")
+            state.on = on
+        state.users += 1
+    try:
+        yield
+    finally:
+        with state.condition:
+            state.users -= 1
+            if not state.users and not state.on:
+                llvm.set_option("", "-enable-misched=1")
+                state.on = True
+            state.condition.notify_all()
+
+
+def _object_code(ir_text: str, gathers: bool, light: bool, cpu: str | None) -> tuple[bytes, object]:
     tm = target_machine(gathers, cpu)
     context = llvm.create_context()
     try:

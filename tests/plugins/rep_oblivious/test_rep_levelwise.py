@@ -328,6 +328,60 @@ def test_avx2_and_sse_code_is_exact_on_wide_rows_in_either_order(cpu):
     assert done >= 4 and right >= 3 and (vectors >= 2) is (cpu == "x86-64-v3"), (done, right, vectors)
 
 
+def test_avx2_byte_code_blends_on_bits_shifted_to_the_top_and_is_exact():
+    """AVX2 code makes the byte program's selects on one bit (a lane's path or column bit in
+    its picks, a node table's chunk bit in its lookups) a shift of the bit to each byte's top
+    and ``vpblendvb`` (:data:`silvanforge_target_cpu.blends`): equal to the
+    reference on trees of depth 8 over 40 features (picks by path and among the columns, node
+    tables of up to 128 entries looked up in chunks), NaN and zeros in the rows, nodes sending
+    missing values either way, whole blocks and blocks filled in part."""
+    import llvmlite.binding as llvm
+    from silvanforge_target_cpu import cpus
+
+    if not llvm.get_process_triple().startswith("x86_64") or cpus.missing_here("x86-64-v3"):
+        pytest.skip("this host cannot run x86-64-v3 code")
+    rng = np.random.default_rng(8)
+    forest = Forest(trees=[random_tree(rng, 40, (0,), 8, [0, 1], False, True) for _ in range(6)], num_features=40)
+    facts = complete.recognise(forest)
+    assert int(facts.depth.max()) == 8 and bool((facts.column & complete.NAN_RIGHT).any())
+    shown = sf.show(forest, "target", rep="levelwise", cpu="x86-64-v3", batch_size=300)
+    assert "lw_bin8" in sf.show(forest, "lir", rep="levelwise", cpu="x86-64-v3", batch_size=300)
+    assert "llvm.x86.avx2.pblendvb" in shown
+    cf = sf.compile(forest, rep="levelwise", cpu="x86-64-v3", batch_size=300, threads=1)
+    X = _rows(forest.num_features, 300, 8)
+    for n in (300, 45, 17):
+        _exact(cf, forest, X[:n])
+
+
+def test_avx2_byte_program_keeps_its_order_compiled_beside_code_that_is_scheduled():
+    """The AVX2 byte program asks the CPU target to keep its statements' order (module info
+    ``machine_scheduler`` False: LLVM's machine scheduler, a process-wide option, off while its
+    code is made; a compile wanting it on waits meanwhile, and it is on again after), AVX-512
+    and SSE code keep the scheduler: compiled at once on two threads, both equal the reference."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    import llvmlite.binding as llvm
+    from silvanforge_target_cpu import cpus
+
+    rng = np.random.default_rng(9)
+    forest = Forest(trees=[random_tree(rng, 12, (0,), 6, [0, 1], False, True) for _ in range(8)], num_features=12)
+    assert sf.lower(forest, rep="levelwise", cpu="x86-64-v3", batch_size=300).lir.info["machine_scheduler"] is False
+    for cpu in ("x86-64-v4", "x86-64"):
+        assert "machine_scheduler" not in sf.lower(forest, rep="levelwise", cpu=cpu, batch_size=300).lir.info
+    if not llvm.get_process_triple().startswith("x86_64") or cpus.missing_here("x86-64-v3"):
+        pytest.skip("this host cannot run x86-64-v3 code")
+    X = _rows(forest.num_features, 300, 9)
+    for _ in range(2):
+        with ThreadPoolExecutor(2) as pool:
+            cfs = list(pool.map(lambda cpu: sf.compile(forest, rep="levelwise", cpu=cpu, batch_size=300, threads=1),
+                                ["x86-64-v3", "x86-64"]))
+        for cf in cfs:
+            _exact(cf, forest, X)
+    from silvanforge_target_cpu.llvm_host import _Scheduling
+
+    assert _Scheduling.on and not _Scheduling.users  # (the scheduler on again for LLVM's other users)
+
+
 def _trained_edge_models():
     """An XGBoost model of 1024 bins (a column of up to 254 thresholds: bins up to 255, a feature
     over several byte columns; missing values sent both ways) and a LightGBM model treating

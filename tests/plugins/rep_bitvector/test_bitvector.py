@@ -897,6 +897,23 @@ def test_mask_tables_over_several_blocks_and_outputs(threads):
                                   reference.predict(forest, X, output_margin=True))
 
 
+@pytest.mark.parametrize("every_feature", [True, False])
+def test_mask_tables_key_columns_and_prefetched_rows(every_feature):
+    """Trees that all read every feature take their key columns as constants, others load them
+    a tree; calls shorter and longer than the rows that prefetch the next tree's tables (the
+    row loop's two parts), over blocks of 256 rows."""
+    rng = np.random.default_rng(16)
+    forest = _leafwise_forest(6, 4, 8, rng)
+    if not every_feature:  # one tree reads features 0 and 1 only
+        internal = np.flatnonzero(forest.trees[2].left >= 0)
+        forest.trees[2].feature[internal] = rng.integers(0, 2, len(internal))
+    cf = _compile(forest, {"mask_tables": True, "block_rows": 256}, rep="bitvector")
+    assert ("mt_feat" in cf.show("lir").split("predict_mask_tables", 1)[1]) is not every_feature
+    for n in (3, 100, 700):
+        X = rows_for(forest, rng, n)
+        np.testing.assert_array_equal(cf.predict(X, output_margin=True), reference.predict(forest, X, output_margin=True))
+
+
 def test_mask_tables_are_chosen_for_large_trees_over_few_features():
     """The form goes where its cost says: 256-leaf trees over 4 features, not 32-leaf trees, not
     256-leaf trees over 40 features; never with too many outputs."""

@@ -482,12 +482,17 @@ def function(forest: hir.Forest, buffers: dict, exits: np.ndarray | None = None,
     # Trees, rows inner: each entry's key row and key-map start are hoisted out of the rows.
     vec_t = lir.vector_type(i64, W) if W > 1 else i64
     # Entries of a tree are consecutive: their key-map starts are the first's plus constants
-    # (address offsets, not registers: 5 pointers a row spilled otherwise).
-    key_at = [b.local("kf", i64) for _ in range(F)]
+    # (address offsets, not registers: 5 pointers a row spilled otherwise).  Where every tree
+    # reads every key (its entries then in one order: feature, kind), an entry's key column is
+    # a constant too: the row loop keeps its pointers in registers, not spilled (taxi 1000x255
+    # reloaded 8 of them from the stack a row).
+    feat = data["mt_feat"].reshape(T, F)
+    fixed = bool((feat == feat[:1]).all())
+    key_at = [c(int(feat[0, j]), i64) if fixed else b.local("kf", i64) for j in range(F)]
     map0 = b.local("km", i64)
     leaf0, out = b.local("lb", i64), b.local("out", i64)
     tree_head = [Assign(map0, Bin("*", Bin("*", t, c(F, i64)), c(keys, i64)))]
-    for j in range(F):
+    for j in range(F if not fixed else 0):
         tree_head.append(Assign(key_at[j], Cast(Load("mt_feat", Bin("+", Bin("*", t, c(F, i64)), c(j, i64)), i32), i64)))
     mask0 = b.local("mb", i64)
     tree_head += [Assign(mask0, Cast(Load("mt_mask_start", t, i32), i64)),
@@ -509,9 +514,9 @@ def function(forest: hir.Forest, buffers: dict, exits: np.ndarray | None = None,
         row_at = Cast(Load("mt_cmap", Bin("+", Bin("+", map0, k), c(j * keys, i64)), i16), i64)
         return Load("mt_mask", Bin("+", mask0, row_at), vec_t)
 
-    row = [Prefetch("mt_mask", Bin("min", Bin("+", next_mask, Bin("*", r, c(8, i64))), mask_last)),
-           Prefetch("mt_cmap", Bin("+", next_map, Bin("min", Bin("*", r, c(32, i64)), c(F * keys - 1, i64))))]
-    row += [Assign(m, mask(0))] + [Assign(m, Bin("&", m, mask(j))) for j in range(1, F)]
+    prefetch = [Prefetch("mt_mask", Bin("min", Bin("+", next_mask, Bin("*", r, c(8, i64))), mask_last)),
+                Prefetch("mt_cmap", Bin("+", next_map, Bin("min", Bin("*", r, c(32, i64)), c(F * keys - 1, i64))))]
+    row = [Assign(m, mask(0))] + [Assign(m, Bin("&", m, mask(j))) for j in range(1, F)]
     # The exit leaf: the leftmost word with a bit set, its leading zeros.
     ex = b.local("ex", i64)
     if W == 1:
@@ -532,7 +537,13 @@ def function(forest: hir.Forest, buffers: dict, exits: np.ndarray | None = None,
         row.append(Store("mt_acc", at, Bin("+", Load("mt_acc", at, acc_t), Load("mt_leaf", Bin("+", leaf0, ex), acc_t))))
     else:
         row.append(Store("mt_exits", Bin("+", Bin("*", Bin("+", row0, r), c(T, i64)), t), Cast(Bin("+", leaf0, ex), i32)))
-    body.append(For(t, c(0, i64), c(T, i64), 1, tree_head + [For(r, c(0, i64), n, 1, row)]))
+    # Rows past the next tree's last line (its masks' and key maps', a line a row) prefetch
+    # nothing: a second loop leaves the prefetches and their address arithmetic out.
+    tree_elements = int(np.diff(data["mt_mask_start"].astype(np.int64)).max(initial=1))
+    lines = max(-(-tree_elements // 8), -(-F * keys // 32))
+    ahead = Bin("min", n, c(lines, i64))
+    body.append(For(t, c(0, i64), c(T, i64), 1, tree_head + [For(r, c(0, i64), ahead, 1, prefetch + row),
+                                                               For(r, ahead, n, 1, row)]))
 
     if exits is None:
         body.append(For(r, c(0, i64), n, 1, [

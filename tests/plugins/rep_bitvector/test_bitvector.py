@@ -422,6 +422,21 @@ def test_walks_without_split_rows_are_costed_with_their_nan_tests():
     assert walkcost.walk_estimate_ns(forest) == pytest.approx(plain * walkcost.WALK_NAN_TEST_FACTOR)
 
 
+def test_mostly_looped_narrow_blocks_expand_no_tree():
+    """float64 trees too many to expand most of: narrow wide blocks loop every tree; the float
+    form's wide blocks still expand the smallest; the program is exact either way."""
+    rng = np.random.default_rng(17)
+    forest = _leafwise_forest(60, 4, 8, rng)
+    lanes, expanded = choose.choose_form(forest)
+    assert lanes == choose.WIDE_LANES and choose.narrow_form(forest, lanes) and not expanded.any()
+    lanes, expanded = choose.choose_form(forest, options=BitvectorOptions(narrow=False))
+    assert lanes == choose.WIDE_LANES and expanded.any()
+    cf = _compile(forest, rep="bitvector", batch_size=512)
+    assert "expanded=0 " in cf.show("lir")
+    X = rows_for(forest, rng, 300)
+    np.testing.assert_array_equal(cf.predict(X, output_margin=True), reference.predict(forest, X, output_margin=True))
+
+
 def test_large_float32_models_take_wide_blocks_with_expanded_and_looped_trees():
     """float32 models of WIDE_FLOAT32_NODES nodes and more run 32-row blocks, expanding the
     smallest trees up to a quarter of the expand_nodes option and looping the rest; exact either
@@ -880,6 +895,23 @@ def test_mask_tables_over_several_blocks_and_outputs(threads):
     assert "block=256" in cf.show("lir")
     np.testing.assert_array_equal(cf.predict(X, output_margin=True, threads=threads),
                                   reference.predict(forest, X, output_margin=True))
+
+
+@pytest.mark.parametrize("every_feature", [True, False])
+def test_mask_tables_key_columns_and_prefetched_rows(every_feature):
+    """Trees that all read every feature take their key columns as constants, others load them
+    a tree; calls shorter and longer than the rows that prefetch the next tree's tables (the
+    row loop's two parts), over blocks of 256 rows."""
+    rng = np.random.default_rng(16)
+    forest = _leafwise_forest(6, 4, 8, rng)
+    if not every_feature:  # one tree reads features 0 and 1 only
+        internal = np.flatnonzero(forest.trees[2].left >= 0)
+        forest.trees[2].feature[internal] = rng.integers(0, 2, len(internal))
+    cf = _compile(forest, {"mask_tables": True, "block_rows": 256}, rep="bitvector")
+    assert ("mt_feat" in cf.show("lir").split("predict_mask_tables", 1)[1]) is not every_feature
+    for n in (3, 100, 700):
+        X = rows_for(forest, rng, n)
+        np.testing.assert_array_equal(cf.predict(X, output_margin=True), reference.predict(forest, X, output_margin=True))
 
 
 def test_mask_tables_are_chosen_for_large_trees_over_few_features():

@@ -229,6 +229,9 @@ def run_bench(model, batch_sizes=DEFAULT_BATCH_SIZES, threads: int | Sequence[in
     """
     from silvanforge import api
     from silvanforge.frontend.loading import load_model
+
+    if not 0.0 <= missing <= 1.0:
+        raise InputError(f"missing must be a share between 0 and 1, got {missing}")
     from silvanforge.plugins import registry
     from silvanforge.runtime.threads import default_threads
     from silvanforge.scheduler import Schedule, parse_schedule

@@ -97,7 +97,7 @@ def choose_form(forest: hir.Forest, batch_size: int | None = None,
     """Lanes a block and which trees (model order) are expanded: the smallest ones, up to
     ``options.expand_nodes`` nodes in all at 8 lanes; where that leaves most nodes looped, wider
     blocks (:data:`WIDE_LANES`, fewer for small batches and wide feature columns) expanding
-    proportionally fewer."""
+    proportionally fewer, or none where the narrow form's looped nodes run them."""
     nodes = tree_nodes(forest)
     expanded = _smallest_up_to(nodes, options.expand_nodes)
     lanes = WIDE_LANES

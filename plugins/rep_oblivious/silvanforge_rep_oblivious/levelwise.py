@@ -65,10 +65,10 @@ class LevelLowering(_Lowering):
         if len(facts.columns) > self.pick_columns:  # (the float program gathers: see GATHER_PATH_NODES)
             self.interleave = max(self.interleave, GATHER_INTERLEAVE)
             self.path_nodes = GATHER_PATH_NODES
-            # Wide float32 rows copy their columns from vectors of each row on every vector
-            # unit: the copy is a large share of a block's work there (the Bosch-shaped model's
-            # 966 columns, AVX-512 code: half the time of a 512-row call where each column took
-            # a load a row).
+            # Wide float32 rows copy their columns from vectors of each row: the copy is a large
+            # share of a block's work there (the Bosch-shaped model's 966 columns, AVX-512 code:
+            # half the time of a 512-row call where each column took a load a row).  Measured
+            # on AVX2 and AVX-512; 4-lane units (SSE, NEON) take it unmeasured.
             self.row_vectors = self.row_vectors or self.thr_t == "f32"
 
     def estimate_ns(self, batch_size: int | None) -> float:

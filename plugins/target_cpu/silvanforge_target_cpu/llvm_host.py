@@ -94,10 +94,11 @@ def object_code(ir_text: str, gathers: bool = False, light: bool = False, cpu: s
 
 class _Scheduling:
     """Whether LLVM's machine scheduler runs (the process-wide option ``-enable-misched``), and
-    how many code generations use that setting now."""
+    how many code generations use that setting now, and how many wait for each setting."""
 
     condition = threading.Condition()
     on, users = True, 0
+    waiting = {True: 0, False: 0}
 
 
 @contextlib.contextmanager
@@ -108,25 +109,38 @@ def _machine_scheduler(on: bool):
     interleaved for parallelism until the allocator spilled (xgb_100x8: 52 spill stores and 396
     vector loads a loop of two trees, 15 and 350 without it).  The option is the process's, so a
     compile wanting the other setting waits for those running to finish (compiles of one
-    setting still run side by side), and the last one off turns it on again: LLVM's other
-    users here (the column kernels' MCJIT) keep its default."""
+    setting still run side by side, but none joins them while one waits for the other: a steady
+    stream of one setting would hold the other off), and the last one off turns it on again.
+    LLVM's other users here (the column and SHAP kernels' MCJIT) do not wait: one compiled
+    meanwhile may be scheduled without it, which changes its speed, never its results."""
     state = _Scheduling
     with state.condition:
-        while state.users and state.on != on:
+        state.waiting[on] += 1
+        # (the other setting waits for those running and for those already waiting for this
+        # one; this setting joins those running unless the other waits)
+        while (state.on != on and (state.users or state.waiting[state.on])) or \
+                (state.on == on and state.users and state.waiting[not on]):
             state.condition.wait()
+        state.waiting[on] -= 1
         if state.on != on:
-            llvm.set_option("", f"-enable-misched={int(on)}")
-            state.on = on
+            _set_machine_scheduler(on)
         state.users += 1
     try:
         yield
     finally:
         with state.condition:
             state.users -= 1
-            if not state.users and not state.on:
-                llvm.set_option("", "-enable-misched=1")
-                state.on = True
+            if not state.users:
+                if state.waiting[not state.on]:  # (their turn: set for them)
+                    _set_machine_scheduler(not state.on)
+                elif not state.on and not state.waiting[False]:
+                    _set_machine_scheduler(True)
             state.condition.notify_all()
+
+
+def _set_machine_scheduler(on: bool) -> None:
+    llvm.set_option("", f"-enable-misched={int(on)}")
+    _Scheduling.on = on
 
 
 def _object_code(ir_text: str, gathers: bool, light: bool, cpu: str | None) -> tuple[bytes, object]:

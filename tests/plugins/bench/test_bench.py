@@ -98,12 +98,6 @@ def test_bench_measures_ours_and_xgboost(tiny_model):
     assert "xgboost " + xgb.__version__ in md and "Build times" in md
 
 
-def test_bench_rows_with_missing_values_agree_and_are_noted(tiny_model):
-    report = bench.run_bench(tiny_model, [16], threads=1, repeat=1, min_time=0.001, peers=["xgboost"], missing=0.8)
-    _check_peer(report, "xgboost")
-    assert any("80% of values missing" in note for note in report.notes)
-
-
 def test_bench_compiles_once_for_any_batch_when_asked(tiny_model):
     """--compile-batch none: one compile without a batch size (a service's), said in a note;
     a bad value is an input error."""

@@ -379,7 +379,7 @@ def test_avx2_byte_program_keeps_its_order_compiled_beside_code_that_is_schedule
             _exact(cf, forest, X)
     from silvanforge_target_cpu.llvm_host import _Scheduling
 
-    assert _Scheduling.on and not _Scheduling.users  # (the scheduler on again for LLVM's other users)
+    assert _Scheduling.on and not _Scheduling.users and not any(_Scheduling.waiting.values())  # (on again)
 
 
 def _trained_edge_models():

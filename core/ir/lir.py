@@ -31,6 +31,7 @@ from silvanforge.errors import IRVerificationError
 from silvanforge.ir.lir_nodes import (
     BIN_OPS,
     CMP_OPS,
+    CODEGEN_INFO,
     COL_STRIDE,
     FLOAT_TYPES,
     GPU_DIMS,
@@ -82,7 +83,7 @@ from silvanforge.ir.lir_nodes import (
     vector_type,
 )
 
-__all__ = ["INT_TYPES", "FLOAT_TYPES", "TYPES", "NUMPY_TO_LIR", "LIR_TO_NUMPY", "lir_type", "vector_type", "element_type", "lanes_of", "is_type", "Const", "Var", "Load", "Bin", "Cmp", "Select", "Cast", "IsNan", "Vector", "PackBits", "Gather", "Lookup", "Extract", "Clz", "GpuIndex", "GPU_DIMS", "Expr", "BIN_OPS", "CMP_OPS", "Assign", "Store", "For", "While", "If", "AtomicAdd", "Prefetch", "Barrier", "Stmt", "Buffer", "Function", "Launch", "Module", "ROW_STRIDE", "COL_STRIDE", "ROW_BEGIN", "ROW_END", "ITER_BEGIN", "ITER_END", "NUM_ROWS", "SCALAR_PARAMS", "Builder", "broadcast", "widen", "constant_value", "fold_index", "first_load", "vector_of", "verify", "format_module"]
+__all__ = ["INT_TYPES", "FLOAT_TYPES", "TYPES", "NUMPY_TO_LIR", "LIR_TO_NUMPY", "lir_type", "vector_type", "element_type", "lanes_of", "is_type", "Const", "Var", "Load", "Bin", "Cmp", "Select", "Cast", "IsNan", "Vector", "PackBits", "Gather", "Lookup", "Extract", "Clz", "GpuIndex", "GPU_DIMS", "Expr", "BIN_OPS", "CMP_OPS", "CODEGEN_INFO", "Assign", "Store", "For", "While", "If", "AtomicAdd", "Prefetch", "Barrier", "Stmt", "Buffer", "Function", "Launch", "Module", "ROW_STRIDE", "COL_STRIDE", "ROW_BEGIN", "ROW_END", "ITER_BEGIN", "ITER_END", "NUM_ROWS", "SCALAR_PARAMS", "Builder", "broadcast", "widen", "constant_value", "fold_index", "first_load", "vector_of", "verify", "format_module"]
 
 
 def broadcast(e: Expr, lanes: int) -> Expr:

@@ -390,6 +390,12 @@ class Launch:
         return f"grid({', '.join(map(fmt, self.grid))}) block({', '.join(map(str, self.block))})"
 
 
+# Module info a target reads to generate code, beside the statements themselves: vector
+# walks (gathers wanted of the target machine), a light optimisation pipeline, and LLVM's
+# machine scheduler off.  Two modules that print alike but differ here compile differently.
+CODEGEN_INFO = ("vector_walk", "light_optimisation", "machine_scheduler")
+
+
 @dataclasses.dataclass
 class Module:
     functions: list  # of Function, run in order
@@ -398,7 +404,9 @@ class Module:
     num_outputs: int
     input_type: str
     output_type: str
-    info: dict = dataclasses.field(default_factory=dict)  # free-form facts for printers
+    # Free-form facts for printers; the keys in CODEGEN_INFO also steer how a target generates
+    # machine code from the same statements (so they are part of the program's digest).
+    info: dict = dataclasses.field(default_factory=dict)
 
     def model_buffers(self) -> list[Buffer]:
         return [b for b in self.buffers.values() if b.kind == "model"]

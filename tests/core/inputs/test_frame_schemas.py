@@ -166,6 +166,32 @@ def test_xgboost_frames_equal_the_array_and_refuse_unseen_categories(models, lib
             cf.predict(MAKERS[library](raw, NAMES, COLOURS + ["teal"], kind))
 
 
+@pytest.mark.parametrize("index_type", ["int8", "uint8", "int16", "uint32", "int64"])
+def test_dictionary_columns_with_nulls_equal_the_array(models, index_type):
+    """Arrow dictionary columns with null entries, indices of signed and unsigned types (polars'
+    Enums arrive as unsigned ones), 1 and 70 rows, a null row alone too: nulls are missing, an
+    unseen category missing (LightGBM) or refused (XGBoost), as through any other frame."""
+    for n, seed in ((70, 4), (1, 5), (1, 6)):
+        raw = _rows(n, seed, unseen=True)
+        raw["colour"][0] = None if seed == 6 else raw["colour"][0]
+        arrays = []
+        for name in NAMES:
+            v = raw[name]
+            if name in ("colour", "shape"):
+                cats = COLOURS[::-1] + ["teal"] if name == "colour" else SHAPES
+                indices = pa.array([None if x is None else cats.index(x) for x in v], type=getattr(pa, index_type)())
+                arrays.append(pa.DictionaryArray.from_arrays(indices, pa.array(cats)))
+            else:
+                arrays.append(pa.array(v, from_pandas=True))
+        table = pa.Table.from_arrays(arrays, names=NAMES)
+        np.testing.assert_array_equal(models["lightgbm"].predict(table), _expected(models["lightgbm"], raw))
+        if any(x == "teal" for x in raw["colour"]):
+            with pytest.raises(InputError, match="column 'colour' has a category the model was not trained with"):
+                models["xgboost"].predict(table)
+        else:
+            np.testing.assert_array_equal(models["xgboost"].predict(table), _expected(models["xgboost"], raw))
+
+
 def test_same_names_other_dtypes_or_categories_are_read_afresh(models):
     cf = models["lightgbm"]
     raw = _rows(25, 5)

@@ -14,9 +14,11 @@ column names are (:mod:`silvanforge.inputs.rows`): for a model with feature name
 all, in any order (a missing or unknown name is an error naming it, as XGBoost's feature-name
 check is); for a model without names the columns are taken by position.  A cell of a
 categorical feature may be the category's label (``red``), mapped to the model's code as a
-data frame's category column is (a number there is the category's code, as in an array).
+data frame's category column is (a number there is the category's code, as in an array; one that
+is no code, past the categories or not whole, is refused as a likely label written as a number).
 An empty cell, ``nan``, ``na``, ``null`` or ``none`` (any
-case) is a missing value.  Empty lines are skipped; a line of empty cells (``,,``) is a row of
+case) is a missing value, but where a categorical feature has that word as a label (a category
+``NA`` or ``None``): there it is the label.  Empty lines are skipped; a line of empty cells (``,,``) is a row of
 missing values.  Malformed lines (a row wider or narrower than the first, a NUL byte, an
 unbalanced quote, a quoted cell running over lines) are errors naming the line.  Number cells are parsed as float64, so the compiled model converts
 them exactly as the training library would.
@@ -63,6 +65,10 @@ class Rows:
     name: str = ""  # the file, as messages call it
     # JSON Lines: the records and their line numbers (``values`` is then empty)
     records: tuple[list, list] | None = None
+    # CSV cells read as missing from a word (``NA``, ``null``...), by column: (row indices, their
+    # text); a categorical feature whose labels hold the word reads it as that label
+    words: dict = dataclasses.field(default_factory=dict)
+    row_lines: list = dataclasses.field(default_factory=list)  # CSV: each row's line number
 
 
 def is_npy(path: str) -> bool:
@@ -183,6 +189,7 @@ def _parse_csv(text: str, name: str, num_features: int | None,
     width = len(header) if header is not None else (len(numbered[0][1]) if numbered else num_features or 0)
     values = np.empty((len(numbered), width), dtype=np.float64)
     labels: dict[int, tuple[list, list, list]] = {}
+    words: dict[int, tuple[list, list]] = {}
     for r, (lineno, row) in enumerate(numbered):
         if len(row) != width:
             what = "the header has" if header is not None else "the first row has"
@@ -195,6 +202,10 @@ def _parse_csv(text: str, name: str, num_features: int | None,
                 texts.append(cell.strip())
                 lines.append(lineno)
                 v = np.nan
+            elif v != v and cell.strip():  # a missing word, unless a categorical feature has it as a label
+                rows, texts = words.setdefault(c, ([], []))
+                rows.append(r)
+                texts.append(cell.strip())
             values[r, c] = v
     note = None
     if header is not None and feature_names and header != list(feature_names) \
@@ -204,7 +215,7 @@ def _parse_csv(text: str, name: str, num_features: int | None,
         shown = ", ".join(header[:4]) + (", ..." if len(header) > 4 else "")
         note = (f"{name}: line {header_line} ({shown}) read as a header, not a row: the model has "
                 "no feature names, so columns are taken by position (--no-header reads it as a row)")
-    return Rows(values, header, note, labels, name)
+    return Rows(values, header, note, labels, name, words=words, row_lines=[lineno for lineno, _ in numbered])
 
 
 def model_rows(rows: Rows, forest) -> np.ndarray:
@@ -224,12 +235,25 @@ def model_rows(rows: Rows, forest) -> np.ndarray:
     values = rows.values[:, order] if order != list(range(rows.values.shape[1])) else rows.values
     categories = forest.feature_categories or {}
     hashed = forest.hashed_categories or {}
-    if hashed and any(rows.labels.get(column) is not None for feature, column in enumerate(order)
-                      if feature in hashed):
+    if hashed and any(rows.labels.get(column) is not None or rows.words.get(column) is not None
+                      for feature, column in enumerate(order) if feature in hashed):
         # categories known by hash are read by predict from the values themselves (labels
         # hashed as text, numbers as integers): the label cells go in as text
         values = values.astype(object)
     for feature, column in enumerate(order):
+        if feature in categories and feature not in hashed:
+            _check_codes(rows, values[:, feature], len(categories[feature]), column)
+        said = rows.words.get(column)
+        if said is not None and feature in hashed:  # ("NA" is a category like any other text)
+            values[np.asarray(said[0]), feature] = np.array(said[1], dtype=object)
+        elif said is not None and categories.get(feature) is not None:
+            # A word that is one of the feature's labels is that label (a category "NA", "None");
+            # any other stays missing.
+            codes = {label: float(code) for code, label in reversed(list(enumerate(categories[feature])))
+                     if isinstance(label, str)}
+            for r, text in zip(*said):
+                if text in codes:
+                    values[r, feature] = codes[text]
         found = rows.labels.get(column)
         if found is None:
             continue
@@ -246,6 +270,23 @@ def model_rows(rows: Rows, forest) -> np.ndarray:
         except InputError as exc:
             raise InputError(f"{rows.name}: {exc}") from None
     return values
+
+
+def _check_codes(rows: Rows, codes: np.ndarray, count: int, column: int) -> None:
+    """A number in a categorical feature's column is a category's code (0 .. ``count`` - 1, as
+    in an array; negative: missing): one that is not (40 of 4 categories, 2.5) is refused rather
+    than read as an unseen category, since it is most likely a label written as a number (a
+    frame of integer categories written by ``to_csv``), which would answer otherwise."""
+    given = codes[codes == codes]
+    if not given.size or ((given < count) & (given == np.floor(given))).all():
+        return
+    r = int(np.flatnonzero((codes == codes) & ((codes >= count) | (codes != np.floor(codes))))[0])
+    name = repr(rows.header[column]) if rows.header else f"column {column + 1}"
+    line = rows.row_lines[r] if r < len(rows.row_lines) else r + 1
+    raise InputError(f"{rows.name}: line {line}, column {column + 1}: {codes[r]:g} is not a category code of the "
+                     f"categorical feature {name} (0 to {count - 1}): a CSV number there is the category's code, as "
+                     "in an array; labels that are numbers can be given as JSON Lines records "
+                     "(forge predict --input rows.jsonl)")
 
 
 # --------------------------------------------------------------------------- writing

@@ -15,8 +15,9 @@ below an early leaf or past a tree's depth (padding) hold a NaN threshold, and t
 value fills every leaf index below it (the leaf tables are as deep as the tree's group), so
 whichever way a padding node sends a row, it reaches that leaf's value.  Refused, with the reason: what the symmetric form refuses
 (categorical and ``==`` splits, NaN thresholds, ``x <= +inf``, aggregations other than a sum,
-outputs added to by trees of different output sets) and trees deeper than :data:`MAX_DEPTH`
-(the tables double a level).
+outputs added to by trees of different output sets, more groups of trees with programs of their
+own than :data:`.symmetric.MAX_GROUP_PROGRAMS`) and trees deeper than :data:`MAX_DEPTH` (the
+tables double a level).
 """
 
 from __future__ import annotations
@@ -28,7 +29,8 @@ import numpy as np
 from silvanforge.ir import hir
 from silvanforge.ir.hir import Op
 
-from .symmetric import Column, Group, first_broken, nodes_of, path_bits, remembered, split_checks, summed_groups
+from .symmetric import (Column, Group, first_broken, group_programs_refused, nodes_of, path_bits, remembered,
+                        split_checks, summed_groups)
 
 # Deepest tree taken: a tree's tables hold 2**depth - 1 entries of each field.
 MAX_DEPTH = 10
@@ -99,7 +101,7 @@ def recognise(forest: hir.Forest) -> LevelFacts | str:
     thr[tree_of[splits], slot] = t_prime
     for g in groups:
         g.depth = int(depth[g.trees].max())
-    return LevelFacts(depth, column, thr, columns, groups)
+    return group_programs_refused(groups) or LevelFacts(depth, column, thr, columns, groups)
 
 
 @dataclasses.dataclass

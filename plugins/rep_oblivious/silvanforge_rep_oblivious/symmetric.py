@@ -11,8 +11,9 @@ Each level becomes "goes right iff ``x' >= t'``", an ordered compare (false for 
 with missing values (NaN, and for zero-as-missing splits ``|x| <= ZERO_THRESHOLD``) replaced
 by +inf where they go right (above every ``t'``) and NaN where they go left.  Refused, with the
 reason (the walks run instead): categorical and ``==`` splits, NaN thresholds, ``x <= +inf``
-splits (every number goes left: no ``t'`` says so), aggregations other than a sum, and outputs
-that trees of different output sets add to (their sums could not keep model order).
+splits (every number goes left: no ``t'`` says so), aggregations other than a sum, outputs
+that trees of different output sets add to (their sums could not keep model order), and more
+groups with programs of their own than :data:`MAX_GROUP_PROGRAMS` (compile time).
 """
 
 from __future__ import annotations
@@ -176,7 +177,8 @@ def recognise(forest: hir.Forest) -> Facts | str:
         split = nodes[starts][inner_count > 0]
         depth[tree_of[split]] = level + 1
         per_level.append((tree_of[split], split))
-    return _facts(forest, depth, per_level, feature, threshold, op, nan_left, zero, groups)
+    facts = _facts(forest, depth, per_level, feature, threshold, op, nan_left, zero, groups)
+    return group_programs_refused(facts.groups) or facts
 
 
 def _groups(forest: hir.Forest) -> list[Group] | str:
@@ -193,6 +195,23 @@ def _groups(forest: hir.Forest) -> list[Group] | str:
                 return (f"output {o} is added to by trees of different output sets "
                         f"({list(owner[o])} and {list(outputs)})")
     return [Group(outputs, np.array(trees, np.int64), 0) for outputs, trees in by_outputs.items()]
+
+
+# Most groups whose program is emitted a group each (not alike: :func:`alike_groups`).  Why a
+# limit: a group's program compiles in about 0.3 s (a tree of depth 6 on 6 features; more with
+# more columns), and the forests of per-tree outputs of multi-output trees (a 3-class random
+# forest's ``per_tree``: a group a tree) made 50 of them, 17-39 s of compile for a form the
+# walks answer as fast as needed.
+MAX_GROUP_PROGRAMS = 8
+
+
+def group_programs_refused(groups: list[Group]) -> str | None:
+    """Why a level-at-a-time form refuses ``groups`` (their depths known): more than
+    :data:`MAX_GROUP_PROGRAMS` groups, each with a program of its own; else None."""
+    if len(groups) > MAX_GROUP_PROGRAMS and not alike_groups(groups):
+        return (f"it has {len(groups)} groups of trees adding to outputs of their own, not alike (a "
+                f"program each: its compile would take seconds; at most {MAX_GROUP_PROGRAMS})")
+    return None
 
 
 def alike_groups(groups: list[Group]) -> bool:

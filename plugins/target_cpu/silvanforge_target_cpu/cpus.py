@@ -244,7 +244,7 @@ def refusal(cpu: str | None) -> str | None:
     if foreign(cpu):
         return (f"this model's code was compiled for cpu {cpu!r} ({_arch(triple(cpu))}), and this host is "
                 f"{_arch(_triple())}: predict on such a machine (the artifact carries the code), or compile "
-                "it for this one (without cpu=, or cpu='native')")
+                "it for this one (without cpu= or --cpu, or with cpu='native')")
     missing = missing_here(cpu)
     if not missing:
         return None
@@ -252,7 +252,7 @@ def refusal(cpu: str | None) -> str | None:
     shown = ", ".join(missing[:8]) + (f" and {len(missing) - 8} more" if len(missing) > 8 else "")
     return (f"this model's code was compiled for cpu {cpu!r}, and this host ({llvm.get_host_cpu_name()}) "
             f"lacks {shown}: predict on a machine with that CPU, or compile it for this one "
-            "(without cpu=, or cpu='native')")
+            "(without cpu= or --cpu, or with cpu='native')")
 
 
 def _llvm_major() -> int:

@@ -147,6 +147,37 @@ def test_scikit_learn_apply():
         _per_tree_exact(cf, X)
 
 
+def test_per_tree_of_a_multi_output_forest_is_walked_not_compiled_a_tree_at_a_time():
+    """A 3-class random forest's per-tree values: a forest of 30 trees each adding to 3 outputs of
+    its own.  The level-at-a-time forms would compile a program a tree (seconds each ten), so
+    they refuse it, naming why, and the walks answer, exactly, at every request size."""
+    pytest.importorskip("sklearn")
+    from sklearn.ensemble import RandomForestClassifier
+    from silvanforge.frontend import outputs
+    from silvanforge_rep_oblivious import complete, symmetric
+
+    X = _rows(600, 6, seed=8, nan=0.0)
+    y = (X[:, 0] > 0).astype(int) + (X[:, 1] > 0.5)
+    cf = sf.compile(RandomForestClassifier(n_estimators=30, max_depth=5, random_state=0).fit(X, y))
+    per_tree = outputs.forest_of(cf.forest, "per_tree")
+    assert per_tree.num_outputs == 90
+    why = complete.recognise(per_tree)
+    assert isinstance(why, str) and "30 groups of trees" in why, why
+    for n in SIZES:
+        _per_tree_exact(cf, X[:n])
+    assert "levelwise" not in {f.options.rep for f in cf.output_model("per_tree")._plan[0]}
+    # CatBoost's symmetric trees, 3 classes: the symmetric forms refuse their per-tree forest too
+    cb = pytest.importorskip("catboost")
+    model = cb.CatBoostClassifier(iterations=12, depth=4, loss_function="MultiClass", verbose=False,
+                                  random_seed=0, thread_count=1).fit(X, y)
+    cf = sf.compile(model)
+    assert not isinstance(symmetric.recognise(cf.forest), str)
+    why = symmetric.recognise(outputs.forest_of(cf.forest, "per_tree"))
+    assert isinstance(why, str) and "12 groups of trees" in why, why
+    for n in SIZES:
+        _per_tree_exact(cf, X[:n])
+
+
 @settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(forest=forests(max_trees=6, max_depth=6, max_features=8), seed=st.integers(0, 2**16))
 def test_random_forests_leaves_and_tree_values_equal_the_reference(forest, seed):

@@ -359,6 +359,63 @@ def test_csv_labels_of_categorical_features_map_like_a_frame(data, xgb_binary, l
     assert "bad.csv: line 5, column 3: 'old' is not a number (feature 'age' is not categorical)" in err, err
 
 
+def test_csv_missing_words_that_are_labels_read_as_labels(tmp_path, capsys):
+    """``NA``, ``null``, ``None`` in a CSV are missing values, but where a categorical feature
+    has the word as a label (a country ``NA``), that label, exactly as the frame is read; the
+    same words in a numeric column, or not among the labels, stay missing."""
+    xgb = pytest.importorskip("xgboost")
+    rng = np.random.default_rng(5)
+    n = 1200
+    labels = ["NA", "US", "FR", "null", "None"]
+    df = pd.DataFrame({"a": rng.normal(size=n), "country": pd.Categorical(rng.choice(labels, n), categories=labels)})
+    y = df.a + df.country.cat.codes * 0.7 + rng.normal(size=n) * 0.1
+    model = xgb.XGBRegressor(n_estimators=20, max_depth=3, enable_categorical=True, tree_method="hist").fit(df, y)
+    rows = pd.DataFrame({"a": [0.1, np.nan, -0.5, 1.0, 0.3, 0.7],
+                         "country": pd.Categorical(["NA", "US", "null", "None", "FR", None], categories=labels)})
+    text = "a,country\n0.1,NA\nNA,US\n-0.5,null\n1.0,None\n0.3,FR\n0.7,\n"
+    (tmp_path / "rows.csv").write_text(text)
+    model.get_booster().save_model(str(tmp_path / "m.json"))
+    code, _, err = _forge(capsys, "predict", tmp_path / "m.json", "-i", tmp_path / "rows.csv", "-o", tmp_path / "y.npy")
+    assert code == 0, err
+    np.testing.assert_array_equal(np.load(tmp_path / "y.npy"), sf.compile(model).predict(rows))
+    np.testing.assert_allclose(np.load(tmp_path / "y.npy"), model.predict(rows), rtol=1e-6)
+    # "na" (not a label: labels are case-sensitive) is missing, as an empty cell is
+    (tmp_path / "na.csv").write_text("a,country\n0.1,na\n0.1,\n")
+    code, _, err = _forge(capsys, "predict", tmp_path / "m.json", "-i", tmp_path / "na.csv", "-o", tmp_path / "y.npy")
+    assert code == 0, err
+    y = np.load(tmp_path / "y.npy")
+    assert y[0] == y[1]
+
+
+def test_csv_numbers_that_are_no_category_code_are_refused(tmp_path, capsys):
+    """A CSV number in a categorical column is the category's code (as in an array): a frame of
+    integer categories written by ``to_csv`` holds labels (10-40 of 4 categories) that would be
+    read as unseen codes and answer otherwise, so a number past the codes (or not whole) is an
+    error naming its line and column; the codes themselves, and JSON Lines labels, are read."""
+    rng = np.random.default_rng(3)
+    d = pd.DataFrame({"a": rng.normal(size=2000),
+                      "b": pd.Categorical(rng.choice([30, 10, 20, 40], 2000), categories=[30, 10, 20, 40])})
+    booster = lgb.train({"objective": "regression", "num_leaves": 7, "min_data_per_group": 5, "cat_smooth": 1,
+                         "verbose": -1}, lgb.Dataset(d, d.b.cat.codes * 1.0 + d.a), 20)
+    booster.save_model(str(tmp_path / "m.txt"))
+    rows = d.iloc[:6].reset_index(drop=True)
+    want = booster.predict(rows)
+    rows.to_csv(tmp_path / "labels.csv", index=False)
+    code, _, err = _forge(capsys, "predict", tmp_path / "m.txt", "-i", tmp_path / "labels.csv", "-o", tmp_path / "y.npy")
+    first = next(r for r, v in enumerate(rows.b) if v >= 4)
+    assert code != 0 and "Traceback" not in err
+    assert (f"labels.csv: line {first + 2}, column 2: {rows.b[first]} is not a category code of the categorical "
+            "feature 'b' (0 to 3)") in err, err
+    rows.assign(b=rows.b.cat.codes).to_csv(tmp_path / "codes.csv", index=False)
+    code, _, err = _forge(capsys, "predict", tmp_path / "m.txt", "-i", tmp_path / "codes.csv", "-o", tmp_path / "y.npy")
+    assert code == 0, err
+    np.testing.assert_allclose(np.load(tmp_path / "y.npy"), want, rtol=1e-12)
+    (tmp_path / "rows.jsonl").write_text(rows.to_json(orient="records", lines=True))
+    code, _, err = _forge(capsys, "predict", tmp_path / "m.txt", "-i", tmp_path / "rows.jsonl", "-o", tmp_path / "y.npy")
+    assert code == 0, err
+    np.testing.assert_allclose(np.load(tmp_path / "y.npy"), want, rtol=1e-12)
+
+
 # ------------------------------------------------------------------ numbers where the model has labels
 def test_plain_numbers_for_a_labelled_feature_are_its_labels_or_refused():
     """An integer-category column arrives as plain integers from polars.from_pandas (or an

@@ -60,6 +60,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 from silvanforge.errors import InputError
 from silvanforge.ir import lir
+from silvanforge.runtime import aligned
 from silvanforge.runtime.cpu_quota import quota_cores
 
 __all__ = ["RuntimeConfig", "DEFAULT", "current", "get_config", "set_config", "config_context"]
@@ -219,7 +220,7 @@ def _scratch(kernel, n: int) -> list[np.ndarray]:
         dtype = np.dtype(_scratch_dtype(kernel, buf))
         a = held[k] if held and k < len(held) else None
         if a is None or a.size < size or a.dtype != dtype:
-            a = np.empty(size, dtype)
+            a = aligned.empty(size, dtype)
         arrays.append(a)
         views.append(a[:size])
         if buf.fill is not None:

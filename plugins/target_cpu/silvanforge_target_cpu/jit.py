@@ -20,6 +20,7 @@ import numpy as np
 
 from silvanforge import PluginError
 from silvanforge.ir import lir
+from silvanforge.runtime import aligned
 from silvanforge.runtime.kernel import PhaseKernel
 from silvanforge.target import native_work
 
@@ -196,13 +197,13 @@ class CpuKernel(PhaseKernel):
             staged = min(max_rows, max(STAGED_ROWS, 1 << (n - 1).bit_length()))
             # Lanes past the rows may be read (a block is 8-32 lanes): staging has room for them.
             room = staged + 64
-            ins = np.zeros((room, features), self.input_dtype)
-            out = np.zeros((room, outputs), self.output_dtype)
-            final = np.zeros((room, outputs), self.output_dtype)
+            ins = aligned.zeros((room, features), self.input_dtype)
+            out = aligned.zeros((room, outputs), self.output_dtype)
+            final = aligned.zeros((room, outputs), self.output_dtype)
             scratch, fills = [], []
             for buf in self.scratch:  # as runtime._scratch lays them out, for ``room`` rows
                 dtype = self.output_dtype if buf.fill is not None else lir.LIR_TO_NUMPY[buf.type]
-                a = np.zeros((room + buf.pad_rows) * buf.per_row, dtype)
+                a = aligned.zeros((room + buf.pad_rows) * buf.per_row, dtype)
                 if buf.fill is not None:
                     # Privatised slices: a call's fold resets every element its reduces wrote
                     # (silvanforge.reduction.legalize), so filling them once here keeps every
@@ -337,8 +338,9 @@ GATHER_PAD = 8
 
 
 def _padded(data: np.ndarray) -> np.ndarray:
-    """``data`` in a buffer with GATHER_PAD zero bytes after its end (codegen.gather)."""
-    raw = np.zeros(data.nbytes + GATHER_PAD, np.uint8)
+    """``data`` in a buffer with GATHER_PAD zero bytes after its end (codegen.gather), starting on
+    a cache line (:mod:`silvanforge.runtime.aligned`)."""
+    raw = aligned.zeros(data.nbytes + GATHER_PAD, np.uint8)
     raw[:data.nbytes] = np.ascontiguousarray(data).reshape(-1).view(np.uint8)
     return raw[:data.nbytes].view(data.dtype)
 

@@ -48,6 +48,8 @@ def as_rows(X, forest: Forest, dtype: np.dtype, memory: SchemaMemory | None = No
     hashed = forest.hashed_categories or forest.hashed_combinations
     if type(X) is np.ndarray and not hashed:  # (the common case first: nothing to convert)
         return check_rows(X, forest.num_features, dtype, forest.wider_rows)
+    if type(X) is list and not X:  # no records: no rows (as the server and JSON Lines read it)
+        return np.empty((0, forest.num_features), dtype)
     framed = not hashed and is_frame(X)
     if framed:  # (the next most common)
         rows = frame_rows(X, memory if memory is not None else SchemaMemory(forest), dtype)

@@ -505,6 +505,9 @@ def test_records_equal_the_array(models, library):
     np.testing.assert_array_equal(cf.predict({**few[0], "income": True}), cf.predict({**few[0], "income": 1.0}))
     np.testing.assert_array_equal(cf.predict([{**few[0], "colour": float("nan")}, few[3]]),
                                   cf.predict([{**few[0], "colour": None}, few[3]]))
+    # no records: no rows, as an empty array of rows (and the server) answers
+    empty = cf.predict([])
+    assert empty.shape == cf.predict(np.empty((0, len(NAMES)))).shape == (0,) + expected.shape[1:]
 
 
 def test_bad_records_are_named(models):

@@ -241,8 +241,8 @@ def model_rows(rows: Rows, forest) -> np.ndarray:
         # hashed as text, numbers as integers): the label cells go in as text
         values = values.astype(object)
     for feature, column in enumerate(order):
-        if feature in categories and feature not in hashed:
-            _check_codes(rows, values[:, feature], len(categories[feature]), column)
+        if rows.row_lines and feature in categories and feature not in hashed:  # (CSV, not .npy)
+            _check_codes(rows, np.asarray(values[:, feature], dtype=np.float64), len(categories[feature]), column)
         said = rows.words.get(column)
         if said is not None and feature in hashed:  # ("NA" is a category like any other text)
             values[np.asarray(said[0]), feature] = np.array(said[1], dtype=object)

@@ -410,6 +410,12 @@ def test_csv_numbers_that_are_no_category_code_are_refused(tmp_path, capsys):
     code, _, err = _forge(capsys, "predict", tmp_path / "m.txt", "-i", tmp_path / "codes.csv", "-o", tmp_path / "y.npy")
     assert code == 0, err
     np.testing.assert_allclose(np.load(tmp_path / "y.npy"), want, rtol=1e-12)
+    # a .npy holds an array: its numbers are codes, whatever they are (as predict reads arrays)
+    np.save(tmp_path / "rows.npy", np.stack([rows.a, rows.b.astype(float)], axis=1))
+    code, _, err = _forge(capsys, "predict", tmp_path / "m.txt", "-i", tmp_path / "rows.npy", "-o", tmp_path / "y.npy")
+    assert code == 0, err
+    np.testing.assert_array_equal(np.load(tmp_path / "y.npy"),
+                                  sf.compile(str(tmp_path / "m.txt")).predict(np.stack([rows.a, rows.b.astype(float)], 1)))
     (tmp_path / "rows.jsonl").write_text(rows.to_json(orient="records", lines=True))
     code, _, err = _forge(capsys, "predict", tmp_path / "m.txt", "-i", tmp_path / "rows.jsonl", "-o", tmp_path / "y.npy")
     assert code == 0, err

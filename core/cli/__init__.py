@@ -281,7 +281,7 @@ def compile_command(
 def predict(
     model: str = ModelArg,
     input_path: str = typer.Option(..., "--input", "-i", show_default=False,
-                              help="Rows to predict: X.csv (optional header; empty or nan = missing), "
+                              help="Rows to predict: X.csv (optional header; empty, nan, na, null, none = missing), "
                                    "X.jsonl (a JSON object a line, by feature name), X.npy, or - for "
                                    "CSV or JSON Lines on stdin."),
     output: str | None = typer.Option(None, "--output", "-o",
@@ -312,7 +312,7 @@ def predict(
     if rows.note:
         _note(rows.note)
     kwargs = {} if missing is None else {"missing": missing}
-    X = files.model_rows(rows, cf.forest)  # its messages name the file already
+    X = files.model_rows(rows, cf.forest, missing)  # its messages name the file already
     try:
         y = cf.predict(X, output_margin=margin, threads=threads, pred_leaf=leaf, per_tree=per_tree,
                        pred_contribs=contribs, **kwargs)

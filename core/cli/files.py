@@ -15,10 +15,11 @@ all, in any order (a missing or unknown name is an error naming it, as XGBoost's
 check is); for a model without names the columns are taken by position.  A cell of a
 categorical feature may be the category's label (``red``), mapped to the model's code as a
 data frame's category column is (a number there is the category's code, as in an array; one that
-is no code, past the categories or not whole, is refused as a likely label written as a number).
+is no code but one of the feature's labels, 40 of categories 30, 10, 20, 40, is refused).
 An empty cell, ``nan``, ``na``, ``null`` or ``none`` (any
 case) is a missing value, but where a categorical feature has that word as a label (a category
-``NA`` or ``None``): there it is the label.  Empty lines are skipped; a line of empty cells (``,,``) is a row of
+``NA`` or ``None``): there it is the label (a feature whose categories are known by hash,
+CatBoost's, reads any word as its text, as CatBoost reads a file).  Empty lines are skipped; a line of empty cells (``,,``) is a row of
 missing values.  Malformed lines (a row wider or narrower than the first, a NUL byte, an
 unbalanced quote, a quoted cell running over lines) are errors naming the line.  Number cells are parsed as float64, so the compiled model converts
 them exactly as the training library would.
@@ -218,11 +219,12 @@ def _parse_csv(text: str, name: str, num_features: int | None,
     return Rows(values, header, note, labels, name, words=words, row_lines=[lineno for lineno, _ in numbered])
 
 
-def model_rows(rows: Rows, forest) -> np.ndarray:
+def model_rows(rows: Rows, forest, missing: float | None = None) -> np.ndarray:
     """The rows ``forest`` reads from a file's: header columns matched to its features by name
     (or by position), label cells of categorical features mapped to their codes; anything else
     that is not a number is an :class:`InputError` naming its line and column.  JSON Lines
-    records are read by :mod:`silvanforge.inputs.records`."""
+    records are read by :mod:`silvanforge.inputs.records`.  ``missing``: predict's value taken
+    as missing (``--missing``), which a categorical column may hold besides its codes."""
     if rows.records is not None:
         return jsonl_matrix(*rows.records, forest, rows.name)
     if rows.header is None:  # by position; predict checks the count
@@ -242,7 +244,8 @@ def model_rows(rows: Rows, forest) -> np.ndarray:
         values = values.astype(object)
     for feature, column in enumerate(order):
         if rows.row_lines and feature in categories and feature not in hashed:  # (CSV, not .npy)
-            _check_codes(rows, np.asarray(values[:, feature], dtype=np.float64), len(categories[feature]), column)
+            _check_codes(rows, np.asarray(values[:, feature], dtype=np.float64), categories[feature], column,
+                         missing)
         said = rows.words.get(column)
         if said is not None and feature in hashed:  # ("NA" is a category like any other text)
             values[np.asarray(said[0]), feature] = np.array(said[1], dtype=object)
@@ -272,20 +275,27 @@ def model_rows(rows: Rows, forest) -> np.ndarray:
     return values
 
 
-def _check_codes(rows: Rows, codes: np.ndarray, count: int, column: int) -> None:
-    """A number in a categorical feature's column is a category's code (0 .. ``count`` - 1, as
-    in an array; negative: missing): one that is not (40 of 4 categories, 2.5) is refused rather
-    than read as an unseen category, since it is most likely a label written as a number (a
-    frame of integer categories written by ``to_csv``), which would answer otherwise."""
-    given = codes[codes == codes]
-    if not given.size or ((given < count) & (given == np.floor(given))).all():
+def _check_codes(rows: Rows, codes: np.ndarray, labels: list, column: int, missing: float | None) -> None:
+    """A number in a categorical feature's column is a category's code, as in an array (a number
+    past the codes is an unseen category, as the libraries read it).  But one that is no code and
+    is one of the feature's labels (integer categories 30, 10, 20, 40: a frame's column written by
+    ``to_csv``) is refused: read as a code it would answer otherwise than the same row as a frame."""
+    numeric = [v for v in labels if isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool)]
+    if not numeric:
         return
-    r = int(np.flatnonzero((codes == codes) & ((codes >= count) | (codes != np.floor(codes))))[0])
+    count = len(labels)
+    given = (codes == codes) & ((codes >= count) | (codes != np.floor(codes)))
+    if missing is not None:
+        given &= codes != missing
+    hits = np.flatnonzero(given & np.isin(codes, np.asarray(numeric, dtype=np.float64)))
+    if not hits.size:
+        return
+    r = int(hits[0])
     name = repr(rows.header[column]) if rows.header else f"column {column + 1}"
     line = rows.row_lines[r] if r < len(rows.row_lines) else r + 1
-    raise InputError(f"{rows.name}: line {line}, column {column + 1}: {codes[r]:g} is not a category code of the "
-                     f"categorical feature {name} (0 to {count - 1}): a CSV number there is the category's code, as "
-                     "in an array; labels that are numbers can be given as JSON Lines records "
+    raise InputError(f"{rows.name}: line {line}, column {column + 1}: {codes[r]:g} is one of the labels of the "
+                     f"categorical feature {name} but not a category code (0 to {count - 1}), which is what a CSV "
+                     "number there is, as in an array: give the codes, or the labels as JSON Lines records "
                      "(forge predict --input rows.jsonl)")
 
 

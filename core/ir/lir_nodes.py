@@ -392,7 +392,8 @@ class Launch:
 
 # Module info a target reads to generate code, beside the statements themselves: vector
 # walks (gathers wanted of the target machine), a light optimisation pipeline, and LLVM's
-# machine scheduler off.  Two modules that print alike but differ here compile differently.
+# machine scheduler off (absent: False, False, True).  Two modules that print alike but differ
+# here compile differently (:func:`silvanforge.lowering.program.lir_digest` tells them apart).
 CODEGEN_INFO = ("vector_walk", "light_optimisation", "machine_scheduler")
 
 

@@ -203,12 +203,15 @@ def lir_digest(module: lir.Module, tile_ids: list | None = None) -> str:
     """A digest of an LIR module's program (its printed form: buffers, types, functions) and of
     the profile-derived tiling or node order it was lowered with (``tile_ids``), which places
     the nodes in the buffers without changing how they print, and of the module info that
-    steers code generation (:data:`~silvanforge.ir.lir.CODEGEN_INFO`): the code cache and a
-    saved artifact key their machine code by this digest."""
+    steers code generation (:data:`~silvanforge.ir.lir.CODEGEN_INFO`, as the CPU target reads
+    it): forms of one digest share a build, and a saved artifact's code is taken only for a
+    program of its digest."""
     h = hashlib.sha256(lir.format_module(module).encode())
-    codegen = {k: module.info[k] for k in lir.CODEGEN_INFO if k in module.info}
-    if codegen:
-        h.update(b"\0codegen" + repr(sorted(codegen.items())).encode())
+    info = module.info
+    codegen = (bool(info.get("vector_walk")), bool(info.get("light_optimisation")),
+               info.get("machine_scheduler", True) is not False)
+    if codegen != (False, False, True):  # (the defaults: digests as before for most programs)
+        h.update(b"\0codegen" + repr(codegen).encode())
     if tile_ids is not None:
         h.update(b"\0tile ids")
         for ids in tile_ids:

@@ -179,7 +179,7 @@ def run_phases(kernel, rows: np.ndarray, num_outputs: int, threads: int | None) 
     """
     threads = default_threads() if threads is None else check_threads(threads)
     n = rows.shape[0]
-    out = np.empty((n, num_outputs), dtype=kernel.output_dtype)
+    out = aligned.empty((n, num_outputs), kernel.output_dtype)
     if n == 0:
         return out
     if not kernel.scratch:

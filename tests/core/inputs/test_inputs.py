@@ -387,6 +387,24 @@ def test_csv_missing_words_that_are_labels_read_as_labels(tmp_path, capsys):
     assert y[0] == y[1]
 
 
+def test_csv_words_of_catboost_categories_are_their_text(tmp_path, capsys):
+    """CatBoost's categorical features (known by hash) read a cell ``NA`` or ``None`` as that
+    text, as CatBoost does (it has no missing category)."""
+    cb = pytest.importorskip("catboost")
+    rng = np.random.default_rng(8)
+    n = 600
+    df = pd.DataFrame({"a": rng.normal(size=n), "c": rng.choice(["NA", "US", "None", "FR"], n)})
+    y = df.a + (df.c == "NA") * 2 + (df.c == "None") * -1.5 + rng.normal(size=n) * 0.1
+    model = cb.CatBoostRegressor(iterations=20, depth=3, cat_features=["c"], verbose=False, random_seed=0,
+                                 thread_count=1).fit(df, y)
+    model.save_model(str(tmp_path / "m.cbm"))
+    rows = pd.DataFrame({"a": [0.1, -0.3, 0.5, 0.0], "c": ["NA", "None", "US", "FR"]})
+    rows.to_csv(tmp_path / "rows.csv", index=False)
+    code, _, err = _forge(capsys, "predict", tmp_path / "m.cbm", "-i", tmp_path / "rows.csv", "-o", tmp_path / "y.npy")
+    assert code == 0, err
+    np.testing.assert_allclose(np.load(tmp_path / "y.npy"), model.predict(rows), rtol=1e-9, atol=1e-12)
+
+
 def test_csv_numbers_that_are_no_category_code_are_refused(tmp_path, capsys):
     """A CSV number in a categorical column is the category's code (as in an array): a frame of
     integer categories written by ``to_csv`` holds labels (10-40 of 4 categories) that would be
@@ -404,8 +422,19 @@ def test_csv_numbers_that_are_no_category_code_are_refused(tmp_path, capsys):
     code, _, err = _forge(capsys, "predict", tmp_path / "m.txt", "-i", tmp_path / "labels.csv", "-o", tmp_path / "y.npy")
     first = next(r for r, v in enumerate(rows.b) if v >= 4)
     assert code != 0 and "Traceback" not in err
-    assert (f"labels.csv: line {first + 2}, column 2: {rows.b[first]} is not a category code of the categorical "
-            "feature 'b' (0 to 3)") in err, err
+    assert (f"labels.csv: line {first + 2}, column 2: {rows.b[first]} is one of the labels of the categorical "
+            "feature 'b' but not a category code (0 to 3)") in err, err
+    # a number that is neither (50) is an unseen category, as the library reads it; so is one
+    # equal to --missing, which predict makes missing
+    rows.assign(b=rows.b.cat.codes.where(rows.index != 1, 50)).to_csv(tmp_path / "unseen.csv", index=False)
+    code, _, err = _forge(capsys, "predict", tmp_path / "m.txt", "-i", tmp_path / "unseen.csv", "-o", tmp_path / "y.npy")
+    assert code == 0, err
+    unseen = np.stack([rows.a, rows.b.cat.codes.where(rows.index != 1, 50).astype(float)], 1)
+    np.testing.assert_array_equal(np.load(tmp_path / "y.npy"), sf.compile(str(tmp_path / "m.txt")).predict(unseen))
+    rows.assign(b=rows.b.cat.codes.where(rows.index != 1, 40)).to_csv(tmp_path / "sentinel.csv", index=False)
+    code, _, err = _forge(capsys, "predict", tmp_path / "m.txt", "-i", tmp_path / "sentinel.csv", "-o",
+                          tmp_path / "y.npy", "--missing", "40")
+    assert code == 0, err
     rows.assign(b=rows.b.cat.codes).to_csv(tmp_path / "codes.csv", index=False)
     code, _, err = _forge(capsys, "predict", tmp_path / "m.txt", "-i", tmp_path / "codes.csv", "-o", tmp_path / "y.npy")
     assert code == 0, err

@@ -25,15 +25,21 @@ def _module():
     return sf.lower(_forest(4, 5, 4), batch_size=64).lir
 
 
+DEFAULTS = {"vector_walk": False, "light_optimisation": False, "machine_scheduler": True}
+
+
 def test_codegen_info_is_part_of_the_digest():
+    """A key set to what its absence means keeps the digest (the same machine code); set
+    otherwise, it changes it."""
     module = _module()
     base = lir_digest(module)
     assert lir_digest(copy.copy(module)) == base
+    assert set(DEFAULTS) == set(lir.CODEGEN_INFO)
     for key in lir.CODEGEN_INFO:
         for value in (True, False):
             other = copy.copy(module)
             other.info = {**module.info, key: value}
-            if module.info.get(key, object()) == value:
+            if module.info.get(key, DEFAULTS[key]) == value:
                 assert lir_digest(other) == base
             else:  # the same statements compiled another way: other machine code
                 assert lir_digest(other) != base, (key, value)

@@ -25,17 +25,33 @@ def test_arrays_start_on_a_line(shape, dtype):
     del junk
 
 
-def test_model_tables_scratch_and_staging_start_on_lines():
+def test_model_tables_scratch_and_outputs_start_on_lines():
     from silvanforge_target_cpu import jit
 
     rng = np.random.default_rng(2)
     forest = Forest(trees=[random_tree(rng, 6, (0,), 5, [0, 1], False, True) for _ in range(12)], num_features=6)
-    cf = sf.compile(forest, rep="sparse", threads=1).wait()
     X = rng.normal(size=(300, 6))
-    np.testing.assert_allclose(cf.predict(X), reference.predict(forest, X), rtol=1e-12)
-    np.testing.assert_allclose(cf.predict(X[:1]), reference.predict(forest, X[:1]), rtol=1e-12)
-    kernels = [f.kernel for f in cf._plan[0] if isinstance(f.kernel, jit.CpuKernel)]
-    assert kernels
-    for kernel in kernels:
-        assert all(b.ctypes.data % aligned.LINE == 0 for b in kernel._buffers)
-        assert all(a.ctypes.data % aligned.LINE == 0 for a in threads._scratch(kernel, 37) if a.size)
+    with_scratch = 0
+    # (trees' sums kept apart and folded in order: a form with scratch; and a lone row's staging)
+    ordered = "tile(tree, t0, t1, 4)\nreorder(t0, batch, t1)\ninterleave(t1)\nparallel(t0)\norderedReduce(t0)"
+    for kw in ({"rep": "sparse", "schedule": ordered}, {"rep": "array"}):
+        cf = sf.compile(forest, threads=2, **kw).wait()
+        np.testing.assert_allclose(cf.predict(X), reference.predict(forest, X), rtol=1e-12)
+        np.testing.assert_allclose(cf.predict(X[:1]), reference.predict(forest, X[:1]), rtol=1e-12)
+        kernels = [f.kernel for f in cf._plan[0] if isinstance(f.kernel, jit.CpuKernel)]
+        assert kernels
+        for kernel in kernels:
+            assert all(b.ctypes.data % aligned.LINE == 0 for b in kernel._buffers)
+            scratch = [a for a in threads._scratch(kernel, 37) if a.size]
+            with_scratch += bool(scratch)
+            assert all(a.ctypes.data % aligned.LINE == 0 for a in scratch)
+            out = threads.run_phases(kernel, X[:37].astype(kernel.input_dtype), forest.num_outputs, 1)
+            assert out.ctypes.data % aligned.LINE == 0
+    assert with_scratch
+
+
+def test_object_dtypes_and_negative_shapes_are_refused():
+    with pytest.raises(ValueError):
+        aligned.zeros(3, object)
+    with pytest.raises(ValueError):
+        aligned.empty((2, -1), np.float32)

@@ -305,11 +305,6 @@ def predict(
     cpu: str | None = _cpu_opt(),
 ):
     """Predict rows from a CSV, JSON Lines or .npy file; one output line (or row) per input row."""
-    asked = [flag for flag, on in (("--leaf", leaf), ("--per-tree", per_tree), ("--contribs", contribs)) if on]
-    if len(asked) > 1:
-        raise InputError(f"{' and '.join(asked)}: one of --leaf, --per-tree and --contribs at a time")
-    if margin and asked:
-        raise InputError(f"--margin applies to predictions, not to {asked[0]}")
     files.refuse_overwrite(output, model=model, input=input_path, profile=profile)
     cf = load_or_compile(model, target, rep, schedule, None, threads, tile_size, profile, reorder,
                          trust_code=trust_code, cache=cache, cpu=cpu)

@@ -47,6 +47,7 @@ import numpy as np
 
 from silvanforge.artifact.archive import UMASK as _UMASK
 from silvanforge.errors import InputError
+from silvanforge.inputs.columns import Labels
 from silvanforge.inputs.rows import column_order, label_codes
 from silvanforge.inputs.records import is_jsonl, jsonl_matrix, read_jsonl
 
@@ -252,11 +253,9 @@ def model_rows(rows: Rows, forest, missing: float | None = None) -> np.ndarray:
         elif said is not None and categories.get(feature) is not None:
             # A word that is one of the feature's labels is that label (a category "NA", "None");
             # any other stays missing.
-            codes = {label: float(code) for code, label in reversed(list(enumerate(categories[feature])))
-                     if isinstance(label, str)}
-            for r, text in zip(*said):
-                if text in codes:
-                    values[r, feature] = codes[text]
+            codes = Labels(categories[feature], forest.unseen_category_error).lookup(np.array(said[1], dtype=object))
+            known = codes >= 0
+            values[np.asarray(said[0])[known], feature] = codes[known]
         found = rows.labels.get(column)
         if found is None:
             continue

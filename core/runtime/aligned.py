@@ -9,19 +9,24 @@ LightGBM model's 4,096-row call, its mask tables: 14.3 ms or 17.7 ms, about half
 
 from __future__ import annotations
 
+import ctypes
+import math
+
 import numpy as np
 
 LINE = 64  # bytes (x86-64 and the AArch64 cores targeted)
 
 
 def _on_line(make, shape, dtype) -> np.ndarray:
+    # (written for speed: every call's outputs are made here; NumPy's own shape and address
+    # helpers took 6 us, against np.empty's 0.2)
     dtype = np.dtype(dtype)
-    shape = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
-    if dtype.hasobject or any(int(d) < 0 for d in shape):
+    shape = (int(shape),) if isinstance(shape, (int, np.integer)) else tuple(int(d) for d in shape)
+    if dtype.hasobject or min(shape, default=0) < 0:
         raise ValueError(f"arrays on cache lines hold plain values of a non-negative shape, got {dtype} {shape}")
-    nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    nbytes = math.prod(shape) * dtype.itemsize
     raw = make(nbytes + LINE, np.uint8)
-    start = (-raw.ctypes.data) % LINE
+    start = -ctypes.addressof(ctypes.c_char.from_buffer(raw)) % LINE  # (a quarter of raw.ctypes.data's us)
     return raw[start:start + nbytes].view(dtype).reshape(shape)
 
 

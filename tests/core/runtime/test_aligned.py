@@ -45,7 +45,9 @@ def test_model_tables_scratch_and_outputs_start_on_lines():
             scratch = [a for a in threads._scratch(kernel, 37) if a.size]
             with_scratch += bool(scratch)
             assert all(a.ctypes.data % aligned.LINE == 0 for a in scratch)
-            out = threads.run_phases(kernel, X[:37].astype(kernel.input_dtype), forest.num_outputs, 1)
+            rows = np.tile(X, (4, 1))  # (outputs of 4 KiB and more: on lines, threads.OUTPUT_ON_LINE_BYTES)
+            out = threads.run_phases(kernel, rows.astype(kernel.input_dtype), forest.num_outputs, 1)
+            assert out.nbytes >= threads.OUTPUT_ON_LINE_BYTES
             assert out.ctypes.data % aligned.LINE == 0
     assert with_scratch
 

@@ -25,6 +25,13 @@
 # lgb_flight_1000x255 and xgb_multiclass_8 (GPU_MODELS names others).  STEPS is a comma-separated subset of
 # tests,cli,calls,tune,copies,explore,bench (default: tests,cli,calls,tune,bench).  Logs, the
 # pycuda wheel and the markdown tables go to $OUT (default /tmp/gpu-out).
+#
+# A lease's minutes go further with everything built ahead on a machine without a GPU, for the
+# GPU host's Python (3.12 there): this tree's wheels (pip wheel --no-deps --no-build-isolation -w
+# WHEEL_DIR $(grep -v '^#' requirements.txt)), and pycuda's wheel from its sdist, configured with
+# --no-cuda-enable-curand and --cudadrv-lib-dir pointing at an empty stub libcuda.so (soname
+# libcuda.so.1), its _driver module linked with -Wl,--no-as-needed before -lcuda so that it
+# records libcuda.so.1 (readelf -d shows it), the real driver's at run time.
 set -uo pipefail
 
 WHEELS=$(realpath "$1")
@@ -35,6 +42,7 @@ STEPS=",${3:-tests,cli,calls,tune,bench},"
 # each step's command stops after STEP_S seconds (default: no limit), so one slow step cannot
 # take a lease's last minutes from the steps after it
 STEP_S=${STEP_S:-0}
+TESTS_S=${TESTS_S:-$STEP_S}  # the tests step's own limit, where it needs more than the others
 GPU_MODELS=${GPU_MODELS:-"xgb_100x8.json xgb_1000x8.json lgb_flight_1000x255.txt xgb_multiclass_8.json"}
 OUT=${OUT:-/tmp/gpu-out}
 REPO=$(pwd)
@@ -72,15 +80,23 @@ python3 -c "import cupy; print('cupy', cupy.__version__, cupy.cuda.runtime.getDe
     || echo "no CuPy: device-input tests skip, calls time host rows only"
 
 echo "== silvanforge"
-python3 -m pip install -q --no-index --no-deps --no-build-isolation --no-compile --upgrade --target "$SITE" \
-    $(grep -v '^#' "$REPO"/requirements.txt) >"$OUT/install.log" 2>&1 \
-    || { tail -30 "$OUT/install.log"; exit 1; }
+# Wheels of this tree built ahead (pip wheel --no-deps -w WHEEL_DIR -r requirements.txt, for the
+# machine's Python) came in with the others; else every distribution is built here from source.
+if ls "$WHEELS"/silvanforge-[0-9]*.whl >/dev/null 2>&1; then
+    echo "from the carried wheels"
+else
+    python3 -m pip install -q --no-index --no-deps --no-build-isolation --no-compile --upgrade --target "$SITE" \
+        $(grep -v '^#' "$REPO"/requirements.txt) >"$OUT/install.log" 2>&1 \
+        || { tail -30 "$OUT/install.log"; exit 1; }
+fi
 FORGE="python3 -m silvanforge.cli"
 $FORGE plugins
 
 if [[ $STEPS == *,tests,* ]]; then
     echo "== tests"
-    timeout "$STEP_S" python3 -m pytest -q -p no:cacheprovider -rs ${PYTEST_ARGS:-} \
+    # OpenMP teams of one: with pytest-xdist's workers, each library's machine-wide team spins
+    # against the others' (a test 13x slower with 8 workers on 16 cores)
+    OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} timeout "$TESTS_S" python3 -m pytest -q -p no:cacheprovider -rs ${PYTEST_ARGS:-} \
         tests/plugins/target_cuda/test_gpu_cuda.py tests/core/inputs/test_device_inputs.py \
         tests/plugins/gpu/test_gpu_lowering.py 2>&1 | tee "$OUT/pytest_cuda.log" | tail -25
 fi

@@ -19,7 +19,10 @@ def gpu_models(tmp):
     y = ((X[:, 0] > 0).astype(int) + (X[:, 3] % 3 == 1)).astype(int)
     X[rng.random(X.shape) < 0.1] = np.nan
     dm = xgb.DMatrix(X, y, feature_types=["q", "q", "q", "c", "q", "q", "q"], enable_categorical=True)
-    booster = xgb.train({"objective": "multi:softprob", "num_class": 3, "max_depth": 5,
+    # One training thread: the GPU tests run in parallel workers (pytest-xdist), and each
+    # library's OpenMP team the size of the machine, spinning in every worker, made a 3 s test
+    # take 40 s on a 16-core GPU host.
+    booster = xgb.train({"objective": "multi:softprob", "num_class": 3, "max_depth": 5, "nthread": 1,
                          "tree_method": "hist", "max_cat_to_onehot": 1}, dm, 12)
     booster.save_model(tmp / "xgb_multi.json")
     Xl = rng.normal(size=(n, 6))
@@ -28,7 +31,7 @@ def gpu_models(tmp):
     Xl[rng.random(Xl.shape) < 0.08] = np.nan
     Xl[rng.random(Xl.shape) < 0.05] = 0.0
     ds = lgb.Dataset(Xl, yl, categorical_feature=[1], params={"verbose": -1})
-    lgbm = lgb.train({"objective": "regression", "num_leaves": 20, "verbose": -1, "zero_as_missing": True,
+    lgbm = lgb.train({"objective": "regression", "num_leaves": 20, "verbose": -1, "zero_as_missing": True, "num_threads": 1,
                       "min_data_per_group": 5, "cat_smooth": 1}, ds, 15)
     lgbm.save_model(tmp / "lgb_cat.txt")
     return {"xgb_multi": (tmp / "xgb_multi.json", X), "lgb_cat": (tmp / "lgb_cat.txt", Xl)}

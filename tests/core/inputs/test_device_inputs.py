@@ -304,7 +304,12 @@ def test_the_device_transform_equals_the_host_one_bit_for_bit(name, monkeypatch)
             X = rows_for(model, np.random.default_rng(seed), 500).astype(cf.main.input_dtype)
             got = cp.asnumpy(cf.predict(cp.asarray(X)))
             np.testing.assert_array_equal(got, cf.predict(X), err_msg=f"seed {seed} scale {scale}")
-            np.testing.assert_allclose(got, reference.predict(model, X), rtol=1e-6, atol=1e-7)
+            # The GPU sums a row's trees in another order than the reference: its margins agree to
+            # float32 rounding, which exp magnifies by the margin (one last bit of a margin of 170 is
+            # 1.5e-5 of its exponential), so the reference is compared on the margins; the
+            # transform is the host's, exactly, above.
+            np.testing.assert_allclose(cf.predict(X, output_margin=True), reference.predict(model, X, output_margin=True),
+                                       rtol=1e-5, atol=1e-4 * max(scale, 1.0), err_msg=f"seed {seed} scale {scale}")
             checked += 1
     assert checked >= 4
     assert True in outcomes  # transformed on the device

@@ -305,17 +305,17 @@ def predict(
     cpu: str | None = _cpu_opt(),
 ):
     """Predict rows from a CSV, JSON Lines or .npy file; one output line (or row) per input row."""
+    files.refuse_output_flags(margin, **{"--leaf": leaf, "--per-tree": per_tree, "--contribs": contribs})
     files.refuse_overwrite(output, model=model, input=input_path, profile=profile)
     cf = load_or_compile(model, target, rep, schedule, None, threads, tile_size, profile, reorder,
                          trust_code=trust_code, cache=cache, cpu=cpu)
     rows = files.read_rows(input_path, cf.num_features, cf.forest.feature_names, header)
     if rows.note:
         _note(rows.note)
-    kwargs = {} if missing is None else {"missing": missing}
     X = files.model_rows(rows, cf.forest, missing)  # its messages name the file already
     try:
         y = cf.predict(X, output_margin=margin, threads=threads, pred_leaf=leaf, per_tree=per_tree,
-                       pred_contribs=contribs, **kwargs)
+                       pred_contribs=contribs, **({} if missing is None else {"missing": missing}))
     except InputError as exc:
         raise InputError(f"{input_path}: {exc}") from None
     files.write_predictions(output, y)

@@ -338,6 +338,17 @@ def refuse_overwrite(output: str | None, **inputs: str | None) -> None:
                              "destroy it; choose another output path")
 
 
+def refuse_output_flags(margin: bool, **outputs: bool) -> None:
+    """Refuse more than one of the other outputs (``outputs``: each flag by its name, ``--leaf``,
+    ``--per-tree``, ``--contribs``), or one with ``--margin``, in the flags' names: predict's own
+    refusal names its Python arguments (pred_leaf ...), which a command-line user never wrote."""
+    asked = [flag for flag, on in outputs.items() if on]
+    if len(asked) > 1:
+        raise InputError(f"{' and '.join(asked)}: one of {', '.join(outputs)} at a time")
+    if margin and asked:
+        raise InputError(f"--margin applies to predictions, not to {asked[0]}")
+
+
 def write_predictions(path: str | None, y: np.ndarray) -> None:
     """Write ``y`` to ``path``: ``.npy`` by extension, CSV otherwise, stdout for ``None``/``-``."""
     if path is None or path == "-":

@@ -49,7 +49,7 @@ def records_matrix(X, forest: Forest, name=lambda i: f"record {i}", readers: lis
         if not isinstance(record, dict):
             raise InputError(f"{name(i)} is a {type(record).__name__}, not a dict of feature name to value")
         if keys is None or record.keys() != keys:  # the same keys as the last record: checked
-            column_order(list(record), forest, f"{name(i)}'s keys")
+            column_order(list(record), forest, f"the keys of {name(i)}")
             keys = record.keys()
     columns = [[record[feature] for record in records] for feature in wanted]
     if forest.hashed_categories or forest.hashed_combinations:

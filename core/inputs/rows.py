@@ -119,10 +119,28 @@ def _hashed_rows(X, forest: Forest, dtype: np.dtype, hashing: HashedInputs, thre
         out, columns = _hashed_columns(X, forest, rows)
     hashes = {}
     for feature, values in columns:
-        hashes[feature] = codes, table = hashing.hash_codes(values, feature)
+        try:
+            hashes[feature] = codes, table = hashing.hash_codes(values, feature)
+        except TypeError as exc:  # a list or dict where a label belongs (records, object arrays)
+            raise InputError(f"{_column_name(forest, feature)} holds a value that is no category label ({exc})") \
+                from None
         out[:, feature] = hashing.codes(feature, table)[codes]  # (code -1, missing: the table's last)
     hashing.fill(hashes, out, default_threads() if threads is None else check_threads(threads))
     return out  # (made here, of the kernel's dtype and width: nothing to check)
+
+
+def _column_name(forest: Forest, feature: int) -> str:
+    """Column ``feature`` as messages name it: by position, and by the model's name for it."""
+    names = forest.feature_names
+    return f"column {feature} ({names[feature]!r})" if names and feature < len(names) else f"column {feature}"
+
+
+def _is_number(value) -> bool:
+    try:
+        float(value)
+    except (TypeError, ValueError):
+        return False
+    return True
 
 
 def _hashed_columns(X, forest: Forest, rows) -> tuple[np.ndarray, list]:
@@ -158,8 +176,9 @@ def _hashed_columns(X, forest: Forest, rows) -> tuple[np.ndarray, list]:
             try:
                 return arr[:, feature].astype(np.float64)
             except (TypeError, ValueError):
-                raise InputError(f"column {feature} is not numeric and not a categorical feature "
-                                 f"of the model") from None
+                bad = next((v for v in arr[:, feature] if not _is_number(v)), "a value")
+                raise InputError(f"{_column_name(forest, feature)} holds {bad!r}, not a number (the feature "
+                                 "is not categorical)") from None
 
         def raw(feature):
             return arr[:, feature]

@@ -239,3 +239,7 @@ def test_cli_writes_leaves_and_tree_values(tmp_path, capsys):
     assert cli.main(["predict", str(tmp_path / "m.txt"), "-i", str(tmp_path / "x.csv"), "--leaf", "--per-tree"]) != 0
     err = capsys.readouterr().err
     assert err.startswith("error: ") and err.count("\n") == 1
+    assert "--leaf and --per-tree: one of --leaf, --per-tree, --contribs at a time" in err, err
+    assert cli.main(["predict", str(tmp_path / "m.txt"), "-i", str(tmp_path / "x.csv"), "--contribs", "--margin"]) != 0
+    err = capsys.readouterr().err
+    assert err == "error: --margin applies to predictions, not to --contribs\n", err

@@ -513,9 +513,9 @@ def test_records_equal_the_array(models, library):
 def test_bad_records_are_named(models):
     cf = models["lightgbm"]
     record = _records(_rows(2, 10))[0]
-    with pytest.raises(InputError, match="record 0's keys do not match the model's features: missing 'age'"):
+    with pytest.raises(InputError, match="the keys of record 0 do not match the model's features: missing 'age'"):
         cf.predict({k: v for k, v in record.items() if k != "age"})
-    with pytest.raises(InputError, match="record 1's keys .* not features of the model: 'weight'"):
+    with pytest.raises(InputError, match="the keys of record 1 .* not features of the model: 'weight'"):
         cf.predict([record, {**record, "weight": 3}])
     with pytest.raises(InputError, match="record 0: 'age' is 'old', not a number"):
         cf.predict({**record, "age": "old"})
@@ -551,4 +551,4 @@ def test_forge_predict_reads_json_lines(models, tmp_path, capsys):
     assert "bad.jsonl: line 2: not JSON" in err, err
     (tmp_path / "odd.jsonl").write_text(lines[0] + "\n" + json.dumps({**json.loads(lines[1]), "tail": 1}) + "\n")
     code, _, err = _forge(capsys, "predict", tmp_path / "m.txt", "-i", tmp_path / "odd.jsonl")
-    assert code != 0 and "odd.jsonl: line 2's keys do not match the model's features" in err, err
+    assert code != 0 and "odd.jsonl: the keys of line 2 do not match the model's features" in err, err

@@ -1,0 +1,48 @@
+"""Records (dicts by feature name) of a CatBoost model with categorical features: equal to
+CatBoost's own predict on the same rows as a frame, and bad values named by feature, as a
+clear InputError (not a TypeError from the hashing)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+cb = pytest.importorskip("catboost")
+pd = pytest.importorskip("pandas")
+
+import silvanforge as sf  # noqa: E402
+from silvanforge.errors import InputError  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def fitted():
+    rng = np.random.default_rng(11)
+    frame = pd.DataFrame({"age": rng.normal(size=300), "colour": rng.choice(["red", "blue", "green"], 300),
+                          "size": rng.normal(size=300)})
+    model = cb.CatBoostRegressor(iterations=8, depth=3, cat_features=["colour"], verbose=0, thread_count=1,
+                                 random_seed=3, allow_writing_files=False)
+    model.fit(frame, frame.age + (frame.colour == "red") * 2)
+    return model, sf.compile(model), frame
+
+
+def test_records_equal_catboost(fitted):
+    model, cf, frame = fitted
+    rows = frame.iloc[:20]
+    records = rows.to_dict("records")
+    want = model.predict(rows)
+    np.testing.assert_allclose(cf.predict(records), want, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(cf.predict(records[3]), want[3:4], rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("record,message", [
+    ({"age": "old", "colour": "red", "size": 1.0}, r"column 0 \('age'\) holds 'old', not a number"),
+    ({"age": [1], "colour": "red", "size": 1.0}, r"column 0 \('age'\) holds \[1\], not a number"),
+    ({"age": 1.0, "colour": [1], "size": 1.0}, r"column 1 \('colour'\) holds a value that is no category label"),
+    ({"age": 1.0, "colour": {"a": 1}, "size": 1.0}, r"column 1 \('colour'\) holds a value that is no category label"),
+])
+def test_bad_values_are_named_by_feature(fitted, record, message):
+    _, cf, _ = fitted
+    with pytest.raises(InputError, match=message):
+        cf.predict(record)
+    with pytest.raises(InputError, match=message):  # the same values as an object array
+        cf.predict(np.array([[record["age"], record["colour"], record["size"]]], dtype=object))

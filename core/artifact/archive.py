@@ -11,6 +11,8 @@ each other form of the model and the tuning record: :mod:`silvanforge.plan.bands
 form's ``form<N>.bin``, ``form<N>_program.json`` and ``form<N>_program.npz``,
 ``contributions.json`` and ``contributions.npz`` (SHAP contributions' tables, where built:
 :func:`silvanforge.runtime.shap_arrays.saved`; like machine code, read only when trusted),
+``pred_leaf.forge`` and ``per_tree.forge`` (the compiled models of those outputs, where built:
+artifacts of their own, read only when trusted),
 ``manifest.json`` (the SHA-256 of every other member) and ``signature`` (an HMAC-SHA256 of
 the manifest, when saved with a key).
 
@@ -57,8 +59,11 @@ FORMAT = 2
 OLD_FORMATS = (1,)  # no manifest: their forests load, their machine code never runs
 KEY_ENV = "SILVANFORGE_ARTIFACT_KEY"
 MANIFEST, SIGNATURE = "manifest.json", "signature"
+# The compiled models of other outputs (pred_leaf, per_tree) built before a save: each an
+# artifact of its own (unsigned: the outer manifest covers its bytes).
+OUTPUT_MEMBERS = ("pred_leaf.forge", "per_tree.forge")
 MEMBERS = ("meta.json", "forest.npz", "kernel.bin", "tiling.npz", "program.json", "program.npz",
-           "plan.json", "contributions.json", "contributions.npz", "hashed_columns.bin")
+           "plan.json", "contributions.json", "contributions.npz", "hashed_columns.bin", *OUTPUT_MEMBERS)
 # A compiled model's other forms (silvanforge.plan.bands): form<N>.bin, form<N>_program.json/.npz, and
 # form<N>_tiling.npz where the form's tiling or node order came from a profile.
 FORM_MEMBER = re.compile(r"form(\d{1,3})(\.bin|_program\.json|_program\.npz|_tiling\.npz)")
@@ -122,6 +127,8 @@ class Artifact:
     contributions: tuple[dict, dict] | None = None
     # The machine code of the kernel of computed columns (silvanforge.inputs.hashed_rows), b"" if none.
     hashed_columns: bytes = b""
+    # output kind ("pred_leaf", "per_tree") -> the bytes of its compiled model's artifact
+    outputs: dict = dataclasses.field(default_factory=dict)
 
 
 def _key(key, create: bool = False) -> bytes | None:
@@ -329,8 +336,9 @@ def _read(source, name: str, key: bytes | None) -> Artifact:
         except (UnicodeDecodeError, ValueError, RecursionError):
             raise ArtifactError(f"{name}: contributions.json is not JSON: damaged") from None
         contributions = (record, load_npz(data["contributions.npz"], f"{name}: contributions.npz", budget))
+    outputs = {member.removesuffix(".forge"): bytes(data[member]) for member in OUTPUT_MEMBERS if member in data}
     return Artifact(meta, forest, blob, tiling, signed, has_manifest, program, plan, forms, form_tilings,
-                    contributions, bytes(data.get("hashed_columns.bin", b"")))
+                    contributions, bytes(data.get("hashed_columns.bin", b"")), outputs)
 
 
 def _meta(raw: bytes, name: str) -> dict:

@@ -28,6 +28,7 @@ from silvanforge.lowering.program import lir_digest, lower_program
 from silvanforge.plan.bands import Band, bands_from_json, bands_to_json
 from silvanforge.plugins import registry
 from silvanforge.scheduler import parse_schedule
+from silvanforge.frontend import outputs
 from silvanforge.frontend.tiling import MAX_TILE_SIZE
 from silvanforge.inputs import hashed_kernel
 
@@ -85,6 +86,9 @@ def _parts(cf: CompiledForest) -> tuple[dict, dict, bytes, dict]:
     if kernel is not None:  # (the kernel's tables; NumPy's are made again)
         arrays["contributions.npz"], record = shap_arrays.saved(tables, kernel.arg_layout)
         extra["contributions.json"] = archive.json_bytes(record)
+    for kind, (model, _) in list(cf._outputs.items()):  # other outputs' models built so far (pred_leaf ...)
+        if f"{kind}.forge" in archive.OUTPUT_MEMBERS:
+            extra[f"{kind}.forge"] = model.to_bytes()
     if cf.forest.hashed_combinations:  # the kernel of its computed columns too (compiled once a process)
         code = hashed_kernel.kernel_artifact()
         if code:
@@ -225,7 +229,23 @@ def load(source, name: str, key, trust_code: bool, forest: hir.Forest | None = N
     if code_ok and art.contributions is not None:
         # (the kernel reads them as it trusts its code: from a trusted artifact of this version)
         cf._saved_contributions = art.contributions
+    if code_ok:
+        _restore_outputs(cf, art.outputs, name)
     return cf
+
+
+def _restore_outputs(cf: CompiledForest, saved: dict, name: str) -> None:
+    """The compiled models of other outputs a trusted artifact kept (``saved``: kind -> artifact
+    bytes), each taken where it is the model of that output of this forest: its first request
+    then compiles nothing.  One that is not is left to compile at its first request."""
+    for kind, raw in saved.items():
+        want = outputs.forest_of(cf.forest, kind).fingerprint()
+        try:
+            model = load(raw, f"{name}: {kind}.forge", None, trust_code=True)
+        except ArtifactError:
+            continue
+        if model.forest.fingerprint() == want:
+            cf._outputs[kind] = (model, outputs.shaper(cf.forest, kind))
 
 
 def _form_tile_ids(name: str, art, index: int, entry: dict, forest: hir.Forest):

@@ -388,8 +388,6 @@ def test_a_single_leaf_first_tree_and_idle_lanes():
 def _chain(rng, depth):
     """One leaf per level, down the right children: the mean leaf depth is about half the
     tree's depth (a leaf-wise LightGBM tree's shape, exaggerated)."""
-    left = list(range(1, 2 * depth, 2)) + [-1] * (depth + 1)
-    right = list(range(2, 2 * depth + 1, 2)) + [-1] * (depth + 1)
     n = 2 * depth + 1
     order = [0] + [i for k in range(depth) for i in (2 * k + 1, 2 * k + 2)]
     ranks = {node: r for r, node in enumerate(order)}

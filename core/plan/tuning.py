@@ -202,7 +202,12 @@ def tune(model, rows=None, target: str | None = None, threads: int | None = None
 
     # 2. Every compiled form timed at every size.
     timed = [c for c in candidates if c.form is not None]
-    models = [CompiledForest(forest, [c.form]) for c in timed]
+    # The pool holds the kernels' rows (as_rows made them): where a model computes columns from
+    # its input (CatBoost's hashed categories and CTRs), the forms are timed on those rows as
+    # they are, by a forest that reads them as plain numbers (predict would read them again).
+    plain = forest if not (forest.hashed_categories or forest.hashed_combinations) else \
+        dataclasses.replace(forest, hashed_categories=None, hashed_combinations=None)
+    models = [CompiledForest(plain, [c.form]) for c in timed]
     work = len(timed) * len(sizes)
     done = 0
     for size in sizes:

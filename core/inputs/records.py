@@ -21,6 +21,7 @@ from silvanforge.ir.hir import Forest
 
 # The file endings read as JSON Lines (any file whose first character is "{" is, too).
 JSONL_ENDINGS = (".jsonl", ".ndjson")
+_FLOAT_MAX = int(np.finfo(np.float64).max)  # (an integer past it: no float64, as Python's float says)
 
 
 def is_records(X) -> bool:
@@ -72,7 +73,12 @@ def records_matrix(X, forest: Forest, name=lambda i: f"record {i}", readers: lis
         if bad:
             at = next(i for i, v in enumerate(column) if v is bad[0])
             raise InputError(f"{name(at)}: {feature!r} is {bad[0]!r}, not a number (the feature is not categorical)")
-        out[:, f] = np.array(column, dtype=np.float64)  # None is NaN
+        try:
+            out[:, f] = np.array(column, dtype=np.float64)  # None is NaN
+        except OverflowError:  # (an integer past float64's range: Python's float refuses it too)
+            at = next(i for i, v in enumerate(column) if type(v) is int and abs(v) > _FLOAT_MAX)
+            raise InputError(f"{name(at)}: {feature!r} is an integer too large for a number "
+                             f"({str(column[at])[:20]}...)") from None
     return out
 
 
@@ -113,7 +119,10 @@ def _plain_records(records: list, readers: tuple) -> np.ndarray | None:
         if not set(map(type, values)) <= _PLAIN:
             return None
         rows.append(values)
-    out = np.array(rows, dtype=np.float64).reshape(len(rows), len(names))  # (None: NaN)
+    try:
+        out = np.array(rows, dtype=np.float64).reshape(len(rows), len(names))  # (None: NaN)
+    except OverflowError:  # (an integer past float64: the general reading names it)
+        return None
     if unseen:
         for f, _, labels in labelled:
             labels.unseen(out[:, f], out[:, f] == -1.0, names[f])
@@ -142,6 +151,8 @@ def read_jsonl(text: str, source: str) -> tuple[list[dict], list[int]]:
             record = json.loads(line)
         except json.JSONDecodeError as exc:
             raise InputError(f"{source}: line {lineno}: not JSON ({exc.msg})") from None
+        except RecursionError:
+            raise InputError(f"{source}: line {lineno}: arrays or objects nested too deeply to be a record") from None
         if not isinstance(record, dict):
             raise InputError(f"{source}: line {lineno}: a JSON {type(record).__name__}, not an object "
                              "of feature name to value")

@@ -138,7 +138,7 @@ def _column_name(forest: Forest, feature: int) -> str:
 def _is_number(value) -> bool:
     try:
         float(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         return False
     return True
 
@@ -175,9 +175,10 @@ def _hashed_columns(X, forest: Forest, rows) -> tuple[np.ndarray, list]:
         def number(feature):
             try:
                 return arr[:, feature].astype(np.float64)
-            except (TypeError, ValueError):
+            except (TypeError, ValueError, OverflowError):
                 bad = next((v for v in arr[:, feature] if not _is_number(v)), "a value")
-                raise InputError(f"{_column_name(forest, feature)} holds {bad!r}, not a number (the feature "
+                shown = repr(bad) if len(repr(bad)) <= 40 else repr(bad)[:36] + "..."
+                raise InputError(f"{_column_name(forest, feature)} holds {shown}, not a number (the feature "
                                  "is not categorical)") from None
 
         def raw(feature):

@@ -40,6 +40,8 @@ def parse_body(body: bytes, forest) -> tuple[np.ndarray, bool]:
         doc = json.loads(body)
     except (ValueError, UnicodeDecodeError) as exc:
         raise BadRequest(f"the body is not JSON: {exc}") from None
+    except RecursionError:
+        raise BadRequest("the body nests arrays or objects too deeply to be rows") from None
     if not isinstance(doc, dict):
         raise BadRequest(f"the body is a JSON {_kind(doc)}; {USAGE}")
     names = forest.feature_names or ()
@@ -111,10 +113,23 @@ def _data(data, forest) -> np.ndarray:
                     if not (v is None or isinstance(v, (int, float)))), None)
         if bad is not None:
             raise BadRequest(f"row {bad[0]} of data holds {json.dumps(bad[1])}, not a number (null is missing)")
-        return np.array(data, dtype=np.float64)  # null is NaN
+        try:
+            return np.array(data, dtype=np.float64)  # null is NaN
+        except OverflowError:
+            bad = next((i, v) for i, row in enumerate(data) for v in row if type(v) is int and _too_large(v))
+            raise BadRequest(f"row {bad[0]} of data holds an integer too large for a number ({str(bad[1])[:20]}...)") \
+                from None
     # a model that hashes its categories reads labels and numbers alike: objects, null as NaN
     rows = np.array(data, dtype=object)
     return np.where(rows == None, math.nan, rows)  # noqa: E711 - elementwise
+
+
+def _too_large(value: int) -> bool:
+    try:
+        float(value)
+    except OverflowError:
+        return True
+    return False
 
 
 def _empty(forest) -> np.ndarray:

@@ -521,6 +521,8 @@ def test_bad_records_are_named(models):
         cf.predict({**record, "age": "old"})
     with pytest.raises(InputError, match="record 1 is a list"):
         cf.predict([record, [1, 2]])
+    with pytest.raises(InputError, match="record 1: 'age' is an integer too large for a number"):
+        cf.predict([record, {**record, "age": -10 ** 400}])  # (past float64: Python's float refuses it too)
     unnamed = sf.compile(xgb.XGBRegressor(n_estimators=2).fit(np.eye(3), [0, 1, 2]))
     with pytest.raises(InputError, match="the model has no feature names"):
         unnamed.predict({"f0": 1.0})
@@ -552,3 +554,7 @@ def test_forge_predict_reads_json_lines(models, tmp_path, capsys):
     (tmp_path / "odd.jsonl").write_text(lines[0] + "\n" + json.dumps({**json.loads(lines[1]), "tail": 1}) + "\n")
     code, _, err = _forge(capsys, "predict", tmp_path / "m.txt", "-i", tmp_path / "odd.jsonl")
     assert code != 0 and "odd.jsonl: the keys of line 2 do not match the model's features" in err, err
+    (tmp_path / "deep.jsonl").write_text(lines[0] + "\n" + '{"age": ' + "[" * 100_000 + "\n")
+    code, _, err = _forge(capsys, "predict", tmp_path / "m.txt", "-i", tmp_path / "deep.jsonl")
+    assert code != 0 and err == "error: " + str(tmp_path / "deep.jsonl") + ": line 2: arrays or objects nested " \
+        "too deeply to be a record\n", err

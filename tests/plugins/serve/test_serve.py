@@ -194,6 +194,10 @@ BAD_BODIES = {
     "ragged columns": (json.dumps({"columns": {"f0": [1.0], "f1": [1.0, 2.0]}}).encode(), "different lengths"),
     "a stray key": (json.dumps({"data": [[0] * 7], "extra": 1}).encode(), "extra"),
     "a bad output_margin": (json.dumps({"data": [[0] * 7], "output_margin": "yes"}).encode(), "output_margin"),
+    "an integer past float64 in data": (b'{"data": [[1' + b"0" * 400 + b', 0, 0, 0, 0, 0, 0]]}', "too large"),
+    "an integer past float64 in a record": (json.dumps({"rows": [{**_records(1, 3)[0], "f0": 10 ** 400}]}).encode(),
+                                            "too large"),
+    "arrays nested past the parser": (b'{"data": ' + b"[" * 100_000 + b"]" * 100_000 + b"}", "nests"),
 }
 
 

@@ -81,7 +81,6 @@ ModelArg = typer.Argument(..., help="A model file (XGBoost JSON/UBJSON, LightGBM
                                     "compiled artifact saved with `forge compile -o`.",
                           show_default=False)
 
-
 LevelOpt = typer.Option(None, "--level", "-l", show_default=False, case_sensitive=False,
                         help="hir (the forest), mir (loop nest), lir (buffers and loads), target "
                              "(generated code) or plan (the form answering each band of rows per call).")
@@ -168,7 +167,9 @@ def load_or_compile(model: str, target: str | None, rep: str | None, schedule: s
     """A CompiledForest from a model file (compiled now) or a saved artifact (loaded; its machine
     code runs when signed with SILVANFORGE_ARTIFACT_KEY or with --trust-code)."""
     if is_artifact(model):
-        meta = archive.read(model).meta  # checked, and its options compared, before compiling
+        with warnings.catch_warnings(record=True) as read:  # (a key file refused: a note below)
+            warnings.simplefilter("always", ArtifactWarning)
+            meta = archive.read(model).meta  # checked, and its options compared, before compiling
         if cpu is not None:  # compared as the target spells it ("native": None, as recorded)
             cpu = api.compile_options(None, target=meta["target"], cpu=cpu).cpu or "native"
         for flag, wanted, actual in (("--target", target, meta["target"]), ("--rep", rep, meta["rep"]),
@@ -183,9 +184,8 @@ def load_or_compile(model: str, target: str | None, rep: str | None, schedule: s
         with _err().status(f"loading {escape(model)}"), warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", ArtifactWarning)
             cf = api.load_compiled(model, trust_code=trust_code)
-        for w in caught:
-            if issubclass(w.category, ArtifactWarning):  # the option's spelling here
-                _note(str(w.message).replace("pass trust_code=True", "pass --trust-code"))
+        for message in dict.fromkeys(str(w.message) for w in read + caught if issubclass(w.category, ArtifactWarning)):
+            _note(message.replace("pass trust_code=True", "pass --trust-code"))  # (once each; the option's spelling)
         return cf
     sched = read_schedule(schedule)
     with _err().status(f"compiling {escape(model)}"), warnings.catch_warnings(record=True) as caught:

@@ -318,7 +318,7 @@ def predict(
                        pred_contribs=contribs, **({} if missing is None else {"missing": missing}))
     except InputError as exc:
         raise InputError(f"{input_path}: {exc}") from None
-    files.write_predictions(output, y)
+    files.write_predictions(output, y, files.contribution_header(cf.forest, y) if contribs else None)
 
 
 @app.command()

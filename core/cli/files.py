@@ -304,8 +304,8 @@ def format_csv(y: np.ndarray) -> str:
     y = np.asarray(y)
     if y.ndim == 1:
         y = y[:, None]
-    elif y.ndim != 2:
-        y = y.reshape(y.shape[0], -1)
+    elif y.ndim != 2:  # (columns named: a reshape of no rows cannot infer them)
+        y = y.reshape(y.shape[0], int(np.prod(y.shape[1:])))
     if y.dtype == np.float32:
         cells = np.char.mod("%.9g", y) if y.size else np.empty(y.shape, dtype=str)
         lines = (",".join(row) for row in cells.tolist())
@@ -349,10 +349,39 @@ def refuse_output_flags(margin: bool, **outputs: bool) -> None:
         raise InputError(f"--margin applies to predictions, not to {asked[0]}")
 
 
-def write_predictions(path: str | None, y: np.ndarray) -> None:
-    """Write ``y`` to ``path``: ``.npy`` by extension, CSV otherwise, stdout for ``None``/``-``."""
+def contribution_header(forest, y: np.ndarray) -> list[str]:
+    """The CSV header of contributions ``y`` (``(n, F + 1)``, ``(n, classes, F + 1)`` or LightGBM's
+    ``(n, classes * (F + 1))``): the features' names and ``bias``, each prefixed ``class<k>:``
+    where there are several classes."""
+    y = np.asarray(y)
+    classes = y.shape[1] if y.ndim == 3 else max(1, forest.num_outputs)
+    width = (int(np.prod(y.shape[1:])) if y.ndim > 1 else 1) // classes
+    names = list(forest.feature_names or ())
+    if len(names) < width - 1:
+        names = [f"f{i}" for i in range(width - 1)]
+    block = [*names[:width - 1], "bias"]
+    return block if classes == 1 else [f"class{k}:{name}" for k in range(classes) for name in block]
+
+
+def write_predictions(path: str | None, y: np.ndarray, header: list[str] | None = None) -> None:
+    """Write ``y`` to ``path``: ``.npy`` by extension, CSV otherwise (``header``: its first line's
+    column names, where given), stdout for ``None``/``-``."""
+    npy = path is not None and path != "-" and path.lower().endswith(".npy")
+    text = ""
+    if not npy:
+        text = format_csv(y)
+        if header is not None:
+            line = io.StringIO()
+            csv.writer(line, lineterminator="\n").writerow(header)
+            text = line.getvalue() + text
+
+    def dump(f):
+        if npy:
+            np.save(f, np.asarray(y), allow_pickle=False)
+        else:
+            f.write(text.encode("utf-8"))
     if path is None or path == "-":
-        sys.stdout.write(format_csv(y))
+        sys.stdout.write(text)
         sys.stdout.flush()
         return
     directory = os.path.dirname(os.path.abspath(path))
@@ -363,10 +392,7 @@ def write_predictions(path: str | None, y: np.ndarray) -> None:
         # node, and /dev/fd/N cannot be renamed over at all).
         try:
             with open(path, "wb") as f:
-                if path.lower().endswith(".npy"):
-                    np.save(f, np.asarray(y), allow_pickle=False)
-                else:
-                    f.write(format_csv(y).encode("utf-8"))
+                dump(f)
         except OSError as exc:
             raise InputError(f"cannot write {path}: {exc.strerror or exc}") from None
         return
@@ -376,10 +402,7 @@ def write_predictions(path: str | None, y: np.ndarray) -> None:
     fd, tmp = tempfile.mkstemp(dir=directory, prefix=os.path.basename(path) + ".", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as f:
-            if path.lower().endswith(".npy"):
-                np.save(f, np.asarray(y), allow_pickle=False)
-            else:
-                f.write(format_csv(y).encode("utf-8"))
+            dump(f)
         os.chmod(tmp, 0o666 & ~_UMASK)  # mkstemp makes 0600: the mode any new file would get
         os.replace(tmp, path)
     except OSError as exc:

@@ -95,7 +95,8 @@ def shaper(forest: Forest, kind: str):
             # ``apply`` of scikit-learn's gradient boosting: float64, (n, stages, trees a stage)
             # for a classifier, (n, stages) for a regressor
             per_stage = () if forest.objective.startswith("GradientBoostingRegressor") else (forest.num_outputs,)
-            return lambda margins: margins.reshape(margins.shape[0], -1, *per_stage).astype(np.float64)
+            stages = trees // max(1, int(np.prod(per_stage)))  # (named: a reshape of no rows cannot infer it)
+            return lambda margins: margins.reshape(margins.shape[0], stages, *per_stage).astype(np.float64)
         if forest.source == "sklearn" and forest.objective.startswith(("DecisionTree", "ExtraTree(")):
             return lambda margins: margins.reshape(margins.shape[0]).astype(np.int64)  # a single tree's apply: (n,)
         dtype = LEAF_DTYPES.get(forest.source, np.int64)

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from silvanforge.errors import InputError
 from silvanforge.inputs.arrow_frames import ArrowKey, ArrowPlan
 from silvanforge.inputs.columns import pandas_column
 from silvanforge.inputs.polars_frames import PolarsPlan
@@ -77,6 +78,18 @@ def _arrow_rows(X, memory: SchemaMemory, dtype: np.dtype):
     return plan.rows(X, dtype)
 
 
+def _arrow_batch_rows(X, memory: SchemaMemory, dtype: np.dtype):
+    """A pyarrow RecordBatch: read as the table of that one batch."""
+    import pyarrow as pa
+
+    return _arrow_rows(pa.Table.from_batches([X]), memory, dtype)
+
+
+def _lazy_frame(X, memory: SchemaMemory, dtype: np.dtype):
+    raise InputError(f"predict got a polars {type(X).__name__}, a query not yet run: pass its result, "
+                     "frame.collect()")
+
+
 def _not_read(X, memory: SchemaMemory, dtype: np.dtype):
     return None
 
@@ -88,8 +101,10 @@ def _reader(cls):
         return _pandas_rows
     if module == "polars" and hasattr(cls, "get_columns"):
         return _polars_rows
+    if module == "polars" and hasattr(cls, "collect"):  # a LazyFrame
+        return _lazy_frame
     if module == "pyarrow" and hasattr(cls, "schema") and hasattr(cls, "column"):
-        return _arrow_rows
+        return _arrow_rows if hasattr(cls, "to_batches") else _arrow_batch_rows
     return _not_read
 
 

@@ -233,11 +233,8 @@ class CompiledForest:
             return self._predict_device(X, output_margin, missing)
         threads_used = self.threads if threads is None else threads  # (None: all CPUs)
         rows = as_rows(X, self.forest, self.main.input_dtype, self._schemas, threads_used)
-        if missing == missing:  # not NaN (NaN is what the kernels treat as missing already)
-            try:
-                missing_value = float(missing)
-            except (TypeError, ValueError):
-                raise InputError(f"missing must be a number, got {missing!r}") from None
+        missing_value = _missing_value(missing)
+        if missing_value is not None:
             rows = np.where(rows == rows.dtype.type(missing_value), rows.dtype.type(np.nan), rows)
         if small_for is not None and rows.shape[0] <= SMALL_ROWS and rows.dtype is self._small_dtype \
                 and rows.shape[1] == self._num_features and small_for[rows.shape[0]][0] is not None:
@@ -297,9 +294,12 @@ class CompiledForest:
                              "or pred_interactions")
         if pred_contribs or pred_interactions:
             forest = self.forest
+            if threads is not None:
+                check_threads(threads)
+            value = _missing_value(missing)  # (checked before the rows are read: predict's order)
             rows = as_rows(X, forest, np.dtype(forest.threshold_dtype), self._schemas)
-            if missing == missing:
-                rows = np.where(rows == rows.dtype.type(float(missing)), rows.dtype.type(np.nan), rows)
+            if value is not None:
+                rows = np.where(rows == rows.dtype.type(value), rows.dtype.type(np.nan), rows)
             if pred_interactions:
                 interactions.check(forest)
                 with self._outputs_lock:  # (NumPy's path tables: the kernel's are laid out for it alone)
@@ -326,9 +326,10 @@ class CompiledForest:
         artifact (a file, a pickle, the code cache) that kept the kernel's tables takes them
         from it, where the kernel reads them as they were laid out; tables made here go into
         this model's code-cache entry.  Returns (kernel, tables)."""
+        if table_bytes is not None and (isinstance(table_bytes, bool) or not isinstance(table_bytes, (int, np.integer))
+                                        or table_bytes < 0):
+            raise InputError(f"table_bytes must be a whole number of bytes, 0 or more, got {table_bytes!r}")
         budget = contributions.TABLE_BYTES if table_bytes is None else int(table_bytes)
-        if budget < 0:
-            raise InputError(f"table_bytes must be 0 or more, got {table_bytes!r}")
         with self._outputs_lock:
             if self._contribution_tables is None or table_bytes is not None:
                 forest = self.forest
@@ -470,6 +471,17 @@ class CompiledForest:
         return sys.modules["silvanforge.artifact.store"].unpickle, (self.to_bytes(),)
 
 
+def _missing_value(missing) -> float | None:
+    """``predict``'s ``missing=`` as a number, or None for NaN (what the kernels treat as missing
+    already); anything else is an InputError."""
+    if missing != missing:
+        return None
+    try:
+        return float(missing)
+    except (TypeError, ValueError):
+        raise InputError(f"missing must be a number, got {missing!r}") from None
+
+
 def _store():
     """:mod:`silvanforge.artifact.store`, which writes and reads compiled models (so it imports
     this module): looked up, not imported, here.  A compiled model is made by
@@ -478,3 +490,4 @@ def _store():
 
 
 __all__ = ["CompiledForest"]
+

@@ -145,6 +145,8 @@ def test_scikit_learn_apply():
         _every_size(cf, X, want)
         assert np.array_equal(silvanforge.sklearn.compile(est).apply(X), want)
         _per_tree_exact(cf, X)
+        # no rows: shaped as one row's (a reshape of no rows cannot infer the stages)
+        assert cf.predict(X[:0], pred_leaf=True).shape == (0, *want.shape[1:])
 
 
 def test_per_tree_of_a_multi_output_forest_is_walked_not_compiled_a_tree_at_a_time():
@@ -227,6 +229,24 @@ def test_bad_combinations_are_one_clear_error(tmp_path):
     with pytest.raises(UnsupportedModelError, match="ONNX"):
         sf.compile(onnx_forest).predict(X, pred_leaf=True)
     np.testing.assert_array_equal(sf.compile(onnx_forest).predict(X, per_tree=True), [[1.0], [2.0]])
+
+
+def test_explanations_check_their_arguments_as_predict_does():
+    xgb = pytest.importorskip("xgboost")
+    X = _rows(200, 3, seed=4, nan=0.0).astype(np.float32)
+    cf = sf.compile(xgb.train({"max_depth": 3}, xgb.DMatrix(X, X[:, 0]), 3))
+    for kind in ("pred_contribs", "pred_interactions", "pred_leaf", "per_tree"):
+        for missing in ("abc", None):
+            with pytest.raises(InputError, match="missing must be a number"):
+                cf.predict(X[:3], missing=missing, **{kind: True})
+        for threads in (0, -1, "2"):
+            with pytest.raises(InputError, match="threads must be a positive integer"):
+                cf.predict(X[:3], threads=threads, **{kind: True})
+    np.testing.assert_array_equal(cf.predict(X[:3], pred_contribs=True, missing=0.0),
+                                  cf.predict(np.where(X[:3] == 0.0, np.nan, X[:3]), pred_contribs=True))
+    for budget in ("abc", 1.5, True, -1):
+        with pytest.raises(InputError, match="table_bytes must be a whole number"):
+            cf.prepare_contributions(table_bytes=budget)
 
 
 def test_cli_writes_leaves_and_tree_values(tmp_path, capsys):

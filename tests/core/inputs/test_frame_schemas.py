@@ -471,6 +471,18 @@ def test_frame_errors_are_as_before(models):
         cf.predict(frame.assign(colour=frame["colour"].cat.codes))
 
 
+def test_an_arrow_record_batch_is_its_table_and_a_lazy_frame_is_refused(models):
+    cf = models["lightgbm"]
+    raw = _rows(9, 5)
+    table = _arrow(raw, NAMES[::-1], COLOURS, "dictionary")
+    batch = table.to_batches()[0]
+    np.testing.assert_array_equal(cf.predict(batch), _expected(cf, raw))
+    np.testing.assert_array_equal(cf.predict(batch, pred_leaf=True), cf.predict(table, pred_leaf=True))
+    pl = pytest.importorskip("polars")
+    with pytest.raises(InputError, match=r"polars LazyFrame.*frame.collect\(\)"):
+        cf.predict(_polars(raw, NAMES, COLOURS, "enum").lazy())
+
+
 # ------------------------------------------------------------------ records and JSON Lines
 def _records(raw):
     return [{name: (None if (isinstance(v, float) and v != v) else v) for name, v in

@@ -296,6 +296,29 @@ def test_cli_writes_contributions(tmp_path):
     assert cli.main(["predict", str(tmp_path / "m.txt"), "-i", str(tmp_path / "x.csv"), "--contribs",
                      "-o", str(tmp_path / "c.npy")]) == 0
     np.testing.assert_allclose(np.load(tmp_path / "c.npy"), booster.predict(X, pred_contrib=True), rtol=1e-8, atol=1e-12)
+    # CSV: a header of the features' names and bias (each class's, several classes), then the rows
+    three = lgb.train({"num_leaves": 5, "verbose": -1, "num_threads": 1, "objective": "multiclass", "num_class": 3},
+                      lgb.Dataset(X, (X[:, 0] > 0).astype(int) + (X[:, 1] > 0)), 3)
+    three.save_model(str(tmp_path / "m3.txt"))
+    for model, classes, want in (("m.txt", 1, booster.predict(X, pred_contrib=True)),
+                                 ("m3.txt", 3, three.predict(X, pred_contrib=True))):
+        assert cli.main(["predict", str(tmp_path / model), "-i", str(tmp_path / "x.csv"), "--contribs",
+                         "-o", str(tmp_path / "c.csv")]) == 0
+        lines = (tmp_path / "c.csv").read_text().splitlines()
+        block = ["f0", "f1", "f2", "bias"]  # (unnamed features: LightGBM's Column_N are not kept)
+        assert lines[0].split(",") == (block if classes == 1 else [f"class{k}:{n}" for k in range(3) for n in block])
+        np.testing.assert_allclose(np.loadtxt(lines[1:], delimiter=","), want, rtol=1e-12, atol=1e-12)
+    # no rows: the header alone, of a 3-D output too (XGBoost's classes)
+    xgb = pytest.importorskip("xgboost")
+    multi = xgb.train({"objective": "multi:softprob", "num_class": 3, "max_depth": 2},
+                      xgb.DMatrix(X, (X[:, 0] > 0).astype(int) + (X[:, 1] > 0)), 2)
+    multi.save_model(str(tmp_path / "x3.json"))
+    (tmp_path / "none.npy").write_bytes(b"")
+    np.save(tmp_path / "none.npy", X[:0])
+    assert cli.main(["predict", str(tmp_path / "x3.json"), "-i", str(tmp_path / "none.npy"), "--contribs",
+                     "-o", str(tmp_path / "c0.csv")]) == 0
+    assert (tmp_path / "c0.csv").read_text().splitlines() == \
+        [",".join(f"class{k}:{n}" for k in range(3) for n in ("f0", "f1", "f2", "bias"))]
 
 
 def test_catboost_single_feature_ctrs_equal_catboost():

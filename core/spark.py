@@ -61,7 +61,8 @@ def transform(df, model, features=None, output_col: str = "prediction", **predic
 def predict_udf(model, features=None, **predict_options) -> "PredictUDF":
     """A :class:`PredictUDF`: called with no arguments, the column expression of the model's
     predictions from the columns named ``features`` (default: the model's feature names), for
-    ``select`` and ``withColumn``; called with columns (names or ``Column`` objects), from those.
+    ``select`` and ``withColumn``; called with columns (names or ``Column`` objects), from those
+    (for a model without feature names and no ``features``, its columns in the model's order).
     The model is compiled (or loaded) and broadcast here, once, however often it is called."""
     return _predict_udf(model, features, predict_options)
 
@@ -74,7 +75,10 @@ def _predict_udf(model, features, predict_options: dict, spark=None, columns=Non
         predict_options["threads"] = check_threads(predict_options["threads"])
     cf = compiled_model(model)
     given = features is not None
-    features = check_features(features, cf.forest, columns)
+    # A model without feature names takes its columns by position when the UDF is called with
+    # them: asked of no columns, the UDF says so (transform reads a DataFrame's: named ones).
+    unnamed = not given and columns is None and cf.forest.feature_names is None
+    features = None if unnamed else check_features(features, cf.forest, columns)
     shape = output_shape(cf, predict_options)
     shipped = ShippedModel.of(cf)
     return PredictUDF(_broadcast(shipped, spark), features, given, cf.forest, shape, predict_options)
@@ -95,9 +99,14 @@ class PredictUDF:
         from pyspark.sql import functions as F
 
         if not cols:
+            if self.features is None:
+                raise InputError(f"the model has no feature names (it was trained on an array): call the UDF "
+                                 f"with the {self._forest.input_features} columns holding its features in its "
+                                 "order, or make it with features=[...]")
             cols, names = tuple(self.features), self.features
-        elif self._given or not all(isinstance(c, str) for c in cols):
-            names = self.features if self._given else list(self._forest.feature_names or self.features)
+        elif self._given or not all(isinstance(c, str) for c in cols) or self._forest.feature_names is None:
+            names = self.features if self._given else list(self._forest.feature_names or
+                                                            [f"f{i}" for i in range(self._forest.input_features)])
             if len(cols) != len(names):
                 raise InputError(f"the model reads {len(names)} feature columns ({', '.join(names[:8])}"
                                  f"{', ...' if len(names) > 8 else ''}), got {len(cols)}")

@@ -342,16 +342,20 @@ def test_spark_predict_udf_reads_columns_by_name_or_position(spark, models, comp
     unnamed = sf.compile(xgb.XGBRegressor(n_estimators=5, max_depth=3).fit(frame[["a", "b", "c", "d"]].to_numpy(),
                                                                           _target(frame)))
     positional = sfs.predict_udf(unnamed, features=["a", "b", "c", "d"])
+    by_position = sfs.predict_udf(unnamed)  # no names: the columns it is called with, in the model's order
+    with pytest.raises(sf.InputError, match="no feature names.*call the UDF with the 4 columns"):
+        by_position()
     out = df.select("id", score().alias("p"), score("d", "c", "b", "a").alias("q"),
                     score(F.col("a"), F.col("b"), F.col("c") * 1.0, "d").alias("r"),
-                    margin().alias("m"), positional().alias("u"))
-    p, q, r, m, u = _collected(out, "p", "q", "r", "m", "u")
+                    margin().alias("m"), positional().alias("u"), by_position("a", "b", "c", "d").alias("v"))
+    p, q, r, m, u, v = _collected(out, "p", "q", "r", "m", "u", "v")
     rows = frame[["a", "b", "c", "d"]]
     want = compiled["xgboost"].predict(rows)
     for got in (p, q, r):
         np.testing.assert_array_equal(got, want)
     np.testing.assert_array_equal(m, compiled["xgboost"].predict(rows, output_margin=True))
     np.testing.assert_array_equal(u, unnamed.predict(rows.to_numpy()))
+    np.testing.assert_array_equal(v, unnamed.predict(rows.to_numpy()))
 
 
 def test_spark_gives_leaves_per_tree_values_and_contributions(spark, models, compiled, frame, xgb_multiclass):

@@ -306,7 +306,7 @@ def predict(
 ):
     """Predict rows from a CSV, JSON Lines or .npy file; one output line (or row) per input row."""
     files.refuse_output_flags(margin, **{"--leaf": leaf, "--per-tree": per_tree, "--contribs": contribs})
-    files.refuse_overwrite(output, model=model, input=input_path, profile=profile)
+    files.refuse_overwrite(output, predictions=True, model=model, input=input_path, profile=profile)
     cf = load_or_compile(model, target, rep, schedule, None, threads, tile_size, profile, reorder,
                          trust_code=trust_code, cache=cache, cpu=cpu)
     rows = files.read_rows(input_path, cf.num_features, cf.forest.feature_names, header)

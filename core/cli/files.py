@@ -99,6 +99,7 @@ def read_rows(path: str, num_features: int | None = None,
         return Rows(_read_npy(path))
     if path == "-":
         text = sys.stdin.read()
+        _refuse_json_array(text, "<stdin>")
         if is_jsonl(path, text):
             return Rows(np.empty((0, 0)), name="<stdin>", records=read_jsonl(text, "<stdin>"))
         return _parse_csv(text, "<stdin>", num_features, feature_names, header)
@@ -111,9 +112,18 @@ def read_rows(path: str, num_features: int | None = None,
         raise InputError(f"{path}: not a text CSV file (and not a .npy file)") from None
     except OSError as exc:
         raise InputError(f"cannot read input file {path}: {exc.strerror or exc}") from None
+    _refuse_json_array(text, path)
     if is_jsonl(path, text):
         return Rows(np.empty((0, 0)), name=path, records=read_jsonl(text, path))
     return _parse_csv(text, path, num_features, feature_names, header)
+
+
+def _refuse_json_array(text: str, name: str) -> None:
+    """A JSON document of records (``[{...}, ...]``) is no CSV: say what is read instead."""
+    start = text.lstrip()
+    if start[:1] == "[" and start[1:].lstrip()[:1] == "{":
+        raise InputError(f"{name}: a JSON array; predict reads JSON Lines, one object of feature name to value "
+                         "a line (X.jsonl)")
 
 
 def _read_npy(path: str) -> np.ndarray:
@@ -135,6 +145,8 @@ def _cell(text: str) -> float | None:
     s = text.strip()
     if s.lower() in MISSING_CELLS:
         return np.nan
+    if "_" in s or not s.isascii():  # (Python's float reads "1_000" and other scripts' digits)
+        return None
     try:
         return float(s)
     except ValueError:
@@ -317,12 +329,23 @@ def format_csv(y: np.ndarray) -> str:
     return out + "\n" if out else ""
 
 
-def refuse_overwrite(output: str | None, **inputs: str | None) -> None:
+# Endings of formats forge does not write: such an output would get CSV under a name that
+# promises another format (anything else is written as CSV, .npy as NumPy's format).
+OTHER_FORMATS = (".parquet", ".feather", ".arrow", ".ipc", ".orc", ".avro", ".xlsx", ".xls", ".json", ".jsonl",
+                 ".ndjson", ".pkl", ".pickle", ".h5", ".hdf5", ".npz", ".gz", ".zip")
+
+
+def refuse_overwrite(output: str | None, *, predictions: bool = False, **inputs: str | None) -> None:
     """Refuse an ``--output`` that is one of the command's inputs (``inputs``: what each is, by
     option name), itself or through a link: writing it would destroy what the command reads,
-    so the check runs before any work.  ``-`` (stdout, stdin) and absent paths never clash."""
+    so the check runs before any work.  ``-`` (stdout, stdin) and absent paths never clash.
+    ``predictions``: the output is predictions, and one named for a format forge does not write
+    them in (:data:`OTHER_FORMATS`) is refused too."""
     if output is None or output == "-":
         return
+    if predictions and output.lower().endswith(OTHER_FORMATS):
+        raise InputError(f"--output {output}: forge writes CSV or .npy, not {os.path.splitext(output)[1]}; "
+                         "name the output Y.csv or Y.npy")
     target = os.path.realpath(output)
     for what, path in inputs.items():
         if path is None or path == "-":

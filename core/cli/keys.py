@@ -9,8 +9,15 @@ from silvanforge.artifact import userkey
 from silvanforge.errors import InputError
 
 key_app = typer.Typer(help="Your artifact key: artifacts you save are signed with it, so they load "
-                           "their machine code at once (see silvanforge.artifact.userkey).",
-                      no_args_is_help=True)
+                           "their machine code at once (see silvanforge.artifact.userkey).")
+
+
+@key_app.callback(invoke_without_command=True)
+def _key(ctx: typer.Context):
+    # ``forge key`` alone: its help, and success (click's no_args_is_help ends in an empty usage error)
+    if ctx.invoked_subcommand is None:
+        typer.echo(ctx.get_help())
+        raise typer.Exit(0)
 
 
 @key_app.command("show")

@@ -63,6 +63,10 @@ def records_matrix(X, forest: Forest, name=lambda i: f"record {i}", readers: lis
     for f, (feature, column) in enumerate(zip(wanted, columns)):
         strings = [v for v in column if isinstance(v, str)]
         if f in categories:
+            odd = next((i for i, v in enumerate(column) if not (isinstance(v, str) or _number(v))), None)
+            if odd is not None:  # (a list or an object: neither a label nor a code)
+                raise InputError(f"{name(odd)}: {feature!r} is {json.dumps(column[odd], default=str)[:40]}, "
+                                 "not a label or a category code")
             labels = Labels(categories[f], forest.unseen_category_error)
             values = np.array(column, dtype=object)
             numbers = not strings and any(v is not None and v == v for v in column)

@@ -3,6 +3,7 @@ every user error is one ``error:`` line with a non-zero exit status, never a tra
 
 from __future__ import annotations
 
+import json
 import io
 import subprocess
 import sys
@@ -121,7 +122,7 @@ def nameless_model(binary_model, tmp_path_factory):
     return path
 
 
-@pytest.mark.parametrize("first", ['nanx', '"1,5"', '1.2.3', '\x00'])
+@pytest.mark.parametrize("first", ['nanx', '"1,5"', '1.2.3', '\x00', '1_000', '\u0661'])
 def test_a_first_row_with_one_bad_cell_is_an_error_not_a_dropped_row(capsys, tmp_path, nameless_model, X, first):
     # For a model without feature names nothing checks a header, so a first row with one
     # mistyped cell must not be taken for one: every row in gives a line out, or an error.
@@ -441,3 +442,20 @@ def test_predictions_to_a_pipe_are_written_into_it(capsys, binary_model, tmp_pat
     reader.join(10)
     assert code == 0, err
     assert stat.S_ISFIFO(os.stat(fifo).st_mode) and len(got[0].splitlines()) == 3
+
+
+def test_outputs_and_inputs_in_formats_forge_does_not_read_or_write_are_refused(capsys, tmp_path, binary_model, X):
+    path, _ = binary_model
+    csv = write_csv(tmp_path / "X.csv", X)
+    for name in ("y.parquet", "y.JSON", "y.xlsx"):
+        code, _, err = forge(capsys, "predict", path, "-i", csv, "-o", tmp_path / name)
+        assert code != 0 and "forge writes CSV or .npy" in err and not (tmp_path / name).exists(), err
+    records = [dict(zip([f"f{i}" for i in range(NUM_FEATURES)], map(float, row))) for row in X[:2]]
+    (tmp_path / "rows.json").write_text(json.dumps(records, indent=1))  # a JSON array, not JSON Lines
+    code, _, err = forge(capsys, "predict", path, "-i", tmp_path / "rows.json")
+    assert code != 0 and "a JSON array; predict reads JSON Lines" in err, err
+
+
+def test_a_command_group_alone_prints_its_help_and_succeeds(capsys):
+    code, out, err = forge(capsys, "key")
+    assert code == 0 and "show" in out and "rotate" in out and err == "", (code, err)

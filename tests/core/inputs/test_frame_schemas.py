@@ -533,6 +533,8 @@ def test_bad_records_are_named(models):
         cf.predict({**record, "age": "old"})
     with pytest.raises(InputError, match="record 1 is a list"):
         cf.predict([record, [1, 2]])
+    with pytest.raises(InputError, match="""record 0: 'colour' is \\["red"\\], not a label or a category code"""):
+        cf.predict({**record, "colour": ["red"]})  # (was read as numbers: "holds plain number values")
     with pytest.raises(InputError, match="record 1: 'age' is an integer too large for a number"):
         cf.predict([record, {**record, "age": -10 ** 400}])  # (past float64: Python's float refuses it too)
     unnamed = sf.compile(xgb.XGBRegressor(n_estimators=2).fit(np.eye(3), [0, 1, 2]))

@@ -36,7 +36,7 @@ from silvanforge.frontend.loading import load_model
 from silvanforge.frontend.tiling import ALPHA, BETA, is_skewed, leaves_covering
 from silvanforge.ir.hir import ZERO_THRESHOLD, CategoryRule, Forest, Op, Tree
 from silvanforge.runtime.reference import category_of
-from silvanforge.runtime.threads import check_rows
+from silvanforge.inputs.rows import as_rows
 
 PROFILE_FORMAT = "silvanforge-profile"
 PROFILE_VERSION = 1
@@ -189,7 +189,8 @@ def profile(model, X, *, check_features: bool = True) -> Profile:
         forest = model.forest
     else:
         forest = load_model(model)
-    rows = check_rows(X, forest.num_features, np.dtype(forest.threshold_dtype))
+    # (as predict reads them: frames, records, and a model's computed columns made from its input)
+    rows = as_rows(X, forest, np.dtype(forest.threshold_dtype))
     hits = [tree_hits(t, rows, forest.category_rule) for t in forest.trees]
     return Profile(int(rows.shape[0]), hits, forest.fingerprint(), forest.num_features)
 

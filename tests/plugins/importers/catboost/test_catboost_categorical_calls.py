@@ -63,3 +63,20 @@ def test_a_plan_is_tuned_for_computed_columns(sample):
     tuned = sf.tune(model, rows=frame if sample else None, budget_s=1.5, threads=1)
     assert tuned.tuning is not None
     np.testing.assert_allclose(tuned.predict(frame.iloc[:60]), model.predict(frame.iloc[:60]), rtol=1e-12, atol=1e-12)
+
+
+def test_a_profile_reads_rows_as_predict_does(fitted, tmp_path):
+    """Profiling takes the model's input (its computed columns made from it), as predict does:
+    the counts equal those of the rows the kernels read."""
+    from silvanforge.frontend import profiling
+    from silvanforge.inputs.rows import as_rows
+
+    model, cf, frame = fitted
+    forest = cf.forest
+    rows = frame.iloc[:100]
+    got = profiling.profile(forest, rows)
+    plain = profiling.tree_hits
+    kernel_rows = as_rows(rows, forest, np.dtype(forest.threshold_dtype))
+    for tree, hits in zip(forest.trees, got.hits):
+        np.testing.assert_array_equal(hits, plain(tree, kernel_rows, forest.category_rule))
+    assert int(got.hits[0][0]) == len(rows)  # (every row reaches a root)

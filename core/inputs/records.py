@@ -15,7 +15,7 @@ import json
 
 import numpy as np
 
-from silvanforge.inputs.columns import Labels, column_order, numbers_as_labels
+from silvanforge.inputs.columns import Labels, column_order, listed, numbers_as_labels
 from silvanforge.errors import InputError
 from silvanforge.ir.hir import Forest
 
@@ -67,6 +67,10 @@ def records_matrix(X, forest: Forest, name=lambda i: f"record {i}", readers: lis
             if odd is not None:  # (a list or an object: neither a label nor a code)
                 raise InputError(f"{name(odd)}: {feature!r} is {json.dumps(column[odd], default=str)[:40]}, "
                                  "not a label or a category code")
+            if strings and all(_number(label) and type(label) is not bool for label in categories[f]):
+                at = next(i for i, v in enumerate(column) if isinstance(v, str))
+                raise InputError(f"{name(at)}: {feature!r} is the string {column[at][:40]!r}, and the feature's "
+                                 f"categories are numbers ({listed(categories[f])}): write it as a number")
             labels = Labels(categories[f], forest.unseen_category_error)
             values = np.array(column, dtype=object)
             numbers = not strings and any(v is not None and v == v for v in column)
@@ -101,10 +105,10 @@ _PLAIN = frozenset((float, int, bool, type(None)))  # what a number feature's va
 def _plain_records(records: list, readers: tuple) -> np.ndarray | None:
     """Records read value by value: numbers (and booleans) as they are, None missing,
     labels through the model's codes.  None where anything is not that plain (a missing or
-    extra key, a NaN label, a number for a label, another type): the general reading decides,
-    with its errors."""
+    extra key, a NaN label, a number for a label, a label the model does not know, another
+    type): the general reading decides, with its errors."""
     names, labelled = readers
-    rows, unseen = [], False
+    rows = []
     for record in records:
         if type(record) is not dict or len(record) != len(names):
             return None
@@ -119,7 +123,8 @@ def _plain_records(records: list, readers: tuple) -> np.ndarray | None:
             if type(v) is not str:
                 return None
             code = values[f] = lookup.get(v, -1.0)
-            unseen = unseen or code == -1.0
+            if code == -1.0:  # (a label the model does not know: the general reading decides)
+                return None
         if not set(map(type, values)) <= _PLAIN:
             return None
         rows.append(values)
@@ -127,9 +132,6 @@ def _plain_records(records: list, readers: tuple) -> np.ndarray | None:
         out = np.array(rows, dtype=np.float64).reshape(len(rows), len(names))  # (None: NaN)
     except OverflowError:  # (an integer past float64: the general reading names it)
         return None
-    if unseen:
-        for f, _, labels in labelled:
-            labels.unseen(out[:, f], out[:, f] == -1.0, names[f])
     return out
 
 

@@ -535,6 +535,12 @@ def test_bad_records_are_named(models):
         cf.predict([record, [1, 2]])
     with pytest.raises(InputError, match="""record 0: 'colour' is \\["red"\\], not a label or a category code"""):
         cf.predict({**record, "colour": ["red"]})  # (was read as numbers: "holds plain number values")
+    numbered = sf.compile(lgb.LGBMRegressor(n_estimators=3, min_child_samples=5, min_data_per_group=5, verbose=-1).fit(
+        pd.DataFrame({"a": np.arange(60.0), "size": pd.Categorical(np.arange(60) % 3)}), np.arange(60.0)))
+    np.testing.assert_array_equal(numbered.predict({"a": 1.0, "size": 2}),
+                                  numbered.predict(pd.DataFrame({"a": [1.0], "size": pd.Categorical([2], [0, 1, 2])})))
+    with pytest.raises(InputError, match="'size' is the string '2', and the feature's categories are numbers"):
+        numbered.predict({"a": 1.0, "size": "2"})  # (was an unseen label: silently missing)
     with pytest.raises(InputError, match="record 1: 'age' is an integer too large for a number"):
         cf.predict([record, {**record, "age": -10 ** 400}])  # (past float64: Python's float refuses it too)
     unnamed = sf.compile(xgb.XGBRegressor(n_estimators=2).fit(np.eye(3), [0, 1, 2]))

@@ -343,9 +343,6 @@ def refuse_overwrite(output: str | None, *, predictions: bool = False, **inputs:
     them in (:data:`OTHER_FORMATS`) is refused too."""
     if output is None or output == "-":
         return
-    if predictions and output.lower().endswith(OTHER_FORMATS):
-        raise InputError(f"--output {output}: forge writes CSV or .npy, not {os.path.splitext(output)[1]}; "
-                         "name the output Y.csv or Y.npy")
     target = os.path.realpath(output)
     for what, path in inputs.items():
         if path is None or path == "-":
@@ -359,6 +356,9 @@ def refuse_overwrite(output: str | None, *, predictions: bool = False, **inputs:
         if same:
             raise InputError(f"--output {output} is the {what.replace('_', ' ')} {path}: writing it would "
                              "destroy it; choose another output path")
+    if predictions and output.lower().endswith(OTHER_FORMATS):
+        raise InputError(f"--output {output}: forge writes CSV or .npy, not {os.path.splitext(output)[1]}; "
+                         "name the output Y.csv or Y.npy")
 
 
 def refuse_output_flags(margin: bool, **outputs: bool) -> None:

@@ -86,7 +86,10 @@ def _parts(cf: CompiledForest) -> tuple[dict, dict, bytes, dict]:
     if kernel is not None:  # (the kernel's tables; NumPy's are made again)
         arrays["contributions.npz"], record = shap_arrays.saved(tables, kernel.arg_layout)
         extra["contributions.json"] = archive.json_bytes(record)
-    for kind, (model, _) in list(cf._outputs.items()):  # other outputs' models built so far (pred_leaf ...)
+    # Other outputs' models (pred_leaf, per_tree): those built, and those a load kept unasked
+    for kind, (raw, _) in list(cf._saved_outputs.items()):
+        extra[f"{kind}.forge"] = raw
+    for kind, (model, _) in list(cf._outputs.items()):
         if f"{kind}.forge" in archive.OUTPUT_MEMBERS:
             extra[f"{kind}.forge"] = model.to_bytes()
     if cf.forest.hashed_combinations:  # the kernel of its computed columns too (compiled once a process)
@@ -236,16 +239,19 @@ def load(source, name: str, key, trust_code: bool, forest: hir.Forest | None = N
 
 def _restore_outputs(cf: CompiledForest, saved: dict, name: str) -> None:
     """The compiled models of other outputs a trusted artifact kept (``saved``: kind -> artifact
-    bytes), each taken where it is the model of that output of this forest: its first request
-    then compiles nothing.  One that is not is left to compile at its first request."""
+    bytes), each loaded at its first request (a flight-sized leaf model doubles a load's time)
+    and taken where it is the model of that output of this forest: that request then compiles
+    nothing.  One that is not (or does not load) is compiled then, as without it."""
+    def loader(kind: str, raw: bytes):
+        def load_it():
+            try:
+                model = load(raw, f"{name}: {kind}.forge", None, trust_code=True)
+            except ArtifactError:
+                return None
+            return model if model.forest.fingerprint() == outputs.forest_of(cf.forest, kind).fingerprint() else None
+        return load_it
     for kind, raw in saved.items():
-        want = outputs.forest_of(cf.forest, kind).fingerprint()
-        try:
-            model = load(raw, f"{name}: {kind}.forge", None, trust_code=True)
-        except ArtifactError:
-            continue
-        if model.forest.fingerprint() == want:
-            cf._outputs[kind] = (model, outputs.shaper(cf.forest, kind))
+        cf._saved_outputs[kind] = (raw, loader(kind, raw))
 
 
 def _form_tile_ids(name: str, art, index: int, entry: dict, forest: hir.Forest):

@@ -49,6 +49,9 @@ class CompiledForest:
         # Other outputs (silvanforge.frontend.outputs), each a compiled model of its own and the
         # function shaping its margins as the library returns them, built at its first request.
         self._outputs: dict[str, tuple] = {}
+        # Those a trusted artifact kept and not yet asked for: kind -> (its artifact's bytes, a
+        # function loading it, None where it is not this forest's), loaded at its first request.
+        self._saved_outputs: dict[str, tuple] = {}
         # (kernel, tables) of SHAP contributions, made at their first request: a target's kernel and
         # silvanforge.runtime.shap_arrays', or None and silvanforge.runtime.contributions'.
         self._contribution_tables = None
@@ -364,12 +367,15 @@ class CompiledForest:
         with self._outputs_lock:
             built = self._outputs.get(kind)
             if built is None:
-                forest = outputs.forest_of(self.forest, kind)
-                o = self.options
-                opts = CompileOptions(target=o.target, cpu=o.cpu, threads=o.threads).resolved()
-                # (its own plan by request size: a lone row's form walks it alone)
-                built = self._outputs[kind] = (CompiledForest(forest, *untuned_plan(forest, opts)),
-                                               outputs.shaper(self.forest, kind))
+                saved = self._saved_outputs.pop(kind, None)
+                model = saved[1]() if saved is not None else None  # (an artifact's: nothing compiled)
+                if model is None:
+                    forest = outputs.forest_of(self.forest, kind)
+                    o = self.options
+                    opts = CompileOptions(target=o.target, cpu=o.cpu, threads=o.threads).resolved()
+                    # (its own plan by request size: a lone row's form walks it alone)
+                    model = CompiledForest(forest, *untuned_plan(forest, opts))
+                built = self._outputs[kind] = (model, outputs.shaper(self.forest, kind))
         return built
 
     def _predict_device(self, X, output_margin: bool, missing) -> object:
@@ -413,8 +419,9 @@ class CompiledForest:
 
     def outputs_text(self) -> str:
         """Which outputs besides predictions this process has built for the model: each is built
-        at its first request (an artifact or a pickle carries none of them)."""
-        said = [f"{kind}: " + (f"built ({len(built[0].forms)} programs)" if built is not None else "not built")
+        at its first request (or loaded then, where the model's trusted artifact kept it)."""
+        said = [f"{kind}: " + (f"built ({len(built[0].forms)} programs)" if built is not None else
+                               "saved (loaded at its first request)" if kind in self._saved_outputs else "not built")
                 for kind, built in ((kind, self._outputs.get(kind)) for kind in ("pred_leaf", "per_tree"))]
         said.append("pred_contribs: " + ("built" if self._contribution_tables is not None else "not built"))
         return "other outputs (each built at its first request): " + "; ".join(said)

@@ -189,7 +189,7 @@ def test_random_forests_leaves_and_tree_values_equal_the_reference(forest, seed)
     _per_tree_exact(cf, X)
 
 
-def test_outputs_survive_saving_pickling_and_the_code_cache(tmp_path):
+def test_outputs_survive_saving_pickling_and_the_code_cache(tmp_path, monkeypatch):
     lgb = pytest.importorskip("lightgbm")
     X = _rows(300, 4, seed=7)
     booster = lgb.train({"num_leaves": 9, "verbose": -1, "num_threads": 1}, lgb.Dataset(X, _labels(X)), 6)
@@ -199,14 +199,25 @@ def test_outputs_survive_saving_pickling_and_the_code_cache(tmp_path):
     np.testing.assert_array_equal(cf.predict(X, pred_leaf=True), want)
     assert "pred_leaf: built" in cf.show("plan") and cf.summary()["outputs_built"] == ["pred_leaf"]
     cf.save(tmp_path / "m.forge")
-    # An artifact and a pickle keep the output models built before (their first request after a
-    # load compiles nothing); the code-cache entry was written before pred_leaf was built.
+    # An artifact and a pickle keep the output models built before, loaded at their first request
+    # after a load, which compiles nothing; the code-cache entry was written before pred_leaf was built.
+    from silvanforge.runtime import compiled as compiled_module
+
     for back, kept in ((sf.load_compiled(tmp_path / "m.forge", trust_code=True), True),
                        (pickle.loads(pickle.dumps(cf)), True),
                        (sf.compile(booster, cache=tmp_path / "cache"), False)):  # (a hit: the entry the first wrote)
-        assert back.summary()["outputs_built"] == (["pred_leaf"] if kept else [])
+        assert back.summary()["outputs_built"] == []
+        assert ("pred_leaf: saved (loaded at its first request)" in back.show("plan")) == kept
+        if kept:
+            with monkeypatch.context() as m:
+                m.setattr(compiled_module, "untuned_plan", lambda *a, **k: pytest.fail("compiled, not loaded"))
+                np.testing.assert_array_equal(back.predict(X, pred_leaf=True), want)
+            np.testing.assert_array_equal(pickle.loads(pickle.dumps(back)).predict(X, pred_leaf=True), want)
         np.testing.assert_array_equal(back.predict(X, pred_leaf=True), want)
         np.testing.assert_array_equal(back.predict(X, per_tree=True), cf.predict(X, per_tree=True))
+    # a model loaded and saved again before its first leaf request keeps the saved one
+    sf.load_compiled(tmp_path / "m.forge", trust_code=True).save(tmp_path / "again.forge")
+    assert "pred_leaf: saved" in sf.load_compiled(tmp_path / "again.forge", trust_code=True).show("plan")
     with pytest.warns(sf.ArtifactWarning, match="not signed"):  # untrusted: no code of it runs
         untrusted = sf.load_compiled(tmp_path / "m.forge", key="another key")
     assert untrusted.summary()["outputs_built"] == []

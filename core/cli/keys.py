@@ -3,6 +3,8 @@ the command line; :mod:`silvanforge.cli` adds these commands under ``forge key``
 
 from __future__ import annotations
 
+import os
+
 import typer
 
 from silvanforge.artifact import userkey
@@ -27,7 +29,10 @@ def key_show():
         raise InputError(f"the per-user artifact key is off ({userkey.ENABLE_ENV}=0)")
     key = userkey.load(create=False)
     where = userkey.path()
-    if key is None:
+    if key is None and os.environ.get(userkey.KEY_FILE_ENV):  # (a fleet's file: provisioned, not made by a save)
+        typer.echo(f"{where}: no key there ({userkey.KEY_FILE_ENV}): provision the fleet's key there, or make "
+                   "one with forge key rotate")
+    elif key is None:
         typer.echo(f"{where}: no key yet (the first save makes one)")
     else:
         typer.echo(f"{where}: fingerprint {userkey.fingerprint(key)}")

@@ -24,7 +24,7 @@ from collections.abc import Callable
 from typing import Any
 
 from silvanforge.artifact import archive
-from silvanforge.errors import InputError, IRVerificationError, ModelFormatError
+from silvanforge.errors import InputError, IRVerificationError, ModelFormatError, UnsupportedModelError
 from silvanforge.hookspecs import hookimpl
 from silvanforge.ir import hir
 from silvanforge.ir.hir import Forest
@@ -84,6 +84,12 @@ def load_model(model: str | os.PathLike | bytes | hir.Forest | Any, fmt: str | N
     if forest is None:
         what = "bytes" if isinstance(model, (bytes, bytearray, memoryview)) else \
             f"{type(model).__module__}.{type(model).__qualname__}"
+        if type(model).__module__.split(".")[0] in ("sklearn", "xgboost", "lightgbm", "catboost", "onnx"):
+            # (a library's object of a kind no importer reads: an isolation forest, a linear booster)
+            raise UnsupportedModelError(
+                f"{what} is not a model SilvanForge compiles: it reads tree ensembles that predict (XGBoost "
+                "and LightGBM tree boosters, CatBoost models, scikit-learn's decision trees, forests and "
+                "gradient boosting, ONNX tree ensembles), fitted")
         raise ModelFormatError(
             f"cannot read a model from {what}: give a model file's path or bytes (formats: "
             f"{', '.join(reg.formats()) or 'none installed'}), a compiled artifact, or a fitted "

@@ -423,7 +423,9 @@ class CompiledForest:
         said = [f"{kind}: " + (f"built ({len(built[0].forms)} programs)" if built is not None else
                                "saved (loaded at its first request)" if kind in self._saved_outputs else "not built")
                 for kind, built in ((kind, self._outputs.get(kind)) for kind in ("pred_leaf", "per_tree"))]
-        said.append("pred_contribs: " + ("built" if self._contribution_tables is not None else "not built"))
+        said.append("pred_contribs: " + ("built" if self._contribution_tables is not None else
+                                         "saved (taken at its first request)" if self._saved_contributions is not None
+                                         else "not built"))
         return "other outputs (each built at its first request): " + "; ".join(said)
 
     def _forms_text(self) -> str:

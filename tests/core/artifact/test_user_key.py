@@ -106,7 +106,7 @@ def test_forge_says_a_refused_key_once_as_a_note(home, compiled, tmp_path, capsy
                                compiled.predict(X).reshape(-1), rtol=1e-6)
 
 
-def test_no_place_for_a_key_saves_unsigned_and_a_missing_fleet_key_is_an_error(home, compiled, tmp_path,
+def test_no_place_for_a_key_saves_unsigned_and_a_missing_fleet_key_is_an_error(home, compiled, tmp_path, capsys,
                                                                                monkeypatch):
     monkeypatch.setenv("XDG_CONFIG_HOME", "/proc/no-such-place")
     with pytest.warns(sf.ArtifactWarning, match="cannot make your artifact key.*saved unsigned"):
@@ -117,6 +117,8 @@ def test_no_place_for_a_key_saves_unsigned_and_a_missing_fleet_key_is_an_error(h
     with pytest.raises(sf.InputError, match="does not exist"):
         compiled.save(tmp_path / "n.forge")
     assert not (tmp_path / "n.forge").exists()
+    code, out, _ = forge(capsys, "key", "show")  # (not "the first save makes one": it does not)
+    assert code == 0 and "no key there (SILVANFORGE_KEY_FILE): provision the fleet's key there" in out, out
 
 
 def test_rotate_and_export(home, compiled, tmp_path, capsys, monkeypatch):

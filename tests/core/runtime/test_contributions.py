@@ -232,7 +232,9 @@ def test_tables_are_kept_in_artifacts_pickles_and_the_code_cache(tmp_path, monke
     monkeypatch.setattr(shap_arrays, "arrays", lambda *a, **k: made.append(1) or real(*a, **k))
     kept = [sf.load_compiled(tmp_path / "m.forge", trust_code=True), pickle.loads(pickle.dumps(cf))]
     for back in kept:
+        assert "pred_contribs: saved (taken at its first request)" in back.show("plan")
         np.testing.assert_allclose(back.predict(X, pred_contribs=True), want, rtol=1e-8, atol=1e-10)
+        assert "pred_contribs: built" in back.show("plan")
         assert back.prepare_contributions()[1].named.keys() == tables.named.keys()
     assert not made
     with pytest.warns(ArtifactWarning):

@@ -614,11 +614,14 @@ def test_objects_that_are_not_ours(rng):
     X, y = data(rng, 100, 3, "regression", False)
     linear = linear_model.LinearRegression().fit(X, y)
     assert import_object(linear) is None and import_object(object()) is None
-    with pytest.raises(ModelFormatError, match="cannot read a model from"):
+    # a library's object no importer reads: named as a model kind not compiled (not a file format)
+    with pytest.raises(UnsupportedModelError, match="LinearRegression is not a model SilvanForge compiles"):
         sf.load_model(linear)
     iso = ensemble.IsolationForest(n_estimators=2).fit(X)
-    with pytest.raises(ModelFormatError, match="IsolationForest"):
+    with pytest.raises(UnsupportedModelError, match="IsolationForest is not a model SilvanForge compiles"):
         sf.load_model(iso)
+    with pytest.raises(ModelFormatError, match="cannot read a model from builtins.object"):
+        sf.load_model(object())
 
 
 # ---------------------------------------------------------------------------------------------

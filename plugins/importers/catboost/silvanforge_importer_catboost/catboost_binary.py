@@ -49,6 +49,13 @@ def loads(data: bytes, name: str) -> Forest:
 
 def from_model(model, name: str) -> Forest:
     """A fitted ``catboost.CatBoost`` (or estimator) through its JSON export."""
+    for kind in ("text", "embedding"):  # (refused by name: CatBoost's JSON export refuses them vaguely)
+        indices = getattr(model, f"get_{kind}_feature_indices", lambda: [])()
+        if indices is not None and len(indices):
+            names = getattr(model, "feature_names_", None) or []
+            shown = ", ".join(repr(names[i]) if i < len(names) else str(i) for i in list(indices)[:8])
+            raise UnsupportedModelError(f"{name}: CatBoost {kind} features are not supported ({shown}): their "
+                                        "feature calcers have no exact form here; train without them")
     with tempfile.TemporaryDirectory(prefix="silvanforge-catboost-") as tmp:
         path = os.path.join(tmp, "model.json")
         try:

@@ -30,7 +30,7 @@ def serve(
     target: str | None = _target_opt(),
     trust_code: bool = typer.Option(False, "--trust-code",
                                     help="Run an artifact's machine code though it is not signed with "
-                                         "SILVANFORGE_ARTIFACT_KEY (only for artifacts you trust)."),
+                                         "your key (only for artifacts you trust: it is native code)."),
     cache: str | None = _cache_opt(),
     log_level: str = typer.Option("info", "--log-level",
                                   help="uvicorn's log level: critical, error, warning, info, debug."),

@@ -23,13 +23,13 @@ _PROBABILITY = ("Logloss", "CrossEntropy", "MultiClass", "MultiClassOneVsAll", "
 _EXPONENT = ("Poisson", "Tweedie")
 
 
-def _load(ctx: PeerContext):
+def _load(ctx: PeerContext, peer: str = "catboost"):
     import catboost as cb
 
     model = cb.CatBoost()
     model.load_model(ctx.path, format="json" if ctx.fmt == "catboost-json" else "cbm")
     if model.get_cat_feature_indices():
-        raise PeerUnavailable("catboost: not timed on this model (it has categorical features; "
+        raise PeerUnavailable(f"{peer}: not timed on this model (it has categorical features; "
                               "the bench's rows are numbers)")
     return model
 
@@ -48,7 +48,7 @@ def catboost_engine(ctx: PeerContext) -> Call:
 
 def catboost_onnx_engine(ctx: PeerContext) -> Call:
     """ONNX Runtime on CatBoost's own ONNX export; one session per thread count."""
-    model = _load(ctx)
+    model = _load(ctx, "onnxruntime (CatBoost's ONNX export)")
     path = os.path.join(ctx.workdir, "catboost.onnx")
     try:
         model.save_model(path, format="onnx")

@@ -236,7 +236,7 @@ class CompiledForest:
             return self._predict_device(X, output_margin, missing)
         threads_used = self.threads if threads is None else threads  # (None: all CPUs)
         rows = as_rows(X, self.forest, self.main.input_dtype, self._schemas, threads_used)
-        missing_value = _missing_value(missing)
+        missing_value = None if missing != missing else _missing_value(missing)  # (NaN, the default: no call)
         if missing_value is not None:
             rows = np.where(rows == rows.dtype.type(missing_value), rows.dtype.type(np.nan), rows)
         if small_for is not None and rows.shape[0] <= SMALL_ROWS and rows.dtype is self._small_dtype \

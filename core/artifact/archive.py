@@ -60,7 +60,8 @@ OLD_FORMATS = (1,)  # no manifest: their forests load, their machine code never 
 KEY_ENV = "SILVANFORGE_ARTIFACT_KEY"
 MANIFEST, SIGNATURE = "manifest.json", "signature"
 # The compiled models of other outputs (pred_leaf, per_tree) built before a save: each an
-# artifact of its own (unsigned: the outer manifest covers its bytes).
+# artifact of its own, unsigned (key=False: the outer manifest covers its bytes, and its code
+# runs only where the outer artifact's does).
 OUTPUT_MEMBERS = ("pred_leaf.forge", "per_tree.forge")
 MEMBERS = ("meta.json", "forest.npz", "kernel.bin", "tiling.npz", "program.json", "program.npz",
            "plan.json", "contributions.json", "contributions.npz", "hashed_columns.bin", *OUTPUT_MEMBERS)
@@ -133,7 +134,10 @@ class Artifact:
 
 def _key(key, create: bool = False) -> bytes | None:
     """The key to sign or check with: ``key``, else ``SILVANFORGE_ARTIFACT_KEY``, else the user's
-    own (:mod:`silvanforge.artifact.userkey`; made by the first save, ``create``)."""
+    own (:mod:`silvanforge.artifact.userkey`; made by the first save, ``create``); ``False``:
+    none, and none looked up (an artifact inside another, whose manifest covers it)."""
+    if key is False:
+        return None
     if key is None:
         key = os.environ.get(KEY_ENV) or None
     if key is None:

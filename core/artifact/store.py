@@ -86,12 +86,15 @@ def _parts(cf: CompiledForest) -> tuple[dict, dict, bytes, dict]:
     if kernel is not None:  # (the kernel's tables; NumPy's are made again)
         arrays["contributions.npz"], record = shap_arrays.saved(tables, kernel.arg_layout)
         extra["contributions.json"] = archive.json_bytes(record)
-    # Other outputs' models (pred_leaf, per_tree): those built, and those a load kept unasked
-    for kind, (raw, _) in list(cf._saved_outputs.items()):
+    # Other outputs' models (pred_leaf, per_tree): those a load kept unasked, and those built
+    # (taken together: a first request moves one from the first to the second)
+    with cf._outputs_lock:
+        saved, built = dict(cf._saved_outputs), dict(cf._outputs)
+    for kind, (raw, _) in saved.items():
         extra[f"{kind}.forge"] = raw
-    for kind, (model, _) in list(cf._outputs.items()):
+    for kind, (model, _) in built.items():
         if f"{kind}.forge" in archive.OUTPUT_MEMBERS:
-            extra[f"{kind}.forge"] = model.to_bytes()
+            extra[f"{kind}.forge"] = model.to_bytes(key=False)
     if cf.forest.hashed_combinations:  # the kernel of its computed columns too (compiled once a process)
         code = hashed_kernel.kernel_artifact()
         if code:
@@ -242,16 +245,18 @@ def _restore_outputs(cf: CompiledForest, saved: dict, name: str) -> None:
     bytes), each loaded at its first request (a flight-sized leaf model doubles a load's time)
     and taken where it is the model of that output of this forest: that request then compiles
     nothing.  One that is not (or does not load) is compiled then, as without it."""
-    def loader(kind: str, raw: bytes):
-        def load_it():
-            try:
-                model = load(raw, f"{name}: {kind}.forge", None, trust_code=True)
-            except ArtifactError:
-                return None
-            return model if model.forest.fingerprint() == outputs.forest_of(cf.forest, kind).fingerprint() else None
-        return load_it
     for kind, raw in saved.items():
-        cf._saved_outputs[kind] = (raw, loader(kind, raw))
+        cf._saved_outputs[kind] = (raw, functools.partial(_saved_output, raw, f"{name}: {kind}.forge", kind))
+
+
+def _saved_output(raw: bytes, name: str, kind: str, forest: hir.Forest) -> CompiledForest | None:
+    """The output model ``raw`` (an artifact kept in a trusted one) of output ``kind`` of
+    ``forest``, read with that output's forest of ``forest`` (its names and categories: a
+    code-cache entry may be another model's of the same trees), or None: compiled instead."""
+    try:
+        return load(raw, name, False, trust_code=True, forest=outputs.forest_of(forest, kind))
+    except ArtifactError:
+        return None
 
 
 def _form_tile_ids(name: str, art, index: int, entry: dict, forest: hir.Forest):

@@ -84,8 +84,14 @@ def load_model(model: str | os.PathLike | bytes | hir.Forest | Any, fmt: str | N
     if forest is None:
         what = "bytes" if isinstance(model, (bytes, bytearray, memoryview)) else \
             f"{type(model).__module__}.{type(model).__qualname__}"
-        if type(model).__module__.split(".")[0] in ("sklearn", "xgboost", "lightgbm", "catboost", "onnx"):
-            # (a library's object of a kind no importer reads: an isolation forest, a linear booster)
+        library = type(model).__module__.split(".")[0]
+        installed = {name.partition(":")[2] for name, _ in reg.pm.list_name_plugin()
+                     if name and name.startswith("silvanforge.importers:")}
+        if library in ("sklearn", "xgboost", "lightgbm", "catboost", "onnx") and library not in installed:
+            raise ModelFormatError(f"{what}: reading {library} models needs SilvanForge's {library} importer: "
+                                   f'pip install "silvanforge[{library}]"')
+        if library in ("sklearn", "xgboost", "lightgbm", "catboost", "onnx"):
+            # (a library's object of a kind its importer does not read: an isolation forest, a linear booster)
             raise UnsupportedModelError(
                 f"{what} is not a model SilvanForge compiles: it reads tree ensembles that predict (XGBoost "
                 "and LightGBM tree boosters, CatBoost models, scikit-learn's decision trees, forests and "

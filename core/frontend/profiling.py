@@ -37,6 +37,7 @@ from silvanforge.frontend.tiling import ALPHA, BETA, is_skewed, leaves_covering
 from silvanforge.ir.hir import ZERO_THRESHOLD, CategoryRule, Forest, Op, Tree
 from silvanforge.runtime.reference import category_of
 from silvanforge.inputs.rows import as_rows
+from silvanforge.runtime.threads import check_rows
 
 PROFILE_FORMAT = "silvanforge-profile"
 PROFILE_VERSION = 1
@@ -182,7 +183,9 @@ def tree_hits(tree: Tree, X: np.ndarray, rule: CategoryRule) -> np.ndarray:
 
 def profile(model, X, *, check_features: bool = True) -> Profile:
     """Profile ``model`` (a model file, a HIR Forest or a CompiledForest) on the rows ``X``:
-    per tree, how many rows visit each node (see the module doc)."""
+    per tree, how many rows visit each node (see the module doc).  ``X``: rows as ``predict``
+    takes them; ``check_features=False``: rows the kernels read already (a model's computed
+    columns in them), as the tuner holds them."""
     if isinstance(model, Forest):
         forest = model
     elif hasattr(model, "forest") and isinstance(model.forest, Forest):
@@ -190,7 +193,8 @@ def profile(model, X, *, check_features: bool = True) -> Profile:
     else:
         forest = load_model(model)
     # (as predict reads them: frames, records, and a model's computed columns made from its input)
-    rows = as_rows(X, forest, np.dtype(forest.threshold_dtype))
+    dtype = np.dtype(forest.threshold_dtype)
+    rows = as_rows(X, forest, dtype) if check_features else check_rows(X, forest.num_features, dtype)
     hits = [tree_hits(t, rows, forest.category_rule) for t in forest.trees]
     return Profile(int(rows.shape[0]), hits, forest.fingerprint(), forest.num_features)
 

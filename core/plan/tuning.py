@@ -205,9 +205,11 @@ def tune(model, rows=None, target: str | None = None, threads: int | None = None
     # The pool holds the kernels' rows (as_rows made them): where a model computes columns from
     # its input (CatBoost's hashed categories and CTRs), the forms are timed on those rows as
     # they are, by a forest that reads them as plain numbers (predict would read them again).
-    plain = forest if not (forest.hashed_categories or forest.hashed_combinations) else \
-        dataclasses.replace(forest, hashed_categories=None, hashed_combinations=None)
+    hashed = bool(forest.hashed_categories or forest.hashed_combinations)
+    plain = dataclasses.replace(forest, hashed_categories=None, hashed_combinations=None) if hashed else forest
     models = [CompiledForest(plain, [c.form]) for c in timed]
+    for cf in models if hashed else ():
+        cf._small_for = None  # (such a model's calls take the general path: timed on it)
     work = len(timed) * len(sizes)
     done = 0
     for size in sizes:

@@ -367,8 +367,8 @@ class CompiledForest:
         with self._outputs_lock:
             built = self._outputs.get(kind)
             if built is None:
-                saved = self._saved_outputs.pop(kind, None)
-                model = saved[1]() if saved is not None else None  # (an artifact's: nothing compiled)
+                saved = self._saved_outputs.get(kind)
+                model = saved[1](self.forest) if saved is not None else None  # (an artifact's: nothing compiled)
                 if model is None:
                     forest = outputs.forest_of(self.forest, kind)
                     o = self.options
@@ -376,6 +376,7 @@ class CompiledForest:
                     # (its own plan by request size: a lone row's form walks it alone)
                     model = CompiledForest(forest, *untuned_plan(forest, opts))
                 built = self._outputs[kind] = (model, outputs.shaper(self.forest, kind))
+                self._saved_outputs.pop(kind, None)  # (after: a save meanwhile sees one or the other)
         return built
 
     def _predict_device(self, X, output_margin: bool, missing) -> object:

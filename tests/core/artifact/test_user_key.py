@@ -93,17 +93,19 @@ def test_a_key_others_can_read_or_write_is_refused(home, compiled, tmp_path, mod
 def test_forge_says_a_refused_key_once_as_a_note(home, compiled, tmp_path, capsys):
     """The key is read when the artifact is checked and again when it loads: the CLI says it
     once, as a note (it printed Python's warning with a source line, then the note)."""
-    compiled.save(tmp_path / "m.forge")
-    os.chmod(userkey.path(), 0o644)
     X = np.random.default_rng(1).normal(size=(5, compiled.num_features)).astype(np.float32)
     np.save(tmp_path / "x.npy", X)
-    code, out, err = forge(capsys, "predict", tmp_path / "m.forge", "-i", tmp_path / "x.npy")
-    assert code == 0, err
-    lines = err.splitlines()
-    assert all(line.startswith("note: ") for line in lines), err
-    assert sum("can be read or written by others" in line for line in lines) == 1, err
-    np.testing.assert_allclose(np.loadtxt(out.splitlines(), delimiter=",", ndmin=1).reshape(-1),
-                               compiled.predict(X).reshape(-1), rtol=1e-6)
+    leaves = compiled.predict(X, pred_leaf=True)  # (its leaf model kept in the artifact: read too)
+    compiled.save(tmp_path / "m.forge")
+    os.chmod(userkey.path(), 0o644)
+    for extra, want in (((), compiled.predict(X)), (("--leaf", "--trust-code"), leaves)):
+        code, out, err = forge(capsys, "predict", tmp_path / "m.forge", "-i", tmp_path / "x.npy", *extra)
+        assert code == 0, err
+        lines = err.splitlines()
+        assert all(line.startswith("note: ") for line in lines), err
+        assert sum("can be read or written by others" in line for line in lines) == 1, err
+        np.testing.assert_allclose(np.loadtxt(out.splitlines(), delimiter=",", ndmin=1).reshape(-1),
+                                   np.asarray(want, dtype=np.float64).reshape(-1), rtol=1e-6)
 
 
 def test_no_place_for_a_key_saves_unsigned_and_a_missing_fleet_key_is_an_error(home, compiled, tmp_path, capsys,

@@ -172,3 +172,24 @@ def test_directories_and_pickles_get_a_hint(tmp_path, data):
     path.write_bytes(pickle.dumps(xgb.XGBClassifier(n_estimators=2).fit(X, y)))
     with pytest.raises(ModelFormatError, match="looks like a pickle"):
         sf.compile(path)
+
+
+def test_a_library_model_without_its_importer_names_the_install(monkeypatch):
+    """A model of a library whose importer is not installed is no 'unsupported model': the
+    error names the extra to install."""
+    from silvanforge.frontend import loading
+
+    real = loading.registry()
+
+    class WithoutXGBoost:  # the registry as an install without silvanforge-importer-xgboost sees it
+        hook = type("Hook", (), {"silvanforge_import_object": staticmethod(lambda obj: None)})()
+        pm = type("PM", (), {"list_name_plugin": staticmethod(
+            lambda: [(n, p) for n, p in real.pm.list_name_plugin() if n != "silvanforge.importers:xgboost"])})()
+        formats = real.formats
+    monkeypatch.setattr(loading, "registry", lambda: WithoutXGBoost())
+    X = np.random.default_rng(0).normal(size=(40, 3))
+    booster = xgb.train({"max_depth": 2}, xgb.DMatrix(X, X[:, 0]), 2)
+    with pytest.raises(ModelFormatError, match=r'needs SilvanForge.s xgboost importer: pip install "silvanforge\[xgboost\]"'):
+        sf.load_model(booster)
+    with pytest.raises(UnsupportedModelError, match="LGBMRegressor is not a model SilvanForge compiles"):
+        sf.load_model(lgb.LGBMRegressor(n_estimators=2, verbose=-1).fit(X, X[:, 0]))  # (importer installed, object not read)

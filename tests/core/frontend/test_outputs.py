@@ -220,8 +220,28 @@ def test_outputs_survive_saving_pickling_and_the_code_cache(tmp_path, monkeypatc
     assert "pred_leaf: saved" in sf.load_compiled(tmp_path / "again.forge", trust_code=True).show("plan")
     with pytest.warns(sf.ArtifactWarning, match="not signed"):  # untrusted: no code of it runs
         untrusted = sf.load_compiled(tmp_path / "m.forge", key="another key")
-    assert untrusted.summary()["outputs_built"] == []
+    assert untrusted.summary()["outputs_built"] == [] and "pred_leaf: not built" in untrusted.show("plan")
     np.testing.assert_array_equal(untrusted.predict(X, pred_leaf=True), want)
+
+
+def test_a_kept_output_model_reads_rows_as_the_model_it_was_kept_with(tmp_path):
+    """A code-cache entry is any model's of the same trees: the leaf model it keeps reads rows by
+    the names and categories of the model compiled now, as its predictions do."""
+    xgb = pytest.importorskip("xgboost")
+    pd = pytest.importorskip("pandas")
+    X = _rows(300, 4, seed=9)
+    booster = xgb.train({"max_depth": 3}, xgb.DMatrix(X, _labels(X), feature_names=list("abcd")), 4)
+    first = sf.compile(booster, cache=tmp_path / "cache")
+    first.predict(X, pred_leaf=True)
+    first.prepare_contributions()  # (the entry written again: with the leaf model)
+    renamed = booster.copy()
+    renamed.feature_names = list("dcba")
+    again = sf.compile(renamed, cache=tmp_path / "cache")  # a hit: the first's entry
+    assert "pred_leaf: saved" in again.show("plan")
+    frame = pd.DataFrame(X, columns=list("dcba"))
+    np.testing.assert_array_equal(again.predict(frame, pred_leaf=True),
+                                  renamed.predict(xgb.DMatrix(frame), pred_leaf=True))
+    np.testing.assert_array_equal(again.predict(frame), renamed.predict(xgb.DMatrix(frame)))
 
 
 def test_bad_combinations_are_one_clear_error(tmp_path):

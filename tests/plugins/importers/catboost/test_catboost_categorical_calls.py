@@ -49,15 +49,16 @@ def test_bad_values_are_named_by_feature(fitted, record, message):
         cf.predict(np.array([[record["age"], record["colour"], record["size"]]], dtype=object))
 
 
+@pytest.mark.parametrize("grow", ["SymmetricTree", "Depthwise"])
 @pytest.mark.parametrize("sample", [False, True])
-def test_a_plan_is_tuned_for_computed_columns(sample):
+def test_a_plan_is_tuned_for_computed_columns(sample, grow):
     """Tuning times the forms on the rows the kernels read (the computed columns included); a
     model computing columns from its input was timed on them as if they were the input."""
     rng = np.random.default_rng(12)
     frame = pd.DataFrame({"a": rng.normal(size=400), "colour": rng.choice(list("rbgxy"), 400),
                           "shape": rng.choice(list("stuv"), 400), "b": rng.normal(size=400)})
     model = cb.CatBoostRegressor(iterations=12, depth=4, cat_features=["colour", "shape"], one_hot_max_size=2,
-                                 verbose=0, thread_count=1, random_seed=3, allow_writing_files=False)
+                                 grow_policy=grow, verbose=0, thread_count=1, random_seed=3, allow_writing_files=False)
     model.fit(frame, frame.a + (frame.colour == "r") + (frame["shape"] == "s") * (frame.colour == "x"))
     assert sf.load_model(model).hashed_combinations  # (CTR and one-hot columns: what was refused)
     tuned = sf.tune(model, rows=frame if sample else None, budget_s=1.5, threads=1)

@@ -60,6 +60,16 @@ def is_frame(X) -> bool:
     return read is not _not_read
 
 
+def refuse_lazy_frame(X) -> None:
+    """An InputError where ``X`` is a query not yet run (a polars LazyFrame); models whose
+    categories are known by hash read frames otherwise, and ask here."""
+    read = _READERS.get(type(X))
+    if read is None:
+        read = _READERS.setdefault(type(X), _reader(type(X)))
+    if read is _lazy_frame:
+        _lazy_frame(X, None, None)
+
+
 def _pandas_rows(X, memory: SchemaMemory, dtype: np.dtype):
     key = _pandas_key(X, memory)
     if key is None:

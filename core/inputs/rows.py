@@ -29,7 +29,8 @@ import numpy as np
 
 from silvanforge.inputs.columns import Labels, arrow_column, column_order, numbers_as_labels, pandas_column, polars_column
 from silvanforge.errors import InputError
-from silvanforge.inputs.frames import FRAME_LIBRARIES, SchemaMemory, frame_rows, hashed_frame_columns, is_frame
+from silvanforge.inputs.frames import (FRAME_LIBRARIES, SchemaMemory, frame_rows, hashed_frame_columns, is_frame,
+                                      refuse_lazy_frame)
 from silvanforge.inputs.hashed_rows import HashedInputs
 from silvanforge.inputs.records import is_records, records_matrix
 from silvanforge.ir.hir import Forest
@@ -60,6 +61,7 @@ def as_rows(X, forest: Forest, dtype: np.dtype, memory: SchemaMemory | None = No
         if not hashed and X.shape[1] == forest.num_features:  # (rows made here: nothing to check)
             return X.astype(dtype, copy=False)
     if hashed:
+        refuse_lazy_frame(X)  # (read the hashed way, it would be "not numeric")
         if memory is not None:
             return _hashed_rows(X, forest, dtype, memory.hashing(), threads, memory)
         return _hashed_rows(X, forest, dtype, HashedInputs(forest), threads)

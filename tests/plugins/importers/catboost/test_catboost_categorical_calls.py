@@ -66,6 +66,14 @@ def test_a_plan_is_tuned_for_computed_columns(sample, grow):
     np.testing.assert_allclose(tuned.predict(frame.iloc[:60]), model.predict(frame.iloc[:60]), rtol=1e-12, atol=1e-12)
 
 
+def test_a_polars_lazy_frame_is_refused_naming_collect(fitted):
+    pl = pytest.importorskip("polars")
+    _, cf, frame = fitted
+    with pytest.raises(InputError, match=r"polars LazyFrame.*frame.collect\(\)"):
+        cf.predict(pl.from_pandas(frame.iloc[:3]).lazy())
+    np.testing.assert_array_equal(cf.predict(pl.from_pandas(frame.iloc[:3])), cf.predict(frame.iloc[:3]))
+
+
 def test_a_profile_reads_rows_as_predict_does(fitted, tmp_path):
     """Profiling takes the model's input (its computed columns made from it), as predict does:
     the counts equal those of the rows the kernels read."""

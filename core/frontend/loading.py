@@ -54,6 +54,11 @@ def _shown(path: str) -> str:
         f"{path[:60]!r}... ({len(path)} characters: pass the model's contents as bytes, not str)"
 
 
+# Libraries whose objects an importer of the same name (and extra) reads: one of theirs that none
+# reads is a model of a kind not compiled, or one whose importer is not installed.
+IMPORTED_LIBRARIES = ("sklearn", "xgboost", "lightgbm", "catboost", "onnx")
+
+
 def load_model(model: str | os.PathLike | bytes | hir.Forest | Any, fmt: str | None = None) -> hir.Forest:
     """The HIR forest of ``model``.
 
@@ -85,12 +90,10 @@ def load_model(model: str | os.PathLike | bytes | hir.Forest | Any, fmt: str | N
         what = "bytes" if isinstance(model, (bytes, bytearray, memoryview)) else \
             f"{type(model).__module__}.{type(model).__qualname__}"
         library = type(model).__module__.split(".")[0]
-        installed = {name.partition(":")[2] for name, _ in reg.pm.list_name_plugin()
-                     if name and name.startswith("silvanforge.importers:")}
-        if library in ("sklearn", "xgboost", "lightgbm", "catboost", "onnx") and library not in installed:
+        if library in IMPORTED_LIBRARIES and f"silvanforge.importers:{library}" not in dict(reg.pm.list_name_plugin()):
             raise ModelFormatError(f"{what}: reading {library} models needs SilvanForge's {library} importer: "
                                    f'pip install "silvanforge[{library}]"')
-        if library in ("sklearn", "xgboost", "lightgbm", "catboost", "onnx"):
+        if library in IMPORTED_LIBRARIES:
             # (a library's object of a kind its importer does not read: an isolation forest, a linear booster)
             raise UnsupportedModelError(
                 f"{what} is not a model SilvanForge compiles: it reads tree ensembles that predict (XGBoost "

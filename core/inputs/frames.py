@@ -54,20 +54,22 @@ def frame_rows(X, memory: SchemaMemory, dtype: np.dtype):
 
 def is_frame(X) -> bool:
     """Whether ``X`` is a frame of a library read here (by its type, found once)."""
-    read = _READERS.get(type(X))
-    if read is None:
-        read = _READERS.setdefault(type(X), _reader(type(X)))
-    return read is not _not_read
+    return _reader_of(X) is not _not_read
 
 
 def refuse_lazy_frame(X) -> None:
     """An InputError where ``X`` is a query not yet run (a polars LazyFrame); models whose
     categories are known by hash read frames otherwise, and ask here."""
+    if _reader_of(X) is _lazy_frame:
+        _lazy_frame(X, None, None)
+
+
+def _reader_of(X):
+    """The reader of ``X``'s type (found once a type; :func:`frame_rows` looks it up inline)."""
     read = _READERS.get(type(X))
     if read is None:
         read = _READERS.setdefault(type(X), _reader(type(X)))
-    if read is _lazy_frame:
-        _lazy_frame(X, None, None)
+    return read
 
 
 def _pandas_rows(X, memory: SchemaMemory, dtype: np.dtype):

@@ -208,8 +208,9 @@ def tune(model, rows=None, target: str | None = None, threads: int | None = None
     hashed = bool(forest.hashed_categories or forest.hashed_combinations)
     plain = dataclasses.replace(forest, hashed_categories=None, hashed_combinations=None) if hashed else forest
     models = [CompiledForest(plain, [c.form]) for c in timed]
-    for cf in models if hashed else ():
-        cf._small_for = None  # (such a model's calls take the general path: timed on it)
+    if hashed:
+        for cf in models:
+            cf._small_for = None  # (such a model's calls take the general path: timed on it)
     work = len(timed) * len(sizes)
     done = 0
     for size in sizes:

@@ -50,7 +50,8 @@ class CompiledForest:
         # function shaping its margins as the library returns them, built at its first request.
         self._outputs: dict[str, tuple] = {}
         # Those a trusted artifact kept and not yet asked for: kind -> (its artifact's bytes, a
-        # function loading it, None where it is not this forest's), loaded at its first request.
+        # function of this forest loading it, or None where it is not that output's model of
+        # it), loaded at its first request.
         self._saved_outputs: dict[str, tuple] = {}
         # (kernel, tables) of SHAP contributions, made at their first request: a target's kernel and
         # silvanforge.runtime.shap_arrays', or None and silvanforge.runtime.contributions'.

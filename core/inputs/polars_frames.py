@@ -99,7 +99,10 @@ class PolarsPlan:
         it).  None where a value is not of its plan's kind: another schema under these names,
         read the general way."""
         take, labeled = self.few
-        rows = X.rows()
+        try:  # (polars' own rows, without rows()'s wrapper: 0.2 us of 8; private, so guarded)
+            rows = X._df.row_tuples()
+        except (AttributeError, TypeError):
+            rows = X.rows()
         if take is not None:
             rows = [take(row) for row in rows]
         unseen = False

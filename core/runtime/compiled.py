@@ -10,14 +10,14 @@ import threading
 
 import numpy as np
 
-from silvanforge.runtime import contributions, interactions, shap_arrays, transforms
+from silvanforge.runtime import contributions, interactions, interventional, shap_arrays, transforms
 from silvanforge.inputs.device import device_rows, is_device_array, like_input
-from silvanforge.errors import InputError
+from silvanforge.errors import InputError, UnsupportedModelError
 from silvanforge.frontend import outputs
 from silvanforge.options import CompileOptions
 from silvanforge.plan.forms import Form
 from silvanforge.plan.policy import untuned_plan
-from silvanforge.inputs.frames import FRAME_LIBRARIES, SchemaMemory
+from silvanforge.inputs.frames import FRAME_LIBRARIES, SchemaMemory, frame_rows
 from silvanforge.inputs.rows import as_rows
 from silvanforge.runtime.kernel import DeviceKernel
 from silvanforge.ir import hir
@@ -64,6 +64,8 @@ class CompiledForest:
         self._keep = None
         # NumPy's path tables of pred_interactions (silvanforge.runtime.interactions), at its first request.
         self._interaction_tables = None
+        # The interventional tables of the last background given (silvanforge.runtime.interventional).
+        self._background = None
         self._outputs_lock = threading.Lock()
         self._install(list(forms), list(bands) if bands is not None else [Band(1, None, 0)])
 
@@ -177,7 +179,7 @@ class CompiledForest:
 
     def predict(self, X, output_margin: bool = False, missing: float = np.nan,
                 threads: int | None = None, pred_leaf: bool = False, per_tree: bool = False,
-                pred_contribs: bool = False, pred_interactions: bool = False) -> np.ndarray:
+                pred_contribs: bool = False, pred_interactions: bool = False, background=None) -> np.ndarray:
         """Predictions for rows ``X``: what the source library's ``predict`` returns (XGBoost's
         and LightGBM's boosters: probabilities for classifiers; scikit-learn: ``predict_proba``
         for classifiers, ``predict`` for regressors).
@@ -201,6 +203,11 @@ class CompiledForest:
         out as the library's (XGBoost ``pred_contribs``, LightGBM ``pred_contrib``, CatBoost
         ``ShapValues``): path-dependent TreeSHAP with the model's covers
         (:mod:`silvanforge.runtime.contributions`); a row's values add up to its margin.
+        ``background``: with ``pred_contribs``, rows (any input ``predict`` takes) to explain
+        against instead: interventional SHAP, as ``shap.TreeExplainer(model, data=background,
+        feature_perturbation="interventional")`` computes for the margin, the bias the
+        background's mean margin (:mod:`silvanforge.runtime.interventional`; no covers needed,
+        ONNX models too); the tables of the last background are kept.
         ``pred_interactions``: XGBoost's SHAP interaction values, ``(n, F + 1, F + 1)``
         (:mod:`silvanforge.runtime.interactions`); a row's entries for a feature add up to its
         contribution.
@@ -209,9 +216,9 @@ class CompiledForest:
             >>> cf.predict(frame[["b", "a", "d", "c"]])             # matched by name  # doctest: +SKIP
             >>> cf.predict({"a": 0.5, "b": 1.0, "c": None, "d": "red"})  # a record  # doctest: +SKIP
         """
-        if pred_leaf or per_tree or pred_contribs or pred_interactions:
+        if pred_leaf or per_tree or pred_contribs or pred_interactions or background is not None:
             return self._other_output(X, pred_leaf, per_tree, pred_contribs, output_margin, missing, threads,
-                                      pred_interactions)
+                                      pred_interactions, background)
         late = self._late
         if late is not None:  # forms building: a lazy build starts at its first small request
             late.poke(X)
@@ -230,13 +237,18 @@ class CompiledForest:
                 lean = self._lean_form(shape[0], threads)
                 if lean is not None:
                     return self._small_call(lean.small, lean.small_splits, X, output_margin, 1)
-        # (a frame is on the host: asking it for device attributes looked for columns so named,
-        # two thirds of a one-row pandas call)
-        if type(X) is not np.ndarray and type(X).__module__.split(".")[0] not in FRAME_LIBRARIES \
-                and is_device_array(X):
-            return self._predict_device(X, output_margin, missing)
         threads_used = self.threads if threads is None else threads  # (None: all CPUs)
-        rows = as_rows(X, self.forest, self.main.input_dtype, self._schemas, threads_used)
+        # A frame (services send a row or a few so) read by its schema's plan at once, without
+        # as_rows' dispatch: a model with a lean path reads every input unhashed.
+        rows = frame_rows(X, self._schemas, self._small_dtype) \
+            if small_for is not None and type(X) is not np.ndarray else None
+        if rows is None:
+            # (a frame is on the host: asking it for device attributes looked for columns so
+            # named, two thirds of a one-row pandas call)
+            if type(X) is not np.ndarray and type(X).__module__.split(".")[0] not in FRAME_LIBRARIES \
+                    and is_device_array(X):
+                return self._predict_device(X, output_margin, missing)
+            rows = as_rows(X, self.forest, self.main.input_dtype, self._schemas, threads_used)
         missing_value = None if missing != missing else _missing_value(missing)  # (NaN, the default: no call)
         if missing_value is not None:
             rows = np.where(rows == rows.dtype.type(missing_value), rows.dtype.type(np.nan), rows)
@@ -285,7 +297,7 @@ class CompiledForest:
         return form
 
     def _other_output(self, X, pred_leaf: bool, per_tree: bool, pred_contribs: bool, output_margin: bool,
-                      missing, threads, pred_interactions: bool = False):
+                      missing, threads, pred_interactions: bool = False, background=None):
         """``predict(X, pred_leaf=True)``, ``per_tree=True``, ``pred_contribs=True`` or
         ``pred_interactions=True``: the rows through the compiled model of that output
         (:mod:`silvanforge.frontend.outputs`), or their contributions or interaction values,
@@ -296,6 +308,9 @@ class CompiledForest:
         if output_margin:
             raise InputError("output_margin applies to predictions, not to pred_leaf, per_tree, pred_contribs "
                              "or pred_interactions")
+        if background is not None and not pred_contribs:
+            raise InputError("background applies to pred_contribs (interventional SHAP values): "
+                             "pass pred_contribs=True with it")
         if pred_contribs or pred_interactions:
             forest = self.forest
             if threads is not None:
@@ -310,6 +325,9 @@ class CompiledForest:
                     if self._interaction_tables is None:
                         self._interaction_tables = contributions.tables(forest)
                 return interactions.shaped(forest, interactions.interactions(self._interaction_tables, rows, forest))
+            if background is not None:
+                return contributions.shaped(forest, interventional.contributions(
+                    self._background_tables(background), rows, forest))
             kernel, tables = self._contribution_tables or self.prepare_contributions()
             phi = (shap_arrays.contributions(tables, kernel, rows, self.threads if threads is None else threads)
                    if kernel is not None else contributions.contributions(tables, rows, forest))
@@ -318,6 +336,20 @@ class CompiledForest:
         # (built: no lock; its shaper made once, outputs.shaper)
         model, shape = self._outputs.get(kind) or self._output(kind)
         return shape(model.predict(X, missing=missing, threads=threads))
+
+    def _background_tables(self, background) -> "interventional.Background":
+        """The interventional tables of ``background`` (rows as ``predict`` takes them): the
+        last background's where its values are the same, else made now and kept."""
+        forest = self.forest
+        why = interventional.refusal(forest)
+        if why is not None:
+            raise UnsupportedModelError(f"pred_contribs with a background: {why}")
+        rows = as_rows(background, forest, np.dtype(forest.threshold_dtype), self._schemas)
+        found = self._background
+        if found is None or found.digest != interventional.digest(rows):
+            with self._outputs_lock:
+                found = self._background = interventional.background_tables(forest, rows)
+        return found
 
     def prepare_contributions(self, table_bytes: int | None = None):
         """Build what ``predict(X, pred_contribs=True)`` reads now (else its first request

@@ -122,7 +122,7 @@ def tables(forest: Forest, table_bytes: int = TABLE_BYTES) -> Tables:
     for t, tree in enumerate(forest.trees):
         # (a computed column's splits are its input feature's: attributed_features)
         fraction, feature_of = fractions(tree).tolist(), source[tree.feature].tolist()
-        for leaf, nodes, sides in _leaf_paths(tree):
+        for leaf, nodes, sides in leaf_paths(tree):
             value = np.zeros(K)
             value[list(tree.outputs)] = tree.leaf_value[leaf] * scale
             features, zero, slot = merged(feature_of, nodes, sides, fraction)
@@ -154,7 +154,15 @@ def tables(forest: Forest, table_bytes: int = TABLE_BYTES) -> Tables:
             if g.tabled:
                 g.table, g.ratio = _pattern_tables(g.zero[:g.tabled], g.d)
                 budget -= g.table.nbytes
+    return Tables(groups, bias, *flat_nodes(forest), scale)
+
+
+def flat_nodes(forest: Forest) -> tuple[Tree, np.ndarray, np.ndarray]:
+    """Every tree's nodes in one :class:`Tree` (a node's index there: its global index), and the
+    global indices of its splits testing no categories and of those testing categories: what
+    :func:`decisions` reads."""
     trees = forest.trees
+    starts = np.cumsum([0] + [t.num_nodes for t in trees])
     flat = Tree(**{name: np.concatenate([getattr(tree, name) for tree in trees])
                    for name in ("left", "feature", "threshold", "op", "default_left", "zero_missing")},
                 right=np.zeros(int(starts[-1]), np.int32), leaf_value=np.zeros((int(starts[-1]), 1)),
@@ -162,7 +170,7 @@ def tables(forest: Forest, table_bytes: int = TABLE_BYTES) -> Tables:
                             for node, cats in tree.categories.items()})
     splits = np.flatnonzero(flat.left >= 0)
     categorical = np.isin(splits, np.fromiter(flat.categories, np.int64, len(flat.categories)))
-    return Tables(groups, bias, flat, splits[~categorical], splits[categorical], scale)
+    return flat, splits[~categorical], splits[categorical]
 
 
 def _pattern_tables(zero: np.ndarray, d: int) -> tuple[np.ndarray, np.ndarray]:
@@ -215,7 +223,7 @@ def merged(feature: list[int], nodes: list[int], sides: list[bool], fraction: li
     return features, zeros, slots
 
 
-def _leaf_paths(tree: Tree):
+def leaf_paths(tree: Tree):
     """``(leaf, nodes, sides)`` of every leaf: the internal nodes from the root and whether the
     path goes left at each."""
     left, right = tree.left.tolist(), tree.right.tolist()

@@ -152,7 +152,7 @@ def arrays(forest: Forest, table_bytes: int = paths_math.TABLE_BYTES, kernel=Non
         split_of = (np.cumsum(tree.left >= 0) - 1).tolist()  # a node's split, counted in its tree
         expected = [0.0] * len(columns)
         before: list = []
-        for leaf, nodes, sides in paths_math._leaf_paths(tree):
+        for leaf, nodes, sides in paths_math.leaf_paths(tree):
             shared = 0
             for a, c in zip(zip(nodes, sides), before):
                 if a != c:

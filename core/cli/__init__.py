@@ -35,6 +35,8 @@ from silvanforge.lowering import choices
 from silvanforge.frontend import profiling
 from silvanforge.plan import tuning
 from silvanforge.errors import ArtifactWarning, CacheWarning, InputError, SilvanForgeError
+from silvanforge.cli.flags import (LEVEL_OPT, MODEL_ARG, cache_opt, cpu_opt, header_opt, profile_opt, rep_opt, reorder_opt,
+                                    schedule_opt, target_opt, threads_opt, tile_opt)
 from silvanforge.cli.keys import key_app
 from silvanforge.frontend.loading import is_artifact, load_model
 from silvanforge.plugins import registry
@@ -74,76 +76,6 @@ def _err() -> Console:
 
 def _note(message: str) -> None:
     sys.stderr.write(f"note: {message}\n")
-
-
-# --------------------------------------------------------------------------- shared options
-ModelArg = typer.Argument(..., help="A model file (XGBoost JSON/UBJSON, LightGBM text, CatBoost JSON/.cbm, ONNX), or a "
-                                    "compiled artifact saved with `forge compile -o`.",
-                          show_default=False)
-
-LevelOpt = typer.Option(None, "--level", "-l", show_default=False, case_sensitive=False,
-                        help="hir (the forest), mir (loop nest), lir (buffers and loads), target "
-                             "(generated code) or plan (the form answering each band of rows per call).")
-
-
-def _target_opt():
-    return typer.Option(None, "--target", "-t",
-                        help="Hardware to compile for, a target `forge plugins` lists (default: this machine's CPU).")
-
-
-def _rep_opt():
-    return typer.Option(None, "--rep", "-r",
-                        help="How trees are laid out in memory, a representation `forge plugins` lists "
-                             "(default: the cheapest for the model by the plugins' own estimates).")
-
-
-def _schedule_opt():
-    return typer.Option(None, "--schedule", "-s",
-                        help="A file holding a schedule, or a canned one: default, xgboost, "
-                             "one-tree-at-a-time, tree-parallel, split-trees, tahoe-*, or one a plugin adds "
-                             "(`forge show MODEL -l mir` prints one; default: the target's).")
-
-
-def _tile_opt():
-    return typer.Option(None, "--tile-size", min=1, max=8,
-                        help="Nodes evaluated per walk step (tiled walks, a representation that lays out tiles; "
-                             "default 1: node by node).")
-
-
-def _profile_opt():
-    return typer.Option(None, "--profile", "-p",
-                        help="A profile from `forge profile` (.npz or .json): with --tile-size 2..8 "
-                             "skewed trees are tiled by probability; without, the walks that can "
-                             "place nodes (sparse) lay out each node's more visited child first.")
-
-
-def _reorder_opt():
-    return typer.Option(None, "--reorder",
-                        help="Group trees of equal 'depth' or 'peel' depth (shallowest leaf) and peel "
-                             "each group's walks (schedule peel-groups unless --schedule).")
-
-
-def _cpu_opt():
-    return typer.Option(None, "--cpu",
-                        help="The CPU to build code for: native (this host, the default) or a name such as "
-                             "x86-64-v3, haswell, skylake-avx512, znver3 (code for a fleet: saved here, run "
-                             "where the host has that CPU's features).")
-
-
-def _header_opt():
-    return typer.Option(None, "--header/--no-header", show_default=False,
-                        help="The CSV's first line is a header of feature names / is a row "
-                             "(default: a header when every cell is a name, none a number).")
-
-
-def _cache_opt():
-    return typer.Option(None, "--cache",
-                        help="A directory (private to you) where compiled machine code is kept and "
-                             "reused by later runs and other processes for the same model and options.")
-
-
-def _threads_opt():
-    return typer.Option(None, "--threads", "-j", min=1, help="Threads to predict with (default: all usable CPUs).")
 
 
 def read_schedule(path: str | None):
@@ -221,20 +153,20 @@ def _root(ctx: typer.Context,
 
 @app.command("compile")
 def compile_command(
-    model: str = ModelArg,
-    target: str | None = _target_opt(),
-    rep: str | None = _rep_opt(),
-    schedule: str | None = _schedule_opt(),
+    model: str = MODEL_ARG,
+    target: str | None = target_opt(),
+    rep: str | None = rep_opt(),
+    schedule: str | None = schedule_opt(),
     batch_size: int | None = typer.Option(None, "--batch-size", "-b", min=1,
                                              help="Batch size to tune for (any batch size still works)."),
-    threads: int | None = _threads_opt(),
+    threads: int | None = threads_opt(),
     output: str | None = typer.Option(None, "--output", "-o",
                                          help="Save the compiled model here (load it with predict/show)."),
-    tile_size: int | None = _tile_opt(),
-    profile: str | None = _profile_opt(),
-    reorder: str | None = _reorder_opt(),
-    cache: str | None = _cache_opt(),
-    cpu: str | None = _cpu_opt(),
+    tile_size: int | None = tile_opt(),
+    profile: str | None = profile_opt(),
+    reorder: str | None = reorder_opt(),
+    cache: str | None = cache_opt(),
+    cpu: str | None = cpu_opt(),
 ):
     """Compile MODEL and report what was built; save it with -o."""
     files.refuse_overwrite(output, model=model, profile=profile)
@@ -279,34 +211,39 @@ def compile_command(
 
 @app.command()
 def predict(
-    model: str = ModelArg,
+    model: str = MODEL_ARG,
     input_path: str = typer.Option(..., "--input", "-i", show_default=False,
                               help="Rows to predict: X.csv (optional header; empty, nan, na, null, none = missing), "
                                    "X.jsonl (a JSON object a line, by feature name), X.npy, or - for "
                                    "CSV or JSON Lines on stdin."),
     output: str | None = typer.Option(None, "--output", "-o",
                                          help="Where to write predictions: Y.csv or Y.npy (default: CSV on stdout)."),
-    target: str | None = _target_opt(),
-    rep: str | None = _rep_opt(),
-    schedule: str | None = _schedule_opt(),
+    target: str | None = target_opt(),
+    rep: str | None = rep_opt(),
+    schedule: str | None = schedule_opt(),
     margin: bool = typer.Option(False, "--margin", help="Raw margins (XGBoost output_margin, LightGBM raw_score)."),
     leaf: bool = typer.Option(False, "--leaf", help="The leaf each row reaches, a column a tree (pred_leaf, apply)."),
     per_tree: bool = typer.Option(False, "--per-tree", help="Each tree's value for each row, a column a tree."),
     contribs: bool = typer.Option(False, "--contribs", help="SHAP contributions, a column a feature, the bias last."),
+    background: str | None = typer.Option(None, "--background", help="With --contribs: interventional SHAP values "
+                                          "against these rows (a file as --input reads), the bias their mean margin."),
     missing: float | None = typer.Option(None, "--missing", help="A value to treat as missing, besides NaN."),
-    threads: int | None = _threads_opt(),
-    tile_size: int | None = _tile_opt(),
-    profile: str | None = _profile_opt(),
-    reorder: str | None = _reorder_opt(),
+    threads: int | None = threads_opt(),
+    tile_size: int | None = tile_opt(),
+    profile: str | None = profile_opt(),
+    reorder: str | None = reorder_opt(),
     trust_code: bool = typer.Option(False, "--trust-code", help="Run an artifact's machine code though it is not "
                                     "signed with your key (only for artifacts you trust: it is native code)."),
-    cache: str | None = _cache_opt(),
-    header: bool | None = _header_opt(),
-    cpu: str | None = _cpu_opt(),
+    cache: str | None = cache_opt(),
+    header: bool | None = header_opt(),
+    cpu: str | None = cpu_opt(),
 ):
     """Predict rows from a CSV, JSON Lines or .npy file; one output line (or row) per input row."""
     files.refuse_output_flags(margin, **{"--leaf": leaf, "--per-tree": per_tree, "--contribs": contribs})
-    files.refuse_overwrite(output, predictions=True, model=model, input=input_path, profile=profile)
+    if background is not None and not contribs:
+        raise InputError("--background applies to --contribs (interventional SHAP values): add --contribs")
+    files.refuse_overwrite(output, predictions=True, model=model, input=input_path, profile=profile,
+                           background_rows=background)
     cf = load_or_compile(model, target, rep, schedule, None, threads, tile_size, profile, reorder,
                          trust_code=trust_code, cache=cache, cpu=cpu)
     rows = files.read_rows(input_path, cf.num_features, cf.forest.feature_names, header)
@@ -314,8 +251,13 @@ def predict(
         _note(rows.note)
     X = files.model_rows(rows, cf.forest, missing)  # its messages name the file already
     try:
+        back = None if background is None else files.model_rows(
+            files.read_rows(background, cf.num_features, cf.forest.feature_names, header), cf.forest, missing)
+    except InputError as exc:
+        raise InputError(f"--background: {exc}") from None
+    try:
         y = cf.predict(X, output_margin=margin, threads=threads, pred_leaf=leaf, per_tree=per_tree,
-                       pred_contribs=contribs, **({} if missing is None else {"missing": missing}))
+                       pred_contribs=contribs, background=back, **({} if missing is None else {"missing": missing}))
     except InputError as exc:
         raise InputError(f"{input_path}: {exc}") from None
     files.write_predictions(output, y, files.contribution_header(cf.forest, y) if contribs else None)
@@ -323,15 +265,15 @@ def predict(
 
 @app.command()
 def show(
-    model: str = ModelArg,
-    level: Level | None = LevelOpt,
-    target: str | None = _target_opt(),
-    rep: str | None = _rep_opt(),
-    schedule: str | None = _schedule_opt(),
+    model: str = MODEL_ARG,
+    level: Level | None = LEVEL_OPT,
+    target: str | None = target_opt(),
+    rep: str | None = rep_opt(),
+    schedule: str | None = schedule_opt(),
     max_trees: int = typer.Option(3, "--max-trees", min=0, help="Trees to print at hir (0: all)."),
-    tile_size: int | None = _tile_opt(),
+    tile_size: int | None = tile_opt(),
     show_tuning: bool = typer.Option(False, "--tuning", help="Print the tuning record of a tuned artifact."),
-    cpu: str | None = _cpu_opt(),
+    cpu: str | None = cpu_opt(),
 ):
     """Print MODEL at one level of the pipeline (with --tile-size, hir prints the tiles too);
     --level plan prints the forms answering each band of rows per call."""
@@ -380,17 +322,17 @@ def _options_line(options) -> None:
 
 @app.command()
 def tune(
-    model: str = ModelArg,
-    target: str | None = _target_opt(),
+    model: str = MODEL_ARG,
+    target: str | None = target_opt(),
     output: str | None = typer.Option(None, "--output", "-o", help="Save the tuned model here."),
     rows: str | None = typer.Option(None, "--rows", "-i",
                                     help="Sample rows the model will see (CSV or .npy); default: drawn around its thresholds."),
-    threads: int | None = _threads_opt(),
+    threads: int | None = threads_opt(),
     budget: float = typer.Option(60.0, "--budget", help="Seconds to spend compiling and timing."),
     sizes: str | None = typer.Option(None, "--sizes",
                                      help="Request sizes (rows per call) to time, comma-separated; default: "
                                           "1,16,64,256,4096 on a CPU, a GPU target's own (512,4096,65536)."),
-    cpu: str | None = _cpu_opt(),
+    cpu: str | None = cpu_opt(),
 ):
     """Time the forms worth trying for MODEL at each request size (1 row to large batches) on
     this machine and keep the fastest for each band of rows per call (a GPU target: its
@@ -488,7 +430,7 @@ def plugins():
 
 @app.command("profile")
 def profile_command(
-    model: str = ModelArg,
+    model: str = MODEL_ARG,
     data: str = typer.Option(..., "--data", "-d", show_default=False,
                              help="Rows to profile with: X.csv (optional header) or X.npy, as for predict."),
     out: str | None = typer.Option(None, "--out", "-o",
@@ -497,7 +439,7 @@ def profile_command(
     alpha: float = typer.Option(0.05, "--alpha", min=0.0, max=1.0,
                                 help="Skewed: this fraction of the leaves ..."),
     beta: float = typer.Option(0.9, "--beta", min=0.0, max=1.0, help="... covers this fraction of the rows."),
-    header: bool | None = _header_opt(),
+    header: bool | None = header_opt(),
 ):
     """Count how many rows reach every node of every tree (for `--profile`: tiling, node order)."""
     forest = load_model(model)  # an artifact's stored model, too

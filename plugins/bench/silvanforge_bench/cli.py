@@ -11,8 +11,8 @@ from rich.markup import escape
 from rich.table import Table
 
 from silvanforge import cli as forge_cli
-from silvanforge.cli import (_cpu_opt, _err, _out, _profile_opt, _rep_opt, _reorder_opt, _schedule_opt,
-                             _target_opt, _tile_opt, read_schedule)
+from silvanforge.cli import _err, _out, read_schedule
+from silvanforge.cli.flags import cpu_opt, profile_opt, rep_opt, reorder_opt, schedule_opt, target_opt, tile_opt
 from silvanforge.errors import InputError
 
 
@@ -27,9 +27,9 @@ def bench(
         None, "--threads", "-j",
         help="Threads to predict with, or a comma-separated list timed one after the other "
              "(e.g. 1,2 or 1,all; default: all usable CPUs)."),
-    target: str | None = _target_opt(),
-    rep: str | None = _rep_opt(),
-    schedule: str | None = _schedule_opt(),
+    target: str | None = target_opt(),
+    rep: str | None = rep_opt(),
+    schedule: str | None = schedule_opt(),
     repeat: int = typer.Option(5, "--repeat", min=1, help="Timing runs per measurement; the best counts."),
     min_time: float = typer.Option(0.1, "--min-time", min=0.0,
                                    help="Seconds each timing run lasts at least (repeating the call)."),
@@ -43,13 +43,13 @@ def bench(
         None, "--lleaves-venv",
         help="A virtual environment for lleaves (needs llvmlite < 0.44), built there if missing "
              "(default: $SILVANFORGE_LLEAVES_VENV, or ~/.cache/silvanforge/lleaves-venv if present)."),
-    tile_size: int | None = _tile_opt(),
-    profile: str | None = _profile_opt(),
-    reorder: str | None = _reorder_opt(),
+    tile_size: int | None = tile_opt(),
+    profile: str | None = profile_opt(),
+    reorder: str | None = reorder_opt(),
     pad: bool | None = typer.Option(None, "--pad/--no-pad",
                                     help="Pad trees to one depth (or each to its own with --reorder); "
                                          "default: when it at most doubles the nodes."),
-    cpu: str | None = _cpu_opt(),
+    cpu: str | None = cpu_opt(),
     output: str = typer.Option("predict", "--output",
                                help="What is timed: predict (predictions), leaf (leaf indices against the "
                                     "library's pred_leaf) or contribs (SHAP contributions against the "

@@ -13,12 +13,13 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from silvanforge.cli import ModelArg, _err, _out
+from silvanforge.cli import _err, _out
+from silvanforge.cli.flags import MODEL_ARG
 from silvanforge.errors import InputError
 
 
 def tune(
-    model: str = ModelArg,
+    model: str = MODEL_ARG,
     target: str = typer.Option(..., "--target", "-t", show_default=False, help="A GPU target: cuda or amd."),
     batch_size: int = typer.Option(4096, "--batch-size", "-b", min=1, help="Rows per call to tune for."),
     out: str | None = typer.Option(None, "--out", "-o", help="Write the best schedule here (text)."),

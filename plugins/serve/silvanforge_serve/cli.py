@@ -10,28 +10,29 @@ import sys
 
 import typer
 
-from silvanforge.cli import ModelArg, _cache_opt, _target_opt, _threads_opt, load_or_compile
+from silvanforge.cli import load_or_compile
+from silvanforge.cli.flags import MODEL_ARG, cache_opt, target_opt, threads_opt
 from silvanforge.errors import InputError
 
 LOG_LEVELS = ("critical", "error", "warning", "info", "debug")
 
 
 def serve(
-    model: str = ModelArg,
+    model: str = MODEL_ARG,
     host: str = typer.Option("127.0.0.1", "--host", help="The address to listen on (0.0.0.0: every interface)."),
     port: int = typer.Option(8080, "--port", min=0, max=65535, help="The port to listen on (0: a free one)."),
-    threads: int | None = _threads_opt(),
+    threads: int | None = threads_opt(),
     batch_window_us: float = typer.Option(
         200.0, "--batch-window-us", min=0.0,
         help="Microseconds to wait for more requests after the first before predicting them in one call "
              "(0: merge only requests already waiting)."),
     max_queue: int = typer.Option(1024, "--max-queue", min=1,
                                   help="Requests that may wait for a predict call; more are answered 503."),
-    target: str | None = _target_opt(),
+    target: str | None = target_opt(),
     trust_code: bool = typer.Option(False, "--trust-code",
                                     help="Run an artifact's machine code though it is not signed with "
                                          "your key (only for artifacts you trust: it is native code)."),
-    cache: str | None = _cache_opt(),
+    cache: str | None = cache_opt(),
     log_level: str = typer.Option("info", "--log-level",
                                   help="uvicorn's log level: critical, error, warning, info, debug."),
 ):

@@ -168,3 +168,29 @@ def test_bad_combinations_are_one_clear_error_and_the_tables_are_kept(monkeypatc
     minimum = dataclasses.replace(forest, aggregation=Aggregation.MIN)
     with pytest.raises(UnsupportedModelError, match="min"):
         sf.compile(minimum, forms="lazy").predict(X, pred_contribs=True, background=X)
+
+
+def test_cli_writes_interventional_contributions(tmp_path, capsys):
+    from silvanforge import cli
+
+    lgb = pytest.importorskip("lightgbm")
+    X = _rows(60, 3, seed=8, nan=0.0)
+    booster = lgb.train({"num_leaves": 5, "verbose": -1, "num_threads": 1}, lgb.Dataset(X, X[:, 0]), 4)
+    booster.save_model(str(tmp_path / "m.txt"))
+    np.savetxt(tmp_path / "x.csv", X[:10], delimiter=",")
+    np.save(tmp_path / "r.npy", X[30:40])
+    assert cli.main(["predict", str(tmp_path / "m.txt"), "-i", str(tmp_path / "x.csv"), "--contribs",
+                     "--background", str(tmp_path / "r.npy"), "-o", str(tmp_path / "c.csv")]) == 0
+    lines = (tmp_path / "c.csv").read_text().splitlines()
+    assert lines[0].split(",") == ["f0", "f1", "f2", "bias"]
+    cf = sf.compile(str(tmp_path / "m.txt"), forms="lazy")
+    np.testing.assert_allclose(np.loadtxt(lines[1:], delimiter=","),
+                               cf.predict(X[:10], pred_contribs=True, background=X[30:40]), rtol=1e-12, atol=1e-12)
+    # without --contribs, a missing file, the background as the output: one line each, no traceback
+    for extra, message in ((["--background", str(tmp_path / "r.npy")], "applies to --contribs"),
+                           (["--contribs", "--background", str(tmp_path / "none.csv")], "--background"),
+                           (["--contribs", "--background", str(tmp_path / "r.npy"), "-o", str(tmp_path / "r.npy")],
+                            "destroy")):
+        assert cli.main(["predict", str(tmp_path / "m.txt"), "-i", str(tmp_path / "x.csv"), *extra]) != 0
+        err = capsys.readouterr().err
+        assert message in err and "Traceback" not in err

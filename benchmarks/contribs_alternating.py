@@ -4,12 +4,16 @@ machine's load falls on every engine alike; ``--output leaf``: leaf indices agai
 library's (``pred_leaf``, ``calc_leaf_indexes``), each round of every size (not one at 4096).
 
     python benchmarks/contribs_alternating.py MODEL [--sizes 1,64,4096] [--threads 1] [--repeat 5] [--output leaf]
+    python benchmarks/contribs_alternating.py MODEL --background 100     # interventional, against shap
 
 MODEL: an XGBoost JSON, LightGBM text or CatBoost .cbm file.  Rows are ``forge bench``'s random
 rows; each round calls every engine once at each size (a new batch each round), and a cell is
 the best of ``--repeat`` rounds (4096 rows and more: of 1, after the check).  Each peer's answer
 on 64 rows is compared with ours first (its largest difference printed; shap and fasttreeshap
-without the bias column).  Our tables are built before timing, as the peers' explainers are."""
+without the bias column).  Our tables are built before timing, as the peers' explainers are.
+``--background N``: interventional contributions against N random rows (``pred_contribs=True,
+background=...``) against shap's interventional TreeExplainer on the same rows (the libraries
+compute none)."""
 
 from __future__ import annotations
 
@@ -72,6 +76,28 @@ def _engines(path: str, forest, threads: int, leaf: bool = False) -> list:
     return out
 
 
+def _interventional_peer(path: str, background: np.ndarray) -> list:
+    """[("shap", interventional contributions(X), True)]: shap's TreeExplainer on the model's
+    library's booster, against ``background``, for the margin."""
+    import shap
+
+    if path.endswith(".json"):
+        from silvanforge_bench.bench_peers.native import load_xgboost_booster
+
+        model = load_xgboost_booster(path)
+    elif path.endswith(".cbm"):
+        import catboost as cb
+
+        model = cb.CatBoost()
+        model.load_model(path)
+    else:
+        import lightgbm as lgb
+
+        model = lgb.Booster(model_file=path)
+    explainer = shap.TreeExplainer(model, data=background, feature_perturbation="interventional", model_output="raw")
+    return [("shap", lambda X: explainer.shap_values(X, check_additivity=False), True)]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("model")
@@ -79,6 +105,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--output", choices=("contribs", "leaf"), default="contribs")
+    parser.add_argument("--background", type=int, default=0, help="interventional, against this many rows")
     args = parser.parse_args()
     leaf = args.output == "leaf"
     sizes = [int(s) for s in args.sizes.split(",")]
@@ -86,14 +113,18 @@ def main() -> None:
     cf = sf.compile(forest).wait()
     pool = random_rows(forest, max(8192, 2 * max(sizes)), 0)[:, :forest.input_features]
     start = time.perf_counter()
+    background = random_rows(forest, args.background, 1)[:, :forest.input_features] if args.background else None
     if leaf:
         cf.output_model("pred_leaf").wait()
+    elif background is not None:
+        cf.predict(pool[:1], pred_contribs=True, background=background)
     else:
         cf.prepare_contributions()
     print(f"{args.output} built in {time.perf_counter() - start:.1f} s")
-    kw = {"pred_leaf": True} if leaf else {"pred_contribs": True}
+    kw = {"pred_leaf": True} if leaf else {"pred_contribs": True, "background": background}
     engines = [("ours", lambda X: cf.predict(X, threads=args.threads, **kw), False)]
-    engines += _engines(args.model, forest, args.threads, leaf)
+    engines += _engines(args.model, forest, args.threads, leaf) if background is None else \
+        _interventional_peer(args.model, background)
     ours = engines[0][1](pool[:64]).reshape(64, -1)
     for name, fn, drops_bias in engines[1:]:
         got = np.asarray(fn(pool[:64]))

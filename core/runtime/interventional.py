@@ -128,10 +128,11 @@ def contributions(bg: Background, X: np.ndarray, forest: Forest) -> np.ndarray:
             shares = np.empty((hi - lo, P, g.d))
             if T:
                 at = np.arange(T) * (1 << g.d) + u[:, :T]
-                b, c, mm = B.ravel(), C.ravel(), M.ravel()
+                c = C.ravel()
+                plus, minus = B.ravel()[at], -M.ravel()[at]  # (the same for each feature)
                 for j in range(g.d):
                     on = (u[:, :T] >> j) & 1
-                    shares[:, :T, j] = np.where(on == 1, b[at] - c[at - (on << j)], -mm[at])
+                    shares[:, :T, j] = np.where(on == 1, plus - c[at - (on << j)], minus)
             if T < P:
                 shares[:, T:, :] = _direct(u[:, T:], pr[:, T:], g.d)
             index = (np.arange(hi - lo)[:, None, None] * F + g.feature[None, :, :]).ravel()

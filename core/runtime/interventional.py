@@ -50,7 +50,7 @@ class Background:
     plus: list  # per group: (tabled, 2**d) B by the row's pattern u
     cross: list  # per group: (tabled, 2**d) C by u - {j}
     minus: list  # per group: (tabled, 2**d) M by u
-    patterns: list  # per group: (rows of the background, P) each background row's pattern
+    patterns: list  # per group: (rows of the background, P - tabled) each background row's pattern
     rows: int  # background rows
     digest: str  # of the background's values, to know it again
 
@@ -100,11 +100,12 @@ def background_tables(forest: Forest, rows: np.ndarray, table_bytes: int = TABLE
         plus.append(tables[0])
         cross.append(tables[1])
         minus.append(tables[2])
+        kept[-1] = (pr, pr[:, g.tabled:])  # (the untabled paths' are read at each row)
     # The bias: the base score plus each leaf's value times the background rows reaching it.
-    full = [(pr == (1 << g.d) - 1).sum(axis=0) for g, pr in zip(t.groups, kept)]
+    full = [(pr == (1 << g.d) - 1).sum(axis=0) for g, (pr, _) in zip(t.groups, kept)]
     t.bias = np.asarray(forest.base_score, np.float64) + sum(
         (g.value * (n / m)[:, None]).sum(axis=0) for g, n in zip(t.groups, full))
-    return Background(t, plus, cross, minus, kept, m, digest(rows))
+    return Background(t, plus, cross, minus, [rest for _, rest in kept], m, digest(rows))
 
 
 def contributions(bg: Background, X: np.ndarray, forest: Forest) -> np.ndarray:
@@ -134,7 +135,7 @@ def contributions(bg: Background, X: np.ndarray, forest: Forest) -> np.ndarray:
                     on = (u[:, :T] >> j) & 1
                     shares[:, :T, j] = np.where(on == 1, plus - c[at - (on << j)], minus)
             if T < P:
-                shares[:, T:, :] = _direct(u[:, T:], pr[:, T:], g.d)
+                shares[:, T:, :] = _direct(u[:, T:], pr, g.d)
             index = (np.arange(hi - lo)[:, None, None] * F + g.feature[None, :, :]).ravel()
             for k in range(K):
                 if not g.value[:, k].any():

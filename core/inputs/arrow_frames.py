@@ -11,7 +11,8 @@ import numpy as np
 
 from silvanforge.inputs.columns import arrow_column
 from silvanforge.inputs.host_kernels import first_kernel
-from silvanforge.inputs.schemas import CategoryReading, SchemaMemory, as_slice, feature_order, through_float64
+from silvanforge.inputs.schemas import (CategoryReading, SchemaMemory, as_slice, feature_order, numeric_features,
+                                        through_float64)
 
 # Rows from which an arrow table's number columns are read one by one (by the target's kernel
 # where there is one), not as one tensor: the kernel's call costs about what a tensor of 256
@@ -71,7 +72,9 @@ class ArrowPlan:
             np.array(self.tensor[0], dtype=np.int64), self.tensor[1].astype(np.int64),
             [str(types[c]) for _, c in plain])
         in_tensor = set() if self.tensor is None else set(self.tensor[1].tolist())
-        self.categorical = {f: CategoryReading(f, names[c], memory.labels.get(f)) for f, c in enumerate(self.order)
+        self.number_features = numeric_features(memory.forest)
+        self.categorical = {f: CategoryReading(f, names[c], memory.labels.get(f), f in self.number_features)
+                            for f, c in enumerate(self.order)
                             if pa.types.is_dictionary(types[c])}
         self.others = [f for f in range(len(self.order)) if f not in self.categorical and f not in in_tensor]
 
@@ -111,7 +114,7 @@ class ArrowPlan:
             out[:, feature] = dictionary_codes(X.column(self.order[feature]), reading)
         for feature in self.others:
             out[:, feature] = arrow_column(X.column(self.order[feature]), self.names[self.order[feature]],
-                                           self.labels.get(feature))
+                                           self.labels.get(feature), feature in self.number_features)
         return out
 
     def _native(self, X, n: int, dtype: np.dtype) -> np.ndarray | None:

@@ -116,6 +116,19 @@ class CodeTable:
         """The column's own codes, where the model stores no labels."""
         return cls(source, np.arange(count, dtype=np.float64), None)
 
+    @classmethod
+    def values(cls, source, name) -> CodeTable:
+        """A categorical column on a feature the model reads as a number: each category's value
+        (as scikit-learn reads such a column; its codes would silently be other numbers), refused
+        where a category is not a number."""
+        labels = np.asarray(source, dtype=object)
+        numbers = [v for v in labels.tolist() if isinstance(v, (int, float)) and not isinstance(v, bool)]
+        if len(numbers) != len(labels):
+            odd = next(v for v in labels.tolist() if not isinstance(v, (int, float)) or isinstance(v, bool))
+            raise InputError(f"column {name!r} is categorical with labels such as {odd!r}, but the model's feature "
+                             f"{name!r} is a number: pass its values as numbers (the model was trained on numbers)")
+        return cls(source, np.asarray(numbers, dtype=np.float64).reshape(len(labels)), None)
+
     def of(self, source) -> CodeTable:
         """This table for ``source``, categories equal to its own held by another object (the
         next call's frame, checked by identity first: comparing categories took 2 us a column)."""
@@ -163,7 +176,10 @@ def numbers_as_labels(values: np.ndarray, name, dtype, labels) -> np.ndarray:
         "to the model's codes; category codes as numbers are read from NumPy arrays only")
 
 
-def pandas_column(s, name, labels) -> np.ndarray:
+def pandas_column(s, name, labels, numeric: bool = False) -> np.ndarray:
+    """A pandas column as float64 (``labels``: the model's labels of a categorical feature, or
+    None; ``numeric``: the model reads the feature as a number, so a categorical column's
+    values are read, not its codes)."""
     import pandas as pd
 
     dtype = s.dtype
@@ -172,6 +188,8 @@ def pandas_column(s, name, labels) -> np.ndarray:
                          "convert it as the model was trained (LightGBM and XGBoost refuse them too)")
     if isinstance(dtype, pd.CategoricalDtype):
         missing = s.isna().to_numpy()
+        if labels is None and numeric:
+            return CodeTable.values(dtype.categories, name).codes(s.cat.codes.to_numpy(), None, name)
         if labels is not None:
             # Exactly LightGBM's mapping: the column's categories replaced by the training ones.
             s = s.cat.set_categories(labels.labels)
@@ -193,18 +211,19 @@ def pandas_column(s, name, labels) -> np.ndarray:
         raise InputError(f"column {name!r} of dtype {dtype} is not numeric ({exc})") from None
 
 
-def polars_column(s, name, labels) -> np.ndarray:
+def polars_column(s, name, labels, numeric: bool = False) -> np.ndarray:
     # An Enum's codes are positions in its fixed categories; a Categorical's depend on the
     # order strings were first seen, so without the model's labels they mean nothing.
-    if type(s.dtype).__name__ == "Categorical" and labels is None:
+    if type(s.dtype).__name__ == "Categorical" and labels is None and not numeric:
         raise InputError(f"column {name!r} is a polars Categorical and the model stores no "
                          "category labels, so its codes mean nothing to the model: pass the "
                          "codes the model was trained with, or a pl.Enum of its categories")
-    return arrow_column(s.to_arrow(), name, labels)
+    return arrow_column(s.to_arrow(), name, labels, numeric)
 
 
-def arrow_column(col, name, labels) -> np.ndarray:
-    """A pyarrow Array or ChunkedArray (polars columns arrive as arrow too) as float64."""
+def arrow_column(col, name, labels, numeric: bool = False) -> np.ndarray:
+    """A pyarrow Array or ChunkedArray (polars columns arrive as arrow too) as float64
+    (``labels`` and ``numeric`` as for :func:`pandas_column`)."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -215,6 +234,8 @@ def arrow_column(col, name, labels) -> np.ndarray:
         indices = col.indices.to_numpy(zero_copy_only=False)
         if labels is not None:
             lut = labels.lookup(np.asarray(dictionary, dtype=object))
+        elif numeric:  # (the categories' values)
+            lut = CodeTable.values(dictionary, name).lut[:-1]
         else:
             lut = np.arange(len(dictionary), dtype=np.float64)  # the column's own codes
         valid = col.is_valid().to_numpy(zero_copy_only=False)

@@ -32,7 +32,7 @@ from silvanforge.inputs.arrow_frames import ArrowKey, ArrowPlan
 from silvanforge.inputs.columns import pandas_column
 from silvanforge.inputs.polars_frames import PolarsPlan
 from silvanforge.inputs.schemas import (SCHEMAS, SLICED_ROWS, CategoryReading, SchemaMemory, as_slice, column_rows,
-                                        feature_order, through_float64)
+                                        feature_order, numeric_features, through_float64)
 
 # The libraries whose frames are read here (host memory: never device arrays).
 FRAME_LIBRARIES = ("pandas", "polars", "pyarrow")
@@ -165,6 +165,7 @@ class _PandasPlan:
         order = feature_order(names, forest)
         where = {column: feature for feature, column in enumerate(order)}
         self.width = forest.num_features
+        self.number_features = numeric_features(forest)  # (a categorical column on one: its values)
         self.steps = []  # (kind, block index, what)
         numeric = True
         for b, block in enumerate(X._mgr.blocks):
@@ -189,7 +190,8 @@ class _PandasPlan:
             for i, f in used:
                 name = names[columns[i]]
                 if getattr(bdtype, "name", None) == "category" and hasattr(block.values, "codes"):
-                    self.steps.append(("category", b, CategoryReading(f, name, memory.labels.get(f))))
+                    self.steps.append(("category", b, CategoryReading(f, name, memory.labels.get(f),
+                                                                      f in self.number_features)))
                 elif block.ndim == 1 and f not in memory.labels and _nullable_number(bdtype):
                     self.steps.append(("nullable", b, f))
                 else:
@@ -237,7 +239,8 @@ class _PandasPlan:
                 out[:, what] = blocks[at].values.to_numpy(dtype=np.float64, na_value=np.nan)
             else:
                 name, feature = what
-                out[:, feature] = pandas_column(X.iloc[:, at], name, self.labels.get(feature))
+                out[:, feature] = pandas_column(X.iloc[:, at], name, self.labels.get(feature),
+                                                feature in self.number_features)
         if self.categories:
             _category_columns(self.categories, blocks, out)
         return out
@@ -272,6 +275,7 @@ class _HashedPandasPlan:
         order = feature_order(names, memory.forest)
         where = {column: feature for feature, column in enumerate(order)}
         hashed = memory.forest.hashed_categories or {}
+        self.number_features = numeric_features(memory.forest)
         self.numbers, self.hashed, self.others = [], [], []
         for b, block in enumerate(X._mgr.blocks):
             columns = block.mgr_locs.as_array
@@ -299,7 +303,7 @@ class _HashedPandasPlan:
             values = blocks[b].values
             out[:, dest] = (values[src].astype(np.float64) if via else values[src]).T
         for column, name, feature in self.others:
-            out[:, feature] = pandas_column(X.iloc[:, column], name, None)
+            out[:, feature] = pandas_column(X.iloc[:, column], name, None, feature in self.number_features)
         return [(f, blocks[b].values if i is None else blocks[b].values[i]) for f, b, i in self.hashed]
 
 

@@ -12,7 +12,7 @@ import numpy as np
 from silvanforge.inputs.arrow_frames import dictionary_codes
 from silvanforge.inputs.columns import polars_column
 from silvanforge.inputs.schemas import (SLICED_ROWS, CategoryReading, SchemaMemory, as_slice, column_rows,
-                                        feature_order, through_float64)
+                                        feature_order, numeric_features, through_float64)
 
 # Rows of a polars frame read as Python values rather than through its own copies: about 1.5 us
 # a row of 28 numbers against 5-12 us a call (polars 2.1: 4 rows 4.9 us against 9.0).
@@ -60,7 +60,9 @@ class PolarsPlan:
             take = None if columns == list(range(len(names))) else \
                 operator.itemgetter(*columns) if len(columns) > 1 else (lambda row, c=columns[0]: (row[c],))
             self.few = (take, [(f, lookup) for f, (_, lookup) in enumerate(self.few) if lookup is not None])
-        self.categorical = {f: CategoryReading(f, names[c], memory.labels.get(f)) for f, c in enumerate(self.order)
+        self.number_features = numeric_features(forest)
+        self.categorical = {f: CategoryReading(f, names[c], memory.labels.get(f), f in self.number_features)
+                            for f, c in enumerate(self.order)
                             if type(self.dtypes[c]).__name__ in ("Enum", "Categorical")}
         # The plain number columns, read at once: their positions and the features they hold.
         plain = [(f, c) for f, c in enumerate(self.order.tolist())
@@ -149,7 +151,8 @@ class PolarsPlan:
             if reading is not None and (reading.labels is not None or type(s.dtype).__name__ == "Enum"):
                 out[:, feature] = dictionary_codes(s.to_arrow(), reading)
             else:
-                out[:, feature] = polars_column(s, self.names[column], self.labels.get(feature))
+                out[:, feature] = polars_column(s, self.names[column], self.labels.get(feature),
+                                                feature in self.number_features)
         return out
 
 

@@ -32,6 +32,7 @@ from silvanforge.errors import InputError
 from silvanforge.inputs.frames import (FRAME_LIBRARIES, SchemaMemory, frame_rows, hashed_frame_columns, is_frame,
                                       refuse_lazy_frame)
 from silvanforge.inputs.hashed_rows import HashedInputs
+from silvanforge.inputs.schemas import numeric_features
 from silvanforge.inputs.records import is_records, records_matrix
 from silvanforge.ir.hir import Forest
 from silvanforge.runtime.threads import check_rows, check_threads, default_threads
@@ -92,10 +93,11 @@ def as_rows(X, forest: Forest, dtype: np.dtype, memory: SchemaMemory | None = No
         return rows
     n = _num_rows(X)
     out = np.empty((n, forest.num_features), dtype=dtype)
+    numeric = numeric_features(forest)
     for feature, index in enumerate(order):
         labels = categories.get(feature)
-        out[:, feature] = column(index, None if labels is None else
-                                 Labels(labels, forest.unseen_category_error))
+        out[:, feature] = column(index, None if labels is None else Labels(labels, forest.unseen_category_error),
+                                 feature in numeric)
     return out
 
 
@@ -150,6 +152,7 @@ def _hashed_columns(X, forest: Forest, rows) -> tuple[np.ndarray, list]:
     features' values, ``[(feature, values)]`` (column by column: :func:`_hashed_rows`)."""
     hashed = forest.hashed_categories or {}
     width = forest.input_features
+    numeric = numeric_features(forest)
     if _frame(X) is not None:
         frame = X if type(X).__module__.split(".")[0] == "pandas" else _to_pandas(X)
         names = list(frame.columns)
@@ -161,7 +164,7 @@ def _hashed_columns(X, forest: Forest, rows) -> tuple[np.ndarray, list]:
         n = len(frame)
 
         def number(feature):
-            return pandas_column(columns[feature], names[order[feature]], None)
+            return pandas_column(columns[feature], names[order[feature]], None, feature in numeric)
 
         def raw(feature):
             return columns[feature]
@@ -213,23 +216,25 @@ def _num_rows(X) -> int:
 
 
 def _frame(X):
-    """(column names or None, a function (index, labels) -> float64 column, a function () -> the
+    """(column names or None, a function (index, labels, numeric) -> float64 column, a function () -> the
     whole frame as float64 or None) for a data frame, or None for anything else."""
     module = type(X).__module__.split(".")[0]
     if module == "pandas" and hasattr(X, "columns") and hasattr(X, "iloc"):
         cols = list(X.columns)
         named = all(isinstance(c, str) for c in cols)
-        return ((cols if named else None), lambda i, labels: pandas_column(X.iloc[:, i], cols[i], labels),
+        return ((cols if named else None),
+                lambda i, labels, numeric: pandas_column(X.iloc[:, i], cols[i], labels, numeric),
                 lambda: _pandas_numbers(X))
     if module == "polars" and hasattr(X, "get_columns"):
         cols = list(X.columns)
         # polars names a frame built from an array column_0, column_1, ...: no names given.
         named = cols != [f"column_{i}" for i in range(len(cols))]
         series = X.get_columns()
-        return (cols if named else None), lambda i, labels: polars_column(series[i], cols[i], labels), _none
+        return ((cols if named else None),
+                lambda i, labels, numeric: polars_column(series[i], cols[i], labels, numeric), _none)
     if module == "pyarrow" and hasattr(X, "column_names") and hasattr(X, "column"):
         cols = list(X.column_names)
-        return cols, lambda i, labels: arrow_column(X.column(i), cols[i], labels), _none
+        return cols, lambda i, labels, numeric: arrow_column(X.column(i), cols[i], labels, numeric), _none
     if module == "pandas" and hasattr(X, "to_frame"):
         raise InputError("predict takes rows: a pandas Series is one column; pass a DataFrame "
                          "or series.to_frame().T for one row")

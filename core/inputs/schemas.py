@@ -13,6 +13,7 @@ import numpy as np
 from silvanforge.inputs.columns import CodeTable, Labels, column_order
 from silvanforge.inputs.records import record_readers
 from silvanforge.ir.hir import Forest
+from silvanforge.plan.memo import memoised
 
 # Schemas a compiled model remembers (a service sees a few; a loop over many frames of other
 # schemas costs a plan each, as every call did before).
@@ -100,6 +101,20 @@ class SchemaMemory:
 
 
 
+def numeric_features(forest: Forest) -> frozenset:
+    """The features the model reads as numbers: split on by a threshold, never by categories,
+    and without category labels (a categorical column on one is read by its categories'
+    values, :meth:`CodeTable.values`).  Made once a forest."""
+    def find():
+        split, categorical = set(), set(forest.feature_categories or ())
+        for t in forest.trees:
+            split.update(t.feature[t.left >= 0].tolist())
+            if t.categories:
+                categorical.update(t.feature[list(t.categories)].tolist())
+        return frozenset(split - categorical)
+    return memoised(forest, "numeric_features", find)
+
+
 def feature_order(names, forest: Forest) -> list[int]:
     named = names is not None and all(isinstance(c, str) for c in names)
     return column_order(list(names) if named else None, forest)
@@ -143,10 +158,11 @@ class CategoryReading:
     """A categorical column's reading: its feature, name, the model's labels (or None) and the
     table of its last categories."""
 
-    __slots__ = ("feature", "name", "labels", "last")
+    __slots__ = ("feature", "name", "labels", "last", "numeric")
 
-    def __init__(self, feature, name, labels):
+    def __init__(self, feature, name, labels, numeric: bool = False):
         self.feature, self.name, self.labels, self.last = feature, name, labels, None
+        self.numeric = numeric  # (the model reads the feature as a number: the categories' values)
 
     def table(self, categories) -> CodeTable:
         last = self.last
@@ -155,7 +171,12 @@ class CategoryReading:
         if last is not None and same_categories(last.source, categories):
             self.last = last = last.of(categories)  # (the frame called again: an identity next time)
             return last
-        table = CodeTable.own(categories, len(categories)) if self.labels is None else self.labels.table(categories)
+        if self.labels is not None:
+            table = self.labels.table(categories)
+        elif self.numeric:
+            table = CodeTable.values(categories, self.name)
+        else:
+            table = CodeTable.own(categories, len(categories))
         self.last = table
         return table
 

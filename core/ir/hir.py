@@ -327,6 +327,9 @@ class Forest:
     # none (the answer is the key's code, NaN for any other).  Rows given to ``predict`` have
     # ``input_features`` columns (silvanforge.inputs.hashed_rows).
     hashed_combinations: list[dict] | None = None
+    # A value the model's estimator reads as missing besides NaN (XGBoost's ``missing=``): what
+    # ``predict`` takes as missing unless told otherwise; None: NaN only.
+    missing: float | None = None
     # Rows may have more columns than ``num_features``; the extra ones are never read (ONNX
     # models whose input width is dynamic: onnxruntime takes any row at least that wide).
     wider_rows: bool = False
@@ -384,6 +387,8 @@ class Forest:
             h.update(repr(sorted((int(f), list(map(int, v))) for f, v in self.hashed_categories.items())).encode())
         if self.hashed_combinations:
             h.update(repr(self.hashed_combinations).encode())
+        if self.missing is not None:  # (predict's default missing value: only then, so others' stay)
+            h.update(f"missing={self.missing!r}".encode())
         for t in self.trees:
             for arr in (t.left, t.right, t.feature, t.threshold, t.op, t.default_left,
                         t.zero_missing, t.leaf_value):

@@ -57,6 +57,8 @@ def to_arrays(forest: Forest) -> dict[str, np.ndarray]:
         [[int(f), [int(h) for h in hashes]] for f, hashes in sorted(forest.hashed_categories.items())],
         "hashed_combinations": forest.hashed_combinations,
     }
+    if forest.missing is not None:  # (only then: other artifacts keep the meta they always had)
+        meta["missing"] = forest.missing
     out["meta"] = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
     return out
 
@@ -110,6 +112,7 @@ def from_arrays(arrs) -> Forest:
         hashed_categories=None if meta.get("hashed_categories") is None else
         {int(f): [int(h) for h in hashes] for f, hashes in meta["hashed_categories"]},
         hashed_combinations=meta.get("hashed_combinations"),
+        missing=None if meta.get("missing") is None else float(meta["missing"]),
     )
 
 

@@ -41,6 +41,7 @@ class CompiledForest:
         # transforms.shape_output of this model's margins: (n,) for one column
         self._flat = forest.num_outputs == 1 and forest.output_shape != "matrix"
         self._num_features = forest.num_features
+        self._missing = np.nan if forest.missing is None else forest.missing  # (predict's default)
         # What predict worked out from the frames' schemas it was given (silvanforge.inputs.frames).
         self._schemas = SchemaMemory(forest)
         # The forms still to build (silvanforge.plan.lateforms: meanwhile the main form answers
@@ -177,7 +178,7 @@ class CompiledForest:
                 return forms[band.form]
         raise AssertionError("the bands cover every request size")  # check_bands made sure
 
-    def predict(self, X, output_margin: bool = False, missing: float = np.nan,
+    def predict(self, X, output_margin: bool = False, missing: float | None = None,
                 threads: int | None = None, pred_leaf: bool = False, per_tree: bool = False,
                 pred_contribs: bool = False, pred_interactions: bool = False, background=None) -> np.ndarray:
         """Predictions for rows ``X``: what the source library's ``predict`` returns (XGBoost's
@@ -190,7 +191,9 @@ class CompiledForest:
         decides is worked out once per schema and remembered, :mod:`silvanforge.inputs.frames`), or
         records: a dict of feature name to value, or a list of them (:mod:`silvanforge.inputs.records`).
         ``output_margin``: raw margins (XGBoost ``output_margin``, LightGBM ``raw_score``).
-        ``missing``: a value treated as missing besides NaN, like XGBoost's DMatrix ``missing``.
+        ``missing``: a value treated as missing besides NaN, like XGBoost's DMatrix ``missing``
+        (default: the model's own, the ``missing=`` of the XGBoost estimator it was compiled
+        from, else NaN only).
         ``threads``: threads for this call (default: the compile option, else all CPUs).
         ``pred_leaf``: the leaf each row reaches in each tree, ``(n, trees)``, numbered and typed
         as the model's library numbers them (XGBoost node ids as float32, LightGBM leaf indices
@@ -216,6 +219,8 @@ class CompiledForest:
             >>> cf.predict(frame[["b", "a", "d", "c"]])             # matched by name  # doctest: +SKIP
             >>> cf.predict({"a": 0.5, "b": 1.0, "c": None, "d": "red"})  # a record  # doctest: +SKIP
         """
+        if missing is None:  # (the model's own: NaN, or its estimator's missing=)
+            missing = self._missing
         if pred_leaf or per_tree or pred_contribs or pred_interactions or background is not None:
             return self._other_output(X, pred_leaf, per_tree, pred_contribs, output_margin, missing, threads,
                                       pred_interactions, background)

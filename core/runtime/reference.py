@@ -201,6 +201,8 @@ def predict(forest: Forest, X: np.ndarray, output_margin: bool = False) -> np.nd
     first (:func:`silvanforge.inputs.rows.as_rows`); ``predict_margin`` reads rows of codes."""
     if forest.hashed_categories or forest.hashed_combinations:
         X = as_rows(X, forest, np.dtype(np.float64))
+    if forest.missing is not None:  # (the estimator's missing=, as its predict reads it)
+        X = np.where(np.asarray(X, dtype=np.float64) == forest.missing, np.nan, X)
     margins = predict_margin(forest, X)
     values = margins if output_margin else transforms.apply(forest, margins)
     return transforms.shape_output(forest, values)

@@ -52,6 +52,33 @@ def test_lightgbm_booster_and_estimators_with_string_labels(data):
     _same(sf.compile(reg).predict(X), reg.predict(X))
 
 
+def test_an_xgboost_estimators_missing_value_is_the_default(data, tmp_path):
+    """XGBRegressor/XGBClassifier(missing=-999) read -999 as missing in predict: so does the
+    compiled model, through silvanforge.sklearn, an artifact and a pickle; missing= given to
+    predict still decides (NaN: -999 is a number again, as a booster's DMatrix reads it)."""
+    import pickle
+
+    import silvanforge.sklearn as sfs
+
+    X, y = data
+    X = np.where(np.isnan(X), -999.0, X).astype(np.float32)
+    reg = xgb.XGBRegressor(n_estimators=10, max_depth=4, missing=-999).fit(X, np.where(X[:, 1] == -999, 5, X[:, 1]))
+    clf = xgb.XGBClassifier(n_estimators=10, max_depth=3, missing=-999).fit(X, y)
+    cf = sf.compile(reg)
+    assert cf.forest.missing == -999.0
+    _same(cf.predict(X), reg.predict(X))
+    _same(cf.predict(X, output_margin=True), reg.predict(X, output_margin=True))
+    np.testing.assert_array_equal(sfs.compile(clf).predict(X), clf.predict(X))
+    cf.save(tmp_path / "m.forge")
+    for back in (sf.load_compiled(tmp_path / "m.forge", trust_code=True), pickle.loads(pickle.dumps(cf))):
+        _same(back.predict(X), reg.predict(X))
+    booster = reg.get_booster()
+    _same(cf.predict(X, missing=np.nan), booster.predict(xgb.DMatrix(X, missing=np.nan)))
+    np.testing.assert_array_equal(cf.predict(X, pred_leaf=True), booster.predict(xgb.DMatrix(X, missing=-999),
+                                                                                  pred_leaf=True))
+    assert sf.compile(booster).forest.missing is None  # (a booster's missing is its DMatrix's)
+
+
 def test_early_stopped_estimators_predict_to_their_best_iteration(data):
     X, y = data
     rng = np.random.default_rng(3)

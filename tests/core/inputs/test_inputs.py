@@ -300,7 +300,8 @@ def test_polars_categorical_without_stored_labels_is_refused(rng):
     X = rng.integers(0, 3, size=(200, 2)).astype(float)
     model = xgb.XGBRegressor(n_estimators=5, max_depth=2).fit(pd.DataFrame(X, columns=["a", "b"]), X[:, 0])
     frame = pl.DataFrame({"a": pl.Series(["x", "y"], dtype=pl.Categorical), "b": [1.0, 2.0]})
-    with pytest.raises(InputError, match="polars Categorical"):
+    with pytest.raises(InputError, match="'a' is categorical with labels such as 'x', but the model's feature 'a' "
+                                         "is a number"):
         sf.compile(model).predict(frame)
 
 

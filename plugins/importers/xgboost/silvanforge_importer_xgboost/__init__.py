@@ -27,7 +27,7 @@ def _from_object(obj) -> Forest | None:
     xgb = sys.modules.get("xgboost")
     if xgb is None:
         return None
-    labels = None
+    labels, missing = None, None
     if isinstance(obj, xgb.XGBModel):
         try:
             booster = obj.get_booster()
@@ -41,6 +41,9 @@ def _from_object(obj) -> Forest | None:
             booster = booster[: int(best) + 1]
         if hasattr(obj, "classes_") and hasattr(obj, "predict_proba"):
             labels = _labels(obj)
+        # The estimator's predict reads its missing= as missing (a booster's user gives it to
+        # each DMatrix): so does ours, unless told otherwise.
+        missing = getattr(obj, "missing", None)
     elif isinstance(obj, xgb.Booster):
         booster = obj
     else:
@@ -48,6 +51,8 @@ def _from_object(obj) -> Forest | None:
     forest = xgboost_json.loads_json(bytes(booster.save_raw("json")), f"the {type(obj).__name__}")
     if labels is not None:
         forest.class_labels = labels
+    if missing is not None and missing == missing:
+        forest.missing = float(missing)
     return forest
 
 

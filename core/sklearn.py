@@ -26,7 +26,7 @@ from sklearn.pipeline import Pipeline
 from sklearn.utils.metaestimators import available_if
 
 from silvanforge import api
-from silvanforge.errors import InputError
+from silvanforge.errors import InputError, UnsupportedModelError
 
 
 def compile(estimator, **options):
@@ -44,6 +44,23 @@ def compile(estimator, **options):
     wrapper = CompiledEstimator(estimator, **options)
     wrapper._compile(estimator)
     return wrapper
+
+
+def _refuse_other_outputs(fitted, forest) -> None:
+    """Refuse a classifier whose model gives no class probabilities: several sigmoid outputs (a
+    multi-label XGBoost classifier, fitted on a 2-D target: labels, not one class) or raw
+    scores (a custom objective); read as probabilities, their labels would be wrong."""
+    name = type(fitted).__name__
+    if forest.num_outputs > 1 and forest.transform.name == "sigmoid":
+        raise UnsupportedModelError(
+            f"the {name} gives {forest.num_outputs} independent outputs (a multi-label classifier, fitted on a "
+            "2-D target): silvanforge.sklearn wraps classifiers of one label; sf.compile(model).predict(X) gives "
+            "each label's probability")
+    if forest.transform.name == "identity" and forest.objective == "custom":  # (LightGBM's callable objective)
+        raise UnsupportedModelError(
+            f"the {name}'s objective (a function of yours) gives raw scores, not class probabilities: "
+            "silvanforge.sklearn cannot give its labels or probabilities; sf.compile(model).predict(X) gives the "
+            "scores")
 
 
 class CompiledEstimator(BaseEstimator):
@@ -76,6 +93,7 @@ class CompiledEstimator(BaseEstimator):
                                      batch_size=self.batch_size, threads=self.threads)
         forest = self.compiled_.forest
         if is_classifier(fitted):
+            _refuse_other_outputs(fitted, forest)
             classes = getattr(fitted, "classes_", None)
             self.classes_ = np.asarray(classes if classes is not None else
                                        forest.class_labels or range(max(forest.num_outputs, 2)))

@@ -15,7 +15,9 @@ from sklearn.base import clone, is_classifier, is_regressor  # noqa: E402
 from sklearn.pipeline import Pipeline  # noqa: E402
 from sklearn.preprocessing import StandardScaler  # noqa: E402
 
+import silvanforge as sf  # noqa: E402
 import silvanforge.sklearn as sfk  # noqa: E402
+from silvanforge.errors import UnsupportedModelError  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
@@ -147,3 +149,24 @@ def test_score_and_model_selection(data):
     search = GridSearchCV(sfk.CompiledEstimator(xgb.XGBClassifier(n_estimators=5)),
                           {"estimator__max_depth": [1, 2]}, cv=2).fit(X, y3)
     assert search.best_params_["estimator__max_depth"] in (1, 2)
+
+
+def test_classifiers_without_class_probabilities_are_refused(data):
+    """A multi-label XGBoost classifier (a 2-D target: a 0/1 matrix, not one class) and a
+    LightGBM classifier of a custom objective (raw scores): read as probabilities their labels
+    would be wrong; refused naming what to use instead."""
+    X, _, y = data
+    y = (y > 0).astype(int)
+    multi = xgb.XGBClassifier(n_estimators=3, max_depth=2).fit(X, np.c_[y, 1 - y])
+    with pytest.raises(UnsupportedModelError, match="multi-label"):
+        sfk.compile(multi)
+
+    def logloss(label, raw):
+        p = 1 / (1 + np.exp(-raw))
+        return p - label, p * (1 - p)
+
+    custom = lgb.LGBMClassifier(n_estimators=3, objective=logloss, verbose=-1).fit(X, y)
+    with pytest.raises(UnsupportedModelError, match="raw scores"):
+        sfk.compile(custom)
+    # the plain compiled model gives them still
+    np.testing.assert_allclose(sf.compile(custom).predict(X), custom.predict(X, raw_score=True), rtol=1e-12)

@@ -35,6 +35,12 @@ def column_order(names: list | None, forest: Forest, what: str = "the frame's co
     missing = [n for n in wanted if n not in seen]
     known = set(wanted)
     unknown = [n for n in names if n not in known]
+    if (missing or unknown) and forest.source == "lightgbm":
+        # LightGBM keeps a name's spaces as underscores ("my feature" is "my_feature" in its
+        # model), and scores the frame it was trained on: so do we.
+        renamed = {(n.replace(" ", "_") if isinstance(n, str) else n): i for i, n in enumerate(names)}
+        if len(renamed) == len(names) and set(renamed) == known:
+            return [renamed[n] for n in wanted]
     if missing or unknown:
         parts = []
         if missing:

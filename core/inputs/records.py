@@ -45,14 +45,20 @@ def records_matrix(X, forest: Forest, name=lambda i: f"record {i}", readers: lis
         rows = _plain_records(records, readers if readers is not None else record_readers(forest))
         if rows is not None:
             return rows
-    keys = None
+    keys, key_of = None, None
     for i, record in enumerate(records):
         if not isinstance(record, dict):
             raise InputError(f"{name(i)} is a {type(record).__name__}, not a dict of feature name to value")
         if keys is None or record.keys() != keys:  # the same keys as the last record: checked
-            column_order(list(record), forest, f"the keys of {name(i)}")
-            keys = record.keys()
-    columns = [[record[feature] for record in records] for feature in wanted]
+            listed_keys = list(record)
+            order = column_order(listed_keys, forest, f"the keys of {name(i)}")
+            # (each feature's key: its name, or the name LightGBM stored with underscores)
+            spelled = [listed_keys[c] for c in order]
+            if key_of is not None and spelled != key_of:
+                raise InputError(f"{name(i)} spells a feature's key otherwise than {name(0)} "
+                                 f"({next(a for a, b in zip(spelled, key_of) if a != b)!r})")
+            key_of, keys = spelled, record.keys()
+    columns = [[record[key] for record in records] for key in key_of]
     if forest.hashed_categories or forest.hashed_combinations:
         out = np.empty((len(records), len(wanted)), dtype=object)
         for f, column in enumerate(columns):

@@ -490,3 +490,22 @@ def test_what_is_not_rows_is_named():
         cf.predict("X.csv")
     with pytest.raises(TypeError, match="compile it first"):
         sf.load_model(booster).predict(X)
+
+
+def test_lightgbm_names_with_spaces_read_the_training_frame():
+    """LightGBM keeps "my feature" as "my_feature" and scores the frame it was trained on (and its
+    records): so do the compiled model and silvanforge.sklearn; other names are still refused."""
+    import silvanforge.sklearn as sfk
+
+    rng = np.random.default_rng(4)
+    df = pd.DataFrame(rng.normal(size=(300, 3)), columns=["my feature", "income (k$)", "age"])
+    model = lgb.LGBMRegressor(n_estimators=5, verbose=-1).fit(df, df["my feature"] + df["age"] ** 2)
+    want = model.predict(df)
+    cf = sf.compile(model)
+    np.testing.assert_allclose(cf.predict(df), want, rtol=1e-12)
+    np.testing.assert_allclose(cf.predict(df[["age", "income (k$)", "my feature"]]), want, rtol=1e-12)
+    np.testing.assert_allclose(sfk.compile(model).predict(df), want, rtol=1e-12)
+    np.testing.assert_allclose(cf.predict(df.to_dict("records")[:3]), want[:3], rtol=1e-12)
+    np.testing.assert_allclose(cf.predict(df.rename(columns=lambda c: c.replace(" ", "_"))), want, rtol=1e-12)
+    with pytest.raises(InputError, match="not features of the model: 'my-feature'"):
+        cf.predict(df.rename(columns={"my feature": "my-feature"}))

@@ -90,6 +90,9 @@ def shaper(forest: Forest, kind: str):
     made once (a compiled model keeps it: a one-row call's leaf ids then cost a reshape and a
     conversion, not the library's rules again)."""
     trees = forest.num_trees
+    if trees == 0:  # (a forest of no trees, as XGBoost trains for 0 rounds: a column of none)
+        dtype = LEAF_DTYPES.get(forest.source, np.int64) if kind == "pred_leaf" else np.dtype(forest.accumulate_dtype)
+        return lambda margins: np.zeros((margins.shape[0], 0), dtype)
     if kind == "pred_leaf":
         if forest.source == "sklearn" and forest.objective.startswith("GradientBoosting"):
             # ``apply`` of scikit-learn's gradient boosting: float64, (n, stages, trees a stage)

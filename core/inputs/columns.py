@@ -91,6 +91,21 @@ class Labels:
             codes[unseen] = np.nan
         return codes
 
+    @property
+    def numbers(self) -> bool:
+        """Whether every label is a number (pandas integer categories)."""
+        return all(isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, (bool, np.bool_))
+                   for v in self.labels)
+
+    def refuse_words(self, values, name) -> None:
+        """Refuse text in a column of plain values where the labels are numbers ("7" for 7, as
+        CSV and string-typed pipelines give): every value would be unseen, silently missing
+        (LightGBM refuses such a column; a record's is refused the same way)."""
+        word = next((v for v in values if isinstance(v, str)), None)
+        if word is not None and self.numbers:
+            raise InputError(f"column {name!r} holds text such as {word[:40]!r}, and the feature's categories are "
+                             f"numbers ({listed(self.labels)}): pass them as numbers")
+
     def refuse(self, name):
         raise InputError(f"column {name!r} has a category the model was not trained with "
                          f"(it knows {listed(self.labels)}), which its library refuses too")
@@ -158,16 +173,17 @@ class CodeTable:
         return items[own]
 
 
-def numbers_as_labels(values: np.ndarray, name, dtype, labels) -> np.ndarray:
+def numbers_as_labels(values: np.ndarray, name, dtype, labels, labelled: bool = False) -> np.ndarray:
     """A plain number column where the model stored category labels: mapped as labels where the
     labels are numbers (pandas integer categories; ``polars.from_pandas`` turns such a column into
     plain integers), refused where they are not.  Why: read as codes it would silently answer
-    otherwise than the same values as categories (LightGBM refuses such a column)."""
-    if all(isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, (bool, np.bool_))
-           for v in labels.labels):
+    otherwise than the same values as categories (LightGBM refuses such a column).  A column
+    none of whose values is a label is taken for codes and refused, unless ``labelled`` (a
+    record's values are labels by name: one the model never saw is missing)."""
+    if labels.numbers:
         codes = labels.lookup(values)
         given = ~np.isnan(codes)
-        if given.any() and not (codes[given] >= 0).any():
+        if not labelled and given.any() and not (codes[given] >= 0).any():
             # Not one value is a label: these are codes (0, 1, ...) of labels such as 10, 20, 30,
             # and reading them as labels would make every one a missing value.
             raise InputError(
@@ -206,7 +222,9 @@ def pandas_column(s, name, labels, numeric: bool = False) -> np.ndarray:
     if dtype == object or pd.api.types.is_string_dtype(dtype):
         if labels is not None:
             # (missing as None: a nullable string column holds pd.NA, which compares to nothing)
-            return labels.codes(s.to_numpy(dtype=object, na_value=None), name)
+            values = s.to_numpy(dtype=object, na_value=None)
+            labels.refuse_words(values.tolist(), name)
+            return labels.codes(values, name)
         raise InputError(f"column {name!r} holds {dtype} values; predict reads numbers or "
                          "categorical columns (pandas 'category')")
     if labels is not None:
@@ -253,7 +271,9 @@ def arrow_column(col, name, labels, numeric: bool = False) -> np.ndarray:
             # Through a dictionary of the column's distinct labels (arrow hashes them in C++):
             # each label is then looked up once, not once a row (8x faster for 10,000 rows of
             # five columns, as Spark and Ray hand string columns over).
-            return arrow_column(pc.dictionary_encode(col), name, labels)
+            encoded = pc.dictionary_encode(col)
+            labels.refuse_words(encoded.dictionary.to_pylist(), name)
+            return arrow_column(encoded, name, labels)
         raise InputError(f"column {name!r} holds strings; predict reads numbers or categorical columns")
     if labels is not None:
         return numbers_as_labels(np.asarray(col.to_pylist(), dtype=object), name, col.type, labels)

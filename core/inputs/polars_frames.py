@@ -48,7 +48,8 @@ class PolarsPlan:
             kind, labels = type(self.dtypes[c]).__name__, memory.labels.get(f)
             if labels is None and self.dtypes[c].is_numeric() and kind != "Decimal":
                 self.few.append((c, None))
-            elif labels is not None and kind in ("Enum", "Categorical", "String", "Utf8"):
+            elif labels is not None and (kind in ("Enum", "Categorical") or
+                                         kind in ("String", "Utf8") and not labels.numbers):
                 self.few.append((c, labels._lookup()))
             else:
                 self.few = None

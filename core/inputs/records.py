@@ -80,7 +80,8 @@ def records_matrix(X, forest: Forest, name=lambda i: f"record {i}", readers: lis
             labels = Labels(categories[f], forest.unseen_category_error)
             values = np.array(column, dtype=object)
             numbers = not strings and any(v is not None and v == v for v in column)
-            out[:, f] = numbers_as_labels(values, feature, "number", labels) if numbers else \
+            # (a record's number is a label: one the model never saw is missing, however many)
+            out[:, f] = numbers_as_labels(values, feature, "number", labels, labelled=True) if numbers else \
                 labels.codes(values, feature)
             continue
         bad = strings or [v for v in column if not _number(v)]

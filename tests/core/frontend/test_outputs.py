@@ -267,9 +267,11 @@ def test_explanations_check_their_arguments_as_predict_does():
     X = _rows(200, 3, seed=4, nan=0.0).astype(np.float32)
     cf = sf.compile(xgb.train({"max_depth": 3}, xgb.DMatrix(X, X[:, 0]), 3))
     for kind in ("pred_contribs", "pred_interactions", "pred_leaf", "per_tree"):
-        for missing in ("abc", None):
+        for missing in ("abc", [1.0]):
             with pytest.raises(InputError, match="missing must be a number"):
                 cf.predict(X[:3], missing=missing, **{kind: True})
+        # None: the model's own (NaN here), as predict's default
+        np.testing.assert_array_equal(cf.predict(X[:3], missing=None, **{kind: True}), cf.predict(X[:3], **{kind: True}))
         for threads in (0, -1, "2"):
             with pytest.raises(InputError, match="threads must be a positive integer"):
                 cf.predict(X[:3], threads=threads, **{kind: True})

@@ -509,3 +509,26 @@ def test_lightgbm_names_with_spaces_read_the_training_frame():
     np.testing.assert_allclose(cf.predict(df.rename(columns=lambda c: c.replace(" ", "_"))), want, rtol=1e-12)
     with pytest.raises(InputError, match="not features of the model: 'my-feature'"):
         cf.predict(df.rename(columns={"my feature": "my-feature"}))
+
+
+def test_text_for_number_categories_is_refused_and_records_of_unseen_numbers_are_missing():
+    """Integer categories (3, 7, 11, 20) as text ("7") in a frame's plain column: refused as
+    LightGBM refuses it (every value would silently be missing), from pandas, arrow and polars,
+    one row and many; a record's number is a label, an unseen one missing however few records."""
+    pa = pytest.importorskip("pyarrow")
+    pl = pytest.importorskip("polars")
+    rng = np.random.default_rng(2)
+    df = pd.DataFrame({"a": rng.normal(size=800), "icat": pd.Categorical(rng.choice([3, 7, 11, 20], 800))})
+    y = df.a + df.icat.astype(int).map({3: 1.0, 7: 3.0, 11: -2.0, 20: 5.0}).astype(float)
+    model = lgb.LGBMRegressor(n_estimators=10, verbose=-1).fit(df, y)
+    cf = sf.compile(model)
+    text = df.assign(icat=df.icat.astype(int).astype(str))
+    for frame in (text, text.astype({"icat": "string"}), pa.Table.from_pandas(text, preserve_index=False),
+                  pl.from_pandas(text)):
+        for rows in (frame, frame[:1]):
+            with pytest.raises(InputError, match="'icat' holds text such as .*categories are numbers"):
+                cf.predict(rows)
+    unseen = pd.DataFrame({"a": [0.1, 0.1], "icat": pd.Categorical([7, 21], categories=[3, 7, 11, 20, 21])})
+    want = model.predict(unseen)
+    np.testing.assert_allclose(cf.predict([{"a": 0.1, "icat": 7}, {"a": 0.1, "icat": 21}]), want, rtol=1e-12)
+    np.testing.assert_allclose(cf.predict({"a": 0.1, "icat": 21}), want[1:], rtol=1e-12)

@@ -279,6 +279,10 @@ def test_zero_trees(tmp_path):
     assert forest.num_trees == 0
     np.testing.assert_array_equal(reference.predict(forest, X, output_margin=True),
                                   booster.predict(xgb.DMatrix(X), output_margin=True))
+    # leaf ids and tree values of no trees: a column of none for each row (were a reshape error)
+    cf = sf.compile(forest)
+    assert cf.predict(X, pred_leaf=True).shape == (50, 0) and cf.predict(X, pred_leaf=True).dtype == np.float32
+    assert cf.predict(X[:1], per_tree=True).shape == (1, 0)
 
 
 @pytest.mark.parametrize("objective,label", [("binary:logistic", 0.0), ("binary:logistic", 1.0),

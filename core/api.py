@@ -113,7 +113,8 @@ def compile(model: ModelLike, target: str | None = None, rep: str | None = None,
     registry().check_target(opts.target)  # (installed and able to run here)
     if opts.threads is not None:
         opts = dataclasses.replace(opts, threads=check_threads(opts.threads))
-    forest = verified_model(model)
+    # (a compiled model compiles its model again, under these options)
+    forest = verified_model(model.forest if isinstance(model, CompiledForest) else model)
     # 3. A code-cache hit is the whole compiled model, plan and forms, loaded as a trusted
     # artifact: nothing lowered (the cache directory is private to the user, so its code is the
     # user's own).  A damaged entry, or one for another model, is compiled again and replaced.

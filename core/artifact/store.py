@@ -37,7 +37,22 @@ from silvanforge.inputs import hashed_kernel
 def save(cf: CompiledForest, path: str | os.PathLike, key: str | bytes | None = None) -> None:
     """:meth:`CompiledForest.save`: the artifact of ``cf`` written to ``path``, signed with
     ``key`` (or ``SILVANFORGE_ARTIFACT_KEY``, or the user's key: :mod:`silvanforge.artifact.userkey`)."""
-    archive.write(path, *_parts(cf), key)
+    if hasattr(path, "write") and not isinstance(path, (str, bytes, os.PathLike)):  # a file object (BytesIO...)
+        path.write(archive.to_bytes(*_parts(cf), key))
+        return
+    if not isinstance(path, (str, os.PathLike)):
+        raise InputError(f"save takes a file's path (str or Path) or a file object to write to; got "
+                         f"{type(path).__name__}")
+    where = os.fspath(path)
+    if os.path.isdir(where):
+        raise InputError(f"save: {where} is a folder; name the artifact's file (e.g. {os.path.join(where, 'model.forge')})")
+    folder = os.path.dirname(where) or "."
+    if not os.path.isdir(folder):
+        raise InputError(f"save: the folder {folder} does not exist")
+    try:
+        archive.write(path, *_parts(cf), key)
+    except PermissionError:
+        raise InputError(f"save: cannot write {where}: permission denied") from None
 
 
 def to_bytes(cf: CompiledForest, key: str | bytes | None = None) -> bytes:
@@ -154,6 +169,16 @@ def load_compiled(path: str | os.PathLike | bytes, key: str | bytes | None = Non
     """
     if isinstance(path, (bytes, bytearray, memoryview)):  # an artifact's bytes
         return load(bytes(path), "the artifact bytes", key, trust_code)
+    if hasattr(path, "read") and not isinstance(path, (str, os.PathLike)):  # a file object (BytesIO, open(..., "rb"))
+        data = path.read()
+        if not isinstance(data, (bytes, bytearray)):
+            raise InputError("load_compiled reads artifacts in binary: open the file with 'rb'")
+        return load(bytes(data), "the artifact file object", key, trust_code)
+    if isinstance(path, CompiledForest):
+        raise InputError("load_compiled got a compiled model already: use it as it is, or sf.compile(model, ...) "
+                         "to compile its model again with other options")
+    if not isinstance(path, (str, os.PathLike)):
+        raise InputError(f"load_compiled takes an artifact's path, bytes or a file object; got {type(path).__name__}")
     path = os.fspath(path)
     return load(path, path, key, trust_code)
 

@@ -118,7 +118,7 @@ def _get_pool(size: int) -> ThreadPoolExecutor:
 def check_threads(threads) -> int:
     """A thread count as an int; anything but a positive integer is an InputError."""
     if isinstance(threads, (bool, np.bool_)) or not isinstance(threads, (int, np.integer)) or threads <= 0:
-        raise InputError(f"threads must be a positive integer, got {threads!r}")
+        raise InputError(f"threads must be a positive integer, got {threads!r} (None, the default: all usable CPUs)")
     return int(threads)
 
 

@@ -220,3 +220,31 @@ def test_a_library_model_without_its_importer_names_the_install(monkeypatch):
         sf.load_model(booster)
     with pytest.raises(UnsupportedModelError, match="LGBMRegressor is not a model SilvanForge compiles"):
         sf.load_model(lgb.LGBMRegressor(n_estimators=2, verbose=-1).fit(X, X[:, 0]))  # (importer installed, object not read)
+
+
+def test_save_and_load_take_file_objects_and_name_what_is_wrong(data, tmp_path):
+    """save writes to a file object, load_compiled reads one; a missing folder, a folder as the
+    file, a compiled model given to load_compiled are one InputError each (were OSErrors naming
+    a temporary file, TypeErrors); sf.compile of a compiled model compiles its model again."""
+    import io
+
+    X, y = data
+    cf = sf.compile(xgb.XGBClassifier(n_estimators=5, max_depth=3).fit(X, y))
+    out = io.BytesIO()
+    cf.save(out)
+    with open(tmp_path / "m.forge", "wb") as f:
+        cf.save(f)
+    for source in (io.BytesIO(out.getvalue()), open(tmp_path / "m.forge", "rb")):
+        with source:
+            _same(sf.load_compiled(source, trust_code=True).predict(X), cf.predict(X))
+    for where, message in ((tmp_path / "no" / "m.forge", "folder .* does not exist"), (tmp_path, "is a folder")):
+        with pytest.raises(sf.InputError, match=message):
+            cf.save(where)
+    assert not list(tmp_path.glob("*.tmp"))
+    with pytest.raises(sf.InputError, match="compiled model already"):
+        sf.load_compiled(cf)
+    with pytest.raises(sf.InputError, match="got int"):
+        sf.load_compiled(3)
+    again = sf.compile(cf, threads=1)
+    assert again.options.threads == 1
+    _same(again.predict(X), cf.predict(X))

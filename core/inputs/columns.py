@@ -208,6 +208,11 @@ def pandas_column(s, name, labels, numeric: bool = False) -> np.ndarray:
     if pd.api.types.is_datetime64_any_dtype(dtype) or pd.api.types.is_timedelta64_dtype(dtype):
         raise InputError(f"column {name!r} holds dates or durations ({dtype}); predict reads numbers: "
                          "convert it as the model was trained (LightGBM and XGBoost refuse them too)")
+    arrow = getattr(dtype, "pyarrow_dtype", None)  # (a pandas column of arrow data: read as arrow)
+    if arrow is not None and not pd.api.types.is_numeric_dtype(dtype) and not pd.api.types.is_bool_dtype(dtype):
+        import pyarrow as pa
+
+        return arrow_column(pa.array(s.array), name, labels, numeric)
     if isinstance(dtype, pd.CategoricalDtype):
         missing = s.isna().to_numpy()
         if labels is None and numeric:
@@ -266,6 +271,8 @@ def arrow_column(col, name, labels, numeric: bool = False) -> np.ndarray:
         safe = np.where(valid, indices, 0).astype(np.int64)
         codes = np.where(valid, lut[safe] if len(lut) else np.nan, np.nan)
         return codes if labels is None else labels.unseen(codes, codes == -1.0, name)
+    if getattr(pa.types, "is_string_view", lambda t: False)(col.type):  # (polars' newest arrow: as strings)
+        col = col.cast(pa.large_string())
     if pa.types.is_string(col.type) or pa.types.is_large_string(col.type):
         if labels is not None:
             # Through a dictionary of the column's distinct labels (arrow hashes them in C++):

@@ -532,3 +532,22 @@ def test_text_for_number_categories_is_refused_and_records_of_unseen_numbers_are
     want = model.predict(unseen)
     np.testing.assert_allclose(cf.predict([{"a": 0.1, "icat": 7}, {"a": 0.1, "icat": 21}]), want, rtol=1e-12)
     np.testing.assert_allclose(cf.predict({"a": 0.1, "icat": 21}), want[1:], rtol=1e-12)
+
+
+def test_pandas_columns_of_arrow_data_and_string_views_are_read_as_arrow():
+    """pandas columns of arrow dictionaries and strings (pd.read_parquet(dtype_backend='pyarrow'))
+    and arrow string_view columns (polars' newest arrow) equal the categorical frame."""
+    pa = pytest.importorskip("pyarrow")
+    rng = np.random.default_rng(6)
+    df = pd.DataFrame({"a": rng.normal(size=400), "color": pd.Categorical(rng.choice(["red", "green", "blue"], 400))})
+    model = lgb.LGBMRegressor(n_estimators=5, verbose=-1).fit(df, df.a + (df.color == "red") * 2.0)
+    cf = sf.compile(model)
+    want = cf.predict(df)
+    words = pa.array(df.color.astype(str))
+    for column in (pd.array(words.dictionary_encode(), dtype=pd.ArrowDtype(pa.dictionary(pa.int32(), pa.string()))),
+                   pd.array(words, dtype=pd.ArrowDtype(pa.string()))):
+        np.testing.assert_array_equal(cf.predict(df.assign(color=column)), want)
+        np.testing.assert_array_equal(cf.predict(df.assign(color=column)[:1]), want[:1])
+    if hasattr(pa, "string_view"):
+        table = pa.table({"a": df.a, "color": words.cast(pa.string_view())})
+        np.testing.assert_array_equal(cf.predict(table), want)

@@ -105,6 +105,11 @@ def compile(model: ModelLike, target: str | None = None, rep: str | None = None,
     start = time.perf_counter()
     # With a code cache the forms are built before the call returns by default: the entry,
     # written then, holds them all, and a script that ends at once still leaves it.
+    for name, value in (("target", target), ("rep", rep), ("cpu", cpu)):
+        if value is not None and not isinstance(value, str):
+            raise InputError(f"{name} is a name (a str), got {value!r}"[:200])
+    if cache is not None and not isinstance(cache, (str, os.PathLike)):
+        raise InputError(f"cache is a folder's path (str or Path), got {cache!r}"[:200])
     mode = check_mode("eager" if forms is None and cache is not None else forms)
     # 1. The options, resolved and checked once (the target: here); 2. the model, read and verified once.
     opts = compile_options(options, target=target, rep=rep, schedule=schedule, batch_size=batch_size,

@@ -538,5 +538,8 @@ def main(argv: list[str] | None = None) -> int:
         return _fail(f"{where}{exc.strerror or exc}")
     except (KeyboardInterrupt, typer.Abort):
         return _fail("interrupted", 130)
+    except MemoryError:  # (a request past this machine's memory: a huge batch size, model or input)
+        return _fail("out of memory: the command asked for more memory than this machine has (a batch size, "
+                     "a model's or an input's size)")
     return rv if isinstance(rv, int) else 0
 

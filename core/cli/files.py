@@ -95,6 +95,24 @@ def read_rows(path: str, num_features: int | None = None,
     (True), is data (False), or is a header when it is plausibly one (None).
     :func:`model_rows` gives the rows a model reads.
     """
+    if path != "-" and os.path.exists(path) and not os.path.isfile(path) and not os.path.isdir(path):
+        # A pipe or a device (<(...), /dev/stdin): read once, whole; a peek at its head for the
+        # .npy magic would consume what the reader after it then never sees.
+        try:
+            with open(path, "rb") as f:
+                data = f.read()
+        except OSError as exc:
+            raise InputError(f"cannot read input file {path}: {exc.strerror or exc}") from None
+        if data.startswith(NPY_MAGIC):
+            return Rows(_read_npy(io.BytesIO(data), path))
+        try:
+            text = data.decode("utf-8-sig")
+        except UnicodeDecodeError:
+            raise InputError(f"{path}: not a text CSV file (and not a .npy file)") from None
+        _refuse_json_array(text, path)
+        if is_jsonl(path, text):
+            return Rows(np.empty((0, 0)), name=path, records=read_jsonl(text, path))
+        return _parse_csv(text, path, num_features, feature_names, header)
     if is_npy(path):
         return Rows(_read_npy(path))
     if path == "-":
@@ -126,9 +144,11 @@ def _refuse_json_array(text: str, name: str) -> None:
                          "a line (X.jsonl)")
 
 
-def _read_npy(path: str) -> np.ndarray:
+def _read_npy(source, path: str | None = None) -> np.ndarray:
+    """The 2-D array of the .npy file ``source`` (a path, or a file object of ``path``'s bytes)."""
+    path = source if path is None else path
     try:
-        arr = np.load(path, allow_pickle=False)
+        arr = np.load(source, allow_pickle=False)
     except FileNotFoundError:
         raise InputError(f"input file not found: {path}") from None
     except (ValueError, OSError, EOFError) as exc:

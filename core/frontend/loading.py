@@ -41,6 +41,8 @@ def is_artifact(path: str | os.PathLike) -> bool:
     path = os.fspath(path)
     if path.lower().endswith(ARTIFACT_SUFFIX):
         return True
+    if not os.path.isfile(path):  # (a pipe or a device is never peeked at: the read would block or consume it)
+        return False
     try:
         with open(path, "rb") as f:
             return f.read(4) == ZIP_MAGIC
@@ -119,6 +121,8 @@ def _load_path(path: str, fmt: str | None) -> hir.Forest:
     if os.path.isdir(path):
         raise ModelFormatError(f"{path} is a directory, not a model file")
     if not os.path.isfile(path):
+        if os.path.exists(path):
+            raise ModelFormatError(f"{path} is not a regular file (a pipe or a device): save the model to a file")
         raise ModelFormatError(f"model file not found: {_shown(path)}")
     if fmt is None and is_artifact(path):
         return archive.read(path).forest

@@ -93,12 +93,17 @@ def profile_tile_ids(forest: hir.Forest, profile, tile_size: int, pad) -> list |
     return probability_tile_ids(forest, hits, tile_size)
 
 
+MAX_SCHEDULE_CHARS = 1 << 20  # a schedule file's size read at most
+
+
 def schedule_from_file(path) -> Schedule:
     """The schedule in file ``path``; errors (unreadable, not a schedule) name the file."""
     path = os.fspath(path)
     try:
         with open(path, encoding="utf-8") as f:
-            text = f.read()
+            text = f.read(MAX_SCHEDULE_CHARS + 1)  # (a schedule is lines of directives: /dev/zero is none)
+        if len(text) > MAX_SCHEDULE_CHARS:
+            raise ScheduleError(f"{path}: over {MAX_SCHEDULE_CHARS} characters, not a schedule")
     except (OSError, UnicodeDecodeError) as exc:
         raise ScheduleError(f"cannot read schedule file {path}: "
                             f"{getattr(exc, 'strerror', None) or exc}") from None

@@ -221,6 +221,8 @@ class CompiledForest:
         """
         if missing is None:  # (the model's own: NaN, or its estimator's missing=)
             missing = self._missing
+        elif not isinstance(missing, (float, int, np.number)) or isinstance(missing, bool):
+            raise InputError(f"missing must be a number, got {missing!r}"[:200])
         if pred_leaf or per_tree or pred_contribs or pred_interactions or background is not None:
             return self._other_output(X, pred_leaf, per_tree, pred_contribs, output_margin, missing, threads,
                                       pred_interactions, background)

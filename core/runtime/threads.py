@@ -149,7 +149,13 @@ def check_rows(X, num_features: int, dtype: np.dtype, wider: bool = False) -> np
     not_rows = _not_rows(X)
     if not_rows:
         raise InputError(not_rows)
-    X = np.asarray(X)
+    if type(X).__name__ == "generator":
+        raise InputError("predict got a generator: pass the rows themselves, a 2-D array (np.array(list(rows)))")
+    try:
+        X = np.asarray(X)
+    except ValueError as exc:  # (lists of rows of several lengths)
+        raise InputError(f"the rows are not a 2-D array ({str(exc).splitlines()[0][:120]}): rows of several "
+                         "lengths?") from None
     if X.dtype == object or X.dtype.kind in "mM" or not (np.issubdtype(X.dtype, np.number) or X.dtype == np.bool_):
         raise InputError(f"inputs must be numeric (float32 or float64), got dtype {X.dtype}")
     if np.issubdtype(X.dtype, np.complexfloating):

@@ -31,6 +31,9 @@ from silvanforge.scheduler.schedule import Directive, Schedule
 
 # Loops whose trip count we unroll or interleave must be small and known when compiling.
 MAX_STATIC_TRIP = 256
+# Rows or trees one iteration of a tiled loop may span (the product of its tile sizes), and a
+# split point's bound: past them the generated loops' 64-bit index arithmetic could overflow.
+MAX_SPAN = 2**31
 
 
 @dataclasses.dataclass(eq=False)
@@ -206,6 +209,12 @@ class _Builder:
     def d_tile(self, name, outer, inner, size):
         p = self.index(name)
         self._derivable(p, "tiling")
+        span = size
+        for idx in p.lineage():
+            span *= idx.size if idx.role == "outer" else 1
+        if span > MAX_SPAN:
+            self.fail(f"tiles of {span} {p.dimension} elements an iteration (the tile sizes multiplied): at most "
+                      f"{MAX_SPAN}")
         o, i = self.new(outer, p, "outer", size), self.new(inner, p, "inner", size)
         o.sibling, i.sibling = i, o
         for siblings, pos in self.nodes_of(p):
@@ -215,6 +224,8 @@ class _Builder:
     def d_split(self, name, first, second, at):
         p = self.index(name)
         self._derivable(p, "splitting")
+        if at > MAX_SPAN:
+            self.fail(f"a split at {at}: at most {MAX_SPAN}")
         f, g = self.new(first, p, "first", at), self.new(second, p, "second", at)
         f.sibling, g.sibling = g, f
         for siblings, pos in reversed(self.nodes_of(p)):

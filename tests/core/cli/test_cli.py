@@ -459,3 +459,45 @@ def test_outputs_and_inputs_in_formats_forge_does_not_read_or_write_are_refused(
 def test_a_command_group_alone_prints_its_help_and_succeeds(capsys):
     code, out, err = forge(capsys, "key")
     assert code == 0 and "show" in out and "rotate" in out and err == "", (code, err)
+
+
+def test_pipes_devices_and_overflowing_schedules_are_read_once_or_refused(capsys, binary_model, tmp_path):
+    """Rows from a pipe given as a path are all read (the .npy peek consumed the pipe's first
+    buffer: rows lost); a model path that is a pipe or a device is refused at once (it hung);
+    a schedule file of /dev/zero, tiles past 2**31 rows, or a batch size past memory are one
+    line each, no traceback, no crash."""
+    import os
+    import threading
+
+    path, _ = binary_model
+    rows = "\n".join(",".join(repr(0.25 * (i + j)) for j in range(NUM_FEATURES)) for i in range(300)) + "\n"
+    (tmp_path / "X.csv").write_text(rows)
+    want = forge(capsys, "predict", path, "-i", tmp_path / "X.csv")[1]
+    fifo = tmp_path / "in.csv"
+    os.mkfifo(fifo)
+    writer = threading.Thread(target=lambda: fifo.write_text(rows))
+    writer.start()
+    code, out, err = forge(capsys, "predict", path, "-i", fifo)
+    writer.join(10)
+    assert code == 0 and out == want and len(out.splitlines()) == 300, err
+    model_fifo = tmp_path / "model.json"
+    os.mkfifo(model_fifo)
+    code, _, err = forge(capsys, "predict", model_fifo, "-i", tmp_path / "X.csv")
+    assert code == 1 and "not a regular file" in err and "Traceback" not in err
+    (tmp_path / "huge.sched").write_text("tile(batch, b0, b1, 9223372036854775808)\nparallel(b0)\n")
+    for schedule, message in (("/dev/zero", "not a schedule"), (tmp_path / "huge.sched", "at most 2147483648")):
+        code, _, err = forge(capsys, "predict", path, "-i", tmp_path / "X.csv", "--schedule", schedule)
+        assert code == 1 and message in err and "Traceback" not in err
+
+
+def test_python_api_user_errors_are_input_errors(binary_model):
+    path, _ = binary_model
+    cf = sf.compile(path)
+    X = np.zeros((2, NUM_FEATURES))
+    for call, message in ((lambda: cf.predict([[1.0] * NUM_FEATURES, [1.0, 2.0]]), "not a 2-D array"),
+                          (lambda: cf.predict(X, missing=np.array([1.0, 2.0])), "missing must be a number"),
+                          (lambda: cf.predict(r for r in X), "a generator"),
+                          (lambda: sf.compile(path, target=["cpu"]), "target is a name"),
+                          (lambda: sf.compile(path, cache=5), "cache is a folder's path")):
+        with pytest.raises(sf.InputError, match=message):
+            call()

@@ -271,3 +271,15 @@ def test_tiny_batches_walk_each_rows_trees_together(forest, rep):
         for k in (1, 3, 40):
             np.testing.assert_array_equal(cf.predict(X[:k], output_margin=True),
                                           reference.predict(forest, X[:k], output_margin=True))
+
+
+def test_tiles_and_splits_past_the_index_range_are_schedule_errors():
+    """A tile of 2**63 rows, tiles whose sizes multiply past 2**31, a split at 2**63: each a
+    ScheduleError (the generated loops' 64-bit steps overflowed: a crash or an endless loop)."""
+    forest = make_forest()
+    for text in ("tile(batch, b0, b1, 9223372036854775808)\nparallel(b0)",
+                 "\n".join(["tile(batch, a0, a1, 65536)"] + ["tile(a0, b0, b1, 65536)"]),
+                 "split(tree, t0, t1, 9223372036854775808)"):
+        with pytest.raises(ScheduleError, match="at most 2147483648"):
+            lower_to_mir(forest, parse_schedule(text))
+    lower_to_mir(forest, parse_schedule("tile(batch, a0, a1, 65536)\ntile(a1, b0, b1, 2)"))  # (inside a tile: fine)

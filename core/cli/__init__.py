@@ -98,6 +98,8 @@ def load_or_compile(model: str, target: str | None, rep: str | None, schedule: s
                     cpu: str | None = None):
     """A CompiledForest from a model file (compiled now) or a saved artifact (loaded; its machine
     code runs when signed with SILVANFORGE_ARTIFACT_KEY or with --trust-code)."""
+    if profile is not None and not os.path.isfile(profile):  # (a model it would not tile read none at all)
+        raise InputError(f"--profile {profile}: file not found")
     if is_artifact(model):
         with warnings.catch_warnings(record=True) as read:  # (a key file refused: a note below)
             warnings.simplefilter("always", ArtifactWarning)

@@ -484,6 +484,8 @@ def test_pipes_devices_and_overflowing_schedules_are_read_once_or_refused(capsys
     os.mkfifo(model_fifo)
     code, _, err = forge(capsys, "predict", model_fifo, "-i", tmp_path / "X.csv")
     assert code == 1 and "not a regular file" in err and "Traceback" not in err
+    code, _, err = forge(capsys, "predict", path, "-i", tmp_path / "X.csv", "--profile", tmp_path / "none.npz")
+    assert code == 1 and "--profile" in err and "not found" in err
     (tmp_path / "huge.sched").write_text("tile(batch, b0, b1, 9223372036854775808)\nparallel(b0)\n")
     for schedule, message in (("/dev/zero", "not a schedule"), (tmp_path / "huge.sched", "at most 2147483648")):
         code, _, err = forge(capsys, "predict", path, "-i", tmp_path / "X.csv", "--schedule", schedule)

@@ -290,7 +290,9 @@ class _Parser:
         if num_features < 1:
             self.fail(f"max_feature_idx={num_features - 1} is negative")
         names = header.get("feature_names")
-        feature_names = [t for t in names.split(" ") if t] if names is not None else None
+        if names is None:  # (LightGBM refuses such a file; its feature count is then unchecked)
+            self.fail("the header has no feature_names line, which LightGBM requires")
+        feature_names = [t for t in names.split(" ") if t]
         if feature_names is not None and len(feature_names) != num_features:
             self.fail(
                 f"feature_names has {len(feature_names)} names for {num_features} features "

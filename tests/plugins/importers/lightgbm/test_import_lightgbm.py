@@ -277,6 +277,13 @@ def test_truncated_inside_a_tree_block(tmp_path, good_text):
     assert "truncated" in msg
 
 
+def test_a_header_without_feature_names_is_refused_as_lightgbm_refuses_it(tmp_path, good_text):
+    """Without it the feature count (max_feature_idx) is unchecked: 2e9 asked for gigabytes."""
+    text = "\n".join(line for line in good_text.splitlines() if not line.startswith("feature_names="))
+    text = text.replace("max_feature_idx=", "max_feature_idx=2000000000\nold_max_feature_idx=", 1)
+    assert "no feature_names line" in _load_error(_write(tmp_path, text))
+
+
 def test_missing_end_of_trees(tmp_path, good_text):
     msg = _load_error(_write(tmp_path, good_text[:good_text.index("end of trees")]))
     assert "end of trees" in msg and "truncated" in msg

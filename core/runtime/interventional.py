@@ -40,6 +40,9 @@ __all__ = ["Background", "background_tables", "contributions", "refusal"]
 
 # Paths of up to this many distinct features get tables (2**d entries each, three of them).
 TABLE_MAX_D = 12
+# Rows evaluated together: a chunk's arrays near this many elements (a quarter of the
+# path-dependent evaluator's: 1.7x faster a row at 512 rows of a 100-tree depth-8 model).
+ROW_CHUNK_ELEMENTS = 1 << 20
 
 
 @dataclasses.dataclass
@@ -122,7 +125,7 @@ def contributions(bg: Background, X: np.ndarray, forest: Forest) -> np.ndarray:
         if g.d == 0:
             continue  # a tree without splits: its value is all bias
         P, T, mask = g.node.shape[0], g.tabled, (1 << g.d) - 1
-        rows = max(1, CHUNK_ELEMENTS // max(1, P * (g.d + 1) * (1 if T == P else m)))
+        rows = max(1, ROW_CHUNK_ELEMENTS // max(1, P * (g.d + 1) * (1 if T == P else m)))
         for lo in range(0, n, rows):
             hi = min(n, lo + rows)
             u = patterns(g, left[lo:hi])  # (rows, P)

@@ -75,14 +75,17 @@ class Tables:
     scale: float  # 1 / the average's divisor (1 for sums)
 
 
-def refusal(forest: Forest) -> str | None:
-    """Why ``forest``'s contributions are not computed, or None."""
+def refusal(forest: Forest, covers: bool = True) -> str | None:
+    """Why ``forest``'s contributions are not computed, or None; ``covers``: path-dependent
+    ones, which weigh paths by the model's covers (interventional ones need none)."""
     if forest.has_linear():
         return "a model with linear leaves (LightGBM linear_tree): LightGBM gives no contributions for it either"
     if attributed_features(forest) is None:
         return "a CatBoost model with feature combinations (CTRs): attributing them to features is not supported"
     if forest.aggregation not in (Aggregation.SUM, Aggregation.AVERAGE):
         return f"trees combined by {forest.aggregation.value}: TreeSHAP needs a sum or an average"
+    if not covers:
+        return None
     if forest.source == "onnx":
         return "an ONNX model records no covers (how much training data reached each node)"
     missing = [i for i, t in enumerate(forest.trees) if t.cover is None and t.num_nodes > 1]

@@ -33,8 +33,9 @@ import numpy as np
 
 from silvanforge.errors import InputError, UnsupportedModelError
 from silvanforge.ir.hir import Aggregation, Forest
-from silvanforge.runtime.contributions import (CHUNK_ELEMENTS, TABLE_BYTES, PathGroup, Tables, leaf_paths,
-                                             attributed_features, decisions, flat_nodes, merged, patterns)
+from silvanforge.runtime.contributions import (CHUNK_ELEMENTS, TABLE_BYTES, PathGroup, Tables, attributed_features,
+                                             decisions, flat_nodes, leaf_paths, merged, patterns)
+from silvanforge.runtime.contributions import refusal as paths_refusal
 
 __all__ = ["Background", "background_tables", "contributions", "refusal"]
 
@@ -59,14 +60,9 @@ class Background:
 
 
 def refusal(forest: Forest) -> str | None:
-    """Why ``forest``'s interventional contributions are not computed, or None."""
-    if forest.has_linear():
-        return "a model with linear leaves (LightGBM linear_tree)"
-    if attributed_features(forest) is None:
-        return "a CatBoost model with feature combinations (CTRs): attributing them to features is not supported"
-    if forest.aggregation not in (Aggregation.SUM, Aggregation.AVERAGE):
-        return f"trees combined by {forest.aggregation.value}: SHAP values need a sum or an average"
-    return None
+    """Why ``forest``'s interventional contributions are not computed, or None: path-dependent
+    SHAP's reasons but its covers."""
+    return paths_refusal(forest, covers=False)
 
 
 def digest(rows: np.ndarray) -> str:

@@ -105,7 +105,7 @@ def compile(model: ModelLike, target: str | None = None, rep: str | None = None,
     start = time.perf_counter()
     # With a code cache the forms are built before the call returns by default: the entry,
     # written then, holds them all, and a script that ends at once still leaves it.
-    for name, value in (("target", target), ("rep", rep), ("cpu", cpu)):
+    for name, value in (("target", target), ("rep", rep)):
         if value is not None and not isinstance(value, str):
             raise InputError(f"{name} is a name (a str), got {value!r}"[:200])
     if cache is not None and not isinstance(cache, (str, os.PathLike)):

@@ -9,7 +9,9 @@ A variant is ``NAME=key=value,key=value`` of :func:`silvanforge.compile` keyword
 or ``treedepth=0`` (self-looping walks to the forest's depth, not each tree's), or
 ``split=0`` / ``split=1`` (rows read as given / split rows even where wide:
 :func:`silvanforge.lowering.walksetup.split_rows`), or ``loops=0`` / ``loops=1`` (leaf checks kept / leaves self-looping wherever possible:
-:func:`silvanforge.lowering.walksetup.leaf_self_loops`).  Each call's time is the CPU time of the predicting
+:func:`silvanforge.lowering.walksetup.leaf_self_loops`), or ``sets=0`` / ``sets=1`` (categorical
+splits test bitsets / read set columns wherever split rows are read:
+:func:`silvanforge.options.set_columns`).  Each call's time is the CPU time of the predicting
 thread (``time.thread_time``), so other processes on a shared machine move it less than wall
 time; the best over the rounds is quoted, with the speed relative to the first variant.  Rows are
 ``forge bench``'s, and calls go round its rotation of different batches.
@@ -32,6 +34,7 @@ import silvanforge as sf
 from silvanforge_bench.bench import random_rows
 from silvanforge_bench.bench_peers._timing import pool_rows, rotation
 from silvanforge.lowering.walksetup import leaf_self_loops, node_widths, per_tree_walk_depth, split_rows
+from silvanforge.options import set_columns
 
 
 def parse_variant(text: str) -> tuple[str, dict]:
@@ -52,7 +55,9 @@ def compile_variant(forest, batch_size: int, kw: dict):
     split = kw.pop("split", None)
     loops = kw.pop("loops", None)
     tree_depth = kw.pop("treedepth", None)
+    sets = kw.pop("sets", None)
     with node_widths(**widths), \
+            (contextlib.nullcontext() if sets is None else set_columns(bool(sets))), \
             (contextlib.nullcontext() if tree_depth is None else per_tree_walk_depth(bool(tree_depth))), \
             (contextlib.nullcontext() if loops is None else leaf_self_loops(bool(loops))), \
             (contextlib.nullcontext() if split is None else split_rows(bool(split))):

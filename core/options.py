@@ -68,6 +68,10 @@ class CompileOptions:
       (False; None: the default, :data:`silvanforge.lowering.walksetup.VECTOR_WALK_DEFAULT`).
     - ``split_rows``: CPU walks read split rows wherever exact, even for wide rows (True), or
       never (False); None: where they pay (:func:`silvanforge.lowering.walksetup.can_split_rows`).
+    - ``set_columns``: categorical splits of walks reading split rows decide their category sets
+      as the row is split, one column a set (True; :func:`silvanforge.lowering.layout.split_row_sets`),
+      or test a bitset at each step (False); None: where it pays
+      (:func:`silvanforge.lowering.walkcost.set_columns_pay`).
     - ``leaf_self_loops``: leaves as fixed points of a step wherever split rows are read (True)
       or never (False); None: :func:`silvanforge.lowering.walksetup.want_leaf_self_loops`.
     - ``per_tree_walk_depth``: walks through self-looping leaves go to each tree's own depth
@@ -102,6 +106,7 @@ class CompileOptions:
     plan_min_ns: float | None = None
     vector_walks: bool | None = None
     split_rows: bool | None = None
+    set_columns: bool | None = None
     leaf_self_loops: bool | None = None
     per_tree_walk_depth: bool | None = None
     feature_width: str | None = None
@@ -229,7 +234,7 @@ class RepOptions(Mapping):
         return repr(self._items)
 
 
-LOWERING_FIELDS = ("vector_walks", "split_rows", "leaf_self_loops", "per_tree_walk_depth",
+LOWERING_FIELDS = ("vector_walks", "split_rows", "set_columns", "leaf_self_loops", "per_tree_walk_depth",
                    "feature_width", "index_width", "inline_leaves", "packed_default_left")
 
 
@@ -267,6 +272,14 @@ def split_rows(enabled: bool = True):
     return override(split_rows=bool(enabled))
 
 
+def set_columns(enabled: bool = True):
+    """Let walks reading split rows decide categorical splits' sets as rows are split (``True``,
+    wherever split rows are read) or never (``False``: a bitset test a step) for what is
+    compiled inside the block (A/B benchmarks, tests of both); outside any block the chooser
+    decides (:func:`silvanforge.lowering.walkcost.set_columns_pay`)."""
+    return override(set_columns=bool(enabled))
+
+
 def per_tree_walk_depth(enabled: bool = True):
     """Walks through self-looping leaves go to each tree's own depth (``True``, the default) or
     to the forest's, every step peeled (``False``), for what is compiled inside the block (A/B)."""
@@ -292,4 +305,4 @@ def node_widths(feature=None, index=None, inline_leaves: bool | None = None,
 
 
 __all__ = ["CompileOptions", "RepOptions", "LOWERING_FIELDS", "kernel_options", "override", "vector_walks",
-           "split_rows", "per_tree_walk_depth", "leaf_self_loops", "node_widths"]
+           "split_rows", "set_columns", "per_tree_walk_depth", "leaf_self_loops", "node_widths"]

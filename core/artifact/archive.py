@@ -96,7 +96,7 @@ _META_FIELDS = {
     # the untuned plan's bar (CompileOptions.plan_min_ns; None: the default)
     "plan_min_ns": (float, int, type(None)),
     # the lowering knobs of silvanforge.options.CompileOptions (None: the lowering chose)
-    "vector_walks": (bool, type(None)), "split_rows": (bool, type(None)),
+    "vector_walks": (bool, type(None)), "split_rows": (bool, type(None)), "set_columns": (bool, type(None)),
     "leaf_self_loops": (bool, type(None)), "per_tree_walk_depth": (bool, type(None)),
     "feature_width": (str, type(None)), "index_width": (str, type(None)),
     "inline_leaves": (bool, type(None)), "packed_default_left": (bool, type(None)),

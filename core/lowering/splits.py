@@ -54,8 +54,11 @@ class RowReads:
         return Bin("*", row, lir.ROW_STRIDE)
 
     def _split_row_size(self) -> int:
-        # Categorical splits read two category columns a feature after the two value columns.
-        return (4 if self.layout.has_categorical else 2) * self.forest.num_features + 1
+        # Categorical splits read two category columns a feature after the two value columns,
+        # or set columns (split_row_sets) after them.
+        sets = self.layout.set_columns
+        return ((4 if self.layout.has_categorical else 2) * self.forest.num_features + 1
+                + (0 if sets is None else sets.columns))
 
     def fill_split_rows(self, start=lir.ROW_BEGIN, stop=lir.ROW_END) -> None:
         """Write the split rows of rows ``[start, stop)``: column ``2f`` holds feature
@@ -86,7 +89,40 @@ class RowReads:
             self._fill_category_columns(x, nan, f, Bin("+", at, c(2 * self.forest.num_features, "i64")))
         features = For(f, c(0, "i64"), c(self.forest.num_features, "i64"), 1, b.pop())
         leaf_column = Store(SPLIT_ROWS, Bin("-", self._row_start(r), c(1, "i64")), c(float("nan"), t))
-        b.emit(For(r, start, stop, 1, [leaf_column, features]))
+        sets = [] if self.layout.set_columns is None else self._fill_set_columns(r)
+        b.emit(For(r, start, stop, 1, [leaf_column, features] + sets))
+
+    def _fill_set_columns(self, r: Var) -> list:
+        """Row ``r``'s set columns (:func:`silvanforge.lowering.layout.split_row_sets`): for each
+        feature split by category sets, its category decided (as :meth:`_fill_category_columns`
+        does, a missing value ``top + 2``), then each set's bit of it as 0 (in: left) or 1.  The
+        sets of one feature read consecutive words and write consecutive columns: a loop
+        LLVM makes vector code of."""
+        b, c, t = self.b, self.c, self.thr_t
+        g, s = Var(f"sg{len(b.locals)}", "i64"), Var(f"ss{len(b.locals)}", "i64")
+        b.push()
+        f = b.local("sgf", "i64", Cast(b.load("set_features", g), "i64"))
+        x = b.local("sgx", t, b.load("rows", Bin("+", Bin("*", r, lir.ROW_STRIDE), Bin("*", f, lir.COL_STRIDE))))
+        rule = self.forest.category_rule
+        low, low_inside, high = rule.bounds
+        none = b.local("sgnone", t, Cast(b.load("set_tops", g), t))  # top + 1
+        valid = Bin("&", Cmp(">=" if low_inside else ">", x, c(low, t)), Cmp("<", x, c(high, t)))
+        whole = b.local("sgwhole", t, Cast(Cast(Select(valid, x, c(0, t)), "i64"), t))  # toward zero
+        if rule is CategoryRule.EXACT:
+            valid = Bin("&", valid, Cmp("==", whole, x))
+        cat = Select(Bin("&", valid, Cmp("<", whole, none)), whole, none)
+        v = b.local("sgv", "i32", Cast(Select(IsNan(x), Bin("+", none, c(1.0, t)), cat), "i32"))
+        count = b.local("sgn", "i64", Cast(b.load("set_counts", g), "i64"))
+        words = b.local("sgw", "i64", Bin("+", Cast(b.load("set_words_at", g), "i64"),
+                                          Bin("*", Cast(Bin(">>", v, c(5, "i32")), "i64"), count)))
+        out = b.local("sgo", "i64", Bin("+", Bin("+", self._row_start(r), c(2 * self.forest.num_features, "i64")),
+                                        Cast(b.load("set_starts", g), "i64")))
+        shift = b.local("sgb", "i32", Bin("&", v, c(31, "i32")))
+        bit = Bin("&", Bin(">>", b.load("set_words", Bin("+", words, s)), shift), c(1, "i32"))
+        b.emit(For(s, c(0, "i64"), count, 1, [
+            Store(SPLIT_ROWS, Bin("+", out, s), Select(Cmp("!=", bit, c(0, "i32")), c(0.0, t), c(1.0, t)))]))
+        groups = len(self.layout.set_columns.features)
+        return [For(g, c(0, "i64"), c(groups, "i64"), 1, b.pop())]
 
 
     def _fill_category_columns(self, x: Var, nan: Var, f: Var, at) -> None:

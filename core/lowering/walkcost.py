@@ -127,6 +127,37 @@ def _split_rows_pay(forest: hir.Forest, check_width: bool) -> bool:
     return columns <= max(SPLIT_ROWS_ANY_WIDTH, SPLIT_ROWS_WALK_SHARE * steps)
 
 
+# Categorical splits read set columns (:func:`silvanforge.lowering.layout.split_row_sets`) where
+# their distinct sets are at most this many a walk step of a row (each tree's mean leaf depth):
+# every set's bit is written once a row (vector code: 32 sets in about 13 AVX-512
+# instructions), while a categorical step that branches to its bitset test mispredicts on fresh
+# rows.  One row, 1 thread (benchmarks/ab.py --variant bits=sets=0 --variant sets=sets=1): 1.42x
+# on a 1000-tree 31-leaf insurance-like LightGBM model (0.86 sets a step), 1.34x on a 1000-tree
+# 255-leaf flight-delay one (1.7), 1.09x on a mixed XGBoost one, 0.97x on a 100-tree 255-leaf
+# insurance-like one (3.5 sets a step).
+SET_COLUMNS_WALK_SHARE = 2.0
+
+
+def set_columns_pay(forest: hir.Forest) -> bool:
+    """Whether categorical splits read set columns: their distinct sets (:func:`category_sets`)
+    few beside a row's walk steps (:data:`SET_COLUMNS_WALK_SHARE`)."""
+    steps = float(depth_stats(forest)[1].sum())  # (each tree's mean leaf depth)
+    return category_sets(forest) <= SET_COLUMNS_WALK_SHARE * steps
+
+
+def category_sets(forest: hir.Forest) -> int:
+    """The distinct (feature, category set, missing direction) of the categorical splits: the
+    set columns a split row would hold (computed once a compile)."""
+    def count() -> int:
+        seen = set()
+        for tree in forest.trees:
+            for node, cats in tree.categories.items():
+                seen.add((int(tree.feature[node]), bool(tree.default_left[node]),
+                          np.asarray(cats, np.int64).tobytes()))
+        return len(seen)
+    return memoised(forest, "category_sets", count)
+
+
 # --- the walks' cost model
 
 # A walk step, and more as rows grow (a walk reads its row at random: 0.65 ns a step with 8

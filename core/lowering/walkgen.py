@@ -173,6 +173,10 @@ class WalkGenerator(RowReads, SplitDecision, ReductionLowering):
             self.info["split_rows"] = split_rows
             if layout.category_tops is not None:
                 b.buffer(SPLIT_TOPS, layout.category_tops)
+            sets = layout.set_columns
+            if sets is not None:
+                for name in ("features", "starts", "counts", "words_at", "tops", "words"):
+                    b.buffer(f"set_{name}", getattr(sets, name))
         self._outputs_plan()
         self._category_buffers()
 

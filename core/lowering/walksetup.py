@@ -18,14 +18,15 @@ import numpy as np
 
 from silvanforge.errors import PluginError, UnsupportedModelError
 from silvanforge.lowering.walkcost import (LEAF_LOOPS_STEP_RATIO, SPLIT_ROWS_ANY_WIDTH, SPLIT_ROWS_WALK_SHARE, depth_stats,
-                           split_rows_pay, split_thresholds_exact, walks_exit_early)
+                           set_columns_pay, split_rows_pay, split_thresholds_exact, walks_exit_early)
 from silvanforge.ir import hir, lir, mir
 from silvanforge.ir.hir import Op
 from silvanforge.ir.lir import Builder
 from silvanforge.lowering.layout import (FLAG_CATEGORICAL, FLAG_DEFAULT_LEFT, FLAG_OP_SHIFT, FLAG_ZERO_MISSING, INDEX_DTYPES,
-                     ForestLayout, RepBuffers, TreeLayout, build_layout, smallest_int, split_row_categories,
+                     ForestLayout, RepBuffers, TreeLayout, build_layout, smallest_int, split_row_categories, split_row_sets,
                      split_row_categories_fit)
-from silvanforge.options import CompileOptions, leaf_self_loops, node_widths, per_tree_walk_depth, split_rows, vector_walks
+from silvanforge.options import (CompileOptions, leaf_self_loops, node_widths, per_tree_walk_depth, set_columns,
+                                 split_rows, vector_walks)
 from silvanforge.plugins import registry, rep_types
 from silvanforge.reduction.legalize import identity
 from silvanforge.rep import Representation, instance
@@ -225,7 +226,11 @@ def setup_walks(forest: hir.Forest, fn: mir.MirFunction, rep: str, hook=None, ti
     split = split_rows and can_split_rows(layout, per_chunk, options.split_rows)
     if split:
         split_thresholds(layout)
-        split_row_categories(layout)
+        if layout.has_categorical and (options.set_columns if options.set_columns is not None
+                                       else set_columns_pay(forest)):
+            split_row_sets(layout)
+        else:
+            split_row_categories(layout)
     layout.leaf_self_loops = (split and layout.tiles is None and layout.inline_leaves
                               and want_leaf_self_loops(forest, options.leaf_self_loops))
     reps = _Rep(hook, rep, options.rep_options)
@@ -274,7 +279,7 @@ __all__ = ["ForestLayout", "TreeLayout", "RepBuffers", "build_layout", "INDEX_DT
            "SPLIT_ROWS_ANY_WIDTH", "SPLIT_ROWS_WALK_SHARE",
            "WalkSetup", "setup_walks", "walk_module", "CompileOptions",
            # the options' context managers (silvanforge.options), where tests and benchmarks import them
-           "node_widths", "per_tree_walk_depth", "vector_walks", "split_rows", "leaf_self_loops",
+           "node_widths", "per_tree_walk_depth", "vector_walks", "split_rows", "set_columns", "leaf_self_loops",
            "smallest_int", "float32_thresholds",
            "FLAG_DEFAULT_LEFT", "FLAG_ZERO_MISSING", "FLAG_CATEGORICAL", "FLAG_OP_SHIFT"]
 

@@ -25,6 +25,7 @@ from silvanforge.lowering.walksetup import (
     build_layout,
     can_split_rows,
     leaf_self_loops,
+    set_columns,
     split_rows,
     vector_walks,
     walks_exit_early,
@@ -118,7 +119,8 @@ def test_categorical_splits_read_category_columns(seed, features, rule, op, dtyp
     forest = _categorical_forest(seed, features, rule, op, dtype)
     assume(forest.has_categorical())
     X = _category_rows(forest, seed, 200)
-    cf = sf.compile(forest, rep=rep, schedule=schedule)
+    with set_columns(False):  # (set columns: test_set_columns.py)
+        cf = sf.compile(forest, rep=rep, schedule=schedule)
     assert uses_split_rows(cf) and SPLIT_TOPS in cf.lir_module.buffers
     tol = 1e-5 if schedule == "tree-parallel" else 0
     for threads in (1, 2):

@@ -1,0 +1,179 @@
+"""Set columns: walks reading split rows decide each distinct category set of the categorical
+splits as the row is split (one column a set, 0 in the set, 1 not), and those splits compare
+the column with 0.5 (layout.split_row_sets): no categorical step is left in the walk.  Checked
+against the reference evaluator on random forests (missing values going either way, categories
+no split names, fractional, negative or past the rule's bounds, sets spanning several words)
+for every representation, schedule family, band, tile size and vector walks, against LightGBM
+and XGBoost on models trained here, and that the chooser and artifacts keep the choice."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+from strategies import _tree, rows_for
+
+import silvanforge as sf
+from silvanforge.artifact import archive
+from silvanforge.ir.hir import CategoryRule, Forest, Op, Tree
+from silvanforge.lowering import walkcost
+from silvanforge.lowering.walksetup import SPLIT_ROWS, SPLIT_TOPS, build_layout, set_columns, vector_walks
+from silvanforge.lowering.layout import split_row_sets
+from silvanforge.runtime import reference
+
+pytestmark = pytest.mark.filterwarnings("ignore::silvanforge.ArtifactWarning")
+
+SCHEDULES = ["interleaved", "default", "xgboost", "tree-parallel", "one-tree-at-a-time"]
+
+
+def reads_set_columns(cf) -> bool:
+    buffers = cf.lir_module.buffers
+    return SPLIT_ROWS in buffers and "set_words" in buffers and SPLIT_TOPS not in buffers and "cat_bits" not in buffers
+
+
+def _categorical_forest(seed: int, features: int, rule: CategoryRule, op: Op, dtype: str, trees: int = 6) -> Forest:
+    rng = np.random.default_rng(seed)
+    return Forest(trees=[_tree(rng, features, (0,), 6, [int(op)], categorical=True, zero_missing=False)
+                         for _ in range(trees)],
+                  num_features=features, threshold_dtype=dtype, accumulate_dtype=dtype, category_rule=rule,
+                  source="random")
+
+
+def _category_rows(forest: Forest, seed: int, n: int) -> np.ndarray:
+    """The suite's rows (categories up to 79: sets of three words) plus categories no split
+    names, fractional and negative ones, values at and past each rule's bounds, and NaN."""
+    rng = np.random.default_rng(seed)
+    X = rows_for(forest, rng, n)
+    odd = rng.random(X.shape) < 0.2
+    X[odd] = rng.choice([79.0, 80.0, 81.0, 100.5, 0.5, -0.5, -1.0, 2.0**24, 2.0**31, 3e9, -3e9, np.inf, -np.inf,
+                         np.nan], size=int(odd.sum()))
+    return X
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**16), features=st.integers(1, 12), rule=st.sampled_from(list(CategoryRule)),
+       op=st.sampled_from([Op.LT, Op.LE]), dtype=st.sampled_from(["float32", "float64"]),
+       rep=st.sampled_from(["sparse", "array", "reorg"]), schedule=st.sampled_from(SCHEDULES))
+def test_set_columns_match_reference(seed, features, rule, op, dtype, rep, schedule):
+    forest = _categorical_forest(seed, features, rule, op, dtype)
+    assume(forest.has_categorical())
+    X = _category_rows(forest, seed, 200)
+    with set_columns(True):
+        cf = sf.compile(forest, rep=rep, schedule=schedule)
+    assert reads_set_columns(cf) and cf.options.set_columns is True
+    tol = 1e-5 if schedule == "tree-parallel" else 0
+    for threads in (1, 2):
+        np.testing.assert_allclose(cf.predict(X, output_margin=True, threads=threads),
+                                   reference.predict(forest, X, output_margin=True), rtol=tol, atol=tol)
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**16), features=st.integers(1, 10), rule=st.sampled_from(list(CategoryRule)),
+       dtype=st.sampled_from(["float32", "float64"]))
+def test_set_columns_in_every_band_tiled_vector_walks_and_leaf_ids(seed, features, rule, dtype):
+    """The plan's forms at every request size, tiled walks and vector walks (which categorical
+    forests take only through set columns), leaf ids and per-tree values."""
+    forest = _categorical_forest(seed, features, rule, Op.LE, dtype, trees=20)
+    assume(forest.has_categorical())
+    X = _category_rows(forest, seed, 300)
+    want, leaves = reference.predict(forest, X, output_margin=True), reference.predict_leaf(forest, X)
+    with set_columns(True):
+        plan, tiled = sf.compile(forest), sf.compile(forest, tile_size=4)
+        one = sf.compile(forest, batch_size=1, rep="sparse")
+        with vector_walks(True):
+            vector = sf.compile(forest, schedule="interleaved")
+    assert all(map(reads_set_columns, (tiled, one, vector))) and vector.lir_module.info.get("vector_walk")
+    for n in (1, 2, 3, 16, 17, 300):
+        parts = range(0, len(X), n)
+        for cf in (plan, tiled, one, vector):
+            got = np.concatenate([cf.predict(X[i:i + n], output_margin=True) for i in parts])
+            np.testing.assert_array_equal(got, want)
+        np.testing.assert_array_equal(np.concatenate([one.predict(X[i:i + n], pred_leaf=True) for i in parts]),
+                                      leaves)
+    np.testing.assert_allclose(one.predict(X, per_tree=True).sum(axis=1), want - forest.base_score[0], rtol=1e-5,
+                               atol=1e-5)
+
+
+def test_equal_sets_share_a_column_and_missing_directions_do_not():
+    """Splits of one feature with the same categories and missing direction read one column;
+    another feature's, or another direction's, reads its own."""
+    def tree(feature, cats, default_left):
+        return Tree.from_nodes([1, -1, -1], [2, -1, -1], [feature, -1, -1], [0.0, 0.0, 0.0], [0.0, 1.0, 2.0],
+                               default_left=[default_left, False, False], categories={0: cats})
+    trees = [tree(0, [1, 3], True), tree(0, [1, 3], True), tree(0, [1, 3], False), tree(1, [1, 3], True),
+             tree(0, [2, 40], True)]
+    forest = Forest(trees=trees, num_features=2, threshold_dtype="float64", accumulate_dtype="float64",
+                    source="random")
+    assert walkcost.category_sets(forest) == 4
+    layout = build_layout(forest)
+    split_row_sets(layout)
+    sets = layout.set_columns
+    assert sets.columns == 4 and sets.features.tolist() == [0, 1] and sets.counts.tolist() == [3, 1]
+    columns = [int(t.feature[0]) - 2 * forest.num_features for t in layout.trees]
+    assert columns[0] == columns[1] and len(set(columns)) == 4
+    X = np.array([[1.0, 3.0], [np.nan, np.nan], [40.0, 2.0], [3.0, np.nan], [7.5, 1.0], [-1.0, 1.0]])
+    with set_columns(True):
+        cf = sf.compile(forest, batch_size=1, rep="sparse")
+    assert reads_set_columns(cf)
+    np.testing.assert_array_equal(cf.predict(X, output_margin=True), reference.predict(forest, X, output_margin=True))
+
+
+def test_the_chooser_takes_set_columns_where_sets_are_few_beside_the_steps(monkeypatch):
+    forest = _categorical_forest(11, 6, CategoryRule.LIGHTGBM, Op.LE, "float64", trees=30)
+    sets, steps = walkcost.category_sets(forest), float(walkcost.depth_stats(forest)[1].sum())
+    assert sets > 0
+    monkeypatch.setattr(walkcost, "SET_COLUMNS_WALK_SHARE", 2 * sets / steps)
+    assert walkcost.set_columns_pay(forest)
+    cf = sf.compile(forest, batch_size=1, rep="sparse")
+    assert reads_set_columns(cf) and cf.options.set_columns is None
+    monkeypatch.setattr(walkcost, "SET_COLUMNS_WALK_SHARE", sets / steps / 2)
+    assert not walkcost.set_columns_pay(forest)
+    assert not reads_set_columns(sf.compile(forest, batch_size=1, rep="sparse"))
+
+
+@pytest.mark.parametrize("trust", [True, False])
+def test_the_choice_is_recorded_and_lowered_again(tmp_path, trust):
+    forest = _categorical_forest(5, 5, CategoryRule.LIGHTGBM, Op.LE, "float64", trees=10)
+    with set_columns(True):
+        cf = sf.compile(forest, batch_size=1, rep="sparse")
+    with set_columns(False):
+        bits = sf.compile(forest, batch_size=1, rep="sparse")
+    assert reads_set_columns(cf) and not reads_set_columns(bits) and cf.show("lir") != bits.show("lir")
+    assert cf.summary()["set_columns"] is True
+    cf.save(tmp_path / "m.forge")
+    assert archive.read(tmp_path / "m.forge").meta["set_columns"] is True
+    back = sf.load_compiled(tmp_path / "m.forge", trust_code=trust)
+    assert back.options.set_columns is True and back.show("lir") == cf.show("lir")
+    X = _category_rows(forest, 2, 50)
+    np.testing.assert_array_equal(back.predict(X, output_margin=True), reference.predict(forest, X, output_margin=True))
+
+
+def test_lightgbm_and_xgboost_categorical_models_read_set_columns_exactly():
+    """Models trained here with pandas categories (NaN, unseen categories in the rows): one row
+    at a time and in batches, against the libraries' own predictions."""
+    pd = pytest.importorskip("pandas")
+    lgb = pytest.importorskip("lightgbm")
+    xgb = pytest.importorskip("xgboost")
+    rng = np.random.default_rng(4)
+    n = 1500
+    labels = [f"c{i}" for i in range(40)]
+    frame = pd.DataFrame({"a": rng.normal(size=n), "b": pd.Categorical(rng.choice(labels, n), categories=labels),
+                          "c": pd.Categorical(rng.choice(labels[:7], n), categories=labels[:7]),
+                          "d": rng.normal(size=n)})
+    frame.loc[rng.random(n) < 0.1, "b"] = np.nan
+    frame.loc[rng.random(n) < 0.1, "a"] = np.nan
+    y = frame["b"].cat.codes % 5 + (frame["c"].cat.codes == 2) * 3 + frame["a"].fillna(0) + rng.normal(size=n) * 0.1
+    test = frame.sample(200, random_state=1).reset_index(drop=True)
+    booster = lgb.train({"objective": "regression", "num_leaves": 31, "verbose": -1, "min_data_per_group": 5,
+                         "cat_smooth": 1}, lgb.Dataset(frame, y), num_boost_round=30)
+    xgbm = xgb.XGBRegressor(n_estimators=30, max_depth=5, enable_categorical=True, tree_method="hist",
+                            max_cat_to_onehot=1).fit(frame, y)
+    for model, want in ((booster, booster.predict(test)), (xgbm, xgbm.predict(test))):
+        with set_columns(True):
+            cf = sf.compile(model, batch_size=1, rep="sparse")
+        assert reads_set_columns(cf)
+        got = np.concatenate([cf.predict(test.iloc[i:i + 1]) for i in range(len(test))])
+        tol = 1e-12 if model is booster else 1e-5
+        np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
+        np.testing.assert_allclose(cf.predict(test), want, rtol=tol, atol=tol)

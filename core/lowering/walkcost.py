@@ -127,37 +127,6 @@ def _split_rows_pay(forest: hir.Forest, check_width: bool) -> bool:
     return columns <= max(SPLIT_ROWS_ANY_WIDTH, SPLIT_ROWS_WALK_SHARE * steps)
 
 
-# Categorical splits read set columns (:func:`silvanforge.lowering.layout.split_row_sets`) where
-# their distinct sets are at most this many a walk step of a row (each tree's mean leaf depth):
-# every set's bit is written once a row (vector code: 32 sets in about 13 AVX-512
-# instructions), while a categorical step that branches to its bitset test mispredicts on fresh
-# rows.  One row, 1 thread (benchmarks/ab.py --variant bits=sets=0 --variant sets=sets=1): 1.42x
-# on a 1000-tree 31-leaf insurance-like LightGBM model (0.86 sets a step), 1.34x on a 1000-tree
-# 255-leaf flight-delay one (1.7), 1.09x on a mixed XGBoost one, 0.97x on a 100-tree 255-leaf
-# insurance-like one (3.5 sets a step).
-SET_COLUMNS_WALK_SHARE = 2.0
-
-
-def set_columns_pay(forest: hir.Forest) -> bool:
-    """Whether categorical splits read set columns: their distinct sets (:func:`category_sets`)
-    few beside a row's walk steps (:data:`SET_COLUMNS_WALK_SHARE`)."""
-    steps = float(depth_stats(forest)[1].sum())  # (each tree's mean leaf depth)
-    return category_sets(forest) <= SET_COLUMNS_WALK_SHARE * steps
-
-
-def category_sets(forest: hir.Forest) -> int:
-    """The distinct (feature, category set, missing direction) of the categorical splits: the
-    set columns a split row would hold (computed once a compile)."""
-    def count() -> int:
-        seen = set()
-        for tree in forest.trees:
-            for node, cats in tree.categories.items():
-                seen.add((int(tree.feature[node]), bool(tree.default_left[node]),
-                          np.asarray(cats, np.int64).tobytes()))
-        return len(seen)
-    return memoised(forest, "category_sets", count)
-
-
 # --- the walks' cost model
 
 # A walk step, and more as rows grow (a walk reads its row at random: 0.65 ns a step with 8
@@ -211,6 +180,47 @@ LINEAR_TREE_NS, LINEAR_TERM_NS = 9.0, 1.2
 # output past the first (sparse walks, 100 trees of depth 8 with 5 outputs: 13.2 ns a tree and
 # row against 6.0 with one, 1 thread, 4096 rows, Zen 4).
 WALK_OUTPUT_NS = 1.6
+
+
+# Categorical splits read set columns (:func:`silvanforge.lowering.layout.split_row_sets`) where
+# their distinct sets are at most this many a walk step of a row (each tree's mean leaf depth):
+# every set's bit is written once a row (vector code: 32 sets in about 13 AVX-512
+# instructions), while a categorical step that branches to its bitset test mispredicts on fresh
+# rows.  One row, 1 thread (benchmarks/ab.py --variant bits=sets=0 --variant sets=sets=1): 1.42x
+# on a 1000-tree 31-leaf insurance-like LightGBM model (0.86 sets a step), 1.34x on a 1000-tree
+# 255-leaf flight-delay one (1.7), 1.09x on a mixed XGBoost one, 0.97x on a 100-tree 255-leaf
+# insurance-like one (3.5 sets a step).
+SET_COLUMNS_WALK_SHARE = 2.0
+
+
+def set_columns_pay(forest: hir.Forest, batch_size: int | None = None) -> bool:
+    """Whether categorical splits read set columns in walks compiled for calls of
+    ``batch_size`` rows (None: any): their distinct sets (:func:`category_sets`) few beside a
+    row's walk steps (:data:`SET_COLUMNS_WALK_SHARE`), and, unless the walks go a row at a time
+    (under :data:`WALK_INTERLEAVED_ROWS` rows), the split rows that interleaved walks read at
+    once within the L1 cache: sparse walks of 512-4096 rows of the 1000-tree insurance-like model
+    ran 1.2-1.7x slower reading 49 KB split rows."""
+    sets = category_sets(forest)
+    steps = float(depth_stats(forest)[1].sum())  # (each tree's mean leaf depth)
+    if not sets or sets > SET_COLUMNS_WALK_SHARE * steps:
+        return False
+    if batch_size is not None and batch_size < WALK_INTERLEAVED_ROWS:
+        return True
+    row = (2 * forest.num_features + 1 + sets) * np.dtype(forest.threshold_dtype).itemsize
+    return WALK_ROWS_IN_FLIGHT * row <= WALK_L1_BYTES
+
+
+def category_sets(forest: hir.Forest) -> int:
+    """The distinct (feature, category set, missing direction) of the categorical splits: the
+    set columns a split row would hold (computed once a compile)."""
+    def count() -> int:
+        seen = set()
+        for tree in forest.trees:
+            for node, cats in tree.categories.items():
+                seen.add((int(tree.feature[node]), bool(tree.default_left[node]),
+                          np.asarray(cats, np.int64).tobytes()))
+        return len(seen)
+    return memoised(forest, "category_sets", count)
 
 
 def walk_estimate_ns(forest: hir.Forest, batch_size: int | None = None) -> float:

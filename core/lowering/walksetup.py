@@ -227,7 +227,7 @@ def setup_walks(forest: hir.Forest, fn: mir.MirFunction, rep: str, hook=None, ti
     if split:
         split_thresholds(layout)
         if layout.has_categorical and (options.set_columns if options.set_columns is not None
-                                       else set_columns_pay(forest)):
+                                       else set_columns_pay(forest, options.batch_size)):
             split_row_sets(layout)
         else:
             split_row_categories(layout)

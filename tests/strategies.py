@@ -70,6 +70,28 @@ def seeded_forest(seed: int, categorical: bool = True) -> Forest:
     return Forest(trees=trees, num_features=4, threshold_dtype="float32", accumulate_dtype="float32")
 
 
+def categorical_forest(seed: int, features: int, rule: CategoryRule, op: Op, dtype: str, trees: int = 6) -> Forest:
+    """``trees`` random trees of depth 6 with categorical splits (categories up to 79) among
+    numerical ones of one op, no zero-as-missing (the split rows' tests)."""
+    rng = np.random.default_rng(seed)
+    return Forest(trees=[_tree(rng, features, (0,), 6, [int(op)], categorical=True, zero_missing=False)
+                         for _ in range(trees)],
+                  num_features=features, threshold_dtype=dtype, accumulate_dtype=dtype, category_rule=rule,
+                  source="random")
+
+
+def category_rows(forest: Forest, seed: int, n: int, share: float = 0.15, more=()) -> np.ndarray:
+    """The suite's rows with a ``share`` of values replaced by categories no split names (above
+    the largest, 79), fractional and negative ones, values at and past each rule's bounds, and
+    ``more``."""
+    rng = np.random.default_rng(seed)
+    X = rows_for(forest, rng, n)
+    odd = rng.random(X.shape) < share
+    X[odd] = rng.choice([79.0, 80.0, 81.0, 100.5, 0.5, -0.5, -1.0, 2.0**24, 2.0**24 - 1, 2.0**31, 3e9, -3e9, *more],
+                        size=int(odd.sum()))
+    return X
+
+
 def numeric_forest(seed: int, trees: int = 12, features: int = 7) -> Forest:
     """``trees`` random trees of depth 5 with numerical splits (< and <=), no categories and no
     zero-as-missing (the native worker pool's tests, also in a child process)."""

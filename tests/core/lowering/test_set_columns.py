@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
-from strategies import _tree, rows_for
+from strategies import categorical_forest, category_rows
 
 import silvanforge as sf
 from silvanforge.artifact import archive
@@ -32,23 +32,10 @@ def reads_set_columns(cf) -> bool:
     return SPLIT_ROWS in buffers and "set_words" in buffers and SPLIT_TOPS not in buffers and "cat_bits" not in buffers
 
 
-def _categorical_forest(seed: int, features: int, rule: CategoryRule, op: Op, dtype: str, trees: int = 6) -> Forest:
-    rng = np.random.default_rng(seed)
-    return Forest(trees=[_tree(rng, features, (0,), 6, [int(op)], categorical=True, zero_missing=False)
-                         for _ in range(trees)],
-                  num_features=features, threshold_dtype=dtype, accumulate_dtype=dtype, category_rule=rule,
-                  source="random")
-
-
 def _category_rows(forest: Forest, seed: int, n: int) -> np.ndarray:
-    """The suite's rows (categories up to 79: sets of three words) plus categories no split
-    names, fractional and negative ones, values at and past each rule's bounds, and NaN."""
-    rng = np.random.default_rng(seed)
-    X = rows_for(forest, rng, n)
-    odd = rng.random(X.shape) < 0.2
-    X[odd] = rng.choice([79.0, 80.0, 81.0, 100.5, 0.5, -0.5, -1.0, 2.0**24, 2.0**31, 3e9, -3e9, np.inf, -np.inf,
-                         np.nan], size=int(odd.sum()))
-    return X
+    """The split rows' odd values (categories no split names, past the rules' bounds) and
+    infinities and NaN, in a fifth of the values."""
+    return category_rows(forest, seed, n, share=0.2, more=(np.inf, -np.inf, np.nan))
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -56,7 +43,7 @@ def _category_rows(forest: Forest, seed: int, n: int) -> np.ndarray:
        op=st.sampled_from([Op.LT, Op.LE]), dtype=st.sampled_from(["float32", "float64"]),
        rep=st.sampled_from(["sparse", "array", "reorg"]), schedule=st.sampled_from(SCHEDULES))
 def test_set_columns_match_reference(seed, features, rule, op, dtype, rep, schedule):
-    forest = _categorical_forest(seed, features, rule, op, dtype)
+    forest = categorical_forest(seed, features, rule, op, dtype)
     assume(forest.has_categorical())
     X = _category_rows(forest, seed, 200)
     with set_columns(True):
@@ -74,7 +61,7 @@ def test_set_columns_match_reference(seed, features, rule, op, dtype, rep, sched
 def test_set_columns_in_every_band_tiled_vector_walks_and_leaf_ids(seed, features, rule, dtype):
     """The plan's forms at every request size, tiled walks and vector walks (which categorical
     forests take only through set columns), leaf ids and per-tree values."""
-    forest = _categorical_forest(seed, features, rule, Op.LE, dtype, trees=20)
+    forest = categorical_forest(seed, features, rule, Op.LE, dtype, trees=20)
     assume(forest.has_categorical())
     X = _category_rows(forest, seed, 300)
     want, leaves = reference.predict(forest, X, output_margin=True), reference.predict_leaf(forest, X)
@@ -120,7 +107,7 @@ def test_equal_sets_share_a_column_and_missing_directions_do_not():
 
 
 def test_the_chooser_takes_set_columns_where_sets_are_few_beside_the_steps(monkeypatch):
-    forest = _categorical_forest(11, 6, CategoryRule.LIGHTGBM, Op.LE, "float64", trees=30)
+    forest = categorical_forest(11, 6, CategoryRule.LIGHTGBM, Op.LE, "float64", trees=30)
     sets, steps = walkcost.category_sets(forest), float(walkcost.depth_stats(forest)[1].sum())
     assert sets > 0
     monkeypatch.setattr(walkcost, "SET_COLUMNS_WALK_SHARE", 2 * sets / steps)
@@ -134,7 +121,7 @@ def test_the_chooser_takes_set_columns_where_sets_are_few_beside_the_steps(monke
 
 @pytest.mark.parametrize("trust", [True, False])
 def test_the_choice_is_recorded_and_lowered_again(tmp_path, trust):
-    forest = _categorical_forest(5, 5, CategoryRule.LIGHTGBM, Op.LE, "float64", trees=10)
+    forest = categorical_forest(5, 5, CategoryRule.LIGHTGBM, Op.LE, "float64", trees=10)
     with set_columns(True):
         cf = sf.compile(forest, batch_size=1, rep="sparse")
     with set_columns(False):

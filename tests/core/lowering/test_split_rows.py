@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
-from strategies import _tree, forests, rows_for
+from strategies import _tree, categorical_forest, category_rows, forests, rows_for
 from support_common import Draws
 
 import silvanforge as sf
@@ -89,25 +89,6 @@ def test_split_rows_only_where_exact(forest, seed):
     np.testing.assert_array_equal(off.predict(X, output_margin=True), want)
 
 
-def _categorical_forest(seed: int, features: int, rule: CategoryRule, op: Op, dtype: str, trees: int = 6) -> Forest:
-    rng = np.random.default_rng(seed)
-    return Forest(trees=[_tree(rng, features, (0,), 6, [int(op)], categorical=True, zero_missing=False)
-                         for _ in range(trees)],
-                  num_features=features, threshold_dtype=dtype, accumulate_dtype=dtype, category_rule=rule,
-                  source="random")
-
-
-def _category_rows(forest: Forest, seed: int, n: int) -> np.ndarray:
-    """The suite's rows plus categories no split names (above the largest, 79), fractional and
-    negative ones, and values at and past each rule's bounds."""
-    rng = np.random.default_rng(seed)
-    X = rows_for(forest, rng, n)
-    odd = rng.random(X.shape) < 0.15
-    X[odd] = rng.choice([79.0, 80.0, 81.0, 100.5, 0.5, -0.5, -1.0, 2.0**24, 2.0**24 - 1, 2.0**31, 3e9, -3e9],
-                        size=int(odd.sum()))
-    return X
-
-
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(seed=st.integers(0, 2**16), features=st.integers(1, 12), rule=st.sampled_from(list(CategoryRule)),
        op=st.sampled_from([Op.LT, Op.LE]), dtype=st.sampled_from(["float32", "float64"]),
@@ -116,9 +97,9 @@ def test_categorical_splits_read_category_columns(seed, features, rule, op, dtyp
     """Categorical splits read split rows' category columns (layout.split_row_categories): every
     representation and schedule family equals the reference on missing values going either way,
     +-inf, and categories no split names, fractional, negative or past the rule's bounds."""
-    forest = _categorical_forest(seed, features, rule, op, dtype)
+    forest = categorical_forest(seed, features, rule, op, dtype)
     assume(forest.has_categorical())
-    X = _category_rows(forest, seed, 200)
+    X = category_rows(forest, seed, 200)
     with set_columns(False):  # (set columns: test_set_columns.py)
         cf = sf.compile(forest, rep=rep, schedule=schedule)
     assert uses_split_rows(cf) and SPLIT_TOPS in cf.lir_module.buffers
@@ -139,12 +120,12 @@ def test_categorical_splits_read_split_rows_only_where_their_columns_are_exact_a
     split rows are not taken where the rows' dtype cannot hold them exactly, nor where the
     splits' bitsets, each spanning the feature's categories, would be many times their own;
     every missing value still goes where the reference sends it."""
-    forest = _categorical_forest(3, 4, CategoryRule.LIGHTGBM, Op.LT, dtype)
+    forest = categorical_forest(3, 4, CategoryRule.LIGHTGBM, Op.LT, dtype)
     on = [(t, node) for t in forest.trees for node in sorted(t.categories) if t.feature[node] == 0]
     assert len(on) > 4  # (the forest splits feature 0 by category often)
     for t, node in on if everywhere else on[:1]:
         t.categories[node] = np.append(t.categories[node], top)
-    X = _category_rows(forest, 5, 300)
+    X = category_rows(forest, 5, 300)
     X[::7] = np.nan
     X[1::7, 0] = top
     cf = sf.compile(forest, rep="sparse")
@@ -158,9 +139,9 @@ def test_categorical_splits_read_split_rows_only_where_their_columns_are_exact_a
 def test_categorical_splits_in_every_band_tiled_and_in_leaf_ids(seed, features, rule, dtype):
     """The plan's forms at every request size (a lone row's walks through self-looping leaves),
     tiled walks and leaf ids, on categorical forests read through split rows."""
-    forest = _categorical_forest(seed, features, rule, Op.LE, dtype, trees=20)
+    forest = categorical_forest(seed, features, rule, Op.LE, dtype, trees=20)
     assume(forest.has_categorical())
-    X = _category_rows(forest, seed, 300)
+    X = category_rows(forest, seed, 300)
     want, leaves = reference.predict(forest, X, output_margin=True), reference.predict_leaf(forest, X)
     plan, tiled = sf.compile(forest), sf.compile(forest, tile_size=4)
     one = sf.compile(forest, batch_size=1, rep="sparse")
@@ -180,11 +161,11 @@ def test_walks_that_prefetch_children_match_reference(categorical, monkeypatch):
     nodes pass the L2 cache (walkcost.walks_prefetch; here every forest): self-looping leaves,
     categorical splits and rows past the batch's end in the tiny bands alike."""
     monkeypatch.setattr(walkcost, "WALK_PREFETCH_BYTES", 0)
-    forest = _categorical_forest(7, 9, CategoryRule.LIGHTGBM, Op.LE, "float64", trees=21)
+    forest = categorical_forest(7, 9, CategoryRule.LIGHTGBM, Op.LE, "float64", trees=21)
     if not categorical:
         forest = Forest(trees=[_tree(np.random.default_rng(t), 9, (0,), 6, [int(Op.LE)], False, False)
                                for t in range(21)], num_features=9, source="random")
-    X = _category_rows(forest, 3, 64)
+    X = category_rows(forest, 3, 64)
     with vector_walks(False):
         cf = sf.compile(forest, batch_size=1, rep="sparse", threads=1)
     assert "prefetch" in cf.show("lir") and uses_split_rows(cf)

@@ -60,6 +60,16 @@ class RowReads:
         return ((4 if self.layout.has_categorical else 2) * self.forest.num_features + 1
                 + (0 if sets is None else sets.columns))
 
+    def _split_row_buffers(self) -> None:
+        """The model buffers the split rows' fill reads: each feature's largest category plus
+        one (category columns), or the set columns' tables."""
+        layout = self.layout
+        if layout.category_tops is not None:
+            self.b.buffer(SPLIT_TOPS, layout.category_tops)
+        if layout.set_columns is not None:
+            for name in ("features", "starts", "counts", "words_at", "tops", "words"):
+                self.b.buffer(f"set_{name}", getattr(layout.set_columns, name))
+
     def fill_split_rows(self, start=lir.ROW_BEGIN, stop=lir.ROW_END) -> None:
         """Write the split rows of rows ``[start, stop)``: column ``2f`` holds feature
         ``f`` with a missing value as +inf, column ``2f + 1`` the same with -inf, and column -1

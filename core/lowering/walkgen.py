@@ -20,7 +20,7 @@ from silvanforge.ir import hir, lir, mir
 from silvanforge.ir.lir import Assign, Bin, Builder, Cast, Cmp, For, If, Select, Store, Var, While, fold_index, vector_of
 from silvanforge.lowering.splits import RowReads, SplitDecision
 from silvanforge.lowering.walkcost import walks_prefetch
-from silvanforge.lowering.walksetup import (MAX_VECTOR_LANES, SPLIT_ROWS, SPLIT_TOPS, TREE_DEPTH, VECTOR_WALK_DEFAULT, WalkSetup, setup_walks,
+from silvanforge.lowering.walksetup import (MAX_VECTOR_LANES, SPLIT_ROWS, TREE_DEPTH, VECTOR_WALK_DEFAULT, WalkSetup, setup_walks,
                        thread_info, walk_module, walks_exit_early)
 from silvanforge.options import CompileOptions
 from silvanforge.reduction.lower import ReductionLowering
@@ -171,12 +171,7 @@ class WalkGenerator(RowReads, SplitDecision, ReductionLowering):
             b.buffers[SPLIT_ROWS] = lir.Buffer(SPLIT_ROWS, thr_t, "scratch",
                                                per_row=self._split_row_size(), fill=None)
             self.info["split_rows"] = split_rows
-            if layout.category_tops is not None:
-                b.buffer(SPLIT_TOPS, layout.category_tops)
-            sets = layout.set_columns
-            if sets is not None:
-                for name in ("features", "starts", "counts", "words_at", "tops", "words"):
-                    b.buffer(f"set_{name}", getattr(sets, name))
+            self._split_row_buffers()
         self._outputs_plan()
         self._category_buffers()
 

@@ -181,16 +181,17 @@ def dictionary_codes(col, reading: CategoryReading) -> np.ndarray | float:
     if hasattr(col, "num_chunks"):  # (a ChunkedArray)
         col = col.chunk(0) if col.num_chunks == 1 else col.combine_chunks()
     dictionary = col.dictionary
-    own = col.indices.to_numpy(zero_copy_only=False)
-    if own.dtype.kind == "f":  # nulls: arrow gives float64 with NaN (pyarrow.compute's fill_null
-        # and cast took 6-13 us a column, this 1-2)
-        own = np.where(own == own, own, -1.0).astype(np.intp)
     table = reading.last
     # (the last table's dictionary compared here: no wrapper made a call where it is the same)
     if table is None or not isinstance(table.source, _ArrowLabels) or not table.source.dictionary.equals(dictionary):
         table = reading.table(_ArrowLabels(dictionary))
-    if len(own) == 1:  # (a scalar: a third of the array operations' time)
-        return table.code(own[0], reading.labels, reading.name)
+    if len(col) == 1:  # (one row: its index as a Python int, 0.3 us; as an array and back, 1.2)
+        own = col.indices[0].as_py()
+        return table.code(-1 if own is None else own, reading.labels, reading.name)
+    own = col.indices.to_numpy(zero_copy_only=False)
+    if own.dtype.kind == "f":  # nulls: arrow gives float64 with NaN (pyarrow.compute's fill_null
+        # and cast took 6-13 us a column, this 1-2)
+        own = np.where(own == own, own, -1.0).astype(np.intp)
     return table.codes(own, reading.labels, reading.name)  # (``take`` reads indices of any integer type)
 
 

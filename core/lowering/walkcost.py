@@ -191,6 +191,9 @@ WALK_OUTPUT_NS = 1.6
 # 255-leaf flight-delay one (1.7), 1.09x on a mixed XGBoost one, 0.97x on a 100-tree 255-leaf
 # insurance-like one (3.5 sets a step).
 SET_COLUMNS_WALK_SHARE = 2.0
+# The most words of bitsets set columns are built from (16 MB; every split's, before the distinct
+# ones are kept).
+SET_COLUMNS_MAX_WORDS = 1 << 22
 
 
 def set_columns_pay(forest: hir.Forest, batch_size: int | None = None) -> bool:
@@ -210,17 +213,31 @@ def set_columns_pay(forest: hir.Forest, batch_size: int | None = None) -> bool:
     return WALK_ROWS_IN_FLIGHT * row <= WALK_L1_BYTES
 
 
+def set_columns_fit(forest: hir.Forest) -> bool:
+    """Whether the categorical splits' bitsets, each spanning its feature's categories (as
+    :func:`silvanforge.lowering.layout.split_row_sets` builds them before keeping the distinct
+    ones), are at most :data:`SET_COLUMNS_MAX_WORDS` words: a feature of huge category ids split
+    often would ask gigabytes."""
+    return _category_set_facts(forest)[1] <= SET_COLUMNS_MAX_WORDS
+
+
 def category_sets(forest: hir.Forest) -> int:
     """The distinct (feature, category set, missing direction) of the categorical splits: the
-    set columns a split row would hold (computed once a compile)."""
-    def count() -> int:
-        seen = set()
-        for tree in forest.trees:
-            for node, cats in tree.categories.items():
-                seen.add((int(tree.feature[node]), bool(tree.default_left[node]),
-                          np.asarray(cats, np.int64).tobytes()))
-        return len(seen)
-    return memoised(forest, "category_sets", count)
+    set columns a split row would hold."""
+    return _category_set_facts(forest)[0]
+
+
+def _category_set_facts(forest: hir.Forest) -> tuple[int, int]:
+    """(the distinct sets, the words of every split's bitset), computed once a compile."""
+    def facts() -> tuple[int, int]:
+        splits = [(int(tree.feature[node]), bool(tree.default_left[node]), np.asarray(cats, np.int64))
+                  for tree in forest.trees for node, cats in tree.categories.items()]
+        top: dict[int, int] = {}
+        for f, _, cats in splits:
+            top[f] = max(top.get(f, -1), int(cats.max()) if len(cats) else -1)
+        distinct = {(f, left, cats.tobytes()) for f, left, cats in splits}
+        return len(distinct), sum((top[f] + 2) // 32 + 1 for f, _, _ in splits)
+    return memoised(forest, "category_set_facts", facts)
 
 
 def walk_estimate_ns(forest: hir.Forest, batch_size: int | None = None) -> float:

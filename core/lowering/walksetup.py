@@ -18,7 +18,7 @@ import numpy as np
 
 from silvanforge.errors import PluginError, UnsupportedModelError
 from silvanforge.lowering.walkcost import (LEAF_LOOPS_STEP_RATIO, SPLIT_ROWS_ANY_WIDTH, SPLIT_ROWS_WALK_SHARE, depth_stats,
-                           set_columns_pay, split_rows_pay, split_thresholds_exact, walks_exit_early)
+                           set_columns_fit, set_columns_pay, split_rows_pay, split_thresholds_exact, walks_exit_early)
 from silvanforge.ir import hir, lir, mir
 from silvanforge.ir.hir import Op
 from silvanforge.ir.lir import Builder
@@ -226,8 +226,8 @@ def setup_walks(forest: hir.Forest, fn: mir.MirFunction, rep: str, hook=None, ti
     split = split_rows and can_split_rows(layout, per_chunk, options.split_rows)
     if split:
         split_thresholds(layout)
-        if layout.has_categorical and (options.set_columns if options.set_columns is not None
-                                       else set_columns_pay(forest, options.batch_size)):
+        if layout.has_categorical and set_columns_fit(forest) and (
+                options.set_columns if options.set_columns is not None else set_columns_pay(forest, options.batch_size)):
             split_row_sets(layout)
         else:
             split_row_categories(layout)

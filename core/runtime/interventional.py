@@ -120,7 +120,7 @@ def contributions(bg: Background, X: np.ndarray, forest: Forest) -> np.ndarray:
     for g, B, C, M, pr in zip(t.groups, bg.plus, bg.cross, bg.minus, bg.patterns):
         if g.d == 0:
             continue  # a tree without splits: its value is all bias
-        P, T, mask = g.node.shape[0], g.tabled, (1 << g.d) - 1
+        P, T = g.node.shape[0], g.tabled
         rows = max(1, ROW_CHUNK_ELEMENTS // max(1, P * (g.d + 1) * (1 if T == P else m)))
         for lo in range(0, n, rows):
             hi = min(n, lo + rows)

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
-from strategies import categorical_forest, category_rows
+from strategies import categorical_forest, category_rows, make_forest
 
 import silvanforge as sf
 from silvanforge.artifact import archive
@@ -80,6 +80,21 @@ def test_set_columns_in_every_band_tiled_vector_walks_and_leaf_ids(seed, feature
                                       leaves)
     np.testing.assert_allclose(one.predict(X, per_tree=True).sum(axis=1), want - forest.base_score[0], rtol=1e-5,
                                atol=1e-5)
+
+
+def test_set_columns_of_trees_of_several_outputs():
+    """Trees each feeding one of three outputs (float32, categorical splits under ``<``)."""
+    forest = make_forest(num_outputs=3, dtype="float32", seed=3)
+    assert forest.has_categorical()
+    X = _category_rows(forest, 8, 200)
+    want = reference.predict(forest, X, output_margin=True)
+    with set_columns(True):
+        one, plan = sf.compile(forest, batch_size=1, rep="sparse"), sf.compile(forest)
+    assert reads_set_columns(one)
+    for n in (1, 3, 200):
+        for cf in (one, plan):
+            got = np.concatenate([cf.predict(X[i:i + n], output_margin=True) for i in range(0, len(X), n)])
+            np.testing.assert_array_equal(got, want)
 
 
 def test_equal_sets_share_a_column_and_missing_directions_do_not():

@@ -128,7 +128,8 @@ def test_categorical_splits_read_split_rows_only_where_their_columns_are_exact_a
     X = category_rows(forest, 5, 300)
     X[::7] = np.nan
     X[1::7, 0] = top
-    cf = sf.compile(forest, rep="sparse")
+    with set_columns(False):  # (the category columns' bounds; set columns': test_set_columns.py)
+        cf = sf.compile(forest, rep="sparse")
     assert uses_split_rows(cf) == split
     np.testing.assert_array_equal(cf.predict(X, output_margin=True), reference.predict(forest, X, output_margin=True))
 
@@ -143,8 +144,9 @@ def test_categorical_splits_in_every_band_tiled_and_in_leaf_ids(seed, features, 
     assume(forest.has_categorical())
     X = category_rows(forest, seed, 300)
     want, leaves = reference.predict(forest, X, output_margin=True), reference.predict_leaf(forest, X)
-    plan, tiled = sf.compile(forest), sf.compile(forest, tile_size=4)
-    one = sf.compile(forest, batch_size=1, rep="sparse")
+    with set_columns(False):  # (the category columns in every band; set columns: test_set_columns.py)
+        plan, tiled = sf.compile(forest), sf.compile(forest, tile_size=4)
+        one = sf.compile(forest, batch_size=1, rep="sparse")
     assert uses_split_rows(one) and one.lir_module.info.get("leaf_self_loops")
     for n in (1, 2, 3, 16, 17, 300):
         parts = range(0, len(X), n)
@@ -166,7 +168,7 @@ def test_walks_that_prefetch_children_match_reference(categorical, monkeypatch):
         forest = Forest(trees=[_tree(np.random.default_rng(t), 9, (0,), 6, [int(Op.LE)], False, False)
                                for t in range(21)], num_features=9, source="random")
     X = category_rows(forest, 3, 64)
-    with vector_walks(False):
+    with vector_walks(False), set_columns(False):
         cf = sf.compile(forest, batch_size=1, rep="sparse", threads=1)
     assert "prefetch" in cf.show("lir") and uses_split_rows(cf)
     want = reference.predict(forest, X, output_margin=True)

@@ -113,14 +113,8 @@ class RowReads:
         b.push()
         f = b.local("sgf", "i64", Cast(b.load("set_features", g), "i64"))
         x = b.local("sgx", t, b.load("rows", Bin("+", Bin("*", r, lir.ROW_STRIDE), Bin("*", f, lir.COL_STRIDE))))
-        rule = self.forest.category_rule
-        low, low_inside, high = rule.bounds
         none = b.local("sgnone", t, Cast(b.load("set_tops", g), t))  # top + 1
-        valid = Bin("&", Cmp(">=" if low_inside else ">", x, c(low, t)), Cmp("<", x, c(high, t)))
-        whole = b.local("sgwhole", t, Cast(Cast(Select(valid, x, c(0, t)), "i64"), t))  # toward zero
-        if rule is CategoryRule.EXACT:
-            valid = Bin("&", valid, Cmp("==", whole, x))
-        cat = Select(Bin("&", valid, Cmp("<", whole, none)), whole, none)
+        cat = self._category_of(x, none, "sgwhole")
         v = b.local("sgv", "i32", Cast(Select(IsNan(x), Bin("+", none, c(1.0, t)), cat), "i32"))
         count = b.local("sgn", "i64", Cast(b.load("set_counts", g), "i64"))
         words = b.local("sgw", "i64", Bin("+", Cast(b.load("set_words_at", g), "i64"),
@@ -142,16 +136,23 @@ class RowReads:
         then ``top + 2`` (``top``: the feature's largest named category,
         :func:`silvanforge.lowering.layout.split_row_categories`)."""
         b, c, t = self.b, self.c, self.thr_t
-        rule = self.forest.category_rule
-        low, low_inside, high = rule.bounds
         none = b.local("snone", t, Cast(b.load(SPLIT_TOPS, f), t))  # top + 1
-        valid = Bin("&", Cmp(">=" if low_inside else ">", x, c(low, t)), Cmp("<", x, c(high, t)))
-        whole = b.local("swhole", t, Cast(Cast(Select(valid, x, c(0, t)), "i64"), t))  # toward zero
-        if rule is CategoryRule.EXACT:
-            valid = Bin("&", valid, Cmp("==", whole, x))
-        cat = Select(Bin("&", valid, Cmp("<", whole, none)), whole, none)
+        cat = self._category_of(x, none, "swhole")
         b.emit(Store(SPLIT_ROWS, at, cat))
         b.emit(Store(SPLIT_ROWS, Bin("+", at, c(1, "i64")), Select(nan, Bin("+", none, c(1.0, t)), cat)))
+
+    def _category_of(self, x, none: Var, name: str) -> lir.Expr:
+        """The category the forest's rule makes of value ``x`` where it is one below ``none``
+        (``top + 1``, a local), else ``none``: what category and set columns hold (``name``:
+        the local of the value's whole part)."""
+        b, c, t = self.b, self.c, self.thr_t
+        rule = self.forest.category_rule
+        low, low_inside, high = rule.bounds
+        valid = Bin("&", Cmp(">=" if low_inside else ">", x, c(low, t)), Cmp("<", x, c(high, t)))
+        whole = b.local(name, t, Cast(Cast(Select(valid, x, c(0, t)), "i64"), t))  # toward zero
+        if rule is CategoryRule.EXACT:
+            valid = Bin("&", valid, Cmp("==", whole, x))
+        return Select(Bin("&", valid, Cmp("<", whole, none)), whole, none)
 
 
 class SplitDecision:

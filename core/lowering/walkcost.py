@@ -19,6 +19,7 @@ import numpy as np
 from silvanforge.ir import hir
 from silvanforge.ir.hir import Op
 from silvanforge.ir.hir_joined import joined, node_depths, offsets, tree_depths
+from silvanforge.lowering.layout import category_top
 from silvanforge.plan.memo import memoised
 
 __all__ = ["WALK_STEP_NS", "WALK_STEP_NS_PER_ROW_KB", "WALK_STEP_NS_PER_ROW_KB_PAST_L1", "row_step_ns", "WALK_EXIT_STEP_NS", "WALK_NAN_TEST_FACTOR", "WALK_CATEGORICAL_FACTOR", "WALK_OUTPUT_NS",
@@ -232,11 +233,9 @@ def _category_set_facts(forest: hir.Forest) -> tuple[int, int]:
     def facts() -> tuple[int, int]:
         splits = [(int(tree.feature[node]), bool(tree.default_left[node]), np.asarray(cats, np.int64))
                   for tree in forest.trees for node, cats in tree.categories.items()]
-        top: dict[int, int] = {}
-        for f, _, cats in splits:
-            top[f] = max(top.get(f, -1), int(cats.max()) if len(cats) else -1)
+        top = category_top(forest)
         distinct = {(f, left, cats.tobytes()) for f, left, cats in splits}
-        return len(distinct), sum((top[f] + 2) // 32 + 1 for f, _, _ in splits)
+        return len(distinct), sum(int(top[f] + 2) // 32 + 1 for f, _, _ in splits)
     return memoised(forest, "category_set_facts", facts)
 
 

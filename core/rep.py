@@ -222,6 +222,14 @@ class Representation(_Options):
     #: memory); 1 walks the trees one after another (a layout whose walks gain nothing so).
     row_tree_lanes: ClassVar[int] = 8
 
+    #: Lays trees out as *chains* where the layout asks (``ForestLayout.chain_lanes`` = L, the
+    #: ``chainWalks`` directive): the trees of lane j (j, j + L, j + 2L...) side by side, each
+    #: leaf's step going to the root of its lane's next tree (its last tree's to a *sink*, a
+    #: split that steps to itself whatever the row), so a lane walks its trees back to back
+    #: (:mod:`silvanforge.lowering.chains`).  Only where leaves loop on themselves (split rows,
+    #: leaves inline): a leaf's step reads column -1 (NaN) and goes right, ``child + 1``.
+    chains: ClassVar[bool] = False
+
     @classmethod
     def cost(cls, forest: Forest, target_kind: str, batch_size: int | None,
              options: Mapping | None = None) -> float | None:
@@ -365,6 +373,11 @@ class ChosenWalks:
     def row_tree_lanes(self) -> int:
         """Trees a row walks together in a tiny batch (:attr:`Representation.row_tree_lanes`)."""
         return max(1, int(self.cls.row_tree_lanes))
+
+    @property
+    def chains(self) -> bool:
+        """Whether it lays trees out as chains (:attr:`Representation.chains`)."""
+        return bool(getattr(self.cls, "chains", False))
 
     def estimate_ns(self, forest: Forest, target_kind: str, batch_size: int | None) -> float | None:
         """Its estimate, ns a row, for ``forest`` at ``batch_size`` (None where it refuses or

@@ -38,8 +38,8 @@ from silvanforge.runtime import reference
 # Thresholds come from this grid so that rows hit them exactly (where < and <= differ).
 GRID = np.array([-2.0, -1.0, -0.5, 0.0, 1e-36, 0.5, 1.0, 2.0, 3.0, 70.0])
 # Schedule families a walk representation must run under on CPU targets (canned names).
-CPU_SCHEDULES = (None, "default", "xgboost", "interleaved", "interleaved-trees", "one-tree-at-a-time",
-                 "tree-parallel", "split-trees")
+CPU_SCHEDULES = (None, "default", "xgboost", "interleaved", "interleaved-trees", "chained-trees",
+                 "one-tree-at-a-time", "tree-parallel", "split-trees")
 # Schedules whose partial sums reach the reference's order only up to rounding.
 REORDERING = ("tree-parallel",)
 

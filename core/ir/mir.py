@@ -61,6 +61,7 @@ class WalkDecisionTree:
     unroll_depth: int = 0
     peel_depth: int = 0
     expand: bool = False  # nested branches with the (constant) tree's nodes as constants
+    chain: bool = False  # its interleaved lanes walk chains of trees (chainWalks)
 
 
 @dataclasses.dataclass
@@ -170,6 +171,8 @@ def format_function(fn: MirFunction) -> str:
                     attrs.append(f"peelDepth = {op.peel_depth}")
                 if op.expand:
                     attrs.append("expand")
+                if op.chain:
+                    attrs.append("chain")
                 tail = f" <{', '.join(attrs)}>" if attrs else ""
                 lines.append(f"{pad}T = getTree(model, {fmt(op.tree)})")
                 lines.append(f"{pad}{op.result} = walkDecisionTree(T, input[{fmt(op.row)}]){tail}")

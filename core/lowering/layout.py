@@ -96,6 +96,10 @@ class ForestLayout:
     # Set by the core when walks read split rows (a leaf's feature, -1, reads a NaN column there):
     # representations may then make a leaf a fixed point of a step (see silvanforge.rep).
     leaf_self_loops: bool = False
+    # Set by the core where every walk is chained (``chainWalks``, with self-looping leaves): the
+    # lanes L, whose chains (trees j, j + L, ...) a representation with ``chains`` lays out
+    # (silvanforge.rep.Representation.chains); 0 otherwise.
+    chain_lanes: int = 0
     # Set with split rows on a forest with categorical splits: each feature's largest category a
     # split names, plus one (:func:`split_row_categories`); None otherwise.
     category_tops: np.ndarray | None = None

@@ -3,12 +3,12 @@
 :class:`WalkGenerator` turns MIR operations into LIR statements.  Loops and walks (a
 representation's methods give the loads, :mod:`silvanforge.rep`) are here; how rows are read is
 :mod:`silvanforge.lowering.splits`, as is the split decision, and the reductions
-:mod:`silvanforge.reduction.lower`: mixins of the generator, whose state they share.
-:func:`lower_to_lir` is the core's lowering (one function per phase, each split over CPU
-threads); a target with its own (:meth:`silvanforge.target.Target.lower`) composes the same
-pieces: :func:`silvanforge.lowering.walksetup.setup_walks`, a :class:`WalkGenerator` with a placement of
-its own, :func:`silvanforge.lowering.walksetup.walk_module`.  What they share (the layout, the lowering's
-choices, a walk's setup) is :mod:`silvanforge.lowering.walksetup`.
+:mod:`silvanforge.reduction.lower`, chained walks :mod:`silvanforge.lowering.chains`: mixins of the
+generator, whose state they share.  :func:`lower_to_lir` is the core's lowering (one function per
+phase, each split over CPU threads); a target with its own (:meth:`silvanforge.target.Target.lower`)
+composes the same pieces: :func:`silvanforge.lowering.walksetup.setup_walks`, a :class:`WalkGenerator`
+with a placement of its own, :func:`silvanforge.lowering.walksetup.walk_module`.  What they share (the
+layout, the lowering's choices, a walk's setup) is :mod:`silvanforge.lowering.walksetup`.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import numpy as np
 from silvanforge.errors import ScheduleError
 from silvanforge.ir import hir, lir, mir
 from silvanforge.ir.lir import Assign, Bin, Builder, Cast, Cmp, For, If, Select, Store, Var, While, fold_index, vector_of
+from silvanforge.lowering.chains import ChainedWalks
 from silvanforge.lowering.splits import RowReads, SplitDecision
 from silvanforge.lowering.walkcost import walks_prefetch
 from silvanforge.lowering.walksetup import (MAX_VECTOR_LANES, SPLIT_ROWS, TREE_DEPTH, VECTOR_WALK_DEFAULT, WalkSetup, setup_walks,
@@ -102,7 +103,7 @@ def _phases(body: list):
     return phases
 
 
-class WalkGenerator(RowReads, SplitDecision, ReductionLowering):
+class WalkGenerator(RowReads, SplitDecision, ReductionLowering, ChainedWalks):
     """MIR operations -> LIR statements: loops, walks (the representation's methods give the
     loads), the split decision and the reduction, emitted into ``setup.b``'s current block.
 
@@ -233,8 +234,8 @@ class WalkGenerator(RowReads, SplitDecision, ReductionLowering):
             begin = Bin("+", start, Bin("*", lir.ITER_BEGIN, self.c(op.step, "i64")))
             stop = Bin("min", stop, Bin("+", start, Bin("*", lir.ITER_END, self.c(op.step, "i64"))))
             start = begin
-        if op.interleave:
-            return self._interleaved_loop(op, start, stop)
+        if op.interleave:  # (chained where the layout chains every walk: silvanforge.lowering.chains)
+            return (self._chained_loop if self.layout.chain_lanes else self._interleaved_loop)(op, start, stop)
         if op.unroll or op.specialize:
             return self._unrolled_loop(op, start, stop)
         var = Var(op.index, "i64")

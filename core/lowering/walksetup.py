@@ -17,6 +17,7 @@ import dataclasses
 import numpy as np
 
 from silvanforge.errors import PluginError, UnsupportedModelError
+from silvanforge.lowering.chains import chain_lanes
 from silvanforge.lowering.walkcost import (LEAF_LOOPS_STEP_RATIO, SPLIT_ROWS_ANY_WIDTH, SPLIT_ROWS_WALK_SHARE, depth_stats,
                            set_columns_fit, set_columns_pay, split_rows_pay, split_thresholds_exact, walks_exit_early)
 from silvanforge.ir import hir, lir, mir
@@ -234,6 +235,7 @@ def setup_walks(forest: hir.Forest, fn: mir.MirFunction, rep: str, hook=None, ti
     layout.leaf_self_loops = (split and layout.tiles is None and layout.inline_leaves
                               and want_leaf_self_loops(forest, options.leaf_self_loops))
     reps = _Rep(hook, rep, options.rep_options)
+    layout.chain_lanes = chain_lanes(fn, layout, type(reps.instance))
     rep_buffers: RepBuffers = reps.buffers(forest=forest, layout=layout)
     thr_t = lir.lir_type(layout.threshold_dtype)
     acc_t = lir.lir_type(layout.leaf_dtype)

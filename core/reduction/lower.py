@@ -77,14 +77,18 @@ class ReductionLowering:
         better = Cmp("<" if agg is Aggregation.MIN else ">", value, acc)
         return Select(Bin("|", IsNan(acc), better), value, acc)
 
-    def _reduce(self, row, tree, leaf: Var, target: str = "margins", slots: tuple = (),
-                atomic: bool = False):
+    def _reduce(self, row, tree, leaf: Var | None, target: str = "margins", slots: tuple = (),
+                atomic: bool = False, value: Var | None = None):
+        """Tree ``tree``'s leaf ``leaf`` into ``target`` for ``row``; ``value``: its (single
+        output's) value, where the walk kept it rather than the leaf (chained walks)."""
         b, reps = self.b, self.reps
         t32 = Cast(tree, "i32")
+        kept = value
 
         def accumulate(out_idx, slot):
             idx = b.local("ri", "i64", self.placement.slot_index(target, slots, row, out_idx))
-            value = b.local("leaf", self.acc_t, reps.leaf_value(b=b, tree=t32, node=leaf, slot=slot))
+            value = kept if kept is not None else \
+                b.local("leaf", self.acc_t, reps.leaf_value(b=b, tree=t32, node=leaf, slot=slot))
             if self.layout.linear is not None:  # the value is the leaf's row of linear models
                 value = b.local("leaf", self.acc_t, linear_leaves.leaf_output(self, row, value))
             if atomic:

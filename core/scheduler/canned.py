@@ -49,6 +49,17 @@ def interleaved_trees(forest: hir.Forest, batch_size: int | None = None, lanes: 
     return Schedule().tile("tree", "t0", "t1", lanes).interleave("t1").parallel("batch")
 
 
+def chained_trees(forest: hir.Forest, batch_size: int | None = None, lanes: int = 8) -> Schedule:
+    """Each row's trees walked by ``lanes`` chains (:meth:`Schedule.chain_walks`): every lane
+    walks its own trees back to back instead of waiting at a leaf for the others (the CPU
+    default for a few rows of deep, uneven trees); rows in parallel.  Where chains cannot be
+    laid out it lowers as ``interleaved-trees``; fewer than 2 trees: :func:`default`."""
+    lanes = min(lanes, forest.num_trees)
+    if lanes < 2:
+        return default(forest, batch_size)
+    return Schedule().interleave("tree", lanes).chain_walks("tree").parallel("batch")
+
+
 def peel_groups(forest: hir.Forest, batch_size: int | None = None, groups=None,
                 base: Schedule | None = None) -> Schedule:
     """``base`` (default: ``interleaved``, or ``default`` for batches under 16 rows) with the tree
@@ -142,6 +153,7 @@ CANNED = {
     "xgboost": xgboost,
     "interleaved": interleaved,
     "interleaved-trees": interleaved_trees,
+    "chained-trees": chained_trees,
     "peel-groups": peel_groups,
     "one-tree-at-a-time": one_tree_at_a_time,
     "tree-parallel": tree_parallel,

@@ -52,6 +52,7 @@ class IndexVar:
     unroll_walk: int = 0
     peel_walk: int = 0
     expand_walk: bool = False
+    chain_walk: bool = False
     gpu: str | None = None
     cache: bool = False
     reduce: str | None = None  # "atomic" | "shared" | "vector"
@@ -194,7 +195,7 @@ class _Builder:
     def _attributes_set(self, idx: IndexVar) -> list[str]:
         names = {"parallel": "parallel", "unroll": "unroll", "specialize": "specialize",
                  "interleave": "interleave", "unroll_walk": "unrollWalk", "peel_walk": "peelWalk",
-                 "expand_walk": "expandWalk",
+                 "expand_walk": "expandWalk", "chain_walk": "chainWalks",
                  "gpu": "gpuDimension", "cache": "cache", "reduce": "a reduction directive"}
         return [d for attr, d in names.items() if getattr(idx, attr)]
 
@@ -330,7 +331,13 @@ class _Builder:
             if siblings[pos].children:
                 self.fail(f"interleave applies to an innermost loop; {name} contains "
                           f"{siblings[pos].children[0].index.name}")
-        trip = self._static(idx, "interleave")
+        if factor is not None and factor <= MAX_STATIC_TRIP:
+            # (the body is copied ``factor`` times, the loop stepping over the rest)
+            trip = idx.max_trip(self.forest.num_trees)
+            if trip is None:
+                self._static(idx, "interleave")
+        else:
+            trip = self._static(idx, "interleave")
         idx.interleave = min(factor or trip, trip)
         if idx.interleave < 2:
             self.fail(f"interleaving {name} needs at least 2 walks in flight")
@@ -357,6 +364,19 @@ class _Builder:
         # Whether every walk's tree is a compile-time constant is known once the loops are laid
         # out; the lowering checks it (a tree loop specialised or unrolled around the walks).
         self.index(name).expand_walk = True
+
+    def d_chainWalks(self, name):
+        # Chains run through every tree (the layout links a lane's trees from first to last);
+        # that the loop is interleaved is checked once every directive is applied.
+        idx = self.index(name)
+        if idx.dimension != "tree" or idx.role != "root":
+            self.fail(f"chainWalks chains the walks of every tree: it applies to the loop over "
+                      f"tree itself (not tiled or split); {name} is "
+                      + ("a batch index" if idx.dimension != "tree" else f"derived from {idx.parent.name}"))
+        if idx.parallel or idx.gpu:
+            self.fail(f"chainWalks({name}): a lane walks its chain of trees in turn, so {name} "
+                      "cannot be parallel or mapped to the GPU")
+        idx.chain_walk = True
 
     def _reduction(self, name, kind, width=0):
         idx = self.index(name)
@@ -404,6 +424,13 @@ def build_loop_tree(schedule: Schedule, forest: hir.Forest) -> LoopTree:
         if node.index.interleave and node.children:
             raise ScheduleError(f"schedule: interleave({node.index.name}) applies to an innermost "
                                 f"loop, but {node.children[0].index.name} is now inside it")
+        if node.index.chain_walk and not node.index.interleave:
+            raise ScheduleError(f"schedule: chainWalks({node.index.name}) chains interleaved walks: "
+                                f"interleave({node.index.name}, lanes) first")
+        if node.index.chain_walk and (node.index.parallel or node.index.gpu):
+            raise ScheduleError(f"schedule: chainWalks({node.index.name}): a lane walks its chain "
+                                f"of trees in turn, so {node.index.name} cannot be parallel or "
+                                "mapped to the GPU")
     return tree
 
 
@@ -468,7 +495,8 @@ def lower_to_mir(forest: hir.Forest, schedule: Schedule) -> mir.MirFunction:
                 mir.WalkDecisionTree(tree=tree_ix, row=row, result="treePred",
                                      unroll_depth=_innermost(inside, "unroll_walk"),
                                      peel_depth=_innermost(inside, "peel_walk"),
-                                     expand=any(i.expand_walk for i in inside)),
+                                     expand=any(i.expand_walk for i in inside),
+                                     chain=any(i.chain_walk for i in inside)),
                 mir.Reduce(target="margins", row=row, tree=tree_ix, value="treePred",
                            op=forest.aggregation.value),
             ]

@@ -20,7 +20,7 @@ The directives (their meaning is in :mod:`silvanforge.scheduler.looptree`, which
 loop modifiers  tile(i, outer, inner, size)  split(i, first, second, at)  reorder(i, j, ...)
                 unroll(i)  specialize(i)  gpuDimension(i, grid.x|block.y|...)
 optimisations   cache(i)  parallel(i)  interleave(i[, factor])  unrollWalk(i, depth)
-                peelWalk(i, depth)  expandWalk(i)
+                peelWalk(i, depth)  expandWalk(i)  chainWalks(i)
 reductions      atomicReduce(i)  sharedReduce(i)  vectorReduce(i, width)  orderedReduce(i)
 """
 
@@ -48,6 +48,7 @@ SIGNATURES: dict[str, tuple[str, ...]] = {
     "unrollWalk": ("i", "k"),
     "peelWalk": ("i", "k"),
     "expandWalk": ("i",),
+    "chainWalks": ("i",),
     "atomicReduce": ("i",),
     "sharedReduce": ("i",),
     "vectorReduce": ("i", "k"),
@@ -373,6 +374,28 @@ class Schedule:
             walk(tree, batch)                ->   walk(tree, batch) <expand>
         """
         return self.add("expandWalk", index)
+
+    def chain_walks(self, index: str) -> "Schedule":
+        """Walk the trees of the interleaved loop over ``index`` as ``interleave`` chains: each
+        lane walks its trees back to back (j, j + lanes, j + 2 lanes...), stepping from a tree's
+        leaf straight to its next tree's root, so no lane waits at a leaf for the others' longer
+        paths; each tree's value is kept and the values added in tree order after the loop
+        (the sums are the reference's).  The layout links the trees so
+        (:attr:`silvanforge.rep.Representation.chains`).
+
+        Parameters
+        ----------
+        index : str
+            The loop over every tree (``tree`` itself, not tiled), interleaved.
+
+        Lowered as chains where walks read split rows through self-looping inline leaves of
+        untiled trees without linear leaves, in a representation that lays chains out (sparse);
+        elsewhere as the plain interleaved loop (``forge show``'s LIR says which).
+        ``interleave(tree, 8)`` then ``chainWalks(tree)``::
+
+            walk(tree, batch)                ->   walk(tree, batch) <chain>
+        """
+        return self.add("chainWalks", index)
 
     # reductions
     def atomic_reduce(self, index: str) -> "Schedule":

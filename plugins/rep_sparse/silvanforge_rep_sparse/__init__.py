@@ -47,15 +47,22 @@ def _buffers(layout) -> RepBuffers:
     loops = inline and layout.leaf_self_loops
     trees = layout.trees
     sizes = np.array([len(t.feature) for t in trees], np.int64)
-    total = int(sizes.sum()) + int(loops)
+    chain = layout.chain_lanes if loops else 0
+    # Tree t spans slots roots[t] .. roots[t] + sizes[t] - 1 (the last entry is the end): in
+    # tree order, or chained (silvanforge.rep.Representation.chains) lane by lane, each lane's
+    # trees then its sink.
+    starts, sinks = _starts(sizes, int(loops), chain)
+    total = int(sizes.sum()) + int(loops) + len(sinks)
+    roots = np.append(starts, total).astype(np.int32)
     feature = np.empty(total, np.int32)
     threshold = np.empty(total, layout.threshold_dtype)
     flags = np.empty(total, np.uint8)
     child = np.empty(total, np.int64)
-    # Tree t spans slots roots[t] .. roots[t + 1] - 1 (the last entry is the end).
-    roots = (int(loops) + np.concatenate([[0], np.cumsum(sizes)])).astype(np.int32)
     if loops:
         feature[0], threshold[0], flags[0], child[0] = -1, 0, 0, 0
+    # A sink is a split whose step stays put whatever the row: no compare with a NaN threshold
+    # holds, so the step goes right, child + 1, to itself.
+    feature[sinks], threshold[sinks], flags[sinks], child[sinks] = 0, np.nan, 0, -1
     # Every tree's nodes in one numbering (tree t's node n is offset[t] + n), so that the walk
     # below takes a level of every tree at once (a node at a time in Python took 0.65 s of a
     # 1000-tree 255-leaf model's compile).
@@ -111,14 +118,36 @@ def _buffers(layout) -> RepBuffers:
         child[slot_of[leaf]] = -1 if loops else 0
     else:
         child[slot_of[leaf]] = leaf_slot[leaf]
+    if chain:  # a leaf steps to its lane's next tree's root, the last tree's to the lane's sink
+        tree = np.repeat(np.arange(len(trees)), sizes)[leaf]
+        after = tree + chain
+        to = np.where(after < len(trees), roots[np.minimum(after, len(trees) - 1)], sinks[tree % chain])
+        child[slot_of[leaf]] = to - slot_of[leaf] - 1
     child[slot_of[~leaf]] = slot_of[left[~leaf]] - slot_of[~leaf]
     return RepBuffers(
         buffers={"sparse_roots": roots,
                  "sparse_feature": feature.astype(layout.feature_dtype),
                  "sparse_threshold": threshold, "sparse_flags": flags,
                  "sparse_child": _narrow(layout, child), "leaf_values": layout.leaf_values},
-        info={"nodes": total, "leaf_self_loops": loops, **_widths_info(layout, feature, child)},
+        info={"nodes": total, "leaf_self_loops": loops, **({"chains": chain} if chain else {}),
+              **_widths_info(layout, feature, child)},
     )
+
+
+def _starts(sizes: np.ndarray, first: int, chain: int) -> tuple[np.ndarray, np.ndarray]:
+    """Each tree's first slot from slot ``first`` on, and the chains' sinks: in tree order
+    (no sinks), or ``chain`` lanes' trees (j, j + chain, ...) lane by lane, each lane's sink
+    after its last tree."""
+    if not chain:
+        return first + np.concatenate([[0], np.cumsum(sizes)])[:-1].astype(np.int64), np.zeros(0, np.int64)
+    starts, sinks, pos = np.empty(len(sizes), np.int64), [], first
+    for j in range(min(chain, len(sizes))):
+        lane = np.arange(j, len(sizes), chain)
+        starts[lane] = pos + np.concatenate([[0], np.cumsum(sizes[lane])[:-1]])
+        pos += int(sizes[lane].sum())
+        sinks.append(pos)
+        pos += 1
+    return starts, np.array(sinks, np.int64)
 
 
 def _narrow(layout, values: np.ndarray) -> np.ndarray:
@@ -205,6 +234,7 @@ class SparseLayout(Representation):
     name = NAME
     tiles = True
     node_order = True
+    chains = True
 
     walk_cost_factor = WALK_COST_FACTOR
     # leaf_value returns layout.leaf_values entries as laid out (inline or from the leaves

@@ -103,7 +103,8 @@ def default_schedule(forest, batch_size, options=None, walks=None):
     (``walks``: a :class:`silvanforge.rep.ChosenWalks`) where given."""
     from silvanforge.frontend.hir_passes import leaf_depth_range
     from silvanforge.lowering.walksetup import split_rows_pay, want_leaf_self_loops
-    from silvanforge.scheduler.canned import interleaved, interleaved_trees, split_trees
+    from silvanforge.lowering.walkcost import chains_pay
+    from silvanforge.scheduler.canned import chained_trees, interleaved, interleaved_trees, split_trees
 
     # Interleaved walks pay once a batch has rows to interleave (docs/benchmarks.md, "Small calls");
     # a batch known to be tiny walks row by row, each row's trees together where the
@@ -113,6 +114,9 @@ def default_schedule(forest, batch_size, options=None, walks=None):
         lanes = 1 if walks is None else walks.row_tree_lanes
         if batch_size == 1 and walks is not None and _split_one_row(forest, options, walks):
             return split_trees(forest, batch_size, lanes=lanes)
+        if walks is not None and walks.chains and chains_pay(forest, lanes):
+            # (lanes walking their trees back to back: silvanforge.lowering.chains)
+            return chained_trees(forest, batch_size, lanes=lanes)
         return interleaved_trees(forest, batch_size, lanes=lanes)
 
     shallowest, deepest = leaf_depth_range(forest)

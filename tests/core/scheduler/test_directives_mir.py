@@ -18,7 +18,7 @@ pytestmark = pytest.mark.core_alone  # needs no target and no shipped representa
 
 # Every directive the parser knows has a test below: a new one fails here until it has its own.
 TESTED = {"tile", "split", "reorder", "unroll", "specialize", "gpuDimension", "cache", "parallel",
-          "interleave", "unrollWalk", "peelWalk", "expandWalk", "atomicReduce", "sharedReduce",
+          "interleave", "unrollWalk", "peelWalk", "expandWalk", "chainWalks", "atomicReduce", "sharedReduce",
           "vectorReduce", "orderedReduce"}
 
 
@@ -185,6 +185,26 @@ def test_expand_walk_marks_the_walk():
     fn = to_mir("specialize(tree); expandWalk(tree)")
     (walk,) = ops_of(fn, mir.WalkDecisionTree)
     assert walk.expand
+
+
+def test_chain_walks_marks_the_walks_of_the_interleaved_loop_over_every_tree():
+    # (interleave with a factor takes a loop of any trip: its body is copied factor times)
+    fn = to_mir("interleave(tree, 4); chainWalks(tree)")
+    (walk,) = ops_of(fn, mir.WalkDecisionTree)
+    tree = loops(fn)["tree"]
+    assert walk.chain and tree.interleave == 4 and (tree.start, tree.stop, tree.step) == (0, NUM_TREES, 1)
+    assert not ops_of(to_mir("interleave(tree, 4)"), mir.WalkDecisionTree)[0].chain
+
+
+@pytest.mark.parametrize("text, match", [
+    ("chainWalks(batch)", "batch index"),
+    ("tile(tree, t0, t1, 4); interleave(t1); chainWalks(t1)", "derived from tree"),
+    ("chainWalks(tree)", "interleave"),
+    ("interleave(tree, 4); chainWalks(tree); tile(tree, t0, t1, 4)", "before tiling"),
+])
+def test_chain_walks_refuses_what_it_cannot_chain(text, match):
+    with pytest.raises(ScheduleError, match=match):
+        to_mir(text)
 
 
 # ----------------------------------------------------------------------------- reductions

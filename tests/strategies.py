@@ -92,6 +92,21 @@ def category_rows(forest: Forest, seed: int, n: int, share: float = 0.15, more=(
     return X
 
 
+def labelled_frame(rng: np.random.Generator, n: int, columns: dict):
+    """A pandas frame of ``n`` rows, its columns in ``columns``' order: a count makes a column of
+    that many labels ``c0``, ``c1``, ... as pandas categories, ``"normal"`` normal values."""
+    import pandas as pd
+
+    out = {}
+    for name, kind in columns.items():
+        if kind == "normal":
+            out[name] = rng.normal(size=n)
+        else:
+            labels = [f"c{i}" for i in range(kind)]
+            out[name] = pd.Categorical(rng.choice(labels, n), categories=labels)
+    return pd.DataFrame(out)
+
+
 def numeric_forest(seed: int, trees: int = 12, features: int = 7) -> Forest:
     """``trees`` random trees of depth 5 with numerical splits (< and <=), no categories and no
     zero-as-missing (the native worker pool's tests, also in a child process)."""

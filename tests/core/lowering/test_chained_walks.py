@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from strategies import categorical_forest, category_rows, forests
+from strategies import categorical_forest, category_rows, forests, labelled_frame
 
 import silvanforge as sf
 from silvanforge.ir.hir import Aggregation, CategoryRule, Forest, LinearLeaves, Op, Tree
@@ -176,12 +176,11 @@ def test_chained_forms_survive_save_and_load(tmp_path, trust):
 
 def test_a_lightgbm_model_one_row_at_a_time_as_the_library_and_the_unchained_walks(monkeypatch):
     lgb = pytest.importorskip("lightgbm")
-    pd = pytest.importorskip("pandas")
+    pytest.importorskip("pandas")
     rng = np.random.default_rng(6)
     n = 4000
-    labels = [f"c{i}" for i in range(20)]
-    frame = pd.DataFrame({"a": rng.normal(size=n), "b": pd.Categorical(rng.choice(labels, n), categories=labels),
-                          "c": rng.normal(size=n), "d": rng.integers(0, 5, n).astype(float)})
+    frame = labelled_frame(rng, n, {"a": "normal", "b": 20, "c": "normal"})
+    frame["d"] = rng.integers(0, 5, n).astype(float)
     for i in range(8):
         frame[f"e{i}"] = rng.exponential(size=n)
     frame.loc[rng.random(n) < 0.1, "a"] = np.nan

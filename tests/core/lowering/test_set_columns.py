@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
-from strategies import categorical_forest, category_rows, make_forest
+from strategies import categorical_forest, category_rows, labelled_frame, make_forest
 
 import silvanforge as sf
 from silvanforge.artifact import archive
@@ -154,15 +154,12 @@ def test_the_choice_is_recorded_and_lowered_again(tmp_path, trust):
 def test_lightgbm_and_xgboost_categorical_models_read_set_columns_exactly():
     """Models trained here with pandas categories (NaN, unseen categories in the rows): one row
     at a time and in batches, against the libraries' own predictions."""
-    pd = pytest.importorskip("pandas")
+    pytest.importorskip("pandas")
     lgb = pytest.importorskip("lightgbm")
     xgb = pytest.importorskip("xgboost")
     rng = np.random.default_rng(4)
     n = 1500
-    labels = [f"c{i}" for i in range(40)]
-    frame = pd.DataFrame({"a": rng.normal(size=n), "b": pd.Categorical(rng.choice(labels, n), categories=labels),
-                          "c": pd.Categorical(rng.choice(labels[:7], n), categories=labels[:7]),
-                          "d": rng.normal(size=n)})
+    frame = labelled_frame(rng, n, {"a": "normal", "b": 40, "c": 7, "d": "normal"})
     frame.loc[rng.random(n) < 0.1, "b"] = np.nan
     frame.loc[rng.random(n) < 0.1, "a"] = np.nan
     y = frame["b"].cat.codes % 5 + (frame["c"].cat.codes == 2) * 3 + frame["a"].fillna(0) + rng.normal(size=n) * 0.1

@@ -228,6 +228,7 @@ class Representation(_Options):
     #: split that steps to itself whatever the row), so a lane walks its trees back to back
     #: (:mod:`silvanforge.lowering.chains`).  Only where leaves loop on themselves (split rows,
     #: leaves inline): a leaf's step reads column -1 (NaN) and goes right, ``child + 1``.
+    #: ``cache_trees`` is not asked of a chained layout (its trees are not in tree order).
     chains: ClassVar[bool] = False
 
     @classmethod

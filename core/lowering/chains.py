@@ -72,8 +72,12 @@ class ChainedWalks:
         trees = self.forest.num_trees
         if CHAIN_VALUES not in b.buffers:
             b.buffers[CHAIN_VALUES] = lir.Buffer(CHAIN_VALUES, self.acc_t, "local", size=trees + lanes)
-        self.index[op.index] = start  # (the row does not depend on the tree; cached trees are a
-        row = self.expr(walk.row)     # prefetch of a tree range, which chains do not keep)
+        # The walk's row, which does not depend on the tree (the loop's index bound to anything).
+        # The loop body's other operations are not lowered: a cache of its trees prefetches a
+        # range of consecutive trees, which chains do not keep, and walk unrolling or peeling
+        # shapes leaf checks, which chained steps do not make.
+        self.index[op.index] = start
+        row = self.expr(walk.row)
         tree_of, nodes = [], []
         for j in range(min(lanes, trees)):
             tree_of.append(b.local("ct", "i64", c(j, "i64")))

@@ -155,6 +155,8 @@ def walks_prefetch(forest: hir.Forest) -> bool:
     (:data:`WALK_PREFETCH_BYTES`)."""
     nodes = int(offsets(forest)[-1]) if forest.trees else 0
     return nodes * np.dtype(forest.threshold_dtype).itemsize > WALK_PREFETCH_BYTES
+
+
 # Chained walks (silvanforge.lowering.chains) of a row: each lane walks its trees back to back
 # where interleaved lanes would wait at their leaves for the longest of their paths, walks that
 # exit early (deep, uneven trees: :func:`walks_exit_early`).  One row, 1 thread, against the

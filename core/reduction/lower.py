@@ -84,6 +84,7 @@ class ReductionLowering:
         b, reps = self.b, self.reps
         t32 = Cast(tree, "i32")
         kept = value
+        assert value is None or self.single_output, "a kept value is a single output's"
 
         def accumulate(out_idx, slot):
             idx = b.local("ri", "i64", self.placement.slot_index(target, slots, row, out_idx))

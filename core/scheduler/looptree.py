@@ -331,13 +331,10 @@ class _Builder:
             if siblings[pos].children:
                 self.fail(f"interleave applies to an innermost loop; {name} contains "
                           f"{siblings[pos].children[0].index.name}")
-        if factor is not None and factor <= MAX_STATIC_TRIP:
-            # (the body is copied ``factor`` times, the loop stepping over the rest)
-            trip = idx.max_trip(self.forest.num_trees)
-            if trip is None:
-                self._static(idx, "interleave")
-        else:
-            trip = self._static(idx, "interleave")
+        trip = idx.max_trip(self.forest.num_trees)
+        if factor is None or factor > MAX_STATIC_TRIP or trip is None:
+            trip = self._static(idx, "interleave")  # (refuses: unknown or too long a trip to copy)
+        # (else the body is copied ``factor`` times, the loop stepping over the rest: any trip)
         idx.interleave = min(factor or trip, trip)
         if idx.interleave < 2:
             self.fail(f"interleaving {name} needs at least 2 walks in flight")
@@ -367,16 +364,13 @@ class _Builder:
 
     def d_chainWalks(self, name):
         # Chains run through every tree (the layout links a lane's trees from first to last);
-        # that the loop is interleaved is checked once every directive is applied.
+        # that the loop is interleaved, and not parallel, is checked once every directive is applied.
         idx = self.index(name)
         if idx.dimension != "tree" or idx.role != "root":
             self.fail(f"chainWalks chains the walks of every tree: it applies to the loop over "
                       f"tree itself (not tiled or split); {name} is "
                       + ("a batch index" if idx.dimension != "tree" else f"derived from {idx.parent.name}"))
-        if idx.parallel or idx.gpu:
-            self.fail(f"chainWalks({name}): a lane walks its chain of trees in turn, so {name} "
-                      "cannot be parallel or mapped to the GPU")
-        idx.chain_walk = True
+        idx.chain_walk = True  # (parallel or GPU-mapped in either order: refused once all are applied)
 
     def _reduction(self, name, kind, width=0):
         idx = self.index(name)

@@ -242,7 +242,7 @@ class SparseLayout(Representation):
     linear_leaves = True
 
     def buffers(self, forest, layout):
-        self.n, self.inline = layout.tile_size, layout.inline_leaves
+        self.n, self.inline, self.chained = layout.tile_size, layout.inline_leaves, bool(layout.chain_lanes)
         return _buffers(layout) if layout.tiles is None else _tiled_buffers(layout)
 
     def _lane(self, node, lane):
@@ -282,7 +282,10 @@ class SparseLayout(Representation):
         return Bin("+", node, _i64(Bin("+", _i32(b.load("sparse_child", node)), child)))
 
     def cache_trees(self, b, first_tree, num_trees):
-        # The trees' nodes are one contiguous slice of every node array (n elements a tile tiled).
+        # The trees' nodes are one contiguous slice of every node array (n elements a tile tiled),
+        # except where chained (a lane's trees side by side): nothing is prefetched then.
+        if getattr(self, "chained", False):
+            return []
         lo = b.load("sparse_roots", first_tree)
         hi = b.load("sparse_roots", Bin("+", first_tree, num_trees))
         n = self.n

@@ -112,11 +112,13 @@ def default_schedule(forest, batch_size, options=None, walks=None):
     # its trees over two threads.
     if batch_size is not None and batch_size < 16:
         lanes = 1 if walks is None else walks.row_tree_lanes
+        if walks is not None and walks.chains and chains_pay(forest, lanes):
+            # Lanes walking their trees back to back (silvanforge.lowering.chains), on one thread
+            # even where two could split the trees: one row chained on one thread ran 1.2-1.7x
+            # the unchained split on two (docs/design.md, "Chained walks"); forge tune times both.
+            return chained_trees(forest, batch_size, lanes=lanes)
         if batch_size == 1 and walks is not None and _split_one_row(forest, options, walks):
             return split_trees(forest, batch_size, lanes=lanes)
-        if walks is not None and walks.chains and chains_pay(forest, lanes):
-            # (lanes walking their trees back to back: silvanforge.lowering.chains)
-            return chained_trees(forest, batch_size, lanes=lanes)
         return interleaved_trees(forest, batch_size, lanes=lanes)
 
     shallowest, deepest = leaf_depth_range(forest)

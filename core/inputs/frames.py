@@ -30,7 +30,7 @@ import numpy as np
 from silvanforge.errors import InputError
 from silvanforge.inputs.arrow_frames import ArrowKey, ArrowPlan
 from silvanforge.inputs.columns import pandas_column
-from silvanforge.inputs.polars_frames import PolarsPlan
+from silvanforge.inputs.polars_frames import FEW_POLARS_ROWS, PolarsPlan
 from silvanforge.inputs.schemas import (SCHEMAS, SLICED_ROWS, CategoryReading, SchemaMemory, as_slice, column_rows,
                                         feature_order, numeric_features, through_float64)
 
@@ -43,13 +43,16 @@ FRAME_LIBRARIES = ("pandas", "polars", "pyarrow")
 FEW_ROWS_CONTIGUOUS = 512
 
 
-def frame_rows(X, memory: SchemaMemory, dtype: np.dtype):
+def frame_rows(X, memory: SchemaMemory, dtype: np.dtype, tuples: bool = False):
     """``X`` (a pandas, polars or pyarrow frame) as (n, num_features) rows of ``dtype``, or None
-    where it is none of those or its library's internals are not the ones read here."""
+    where it is none of those or its library's internals are not the ones read here.
+    ``tuples``: the caller's lean path reads row tuples of Python numbers
+    (:meth:`silvanforge.runtime.kernel.Kernel.small_calls`), and a few rows of plain numbers that
+    a library hands out as tuples (polars') come as a list of them, in the model's order."""
     read = _READERS.get(type(X))
     if read is None:  # (a type's reader found once: a one-row call is a few microseconds)
         read = _READERS.setdefault(type(X), _reader(type(X)))
-    return read(X, memory, dtype)
+    return read(X, memory, dtype, tuples)
 
 
 def is_frame(X) -> bool:
@@ -61,7 +64,7 @@ def refuse_lazy_frame(X) -> None:
     """An InputError where ``X`` is a query not yet run (a polars LazyFrame); models whose
     categories are known by hash read frames otherwise, and ask here."""
     if _reader_of(X) is _lazy_frame:
-        _lazy_frame(X, None, None)
+        _lazy_frame(X, None, None, False)
 
 
 def _reader_of(X):
@@ -72,37 +75,48 @@ def _reader_of(X):
     return read
 
 
-def _pandas_rows(X, memory: SchemaMemory, dtype: np.dtype):
+def _pandas_rows(X, memory: SchemaMemory, dtype: np.dtype, tuples: bool):
     key = _pandas_key(X, memory)
     if key is None:
         return None
     return memory.plan(key, lambda: _PandasPlan(X, memory, dtype)).rows(X, dtype)
 
 
-def _polars_rows(X, memory: SchemaMemory, dtype: np.dtype):
-    names = tuple(X.columns)
-    plan = memory.plan(("polars", names), lambda: PolarsPlan(X, names, memory))
+def _polars_rows(X, memory: SchemaMemory, dtype: np.dtype, tuples: bool):
+    # (Written for speed, polars' own calls made once each: a one-row call is polars' list of
+    # names, 1 us, and its row tuple, 0.8, and what the kernel takes.)
+    df = getattr(X, "_df", None)  # (polars' own frame: private, so guarded)
+    names = X.columns if df is None else df.columns()
+    last_names, plan = memory.polars_last
+    if last_names != names:
+        key = tuple(names)
+        plan = memory.plan(("polars", key), lambda: PolarsPlan(X, key, memory))
+        memory.polars_last = (names, plan)
+    if tuples and plan.tuples and df is not None and 0 < df.height() <= FEW_POLARS_ROWS:
+        rows = df.row_tuples()
+        take = plan.few[0]
+        return rows if take is None else [take(row) for row in rows]
     return plan.rows(X, dtype, memory)
 
 
-def _arrow_rows(X, memory: SchemaMemory, dtype: np.dtype):
+def _arrow_rows(X, memory: SchemaMemory, dtype: np.dtype, tuples: bool = False):
     plan = memory.plan(("pyarrow", ArrowKey(X.schema)), lambda: ArrowPlan(X, memory))
     return plan.rows(X, dtype)
 
 
-def _arrow_batch_rows(X, memory: SchemaMemory, dtype: np.dtype):
+def _arrow_batch_rows(X, memory: SchemaMemory, dtype: np.dtype, tuples: bool):
     """A pyarrow RecordBatch: read as the table of that one batch."""
     import pyarrow as pa
 
     return _arrow_rows(pa.Table.from_batches([X]), memory, dtype)
 
 
-def _lazy_frame(X, memory: SchemaMemory, dtype: np.dtype):
+def _lazy_frame(X, memory: SchemaMemory, dtype: np.dtype, tuples: bool):
     raise InputError(f"predict got a polars {type(X).__name__}, a query not yet run: pass its result, "
                      "frame.collect()")
 
 
-def _not_read(X, memory: SchemaMemory, dtype: np.dtype):
+def _not_read(X, memory: SchemaMemory, dtype: np.dtype, tuples: bool):
     return None
 
 

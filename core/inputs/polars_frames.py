@@ -61,6 +61,11 @@ class PolarsPlan:
             take = None if columns == list(range(len(names))) else \
                 operator.itemgetter(*columns) if len(columns) > 1 else (lambda row, c=columns[0]: (row[c],))
             self.few = (take, [(f, lookup) for f, (_, lookup) in enumerate(self.few) if lookup is not None])
+        # Every feature a plain number column: a few rows may go to a lean path that reads
+        # polars' row tuples itself (frames.frame_rows' ``tuples``: NumPy's array of them and
+        # its float32 copy cost 1.2 us, a third of a one-row call).  A value of another type
+        # there (a schema changed under these names) sends the rows back to :meth:`rows`.
+        self.tuples = self.few is not None and not self.few[1]
         self.number_features = numeric_features(forest)
         self.categorical = {f: CategoryReading(f, names[c], memory.labels.get(f), f in self.number_features)
                             for f, c in enumerate(self.order)

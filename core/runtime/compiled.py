@@ -92,6 +92,9 @@ class CompiledForest:
             small_for = None
         self._plan = (forms, bands)
         self._small_for = None if small_for is None else list(zip(small_for, splits))
+        # Whether every small call reads a frame's row tuples (Kernel.small_calls): frames
+        # then hand a few rows of numbers over as their library gives them.
+        self._tuples = small_for is not None and all(getattr(s, "reads_tuples", False) for s in small_for[1:])
 
     def keep_with(self, write) -> None:
         """``write(self)`` (a cached compile's: its code-cache entry written again) once
@@ -247,8 +250,13 @@ class CompiledForest:
         threads_used = self.threads if threads is None else threads  # (None: all CPUs)
         # A frame (services send a row or a few so) read by its schema's plan at once, without
         # as_rows' dispatch: a model with a lean path reads every input unhashed.
-        rows = frame_rows(X, self._schemas, self._small_dtype) \
+        rows = frame_rows(X, self._schemas, self._small_dtype, self._tuples and missing != missing) \
             if small_for is not None and type(X) is not np.ndarray else None
+        if type(rows) is list:  # a few rows as a frame's row tuples, which the lean path reads
+            values = self._small_call(*small_for[len(rows)], rows, output_margin, threads)
+            if values is not None:
+                return values
+            rows = frame_rows(X, self._schemas, self._small_dtype)  # (a value not a number: read so)
         if rows is None:
             # (a frame is on the host: asking it for device attributes looked for columns so
             # named, two thirds of a one-row pandas call)
@@ -276,15 +284,19 @@ class CompiledForest:
         values = margins if output_margin else transforms.apply(self.forest, margins)
         return transforms.shape_output(self.forest, values)
 
-    def _small_call(self, small, splits: bool, X: np.ndarray, output_margin: bool, threads) -> np.ndarray:
+    def _small_call(self, small, splits: bool, X: np.ndarray | list, output_margin: bool,
+                    threads) -> np.ndarray | None:
         """Online scoring, a row or a few per call (``X``: rows the lean path takes, ``small``
         its function for that many rows): no thread split, no scratch, no checks the caller
-        has not made."""
+        has not made.  None for row tuples (a list) that ``small`` does not read."""
         if threads is not None and check_threads(threads) == 1 and splits:
-            values, applied = small(X, not output_margin, 1)  # the trees on this thread
+            got = small(X, not output_margin, 1)  # the trees on this thread
         else:
             # The kernel applies the transform itself where it can do so exactly.
-            values, applied = small(X, not output_margin)  # shaped as returned if applied
+            got = small(X, not output_margin)  # shaped as returned if applied
+        if got is None:  # row tuples the call does not read (Kernel.small_calls)
+            return None
+        values, applied = got
         if output_margin or applied:
             return values
         margins = values.reshape(-1, 1) if self._flat else values

@@ -35,8 +35,8 @@ from silvanforge.runtime.threads import rows_per_share, rows_per_thread, run_pha
 
 #: A lean call ``(rows, apply) -> (values, applied)``: margins of up to ``max_rows`` rows of the
 #: kernel's input dtype, or where ``apply`` and the kernel can, the transformed values
-#: (``applied`` True); see :meth:`Kernel.small_calls`.
-SmallCall = Callable[[np.ndarray, bool], "tuple[np.ndarray, bool]"]
+#: (``applied`` True); see :meth:`Kernel.small_calls` (also for rows given as a list of tuples).
+SmallCall = Callable[[np.ndarray, bool], "tuple[np.ndarray, bool] | None"]
 
 
 @runtime_checkable
@@ -63,7 +63,13 @@ class Kernel(Protocol):
         ``flat``: one output, returned as (n,) rather than (n, 1).  A kernel whose program
         splits a row's trees over threads (a phase looping over trees) may also take
         ``threads``, the form's thread count: its calls then take a third argument, ``1`` for
-        a call to run on the calling thread alone (``predict(threads=1)``)."""
+        a call to run on the calling thread alone (``predict(threads=1)``).
+
+        A call may also read rows as a frame's library hands a few out: a list of tuples of
+        Python numbers (float, int; None missing) in the model's feature order, converted as
+        NumPy converts them to float64 and then to the input dtype.  Such a call has an
+        attribute ``reads_tuples`` True, and returns None for a list it does not read (a value
+        of another type): the caller then reads the rows otherwise."""
         ...
 
     def artifact(self) -> bytes:

@@ -8,8 +8,12 @@
  *   run(state, rows, out, mode) -> int
  *
  * state: struct State below, packed by small.py (native int64 words).
- * rows:  C-contiguous rows of the kernel's input dtype (n x features); anything else
- *        (another layout, too many rows) returns -1 and the caller stages it in Python.
+ * rows:  C-contiguous rows of the kernel's input dtype (n x features); or a list of n tuples
+ *        of features Python numbers (float, int; None: missing), a frame's rows as its library
+ *        hands them out (polars' row tuples), converted as NumPy converts them (through
+ *        float64) straight into the staging; anything else (another layout, too many rows, a
+ *        value of another type, an input dtype not float32 or float64) returns -1 and the
+ *        caller stages it in Python, or reads the frame otherwise.
  * out:   a writable C-contiguous buffer of n x outputs values of the output dtype.
  * mode:  0 margins into out; 1 the entry's transform into out (the margins where the entry
  *        returns 0: a float32 softmax it cannot do exactly); 2 float64 sigmoid or exp: where
@@ -52,12 +56,56 @@ typedef struct {
     int64_t tail;           /* mode 2: 1 exp, 2 sigmoid */
     int64_t exp_loop;       /* mode 2: NumPy's float64 exp inner loop, or 0 */
     int64_t exp_data;       /* ... and its data argument */
+    int64_t features;       /* values in one input row */
+    int64_t in_item;        /* bytes of one input value: 4 float32, 8 float64, 0 another dtype */
     double neg_alpha;       /* mode 2, sigmoid: -alpha */
 } State;
 
 /* NumPy's inner-loop signature (PyUFuncGenericFunction). */
 typedef void (*ufunc_loop)(char **args, const Py_ssize_t *dimensions, const Py_ssize_t *steps,
                            void *data);
+
+/* A list of row tuples of Python numbers written to the staging: the rows' count, or -1 where
+ * one is not taken (nothing is raised).  Why: a polars frame hands a few rows out as tuples in
+ * under a microsecond, and NumPy's array of them and its conversion to float32 cost 1.2 us
+ * more, half a one-row call.  A value converts as NumPy converts it into a float64 array (a
+ * float as it is, an int correctly rounded, None NaN), then to float32 where the kernel reads
+ * float32; a bool, or any other type, is left to the caller's readers. */
+static int64_t stage_tuples(const State *st, PyObject *list)
+{
+    Py_ssize_t n = PyList_GET_SIZE(list);
+    if (n < 1 || n > st->max_rows || (st->in_item != 4 && st->in_item != 8) || st->features < 1)
+        return -1;
+    char *ins = (char *)(intptr_t)st->ins;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *row = PyList_GET_ITEM(list, i);
+        if (!PyTuple_CheckExact(row) || PyTuple_GET_SIZE(row) != st->features)
+            return -1;
+        char *at = ins + i * st->row_bytes;
+        for (Py_ssize_t j = 0; j < st->features; j++) {
+            PyObject *o = PyTuple_GET_ITEM(row, j);
+            double v;
+            if (PyFloat_CheckExact(o)) {
+                v = PyFloat_AS_DOUBLE(o);
+            } else if (o == Py_None) {
+                v = Py_NAN;
+            } else if (PyLong_CheckExact(o)) {  /* (exact: a bool is left to the readers) */
+                v = PyLong_AsDouble(o);
+                if (v == -1.0 && PyErr_Occurred()) {  /* beyond float64: the readers' error */
+                    PyErr_Clear();
+                    return -1;
+                }
+            } else {
+                return -1;
+            }
+            if (st->in_item == 4)
+                ((float *)at)[j] = (float)v;
+            else
+                ((double *)at)[j] = v;
+        }
+    }
+    return (int64_t)n;
+}
 
 static PyObject *run(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -78,18 +126,25 @@ static PyObject *run(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     }
 
-    Py_buffer rows;
-    if (PyObject_GetBuffer(args[1], &rows, PyBUF_C_CONTIGUOUS) < 0) {
-        PyErr_Clear();  /* not C-contiguous (or no buffer): the caller's general staging */
-        return PyLong_FromLong(-1);
-    }
-    int64_t n = st->row_bytes > 0 ? (int64_t)rows.len / st->row_bytes : 0;
-    if (n < 1 || n > st->max_rows || n * st->row_bytes != (int64_t)rows.len) {
+    int64_t n;
+    if (PyList_CheckExact(args[1])) {
+        n = stage_tuples(st, args[1]);
+        if (n < 0)
+            return PyLong_FromLong(-1);
+    } else {
+        Py_buffer rows;
+        if (PyObject_GetBuffer(args[1], &rows, PyBUF_C_CONTIGUOUS) < 0) {
+            PyErr_Clear();  /* not C-contiguous (or no buffer): the caller's general staging */
+            return PyLong_FromLong(-1);
+        }
+        n = st->row_bytes > 0 ? (int64_t)rows.len / st->row_bytes : 0;
+        if (n < 1 || n > st->max_rows || n * st->row_bytes != (int64_t)rows.len) {
+            PyBuffer_Release(&rows);
+            return PyLong_FromLong(-1);
+        }
+        memcpy((void *)(intptr_t)st->ins, rows.buf, (size_t)rows.len);
         PyBuffer_Release(&rows);
-        return PyLong_FromLong(-1);
     }
-    memcpy((void *)(intptr_t)st->ins, rows.buf, (size_t)rows.len);
-    PyBuffer_Release(&rows);
 
     Py_buffer out;
     if (PyObject_GetBuffer(args[2], &out, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0)

@@ -266,19 +266,22 @@ class CpuKernel(PhaseKernel):
                 return out.copy(), False
             return (final if applied else out).copy(), apply and applies is not None
 
-        def call(rows: np.ndarray, apply: bool = False, threads: int | None = None) -> tuple[np.ndarray, bool]:
+        def call(rows: np.ndarray | list, apply: bool = False,
+                 threads: int | None = None) -> tuple[np.ndarray, bool] | None:
             # (Written for speed: a 1-row call of a 100-tree model takes about 1.3 us in all.)
             # ``threads``: taken as the split call takes it; these calls run on this thread.
+            # ``rows`` a list: row tuples of Python numbers, which only the C call reads (None
+            # where it does not: the caller reads them otherwise).
             state = local.__dict__.get("state")
             if state is None:
                 state = (local.__dict__.get("staging") or staging())[3]
                 if state is None:  # no C module, or fills
-                    return staged(rows, apply)
-            values = np.empty(shapes[rows.shape[0]], out_dtype)
+                    return staged(rows, apply) if type(rows) is not list else None
+            values = np.empty(shapes[len(rows)], out_dtype)
             mode = modes[apply]
             taken = fast(state, rows, values, mode)
             if taken < 0:  # rows the C call does not take (not C-ordered, more than staged)
-                return staged(rows, apply)
+                return staged(rows, apply) if type(rows) is not list else None
             if mode != 2:  # (mode 1 returns 0 for a softmax left to NumPy: the margins)
                 return values, reports[apply] and taken != 0
             # float64 sigmoid / exp: NumPy's exp where no margin can overflow it
@@ -289,10 +292,13 @@ class CpuKernel(PhaseKernel):
                 native.sigmoid_tail(values)
             return values, True
 
+        # Row tuples (silvanforge.runtime.kernel.Kernel.small_calls) are read by the C call alone.
+        call.reads_tuples = fast is not None
         if not split:
             return call
 
-        def call_split(rows: np.ndarray, apply: bool = False, threads: int | None = None) -> tuple[np.ndarray, bool]:
+        def call_split(rows: np.ndarray | list, apply: bool = False,
+                       threads: int | None = None) -> tuple[np.ndarray, bool] | None:
             # The pool word is set only while this thread holds the pool: another caller (or
             # none grown) leaves it 0, and the entry walks every tree itself; so does a call
             # asked to run on one thread.
@@ -310,6 +316,7 @@ class CpuKernel(PhaseKernel):
                 block[-1] = 0
                 native.lock.release()
 
+        call_split.reads_tuples = call.reads_tuples
         return call_split
 
     def _keep_object(self, _module, data: bytes) -> None:

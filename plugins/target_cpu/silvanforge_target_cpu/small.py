@@ -336,7 +336,8 @@ def call_state(compiled: SmallEntry, block: np.ndarray, ins: np.ndarray, margins
     loop = numpy_exp_loop() if guarded else (0, 0)
     words = [compiled.address, block.ctypes.data, ins.ctypes.data, margins.ctypes.data,
              final.ctypes.data, ins.strides[0], margins.strides[0], max_rows,
-             {None: 0, "exp": 1, "sigmoid": 2}[guarded], *loop]
+             {None: 0, "exp": 1, "sigmoid": 2}[guarded], *loop,
+             ins.shape[1], ins.itemsize if ins.dtype.kind == "f" and ins.itemsize in (4, 8) else 0]
     return np.array(words, np.int64).tobytes() + np.array([-alpha], np.float64).tobytes()
 
 

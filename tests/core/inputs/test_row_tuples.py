@@ -1,0 +1,133 @@
+"""A few rows of a polars frame of plain numbers reach the CPU target's small calls as polars hands
+them out: row tuples of Python numbers, which its C call writes into its staging as NumPy
+converts them (silvanforge.runtime.kernel.Kernel.small_calls).  Exactly the array of the same
+values as float64; anything else under the same names (booleans, strings, decimals, a column of
+nulls or lists) read as before, with the same answers and errors."""
+
+from __future__ import annotations
+
+import decimal
+
+import numpy as np
+import pytest
+
+import silvanforge as sf
+from silvanforge.errors import InputError
+from support_common import record_small_calls
+
+pd = pytest.importorskip("pandas")
+pl = pytest.importorskip("polars")
+xgb = pytest.importorskip("xgboost")
+lgb = pytest.importorskip("lightgbm")
+
+NAMES = ["a", "b", "c", "d"]
+
+
+def _compiled(rng, library: str):
+    n = 600
+    X = rng.normal(size=(n, 4)) * 100
+    X[:, 1] = rng.integers(-(2 ** 62), 2 ** 62, n)  # (64-bit integers past 2**53: float32 rounds them twice)
+    y = X[:, 0] / 100 + X[:, 1] / 2 ** 61 + np.sin(X[:, 2]) + X[:, 3] / 50 + rng.normal(size=n)
+    frame = pd.DataFrame(X, columns=NAMES)
+    model = (xgb.XGBRegressor(n_estimators=12, max_depth=5).fit(frame, y) if library == "xgboost" else
+             lgb.LGBMRegressor(n_estimators=12, num_leaves=15, verbose=-1).fit(frame, y))
+    cf = sf.compile(model, threads=1)
+    if not cf._tuples:
+        pytest.skip("the CPU target was installed without its C call: no small call reads row tuples")
+    cf.model = model
+    return cf
+
+
+def _values(rng, k: int) -> list[list]:
+    """k rows of Python values of each number kind: floats with None, NaN, infinities and -0.0,
+    64-bit integers past 2**53, and floats of float32."""
+    rows = []
+    for _ in range(k):
+        a = rng.choice([None, float("nan"), float("inf"), -float("inf"), -0.0, float(rng.normal() * 100)])
+        rows.append([None if a is None else float(a), int(rng.integers(-(2 ** 62), 2 ** 62)),
+                     float(np.float32(rng.normal() * 100)), float(rng.normal() * 100)])
+    return rows
+
+
+@pytest.mark.parametrize("library", ["xgboost", "lightgbm"])  # float32 rows and float64 rows
+def test_polars_row_tuples_equal_the_array(rng, library):
+    cf = _compiled(rng, library)
+    taken = []
+    record_small_calls(cf, lambda rows, result: taken.append(type(rows)))
+    for k in (1, 2, 3, 4):
+        raw = _values(rng, k)
+        X = np.array([[np.nan if v is None else float(v) for v in row] for row in raw])
+        frame = pl.DataFrame({"a": pl.Series([r[0] for r in raw], dtype=pl.Float64),
+                              "b": pl.Series([r[1] for r in raw], dtype=pl.Int64),
+                              "c": pl.Series([r[2] for r in raw], dtype=pl.Float32),
+                              "d": pl.Series([r[3] for r in raw], dtype=pl.Float64)})
+        expected = cf.predict(X)
+        for made in (frame, frame.select(["d", "b", "a", "c"]), frame.select(["b", "c", "d", "a"]),
+                     frame.with_columns(pl.col("b").cast(pl.UInt64, strict=False)).fill_null(3)
+                     if (X[:, 1] >= 0).all() else frame):
+            del taken[:]
+            np.testing.assert_array_equal(cf.predict(made), expected)
+            assert taken == [list]
+        # a value given as missing: read as an array (the value replaced), the same answer
+        value = float(raw[0][3])
+        want = cf.predict(np.where(X == value, np.nan, X))
+        np.testing.assert_array_equal(cf.predict(frame, missing=value), want)
+
+
+def test_other_values_under_the_same_names_are_read_as_before(rng):
+    """After a frame of numbers, frames of the same names holding booleans, strings, decimals, a
+    column of nulls or of lists: the same answers and errors as the general readers give."""
+    cf = _compiled(rng, "xgboost")
+    general = sf.compile(cf.model, threads=1)
+    general._tuples = False  # (the general readers: what a frame's rows came to before)
+    base = {"a": [0.5, None], "b": [3, 4], "c": [1.5, 2.5], "d": [-1.0, 2.0]}
+    others = [{"b": [True, False]}, {"b": ["x", "y"]}, {"a": [decimal.Decimal("0.5"), None]},
+              {"a": pl.Series([None, None], dtype=pl.Null)}, {"d": [[1.0], [2.0]]}, {"b": [2 ** 63 - 1, 0]}]
+    for change in others:
+        for k in (1, 2):
+            for columns in (base, {**base, **change}, base):
+                frame = pl.DataFrame(columns)[:k]
+                for model in (cf, general):
+                    try:
+                        got = model.predict(frame)
+                    except InputError as exc:
+                        got = str(exc)
+                    if model is cf:
+                        first = got
+                if isinstance(got, str):
+                    assert first == got
+                else:
+                    np.testing.assert_array_equal(first, got)
+                    assert len(got) == k
+
+
+def test_small_calls_read_row_tuples_as_numpy_converts_them(rng):
+    """A small call given a list of row tuples: the rows NumPy makes of them as float64, in the
+    kernel's dtype; None (not read) for a value of another type (a bool, a string, a NumPy
+    scalar, an integer beyond float64), a row of another length or kind."""
+    for library in ("xgboost", "lightgbm"):
+        cf = _compiled(rng, library)
+        small, _ = cf._small_for[3]
+        assert small.reads_tuples
+        rows = [(0.5, 2 ** 60 + 1, None, -0.0), (float("nan"), -(2 ** 62) + 3, float("inf"), 1e-300),
+                (1e30, 0, -1.5, 7)]
+        want = np.array(rows, dtype=np.float64).astype(cf.kernel.input_dtype)
+        for apply in (False, True):
+            got, expected = small(rows, apply), small(want, apply)
+            np.testing.assert_array_equal(got[0], expected[0])
+            assert got[1] == expected[1]
+        for bad in ([(True, 1.0, 2.0, 3.0)] * 3, [("x", 1.0, 2.0, 3.0)] * 3, [(np.float64(1), 1.0, 2.0, 3.0)] * 3,
+                    [(10 ** 400, 1.0, 2.0, 3.0)] * 3, [(1.0, 2.0, 3.0)] * 3, [[1.0, 2.0, 3.0, 4.0]] * 3):
+            assert small(bad, False) is None
+
+
+def test_without_the_c_call_frames_are_read_as_arrays(rng, monkeypatch):
+    small = pytest.importorskip("silvanforge_target_cpu.small")
+    monkeypatch.setattr(small, "foreign_call", lambda: None)
+    n = 300
+    X = rng.normal(size=(n, 4))
+    model = xgb.XGBRegressor(n_estimators=6, max_depth=4).fit(pd.DataFrame(X, columns=NAMES), X[:, 0])
+    cf = sf.compile(model, threads=1)
+    assert not cf._tuples
+    frame = pl.DataFrame(X[:2], schema=NAMES, orient="row")
+    np.testing.assert_array_equal(cf.predict(frame), cf.predict(X[:2]))

@@ -28,8 +28,10 @@ class SchemaMemory:
         self.forest, self.size = forest, size
         self._plans: OrderedDict = OrderedDict()
         self._last: tuple = (None, None)  # (key, plan) of the last hit, replaced in one assignment
-        # (polars' list of names, the plan) of the last polars frame, likewise (frames._polars_rows)
+        # (polars' list of names, the plan) of the last polars frame, likewise (frames._polars_rows),
+        # and (the schema, the plan) of the last arrow table
         self.polars_last: tuple = (None, None)
+        self.arrow_last: tuple = (None, None)
         self._names: dict = {}  # id(pandas columns Index) -> (the Index, its names)
         self._last_names: tuple = (None, None)  # (the last Index read, its names)
         self._lock = threading.Lock()
@@ -82,7 +84,7 @@ class SchemaMemory:
         with self._lock:
             self._plans[key] = plan
             self._plans.move_to_end(key)
-            self._last = self.polars_last = (None, None)
+            self._last = self.polars_last = self.arrow_last = (None, None)
 
     def names(self, columns) -> tuple:
         """A pandas frame's column names; an Index is immutable, so its names are kept by the

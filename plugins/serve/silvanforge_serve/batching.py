@@ -22,6 +22,7 @@ Nothing here knows about HTTP: the tests drive it with plain arrays and a counti
 
 from __future__ import annotations
 
+import asyncio
 import queue
 import threading
 import time
@@ -45,7 +46,8 @@ class QueueFull(Exception):
 class _Job:
     rows: np.ndarray
     output_margin: bool
-    future: Future = field(default_factory=Future)
+    future: Future = field(default_factory=Future)  # (an asyncio future where ``loop`` is set)
+    loop: object = None  # the event loop of :meth:`MicroBatcher.submit_async`'s future
 
 
 @dataclass
@@ -102,6 +104,25 @@ class MicroBatcher:
             raise QueueFull(f"{self.max_queue} requests are waiting already; try again later") from None
         return job.future
 
+    def submit_async(self, rows: np.ndarray, output_margin: bool = False):
+        """:meth:`submit` from a coroutine: an asyncio future of the running loop, answered on it.
+
+        Why not ``asyncio.wrap_future(submit(...))``: that chains two futures and wakes the loop
+        once a request; a batch's answers here reach each loop in one call, and a server
+        answering thousands of requests a second spent a fifth of its time on the chaining."""
+        import asyncio
+
+        if self._closed:
+            raise RuntimeError("the batcher is closed")
+        loop = asyncio.get_running_loop()
+        job = _Job(rows, bool(output_margin), loop.create_future(), loop)
+        try:
+            self._queue.put_nowait(job)
+        except queue.Full:
+            self.stats.refused += 1
+            raise QueueFull(f"{self.max_queue} requests are waiting already; try again later") from None
+        return job.future
+
     def queued(self) -> int:
         """Requests waiting for the worker now."""
         return self._queue.qsize()
@@ -150,12 +171,14 @@ class MicroBatcher:
         stats = self.stats
         stats.requests += len(batch)
         stats.largest_batch = max(stats.largest_batch, len(batch))
+        answers: list = []  # (job, result, exception)
         for margin in (False, True):  # one call for each kind of output asked for
             group = [job for job in batch if job.output_margin is margin]
             if group:
-                self._call(group, margin)
+                self._call(group, margin, answers)
+        _deliver(answers)
 
-    def _call(self, group: list[_Job], margin: bool) -> None:
+    def _call(self, group: list[_Job], margin: bool, answers: list) -> None:
         self.stats.calls += 1
         try:
             rows = group[0].rows if len(group) == 1 else np.concatenate([job.rows for job in group])
@@ -164,24 +187,44 @@ class MicroBatcher:
                 raise RuntimeError(f"predict returned {len(values)} predictions for {len(rows)} rows")
         except Exception as exc:  # noqa: BLE001 - each request gets its own answer below
             if len(group) == 1:
-                _settle(group[0].future, exception=exc)
+                answers.append((group[0], None, exc))
             else:  # one request's rows spoil the batch: answer each alone
                 for job in group:
-                    self._call([job], margin)
+                    self._call([job], margin, answers)
             return
         start = 0
         for job in group:
             n = len(job.rows)
-            _settle(job.future, values[start:start + n])
+            answers.append((job, values[start:start + n], None))
             start += n
 
 
-def _settle(future: Future, result=None, exception: BaseException | None = None) -> None:
-    """Answer ``future``, unless its caller went away (cancelled it) meanwhile."""
+def _deliver(answers: list) -> None:
+    """The answers of a batch: concurrent futures at once, each event loop's in one call on it."""
+    loops: dict = {}
+    for job, result, exception in answers:
+        if job.loop is None:
+            _settle(job.future, result, exception)
+        else:
+            loops.setdefault(job.loop, []).append((job.future, result, exception))
+    for loop, settled in loops.items():
+        try:
+            loop.call_soon_threadsafe(_settle_all, settled)
+        except RuntimeError:  # that loop is closed: nobody waits for these answers
+            pass
+
+
+def _settle_all(settled: list) -> None:
+    for future, result, exception in settled:
+        _settle(future, result, exception)
+
+
+def _settle(future, result=None, exception: BaseException | None = None) -> None:
+    """Answer ``future`` (concurrent or asyncio), unless its caller went away (cancelled it) meanwhile."""
     try:
         if exception is not None:
             future.set_exception(exception)
         else:
             future.set_result(result)
-    except InvalidStateError:
+    except (InvalidStateError, asyncio.InvalidStateError):
         pass

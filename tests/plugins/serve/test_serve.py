@@ -111,6 +111,45 @@ def test_the_batcher_merges_requests_arriving_within_the_window_and_splits_the_a
     assert sum(calls) == sum(k % 3 + 1 for k in range(8))
 
 
+def test_coroutines_get_their_answers_on_their_loop_one_wake_a_batch():
+    """submit_async: asyncio futures of the running loop, a batch's answers (values and a
+    request's own error) set there in one call; a request cancelled meanwhile is skipped."""
+    import asyncio
+
+    def predict(rows, margin):
+        if np.isinf(rows).any():
+            raise sf.InputError("rows hold infinity")
+        return rows[:, 0] * 2 + (100 if margin else 0)
+
+    batcher = MicroBatcher(predict, window_s=0.05)
+    woken = []
+
+    async def main():
+        loop = asyncio.get_running_loop()
+        plain = loop.call_soon_threadsafe
+
+        def counted(*args):
+            woken.append(args[0].__name__)
+            return plain(*args)
+        loop.call_soon_threadsafe = counted
+        futures = [batcher.submit_async(np.array([[np.inf if k == 2 else float(k)]]), output_margin=k == 5)
+                   for k in range(7)]
+        futures[4].cancel()
+        return await asyncio.gather(*futures, return_exceptions=True)
+    try:
+        answers = asyncio.run(main())
+    finally:
+        batcher.close()
+    for k, got in enumerate(answers):
+        if k == 2:
+            assert isinstance(got, sf.InputError)
+        elif k == 4:
+            assert isinstance(got, asyncio.CancelledError)
+        else:
+            assert got.tolist() == [2.0 * k + (100 if k == 5 else 0)]
+    assert woken == ["_settle_all"]  # (the seven in one window: one batch, one wake)
+
+
 def test_a_request_that_fails_in_a_batch_fails_alone():
     def predict(rows, margin):
         if np.isinf(rows).any():
@@ -213,6 +252,38 @@ def test_bad_bodies_get_a_400_with_one_line_and_the_server_stays_up(xgb_model):
         good = client.post("/predict", json={"rows": records})
         assert good.status_code == 200
         np.testing.assert_array_equal(np.float32(good.json()["predictions"]), _xgb_expected(booster, records))
+
+
+def test_a_body_in_several_messages_is_read_whole_and_a_client_gone_is_not_answered(xgb_model):
+    """POST /predict as ASGI messages: a body in three chunks answers as the whole body does; a
+    disconnect before the body ends sends nothing."""
+    import asyncio
+
+    _, booster, cf = xgb_model
+    records = _records(3, seed=8)
+    body = json.dumps({"rows": records}).encode()
+    app = make_app(cf)
+    scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST", "scheme": "http",
+             "path": "/predict", "raw_path": b"/predict", "query_string": b"", "root_path": "",
+             "headers": [(b"content-type", b"application/json")], "client": ("127.0.0.1", 1),
+             "server": ("127.0.0.1", 80)}
+
+    def call(messages):
+        sent = []
+
+        async def receive():
+            return messages.pop(0)
+
+        async def send(message):
+            sent.append(message)
+        asyncio.run(app(scope, receive, send))
+        return sent
+    chunks = [body[:5], body[5:40], body[40:]]
+    sent = call([{"type": "http.request", "body": c, "more_body": i < 2} for i, c in enumerate(chunks)])
+    assert sent[0]["status"] == 200 and dict(sent[0]["headers"])[b"content-length"] == str(len(sent[1]["body"])).encode()
+    np.testing.assert_array_equal(np.float32(json.loads(sent[1]["body"])["predictions"]), _xgb_expected(booster, records))
+    assert call([{"type": "http.request", "body": chunks[0], "more_body": True}, {"type": "http.disconnect"}]) == []
+    app.state.batcher.close()
 
 
 def test_health_and_model_describe_the_server_and_the_compiled_plan(xgb_model):

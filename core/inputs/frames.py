@@ -149,10 +149,26 @@ def _pandas_key(X, memory: SchemaMemory, kind: str = "pandas"):
         return None
     if len(blocks) == 1:  # (a frame built from one array: which block each column is in goes without saying)
         return (kind, memory.names(X.columns), _dtype_token(blocks[0].dtype), mgr.blklocs.tobytes())
-    # (NumPy's dtypes as they are, without a call: half the time of a frame's five blocks)
+    # (NumPy's dtypes as they are and a categorical one by its class, without a call: a third of
+    # the time of a frame's five blocks, 0.6 us against 1.8)
+    categorical = _categorical_dtype()
     return (kind, memory.names(X.columns),
-            tuple([d if isinstance(d, np.dtype) else _dtype_token(d) for d in [b.dtype for b in blocks]]),
+            tuple([d if isinstance(d, np.dtype) else "category" if type(d) is categorical else _dtype_token(d)
+                   for d in [b.dtype for b in blocks]]),
             mgr.blknos.tobytes(), mgr.blklocs.tobytes())
+
+
+def _categorical_dtype():
+    """pandas' CategoricalDtype class (imported once pandas' frames are read)."""
+    found = _CATEGORICAL
+    if not found:
+        import pandas as pd
+
+        found.append(pd.CategoricalDtype)
+    return found[0]
+
+
+_CATEGORICAL: list = []
 
 
 def hashed_frame_columns(X, memory: SchemaMemory, out: np.ndarray) -> list | None:
@@ -267,10 +283,17 @@ class _PandasPlan:
 def _category_columns(categories, blocks, out: np.ndarray) -> None:
     """The model's codes of categorical columns (``(block, CategoryReading)``), written to ``out``."""
     if len(out) == 1:  # (a row: its codes as Python scalars, a third of the array operations' time)
+        row = out[0]
         for at, reading in categories:
             values = blocks[at].values
-            table = reading.table(values.dtype.categories)
-            out[0, reading.feature] = table.code(_codes(values)[0], reading.labels, reading.name)
+            categories_now = values.dtype.categories
+            table = reading.last  # (the last table's, as CategoryReading.table has it: inline, 0.3 us a column)
+            if table is None or table.source is not categories_now:
+                table = reading.table(categories_now)
+            own = _codes(values).item(0)
+            items = table.items
+            row[reading.feature] = items[own] if items is not None and table.unseen is None else \
+                table.code(own, reading.labels, reading.name)
         return
     for at, reading in categories:
         values = blocks[at].values

@@ -109,8 +109,10 @@ def _data(data, forest) -> np.ndarray:
             raise BadRequest(f"row {i} of data has {len(row)} values; the model expects {width} features per row")
     hashed = forest.hashed_categories or forest.hashed_combinations
     if not hashed:  # (numpy would read "1.5" as a number)
-        bad = next(((i, v) for i, row in enumerate(data) for v in row
-                    if not (v is None or isinstance(v, (int, float)))), None)
+        # (the types of a row's values checked at once: a third of the time of each value's)
+        bad = None if all(_NUMBERS.issuperset(map(type, row)) for row in data) else \
+            next(((i, v) for i, row in enumerate(data) for v in row
+                  if not (v is None or isinstance(v, (int, float)))), None)
         if bad is not None:
             raise BadRequest(f"row {bad[0]} of data holds {json.dumps(bad[1])}, not a number (null is missing)")
         try:
@@ -122,6 +124,10 @@ def _data(data, forest) -> np.ndarray:
     # a model that hashes its categories reads labels and numbers alike: objects, null as NaN
     rows = np.array(data, dtype=object)
     return np.where(rows == None, math.nan, rows)  # noqa: E711 - elementwise
+
+
+# What JSON numbers and null read as (and booleans, which are ints to ``isinstance``).
+_NUMBERS = frozenset((float, int, bool, type(None)))
 
 
 def _too_large(value: int) -> bool:

@@ -442,7 +442,10 @@ def write_predictions(path: str | None, y: np.ndarray, header: list[str] | None 
     # Written whole to a file of its own beside the target, then renamed over it: a failed or
     # interrupted run never leaves half a file, and a link at ``path`` is replaced, not written
     # through.
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=os.path.basename(path) + ".", suffix=".tmp")
+    try:  # (a directory where no file can be made, /proc's: the target named, not the temporary)
+        fd, tmp = tempfile.mkstemp(dir=directory, prefix=os.path.basename(path) + ".", suffix=".tmp")
+    except OSError as exc:
+        raise InputError(f"cannot write {path}: {exc.strerror or exc}") from None
     try:
         with os.fdopen(fd, "wb") as f:
             dump(f)

@@ -421,6 +421,15 @@ def test_output_onto_an_input_or_a_link_to_one_is_refused_and_nothing_changes(ca
     assert target.read_text() == "keep\n" and not (tmp_path / "out.csv").is_symlink()
     assert len((tmp_path / "out.csv").read_text().splitlines()) == 4
     assert not list(tmp_path.glob("*.tmp"))
+    # a directory where no file can be made (/proc's, a read-only one): the output named, not a temporary
+    from pathlib import Path
+
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(0o500)
+    for where in ([locked / "y.csv"] if os.geteuid() else []) + ([Path("/proc/y.csv")] if Path("/proc").is_dir() else []):
+        code, _, err = forge(capsys, "predict", model, "-i", X, "-o", where)
+        assert code != 0 and err.count("error:") == 1 and f"cannot write {where}" in err and ".tmp" not in err, err
 
 
 

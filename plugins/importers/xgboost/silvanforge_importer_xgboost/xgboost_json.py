@@ -20,7 +20,9 @@ into the HIR as follows:
   (3.x), or in the leaf's slice of ``base_weights`` (2.x).
 * **base_score** is stored in the objective's output space, in any of the spellings XGBoost
   has used (``"5E-1"``, ``"[5E-1]"``, vector intercepts ``"[a,b,c]"``); the forest's base score
-  is the margin, i.e. the objective's ``ProbToMargin`` of it, computed in float32.
+  is the margin, i.e. the objective's ``ProbToMargin`` of it, computed in float32 (but for a
+  model of no trees whose intercept was left to estimate, ``boost_from_average``, which XGBoost
+  predicts with base_score as the margin).
 * Unreachable (deleted) nodes are dropped and the remaining nodes renumbered in pre-order.
 * As XGBoost loads them: trees go where their ``id`` says, the trees predicted with run from
   ``iteration_indptr[0]`` to the last; ``default_left`` is ``value == 1``; a tree that stores
@@ -321,7 +323,12 @@ def _forest_from_document(doc, path: str) -> Forest:
     tree_info = f.array(f.get(model, "tree_info", where), f"{where}.tree_info", "int", n_trees)
     _check_output_count(path, num_outputs, trees_json, mparam.get("base_score"))
     base = _base_score(f, mparam.get("base_score", "5E-1"), num_outputs)
-    base_margin = _prob_to_margin(f, margin_fn, base, objective)
+    if n_trees == 0 and str(mparam.get("boost_from_average", "0")) == "1":
+        # No round trained and the intercept left to be estimated: XGBoost (3.x) predicts with
+        # base_score taken as the margin itself (a binary:logistic model of 0 rounds: 0.622).
+        base_margin = base.astype(np.float32)
+    else:
+        base_margin = _prob_to_margin(f, margin_fn, base, objective)
     if weights is not None and weights.size != n_trees:
         f.fail(f"learner.gradient_booster.weight_drop has {weights.size} entries for {n_trees} trees")
 

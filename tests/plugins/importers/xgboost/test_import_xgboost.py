@@ -271,14 +271,22 @@ def test_permuted_and_deleted_nodes(small_model, tmp_path):
                for t, tj in zip(forest.trees, _trees(doc)))
 
 
-def test_zero_trees(tmp_path):
+@pytest.mark.parametrize("objective, base_score", [("binary:logistic", 0.2), ("binary:logistic", None),
+                                                   ("reg:logistic", None), ("count:poisson", None),
+                                                   ("reg:gamma", 2.0), ("reg:squarederror", None)])
+def test_zero_trees(tmp_path, objective, base_score):
+    """No round trained: XGBoost's predictions, whose base_score is the margin itself where the
+    intercept was left to estimate (a binary:logistic model predicts 0.622) and its link's
+    inverse of the margin where it was given."""
     X = np.random.default_rng(1).normal(size=(50, 3)).astype(np.float32)
-    booster = _train({"objective": "binary:logistic", "base_score": 0.2}, X, (X[:, 0] > 0) * 1.0, 0)
+    params = {"objective": objective, **({} if base_score is None else {"base_score": base_score})}
+    booster = _train(params, X, np.abs(X[:, 0]) + (X[:, 0] > 0), 0)
     booster.save_model(str(tmp_path / "m.json"))
     forest = sf.load_model(tmp_path / "m.json")
     assert forest.num_trees == 0
     np.testing.assert_array_equal(reference.predict(forest, X, output_margin=True),
                                   booster.predict(xgb.DMatrix(X), output_margin=True))
+    np.testing.assert_array_equal(sf.compile(forest).predict(X), booster.predict(xgb.DMatrix(X)))
     # leaf ids and tree values of no trees: a column of none for each row (were a reshape error)
     cf = sf.compile(forest)
     assert cf.predict(X, pred_leaf=True).shape == (50, 0) and cf.predict(X, pred_leaf=True).dtype == np.float32

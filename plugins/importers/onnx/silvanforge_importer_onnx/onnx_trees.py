@@ -166,6 +166,7 @@ class _Importer(GraphPaths, EnsembleAttributes, ForestBuilding):
         self.node = node
         self.op = node.op_type
         self.attrs = {a.name: a for a in node.attribute}
+        self._check_attribute_names()
         in_type, narrowed, nfeat_graph = self._input_path(node)
         self._output_path(node)
         if in_type == _FLOAT16:
@@ -179,6 +180,24 @@ class _Importer(GraphPaths, EnsembleAttributes, ForestBuilding):
         else:
             spec = self._parse_v3()
         return self._build(spec, nfeat_graph)
+
+    def _check_attribute_names(self) -> None:
+        """Refuse attributes the operator's schema (ONNX's own, for the model's ai.onnx.ml opset)
+        does not define, as onnxruntime refuses such a graph: one this importer would not read
+        could change what the model means."""
+        try:
+            from onnx.defs import SchemaError, get_schema
+        except ImportError:  # (an onnx without its schemas: nothing to check against)
+            return
+        version = next((o.version for o in self.model.opset_import if o.domain == _ML), None)
+        try:
+            known = get_schema(self.op, version, _ML).attributes if version else None
+        except SchemaError:
+            known = None  # (an opset onnx does not know: the parse below decides)
+        unknown = sorted(set(self.attrs) - set(known)) if known else []
+        if unknown:
+            self.fail(f"{self.op} (ai.onnx.ml opset {version}): unknown attribute{'s' * (len(unknown) > 1)} "
+                      f"{', '.join(unknown)}, which onnxruntime refuses too")
 
     def _ensemble_node(self):
         found = [n for n in self.graph.node if n.op_type in _ENSEMBLE_OPS and n.domain == _ML]

@@ -292,6 +292,31 @@ def test_malformed_attributes(tmp_path, over, words):
     _raises(_save(_stump_model(**over), tmp_path), ModelFormatError, *words)
 
 
+def test_attributes_the_schema_does_not_define_are_refused_as_onnxruntime_refuses_them(tmp_path):
+    """An attribute outside the operator's schema for the model's ai.onnx.ml opset (made up, or
+    opset 3's ``*_as_tensor`` in an opset 1 model) could change what the node means: refused,
+    as onnxruntime refuses the graph; the schema's own attributes load."""
+    ort = pytest.importorskip("onnxruntime")
+    weights = oh.make_tensor("w", TP.FLOAT, [2], [1.0, 2.0])
+    for model, words in ((_stump_model(frobnicate=3), ["frobnicate"]),
+                         (_stump_model(target_weights=None, target_weights_as_tensor=weights), None)):
+        for opset in (1, 3):
+            model.opset_import[1].version = opset
+            path = _save(model, tmp_path)
+            try:
+                ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+                theirs = None
+            except Exception as exc:  # noqa: BLE001 - onnxruntime's refusal, whatever its class
+                theirs = exc
+            if words is not None or opset == 1:
+                assert theirs is not None
+                _raises(path, ModelFormatError, "unknown attribute", *(words or ["target_weights_as_tensor"]))
+            else:
+                assert theirs is None
+                X = np.array([[0.0, 0.0], [1.0, 0.0]], np.float32)
+                np.testing.assert_array_equal(reference.predict(sf.load_model(path), X), [[1.0], [2.0]])
+
+
 def test_cycle(tmp_path):
     model = _stump_model(nodes_modes=["BRANCH_LEQ", "BRANCH_LEQ", "LEAF"],
                          nodes_truenodeids=[1, 0, 0], nodes_falsenodeids=[2, 2, 0],

@@ -50,7 +50,11 @@ class PolarsPlan:
                 self.few.append((c, None))
             elif labels is not None and (kind in ("Enum", "Categorical") or
                                          kind in ("String", "Utf8") and not labels.numbers):
-                self.few.append((c, labels._lookup()))
+                self.few.append((c, (labels._lookup(), str)))
+            elif labels is not None and labels.numbers and self.dtypes[c].is_numeric() and kind != "Decimal":
+                # numbers where the labels are numbers (pandas integer categories, which
+                # polars.from_pandas makes plain integers): each its label's code
+                self.few.append((c, (labels._lookup(), float)))
             else:
                 self.few = None
                 break
@@ -117,13 +121,17 @@ class PolarsPlan:
         if labeled:  # (each label replaced by its code in the row: the rows converted at once)
             rows = [list(row) for row in rows]
             for row in rows:
-                for f, lookup in labeled:
+                for f, (lookup, kind) in labeled:
                     v = row[f]
-                    if type(v) is str:
+                    if v is None:
+                        row[f] = np.nan
+                    elif kind is str and type(v) is str:
                         code = row[f] = lookup.get(v, -1.0)
                         unseen = unseen or code == -1.0
-                    elif v is None:
-                        row[f] = np.nan
+                    elif kind is float and (type(v) is int or type(v) is float):
+                        code = row[f] = np.nan if v != v else lookup.get(v, -1.0)
+                        if code == -1.0:  # (a number not a label: the column reader decides, as
+                            return None   # for more rows: codes refused, or the label missing)
                     else:
                         return None
         values = _numbers(rows)

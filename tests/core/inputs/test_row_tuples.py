@@ -131,3 +131,52 @@ def test_without_the_c_call_frames_are_read_as_arrays(rng, monkeypatch):
     assert not cf._tuples
     frame = pl.DataFrame(X[:2], schema=NAMES, orient="row")
     np.testing.assert_array_equal(cf.predict(frame), cf.predict(X[:2]))
+
+
+def test_polars_integers_where_the_labels_are_integers_equal_the_pandas_categories(rng):
+    """pandas integer categories become plain integers in polars: a few rows read as Python
+    values through the labels' codes, more rows by a sorted search of the labels; both equal the
+    pandas frame's answers, nulls and NaN missing, an unseen number missing, a column of no
+    label at all refused as the column reader refuses it."""
+    n = 400
+    levels = [3, 7, 11, 20, 40]
+    frame = pd.DataFrame({"k": pd.Categorical(rng.choice(levels, n), categories=levels),
+                          "x": rng.normal(size=n)})
+    y = frame["k"].cat.codes.to_numpy() % 3 + frame["x"].to_numpy()
+    cf = sf.compile(lgb.LGBMRegressor(n_estimators=10, num_leaves=7, min_child_samples=5, verbose=-1).fit(frame, y),
+                    threads=1)
+    for k in (1, 3, 4, 40, 64):
+        values = rng.choice(levels + [5, None], k).tolist()  # (5: a number that is no label)
+        values[0] = levels[k % len(levels)]
+        made = pd.DataFrame({"k": pd.Categorical(values, categories=levels), "x": rng.normal(size=k)})
+        made.loc[k // 2, "x"] = np.nan
+        expected = cf.predict(made)
+        for polars_frame in (pl.from_pandas(made),
+                             pl.from_pandas(made).with_columns(pl.col("k").cast(pl.Float64))):
+            assert polars_frame.schema["k"].is_numeric()
+            np.testing.assert_array_equal(cf.predict(polars_frame), expected)
+            np.testing.assert_array_equal(cf.predict(polars_frame.select(["x", "k"])), expected)
+    for k in (1, 64):
+        codes = pl.DataFrame({"k": list(range(100, 100 + k)), "x": [0.0] * k})  # (codes, not labels)
+        with pytest.raises(InputError, match="none of which is one of the labels"):
+            cf.predict(codes)
+
+
+@pytest.mark.parametrize("labels", [[3, 7, 11], [0.5, -0.0, 2.0, 0.5], [1, 2 ** 53, -(2 ** 53)], [float("nan"), 4.0],
+                                    [], [2 ** 60 + 1, 5]])
+def test_number_labels_looked_up_at_once_equal_the_lookup_of_each(rng, labels):
+    """Labels._number_codes (sorted search) against the label dict a value at a time: numbers of
+    every kind, NaN, -0.0, repeated labels (the first code), integers past 2**53 (left to the
+    dict)."""
+    from silvanforge.inputs.columns import Labels
+
+    pool = [v for v in labels if v == v] + [0.0, -0.0, 1.5, 3.0, float("nan"), 2 ** 53 + 2]
+    for dtype in (np.float64, np.float32, np.int64, object):
+        values = np.array(rng.choice(np.array(pool, dtype=object), 50).tolist(), dtype=object)
+        if dtype is not object:
+            if np.dtype(dtype).kind == "i":
+                values = np.array([v for v in values if v == v and float(v) == int(v)] or [0], dtype=object)
+            values = values.astype(dtype)
+        fast = Labels(labels, False).lookup(values)
+        slow = Labels(labels, False).lookup(values.astype(object))
+        np.testing.assert_array_equal(fast, slow)

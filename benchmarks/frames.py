@@ -3,9 +3,10 @@ and records, one process, one thread, the median of many calls.
 
     python benchmarks/frames.py [--sizes 1,64,4096] [--calls 2000] [--quick]
 
-Three models trained here on generated data: XGBoost with 28 numeric features (100 trees,
-depth 8), XGBoost with 4 of its 28 features categorical (``enable_categorical``), and LightGBM
-with the same 4 categorical features (100 trees, 63 leaves).  Each input holds the same rows:
+Four models trained here on generated data: XGBoost with 28 numeric features (100 trees,
+depth 8), XGBoost with 4 of its 28 features categorical (``enable_categorical``), LightGBM
+with the same 4 categorical features (100 trees, 63 leaves), and LightGBM of 1000 leaf-wise
+trees of 31 leaves on 4 integer categorical features.  Each input holds the same rows:
 the array is what the compiled code reads (the model's input dtype; category codes in the
 model's order), the frames hold numbers and categories as a user's frame does (the categories
 in another order than the model's, so they are mapped).  Every result is checked equal to the
@@ -26,7 +27,9 @@ CATEGORICAL = 4  # the first features of the categorical models
 LABELS = [f"c{i}" for i in range(12)]
 
 
-def _frame(rng, n: int, categorical: bool):
+def _frame(rng, n: int, categorical):
+    """``categorical``: False, True (string categories) or "integers" (integer categories, as
+    pandas holds codes of real data often; polars holds them as plain integers)."""
     import pandas as pd
 
     X = rng.normal(size=(n, FEATURES)).astype(np.float32)
@@ -34,7 +37,7 @@ def _frame(rng, n: int, categorical: bool):
     frame = pd.DataFrame(X, columns=[f"f{i}" for i in range(FEATURES)])
     if categorical:
         for i in range(CATEGORICAL):
-            labels = LABELS[: 4 + 2 * i]
+            labels = list(range(5 + 4 * i)) if categorical == "integers" else LABELS[: 4 + 2 * i]
             frame[f"f{i}"] = pd.Categorical(rng.choice(labels, n), categories=labels)
     return frame
 
@@ -59,6 +62,10 @@ def _models(quick: bool):
         categorical, _target(categorical, rng)), True
     yield "lightgbm categorical", lgb.LGBMRegressor(n_estimators=trees, num_leaves=63, verbose=-1).fit(
         categorical, _target(categorical, rng)), True
+    # 1000 leaf-wise trees on integer categories (the one-row form chains its walks)
+    integers = _frame(rng, n, "integers")
+    yield "lightgbm 1000 trees, integer categories", lgb.LGBMRegressor(
+        n_estimators=trees * 10, num_leaves=31, verbose=-1).fit(integers, _target(integers, rng)), "integers"
 
 
 def _inputs(frame, categorical: bool, cf):
@@ -81,9 +88,12 @@ def _inputs(frame, categorical: bool, cf):
         import polars as pl
 
         # categorical columns as an Enum of the frame's categories
+        # categorical columns as an Enum of the frame's categories; integer ones as polars holds
+        # them (plain integers, what polars.from_pandas makes of them)
         out["polars"] = pl.DataFrame([
             pl.Series(c, shuffled[c].astype(object).where(shuffled[c].notna(), None).tolist(),
-                      dtype=pl.Enum([str(v) for v in shuffled[c].cat.categories]))
+                      dtype=pl.Int64 if categorical == "integers" else
+                      pl.Enum([str(v) for v in shuffled[c].cat.categories]))
             if shuffled[c].dtype == "category" else pl.Series(c, shuffled[c].to_numpy()) for c in shuffled.columns])
     except Exception:  # noqa: BLE001 - polars absent, or an older one without this conversion
         pass

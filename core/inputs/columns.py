@@ -99,16 +99,22 @@ class Labels:
                 keep = keys[order] == keys[order]  # (a NaN label is never looked up)
                 table = (keys[order][keep], order[keep].astype(np.float64))
             table = self._sorted = table if exact else False
-        if table is False or values.dtype.kind not in "iuf":
+        kind = values.dtype.kind
+        if table is False or kind not in "iuf":
             return None
-        if values.dtype.kind in "iu" and len(values) and (values.max() > 2 ** 53 or values.min() < -(2 ** 53)):
+        if kind != "f" and len(values) and (values.max() > 2 ** 53 or values.min() < -(2 ** 53)):
             return None  # (as Python integers: float64 would round them)
         x = values.astype(np.float64)
         keys, codes = table
         if not len(keys):
             return np.where(x == x, -1.0, np.nan)
-        at = np.minimum(np.searchsorted(keys, x), len(keys) - 1)
-        return np.where(x != x, np.nan, np.where(keys[at] == x, codes[at], -1.0))
+        at = keys.searchsorted(x)
+        at[at == len(keys)] = len(keys) - 1
+        found = codes[at]
+        found[keys[at] != x] = -1.0  # (NaN too, made missing below)
+        if kind == "f":
+            found[x != x] = np.nan
+        return found
 
     def codes(self, values: np.ndarray, name) -> np.ndarray:
         codes = self.lookup(values)
@@ -216,6 +222,9 @@ def numbers_as_labels(values: np.ndarray, name, dtype, labels, labelled: bool = 
     record's values are labels by name: one the model never saw is missing)."""
     if labels.numbers:
         codes = labels.lookup(values)
+        unseen = codes == -1.0
+        if not unseen.any():  # (every value a label or missing: nothing to refuse)
+            return codes
         given = ~np.isnan(codes)
         if not labelled and given.any() and not (codes[given] >= 0).any():
             # Not one value is a label: these are codes (0, 1, ...) of labels such as 10, 20, 30,
@@ -281,6 +290,12 @@ def polars_column(s, name, labels, numeric: bool = False) -> np.ndarray:
         raise InputError(f"column {name!r} is a polars Categorical and the model stores no "
                          "category labels, so its codes mean nothing to the model: pass the "
                          "codes the model was trained with, or a pl.Enum of its categories")
+    if labels is not None and s.dtype.is_numeric() and type(s.dtype).__name__ != "Decimal":
+        # numbers where the labels are numbers (pandas integer categories, which polars holds
+        # as plain integers): NumPy's copy, nulls NaN, looked up at once (arrow's, 2x the time)
+        values = s.to_numpy()
+        if values.dtype.kind in "iuf" and values.dtype.itemsize >= 4:
+            return numbers_as_labels(values, name, s.dtype, labels)
     return arrow_column(s.to_arrow(), name, labels, numeric)
 
 

@@ -111,9 +111,10 @@ _PLAIN = frozenset((float, int, bool, type(None)))  # what a number feature's va
 
 def _plain_records(records: list, readers: tuple) -> np.ndarray | None:
     """Records read value by value: numbers (and booleans) as they are, None missing,
-    labels through the model's codes.  None where anything is not that plain (a missing or
-    extra key, a NaN label, a number for a label, a label the model does not know, another
-    type): the general reading decides, with its errors."""
+    labels through the model's codes (numbers too, where the labels are numbers; NaN missing).
+    None where anything is not that plain (a missing or extra key, a number for a label of
+    text, a label the model does not know, another type): the general reading decides, with
+    its errors."""
     names, labelled = readers
     rows = []
     for record in records:
@@ -123,13 +124,14 @@ def _plain_records(records: list, readers: tuple) -> np.ndarray | None:
             values = [record[name] for name in names]
         except KeyError:  # (a key the model does not have, in place of one it has)
             return None
-        for f, lookup, _ in labelled:
+        for f, lookup, labels in labelled:
             v = values[f]
             if v is None:
                 continue
-            if type(v) is not str:
-                return None
-            code = values[f] = lookup.get(v, -1.0)
+            kind = type(v)
+            if kind is not str and not ((kind is int or kind is float) and labels.numbers):
+                return None  # (a number for a label of text, a bool...: the general reading decides)
+            code = values[f] = np.nan if v != v else lookup.get(v, -1.0)
             if code == -1.0:  # (a label the model does not know: the general reading decides)
                 return None
         if not set(map(type, values)) <= _PLAIN:

@@ -290,7 +290,7 @@ def polars_column(s, name, labels, numeric: bool = False) -> np.ndarray:
         raise InputError(f"column {name!r} is a polars Categorical and the model stores no "
                          "category labels, so its codes mean nothing to the model: pass the "
                          "codes the model was trained with, or a pl.Enum of its categories")
-    if labels is not None and s.dtype.is_numeric() and type(s.dtype).__name__ != "Decimal":
+    if labels is not None and labels.numbers and s.dtype.is_numeric() and type(s.dtype).__name__ != "Decimal":
         # numbers where the labels are numbers (pandas integer categories, which polars holds
         # as plain integers): NumPy's copy, nulls NaN, looked up at once (arrow's, 2x the time)
         values = s.to_numpy()

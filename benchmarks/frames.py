@@ -48,24 +48,35 @@ def _target(frame, rng):
     return codes[0] % 3 + np.sin(codes[1]) + codes[2] * codes[3] % 2 + codes[4] - codes[5] ** 2 + rng.normal(size=len(frame))
 
 
-def _models(quick: bool):
+def _models(quick: bool, wanted: list | None = None):
+    """(name, fitted model, categorical) of each model (of those ``wanted`` names a word of)."""
+    for name, fit, categorical in _model_fits(quick):
+        if not wanted or any(w in name for w in wanted):
+            yield name, fit(), categorical
+
+
+def _model_fits(quick: bool):
+    """(name, a function fitting the model, categorical): the data and targets drawn in one order
+    whichever models are fitted, so a model is the same measured alone or with the others."""
     import lightgbm as lgb
     import xgboost as xgb
 
     rng = np.random.default_rng(0)
     n, trees = (2000, 20) if quick else (20000, 100)
     numeric, categorical = _frame(rng, n, False), _frame(rng, n, True)
-    yield "xgboost numeric", xgb.XGBRegressor(n_estimators=trees, max_depth=8, tree_method="hist").fit(
-        numeric, _target(numeric, rng)), False
-    yield "xgboost categorical", xgb.XGBRegressor(n_estimators=trees, max_depth=8, tree_method="hist",
-                                                  enable_categorical=True, max_cat_to_onehot=1).fit(
-        categorical, _target(categorical, rng)), True
-    yield "lightgbm categorical", lgb.LGBMRegressor(n_estimators=trees, num_leaves=63, verbose=-1).fit(
-        categorical, _target(categorical, rng)), True
+    y_numeric, y_xgb, y_lgb = _target(numeric, rng), _target(categorical, rng), _target(categorical, rng)
+    yield "xgboost numeric", lambda: xgb.XGBRegressor(n_estimators=trees, max_depth=8, tree_method="hist").fit(
+        numeric, y_numeric), False
+    yield "xgboost categorical", lambda: xgb.XGBRegressor(
+        n_estimators=trees, max_depth=8, tree_method="hist", enable_categorical=True,
+        max_cat_to_onehot=1).fit(categorical, y_xgb), True
+    yield "lightgbm categorical", lambda: lgb.LGBMRegressor(n_estimators=trees, num_leaves=63, verbose=-1).fit(
+        categorical, y_lgb), True
     # 1000 leaf-wise trees on integer categories (the one-row form chains its walks)
     integers = _frame(rng, n, "integers")
-    yield "lightgbm 1000 trees, integer categories", lgb.LGBMRegressor(
-        n_estimators=trees * 10, num_leaves=31, verbose=-1).fit(integers, _target(integers, rng)), "integers"
+    y_integers = _target(integers, rng)
+    yield "lightgbm 1000 trees, integer categories", lambda: lgb.LGBMRegressor(
+        n_estimators=trees * 10, num_leaves=31, verbose=-1).fit(integers, y_integers), "integers"
 
 
 def _inputs(frame, categorical: bool, cf):
@@ -125,6 +136,8 @@ def main(argv=None) -> None:
     parser.add_argument("--sizes", default="1,64,4096")
     parser.add_argument("--calls", type=int, default=2000, help="calls timed at 1 row (fewer at larger sizes)")
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--models", default="", help="only the models whose names hold one of these "
+                        "comma-separated words (e.g. 'integer')")
     args = parser.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",")]
     calls = 50 if args.quick else args.calls
@@ -132,7 +145,8 @@ def main(argv=None) -> None:
     head = "| model | input | " + " | ".join(f"{n} row{'s' * (n > 1)}: us (x array)" for n in sizes) + " |"
     print(head)
     print("|---|---|" + "---:|" * len(sizes))
-    for name, model, categorical in _models(args.quick):
+    wanted = [w for w in args.models.split(",") if w]
+    for name, model, categorical in _models(args.quick, wanted):
         cf = sf.compile(model, threads=1).wait()  # (every form built: no compile beside the calls timed)
         columns_kernel(wait=True)  # (nor the kernel of arrow columns, which a first large table starts)
         test = _frame(rng, max(sizes), categorical)

@@ -104,6 +104,7 @@ def record_small_calls(cf, record) -> None:
                 result = small(rows, apply, *threads)
                 record(rows, result)
                 return result
+            call.reads_tuples = getattr(small, "reads_tuples", False)  # (row tuples: read as the call reads them)
             wrapped[id(small)] = call
         return wrapped[id(small)]
 

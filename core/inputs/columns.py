@@ -290,12 +290,15 @@ def polars_column(s, name, labels, numeric: bool = False) -> np.ndarray:
         raise InputError(f"column {name!r} is a polars Categorical and the model stores no "
                          "category labels, so its codes mean nothing to the model: pass the "
                          "codes the model was trained with, or a pl.Enum of its categories")
-    if labels is not None and labels.numbers and s.dtype.is_numeric() and type(s.dtype).__name__ != "Decimal":
+    if labels is not None and labels.numbers and s.dtype.is_numeric() and type(s.dtype).__name__ != "Decimal" \
+            and (s.dtype.is_float() or not s.null_count()):
         # numbers where the labels are numbers (pandas integer categories, which polars holds
-        # as plain integers): NumPy's copy, nulls NaN, looked up at once (arrow's, 2x the time)
+        # as plain integers): NumPy's copy looked up at once (arrow's, 2x the time).  Not
+        # integers with nulls, which NumPy's copy makes floats: past 2**53 one would round onto
+        # another label.
         values = s.to_numpy()
         if values.dtype.kind in "iuf" and values.dtype.itemsize >= 4:
-            return numbers_as_labels(values, name, s.dtype, labels)
+            return numbers_as_labels(values, name, values.dtype, labels)
     return arrow_column(s.to_arrow(), name, labels, numeric)
 
 
@@ -332,9 +335,11 @@ def arrow_column(col, name, labels, numeric: bool = False) -> np.ndarray:
             return arrow_column(encoded, name, labels)
         raise InputError(f"column {name!r} holds strings; predict reads numbers or categorical columns")
     if labels is not None:
-        if pa.types.is_integer(col.type) or pa.types.is_floating(col.type):
+        if pa.types.is_floating(col.type) or pa.types.is_integer(col.type) and not col.null_count:
             # (as an array of numbers, nulls NaN: looked up at once where the labels are
-            # numbers, :meth:`Labels.lookup`; 64 rows of five such columns 360 -> 130 us)
+            # numbers, :meth:`Labels.lookup`; 64 rows of five such columns 360 -> 130 us.  Not
+            # integers with nulls, which NumPy's copy makes floats: past 2**53 one would round
+            # onto another label)
             values = col.to_numpy(zero_copy_only=False)
             if values.dtype.kind in "iuf" and values.dtype.itemsize >= 4:
                 return numbers_as_labels(values, name, col.type, labels)

@@ -86,9 +86,11 @@ class PolarsPlan:
             values = self._few_rows(X)
             if values is not None:
                 return values if values.dtype == dtype else values.astype(dtype)
-        if self.numeric:
+        if self.numeric and polars_kinds(X) == self.kinds:
             # (polars copies its columns side by side: C order transposes them, cheaper below a
-            # few thousand rows, dearer above; the kernels read either by their strides)
+            # few thousand rows, dearer above; the kernels read either by their strides.  The
+            # dtypes checked first: polars makes numbers of dates and durations there, which the
+            # column readers refuse)
             values = X.to_numpy(order="c" if height < POLARS_C_ORDER_ROWS else "fortran")
             if values.dtype.kind in "biuf":
                 if not self.identity:

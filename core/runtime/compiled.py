@@ -253,7 +253,10 @@ class CompiledForest:
         rows = frame_rows(X, self._schemas, self._small_dtype, self._tuples and missing != missing) \
             if small_for is not None and type(X) is not np.ndarray else None
         if type(rows) is list:  # a few rows as a frame's row tuples, which the lean path reads
-            values = self._small_call(*small_for[len(rows)], rows, output_margin, threads)
+            small, splits = small_for[len(rows)]
+            # (its own ``reads_tuples`` asked: a plan installed meanwhile may have other calls)
+            values = self._small_call(small, splits, rows, output_margin, threads) \
+                if getattr(small, "reads_tuples", False) else None
             if values is not None:
                 return values
             rows = frame_rows(X, self._schemas, self._small_dtype)  # (a value not a number: read so)

@@ -180,3 +180,32 @@ def test_number_labels_looked_up_at_once_equal_the_lookup_of_each(rng, labels):
         fast = Labels(labels, False).lookup(values)
         slow = Labels(labels, False).lookup(values.astype(object))
         np.testing.assert_array_equal(fast, slow)
+
+
+def test_integer_columns_with_nulls_are_looked_up_as_integers(rng):
+    """A polars or arrow integer column with a null, where the labels are integers past 2**53:
+    each value looked up as the integer it is (NumPy's copy of it would make floats of them, and
+    2**60 + 1 would round onto the label 2**60)."""
+    import pyarrow as pa
+
+    from silvanforge.inputs.columns import Labels, arrow_column, polars_column
+
+    labels = Labels([1, 2 ** 60], False)
+    for values in ([2 ** 60 + 1, None, 1], [2 ** 60, None, 2 ** 60 + 1], [2 ** 60 + 1, 5, 1]):
+        want = [np.nan if v is None or v not in (1, 2 ** 60) else float([1, 2 ** 60].index(v)) for v in values]
+        np.testing.assert_array_equal(polars_column(pl.Series("k", values), "k", labels), want)
+        np.testing.assert_array_equal(arrow_column(pa.array(values, pa.int64()), "k", labels), want)
+
+
+def test_dates_under_the_names_of_numbers_are_refused_as_a_fresh_model_refuses_them(rng):
+    import datetime
+
+    cf = _compiled(rng, "xgboost")
+    fresh = sf.compile(cf.model, threads=1)
+    numbers = {"a": [0.5] * 6, "b": [3] * 6, "c": [1.5] * 6, "d": [2.0] * 6}
+    dates = {**numbers, "a": [datetime.date(2026, 1, k + 1) for k in range(6)]}
+    for k in (1, 5, 6):
+        cf.predict(pl.DataFrame(numbers)[:k])
+        for model in (cf, fresh):
+            with pytest.raises(InputError, match="'a'"):
+                model.predict(pl.DataFrame(dates)[:k])

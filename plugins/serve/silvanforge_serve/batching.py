@@ -94,15 +94,7 @@ class MicroBatcher:
     def submit(self, rows: np.ndarray, output_margin: bool = False) -> Future:
         """Queue ``rows`` (one request, already validated) and return the future of its
         predictions; raises :class:`QueueFull` when ``max_queue`` requests wait already."""
-        if self._closed:
-            raise RuntimeError("the batcher is closed")
-        job = _Job(rows, bool(output_margin))
-        try:
-            self._queue.put_nowait(job)
-        except queue.Full:
-            self.stats.refused += 1
-            raise QueueFull(f"{self.max_queue} requests are waiting already; try again later") from None
-        return job.future
+        return self._enqueue(_Job(rows, bool(output_margin)))
 
     def submit_async(self, rows: np.ndarray, output_margin: bool = False):
         """:meth:`submit` from a coroutine: an asyncio future of the running loop, answered on it.
@@ -110,12 +102,12 @@ class MicroBatcher:
         Why not ``asyncio.wrap_future(submit(...))``: that chains two futures and wakes the loop
         once a request; a batch's answers here reach each loop in one call, and a server
         answering thousands of requests a second spent a fifth of its time on the chaining."""
-        import asyncio
+        loop = asyncio.get_running_loop()
+        return self._enqueue(_Job(rows, bool(output_margin), loop.create_future(), loop))
 
+    def _enqueue(self, job: _Job):
         if self._closed:
             raise RuntimeError("the batcher is closed")
-        loop = asyncio.get_running_loop()
-        job = _Job(rows, bool(output_margin), loop.create_future(), loop)
         try:
             self._queue.put_nowait(job)
         except queue.Full:

@@ -4,7 +4,7 @@ answering with the training library's own predict (XGBoost's ``inplace_predict``
 
     python benchmarks/serve_load.py [--model M.json] [--clients 1,8,64] [--requests 200]
                                     [--window-us 200] [--threads 1] [--repeat 3] [--client raw|httpx]
-                                    [--markdown F] [--plot F.png]
+                                    [--floor] [--markdown F] [--plot F.png]
 
 Each server runs in a process of its own (uvicorn on 127.0.0.1, a port the system picks, the
 same application from ``silvanforge_serve.app``: bodies read and checked on the event loop,
@@ -54,6 +54,8 @@ def _serve(kind: str, model: str, window_us: float, threads: int, conn) -> None:
     import silvanforge as sf
     from silvanforge_serve.app import listen, make_app, make_server
 
+    if kind == "floor":
+        return _serve_constant(conn)
     cf = sf.compile(model, threads=threads)
     predict = name = None
     if kind == "library":
@@ -63,6 +65,30 @@ def _serve(kind: str, model: str, window_us: float, threads: int, conn) -> None:
     conn.send(sock.getsockname()[1])
     conn.close()
     make_server(app, log_level="error").run(sockets=[sock])
+
+
+def _serve_constant(conn) -> None:
+    """Child process: the floor, uvicorn answering every request with one constant body after
+    reading its own (no routing, no JSON, no model): what this machine's HTTP and clients allow."""
+    import uvicorn
+
+    from silvanforge_serve.app import listen
+
+    body = b'{"predictions":[0.5]}'
+    head = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+
+    async def app(scope, receive, send):
+        if scope["type"] != "http":
+            return
+        more = True
+        while more:
+            more = (await receive()).get("more_body", False)
+        await send({"type": "http.response.start", "status": 200, "headers": head})
+        await send({"type": "http.response.body", "body": body})
+    sock = listen("127.0.0.1", 0)
+    conn.send(sock.getsockname()[1])
+    conn.close()
+    uvicorn.Server(uvicorn.Config(app, log_level="error", access_log=False, lifespan="off")).run(sockets=[sock])
 
 
 def library_predict(model: str, threads: int):
@@ -203,10 +229,12 @@ def _health(url: str) -> dict:
 
 # ------------------------------------------------------------------ main
 def run(model: str, clients: list[int], requests: int, window_us: float, threads: int,
-        client: str = "raw", repeat: int = 3) -> list[dict]:
+        client: str = "raw", repeat: int = 3, floor: bool = False) -> list[dict]:
     """Both servers up at once; for each client count, ``repeat`` rounds alternating which server
     goes first; each server's best round (by requests/s) counts, as ``forge bench`` keeps its
-    best: the machine is shared, and what else runs on it only ever slows a round down."""
+    best: the machine is shared, and what else runs on it only ever slows a round down.
+    ``floor``: a third server answering a constant body (:func:`_serve_constant`) measured alike."""
+    kinds = SERVERS + (("floor",) if floor else ())
     import silvanforge as sf
 
     features = sf.load_model(model).input_features
@@ -215,9 +243,9 @@ def run(model: str, clients: list[int], requests: int, window_us: float, threads
     rows[rng.random(rows.shape) < 0.05] = np.nan
     servers = {}
     try:
-        for kind in SERVERS:
+        for kind in kinds:
             servers[kind] = Server(kind, model, window_us, threads)
-        answers = {kind: asyncio.run(_answers(s.url, rows[:64])) for kind, s in servers.items()}
+        answers = {kind: asyncio.run(_answers(s.url, rows[:64])) for kind, s in servers.items() if kind != "floor"}
         ours, theirs = answers["silvanforge"], answers["library"]
         # (exact for XGBoost's values; LightGBM's float64 sigmoid may differ by an ulp: README)
         if not np.allclose(ours, theirs, rtol=1e-12, atol=1e-15) or (model.endswith(".json") and
@@ -229,13 +257,14 @@ def run(model: str, clients: list[int], requests: int, window_us: float, threads
         for c in clients:
             best: dict[str, dict] = {}
             for round_ in range(repeat):
-                for kind in (SERVERS if round_ % 2 == 0 else SERVERS[::-1]):
+                for kind in (kinds if round_ % 2 == 0 else kinds[::-1]):
                     url = servers[kind].url
-                    before = _health(url)
+                    before = _health(url) if kind != "floor" else None
                     result = asyncio.run(_load(client, url, c, requests, rows))
-                    after = _health(url)
-                    calls = after["predict_calls"] - before["predict_calls"]
-                    result.update(server=kind, rows_per_call=(after["requests"] - before["requests"]) / max(calls, 1))
+                    after = _health(url) if kind != "floor" else None
+                    calls = after["predict_calls"] - before["predict_calls"] if after else 1
+                    result.update(server=kind, rows_per_call=(after["requests"] - before["requests"]) / max(calls, 1)
+                                  if after else 1.0)
                     print(f"{kind:12s} {c:3d} clients: {result['rps']:8.0f} req/s  p50 {result['p50_ms']:.2f} ms  "
                           f"p99 {result['p99_ms']:.2f} ms  ({result['rows_per_call']:.1f} requests a predict call)",
                           file=sys.stderr)
@@ -258,6 +287,11 @@ def markdown(results: list[dict]) -> str:
         lines.append(f"| {c} | {o['rps']:,.0f} | {o['p50_ms']:.2f} | {o['p99_ms']:.2f} | {o['rows_per_call']:.1f} "
                      f"| {x['rps']:,.0f} | {x['p50_ms']:.2f} | {x['p99_ms']:.2f} | {x['rows_per_call']:.1f} "
                      f"| {o['rps'] / x['rps']:.2f}x |")
+    floors = sorted((r for r in results if r["server"] == "floor"), key=lambda r: r["clients"])
+    if floors:
+        lines += ["", "| clients | a constant answer (no JSON, no model): requests/s | p50 ms | p99 ms |",
+                  "|---:|---:|---:|---:|"]
+        lines += [f"| {r['clients']} | {r['rps']:,.0f} | {r['p50_ms']:.2f} | {r['p99_ms']:.2f} |" for r in floors]
     return "\n".join(lines) + "\n"
 
 
@@ -296,13 +330,16 @@ def main(argv=None) -> None:
                         help="Rounds for each client count and server, alternating; the best counts.")
     parser.add_argument("--client", choices=sorted(CLIENTS), default="raw",
                         help="The load generator: raw (a minimal keep-alive HTTP client) or httpx.")
+    parser.add_argument("--floor", action="store_true",
+                        help="Also measure a server answering a constant body (this machine's HTTP floor).")
     parser.add_argument("--markdown", help="Also write the table here.")
     parser.add_argument("--plot", help="Also plot requests/s and p99 latency here (matplotlib).")
     args = parser.parse_args(argv)
     clients = [int(c) for c in args.clients.split(",")]
     with tempfile.TemporaryDirectory() as tmp:
         model = args.model or str(train_model(Path(tmp)))
-        results = run(model, clients, args.requests, args.window_us, args.threads, args.client, args.repeat)
+        results = run(model, clients, args.requests, args.window_us, args.threads, args.client, args.repeat,
+                      args.floor)
     table = markdown(results)
     print(table)
     if args.markdown:

@@ -66,6 +66,8 @@ def records_matrix(X, forest: Forest, name=lambda i: f"record {i}", readers: lis
         return out
     out = np.empty((len(records), len(wanted)), dtype=np.float64)
     categories = forest.feature_categories or {}
+    # (the readers' Labels where the caller keeps them: their lookups are made once)
+    kept = {f: labels for f, _, labels in readers[1]} if readers is not None else {}
     for f, (feature, column) in enumerate(zip(wanted, columns)):
         strings = [v for v in column if isinstance(v, str)]
         if f in categories:
@@ -77,7 +79,7 @@ def records_matrix(X, forest: Forest, name=lambda i: f"record {i}", readers: lis
                 at = next(i for i, v in enumerate(column) if isinstance(v, str))
                 raise InputError(f"{name(at)}: {feature!r} is the string {column[at][:40]!r}, and the feature's "
                                  f"categories are numbers ({listed(categories[f])}): write it as a number")
-            labels = Labels(categories[f], forest.unseen_category_error)
+            labels = kept.get(f) or Labels(categories[f], forest.unseen_category_error)
             values = np.array(column, dtype=object)
             numbers = not strings and any(v is not None and v == v for v in column)
             # (a record's number is a label: one the model never saw is missing, however many)

@@ -24,6 +24,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from silvanforge.errors import InputError
+from silvanforge.inputs.records import record_readers
 
 from .batching import MicroBatcher, PredictFn, QueueFull
 from .bodies import BadRequest, parse_body
@@ -101,6 +102,7 @@ class PredictEndpoint:
 
     def __init__(self, forest, batcher: MicroBatcher):
         self.forest, self.batcher = forest, batcher
+        self.readers = record_readers(forest)  # (how records are read: made once, not a request)
 
     async def __call__(self, scope, receive, send) -> None:
         body = await _body(receive)
@@ -115,7 +117,7 @@ class PredictEndpoint:
     async def answer(self, body: bytes) -> tuple[int, bytes, list]:
         """(status, JSON body, extra headers) of a request of ``body``."""
         try:
-            rows, margin = parse_body(body, self.forest)
+            rows, margin = parse_body(body, self.forest, self.readers)
         except BadRequest as exc:
             return _error_body(400, exc)
         except Exception as exc:  # noqa: BLE001 - a bug in reading it: answered, the server stays up

@@ -33,9 +33,10 @@ class BadRequest(InputError):
     """A body ``POST /predict`` cannot read (HTTP 400)."""
 
 
-def parse_body(body: bytes, forest) -> tuple[np.ndarray, bool]:
+def parse_body(body: bytes, forest, readers: tuple | None = None) -> tuple[np.ndarray, bool]:
     """The rows a body asks predictions for (the model's feature order; float64, or objects for a
-    model that hashes its categories) and whether it asks for margins."""
+    model that hashes its categories) and whether it asks for margins.  ``readers``: the model's
+    :func:`silvanforge.inputs.records.record_readers`, kept by the caller (else made a body)."""
     try:
         doc = json.loads(body)
     except (ValueError, UnicodeDecodeError) as exc:
@@ -53,7 +54,7 @@ def parse_body(body: bytes, forest) -> tuple[np.ndarray, bool]:
             raise BadRequest(f"output_margin must be true or false, got {json.dumps(margin)}")
     shapes = [key for key in SHAPES if key in doc and key not in names]
     if not shapes:  # one record, the object itself
-        return _records(doc, forest), margin
+        return _records(doc, forest, readers), margin
     if len(doc) > 1:
         other = [key for key in doc if key != shapes[0]]
         raise BadRequest(f"unexpected key {other[0]!r} next to {shapes[0]!r}; {USAGE}")
@@ -62,22 +63,22 @@ def parse_body(body: bytes, forest) -> tuple[np.ndarray, bool]:
     if key == "rows":
         if not isinstance(value, (list, dict)):
             raise BadRequest(f'"rows" is a JSON {_kind(value)}, not a list of records')
-        return _records(value, forest), margin
+        return _records(value, forest, readers), margin
     if key == "columns":
-        return _columns(value, forest), margin
+        return _columns(value, forest, readers), margin
     return _data(value, forest), margin
 
 
-def _records(records, forest) -> np.ndarray:
+def _records(records, forest, readers=None) -> np.ndarray:
     if isinstance(records, list) and not records:
         return _empty(forest)
     try:
-        return records_matrix(records, forest)
+        return records_matrix(records, forest, readers=readers)
     except InputError as exc:
         raise BadRequest(str(exc)) from None
 
 
-def _columns(columns, forest) -> np.ndarray:
+def _columns(columns, forest, readers=None) -> np.ndarray:
     if not isinstance(columns, dict):
         raise BadRequest(f'"columns" is a JSON {_kind(columns)}, not an object of feature name to a list of values')
     lengths = set()
@@ -93,7 +94,7 @@ def _columns(columns, forest) -> np.ndarray:
         if not records:  # no rows, but the names are still checked
             records_matrix([dict.fromkeys(names)], forest)
             return _empty(forest)
-        return records_matrix(records, forest, name=lambda i: f"row {i} of the columns")
+        return records_matrix(records, forest, name=lambda i: f"row {i} of the columns", readers=readers)
     except InputError as exc:
         raise BadRequest(str(exc)) from None
 

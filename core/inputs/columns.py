@@ -292,14 +292,20 @@ def polars_column(s, name, labels, numeric: bool = False) -> np.ndarray:
                          "codes the model was trained with, or a pl.Enum of its categories")
     if labels is not None and labels.numbers and s.dtype.is_numeric() and type(s.dtype).__name__ != "Decimal" \
             and (s.dtype.is_float() or not s.null_count()):
-        # numbers where the labels are numbers (pandas integer categories, which polars holds
-        # as plain integers): NumPy's copy looked up at once (arrow's, 2x the time).  Not
-        # integers with nulls, which NumPy's copy makes floats: past 2**53 one would round onto
-        # another label.
-        values = s.to_numpy()
-        if values.dtype.kind in "iuf" and values.dtype.itemsize >= 4:
-            return numbers_as_labels(values, name, values.dtype, labels)
+        # (numbers where the labels are numbers, as pandas integer categories come from
+        # polars.from_pandas: NumPy's copy, as arrow_column reads them, at half the time)
+        found = _numbers_at_once(s.to_numpy(), name, labels)
+        if found is not None:
+            return found
     return arrow_column(s.to_arrow(), name, labels, numeric)
+
+
+def _numbers_at_once(values: np.ndarray, name, labels: Labels) -> np.ndarray | None:
+    """A column of numbers read as labels, given as NumPy's array of numbers (looked up at once,
+    :meth:`Labels.lookup`), or None where NumPy holds them otherwise.  The caller gives no
+    integers with nulls: NumPy's copy of them is float, and past 2**53 one would round onto
+    another label."""
+    return numbers_as_labels(values, name, values.dtype, labels) if values.dtype.kind in "iuf" else None
 
 
 def arrow_column(col, name, labels, numeric: bool = False) -> np.ndarray:
@@ -336,13 +342,10 @@ def arrow_column(col, name, labels, numeric: bool = False) -> np.ndarray:
         raise InputError(f"column {name!r} holds strings; predict reads numbers or categorical columns")
     if labels is not None:
         if pa.types.is_floating(col.type) or pa.types.is_integer(col.type) and not col.null_count:
-            # (as an array of numbers, nulls NaN: looked up at once where the labels are
-            # numbers, :meth:`Labels.lookup`; 64 rows of five such columns 360 -> 130 us.  Not
-            # integers with nulls, which NumPy's copy makes floats: past 2**53 one would round
-            # onto another label)
-            values = col.to_numpy(zero_copy_only=False)
-            if values.dtype.kind in "iuf" and values.dtype.itemsize >= 4:
-                return numbers_as_labels(values, name, col.type, labels)
+            # (as an array of numbers, nulls NaN: 64 rows of five such columns 360 -> 130 us)
+            found = _numbers_at_once(col.to_numpy(zero_copy_only=False), name, labels)
+            if found is not None:
+                return found
         return numbers_as_labels(np.asarray(col.to_pylist(), dtype=object), name, col.type, labels)
     # Integers past 2**53 round to the nearest float64, as NumPy and pandas convert them (arrow's
     # default safe cast refuses them as lossy).

@@ -131,6 +131,7 @@ def _median_us(call, calls: int) -> float:
 def main(argv=None) -> None:
     import silvanforge as sf
     from silvanforge.inputs.arrow_frames import columns_kernel
+    from silvanforge.inputs.arrow_native import reader
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="1,64,4096")
@@ -148,7 +149,8 @@ def main(argv=None) -> None:
     wanted = [w for w in args.models.split(",") if w]
     for name, model, categorical in _models(args.quick, wanted):
         cf = sf.compile(model, threads=1).wait()  # (every form built: no compile beside the calls timed)
-        columns_kernel(wait=True)  # (nor the kernel of arrow columns, which a first large table starts)
+        columns_kernel(wait=True)  # (nor the kernel of arrow columns, which a first large table starts,
+        reader(wait=True)  # nor the C++ reader of arrow tables, which the first table starts)
         test = _frame(rng, max(sizes), categorical)
         results: dict[str, list[str]] = {}
         for n in sizes:

@@ -5,14 +5,16 @@ Categorical columns are read by too."""
 
 from __future__ import annotations
 
+import functools
 import threading
 
 import numpy as np
 
+from silvanforge.inputs import arrow_native
 from silvanforge.inputs.columns import arrow_column
 from silvanforge.inputs.host_kernels import first_kernel
-from silvanforge.inputs.schemas import (CategoryReading, SchemaMemory, as_slice, feature_order, numeric_features,
-                                        through_float64)
+from silvanforge.inputs.schemas import (COLUMN_ORDER_ROWS, CategoryReading, SchemaMemory, as_slice, feature_order,
+                                        numeric_features, through_float64)
 
 # Rows from which an arrow table's number columns are read one by one (by the target's kernel
 # where there is one), not as one tensor: the kernel's call costs about what a tensor of 256
@@ -77,9 +79,46 @@ class ArrowPlan:
                             for f, c in enumerate(self.order)
                             if pa.types.is_dictionary(types[c])}
         self.others = [f for f in range(len(self.order)) if f not in self.categorical and f not in in_tensor]
+        # The table as the C++ reader reads it (arrow_native): its number and dictionary columns
+        # by arrow's type ids, where it reads every feature's column; made its plan at first use.
+        self.direct = None
+        numbers, indices, labels = _direct_types()
+        if not self.others and all(types[c].id in numbers for _, c in plain) and all(
+                types[self.order[f]].index_type.id in indices
+                and types[self.order[f]].value_type.id in labels for f in self.categorical):
+            self.direct = ([(c, f, types[c].id) for f, c in plain],
+                           [(self.order[f], f, types[self.order[f]].index_type.id, types[self.order[f]].value_type.id)
+                            for f in self.categorical])
+
+    def _read_direct(self, X, n: int, dtype: np.dtype) -> np.ndarray | None:
+        """The rows as the C++ reader writes them, or None where it is not ready, the table
+        is not of the plan's kinds or it leaves the table to the Python reader (a dictionary
+        it was not given codes of, a category the model refuses: the Python reader raises)."""
+        module = arrow_native.reader()
+        if module is None or dtype not in _DIRECT_DTYPES:
+            return None
+        direct = self.direct
+        if isinstance(direct, tuple):  # (the columns: the module's plan of them now)
+            direct = self.direct = module.plan(self.width, *direct)
+        out = np.empty((self.width, n), dtype=dtype).T if n >= COLUMN_ORDER_ROWS else np.empty((n, self.width), dtype)
+        return None if module.read(direct, X, out) else out
+
+    def _give_codes(self) -> None:
+        """The C++ reader's codes of each dictionary column: those the Python reader made last."""
+        module = arrow_native.reader()
+        if module is None or isinstance(self.direct, tuple):
+            return
+        for k, reading in enumerate(self.categorical.values()):
+            table = reading.last
+            if table is not None and isinstance(table.source, _ArrowLabels):
+                module.set_labels(self.direct, k, table.source.dictionary, table.lut, table.unseen)
 
     def rows(self, X, dtype: np.dtype) -> np.ndarray:
         n = X.num_rows
+        if self.direct is not None:
+            out = self._read_direct(X, n, dtype)
+            if out is not None:
+                return out
         source = X  # (where the dictionary columns are read from: the one batch of a few rows)
         if self.tensor is not None and n >= ARROW_BY_COLUMN_ROWS:
             # Column by column into rows in column order (the kernels read rows by their
@@ -119,6 +158,8 @@ class ArrowPlan:
         for feature in self.others:
             out[:, feature] = arrow_column(X.column(self.order[feature]), self.names[self.order[feature]],
                                            self.labels.get(feature), feature in self.number_features)
+        if self.categorical and self.direct is not None:
+            self._give_codes()
         return out
 
     def _native(self, X, n: int, dtype: np.dtype) -> np.ndarray | None:
@@ -148,6 +189,23 @@ class ArrowPlan:
                 kernel.run(args.ctypes.data, out.itemsize)
                 row += batch.num_rows
         return out
+
+
+@functools.cache
+def _direct_types() -> tuple:
+    """What the C++ reader reads, as arrow's type ids: number columns' types, dictionaries' index
+    types and their labels' types."""
+    import pyarrow as pa
+
+    def ids(*types):
+        return frozenset(t.id for t in types)
+
+    ints = (pa.int8(), pa.int16(), pa.int32(), pa.int64(), pa.uint8(), pa.uint16(), pa.uint32(), pa.uint64())
+    return (ids(*ints, pa.float32(), pa.float64()), ids(*ints),
+            ids(*ints, pa.float32(), pa.float64(), pa.string(), pa.large_string(), pa.binary(), pa.large_binary()))
+
+
+_DIRECT_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 
 
 def columns_kernel(wait: bool = False):

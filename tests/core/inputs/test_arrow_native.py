@@ -1,0 +1,271 @@
+"""The C++ reader of pyarrow Tables (silvanforge.inputs.arrow_native, arrow_rows.cpp) gives exactly
+what the same rows as an array give: number columns of every integer and float type with nulls,
+sliced and in several chunks, in any column order, into float32 and float64 rows; dictionary
+columns of every index type with labels in any order, nulls, dictionaries that change between
+calls and between chunks, categories the model refuses.  Each test checks the C++ reader answered
+(not the Python reader behind it), and the module refuses bad arguments, is rebuilt where its
+file could have been planted, and is not used where it cannot be built."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+import silvanforge as sf
+from silvanforge.errors import InputError
+from silvanforge.inputs import arrow_native
+from support_common import errors_in_threads
+
+pd = pytest.importorskip("pandas")
+pa = pytest.importorskip("pyarrow")
+lgb = pytest.importorskip("lightgbm")
+xgb = pytest.importorskip("xgboost")
+
+NUMBER_TYPES = ["int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float32", "float64"]
+COLOURS = ["red", "green", "blue", "amber", "violet"]
+SIZES = [20, 30, 40]  # integer category labels
+
+
+class Counted:
+    """The module, counting what ``read`` answered (0: it read the rows, 1: left them)."""
+
+    def __init__(self, module):
+        self.module, self.answers = module, []
+
+    def plan(self, *args):
+        return self.module.plan(*args)
+
+    def set_labels(self, *args):
+        return self.module.set_labels(*args)
+
+    def read(self, *args):
+        answer = self.module.read(*args)
+        self.answers.append(answer)
+        return answer
+
+
+@pytest.fixture(scope="module")
+def module():
+    try:
+        return arrow_native.load()
+    except arrow_native.NativeUnavailable as exc:
+        if "compiler" in str(exc) or "Linux" in str(exc) or "SILVANFORGE_ARROW_NATIVE" in str(exc):
+            pytest.skip(f"the C++ reader cannot be built here: {exc}")
+        raise
+
+
+@pytest.fixture
+def counted(module, monkeypatch):
+    found = Counted(module)
+    monkeypatch.setattr(arrow_native, "reader", lambda wait=False: found)
+    return found
+
+
+def _numbers(rng, n):
+    """A column of each type with nulls (64-bit integers past 2**53, where float32 rows round them
+    twice), and the same values as float64 rows, nulls NaN."""
+    columns, X = [], np.empty((n, len(NUMBER_TYPES)))
+    for j, name in enumerate(NUMBER_TYPES):
+        dtype = np.dtype(name)
+        if dtype.kind in "iu":
+            info = np.iinfo(dtype)
+            values = rng.integers(max(info.min, -(2 ** 62)), info.max, n, dtype=dtype, endpoint=True)
+        else:
+            values = (rng.normal(size=n) * 100).astype(dtype)
+        nulls = rng.random(n) < 0.1
+        columns.append(pa.array(values, mask=nulls))
+        X[:, j] = np.where(nulls, np.nan, [float(v) for v in values.tolist()])
+    return columns, X
+
+
+@pytest.fixture(scope="module")
+def number_models():
+    rng = np.random.default_rng(3)
+    _, X = _numbers(rng, 600)
+    y = np.nan_to_num(X / np.nanstd(X, axis=0)).sum(axis=1) + rng.normal(size=len(X))
+    frame = pd.DataFrame(X, columns=NUMBER_TYPES)
+    return [sf.compile(xgb.XGBRegressor(n_estimators=8, max_depth=5).fit(frame, y)),  # float32 rows
+            sf.compile(lgb.LGBMRegressor(n_estimators=8, num_leaves=31, verbose=-1).fit(frame, y))]  # float64
+
+
+@pytest.mark.parametrize("n", [1, 5, 70, 2100])
+def test_number_columns_of_every_type_equal_the_array(number_models, counted, n):
+    rng = np.random.default_rng(n)
+    columns, X = _numbers(rng, n + 9)
+    table = pa.Table.from_arrays(columns, names=NUMBER_TYPES)
+    shuffled = [NUMBER_TYPES[i] for i in rng.permutation(len(NUMBER_TYPES))]
+    half = (n + 9) // 2
+    for cf in number_models:
+        for got, rows in ((table.slice(0, n), X[:n]), (table.select(shuffled).slice(9), X[9:]),
+                          (pa.concat_tables([table.slice(0, half), table.slice(half, n + 9 - half)]), X),
+                          (pa.concat_tables([table.slice(3, n), table.slice(0, 0)]).select(shuffled), X[3:n + 3])):
+            counted.answers.clear()
+            np.testing.assert_array_equal(cf.predict(got), cf.predict(rows))
+            assert counted.answers == [0]
+
+
+def _categorical_training(n=900, seed=0):
+    rng = np.random.default_rng(seed)
+    df = pd.DataFrame({"age": rng.normal(40, 12, n),
+                       "colour": pd.Categorical(rng.choice(COLOURS, n), categories=COLOURS),
+                       "size": pd.Categorical(rng.choice(SIZES, n), categories=SIZES),
+                       "score": rng.uniform(-1, 1, n)})
+    y = df.age / 12 + df.colour.isin(["red", "blue"]) * 1.5 + (df["size"] == 30) + df.score + rng.normal(0, .3, n)
+    return df, (y > y.median()).astype(int)
+
+
+@pytest.fixture(scope="module")
+def categorical_models():
+    df, y = _categorical_training()
+    return {"lightgbm": sf.compile(lgb.LGBMClassifier(n_estimators=12, num_leaves=15, min_child_samples=5,
+                                                      verbose=-1).fit(df, y)),
+            "xgboost": sf.compile(xgb.XGBClassifier(n_estimators=12, max_depth=4, enable_categorical=True,
+                                                    tree_method="hist").fit(df, y))}
+
+
+def _expected(cf, age, colour, size, score):
+    """The rows as an array of the model's codes (an unseen label missing)."""
+    cats = cf.forest.feature_categories
+    X = np.empty((len(age), 4))
+    X[:, 0], X[:, 3] = age, score
+    for f, values in ((1, colour), (2, size)):
+        X[:, f] = [cats[f].index(v) if v in cats[f] else np.nan for v in values]
+    return cf.predict(X)
+
+
+def _dictionary(values, labels, index_type, value_type=None):
+    indices = pa.array([None if v is None else labels.index(v) for v in values], type=index_type)
+    return pa.DictionaryArray.from_arrays(indices, pa.array(labels, type=value_type))
+
+
+def _table(rng, n, colours, sizes, index_type, value_type, unseen=False):
+    colour = [None if rng.random() < 0.15 else c for c in rng.choice(colours if unseen else COLOURS, n).tolist()]
+    size = [None if rng.random() < 0.15 else int(s) for s in rng.choice(SIZES, n)]
+    age, score = rng.normal(40, 12, n), rng.uniform(-1, 1, n)
+    age[rng.random(n) < 0.1] = np.nan
+    table = pa.table({"score": score, "colour": _dictionary(colour, colours, index_type, value_type),
+                      "age": pa.array(age, from_pandas=True), "size": _dictionary(size, sizes, index_type)})
+    return table, (age, colour, size, score)
+
+
+@pytest.mark.parametrize("library", ["lightgbm", "xgboost"])
+@pytest.mark.parametrize("index_type,value_type", [(pa.int8(), pa.string()), (pa.int32(), pa.large_string()),
+                                                   (pa.uint16(), pa.string()), (pa.int64(), pa.large_string())])
+def test_dictionary_columns_equal_the_array(categorical_models, counted, library, index_type, value_type):
+    """Labels in any order (a table made anew each call, as a request's is), nulls, a
+    dictionary changed between calls and between the chunks of one table."""
+    cf = categorical_models[library]
+    rng = np.random.default_rng(index_type.bit_width)
+    for n in (1, 4, 64, 300):
+        colours = [COLOURS[i] for i in rng.permutation(len(COLOURS))]
+        sizes = [SIZES[i] for i in rng.permutation(len(SIZES))]
+        counted.answers.clear()
+        for _ in range(3):  # (the first call may register the new dictionary: the next are read in C++)
+            table, raw = _table(rng, n, colours, sizes, index_type, value_type)
+            np.testing.assert_array_equal(cf.predict(table), _expected(cf, *raw))
+        assert counted.answers[1:] == [0, 0]
+    # chunks of other dictionaries: left to the Python reader, which reads each as its own
+    first, raw_first = _table(rng, 5, COLOURS, SIZES, index_type, value_type)
+    second, raw_second = _table(rng, 7, COLOURS[::-1], SIZES, index_type, value_type)
+    both = pa.concat_tables([first, second])
+    expected = _expected(cf, *(np.concatenate([a, b]) if isinstance(a, np.ndarray) else a + b
+                               for a, b in zip(raw_first, raw_second)))
+    for _ in range(2):
+        counted.answers.clear()
+        np.testing.assert_array_equal(cf.predict(both), expected)
+        assert counted.answers == [1]
+
+
+def test_categories_the_model_refuses_are_refused_as_before(categorical_models, counted):
+    """A dictionary holding a label the model never saw: rows without it are read in C++; a row
+    with it is missing for LightGBM and refused by XGBoost, with the Python reader's message."""
+    colours = COLOURS + ["teal"]
+    rng = np.random.default_rng(7)
+    for library, cf in categorical_models.items():
+        known, raw = _table(rng, 6, colours, SIZES, pa.int32(), pa.string())
+        np.testing.assert_array_equal(cf.predict(known), _expected(cf, *raw))
+        counted.answers.clear()
+        known, raw = _table(rng, 6, colours, SIZES, pa.int32(), pa.string())
+        np.testing.assert_array_equal(cf.predict(known), _expected(cf, *raw))
+        assert counted.answers == [0]
+        teal = pa.table({"score": [0.5], "colour": _dictionary(["teal"], colours, pa.int32()), "age": [30.0],
+                         "size": _dictionary([20], SIZES, pa.int32())})
+        if library == "lightgbm":
+            np.testing.assert_array_equal(cf.predict(teal), _expected(cf, [30.0], ["teal"], [20], [0.5]))
+        else:
+            with pytest.raises(InputError, match="column .colour. has a category the model was not trained"):
+                cf.predict(teal)
+            with pytest.raises(InputError, match="column .colour. has a category the model was not trained"):  # (again: the C++ reader leaves it again)
+                cf.predict(teal)
+
+
+def test_tables_in_threads_with_their_own_dictionaries(categorical_models, counted):
+    cf = categorical_models["lightgbm"]
+
+    def work(k):
+        rng = np.random.default_rng(k)
+        colours = [COLOURS[i] for i in rng.permutation(len(COLOURS))]
+        for n in (1, 3, 50) * 4:
+            table, raw = _table(rng, n, colours, SIZES, pa.int8(), pa.string())
+            np.testing.assert_array_equal(cf.predict(table), _expected(cf, *raw))
+    errors = errors_in_threads(work, list(range(4)))
+    assert not errors, errors[0]
+    assert 0 in counted.answers
+
+
+def test_the_module_refuses_bad_arguments(module):
+    plan = module.plan(2, [(0, 0, pa.float64().id)], [(1, 1, pa.int8().id, pa.string().id)])
+    table = pa.table({"x": [1.0, 2.0], "c": _dictionary(["a", "b"], ["a", "b"], pa.int8())})
+    with pytest.raises(TypeError, match="Table"):
+        module.read(plan, table.to_batches()[0], np.empty((2, 2)))
+    for out in (np.empty((3, 2)), np.empty((2, 3)), np.empty((2, 2), dtype=np.int64), np.empty(4)):
+        with pytest.raises(ValueError, match="out"):
+            module.read(plan, table, out)
+    out = np.empty((2, 2))
+    assert module.read(plan, table, out) == 1  # (no codes given for the dictionary yet)
+    with pytest.raises(ValueError, match="lut"):
+        module.set_labels(plan, 0, table.column("c").chunk(0).dictionary, np.zeros(2), None)
+    with pytest.raises(IndexError):
+        module.set_labels(plan, 1, table.column("c").chunk(0).dictionary, np.zeros(3), None)
+    module.set_labels(plan, 0, pa.array(["a", "b"]), np.array([5.0, 6.0, np.nan]), None)
+    assert module.read(plan, table, out) == 0
+    np.testing.assert_array_equal(out, [[1.0, 5.0], [2.0, 6.0]])
+    assert module.read(plan, table.select(["c", "x"]), out) == 1  # (types other than the plan's)
+    with pytest.raises(ValueError, match="feature"):
+        module.plan(2, [(0, 2, pa.float64().id)], [])
+
+
+def test_unbuildable_or_turned_off_leaves_the_python_reader(categorical_models, monkeypatch, tmp_path):
+    monkeypatch.setenv("SILVANFORGE_ARROW_NATIVE", "0")
+    with pytest.raises(arrow_native.NativeUnavailable, match="turned off"):
+        arrow_native.load(tmp_path)
+    monkeypatch.delenv("SILVANFORGE_ARROW_NATIVE")
+    monkeypatch.setattr(arrow_native, "_compiler", lambda: "/bin/false")
+    with pytest.raises(arrow_native.NativeUnavailable, match="false failed"):
+        arrow_native.load(tmp_path / "fresh")
+    assert not [p for p in os.listdir(tmp_path / "fresh")]  # (nothing half-built left)
+    # the process's reader: None where it cannot be had, and tables are read as before
+    monkeypatch.setattr(arrow_native, "_FOUND", [])
+    monkeypatch.setattr(arrow_native, "_BUILD", None)
+    monkeypatch.setattr(arrow_native, "load", lambda: (_ for _ in ()).throw(arrow_native.NativeUnavailable("no")))
+    assert arrow_native.reader(wait=True) is None
+    cf = categorical_models["lightgbm"]
+    table, raw = _table(np.random.default_rng(1), 9, COLOURS, SIZES, pa.int8(), pa.string())
+    np.testing.assert_array_equal(cf.predict(table), _expected(cf, *raw))
+
+
+def test_a_file_others_could_write_is_built_again(module, tmp_path):
+    directory = tmp_path / "cache"
+    built = arrow_native.load(directory)
+    path = built.__file__
+    os.chmod(path, 0o777)
+    with open(path, "ab") as planted:
+        planted.write(b"planted")
+    arrow_native.load(directory)
+    assert os.stat(path).st_mode & 0o777 == 0o700
+    assert not open(path, "rb").read().endswith(b"planted")
+    os.chmod(directory, 0o777)
+    with pytest.raises(InputError, match="writable by other users"):
+        arrow_native.load(directory)

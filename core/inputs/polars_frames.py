@@ -91,7 +91,11 @@ class PolarsPlan:
             # few thousand rows, dearer above; the kernels read either by their strides.  The
             # dtypes checked first: polars makes numbers of dates and durations there, which the
             # column readers refuse)
-            values = X.to_numpy(order="c" if height < POLARS_C_ORDER_ROWS else "fortran")
+            order = "c" if height < POLARS_C_ORDER_ROWS else "fortran"
+            try:  # (polars' own copy without its wrapper's checks: 0.7 us of a 64-row call; private, so guarded)
+                values = X._df.to_numpy(order, False, True)
+            except (AttributeError, TypeError):
+                values = X.to_numpy(order=order)
             if values.dtype.kind in "biuf":
                 if not self.identity:
                     values = values.take(self.order, axis=1)

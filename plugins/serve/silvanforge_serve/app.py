@@ -15,7 +15,6 @@ predicted on the batcher's thread.  :func:`listen` and :func:`make_server` run i
 from __future__ import annotations
 
 import contextlib
-import json
 import socket
 import numpy as np
 from starlette.applications import Starlette
@@ -28,6 +27,7 @@ from silvanforge.inputs.records import record_readers
 
 from .batching import MicroBatcher, PredictFn, QueueFull
 from .bodies import BadRequest, parse_body
+from .json_io import dumps as _dumps
 
 
 def make_app(cf, *, threads: int | None = None, window_us: float = 200.0, max_queue: int = 1024,
@@ -203,23 +203,6 @@ def make_server(app, log_level: str = "warning", **config):
 
 
 # ------------------------------------------------------------------ responses
-def _dumps(doc) -> bytes:
-    try:
-        return json.dumps(doc, allow_nan=False, separators=(",", ":"), default=str).encode()
-    except ValueError:  # NaN or infinity: JSON has null for them
-        return json.dumps(_finite(doc), separators=(",", ":"), default=str).encode()
-
-
-def _finite(doc):
-    if isinstance(doc, float):
-        return doc if doc - doc == 0 else None
-    if isinstance(doc, list):
-        return [_finite(v) for v in doc]
-    if isinstance(doc, dict):
-        return {k: _finite(v) for k, v in doc.items()}
-    return doc
-
-
 def _json(doc, status: int = 200, headers: dict | None = None) -> Response:
     return Response(_dumps(doc), status_code=status, headers=headers, media_type="application/json")
 

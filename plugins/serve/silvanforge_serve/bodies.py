@@ -23,6 +23,8 @@ import numpy as np
 from silvanforge.errors import InputError
 from silvanforge.inputs.records import records_matrix
 
+from .json_io import loads
+
 SHAPES = ("rows", "columns", "data")
 USAGE = ('a body is {"rows": [{feature: value, ...}, ...]}, one record {feature: value, ...}, '
          '{"columns": {feature: [values], ...}} or {"data": [[numbers], ...]}, '
@@ -38,7 +40,7 @@ def parse_body(body: bytes, forest, readers: tuple | None = None) -> tuple[np.nd
     model that hashes its categories) and whether it asks for margins.  ``readers``: the model's
     :func:`silvanforge.inputs.records.record_readers`, kept by the caller (else made a body)."""
     try:
-        doc = json.loads(body)
+        doc = loads(body)
     except (ValueError, UnicodeDecodeError) as exc:
         raise BadRequest(f"the body is not JSON: {exc}") from None
     except RecursionError:

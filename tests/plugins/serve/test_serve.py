@@ -254,6 +254,40 @@ def test_bad_bodies_get_a_400_with_one_line_and_the_server_stays_up(xgb_model):
         np.testing.assert_array_equal(np.float32(good.json()["predictions"]), _xgb_expected(booster, records))
 
 
+@pytest.mark.parametrize("fast_json", [True, False])
+def test_bodies_mean_what_the_standard_librarys_json_reads(xgb_model, monkeypatch, fast_json):
+    """Bodies read by orjson where it reads them and by the standard library where it does not
+    (NaN and Infinity literals, numbers past float64's range, UTF-16): every one reads as
+    ``json.loads`` reads it (an integer past 64 bits as the float64 its row holds), errors name
+    what it finds, and answers are JSON with null for a NaN; likewise without orjson installed."""
+    from silvanforge_serve import json_io
+
+    if not fast_json:
+        monkeypatch.setattr(json_io, "orjson", None)
+    elif json_io.orjson is None:
+        pytest.skip("orjson is not installed")
+    texts = ['{"data": [[1.5, NaN, -Infinity, 2, 18446744073709551617, 0.1, 1e-7]]}', '[1, 2]', r'{"a": "\ud800"}',
+             '{"x": 1, "x": 2}', '{"n": 1e308, "m": -0.0, "z": 123456789012345678}']
+    for text in texts:
+        for body in (text.encode(), text.encode("utf-16")):
+            got, expected = json_io.loads(body), json.loads(body)
+            assert json.dumps(got) == json.dumps(expected), text
+    # an integer of more digits than 64 bits hold: the float64 a row holds of it either way
+    assert float(json_io.loads(b"[123456789012345678901234567890]")[0]) == float(123456789012345678901234567890)
+    for bad in (b'{"rows": [', b"", b"\xff\xfe{"):
+        with pytest.raises(ValueError):
+            json_io.loads(bad)
+    doc = {"predictions": [0.5, float("nan"), float("inf"), 1e-7], "error": "a\nb", "odd": {3: 4}}
+    assert json.loads(json_io.dumps(doc)) == {"predictions": [0.5, None, None, 1e-7], "error": "a\nb", "odd": {"3": 4}}
+    _, booster, cf = xgb_model
+    records = _records(3, seed=5)
+    body = json.dumps({"data": [[*(r[name] for name in FEATURES), COLOURS.index(r["colour"])] for r in records]})
+    with TestClient(make_app(cf)) as client:
+        got = client.post("/predict", content=body.replace("null", "NaN"), headers={"content-type": "application/json"})
+        assert got.status_code == 200, got.text
+        np.testing.assert_array_equal(np.float32(got.json()["predictions"]), _xgb_expected(booster, records))
+
+
 def test_a_body_in_several_messages_is_read_whole_and_a_client_gone_is_not_answered(xgb_model):
     """POST /predict as ASGI messages: a body in three chunks answers as the whole body does; a
     disconnect before the body ends sends nothing."""

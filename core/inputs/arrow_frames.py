@@ -82,7 +82,7 @@ class ArrowPlan:
         # The table as the C++ reader reads it (arrow_native): its number and dictionary columns
         # by arrow's type ids, where it reads every feature's column; made its plan at first use.
         self.direct = None
-        numbers, indices, labels = _direct_types()
+        numbers, indices, labels = direct_types()
         if not self.others and all(types[c].id in numbers for _, c in plain) and all(
                 types[self.order[f]].index_type.id in indices
                 and types[self.order[f]].value_type.id in labels for f in self.categorical):
@@ -192,7 +192,7 @@ class ArrowPlan:
 
 
 @functools.cache
-def _direct_types() -> tuple:
+def direct_types() -> tuple:
     """What the C++ reader reads, as arrow's type ids: number columns' types, dictionaries' index
     types and their labels' types."""
     import pyarrow as pa

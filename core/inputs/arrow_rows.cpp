@@ -1,4 +1,5 @@
-// Rows of a pyarrow Table read where arrow keeps them: the C++ objects behind the Python ones.
+// Rows of a pyarrow Table (or of a pandas frame of Arrow-backed columns) read where arrow keeps
+// them: the C++ objects behind the Python ones.
 //
 // Why: a request's table is made anew for each call, and every way pyarrow offers to hand its
 // columns over costs more than the compiled model's whole call for a few rows (a one-row table
@@ -37,8 +38,10 @@ namespace {
 using Type = arrow::Type;
 typedef std::shared_ptr<arrow::Table> (*UnwrapTable)(PyObject*);
 typedef std::shared_ptr<arrow::Array> (*UnwrapArray)(PyObject*);
+typedef std::shared_ptr<arrow::ChunkedArray> (*UnwrapChunkedArray)(PyObject*);
 UnwrapTable unwrap_table;
 UnwrapArray unwrap_array;
+UnwrapChunkedArray unwrap_chunked_array;
 
 const char kPlanName[] = "silvanforge.arrow_rows.plan";
 
@@ -211,11 +214,32 @@ bool read_codes(const arrow::ArrayData& data, const Dictionary& d, Out* out, int
   }
 }
 
+// The columns read, by a plan's column number: a Table's, or a list's of ChunkedArrays (the
+// columns of a pandas frame of Arrow-backed dtypes); null where there is no such column.
+class Columns {
+ public:
+  explicit Columns(std::shared_ptr<arrow::Table> table) : table_(std::move(table)) {}
+  explicit Columns(PyObject* list) : list_(list) {}
+
+  std::shared_ptr<arrow::ChunkedArray> operator()(int i) const {
+    if (table_) return i < table_->num_columns() ? table_->column(i) : nullptr;
+    if (i >= PyList_GET_SIZE(list_)) return nullptr;
+    std::shared_ptr<arrow::ChunkedArray> column = unwrap_chunked_array(PyList_GET_ITEM(list_, i));
+    if (!column) PyErr_Clear();  // (not a ChunkedArray: left to the caller)
+    return column;
+  }
+
+ private:
+  std::shared_ptr<arrow::Table> table_;
+  PyObject* list_ = nullptr;
+};
+
 template <typename Out>
-bool read_table(const Plan& plan, const arrow::Table& table, char* base, int64_t row_stride, int64_t column_stride) {
+bool read_columns(const Plan& plan, const Columns& columns, int64_t rows, char* base, int64_t row_stride,
+                  int64_t column_stride) {
   for (const Number& n : plan.numbers) {
-    if (n.column >= table.num_columns()) return false;
-    const auto column = table.column(n.column);
+    const auto column = columns(n.column);
+    if (!column || column->length() != rows) return false;
     Out* out = reinterpret_cast<Out*>(base) + n.feature * column_stride;
     for (int c = 0; c < column->num_chunks(); c++) {
       const arrow::ArrayData& data = *column->chunk(c)->data();
@@ -224,8 +248,8 @@ bool read_table(const Plan& plan, const arrow::Table& table, char* base, int64_t
     }
   }
   for (const Dictionary& d : plan.dictionaries) {
-    if (d.column >= table.num_columns()) return false;
-    const auto column = table.column(d.column);
+    const auto column = columns(d.column);
+    if (!column || column->length() != rows) return false;
     Out* out = reinterpret_cast<Out*>(base) + d.feature * column_stride;
     for (int c = 0; c < column->num_chunks(); c++) {
       const arrow::ArrayData& data = *column->chunk(c)->data();
@@ -326,27 +350,42 @@ PyObject* set_labels(PyObject*, PyObject* args) {
   Py_RETURN_NONE;
 }
 
-// read(plan, table, out): 0 where the rows are in `out` (a 2-D float32 or float64 array of the
-// table's rows and the plan's width, in any strides), 1 where the caller must read the table.
+// read(plan, source, out): 0 where the rows are in `out` (a 2-D float32 or float64 array of the
+// source's rows and the plan's width, in any strides; only the plan's features written), 1
+// where the caller must read them.  `source`: a pyarrow Table, or a list of ChunkedArrays of
+// equal lengths (the plan's column numbers index it).
 PyObject* read(PyObject*, PyObject* args) {
-  PyObject *capsule, *table_object, *out;
-  if (!PyArg_ParseTuple(args, "OOO", &capsule, &table_object, &out)) return nullptr;
+  PyObject *capsule, *source, *out;
+  if (!PyArg_ParseTuple(args, "OOO", &capsule, &source, &out)) return nullptr;
   const Plan* plan = get_plan(capsule);
   if (!plan) return nullptr;
-  const std::shared_ptr<arrow::Table> table = unwrap_table(table_object);
-  if (!table) return PyErr_Format(PyExc_TypeError, "not a pyarrow Table");
+  int64_t rows = 0;
+  std::unique_ptr<Columns> columns;
+  if (PyList_Check(source)) {
+    if (PyList_GET_SIZE(source)) {
+      const std::shared_ptr<arrow::ChunkedArray> first = unwrap_chunked_array(PyList_GET_ITEM(source, 0));
+      if (!first) return PyErr_Format(PyExc_TypeError, "not a list of pyarrow ChunkedArrays");
+      rows = first->length();
+    }
+    columns.reset(new Columns(source));
+  } else {
+    std::shared_ptr<arrow::Table> table = unwrap_table(source);
+    if (!table) return PyErr_Format(PyExc_TypeError, "not a pyarrow Table");
+    rows = table->num_rows();
+    columns.reset(new Columns(std::move(table)));
+  }
   Py_buffer view;
   if (PyObject_GetBuffer(out, &view, PyBUF_STRIDES | PyBUF_FORMAT | PyBUF_WRITABLE) < 0) return nullptr;
   const bool is_float = std::strcmp(view.format, "f") == 0, is_double = std::strcmp(view.format, "d") == 0;
-  if (view.ndim != 2 || view.shape[0] != table->num_rows() || view.shape[1] != plan->width || !(is_float || is_double) ||
+  if (view.ndim != 2 || view.shape[0] != rows || view.shape[1] != plan->width || !(is_float || is_double) ||
       view.strides[0] % view.itemsize || view.strides[1] % view.itemsize) {
     PyBuffer_Release(&view);
     return PyErr_Format(PyExc_ValueError, "out: float32 or float64 rows of the table, the plan's width");
   }
   const int64_t rs = view.strides[0] / view.itemsize, cs = view.strides[1] / view.itemsize;
   char* base = static_cast<char*>(view.buf);
-  const bool done = is_float ? read_table<float>(*plan, *table, base, rs, cs)
-                             : read_table<double>(*plan, *table, base, rs, cs);
+  const bool done = is_float ? read_columns<float>(*plan, *columns, rows, base, rs, cs)
+                             : read_columns<double>(*plan, *columns, rows, base, rs, cs);
   PyBuffer_Release(&view);
   return PyLong_FromLong(done ? 0 : 1);
 }
@@ -354,7 +393,7 @@ PyObject* read(PyObject*, PyObject* args) {
 PyMethodDef methods[] = {
     {"plan", make_plan, METH_VARARGS, "plan(width, numbers, dictionaries) -> a plan"},
     {"set_labels", set_labels, METH_VARARGS, "set_labels(plan, k, dictionary, lut, unseen)"},
-    {"read", read, METH_VARARGS, "read(plan, table, out) -> 0 read, 1 left to the caller"},
+    {"read", read, METH_VARARGS, "read(plan, table or list of ChunkedArrays, out) -> 0 read, 1 left to the caller"},
     {nullptr, nullptr, 0, nullptr}};
 
 PyModuleDef module = {PyModuleDef_HEAD_INIT, "_arrow_rows", "Rows of pyarrow Tables read in place.", -1, methods};
@@ -374,8 +413,9 @@ PyMODINIT_FUNC PyInit__arrow_rows(void) {
   if (!capi) return nullptr;
   unwrap_table = reinterpret_cast<UnwrapTable>(exported(capi, "pyarrow_unwrap_table"));
   unwrap_array = reinterpret_cast<UnwrapArray>(exported(capi, "pyarrow_unwrap_array"));
+  unwrap_chunked_array = reinterpret_cast<UnwrapChunkedArray>(exported(capi, "pyarrow_unwrap_chunked_array"));
   Py_DECREF(capi);
-  if (!unwrap_table || !unwrap_array) {
+  if (!unwrap_table || !unwrap_array || !unwrap_chunked_array) {
     if (!PyErr_Occurred()) PyErr_SetString(PyExc_ImportError, "pyarrow exports no pyarrow_unwrap_table");
     return nullptr;
   }

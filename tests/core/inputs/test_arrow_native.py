@@ -269,3 +269,29 @@ def test_a_file_others_could_write_is_built_again(module, tmp_path):
     os.chmod(directory, 0o777)
     with pytest.raises(InputError, match="writable by other users"):
         arrow_native.load(directory)
+
+
+@pytest.mark.parametrize("n", [1, 6, 2100])
+def test_pandas_frames_of_arrow_backed_numbers_equal_the_array(number_models, counted, n):
+    """A pandas frame whose columns are Arrow-backed numbers of every type (pd.ArrowDtype, nulls
+    pd.NA), sliced, in any column order, made anew each call, beside NumPy and nullable columns:
+    its Arrow-backed columns read in C++, the rows those of the array."""
+    rng = np.random.default_rng(n + 1)
+    columns, X = _numbers(rng, n + 5)
+    frame = pd.DataFrame({name: pd.Series(column.to_pandas(types_mapper=pd.ArrowDtype))
+                          for name, column in zip(NUMBER_TYPES, columns)})
+    shuffled = [NUMBER_TYPES[i] for i in rng.permutation(len(NUMBER_TYPES))]
+    mixed = frame.copy()
+    mixed["float64"] = X[:, NUMBER_TYPES.index("float64")]  # a NumPy column
+    mixed["int16"] = pd.array(X[:, NUMBER_TYPES.index("int16")], dtype="Float64")  # a nullable one, pd.NA missing
+    for cf in number_models:
+        for got, rows in ((frame.iloc[:n], X[:n]), (frame[shuffled].iloc[5:], X[5:]), (mixed, X),
+                          (frame.copy(), X)):
+            assert str(got.dtypes.iloc[0]).endswith("[pyarrow]")
+            counted.answers.clear()
+            np.testing.assert_array_equal(cf.predict(got), cf.predict(rows))
+            assert counted.answers == [0]
+    # without the reader: pandas' own conversions, the same rows
+    before = cf.predict(frame)
+    counted.read = lambda *args: 1
+    np.testing.assert_array_equal(cf.predict(frame), before)

@@ -1,7 +1,7 @@
 """What a row costs as users hold it: a NumPy array against pandas, polars and pyarrow frames
 and records, one process, one thread, the median of many calls.
 
-    python benchmarks/frames.py [--sizes 1,64,4096] [--calls 2000] [--quick]
+    python benchmarks/frames.py [--sizes 1,64,4096] [--calls 2000] [--quick] [--fresh]
 
 Four models trained here on generated data: XGBoost with 28 numeric features (100 trees,
 depth 8), XGBoost with 4 of its 28 features categorical (``enable_categorical``), LightGBM
@@ -11,12 +11,15 @@ the array is what the compiled code reads (the model's input dtype; category cod
 model's order), the frames hold numbers and categories as a user's frame does (the categories
 in another order than the model's, so they are mapped).  Every result is checked equal to the
 array's before it is timed.  It prints a markdown table: microseconds per call and the ratio
-to the array call at each request size.  ``--quick``: small models and few calls (a smoke test).
+to the array call at each request size.  ``--quick``: small models and few calls (a smoke test);
+``--fresh``: each call its own copy of the input, made anew (a pickle's round trip) before the
+clock starts, as a service's requests are (the array too).
 """
 
 from __future__ import annotations
 
 import argparse
+import pickle
 import statistics
 import time
 
@@ -95,6 +98,14 @@ def _inputs(frame, categorical: bool, cf):
             c = shuffled[f"f{i}"]
             shuffled[f"f{i}"] = pd.Categorical(c.astype(object), categories=list(c.cat.categories)[::-1])
     out["pandas"] = shuffled
+    try:  # numbers Arrow-backed (as pandas reads parquet with dtype_backend="pyarrow"), categories as they are
+        import pyarrow as pa
+
+        out["pandas, Arrow-backed numbers"] = shuffled.astype(
+            {c: pd.ArrowDtype(pa.from_numpy_dtype(shuffled[c].dtype)) for c in shuffled.columns
+             if shuffled[c].dtype != "category"})
+    except ImportError:
+        pass
     try:
         import polars as pl
 
@@ -118,14 +129,27 @@ def _inputs(frame, categorical: bool, cf):
     return out
 
 
-def _median_us(call, calls: int) -> float:
-    call()
+def _median_us(call, calls: int, fresh=None) -> float:
+    """The median time of ``call(X)``; ``fresh``: a function making each call's own ``X`` (made
+    before the clock starts), else ``call()``."""
+    call() if fresh is None else call(fresh())
     times = []
     for _ in range(calls):
-        start = time.perf_counter()
-        call()
+        if fresh is None:
+            start = time.perf_counter()
+            call()
+        else:
+            X = fresh()
+            start = time.perf_counter()
+            call(X)
         times.append(time.perf_counter() - start)
     return statistics.median(times) * 1e6
+
+
+def _copy(X):
+    """``X`` made anew, as a request's frame is: its library's objects rebuilt (a pickle's round
+    trip), so nothing it holds is the object an earlier call saw."""
+    return pickle.loads(pickle.dumps(X))
 
 
 def main(argv=None) -> None:
@@ -137,6 +161,8 @@ def main(argv=None) -> None:
     parser.add_argument("--sizes", default="1,64,4096")
     parser.add_argument("--calls", type=int, default=2000, help="calls timed at 1 row (fewer at larger sizes)")
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--fresh", action="store_true", help="each call its own frame, made anew before it is "
+                        "timed (as a service's requests are), not the same object again")
     parser.add_argument("--models", default="", help="only the models whose names hold one of these "
                         "comma-separated words (e.g. 'integer')")
     args = parser.parse_args(argv)
@@ -164,7 +190,11 @@ def main(argv=None) -> None:
                     results.setdefault(what, []).append(f"- ({type(exc).__name__})")
                     continue
                 np.testing.assert_array_equal(got, expected, err_msg=f"{name}, {what}, {n} rows")
-                us = _median_us(lambda: cf.predict(X, threads=1), max(20, calls * 4 // (4 + n)))
+                timed = max(20, calls * 4 // (4 + n))
+                if args.fresh:
+                    us = _median_us(lambda X_: cf.predict(X_, threads=1), timed, lambda X=X: _copy(X))
+                else:
+                    us = _median_us(lambda: cf.predict(X, threads=1), timed)
                 base = us if base is None else base
                 results.setdefault(what, []).append(f"{us:,.1f} ({us / base:.2f}x)")
         for what, cells in results.items():

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pickle
+
 import threading
 import zipfile
 
@@ -213,6 +215,12 @@ def test_small_requests_take_the_lean_path_and_match_the_reference(forest, optio
     many = np.concatenate([X, X])
     np.testing.assert_array_equal(cf.predict(many)[16:], cf.predict(X))
     assert calls == [5, 5, 5, 5, 5, 16]
+    # an unpickled array holds an equal dtype of another object (arrays sent between processes)
+    pickled = pickle.loads(pickle.dumps(X[:5]))
+    assert pickled.dtype is not X.dtype and pickled.dtype == X.dtype
+    calls.clear()
+    np.testing.assert_array_equal(cf.predict(pickled), cf.predict(X[:5]))
+    assert calls == [5, 5]
 
 
 @pytest.mark.parametrize("options", [{}, {"rep": "sparse"}, {"rep": "bitvector"}, {"schedule": "tree-parallel"}])

@@ -177,30 +177,56 @@ bool same_labels(const arrow::ArrayData& a, const arrow::ArrayData& b, int type)
   }
 }
 
+// A dictionary column's codes as one read uses them, held by the read (a reference to its arrays
+// taken): another thread's set_labels meanwhile frees nothing it reads.
+struct Codes {
+  int feature = 0, index_type = 0, value_type = 0;
+  std::shared_ptr<arrow::ArrayData> labels;
+  const double* lut = nullptr;
+  int64_t count = 0;  // labels (the lut's last entry, past them: missing)
+  const uint8_t* unseen = nullptr;
+  PyObject* keep[2] = {nullptr, nullptr};
+
+  explicit Codes(const Dictionary& d)
+      : feature(d.feature), index_type(d.index_type), value_type(d.value_type), labels(d.labels) {
+    lut = static_cast<const double*>(d.lut.buf);
+    count = d.lut.len / static_cast<Py_ssize_t>(sizeof(double)) - 1;
+    keep[0] = d.lut.obj;
+    Py_XINCREF(keep[0]);
+    if (d.has_unseen) {
+      unseen = static_cast<const uint8_t*>(d.unseen.buf);
+      keep[1] = d.unseen.obj;
+      Py_XINCREF(keep[1]);
+    }
+  }
+  Codes(const Codes&) = delete;
+  Codes& operator=(const Codes&) = delete;
+  ~Codes() {  // (with the GIL held: a read drops its Codes before it returns to Python)
+    Py_XDECREF(keep[0]);
+    Py_XDECREF(keep[1]);
+  }
+};
+
 template <typename Index, typename Out>
-bool copy_codes(const arrow::ArrayData& data, const Dictionary& d, Out* out, int64_t row_stride) {
+bool copy_codes(const arrow::ArrayData& data, const Codes& d, Out* out, int64_t row_stride) {
   const Index* index = reinterpret_cast<const Index*>(buffer(data, 1));
   if (!index && data.length) return false;
   index += data.offset;
   const uint8_t* bits = has_nulls(data) ? buffer(data, 0) : nullptr;
-  const double* lut = static_cast<const double*>(d.lut.buf);
-  const int64_t count = d.lut.len / static_cast<Py_ssize_t>(sizeof(double)) - 1;  // (the last: missing)
-  const uint8_t* unseen = d.has_unseen ? static_cast<const uint8_t*>(d.unseen.buf) : nullptr;
   for (int64_t i = 0; i < data.length; i++, out += row_stride) {
-    int64_t own = count;
+    int64_t own = d.count;
     if (valid(bits, data.offset + i)) {
       own = static_cast<int64_t>(index[i]);
-      if (own < 0 || own >= count || (unseen && unseen[own])) return false;
+      if (own < 0 || own >= d.count || (d.unseen && d.unseen[own])) return false;
     }
-    *out = static_cast<Out>(lut[own]);
+    *out = static_cast<Out>(d.lut[own]);
   }
   return true;
 }
 
 template <typename Out>
-bool read_codes(const arrow::ArrayData& data, const Dictionary& d, Out* out, int64_t row_stride) {
-  if (!d.has_lut || !d.labels || !data.dictionary || !same_labels(*d.labels, *data.dictionary, d.value_type))
-    return false;
+bool read_codes(const arrow::ArrayData& data, const Codes& d, Out* out, int64_t row_stride) {
+  if (!d.labels || !data.dictionary || !same_labels(*d.labels, *data.dictionary, d.value_type)) return false;
   switch (d.index_type) {
     case Type::INT8: return copy_codes<int8_t>(data, d, out, row_stride);
     case Type::UINT8: return copy_codes<uint8_t>(data, d, out, row_stride);
@@ -214,32 +240,43 @@ bool read_codes(const arrow::ArrayData& data, const Dictionary& d, Out* out, int
   }
 }
 
-// The columns read, by a plan's column number: a Table's, or a list's of ChunkedArrays (the
-// columns of a pandas frame of Arrow-backed dtypes); null where there is no such column.
-class Columns {
- public:
-  explicit Columns(std::shared_ptr<arrow::Table> table) : table_(std::move(table)) {}
-  explicit Columns(PyObject* list) : list_(list) {}
+typedef std::vector<std::shared_ptr<arrow::ChunkedArray>> ColumnList;
 
-  std::shared_ptr<arrow::ChunkedArray> operator()(int i) const {
-    if (table_) return i < table_->num_columns() ? table_->column(i) : nullptr;
-    if (i >= PyList_GET_SIZE(list_)) return nullptr;
-    std::shared_ptr<arrow::ChunkedArray> column = unwrap_chunked_array(PyList_GET_ITEM(list_, i));
-    if (!column) PyErr_Clear();  // (not a ChunkedArray: left to the caller)
-    return column;
-  }
-
- private:
-  std::shared_ptr<arrow::Table> table_;
-  PyObject* list_ = nullptr;
+// What one read reads, gathered with the GIL held: the plan's columns (a Table's, or those of a
+// list of ChunkedArrays: the columns of a pandas frame of Arrow-backed dtypes; null where there
+// is no such column) and the dictionaries' codes.  Then the copy needs no Python object.
+struct Reading {
+  ColumnList numbers, dictionaries;
+  std::vector<std::unique_ptr<Codes>> codes;
+  int64_t rows = 0;
 };
 
+std::shared_ptr<arrow::ChunkedArray> column_of(const arrow::Table* table, PyObject* list, int i) {
+  if (table) return i < table->num_columns() ? table->column(i) : nullptr;
+  if (i >= PyList_GET_SIZE(list)) return nullptr;
+  return unwrap_chunked_array(PyList_GET_ITEM(list, i));  // (empty where it is not one)
+}
+
+// False where the read is the caller's (a dictionary without codes yet).
+bool gather(const Plan& plan, const arrow::Table* table, PyObject* list, Reading& r) {
+  r.numbers.reserve(plan.numbers.size());
+  r.dictionaries.reserve(plan.dictionaries.size());
+  r.codes.reserve(plan.dictionaries.size());
+  for (const Number& n : plan.numbers) r.numbers.push_back(column_of(table, list, n.column));
+  for (const Dictionary& d : plan.dictionaries) {
+    if (!d.has_lut) return false;
+    r.dictionaries.push_back(column_of(table, list, d.column));
+    r.codes.emplace_back(new Codes(d));
+  }
+  return true;
+}
+
 template <typename Out>
-bool read_columns(const Plan& plan, const Columns& columns, int64_t rows, char* base, int64_t row_stride,
-                  int64_t column_stride) {
-  for (const Number& n : plan.numbers) {
-    const auto column = columns(n.column);
-    if (!column || column->length() != rows) return false;
+bool read_columns(const Plan& plan, const Reading& r, char* base, int64_t row_stride, int64_t column_stride) {
+  for (size_t k = 0; k < plan.numbers.size(); k++) {
+    const Number& n = plan.numbers[k];
+    const auto& column = r.numbers[k];
+    if (!column || column->length() != r.rows) return false;
     Out* out = reinterpret_cast<Out*>(base) + n.feature * column_stride;
     for (int c = 0; c < column->num_chunks(); c++) {
       const arrow::ArrayData& data = *column->chunk(c)->data();
@@ -247,9 +284,10 @@ bool read_columns(const Plan& plan, const Columns& columns, int64_t rows, char* 
       out += data.length * row_stride;
     }
   }
-  for (const Dictionary& d : plan.dictionaries) {
-    const auto column = columns(d.column);
-    if (!column || column->length() != rows) return false;
+  for (size_t k = 0; k < r.codes.size(); k++) {
+    const Codes& d = *r.codes[k];
+    const auto& column = r.dictionaries[k];
+    if (!column || column->length() != r.rows) return false;
     Out* out = reinterpret_cast<Out*>(base) + d.feature * column_stride;
     for (int c = 0; c < column->num_chunks(); c++) {
       const arrow::ArrayData& data = *column->chunk(c)->data();
@@ -259,6 +297,10 @@ bool read_columns(const Plan& plan, const Columns& columns, int64_t rows, char* 
   }
   return true;
 }
+
+// Values from which a read lets other threads run (its copy touches no Python object): below
+// it, releasing and taking the GIL back costs more than the copy.
+const int64_t kFreeThreadsValues = 1 << 16;
 
 Plan* get_plan(PyObject* capsule) {
   return static_cast<Plan*>(PyCapsule_GetPointer(capsule, kPlanName));
@@ -359,33 +401,39 @@ PyObject* read(PyObject*, PyObject* args) {
   if (!PyArg_ParseTuple(args, "OOO", &capsule, &source, &out)) return nullptr;
   const Plan* plan = get_plan(capsule);
   if (!plan) return nullptr;
-  int64_t rows = 0;
-  std::unique_ptr<Columns> columns;
+  Reading r;
+  std::shared_ptr<arrow::Table> table;
+  PyObject* list = nullptr;
   if (PyList_Check(source)) {
-    if (PyList_GET_SIZE(source)) {
-      const std::shared_ptr<arrow::ChunkedArray> first = unwrap_chunked_array(PyList_GET_ITEM(source, 0));
+    list = source;
+    if (PyList_GET_SIZE(list)) {
+      const std::shared_ptr<arrow::ChunkedArray> first = unwrap_chunked_array(PyList_GET_ITEM(list, 0));
       if (!first) return PyErr_Format(PyExc_TypeError, "not a list of pyarrow ChunkedArrays");
-      rows = first->length();
+      r.rows = first->length();
     }
-    columns.reset(new Columns(source));
   } else {
-    std::shared_ptr<arrow::Table> table = unwrap_table(source);
+    table = unwrap_table(source);
     if (!table) return PyErr_Format(PyExc_TypeError, "not a pyarrow Table");
-    rows = table->num_rows();
-    columns.reset(new Columns(std::move(table)));
+    r.rows = table->num_rows();
   }
   Py_buffer view;
   if (PyObject_GetBuffer(out, &view, PyBUF_STRIDES | PyBUF_FORMAT | PyBUF_WRITABLE) < 0) return nullptr;
   const bool is_float = std::strcmp(view.format, "f") == 0, is_double = std::strcmp(view.format, "d") == 0;
-  if (view.ndim != 2 || view.shape[0] != rows || view.shape[1] != plan->width || !(is_float || is_double) ||
+  if (view.ndim != 2 || view.shape[0] != r.rows || view.shape[1] != plan->width || !(is_float || is_double) ||
       view.strides[0] % view.itemsize || view.strides[1] % view.itemsize) {
     PyBuffer_Release(&view);
     return PyErr_Format(PyExc_ValueError, "out: float32 or float64 rows of the table, the plan's width");
   }
-  const int64_t rs = view.strides[0] / view.itemsize, cs = view.strides[1] / view.itemsize;
-  char* base = static_cast<char*>(view.buf);
-  const bool done = is_float ? read_columns<float>(*plan, *columns, rows, base, rs, cs)
-                             : read_columns<double>(*plan, *columns, rows, base, rs, cs);
+  bool done = gather(*plan, table.get(), list, r);
+  if (done) {
+    const int64_t rs = view.strides[0] / view.itemsize, cs = view.strides[1] / view.itemsize;
+    char* base = static_cast<char*>(view.buf);
+    const bool free_threads =
+        r.rows * static_cast<int64_t>(plan->numbers.size() + plan->dictionaries.size()) >= kFreeThreadsValues;
+    PyThreadState* state = free_threads ? PyEval_SaveThread() : nullptr;
+    done = is_float ? read_columns<float>(*plan, r, base, rs, cs) : read_columns<double>(*plan, r, base, rs, cs);
+    if (state) PyEval_RestoreThread(state);
+  }
   PyBuffer_Release(&view);
   return PyLong_FromLong(done ? 0 : 1);
 }

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
+
 try:
     import orjson
 except ImportError:  # (a dependency of the distribution; without it, the standard library alone)
@@ -33,17 +35,27 @@ def loads(body: bytes):
 def dumps(doc) -> bytes:
     """``doc`` as compact JSON, NaN and infinities as null, anything else unknown as its str."""
     if orjson is not None:
-        try:  # (orjson writes NaN and infinities as null itself)
-            return orjson.dumps(doc, default=str)
+        try:  # (orjson writes NaN and infinities as null itself; NumPy's numbers as numbers)
+            return orjson.dumps(doc, default=str, option=orjson.OPT_SERIALIZE_NUMPY)
         except TypeError:  # (keys other than strings, integers past 64 bits): as json writes them
             pass
     try:
-        return json.dumps(doc, allow_nan=False, separators=(",", ":"), default=str).encode()
+        return json.dumps(doc, allow_nan=False, separators=(",", ":"), default=_plain).encode()
     except ValueError:  # NaN or infinity: JSON has null for them
-        return json.dumps(_finite(doc), separators=(",", ":"), default=str).encode()
+        return json.dumps(_finite(doc), separators=(",", ":"), default=_plain).encode()
+
+
+def _plain(value):
+    """What ``json`` cannot write, as it is written: NumPy's numbers and arrays as numbers, null
+    where they are not finite; anything else as its str."""
+    if isinstance(value, (np.generic, np.ndarray)):
+        return _finite(value.tolist())
+    return str(value)
 
 
 def _finite(doc):
+    if isinstance(doc, (np.generic, np.ndarray)):
+        doc = doc.tolist()
     if isinstance(doc, float):
         return doc if doc - doc == 0 else None
     if isinstance(doc, list):

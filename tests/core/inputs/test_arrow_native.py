@@ -295,3 +295,45 @@ def test_pandas_frames_of_arrow_backed_numbers_equal_the_array(number_models, co
     before = cf.predict(frame)
     counted.read = lambda *args: 1
     np.testing.assert_array_equal(cf.predict(frame), before)
+
+
+def test_a_refused_cache_is_said_once_and_a_fork_asks_again(monkeypatch):
+    monkeypatch.setattr(arrow_native, "_FOUND", [])
+    monkeypatch.setattr(arrow_native, "_BUILD", None)
+
+    def refused(cache=None):
+        raise InputError("/somewhere: writable by other users; refusing to keep or load code there")
+    monkeypatch.setattr(arrow_native, "load", refused)
+    with pytest.warns(sf.errors.CacheWarning, match="writable by other users"):
+        assert arrow_native.reader(wait=True) is None
+    # a child forked while the build's thread ran (it has no such thread) starts its own
+    monkeypatch.setattr(arrow_native, "_FOUND", [])
+    arrow_native._after_fork()
+    assert arrow_native._BUILD is None
+    arrow_native._FOUND.append("found")
+    arrow_native._BUILD = "running"
+    arrow_native._after_fork()  # (known already: nothing to ask)
+    assert arrow_native._BUILD == "running"
+
+
+def test_a_process_that_ends_before_its_build_leaves_the_module_built(module, tmp_path):
+    """The compile outlives a process that reads one table and ends: the next finds the module."""
+    import subprocess
+    import sys
+    import time
+
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path)}
+    directory = tmp_path / "silvanforge" / "arrow-rows"
+    # (the process starts the build and ends as soon as the compiler runs)
+    script = ("import os, sys, time\n"
+              "from silvanforge.inputs import arrow_native\n"
+              "arrow_native.reader()\n"
+              "while not (os.path.isdir(sys.argv[1]) and [p for p in os.listdir(sys.argv[1]) if p.endswith('.part')]):\n"
+              "    time.sleep(0.01)\n")
+    subprocess.run([sys.executable, "-c", script, str(directory)], env=env, check=True, timeout=120)
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline and not [p for p in os.listdir(directory) if p.endswith(".so")]:
+        time.sleep(0.5)
+    built = [p for p in os.listdir(directory) if p.endswith(".so")]
+    assert built and not [p for p in os.listdir(directory) if p.endswith(".part")]
+    assert arrow_native.load(directory).read is not None

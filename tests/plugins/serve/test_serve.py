@@ -277,8 +277,10 @@ def test_bodies_mean_what_the_standard_librarys_json_reads(xgb_model, monkeypatc
     for bad in (b'{"rows": [', b"", b"\xff\xfe{"):
         with pytest.raises(ValueError):
             json_io.loads(bad)
-    doc = {"predictions": [0.5, float("nan"), float("inf"), 1e-7], "error": "a\nb", "odd": {3: 4}}
-    assert json.loads(json_io.dumps(doc)) == {"predictions": [0.5, None, None, 1e-7], "error": "a\nb", "odd": {"3": 4}}
+    doc = {"predictions": [0.5, float("nan"), float("inf"), 1e-7], "error": "a\nb", "odd": {3: 4},
+           "numpy": [np.float64(0.5), np.float64("nan"), np.int64(3), np.float32("nan"), np.array([1.5, np.nan])]}
+    assert json.loads(json_io.dumps(doc)) == {"predictions": [0.5, None, None, 1e-7], "error": "a\nb", "odd": {"3": 4},
+                                              "numpy": [0.5, None, 3, None, [1.5, None]]}
     _, booster, cf = xgb_model
     records = _records(3, seed=5)
     body = json.dumps({"data": [[*(r[name] for name in FEATURES), COLOURS.index(r["colour"])] for r in records]})

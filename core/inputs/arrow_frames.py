@@ -88,7 +88,19 @@ class ArrowPlan:
                 and types[self.order[f]].value_type.id in labels for f in self.categorical):
             self.direct = ([(c, f, types[c].id) for f, c in plain],
                            [(self.order[f], f, types[self.order[f]].index_type.id, types[self.order[f]].value_type.id)
-                            for f in self.categorical])
+                            for f in self.categorical],
+                           [(name, t.id, t.index_type.id if pa.types.is_dictionary(t) else -1,
+                             t.value_type.id if pa.types.is_dictionary(t) else -1) for name, t in zip(names, types)])
+
+    def matches(self, X) -> bool:
+        """Whether table ``X`` has this plan's columns (names and kinds), as the C++ reader tells
+        (False where it is not ready): a request's table holds a new schema, whose ``equals``
+        first computes arrow's fingerprint of it (10 us for 28 columns)."""
+        direct = self.direct
+        if direct is None or isinstance(direct, tuple):
+            return False
+        module = arrow_native.reader()
+        return module is not None and module.matches(direct, X)
 
     def _read_direct(self, X, n: int, dtype: np.dtype) -> np.ndarray | None:
         """The rows as the C++ reader writes them, or None where it is not ready, the table

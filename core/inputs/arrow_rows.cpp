@@ -31,6 +31,7 @@
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <string>
 #include <vector>
 
 namespace {
@@ -67,6 +68,10 @@ struct Plan {
   int width;
   std::vector<Number> numbers;
   std::vector<Dictionary> dictionaries;
+  // The table's columns as `matches` compares them: names, and kinds (type id, and a dictionary's
+  // index and label type ids; -1 where none), three a column.
+  std::vector<std::string> names;
+  std::vector<int> kinds;
   ~Plan() {
     for (auto& d : dictionaries) d.release();
   }
@@ -310,12 +315,13 @@ void drop_plan(PyObject* capsule) {
   delete get_plan(capsule);
 }
 
-// plan(width, numbers, dictionaries): numbers a sequence of (column, feature, arrow type id),
-// dictionaries of (column, feature, index type id, value type id).
+// plan(width, numbers, dictionaries[, columns]): numbers a sequence of (column, feature, arrow type
+// id), dictionaries of (column, feature, index type id, value type id), columns (what `matches`
+// compares) of (name, type id, index type id, value type id), -1 where a column has none.
 PyObject* make_plan(PyObject*, PyObject* args) {
   int width;
-  PyObject *numbers, *dictionaries;
-  if (!PyArg_ParseTuple(args, "iOO", &width, &numbers, &dictionaries)) return nullptr;
+  PyObject *numbers, *dictionaries, *columns = nullptr;
+  if (!PyArg_ParseTuple(args, "iOO|O", &width, &numbers, &dictionaries, &columns)) return nullptr;
   std::unique_ptr<Plan> plan(new Plan());
   plan->width = width;
   PyObject* items = PySequence_Fast(numbers, "numbers: a sequence");
@@ -341,6 +347,23 @@ PyObject* make_plan(PyObject*, PyObject* args) {
     }
   }
   Py_DECREF(items);
+  if (columns && columns != Py_None) {
+    items = PySequence_Fast(columns, "columns: a sequence");
+    if (!items) return nullptr;
+    for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(items); i++) {
+      const char* name;
+      Py_ssize_t size;
+      int kind[3];
+      if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(items, i), "s#iii", &name, &size, &kind[0], &kind[1],
+                            &kind[2])) {
+        Py_DECREF(items);
+        return nullptr;
+      }
+      plan->names.emplace_back(name, size);
+      plan->kinds.insert(plan->kinds.end(), kind, kind + 3);
+    }
+    Py_DECREF(items);
+  }
   for (const Number& n : plan->numbers)
     if (n.feature < 0 || n.feature >= width || n.column < 0) return PyErr_Format(PyExc_ValueError, "feature out of range");
   for (const Dictionary& d : plan->dictionaries)
@@ -438,8 +461,62 @@ PyObject* read(PyObject*, PyObject* args) {
   return PyLong_FromLong(done ? 0 : 1);
 }
 
+// matches(plan, table): whether the table's columns are the plan's (names and kinds, in order):
+// what its schema's `equals` tells, without the fingerprint arrow computes a new schema first
+// (10 us for 28 columns: a request's table is new each call).
+PyObject* matches(PyObject*, PyObject* args) {
+  PyObject *capsule, *table_object;
+  if (!PyArg_ParseTuple(args, "OO", &capsule, &table_object)) return nullptr;
+  const Plan* plan = get_plan(capsule);
+  if (!plan) return nullptr;
+  const std::shared_ptr<arrow::Table> table = unwrap_table(table_object);
+  if (!table) return PyErr_Format(PyExc_TypeError, "not a pyarrow Table");
+  const arrow::Schema& schema = *table->schema();
+  if (plan->names.empty() || schema.num_fields() != static_cast<int>(plan->names.size())) Py_RETURN_FALSE;
+  for (int i = 0; i < schema.num_fields(); i++) {
+    const arrow::Field& field = *schema.field(i);
+    const arrow::DataType& type = *field.type();
+    const int* kind = &plan->kinds[3 * i];
+    if (field.name() != plan->names[i] || type.id() != kind[0]) Py_RETURN_FALSE;
+    if (type.id() == Type::DICTIONARY) {
+      const auto& dictionary = static_cast<const arrow::DictionaryType&>(type);
+      if (dictionary.index_type()->id() != kind[1] || dictionary.value_type()->id() != kind[2]) Py_RETURN_FALSE;
+    } else if (kind[1] != -1 || kind[2] != -1) {
+      Py_RETURN_FALSE;
+    }
+  }
+  Py_RETURN_TRUE;
+}
+
+// One chunk's data of a pyarrow ChunkedArray or Array, or null (another object, other chunks).
+std::shared_ptr<arrow::ArrayData> only_chunk(PyObject* object) {
+  const std::shared_ptr<arrow::ChunkedArray> chunked = unwrap_chunked_array(object);
+  if (chunked) return chunked->num_chunks() == 1 ? chunked->chunk(0)->data() : nullptr;
+  const std::shared_ptr<arrow::Array> array = unwrap_array(object);
+  return array ? array->data() : nullptr;
+}
+
+// same_values(a, b): whether two arrays of labels (pyarrow ChunkedArrays of one chunk, or Arrays)
+// hold the same values in the same order, or None where this cannot tell (nulls, other types,
+// several chunks): the caller asks arrow.  Why: a pandas frame made for each request holds its
+// categories anew, and arrow's `equals` first computes its type's fingerprint (1.6 us a column).
+PyObject* same_values(PyObject*, PyObject* args) {
+  PyObject *a, *b;
+  if (!PyArg_ParseTuple(args, "OO", &a, &b)) return nullptr;
+  const std::shared_ptr<arrow::ArrayData> da = only_chunk(a), db = only_chunk(b);
+  if (!da || !db || da->type->id() != db->type->id() || has_nulls(*da) || has_nulls(*db)) Py_RETURN_NONE;
+  const int type = da->type->id();
+  if (!byte_width(type) && type != Type::STRING && type != Type::LARGE_STRING && type != Type::BINARY &&
+      type != Type::LARGE_BINARY)
+    Py_RETURN_NONE;
+  if (same_labels(*da, *db, type)) Py_RETURN_TRUE;
+  Py_RETURN_FALSE;
+}
+
 PyMethodDef methods[] = {
-    {"plan", make_plan, METH_VARARGS, "plan(width, numbers, dictionaries) -> a plan"},
+    {"same_values", same_values, METH_VARARGS, "same_values(a, b) -> True, False, or None: arrow's equals tells"},
+    {"matches", matches, METH_VARARGS, "matches(plan, table) -> whether the table's columns are the plan's"},
+    {"plan", make_plan, METH_VARARGS, "plan(width, numbers, dictionaries[, columns]) -> a plan"},
     {"set_labels", set_labels, METH_VARARGS, "set_labels(plan, k, dictionary, lut, unseen)"},
     {"read", read, METH_VARARGS, "read(plan, table or list of ChunkedArrays, out) -> 0 read, 1 left to the caller"},
     {nullptr, nullptr, 0, nullptr}};

@@ -103,7 +103,7 @@ def _polars_rows(X, memory: SchemaMemory, dtype: np.dtype, tuples: bool):
 def _arrow_rows(X, memory: SchemaMemory, dtype: np.dtype, tuples: bool = False):
     schema = X.schema
     last, plan = memory.arrow_last  # (the last table's schema, compared without a key made: 0.4 us)
-    if last is None or not (last is schema or last.equals(schema)):
+    if last is None or not (last is schema or plan.matches(X) or last.equals(schema)):
         plan = memory.plan(("pyarrow", ArrowKey(schema)), lambda: ArrowPlan(X, memory))
         memory.arrow_last = (schema, plan)
     return plan.rows(X, dtype)

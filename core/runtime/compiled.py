@@ -272,6 +272,8 @@ class CompiledForest:
                     and is_device_array(X):
                 return self._predict_device(X, output_margin, missing)
             rows = as_rows(X, self.forest, self.main.input_dtype, self._schemas, threads_used)
+        if rows.dtype is not self._small_dtype and rows.dtype == self._small_dtype:
+            rows = rows.view(self._small_dtype)  # (an unpickled frame's block holds an equal dtype of another object)
         missing_value = None if missing != missing else _missing_value(missing)  # (NaN, the default: no call)
         if missing_value is not None:
             rows = np.where(rows == rows.dtype.type(missing_value), rows.dtype.type(np.nan), rows)

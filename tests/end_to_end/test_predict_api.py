@@ -221,6 +221,10 @@ def test_small_requests_take_the_lean_path_and_match_the_reference(forest, optio
     calls.clear()
     np.testing.assert_array_equal(cf.predict(pickled), cf.predict(X[:5]))
     assert calls == [5, 5]
+    pd = pytest.importorskip("pandas")  # (an unpickled frame's block likewise)
+    frame = pickle.loads(pickle.dumps(pd.DataFrame(X[:5])))
+    np.testing.assert_array_equal(cf.predict(frame), cf.predict(X[:5]))
+    assert calls == [5, 5, 5, 5]
 
 
 @pytest.mark.parametrize("options", [{}, {"rep": "sparse"}, {"rep": "bitvector"}, {"schedule": "tree-parallel"}])

@@ -40,6 +40,12 @@ class Counted:
     def set_labels(self, *args):
         return self.module.set_labels(*args)
 
+    def matches(self, *args):
+        return self.module.matches(*args)
+
+    def same_values(self, *args):
+        return self.module.same_values(*args)
+
     def read(self, *args):
         answer = self.module.read(*args)
         self.answers.append(answer)
@@ -235,6 +241,47 @@ def test_the_module_refuses_bad_arguments(module):
     assert module.read(plan, table.select(["c", "x"]), out) == 1  # (types other than the plan's)
     with pytest.raises(ValueError, match="feature"):
         module.plan(2, [(0, 2, pa.float64().id)], [])
+
+
+def test_same_values_tells_what_arrows_equals_does_or_leaves_it(module):
+    """``same_values`` (pandas' categories held by arrow, compared by value): True or False as
+    arrow's ``equals`` says, None where it cannot tell (nulls, several chunks, other types)."""
+    labels = pa.chunked_array([["red", "green", "blue"]])
+    cases = [(pa.chunked_array([["red", "green", "blue"]]), True), (pa.chunked_array([["red", "blue", "green"]]), False),
+             (pa.chunked_array([["red", "green"]]), False), (pa.array(["red", "green", "blue"]), True),
+             (pa.chunked_array([["x", "red", "green", "blue"]]).slice(1), True)]
+    for other, expected in cases:
+        assert module.same_values(labels, other) is expected
+        assert labels.equals(other if isinstance(other, pa.ChunkedArray) else pa.chunked_array([other])) is expected
+    assert module.same_values(pa.chunked_array([[1, 2, 3]]), pa.chunked_array([[1, 2, 3]])) is True
+    assert module.same_values(pa.chunked_array([[1, 2, 3]]), pa.chunked_array([[1, 2, 4]])) is False
+    for other in (pa.chunked_array([["red"], ["green", "blue"]]), pa.chunked_array([["red", None, "blue"]]),
+                  pa.chunked_array([["red", "green", "blue"]], type=pa.large_string()), pa.chunked_array([[1, 2, 3]]),
+                  "red"):
+        assert module.same_values(labels, other) is None
+
+
+def test_a_table_matches_its_plan_by_names_and_kinds(module):
+    """``matches``: the same names and kinds in the same order (a table made anew each call, as
+    arrow's own schema comparison tells), nothing else."""
+    def table(x=pa.float64(), c=pa.int8(), labels=pa.string(), names=("x", "c"), extra=False):
+        columns = {names[0]: pa.array([1.0, 2.0], type=x),
+                   names[1]: pa.DictionaryArray.from_arrays(pa.array([0, 1], type=c), pa.array(["a", "b"], type=labels))}
+        if extra:
+            columns["y"] = pa.array([1, 2])
+        return pa.table(columns)
+
+    columns = [("x", pa.float64().id, -1, -1), ("c", pa.dictionary(pa.int8(), pa.string()).id, pa.int8().id,
+                                                  pa.string().id)]
+    plan = module.plan(2, [(0, 0, pa.float64().id)], [(1, 1, pa.int8().id, pa.string().id)], columns)
+    assert module.matches(plan, table())
+    for other in (table(x=pa.float32()), table(c=pa.int16()), table(labels=pa.large_string()), table(names=("c", "x")),
+                  table(names=("x", "d")), table(extra=True), table().select(["x"]), table().select(["c", "x"])):
+        assert not module.matches(plan, other)
+        assert not other.schema.equals(table().schema)  # (arrow's own comparison agrees)
+    assert not module.matches(module.plan(2, [], []), table())  # (a plan without columns matches nothing)
+    with pytest.raises(TypeError):
+        module.matches(plan, table().to_batches()[0])
 
 
 def test_unbuildable_or_turned_off_leaves_the_python_reader(categorical_models, monkeypatch, tmp_path):

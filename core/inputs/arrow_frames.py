@@ -1,7 +1,9 @@
 """Arrow tables read by the plan of their schema (:mod:`silvanforge.inputs.frames` says why):
-number columns as one tensor or column by column, dictionary columns through their code
-tables; and an arrow dictionary column's codes in the model's terms, which polars' Enum and
-Categorical columns are read by too."""
+where every feature is a number or dictionary column, all at once by the C++ reader
+(:mod:`silvanforge.inputs.arrow_native`) once it is built; else, and until then, number columns
+as one tensor or column by column, dictionary columns through their code tables (which the C++
+reader is then given).  And an arrow dictionary column's codes in the model's terms, which
+polars' Enum and Categorical columns are read by too."""
 
 from __future__ import annotations
 

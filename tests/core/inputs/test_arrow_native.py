@@ -312,7 +312,8 @@ def test_a_file_others_could_write_is_built_again(module, tmp_path):
         planted.write(b"planted")
     arrow_native.load(directory)
     assert os.stat(path).st_mode & 0o777 == 0o700
-    assert not open(path, "rb").read().endswith(b"planted")
+    with open(path, "rb") as built_again:
+        assert not built_again.read().endswith(b"planted")
     os.chmod(directory, 0o777)
     with pytest.raises(InputError, match="writable by other users"):
         arrow_native.load(directory)

@@ -84,6 +84,7 @@ class ArrowPlan:
         # The table as the C++ reader reads it (arrow_native): its number and dictionary columns
         # by arrow's type ids, where it reads every feature's column; made its plan at first use.
         self.direct = None
+        self._matches = None  # (the C++ reader's ``matches``, once the plan is its)
         numbers, indices, labels = direct_types()
         if not self.others and all(types[c].id in numbers for _, c in plain) and all(
                 types[self.order[f]].index_type.id in indices
@@ -98,11 +99,8 @@ class ArrowPlan:
         """Whether table ``X`` has this plan's columns (names and kinds), as the C++ reader tells
         (False where it is not ready): a request's table holds a new schema, whose ``equals``
         first computes arrow's fingerprint of it (10 us for 28 columns)."""
-        direct = self.direct
-        if direct is None or isinstance(direct, tuple):
-            return False
-        module = arrow_native.reader()
-        return module is not None and module.matches(direct, X)
+        matches = self._matches
+        return matches is not None and matches(self.direct, X)
 
     def _read_direct(self, X, n: int, dtype: np.dtype) -> np.ndarray | None:
         """The rows as the C++ reader writes them, or None where it is not ready, the table
@@ -114,6 +112,7 @@ class ArrowPlan:
         direct = self.direct
         if isinstance(direct, tuple):  # (the columns: the module's plan of them now)
             direct = self.direct = module.plan(self.width, *direct)
+            self._matches = module.matches
         out = np.empty((self.width, n), dtype=dtype).T if n >= COLUMN_ORDER_ROWS else np.empty((n, self.width), dtype)
         return None if module.read(direct, X, out) else out
 

@@ -199,3 +199,29 @@ def labelled(X: np.ndarray, classes: int = 3) -> np.ndarray:
     """Class labels of rows by quantiles of a score of their first two features (NaN as 0)."""
     score = np.nan_to_num(X[:, 0]) + 0.5 * np.nan_to_num(X[:, 1])
     return np.digitize(score, np.quantile(score, np.linspace(0, 1, classes + 1)[1:-1]))
+
+
+# Arrow's number types, as NumPy names them (float16 read by pyarrow's conversions alone)
+ARROW_NUMBER_TYPES = ["int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float16", "float32",
+                      "float64"]
+
+
+def arrow_number_columns(rng: np.random.Generator, n: int, types: list[str] = ARROW_NUMBER_TYPES):
+    """A pyarrow column of each of ``types`` with nulls (64-bit integers past 2**53 with their low
+    bits set, where float32 rows round them twice), and the same values as float64 rows, nulls NaN."""
+    import pyarrow as pa
+
+    columns, X = [], np.empty((n, len(types)))
+    for j, name in enumerate(types):
+        dtype = np.dtype(name)
+        if dtype.kind in "iu":
+            info = np.iinfo(dtype)
+            values = rng.integers(max(info.min, -(2 ** 62)), info.max, n, dtype=dtype, endpoint=True)
+            if dtype.itemsize == 8:
+                values = values // 64 * 64 + rng.integers(0, 64, n).astype(dtype)
+        else:
+            values = (rng.normal(size=n) * 100).astype(dtype)
+        nulls = rng.random(n) < 0.1
+        columns.append(pa.array(values, mask=nulls))
+        X[:, j] = np.where(nulls, np.nan, [float(v) for v in values.tolist()])
+    return columns, X

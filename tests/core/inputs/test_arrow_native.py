@@ -16,7 +16,7 @@ import pytest
 import silvanforge as sf
 from silvanforge.errors import InputError
 from silvanforge.inputs import arrow_native
-from support_common import errors_in_threads
+from support_common import arrow_number_columns, errors_in_threads
 
 pd = pytest.importorskip("pandas")
 pa = pytest.importorskip("pyarrow")
@@ -70,20 +70,7 @@ def counted(module, monkeypatch):
 
 
 def _numbers(rng, n):
-    """A column of each type with nulls (64-bit integers past 2**53, where float32 rows round them
-    twice), and the same values as float64 rows, nulls NaN."""
-    columns, X = [], np.empty((n, len(NUMBER_TYPES)))
-    for j, name in enumerate(NUMBER_TYPES):
-        dtype = np.dtype(name)
-        if dtype.kind in "iu":
-            info = np.iinfo(dtype)
-            values = rng.integers(max(info.min, -(2 ** 62)), info.max, n, dtype=dtype, endpoint=True)
-        else:
-            values = (rng.normal(size=n) * 100).astype(dtype)
-        nulls = rng.random(n) < 0.1
-        columns.append(pa.array(values, mask=nulls))
-        X[:, j] = np.where(nulls, np.nan, [float(v) for v in values.tolist()])
-    return columns, X
+    return arrow_number_columns(rng, n, NUMBER_TYPES)
 
 
 @pytest.fixture(scope="module")

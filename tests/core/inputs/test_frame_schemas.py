@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 import silvanforge as sf
 from silvanforge.errors import InputError
 from silvanforge.inputs.frames import SCHEMAS
-from support_common import errors_in_threads
+from support_common import ARROW_NUMBER_TYPES, arrow_number_columns, errors_in_threads
 
 pd = pytest.importorskip("pandas")
 lgb = pytest.importorskip("lightgbm")
@@ -342,27 +342,7 @@ def test_numeric_frames_of_every_kind_equal_the_array(rng):
         np.testing.assert_array_equal(single.to_numpy(), before)
 
 
-NUMBER_TYPES = ["int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float16", "float32",
-                "float64"]
-
-
-def _number_columns(rng, n):
-    """Values of each arrow number type (64-bit integers past 2**53, where float32 rows round
-    them twice) and the same as float64, nulls NaN."""
-    columns, X = [], np.empty((n, len(NUMBER_TYPES)))
-    for j, name in enumerate(NUMBER_TYPES):
-        dtype = np.dtype(name)
-        if dtype.kind in "iu":
-            info = np.iinfo(dtype)
-            values = rng.integers(max(info.min, -(2 ** 62)), info.max, n, dtype=dtype, endpoint=True)
-            if dtype.itemsize == 8:
-                values = values // 64 * 64 + rng.integers(0, 64, n).astype(dtype)
-        else:
-            values = (rng.normal(size=n) * 100).astype(dtype)
-        nulls = rng.random(n) < 0.1
-        columns.append(pa.array(values, mask=nulls))
-        X[:, j] = np.where(nulls, np.nan, [float(v) for v in values.tolist()])
-    return columns, X
+NUMBER_TYPES = ARROW_NUMBER_TYPES
 
 
 @pytest.mark.parametrize("native", [True, False])
@@ -390,7 +370,7 @@ def test_large_arrow_tables_of_every_number_type_equal_the_array(rng, monkeypatc
     else:
         monkeypatch.setattr(arrow_frames, "columns_kernel", lambda: None)
     n = arrow_frames.ARROW_BY_COLUMN_ROWS + 300
-    columns, X = _number_columns(rng, n)
+    columns, X = arrow_number_columns(rng, n)
     names = [f"x_{t}" for t in NUMBER_TYPES]
     y = np.nan_to_num(X / np.nanstd(X, axis=0)).sum(axis=1) + rng.normal(size=n)
     frame = pd.DataFrame(X, columns=names)

@@ -253,7 +253,7 @@ typedef std::vector<std::shared_ptr<arrow::ChunkedArray>> ColumnList;
 struct Reading {
   ColumnList numbers, dictionaries;
   std::vector<std::unique_ptr<Codes>> codes;
-  int64_t rows = 0;
+  int64_t rows = -1;  // (a list's: found from its columns)
 };
 
 std::shared_ptr<arrow::ChunkedArray> column_of(const arrow::Table* table, PyObject* list, int i) {
@@ -429,25 +429,27 @@ PyObject* read(PyObject*, PyObject* args) {
   PyObject* list = nullptr;
   if (PyList_Check(source)) {
     list = source;
-    if (PyList_GET_SIZE(list)) {
-      const std::shared_ptr<arrow::ChunkedArray> first = unwrap_chunked_array(PyList_GET_ITEM(list, 0));
-      if (!first) return PyErr_Format(PyExc_TypeError, "not a list of pyarrow ChunkedArrays");
-      r.rows = first->length();
-    }
   } else {
     table = unwrap_table(source);
     if (!table) return PyErr_Format(PyExc_TypeError, "not a pyarrow Table");
     r.rows = table->num_rows();
   }
+  bool done = gather(*plan, table.get(), list, r);
+  if (list) {  // (the rows: the first of the plan's columns' length; each is checked against it)
+    for (const auto& column : r.numbers)
+      if (column && r.rows < 0) r.rows = column->length();
+    for (const auto& column : r.dictionaries)
+      if (column && r.rows < 0) r.rows = column->length();
+    if (r.rows < 0) done = false;
+  }
   Py_buffer view;
   if (PyObject_GetBuffer(out, &view, PyBUF_STRIDES | PyBUF_FORMAT | PyBUF_WRITABLE) < 0) return nullptr;
   const bool is_float = std::strcmp(view.format, "f") == 0, is_double = std::strcmp(view.format, "d") == 0;
-  if (view.ndim != 2 || view.shape[0] != r.rows || view.shape[1] != plan->width || !(is_float || is_double) ||
-      view.strides[0] % view.itemsize || view.strides[1] % view.itemsize) {
+  if (view.ndim != 2 || view.shape[1] != plan->width || !(is_float || is_double) || view.strides[0] % view.itemsize ||
+      view.strides[1] % view.itemsize || (view.shape[0] != r.rows && (table || r.rows >= 0))) {
     PyBuffer_Release(&view);
     return PyErr_Format(PyExc_ValueError, "out: float32 or float64 rows of the table, the plan's width");
   }
-  bool done = gather(*plan, table.get(), list, r);
   if (done) {
     const int64_t rs = view.strides[0] / view.itemsize, cs = view.strides[1] / view.itemsize;
     char* base = static_cast<char*>(view.buf);
@@ -513,7 +515,79 @@ PyObject* same_values(PyObject*, PyObject* args) {
   Py_RETURN_FALSE;
 }
 
+// Attribute names, made once (a name made from a C string a lookup cost as much as the lookup).
+struct Names {
+  PyObject *values, *pa_array, *mgr_locs, *indexer;
+} names;
+
+// Whether an arrow type id is one `read` reads as a number column.
+bool number_type(int id) {
+  return byte_width(id) > 0;
+}
+
+// arrow_blocks(blocks): a pandas frame's blocks as its key and reader take them, walked here
+// because a frame of Arrow-backed numbers has a block a column and reading 28 blocks' dtypes and
+// arrays in Python cost 8-10 us a call.  For each block: the arrow type id where it is one
+// column of Arrow-backed numbers (its `values._pa_array` a ChunkedArray of a number type), else
+// -1; the frame column it holds (-1 where it is not one such column); its ChunkedArray or None.
+// Answers (kinds: bytes of int32, columns: bytes of int32, arrays: list, others: the indices of
+// the blocks that are not such columns, for the caller to key as it keys any block).
+PyObject* arrow_blocks(PyObject*, PyObject* args) {
+  PyObject* blocks;
+  if (!PyArg_ParseTuple(args, "O", &blocks)) return nullptr;
+  PyObject* items = PySequence_Fast(blocks, "blocks: a sequence");
+  if (!items) return nullptr;
+  const Py_ssize_t count = PySequence_Fast_GET_SIZE(items);
+  std::vector<int32_t> kinds(count, -1), columns(count, -1);
+  PyObject* arrays = PyList_New(count);
+  PyObject* others = PyList_New(0);
+  bool failed = !arrays || !others;
+  for (Py_ssize_t i = 0; i < count && !failed; i++) {
+    PyObject* block = PySequence_Fast_GET_ITEM(items, i);
+    PyObject* values = PyObject_GetAttr(block, names.values);
+    PyObject* array = values ? PyObject_GetAttr(values, names.pa_array) : nullptr;
+    Py_XDECREF(values);
+    if (!array) PyErr_Clear();  // (not Arrow-backed: keyed by the caller)
+    const std::shared_ptr<arrow::ChunkedArray> chunked = array ? unwrap_chunked_array(array) : nullptr;
+    long column = -1;
+    if (chunked && number_type(chunked->type()->id())) {
+      PyObject* placement = PyObject_GetAttr(block, names.mgr_locs);
+      PyObject* indexer = placement ? PyObject_GetAttr(placement, names.indexer) : nullptr;
+      Py_XDECREF(placement);
+      Py_ssize_t start, stop, step;
+      if (indexer && PySlice_Check(indexer) && PySlice_Unpack(indexer, &start, &stop, &step) == 0 && step == 1 &&
+          stop == start + 1)
+        column = static_cast<long>(start);
+      Py_XDECREF(indexer);
+      PyErr_Clear();
+    }
+    if (column >= 0) {
+      kinds[i] = chunked->type()->id();
+      columns[i] = static_cast<int32_t>(column);
+      PyList_SET_ITEM(arrays, i, array);  // (the list takes the reference)
+      array = nullptr;
+    } else {
+      Py_INCREF(Py_None);
+      PyList_SET_ITEM(arrays, i, Py_None);
+      PyObject* index = PyLong_FromSsize_t(i);
+      failed = !index || PyList_Append(others, index) < 0;
+      Py_XDECREF(index);
+    }
+    Py_XDECREF(array);
+  }
+  Py_DECREF(items);
+  if (failed) {
+    Py_XDECREF(arrays);
+    Py_XDECREF(others);
+    return nullptr;
+  }
+  const Py_ssize_t size = count * static_cast<Py_ssize_t>(sizeof(int32_t));
+  return Py_BuildValue("(NNNN)", PyBytes_FromStringAndSize(reinterpret_cast<const char*>(kinds.data()), size),
+                       PyBytes_FromStringAndSize(reinterpret_cast<const char*>(columns.data()), size), arrays, others);
+}
+
 PyMethodDef methods[] = {
+    {"arrow_blocks", arrow_blocks, METH_VARARGS, "arrow_blocks(blocks) -> (kinds, columns, arrays, others)"},
     {"same_values", same_values, METH_VARARGS, "same_values(a, b) -> True, False, or None: arrow's equals tells"},
     {"matches", matches, METH_VARARGS, "matches(plan, table) -> whether the table's columns are the plan's"},
     {"plan", make_plan, METH_VARARGS, "plan(width, numbers, dictionaries[, columns]) -> a plan"},
@@ -544,5 +618,10 @@ PyMODINIT_FUNC PyInit__arrow_rows(void) {
     if (!PyErr_Occurred()) PyErr_SetString(PyExc_ImportError, "pyarrow exports no pyarrow_unwrap_table");
     return nullptr;
   }
+  names.values = PyUnicode_InternFromString("values");
+  names.pa_array = PyUnicode_InternFromString("_pa_array");
+  names.mgr_locs = PyUnicode_InternFromString("mgr_locs");
+  names.indexer = PyUnicode_InternFromString("indexer");
+  if (!names.values || !names.pa_array || !names.mgr_locs || !names.indexer) return nullptr;
   return PyModule_Create(&module);
 }

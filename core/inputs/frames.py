@@ -77,10 +77,10 @@ def _reader_of(X):
 
 
 def _pandas_rows(X, memory: SchemaMemory, dtype: np.dtype, tuples: bool):
-    key = _pandas_key(X, memory)
+    key, arrays = _pandas_key_and_arrays(X, memory)
     if key is None:
         return None
-    return memory.plan(key, lambda: _PandasPlan(X, memory, dtype)).rows(X, dtype)
+    return memory.plan(key, lambda: _PandasPlan(X, memory, dtype)).rows(X, dtype, arrays)
 
 
 def _polars_rows(X, memory: SchemaMemory, dtype: np.dtype, tuples: bool):
@@ -144,10 +144,28 @@ _READERS: dict = {}  # a type -> its reader (:func:`_reader`)
 
 def _pandas_key(X, memory: SchemaMemory, kind: str = "pandas"):
     """The key of a pandas frame's schema (its names and blocks), or None: internals not read here."""
+    return _pandas_key_and_arrays(X, memory, kind)[0]
+
+
+def _pandas_key_and_arrays(X, memory: SchemaMemory, kind: str = "pandas"):
+    """(the key of a pandas frame's schema, or None; the ChunkedArray of each block of Arrow-backed
+    numbers, None for the others, where the blocks were walked in C++, else None)."""
     mgr = getattr(X, "_mgr", None)
     blocks = getattr(mgr, "blocks", None)
     if blocks is None or not hasattr(X, "columns"):
-        return None
+        return None, None
+    if len(blocks) > PLACED_BLOCKS:
+        # Many blocks (a frame of Arrow-backed columns holds one a column): those of Arrow-backed
+        # numbers keyed by their arrow type and column in one C++ walk (silvanforge.inputs.arrow_native)
+        module = arrow_native.reader()
+        if module is not None:
+            kinds, columns, arrays, others = module.arrow_blocks(blocks)
+            return (kind, memory.names(X.columns), kinds, columns,
+                    tuple([(_dtype_token(blocks[i].dtype), _placement(blocks[i])) for i in others])), arrays
+    return _pandas_key_of(X, mgr, blocks, memory, kind), None
+
+
+def _pandas_key_of(X, mgr, blocks, memory: SchemaMemory, kind: str):
     if len(blocks) == 1:  # (a frame built from one array: which block each column is in goes without saying)
         return (kind, memory.names(X.columns), _dtype_token(blocks[0].dtype), _placement(blocks[0]))
     # (NumPy's dtypes as they are and a categorical one by its class, without a call: a third of
@@ -281,7 +299,9 @@ class _PandasPlan:
         self.categories = [(at, what) for kind, at, what in self.steps if kind == "category"]
         self.steps = [step for step in self.steps if step[0] != "category"]
 
-    def rows(self, X, dtype: np.dtype) -> np.ndarray:
+    def rows(self, X, dtype: np.dtype, arrays: list | None = None) -> np.ndarray:
+        """``arrays``: each block's ChunkedArray where it is one column of Arrow-backed numbers
+        (None for the others), as :func:`_pandas_key_and_arrays` found them, else None."""
         if self.block is not None:
             # Read only from here on.  The kernels read rows by their strides, so a large frame's
             # block is read as it lies (column by column: no copy, as fast on the CPU target);
@@ -310,24 +330,25 @@ class _PandasPlan:
                 out[:, feature] = pandas_column(X.iloc[:, at], name, self.labels.get(feature),
                                                 feature in self.number_features)
         if self.arrow:
-            self._arrow_columns(blocks, out)
+            self._arrow_columns(blocks, out, arrays)
         if self.categories:
             _category_columns(self.categories, blocks, out)
         return out
 
-    def _arrow_columns(self, blocks, out: np.ndarray) -> None:
+    def _arrow_columns(self, blocks, out: np.ndarray, arrays: list | None) -> None:
         """The Arrow-backed number columns, by the C++ reader of arrow columns where it is ready
         (reading each through pandas took 3-40 us a column), else as the column reader converts
-        them, pd.NA missing."""
+        them, pd.NA missing.  ``arrays``: each block's ChunkedArray (None for the others), else
+        read from the blocks here."""
         module = arrow_native.reader()
         if module is not None and out.dtype in (np.float32, np.float64):
             plan = self.arrow_plan
-            if plan is None:
-                plan = self.arrow_plan = module.plan(self.width, [(k, f, t) for k, (_, f, t) in enumerate(self.arrow)],
-                                                     [])
-            columns = [getattr(blocks[b].values, "_pa_array", None) for b, _, _ in self.arrow]
+            if plan is None:  # (its columns: the blocks' numbers)
+                plan = self.arrow_plan = module.plan(self.width, self.arrow, [])
+            if arrays is None:
+                arrays = [getattr(block.values, "_pa_array", None) for block in blocks]
             try:
-                if module.read(plan, columns, out) == 0:
+                if module.read(plan, arrays, out) == 0:
                     return
             except TypeError:  # (a pandas that keeps its arrays otherwise)
                 pass

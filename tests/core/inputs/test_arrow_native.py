@@ -40,11 +40,8 @@ class Counted:
     def set_labels(self, *args):
         return self.module.set_labels(*args)
 
-    def matches(self, *args):
-        return self.module.matches(*args)
-
-    def same_values(self, *args):
-        return self.module.same_values(*args)
+    def __getattr__(self, name):  # (the module's other functions, as they are)
+        return getattr(self.module, name)
 
     def read(self, *args):
         answer = self.module.read(*args)
@@ -372,3 +369,35 @@ def test_a_process_that_ends_before_its_build_leaves_the_module_built(module, tm
     built = [p for p in os.listdir(directory) if p.endswith(".so")]
     assert built and not [p for p in os.listdir(directory) if p.endswith(".part")]
     assert arrow_native.load(directory).read is not None
+
+
+def test_a_frames_blocks_walked_in_cpp_key_it_as_pandas_does(module, number_models, monkeypatch):
+    """``arrow_blocks``: each one-column block of Arrow-backed numbers by its type id and column,
+    the others (NumPy, nullable, Arrow strings) left to the caller; a frame keyed so reads as the
+    Python key reads it, with the module and without."""
+    rng = np.random.default_rng(9)
+    columns, X = _numbers(rng, 7)
+    frame = pd.DataFrame({name: pd.Series(column.to_pandas(types_mapper=pd.ArrowDtype))
+                          for name, column in zip(NUMBER_TYPES, columns)})
+    frame["float64"] = X[:, NUMBER_TYPES.index("float64")]  # NumPy
+    frame["int16"] = pd.array(X[:, NUMBER_TYPES.index("int16")], dtype="Float64")  # nullable
+    frame["label"] = pd.array(["a"] * 7, dtype=pd.ArrowDtype(pa.string()))  # Arrow strings
+    blocks = frame._mgr.blocks
+    kinds, where, arrays, others = module.arrow_blocks(blocks)
+    kinds, where = np.frombuffer(kinds, dtype=np.int32), np.frombuffer(where, dtype=np.int32)
+    for i, block in enumerate(blocks):
+        arrow = getattr(block.dtype, "pyarrow_dtype", None)
+        if arrow is not None and not pa.types.is_string(arrow):
+            assert kinds[i] == arrow.id and where[i] == block.mgr_locs.as_array[0] and arrays[i] is block.values._pa_array
+            assert i not in others
+        else:
+            assert kinds[i] == -1 and where[i] == -1 and arrays[i] is None and i in others
+    assert module.arrow_blocks(()) == (b"", b"", [], [])
+    rows = frame.drop(columns="label")
+    for cf in number_models:
+        expected = cf.predict(X)
+        with_module = cf.predict(rows)
+        monkeypatch.setattr(arrow_native, "reader", lambda wait=False: None)
+        np.testing.assert_array_equal(cf.predict(rows), expected)
+        np.testing.assert_array_equal(with_module, expected)
+        monkeypatch.undo()

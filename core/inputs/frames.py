@@ -166,21 +166,27 @@ def _pandas_key_and_arrays(X, memory: SchemaMemory, kind: str = "pandas"):
 
 
 def _pandas_key_of(X, mgr, blocks, memory: SchemaMemory, kind: str):
+    # Which columns each block holds: the manager's block numbers and locations where pandas has
+    # built them (a frame called again), else each block's own (see PLACED_BLOCKS)
+    built = getattr(mgr, "_blknos", None) is not None
     if len(blocks) == 1:  # (a frame built from one array: which block each column is in goes without saying)
-        return (kind, memory.names(X.columns), _dtype_token(blocks[0].dtype), _placement(blocks[0]))
+        return (kind, memory.names(X.columns), _dtype_token(blocks[0].dtype),
+                mgr.blklocs.tobytes() if built else _placement(blocks[0]))
     # (NumPy's dtypes as they are and a categorical one by its class, without a call: a third of
     # the time of a frame's five blocks, 0.6 us against 1.8)
     categorical = _categorical_dtype()
     tokens = tuple([d if isinstance(d, np.dtype) else "category" if type(d) is categorical else _dtype_token(d)
                     for d in [b.dtype for b in blocks]])
-    if len(blocks) <= PLACED_BLOCKS:
+    if len(blocks) <= PLACED_BLOCKS and not built:
         return kind, memory.names(X.columns), tokens, tuple([_placement(b) for b in blocks])
     return kind, memory.names(X.columns), tokens, mgr.blknos.tobytes(), mgr.blklocs.tobytes()
 
 
-# Blocks up to which a pandas frame's key holds each block's columns (its placement), not the
-# manager's block numbers and locations: pandas builds those at their first use, 2.9-4.2 us of a
-# frame made for a request (from a dict, records or an array alike), against about 0.3 us a block.
+# Blocks up to which a pandas frame's key holds each block's columns (its placement) where pandas
+# has not built the manager's block numbers and locations: it builds them at their first use,
+# 2.9-4.2 us of a frame made for a request (from a dict, records or an array alike), against
+# about 0.3 us a block; where it has, they are read (0.2 us).  A schema has a plan of each form
+# at most.
 PLACED_BLOCKS = 8
 
 

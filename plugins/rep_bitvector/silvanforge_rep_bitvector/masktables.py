@@ -67,6 +67,17 @@ TREE_NS, ENTRY_NS, LINE_NS, MISS_CAP_NS, KEY_STEP_NS = 1.0, 0.6, 9.0, 3.2, 0.6
 # (flight- and taxizone-shaped, 8.7-29 MB of masks) cost 30-77 ns a tree a row, 2-6x the node
 # forms, where the capped estimate had them cheaper.
 ROW_LINE_NS = 4.5
+# ... unless the forest's tables stay in the last-level cache between calls (at most
+# RESIDENT_TABLE_BYTES, half of the 32 MiB L3 these were measured on): then a call pays about
+# RESIDENT_ENTRY_NS an entry of each tree, shared by its rows, over what the block's rows pay.
+# Measured (1 thread, this form against the node forms lowered for 16 and 64 rows, rows of the
+# training data's distribution, a 2-vCPU Zen 4 VM): taxi 1000x255 (13 MB of tables, 5 entries a
+# tree) 13.5 / 10.5 / 6.6 ns a tree a row at 8 / 16 / 64 rows against the node forms' best
+# 21.2 / 10.6 / 10.0; taxiclean 100x255 (1.3 MB) 16.1 / 9.3 / 5.9 against 31.1 / 11.5 / 8.6;
+# insurance 100x255 (2 MB, 14.8 entries) 23.5 / 14.1 at 16 / 64 rows against 14.4 / 10.4 (the
+# node forms, as estimated); flight 1000x255 (38 MB) 35-43 at 16-64 rows: not resident.
+RESIDENT_TABLE_BYTES = 16 << 20
+RESIDENT_ENTRY_NS = 16.0
 
 
 @dataclasses.dataclass
@@ -81,6 +92,15 @@ class _Shape:
     # Categorical features: their rows (1 + the largest category a split names); a feature
     # split both ways has a numeric and a categorical key.
     categories: dict[int, int] = dataclasses.field(default_factory=dict)
+    category_masks: int = 0  # the categorical entries' masks, every tree's
+
+    def table_bytes(self, forest: hir.Forest) -> int:
+        """About the bytes of the forest's tables (:func:`tables`): each entry's key map, the masks
+        (a node's, two an entry, one a tree and a category of a categorical entry) and the leaves."""
+        entries = int(self.tree_entries.sum())
+        masks = self.nodes + 2 * entries + forest.num_trees + self.category_masks
+        leaves = sum(t.num_leaves for t in forest.trees)
+        return entries * self.keys * 2 + masks * words(forest) * 8 + leaves * 8
 
     @property
     def counts(self) -> np.ndarray:
@@ -127,7 +147,11 @@ def _make_shape(forest: hir.Forest) -> _Shape:
     thresholds = {int(u): found.get(int(u), distinct[:0]) for u in np.unique(feature)}
     pairs = np.unique((all_trees.astype(np.int64) * (forest.num_features + 1) + all_features) * 2 + all_kinds)
     tree_entries = np.bincount(pairs // (2 * (forest.num_features + 1)), minlength=forest.num_trees)
-    return _Shape(thresholds, int(tree_entries.max(initial=0)), len(all_features), tree_entries, categories)
+    # A categorical entry's masks are one a key: its feature's rows and two more
+    keyed = pairs[pairs % 2 == 1] // 2 % (forest.num_features + 1)
+    category_masks = sum(categories.get(int(f), 1) + 2 for f in keyed)
+    return _Shape(thresholds, int(tree_entries.max(initial=0)), len(all_features), tree_entries, categories,
+                  category_masks)
 
 
 def _as_ge(thr: np.ndarray, op: np.ndarray, dtype: np.dtype) -> tuple[np.ndarray, np.ndarray]:
@@ -189,8 +213,10 @@ def tree_costs_ns(forest: hir.Forest, batch_size: int | None = None, most: int =
     lines = (shape.tree_entries * keys * 2 + (nodes + 2 * shape.tree_entries) * words(forest) * 8) / 64
     block = block_rows(forest, shape, most)
     rows = min(block, batch_size or most)
-    return TREE_NS + ENTRY_NS * shape.tree_entries + np.minimum(miss_cap_ns(shape.tree_entries, rows, block),
-                                                                LINE_NS * lines / rows)
+    missed = np.minimum(miss_cap_ns(shape.tree_entries, rows, block), LINE_NS * lines / rows)
+    if shape.table_bytes(forest) <= RESIDENT_TABLE_BYTES:
+        missed = np.minimum(missed, resident_ns(shape.tree_entries, lines, rows, block))
+    return TREE_NS + ENTRY_NS * shape.tree_entries + missed
 
 
 def miss_cap_ns(entries, rows: int, block: int):
@@ -200,6 +226,14 @@ def miss_cap_ns(entries, rows: int, block: int):
     almost nothing)."""
     short = max(0.0, 1.0 - rows / block)
     return np.maximum(MISS_CAP_NS, ROW_LINE_NS * 2 * np.asarray(entries, np.float64) * short)
+
+
+def resident_ns(entries, lines, rows: int, block: int):
+    """What a row pays a tree for the lines of its tables where the forest's tables stay in the
+    last-level cache between calls (:data:`RESIDENT_TABLE_BYTES`): a block's share of them, and
+    :data:`RESIDENT_ENTRY_NS` an entry a call, shared by the call's rows, where it fills no block."""
+    return LINE_NS * np.asarray(lines, np.float64) / block + \
+        RESIDENT_ENTRY_NS * np.asarray(entries, np.float64) * max(0.0, 1.0 / rows - 1.0 / block)
 
 
 def estimate_ns(forest: hir.Forest, batch_size: int | None = None, shape: _Shape | None = None,
@@ -213,7 +247,10 @@ def estimate_ns(forest: hir.Forest, batch_size: int | None = None, shape: _Shape
     lines = (F * keys * 2 + (shape.nodes / forest.num_trees + 2 * F) * W * 8) / 64
     block = block_rows(forest, shape, most)
     rows = min(block, batch_size or most)
-    per_tree = TREE_NS + ENTRY_NS * F + min(float(miss_cap_ns(F, rows, block)), LINE_NS * lines / rows)
+    missed = min(float(miss_cap_ns(F, rows, block)), LINE_NS * lines / rows)
+    if shape.table_bytes(forest) <= RESIDENT_TABLE_BYTES:
+        missed = min(missed, float(resident_ns(F, lines, rows, block)))
+    per_tree = TREE_NS + ENTRY_NS * F + missed
     # a categorical key: a range check and a select, about two search steps
     return forest.num_trees * per_tree + KEY_STEP_NS * (steps * len(counts) + 2 * len(shape.categories))
 

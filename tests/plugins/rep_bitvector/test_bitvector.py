@@ -928,6 +928,28 @@ def test_mask_tables_are_chosen_for_large_trees_over_few_features():
     assert "too many" in masktables.unsupported(many)
 
 
+def test_mask_tables_that_stay_in_cache_are_priced_for_calls_of_a_few_rows(monkeypatch):
+    """Tables the last-level cache holds between calls (RESIDENT_TABLE_BYTES) cost a call a
+    line an entry shared by its rows, not a missed line a row: cheaper than the node forms from
+    64 rows on 256-leaf trees over few features; tables past the bound keep the missed lines'
+    price (the node forms); a block's estimate is the same either way."""
+    rng = np.random.default_rng(17)
+    forest = _leafwise_forest(40, 4, 8, rng)
+    shape = masktables._shape(forest)
+    built = sum(a.nbytes for a in masktables.tables(forest).values())
+    assert 0.8 * built <= shape.table_bytes(forest) <= 1.2 * built
+    resident = {b: masktables.estimate_ns(forest, b) for b in (16, 64, 256, None)}
+    assert resident[64] < choose.node_forms_ns(forest, 64)
+    assert resident[None] < resident[256] < resident[64] < resident[16]
+    monkeypatch.setattr(masktables, "RESIDENT_TABLE_BYTES", shape.table_bytes(forest) - 1)
+    missed = {b: masktables.estimate_ns(forest, b) for b in (16, 64, 256, None)}
+    assert missed[None] == resident[None]
+    assert all(missed[b] > resident[b] for b in (16, 64, 256))
+    assert missed[64] > choose.node_forms_ns(forest, 64)
+    np.testing.assert_array_equal(masktables.tree_costs_ns(forest, None) > 0, True)
+    assert (masktables.tree_costs_ns(forest, 64) > masktables.tree_costs_ns(forest, None)).all()
+
+
 def test_the_chooser_weighs_mask_tables_for_some_trees_only():
     """Deep trees over few features beside stumps: the chooser prices a mask-table phase for the
     deep ones and the node forms for the rest (the mixed choice), and lowers what it chose."""

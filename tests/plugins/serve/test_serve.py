@@ -257,9 +257,9 @@ def test_bad_bodies_get_a_400_with_one_line_and_the_server_stays_up(xgb_model):
 @pytest.mark.parametrize("fast_json", [True, False])
 def test_bodies_mean_what_the_standard_librarys_json_reads(xgb_model, monkeypatch, fast_json):
     """Bodies read by orjson where it reads them and by the standard library where it does not
-    (NaN and Infinity literals, numbers past float64's range, UTF-16): every one reads as
-    ``json.loads`` reads it (an integer past 64 bits as the float64 its row holds), errors name
-    what it finds, and answers are JSON with null for a NaN; likewise without orjson installed."""
+    (Infinity literals, numbers past float64's range, UTF-16): every one reads as ``json.loads``
+    reads it, a NaN literal as null (an integer past 64 bits as the float64 its row holds),
+    errors name what it finds, and answers are JSON with null for a NaN; likewise without orjson."""
     from silvanforge_serve import json_io
 
     if not fast_json:
@@ -270,8 +270,16 @@ def test_bodies_mean_what_the_standard_librarys_json_reads(xgb_model, monkeypatc
              '{"x": 1, "x": 2}', '{"n": 1e308, "m": -0.0, "z": 123456789012345678}']
     for text in texts:
         for body in (text.encode(), text.encode("utf-16")):
-            got, expected = json_io.loads(body), json.loads(body)
+            got, expected = json_io.loads(body), json.loads(body, parse_constant=_nan_as_none)
             assert json.dumps(got) == json.dumps(expected), text
+    # NaN literals alone (Python's json.dumps of a missing number): read as null, the same missing
+    # value to every reader of a body; a NaN in a string stays; a string with an escaped quote
+    # leaves the body to the standard library
+    for text in ('{"data": [[NaN, 1.5, NaN]], "k": "NaN, [NaN]"}', '{"rows": [{"NaN": NaN, "b": "x"}]}',
+                 '{"data": [[NaN]], "output_margin": NaN}'):
+        assert json_io.loads(text.encode()) == json.loads(text, parse_constant=_nan_as_none), text
+    escaped = b'{"rows": [{"a": NaN, "b": "x\\"NaN"}]}'
+    assert json_io.loads(escaped) == {"rows": [{"a": None, "b": 'x"NaN'}]}
     # an integer of more digits than 64 bits hold: the float64 a row holds of it either way
     assert float(json_io.loads(b"[123456789012345678901234567890]")[0]) == float(123456789012345678901234567890)
     for bad in (b'{"rows": [', b"", b"\xff\xfe{"):
@@ -288,6 +296,10 @@ def test_bodies_mean_what_the_standard_librarys_json_reads(xgb_model, monkeypatc
         got = client.post("/predict", content=body.replace("null", "NaN"), headers={"content-type": "application/json"})
         assert got.status_code == 200, got.text
         np.testing.assert_array_equal(np.float32(got.json()["predictions"]), _xgb_expected(booster, records))
+
+
+def _nan_as_none(name: str):
+    return None if name == "NaN" else float(name)
 
 
 def test_a_body_in_several_messages_is_read_whole_and_a_client_gone_is_not_answered(xgb_model):

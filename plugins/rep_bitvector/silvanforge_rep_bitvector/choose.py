@@ -251,6 +251,12 @@ ISA_FACTORS = {"avx512": 1.0, "avx2": 1.9, "neon": 3.8, "sse": 3.8}
 # 2.1-3.4x faster than 32-bit words, at 1.9-2.7x the AVX-512 form's time (lgb_leafwise,
 # lgb_taxi_100x31, 512 and 4096 rows, load 5-6); NEON was not measured: twice AVX2's assumed.
 NARROW_ISA_FACTORS = {**ISA_FACTORS, "avx2": 1.2, "sse": 2.3, "neon": 2.4}
+# The mask-table form ANDs one mask of up to 256 bits an entry (one AVX2 register) and finds its
+# keys in scalar code: as AVX2 code 1.02-1.25x its AVX-512 self at 4096 rows (1 thread, Zen 4,
+# in turns in one process, rows as each model's training data: taxi 1000x255 1.24-1.25,
+# taxizone 1000x255 1.1, insurance 100x255 1.02, flight 1000x255 1.13, taxiclean 100x255
+# 0.93-1.55), where the node forms' factor had it at 1.9.  SSE and NEON were not measured.
+MASK_TABLE_ISA_FACTORS = {**ISA_FACTORS, "avx2": 1.25}
 # Blocks whose bytes fill less than a register (16 lanes of AVX2 code: half of one) take the
 # word this model prices cheaper (:func:`narrow_word`): ns a block of 16 rows for a numeric
 # node application, a categorical one, and a word of a forest with categorical splits (its
@@ -316,7 +322,7 @@ def vector_factor(forest: hir.Forest, batch_size: int | None = None, options: Bi
         return 1.0
     tabled = tabled_trees(forest, batch_size, options)
     if tabled.all():
-        return isa_factor(vectors)
+        return MASK_TABLE_ISA_FACTORS.get(vectors.isa) or isa_factor(vectors)
     nodes_part = some_trees(forest, ~tabled) if tabled.any() else forest
     lanes = choose_form(nodes_part, batch_size, options)[0]
     if not narrow_form(forest, lanes, options):
@@ -378,5 +384,5 @@ def cost_ns(forest: hir.Forest, batch_size: int | None = None, options: Bitvecto
 __all__ = ["LANES", "WIDE_LANES", "MARGIN",
            "narrow_form", "narrow_bins", "choose_form", "expanded_trees", "mask_tables_form", "tabled_trees",
            "some_trees", "choice", "estimate_ns", "node_forms_ns", "pays", "cost_ns", "ISA_FACTORS",
-           "NARROW_ISA_FACTORS", "HALF_REGISTER_NS", "narrow_word", "half_register_ns", "isa_factor",
+           "NARROW_ISA_FACTORS", "MASK_TABLE_ISA_FACTORS", "HALF_REGISTER_NS", "narrow_word", "half_register_ns", "isa_factor",
            "vector_factor"]

@@ -950,6 +950,21 @@ def test_mask_tables_that_stay_in_cache_are_priced_for_calls_of_a_few_rows(monke
     assert (masktables.tree_costs_ns(forest, 64) > masktables.tree_costs_ns(forest, None)).all()
 
 
+def test_mask_tables_as_avx2_code_are_priced_by_their_own_factor():
+    """A 256-bit mask is one AVX2 register: the mask-table form's AVX2 factor is its own
+    (MASK_TABLE_ISA_FACTORS), below the 32-bit node forms' (ISA_FACTORS)."""
+    from silvanforge.plugins import registry
+
+    avx2 = registry().vectors("cpu", "x86-64-v3")
+    forest = _leafwise_forest(40, 4, 8, np.random.default_rng(18))
+    assert choose.mask_tables_form(forest, None)
+    tables = choose.vector_factor(forest, None, choose.DEFAULT, avx2)
+    assert tables == choose.MASK_TABLE_ISA_FACTORS["avx2"] < choose.ISA_FACTORS["avx2"]
+    nodes = choose.vector_factor(forest, None, dataclasses.replace(choose.DEFAULT, mask_tables=False), avx2)
+    assert nodes != tables  # (the node forms' own)
+    assert choose.vector_factor(forest, None, choose.DEFAULT, None) == 1.0
+
+
 def test_the_chooser_weighs_mask_tables_for_some_trees_only():
     """Deep trees over few features beside stumps: the chooser prices a mask-table phase for the
     deep ones and the node forms for the rest (the mixed choice), and lowers what it chose."""

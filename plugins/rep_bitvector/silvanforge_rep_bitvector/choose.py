@@ -313,17 +313,32 @@ def isa_factor(vectors, narrow: bool = False) -> float:
 def vector_factor(forest: hir.Forest, batch_size: int | None = None, options: BitvectorOptions = DEFAULT,
                   vectors=None) -> float:
     """What :func:`estimate_ns` is multiplied by for the program :func:`.codegen.lower` builds
-    for ``batch_size`` as code on ``vectors`` (None: AVX-512, 1): the narrow form's byte words
-    in blocks of :data:`WIDE_LANES` rows :data:`NARROW_ISA_FACTORS`; its blocks whose bytes fill
-    less than a register :data:`ISA_FACTORS` (measured with byte words there) times the
-    :func:`narrow_word`'s price over that of bytes (:func:`half_register_ns`); the rest
-    :data:`ISA_FACTORS`."""
+    for ``batch_size`` as code on ``vectors`` (None: AVX-512, 1): the mask tables'
+    :data:`MASK_TABLE_ISA_FACTORS`; the narrow form's byte words in blocks of :data:`WIDE_LANES`
+    rows :data:`NARROW_ISA_FACTORS`; its blocks whose bytes fill less than a register
+    :data:`ISA_FACTORS` (measured with byte words there) times the :func:`narrow_word`'s price
+    over that of bytes (:func:`half_register_ns`); the rest :data:`ISA_FACTORS`.  A forest whose
+    trees go to both: each part's factor, weighed by its share of the estimate."""
     if vectors is None:
         return 1.0
     tabled = tabled_trees(forest, batch_size, options)
+    tables = MASK_TABLE_ISA_FACTORS.get(vectors.isa) or isa_factor(vectors)
     if tabled.all():
-        return MASK_TABLE_ISA_FACTORS.get(vectors.isa) or isa_factor(vectors)
+        return tables
     nodes_part = some_trees(forest, ~tabled) if tabled.any() else forest
+    nodes = _node_forms_factor(forest, nodes_part, batch_size, options, vectors)
+    if not tabled.any():
+        return nodes
+    part = some_trees(forest, tabled)
+    part_ns = (masktables.choose(part, batch_size, options.block_rows) or 0.0) + MIXED_TREE_NS * part.num_trees
+    rest_ns = node_forms_ns(nodes_part, batch_size, options)
+    return (tables * part_ns + nodes * rest_ns) / (part_ns + rest_ns) if part_ns + rest_ns > 0 else nodes
+
+
+def _node_forms_factor(forest: hir.Forest, nodes_part: hir.Forest, batch_size: int | None,
+                       options: BitvectorOptions, vectors) -> float:
+    """:func:`vector_factor` of the node forms running ``nodes_part`` (the trees of ``forest``
+    that no mask table takes)."""
     lanes = choose_form(nodes_part, batch_size, options)[0]
     if not narrow_form(forest, lanes, options):
         return isa_factor(vectors)

@@ -92,15 +92,16 @@ class _Shape:
     # Categorical features: their rows (1 + the largest category a split names); a feature
     # split both ways has a numeric and a categorical key.
     categories: dict[int, int] = dataclasses.field(default_factory=dict)
-    category_masks: int = 0  # the categorical entries' masks, every tree's
+    masks: int = 0  # the rows of masks :func:`tables` builds
 
     def table_bytes(self, forest: hir.Forest) -> int:
-        """About the bytes of the forest's tables (:func:`tables`): each entry's key map, the masks
-        (a node's, two an entry, one a tree and a category of a categorical entry) and the leaves."""
-        entries = int(self.tree_entries.sum())
-        masks = self.nodes + 2 * entries + forest.num_trees + self.category_masks
-        leaves = sum(t.num_leaves for t in forest.trees)
-        return entries * self.keys * 2 + masks * words(forest) * 8 + leaves * 8
+        """The bytes of the forest's tables as :func:`tables` builds them (without building
+        them): each tree's entries' feature slots and key maps (every tree as many entries as
+        the most a tree has), the masks and the leaves (the features' search rows and the trees'
+        offsets, a few KiB, left out)."""
+        slots = forest.num_trees * self.entries
+        leaves = sum(t.num_leaves for t in forest.trees) * np.dtype(forest.accumulate_dtype).itemsize
+        return slots * (self.keys * 2 + 4) + self.masks * words(forest) * 8 + leaves
 
     @property
     def counts(self) -> np.ndarray:
@@ -147,11 +148,12 @@ def _make_shape(forest: hir.Forest) -> _Shape:
     thresholds = {int(u): found.get(int(u), distinct[:0]) for u in np.unique(feature)}
     pairs = np.unique((all_trees.astype(np.int64) * (forest.num_features + 1) + all_features) * 2 + all_kinds)
     tree_entries = np.bincount(pairs // (2 * (forest.num_features + 1)), minlength=forest.num_trees)
-    # A categorical entry's masks are one a key: its feature's rows and two more
+    # The rows of masks :func:`tables` builds: a tree's padding row; a numeric entry's, one a node
+    # and two; a categorical entry's, one a key (its feature's rows and two more)
     keyed = pairs[pairs % 2 == 1] // 2 % (forest.num_features + 1)
-    category_masks = sum(categories.get(int(f), 1) + 2 for f in keyed)
-    return _Shape(thresholds, int(tree_entries.max(initial=0)), len(all_features), tree_entries, categories,
-                  category_masks)
+    masks = forest.num_trees + int((~all_kinds).sum()) + 2 * int((pairs % 2 == 0).sum()) + \
+        sum(categories.get(int(f), 1) + 2 for f in keyed.tolist())
+    return _Shape(thresholds, int(tree_entries.max(initial=0)), len(all_features), tree_entries, categories, masks)
 
 
 def _as_ge(thr: np.ndarray, op: np.ndarray, dtype: np.dtype) -> tuple[np.ndarray, np.ndarray]:

@@ -963,6 +963,15 @@ def test_mask_tables_as_avx2_code_are_priced_by_their_own_factor():
     nodes = choose.vector_factor(forest, None, dataclasses.replace(choose.DEFAULT, mask_tables=False), avx2)
     assert nodes != tables  # (the node forms' own)
     assert choose.vector_factor(forest, None, choose.DEFAULT, None) == 1.0
+    # some trees on the tables, the rest on the node forms: each part's factor by its share
+    rng = np.random.default_rng(15)
+    deep, shallow = _leafwise_forest(20, 4, 8, rng), _leafwise_forest(20, 4, 1, rng)
+    mixed = Forest(trees=deep.trees + shallow.trees, num_features=4)
+    tabled = choose.tabled_trees(mixed, 4096)
+    assert tabled.any() and not tabled.all()
+    rest = choose.vector_factor(choose.some_trees(mixed, ~tabled), 4096, choose.DEFAULT, avx2)
+    both = choose.vector_factor(mixed, 4096, choose.DEFAULT, avx2)
+    assert min(tables, rest) < both < max(tables, rest)
 
 
 def test_the_chooser_weighs_mask_tables_for_some_trees_only():

@@ -29,6 +29,16 @@ from silvanforge.runtime.threads import default_threads
 # block form on fresh rows (docs/benchmarks.md, "Measurements behind the defaults"); sf.tune
 # measures the edge for the model at hand.
 ONE_ROW_MAX = 2
+# ... and of up to ONE_ROW_REACH rows where the form answering the next rows is estimated to cost
+# each of them at least ONE_ROW_MARGIN times the one-row form's row: a form lowered for 16-64
+# rows pays its whole block at 3-8 rows (flat in the rows), the one-row form a walk a row.  The
+# estimates of a walk were 0.66-3.4x off the lean path's time on 12 models, hence the margin;
+# measured (us, one-row form / the next band's, lean path, 1 thread, Zen 4 VM): xgb_100x8 3 / 4 /
+# 6 rows 3.2 / 7.0, 4.4 / 7.3, 6.1 / 7.2; rf_100 4.2 / 15.1, 5.5 / 15.6, 7.1 / 16.1; taxi
+# 1000x255 25 / 158, 34 / 158, 49 / 157, where the small band's cheap 8-lane block of taxi 100x31
+# (5.2 / 3.0 at 3 rows) and xgb_100x8_f8 (4.1 / 3.9 at 4) stay as they were (docs/benchmarks.md,
+# "Measurements behind the defaults").
+ONE_ROW_REACH, ONE_ROW_MARGIN = 8, 2.0
 # The mid-size form is lowered for MID_BATCH rows a call (it answers up to MID_MAX rows).
 MID_BATCH = 64
 # Requests of 3 to SMALL_ROWS rows get a form of their own where the mid-size form answering
@@ -53,7 +63,8 @@ def program_options_given(opts: CompileOptions) -> bool:
 
 
 def untuned_bands(forest: hir.Forest, opts: CompileOptions, cheapest_ns: float | None,
-                  saving_ns: float = 0.0, small_band: bool = False) -> list[tuple[int, int | None, int | None]]:
+                  saving_ns: float = 0.0, small_band: bool = False,
+                  one_row: int = ONE_ROW_MAX) -> list[tuple[int, int | None, int | None]]:
     """``(lo, hi, batch_size)`` of each band of the untuned plan, the batch size its form is
     lowered for: one row (``batch_size=1``), mid-size requests (``MID_BATCH``) and the rest
     (the compile's batch size).  One band where the user decided the program, where the
@@ -62,20 +73,22 @@ def untuned_bands(forest: hir.Forest, opts: CompileOptions, cheapest_ns: float |
     size) and ``saving_ns`` (the most another representation is estimated to save a row at a
     small band's size, against the main form's) both under ``opts.plan_min_ns`` (None:
     :data:`PLAN_MIN_NS`).  ``small_band``: requests of 3 to SMALL_ROWS rows get a form of their
-    own, lowered for SMALL_ROWS (:data:`SMALL_BAND_FACTOR`)."""
+    own, lowered for SMALL_ROWS (:data:`SMALL_BAND_FACTOR`).  ``one_row``: the most rows the
+    one-row form answers (:data:`ONE_ROW_REACH`)."""
     top = opts.batch_size
     limit = PLAN_MIN_NS if opts.plan_min_ns is None else opts.plan_min_ns
     cheap = cheapest_ns is not None and cheapest_ns < limit and saving_ns < limit
     if program_options_given(opts) or cheap or (top is not None and top <= ONE_ROW_MAX):
         return [(1, None, top)]
-    bands: list[tuple[int, int | None, int | None]] = [(1, ONE_ROW_MAX, 1)]
+    one_row = max(ONE_ROW_MAX, min(one_row, SMALL_ROWS - 1))
+    bands: list[tuple[int, int | None, int | None]] = [(1, one_row, 1)]
     if top is None or top > MID_MAX:
         if small_band:
-            bands.append((ONE_ROW_MAX + 1, SMALL_ROWS, SMALL_ROWS))
-        bands.append((SMALL_ROWS + 1 if small_band else ONE_ROW_MAX + 1, MID_MAX, MID_BATCH))
+            bands.append((one_row + 1, SMALL_ROWS, SMALL_ROWS))
+        bands.append((SMALL_ROWS + 1 if small_band else one_row + 1, MID_MAX, MID_BATCH))
         bands.append((MID_MAX + 1, None, top))
     else:
-        bands.append((ONE_ROW_MAX + 1, None, top))
+        bands.append((one_row + 1, None, top))
     return bands
 
 
@@ -123,7 +136,22 @@ def _untuned_spec(forest: hir.Forest, opts: CompileOptions, kind: str):
         best = min(small.values())
         small_band = isinstance(called, float) and called > SMALL_BAND_FACTOR * best \
             and called - best >= SMALL_BAND_MIN_NS
-    return untuned_bands(forest, opts, top[main], saving, small_band)
+    # How far the one-row form reaches: the form answering the next rows, as lowered, called
+    # with a few rows, against a walk a row (:data:`ONE_ROW_REACH`).
+    at_one = costs(1)
+    if small_band:
+        after, lowered = min(small, key=small.get), SMALL_ROWS
+    elif opts.batch_size is None or opts.batch_size > MID_MAX:
+        after, lowered = (min(mid, key=mid.get), MID_BATCH) if mid else (main, opts.batch_size)
+    else:
+        after, lowered = main, opts.batch_size
+    one_row = ONE_ROW_MAX
+    while at_one and one_row < ONE_ROW_REACH:
+        called = called_cost_of(reg.rep_class(after), forest, kind, lowered, one_row + 1, opts.rep_options, vectors)
+        if not isinstance(called, float) or called < ONE_ROW_MARGIN * min(at_one.values()):
+            break
+        one_row += 1
+    return untuned_bands(forest, opts, top[main], saving, small_band, one_row)
 
 
 # Threads building a plan's forms together: Python lowers one form while LLVM (which releases

@@ -66,6 +66,29 @@ def test_bands_cover_every_request_size():
     assert [b[2] for b in untuned_bands(small, CompileOptions(batch_size=100), 1e6)] == [1, 100]
 
 
+def test_the_one_row_form_reaches_as_far_as_the_next_form_pays_its_block(monkeypatch):
+    """The one-row band ends where the next band's form, called with that many rows, is no
+    longer estimated ONE_ROW_MARGIN times a walk a row (its whole block on a few rows): from
+    ONE_ROW_MAX to ONE_ROW_REACH rows; the bands after it follow on."""
+    from silvanforge.plan import policy
+
+    small = make_forest(num_outputs=1, seed=3)
+    assert untuned_bands(small, CompileOptions(), 1e6, one_row=5)[:2] == [(1, 5, 1), (6, 256, 64)]
+    assert untuned_bands(small, CompileOptions(), 1e6, small_band=True, one_row=6)[:2] == [(1, 6, 1), (7, 16, 16)]
+    assert untuned_bands(small, CompileOptions(), 1e6, one_row=1)[0] == (1, policy.ONE_ROW_MAX, 1)
+    assert untuned_bands(small, CompileOptions(batch_size=100), 1e6, one_row=4) == [(1, 4, 1), (5, None, 100)]
+    # the estimates decide: a deep forest's next form far dearer a row at a few rows than a walk
+    rng = np.random.default_rng(7)
+    X = rng.normal(size=(3000, 8))
+    deep = sf.load_model(xgb.train({"max_depth": 8, "eta": 0.1}, xgb.DMatrix(X, X[:, 0] * X[:, 1]), 100))
+    reach = policy._untuned_spec(deep, CompileOptions(target="cpu"), "cpu")[0][1]
+    assert policy.ONE_ROW_MAX <= reach <= policy.ONE_ROW_REACH
+    monkeypatch.setattr(policy, "ONE_ROW_MARGIN", 1e9)  # never worth it: the band as it was
+    assert policy._untuned_spec(deep, CompileOptions(target="cpu"), "cpu")[0][1] == policy.ONE_ROW_MAX
+    monkeypatch.setattr(policy, "ONE_ROW_MARGIN", 0.0)  # always: as far as it reaches
+    assert policy._untuned_spec(deep, CompileOptions(target="cpu"), "cpu")[0][1] == policy.ONE_ROW_REACH
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_dispatch_by_request_size_matches_the_reference_at_every_band_edge(forest, planned, dtype):
     assert [f.options.rep for f in planned.forms] == ["sparse", "array", "reorg"]

@@ -72,9 +72,9 @@ def untuned_bands(forest: hir.Forest, opts: CompileOptions, cheapest_ns: float |
     to pay: ``cheapest_ns`` (the representations' best estimate a row at the compile's batch
     size) and ``saving_ns`` (the most another representation is estimated to save a row at a
     small band's size, against the main form's) both under ``opts.plan_min_ns`` (None:
-    :data:`PLAN_MIN_NS`).  ``small_band``: requests of 3 to SMALL_ROWS rows get a form of their
-    own, lowered for SMALL_ROWS (:data:`SMALL_BAND_FACTOR`).  ``one_row``: the most rows the
-    one-row form answers (:data:`ONE_ROW_REACH`)."""
+    :data:`PLAN_MIN_NS`).  ``small_band``: requests past the one-row band up to SMALL_ROWS rows
+    get a form of their own, lowered for SMALL_ROWS (:data:`SMALL_BAND_FACTOR`).  ``one_row``:
+    the most rows the one-row form answers (:data:`ONE_ROW_REACH`)."""
     top = opts.batch_size
     limit = PLAN_MIN_NS if opts.plan_min_ns is None else opts.plan_min_ns
     cheap = cheapest_ns is not None and cheapest_ns < limit and saving_ns < limit
@@ -139,12 +139,12 @@ def _untuned_spec(forest: hir.Forest, opts: CompileOptions, kind: str):
     # How far the one-row form reaches: the form answering the next rows, as lowered, called
     # with a few rows, against a walk a row (:data:`ONE_ROW_REACH`).
     at_one = costs(1)
-    if small_band:
-        after, lowered = min(small, key=small.get), SMALL_ROWS
-    elif opts.batch_size is None or opts.batch_size > MID_MAX:
-        after, lowered = (min(mid, key=mid.get), MID_BATCH) if mid else (main, opts.batch_size)
-    else:
+    if opts.batch_size is not None and opts.batch_size <= MID_MAX:  # (no small or mid band then)
         after, lowered = main, opts.batch_size
+    elif small_band:
+        after, lowered = min(small, key=small.get), SMALL_ROWS
+    else:
+        after, lowered = (min(mid, key=mid.get), MID_BATCH) if mid else (main, opts.batch_size)
     one_row = ONE_ROW_MAX
     while at_one and one_row < ONE_ROW_REACH:
         called = called_cost_of(reg.rep_class(after), forest, kind, lowered, one_row + 1, opts.rep_options, vectors)

@@ -83,6 +83,20 @@ def test_the_one_row_form_reaches_as_far_as_the_next_form_pays_its_block(monkeyp
     deep = sf.load_model(xgb.train({"max_depth": 8, "eta": 0.1}, xgb.DMatrix(X, X[:, 0] * X[:, 1]), 100))
     reach = policy._untuned_spec(deep, CompileOptions(target="cpu"), "cpu")[0][1]
     assert policy.ONE_ROW_MAX <= reach <= policy.ONE_ROW_REACH
+    # the form priced is the one answering the next band: a compile's batch size up to MID_MAX
+    # has no small or mid band, its main form is next
+    asked = []
+    called = policy.called_cost_of
+    monkeypatch.setattr(policy, "called_cost_of", lambda cls, *a: asked.append(a[2]) or called(cls, *a))
+    for batch, lowered in ((100, 100), (5, 5), (None, None)):
+        asked.clear()
+        spec = policy._untuned_spec(deep, CompileOptions(target="cpu", batch_size=batch), "cpu")
+        check_bands([Band(lo, hi, 0) for lo, hi, _ in spec], 1)
+        if lowered is not None:
+            assert asked[1:] and set(asked[1:]) == {lowered}
+        else:
+            assert set(asked[1:]) <= {16, 64}
+    monkeypatch.setattr(policy, "called_cost_of", called)
     monkeypatch.setattr(policy, "ONE_ROW_MARGIN", 1e9)  # never worth it: the band as it was
     assert policy._untuned_spec(deep, CompileOptions(target="cpu"), "cpu")[0][1] == policy.ONE_ROW_MAX
     monkeypatch.setattr(policy, "ONE_ROW_MARGIN", 0.0)  # always: as far as it reaches

@@ -121,13 +121,12 @@ def _untuned_spec(forest: hir.Forest, opts: CompileOptions, kind: str):
     if not top:
         return untuned_bands(forest, opts, None)
     main = min(top, key=top.get)
+    at_one, mid, small = costs(1), costs(MID_BATCH), costs(SMALL_ROWS)
     saving = 0.0
-    for batch in (1, MID_BATCH):
-        at = costs(batch)
+    for at in (at_one, mid):
         if main in at:
             saving = max(saving, at[main] - min(at.values()))
     # Small requests' own form, where the mid-size form would answer them at a block's cost.
-    mid, small = costs(MID_BATCH), costs(SMALL_ROWS)
     small_band = False
     if mid and small:
         rep = min(mid, key=mid.get)
@@ -138,7 +137,6 @@ def _untuned_spec(forest: hir.Forest, opts: CompileOptions, kind: str):
             and called - best >= SMALL_BAND_MIN_NS
     # How far the one-row form reaches: the form answering the next rows, as lowered, called
     # with a few rows, against a walk a row (:data:`ONE_ROW_REACH`).
-    at_one = costs(1)
     if opts.batch_size is not None and opts.batch_size <= MID_MAX:  # (no small or mid band then)
         after, lowered = main, opts.batch_size
     elif small_band:

@@ -92,16 +92,10 @@ class _Shape:
     # Categorical features: their rows (1 + the largest category a split names); a feature
     # split both ways has a numeric and a categorical key.
     categories: dict[int, int] = dataclasses.field(default_factory=dict)
-    masks: int = 0  # the rows of masks :func:`tables` builds
-
-    def table_bytes(self, forest: hir.Forest) -> int:
-        """The bytes of the forest's tables as :func:`tables` builds them (without building
-        them): each tree's entries' feature slots and key maps (every tree as many entries as
-        the most a tree has), the masks and the leaves (the features' search rows and the trees'
-        offsets, a few KiB, left out)."""
-        slots = forest.num_trees * self.entries
-        leaves = sum(t.num_leaves for t in forest.trees) * np.dtype(forest.accumulate_dtype).itemsize
-        return slots * (self.keys * 2 + 4) + self.masks * words(forest) * 8 + leaves
+    # The bytes of the tables :func:`tables` builds (found without building them): each tree's
+    # entries' feature slots and key maps (every tree as many entries as the most a tree has),
+    # the masks and the leaves (the features' search rows and the trees' offsets, a few KiB, left out)
+    table_bytes: int = 0
 
     @property
     def counts(self) -> np.ndarray:
@@ -153,7 +147,10 @@ def _make_shape(forest: hir.Forest) -> _Shape:
     keyed = pairs[pairs % 2 == 1] // 2 % (forest.num_features + 1)
     masks = forest.num_trees + int((~all_kinds).sum()) + 2 * int((pairs % 2 == 0).sum()) + \
         sum(categories.get(int(f), 1) + 2 for f in keyed.tolist())
-    return _Shape(thresholds, int(tree_entries.max(initial=0)), len(all_features), tree_entries, categories, masks)
+    shape = _Shape(thresholds, int(tree_entries.max(initial=0)), len(all_features), tree_entries, categories)
+    leaves = sum(t.num_leaves for t in forest.trees) * np.dtype(forest.accumulate_dtype).itemsize
+    shape.table_bytes = forest.num_trees * shape.entries * (shape.keys * 2 + 4) + masks * words(forest) * 8 + leaves
+    return shape
 
 
 def _as_ge(thr: np.ndarray, op: np.ndarray, dtype: np.dtype) -> tuple[np.ndarray, np.ndarray]:
@@ -216,7 +213,7 @@ def tree_costs_ns(forest: hir.Forest, batch_size: int | None = None, most: int =
     block = block_rows(forest, shape, most)
     rows = min(block, batch_size or most)
     missed = np.minimum(miss_cap_ns(shape.tree_entries, rows, block), LINE_NS * lines / rows)
-    if shape.table_bytes(forest) <= RESIDENT_TABLE_BYTES:
+    if shape.table_bytes <= RESIDENT_TABLE_BYTES:
         missed = np.minimum(missed, resident_ns(shape.tree_entries, lines, rows, block))
     return TREE_NS + ENTRY_NS * shape.tree_entries + missed
 
@@ -250,7 +247,7 @@ def estimate_ns(forest: hir.Forest, batch_size: int | None = None, shape: _Shape
     block = block_rows(forest, shape, most)
     rows = min(block, batch_size or most)
     missed = min(float(miss_cap_ns(F, rows, block)), LINE_NS * lines / rows)
-    if shape.table_bytes(forest) <= RESIDENT_TABLE_BYTES:
+    if shape.table_bytes <= RESIDENT_TABLE_BYTES:
         missed = min(missed, float(resident_ns(F, lines, rows, block)))
     per_tree = TREE_NS + ENTRY_NS * F + missed
     # a categorical key: a range check and a select, about two search steps

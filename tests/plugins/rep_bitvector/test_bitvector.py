@@ -937,11 +937,11 @@ def test_mask_tables_that_stay_in_cache_are_priced_for_calls_of_a_few_rows(monke
     forest = _leafwise_forest(40, 4, 8, rng)
     shape = masktables._shape(forest)
     built = sum(a.nbytes for a in masktables.tables(forest).values())
-    assert 0.8 * built <= shape.table_bytes(forest) <= 1.2 * built
+    assert 0.8 * built <= shape.table_bytes <= 1.2 * built
     resident = {b: masktables.estimate_ns(forest, b) for b in (16, 64, 256, None)}
     assert resident[64] < choose.node_forms_ns(forest, 64)
     assert resident[None] < resident[256] < resident[64] < resident[16]
-    monkeypatch.setattr(masktables, "RESIDENT_TABLE_BYTES", shape.table_bytes(forest) - 1)
+    monkeypatch.setattr(masktables, "RESIDENT_TABLE_BYTES", shape.table_bytes - 1)
     missed = {b: masktables.estimate_ns(forest, b) for b in (16, 64, 256, None)}
     assert missed[None] == resident[None]
     assert all(missed[b] > resident[b] for b in (16, 64, 256))

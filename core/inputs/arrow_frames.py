@@ -13,7 +13,7 @@ import threading
 import numpy as np
 
 from silvanforge.inputs import arrow_native
-from silvanforge.inputs.columns import arrow_column
+from silvanforge.inputs.columns import arrow_column, check_dictionary_indices
 from silvanforge.inputs.host_kernels import first_kernel
 from silvanforge.inputs.schemas import (COLUMN_ORDER_ROWS, CategoryReading, SchemaMemory, as_slice, feature_order,
                                         numeric_features, through_float64)
@@ -262,11 +262,16 @@ def dictionary_codes(col, reading: CategoryReading) -> np.ndarray | float:
         table = reading.table(_ArrowLabels(dictionary))
     if len(col) == 1:  # (one row: its index as a Python int, 0.3 us; as an array and back, 1.2)
         own = col.indices[0].as_py()
-        return table.code(-1 if own is None else own, reading.labels, reading.name)
+        if own is None or 0 <= own < len(dictionary):
+            return table.code(-1 if own is None else own, reading.labels, reading.name)
+        check_dictionary_indices(np.array([own]), len(dictionary), reading.name)
     own = col.indices.to_numpy(zero_copy_only=False)
     if own.dtype.kind == "f":  # nulls: arrow gives float64 with NaN (pyarrow.compute's fill_null
         # and cast took 6-13 us a column, this 1-2)
+        check_dictionary_indices(own[own == own], len(dictionary), reading.name)
         own = np.where(own == own, own, -1.0).astype(np.intp)
+    else:
+        check_dictionary_indices(own, len(dictionary), reading.name)
     return table.codes(own, reading.labels, reading.name)  # (``take`` reads indices of any integer type)
 
 

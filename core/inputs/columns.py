@@ -308,6 +308,17 @@ def _numbers_at_once(values: np.ndarray, name, labels: Labels) -> np.ndarray | N
     return numbers_as_labels(values, name, values.dtype, labels) if values.dtype.kind in "iuf" else None
 
 
+def check_dictionary_indices(indices: np.ndarray, size: int, name) -> None:
+    """Refuse a dictionary column whose indices (nulls given as any valid one) fall outside its
+    dictionary of ``size`` values: arrow makes such arrays only unchecked (``safe=False``), and
+    its own ``validate(full=True)`` refuses them; read as they are, an index past the dictionary
+    would be a bare IndexError or, past the last label, read as missing."""
+    if len(indices) and (indices.min() < 0 or indices.max() >= size):
+        bad = int(indices[(indices < 0) | (indices >= size)][0])
+        raise InputError(f"column {name!r} is a dictionary column with index {bad} for a dictionary of {size} "
+                         "values: not a valid arrow array (arrow's validate(full=True) refuses it too)")
+
+
 def arrow_column(col, name, labels, numeric: bool = False) -> np.ndarray:
     """A pyarrow Array or ChunkedArray (polars columns arrive as arrow too) as float64
     (``labels`` and ``numeric`` as for :func:`pandas_column`)."""
@@ -327,6 +338,7 @@ def arrow_column(col, name, labels, numeric: bool = False) -> np.ndarray:
             lut = np.arange(len(dictionary), dtype=np.float64)  # the column's own codes
         valid = col.is_valid().to_numpy(zero_copy_only=False)
         safe = np.where(valid, indices, 0).astype(np.int64)
+        check_dictionary_indices(safe, len(dictionary), name)
         codes = np.where(valid, lut[safe] if len(lut) else np.nan, np.nan)
         return codes if labels is None else labels.unseen(codes, codes == -1.0, name)
     if getattr(pa.types, "is_string_view", lambda t: False)(col.type):  # (polars' newest arrow: as strings)

@@ -191,6 +191,31 @@ def test_categories_the_model_refuses_are_refused_as_before(categorical_models, 
                 cf.predict(teal)
 
 
+@pytest.mark.parametrize("indices", [[0, 5, None], [None, -1, 1], [2, 1, 4], [7]])
+def test_dictionary_indices_outside_the_dictionary_are_refused(categorical_models, counted, indices):
+    """Indices arrow makes only unchecked (``safe=False``): refused with the column's name in
+    every reader (C++, Python, one row, pandas' Arrow-backed dictionaries, a record batch), never
+    read as another label or as missing; the valid rows alone read as before."""
+    colours = COLOURS[:4]
+    colour = pa.DictionaryArray.from_arrays(pa.array(indices, pa.int8()), pa.array(colours), safe=False)
+    n = len(indices)
+    table = pa.table({"score": [0.5] * n, "colour": colour, "age": [30.0] * n,
+                      "size": _dictionary([20] * n, SIZES, pa.int32())})
+    valid = [i for i, k in enumerate(indices) if k is None or 0 <= k < len(colours)]
+    for cf in categorical_models.values():
+        for given in (table, table.to_batches()[0], table.to_pandas(types_mapper=pd.ArrowDtype),
+                      *[table.slice(i, 1) for i in range(n) if i not in valid]):
+            with pytest.raises(InputError, match="column 'colour' is a dictionary column with index -?[0-9]+ for a "
+                                                 "dictionary of 4 values"):
+                cf.predict(given)
+        if not valid:
+            continue
+        rows = table.take(pa.array(valid, pa.int64()))
+        np.testing.assert_array_equal(cf.predict(rows), _expected(
+            cf, [30.0] * len(valid), [None if indices[i] is None else colours[indices[i]] for i in valid],
+            [20] * len(valid), [0.5] * len(valid)))
+
+
 def test_tables_in_threads_with_their_own_dictionaries(categorical_models, counted):
     cf = categorical_models["lightgbm"]
 

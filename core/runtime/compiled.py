@@ -183,7 +183,8 @@ class CompiledForest:
 
     def predict(self, X, output_margin: bool = False, missing: float | None = None,
                 threads: int | None = None, pred_leaf: bool = False, per_tree: bool = False,
-                pred_contribs: bool = False, pred_interactions: bool = False, background=None) -> np.ndarray:
+                pred_contribs: bool = False, pred_interactions: bool = False, background=None, *,
+                raw_score: bool = False, pred_contrib: bool = False) -> np.ndarray:
         """Predictions for rows ``X``: what the source library's ``predict`` returns (XGBoost's
         and LightGBM's boosters: probabilities for classifiers; scikit-learn: ``predict_proba``
         for classifiers, ``predict`` for regressors).
@@ -217,11 +218,15 @@ class CompiledForest:
         ``pred_interactions``: XGBoost's SHAP interaction values, ``(n, F + 1, F + 1)``
         (:mod:`silvanforge.runtime.interactions`); a row's entries for a feature add up to its
         contribution.
+        ``raw_score`` and ``pred_contrib``: LightGBM's names of ``output_margin`` and
+        ``pred_contribs``, so that a LightGBM ``Booster.predict`` call reads as it is.
 
             >>> cf.predict(np.array([[0.5, 1.0, np.nan, 3.0]]))     # doctest: +SKIP
             >>> cf.predict(frame[["b", "a", "d", "c"]])             # matched by name  # doctest: +SKIP
             >>> cf.predict({"a": 0.5, "b": 1.0, "c": None, "d": "red"})  # a record  # doctest: +SKIP
         """
+        if raw_score or pred_contrib:  # (LightGBM's spellings)
+            output_margin, pred_contribs = output_margin or raw_score, pred_contribs or pred_contrib
         if missing is None:  # (the model's own: NaN, or its estimator's missing=)
             missing = self._missing
         elif not isinstance(missing, (float, int, np.number)) or isinstance(missing, bool):

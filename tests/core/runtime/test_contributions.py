@@ -88,6 +88,11 @@ def test_lightgbm_pred_contrib_with_categories_and_classes():
         got = cf.predict(frame, pred_contribs=True)
         assert got.shape == want.shape and got.dtype == np.float64
         np.testing.assert_allclose(got, want, rtol=1e-8, atol=1e-10)
+        # LightGBM's own keywords read as its Booster.predict reads them
+        np.testing.assert_array_equal(cf.predict(frame, pred_contrib=True), got)
+        np.testing.assert_allclose(cf.predict(frame, raw_score=True), booster.predict(frame, raw_score=True),
+                                   rtol=1e-12, atol=1e-12)
+        np.testing.assert_array_equal(cf.predict(frame, raw_score=True), cf.predict(frame, output_margin=True))
 
 
 def test_catboost_shap_values():

@@ -309,7 +309,7 @@ def _numbers_at_once(values: np.ndarray, name, labels: Labels) -> np.ndarray | N
 
 
 def check_dictionary_indices(indices: np.ndarray, size: int, name) -> None:
-    """Refuse a dictionary column whose indices (nulls given as any valid one) fall outside its
+    """Refuse a dictionary column whose indices (of its valid rows) fall outside its
     dictionary of ``size`` values: arrow makes such arrays only unchecked (``safe=False``), and
     its own ``validate(full=True)`` refuses them; read as they are, an index past the dictionary
     would be a bare IndexError or, past the last label, read as missing."""
@@ -337,8 +337,8 @@ def arrow_column(col, name, labels, numeric: bool = False) -> np.ndarray:
         else:
             lut = np.arange(len(dictionary), dtype=np.float64)  # the column's own codes
         valid = col.is_valid().to_numpy(zero_copy_only=False)
+        check_dictionary_indices(indices[valid], len(dictionary), name)
         safe = np.where(valid, indices, 0).astype(np.int64)
-        check_dictionary_indices(safe, len(dictionary), name)
         codes = np.where(valid, lut[safe] if len(lut) else np.nan, np.nan)
         return codes if labels is None else labels.unseen(codes, codes == -1.0, name)
     if getattr(pa.types, "is_string_view", lambda t: False)(col.type):  # (polars' newest arrow: as strings)

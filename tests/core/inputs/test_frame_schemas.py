@@ -529,6 +529,31 @@ def test_bad_records_are_named(models):
         unnamed.predict({"f0": 1.0})
 
 
+def test_plain_number_records_of_every_value_kind_equal_the_array():
+    """Records of numbers (read at once, the dtype NumPy finds telling plain ones): integers
+    alone, booleans alone, NumPy scalars, None and NaN among them, keys in any order, as many
+    as a thousand; anything else (a string, a list, a key too many) read the general way."""
+    names = ["a", "b", "c"]
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(300, 3))
+    numbered = sf.compile(xgb.XGBRegressor(n_estimators=4, max_depth=3).fit(pd.DataFrame(X, columns=names), X[:, 0]))
+    rows = rng.integers(-5, 5, size=(1000, 3))
+    ints = [{"c": int(c), "a": int(a), "b": int(b)} for a, b, c in rows.tolist()]
+    np.testing.assert_array_equal(numbered.predict(ints), numbered.predict(rows.astype(np.float64)))
+    bools = [{"a": bool(a > 0), "b": bool(b > 0), "c": True} for a, b, _ in rows.tolist()[:50]]
+    np.testing.assert_array_equal(numbered.predict(bools), numbered.predict(
+        np.c_[rows[:50, :2] > 0, np.ones(50)].astype(np.float64)))
+    mixed = [{"a": np.float32(0.5), "b": None, "c": 3}, {"a": float("nan"), "b": np.int64(2), "c": 1.25},
+             {"b": 2 ** 60, "a": -0.0, "c": False}]
+    np.testing.assert_array_equal(numbered.predict(mixed), numbered.predict(
+        np.array([[0.5, np.nan, 3.0], [np.nan, 2.0, 1.25], [-0.0, float(2 ** 60), 0.0]])))
+    for bad, message in (({"a": "1.5", "b": 1.0, "c": 1.0}, "'a' is '1.5', not a number"),
+                         ({"a": [1.0], "b": 1.0, "c": 1.0}, "'a' is \\[1.0\\], not a number"),
+                         ({"a": 1.0, "b": 1.0, "d": 1.0}, "not features of the model: 'd'")):
+        with pytest.raises(InputError, match=message):
+            numbered.predict([{"a": 0.0, "b": 0.0, "c": 0.0}, bad])
+
+
 def _forge(capsys, *args):
     from silvanforge import cli
 

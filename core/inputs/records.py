@@ -174,15 +174,19 @@ def is_jsonl(path: str, text: str | None = None) -> bool:
 
 def read_jsonl(text: str, source: str) -> tuple[list[dict], list[int]]:
     """The records of JSON Lines ``text`` and their line numbers; a line that is not a JSON
-    object is an :class:`InputError` naming ``source`` and the line.  Blank lines are skipped."""
+    object, or names a key twice, is an :class:`InputError` naming ``source`` and the line.
+    Blank lines are skipped."""
     records, lines = [], []
     for lineno, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
         try:
-            record = json.loads(line)
+            record = json.loads(line, object_pairs_hook=_unique_keys)
         except json.JSONDecodeError as exc:
             raise InputError(f"{source}: line {lineno}: not JSON ({exc.msg})") from None
+        except _DuplicateKey as exc:
+            raise InputError(f"{source}: line {lineno}: the key {exc.args[0]!r} twice in one object "
+                             "(which value is meant?)") from None
         except RecursionError:
             raise InputError(f"{source}: line {lineno}: arrays or objects nested too deeply to be a record") from None
         if not isinstance(record, dict):
@@ -191,6 +195,18 @@ def read_jsonl(text: str, source: str) -> tuple[list[dict], list[int]]:
         records.append(record)
         lines.append(lineno)
     return records, lines
+
+
+class _DuplicateKey(Exception):
+    """A JSON object naming a key twice (the standard library would keep the last silently)."""
+
+
+def _unique_keys(pairs: list) -> dict:
+    found = dict(pairs)
+    if len(found) != len(pairs):
+        seen = set()
+        raise _DuplicateKey(next(k for k, _ in pairs if k in seen or seen.add(k)))
+    return found
 
 
 def jsonl_matrix(records: list[dict], lines: list[int], forest: Forest, source: str) -> np.ndarray:

@@ -577,6 +577,9 @@ def test_forge_predict_reads_json_lines(models, tmp_path, capsys):
     code, _, err = _forge(capsys, "predict", tmp_path / "m.txt", "-i", tmp_path / "bad.jsonl")
     assert code != 0 and "Traceback" not in err
     assert "bad.jsonl: line 2: not JSON" in err, err
+    (tmp_path / "twice.jsonl").write_text(lines[0] + "\n" + lines[1][:-1] + ', "age": 3.0, "x": {"y": 1}}\n')
+    code, _, err = _forge(capsys, "predict", tmp_path / "m.txt", "-i", tmp_path / "twice.jsonl")
+    assert code != 0 and "twice.jsonl: line 2: the key 'age' twice in one object" in err, err
     (tmp_path / "odd.jsonl").write_text(lines[0] + "\n" + json.dumps({**json.loads(lines[1]), "tail": 1}) + "\n")
     code, _, err = _forge(capsys, "predict", tmp_path / "m.txt", "-i", tmp_path / "odd.jsonl")
     assert code != 0 and "odd.jsonl: the keys of line 2 do not match the model's features" in err, err

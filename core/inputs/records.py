@@ -146,13 +146,14 @@ def _plain_records(records: list, readers: tuple) -> np.ndarray | None:
                 code = values[f] = np.nan if v != v else lookup.get(v, -1.0)
                 if code == -1.0:  # (a label the model does not know: the general reading decides)
                     return None
-    try:  # (plain numbers: the dtype NumPy finds tells, no value's type asked)
-        found = np.array(rows)
-    except (ValueError, TypeError):  # (values of several shapes: not plain)
-        return None
-    if found.ndim == 2 and found.dtype.kind in "fiub":
-        return found if found.dtype == np.float64 else found.astype(np.float64)
-    # None among numbers (an object array), or values of another kind
+    if None not in rows[0]:  # (records without missing values, guessed by the first)
+        try:  # (plain numbers: the dtype NumPy finds tells, no value's type asked)
+            found = np.array(rows)
+        except (ValueError, TypeError):  # (values of several shapes: not plain)
+            return None
+        if found.ndim == 2 and found.dtype.kind in "fiub":
+            return found if found.dtype == np.float64 else found.astype(np.float64)
+    # None among numbers (which NumPy holds as objects), or values of another kind
     if not set(map(type, itertools.chain.from_iterable(rows))) <= _PLAIN:
         return None
     try:

@@ -32,6 +32,7 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 namespace {
@@ -102,6 +103,40 @@ int byte_width(int type) {
 // rounds twice on its way to float32 there, so here too.  The values are copied in one loop
 // (contiguous where the rows are in column order: vectorised), then the nulls made NaN, a
 // byte of the validity bitmap at a time where it has one.
+// For each byte of a validity bitmap, its 8 values' masks (all ones where valid), as words of
+// `Bits` (the width of a float or a double): a column's nulls are made NaN 8 values at a time by
+// and/or with its row of masks, which the compiler vectorises with any SSE, without a branch.
+template <typename Bits>
+const Bits (&valid_masks())[256][8] {
+  static const auto table = [] {
+    struct Table { Bits rows[256][8]; } t{};
+    for (int byte = 0; byte < 256; byte++)
+      for (int k = 0; k < 8; k++) t.rows[byte][k] = (byte >> k) & 1 ? ~Bits(0) : Bits(0);
+    return t;
+  }();
+  return table.rows;
+}
+
+// The values of a column in column order (contiguous) with its nulls made NaN, 8 at a time:
+// 4096 rows of 28 float32 columns, 5% null, 75 -> 18 us (a select a value, a branch a byte).
+template <typename Out>
+void nulls_as_nan_contiguous(const uint8_t* bits, int64_t offset, Out* out, int64_t i, int64_t n) {
+  typedef typename std::conditional<sizeof(Out) == 4, uint32_t, uint64_t>::type Bits;
+  const Out nan_value = static_cast<Out>(NAN);
+  Bits nan;
+  std::memcpy(&nan, &nan_value, sizeof nan);
+  const auto& masks = valid_masks<Bits>();
+  for (; i + 8 <= n; i += 8) {
+    const Bits* m = masks[bits[(offset + i) >> 3]];
+    Bits word[8];
+    std::memcpy(word, out + i, sizeof word);
+    for (int k = 0; k < 8; k++) word[k] = (word[k] & m[k]) | (nan & ~m[k]);
+    std::memcpy(out + i, word, sizeof word);
+  }
+  for (; i < n; i++)
+    if (!valid(bits, offset + i)) out[i] = nan_value;
+}
+
 template <typename T, typename Out>
 void copy_numbers(const arrow::ArrayData& data, const uint8_t* values, Out* out, int64_t row_stride) {
   const T* v = reinterpret_cast<const T*>(values) + data.offset;
@@ -117,6 +152,10 @@ void copy_numbers(const arrow::ArrayData& data, const uint8_t* values, Out* out,
   int64_t i = 0;
   for (; i < n && ((data.offset + i) & 7); i++)
     if (!valid(bits, data.offset + i)) out[i * row_stride] = nan;
+  if (row_stride == 1) {
+    nulls_as_nan_contiguous(bits, data.offset, out, i, n);
+    return;
+  }
   for (; i + 8 <= n; i += 8) {  // (a byte's 8 values chosen without branches: nulls fall anywhere)
     const unsigned byte = bits[(data.offset + i) >> 3];
     if (byte == 0xFF) continue;

@@ -30,15 +30,21 @@ from silvanforge.runtime.threads import default_threads
 # measures the edge for the model at hand.
 ONE_ROW_MAX = 2
 # ... and of up to ONE_ROW_REACH rows where the form answering the next rows is estimated to cost
-# each of them at least ONE_ROW_MARGIN times the one-row form's row: a form lowered for 16-64
-# rows pays its whole block at 3-8 rows (flat in the rows), the one-row form a walk a row.  The
-# estimates of a walk were 0.66-3.4x off the lean path's time on 12 models, hence the margin;
-# measured (us, one-row form / the next band's, lean path, 1 thread, Zen 4 VM): xgb_100x8 3 / 4 /
-# 6 rows 3.2 / 7.0, 4.4 / 7.3, 6.1 / 7.2; rf_100 4.2 / 15.1, 5.5 / 15.6, 7.1 / 16.1; taxi
-# 1000x255 25 / 158, 34 / 158, 49 / 157, where the small band's cheap 8-lane block of taxi 100x31
-# (5.2 / 3.0 at 3 rows) and xgb_100x8_f8 (4.1 / 3.9 at 4) stay as they were (docs/benchmarks.md,
-# "Measurements behind the defaults").
-ONE_ROW_REACH, ONE_ROW_MARGIN = 8, 2.0
+# each of them at least ONE_ROW_MARGIN times the one-row form's row, and of up to SMALL_ROWS
+# where at least ONE_ROW_FAR_MARGIN times: a form lowered for 16-64 rows pays its whole block at
+# 3-16 rows (flat in the rows), the one-row form a walk a row.  The estimates of a walk were
+# 0.36-2x off the lean path's time on 15 models (over on the 1000-tree ones, under on the small
+# ones), and a small form's block 1.6-1.8x under on the 1000-tree ones; measured (us, at 3 / 8 /
+# 12 rows, the plan before / a walk a row through predict, 1 thread, Zen 4 VM): taxizone
+# 1000x255 265 / 45, 268 / 133, 264 / 210; taxi 1000x255 (8 / 12 / 16) 266 / 86, 265 / 137, 268
+# / 195; flight 1000x255 268 / 117, 277 / 307; xgb_mixed_4_10 25 / 8, 28 / 21, 30 / 31;
+# xgb_insurance_300 (8 / 12) 61 / 43, 63 / 72; lgb_leafwise (4 / 6) 14 / 12, 14 / 19; where the
+# small band's cheap blocks win at a few rows (xgb_100x8_f8 5 / 6 at 3, taxi 100x31 4 / 6)
+# the estimates keep them (docs/benchmarks.md, "Measurements behind the defaults").  Past
+# ONE_ROW_REACH the larger margin: a walk underestimated (xgb_100x8's, 2x) costs more the
+# further it reaches.
+ONE_ROW_REACH, ONE_ROW_MARGIN = 8, 1.0
+ONE_ROW_FAR_MARGIN = 1.5
 # The mid-size form is lowered for MID_BATCH rows a call (it answers up to MID_MAX rows).
 MID_BATCH = 64
 # Requests of 3 to SMALL_ROWS rows get a form of their own where the mid-size form answering
@@ -74,13 +80,14 @@ def untuned_bands(forest: hir.Forest, opts: CompileOptions, cheapest_ns: float |
     small band's size, against the main form's) both under ``opts.plan_min_ns`` (None:
     :data:`PLAN_MIN_NS`).  ``small_band``: requests past the one-row band up to SMALL_ROWS rows
     get a form of their own, lowered for SMALL_ROWS (:data:`SMALL_BAND_FACTOR`).  ``one_row``:
-    the most rows the one-row form answers (:data:`ONE_ROW_REACH`)."""
+    the most rows the one-row form answers (:data:`ONE_ROW_REACH`; up to SMALL_ROWS where no
+    small band follows)."""
     top = opts.batch_size
     limit = PLAN_MIN_NS if opts.plan_min_ns is None else opts.plan_min_ns
     cheap = cheapest_ns is not None and cheapest_ns < limit and saving_ns < limit
     if program_options_given(opts) or cheap or (top is not None and top <= ONE_ROW_MAX):
         return [(1, None, top)]
-    one_row = max(ONE_ROW_MAX, min(one_row, SMALL_ROWS - 1))
+    one_row = max(ONE_ROW_MAX, min(one_row, SMALL_ROWS - 1 if small_band else SMALL_ROWS))
     bands: list[tuple[int, int | None, int | None]] = [(1, one_row, 1)]
     if top is None or top > MID_MAX:
         if small_band:
@@ -144,11 +151,14 @@ def _untuned_spec(forest: hir.Forest, opts: CompileOptions, kind: str):
     else:
         after, lowered = (min(mid, key=mid.get), MID_BATCH) if mid else (main, opts.batch_size)
     one_row = ONE_ROW_MAX
-    while at_one and one_row < ONE_ROW_REACH:
+    while at_one and one_row < SMALL_ROWS:
         called = called_cost_of(reg.rep_class(after), forest, kind, lowered, one_row + 1, opts.rep_options, vectors)
-        if not isinstance(called, float) or called < ONE_ROW_MARGIN * min(at_one.values()):
+        margin = ONE_ROW_MARGIN if one_row < ONE_ROW_REACH else ONE_ROW_FAR_MARGIN
+        if not isinstance(called, float) or called < margin * min(at_one.values()):
             break
         one_row += 1
+    if one_row >= SMALL_ROWS - 1:  # (every small request a walk: no form of their own for the last size)
+        one_row, small_band = SMALL_ROWS, False
     return untuned_bands(forest, opts, top[main], saving, small_band, one_row)
 
 

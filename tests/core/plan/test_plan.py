@@ -68,13 +68,17 @@ def test_bands_cover_every_request_size():
 
 def test_the_one_row_form_reaches_as_far_as_the_next_form_pays_its_block(monkeypatch):
     """The one-row band ends where the next band's form, called with that many rows, is no
-    longer estimated ONE_ROW_MARGIN times a walk a row (its whole block on a few rows): from
-    ONE_ROW_MAX to ONE_ROW_REACH rows; the bands after it follow on."""
+    longer estimated ONE_ROW_MARGIN times a walk a row (its whole block on a few rows) up to
+    ONE_ROW_REACH rows, ONE_ROW_FAR_MARGIN times up to SMALL_ROWS; the bands after it follow
+    on, and a one-row band reaching SMALL_ROWS leaves no small band."""
     from silvanforge.plan import policy
+    from silvanforge.plan.bands import SMALL_ROWS
 
     small = make_forest(num_outputs=1, seed=3)
     assert untuned_bands(small, CompileOptions(), 1e6, one_row=5)[:2] == [(1, 5, 1), (6, 256, 64)]
     assert untuned_bands(small, CompileOptions(), 1e6, small_band=True, one_row=6)[:2] == [(1, 6, 1), (7, 16, 16)]
+    assert untuned_bands(small, CompileOptions(), 1e6, one_row=16)[:2] == [(1, 16, 1), (17, 256, 64)]
+    assert untuned_bands(small, CompileOptions(), 1e6, small_band=True, one_row=16)[:2] == [(1, 15, 1), (16, 16, 16)]
     assert untuned_bands(small, CompileOptions(), 1e6, one_row=1)[0] == (1, policy.ONE_ROW_MAX, 1)
     assert untuned_bands(small, CompileOptions(batch_size=100), 1e6, one_row=4) == [(1, 4, 1), (5, None, 100)]
     # the estimates decide: a deep forest's next form far dearer a row at a few rows than a walk
@@ -82,7 +86,7 @@ def test_the_one_row_form_reaches_as_far_as_the_next_form_pays_its_block(monkeyp
     X = rng.normal(size=(3000, 8))
     deep = sf.load_model(xgb.train({"max_depth": 8, "eta": 0.1}, xgb.DMatrix(X, X[:, 0] * X[:, 1]), 100))
     reach = policy._untuned_spec(deep, CompileOptions(target="cpu"), "cpu")[0][1]
-    assert policy.ONE_ROW_MAX <= reach <= policy.ONE_ROW_REACH
+    assert policy.ONE_ROW_MAX <= reach <= SMALL_ROWS
     # the form priced is the one answering the next band: a compile's batch size up to MID_MAX
     # has no small or mid band, its main form is next
     asked = []
@@ -99,8 +103,12 @@ def test_the_one_row_form_reaches_as_far_as_the_next_form_pays_its_block(monkeyp
     monkeypatch.setattr(policy, "called_cost_of", called)
     monkeypatch.setattr(policy, "ONE_ROW_MARGIN", 1e9)  # never worth it: the band as it was
     assert policy._untuned_spec(deep, CompileOptions(target="cpu"), "cpu")[0][1] == policy.ONE_ROW_MAX
-    monkeypatch.setattr(policy, "ONE_ROW_MARGIN", 0.0)  # always: as far as it reaches
+    monkeypatch.setattr(policy, "ONE_ROW_MARGIN", 0.0)  # always up to ONE_ROW_REACH, never past it
+    monkeypatch.setattr(policy, "ONE_ROW_FAR_MARGIN", 1e9)
     assert policy._untuned_spec(deep, CompileOptions(target="cpu"), "cpu")[0][1] == policy.ONE_ROW_REACH
+    monkeypatch.setattr(policy, "ONE_ROW_FAR_MARGIN", 0.0)  # always: every small request, no small band
+    spec = policy._untuned_spec(deep, CompileOptions(target="cpu"), "cpu")
+    assert spec[0][1] == SMALL_ROWS and spec[1][0] == SMALL_ROWS + 1, spec
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])

@@ -9,6 +9,7 @@ file could have been planted, and is not used where it cannot be built."""
 from __future__ import annotations
 
 import os
+import warnings
 
 import numpy as np
 import pytest
@@ -210,6 +211,14 @@ def test_dictionary_indices_outside_the_dictionary_are_refused(categorical_model
                 cf.predict(given)
         if not valid:
             continue
+        # (an index past int64's range, beside a null: named as it is, no warning of NumPy's cast)
+        huge = pa.DictionaryArray.from_arrays(pa.array([0, 2 ** 63, None][:n] + [0] * max(0, n - 3), pa.uint64()),
+                                              pa.array(colours), safe=False)
+        if n >= 2:
+            with warnings.catch_warnings():
+                warnings.simplefilter("error")
+                with pytest.raises(InputError, match="with index 9223372036854775808 for"):
+                    cf.predict(table.set_column(1, "colour", huge))
         rows = table.take(pa.array(valid, pa.int64()))
         np.testing.assert_array_equal(cf.predict(rows), _expected(
             cf, [30.0] * len(valid), [None if indices[i] is None else colours[indices[i]] for i in valid],

@@ -547,11 +547,18 @@ def test_plain_number_records_of_every_value_kind_equal_the_array():
              {"b": 2 ** 60, "a": -0.0, "c": False}]
     np.testing.assert_array_equal(numbered.predict(mixed), numbered.predict(
         np.array([[0.5, np.nan, 3.0], [np.nan, 2.0, 1.25], [-0.0, float(2 ** 60), 0.0]])))
+    from silvanforge.inputs.records import records_matrix
+
+    assert records_matrix([], numbered.forest).shape == (0, 3)
     for bad, message in (({"a": "1.5", "b": 1.0, "c": 1.0}, "'a' is '1.5', not a number"),
+                         ({"a": np.array([1.0, 2.0]), "b": 1.0, "c": 1.0}, "'a' is array"),
+                         ({"a": np.array(1.5), "b": 1.0, "c": 1.0}, "'a' is array"),  # (NumPy reads it as a number)
+                         ({"a": np.ma.masked, "b": 1.0, "c": 1.0}, "'a' is masked"),
                          ({"a": [1.0], "b": 1.0, "c": 1.0}, "'a' is \\[1.0\\], not a number"),
                          ({"a": 1.0, "b": 1.0, "d": 1.0}, "not features of the model: 'd'")):
-        with pytest.raises(InputError, match=message):
-            numbered.predict([{"a": 0.0, "b": 0.0, "c": 0.0}, bad])
+        for records in ([{"a": 0.0, "b": 0.0, "c": 0.0}, bad], [bad, {"a": 0.0, "b": None, "c": 0.0}]):
+            with pytest.raises(InputError, match=message):
+                numbered.predict(records)
 
 
 def _forge(capsys, *args):

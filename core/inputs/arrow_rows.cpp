@@ -99,10 +99,6 @@ int byte_width(int type) {
   }
 }
 
-// Every value goes through float64, as the column path converts them: an integer of 64 bits
-// rounds twice on its way to float32 there, so here too.  The values are copied in one loop
-// (contiguous where the rows are in column order: vectorised), then the nulls made NaN, a
-// byte of the validity bitmap at a time where it has one.
 // For each byte of a validity bitmap, its 8 values' masks (all ones where valid), as words of
 // `Bits` (the width of a float or a double): a column's nulls are made NaN 8 values at a time by
 // and/or with its row of masks, which the compiler vectorises with any SSE, without a branch.
@@ -118,7 +114,8 @@ const Bits (&valid_masks())[256][8] {
 }
 
 // The values of a column in column order (contiguous) with its nulls made NaN, 8 at a time:
-// 4096 rows of 28 float32 columns, 5% null, 75 -> 18 us (a select a value, a branch a byte).
+// 4096 rows of 28 float32 columns, 5% null, read in 27 us against 75 (a select a value, a
+// branch a byte) and 12 without nulls.
 template <typename Out>
 void nulls_as_nan_contiguous(const uint8_t* bits, int64_t offset, Out* out, int64_t i, int64_t n) {
   typedef typename std::conditional<sizeof(Out) == 4, uint32_t, uint64_t>::type Bits;
@@ -137,6 +134,10 @@ void nulls_as_nan_contiguous(const uint8_t* bits, int64_t offset, Out* out, int6
     if (!valid(bits, offset + i)) out[i] = nan_value;
 }
 
+// Every value goes through float64, as the column path converts them: an integer of 64 bits
+// rounds twice on its way to float32 there, so here too.  The values are copied in one loop
+// (contiguous where the rows are in column order: vectorised), then the nulls made NaN, a
+// byte of the validity bitmap at a time where it has one (in column order by its masks).
 template <typename T, typename Out>
 void copy_numbers(const arrow::ArrayData& data, const uint8_t* values, Out* out, int64_t row_stride) {
   const T* v = reinterpret_cast<const T*>(values) + data.offset;

@@ -151,7 +151,7 @@ class PolarsPlan:
 
     def _columns(self, X, dtype: np.dtype) -> np.ndarray:
         out = column_rows(X.height, len(self.order), dtype)
-        done = ()
+        plain_read = False
         if self.plain is not None:
             columns, features = self.plain
             # polars' own columns (private X._df: no Series made a column; 24: 7 us, Series 26 us)
@@ -165,8 +165,8 @@ class PolarsPlan:
                 # against 19 for 4096 rows of 24 columns, as long for 64)
                 for f, a in zip(features.tolist(), arrays):
                     out[:, f] = a.astype(np.float64) if through_float64(a.dtype, dtype) else a
-                done = True
-        for feature, column in self.others if done is True else enumerate(self.order.tolist()):
+                plain_read = True
+        for feature, column in self.others if plain_read else enumerate(self.order.tolist()):
             s = X.to_series(column)
             reading = self.categorical.get(feature)
             if reading is not None and (reading.labels is not None or type(s.dtype).__name__ == "Enum"):

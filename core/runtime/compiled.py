@@ -269,13 +269,6 @@ class CompiledForest:
             if values is not None:
                 return values
             rows = frame_rows(X, self._schemas, self._small_dtype)  # (a value not a number: read so)
-        if rows is not None and missing != missing and rows.shape[0] <= SMALL_ROWS and rows.dtype is self._small_dtype \
-                and rows.shape[1] == self._num_features:
-            # A few rows of a frame, read as the lean path takes them (the general checks below
-            # left to the rest: 0.2 us of a 3.5 us one-row call)
-            small, splits = small_for[rows.shape[0]]
-            if small is not None:
-                return self._small_call(small, splits, rows, output_margin, threads)
         threads_used = self.threads if threads is None else threads  # (None: all CPUs)
         if rows is None:
             # (a frame is on the host: asking it for device attributes looked for columns so

@@ -85,6 +85,7 @@ class ArrowPlan:
         # by arrow's type ids, where it reads every feature's column; made its plan at first use.
         self.direct = None
         self._matches = None  # (the C++ reader's ``matches``, once the plan is its)
+        self.direct_read = None  # (and its ``read``: a few rows' call goes straight to it, frames._arrow_rows)
         numbers, indices, labels = direct_types()
         if not self.others and all(types[c].id in numbers for _, c in plain) and all(
                 types[self.order[f]].index_type.id in indices
@@ -112,7 +113,7 @@ class ArrowPlan:
         direct = self.direct
         if isinstance(direct, tuple):  # (the columns: the module's plan of them now)
             direct = self.direct = module.plan(self.width, *direct)
-            self._matches = module.matches
+            self._matches, self.direct_read = module.matches, module.read
         out = np.empty((self.width, n), dtype=dtype).T if n >= COLUMN_ORDER_ROWS else np.empty((n, self.width), dtype)
         return None if module.read(direct, X, out) else out
 
@@ -126,9 +127,10 @@ class ArrowPlan:
             if table is not None and isinstance(table.source, _ArrowLabels):
                 module.set_labels(self.direct, k, table.source.dictionary, table.lut, table.unseen)
 
-    def rows(self, X, dtype: np.dtype) -> np.ndarray:
+    def rows(self, X, dtype: np.dtype, direct: bool = True) -> np.ndarray:
+        """``X``'s rows (``direct``: the C++ reader asked first; not where it has just left them)."""
         n = X.num_rows
-        if self.direct is not None:
+        if direct and self.direct is not None:
             out = self._read_direct(X, n, dtype)
             if out is not None:
                 return out
@@ -218,7 +220,8 @@ def direct_types() -> tuple:
             ids(*ints, pa.float32(), pa.float64(), pa.string(), pa.large_string(), pa.binary(), pa.large_binary()))
 
 
-_DIRECT_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+FLOAT32, FLOAT64 = np.dtype(np.float32), np.dtype(np.float64)
+_DIRECT_DTYPES = (FLOAT32, FLOAT64)
 
 
 def columns_kernel(wait: bool = False):

@@ -30,7 +30,9 @@ SIZES = [20, 30, 40]  # integer category labels
 
 
 class Counted:
-    """The module, counting what ``read`` answered (0: it read the rows, 1: left them)."""
+    """The module, counting what ``read`` answered (0: it read the rows, 1: left them; a 2, a
+    table whose columns are not the plan it was asked with, means nothing was read and is not
+    counted)."""
 
     def __init__(self, module):
         self.module, self.answers = module, []
@@ -46,7 +48,8 @@ class Counted:
 
     def read(self, *args):
         answer = self.module.read(*args)
-        self.answers.append(answer)
+        if answer != 2:
+            self.answers.append(answer)
         return answer
 
 
@@ -60,11 +63,18 @@ def module():
         raise
 
 
+@pytest.fixture(scope="module")
+def counting(module):
+    # (one for the module's tests: a plan keeps the reader's functions it was made with, and
+    # the models are the module's)
+    return Counted(module)
+
+
 @pytest.fixture
-def counted(module, monkeypatch):
-    found = Counted(module)
-    monkeypatch.setattr(arrow_native, "reader", lambda wait=False: found)
-    return found
+def counted(counting, monkeypatch):
+    counting.answers.clear()
+    monkeypatch.setattr(arrow_native, "reader", lambda wait=False: counting)
+    return counting
 
 
 def _numbers(rng, n):
@@ -297,7 +307,16 @@ def test_a_table_matches_its_plan_by_names_and_kinds(module):
                   table(names=("x", "d")), table(extra=True), table().select(["x"]), table().select(["c", "x"])):
         assert not module.matches(plan, other)
         assert not other.schema.equals(table().schema)  # (arrow's own comparison agrees)
+        # read with ``check``: 2, and nothing written
+        out = np.full((other.num_rows, 2), 7.0)
+        assert module.read(plan, other, out, True) == 2 and (out == 7.0).all()
     assert not module.matches(module.plan(2, [], []), table())  # (a plan without columns matches nothing)
+    assert module.read(module.plan(2, [], []), table(), np.empty((2, 2)), True) == 2
+    # the same columns: compared, then read as without the check
+    checked, unchecked = np.full((2, 2), 7.0), np.full((2, 2), 7.0)
+    assert module.read(plan, table(), checked, True) == module.read(plan, table(), unchecked) == 1  # (no codes yet)
+    plan = module.plan(2, [(0, 0, pa.float64().id)], [], [("x", pa.float64().id, -1, -1)])
+    assert module.read(plan, table().select(["x"]), checked, True) == 0 and checked[:, 0].tolist() == [1.0, 2.0]
     with pytest.raises(TypeError):
         module.matches(plan, table().to_batches()[0])
 
@@ -338,7 +357,7 @@ def test_a_file_others_could_write_is_built_again(module, tmp_path):
 
 
 @pytest.mark.parametrize("n", [1, 6, 2100])
-def test_pandas_frames_of_arrow_backed_numbers_equal_the_array(number_models, counted, n):
+def test_pandas_frames_of_arrow_backed_numbers_equal_the_array(number_models, counted, n, monkeypatch):
     """A pandas frame whose columns are Arrow-backed numbers of every type (pd.ArrowDtype, nulls
     pd.NA), sliced, in any column order, made anew each call, beside NumPy and nullable columns:
     its Arrow-backed columns read in C++, the rows those of the array."""
@@ -359,7 +378,7 @@ def test_pandas_frames_of_arrow_backed_numbers_equal_the_array(number_models, co
             assert counted.answers == [0]
     # without the reader: pandas' own conversions, the same rows
     before = cf.predict(frame)
-    counted.read = lambda *args: 1
+    monkeypatch.setattr(counted, "read", lambda *args: 1)
     np.testing.assert_array_equal(cf.predict(frame), before)
 
 

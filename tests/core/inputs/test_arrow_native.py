@@ -30,9 +30,9 @@ SIZES = [20, 30, 40]  # integer category labels
 
 
 class Counted:
-    """The module, counting what ``read`` answered (0: it read the rows, 1: left them; a 2, a
-    table whose columns are not the plan it was asked with, means nothing was read and is not
-    counted)."""
+    """The module, counting what ``read`` and ``read_blocks`` answered (0: it read the rows, 1:
+    left them; a 2, a table or frame whose columns are not the plan it was asked with, means
+    nothing was read and is not counted)."""
 
     def __init__(self, module):
         self.module, self.answers = module, []
@@ -48,6 +48,12 @@ class Counted:
 
     def read(self, *args):
         answer = self.module.read(*args)
+        if answer != 2:
+            self.answers.append(answer)
+        return answer
+
+    def read_blocks(self, *args):
+        answer = self.module.read_blocks(*args)
         if answer != 2:
             self.answers.append(answer)
         return answer
@@ -435,18 +441,23 @@ def test_a_frames_blocks_walked_in_cpp_key_it_as_pandas_does(module, number_mode
     frame["float64"] = X[:, NUMBER_TYPES.index("float64")]  # NumPy
     frame["int16"] = pd.array(X[:, NUMBER_TYPES.index("int16")], dtype="Float64")  # nullable
     frame["label"] = pd.array(["a"] * 7, dtype=pd.ArrowDtype(pa.string()))  # Arrow strings
+    frame["colour"] = pd.Categorical(["red"] * 7)  # pandas categories: by their class where it is given
     blocks = frame._mgr.blocks
-    kinds, where, arrays, others = module.arrow_blocks(blocks)
-    kinds, where = np.frombuffer(kinds, dtype=np.int32), np.frombuffer(where, dtype=np.int32)
-    for i, block in enumerate(blocks):
-        arrow = getattr(block.dtype, "pyarrow_dtype", None)
-        if arrow is not None and not pa.types.is_string(arrow):
-            assert kinds[i] == arrow.id and where[i] == block.mgr_locs.as_array[0] and arrays[i] is block.values._pa_array
-            assert i not in others
-        else:
-            assert kinds[i] == -1 and where[i] == -1 and arrays[i] is None and i in others
+    for categorical in (None, pd.Categorical):
+        kinds, where, arrays, others = module.arrow_blocks(*[blocks] + [categorical] * (categorical is not None))
+        kinds, where = np.frombuffer(kinds, dtype=np.int32), np.frombuffer(where, dtype=np.int32)
+        for i, block in enumerate(blocks):
+            arrow = getattr(block.dtype, "pyarrow_dtype", None)
+            if arrow is not None and not pa.types.is_string(arrow):
+                assert kinds[i] == arrow.id and where[i] == block.mgr_locs.as_array[0]
+                assert arrays[i] is block.values._pa_array and i not in others
+            elif categorical is not None and type(block.values) is categorical:
+                assert kinds[i] == -2 and where[i] == block.mgr_locs.as_array[0] and arrays[i] is None
+                assert i not in others
+            else:
+                assert kinds[i] == -1 and where[i] == -1 and arrays[i] is None and i in others
     assert module.arrow_blocks(()) == (b"", b"", [], [])
-    rows = frame.drop(columns="label")
+    rows = frame.drop(columns=["label", "colour"])
     for cf in number_models:
         expected = cf.predict(X)
         with_module = cf.predict(rows)
@@ -454,3 +465,46 @@ def test_a_frames_blocks_walked_in_cpp_key_it_as_pandas_does(module, number_mode
         np.testing.assert_array_equal(cf.predict(rows), expected)
         np.testing.assert_array_equal(with_module, expected)
         monkeypatch.undo()
+
+
+def test_a_frame_of_the_last_names_and_other_blocks_is_read_as_itself(module, counted):
+    """A pandas frame of Arrow-backed numbers and categories whose blocks are those the last
+    frame's plan holds is read in one C++ walk (``read_blocks``), its categories mapped as they
+    are (another order); one of the same names whose blocks hold other columns (made by
+    ``insert``), other types, a NumPy column, strings where categories were is read as itself,
+    not as the last one's blocks; a Series is not a frame."""
+    rng = np.random.default_rng(4)
+    names = [f"f{i}" for i in range(11)] + ["colour"]
+    X = rng.normal(size=(600, 12))
+    X[:, 11] = rng.integers(0, len(COLOURS), 600)
+    train = pd.DataFrame(X, columns=names).assign(colour=pd.Categorical.from_codes(X[:, 11].astype(int), COLOURS))
+    cf = sf.compile(xgb.XGBRegressor(n_estimators=6, max_depth=4, enable_categorical=True, max_cat_to_onehot=1).fit(
+        train, X[:, :11].sum(axis=1) + X[:, 11] % 3))
+    rows = X[:3].astype(np.float32)
+    expected = cf.predict(rows)
+
+    def arrow(j, type_=pa.float32()):
+        return pd.array(pa.array(rows[:, j], type=type_), dtype=pd.ArrowDtype(type_))
+
+    def colours(order=COLOURS):
+        return pd.Categorical([COLOURS[int(c)] for c in rows[:, 11]], categories=order)
+
+    def frame(**changed):
+        return pd.DataFrame({n: changed.get(n, arrow(j) if j < 11 else colours()) for j, n in enumerate(names)})
+
+    for _ in range(2):
+        np.testing.assert_array_equal(cf.predict(frame()), expected)
+    for again in (frame(), frame(colour=colours(COLOURS[::-1]))):
+        counted.answers.clear()
+        np.testing.assert_array_equal(cf.predict(again), expected)
+        assert counted.answers == [0]  # (one walk read it)
+    inserted = frame().drop(columns="f0")
+    inserted.insert(0, "f0", arrow(0))
+    assert [b.mgr_locs.as_array[0] for b in inserted._mgr.blocks] != list(range(12))
+    others = (inserted, frame(f1=arrow(1, pa.float64())), frame(f1=rows[:, 1]),
+              frame(colour=colours().astype(object)), frame(colour=colours().astype(str)))
+    for other in others + (frame(), inserted):
+        np.testing.assert_array_equal(cf.predict(other), expected)
+    cf.predict(frame())  # (the last plan a frame's)
+    with pytest.raises(InputError):  # (a Series of one column: not rows of 12 features)
+        cf.predict(frame()["f0"])

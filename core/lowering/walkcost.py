@@ -22,7 +22,7 @@ from silvanforge.ir.hir_joined import joined, node_depths, offsets, tree_depths
 from silvanforge.lowering.layout import category_top
 from silvanforge.plan.memo import memoised
 
-__all__ = ["WALK_STEP_NS", "WALK_STEP_NS_PER_ROW_KB", "WALK_STEP_NS_PER_ROW_KB_PAST_L1", "row_step_ns", "WALK_EXIT_STEP_NS", "WALK_NAN_TEST_FACTOR", "WALK_CATEGORICAL_FACTOR", "WALK_OUTPUT_NS",
+__all__ = ["WALK_STEP_NS", "WALK_STEP_NS_PER_ROW_KB", "WALK_STEP_NS_PER_ROW_KB_PAST_L1", "row_step_ns", "WALK_EXIT_STEP_NS", "WALK_NAN_TEST_FACTOR", "WALK_CATEGORICAL_FACTOR", "WALK_SET_NS", "WALK_SET_NS_PAST_CACHE", "WALK_SET_CACHE_BYTES", "WALK_OUTPUT_NS",
            "walk_estimate_ns", "linear_estimate_ns", "LEAF_LOOPS_STEP_RATIO", "SPLIT_ROWS_ANY_WIDTH", "SPLIT_ROWS_WALK_SHARE",
            "depth_stats", "walks_exit_early", "split_rows_pay", "split_thresholds_exact", "walks_prefetch",
            "WALK_PREFETCH_BYTES", "CHAIN_MIN_TREES_PER_LANE", "chains_pay"]
@@ -259,24 +259,43 @@ def _category_set_facts(forest: hir.Forest) -> tuple[int, int]:
     return memoised(forest, "category_set_facts", facts)
 
 
+# Walks a row at a time whose categorical splits read set columns (:func:`set_columns_pay`):
+# a categorical step is a numeric one (a word's load), and each row first writes every distinct
+# set's bit, about WALK_SET_NS a set while the bitsets' bytes stay within WALK_SET_CACHE_BYTES,
+# WALK_SET_NS_PAST_CACHE past it (a word read from each of them, scattered).  One row from the
+# data's own rows, 1 thread, Zen 4 VM, less the call's 1.3 us, against the estimate (the general
+# factor's before): a 1000-tree 255-leaf taxi-zone LightGBM model (12,025 sets, 51 KB of
+# bitsets) 12.0 us / 14.3 (32.0), a 1000-tree 31-leaf insurance-like one (6,128, 31 KB) 4.8 /
+# 8.3 (19.4), a 1000-tree 255-leaf flight-delay one (20,963 sets, 829 KB) 29.4 / 32.2 (33.6)
+# (benchmarks/categorical_models.py).
+WALK_SET_NS, WALK_SET_NS_PAST_CACHE, WALK_SET_CACHE_BYTES = 0.3, 1.0, 512 << 10
+
+
 def walk_estimate_ns(forest: hir.Forest, batch_size: int | None = None) -> float:
     """Estimated ns a row of the walks (the costs above) in calls of ``batch_size`` rows (None:
     large batches): every tree to its depth, or, where walks stop when their rows are at
     leaves (:func:`walks_exit_early`: trees deep beside their leaves), about each tree's mean
-    leaf depth, a step costing more as rows grow (:func:`row_step_ns`); the outputs past a
-    tree's first; and the linear leaves' models where there are (:func:`linear_estimate_ns`)."""
+    leaf depth, a step costing more as rows grow (:func:`row_step_ns`); a row's set columns
+    where walks a row at a time read them (:data:`WALK_SET_NS`); the outputs past a tree's
+    first; and the linear leaves' models where there are (:func:`linear_estimate_ns`)."""
     stats = depth_stats(forest)
     depth, mean_leaf, _ = stats
     if walks_exit_early(forest, stats)[0]:
         steps, step_ns = float(mean_leaf.sum()), WALK_EXIT_STEP_NS
     else:
         steps, step_ns = float(depth.sum()), WALK_STEP_NS
-    if forest.has_categorical():
-        factor = WALK_CATEGORICAL_FACTOR
-    else:
+    sets_ns = 0.0
+    if not forest.has_categorical():
         factor = 1.0 if split_rows_pay(forest, check_width=False) else WALK_NAN_TEST_FACTOR
+    elif batch_size is not None and batch_size < WALK_INTERLEAVED_ROWS and split_rows_pay(forest, check_width=False) \
+            and set_columns_pay(forest, batch_size) and set_columns_fit(forest):  # (as the walks' setup decides)
+        factor = 1.0
+        sets, words = _category_set_facts(forest)
+        sets_ns = sets * (WALK_SET_NS if 4 * words <= WALK_SET_CACHE_BYTES else WALK_SET_NS_PAST_CACHE)
+    else:
+        factor = WALK_CATEGORICAL_FACTOR
     outputs = sum(map(len, map(attrgetter("outputs"), forest.trees))) - len(forest.trees)
-    return ((step_ns + row_step_ns(forest, batch_size)) * steps * factor + WALK_OUTPUT_NS * outputs
+    return ((step_ns + row_step_ns(forest, batch_size)) * steps * factor + sets_ns + WALK_OUTPUT_NS * outputs
             + linear_estimate_ns(forest))
 
 

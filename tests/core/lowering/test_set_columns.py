@@ -134,6 +134,29 @@ def test_the_chooser_takes_set_columns_where_sets_are_few_beside_the_steps(monke
     assert not reads_set_columns(sf.compile(forest, batch_size=1, rep="sparse"))
 
 
+def test_walks_a_row_at_a_time_reading_set_columns_are_priced_by_their_steps_and_sets(monkeypatch):
+    """Where walks of fewer than WALK_INTERLEAVED_ROWS rows read set columns, a categorical step
+    costs a numeric one and each row's sets WALK_SET_NS a set (WALK_SET_NS_PAST_CACHE where the
+    bitsets pass WALK_SET_CACHE_BYTES); elsewhere every step takes WALK_CATEGORICAL_FACTOR."""
+    forest = categorical_forest(11, 6, CategoryRule.LIGHTGBM, Op.LE, "float64", trees=30)
+    sets, words = walkcost._category_set_facts(forest)
+    few = (1, walkcost.WALK_INTERLEAVED_ROWS - 1)
+
+    def estimates(share):
+        monkeypatch.setattr(walkcost, "SET_COLUMNS_WALK_SHARE", share)
+        return [walkcost.walk_estimate_ns(forest, rows) for rows in few + (walkcost.WALK_INTERLEAVED_ROWS, None)]
+
+    with_sets, without = estimates(1e9), estimates(0.0)  # (set columns pay, and do not)
+    assert walkcost.split_rows_pay(forest, check_width=False) and sets > 0
+    for got, general in zip(with_sets[:2], without[:2]):  # (one output, no linear leaves: the steps alone)
+        assert got - sets * walkcost.WALK_SET_NS == pytest.approx(general / walkcost.WALK_CATEGORICAL_FACTOR)
+    assert with_sets[2:] == without[2:]
+    monkeypatch.setattr(walkcost, "SET_COLUMNS_WALK_SHARE", 1e9)
+    monkeypatch.setattr(walkcost, "WALK_SET_CACHE_BYTES", 4 * words - 1)
+    assert walkcost.walk_estimate_ns(forest, 1) - with_sets[0] == pytest.approx(
+        sets * (walkcost.WALK_SET_NS_PAST_CACHE - walkcost.WALK_SET_NS))
+
+
 @pytest.mark.parametrize("trust", [True, False])
 def test_the_choice_is_recorded_and_lowered_again(tmp_path, trust):
     forest = categorical_forest(5, 5, CategoryRule.LIGHTGBM, Op.LE, "float64", trees=10)

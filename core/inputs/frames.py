@@ -187,7 +187,7 @@ def _pandas_key_and_arrays(X, memory: SchemaMemory, kind: str = "pandas"):
         module = arrow_native.reader()
         if module is not None:
             # (pandas' Categorical blocks known by their class there too: 3.4 us of a 12 us call)
-            kinds, columns, arrays, others = module.arrow_blocks(blocks, _categorical_class())
+            kinds, columns, arrays, others = module.arrow_blocks(blocks, _categoricals()[1])
             return (kind, memory.names(X.columns), kinds, columns,
                     tuple([(_dtype_token(blocks[i].dtype), _placement(blocks[i])) for i in others])), arrays
     return _pandas_key_of(X, mgr, blocks, memory, kind), None
@@ -202,7 +202,7 @@ def _pandas_key_of(X, mgr, blocks, memory: SchemaMemory, kind: str):
                 mgr.blklocs.tobytes() if built else _placement(blocks[0]))
     # (NumPy's dtypes as they are and a categorical one by its class, without a call: a third of
     # the time of a frame's five blocks, 0.6 us against 1.8)
-    categorical = _categorical_dtype()
+    categorical = _categoricals()[0]
     tokens = tuple([d if isinstance(d, np.dtype) else "category" if type(d) is categorical else _dtype_token(d)
                     for d in [b.dtype for b in blocks]])
     if len(blocks) <= PLACED_BLOCKS and not built:
@@ -224,30 +224,18 @@ def _placement(block):
     return (columns.start, columns.stop, columns.step) if type(columns) is slice else columns.tobytes()
 
 
-def _categorical_dtype():
-    """pandas' CategoricalDtype class (imported once pandas' frames are read)."""
-    found = _CATEGORICAL
+def _categoricals() -> tuple:
+    """pandas' CategoricalDtype class and its Categorical (a categorical block's values), found
+    once pandas' frames are read."""
+    found = _CATEGORICALS
     if not found:
         import pandas as pd
 
-        found.append(pd.CategoricalDtype)
+        found.append((pd.CategoricalDtype, pd.Categorical))
     return found[0]
 
 
-_CATEGORICAL: list = []
-
-
-def _categorical_class():
-    """pandas' Categorical class (a categorical block's values), found once."""
-    found = _CATEGORICAL_CLASS
-    if not found:
-        import pandas as pd
-
-        found.append(pd.Categorical)
-    return found[0]
-
-
-_CATEGORICAL_CLASS: list = []
+_CATEGORICALS: list = []
 
 
 def hashed_frame_columns(X, memory: SchemaMemory, out: np.ndarray) -> list | None:
@@ -394,7 +382,7 @@ class _PandasPlan:
                 or memory.names(X.columns) != names:
             return None
         out = column_rows(len(X), self.width, dtype)
-        if module.read_blocks(self.arrow_plan, blocks, kinds, columns, _categorical_class(), out) != 0:
+        if module.read_blocks(self.arrow_plan, blocks, kinds, columns, _categoricals()[1], out) != 0:
             return None
         if self.categories:
             _category_columns(self.categories, blocks, out)

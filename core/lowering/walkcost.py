@@ -22,7 +22,8 @@ from silvanforge.ir.hir_joined import joined, node_depths, offsets, tree_depths
 from silvanforge.lowering.layout import category_top
 from silvanforge.plan.memo import memoised
 
-__all__ = ["WALK_STEP_NS", "WALK_STEP_NS_PER_ROW_KB", "WALK_STEP_NS_PER_ROW_KB_PAST_L1", "row_step_ns", "WALK_EXIT_STEP_NS", "WALK_NAN_TEST_FACTOR", "WALK_CATEGORICAL_FACTOR", "WALK_SET_NS", "WALK_SET_NS_PAST_CACHE", "WALK_SET_CACHE_BYTES", "WALK_OUTPUT_NS",
+__all__ = ["WALK_STEP_NS", "WALK_STEP_NS_PER_ROW_KB", "WALK_STEP_NS_PER_ROW_KB_PAST_L1", "row_step_ns", "WALK_EXIT_STEP_NS", "WALK_NAN_TEST_FACTOR", "WALK_CATEGORICAL_FACTOR", "WALK_OUTPUT_NS",
+           "WALK_SET_NS", "WALK_SET_NS_PAST_CACHE", "WALK_SET_CACHE_BYTES",
            "walk_estimate_ns", "linear_estimate_ns", "LEAF_LOOPS_STEP_RATIO", "SPLIT_ROWS_ANY_WIDTH", "SPLIT_ROWS_WALK_SHARE",
            "depth_stats", "walks_exit_early", "split_rows_pay", "split_thresholds_exact", "walks_prefetch",
            "WALK_PREFETCH_BYTES", "CHAIN_MIN_TREES_PER_LANE", "chains_pay"]

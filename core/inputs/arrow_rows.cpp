@@ -16,7 +16,9 @@
 // into a float32 or float64 array and answers 0, or 1 where it read nothing it can vouch for
 // (a dictionary other than the one registered, a category the model refuses, a type other than
 // the plan's): the caller then reads the table as it would without this module, which raises
-// its errors and registers the new dictionary's codes.
+// its errors and registers the new dictionary's codes; or 2, reading nothing, where it was asked
+// to compare the table's columns with the plan's first and they differ (`read_blocks` likewise
+// for a pandas frame's blocks).
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -624,15 +626,16 @@ PyObject* arrow_blocks(PyObject*, PyObject* args) {
   PyObject* blocks;
   PyObject* categorical = nullptr;
   if (!PyArg_ParseTuple(args, "O|O", &blocks, &categorical)) return nullptr;
-  PyObject* items = PySequence_Fast(blocks, "blocks: a sequence");
+  // (a tuple of its own: the attribute reads below run Python code, which could change a list)
+  PyObject* items = PySequence_Tuple(blocks);
   if (!items) return nullptr;
-  const Py_ssize_t count = PySequence_Fast_GET_SIZE(items);
+  const Py_ssize_t count = PyTuple_GET_SIZE(items);
   std::vector<int32_t> kinds(count, -1), columns(count, -1);
   PyObject* arrays = PyList_New(count);
   PyObject* others = PyList_New(0);
   bool failed = !arrays || !others;
   for (Py_ssize_t i = 0; i < count && !failed; i++) {
-    PyObject* block = PySequence_Fast_GET_ITEM(items, i);
+    PyObject* block = PyTuple_GET_ITEM(items, i);
     PyObject* values = PyObject_GetAttr(block, names.values);
     if (!values) PyErr_Clear();
     const bool is_categorical = values && categorical && reinterpret_cast<PyObject*>(Py_TYPE(values)) == categorical;
@@ -691,12 +694,12 @@ PyObject* read_blocks(PyObject*, PyObject* args) {
   const Plan* plan = get_plan(capsule);
   if (!plan) return nullptr;
   if (!sizes) return PyErr_Format(PyExc_ValueError, "kinds and columns: int32 bytes of one length");
-  PyObject* items = PySequence_Fast(blocks, "blocks: a sequence");
+  PyObject* items = PySequence_Tuple(blocks);  // (as arrow_blocks: its own tuple)
   if (!items) return nullptr;
-  bool same = PySequence_Fast_GET_SIZE(items) == count;
+  bool same = PyTuple_GET_SIZE(items) == count;
   ColumnList found(same ? count : 0);
   for (Py_ssize_t i = 0; i < count && same; i++) {
-    PyObject* block = PySequence_Fast_GET_ITEM(items, i);
+    PyObject* block = PyTuple_GET_ITEM(items, i);
     PyObject* values = kind[i] == -1 ? nullptr : PyObject_GetAttr(block, names.values);
     if (!values) {
       same = false;
@@ -734,7 +737,8 @@ PyMethodDef methods[] = {
     {"set_labels", set_labels, METH_VARARGS, "set_labels(plan, k, dictionary, lut, unseen)"},
     {"read_blocks", read_blocks, METH_VARARGS,
      "read_blocks(plan, blocks, kinds, columns, categorical, out) -> 0 read, 1 left to the caller, 2 other blocks"},
-    {"read", read, METH_VARARGS, "read(plan, table or list of ChunkedArrays, out) -> 0 read, 1 left to the caller"},
+    {"read", read, METH_VARARGS,
+     "read(plan, table or list of ChunkedArrays, out[, check]) -> 0 read, 1 left to the caller, 2 other columns"},
     {nullptr, nullptr, 0, nullptr}};
 
 PyModuleDef module = {PyModuleDef_HEAD_INIT, "_arrow_rows", "Rows of pyarrow Tables read in place.", -1, methods};

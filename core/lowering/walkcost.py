@@ -288,8 +288,10 @@ def walk_estimate_ns(forest: hir.Forest, batch_size: int | None = None) -> float
     sets_ns = 0.0
     if not forest.has_categorical():
         factor = 1.0 if split_rows_pay(forest, check_width=False) else WALK_NAN_TEST_FACTOR
-    elif batch_size is not None and batch_size < WALK_INTERLEAVED_ROWS and split_rows_pay(forest, check_width=False) \
-            and set_columns_pay(forest, batch_size) and set_columns_fit(forest):  # (as the walks' setup decides)
+    elif batch_size is not None and batch_size < WALK_INTERLEAVED_ROWS and split_rows_pay(forest) \
+            and set_columns_pay(forest, batch_size) and set_columns_fit(forest):
+        # (as the walks' setup decides, rows of any width aside: it may split wide rows a chunk
+        # at a time, or not at all; those keep the general factor, the dearer)
         factor = 1.0
         sets, words = _category_set_facts(forest)
         sets_ns = sets * (WALK_SET_NS if 4 * words <= WALK_SET_CACHE_BYTES else WALK_SET_NS_PAST_CACHE)

@@ -508,3 +508,34 @@ def test_a_frame_of_the_last_names_and_other_blocks_is_read_as_itself(module, co
     cf.predict(frame())  # (the last plan a frame's)
     with pytest.raises(InputError):  # (a Series of one column: not rows of 12 features)
         cf.predict(frame()["f0"])
+
+
+def test_blocks_a_list_whose_items_change_while_walked_are_walked_as_they_were(module):
+    """``arrow_blocks`` and ``read_blocks`` walk a sequence of their own: a list emptied by a
+    block's attribute read (Python code) meanwhile is no freed item read."""
+    chunked = pa.chunked_array([pa.array(np.arange(3, dtype=np.float32))])
+
+    class Placement:
+        indexer = slice(0, 1, 1)
+
+    class Values:
+        _pa_array = chunked
+
+    blocks: list = []
+
+    class Block:
+        _mgr_locs = Placement()
+
+        @property
+        def values(self):
+            blocks.clear()
+            return Values()
+
+    blocks[:] = [Block(), Block()]
+    kinds, where, arrays, others = module.arrow_blocks(blocks, pd.Categorical)
+    assert np.frombuffer(kinds, np.int32).tolist() == [pa.float32().id] * 2 and arrays == [chunked, chunked]
+    blocks[:] = [Block(), Block()]
+    out = np.zeros((3, 1), np.float32)
+    plan = module.plan(1, [(1, 0, pa.float32().id)], [])
+    assert module.read_blocks(plan, blocks, kinds, where, pd.Categorical, out) == 0
+    assert out[:, 0].tolist() == [0.0, 1.0, 2.0]

@@ -147,7 +147,7 @@ def test_walks_a_row_at_a_time_reading_set_columns_are_priced_by_their_steps_and
         return [walkcost.walk_estimate_ns(forest, rows) for rows in few + (walkcost.WALK_INTERLEAVED_ROWS, None)]
 
     with_sets, without = estimates(1e9), estimates(0.0)  # (set columns pay, and do not)
-    assert walkcost.split_rows_pay(forest, check_width=False) and sets > 0
+    assert walkcost.split_rows_pay(forest) and sets > 0
     for got, general in zip(with_sets[:2], without[:2]):  # (one output, no linear leaves: the steps alone)
         assert got - sets * walkcost.WALK_SET_NS == pytest.approx(general / walkcost.WALK_CATEGORICAL_FACTOR)
     assert with_sets[2:] == without[2:]
@@ -155,6 +155,13 @@ def test_walks_a_row_at_a_time_reading_set_columns_are_priced_by_their_steps_and
     monkeypatch.setattr(walkcost, "WALK_SET_CACHE_BYTES", 4 * words - 1)
     assert walkcost.walk_estimate_ns(forest, 1) - with_sets[0] == pytest.approx(
         sets * (walkcost.WALK_SET_NS_PAST_CACHE - walkcost.WALK_SET_NS))
+    # rows too wide for split rows (the walks' setup may not split them): the general factor
+    wide = categorical_forest(11, 400, CategoryRule.LIGHTGBM, Op.LE, "float64", trees=3)
+    assert not walkcost.split_rows_pay(wide) and walkcost.split_rows_pay(wide, check_width=False)
+    plain = (walkcost.WALK_EXIT_STEP_NS if walkcost.walks_exit_early(wide)[0] else walkcost.WALK_STEP_NS) \
+        + walkcost.row_step_ns(wide, 1)
+    steps = walkcost.depth_stats(wide)[1 if walkcost.walks_exit_early(wide)[0] else 0].sum()
+    assert walkcost.walk_estimate_ns(wide, 1) == pytest.approx(plain * steps * walkcost.WALK_CATEGORICAL_FACTOR)
 
 
 @pytest.mark.parametrize("trust", [True, False])

@@ -114,8 +114,22 @@ class ArrowPlan:
         if isinstance(direct, tuple):  # (the columns: the module's plan of them now)
             direct = self.direct = module.plan(self.width, *direct)
             self._matches, self.direct_read = module.matches, module.read
+            self._give_label_codes(module)
         out = np.empty((self.width, n), dtype=dtype).T if n >= COLUMN_ORDER_ROWS else np.empty((n, self.width), dtype)
         return None if module.read(direct, X, out) else out
+
+    def _give_label_codes(self, module) -> None:
+        """The model's string labels of each dictionary column, by which the C++ reader reads a
+        dictionary of other labels than the last one registered (polars' Categorical columns
+        and tables encoded for each request hold the labels they use, in their own order)."""
+        for k, reading in enumerate(self.categorical.values()):
+            labels = reading.labels
+            if labels is not None and all(type(v) is str for v in labels.labels):
+                module.set_label_codes(self.direct, k, labels.labels, labels.unseen_error)
+
+    def ready(self) -> bool:
+        """Whether the C++ reader reads tables of this plan (its plan made, at the first read)."""
+        return self.direct is not None and not isinstance(self.direct, tuple)
 
     def _give_codes(self) -> None:
         """The C++ reader's codes of each dictionary column: those the Python reader made last."""
@@ -216,8 +230,11 @@ def direct_types() -> tuple:
         return frozenset(t.id for t in types)
 
     ints = (pa.int8(), pa.int16(), pa.int32(), pa.int64(), pa.uint8(), pa.uint16(), pa.uint32(), pa.uint64())
+    # (string views: polars' strings, and so its Enum and Categorical labels, as it exports them)
+    views = tuple(getattr(pa, name)() for name in ("string_view", "binary_view") if hasattr(pa, name))
     return (ids(*ints, pa.float32(), pa.float64()), ids(*ints),
-            ids(*ints, pa.float32(), pa.float64(), pa.string(), pa.large_string(), pa.binary(), pa.large_binary()))
+            ids(*ints, pa.float32(), pa.float64(), pa.string(), pa.large_string(), pa.binary(), pa.large_binary(),
+                *views))
 
 
 FLOAT32, FLOAT64 = np.dtype(np.float32), np.dtype(np.float64)

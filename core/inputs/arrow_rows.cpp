@@ -26,15 +26,21 @@
 #include <arrow/array/array_base.h>
 #include <arrow/array/data.h>
 #include <arrow/buffer.h>
+#include <arrow/c/abi.h>
+#include <arrow/c/bridge.h>
 #include <arrow/chunked_array.h>
+#include <arrow/record_batch.h>
 #include <arrow/table.h>
 #include <arrow/type.h>
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <type_traits>
+#include <unordered_map>
 #include <vector>
 
 namespace {
@@ -43,7 +49,9 @@ using Type = arrow::Type;
 typedef std::shared_ptr<arrow::Table> (*UnwrapTable)(PyObject*);
 typedef std::shared_ptr<arrow::Array> (*UnwrapArray)(PyObject*);
 typedef std::shared_ptr<arrow::ChunkedArray> (*UnwrapChunkedArray)(PyObject*);
+typedef PyObject* (*WrapTable)(const std::shared_ptr<arrow::Table>&);
 UnwrapTable unwrap_table;
+WrapTable wrap_table;
 UnwrapArray unwrap_array;
 UnwrapChunkedArray unwrap_chunked_array;
 
@@ -53,11 +61,24 @@ struct Number {
   int column, feature, type;
 };
 
+// The model's codes of its string labels (a repeated label: its first code), by which a
+// dictionary other than the registered one is read without Python: polars' Categorical columns
+// and tables encoded for each request hold only the labels they use, in their own order.
+struct LabelCodes {
+  struct Hash {
+    using is_transparent = void;
+    size_t operator()(std::string_view s) const { return std::hash<std::string_view>()(s); }
+  };
+  std::unordered_map<std::string, double, Hash, std::equal_to<>> codes;
+  bool unseen_error = false;  // (a label outside them refused: the caller raises its error)
+};
+
 struct Dictionary {
   int column, feature, index_type, value_type;
   std::shared_ptr<arrow::ArrayData> labels;  // the dictionary the codes were made for
   Py_buffer lut{}, unseen{};                 // float64 codes (last: missing); bools or empty
   bool has_lut = false, has_unseen = false;
+  std::shared_ptr<const LabelCodes> label_codes;  // (set_label_codes; null where none given)
 
   void release() {
     if (has_lut) PyBuffer_Release(&lut);
@@ -101,6 +122,41 @@ int byte_width(int type) {
   }
 }
 
+// An array where its buffers lie, as the readers below take it: made from arrow's C++ ArrayData
+// (a pyarrow table's chunk) or from the C data interface's ArrowArray (a stream's, whose type the
+// stream's schema told), so that both are read by one code.  Not copied: `buffers` may point at
+// `own`.
+struct Span {
+  int type = 0;
+  int64_t length = 0, offset = 0;
+  const uint8_t* validity = nullptr;  // (null where no value is null)
+  const uint8_t* const* buffers = nullptr;  // (validity first, as arrow numbers them)
+  int64_t n_buffers = 0;
+  const uint8_t* own[4] = {};           // (an ArrayData's buffers, where it has at most 4)
+  std::vector<const uint8_t*> more;     // (and where it has more: string views' data)
+
+  explicit Span(const arrow::ArrayData& data) : type(data.type->id()), length(data.length), offset(data.offset) {
+    n_buffers = static_cast<int64_t>(data.buffers.size());
+    if (n_buffers <= 4) {
+      for (int64_t i = 0; i < n_buffers; i++) own[i] = buffer(data, i);
+      buffers = own;
+    } else {
+      for (int64_t i = 0; i < n_buffers; i++) more.push_back(buffer(data, i));
+      buffers = more.data();
+    }
+    validity = has_nulls(data) ? buffers[0] : nullptr;
+  }
+  Span(const ArrowArray& array, int array_type)
+      : type(array_type), length(array.length), offset(array.offset),
+        buffers(reinterpret_cast<const uint8_t* const*>(array.buffers)), n_buffers(array.n_buffers) {
+    validity = n_buffers > 0 && array.null_count != 0 ? buffers[0] : nullptr;
+  }
+  Span(const Span&) = delete;
+  Span& operator=(const Span&) = delete;
+
+  const uint8_t* at(int64_t i) const { return i < n_buffers ? buffers[i] : nullptr; }
+};
+
 // For each byte of a validity bitmap, its 8 values' masks (all ones where valid), as words of
 // `Bits` (the width of a float or a double): a column's nulls are made NaN 8 values at a time by
 // and/or with its row of masks, which the compiler vectorises with any SSE, without a branch.
@@ -141,7 +197,7 @@ void nulls_as_nan_contiguous(const uint8_t* bits, int64_t offset, Out* out, int6
 // (contiguous where the rows are in column order: vectorised), then the nulls made NaN, a
 // byte of the validity bitmap at a time where it has one (in column order by its masks).
 template <typename T, typename Out>
-void copy_numbers(const arrow::ArrayData& data, const uint8_t* values, Out* out, int64_t row_stride) {
+void copy_numbers(const Span& data, const uint8_t* values, Out* out, int64_t row_stride) {
   const T* v = reinterpret_cast<const T*>(values) + data.offset;
   const int64_t n = data.length;
   if (row_stride == 1) {
@@ -149,7 +205,7 @@ void copy_numbers(const arrow::ArrayData& data, const uint8_t* values, Out* out,
   } else {
     for (int64_t i = 0; i < n; i++) out[i * row_stride] = static_cast<Out>(static_cast<double>(v[i]));
   }
-  const uint8_t* bits = has_nulls(data) ? buffer(data, 0) : nullptr;
+  const uint8_t* bits = data.validity;
   if (!bits) return;
   const Out nan = static_cast<Out>(NAN);
   int64_t i = 0;
@@ -170,10 +226,10 @@ void copy_numbers(const arrow::ArrayData& data, const uint8_t* values, Out* out,
 }
 
 template <typename Out>
-bool read_numbers(const arrow::ArrayData& data, int type, Out* out, int64_t row_stride) {
-  const uint8_t* values = buffer(data, 1);
+bool read_numbers(const Span& data, Out* out, int64_t row_stride) {
+  const uint8_t* values = data.at(1);
   if (!values && data.length) return false;
-  switch (type) {
+  switch (data.type) {
     case Type::INT8: copy_numbers<int8_t>(data, values, out, row_stride); break;
     case Type::UINT8: copy_numbers<uint8_t>(data, values, out, row_stride); break;
     case Type::INT16: copy_numbers<int16_t>(data, values, out, row_stride); break;
@@ -189,57 +245,84 @@ bool read_numbers(const arrow::ArrayData& data, int type, Out* out, int64_t row_
   return true;
 }
 
-template <typename Offset>
-bool same_strings(const arrow::ArrayData& a, const arrow::ArrayData& b) {
-  const Offset* oa = reinterpret_cast<const Offset*>(buffer(a, 1));
-  const Offset* ob = reinterpret_cast<const Offset*>(buffer(b, 1));
-  if (!oa || !ob) return false;
-  oa += a.offset;
-  ob += b.offset;
-  for (int64_t i = 1; i <= a.length; i++)
-    if (oa[i] - oa[0] != ob[i] - ob[0]) return false;
-  const int64_t size = oa[a.length] - oa[0];
-  if (size == 0) return true;
-  const uint8_t* da = buffer(a, 2);
-  const uint8_t* db = buffer(b, 2);
-  return da && db && std::memcmp(da + oa[0], db + ob[0], size) == 0;
+// Label `i` of an array of strings (or binaries) in any of arrow's layouts: offsets and data, or
+// views (16 bytes a value, its length first; up to 12 bytes inline after it, else the index of
+// a data buffer and an offset in it), as polars hands its strings over.  False where a buffer
+// is missing or the value lies outside it.
+bool label_value(const Span& a, int64_t i, std::string_view& value) {
+  switch (a.type) {
+    case Type::STRING: case Type::BINARY: case Type::LARGE_STRING: case Type::LARGE_BINARY: {
+      const uint8_t* offsets = a.at(1);
+      const uint8_t* data = a.at(2);
+      if (!offsets) return false;
+      int64_t start, end;
+      if (a.type == Type::LARGE_STRING || a.type == Type::LARGE_BINARY) {
+        start = reinterpret_cast<const int64_t*>(offsets)[a.offset + i];
+        end = reinterpret_cast<const int64_t*>(offsets)[a.offset + i + 1];
+      } else {
+        start = reinterpret_cast<const int32_t*>(offsets)[a.offset + i];
+        end = reinterpret_cast<const int32_t*>(offsets)[a.offset + i + 1];
+      }
+      if (end < start || (end > start && !data)) return false;
+      value = std::string_view(reinterpret_cast<const char*>(data) + start, end - start);
+      return true;
+    }
+    case Type::STRING_VIEW: case Type::BINARY_VIEW: {
+      const uint8_t* views = a.at(1);
+      if (!views) return false;
+      const uint8_t* v = views + (a.offset + i) * 16;
+      int32_t size, index, offset;
+      std::memcpy(&size, v, 4);
+      if (size < 0) return false;
+      if (size <= 12) {
+        value = std::string_view(reinterpret_cast<const char*>(v + 4), size);
+        return true;
+      }
+      std::memcpy(&index, v + 8, 4);
+      std::memcpy(&offset, v + 12, 4);
+      const uint8_t* data = index >= 0 ? a.at(2 + static_cast<int64_t>(index)) : nullptr;
+      if (!data || offset < 0) return false;
+      value = std::string_view(reinterpret_cast<const char*>(data + offset), size);
+      return true;
+    }
+    default: return false;
+  }
 }
 
 // Whether two dictionaries hold the same labels in the same order (a request's table holds its
 // dictionary anew: compared by value, a few bytes).  Labels with nulls never compare equal here.
-bool same_labels(const arrow::ArrayData& a, const arrow::ArrayData& b, int type) {
-  if (&a == &b) return true;
-  if (a.length != b.length || a.type->id() != type || b.type->id() != type || has_nulls(a) || has_nulls(b))
-    return false;
-  switch (type) {
-    case Type::STRING: case Type::BINARY: return same_strings<int32_t>(a, b);
-    case Type::LARGE_STRING: case Type::LARGE_BINARY: return same_strings<int64_t>(a, b);
-    default: {
-      const int width = byte_width(type);
-      const uint8_t* va = buffer(a, 1);
-      const uint8_t* vb = buffer(b, 1);
-      if (!width || !va || !vb) return false;
-      return std::memcmp(va + a.offset * width, vb + b.offset * width, a.length * width) == 0;
-    }
+bool same_labels(const Span& a, const Span& b) {
+  if (a.length != b.length || a.type != b.type || a.validity || b.validity) return false;
+  const int width = byte_width(a.type);
+  if (width) {
+    const uint8_t* va = a.at(1);
+    const uint8_t* vb = b.at(1);
+    return va && vb && std::memcmp(va + a.offset * width, vb + b.offset * width, a.length * width) == 0;
   }
+  std::string_view la, lb;
+  for (int64_t i = 0; i < a.length; i++)
+    if (!label_value(a, i, la) || !label_value(b, i, lb) || la != lb) return false;
+  return true;
 }
 
-// A dictionary column's codes as one read uses them, held by the read (a reference to its arrays
-// taken): another thread's set_labels meanwhile frees nothing it reads.
 struct Codes {
   int feature = 0, index_type = 0, value_type = 0;
   std::shared_ptr<arrow::ArrayData> labels;
   const double* lut = nullptr;
   int64_t count = 0;  // labels (the lut's last entry, past them: missing)
   const uint8_t* unseen = nullptr;
+  std::shared_ptr<const LabelCodes> label_codes;
   PyObject* keep[2] = {nullptr, nullptr};
 
   explicit Codes(const Dictionary& d)
-      : feature(d.feature), index_type(d.index_type), value_type(d.value_type), labels(d.labels) {
-    lut = static_cast<const double*>(d.lut.buf);
-    count = d.lut.len / static_cast<Py_ssize_t>(sizeof(double)) - 1;
-    keep[0] = d.lut.obj;
-    Py_XINCREF(keep[0]);
+      : feature(d.feature), index_type(d.index_type), value_type(d.value_type), labels(d.labels),
+        label_codes(d.label_codes) {
+    if (d.has_lut) {
+      lut = static_cast<const double*>(d.lut.buf);
+      count = d.lut.len / static_cast<Py_ssize_t>(sizeof(double)) - 1;
+      keep[0] = d.lut.obj;
+      Py_XINCREF(keep[0]);
+    }
     if (d.has_unseen) {
       unseen = static_cast<const uint8_t*>(d.unseen.buf);
       keep[1] = d.unseen.obj;
@@ -254,35 +337,65 @@ struct Codes {
   }
 };
 
+// The codes of a column's own labels (a lut as set_labels gives: one a label, then missing) from
+// the model's codes of its labels: false where a label is missing or not a string, or is one the
+// model refuses (the caller reads the column, which raises its error).
+bool codes_of_labels(const Span& dictionary, const LabelCodes& known, std::vector<double>& lut) {
+  if (dictionary.validity) return false;
+  lut.resize(dictionary.length + 1);
+  std::string_view label;
+  for (int64_t i = 0; i < dictionary.length; i++) {
+    if (!label_value(dictionary, i, label)) return false;
+    const auto found = known.codes.find(label);
+    if (found == known.codes.end() && known.unseen_error) return false;
+    lut[i] = found == known.codes.end() ? NAN : found->second;  // (unseen: missing)
+  }
+  lut[dictionary.length] = NAN;
+  return true;
+}
+
 template <typename Index, typename Out>
-bool copy_codes(const arrow::ArrayData& data, const Codes& d, Out* out, int64_t row_stride) {
-  const Index* index = reinterpret_cast<const Index*>(buffer(data, 1));
+bool copy_codes(const Span& data, const double* lut, int64_t count, const uint8_t* unseen, Out* out,
+                int64_t row_stride) {
+  const Index* index = reinterpret_cast<const Index*>(data.at(1));
   if (!index && data.length) return false;
   index += data.offset;
-  const uint8_t* bits = has_nulls(data) ? buffer(data, 0) : nullptr;
+  const uint8_t* bits = data.validity;
   for (int64_t i = 0; i < data.length; i++, out += row_stride) {
-    int64_t own = d.count;
+    int64_t own = count;
     if (valid(bits, data.offset + i)) {
       own = static_cast<int64_t>(index[i]);
-      if (own < 0 || own >= d.count || (d.unseen && d.unseen[own])) return false;
+      if (own < 0 || own >= count || (unseen && unseen[own])) return false;
     }
-    *out = static_cast<Out>(d.lut[own]);
+    *out = static_cast<Out>(lut[own]);
   }
   return true;
 }
 
+// A chunk's codes (its indices, of the plan's index type) through the registered dictionary's
+// lut where the chunk's `dictionary` holds those labels, else through the model's codes of its
+// labels where the plan has them.
 template <typename Out>
-bool read_codes(const arrow::ArrayData& data, const Codes& d, Out* out, int64_t row_stride) {
-  if (!d.labels || !data.dictionary || !same_labels(*d.labels, *data.dictionary, d.value_type)) return false;
+bool read_codes(const Span& data, const Span& dictionary, const Codes& d, Out* out, int64_t row_stride) {
+  const double* lut = d.lut;
+  int64_t count = d.count;
+  const uint8_t* unseen = d.unseen;
+  std::vector<double> own;  // (this chunk's lut, where its labels are not the registered ones)
+  if (!lut || !d.labels || dictionary.type != d.value_type || !same_labels(Span(*d.labels), dictionary)) {
+    if (!d.label_codes || !codes_of_labels(dictionary, *d.label_codes, own)) return false;
+    lut = own.data();
+    count = static_cast<int64_t>(own.size()) - 1;
+    unseen = nullptr;
+  }
   switch (d.index_type) {
-    case Type::INT8: return copy_codes<int8_t>(data, d, out, row_stride);
-    case Type::UINT8: return copy_codes<uint8_t>(data, d, out, row_stride);
-    case Type::INT16: return copy_codes<int16_t>(data, d, out, row_stride);
-    case Type::UINT16: return copy_codes<uint16_t>(data, d, out, row_stride);
-    case Type::INT32: return copy_codes<int32_t>(data, d, out, row_stride);
-    case Type::UINT32: return copy_codes<uint32_t>(data, d, out, row_stride);
-    case Type::INT64: return copy_codes<int64_t>(data, d, out, row_stride);
-    case Type::UINT64: return copy_codes<uint64_t>(data, d, out, row_stride);
+    case Type::INT8: return copy_codes<int8_t>(data, lut, count, unseen, out, row_stride);
+    case Type::UINT8: return copy_codes<uint8_t>(data, lut, count, unseen, out, row_stride);
+    case Type::INT16: return copy_codes<int16_t>(data, lut, count, unseen, out, row_stride);
+    case Type::UINT16: return copy_codes<uint16_t>(data, lut, count, unseen, out, row_stride);
+    case Type::INT32: return copy_codes<int32_t>(data, lut, count, unseen, out, row_stride);
+    case Type::UINT32: return copy_codes<uint32_t>(data, lut, count, unseen, out, row_stride);
+    case Type::INT64: return copy_codes<int64_t>(data, lut, count, unseen, out, row_stride);
+    case Type::UINT64: return copy_codes<uint64_t>(data, lut, count, unseen, out, row_stride);
     default: return false;
   }
 }
@@ -311,7 +424,7 @@ bool gather(const Plan& plan, const arrow::Table* table, PyObject* list, Reading
   r.codes.reserve(plan.dictionaries.size());
   for (const Number& n : plan.numbers) r.numbers.push_back(column_of(table, list, n.column));
   for (const Dictionary& d : plan.dictionaries) {
-    if (!d.has_lut) return false;
+    if (!d.has_lut && !d.label_codes) return false;
     r.dictionaries.push_back(column_of(table, list, d.column));
     r.codes.emplace_back(new Codes(d));
   }
@@ -326,8 +439,8 @@ bool read_columns(const Plan& plan, const Reading& r, char* base, int64_t row_st
     if (!column || column->length() != r.rows) return false;
     Out* out = reinterpret_cast<Out*>(base) + n.feature * column_stride;
     for (int c = 0; c < column->num_chunks(); c++) {
-      const arrow::ArrayData& data = *column->chunk(c)->data();
-      if (data.type->id() != n.type || !read_numbers(data, n.type, out, row_stride)) return false;
+      const Span data(*column->chunk(c)->data());
+      if (data.type != n.type || !read_numbers(data, out, row_stride)) return false;
       out += data.length * row_stride;
     }
   }
@@ -337,8 +450,10 @@ bool read_columns(const Plan& plan, const Reading& r, char* base, int64_t row_st
     if (!column || column->length() != r.rows) return false;
     Out* out = reinterpret_cast<Out*>(base) + d.feature * column_stride;
     for (int c = 0; c < column->num_chunks(); c++) {
-      const arrow::ArrayData& data = *column->chunk(c)->data();
-      if (data.type->id() != Type::DICTIONARY || !read_codes(data, d, out, row_stride)) return false;
+      const arrow::ArrayData& chunk = *column->chunk(c)->data();
+      if (chunk.type->id() != Type::DICTIONARY || !chunk.dictionary) return false;
+      const Span data(chunk);
+      if (!read_codes(data, Span(*chunk.dictionary), d, out, row_stride)) return false;
       out += data.length * row_stride;
     }
   }
@@ -457,6 +572,40 @@ PyObject* set_labels(PyObject*, PyObject* args) {
   Py_RETURN_NONE;
 }
 
+// set_label_codes(plan, k, labels, unseen_error): the model's labels of dictionary column k (a
+// sequence of str, a label's code its position), by which a column holding other labels than the
+// registered dictionary is read here; `unseen_error`: a label outside them leaves the read to the
+// caller (which refuses it), else it is missing.
+PyObject* set_label_codes(PyObject*, PyObject* args) {
+  PyObject *capsule, *labels;
+  Py_ssize_t k;
+  int unseen_error;
+  if (!PyArg_ParseTuple(args, "OnOp", &capsule, &k, &labels, &unseen_error)) return nullptr;
+  Plan* plan = get_plan(capsule);
+  if (!plan) return nullptr;
+  if (k < 0 || k >= static_cast<Py_ssize_t>(plan->dictionaries.size()))
+    return PyErr_Format(PyExc_IndexError, "no dictionary column %zd", k);
+  PyObject* items = PySequence_Fast(labels, "labels: a sequence of str");
+  if (!items) return nullptr;
+  auto known = std::make_shared<LabelCodes>();
+  known->unseen_error = unseen_error;
+  for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(items); i++) {
+    Py_ssize_t size;
+    const char* label = PyUnicode_Check(PySequence_Fast_GET_ITEM(items, i))
+                            ? PyUnicode_AsUTF8AndSize(PySequence_Fast_GET_ITEM(items, i), &size)
+                            : nullptr;
+    if (!label) {
+      Py_DECREF(items);
+      if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "labels: a sequence of str");
+      return nullptr;
+    }
+    known->codes.emplace(std::string(label, size), static_cast<double>(i));  // (a repeated label: its first)
+  }
+  Py_DECREF(items);
+  plan->dictionaries[k].label_codes = std::move(known);
+  Py_RETURN_NONE;
+}
+
 // Whether the table's columns are the plan's (names and kinds, in order): what its schema's
 // `equals` tells, without the fingerprint arrow computes a new schema first (10 us for 28
 // columns: a request's table is new each call).
@@ -492,12 +641,13 @@ PyObject* matches(PyObject*, PyObject* args) {
 
 // Rows gathered in `r` written to `out` (as `read` takes it): 0, or 1 where they were not all read
 // (`done` false: nothing read).  `sized`: `r.rows` is the source's, which `out` must have.
-PyObject* write_rows(const Plan& plan, const Reading& r, bool done, PyObject* out, bool sized) {
+template <typename Read>
+PyObject* write_out(const Plan& plan, int64_t rows, bool done, PyObject* out, bool sized, Read read) {
   Py_buffer view;
   if (PyObject_GetBuffer(out, &view, PyBUF_STRIDES | PyBUF_FORMAT | PyBUF_WRITABLE) < 0) return nullptr;
   const bool is_float = std::strcmp(view.format, "f") == 0, is_double = std::strcmp(view.format, "d") == 0;
   if (view.ndim != 2 || view.shape[1] != plan.width || !(is_float || is_double) || view.strides[0] % view.itemsize ||
-      view.strides[1] % view.itemsize || (view.shape[0] != r.rows && (sized || r.rows >= 0))) {
+      view.strides[1] % view.itemsize || (view.shape[0] != rows && (sized || rows >= 0))) {
     PyBuffer_Release(&view);
     return PyErr_Format(PyExc_ValueError, "out: float32 or float64 rows of the table, the plan's width");
   }
@@ -505,13 +655,19 @@ PyObject* write_rows(const Plan& plan, const Reading& r, bool done, PyObject* ou
     const int64_t rs = view.strides[0] / view.itemsize, cs = view.strides[1] / view.itemsize;
     char* base = static_cast<char*>(view.buf);
     const bool free_threads =
-        r.rows * static_cast<int64_t>(plan.numbers.size() + plan.dictionaries.size()) >= kFreeThreadsValues;
+        rows * static_cast<int64_t>(plan.numbers.size() + plan.dictionaries.size()) >= kFreeThreadsValues;
     PyThreadState* state = free_threads ? PyEval_SaveThread() : nullptr;
-    done = is_float ? read_columns<float>(plan, r, base, rs, cs) : read_columns<double>(plan, r, base, rs, cs);
+    done = read(base, rs, cs, is_float);
     if (state) PyEval_RestoreThread(state);
   }
   PyBuffer_Release(&view);
   return PyLong_FromLong(done ? 0 : 1);
+}
+
+PyObject* write_rows(const Plan& plan, const Reading& r, bool done, PyObject* out, bool sized) {
+  return write_out(plan, r.rows, done, out, sized, [&](char* base, int64_t rs, int64_t cs, bool is_float) {
+    return is_float ? read_columns<float>(plan, r, base, rs, cs) : read_columns<double>(plan, r, base, rs, cs);
+  });
 }
 
 // read(plan, source, out[, check]): 0 where the rows are in `out` (a 2-D float32 or float64
@@ -548,6 +704,166 @@ PyObject* read(PyObject*, PyObject* args) {
   return write_rows(*plan, r, done, out, table != nullptr);
 }
 
+// Arrow's type id of a C data interface format string, of the types read here (-2 for others,
+// which match no plan's).
+int format_type(const char* format) {
+  if (!format || !format[0]) return -2;
+  if (!format[1]) {
+    switch (format[0]) {
+      case 'c': return Type::INT8;
+      case 'C': return Type::UINT8;
+      case 's': return Type::INT16;
+      case 'S': return Type::UINT16;
+      case 'i': return Type::INT32;
+      case 'I': return Type::UINT32;
+      case 'l': return Type::INT64;
+      case 'L': return Type::UINT64;
+      case 'f': return Type::FLOAT;
+      case 'g': return Type::DOUBLE;
+      case 'u': return Type::STRING;
+      case 'U': return Type::LARGE_STRING;
+      case 'z': return Type::BINARY;
+      case 'Z': return Type::LARGE_BINARY;
+      default: return -2;
+    }
+  }
+  if (std::strcmp(format, "vu") == 0) return Type::STRING_VIEW;
+  if (std::strcmp(format, "vz") == 0) return Type::BINARY_VIEW;
+  return -2;
+}
+
+// Whether a stream's schema (a struct of its columns) has the plan's columns, as table_matches.
+bool schema_matches(const Plan& plan, const ArrowSchema& schema) {
+  if (plan.names.empty() || !schema.format || std::strcmp(schema.format, "+s") != 0 ||
+      schema.n_children != static_cast<int64_t>(plan.names.size()))
+    return false;
+  for (int64_t i = 0; i < schema.n_children; i++) {
+    const ArrowSchema& field = *schema.children[i];
+    const int* kind = &plan.kinds[3 * i];
+    if (!field.name || plan.names[i] != field.name) return false;
+    if (field.dictionary) {
+      if (kind[0] != Type::DICTIONARY || format_type(field.format) != kind[1] ||
+          format_type(field.dictionary->format) != kind[2])
+        return false;
+    } else if (format_type(field.format) != kind[0] || kind[1] != -1 || kind[2] != -1) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// A stream's schema and batches, released with it (the C data interface's structs may be moved).
+struct Stream {
+  ArrowArrayStream* stream;
+  ArrowSchema schema{};
+  std::vector<ArrowArray> batches;
+  explicit Stream(ArrowArrayStream* s) : stream(s) {}
+  ~Stream() {
+    for (ArrowArray& batch : batches)
+      if (batch.release) batch.release(&batch);
+    if (schema.release) schema.release(&schema);
+    if (stream->release) stream->release(stream);
+  }
+  PyObject* error(const char* what) {
+    const char* message = stream->get_last_error ? stream->get_last_error(stream) : nullptr;
+    return PyErr_Format(PyExc_ValueError, "an Arrow stream's %s: %s", what, message ? message : "failed");
+  }
+};
+
+// Whether a stream's batches are laid out as read_batches reads them (each a struct of the
+// schema's columns of its length, at no offset; dictionaries where the plan has them).
+bool batches_readable(const Plan& plan, const Stream& s) {
+  for (const ArrowArray& batch : s.batches) {
+    if (batch.offset != 0 || batch.n_children != s.schema.n_children || !batch.children) return false;
+    for (int64_t i = 0; i < batch.n_children; i++)
+      if (!batch.children[i] || batch.children[i]->length != batch.length) return false;
+    for (const Number& n : plan.numbers)
+      if (n.column >= batch.n_children || batch.children[n.column]->n_buffers < 2) return false;
+    for (const Dictionary& d : plan.dictionaries)
+      if (d.column >= batch.n_children || batch.children[d.column]->n_buffers < 2 || !batch.children[d.column]->dictionary)
+        return false;
+  }
+  return true;
+}
+
+template <typename Out>
+bool read_batches(const Plan& plan, const Stream& s, const Reading& r, char* base, int64_t rs, int64_t cs) {
+  int64_t row = 0;
+  for (const ArrowArray& batch : s.batches) {
+    for (const Number& n : plan.numbers) {
+      Out* out = reinterpret_cast<Out*>(base) + n.feature * cs + row * rs;
+      if (!read_numbers(Span(*batch.children[n.column], n.type), out, rs)) return false;
+    }
+    for (size_t k = 0; k < plan.dictionaries.size(); k++) {
+      const Codes& d = *r.codes[k];
+      const ArrowArray& column = *batch.children[plan.dictionaries[k].column];
+      Out* out = reinterpret_cast<Out*>(base) + d.feature * cs + row * rs;
+      if (!read_codes(Span(column, d.index_type), Span(*column.dictionary, d.value_type), d, out, rs)) return false;
+    }
+    row += batch.length;
+  }
+  return true;
+}
+
+// The stream's batches as a pyarrow Table (arrow's own import: 40 us for 28 columns, so only
+// where the caller reads them).
+PyObject* stream_table(Stream& s) {
+  arrow::Result<std::shared_ptr<arrow::Schema>> schema = arrow::ImportSchema(&s.schema);
+  if (!schema.ok()) return PyErr_Format(PyExc_ValueError, "an Arrow stream: %s", schema.status().ToString().c_str());
+  std::vector<std::shared_ptr<arrow::RecordBatch>> batches;
+  for (ArrowArray& batch : s.batches) {
+    arrow::Result<std::shared_ptr<arrow::RecordBatch>> imported = arrow::ImportRecordBatch(&batch, *schema);
+    if (!imported.ok())
+      return PyErr_Format(PyExc_ValueError, "an Arrow stream: %s", imported.status().ToString().c_str());
+    batches.push_back(*imported);
+  }
+  arrow::Result<std::shared_ptr<arrow::Table>> table = arrow::Table::FromRecordBatches(*schema, batches);
+  if (!table.ok()) return PyErr_Format(PyExc_ValueError, "an Arrow stream: %s", table.status().ToString().c_str());
+  return wrap_table(*table);
+}
+
+// read_stream(plan, stream, out): the rows of an Arrow C stream (a PyCapsule of the Arrow
+// PyCapsule Interface, as `__arrow_c_stream__` gives: polars' frames) read as `read` reads a
+// table of the plan's columns, from the C data interface's structs where they lie: 0 where they
+// are in `out` (the stream's rows), else the stream's rows as a pyarrow Table, for the caller to
+// read as it reads any (its columns not the plan's, a dictionary the read leaves to it; `plan`
+// None: no plan yet).  Why: polars hands its columns over no faster (its `to_numpy` with nulls
+// 10 us for 64 rows of 28 columns, a categorical column's `to_arrow` 4-25 us), and arrow's import
+// of a stream (pyarrow's or its C++ one) took 40 us of it.
+PyObject* read_stream(PyObject*, PyObject* args) {
+  PyObject *capsule, *stream_capsule, *out;
+  if (!PyArg_ParseTuple(args, "OOO", &capsule, &stream_capsule, &out)) return nullptr;
+  const Plan* plan = capsule == Py_None ? nullptr : get_plan(capsule);
+  if (!plan && capsule != Py_None) return nullptr;
+  auto* stream = static_cast<ArrowArrayStream*>(PyCapsule_GetPointer(stream_capsule, "arrow_array_stream"));
+  if (!stream) return nullptr;
+  if (!stream->release) return PyErr_Format(PyExc_ValueError, "the stream was read already");
+  Stream s(stream);
+  if (stream->get_schema(stream, &s.schema) != 0) return s.error("schema");
+  while (true) {
+    ArrowArray batch{};
+    if (stream->get_next(stream, &batch) != 0) return s.error("batch");
+    if (!batch.release) break;
+    s.batches.push_back(batch);
+  }
+  if (plan && schema_matches(*plan, s.schema) && batches_readable(*plan, s)) {
+    Reading r;
+    r.rows = 0;
+    for (const ArrowArray& batch : s.batches) r.rows += batch.length;
+    bool done = true;
+    for (const Dictionary& d : plan->dictionaries) {
+      done = done && (d.has_lut || d.label_codes);
+      r.codes.emplace_back(new Codes(d));
+    }
+    PyObject* result = write_out(*plan, r.rows, done, out, true, [&](char* base, int64_t rs, int64_t cs, bool is_float) {
+      return is_float ? read_batches<float>(*plan, s, r, base, rs, cs) : read_batches<double>(*plan, s, r, base, rs, cs);
+    });
+    if (!result || PyLong_AsLong(result) == 0) return result;  // (read, or an error)
+    Py_DECREF(result);
+  }
+  return stream_table(s);
+}
+
 // One chunk's data of a pyarrow ChunkedArray or Array, or null (another object, other chunks).
 std::shared_ptr<arrow::ArrayData> only_chunk(PyObject* object) {
   const std::shared_ptr<arrow::ChunkedArray> chunked = unwrap_chunked_array(object);
@@ -567,9 +883,9 @@ PyObject* same_values(PyObject*, PyObject* args) {
   if (!da || !db || da->type->id() != db->type->id() || has_nulls(*da) || has_nulls(*db)) Py_RETURN_NONE;
   const int type = da->type->id();
   if (!byte_width(type) && type != Type::STRING && type != Type::LARGE_STRING && type != Type::BINARY &&
-      type != Type::LARGE_BINARY)
+      type != Type::LARGE_BINARY && type != Type::STRING_VIEW && type != Type::BINARY_VIEW)
     Py_RETURN_NONE;
-  if (same_labels(*da, *db, type)) Py_RETURN_TRUE;
+  if (same_labels(Span(*da), Span(*db))) Py_RETURN_TRUE;
   Py_RETURN_FALSE;
 }
 
@@ -746,6 +1062,8 @@ PyMethodDef methods[] = {
     {"matches", matches, METH_VARARGS, "matches(plan, table) -> whether the table's columns are the plan's"},
     {"plan", make_plan, METH_VARARGS, "plan(width, numbers, dictionaries[, columns]) -> a plan"},
     {"set_labels", set_labels, METH_VARARGS, "set_labels(plan, k, dictionary, lut, unseen)"},
+    {"set_label_codes", set_label_codes, METH_VARARGS, "set_label_codes(plan, k, labels, unseen_error)"},
+    {"read_stream", read_stream, METH_VARARGS, "read_stream(plan or None, stream capsule, out) -> 0 read, or a Table"},
     {"read_blocks", read_blocks, METH_VARARGS,
      "read_blocks(plan, blocks, kinds, columns, categorical, out) -> 0 read, 1 left to the caller, 2 other blocks"},
     {"read", read, METH_VARARGS,
@@ -770,8 +1088,9 @@ PyMODINIT_FUNC PyInit__arrow_rows(void) {
   unwrap_table = reinterpret_cast<UnwrapTable>(exported(capi, "pyarrow_unwrap_table"));
   unwrap_array = reinterpret_cast<UnwrapArray>(exported(capi, "pyarrow_unwrap_array"));
   unwrap_chunked_array = reinterpret_cast<UnwrapChunkedArray>(exported(capi, "pyarrow_unwrap_chunked_array"));
+  wrap_table = reinterpret_cast<WrapTable>(exported(capi, "pyarrow_wrap_table"));
   Py_DECREF(capi);
-  if (!unwrap_table || !unwrap_array || !unwrap_chunked_array) {
+  if (!unwrap_table || !unwrap_array || !unwrap_chunked_array || !wrap_table) {
     if (!PyErr_Occurred()) PyErr_SetString(PyExc_ImportError, "pyarrow exports no pyarrow_unwrap_table");
     return nullptr;
   }

@@ -9,7 +9,8 @@ import operator
 
 import numpy as np
 
-from silvanforge.inputs.arrow_frames import dictionary_codes
+from silvanforge.inputs import arrow_native
+from silvanforge.inputs.arrow_frames import FLOAT32, FLOAT64, ArrowKey, ArrowPlan, dictionary_codes
 from silvanforge.inputs.columns import polars_column
 from silvanforge.inputs.schemas import (CategoryReading, SchemaMemory, column_rows,
                                         feature_order, numeric_features, through_float64)
@@ -21,6 +22,12 @@ FEW_POLARS_ROWS = 4
 # Rows from which polars' to_numpy is asked for column order (it copied 4096 rows of 28 columns
 # in 93 us so, 183 us in row order; 256 rows in 18 against 11).
 POLARS_C_ORDER_ROWS = 2048
+
+# Rows from which a frame of plain numbers goes over as an Arrow stream rather than by polars'
+# to_numpy (a frame with categorical columns goes so from FEW_POLARS_ROWS): with nulls, where
+# polars' readers put missing values, 28 float32 columns took 15 / 17 / 46 us so at 64 / 256 /
+# 4096 rows against 15 / 28 / 262 by to_numpy (the stream's 12 us are polars' export).
+POLARS_STREAM_ROWS = 128
 
 _NUMBER_OR_NULL = frozenset((float, int, type(None)))  # the Python values of a polars number column
 
@@ -81,6 +88,11 @@ class PolarsPlan:
         # The other features (feature, column), read one by one.
         plain_set = {f for f, _ in plain}
         self.others = [(f, c) for f, c in enumerate(self.order.tolist()) if f not in plain_set]
+        # Whether more than a few rows go over as an Arrow stream, read by the C++ reader
+        # (:meth:`_stream_rows`): columns of numbers, Enums and Categoricals, what it reads.
+        self.streams = all(type(d).__name__ in ("Enum", "Categorical") or d.is_numeric() and
+                           type(d).__name__ not in ("Decimal", "Float16") for d in self.dtypes)
+        self.arrow = None  # (the plan of the stream's tables, once one was read)
 
     def rows(self, X, dtype: np.dtype, memory: SchemaMemory) -> np.ndarray:
         height = X.height
@@ -88,6 +100,11 @@ class PolarsPlan:
             values = self._few_rows(X)
             if values is not None:
                 return values if values.dtype == dtype else values.astype(dtype)
+        if self.streams and height > FEW_POLARS_ROWS and (not self.numeric or height >= POLARS_STREAM_ROWS) \
+                and (dtype is FLOAT32 or dtype is FLOAT64):
+            values = self._stream_rows(X, height, dtype, memory)
+            if values is not None:
+                return values
         if self.numeric and polars_kinds(X) == self.kinds:
             # (polars copies its columns side by side: C order transposes them, cheaper below a
             # few thousand rows, dearer above; the kernels read either by their strides.  The
@@ -110,6 +127,27 @@ class PolarsPlan:
             memory.replace(("polars", self.names), plan)
             return plan._columns(X, dtype)
         return self._columns(X, dtype)
+
+    def _stream_rows(self, X, n: int, dtype: np.dtype, memory: SchemaMemory) -> np.ndarray | None:
+        """The rows as polars hands its columns over by the Arrow PyCapsule Interface
+        (``__arrow_c_stream__``), read by the C++ reader (:mod:`silvanforge.inputs.arrow_native`)
+        by the plan of the tables of its columns: names and types checked there, nulls and
+        categories read in place.  Where the stream's columns are not that plan's (the first
+        call, another schema, a dictionary the reader leaves to Python), its table is read as
+        any pyarrow table is.  None where the reader is not ready or polars has no such export."""
+        module = arrow_native.reader()
+        export = getattr(X, "__arrow_c_stream__", None)
+        if module is None or export is None:
+            return None
+        arrow = self.arrow
+        out = column_rows(n, len(self.order), dtype)
+        found = module.read_stream(arrow.direct if arrow is not None and arrow.ready() else None, export(), out)
+        if type(found) is int:
+            return out
+        plan = self.arrow = memory.plan(("pyarrow", ArrowKey(found.schema)), lambda: ArrowPlan(found, memory))
+        if plan.direct is None:  # (columns the C++ reader does not read: polars' own copies, as before)
+            self.streams = False
+        return plan.rows(found, dtype)
 
     def _few_rows(self, X) -> np.ndarray | None:
         """A few rows as Python values (polars' own copies cost 5-17 us a call however few rows,

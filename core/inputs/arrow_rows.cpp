@@ -338,17 +338,22 @@ struct Codes {
 };
 
 // The codes of a column's own labels (a lut as set_labels gives: one a label, then missing) from
-// the model's codes of its labels: false where a label is missing or not a string, or is one the
-// model refuses (the caller reads the column, which raises its error).
-bool codes_of_labels(const Span& dictionary, const LabelCodes& known, std::vector<double>& lut) {
-  if (dictionary.validity) return false;
+// the model's codes of its labels, and which of them the model refuses (`unseen`: a row holding
+// one leaves the read to the caller, which raises its error; else such a label is missing).
+// False where a label is missing or not a string (bytes are not the model's str labels).
+bool codes_of_labels(const Span& dictionary, const LabelCodes& known, std::vector<double>& lut,
+                     std::vector<uint8_t>& unseen) {
+  if (dictionary.validity ||
+      (dictionary.type != Type::STRING && dictionary.type != Type::LARGE_STRING && dictionary.type != Type::STRING_VIEW))
+    return false;
   lut.resize(dictionary.length + 1);
+  if (known.unseen_error) unseen.assign(dictionary.length + 1, 0);
   std::string_view label;
   for (int64_t i = 0; i < dictionary.length; i++) {
     if (!label_value(dictionary, i, label)) return false;
     const auto found = known.codes.find(label);
-    if (found == known.codes.end() && known.unseen_error) return false;
-    lut[i] = found == known.codes.end() ? NAN : found->second;  // (unseen: missing)
+    lut[i] = found == known.codes.end() ? NAN : found->second;
+    if (found == known.codes.end() && known.unseen_error) unseen[i] = 1;
   }
   lut[dictionary.length] = NAN;
   return true;
@@ -381,11 +386,12 @@ bool read_codes(const Span& data, const Span& dictionary, const Codes& d, Out* o
   int64_t count = d.count;
   const uint8_t* unseen = d.unseen;
   std::vector<double> own;  // (this chunk's lut, where its labels are not the registered ones)
+  std::vector<uint8_t> own_unseen;
   if (!lut || !d.labels || dictionary.type != d.value_type || !same_labels(Span(*d.labels), dictionary)) {
-    if (!d.label_codes || !codes_of_labels(dictionary, *d.label_codes, own)) return false;
+    if (!d.label_codes || !codes_of_labels(dictionary, *d.label_codes, own, own_unseen)) return false;
     lut = own.data();
     count = static_cast<int64_t>(own.size()) - 1;
-    unseen = nullptr;
+    unseen = own_unseen.empty() ? nullptr : own_unseen.data();
   }
   switch (d.index_type) {
     case Type::INT8: return copy_codes<int8_t>(data, lut, count, unseen, out, row_stride);

@@ -58,6 +58,11 @@ class Counted:
             self.answers.append(answer)
         return answer
 
+    def read_stream(self, *args):  # (0 where it read the rows; "table" where it handed them back)
+        answer = self.module.read_stream(*args)
+        self.answers.append(answer if isinstance(answer, int) else "table")
+        return answer
+
 
 @pytest.fixture(scope="module")
 def module():
@@ -542,3 +547,143 @@ def test_blocks_a_list_whose_items_change_while_walked_are_walked_as_they_were(m
     plan = module.plan(1, [(1, 0, pa.float32().id)], [])
     assert module.read_blocks(plan, blocks, kinds, where, pd.Categorical, out) == 0
     assert out[:, 0].tolist() == [0.0, 1.0, 2.0]
+
+
+SHAPES = ["round", "square", "long triangle", "star-shaped with many points"]  # (views: inline and not)
+
+
+@pytest.fixture(scope="module")
+def string_models():
+    """Models whose categorical features hold string labels alone (a polars frame of them is read
+    as its stream throughout)."""
+    rng = np.random.default_rng(5)
+    n = 900
+    df = pd.DataFrame({"age": rng.normal(40, 12, n),
+                       "colour": pd.Categorical(rng.choice(COLOURS, n), categories=COLOURS),
+                       "shape": pd.Categorical(rng.choice(SHAPES, n), categories=SHAPES),
+                       "score": rng.uniform(-1, 1, n).astype(np.float32)})
+    y = df.age / 12 + df.colour.isin(["red", "blue"]) * 1.5 + (df["shape"] == "star-shaped with many points") \
+        + df.score + rng.normal(0, .3, n)
+    y = (y > y.median()).astype(int)
+    return {"lightgbm": sf.compile(lgb.LGBMClassifier(n_estimators=12, num_leaves=15, min_child_samples=5,
+                                                      verbose=-1).fit(df, y)),
+            "xgboost": sf.compile(xgb.XGBClassifier(n_estimators=12, max_depth=4, enable_categorical=True,
+                                                    tree_method="hist").fit(df, y))}
+
+
+def _string_rows(cf, age, colour, shape, score):
+    cats = cf.forest.feature_categories
+    X = np.empty((len(age), 4))
+    X[:, 0], X[:, 3] = age, score
+    for f, values in ((1, colour), (2, shape)):
+        X[:, f] = [np.nan if v is None else cats[f].index(v) if v in cats[f] else np.nan for v in values]
+    return cf.predict(X)
+
+
+def _polars_frame(pl, rng, n, kind, colours=COLOURS, order=("age", "colour", "shape", "score")):
+    """A polars frame as its readers make them (missing values null), its labels as ``kind``
+    ("enum": an Enum of the labels in another order; "categorical")."""
+    age = [None if rng.random() < 0.1 else float(v) for v in rng.normal(40, 12, n)]
+    colour = [None if rng.random() < 0.15 else c for c in rng.choice(colours, n).tolist()]
+    shape = [None if rng.random() < 0.15 else c for c in rng.choice(SHAPES, n).tolist()]
+    score = [None if rng.random() < 0.1 else float(v) for v in rng.uniform(-1, 1, n).astype(np.float32)]
+    label = (lambda labels: pl.Enum([labels[i] for i in rng.permutation(len(labels))])) if kind == "enum" else \
+        (lambda labels: pl.Categorical)
+    columns = {"age": pl.Series("age", age, pl.Float64), "colour": pl.Series("colour", colour, label(colours)),
+               "shape": pl.Series("shape", shape, label(SHAPES)), "score": pl.Series("score", score, pl.Float32)}
+    raw = (np.array([np.nan if v is None else v for v in age]), colour, shape,
+           np.array([np.nan if v is None else v for v in score], dtype=np.float32))
+    return pl.DataFrame([columns[c] for c in order]), raw
+
+
+@pytest.mark.parametrize("kind", ["enum", "categorical"])
+@pytest.mark.parametrize("n", [5, 64, 700, 2100])
+def test_polars_frames_read_as_their_stream_equal_the_array(string_models, counted, kind, n):
+    """Nulls, Enums of labels in another order, Categoricals (each frame its own labels, in the
+    order they appear), columns in another order, slices (at an offset) and chunks: each equal to
+    the array, read by the C++ reader from the stream once a call made its plan."""
+    pl = pytest.importorskip("polars")
+    rng = np.random.default_rng(n)
+    for library, cf in string_models.items():
+        for call in range(3):
+            frame, raw = _polars_frame(pl, rng, n + 8, kind, order=("score", "colour", "age", "shape"))
+            counted.answers.clear()
+            np.testing.assert_array_equal(cf.predict(frame), _string_rows(cf, *raw), err_msg=library)
+            np.testing.assert_array_equal(cf.predict(frame.slice(8)), _string_rows(cf, *(v[8:] for v in raw)))
+            if call:
+                assert counted.answers == [0, 0], library
+        chunked = pl.concat([frame.head(3), frame.slice(3)], rechunk=False)
+        assert chunked.n_chunks() == 2
+        counted.answers.clear()
+        np.testing.assert_array_equal(cf.predict(chunked), _string_rows(cf, *raw))
+        assert counted.answers == [0]
+
+
+def test_polars_labels_the_model_never_saw(string_models, counted):
+    """A label the model never saw, in a frame's labels but in no row: read in C++; in a row:
+    missing for LightGBM, refused by XGBoost with the Python reader's message."""
+    pl = pytest.importorskip("polars")
+    rng = np.random.default_rng(11)
+    colours = COLOURS + ["teal"]
+    for library, cf in string_models.items():
+        for kind in ("enum", "categorical"):
+            frame, raw = _polars_frame(pl, rng, 40, kind, colours=COLOURS)
+            cf.predict(frame)  # (its plan)
+            frame, raw = _polars_frame(pl, rng, 40, kind, colours=COLOURS)
+            if kind == "enum":  # (teal among the Enum's labels, in no row)
+                frame = frame.with_columns(pl.col("colour").cast(pl.String).cast(pl.Enum(colours[::-1])))
+            counted.answers.clear()
+            np.testing.assert_array_equal(cf.predict(frame), _string_rows(cf, *raw))
+            assert counted.answers == [0], (library, kind)
+            teal, raw = _polars_frame(pl, rng, 40, kind, colours=colours)
+            if "teal" not in raw[1]:
+                continue
+            if library == "lightgbm":
+                np.testing.assert_array_equal(cf.predict(teal), _string_rows(cf, *raw))
+            else:
+                with pytest.raises(InputError, match="column .colour. has a category the model was not trained"):
+                    cf.predict(teal)
+
+
+def test_polars_schemas_that_change_under_the_same_names(string_models, number_models, counted):
+    """Another type under a column's name (integers for floats, an Enum for a Categorical, a
+    string column, which the stream's reader does not read), and back: each read as itself."""
+    pl = pytest.importorskip("polars")
+    rng = np.random.default_rng(13)
+    cf = string_models["lightgbm"]
+    for kind in ("categorical", "enum", "categorical"):
+        frame, raw = _polars_frame(pl, rng, 30, kind)
+        np.testing.assert_array_equal(cf.predict(frame), _string_rows(cf, *raw))
+        as_integers = frame.with_columns(pl.col("age").fill_null(0).round().cast(pl.Int32))
+        np.testing.assert_array_equal(cf.predict(as_integers), _string_rows(
+            cf, np.round(np.nan_to_num(raw[0])), *raw[1:]))
+        as_strings = frame.with_columns(pl.col("colour").cast(pl.String))
+        np.testing.assert_array_equal(cf.predict(as_strings), _string_rows(cf, *raw))
+    # plain numbers with nulls of every integer and float type, past the stream's row count
+    columns, X = _numbers(rng, 300)
+    frame = pl.from_arrow(pa.Table.from_arrays(columns, names=NUMBER_TYPES))
+    for model in number_models:
+        for _ in range(2):
+            counted.answers.clear()
+            np.testing.assert_array_equal(model.predict(frame), model.predict(X))
+        assert counted.answers == [0]
+
+
+@pytest.mark.parametrize("value_type", ["string_view", "binary_view"])
+def test_dictionaries_of_string_views(categorical_models, counted, value_type):
+    if not hasattr(pa, value_type):
+        pytest.skip(f"pyarrow without {value_type}")
+    rng = np.random.default_rng(17)
+    labels = getattr(pa, value_type)()
+    cf = categorical_models["lightgbm"]
+    for n in (1, 6, 80):
+        colours = [COLOURS[i] for i in rng.permutation(len(COLOURS))]
+        counted.answers.clear()
+        for _ in range(2):
+            table, raw = _table(rng, n, colours, SIZES, pa.int16(), labels if value_type == "string_view" else None)
+            if value_type == "binary_view":  # (labels as bytes: not the model's, all missing)
+                table = table.set_column(1, "colour", pa.DictionaryArray.from_arrays(
+                    table.column("colour").chunk(0).indices, pa.array([c.encode() for c in colours], labels)))
+                raw = (raw[0], [None] * n, raw[2], raw[3])
+            np.testing.assert_array_equal(cf.predict(table), _expected(cf, *raw))
+        assert counted.answers[-1] == 0

@@ -117,6 +117,9 @@ def _inputs(frame, categorical: bool, cf):
                       dtype=pl.Int64 if categorical == "integers" else
                       pl.Enum([str(v) for v in shuffled[c].cat.categories]))
             if shuffled[c].dtype == "category" else pl.Series(c, shuffled[c].to_numpy()) for c in shuffled.columns])
+        # ... and as polars' readers and from_pandas make a frame: missing numbers null, categories
+        # Categorical (each frame's labels its own, in the order they appear)
+        out["polars, nulls and Categorical"] = pl.from_pandas(shuffled)
     except Exception:  # noqa: BLE001 - polars absent, or an older one without this conversion
         pass
     try:

@@ -87,14 +87,19 @@ class ArrowPlan:
         self._matches = None  # (the C++ reader's ``matches``, once the plan is its)
         self.direct_read = None  # (and its ``read``: a few rows' call goes straight to it, frames._arrow_rows)
         numbers, indices, labels = direct_types()
-        if not self.others and all(types[c].id in numbers for _, c in plain) and all(
+        # Number columns on features whose labels are numbers (pandas' integer categories, which
+        # polars and arrow hold as plain integers): read by the C++ reader as labels too.
+        self.labelled = [(f, self.order[f]) for f in self.others if types[self.order[f]].id in numbers
+                         and memory.labels.get(f) is not None and memory.labels[f].exact_numbers() is not None]
+        if len(self.labelled) == len(self.others) and all(types[c].id in numbers for _, c in plain) and all(
                 types[self.order[f]].index_type.id in indices
                 and types[self.order[f]].value_type.id in labels for f in self.categorical):
             self.direct = ([(c, f, types[c].id) for f, c in plain],
                            [(self.order[f], f, types[self.order[f]].index_type.id, types[self.order[f]].value_type.id)
                             for f in self.categorical],
                            [(name, t.id, t.index_type.id if pa.types.is_dictionary(t) else -1,
-                             t.value_type.id if pa.types.is_dictionary(t) else -1) for name, t in zip(names, types)])
+                             t.value_type.id if pa.types.is_dictionary(t) else -1) for name, t in zip(names, types)],
+                           [(c, f, types[c].id) for f, c in self.labelled])
 
     def matches(self, X) -> bool:
         """Whether table ``X`` has this plan's columns (names and kinds), as the C++ reader tells
@@ -121,11 +126,15 @@ class ArrowPlan:
     def _give_label_codes(self, module) -> None:
         """The model's string labels of each dictionary column, by which the C++ reader reads a
         dictionary of other labels than the last one registered (polars' Categorical columns
-        and tables encoded for each request hold the labels they use, in their own order)."""
+        and tables encoded for each request hold the labels they use, in their own order), and
+        the number labels of each labelled number column."""
         for k, reading in enumerate(self.categorical.values()):
             labels = reading.labels
             if labels is not None and all(type(v) is str for v in labels.labels):
                 module.set_label_codes(self.direct, k, labels.labels, labels.unseen_error)
+        for k, (f, _) in enumerate(self.labelled):
+            labels = self.labels[f]
+            module.set_number_codes(self.direct, k, labels.exact_numbers(), labels.unseen_error)
 
     def ready(self) -> bool:
         """Whether the C++ reader reads tables of this plan (its plan made, at the first read)."""

@@ -88,10 +88,23 @@ struct Dictionary {
   }
 };
 
+// A number column on a feature whose labels are numbers (pandas' integer categories, which
+// polars.from_pandas and arrow make plain integers): each value is a label, mapped to its code.
+struct NumberLabels {
+  std::unordered_map<double, double> codes;  // (a repeated label: its first code)
+  bool unseen_error = false;  // (a value outside them refused by the caller; else missing)
+};
+
+struct Labelled {
+  int column, feature, type;
+  std::shared_ptr<const NumberLabels> labels;  // (set_number_codes; null until given)
+};
+
 struct Plan {
   int width;
   std::vector<Number> numbers;
   std::vector<Dictionary> dictionaries;
+  std::vector<Labelled> labelled;
   // The table's columns as `matches` compares them: names, and kinds (type id, and a dictionary's
   // index and label type ids; -1 where none), three a column.
   std::vector<std::string> names;
@@ -243,6 +256,63 @@ bool read_numbers(const Span& data, Out* out, int64_t row_stride) {
     default: return false;
   }
   return true;
+}
+
+// Values of a number column read as labels (`NumberLabels`): missing where null or NaN.  False
+// where the caller must read the column, which raises its error: a value the model refuses, an
+// integer float64 cannot hold exactly.  `found` and `unseen`: whether a value was a label, and
+// one was not (the caller refuses a column none of whose values is a label: codes, not labels).
+template <typename T, typename Out>
+bool copy_labelled(const Span& data, const uint8_t* values, const NumberLabels& labels, Out* out,
+                   int64_t row_stride, bool& found, bool& unseen) {
+  const T* v = reinterpret_cast<const T*>(values) + data.offset;
+  const Out nan = static_cast<Out>(NAN);
+  for (int64_t i = 0; i < data.length; i++, out += row_stride) {
+    if (!valid(data.validity, data.offset + i)) {
+      *out = nan;
+      continue;
+    }
+    if constexpr (std::is_integral<T>::value && sizeof(T) == 8) {  // (past 2**53: the caller's exact lookup)
+      if (v[i] > static_cast<T>(9007199254740992LL)) return false;
+      if constexpr (std::is_signed<T>::value)
+        if (v[i] < -static_cast<T>(9007199254740992LL)) return false;
+    }
+    const double x = static_cast<double>(v[i]);
+    if (x != x) {
+      *out = nan;
+      continue;
+    }
+    const auto code = labels.codes.find(x);
+    if (code == labels.codes.end()) {
+      if (labels.unseen_error) return false;
+      unseen = true;
+      *out = nan;
+    } else {
+      found = true;
+      *out = static_cast<Out>(code->second);
+    }
+  }
+  return true;
+}
+
+template <typename Out>
+bool read_labelled(const Span& data, const NumberLabels& labels, Out* out, int64_t row_stride, bool& found,
+                   bool& unseen) {
+  const uint8_t* values = data.at(1);
+  if (!values && data.length) return false;
+  switch (data.type) {
+    case Type::INT8: return copy_labelled<int8_t>(data, values, labels, out, row_stride, found, unseen);
+    case Type::UINT8: return copy_labelled<uint8_t>(data, values, labels, out, row_stride, found, unseen);
+    case Type::INT16: return copy_labelled<int16_t>(data, values, labels, out, row_stride, found, unseen);
+    case Type::UINT16: return copy_labelled<uint16_t>(data, values, labels, out, row_stride, found, unseen);
+    case Type::INT32: return copy_labelled<int32_t>(data, values, labels, out, row_stride, found, unseen);
+    case Type::UINT32: return copy_labelled<uint32_t>(data, values, labels, out, row_stride, found, unseen);
+    case Type::INT64: return copy_labelled<int64_t>(data, values, labels, out, row_stride, found, unseen);
+    case Type::UINT64: return copy_labelled<uint64_t>(data, values, labels, out, row_stride, found, unseen);
+    case Type::FLOAT: return copy_labelled<float>(data, values, labels, out, row_stride, found, unseen);
+    case Type::DOUBLE: return copy_labelled<double>(data, values, labels, out, row_stride, found, unseen);
+    default: return false;
+  }
 }
 
 // Label `i` of an array of strings (or binaries) in any of arrow's layouts: offsets and data, or
@@ -412,8 +482,9 @@ typedef std::vector<std::shared_ptr<arrow::ChunkedArray>> ColumnList;
 // list of ChunkedArrays: the columns of a pandas frame of Arrow-backed dtypes; null where there
 // is no such column) and the dictionaries' codes.  Then the copy needs no Python object.
 struct Reading {
-  ColumnList numbers, dictionaries;
+  ColumnList numbers, dictionaries, labelled;
   std::vector<std::unique_ptr<Codes>> codes;
+  std::vector<std::shared_ptr<const NumberLabels>> labels;  // (each labelled column's, held by the read)
   int64_t rows = -1;  // (a list's: found from its columns)
 };
 
@@ -423,17 +494,30 @@ std::shared_ptr<arrow::ChunkedArray> column_of(const arrow::Table* table, PyObje
   return unwrap_chunked_array(PyList_GET_ITEM(list, i));  // (empty where it is not one)
 }
 
-// False where the read is the caller's (a dictionary without codes yet).
+// The plan's codes as a read holds them (another thread's set_labels meanwhile frees nothing
+// it reads); false where one is not given yet.
+bool gather_codes(const Plan& plan, Reading& r) {
+  for (const Dictionary& d : plan.dictionaries) {
+    if (!d.has_lut && !d.label_codes) return false;
+    r.codes.emplace_back(new Codes(d));
+  }
+  for (const Labelled& l : plan.labelled) {
+    if (!l.labels) return false;
+    r.labels.push_back(l.labels);
+  }
+  return true;
+}
+
+// False where the read is the caller's (a dictionary without codes yet, a labelled column
+// without its labels' codes).
 bool gather(const Plan& plan, const arrow::Table* table, PyObject* list, Reading& r) {
   r.numbers.reserve(plan.numbers.size());
   r.dictionaries.reserve(plan.dictionaries.size());
   r.codes.reserve(plan.dictionaries.size());
   for (const Number& n : plan.numbers) r.numbers.push_back(column_of(table, list, n.column));
-  for (const Dictionary& d : plan.dictionaries) {
-    if (!d.has_lut && !d.label_codes) return false;
-    r.dictionaries.push_back(column_of(table, list, d.column));
-    r.codes.emplace_back(new Codes(d));
-  }
+  if (!gather_codes(plan, r)) return false;
+  for (const Dictionary& d : plan.dictionaries) r.dictionaries.push_back(column_of(table, list, d.column));
+  for (const Labelled& l : plan.labelled) r.labelled.push_back(column_of(table, list, l.column));
   return true;
 }
 
@@ -463,6 +547,19 @@ bool read_columns(const Plan& plan, const Reading& r, char* base, int64_t row_st
       out += data.length * row_stride;
     }
   }
+  for (size_t k = 0; k < r.labels.size(); k++) {
+    const Labelled& l = plan.labelled[k];
+    const auto& column = r.labelled[k];
+    if (!column || column->length() != r.rows) return false;
+    Out* out = reinterpret_cast<Out*>(base) + l.feature * column_stride;
+    bool found = false, unseen = false;
+    for (int c = 0; c < column->num_chunks(); c++) {
+      const Span data(*column->chunk(c)->data());
+      if (data.type != l.type || !read_labelled(data, *r.labels[k], out, row_stride, found, unseen)) return false;
+      out += data.length * row_stride;
+    }
+    if (unseen && !found) return false;  // (codes, not labels: the caller refuses them)
+  }
   return true;
 }
 
@@ -478,13 +575,14 @@ void drop_plan(PyObject* capsule) {
   delete get_plan(capsule);
 }
 
-// plan(width, numbers, dictionaries[, columns]): numbers a sequence of (column, feature, arrow type
-// id), dictionaries of (column, feature, index type id, value type id), columns (what `matches`
-// compares) of (name, type id, index type id, value type id), -1 where a column has none.
+// plan(width, numbers, dictionaries[, columns[, labelled]]): numbers a sequence of (column, feature,
+// arrow type id), dictionaries of (column, feature, index type id, value type id), columns (what
+// `matches` compares) of (name, type id, index type id, value type id), -1 where a column has
+// none; labelled (number columns read as labels: set_number_codes) of (column, feature, type id).
 PyObject* make_plan(PyObject*, PyObject* args) {
   int width;
-  PyObject *numbers, *dictionaries, *columns = nullptr;
-  if (!PyArg_ParseTuple(args, "iOO|O", &width, &numbers, &dictionaries, &columns)) return nullptr;
+  PyObject *numbers, *dictionaries, *columns = nullptr, *labelled = nullptr;
+  if (!PyArg_ParseTuple(args, "iOO|OO", &width, &numbers, &dictionaries, &columns, &labelled)) return nullptr;
   std::unique_ptr<Plan> plan(new Plan());
   plan->width = width;
   PyObject* items = PySequence_Fast(numbers, "numbers: a sequence");
@@ -529,8 +627,23 @@ PyObject* make_plan(PyObject*, PyObject* args) {
   }
   for (const Number& n : plan->numbers)
     if (n.feature < 0 || n.feature >= width || n.column < 0) return PyErr_Format(PyExc_ValueError, "feature out of range");
+  if (labelled && labelled != Py_None) {
+    items = PySequence_Fast(labelled, "labelled: a sequence");
+    if (!items) return nullptr;
+    for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(items); i++) {
+      Labelled l;
+      if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(items, i), "iii", &l.column, &l.feature, &l.type)) {
+        Py_DECREF(items);
+        return nullptr;
+      }
+      plan->labelled.push_back(l);
+    }
+    Py_DECREF(items);
+  }
   for (const Dictionary& d : plan->dictionaries)
     if (d.feature < 0 || d.feature >= width || d.column < 0) return PyErr_Format(PyExc_ValueError, "feature out of range");
+  for (const Labelled& l : plan->labelled)
+    if (l.feature < 0 || l.feature >= width || l.column < 0) return PyErr_Format(PyExc_ValueError, "feature out of range");
   PyObject* capsule = PyCapsule_New(plan.get(), kPlanName, drop_plan);
   if (capsule) plan.release();
   return capsule;
@@ -612,6 +725,36 @@ PyObject* set_label_codes(PyObject*, PyObject* args) {
   Py_RETURN_NONE;
 }
 
+// set_number_codes(plan, k, labels, unseen_error): labelled column k's labels (a sequence of
+// floats, a label's code its position; a repeated one keeps its first), which its values are;
+// `unseen_error`: a value outside them leaves the read to the caller (which refuses it), else
+// it is missing.
+PyObject* set_number_codes(PyObject*, PyObject* args) {
+  PyObject *capsule, *labels;
+  Py_ssize_t k;
+  int unseen_error;
+  if (!PyArg_ParseTuple(args, "OnOp", &capsule, &k, &labels, &unseen_error)) return nullptr;
+  Plan* plan = get_plan(capsule);
+  if (!plan) return nullptr;
+  if (k < 0 || k >= static_cast<Py_ssize_t>(plan->labelled.size()))
+    return PyErr_Format(PyExc_IndexError, "no labelled column %zd", k);
+  PyObject* items = PySequence_Fast(labels, "labels: a sequence of floats");
+  if (!items) return nullptr;
+  auto known = std::make_shared<NumberLabels>();
+  known->unseen_error = unseen_error;
+  for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(items); i++) {
+    const double label = PyFloat_AsDouble(PySequence_Fast_GET_ITEM(items, i));
+    if (label == -1.0 && PyErr_Occurred()) {
+      Py_DECREF(items);
+      return nullptr;
+    }
+    if (label == label) known->codes.emplace(label, static_cast<double>(i));
+  }
+  Py_DECREF(items);
+  plan->labelled[k].labels = std::move(known);
+  Py_RETURN_NONE;
+}
+
 // Whether the table's columns are the plan's (names and kinds, in order): what its schema's
 // `equals` tells, without the fingerprint arrow computes a new schema first (10 us for 28
 // columns: a request's table is new each call).
@@ -661,7 +804,8 @@ PyObject* write_out(const Plan& plan, int64_t rows, bool done, PyObject* out, bo
     const int64_t rs = view.strides[0] / view.itemsize, cs = view.strides[1] / view.itemsize;
     char* base = static_cast<char*>(view.buf);
     const bool free_threads =
-        rows * static_cast<int64_t>(plan.numbers.size() + plan.dictionaries.size()) >= kFreeThreadsValues;
+        rows * static_cast<int64_t>(plan.numbers.size() + plan.dictionaries.size() + plan.labelled.size()) >=
+        kFreeThreadsValues;
     PyThreadState* state = free_threads ? PyEval_SaveThread() : nullptr;
     done = read(base, rs, cs, is_float);
     if (state) PyEval_RestoreThread(state);
@@ -788,6 +932,8 @@ bool batches_readable(const Plan& plan, const Stream& s) {
     for (const Dictionary& d : plan.dictionaries)
       if (d.column >= batch.n_children || batch.children[d.column]->n_buffers < 2 || !batch.children[d.column]->dictionary)
         return false;
+    for (const Labelled& l : plan.labelled)
+      if (l.column >= batch.n_children || batch.children[l.column]->n_buffers < 2) return false;
   }
   return true;
 }
@@ -795,6 +941,7 @@ bool batches_readable(const Plan& plan, const Stream& s) {
 template <typename Out>
 bool read_batches(const Plan& plan, const Stream& s, const Reading& r, char* base, int64_t rs, int64_t cs) {
   int64_t row = 0;
+  std::vector<uint8_t> found(plan.labelled.size()), unseen(plan.labelled.size());
   for (const ArrowArray& batch : s.batches) {
     for (const Number& n : plan.numbers) {
       Out* out = reinterpret_cast<Out*>(base) + n.feature * cs + row * rs;
@@ -806,8 +953,18 @@ bool read_batches(const Plan& plan, const Stream& s, const Reading& r, char* bas
       Out* out = reinterpret_cast<Out*>(base) + d.feature * cs + row * rs;
       if (!read_codes(Span(column, d.index_type), Span(*column.dictionary, d.value_type), d, out, rs)) return false;
     }
+    for (size_t k = 0; k < plan.labelled.size(); k++) {
+      const Labelled& l = plan.labelled[k];
+      Out* out = reinterpret_cast<Out*>(base) + l.feature * cs + row * rs;
+      bool any = false, other = false;
+      if (!read_labelled(Span(*batch.children[l.column], l.type), *r.labels[k], out, rs, any, other)) return false;
+      found[k] |= any;
+      unseen[k] |= other;
+    }
     row += batch.length;
   }
+  for (size_t k = 0; k < plan.labelled.size(); k++)
+    if (unseen[k] && !found[k]) return false;  // (codes, not labels: the caller refuses them)
   return true;
 }
 
@@ -856,11 +1013,7 @@ PyObject* read_stream(PyObject*, PyObject* args) {
     Reading r;
     r.rows = 0;
     for (const ArrowArray& batch : s.batches) r.rows += batch.length;
-    bool done = true;
-    for (const Dictionary& d : plan->dictionaries) {
-      done = done && (d.has_lut || d.label_codes);
-      r.codes.emplace_back(new Codes(d));
-    }
+    const bool done = gather_codes(*plan, r);
     PyObject* result = write_out(*plan, r.rows, done, out, true, [&](char* base, int64_t rs, int64_t cs, bool is_float) {
       return is_float ? read_batches<float>(*plan, s, r, base, rs, cs) : read_batches<double>(*plan, s, r, base, rs, cs);
     });
@@ -1058,7 +1211,7 @@ PyObject* read_blocks(PyObject*, PyObject* args) {
     r.numbers.push_back(n.column < count ? found[n.column] : nullptr);
     if (r.numbers.back() && r.rows < 0) r.rows = r.numbers.back()->length();
   }
-  if (!plan->dictionaries.empty() || r.rows < 0) done = false;
+  if (!plan->dictionaries.empty() || !plan->labelled.empty() || r.rows < 0) done = false;
   return write_rows(*plan, r, done, out, false);
 }
 
@@ -1069,6 +1222,7 @@ PyMethodDef methods[] = {
     {"plan", make_plan, METH_VARARGS, "plan(width, numbers, dictionaries[, columns]) -> a plan"},
     {"set_labels", set_labels, METH_VARARGS, "set_labels(plan, k, dictionary, lut, unseen)"},
     {"set_label_codes", set_label_codes, METH_VARARGS, "set_label_codes(plan, k, labels, unseen_error)"},
+    {"set_number_codes", set_number_codes, METH_VARARGS, "set_number_codes(plan, k, labels, unseen_error)"},
     {"read_stream", read_stream, METH_VARARGS, "read_stream(plan or None, stream capsule, out) -> 0 read, or a Table"},
     {"read_blocks", read_blocks, METH_VARARGS,
      "read_blocks(plan, blocks, kinds, columns, categorical, out) -> 0 read, 1 left to the caller, 2 other blocks"},

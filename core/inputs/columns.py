@@ -137,6 +137,13 @@ class Labels:
                                         and not isinstance(v, (bool, np.bool_)) for v in self.labels)
         return found
 
+    def exact_numbers(self) -> list | None:
+        """The labels as floats (in code order) where every one is a number float64 holds exactly
+        (the labels :meth:`lookup` finds numbers by at once), else None."""
+        if not self.numbers or not all(v != v or (float(v) == v and abs(float(v)) <= 2.0 ** 53) for v in self.labels):
+            return None
+        return [float(v) for v in self.labels]
+
     def refuse_words(self, values, name) -> None:
         """Refuse text in a column of plain values where the labels are numbers ("7" for 7, as
         CSV and string-typed pipelines give): every value would be unseen, silently missing

@@ -687,3 +687,54 @@ def test_dictionaries_of_string_views(categorical_models, counted, value_type):
                 raw = (raw[0], [None] * n, raw[2], raw[3])
             np.testing.assert_array_equal(cf.predict(table), _expected(cf, *raw))
         assert counted.answers[-1] == 0
+
+
+@pytest.mark.parametrize("size_type", ["int8", "uint16", "int64", "float64"])
+def test_number_columns_of_integer_category_labels(categorical_models, counted, size_type):
+    """A plain number column where the model's labels are numbers (pandas' integer categories,
+    which arrow and polars hold as integers): read by the C++ reader as labels, nulls and NaN
+    missing; a value the model never saw missing for LightGBM and refused by XGBoost; a column
+    none of whose values is a label (codes) refused; an integer past 2**53 left to the Python
+    reader."""
+    rng = np.random.default_rng(19)
+    colours = list(COLOURS)
+    for library, cf in categorical_models.items():
+        for n in (3, 70):
+            for call in range(2):
+                table, (age, colour, size, score) = _table(rng, n, colours, SIZES, pa.int32(), pa.string())
+                table = table.set_column(3, "size", pa.array(size, type=getattr(pa, size_type)()))
+                counted.answers.clear()
+                np.testing.assert_array_equal(cf.predict(table), _expected(cf, age, colour, size, score))
+                if call:
+                    assert counted.answers == [0], library
+        unseen = table.set_column(3, "size", pa.array([50] + SIZES[:1] * (n - 1), type=getattr(pa, size_type)()))
+        if library == "lightgbm":
+            np.testing.assert_array_equal(cf.predict(unseen), _expected(cf, age, colour, [None] + SIZES[:1] * (n - 1),
+                                                                          score))
+        else:
+            with pytest.raises(InputError, match="column .size. has a category the model was not trained"):
+                cf.predict(unseen)
+        codes = table.set_column(3, "size", pa.array([0, 1, 2] * (n // 3) + [0] * (n % 3), type=getattr(pa, size_type)()))
+        with pytest.raises(InputError, match="none of which is one of the labels"):
+            cf.predict(codes)
+        if size_type == "int64" and library == "lightgbm":
+            huge = table.set_column(3, "size", pa.array([2 ** 60] + SIZES[:1] * (n - 1), type=pa.int64()))
+            counted.answers.clear()
+            np.testing.assert_array_equal(cf.predict(huge), _expected(cf, age, colour, [None] + SIZES[:1] * (n - 1),
+                                                                        score))
+            assert counted.answers == [1]
+
+
+def test_polars_integer_category_labels_read_as_their_stream(categorical_models, counted):
+    pl = pytest.importorskip("polars")
+    rng = np.random.default_rng(23)
+    cf = categorical_models["lightgbm"]
+    for n in (9, 300):
+        for call in range(2):
+            table, (age, colour, size, score) = _table(rng, n, COLOURS, SIZES, pa.uint8(), pa.string())
+            frame = pl.DataFrame({"age": age, "colour": pl.Series(colour, dtype=pl.Categorical),
+                                  "size": pl.Series(size, dtype=pl.Int64), "score": score})
+            counted.answers.clear()
+            np.testing.assert_array_equal(cf.predict(frame), _expected(cf, age, colour, size, score))
+            if call:
+                assert counted.answers == [0]

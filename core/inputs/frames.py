@@ -108,9 +108,9 @@ def _polars_rows(X, memory: SchemaMemory, dtype: np.dtype, tuples: bool):
         plan = memory.plan(("polars", key), lambda: PolarsPlan(X, key, memory))
         memory.polars_last = (names, plan)
     if tuples and plan.tuples and df is not None and 0 < df.height() <= FEW_POLARS_ROWS:
-        rows = df.row_tuples()
-        take = plan.few[0]
-        return rows if take is None else [take(row) for row in rows]
+        rows = plan.few_tuples(df)
+        if rows is not None:
+            return rows
     return plan.rows(X, dtype, memory)
 
 

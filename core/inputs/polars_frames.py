@@ -72,11 +72,12 @@ class PolarsPlan:
             take = None if columns == list(range(len(names))) else \
                 operator.itemgetter(*columns) if len(columns) > 1 else (lambda row, c=columns[0]: (row[c],))
             self.few = (take, [(f, lookup) for f, (_, lookup) in enumerate(self.few) if lookup is not None])
-        # Every feature a plain number column: a few rows may go to a lean path that reads
-        # polars' row tuples itself (frames.frame_rows' ``tuples``: NumPy's array of them and
-        # its float32 copy cost 1.2 us, a third of a one-row call).  A value of another type
-        # there (a schema changed under these names) sends the rows back to :meth:`rows`.
-        self.tuples = self.few is not None and not self.few[1]
+        # Every feature a plain number column or labels: a few rows may go to a lean path that
+        # reads polars' row tuples itself (frames.frame_rows' ``tuples``: NumPy's array of them
+        # and its float32 copy cost 1.2 us, a third of a one-row call), labels replaced by their
+        # codes first (:meth:`few_tuples`).  A value of another type there (a schema changed
+        # under these names) sends the rows back to :meth:`rows`.
+        self.tuples = self.few is not None
         self.number_features = numeric_features(forest)
         self.categorical = {f: CategoryReading(f, names[c], memory.labels.get(f), f in self.number_features)
                             for f, c in enumerate(self.order)
@@ -148,6 +149,40 @@ class PolarsPlan:
         if plan.direct is None:  # (columns the C++ reader does not read: polars' own copies, as before)
             self.streams = False
         return plan.rows(found, dtype)
+
+    def few_tuples(self, df) -> list | None:
+        """A few rows of polars' own frame ``df`` as tuples of Python numbers in the model's
+        order (a label its code, a missing value None, an unseen label missing or refused, as
+        :meth:`_few_rows`), or None where a value is not of its plan's kind."""
+        rows = df.row_tuples()
+        take, labeled = self.few
+        if take is not None:
+            rows = [take(row) for row in rows]
+        if not labeled:
+            return rows
+        converted = []
+        for row in rows:
+            row = list(row)
+            for f, (lookup, kind) in labeled:
+                v = row[f]
+                if v is None:
+                    continue
+                if kind is str and type(v) is str:
+                    code = lookup.get(v)
+                    if code is None:  # (a label the model does not know: missing, or refused)
+                        labels = self.labels[f]
+                        if labels.unseen_error:
+                            labels.refuse(self.names[self.order[f]])
+                        code = np.nan
+                elif kind is float and (type(v) is int or type(v) is float):
+                    code = None if v != v else lookup.get(v)
+                    if code is None and v == v:  # (a number not a label: the column reader decides)
+                        return None
+                else:
+                    return None
+                row[f] = code
+            converted.append(tuple(row))
+        return converted
 
     def _few_rows(self, X) -> np.ndarray | None:
         """A few rows as Python values (polars' own copies cost 5-17 us a call however few rows,

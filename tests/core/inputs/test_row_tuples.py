@@ -209,3 +209,45 @@ def test_dates_under_the_names_of_numbers_are_refused_as_a_fresh_model_refuses_t
         for model in (cf, fresh):
             with pytest.raises(InputError, match="'a'"):
                 model.predict(pl.DataFrame(dates)[:k])
+
+
+@pytest.mark.parametrize("library", ["xgboost", "lightgbm"])
+def test_polars_rows_with_labels_reach_the_small_calls_as_codes(rng, library):
+    """A few rows whose categorical columns are Enums, Categoricals or strings (and integer
+    labels as plain integers): each label its code in the tuples the small call reads, None
+    missing; equal to the array.  A label the model never saw: missing for LightGBM, refused by
+    XGBoost; integers that are codes, not labels: refused as the column reader refuses them."""
+    n = 600
+    colours, sizes = ["red", "green", "blue", "amber"], [10, 20, 30]
+    made = pd.DataFrame({"x": rng.normal(size=n), "colour": pd.Categorical(rng.choice(colours, n), categories=colours),
+                         "size": pd.Categorical(rng.choice(sizes, n), categories=sizes)})
+    y = made.x + made.colour.isin(["red", "blue"]) * 2 + (made["size"] == 20) + rng.normal(0, .2, n)
+    model = (xgb.XGBRegressor(n_estimators=10, max_depth=4, enable_categorical=True, tree_method="hist")
+             if library == "xgboost" else lgb.LGBMRegressor(n_estimators=10, num_leaves=15, verbose=-1)).fit(made, y)
+    cf = sf.compile(model, threads=1)
+    if not cf._tuples:
+        pytest.skip("the CPU target was installed without its C call: no small call reads row tuples")
+    taken = []
+    record_small_calls(cf, lambda rows, result: taken.append(type(rows)))
+    cats = cf.forest.feature_categories
+    for k in (1, 3):
+        x = [None if i == 1 else float(v) for i, v in enumerate(rng.normal(size=k))]
+        colour = [None if i == 2 else str(rng.choice(colours)) for i in range(k)]
+        size = [int(rng.choice(sizes)) for _ in range(k)]
+        X = np.array([[np.nan if a is None else a, np.nan if c is None else cats[1].index(c), cats[2].index(s)]
+                      for a, c, s in zip(x, colour, size)])
+        expected = cf.predict(X)
+        for colour_type in (pl.Enum(colours[::-1]), pl.Categorical, pl.String):
+            frame = pl.DataFrame({"size": pl.Series(size, dtype=pl.Int64), "x": pl.Series(x, dtype=pl.Float64),
+                                  "colour": pl.Series(colour, dtype=colour_type)})
+            del taken[:]
+            np.testing.assert_array_equal(cf.predict(frame), expected)
+            assert taken == [list], colour_type
+    teal = pl.DataFrame({"x": [0.5], "colour": pl.Series(["teal"], dtype=pl.Categorical), "size": [10]})
+    if library == "lightgbm":
+        np.testing.assert_array_equal(cf.predict(teal), cf.predict(np.array([[0.5, np.nan, cats[2].index(10)]])))
+    else:
+        with pytest.raises(InputError, match="column 'colour' has a category the model was not trained"):
+            cf.predict(teal)
+    with pytest.raises(InputError, match="none of which is one of the labels"):
+        cf.predict(pl.DataFrame({"x": [0.5], "colour": ["red"], "size": [1]}))

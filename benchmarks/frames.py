@@ -9,7 +9,9 @@ with the same 4 categorical features (100 trees, 63 leaves), and LightGBM of 100
 trees of 31 leaves on 4 integer categorical features.  Each input holds the same rows:
 the array is what the compiled code reads (the model's input dtype; category codes in the
 model's order), the frames hold numbers and categories as a user's frame does (the categories
-in another order than the model's, so they are mapped).  Every result is checked equal to the
+in another order than the model's, so they are mapped; polars twice: NaN where numbers are
+missing and Enum categories, and as its readers and ``from_pandas`` make a frame, nulls and
+Categorical).  Every result is checked equal to the
 array's before it is timed.  It prints a markdown table: microseconds per call and the ratio
 to the array call at each request size.  ``--quick``: small models and few calls (a smoke test);
 ``--fresh``: each call its own copy of the input, made anew (a pickle's round trip) before the

@@ -18,7 +18,12 @@
 // the plan's): the caller then reads the table as it would without this module, which raises
 // its errors and registers the new dictionary's codes; or 2, reading nothing, where it was asked
 // to compare the table's columns with the plan's first and they differ (`read_blocks` likewise
-// for a pandas frame's blocks).
+// for a pandas frame's blocks).  A dictionary other than the registered one is read through the
+// model's codes of its string labels where the plan has them (`set_label_codes`), and number
+// columns on features whose labels are numbers through those (`set_number_codes`).
+//
+// `read_stream` reads an Arrow C stream (the Arrow PyCapsule Interface: polars' frames) the same
+// way, from the C data interface's structs as they lie, without arrow's import of them.
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -466,33 +471,51 @@ bool copy_codes(const Span& data, const double* lut, int64_t count, const uint8_
   return true;
 }
 
-// A chunk's codes (its indices, of the plan's index type) through the registered dictionary's
-// lut where the chunk's `dictionary` holds those labels, else through the model's codes of its
-// labels where the plan has them.
-template <typename Out>
-bool read_codes(const Span& data, const Span& dictionary, const Codes& d, Out* out, int64_t row_stride) {
-  const double* lut = d.lut;
-  int64_t count = d.count;
-  const uint8_t* unseen = d.unseen;
-  std::vector<double> own;  // (this chunk's lut, where its labels are not the registered ones)
+// The lut a chunk's indices are read through: the registered dictionary's where the chunk's
+// dictionary holds those labels, else one made from the model's codes of its labels where the
+// plan has them (false: neither).  Found once a chunk (or a stream's batch), not once a tile.
+struct Lut {
+  const double* lut = nullptr;
+  int64_t count = 0;
+  const uint8_t* unseen = nullptr;
+  std::vector<double> own;  // (the chunk's own, where its labels are not the registered ones)
   std::vector<uint8_t> own_unseen;
-  if (!lut || !d.labels || dictionary.type != d.value_type || !same_labels(Span(*d.labels), dictionary)) {
-    if (!d.label_codes || !codes_of_labels(dictionary, *d.label_codes, own, own_unseen)) return false;
-    lut = own.data();
-    count = static_cast<int64_t>(own.size()) - 1;
-    unseen = own_unseen.empty() ? nullptr : own_unseen.data();
+};
+
+bool find_lut(const Span& dictionary, const Codes& d, Lut& found) {
+  if (d.lut && d.labels && dictionary.type == d.value_type && same_labels(Span(*d.labels), dictionary)) {
+    found.lut = d.lut;
+    found.count = d.count;
+    found.unseen = d.unseen;
+    return true;
   }
-  switch (d.index_type) {
-    case Type::INT8: return copy_codes<int8_t>(data, lut, count, unseen, out, row_stride);
-    case Type::UINT8: return copy_codes<uint8_t>(data, lut, count, unseen, out, row_stride);
-    case Type::INT16: return copy_codes<int16_t>(data, lut, count, unseen, out, row_stride);
-    case Type::UINT16: return copy_codes<uint16_t>(data, lut, count, unseen, out, row_stride);
-    case Type::INT32: return copy_codes<int32_t>(data, lut, count, unseen, out, row_stride);
-    case Type::UINT32: return copy_codes<uint32_t>(data, lut, count, unseen, out, row_stride);
-    case Type::INT64: return copy_codes<int64_t>(data, lut, count, unseen, out, row_stride);
-    case Type::UINT64: return copy_codes<uint64_t>(data, lut, count, unseen, out, row_stride);
+  if (!d.label_codes || !codes_of_labels(dictionary, *d.label_codes, found.own, found.own_unseen)) return false;
+  found.lut = found.own.data();
+  found.count = static_cast<int64_t>(found.own.size()) - 1;
+  found.unseen = found.own_unseen.empty() ? nullptr : found.own_unseen.data();
+  return true;
+}
+
+// A chunk's codes (its indices, of the plan's index type) through `lut`.
+template <typename Out>
+bool read_indices(const Span& data, int index_type, const Lut& l, Out* out, int64_t row_stride) {
+  switch (index_type) {
+    case Type::INT8: return copy_codes<int8_t>(data, l.lut, l.count, l.unseen, out, row_stride);
+    case Type::UINT8: return copy_codes<uint8_t>(data, l.lut, l.count, l.unseen, out, row_stride);
+    case Type::INT16: return copy_codes<int16_t>(data, l.lut, l.count, l.unseen, out, row_stride);
+    case Type::UINT16: return copy_codes<uint16_t>(data, l.lut, l.count, l.unseen, out, row_stride);
+    case Type::INT32: return copy_codes<int32_t>(data, l.lut, l.count, l.unseen, out, row_stride);
+    case Type::UINT32: return copy_codes<uint32_t>(data, l.lut, l.count, l.unseen, out, row_stride);
+    case Type::INT64: return copy_codes<int64_t>(data, l.lut, l.count, l.unseen, out, row_stride);
+    case Type::UINT64: return copy_codes<uint64_t>(data, l.lut, l.count, l.unseen, out, row_stride);
     default: return false;
   }
+}
+
+template <typename Out>
+bool read_codes(const Span& data, const Span& dictionary, const Codes& d, Out* out, int64_t row_stride) {
+  Lut l;
+  return find_lut(dictionary, d, l) && read_indices(data, d.index_type, l, out, row_stride);
 }
 
 typedef std::vector<std::shared_ptr<arrow::ChunkedArray>> ColumnList;
@@ -562,6 +585,9 @@ template <typename Out>
 bool read_spans(const Plan& plan, const Reading& r, Spans& s, int64_t length, char* base, int64_t row,
                 int64_t rs, int64_t cs, std::vector<uint8_t>& found, std::vector<uint8_t>& unseen) {
   const int64_t tile = tile_rows<Out>(rs, length);
+  std::vector<Lut> luts(s.codes.size());
+  for (size_t k = 0; k < s.codes.size(); k++)
+    if (!find_lut(s.dictionaries[k], *r.codes[k], luts[k])) return false;
   for (int64_t start = 0; start < length; start += tile) {
     const int64_t count = std::min(tile, length - start);
     Out* rows = reinterpret_cast<Out*>(base) + (row + start) * rs;
@@ -571,7 +597,7 @@ bool read_spans(const Plan& plan, const Reading& r, Spans& s, int64_t length, ch
     }
     for (size_t k = 0; k < s.codes.size(); k++) {
       Window window(s.codes[k], start, count);
-      if (!read_codes(s.codes[k], s.dictionaries[k], *r.codes[k], rows + plan.dictionaries[k].feature * cs, rs))
+      if (!read_indices(s.codes[k], r.codes[k]->index_type, luts[k], rows + plan.dictionaries[k].feature * cs, rs))
         return false;
     }
     for (size_t k = 0; k < s.labelled.size(); k++) {
@@ -1060,19 +1086,19 @@ bool read_batches(const Plan& plan, const Stream& s, const Reading& r, char* bas
 }
 
 // The stream's batches as a pyarrow Table (arrow's own import: 40 us for 28 columns, so only
-// where the caller reads them).
+// where the caller reads them), or None where arrow cannot import them (a type it does not
+// know, such as polars' 128-bit integers): the caller reads the frame its own way.
 PyObject* stream_table(Stream& s) {
   arrow::Result<std::shared_ptr<arrow::Schema>> schema = arrow::ImportSchema(&s.schema);
-  if (!schema.ok()) return PyErr_Format(PyExc_ValueError, "an Arrow stream: %s", schema.status().ToString().c_str());
+  if (!schema.ok()) Py_RETURN_NONE;
   std::vector<std::shared_ptr<arrow::RecordBatch>> batches;
   for (ArrowArray& batch : s.batches) {
     arrow::Result<std::shared_ptr<arrow::RecordBatch>> imported = arrow::ImportRecordBatch(&batch, *schema);
-    if (!imported.ok())
-      return PyErr_Format(PyExc_ValueError, "an Arrow stream: %s", imported.status().ToString().c_str());
+    if (!imported.ok()) Py_RETURN_NONE;
     batches.push_back(*imported);
   }
   arrow::Result<std::shared_ptr<arrow::Table>> table = arrow::Table::FromRecordBatches(*schema, batches);
-  if (!table.ok()) return PyErr_Format(PyExc_ValueError, "an Arrow stream: %s", table.status().ToString().c_str());
+  if (!table.ok()) Py_RETURN_NONE;
   return wrap_table(*table);
 }
 
@@ -1081,7 +1107,7 @@ PyObject* stream_table(Stream& s) {
 // table of the plan's columns, from the C data interface's structs where they lie: 0 where they
 // are in `out` (the stream's rows), else the stream's rows as a pyarrow Table, for the caller to
 // read as it reads any (its columns not the plan's, a dictionary the read leaves to it; `plan`
-// None: no plan yet).  Why: polars hands its columns over no faster (its `to_numpy` with nulls
+// None: no plan yet), or None where arrow cannot import them.  Why: polars hands its columns over no faster (its `to_numpy` with nulls
 // 10 us for 64 rows of 28 columns, a categorical column's `to_arrow` 4-25 us), and arrow's import
 // of a stream (pyarrow's or its C++ one) took 40 us of it.
 PyObject* read_stream(PyObject*, PyObject* args) {
@@ -1314,7 +1340,8 @@ PyMethodDef methods[] = {
     {"set_labels", set_labels, METH_VARARGS, "set_labels(plan, k, dictionary, lut, unseen)"},
     {"set_label_codes", set_label_codes, METH_VARARGS, "set_label_codes(plan, k, labels, unseen_error)"},
     {"set_number_codes", set_number_codes, METH_VARARGS, "set_number_codes(plan, k, labels, unseen_error)"},
-    {"read_stream", read_stream, METH_VARARGS, "read_stream(plan or None, stream capsule, out) -> 0 read, or a Table"},
+    {"read_stream", read_stream, METH_VARARGS,
+     "read_stream(plan or None, stream capsule, out) -> 0 read, a Table, or None (arrow cannot import it)"},
     {"read_blocks", read_blocks, METH_VARARGS,
      "read_blocks(plan, blocks, kinds, columns, categorical, out) -> 0 read, 1 left to the caller, 2 other blocks"},
     {"read", read, METH_VARARGS,

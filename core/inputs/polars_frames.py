@@ -1,6 +1,9 @@
 """Polars frames read by the plan of their schema (:mod:`silvanforge.inputs.frames` says why): a
-frame of plain numbers with one copy, a few rows as Python values, Enum and Categorical columns
-through their code tables."""
+few rows as Python values (row tuples, labels replaced by their codes); more as polars hands its
+columns over by the Arrow PyCapsule Interface, read in place by the C++ reader of arrow columns
+(numbers with nulls, Enum and Categorical columns, integers that are labels); a frame of plain
+numbers below that with one copy; else column by column, Enum and Categorical columns through
+their code tables."""
 
 from __future__ import annotations
 
@@ -90,9 +93,11 @@ class PolarsPlan:
         plain_set = {f for f, _ in plain}
         self.others = [(f, c) for f, c in enumerate(self.order.tolist()) if f not in plain_set]
         # Whether more than a few rows go over as an Arrow stream, read by the C++ reader
-        # (:meth:`_stream_rows`): columns of numbers, Enums and Categoricals, what it reads.
-        self.streams = all(type(d).__name__ in ("Enum", "Categorical") or d.is_numeric() and
-                           type(d).__name__ not in ("Decimal", "Float16") for d in self.dtypes)
+        # (:meth:`_stream_rows`): columns of numbers, Enums and Categoricals, what it reads, by
+        # name (a frame made from an array, its columns named by position, reads as before).
+        self.streams = given is not None and all(
+            type(d).__name__ in ("Enum", "Categorical") or d.is_numeric() and
+            type(d).__name__ not in ("Decimal", "Float16", "Int128", "UInt128") for d in self.dtypes)
         self.arrow = None  # (the plan of the stream's tables, once one was read)
 
     def rows(self, X, dtype: np.dtype, memory: SchemaMemory) -> np.ndarray:
@@ -123,10 +128,13 @@ class PolarsPlan:
                     values = values.astype(np.float64)
                 return values if values.dtype == dtype else values.astype(dtype)
         if self.numeric or polars_kinds(X) != self.kinds:
-            # another schema under the same names: a plan for it, in this one's place
+            # another schema under the same names: a plan for it, in this one's place, which
+            # reads it as its own (from its stream where it streams; a numeric plan's numbers
+            # that were not numbers: column by column)
             plan = PolarsPlan(X, self.names, memory)
             memory.replace(("polars", self.names), plan)
-            return plan._columns(X, dtype)
+            other = plan.kinds != self.kinds and plan.streams and height > FEW_POLARS_ROWS
+            return plan.rows(X, dtype, memory) if other else plan._columns(X, dtype)
         return self._columns(X, dtype)
 
     def _stream_rows(self, X, n: int, dtype: np.dtype, memory: SchemaMemory) -> np.ndarray | None:
@@ -145,10 +153,26 @@ class PolarsPlan:
         found = module.read_stream(arrow.direct if arrow is not None and arrow.ready() else None, export(), out)
         if type(found) is int:
             return out
-        plan = self.arrow = memory.plan(("pyarrow", ArrowKey(found.schema)), lambda: ArrowPlan(found, memory))
-        if plan.direct is None:  # (columns the C++ reader does not read: polars' own copies, as before)
+        if found is None:  # (a type arrow cannot import: polars' own copies, as before)
+            return None
+        plan = self
+        if polars_kinds(X) != self.kinds:  # another schema under these names: a plan for it, in this one's place
+            plan = PolarsPlan(X, self.names, memory)
+            if not plan.streams:
+                return None  # (the general way below replaces this plan)
+            memory.replace(("polars", self.names), plan)
+        return plan._table_rows(found, dtype, memory)
+
+    def _table_rows(self, table, dtype: np.dtype, memory: SchemaMemory) -> np.ndarray | None:
+        """The rows of the stream's ``table`` (the C++ reader left them, or had no plan yet) by
+        the plan of its schema, which the next frame's stream is read by; None where the C++
+        reader does not read its columns (polars' own copies, from now on)."""
+        arrow = memory.plan(("pyarrow", ArrowKey(table.schema)), lambda: ArrowPlan(table, memory))
+        if arrow.direct is None:
             self.streams = False
-        return plan.rows(found, dtype)
+            return None
+        self.arrow = arrow
+        return arrow.rows(table, dtype)
 
     def few_tuples(self, df) -> list | None:
         """A few rows of polars' own frame ``df`` as tuples of Python numbers in the model's

@@ -738,3 +738,28 @@ def test_polars_integer_category_labels_read_as_their_stream(categorical_models,
             np.testing.assert_array_equal(cf.predict(frame), _expected(cf, age, colour, size, score))
             if call:
                 assert counted.answers == [0]
+
+
+def test_polars_frames_the_stream_leaves_to_the_general_reading(string_models, number_models, counted):
+    """A frame made from an array (columns named by position: read by position, not by the
+    stream's names), a half-float column under the usual names (arrow reads no half floats),
+    a Boolean one: each read as before; the usual frame read from the stream again after them."""
+    pl = pytest.importorskip("polars")
+    rng = np.random.default_rng(29)
+    _, X = _numbers(rng, 300)
+    for model in number_models:
+        np.testing.assert_array_equal(model.predict(pl.DataFrame(X)), model.predict(X))
+    cf = string_models["lightgbm"]
+    frame, raw = _polars_frame(pl, rng, 200, "categorical")
+    for _ in range(2):
+        np.testing.assert_array_equal(cf.predict(frame), _string_rows(cf, *raw))
+    if hasattr(pl, "Float16"):
+        half = frame.with_columns(pl.col("score").cast(pl.Float16))
+        np.testing.assert_array_equal(cf.predict(half), _string_rows(
+            cf, *raw[:3], raw[3].astype(np.float16).astype(np.float32)))
+    flags = frame.with_columns(pl.col("age").is_null().alias("age"))
+    np.testing.assert_array_equal(cf.predict(flags), _string_rows(cf, np.isnan(raw[0]).astype(float), *raw[1:]))
+    np.testing.assert_array_equal(cf.predict(frame), _string_rows(cf, *raw))  # (its plan again)
+    counted.answers.clear()
+    np.testing.assert_array_equal(cf.predict(frame), _string_rows(cf, *raw))
+    assert counted.answers == [0]

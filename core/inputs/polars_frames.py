@@ -12,6 +12,7 @@ import operator
 
 import numpy as np
 
+from silvanforge.errors import InputError
 from silvanforge.inputs import arrow_native
 from silvanforge.inputs.arrow_frames import FLOAT32, FLOAT64, ArrowKey, ArrowPlan, dictionary_codes
 from silvanforge.inputs.columns import polars_column
@@ -48,6 +49,10 @@ class PolarsPlan:
         self.identity = self.order.tolist() == list(range(len(names)))
         self.names, self.labels = names, memory.labels
         self.dtypes = tuple(X.dtypes)
+        for name, d in zip(names, self.dtypes):
+            if type(d).__name__ in ("Int128", "UInt128"):  # (polars' own conversions raise their error)
+                raise InputError(f"column {name!r} holds 128-bit integers ({d}), which NumPy, arrow's readers and "
+                                 "the models' libraries do not read: cast it to Int64 or Float64")
         self.kinds = polars_kinds(X)
         self.numeric = all(d.is_numeric() for d in self.dtypes) and not memory.labels
         # A few rows are read as Python values (:meth:`_few_rows`) where every feature is a number

@@ -319,6 +319,21 @@ def test_dates_and_durations_are_refused(rng):
             cf.predict(array)
 
 
+def test_polars_128_bit_integers_are_refused_by_name(rng):
+    pl = pytest.importorskip("polars")
+    if not hasattr(pl, "Int128"):
+        pytest.skip("a polars without 128-bit integers")
+    X = rng.normal(size=(100, 2))
+    model = xgb.XGBRegressor(n_estimators=3, max_depth=2).fit(pd.DataFrame(X, columns=["a", "b"]), X[:, 0])
+    for n in (1, 3, 300):
+        cf = sf.compile(model)  # (a few rows under the names of a plan made before are read as Python ints)
+        frame = pl.DataFrame({"a": pl.Series(range(n), dtype=pl.Int128), "b": [1.0] * n})
+        with pytest.raises(InputError, match="column 'a' holds 128-bit integers"):
+            cf.predict(frame)
+        np.testing.assert_array_equal(cf.predict(frame.with_columns(pl.col("a").cast(pl.Int64))),
+                                      cf.predict(np.column_stack([np.arange(n), np.ones(n)])))
+
+
 # ------------------------------------------------------------------ CSV files (forge predict)
 def _forge(capsys, *args):
     from silvanforge import cli

@@ -91,7 +91,13 @@ class ArrowPlan:
         # polars and arrow hold as plain integers): read by the C++ reader as labels too.
         self.labelled = [(f, self.order[f]) for f in self.others if types[self.order[f]].id in numbers
                          and memory.labels.get(f) is not None and memory.labels[f].exact_numbers() is not None]
-        if len(self.labelled) == len(self.others) and all(types[c].id in numbers for _, c in plain) and all(
+        # String columns on features whose labels are strings (JSON rows made a table, polars'
+        # String): each value looked up among the labels by the C++ reader.
+        self.strings = [(f, self.order[f]) for f in self.others if types[self.order[f]].id in string_types()
+                        and memory.labels.get(f) is not None
+                        and all(type(v) is str for v in memory.labels[f].labels)]
+        if len(self.labelled) + len(self.strings) == len(self.others) and all(
+                types[c].id in numbers for _, c in plain) and all(
                 types[self.order[f]].index_type.id in indices
                 and types[self.order[f]].value_type.id in labels for f in self.categorical):
             self.direct = ([(c, f, types[c].id) for f, c in plain],
@@ -99,7 +105,8 @@ class ArrowPlan:
                             for f in self.categorical],
                            [(name, t.id, t.index_type.id if pa.types.is_dictionary(t) else -1,
                              t.value_type.id if pa.types.is_dictionary(t) else -1) for name, t in zip(names, types)],
-                           [(c, f, types[c].id) for f, c in self.labelled])
+                           [(c, f, types[c].id) for f, c in self.labelled],
+                           [(c, f, types[c].id) for f, c in self.strings])
 
     def matches(self, X) -> bool:
         """Whether table ``X`` has this plan's columns (names and kinds), as the C++ reader tells
@@ -135,6 +142,9 @@ class ArrowPlan:
         for k, (f, _) in enumerate(self.labelled):
             labels = self.labels[f]
             module.set_number_codes(self.direct, k, labels.exact_numbers(), labels.unseen_error)
+        for k, (f, _) in enumerate(self.strings):
+            labels = self.labels[f]
+            module.set_string_codes(self.direct, k, labels.labels, labels.unseen_error)
 
     def ready(self) -> bool:
         """Whether the C++ reader reads tables of this plan (its plan made, at the first read)."""
@@ -244,6 +254,14 @@ def direct_types() -> tuple:
     return (ids(*ints, pa.float32(), pa.float64()), ids(*ints),
             ids(*ints, pa.float32(), pa.float64(), pa.string(), pa.large_string(), pa.binary(), pa.large_binary(),
                 *views))
+
+
+@functools.cache
+def string_types() -> frozenset:
+    """The arrow type ids of string columns the C++ reader reads as labels (views: polars')."""
+    import pyarrow as pa
+
+    return frozenset(getattr(pa, name)().id for name in ("string", "large_string", "string_view") if hasattr(pa, name))
 
 
 FLOAT32, FLOAT64 = np.dtype(np.float32), np.dtype(np.float64)

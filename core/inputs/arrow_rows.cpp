@@ -68,15 +68,63 @@ struct Number {
 };
 
 // The model's codes of its string labels (a repeated label: its first code), by which a
-// dictionary other than the registered one is read without Python: polars' Categorical columns
-// and tables encoded for each request hold only the labels they use, in their own order.
+// dictionary other than the registered one is read without Python (polars' Categorical columns
+// and tables encoded for each request hold only the labels they use, in their own order), and a
+// column of strings value by value.  An open-addressed table of a few labels: a lookup hashes a
+// value's bytes 8 at a time.
 struct LabelCodes {
-  struct Hash {
-    using is_transparent = void;
-    size_t operator()(std::string_view s) const { return std::hash<std::string_view>()(s); }
-  };
-  std::unordered_map<std::string, double, Hash, std::equal_to<>> codes;
+  std::vector<std::string> labels;
+  std::vector<double> codes;
+  std::vector<int32_t> slots;  // (a power of two of them, -1 empty, else an index into labels)
+  uint64_t mask = 0;
   bool unseen_error = false;  // (a label outside them refused: the caller raises its error)
+
+  static uint64_t hash(std::string_view s) {
+    uint64_t h = (s.size() + 1) * 0x9E3779B97F4A7C15ULL;
+    size_t i = 0;
+    for (; i + 8 <= s.size(); i += 8) {
+      uint64_t word;
+      std::memcpy(&word, s.data() + i, 8);
+      h = (h ^ word) * 0xBF58476D1CE4E5B9ULL;
+      h ^= h >> 31;
+    }
+    uint64_t tail = 0;
+    std::memcpy(&tail, s.data() + i, s.size() - i);
+    h = (h ^ tail) * 0x94D049BB133111EBULL;
+    return h ^ (h >> 29);
+  }
+
+  const double* find(std::string_view s) const {
+    if (slots.empty()) return nullptr;
+    for (uint64_t at = hash(s) & mask;; at = (at + 1) & mask) {
+      const int32_t k = slots[at];
+      if (k < 0) return nullptr;
+      if (labels[k] == s) return &codes[k];
+    }
+  }
+
+  // The labels, a label's code its position (a repeated one keeps its first).
+  void build(std::vector<std::string> given) {
+    size_t size = 8;
+    while (size < 2 * given.size() + 2) size *= 2;
+    slots.assign(size, -1);
+    mask = size - 1;
+    for (size_t i = 0; i < given.size(); i++) {
+      if (find(given[i])) continue;
+      uint64_t at = hash(given[i]) & mask;
+      while (slots[at] >= 0) at = (at + 1) & mask;
+      slots[at] = static_cast<int32_t>(labels.size());
+      labels.push_back(std::move(given[i]));
+      codes.push_back(static_cast<double>(i));
+    }
+  }
+};
+
+// A column of strings (or their views) on a feature whose labels are strings: JSON rows made a
+// table, polars' String columns, pandas' str columns held by arrow.
+struct StringColumn {
+  int column, feature, type;
+  std::shared_ptr<const LabelCodes> codes;  // (set_string_codes; null until given)
 };
 
 struct Dictionary {
@@ -111,6 +159,7 @@ struct Plan {
   std::vector<Number> numbers;
   std::vector<Dictionary> dictionaries;
   std::vector<Labelled> labelled;
+  std::vector<StringColumn> strings;
   // The table's columns as `matches` compares them: names, and kinds (type id, and a dictionary's
   // index and label type ids; -1 where none), three a column.
   std::vector<std::string> names;
@@ -445,11 +494,31 @@ bool codes_of_labels(const Span& dictionary, const LabelCodes& known, std::vecto
   std::string_view label;
   for (int64_t i = 0; i < dictionary.length; i++) {
     if (!label_value(dictionary, i, label)) return false;
-    const auto found = known.codes.find(label);
-    lut[i] = found == known.codes.end() ? NAN : found->second;
-    if (found == known.codes.end() && known.unseen_error) unseen[i] = 1;
+    const double* code = known.find(label);
+    lut[i] = code ? *code : NAN;
+    if (!code && known.unseen_error) unseen[i] = 1;
   }
   lut[dictionary.length] = NAN;
+  return true;
+}
+
+// A column of strings read as labels: each value's code, missing where null or a label the model
+// does not know; false where it refuses that label (the caller raises its error) or a value lies
+// outside its buffers.
+template <typename Out>
+bool read_strings(const Span& data, const LabelCodes& known, Out* out, int64_t row_stride) {
+  const Out nan = static_cast<Out>(NAN);
+  std::string_view value;
+  for (int64_t i = 0; i < data.length; i++, out += row_stride) {
+    if (!valid(data.validity, data.offset + i)) {
+      *out = nan;
+      continue;
+    }
+    if (!label_value(data, i, value)) return false;
+    const double* code = known.find(value);
+    if (!code && known.unseen_error) return false;
+    *out = code ? static_cast<Out>(*code) : nan;
+  }
   return true;
 }
 
@@ -524,9 +593,10 @@ typedef std::vector<std::shared_ptr<arrow::ChunkedArray>> ColumnList;
 // list of ChunkedArrays: the columns of a pandas frame of Arrow-backed dtypes; null where there
 // is no such column) and the dictionaries' codes.  Then the copy needs no Python object.
 struct Reading {
-  ColumnList numbers, dictionaries, labelled;
+  ColumnList numbers, dictionaries, labelled, strings;
   std::vector<std::unique_ptr<Codes>> codes;
   std::vector<std::shared_ptr<const NumberLabels>> labels;  // (each labelled column's, held by the read)
+  std::vector<std::shared_ptr<const LabelCodes>> string_codes;  // (each string column's)
   int64_t rows = -1;  // (a list's: found from its columns)
 };
 
@@ -547,6 +617,10 @@ bool gather_codes(const Plan& plan, Reading& r) {
     if (!l.labels) return false;
     r.labels.push_back(l.labels);
   }
+  for (const StringColumn& c : plan.strings) {
+    if (!c.codes) return false;
+    r.string_codes.push_back(c.codes);
+  }
   return true;
 }
 
@@ -560,13 +634,14 @@ bool gather(const Plan& plan, const arrow::Table* table, PyObject* list, Reading
   if (!gather_codes(plan, r)) return false;
   for (const Dictionary& d : plan.dictionaries) r.dictionaries.push_back(column_of(table, list, d.column));
   for (const Labelled& l : plan.labelled) r.labelled.push_back(column_of(table, list, l.column));
+  for (const StringColumn& c : plan.strings) r.strings.push_back(column_of(table, list, c.column));
   return true;
 }
 
 // The spans of one stretch of rows (a stream's batch, or a table's columns each of one chunk):
 // the plan's number columns, dictionary columns and their dictionaries, labelled columns.
 struct Spans {
-  std::vector<Span> numbers, codes, dictionaries, labelled;
+  std::vector<Span> numbers, codes, dictionaries, labelled, strings;
 };
 
 // Rows per tile where rows are written in row order: a tile of rows is written by every column
@@ -608,6 +683,10 @@ bool read_spans(const Plan& plan, const Reading& r, Spans& s, int64_t length, ch
       found[k] |= any;
       unseen[k] |= other;
     }
+    for (size_t k = 0; k < s.strings.size(); k++) {
+      Window window(s.strings[k], start, count);
+      if (!read_strings(s.strings[k], *r.string_codes[k], rows + plan.strings[k].feature * cs, rs)) return false;
+    }
   }
   return true;
 }
@@ -627,6 +706,7 @@ bool read_columns(const Plan& plan, const Reading& r, char* base, int64_t row_st
   for (const auto& column : r.numbers) single = single && column && column->num_chunks() == 1;
   for (const auto& column : r.dictionaries) single = single && column && column->num_chunks() == 1;
   for (const auto& column : r.labelled) single = single && column && column->num_chunks() == 1;
+  for (const auto& column : r.strings) single = single && column && column->num_chunks() == 1;
   if (single) {
     Spans s;
     for (size_t k = 0; k < r.numbers.size(); k++) {
@@ -642,6 +722,10 @@ bool read_columns(const Plan& plan, const Reading& r, char* base, int64_t row_st
     for (size_t k = 0; k < r.labelled.size(); k++) {
       s.labelled.emplace_back(*r.labelled[k]->chunk(0)->data());
       if (s.labelled.back().type != plan.labelled[k].type || s.labelled.back().length != r.rows) return false;
+    }
+    for (size_t k = 0; k < r.strings.size(); k++) {
+      s.strings.emplace_back(*r.strings[k]->chunk(0)->data());
+      if (s.strings.back().type != plan.strings[k].type || s.strings.back().length != r.rows) return false;
     }
     return read_spans<Out>(plan, r, s, r.rows, base, 0, row_stride, column_stride, found, unseen) &&
            labels_found(found, unseen);
@@ -684,6 +768,17 @@ bool read_columns(const Plan& plan, const Reading& r, char* base, int64_t row_st
     found[k] = any;
     unseen[k] = other;
   }
+  for (size_t k = 0; k < r.string_codes.size(); k++) {
+    const StringColumn& c = plan.strings[k];
+    const auto& column = r.strings[k];
+    if (!column || column->length() != r.rows) return false;
+    Out* out = reinterpret_cast<Out*>(base) + c.feature * column_stride;
+    for (int i = 0; i < column->num_chunks(); i++) {
+      const Span data(*column->chunk(i)->data());
+      if (data.type != c.type || !read_strings(data, *r.string_codes[k], out, row_stride)) return false;
+      out += data.length * row_stride;
+    }
+  }
   return labels_found(found, unseen);
 }
 
@@ -699,14 +794,16 @@ void drop_plan(PyObject* capsule) {
   delete get_plan(capsule);
 }
 
-// plan(width, numbers, dictionaries[, columns[, labelled]]): numbers a sequence of (column, feature,
+// plan(width, numbers, dictionaries[, columns[, labelled[, strings]]]): numbers a sequence of (column, feature,
 // arrow type id), dictionaries of (column, feature, index type id, value type id), columns (what
 // `matches` compares) of (name, type id, index type id, value type id), -1 where a column has
-// none; labelled (number columns read as labels: set_number_codes) of (column, feature, type id).
+// none; labelled (number columns read as labels: set_number_codes) and strings (string columns
+// read as labels: set_string_codes) of (column, feature, type id).
 PyObject* make_plan(PyObject*, PyObject* args) {
   int width;
-  PyObject *numbers, *dictionaries, *columns = nullptr, *labelled = nullptr;
-  if (!PyArg_ParseTuple(args, "iOO|OO", &width, &numbers, &dictionaries, &columns, &labelled)) return nullptr;
+  PyObject *numbers, *dictionaries, *columns = nullptr, *labelled = nullptr, *strings = nullptr;
+  if (!PyArg_ParseTuple(args, "iOO|OOO", &width, &numbers, &dictionaries, &columns, &labelled, &strings))
+    return nullptr;
   std::unique_ptr<Plan> plan(new Plan());
   plan->width = width;
   PyObject* items = PySequence_Fast(numbers, "numbers: a sequence");
@@ -766,8 +863,27 @@ PyObject* make_plan(PyObject*, PyObject* args) {
   }
   for (const Dictionary& d : plan->dictionaries)
     if (d.feature < 0 || d.feature >= width || d.column < 0) return PyErr_Format(PyExc_ValueError, "feature out of range");
+  if (strings && strings != Py_None) {
+    items = PySequence_Fast(strings, "strings: a sequence");
+    if (!items) return nullptr;
+    for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(items); i++) {
+      StringColumn c;
+      if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(items, i), "iii", &c.column, &c.feature, &c.type)) {
+        Py_DECREF(items);
+        return nullptr;
+      }
+      if (c.type != Type::STRING && c.type != Type::LARGE_STRING && c.type != Type::STRING_VIEW) {
+        Py_DECREF(items);
+        return PyErr_Format(PyExc_ValueError, "strings: a string type");
+      }
+      plan->strings.push_back(c);
+    }
+    Py_DECREF(items);
+  }
   for (const Labelled& l : plan->labelled)
     if (l.feature < 0 || l.feature >= width || l.column < 0) return PyErr_Format(PyExc_ValueError, "feature out of range");
+  for (const StringColumn& c : plan->strings)
+    if (c.feature < 0 || c.feature >= width || c.column < 0) return PyErr_Format(PyExc_ValueError, "feature out of range");
   PyObject* capsule = PyCapsule_New(plan.get(), kPlanName, drop_plan);
   if (capsule) plan.release();
   return capsule;
@@ -815,6 +931,35 @@ PyObject* set_labels(PyObject*, PyObject* args) {
   Py_RETURN_NONE;
 }
 
+// The model's string labels as LabelCodes, or null with an error set (not a sequence of str), or
+// null without one (a label UTF-8 cannot hold: the column is left to the caller).
+std::shared_ptr<LabelCodes> label_codes_of(PyObject* labels, int unseen_error) {
+  PyObject* items = PySequence_Fast(labels, "labels: a sequence of str");
+  if (!items) return nullptr;
+  std::vector<std::string> given;
+  for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(items); i++) {
+    PyObject* item = PySequence_Fast_GET_ITEM(items, i);
+    if (!PyUnicode_Check(item)) {
+      Py_DECREF(items);
+      PyErr_SetString(PyExc_TypeError, "labels: a sequence of str");
+      return nullptr;
+    }
+    Py_ssize_t size;
+    const char* label = PyUnicode_AsUTF8AndSize(item, &size);
+    if (!label) {  // (a lone surrogate: no UTF-8 value of a column equals it)
+      Py_DECREF(items);
+      PyErr_Clear();
+      return nullptr;
+    }
+    given.emplace_back(label, size);
+  }
+  Py_DECREF(items);
+  auto known = std::make_shared<LabelCodes>();
+  known->unseen_error = unseen_error;
+  known->build(std::move(given));
+  return known;
+}
+
 // set_label_codes(plan, k, labels, unseen_error): the model's labels of dictionary column k (a
 // sequence of str, a label's code its position), by which a column holding other labels than the
 // registered dictionary is read here; `unseen_error`: a label outside them leaves the read to the
@@ -828,24 +973,26 @@ PyObject* set_label_codes(PyObject*, PyObject* args) {
   if (!plan) return nullptr;
   if (k < 0 || k >= static_cast<Py_ssize_t>(plan->dictionaries.size()))
     return PyErr_Format(PyExc_IndexError, "no dictionary column %zd", k);
-  PyObject* items = PySequence_Fast(labels, "labels: a sequence of str");
-  if (!items) return nullptr;
-  auto known = std::make_shared<LabelCodes>();
-  known->unseen_error = unseen_error;
-  for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(items); i++) {
-    Py_ssize_t size;
-    const char* label = PyUnicode_Check(PySequence_Fast_GET_ITEM(items, i))
-                            ? PyUnicode_AsUTF8AndSize(PySequence_Fast_GET_ITEM(items, i), &size)
-                            : nullptr;
-    if (!label) {
-      Py_DECREF(items);
-      if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "labels: a sequence of str");
-      return nullptr;
-    }
-    known->codes.emplace(std::string(label, size), static_cast<double>(i));  // (a repeated label: its first)
-  }
-  Py_DECREF(items);
+  std::shared_ptr<LabelCodes> known = label_codes_of(labels, unseen_error);
+  if (!known && PyErr_Occurred()) return nullptr;
   plan->dictionaries[k].label_codes = std::move(known);
+  Py_RETURN_NONE;
+}
+
+// set_string_codes(plan, k, labels, unseen_error): the model's labels of string column k, as
+// set_label_codes takes them (until given, a read of the plan is left to the caller).
+PyObject* set_string_codes(PyObject*, PyObject* args) {
+  PyObject *capsule, *labels;
+  Py_ssize_t k;
+  int unseen_error;
+  if (!PyArg_ParseTuple(args, "OnOp", &capsule, &k, &labels, &unseen_error)) return nullptr;
+  Plan* plan = get_plan(capsule);
+  if (!plan) return nullptr;
+  if (k < 0 || k >= static_cast<Py_ssize_t>(plan->strings.size()))
+    return PyErr_Format(PyExc_IndexError, "no string column %zd", k);
+  std::shared_ptr<LabelCodes> known = label_codes_of(labels, unseen_error);
+  if (!known && PyErr_Occurred()) return nullptr;
+  plan->strings[k].codes = std::move(known);
   Py_RETURN_NONE;
 }
 
@@ -928,7 +1075,8 @@ PyObject* write_out(const Plan& plan, int64_t rows, bool done, PyObject* out, bo
     const int64_t rs = view.strides[0] / view.itemsize, cs = view.strides[1] / view.itemsize;
     char* base = static_cast<char*>(view.buf);
     const bool free_threads =
-        rows * static_cast<int64_t>(plan.numbers.size() + plan.dictionaries.size() + plan.labelled.size()) >=
+        rows * static_cast<int64_t>(plan.numbers.size() + plan.dictionaries.size() + plan.labelled.size() +
+                                    plan.strings.size()) >=
         kFreeThreadsValues;
     PyThreadState* state = free_threads ? PyEval_SaveThread() : nullptr;
     done = read(base, rs, cs, is_float);
@@ -971,8 +1119,9 @@ PyObject* read(PyObject*, PyObject* args) {
   if (list) {  // (the rows: the first of the plan's columns' length; each is checked against it)
     for (const auto& column : r.numbers)
       if (column && r.rows < 0) r.rows = column->length();
-    for (const auto& column : r.dictionaries)
-      if (column && r.rows < 0) r.rows = column->length();
+    for (const ColumnList* columns : {&r.dictionaries, &r.labelled, &r.strings})
+      for (const auto& column : *columns)
+        if (column && r.rows < 0) r.rows = column->length();
     if (r.rows < 0) done = false;
   }
   return write_rows(*plan, r, done, out, table != nullptr);
@@ -1058,6 +1207,8 @@ bool batches_readable(const Plan& plan, const Stream& s) {
         return false;
     for (const Labelled& l : plan.labelled)
       if (l.column >= batch.n_children || batch.children[l.column]->n_buffers < 2) return false;
+    for (const StringColumn& c : plan.strings)
+      if (c.column >= batch.n_children || batch.children[c.column]->n_buffers < 2) return false;
   }
   return true;
 }
@@ -1072,6 +1223,7 @@ bool read_batches(const Plan& plan, const Stream& s, const Reading& r, char* bas
     spans.codes.clear();
     spans.dictionaries.clear();
     spans.labelled.clear();
+    spans.strings.clear();
     for (const Number& n : plan.numbers) spans.numbers.emplace_back(*batch.children[n.column], n.type);
     for (const Dictionary& d : plan.dictionaries) {
       const ArrowArray& column = *batch.children[d.column];
@@ -1079,6 +1231,7 @@ bool read_batches(const Plan& plan, const Stream& s, const Reading& r, char* bas
       spans.dictionaries.emplace_back(*column.dictionary, d.value_type);
     }
     for (const Labelled& l : plan.labelled) spans.labelled.emplace_back(*batch.children[l.column], l.type);
+    for (const StringColumn& c : plan.strings) spans.strings.emplace_back(*batch.children[c.column], c.type);
     if (!read_spans<Out>(plan, r, spans, batch.length, base, row, rs, cs, found, unseen)) return false;
     row += batch.length;
   }
@@ -1328,7 +1481,7 @@ PyObject* read_blocks(PyObject*, PyObject* args) {
     r.numbers.push_back(n.column < count ? found[n.column] : nullptr);
     if (r.numbers.back() && r.rows < 0) r.rows = r.numbers.back()->length();
   }
-  if (!plan->dictionaries.empty() || !plan->labelled.empty() || r.rows < 0) done = false;
+  if (!plan->dictionaries.empty() || !plan->labelled.empty() || !plan->strings.empty() || r.rows < 0) done = false;
   return write_rows(*plan, r, done, out, false);
 }
 
@@ -1340,6 +1493,7 @@ PyMethodDef methods[] = {
     {"set_labels", set_labels, METH_VARARGS, "set_labels(plan, k, dictionary, lut, unseen)"},
     {"set_label_codes", set_label_codes, METH_VARARGS, "set_label_codes(plan, k, labels, unseen_error)"},
     {"set_number_codes", set_number_codes, METH_VARARGS, "set_number_codes(plan, k, labels, unseen_error)"},
+    {"set_string_codes", set_string_codes, METH_VARARGS, "set_string_codes(plan, k, labels, unseen_error)"},
     {"read_stream", read_stream, METH_VARARGS,
      "read_stream(plan or None, stream capsule, out) -> 0 read, a Table, or None (arrow cannot import it)"},
     {"read_blocks", read_blocks, METH_VARARGS,

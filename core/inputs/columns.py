@@ -248,6 +248,33 @@ def numbers_as_labels(values: np.ndarray, name, dtype, labels, labelled: bool = 
         "to the model's codes; category codes as numbers are read from NumPy arrays only")
 
 
+def object_column(values: np.ndarray, name, labels) -> np.ndarray:
+    """A pandas column of Python objects (a 1-D object array) as float64: labels where the model
+    has them (missing: None, NaN, pd.NA); else numbers and missing values alone, as pandas makes
+    of records whose column is missing in every row given (a one-row request) or mixes None with
+    numbers; anything else (text, bools, other objects) refused."""
+    items = values.tolist()
+    missing = _missing_type()
+    if labels is not None:
+        items = [None if v is missing else v for v in items]
+        labels.refuse_words(items, name)
+        return labels.codes(np.array(items, dtype=object).reshape(len(items)), name)
+    if set(map(type, items)) <= _NUMBERS_OR_MISSING | {type(missing)}:
+        return np.array([np.nan if v is None or v is missing else v for v in items], dtype=np.float64)
+    raise InputError(f"column {name!r} holds object values; predict reads numbers or "
+                     "categorical columns (pandas 'category')")
+
+
+def _missing_type():
+    """pandas' NA (a nullable column's missing value, in an object column too)."""
+    import pandas as pd
+
+    return pd.NA
+
+
+_NUMBERS_OR_MISSING = frozenset((float, int, type(None), np.float64, np.float32, np.int64, np.int32))
+
+
 def pandas_column(s, name, labels, numeric: bool = False) -> np.ndarray:
     """A pandas column as float64 (``labels``: the model's labels of a categorical feature, or
     None; ``numeric``: the model reads the feature as a number, so a categorical column's
@@ -274,7 +301,9 @@ def pandas_column(s, name, labels, numeric: bool = False) -> np.ndarray:
         unseen = (codes < 0) & ~missing
         codes[missing] = np.nan
         return codes if labels is None else labels.unseen(codes, unseen, name)
-    if dtype == object or pd.api.types.is_string_dtype(dtype):
+    if dtype == object:  # (the array as pandas holds it: its to_numpy with na_value took 90 us a row)
+        return object_column(np.asarray(s.array, dtype=object), name, labels)
+    if pd.api.types.is_string_dtype(dtype):
         if labels is not None:
             # (missing as None: a nullable string column holds pd.NA, which compares to nothing)
             values = s.to_numpy(dtype=object, na_value=None)

@@ -29,8 +29,8 @@ import numpy as np
 
 from silvanforge.errors import InputError
 from silvanforge.inputs import arrow_native
-from silvanforge.inputs.arrow_frames import FLOAT32, FLOAT64, ArrowKey, ArrowPlan, direct_types
-from silvanforge.inputs.columns import pandas_column
+from silvanforge.inputs.arrow_frames import FLOAT32, FLOAT64, ArrowKey, ArrowPlan, direct_types, string_types
+from silvanforge.inputs.columns import object_column, pandas_column
 from silvanforge.inputs.polars_frames import FEW_POLARS_ROWS, PolarsPlan
 from silvanforge.inputs.schemas import (COLUMN_ORDER_ROWS, SCHEMAS, SLICED_ROWS, CategoryReading, SchemaMemory,
                                         as_slice, column_rows, feature_order, numeric_features, through_float64)
@@ -88,7 +88,7 @@ def _pandas_rows(X, memory: SchemaMemory, dtype: np.dtype, tuples: bool):
     plan = memory.plan(key, lambda: _PandasPlan(X, memory, dtype))
     values = plan.rows(X, dtype, arrays)
     if arrays is not None and not key[4] and plan.blocks_key is None and plan.arrow_plan is not None \
-            and not plan.steps and plan.block is None and plan.order is None:
+            and not plan.steps and not plan.strings and plan.block is None and plan.order is None:
         # Blocks of Arrow-backed numbers and categories alone, the C++ reader's plan made: the
         # next frame is checked against them and read in one walk (:meth:`_PandasPlan.read_blocks`)
         plan.frame_type, plan.blocks_key, plan.block_count = type(X), key[1:4], len(key[2]) // 4
@@ -279,6 +279,7 @@ class _PandasPlan:
         self.number_features = numeric_features(forest)  # (a categorical column on one: its values)
         self.steps = []  # (kind, block index, what)
         self.arrow = []  # (block index, feature, arrow type id): Arrow-backed numbers, read at once
+        self.strings = []  # (block index, feature, arrow type id, name): arrow strings on labelled features
         self.arrow_plan = None  # (their plan of the C++ reader's, made at first use)
         # (the frame's type and its key's names, kinds and columns, where the blocks are read in one
         # walk: :meth:`read_blocks`)
@@ -315,6 +316,14 @@ class _PandasPlan:
                         self.arrow.append((b, f, arrow))
                     else:
                         self.steps.append(("nullable", b, f))
+                elif block.values.ndim == 1 and _arrow_strings(block.values, memory.labels.get(f)) is not None:
+                    # strings held by arrow (pandas 3's str) where the labels are strings: looked
+                    # up by the C++ reader (through pandas and Python 70 us a column of one row)
+                    self.strings.append((b, f, _arrow_strings(block.values, memory.labels[f]), name))
+                elif isinstance(bdtype, np.dtype) and bdtype.kind == "O" and block.ndim == 2:
+                    # Python objects (labels, or numbers with None: records' frames) read from
+                    # the block's row (a column as a Series took 7-28 us of pandas' checks)
+                    self.steps.append(("object", b, (i, name, f)))
                 else:
                     self.steps.append(("column", columns[i], (name, f)))
         self.labels = memory.labels
@@ -360,12 +369,15 @@ class _PandasPlan:
                 out[:, few if sliced else dest] = (values[src].astype(np.float64) if via else values[src]).T
             elif kind == "nullable":  # as the column reader converts them, pd.NA missing
                 out[:, what] = blocks[at].values.to_numpy(dtype=np.float64, na_value=np.nan)
+            elif kind == "object":
+                i, name, feature = what
+                out[:, feature] = object_column(blocks[at].values[i], name, self.labels.get(feature))
             else:
                 name, feature = what
-                out[:, feature] = pandas_column(X.iloc[:, at], name, self.labels.get(feature),
+                out[:, feature] = pandas_column(_column(X, at), name, self.labels.get(feature),
                                                 feature in self.number_features)
-        if self.arrow:
-            self._arrow_columns(blocks, out, arrays)
+        if self.arrow or self.strings:
+            self._arrow_columns(X, blocks, out, arrays)
         if self.categories:
             _category_columns(self.categories, blocks, out)
         return out
@@ -388,18 +400,26 @@ class _PandasPlan:
             _category_columns(self.categories, blocks, out)
         return out
 
-    def _arrow_columns(self, blocks, out: np.ndarray, arrays: list | None) -> None:
-        """The Arrow-backed number columns, by the C++ reader of arrow columns where it is ready
-        (reading each through pandas took 3-40 us a column), else as the column reader converts
-        them, pd.NA missing.  ``arrays``: each block's ChunkedArray (None for the others), else
-        read from the blocks here."""
+    def _arrow_columns(self, X, blocks, out: np.ndarray, arrays: list | None) -> None:
+        """The Arrow-backed number columns and the arrow strings on labelled features, by the C++
+        reader of arrow columns where it is ready (reading each through pandas took 3-40 us a
+        column), else as the column reader converts them, pd.NA missing.  ``arrays``: each
+        block's ChunkedArray where it is Arrow-backed numbers (None for the others), else read
+        from the blocks here."""
         module = arrow_native.reader()
         if module is not None and out.dtype in (np.float32, np.float64):
             plan = self.arrow_plan
-            if plan is None:  # (its columns: the blocks' numbers)
-                plan = self.arrow_plan = module.plan(self.width, self.arrow, [])
+            if plan is None:  # (its columns: the blocks' numbers and strings)
+                plan = self.arrow_plan = module.plan(self.width, self.arrow, [], None, [],
+                                                     [(b, f, t) for b, f, t, _ in self.strings])
+                for k, (_, f, _, _) in enumerate(self.strings):
+                    module.set_string_codes(plan, k, self.labels[f].labels, self.labels[f].unseen_error)
             if arrays is None:
                 arrays = [getattr(block.values, "_pa_array", None) for block in blocks]
+            elif self.strings:  # (the walk gives the numbers' arrays alone)
+                arrays = list(arrays)
+                for b, _, _, _ in self.strings:
+                    arrays[b] = getattr(blocks[b].values, "_pa_array", None)
             try:
                 if module.read(plan, arrays, out) == 0:
                     return
@@ -407,6 +427,9 @@ class _PandasPlan:
                 pass
         for b, f, _ in self.arrow:
             out[:, f] = blocks[b].values.to_numpy(dtype=np.float64, na_value=np.nan)
+        for b, f, _, name in self.strings:  # (a label the model refuses: the column reader raises)
+            out[:, f] = pandas_column(_column(X, blocks[b].mgr_locs.as_array[0]), name, self.labels[f],
+                                      f in self.number_features)
 
 
 def _category_columns(categories, blocks, out: np.ndarray) -> None:
@@ -492,6 +515,30 @@ class _HashedPandasPlan:
         for column, name, feature in self.others:
             out[:, feature] = pandas_column(X.iloc[:, column], name, None, feature in self.number_features)
         return [(f, blocks[b].values if i is None else blocks[b].values[i]) for f, b, i in self.hashed]
+
+
+def _column(X, at: int):
+    """A pandas frame's column at position ``at`` as a Series (pandas' own ``_ixs``: its
+    ``iloc`` took 28 us of checks, this 7; private, so guarded)."""
+    take = getattr(X, "_ixs", None)
+    if take is not None:
+        try:
+            return take(at, axis=1)
+        except TypeError:
+            pass
+    return X.iloc[:, at]
+
+
+def _arrow_strings(values, labels) -> int | None:
+    """The arrow type id of a pandas extension array of strings held by arrow (pandas 3's str)
+    where the model's labels are strings, else None."""
+    arrow = getattr(values, "_pa_array", None)
+    if labels is None or arrow is None:
+        return None
+    type_id = getattr(getattr(arrow, "type", None), "id", None)
+    if type_id not in string_types() or not all(type(v) is str for v in labels.labels):
+        return None
+    return type_id
 
 
 def _arrow_number_type(dtype) -> int | None:

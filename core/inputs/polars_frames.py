@@ -98,10 +98,10 @@ class PolarsPlan:
         plain_set = {f for f, _ in plain}
         self.others = [(f, c) for f, c in enumerate(self.order.tolist()) if f not in plain_set]
         # Whether more than a few rows go over as an Arrow stream, read by the C++ reader
-        # (:meth:`_stream_rows`): columns of numbers, Enums and Categoricals, what it reads, by
+        # (:meth:`_stream_rows`): columns of numbers, Enums, Categoricals and strings, what it reads, by
         # name (a frame made from an array, its columns named by position, reads as before).
         self.streams = given is not None and all(
-            type(d).__name__ in ("Enum", "Categorical") or d.is_numeric() and
+            type(d).__name__ in ("Enum", "Categorical", "String", "Utf8") or d.is_numeric() and
             type(d).__name__ not in ("Decimal", "Float16", "Int128", "UInt128") for d in self.dtypes)
         self.arrow = None  # (the plan of the stream's tables, once one was read)
 

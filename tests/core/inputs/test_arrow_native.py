@@ -763,3 +763,63 @@ def test_polars_frames_the_stream_leaves_to_the_general_reading(string_models, n
     counted.answers.clear()
     np.testing.assert_array_equal(cf.predict(frame), _string_rows(cf, *raw))
     assert counted.answers == [0]
+
+
+@pytest.mark.parametrize("string_type", ["string", "large_string", "string_view"])
+def test_string_columns_of_labels_are_read_in_cpp(categorical_models, counted, string_type):
+    """A table of strings where the model's labels are strings (JSON rows made a table), nulls
+    missing: equal to the array and read by the C++ reader; a label the model never saw missing
+    for LightGBM and refused by XGBoost; integer labels given as strings refused as before."""
+    if not hasattr(pa, string_type):
+        pytest.skip(f"pyarrow without {string_type}")
+    rng = np.random.default_rng(31)
+    strings = getattr(pa, string_type)()
+    for library, cf in categorical_models.items():
+        for n in (1, 6, 700):
+            for call in range(2):
+                table, (age, colour, size, score) = _table(rng, n, COLOURS, SIZES, pa.int8(), pa.string())
+                table = table.set_column(1, "colour", pa.array(colour, strings))
+                counted.answers.clear()
+                np.testing.assert_array_equal(cf.predict(table), _expected(cf, age, colour, size, score))
+                if call:
+                    assert counted.answers[-1] == 0, library
+        teal = table.set_column(1, "colour", pa.array(["teal"] + colour[1:], strings))
+        if library == "lightgbm":
+            np.testing.assert_array_equal(cf.predict(teal), _expected(cf, age, [None] + colour[1:], size, score))
+        else:
+            with pytest.raises(InputError, match="column .colour. has a category the model was not trained"):
+                cf.predict(teal)
+        words = table.set_column(3, "size", pa.array([str(s) for s in size], strings))
+        with pytest.raises(InputError, match="column 'size' holds text such as"):
+            cf.predict(words)
+
+
+def test_pandas_and_polars_strings_of_labels(categorical_models, counted):
+    """pandas' str columns (held by arrow), object columns of labels, polars' String columns:
+    each equal to the array; records' frames whose number column is missing in every row given
+    (object None) read as missing, text there refused."""
+    pl = pytest.importorskip("polars")
+    rng = np.random.default_rng(37)
+    cf = categorical_models["lightgbm"]
+    for n in (1, 5, 300):
+        table, (age, colour, size, score) = _table(rng, n, COLOURS, SIZES, pa.int8(), pa.string())
+        expected = _expected(cf, age, colour, size, score)
+        records = [{"age": None if a != a else float(a), "colour": c, "size": s, "score": float(v)}
+                   for a, c, s, v in zip(age, colour, size, score)]
+        made = pd.DataFrame(records)
+        as_str = made.astype({"colour": "str"})
+        as_object = made.astype({"colour": object})
+        for frame in (made, as_str, as_object, pl.DataFrame(records)):
+            np.testing.assert_array_equal(cf.predict(frame), expected)
+        if n >= 5 and pd.api.types.is_string_dtype(as_str["colour"].dtype) and \
+                hasattr(as_str["colour"].array, "_pa_array"):
+            counted.answers.clear()
+            np.testing.assert_array_equal(cf.predict(as_str), expected)
+            assert counted.answers == [0]
+    one = pd.DataFrame([{"age": None, "colour": "red", "size": 20, "score": 0.5}])
+    assert one["age"].dtype == object
+    np.testing.assert_array_equal(cf.predict(one), _expected(cf, [np.nan], ["red"], [20], [0.5]))
+    old = pd.DataFrame([{"age": "old", "colour": "red", "size": 20, "score": 0.5}])
+    for frame in (old, old.astype({"age": object})):
+        with pytest.raises(InputError, match="column 'age' holds (str|object) values"):
+            cf.predict(frame)

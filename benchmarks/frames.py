@@ -11,7 +11,8 @@ the array is what the compiled code reads (the model's input dtype; category cod
 model's order), the frames hold numbers and categories as a user's frame does (the categories
 in another order than the model's, so they are mapped; polars twice: NaN where numbers are
 missing and Enum categories, and as its readers and ``from_pandas`` make a frame, nulls and
-Categorical).  Every result is checked equal to the
+Categorical), and records as a service makes them a pandas frame or a pyarrow table: labels as
+strings (integer ones numbers), a missing number None.  Every result is checked equal to the
 array's before it is timed.  It prints a markdown table: microseconds per call and the ratio
 to the array call at each request size.  ``--quick``: small models and few calls (a smoke test);
 ``--fresh``: each call its own copy of the input, made anew (a pickle's round trip) before the
@@ -130,7 +131,17 @@ def _inputs(frame, categorical: bool, cf):
         out["pyarrow"] = pa.Table.from_pandas(shuffled, preserve_index=False)
     except ImportError:
         pass
-    out["records (list of dicts)"] = shuffled.astype(object).where(shuffled.notna(), None).to_dict("records")
+    records = shuffled.astype(object).where(shuffled.notna(), None).to_dict("records")
+    out["records (list of dicts)"] = records
+    # Records as a service makes a frame or table of them: categories as their labels (strings;
+    # integer ones numbers), a number missing None
+    out["pandas of records (labels as strings)"] = pd.DataFrame(records)
+    try:
+        import pyarrow as pa
+
+        out["pyarrow of records (labels as strings)"] = pa.Table.from_pylist(records)
+    except ImportError:
+        pass
     return out
 
 

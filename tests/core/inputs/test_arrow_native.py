@@ -657,7 +657,7 @@ def test_polars_schemas_that_change_under_the_same_names(string_models, number_m
         as_integers = frame.with_columns(pl.col("age").fill_null(0).round().cast(pl.Int32))
         np.testing.assert_array_equal(cf.predict(as_integers), _string_rows(
             cf, np.round(np.nan_to_num(raw[0])), *raw[1:]))
-        as_strings = frame.with_columns(pl.col("colour").cast(pl.String))
+        as_strings = frame.with_columns(pl.col("colour").cast(pl.String), pl.col("shape").cast(pl.String))
         np.testing.assert_array_equal(cf.predict(as_strings), _string_rows(cf, *raw))
     # plain numbers with nulls of every integer and float type, past the stream's row count
     columns, X = _numbers(rng, 300)

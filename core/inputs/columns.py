@@ -259,8 +259,12 @@ def object_column(values: np.ndarray, name, labels) -> np.ndarray:
         items = [None if v is missing else v for v in items]
         labels.refuse_words(items, name)
         return labels.codes(np.array(items, dtype=object).reshape(len(items)), name)
-    if set(map(type, items)) <= _NUMBERS_OR_MISSING | {type(missing)}:
-        return np.array([np.nan if v is None or v is missing else v for v in items], dtype=np.float64)
+    if all(t in _NUMBERS_OR_MISSING or t is type(missing) or issubclass(t, (np.integer, np.floating))
+           for t in set(map(type, items))):
+        try:
+            return np.array([np.nan if v is None or v is missing else v for v in items], dtype=np.float64)
+        except OverflowError:  # (an int past float64's range: not a value a model was trained on)
+            pass
     raise InputError(f"column {name!r} holds object values; predict reads numbers or "
                      "categorical columns (pandas 'category')")
 
@@ -272,7 +276,7 @@ def _missing_type():
     return pd.NA
 
 
-_NUMBERS_OR_MISSING = frozenset((float, int, type(None), np.float64, np.float32, np.int64, np.int32))
+_NUMBERS_OR_MISSING = frozenset((float, int, type(None)))
 
 
 def pandas_column(s, name, labels, numeric: bool = False) -> np.ndarray:

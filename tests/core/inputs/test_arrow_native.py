@@ -820,6 +820,11 @@ def test_pandas_and_polars_strings_of_labels(categorical_models, counted):
     assert one["age"].dtype == object
     np.testing.assert_array_equal(cf.predict(one), _expected(cf, [np.nan], ["red"], [20], [0.5]))
     old = pd.DataFrame([{"age": "old", "colour": "red", "size": 20, "score": 0.5}])
-    for frame in (old, old.astype({"age": object})):
+    huge = one.astype({"age": object})
+    huge.loc[0, "age"] = 10 ** 400  # (past float64: refused, not an OverflowError)
+    for frame in (old, old.astype({"age": object}), huge):
         with pytest.raises(InputError, match="column 'age' holds (str|object) values"):
             cf.predict(frame)
+    small = one.astype({"age": object})
+    small.loc[0, "age"] = np.int8(40)  # (NumPy's numbers in an object column: numbers)
+    np.testing.assert_array_equal(cf.predict(small), _expected(cf, [40.0], ["red"], [20], [0.5]))

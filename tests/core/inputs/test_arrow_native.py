@@ -2,9 +2,14 @@
 what the same rows as an array give: number columns of every integer and float type with nulls,
 sliced and in several chunks, in any column order, into float32 and float64 rows; dictionary
 columns of every index type with labels in any order, nulls, dictionaries that change between
-calls and between chunks, categories the model refuses.  Each test checks the C++ reader answered
-(not the Python reader behind it), and the module refuses bad arguments, is rebuilt where its
-file could have been planted, and is not used where it cannot be built."""
+calls and between chunks, categories the model refuses; string columns of labels and number
+columns of integer labels; polars frames read as their Arrow C stream (nulls, Enum, Categorical
+and String columns, slices, chunks, schemas that change under the same names).  Each test checks
+the C++ reader answered (not the Python reader behind it), and the module refuses bad
+arguments, is rebuilt where its file could have been planted, and is not used where it cannot
+be built.  It is over 600 lines as one module because its tests share the compiled reader, the
+counting wrapper each test checks the reader's answers by, and the trained models (fixtures of
+the module's scope): split, each part would train and wrap them again."""
 
 from __future__ import annotations
 

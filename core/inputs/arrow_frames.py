@@ -96,11 +96,13 @@ class ArrowPlan:
         self.strings = [(f, self.order[f]) for f in self.others if types[self.order[f]].id in string_types()
                         and memory.labels.get(f) is not None
                         and all(type(v) is str for v in memory.labels[f].labels)]
-        if len(self.labelled) + len(self.strings) == len(self.others) and all(
+        # Columns of nulls alone (records missing a value in every row given make them): missing.
+        self.nulls = [(f, self.order[f]) for f in self.others if pa.types.is_null(types[self.order[f]])]
+        if len(self.labelled) + len(self.strings) + len(self.nulls) == len(self.others) and all(
                 types[c].id in numbers for _, c in plain) and all(
                 types[self.order[f]].index_type.id in indices
                 and types[self.order[f]].value_type.id in labels for f in self.categorical):
-            self.direct = ([(c, f, types[c].id) for f, c in plain],
+            self.direct = ([(c, f, types[c].id) for f, c in plain + self.nulls],
                            [(self.order[f], f, types[self.order[f]].index_type.id, types[self.order[f]].value_type.id)
                             for f in self.categorical],
                            [(name, t.id, t.index_type.id if pa.types.is_dictionary(t) else -1,

@@ -329,6 +329,10 @@ void copy_numbers(const Span& data, const uint8_t* values, Out* out, int64_t row
 
 template <typename Out>
 bool read_numbers(const Span& data, Out* out, int64_t row_stride) {
+  if (data.type == Type::NA) {  // (a column of nulls alone, as records missing a value in every row make: missing)
+    for (int64_t i = 0; i < data.length; i++) out[i * row_stride] = static_cast<Out>(NAN);
+    return true;
+  }
   const uint8_t* values = data.at(1);
   if (!values && data.length) return false;
   switch (data.type) {
@@ -1149,6 +1153,7 @@ int format_type(const char* format) {
   if (!format || !format[0]) return -2;
   if (!format[1]) {
     switch (format[0]) {
+      case 'n': return Type::NA;
       case 'c': return Type::INT8;
       case 'C': return Type::UINT8;
       case 's': return Type::INT16;
@@ -1217,7 +1222,7 @@ bool batches_readable(const Plan& plan, const Stream& s) {
     for (int64_t i = 0; i < batch.n_children; i++)
       if (!batch.children[i] || batch.children[i]->length != batch.length) return false;
     for (const Number& n : plan.numbers)
-      if (n.column >= batch.n_children || batch.children[n.column]->n_buffers < 2) return false;
+      if (n.column >= batch.n_children || (n.type != Type::NA && batch.children[n.column]->n_buffers < 2)) return false;
     for (const Dictionary& d : plan.dictionaries)
       if (d.column >= batch.n_children || batch.children[d.column]->n_buffers < 2 || !batch.children[d.column]->dictionary)
         return false;

@@ -30,7 +30,7 @@ import numpy as np
 from silvanforge.errors import InputError
 from silvanforge.inputs import arrow_native
 from silvanforge.inputs.arrow_frames import FLOAT32, FLOAT64, ArrowKey, ArrowPlan, direct_types, string_types
-from silvanforge.inputs.columns import object_column, pandas_column
+from silvanforge.inputs.columns import number_labels, object_column, pandas_column
 from silvanforge.inputs.polars_frames import FEW_POLARS_ROWS, PolarsPlan
 from silvanforge.inputs.schemas import (COLUMN_ORDER_ROWS, SCHEMAS, SLICED_ROWS, CategoryReading, SchemaMemory,
                                         as_slice, column_rows, feature_order, numeric_features, through_float64)
@@ -294,8 +294,9 @@ class _PandasPlan:
             if isinstance(bdtype, np.dtype) and bdtype.kind in "biuf" and block.ndim == 2:
                 plain = [(i, f) for i, f in used if f not in memory.labels]
                 for i, f in used:
-                    if f in memory.labels:  # numbers where the model has labels: read as labels
-                        self.steps.append(("column", columns[i], (names[columns[i]], f)))
+                    if f in memory.labels:  # numbers where the model has labels: read as labels,
+                        # from the block's row (through a Series and pandas' object copy: 80 us a column)
+                        self.steps.append(("labels", b, (i, names[columns[i]], f)))
                         numeric = False
                 if plain:
                     src, dest = (np.array(v, dtype=np.intp) for v in zip(*plain))
@@ -372,6 +373,9 @@ class _PandasPlan:
             elif kind == "object":
                 i, name, feature = what
                 out[:, feature] = object_column(blocks[at].values[i], name, self.labels.get(feature))
+            elif kind == "labels":
+                i, name, feature = what
+                out[:, feature] = number_labels(blocks[at].values[i], name, self.labels[feature])
             else:
                 name, feature = what
                 out[:, feature] = pandas_column(_column(X, at), name, self.labels.get(feature),

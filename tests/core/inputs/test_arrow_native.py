@@ -833,3 +833,27 @@ def test_pandas_and_polars_strings_of_labels(categorical_models, counted):
     small = one.astype({"age": object})
     small.loc[0, "age"] = np.int8(40)  # (NumPy's numbers in an object column: numbers)
     np.testing.assert_array_equal(cf.predict(small), _expected(cf, [40.0], ["red"], [20], [0.5]))
+
+
+def test_records_made_a_table_or_frame(categorical_models, counted):
+    """Records as a service makes them a pyarrow table (a value missing in every record given: a
+    column of nulls alone) or a pandas frame (integer labels as int64, a missing number None):
+    equal to the array; the table read by the C++ reader."""
+    rng = np.random.default_rng(41)
+    for library, cf in categorical_models.items():
+        for n in (1, 3, 40):
+            _, (age, colour, size, score) = _table(rng, n, COLOURS, SIZES, pa.int8(), pa.string())
+            age[:] = np.nan  # (missing in every record)
+            size = [int(s) if s is not None else SIZES[0] for s in size]
+            size[0] = None if n > 1 else size[0]
+            records = [{"age": None, "colour": c, "size": s, "score": float(v)}
+                       for c, s, v in zip(colour, size, score)]
+            expected = _expected(cf, age, colour, size, score)
+            table = pa.Table.from_pylist(records)
+            assert pa.types.is_null(table.schema.field("age").type)
+            for call in range(2):
+                counted.answers.clear()
+                np.testing.assert_array_equal(cf.predict(table), expected, err_msg=library)
+                if call:
+                    assert counted.answers == [0]
+            np.testing.assert_array_equal(cf.predict(pd.DataFrame(records)), expected, err_msg=library)

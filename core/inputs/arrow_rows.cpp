@@ -750,17 +750,24 @@ bool read_columns(const Plan& plan, const Reading& r, char* base, int64_t row_st
     return read_spans<Out>(plan, r, s, r.rows, base, 0, row_stride, column_stride, found, unseen) &&
            labels_found(found, unseen);
   }
-  for (size_t k = 0; k < plan.numbers.size(); k++) {
-    const Number& n = plan.numbers[k];
-    const auto& column = r.numbers[k];
-    if (!column || column->length() != r.rows) return false;
-    Out* out = reinterpret_cast<Out*>(base) + n.feature * column_stride;
-    for (int c = 0; c < column->num_chunks(); c++) {
-      const Span data(*column->chunk(c)->data());
-      if (data.type != n.type || !read_numbers(data, out, row_stride)) return false;
-      out += data.length * row_stride;
+  // Columns of several chunks: each read a chunk at a time by `read` (k, the chunk, where it goes).
+  auto by_chunks = [&](const auto& planned, const ColumnList& columns, auto read) {
+    for (size_t k = 0; k < columns.size(); k++) {
+      const auto& column = columns[k];
+      if (!column || column->length() != r.rows) return false;
+      Out* out = reinterpret_cast<Out*>(base) + planned[k].feature * column_stride;
+      for (int c = 0; c < column->num_chunks(); c++) {
+        const Span data(*column->chunk(c)->data());
+        if (data.type != planned[k].type || !read(k, data, out)) return false;
+        out += data.length * row_stride;
+      }
     }
-  }
+    return true;
+  };
+  if (!by_chunks(plan.numbers, r.numbers, [&](size_t, const Span& data, Out* out) {
+        return read_numbers(data, out, row_stride);
+      }))
+    return false;
   for (size_t k = 0; k < r.codes.size(); k++) {
     const Codes& d = *r.codes[k];
     const auto& column = r.dictionaries[k];
@@ -774,31 +781,18 @@ bool read_columns(const Plan& plan, const Reading& r, char* base, int64_t row_st
       out += data.length * row_stride;
     }
   }
-  for (size_t k = 0; k < r.labels.size(); k++) {
-    const Labelled& l = plan.labelled[k];
-    const auto& column = r.labelled[k];
-    if (!column || column->length() != r.rows) return false;
-    Out* out = reinterpret_cast<Out*>(base) + l.feature * column_stride;
-    bool any = false, other = false;
-    for (int c = 0; c < column->num_chunks(); c++) {
-      const Span data(*column->chunk(c)->data());
-      if (data.type != l.type || !read_labelled(data, *r.labels[k], out, row_stride, any, other)) return false;
-      out += data.length * row_stride;
-    }
-    found[k] = any;
-    unseen[k] = other;
-  }
-  for (size_t k = 0; k < r.string_codes.size(); k++) {
-    const StringColumn& c = plan.strings[k];
-    const auto& column = r.strings[k];
-    if (!column || column->length() != r.rows) return false;
-    Out* out = reinterpret_cast<Out*>(base) + c.feature * column_stride;
-    for (int i = 0; i < column->num_chunks(); i++) {
-      const Span data(*column->chunk(i)->data());
-      if (data.type != c.type || !read_strings(data, *r.string_codes[k], out, row_stride)) return false;
-      out += data.length * row_stride;
-    }
-  }
+  if (!by_chunks(plan.labelled, r.labelled, [&](size_t k, const Span& data, Out* out) {
+        bool any = false, other = false;
+        const bool read = read_labelled(data, *r.labels[k], out, row_stride, any, other);
+        found[k] |= any;
+        unseen[k] |= other;
+        return read;
+      }))
+    return false;
+  if (!by_chunks(plan.strings, r.strings, [&](size_t k, const Span& data, Out* out) {
+        return read_strings(data, *r.string_codes[k], out, row_stride);
+      }))
+    return false;
   return labels_found(found, unseen);
 }
 
@@ -819,6 +813,27 @@ void drop_plan(PyObject* capsule) {
 // `matches` compares) of (name, type id, index type id, value type id), -1 where a column has
 // none; labelled (number columns read as labels: set_number_codes) and strings (string columns
 // read as labels: set_string_codes) of (column, feature, type id).
+// A sequence of (column, feature, type id) into `into` (Numbers, Labelled or StringColumns): false
+// with an error set where an item is not such a triple or its feature lies outside `width`.
+template <typename Column>
+bool column_triples(PyObject* sequence, const char* what, int width, std::vector<Column>& into) {
+  if (!sequence || sequence == Py_None) return true;
+  PyObject* items = PySequence_Fast(sequence, what);
+  if (!items) return false;
+  bool ok = true;
+  for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(items) && ok; i++) {
+    Column c{};
+    ok = PyArg_ParseTuple(PySequence_Fast_GET_ITEM(items, i), "iii", &c.column, &c.feature, &c.type);
+    if (ok && (c.feature < 0 || c.feature >= width || c.column < 0)) {
+      PyErr_SetString(PyExc_ValueError, "feature out of range");
+      ok = false;
+    }
+    if (ok) into.push_back(c);
+  }
+  Py_DECREF(items);
+  return ok;
+}
+
 PyObject* make_plan(PyObject*, PyObject* args) {
   int width;
   PyObject *numbers, *dictionaries, *columns = nullptr, *labelled = nullptr, *strings = nullptr;
@@ -826,18 +841,14 @@ PyObject* make_plan(PyObject*, PyObject* args) {
     return nullptr;
   std::unique_ptr<Plan> plan(new Plan());
   plan->width = width;
-  PyObject* items = PySequence_Fast(numbers, "numbers: a sequence");
-  if (!items) return nullptr;
-  for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(items); i++) {
-    Number n;
-    if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(items, i), "iii", &n.column, &n.feature, &n.type)) {
-      Py_DECREF(items);
-      return nullptr;
-    }
-    plan->numbers.push_back(n);
-  }
-  Py_DECREF(items);
-  items = PySequence_Fast(dictionaries, "dictionaries: a sequence");
+  if (!column_triples(numbers, "numbers: a sequence", width, plan->numbers) ||
+      !column_triples(labelled, "labelled: a sequence", width, plan->labelled) ||
+      !column_triples(strings, "strings: a sequence", width, plan->strings))
+    return nullptr;
+  for (const StringColumn& c : plan->strings)
+    if (c.type != Type::STRING && c.type != Type::LARGE_STRING && c.type != Type::STRING_VIEW)
+      return PyErr_Format(PyExc_ValueError, "strings: a string type");
+  PyObject* items = PySequence_Fast(dictionaries, "dictionaries: a sequence");
   if (!items) return nullptr;
   plan->dictionaries.resize(PySequence_Fast_GET_SIZE(items));
   for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(items); i++) {
@@ -866,44 +877,8 @@ PyObject* make_plan(PyObject*, PyObject* args) {
     }
     Py_DECREF(items);
   }
-  for (const Number& n : plan->numbers)
-    if (n.feature < 0 || n.feature >= width || n.column < 0) return PyErr_Format(PyExc_ValueError, "feature out of range");
-  if (labelled && labelled != Py_None) {
-    items = PySequence_Fast(labelled, "labelled: a sequence");
-    if (!items) return nullptr;
-    for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(items); i++) {
-      Labelled l;
-      if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(items, i), "iii", &l.column, &l.feature, &l.type)) {
-        Py_DECREF(items);
-        return nullptr;
-      }
-      plan->labelled.push_back(l);
-    }
-    Py_DECREF(items);
-  }
   for (const Dictionary& d : plan->dictionaries)
     if (d.feature < 0 || d.feature >= width || d.column < 0) return PyErr_Format(PyExc_ValueError, "feature out of range");
-  if (strings && strings != Py_None) {
-    items = PySequence_Fast(strings, "strings: a sequence");
-    if (!items) return nullptr;
-    for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(items); i++) {
-      StringColumn c;
-      if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(items, i), "iii", &c.column, &c.feature, &c.type)) {
-        Py_DECREF(items);
-        return nullptr;
-      }
-      if (c.type != Type::STRING && c.type != Type::LARGE_STRING && c.type != Type::STRING_VIEW) {
-        Py_DECREF(items);
-        return PyErr_Format(PyExc_ValueError, "strings: a string type");
-      }
-      plan->strings.push_back(c);
-    }
-    Py_DECREF(items);
-  }
-  for (const Labelled& l : plan->labelled)
-    if (l.feature < 0 || l.feature >= width || l.column < 0) return PyErr_Format(PyExc_ValueError, "feature out of range");
-  for (const StringColumn& c : plan->strings)
-    if (c.feature < 0 || c.feature >= width || c.column < 0) return PyErr_Format(PyExc_ValueError, "feature out of range");
   PyObject* capsule = PyCapsule_New(plan.get(), kPlanName, drop_plan);
   if (capsule) plan.release();
   return capsule;
@@ -980,55 +955,9 @@ std::shared_ptr<LabelCodes> label_codes_of(PyObject* labels, int unseen_error) {
   return known;
 }
 
-// set_label_codes(plan, k, labels, unseen_error): the model's labels of dictionary column k (a
-// sequence of str, a label's code its position), by which a column holding other labels than the
-// registered dictionary is read here; `unseen_error`: a label outside them leaves the read to the
-// caller (which refuses it), else it is missing.
-PyObject* set_label_codes(PyObject*, PyObject* args) {
-  PyObject *capsule, *labels;
-  Py_ssize_t k;
-  int unseen_error;
-  if (!PyArg_ParseTuple(args, "OnOp", &capsule, &k, &labels, &unseen_error)) return nullptr;
-  Plan* plan = get_plan(capsule);
-  if (!plan) return nullptr;
-  if (k < 0 || k >= static_cast<Py_ssize_t>(plan->dictionaries.size()))
-    return PyErr_Format(PyExc_IndexError, "no dictionary column %zd", k);
-  std::shared_ptr<LabelCodes> known = label_codes_of(labels, unseen_error);
-  if (!known && PyErr_Occurred()) return nullptr;
-  plan->dictionaries[k].label_codes = std::move(known);
-  Py_RETURN_NONE;
-}
-
-// set_string_codes(plan, k, labels, unseen_error): the model's labels of string column k, as
-// set_label_codes takes them (until given, a read of the plan is left to the caller).
-PyObject* set_string_codes(PyObject*, PyObject* args) {
-  PyObject *capsule, *labels;
-  Py_ssize_t k;
-  int unseen_error;
-  if (!PyArg_ParseTuple(args, "OnOp", &capsule, &k, &labels, &unseen_error)) return nullptr;
-  Plan* plan = get_plan(capsule);
-  if (!plan) return nullptr;
-  if (k < 0 || k >= static_cast<Py_ssize_t>(plan->strings.size()))
-    return PyErr_Format(PyExc_IndexError, "no string column %zd", k);
-  std::shared_ptr<LabelCodes> known = label_codes_of(labels, unseen_error);
-  if (!known && PyErr_Occurred()) return nullptr;
-  plan->strings[k].codes = std::move(known);
-  Py_RETURN_NONE;
-}
-
-// set_number_codes(plan, k, labels, unseen_error): labelled column k's labels (a sequence of
-// floats, a label's code its position; a repeated one keeps its first), which its values are;
-// `unseen_error`: a value outside them leaves the read to the caller (which refuses it), else
-// it is missing.
-PyObject* set_number_codes(PyObject*, PyObject* args) {
-  PyObject *capsule, *labels;
-  Py_ssize_t k;
-  int unseen_error;
-  if (!PyArg_ParseTuple(args, "OnOp", &capsule, &k, &labels, &unseen_error)) return nullptr;
-  Plan* plan = get_plan(capsule);
-  if (!plan) return nullptr;
-  if (k < 0 || k >= static_cast<Py_ssize_t>(plan->labelled.size()))
-    return PyErr_Format(PyExc_IndexError, "no labelled column %zd", k);
+// The model's number labels as NumberLabels (a label's code its position; a repeated one keeps
+// its first; NaN never a label), or null with an error set.
+std::shared_ptr<NumberLabels> number_labels_of(PyObject* labels, int unseen_error) {
   PyObject* items = PySequence_Fast(labels, "labels: a sequence of floats");
   if (!items) return nullptr;
   auto known = std::make_shared<NumberLabels>();
@@ -1042,9 +971,54 @@ PyObject* set_number_codes(PyObject*, PyObject* args) {
     if (label == label) known->codes.emplace(label, static_cast<double>(i));
   }
   Py_DECREF(items);
-  plan->labelled[k].labels = std::move(known);
+  return known;
+}
+
+// Which of a plan's columns a setter below gives the model's labels of.
+enum class Coded { dictionary, string, number };
+
+// The setters: (plan, k, labels, unseen_error), the model's labels of the plan's k-th column of
+// that kind.
+PyObject* set_codes(PyObject* args, Coded what) {
+  PyObject *capsule, *labels;
+  Py_ssize_t k;
+  int unseen_error;
+  if (!PyArg_ParseTuple(args, "OnOp", &capsule, &k, &labels, &unseen_error)) return nullptr;
+  Plan* plan = get_plan(capsule);
+  if (!plan) return nullptr;
+  const size_t count = what == Coded::dictionary ? plan->dictionaries.size()
+                       : what == Coded::string   ? plan->strings.size()
+                                                 : plan->labelled.size();
+  if (k < 0 || k >= static_cast<Py_ssize_t>(count))
+    return PyErr_Format(PyExc_IndexError, "no %s column %zd",
+                        what == Coded::dictionary ? "dictionary" : what == Coded::string ? "string" : "labelled", k);
+  if (what == Coded::number) {
+    std::shared_ptr<NumberLabels> known = number_labels_of(labels, unseen_error);
+    if (!known) return nullptr;
+    plan->labelled[k].labels = std::move(known);
+    Py_RETURN_NONE;
+  }
+  std::shared_ptr<LabelCodes> known = label_codes_of(labels, unseen_error);
+  if (!known && PyErr_Occurred()) return nullptr;
+  (what == Coded::string ? plan->strings[k].codes : plan->dictionaries[k].label_codes) = std::move(known);
   Py_RETURN_NONE;
 }
+
+// set_label_codes(plan, k, labels, unseen_error): the model's labels of dictionary column k (a
+// sequence of str, a label's code its position), by which a column holding other labels than the
+// registered dictionary is read here; `unseen_error`: a label outside them leaves the read to the
+// caller (which refuses it), else it is missing.
+PyObject* set_label_codes(PyObject*, PyObject* args) { return set_codes(args, Coded::dictionary); }
+
+// set_string_codes(plan, k, labels, unseen_error): the model's labels of string column k, as
+// set_label_codes takes them (until given, a read of the plan is left to the caller).
+PyObject* set_string_codes(PyObject*, PyObject* args) { return set_codes(args, Coded::string); }
+
+// set_number_codes(plan, k, labels, unseen_error): labelled column k's labels (a sequence of
+// floats, a label's code its position; a repeated one keeps its first), which its values are;
+// `unseen_error`: a value outside them leaves the read to the caller (which refuses it), else
+// it is missing.
+PyObject* set_number_codes(PyObject*, PyObject* args) { return set_codes(args, Coded::number); }
 
 // Whether the table's columns are the plan's (names and kinds, in order): what its schema's
 // `equals` tells, without the fingerprint arrow computes a new schema first (10 us for 28

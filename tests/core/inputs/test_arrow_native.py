@@ -133,13 +133,17 @@ def _categorical_training(n=900, seed=0):
     return df, (y > y.median()).astype(int)
 
 
-@pytest.fixture(scope="module")
-def categorical_models():
-    df, y = _categorical_training()
+def _both_models(df, y) -> dict:
+    """A LightGBM and an XGBoost classifier of ``df``'s categories, compiled."""
     return {"lightgbm": sf.compile(lgb.LGBMClassifier(n_estimators=12, num_leaves=15, min_child_samples=5,
                                                       verbose=-1).fit(df, y)),
             "xgboost": sf.compile(xgb.XGBClassifier(n_estimators=12, max_depth=4, enable_categorical=True,
                                                     tree_method="hist").fit(df, y))}
+
+
+@pytest.fixture(scope="module")
+def categorical_models():
+    return _both_models(*_categorical_training())
 
 
 def _expected(cf, age, colour, size, score):
@@ -288,6 +292,33 @@ def test_the_module_refuses_bad_arguments(module):
     assert module.read(plan, table.select(["c", "x"]), out) == 1  # (types other than the plan's)
     with pytest.raises(ValueError, match="feature"):
         module.plan(2, [(0, 2, pa.float64().id)], [])
+    # string and labelled columns, and their setters
+    with pytest.raises(ValueError, match="string type"):
+        module.plan(2, [], [], None, [], [(0, 0, pa.int32().id)])
+    with pytest.raises(ValueError, match="feature"):
+        module.plan(2, [], [], None, [(0, 5, pa.int32().id)])
+    strings = module.plan(2, [], [], None, [(1, 1, pa.int64().id)], [(0, 0, pa.string().id)])
+    for setter, labels in ((module.set_string_codes, ["a"]), (module.set_number_codes, [1.0]),
+                           (module.set_label_codes, ["a"])):
+        with pytest.raises(IndexError, match="no .* column 1"):
+            setter(strings, 1, labels, False)
+    with pytest.raises(TypeError, match="str"):
+        module.set_string_codes(strings, 0, ["a", 2], False)
+    with pytest.raises(TypeError):
+        module.set_number_codes(strings, 0, ["a"], False)
+    pair = pa.table({"s": ["a", "zz"], "n": [7, 8]})
+    assert module.read(strings, [pair.column(0), pair.column(1)], out) == 1  # (no labels given yet)
+    module.set_string_codes(strings, 0, ["zz", "a", "zz"], False)
+    module.set_number_codes(strings, 0, [8.0, 7.0], False)
+    assert module.read(strings, [pair.column(0), pair.column(1)], out) == 0
+    np.testing.assert_array_equal(out, [[1.0, 1.0], [0.0, 0.0]])
+    # streams: a capsule of another kind, one read already
+    with pytest.raises(ValueError):
+        module.read_stream(None, object(), out)
+    capsule = pair.__arrow_c_stream__()
+    assert isinstance(module.read_stream(None, capsule, out), pa.Table)
+    with pytest.raises(ValueError, match="read already"):
+        module.read_stream(None, capsule, out)
 
 
 def test_same_values_tells_what_arrows_equals_does_or_leaves_it(module):
@@ -569,20 +600,10 @@ def string_models():
                        "score": rng.uniform(-1, 1, n).astype(np.float32)})
     y = df.age / 12 + df.colour.isin(["red", "blue"]) * 1.5 + (df["shape"] == "star-shaped with many points") \
         + df.score + rng.normal(0, .3, n)
-    y = (y > y.median()).astype(int)
-    return {"lightgbm": sf.compile(lgb.LGBMClassifier(n_estimators=12, num_leaves=15, min_child_samples=5,
-                                                      verbose=-1).fit(df, y)),
-            "xgboost": sf.compile(xgb.XGBClassifier(n_estimators=12, max_depth=4, enable_categorical=True,
-                                                    tree_method="hist").fit(df, y))}
+    return _both_models(df, (y > y.median()).astype(int))
 
 
-def _string_rows(cf, age, colour, shape, score):
-    cats = cf.forest.feature_categories
-    X = np.empty((len(age), 4))
-    X[:, 0], X[:, 3] = age, score
-    for f, values in ((1, colour), (2, shape)):
-        X[:, f] = [np.nan if v is None else cats[f].index(v) if v in cats[f] else np.nan for v in values]
-    return cf.predict(X)
+_string_rows = _expected  # (age, colour, shape, score: the same array of the model's codes)
 
 
 def _polars_frame(pl, rng, n, kind, colours=COLOURS, order=("age", "colour", "shape", "score")):

@@ -94,8 +94,7 @@ class ArrowPlan:
         # String columns on features whose labels are strings (JSON rows made a table, polars'
         # String): each value looked up among the labels by the C++ reader.
         self.strings = [(f, self.order[f]) for f in self.others if types[self.order[f]].id in string_types()
-                        and memory.labels.get(f) is not None
-                        and all(type(v) is str for v in memory.labels[f].labels)]
+                        and memory.labels.get(f) is not None and memory.labels[f].strings]
         # Columns of nulls alone (records missing a value in every row given make them): missing.
         self.nulls = [(f, self.order[f]) for f in self.others if pa.types.is_null(types[self.order[f]])]
         if len(self.labelled) + len(self.strings) + len(self.nulls) == len(self.others) and all(
@@ -139,7 +138,7 @@ class ArrowPlan:
         the number labels of each labelled number column."""
         for k, reading in enumerate(self.categorical.values()):
             labels = reading.labels
-            if labels is not None and all(type(v) is str for v in labels.labels):
+            if labels is not None and labels.strings:
                 module.set_label_codes(self.direct, k, labels.labels, labels.unseen_error)
         for k, (f, _) in enumerate(self.labelled):
             labels = self.labels[f]

@@ -64,6 +64,7 @@ class Labels:
         self.labels, self.unseen_error = labels, unseen_error
         self._codes: dict | None = None  # label -> code, built on first use
         self._numbers: bool | None = None  # (:attr:`numbers`, found on first use)
+        self._strings: bool | None = None  # (:attr:`strings`, found on first use)
         self._sorted = None  # (sorted number labels, their codes) or False (_number_codes)
 
     def _lookup(self) -> dict:
@@ -135,6 +136,14 @@ class Labels:
         if found is None:  # (a column's read asks at each call: 4 us for 25 labels)
             found = self._numbers = all(isinstance(v, (int, float, np.integer, np.floating))
                                         and not isinstance(v, (bool, np.bool_)) for v in self.labels)
+        return found
+
+    @property
+    def strings(self) -> bool:
+        """Whether every label is a str (the C++ reader of arrow columns looks such labels up)."""
+        found = self._strings
+        if found is None:
+            found = self._strings = all(type(v) is str for v in self.labels)
         return found
 
     def exact_numbers(self) -> list | None:

@@ -108,7 +108,7 @@ def _polars_rows(X, memory: SchemaMemory, dtype: np.dtype, tuples: bool):
         plan = memory.plan(("polars", key), lambda: PolarsPlan(X, key, memory))
         memory.polars_last = (names, plan)
     if tuples and plan.tuples and df is not None and 0 < df.height() <= FEW_POLARS_ROWS:
-        rows = plan.few_tuples(df)
+        rows = plan.few_tuples(df.row_tuples())
         if rows is not None:
             return rows
     return plan.rows(X, dtype, memory)
@@ -317,10 +317,10 @@ class _PandasPlan:
                         self.arrow.append((b, f, arrow))
                     else:
                         self.steps.append(("nullable", b, f))
-                elif block.values.ndim == 1 and _arrow_strings(block.values, memory.labels.get(f)) is not None:
+                elif block.values.ndim == 1 and (strings := _arrow_strings(block.values, memory.labels.get(f))) is not None:
                     # strings held by arrow (pandas 3's str) where the labels are strings: looked
                     # up by the C++ reader (through pandas and Python 70 us a column of one row)
-                    self.strings.append((b, f, _arrow_strings(block.values, memory.labels[f]), name))
+                    self.strings.append((b, f, strings, name))
                 elif isinstance(bdtype, np.dtype) and bdtype.kind == "O" and block.ndim == 2:
                     # Python objects (labels, or numbers with None: records' frames) read from
                     # the block's row (a column as a Series took 7-28 us of pandas' checks)
@@ -540,7 +540,7 @@ def _arrow_strings(values, labels) -> int | None:
     if labels is None or arrow is None:
         return None
     type_id = getattr(getattr(arrow, "type", None), "id", None)
-    if type_id not in string_types() or not all(type(v) is str for v in labels.labels):
+    if type_id not in string_types() or not labels.strings:
         return None
     return type_id
 

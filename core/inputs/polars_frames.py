@@ -179,11 +179,11 @@ class PolarsPlan:
         self.arrow = arrow
         return arrow.rows(table, dtype)
 
-    def few_tuples(self, df) -> list | None:
-        """A few rows of polars' own frame ``df`` as tuples of Python numbers in the model's
-        order (a label its code, a missing value None, an unseen label missing or refused, as
-        :meth:`_few_rows`), or None where a value is not of its plan's kind."""
-        rows = df.row_tuples()
+    def few_tuples(self, rows: list) -> list | None:
+        """A few rows as polars hands them out (its row tuples) as tuples of Python numbers in the
+        model's order: a label its code, a missing value None, a label the model does not know
+        missing or refused (as its library does); None where a value is not of its plan's kind
+        (another schema under these names, read the general way)."""
         take, labeled = self.few
         if take is not None:
             rows = [take(row) for row in rows]
@@ -205,8 +205,8 @@ class PolarsPlan:
                         code = np.nan
                 elif kind is float and (type(v) is int or type(v) is float):
                     code = None if v != v else lookup.get(v)
-                    if code is None and v == v:  # (a number not a label: the column reader decides)
-                        return None
+                    if code is None and v == v:  # (a number not a label: the column reader decides,
+                        return None             # as for more rows: codes refused, or the label missing)
                 else:
                     return None
                 row[f] = code
@@ -217,39 +217,14 @@ class PolarsPlan:
         """A few rows as Python values (polars' own copies cost 5-17 us a call however few rows,
         a categorical column's 10 more): (n, features) float64, numbers as they are (through
         float64, as the column readers convert them; a null is NaN, the missing value), labels
-        through the model's codes (an unseen one missing, or refused where its library refuses
-        it).  None where a value is not of its plan's kind: another schema under these names,
-        read the general way."""
-        take, labeled = self.few
+        through the model's codes (:meth:`few_tuples`).  None where a value is not of its plan's
+        kind: another schema under these names, read the general way."""
         try:  # (polars' own rows, without rows()'s wrapper: 0.2 us of 8; private, so guarded)
             rows = X._df.row_tuples()
         except (AttributeError, TypeError):
             rows = X.rows()
-        if take is not None:
-            rows = [take(row) for row in rows]
-        unseen = False
-        if labeled:  # (each label replaced by its code in the row: the rows converted at once)
-            rows = [list(row) for row in rows]
-            for row in rows:
-                for f, (lookup, kind) in labeled:
-                    v = row[f]
-                    if v is None:
-                        row[f] = np.nan
-                    elif kind is str and type(v) is str:
-                        code = row[f] = lookup.get(v, -1.0)
-                        unseen = unseen or code == -1.0
-                    elif kind is float and (type(v) is int or type(v) is float):
-                        code = row[f] = np.nan if v != v else lookup.get(v, -1.0)
-                        if code == -1.0:  # (a number not a label: the column reader decides, as
-                            return None   # for more rows: codes refused, or the label missing)
-                    else:
-                        return None
-        values = _numbers(rows)
-        if unseen and values is not None:  # (a label the model does not know: missing, or refused)
-            for f, _ in labeled:
-                column = values[:, f]
-                self.labels[f].unseen(column, column == -1.0, self.names[self.order[f]])
-        return values
+        rows = self.few_tuples(rows)
+        return None if rows is None else _numbers(rows)
 
     def _columns(self, X, dtype: np.dtype) -> np.ndarray:
         out = column_rows(X.height, len(self.order), dtype)

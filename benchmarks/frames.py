@@ -1,7 +1,7 @@
 """What a row costs as users hold it: a NumPy array against pandas, polars and pyarrow frames
 and records, one process, one thread, the median of many calls.
 
-    python benchmarks/frames.py [--sizes 1,64,4096] [--calls 2000] [--quick] [--fresh]
+    python benchmarks/frames.py [--sizes 1,64,4096] [--calls 2000] [--quick] [--fresh] [--cpu x86-64-v3]
 
 Four models trained here on generated data: XGBoost with 28 numeric features (100 trees,
 depth 8), XGBoost with 4 of its 28 features categorical (``enable_categorical``), LightGBM
@@ -179,6 +179,8 @@ def main(argv=None) -> None:
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--fresh", action="store_true", help="each call its own frame, made anew before it is "
                         "timed (as a service's requests are), not the same object again")
+    parser.add_argument("--cpu", default=None, help="the CPU to build code for (e.g. x86-64-v3: AVX2 only), "
+                        "default this host's")
     parser.add_argument("--models", default="", help="only the models whose names hold one of these "
                         "comma-separated words (e.g. 'integer')")
     args = parser.parse_args(argv)
@@ -190,7 +192,8 @@ def main(argv=None) -> None:
     print("|---|---|" + "---:|" * len(sizes))
     wanted = [w for w in args.models.split(",") if w]
     for name, model, categorical in _models(args.quick, wanted):
-        cf = sf.compile(model, threads=1).wait()  # (every form built: no compile beside the calls timed)
+        # (every form built: no compile beside the calls timed)
+        cf = sf.compile(model, threads=1, cpu=args.cpu).wait()
         columns_kernel(wait=True)  # (nor the kernel of arrow columns, which a first large table starts,
         reader(wait=True)  # nor the C++ reader of arrow tables, which the first table starts)
         test = _frame(rng, max(sizes), categorical)

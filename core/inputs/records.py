@@ -14,10 +14,13 @@ from __future__ import annotations
 import itertools
 import json
 import operator
+import os
+from pathlib import Path
 
 import numpy as np
 
 from silvanforge.inputs.columns import Labels, column_order, listed, numbers_as_labels
+from silvanforge.inputs.native import FirstUse, NativeUnavailable, compiler, load_module
 from silvanforge.errors import InputError
 from silvanforge.ir.hir import Forest
 
@@ -31,22 +34,30 @@ def is_records(X) -> bool:
     return isinstance(X, dict) or (isinstance(X, list) and bool(X) and isinstance(X[0], dict))
 
 
-def records_matrix(X, forest: Forest, name=lambda i: f"record {i}", readers: list | None = None) -> np.ndarray:
+def records_matrix(X, forest: Forest, name=lambda i: f"record {i}", readers: RecordReaders | None = None,
+                   dtype: np.dtype = np.dtype(np.float64)) -> np.ndarray:
     """The rows of records ``X`` in the model's feature order: float64, with categorical labels
     as the model's codes; for a model with categories known by hash, the values themselves
     (an object array, which predict hashes).  ``name(i)``: what messages call record ``i``.
-    ``readers``: :func:`record_readers` of the model, where the caller keeps them."""
+    ``readers``: :func:`record_readers` of the model, where the caller keeps them.  ``dtype``:
+    float32 where the caller wants the rows so (plain records read in C++ are written so; the
+    others are float64, which the caller converts)."""
+    if not (forest.hashed_categories or forest.hashed_combinations) and forest.feature_names is not None:
+        # Plain records read in C++ (:func:`native_reader`), else value by value, one dict lookup a
+        # feature (2-8x faster than the general reading below at 8 to 4,096 records, which decides
+        # anything less plain, with its errors)
+        readers = readers if readers is not None else record_readers(forest)
+        rows = readers.read(X, dtype)
+        if rows is not None:
+            return rows
+        rows = _plain_records([X] if isinstance(X, dict) else X, readers)
+        if rows is not None:
+            return rows
     records = [X] if isinstance(X, dict) else X
     wanted = forest.feature_names
     if wanted is None:
         raise InputError("records name their features, and the model has no feature names: "
                          "pass the rows as an array in the model's column order")
-    if not (forest.hashed_categories or forest.hashed_combinations):
-        # Plain records read value by value, one dict lookup a feature: 2-8x faster than the
-        # general reading below at 8 to 4,096 records, which decides anything less plain.
-        rows = _plain_records(records, readers if readers is not None else record_readers(forest))
-        if rows is not None:
-            return rows
     keys, key_of = None, None
     for i, record in enumerate(records):
         if not isinstance(record, dict):
@@ -69,7 +80,7 @@ def records_matrix(X, forest: Forest, name=lambda i: f"record {i}", readers: lis
     out = np.empty((len(records), len(wanted)), dtype=np.float64)
     categories = forest.feature_categories or {}
     # (the readers' Labels where the caller keeps them: their lookups are made once)
-    kept = {f: labels for f, _, labels in readers[1]} if readers is not None else {}
+    kept = {f: labels for f, _, labels in readers.labelled} if readers is not None else {}
     for f, (feature, column) in enumerate(zip(wanted, columns)):
         strings = [v for v in column if isinstance(v, str)]
         if f in categories:
@@ -101,30 +112,101 @@ def records_matrix(X, forest: Forest, name=lambda i: f"record {i}", readers: lis
     return out
 
 
-def record_readers(forest: Forest) -> tuple:
-    """How a record's values are read: the model's feature names in its order, for each
-    categorical feature (position, the model's label -> code dict, its :class:`Labels`), and a
-    function taking a record's values in that order at once (a tuple; a KeyError where one is
-    missing)."""
-    categories = forest.feature_categories or {}
-    labelled = [(f, labels._lookup(), labels) for f, labels in
-                ((f, Labels(categories[f], forest.unseen_category_error)) for f in sorted(categories))]
-    names = list(forest.feature_names or ())
-    take = operator.itemgetter(*names) if len(names) > 1 else (lambda record, name=names[0] if names else None:
-                                                                (record[name],))
-    return names, labelled, take
+def record_readers(forest: Forest) -> RecordReaders:
+    """How the model's records are read (a compiled model keeps them)."""
+    return RecordReaders(forest)
+
+
+class RecordReaders:
+    """How a record's values are read: the model's feature names in its order
+    (:attr:`names`), for each categorical feature (position, the model's label -> code dict, its
+    :class:`Labels`) (:attr:`labelled`), a function taking a record's values in that order at
+    once (:attr:`take`: a tuple; a KeyError where one is missing), and the plan of the C++
+    reader (:meth:`read`), made once it is built."""
+
+    def __init__(self, forest: Forest):
+        categories = forest.feature_categories or {}
+        self.labelled = [(f, labels._lookup(), labels) for f, labels in
+                         ((f, Labels(categories[f], forest.unseen_category_error)) for f in sorted(categories))]
+        names = self.names = list(forest.feature_names or ())
+        self.take = operator.itemgetter(*names) if len(names) > 1 else (
+            lambda record, name=names[0] if names else None: (record[name],))
+        self._native = None  # (the C++ reader and its plan; False where it reads none of these records)
+
+    def read(self, X, dtype: np.dtype) -> np.ndarray | None:
+        """Records ``X`` (a dict, or a list of dicts) as rows of ``dtype`` (float32 or float64)
+        read by the C++ reader; None where it is not ready, or leaves them to the Python reader
+        (anything not plain: :func:`_plain_records`' rules)."""
+        native = self._native
+        if native is None:
+            module = native_reader()
+            if module is None:
+                return None
+            plan = self._plan(module)
+            native = self._native = (module, plan) if plan is not None else False
+        if native is False or dtype not in (FLOAT32, FLOAT64):
+            return None
+        kind = type(X)
+        if kind is dict:
+            out = np.empty((1, len(self.names)), dtype)
+        elif kind is list and X:
+            out = np.empty((len(X), len(self.names)), dtype)
+        else:
+            return None
+        return out if native[0].read(native[1], X, out) == 0 else None
+
+    def _plan(self, module):
+        if not self.names or not all(type(n) is str for n in self.names):
+            return None
+        labelled = []
+        for f, lookup, labels in self.labelled:
+            strings = {str(k): c for k, c in lookup.items() if isinstance(k, str)}
+            numbers = None
+            if labels.numbers and all(v != v or (float(v) == v and abs(float(v)) <= 2.0 ** 53) for v in labels.labels):
+                numbers = {}
+                for k, c in lookup.items():  # (as Python's dict finds a number: equal values one key)
+                    if k == k:
+                        numbers.setdefault(float(k), c)
+            labelled.append((f, strings, numbers))
+        return module.plan(tuple(self.names), labelled)  # (None where a name repeats)
+
+
+FLOAT32, FLOAT64 = np.dtype(np.float32), np.dtype(np.float64)
+SOURCE = Path(__file__).with_name("record_rows.cpp")
+
+
+def native_reader(wait: bool = False):
+    """The C++ reader of records (``record_rows.cpp``, which says why it exists), built on a thread
+    of its own at first use and kept in the user's cache (:mod:`silvanforge.inputs.native`); None
+    while it is being built or where it cannot be (``wait``: until it is known).
+    ``SILVANFORGE_RECORDS_NATIVE=0`` turns it off."""
+    return _NATIVE.get(wait)
+
+
+def load_native(cache: str | os.PathLike | None = None):
+    """The C++ reader of records, built into ``cache`` (the user's cache by default) if it is not
+    there; :class:`NativeUnavailable` where it cannot be had."""
+    if os.environ.get("SILVANFORGE_RECORDS_NATIVE", "1") == "0":
+        raise NativeUnavailable("turned off (SILVANFORGE_RECORDS_NATIVE=0)")
+    from silvanforge.artifact.userdirs import cache_home
+
+    cache = cache if cache is not None else os.path.join(cache_home(), "record-rows")
+    return load_module(SOURCE, "_record_rows", cache, compiler(), [], [])
+
+
+_NATIVE = FirstUse(lambda: load_native(), "the C++ reader of records")
 
 
 _PLAIN = frozenset((float, int, bool, type(None)))  # what a number feature's value may be here
 
 
-def _plain_records(records: list, readers: tuple) -> np.ndarray | None:
+def _plain_records(records: list, readers: RecordReaders) -> np.ndarray | None:
     """Records read value by value: numbers (and booleans) as they are, None missing,
     labels through the model's codes (numbers too, where the labels are numbers; NaN missing).
     None where anything is not that plain (a missing or extra key, a number for a label of
     text, a label the model does not know, another type): the general reading decides, with
     its errors."""
-    names, labelled, take = readers
+    names, labelled, take = readers.names, readers.labelled, readers.take
     if not records:
         return np.empty((0, len(names)), dtype=np.float64)
     # (Every record a dict of the model's names alone, asked of them all at once, and each

@@ -58,7 +58,7 @@ def as_rows(X, forest: Forest, dtype: np.dtype, memory: SchemaMemory | None = No
         if rows is not None:
             return rows
     if is_records(X):
-        X = records_matrix(X, forest, readers=memory.record_readers() if memory is not None else None)
+        X = records_matrix(X, forest, readers=memory.record_readers() if memory is not None else None, dtype=dtype)
         if not hashed and X.shape[1] == forest.num_features:  # (rows made here: nothing to check)
             return X.astype(dtype, copy=False)
     if hashed:

@@ -45,7 +45,7 @@ class SchemaMemory:
     def __len__(self) -> int:
         return len(self._plans)
 
-    def record_readers(self) -> list:
+    def record_readers(self):
         """The model's :func:`silvanforge.inputs.records.record_readers`, made on first use."""
         found = self._readers
         if found is None:

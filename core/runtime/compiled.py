@@ -259,8 +259,13 @@ class CompiledForest:
                     return self._small_call(lean.small, lean.small_splits, X, output_margin, 1)
         # A frame (services send a row or a few so) read by its schema's plan at once, without
         # as_rows' dispatch: a model with a lean path reads every input unhashed.
-        rows = frame_rows(X, self._schemas, self._small_dtype, self._tuples and missing != missing) \
-            if small_for is not None and type(X) is not np.ndarray else None
+        kind = type(X)
+        if small_for is None or kind is np.ndarray:
+            rows = None
+        elif kind is dict or kind is list:  # records (a service's JSON), read in C++ where they are plain
+            rows = self._schemas.record_readers().read(X, self._small_dtype)
+        else:
+            rows = frame_rows(X, self._schemas, self._small_dtype, self._tuples and missing != missing)
         if type(rows) is list:  # a few rows as a frame's row tuples, which the lean path reads
             small, splits = small_for[len(rows)]
             # (its own ``reads_tuples`` asked: a plan installed meanwhile may have other calls)

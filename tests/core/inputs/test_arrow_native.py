@@ -22,6 +22,7 @@ import pytest
 import silvanforge as sf
 from silvanforge.errors import InputError
 from silvanforge.inputs import arrow_native
+from silvanforge.inputs.native import FirstUse
 from support_common import arrow_number_columns, errors_in_threads
 
 pd = pytest.importorskip("pandas")
@@ -381,8 +382,7 @@ def test_unbuildable_or_turned_off_leaves_the_python_reader(categorical_models, 
         arrow_native.load(tmp_path / "fresh")
     assert not [p for p in os.listdir(tmp_path / "fresh")]  # (nothing half-built left)
     # the process's reader: None where it cannot be had, and tables are read as before
-    monkeypatch.setattr(arrow_native, "_FOUND", [])
-    monkeypatch.setattr(arrow_native, "_BUILD", None)
+    monkeypatch.setattr(arrow_native, "_NATIVE", FirstUse(lambda: arrow_native.load(), "the reader"))
     monkeypatch.setattr(arrow_native, "load", lambda: (_ for _ in ()).throw(arrow_native.NativeUnavailable("no")))
     assert arrow_native.reader(wait=True) is None
     cf = categorical_models["lightgbm"]
@@ -433,8 +433,7 @@ def test_pandas_frames_of_arrow_backed_numbers_equal_the_array(number_models, co
 
 
 def test_a_refused_cache_is_said_once_and_a_fork_asks_again(monkeypatch):
-    monkeypatch.setattr(arrow_native, "_FOUND", [])
-    monkeypatch.setattr(arrow_native, "_BUILD", None)
+    monkeypatch.setattr(arrow_native, "_NATIVE", FirstUse(lambda: arrow_native.load(), "the C++ reader of arrow tables"))
 
     def refused(cache=None):
         raise InputError("/somewhere: writable by other users; refusing to keep or load code there")
@@ -442,13 +441,14 @@ def test_a_refused_cache_is_said_once_and_a_fork_asks_again(monkeypatch):
     with pytest.warns(sf.errors.CacheWarning, match="writable by other users"):
         assert arrow_native.reader(wait=True) is None
     # a child forked while the build's thread ran (it has no such thread) starts its own
-    monkeypatch.setattr(arrow_native, "_FOUND", [])
-    arrow_native._after_fork()
-    assert arrow_native._BUILD is None
-    arrow_native._FOUND.append("found")
-    arrow_native._BUILD = "running"
-    arrow_native._after_fork()  # (known already: nothing to ask)
-    assert arrow_native._BUILD == "running"
+    native = arrow_native._NATIVE
+    native.found.clear()
+    native.after_fork()
+    assert native.build is None
+    native.found.append("found")
+    native.build = "running"
+    native.after_fork()  # (known already: nothing to ask)
+    assert native.build == "running"
 
 
 def test_a_process_that_ends_before_its_build_leaves_the_module_built(module, tmp_path):

@@ -263,7 +263,7 @@ def object_column(values: np.ndarray, name, labels) -> np.ndarray:
     of records whose column is missing in every row given (a one-row request) or mixes None with
     numbers; anything else (text, bools, other objects) refused."""
     items = values.tolist()
-    missing = _missing_type()
+    missing = pandas_na()
     if labels is not None:
         items = [None if v is missing else v for v in items]
         labels.refuse_words(items, name)
@@ -278,7 +278,7 @@ def object_column(values: np.ndarray, name, labels) -> np.ndarray:
                      "categorical columns (pandas 'category')")
 
 
-def _missing_type():
+def pandas_na():
     """pandas' NA (a nullable column's missing value, in an object column too)."""
     import pandas as pd
 

@@ -30,7 +30,7 @@ import numpy as np
 from silvanforge.errors import InputError
 from silvanforge.inputs import arrow_native
 from silvanforge.inputs.arrow_frames import FLOAT32, FLOAT64, ArrowKey, ArrowPlan, direct_types, string_types
-from silvanforge.inputs.columns import number_labels, object_column, pandas_column
+from silvanforge.inputs.columns import pandas_na, number_labels, object_column, pandas_column
 from silvanforge.inputs.polars_frames import FEW_POLARS_ROWS, PolarsPlan
 from silvanforge.inputs.schemas import (COLUMN_ORDER_ROWS, SCHEMAS, SLICED_ROWS, CategoryReading, SchemaMemory,
                                         as_slice, column_rows, feature_order, numeric_features, through_float64)
@@ -87,11 +87,11 @@ def _pandas_rows(X, memory: SchemaMemory, dtype: np.dtype, tuples: bool):
         return None
     plan = memory.plan(key, lambda: _PandasPlan(X, memory, dtype))
     values = plan.rows(X, dtype, arrays)
-    if arrays is not None and not key[4] and plan.blocks_key is None and plan.arrow_plan is not None \
-            and not plan.steps and not plan.strings and plan.block is None and plan.order is None:
-        # Blocks of Arrow-backed numbers and categories alone, the C++ reader's plan made: the
-        # next frame is checked against them and read in one walk (:meth:`_PandasPlan.read_blocks`)
-        plan.frame_type, plan.blocks_key, plan.block_count = type(X), key[1:4], len(key[2]) // 4
+    if plan.blocks_key is None and plan.walkable:
+        # Blocks the C++ reader reads (NumPy numbers and objects, Arrow-backed numbers and strings,
+        # categories): the next frame is checked against them and read in one walk
+        # (:meth:`_PandasPlan.read_blocks`)
+        plan.walk(X, key[1])
     if plan.blocks_key is not None:
         memory.pandas_blocks_last = plan
     return values
@@ -281,6 +281,10 @@ class _PandasPlan:
         self.arrow = []  # (block index, feature, arrow type id): Arrow-backed numbers, read at once
         self.strings = []  # (block index, feature, arrow type id, name): arrow strings on labelled features
         self.arrow_plan = None  # (their plan of the C++ reader's, made at first use)
+        # What the C++ reader reads of NumPy blocks where it walks the frame (:meth:`walk`):
+        # (block, [(row in the block, feature)]) and object columns (block, row, feature, the
+        # feature's string labels or None); False once a block is one it does not read.
+        self.numpy_reads, self.object_reads, self.walkable = [], [], True
         # (the frame's type and its key's names, kinds and columns, where the blocks are read in one
         # walk: :meth:`read_blocks`)
         self.frame_type = self.blocks_key = None
@@ -297,8 +301,9 @@ class _PandasPlan:
                     if f in memory.labels:  # numbers where the model has labels: read as labels,
                         # from the block's row (through a Series and pandas' object copy: 80 us a column)
                         self.steps.append(("labels", b, (i, names[columns[i]], f)))
-                        numeric = False
+                        numeric = self.walkable = False
                 if plain:
+                    self.numpy_reads.append((b, plain))
                     src, dest = (np.array(v, dtype=np.intp) for v in zip(*plain))
                     # (src, dest, dest as a slice where it can be: for a few rows, and whether through float64)
                     via = through_float64(bdtype, dtype)
@@ -317,6 +322,7 @@ class _PandasPlan:
                         self.arrow.append((b, f, arrow))
                     else:
                         self.steps.append(("nullable", b, f))
+                        self.walkable = False
                 elif block.values.ndim == 1 and (strings := _arrow_strings(block.values, memory.labels.get(f))) is not None:
                     # strings held by arrow (pandas 3's str) where the labels are strings: looked
                     # up by the C++ reader (through pandas and Python 70 us a column of one row)
@@ -325,8 +331,12 @@ class _PandasPlan:
                     # Python objects (labels, or numbers with None: records' frames) read from
                     # the block's row (a column as a Series took 7-28 us of pandas' checks)
                     self.steps.append(("object", b, (i, name, f)))
+                    labels = memory.labels.get(f)
+                    self.object_reads.append((b, i, f, None if labels is None else labels.labels))
+                    self.walkable = self.walkable and (labels is None or labels.strings)
                 else:
                     self.steps.append(("column", columns[i], (name, f)))
+                    self.walkable = False
         self.labels = memory.labels
         # Every column a NumPy number: one conversion of the frame, in the model's order.
         self.order = np.array(order, dtype=np.intp) if numeric else None
@@ -340,6 +350,8 @@ class _PandasPlan:
             _, at, (src, _, dest, _) = self.steps[0]
             if type(src) is slice and src == slice(0, self.width) and type(dest) is slice and dest == src:
                 self.block = at
+        # (one block read as it lies: no faster walked)
+        self.walkable = self.walkable and self.block is None
         # The categorical columns (read apart: a row of them as Python scalars) and the other steps.
         self.categories = [(at, what) for kind, at, what in self.steps if kind == "category"]
         self.steps = [step for step in self.steps if step[0] != "category"]
@@ -392,17 +404,50 @@ class _PandasPlan:
         (the key, which walks them too, and the read: one row of 28 columns 5.1 -> 4.0 us before
         the kernel); None where they are other blocks or it leaves them to the general reading."""
         blocks = X._mgr.blocks
-        names, kinds, columns = self.blocks_key
+        names, kinds, columns, placements = self.blocks_key
         module = arrow_native.reader()
         if len(blocks) != self.block_count or module is None or not (dtype is FLOAT32 or dtype is FLOAT64) \
                 or memory.names(X.columns) != names:
             return None
         out = column_rows(len(X), self.width, dtype)
-        if module.read_blocks(self.arrow_plan, blocks, kinds, columns, _categoricals()[1], out) != 0:
+        if module.read_blocks(self.arrow_plan, blocks, kinds, columns, _categoricals()[1], out, np.ndarray,
+                              placements) != 0:
             return None
         if self.categories:
             _category_columns(self.categories, blocks, out)
         return out
+
+    def walk(self, X, names: tuple) -> None:
+        """Make the frames of this plan's blocks read in one walk of the C++ reader
+        (:meth:`read_blocks`), where it is ready and reads every block of ``X`` (a frame this plan
+        has read): its blocks' kinds, columns and placements kept, against which the next frame's
+        are checked (one row of a frame of records, a float, an object and 4 str blocks, 9.0 ->
+        N us before the kernel)."""
+        module = arrow_native.reader()
+        if module is None:
+            return  # (not yet: asked again at the next frame)
+        blocks = X._mgr.blocks
+        kinds, columns, placements = module.frame_blocks(blocks, _categoricals()[1], np.ndarray)
+        walked = np.frombuffer(kinds, dtype=np.int32)
+        if (walked == -1).any():
+            self.walkable = False
+            return
+        plan = self._native_plan(module)
+        module.set_frame(plan, [(b, int(walked[b]), [(int(i), int(f)) for i, f in pairs])
+                                for b, pairs in self.numpy_reads], self.object_reads, pandas_na())
+        self.frame_type, self.block_count = type(X), len(blocks)
+        self.blocks_key = (names, kinds, columns, placements)
+
+    def _native_plan(self, module):
+        """The C++ reader's plan of this frame's Arrow-backed numbers and strings (their column
+        numbers their blocks'), made at first use."""
+        plan = self.arrow_plan
+        if plan is None:
+            plan = module.plan(self.width, self.arrow, [], None, [], [(b, f, t) for b, f, t, _ in self.strings])
+            for k, (_, f, _, _) in enumerate(self.strings):
+                module.set_string_codes(plan, k, self.labels[f].labels, self.labels[f].unseen_error)
+            self.arrow_plan = plan
+        return plan
 
     def _arrow_columns(self, X, blocks, out: np.ndarray, arrays: list | None) -> None:
         """The Arrow-backed number columns and the arrow strings on labelled features, by the C++
@@ -412,12 +457,7 @@ class _PandasPlan:
         from the blocks here."""
         module = arrow_native.reader()
         if module is not None and out.dtype in (np.float32, np.float64):
-            plan = self.arrow_plan
-            if plan is None:  # (its columns: the blocks' numbers and strings)
-                plan = self.arrow_plan = module.plan(self.width, self.arrow, [], None, [],
-                                                     [(b, f, t) for b, f, t, _ in self.strings])
-                for k, (_, f, _, _) in enumerate(self.strings):
-                    module.set_string_codes(plan, k, self.labels[f].labels, self.labels[f].unseen_error)
+            plan = self._native_plan(module)
             if arrays is None:
                 arrays = [getattr(block.values, "_pa_array", None) for block in blocks]
             elif self.strings:  # (the walk gives the numbers' arrays alone)

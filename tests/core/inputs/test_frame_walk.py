@@ -1,0 +1,251 @@
+"""pandas frames read in one walk of the C++ reader (``read_blocks`` with ``frame_blocks`` and
+``set_frame``, silvanforge.inputs.frames): NumPy blocks of every number dtype, object columns
+(numbers with None, NaN and pd.NA; labels), pandas' str columns, Arrow-backed numbers and
+categories, in any placement, give exactly what the same rows as an array of the model's codes
+give; a frame of the same names whose blocks differ (another dtype, another placement) is read
+the general way, and a value the walk does not vouch for is left to the Python reader, with
+its errors."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import silvanforge as sf
+from silvanforge.errors import InputError
+from silvanforge.inputs import arrow_native
+
+pd = pytest.importorskip("pandas")
+pa = pytest.importorskip("pyarrow")
+lgb = pytest.importorskip("lightgbm")
+xgb = pytest.importorskip("xgboost")
+
+COLOURS = ["red", "green", "blue", "amber"]
+NUMBERS = ["int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float32", "float64", "bool"]
+NAMES = ["colour", *NUMBERS, "extra"]
+
+
+class Answers:
+    """The reader, counting what ``read_blocks`` answered (0 read, 1 left to Python, 2 other blocks)."""
+
+    def __init__(self, module):
+        self.module, self.answers = module, []
+
+    def __getattr__(self, name):
+        return getattr(self.module, name)
+
+    def read_blocks(self, *args):
+        answer = self.module.read_blocks(*args)
+        self.answers.append(answer)
+        return answer
+
+
+@pytest.fixture(scope="module")
+def module():
+    found = arrow_native.reader(wait=True)
+    if found is None:
+        pytest.skip("the C++ reader cannot be built here")
+    return found
+
+
+@pytest.fixture
+def answers(module, monkeypatch):
+    spy = Answers(module)
+    monkeypatch.setattr(arrow_native, "reader", lambda wait=False: spy)
+    return spy
+
+
+def _values(rng, n):
+    """Each number column's values (of its dtype's range) and the labels."""
+    columns = {"colour": rng.choice(COLOURS, n).astype(object)}
+    for name in NUMBERS:
+        if name == "bool":
+            columns[name] = rng.random(n) < 0.5
+        elif name.startswith("float"):
+            columns[name] = rng.normal(0, 100, n).astype(name)
+        else:
+            info = np.iinfo(name)
+            columns[name] = rng.integers(max(info.min, -2 ** 62), min(info.max, 2 ** 62), n, dtype=name, endpoint=True)
+            if name in ("int64", "uint64"):  # (past 2**53 too: through float64, as NumPy reads them)
+                columns[name][: n // 2] = np.array([2 ** 62 + 1, 2 ** 53 + 1] * n, dtype=name)[: n // 2]
+    columns["extra"] = rng.normal(size=n)
+    return columns
+
+
+@pytest.fixture(scope="module")
+def models():
+    rng = np.random.default_rng(0)
+    n = 500
+    values = _values(rng, n)
+    frame = pd.DataFrame({k: (pd.Categorical(v, COLOURS) if k == "colour" else v.astype(np.float64))
+                          for k, v in values.items()})
+    y = frame[NUMBERS[:4]].sum(axis=1) / 1e9 + frame.colour.isin(["red"]) + frame.extra + rng.normal(size=n)
+    return {"lightgbm": sf.compile(lgb.LGBMRegressor(n_estimators=10, num_leaves=15, verbose=-1).fit(frame, y)),
+            "xgboost": sf.compile(xgb.XGBRegressor(n_estimators=10, max_depth=4, enable_categorical=True,
+                                                   tree_method="hist").fit(frame, y))}
+
+
+def _array(cf, values, n):
+    cats = cf.forest.feature_categories
+    X = np.empty((n, len(NAMES)))
+    for f, name in enumerate(NAMES):
+        column = values[name]
+        X[:, f] = [np.nan if v is None or v is pd.NA or v != v else cats[f].index(v) for v in column] if f in cats \
+            else [np.nan if v is None or v is pd.NA else float(v) for v in column.tolist()]
+    return X
+
+
+def _frames(values, n, rng):
+    """Frames of the same rows made as users make them."""
+    order = list(rng.permutation(NAMES))
+    records = [{k: values[k][i].item() if hasattr(values[k][i], "item") else values[k][i] for k in order}
+               for i in range(n)]
+    typed = pd.DataFrame({k: values[k] for k in order})  # (a block a dtype, columns interleaved)
+    yield "typed", typed
+    yield "typed, categories", typed.astype({"colour": pd.CategoricalDtype(COLOURS[::-1])})
+    yield "records", pd.DataFrame(records)  # (ints, floats and bools as NumPy blocks; labels str)
+    objects = typed.astype({"extra": object, "colour": object})
+    yield "object columns", objects
+    arrow = typed.astype({"float64": pd.ArrowDtype(pa.float64()), "int32": pd.ArrowDtype(pa.int32())})
+    yield "Arrow-backed beside NumPy", arrow
+
+
+@pytest.mark.parametrize("n", [1, 3, 70])
+@pytest.mark.parametrize("library", ["lightgbm", "xgboost"])
+def test_frames_of_every_block_kind_equal_the_array(models, answers, library, n):
+    cf = models[library]
+    rng = np.random.default_rng(n)
+    values = _values(rng, n)
+    expected = cf.predict(_array(cf, values, n))
+    for what, frame in _frames(values, n, rng):
+        # The first call plans, the next is walked; a copy (pandas may consolidate its blocks:
+        # another layout, planned) and another copy, walked
+        for again, X in enumerate([frame, frame, frame.copy(), frame.copy()]):
+            answers.answers.clear()
+            np.testing.assert_array_equal(cf.predict(X), expected, err_msg=f"{what}, call {again}")
+            if again in (1, 3):
+                assert answers.answers == [0], (what, again, answers.answers)
+
+
+def test_object_columns_with_missing_values_and_labels(models, answers):
+    cf = models["lightgbm"]
+    rng = np.random.default_rng(4)
+    values = _values(rng, 6)
+    frame = pd.DataFrame(values).astype({"extra": object, "colour": object})
+    frame.loc[1, "extra"] = None
+    frame.loc[2, "extra"] = pd.NA
+    frame.loc[3, "extra"] = float("nan")
+    frame.loc[4, "colour"] = None
+    frame.loc[5, "colour"] = float("nan")
+    values["extra"] = frame["extra"].to_numpy()
+    values["colour"] = frame["colour"].to_numpy()
+    expected = cf.predict(_array(cf, values, 6))
+    for _ in range(2):
+        np.testing.assert_array_equal(cf.predict(frame), expected)
+    assert answers.answers[-1] == 0
+    # values the walk leaves to the Python reader: the same rows, or its errors
+    for column, value, answer in (("extra", np.float64(0.25), 1), ("extra", 7, 0), ("colour", "teal", 1)):
+        odd = frame.copy()
+        odd.loc[0, column] = value
+        cf.predict(odd)  # (its layout planned: an assignment may move a column to a block of its own)
+        answers.answers.clear()
+        got = cf.predict(odd)
+        assert answers.answers == [answer], (column, value, answers.answers)
+        row = {**{k: v[0] for k, v in values.items()}, column: None if value == "teal" else value}
+        np.testing.assert_array_equal(got[:1], cf.predict(_array(cf, {k: np.array([v], dtype=object)
+                                                                     for k, v in row.items()}, 1)))
+    for column, value, message in (("extra", "text", "holds object values"), ("extra", True, "holds object values"),
+                                   ("extra", 10 ** 400, "holds object values"), ("colour", 3.5, None)):
+        odd = frame.copy()
+        odd.loc[0, column] = value
+        if message is None:  # (a number among labels: the Python reader's rule, either way)
+            try:
+                python = ("rows", cf.predict(odd))
+            except InputError as exc:
+                python = ("error", str(exc))
+            assert python[0] in ("rows", "error")
+            continue
+        with pytest.raises(InputError, match=message):
+            cf.predict(odd)
+    with pytest.raises(InputError, match="category the model was not trained with"):
+        models["xgboost"].predict(frame.assign(colour=["teal"] + list(frame.colour[1:])))
+
+
+def _python_read(cf, X, monkeypatch):
+    """``cf.predict(X)`` with every frame read by the Python readers."""
+    with monkeypatch.context() as patched:
+        patched.setattr(arrow_native, "reader", lambda wait=False: None)
+        patched.setattr(cf, "_schemas", type(cf._schemas)(cf.forest))
+        return cf.predict(X)
+
+
+def test_a_frame_of_the_same_names_with_other_blocks_is_read_afresh(models, answers, monkeypatch):
+    cf = models["lightgbm"]
+    rng = np.random.default_rng(5)
+    values = _values(rng, 4)
+    expected = cf.predict(_array(cf, values, 4))
+    frame = pd.DataFrame(values)
+    for _ in range(2):
+        np.testing.assert_array_equal(cf.predict(frame), expected)
+    # another dtype under a name; the same dtypes placed otherwise (a column moved between blocks)
+    for other in (frame.astype({"int8": np.float64}), frame.astype({"int16": np.int32, "int32": np.int16}),
+                  frame.astype({"extra": np.float32}), frame.astype({"extra": object})):
+        want = _python_read(cf, other, monkeypatch)
+        answers.answers.clear()
+        np.testing.assert_array_equal(cf.predict(other), want)
+        assert 2 in answers.answers or answers.answers == [], answers.answers
+        answers.answers.clear()
+        np.testing.assert_array_equal(cf.predict(other), want)
+        assert answers.answers == [0]
+    # a frame whose blocks pandas has not consolidated (columns set one by one)
+    loose = pd.DataFrame({"colour": values["colour"]})
+    for name in NAMES[1:]:
+        loose[name] = values[name]
+    np.testing.assert_array_equal(cf.predict(loose), expected)
+    np.testing.assert_array_equal(cf.predict(loose.copy()), expected)
+
+
+def test_frame_blocks_classifies_and_bad_arguments_are_refused(module):
+    frame = pd.DataFrame({"a": np.arange(3.0), "b": np.arange(3), "c": ["x", None, "z"],
+                          "d": pd.Categorical(["x", "y", "x"]), "e": np.arange(3, dtype=np.float16),
+                          "f": pd.array([1, None, 3], dtype=pd.ArrowDtype(pa.int64())), "g": [1.0, 2.0, 3.0]})
+    frame["h"] = frame["c"].astype(object)
+    blocks = frame._mgr.blocks
+    kinds, columns, placements = module.frame_blocks(blocks, pd.Categorical, np.ndarray)
+    kinds = np.frombuffer(kinds, np.int32)
+    by_dtype = {str(b.dtype): (int(k), p) for b, k, p in zip(blocks, kinds, placements)}
+    assert by_dtype["float64"][0] == -11 and by_dtype["int64"][0] == -15 and by_dtype["object"][0] == -23
+    assert by_dtype["float16"][0] == -1  # (not read: the general way)
+    assert by_dtype["category"][0] == -2 and by_dtype["int64[pyarrow]"][0] == pa.int64().id
+    assert by_dtype["str"][0] in (pa.string().id, pa.large_string().id)
+    for block, placement in zip(blocks, placements):  # (as pandas holds it, a NumPy block's)
+        ix = block.mgr_locs.indexer
+        if isinstance(block.values, np.ndarray) and block.dtype != np.float16:
+            assert placement == ((ix.start, ix.stop, ix.step) if isinstance(ix, slice) else ix.tobytes())
+        else:
+            assert placement is None
+    assert module.frame_blocks((), pd.Categorical, np.ndarray) == (b"", b"", [])
+    plan = module.plan(2, [], [])
+    with pytest.raises(ValueError, match="kind of NumPy numbers"):
+        module.set_frame(plan, [(0, -1, [])], [], pd.NA)
+    with pytest.raises(ValueError, match="out of range"):
+        module.set_frame(plan, [(0, -11, [(0, 5)])], [], pd.NA)
+    with pytest.raises(ValueError, match="out of range"):
+        module.set_frame(plan, [], [(0, 0, 9, None)], pd.NA)
+    with pytest.raises(TypeError):
+        module.set_frame(plan, [], [(0, 0, 1, [1, 2])], pd.NA)  # (labels: str)
+    with pytest.raises(TypeError):
+        module.set_frame(plan, (), [], pd.NA)
+    one = pd.DataFrame({"a": [1.0, 2.0], "b": [3.0, 4.0]})
+    kinds, columns, placements = module.frame_blocks(one._mgr.blocks, pd.Categorical, np.ndarray)
+    module.set_frame(plan, [(0, -11, [(0, 1), (1, 0)])], [], pd.NA)
+    out = np.empty((2, 2))
+    assert module.read_blocks(plan, one._mgr.blocks, kinds, columns, pd.Categorical, out, np.ndarray, placements) == 0
+    np.testing.assert_array_equal(out, [[3.0, 1.0], [4.0, 2.0]])
+    with pytest.raises(ValueError, match="placements"):
+        module.read_blocks(plan, one._mgr.blocks, kinds, columns, pd.Categorical, out, np.ndarray, [])
+    # without NumPy's class and placements, NumPy blocks are never read: 2
+    assert module.read_blocks(plan, one._mgr.blocks, kinds, columns, pd.Categorical, out) == 2
+    # a block placed otherwise: 2
+    assert module.read_blocks(plan, one[["b", "a"]].copy()._mgr.blocks, kinds, columns, pd.Categorical, out,
+                              np.ndarray, [(1, 3, 1)]) == 2

@@ -266,7 +266,14 @@ class CompiledForest:
             rows = self._schemas.record_readers().read(X, self._small_dtype)
         else:
             rows = frame_rows(X, self._schemas, self._small_dtype, self._tuples and missing != missing)
-        if type(rows) is list:  # a few rows as a frame's row tuples, which the lean path reads
+        if type(rows) is np.ndarray and rows.dtype is self._small_dtype and missing != missing:
+            # (a frame's or records' few rows, converted: the lean path's, with no check below)
+            shape = rows.shape
+            if shape[0] <= SMALL_ROWS and shape[1] == self._num_features:
+                small, splits = small_for[shape[0]]
+                if small is not None:
+                    return self._small_call(small, splits, rows, output_margin, threads)
+        elif type(rows) is list:  # a few rows as a frame's row tuples, which the lean path reads
             small, splits = small_for[len(rows)]
             # (its own ``reads_tuples`` asked: a plan installed meanwhile may have other calls)
             values = self._small_call(small, splits, rows, output_margin, threads) \

@@ -10,7 +10,7 @@ model knows).  :class:`HashedInputs` is built once a compiled model and does it 
   categories' own codes, Arrow's dictionary for Arrow-backed strings, else
   ``pandas.factorize``) and only its distinct values are hashed,
   each once a model (a bounded memo), sign-extended as CatBoost's ``int``; a frame's columns
-  are found by the plan of its schema (:func:`silvanforge.inputs.frames.hashed_frame_columns`),
+  are found by the plan of its schema (:func:`silvanforge.inputs.pandas_frames.hashed_frame_columns`),
   and a column's codes are the model's across calls (:class:`_ColumnValues`), so that calls of
   values seen before share the tables below;
 - the computed columns are filled by the target's kernel

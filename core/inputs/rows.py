@@ -29,8 +29,8 @@ import numpy as np
 
 from silvanforge.inputs.columns import Labels, arrow_column, column_order, numbers_as_labels, pandas_column, polars_column
 from silvanforge.errors import InputError
-from silvanforge.inputs.frames import (FRAME_LIBRARIES, SchemaMemory, frame_rows, hashed_frame_columns, is_frame,
-                                      refuse_lazy_frame)
+from silvanforge.inputs.frames import FRAME_LIBRARIES, SchemaMemory, frame_rows, is_frame, refuse_lazy_frame
+from silvanforge.inputs.pandas_frames import hashed_frame_columns
 from silvanforge.inputs.hashed_rows import HashedInputs
 from silvanforge.inputs.schemas import numeric_features
 from silvanforge.inputs.records import is_records, records_matrix

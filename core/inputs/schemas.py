@@ -33,7 +33,7 @@ class SchemaMemory:
         # and (the schema, the plan) of the last arrow table
         self.polars_last: tuple = (None, None)
         self.arrow_last: tuple = (None, None)
-        self.pandas_blocks_last = None  # the plan of the last pandas frame read in one walk (frames._pandas_rows)
+        self.pandas_blocks_last = None  # the plan of the last pandas frame read in one walk (pandas_frames.pandas_rows)
         self._names: dict = {}  # id(pandas columns Index) -> (the Index, its names)
         self._last_names: tuple = (None, None)  # (the last Index read, its names)
         self._lock = threading.Lock()

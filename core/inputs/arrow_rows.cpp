@@ -171,10 +171,13 @@ struct Labelled {
 };
 
 // A pandas block of NumPy numbers (pandas holds a frame's columns of one dtype as one 2-D array,
-// a column a row of it): its rows `rows[k]` are the features `features[k]` (`set_frame`).
+// a column a row of it): its rows `rows[k]` are the features `features[k]` (`set_frame`), read as
+// the labels `labels[k]` where it is given (a feature whose labels are numbers: pandas' integer
+// categories, which records hold as plain integers), else as numbers.
 struct NumpyBlock {
   int block, kind;
   std::vector<int> rows, features;
+  std::vector<std::shared_ptr<const NumberLabels>> labels;
 };
 
 // A column of Python objects (pandas' object dtype: records that mix None with numbers, or
@@ -1613,7 +1616,8 @@ PyObject* frame_blocks(PyObject*, PyObject* args) {
 }
 
 // set_frame(plan, numpy_blocks, objects, missing): what the plan reads of a pandas frame's NumPy
-// blocks: (block, kind, [(row in the block, feature)]) each, and of its object columns:
+// blocks: (block, kind, [(row in the block, feature[, labels])]) each (`labels`: the floats a
+// feature's number labels are, a label's code its position), and of its object columns:
 // (block, row, feature, labels or None) each, `labels` the model's string labels of a
 // categorical feature (a label's code its position); `missing`: pandas' NA, missing in an
 // object column as None and NaN are.
@@ -1632,10 +1636,14 @@ PyObject* set_frame(PyObject*, PyObject* args) {
       return PyErr_Format(PyExc_ValueError, "numpy_blocks: a block's kind of NumPy numbers");
     for (Py_ssize_t k = 0; k < PyList_GET_SIZE(pairs); k++) {
       int row, feature;
-      if (!PyArg_ParseTuple(PyList_GET_ITEM(pairs, k), "ii", &row, &feature)) return nullptr;
+      PyObject* labels = Py_None;
+      if (!PyArg_ParseTuple(PyList_GET_ITEM(pairs, k), "ii|O", &row, &feature, &labels)) return nullptr;
       if (row < 0 || feature < 0 || feature >= plan->width) return PyErr_Format(PyExc_ValueError, "feature out of range");
       b.rows.push_back(row);
       b.features.push_back(feature);
+      std::shared_ptr<const NumberLabels> known;
+      if (labels != Py_None && !(known = number_labels_of(labels, 0))) return nullptr;
+      b.labels.push_back(std::move(known));
     }
     numpy_blocks.push_back(std::move(b));
   }
@@ -1662,24 +1670,35 @@ PyObject* set_frame(PyObject*, PyObject* args) {
   Py_RETURN_NONE;
 }
 
-// A NumPy block's values (`view`: the (columns, rows) array) written to the rows at `base`.
+// A NumPy block's values (`view`: the (columns, rows) array) written to the rows at `base`; false
+// where a value on a feature of number labels is none of them (or an integer past 2**53, which
+// float64 would round onto another): the Python reader decides it.
 template <typename T, typename Out>
-void copy_block(const NumpyBlock& b, const Py_buffer& view, Out* base, int64_t rs, int64_t cs) {
+bool copy_block(const NumpyBlock& b, const Py_buffer& view, Out* base, int64_t rs, int64_t cs) {
   const int64_t n = view.shape[1], s0 = view.strides[0], s1 = view.strides[1];
   for (size_t k = 0; k < b.rows.size(); k++) {
     const char* from = static_cast<const char*>(view.buf) + b.rows[k] * s0;
     Out* to = base + b.features[k] * cs;
+    const NumberLabels* labels = b.labels[k].get();
     for (int64_t r = 0; r < n; r++) {
       T value;
       std::memcpy(&value, from + r * s1, sizeof(T));
       // (through float64, as the Python reader converts 64-bit integers for float32 rows)
-      to[r * rs] = static_cast<Out>(static_cast<double>(value));
+      double x = static_cast<double>(value);
+      if (labels && x == x) {
+        if (std::is_integral_v<T> && (x > 9007199254740992.0 || x < -9007199254740992.0)) return false;
+        const auto found = labels->codes.find(x == 0.0 ? 0.0 : x);
+        if (found == labels->codes.end()) return false;
+        x = found->second;
+      }
+      to[r * rs] = static_cast<Out>(x);
     }
   }
+  return true;
 }
 
 template <typename Out>
-void read_numpy_block(const NumpyBlock& b, const Py_buffer& view, Out* base, int64_t rs, int64_t cs) {
+bool read_numpy_block(const NumpyBlock& b, const Py_buffer& view, Out* base, int64_t rs, int64_t cs) {
   switch (kNumpyKind - b.kind) {
     case 0: return copy_block<float>(b, view, base, rs, cs);
     case 1: return copy_block<double>(b, view, base, rs, cs);
@@ -1695,6 +1714,7 @@ void read_numpy_block(const NumpyBlock& b, const Py_buffer& view, Out* base, int
     case 11: return copy_block<uint64_t>(b, view, base, rs, cs);
     case 12: return copy_block<bool>(b, view, base, rs, cs);
   }
+  return false;
 }
 
 // An object column's values written to the rows at `base`; false where one is not plain (the
@@ -1834,8 +1854,8 @@ PyObject* read_blocks(PyObject*, PyObject* args) {
     const bool is_float = std::strcmp(view.format, "f") == 0;
     bool read = true;
     for (const NumpyBlock& b : plan->numpy_blocks) {
-      if (is_float) read_numpy_block(b, views[b.block], static_cast<float*>(view.buf), rs, cs);
-      else read_numpy_block(b, views[b.block], static_cast<double*>(view.buf), rs, cs);
+      read = read && (is_float ? read_numpy_block(b, views[b.block], static_cast<float*>(view.buf), rs, cs)
+                               : read_numpy_block(b, views[b.block], static_cast<double*>(view.buf), rs, cs));
     }
     for (const ObjectColumn& c : plan->objects) {
       read = read && (is_float ? read_objects(c, views[c.block], plan->missing, static_cast<float*>(view.buf), rs, cs)

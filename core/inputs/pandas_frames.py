@@ -158,8 +158,9 @@ class _PandasPlan:
         self.strings = []  # (block index, feature, arrow type id, name): arrow strings on labelled features
         self.arrow_plan = None  # (their plan of the C++ reader's, made at first use)
         # What the C++ reader reads of NumPy blocks where it walks the frame (:meth:`walk`):
-        # (block, [(row in the block, feature)]) and object columns (block, row, feature, the
-        # feature's string labels or None); False once a block is one it does not read.
+        # (block, [(row in the block, feature, the feature's number labels or None)]) and object
+        # columns (block, row, feature, the feature's string labels or None); whether it walks
+        # every block.
         self.numpy_reads, self.object_reads, self.walkable = [], [], True
         # (the frame's type and its key's names, kinds and columns, where the blocks are read in one
         # walk: :meth:`read_blocks`)
@@ -173,13 +174,18 @@ class _PandasPlan:
             bdtype = block.dtype
             if isinstance(bdtype, np.dtype) and bdtype.kind in "biuf" and block.ndim == 2:
                 plain = [(i, f) for i, f in used if f not in memory.labels]
+                walked = [(i, f, None) for i, f in plain]
                 for i, f in used:
                     if f in memory.labels:  # numbers where the model has labels: read as labels,
                         # from the block's row (through a Series and pandas' object copy: 80 us a column)
                         self.steps.append(("labels", b, (i, names[columns[i]], f)))
-                        numeric = self.walkable = False
+                        numeric = False
+                        exact = memory.labels[f].exact_numbers()  # (walked: looked up in C++)
+                        walked.append((i, f, exact))
+                        self.walkable = self.walkable and exact is not None
+                if walked:
+                    self.numpy_reads.append((b, walked))
                 if plain:
-                    self.numpy_reads.append((b, plain))
                     src, dest = (np.array(v, dtype=np.intp) for v in zip(*plain))
                     # (src, dest, dest as a slice where it can be: for a few rows, and whether through float64)
                     via = through_float64(bdtype, dtype)
@@ -309,8 +315,8 @@ class _PandasPlan:
             self.walkable = False
             return
         plan = self._native_plan(module)
-        module.set_frame(plan, [(b, int(walked[b]), [(int(i), int(f)) for i, f in pairs])
-                                for b, pairs in self.numpy_reads], self.object_reads, pandas_na())
+        module.set_frame(plan, [(b, int(walked[b]), [(int(i), int(f), labels) for i, f, labels in reads])
+                                for b, reads in self.numpy_reads], self.object_reads, pandas_na())
         self.frame_type, self.block_count = type(X), len(blocks)
         self.blocks_key = (names, kinds, columns, placements)
 

@@ -249,3 +249,38 @@ def test_frame_blocks_classifies_and_bad_arguments_are_refused(module):
     # a block placed otherwise: 2
     assert module.read_blocks(plan, one[["b", "a"]].copy()._mgr.blocks, kinds, columns, pd.Categorical, out,
                               np.ndarray, [(1, 3, 1)]) == 2
+
+
+def test_number_columns_on_features_of_number_labels(answers):
+    """A frame of records with integer labels (pandas' integer categories, which records hold as
+    plain numbers): looked up in the walk; a value the labels lack, or an integer past 2**53, is
+    the Python reader's (missing, or a column none of whose values is a label refused)."""
+    rng = np.random.default_rng(6)
+    sizes = [3, 7, 11, 40]
+    n = 400
+    frame = pd.DataFrame({"size": pd.Categorical(rng.choice(sizes, n), sizes), "x": rng.normal(size=n)})
+    y = (frame["size"] == 7) + frame.x + rng.normal(0, .1, n)
+    cf = sf.compile(lgb.LGBMRegressor(n_estimators=8, num_leaves=7, min_data_per_group=5, min_child_samples=5,
+                                      verbose=-1).fit(frame, y))
+    assert cf.forest.feature_categories[0] == sizes
+    for dtype in (np.int64, np.int16, np.uint8, np.float64):
+        records = pd.DataFrame({"size": np.array([40, 3, 7], dtype=dtype), "x": [0.5, -1.0, 2.0]})
+        expected = cf.predict(np.array([[3, 0.5], [0, -1.0], [1, 2.0]]))
+        for _ in range(2):
+            answers.answers.clear()
+            np.testing.assert_array_equal(cf.predict(records), expected)
+        assert answers.answers == [0], (dtype, answers.answers)
+    records = pd.DataFrame({"size": np.array([40, 3, 7]), "x": [0.5, -1.0, 2.0]})
+    cf.predict(records)
+    for size, want in ((5, np.nan), (2 ** 60, np.nan)):
+        odd = records.assign(size=[size, 3, 7])
+        answers.answers.clear()
+        np.testing.assert_array_equal(cf.predict(odd), cf.predict(np.array([[want, 0.5], [0, -1.0], [1, 2.0]])))
+        assert answers.answers == [1], answers.answers
+    with pytest.raises(InputError, match="none of which is one of the labels"):
+        cf.predict(records.assign(size=[0, 1, 2]))  # (codes: refused, as before)
+    with_nan = pd.DataFrame({"size": [40.0, np.nan, 7.0], "x": [0.5, -1.0, 2.0]})
+    cf.predict(with_nan)
+    answers.answers.clear()
+    np.testing.assert_array_equal(cf.predict(with_nan), cf.predict(np.array([[3, 0.5], [np.nan, -1.0], [1, 2.0]])))
+    assert answers.answers == [0]

@@ -188,6 +188,20 @@ struct ObjectColumn {
   std::shared_ptr<const LabelCodes> codes;
 };
 
+// A pandas Categorical column (a block of its own) read through the code table of the categories
+// last registered for it (`set_categories`): its codes (NumPy integers, -1 missing) through `lut`
+// (a code a category, a last one for -1); categories other than the registered ones (compared by
+// value: a request's frame holds them anew), or a category the model refuses (`unseen`), leave
+// the rows to the caller, which registers the new ones.
+struct CategoricalColumn {
+  int block, feature;
+  std::shared_ptr<arrow::ArrayData> labels;  // the registered categories, where arrow holds them
+  std::string numbers, format;               // ... else their NumPy values' bytes and format
+  std::vector<double> lut;
+  std::vector<uint8_t> unseen;  // (empty: none refused)
+  bool registered = false;
+};
+
 struct Plan {
   int width;
   std::vector<Number> numbers;
@@ -199,6 +213,7 @@ struct Plan {
   // the value an object column holds for a missing one besides None and NaN (pandas' NA).
   std::vector<NumpyBlock> numpy_blocks;
   std::vector<ObjectColumn> objects;
+  std::vector<CategoricalColumn> categoricals;
   PyObject* missing = nullptr;
   // The table's columns as `matches` compares them: names, and kinds (type id, and a dictionary's
   // index and label type ids; -1 where none), three a column.
@@ -1340,7 +1355,8 @@ PyObject* same_values(PyObject*, PyObject* args) {
 
 // Attribute names, made once (a name made from a C string a lookup cost as much as the lookup).
 struct Names {
-  PyObject *values, *pa_array, *mgr_locs, *own_mgr_locs, *indexer;
+  PyObject *values, *pa_array, *mgr_locs, *own_mgr_locs, *indexer, *own_ndarray, *own_dtype, *own_categories,
+      *own_values;
 } names;
 
 // Whether an arrow type id is one `read` reads as a number column.
@@ -1615,15 +1631,17 @@ PyObject* frame_blocks(PyObject*, PyObject* args) {
                        PyBytes_FromStringAndSize(reinterpret_cast<const char*>(columns.data()), size), placements);
 }
 
-// set_frame(plan, numpy_blocks, objects, missing): what the plan reads of a pandas frame's NumPy
+// set_frame(plan, numpy_blocks, objects, missing[, categoricals]): what the plan reads of a pandas frame's NumPy
 // blocks: (block, kind, [(row in the block, feature[, labels])]) each (`labels`: the floats a
 // feature's number labels are, a label's code its position), and of its object columns:
 // (block, row, feature, labels or None) each, `labels` the model's string labels of a
 // categorical feature (a label's code its position); `missing`: pandas' NA, missing in an
-// object column as None and NaN are.
+// object column as None and NaN are; `categoricals`: (block, feature) of each Categorical column
+// read here (its categories given by `set_categories`).
 PyObject* set_frame(PyObject*, PyObject* args) {
-  PyObject *capsule, *blocks, *objects, *missing;
-  if (!PyArg_ParseTuple(args, "OO!O!O", &capsule, &PyList_Type, &blocks, &PyList_Type, &objects, &missing))
+  PyObject *capsule, *blocks, *objects, *missing, *categoricals = nullptr;
+  if (!PyArg_ParseTuple(args, "OO!O!O|O!", &capsule, &PyList_Type, &blocks, &PyList_Type, &objects, &missing,
+                        &PyList_Type, &categoricals))
     return nullptr;
   Plan* plan = get_plan(capsule);
   if (!plan) return nullptr;
@@ -1663,11 +1681,142 @@ PyObject* set_frame(PyObject*, PyObject* args) {
     }
     columns.push_back(std::move(c));
   }
+  std::vector<CategoricalColumn> categorical;
+  for (Py_ssize_t i = 0; categoricals && i < PyList_GET_SIZE(categoricals); i++) {
+    CategoricalColumn c;
+    if (!PyArg_ParseTuple(PyList_GET_ITEM(categoricals, i), "ii", &c.block, &c.feature)) return nullptr;
+    if (c.block < 0 || c.feature < 0 || c.feature >= plan->width) return PyErr_Format(PyExc_ValueError, "feature out of range");
+    categorical.push_back(std::move(c));
+  }
   plan->numpy_blocks = std::move(numpy_blocks);
   plan->objects = std::move(columns);
+  plan->categoricals = std::move(categorical);
   Py_INCREF(missing);
   Py_XSETREF(plan->missing, missing);
   Py_RETURN_NONE;
+}
+
+// The categories a pandas Index holds (its `_values`) as `CategoricalColumn` keeps them: arrow's
+// array (pandas 3's strings), or a NumPy array's bytes and format; false where they are neither.
+bool categories_of(PyObject* values, std::shared_ptr<arrow::ArrayData>& labels, std::string& numbers,
+                   std::string& format) {
+  PyObject* array = optional_attr(values, names.pa_array);
+  PyErr_Clear();
+  if (array) {
+    labels = only_chunk(array);
+    Py_DECREF(array);
+    return labels && !has_nulls(*labels);
+  }
+  Py_buffer view;
+  if (PyObject_GetBuffer(values, &view, PyBUF_ND | PyBUF_FORMAT | PyBUF_C_CONTIGUOUS) < 0) {
+    PyErr_Clear();
+    return false;
+  }
+  const bool number = view.ndim == 1 && view.format && std::strchr("bhilqBHILQfd", view.format[0]) && !view.format[1];
+  if (number) {
+    numbers.assign(static_cast<const char*>(view.buf), static_cast<size_t>(view.len));
+    format = view.format;
+  }
+  PyBuffer_Release(&view);
+  return number;
+}
+
+// set_categories(plan, k, categories, lut, unseen): the code table of categorical column k: its
+// categories (a pandas Index's `_values`), `lut` (float64: a model code a category and a last one
+// for a missing value) and `unseen` (bools of the categories refused, or None).  False where the
+// categories are held otherwise than `categories_of` reads (the column is the caller's).
+PyObject* set_categories(PyObject*, PyObject* args) {
+  PyObject *capsule, *categories, *lut, *unseen;
+  Py_ssize_t k;
+  if (!PyArg_ParseTuple(args, "OnOOO", &capsule, &k, &categories, &lut, &unseen)) return nullptr;
+  Plan* plan = get_plan(capsule);
+  if (!plan) return nullptr;
+  if (k < 0 || k >= static_cast<Py_ssize_t>(plan->categoricals.size()))
+    return PyErr_Format(PyExc_IndexError, "no categorical column %zd", k);
+  CategoricalColumn& c = plan->categoricals[k];
+  c.registered = false;
+  c.labels.reset();
+  c.numbers.clear();
+  if (!categories_of(categories, c.labels, c.numbers, c.format)) Py_RETURN_FALSE;
+  const int64_t count = c.labels ? c.labels->length : static_cast<int64_t>(c.numbers.size()) / [&] {
+    switch (c.format[0]) {
+      case 'b': case 'B': return 1;
+      case 'h': case 'H': return 2;
+      case 'i': case 'I': case 'f': return 4;
+      default: return 8;
+    }
+  }();
+  Py_buffer view;
+  if (PyObject_GetBuffer(lut, &view, PyBUF_FORMAT | PyBUF_C_CONTIGUOUS) < 0) return nullptr;
+  const bool doubles = view.format && std::string_view(view.format) == "d" && view.len == (count + 1) * 8;
+  if (doubles) c.lut.assign(static_cast<const double*>(view.buf), static_cast<const double*>(view.buf) + count + 1);
+  PyBuffer_Release(&view);
+  if (!doubles) return PyErr_Format(PyExc_ValueError, "lut: float64, a code a category and one more");
+  c.unseen.clear();
+  if (unseen != Py_None) {
+    if (PyObject_GetBuffer(unseen, &view, PyBUF_FORMAT | PyBUF_C_CONTIGUOUS) < 0) return nullptr;
+    const bool bools = view.format && std::string_view(view.format) == "?" && view.len >= count;
+    if (bools) c.unseen.assign(static_cast<const uint8_t*>(view.buf), static_cast<const uint8_t*>(view.buf) + count);
+    PyBuffer_Release(&view);
+    if (!bools) return PyErr_Format(PyExc_ValueError, "unseen: bools, one a category");
+  }
+  c.registered = true;
+  Py_RETURN_TRUE;
+}
+
+// A Categorical column's codes written to the rows at `base` through its registered table;
+// false where its categories are not the registered ones, a code is out of range or refused, or
+// pandas holds it otherwise (the caller's).
+template <typename Out>
+bool read_categorical(const CategoricalColumn& c, PyObject* block, int64_t rows, Out* base, int64_t rs, int64_t cs) {
+  if (!c.registered) return false;
+  PyObject* values = PyObject_GetAttr(block, names.values);
+  PyObject* codes = values ? optional_attr(values, names.own_ndarray) : nullptr;
+  PyObject* dtype = values ? optional_attr(values, names.own_dtype) : nullptr;
+  Py_XDECREF(values);
+  PyObject* categories = dtype ? optional_attr(dtype, names.own_categories) : nullptr;
+  Py_XDECREF(dtype);
+  PyObject* labels = categories ? optional_attr(categories, names.own_values) : nullptr;
+  Py_XDECREF(categories);
+  PyErr_Clear();
+  bool same = false;
+  if (labels) {
+    std::shared_ptr<arrow::ArrayData> now;
+    std::string numbers, format;
+    same = categories_of(labels, now, numbers, format) &&
+           (c.labels ? now && same_labels(Span(*c.labels), Span(*now)) : !now && format == c.format && numbers == c.numbers);
+    Py_DECREF(labels);
+  }
+  Py_buffer view;
+  if (!same || !codes || PyObject_GetBuffer(codes, &view, PyBUF_ND | PyBUF_FORMAT | PyBUF_C_CONTIGUOUS) < 0) {
+    Py_XDECREF(codes);
+    PyErr_Clear();
+    return false;
+  }
+  Py_DECREF(codes);  // (the view holds the array)
+  const int64_t count = static_cast<int64_t>(c.lut.size()) - 1;
+  const char f = view.format ? view.format[0] : 0;
+  bool read = view.ndim == 1 && view.shape[0] == rows && view.format && !view.format[1] &&
+              (f == 'b' || f == 'h' || f == 'i' || f == 'l' || f == 'q');
+  Out* to = base + c.feature * cs;
+  auto write = [&](auto* own) {
+    for (int64_t r = 0; r < rows && read; r++) {
+      const int64_t code = own[r];
+      const int64_t at = code == -1 ? count : code;
+      read = at >= 0 && at <= count && (c.unseen.empty() || at == count || !c.unseen[at]);
+      if (read) to[r * rs] = static_cast<Out>(c.lut[at]);
+    }
+  };
+  if (read) {
+    switch (f) {
+      case 'b': write(static_cast<const int8_t*>(view.buf)); break;
+      case 'h': write(static_cast<const int16_t*>(view.buf)); break;
+      case 'i': write(static_cast<const int32_t*>(view.buf)); break;
+      default: write(static_cast<const int64_t*>(view.buf)); break;
+    }
+  }
+  PyBuffer_Release(&view);
+  return read;
 }
 
 // A NumPy block's values (`view`: the (columns, rows) array) written to the rows at `base`; false
@@ -1843,7 +1992,8 @@ PyObject* read_blocks(PyObject*, PyObject* args) {
   }
   if (!plan->dictionaries.empty() || !plan->labelled.empty() || r.rows < 0) done = false;
   PyObject* result = write_rows(*plan, r, done, out, false);
-  if (done && result && PyLong_AsLong(result) == 0 && (!plan->numpy_blocks.empty() || !plan->objects.empty())) {
+  if (done && result && PyLong_AsLong(result) == 0 &&
+      (!plan->numpy_blocks.empty() || !plan->objects.empty() || !plan->categoricals.empty())) {
     Py_buffer view;  // (write_rows checked its shape and format)
     if (PyObject_GetBuffer(out, &view, PyBUF_STRIDES | PyBUF_FORMAT | PyBUF_WRITABLE) < 0) {
       Py_DECREF(result);
@@ -1860,6 +2010,11 @@ PyObject* read_blocks(PyObject*, PyObject* args) {
     for (const ObjectColumn& c : plan->objects) {
       read = read && (is_float ? read_objects(c, views[c.block], plan->missing, static_cast<float*>(view.buf), rs, cs)
                                : read_objects(c, views[c.block], plan->missing, static_cast<double*>(view.buf), rs, cs));
+    }
+    for (const CategoricalColumn& c : plan->categoricals) {
+      read = read && c.block < count && kind[c.block] == -2 &&
+             (is_float ? read_categorical(c, PyTuple_GET_ITEM(items, c.block), r.rows, static_cast<float*>(view.buf), rs, cs)
+                       : read_categorical(c, PyTuple_GET_ITEM(items, c.block), r.rows, static_cast<double*>(view.buf), rs, cs));
     }
     PyBuffer_Release(&view);
     if (!read) {
@@ -1886,7 +2041,8 @@ PyMethodDef methods[] = {
      "read_blocks(plan, blocks, kinds, columns, categorical, out[, ndarray, placements]) -> 0 read, 1 left to the "
      "caller, 2 other blocks"},
     {"frame_blocks", frame_blocks, METH_VARARGS, "frame_blocks(blocks, categorical, ndarray) -> (kinds, columns, placements)"},
-    {"set_frame", set_frame, METH_VARARGS, "set_frame(plan, numpy_blocks, objects, missing)"},
+    {"set_frame", set_frame, METH_VARARGS, "set_frame(plan, numpy_blocks, objects, missing[, categoricals])"},
+    {"set_categories", set_categories, METH_VARARGS, "set_categories(plan, k, categories, lut, unseen) -> whether read here"},
     {"read", read, METH_VARARGS,
      "read(plan, table or list of ChunkedArrays, out[, check]) -> 0 read, 1 left to the caller, 2 other columns"},
     {nullptr, nullptr, 0, nullptr}};
@@ -1920,6 +2076,12 @@ PyMODINIT_FUNC PyInit__arrow_rows(void) {
   names.mgr_locs = PyUnicode_InternFromString("mgr_locs");
   names.own_mgr_locs = PyUnicode_InternFromString("_mgr_locs");
   names.indexer = PyUnicode_InternFromString("indexer");
-  if (!names.values || !names.pa_array || !names.mgr_locs || !names.own_mgr_locs || !names.indexer) return nullptr;
+  names.own_ndarray = PyUnicode_InternFromString("_ndarray");
+  names.own_dtype = PyUnicode_InternFromString("_dtype");
+  names.own_categories = PyUnicode_InternFromString("_categories");
+  names.own_values = PyUnicode_InternFromString("_values");
+  if (!names.values || !names.pa_array || !names.mgr_locs || !names.own_mgr_locs || !names.indexer ||
+      !names.own_ndarray || !names.own_dtype || !names.own_categories || !names.own_values)
+    return nullptr;
   return PyModule_Create(&module);
 }

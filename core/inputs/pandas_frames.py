@@ -40,6 +40,8 @@ def pandas_rows(X, memory: SchemaMemory, dtype: np.dtype, tuples: bool):
         # categories): the next frame is checked against them and read in one walk
         # (:meth:`_PandasPlan.read_blocks`)
         plan.walk(X, key[1])
+    elif plan.walked_categories:  # (read here: its categories' tables may be new)
+        plan.register(arrow_native.reader())
     if plan.blocks_key is not None:
         memory.pandas_blocks_last = plan
     return values
@@ -162,6 +164,8 @@ class _PandasPlan:
         # columns (block, row, feature, the feature's string labels or None); whether it walks
         # every block.
         self.numpy_reads, self.object_reads, self.walkable = [], [], True
+        # (the categorical columns the walk reads, their tables last given it; those it leaves)
+        self.walked_categories, self.registered, self.python_categories = [], [], []
         # (the frame's type and its key's names, kinds and columns, where the blocks are read in one
         # walk: :meth:`read_blocks`)
         self.frame_type = self.blocks_key = None
@@ -295,8 +299,8 @@ class _PandasPlan:
         if module.read_blocks(self.arrow_plan, blocks, kinds, columns, _categoricals()[1], out, np.ndarray,
                               placements) != 0:
             return None
-        if self.categories:
-            _category_columns(self.categories, blocks, out)
+        if self.python_categories:
+            _category_columns(self.python_categories, blocks, out)
         return out
 
     def walk(self, X, names: tuple) -> None:
@@ -315,10 +319,36 @@ class _PandasPlan:
             self.walkable = False
             return
         plan = self._native_plan(module)
+        # Categorical columns whose categories pandas holds as arrow strings or NumPy numbers,
+        # where pandas keeps its codes and categories where the walk reads them: their codes
+        # through the tables this plan made (registered: :meth:`register`), compared by value
+        # (a request's frame holds its categories anew: 2-3 us a column in Python)
+        walked_categories, self.python_categories = [], []
+        for at, reading in self.categories:
+            values = blocks[at].values
+            source = reading.last.source if reading.last is not None else None
+            held = getattr(source, "_values", None)
+            if _private_categorical(values) and (hasattr(held, "_pa_array") or (
+                    type(held) is np.ndarray and held.dtype.kind in "iuf")):
+                walked_categories.append((at, reading))
+            else:
+                self.python_categories.append((at, reading))
         module.set_frame(plan, [(b, int(walked[b]), [(int(i), int(f), labels) for i, f, labels in reads])
-                                for b, reads in self.numpy_reads], self.object_reads, pandas_na())
+                                for b, reads in self.numpy_reads], self.object_reads, pandas_na(),
+                         [(at, reading.feature) for at, reading in walked_categories])
+        self.walked_categories, self.registered = walked_categories, [None] * len(walked_categories)
+        self.register(module)
         self.frame_type, self.block_count = type(X), len(blocks)
         self.blocks_key = (names, kinds, columns, placements)
+
+    def register(self, module) -> None:
+        """Give the C++ reader the tables of the categorical columns it reads where they changed
+        since (a frame of other categories, read in Python, made new ones)."""
+        for k, (_, reading) in enumerate(self.walked_categories):
+            table = reading.last
+            if table is not None and table.lut is not self.registered[k]:
+                module.set_categories(self.arrow_plan, k, table.source._values, table.lut, table.unseen)
+                self.registered[k] = table.lut
 
     def _native_plan(self, module):
         """The C++ reader's plan of this frame's Arrow-backed numbers and strings (their column

@@ -284,3 +284,60 @@ def test_number_columns_on_features_of_number_labels(answers):
     answers.answers.clear()
     np.testing.assert_array_equal(cf.predict(with_nan), cf.predict(np.array([[3, 0.5], [np.nan, -1.0], [1, 2.0]])))
     assert answers.answers == [0]
+
+
+@pytest.mark.parametrize("library", ["lightgbm", "xgboost"])
+def test_categorical_columns_in_the_walk(models, answers, library):
+    """Categorical columns read in the walk through the table of their last categories, compared
+    by value (a frame made anew holds them anew); other categories (another order, more, fewer,
+    one the model never saw) are read by the Python reader, whose new table the walk then reads."""
+    cf = models[library]
+    rng = np.random.default_rng(8)
+    n = 5
+    values = _values(rng, n)
+    values["colour"][1] = "amber"
+    expected = cf.predict(_array(cf, values, n))
+    base = pd.DataFrame(values)
+    frames = [base.astype({"colour": pd.CategoricalDtype(cats)})
+              for cats in (COLOURS, COLOURS[::-1], COLOURS + ["teal"], ["amber", "red", "green", "blue"])]
+    for i, frame in enumerate(frames):
+        for again, X in enumerate([frame, frame, frame.copy(), frame.copy()]):
+            answers.answers.clear()
+            np.testing.assert_array_equal(cf.predict(X), expected, err_msg=f"categories {i}, call {again}")
+            if again == 3:
+                assert answers.answers == [0], (i, answers.answers)
+    # the categories alternating between calls: each read right
+    for frame in frames * 2:
+        np.testing.assert_array_equal(cf.predict(frame.copy()), expected)
+    # a category the model never saw in a row: missing (LightGBM) or refused (XGBoost)
+    unseen = base.assign(colour=pd.Categorical(["teal"] + list(values["colour"][1:]), COLOURS + ["teal"]))
+    cf.predict(unseen.iloc[1:])
+    if library == "xgboost":
+        with pytest.raises(InputError, match="category the model was not trained with"):
+            cf.predict(unseen)
+    else:
+        want = _array(cf, {**values, "colour": np.array([None] + list(values["colour"][1:]), dtype=object)}, n)
+        np.testing.assert_array_equal(cf.predict(unseen), cf.predict(want))
+
+
+def test_integer_categories_in_the_walk(answers):
+    rng = np.random.default_rng(9)
+    sizes = [3, 7, 11, 40]
+    n = 400
+    frame = pd.DataFrame({"size": pd.Categorical(rng.choice(sizes, n), sizes), "x": rng.normal(size=n)})
+    y = (frame["size"] == 7) + frame.x + rng.normal(0, .1, n)
+    cf = sf.compile(lgb.LGBMRegressor(n_estimators=8, num_leaves=7, min_data_per_group=5, min_child_samples=5,
+                                      verbose=-1).fit(frame, y))
+    rows = pd.DataFrame({"size": pd.Categorical([40, 3, 7], [40, 7, 3]), "x": [0.5, -1.0, 2.0]})
+    expected = cf.predict(np.array([[3, 0.5], [0, -1.0], [1, 2.0]]))
+    for X in (rows, rows, rows.copy(), rows.copy()):
+        answers.answers.clear()
+        np.testing.assert_array_equal(cf.predict(X), expected)
+    assert answers.answers == [0]
+    other = rows.assign(size=pd.Categorical([40, 3, 7], [3, 7, 40, 11]))
+    answers.answers.clear()
+    np.testing.assert_array_equal(cf.predict(other), expected)
+    assert answers.answers == [1]  # (other categories: the Python reader's, which registers them)
+    answers.answers.clear()
+    np.testing.assert_array_equal(cf.predict(other.copy()), expected)
+    assert answers.answers == [0]

@@ -1822,7 +1822,7 @@ bool read_categorical(const CategoricalColumn& c, PyObject* block, int64_t rows,
 // A NumPy block's values (`view`: the (columns, rows) array) written to the rows at `base`; false
 // where a value on a feature of number labels is none of them (or an integer past 2**53, which
 // float64 would round onto another): the Python reader decides it.
-template <typename T, typename Out>
+template <typename T, typename Out, bool Bools = false>
 bool copy_block(const NumpyBlock& b, const Py_buffer& view, Out* base, int64_t rs, int64_t cs) {
   const int64_t n = view.shape[1], s0 = view.strides[0], s1 = view.strides[1];
   for (size_t k = 0; k < b.rows.size(); k++) {
@@ -1832,8 +1832,9 @@ bool copy_block(const NumpyBlock& b, const Py_buffer& view, Out* base, int64_t r
     for (int64_t r = 0; r < n; r++) {
       T value;
       std::memcpy(&value, from + r * s1, sizeof(T));
-      // (through float64, as the Python reader converts 64-bit integers for float32 rows)
-      double x = static_cast<double>(value);
+      // (through float64, as the Python reader converts 64-bit integers for float32 rows; a bool
+      // any nonzero byte, as NumPy reads one, read as a byte: a C++ bool of another is undefined)
+      double x = Bools ? (value != 0 ? 1.0 : 0.0) : static_cast<double>(value);
       if (labels && x == x) {
         if (std::is_integral_v<T> && (x > 9007199254740992.0 || x < -9007199254740992.0)) return false;
         const auto found = labels->codes.find(x == 0.0 ? 0.0 : x);
@@ -1861,7 +1862,7 @@ bool read_numpy_block(const NumpyBlock& b, const Py_buffer& view, Out* base, int
     case 9: return copy_block<uint32_t>(b, view, base, rs, cs);
     case 10:
     case 11: return copy_block<uint64_t>(b, view, base, rs, cs);
-    case 12: return copy_block<bool>(b, view, base, rs, cs);
+    case 12: return copy_block<uint8_t, Out, true>(b, view, base, rs, cs);
   }
   return false;
 }
@@ -1906,7 +1907,7 @@ bool read_objects(const ObjectColumn& c, const Py_buffer& view, PyObject* missin
   return true;
 }
 
-// read_blocks(plan, blocks, kinds, columns, categorical, out[, ndarray, placements]): a pandas
+// read_blocks(plan, blocks, kinds, columns, categorical, out[, ndarray, placements, left]): a pandas
 // frame's rows read as `read` reads a list of its blocks' ChunkedArrays, the blocks walked as
 // `arrow_blocks` walks them and checked against what it answered for the frame the plan was made
 // for (`kinds` and `columns`): 2 where a block differs (nothing read), else as `read`.  A
@@ -1914,14 +1915,21 @@ bool read_objects(const ObjectColumn& c, const Py_buffer& view, PyObject* missin
 // columns: 5.1 -> 4.0 us before the kernel).  With `ndarray` (NumPy's array class) and
 // `placements`, the frame's NumPy and object blocks too, as `frame_blocks` answered for the frame
 // the plan was made for and `set_frame` gave their reads: a frame of records (a float block, an
-// object block and pandas' str columns) read in one call too.
+// object block and pandas' str columns) read in one call too.  `left`: a list, to which the
+// index of each categorical column not read (other categories than the registered ones, a
+// refused one) is appended for the caller to read, the rest read (without it: 1).
 // Blocks of kind -1 (others, which the caller keys) are never read here: 2.
 PyObject* read_blocks(PyObject*, PyObject* args) {
-  PyObject *capsule, *blocks, *categorical, *out, *ndarray = nullptr, *placements = nullptr;
+  PyObject *capsule, *blocks, *categorical, *out, *ndarray = nullptr, *placements = nullptr, *left = nullptr;
   Py_buffer kinds, columns;
-  if (!PyArg_ParseTuple(args, "OOy*y*OO|OO", &capsule, &blocks, &kinds, &columns, &categorical, &out, &ndarray,
-                        &placements))
+  if (!PyArg_ParseTuple(args, "OOy*y*OO|OOO", &capsule, &blocks, &kinds, &columns, &categorical, &out, &ndarray,
+                        &placements, &left))
     return nullptr;
+  if (left && !PyList_Check(left)) {
+    PyBuffer_Release(&kinds);
+    PyBuffer_Release(&columns);
+    return PyErr_Format(PyExc_TypeError, "left: a list");
+  }
   const Py_ssize_t count = kinds.len / static_cast<Py_ssize_t>(sizeof(int32_t));
   std::vector<int32_t> kind(count), column(count);
   if (count) std::memcpy(kind.data(), kinds.buf, count * sizeof(int32_t));
@@ -2011,10 +2019,27 @@ PyObject* read_blocks(PyObject*, PyObject* args) {
       read = read && (is_float ? read_objects(c, views[c.block], plan->missing, static_cast<float*>(view.buf), rs, cs)
                                : read_objects(c, views[c.block], plan->missing, static_cast<double*>(view.buf), rs, cs));
     }
-    for (const CategoricalColumn& c : plan->categoricals) {
-      read = read && c.block < count && kind[c.block] == -2 &&
-             (is_float ? read_categorical(c, PyTuple_GET_ITEM(items, c.block), r.rows, static_cast<float*>(view.buf), rs, cs)
-                       : read_categorical(c, PyTuple_GET_ITEM(items, c.block), r.rows, static_cast<double*>(view.buf), rs, cs));
+    for (size_t k = 0; k < plan->categoricals.size() && read; k++) {
+      const CategoricalColumn& c = plan->categoricals[k];
+      if (c.block >= count || kind[c.block] != -2) {
+        read = false;
+        break;
+      }
+      PyObject* block = PyTuple_GET_ITEM(items, c.block);
+      if (is_float ? read_categorical(c, block, r.rows, static_cast<float*>(view.buf), rs, cs)
+                   : read_categorical(c, block, r.rows, static_cast<double*>(view.buf), rs, cs))
+        continue;
+      // (other categories than the registered ones, a refused one: the column the caller's, where
+      // it takes such columns; else the whole read)
+      PyObject* index = left ? PyLong_FromSize_t(k) : nullptr;
+      read = index && PyList_Append(left, index) == 0;
+      Py_XDECREF(index);
+      if (PyErr_Occurred()) {
+        PyBuffer_Release(&view);
+        Py_DECREF(result);
+        release();
+        return nullptr;
+      }
     }
     PyBuffer_Release(&view);
     if (!read) {
@@ -2038,7 +2063,7 @@ PyMethodDef methods[] = {
     {"read_stream", read_stream, METH_VARARGS,
      "read_stream(plan or None, stream capsule, out) -> 0 read, a Table, or None (arrow cannot import it)"},
     {"read_blocks", read_blocks, METH_VARARGS,
-     "read_blocks(plan, blocks, kinds, columns, categorical, out[, ndarray, placements]) -> 0 read, 1 left to the "
+     "read_blocks(plan, blocks, kinds, columns, categorical, out[, ndarray, placements, left]) -> 0 read, 1 left to the "
      "caller, 2 other blocks"},
     {"frame_blocks", frame_blocks, METH_VARARGS, "frame_blocks(blocks, categorical, ndarray) -> (kinds, columns, placements)"},
     {"set_frame", set_frame, METH_VARARGS, "set_frame(plan, numpy_blocks, objects, missing[, categoricals])"},

@@ -26,7 +26,7 @@ FEW_ROWS_CONTIGUOUS = 512
 def pandas_rows(X, memory: SchemaMemory, dtype: np.dtype, tuples: bool):
     """A pandas frame's rows by the plan of its schema (:func:`silvanforge.inputs.frames.frame_rows`), or None."""
     last = memory.pandas_blocks_last
-    if last is not None and type(X) is last.frame_type:  # (the last frame's blocks, as a service sends)
+    if last is not None and type(X) is last.walked.frame_type:  # (the last frame's blocks, as a service sends)
         values = last.read_blocks(X, memory, dtype)
         if values is not None:
             return values
@@ -35,14 +35,15 @@ def pandas_rows(X, memory: SchemaMemory, dtype: np.dtype, tuples: bool):
         return None
     plan = memory.plan(key, lambda: _PandasPlan(X, memory, dtype))
     values = plan.rows(X, dtype, arrays)
-    if plan.blocks_key is None and plan.walkable:
+    walked = plan.walked
+    if walked is None and plan.walkable:
         # Blocks the C++ reader reads (NumPy numbers and objects, Arrow-backed numbers and strings,
         # categories): the next frame is checked against them and read in one walk
         # (:meth:`_PandasPlan.read_blocks`)
-        plan.walk(X, key[1])
-    elif plan.walked_categories:  # (read here: its categories' tables may be new)
-        plan.register(arrow_native.reader())
-    if plan.blocks_key is not None:
+        walked = plan.walk(X, key[1])
+    elif walked is not None and walked.categories:  # (read here: its categories' tables may be new)
+        walked.register(arrow_native.reader())
+    if walked is not None:
         memory.pandas_blocks_last = plan
     return values
 
@@ -164,11 +165,7 @@ class _PandasPlan:
         # columns (block, row, feature, the feature's string labels or None); whether it walks
         # every block.
         self.numpy_reads, self.object_reads, self.walkable = [], [], True
-        # (the categorical columns the walk reads, their tables last given it; those it leaves)
-        self.walked_categories, self.registered, self.python_categories = [], [], []
-        # (the frame's type and its key's names, kinds and columns, where the blocks are read in one
-        # walk: :meth:`read_blocks`)
-        self.frame_type = self.blocks_key = None
+        self.walked = None  # (the walk's :class:`_Walk`, once made: :meth:`read_blocks`)
         numeric = True
         for b, block in enumerate(X._mgr.blocks):
             columns = block.mgr_locs.as_array
@@ -285,70 +282,49 @@ class _PandasPlan:
         return out
 
     def read_blocks(self, X, memory: SchemaMemory, dtype: np.dtype) -> np.ndarray | None:
-        """The rows of a frame of this plan's names and blocks (Arrow-backed numbers and
-        categories, :attr:`blocks_key`), its blocks checked and read by the C++ reader in one walk
-        (the key, which walks them too, and the read: one row of 28 columns 5.1 -> 4.0 us before
-        the kernel); None where they are other blocks or it leaves them to the general reading."""
+        """The rows of a frame of this plan's names and blocks (:attr:`walked`), its blocks checked
+        and read by the C++ reader in one walk (the key, which walks them too, and the read: one
+        row of 28 columns 5.1 -> 4.0 us before the kernel); None where they are other blocks or it
+        leaves them to the general reading."""
+        walked = self.walked
         blocks = X._mgr.blocks
-        names, kinds, columns, placements = self.blocks_key
         module = arrow_native.reader()
-        if len(blocks) != self.block_count or module is None or not (dtype is FLOAT32 or dtype is FLOAT64) \
-                or memory.names(X.columns) != names:
+        if len(blocks) != walked.block_count or module is None or not (dtype is FLOAT32 or dtype is FLOAT64) \
+                or memory.names(X.columns) != walked.names:
             return None
         out = column_rows(len(X), self.width, dtype)
-        if module.read_blocks(self.arrow_plan, blocks, kinds, columns, _categoricals()[1], out, np.ndarray,
-                              placements) != 0:
+        left = []  # (the categorical columns of other categories than the walk's tables: read here)
+        if module.read_blocks(walked.plan, blocks, walked.kinds, walked.columns, _categoricals()[1], out, np.ndarray,
+                              walked.placements, left) != 0:
             return None
-        if self.python_categories:
-            _category_columns(self.python_categories, blocks, out)
+        if left:
+            _category_columns([walked.categories[k] for k in left], blocks, out)
+            walked.register(module)
+        if walked.python_categories:
+            _category_columns(walked.python_categories, blocks, out)
         return out
 
-    def walk(self, X, names: tuple) -> None:
-        """Make the frames of this plan's blocks read in one walk of the C++ reader
-        (:meth:`read_blocks`), where it is ready and reads every block of ``X`` (a frame this plan
-        has read): its blocks' kinds, columns and placements kept, against which the next frame's
-        are checked (one row of a frame of records, a float, an object and 4 str blocks: 9.0 ->
-        2.6 us before the kernel)."""
+    def walk(self, X, names: tuple):
+        """The :class:`_Walk` by which the frames of this plan's blocks are read in one walk of the
+        C++ reader (:meth:`read_blocks`), where it is ready and reads every block of ``X`` (a frame
+        this plan has read); None where not (one row of a frame of records, a float, an object and
+        4 str blocks: 9.0 -> 2.6 us before the kernel)."""
         module = arrow_native.reader()
         if module is None:
-            return  # (not yet: asked again at the next frame)
+            return None  # (not yet: asked again at the next frame)
         blocks = X._mgr.blocks
         kinds, columns, placements = module.frame_blocks(blocks, _categoricals()[1], np.ndarray)
-        walked = np.frombuffer(kinds, dtype=np.int32)
-        if (walked == -1).any():
-            self.walkable = False
-            return
-        plan = self._native_plan(module)
-        # Categorical columns whose categories pandas holds as arrow strings or NumPy numbers,
-        # where pandas keeps its codes and categories where the walk reads them: their codes
-        # through the tables this plan made (registered: :meth:`register`), compared by value
-        # (a request's frame holds its categories anew: 2-3 us a column in Python)
-        walked_categories, self.python_categories = [], []
-        for at, reading in self.categories:
-            values = blocks[at].values
-            source = reading.last.source if reading.last is not None else None
-            held = getattr(source, "_values", None)
-            if _private_categorical(values) and (hasattr(held, "_pa_array") or (
-                    type(held) is np.ndarray and held.dtype.kind in "iuf")):
-                walked_categories.append((at, reading))
-            else:
-                self.python_categories.append((at, reading))
-        module.set_frame(plan, [(b, int(walked[b]), [(int(i), int(f), labels) for i, f, labels in reads])
-                                for b, reads in self.numpy_reads], self.object_reads, pandas_na(),
-                         [(at, reading.feature) for at, reading in walked_categories])
-        self.walked_categories, self.registered = walked_categories, [None] * len(walked_categories)
-        self.register(module)
-        self.frame_type, self.block_count = type(X), len(blocks)
-        self.blocks_key = (names, kinds, columns, placements)
-
-    def register(self, module) -> None:
-        """Give the C++ reader the tables of the categorical columns it reads where they changed
-        since (a frame of other categories, read in Python, made new ones)."""
-        for k, (_, reading) in enumerate(self.walked_categories):
-            table = reading.last
-            if table is not None and table.lut is not self.registered[k]:
-                module.set_categories(self.arrow_plan, k, table.source._values, table.lut, table.unseen)
-                self.registered[k] = table.lut
+        labels = [v for _, _, _, v in self.object_reads if v is not None]
+        if (np.frombuffer(kinds, dtype=np.int32) == -1).any() or not all(map(_utf8, labels)):
+            self.walkable = False  # (a block it does not read, or a label no UTF-8 holds)
+            return None
+        # (a plan of its own, made whole before anyone reads by it: a plan made by two threads
+        # at once is one of them, each configured)
+        plan = module.plan(self.width, self.arrow, [], None, [], [(b, f, t) for b, f, t, _ in self.strings])
+        for k, (_, f, _, _) in enumerate(self.strings):
+            module.set_string_codes(plan, k, self.labels[f].labels, self.labels[f].unseen_error)
+        walked = self.walked = _Walk(X, names, kinds, columns, placements, plan, self, module)
+        return walked
 
     def _native_plan(self, module):
         """The C++ reader's plan of this frame's Arrow-backed numbers and strings (their column
@@ -386,6 +362,55 @@ class _PandasPlan:
         for b, f, _, name in self.strings:  # (a label the model refuses: the column reader raises)
             out[:, f] = pandas_column(_column(X, blocks[b].mgr_locs.as_array[0]), name, self.labels[f],
                                       f in self.number_features)
+
+
+class _Walk:
+    """How the C++ reader walks the frames of a plan's blocks (:meth:`_PandasPlan.read_blocks`):
+    the names and each block's kind, column and placement as the frame the plan was made for had
+    them (the next frame's are checked against them), the reader's plan (its NumPy, object, arrow
+    and categorical reads given it), and which categorical columns it reads, with the tables last
+    given it, and which it leaves to Python."""
+
+    def __init__(self, X, names, kinds, columns, placements, plan, frame: _PandasPlan, module):
+        self.frame_type, self.names, self.block_count = type(X), names, len(X._mgr.blocks)
+        self.kinds, self.columns, self.placements, self.plan = kinds, columns, placements, plan
+        blocks, walked = X._mgr.blocks, np.frombuffer(kinds, dtype=np.int32)
+        # Categorical columns whose categories pandas holds as arrow strings or NumPy numbers,
+        # where pandas keeps its codes and categories where the walk reads them: their codes
+        # through the tables the plan made (:meth:`register`), compared by value (a request's
+        # frame holds its categories anew: 2-3 us a column in Python)
+        self.categories, self.python_categories = [], []
+        for at, reading in frame.categories:
+            held = getattr(reading.last.source if reading.last is not None else None, "_values", None)
+            if _private_categorical(blocks[at].values) and (hasattr(held, "_pa_array") or (
+                    type(held) is np.ndarray and held.dtype.kind in "iuf")):
+                self.categories.append((at, reading))
+            else:
+                self.python_categories.append((at, reading))
+        module.set_frame(plan, [(b, int(walked[b]), [(int(i), int(f), labels) for i, f, labels in reads])
+                                for b, reads in frame.numpy_reads], frame.object_reads, pandas_na(),
+                         [(at, reading.feature) for at, reading in self.categories])
+        self.registered = [None] * len(self.categories)
+        self.register(module)
+
+    def register(self, module) -> None:
+        """Give the C++ reader the tables of the categorical columns it reads where they changed
+        since (a frame of other categories, read in Python, made new ones)."""
+        for k, (_, reading) in enumerate(self.categories):
+            table = reading.last
+            if table is not None and table.lut is not self.registered[k]:
+                module.set_categories(self.plan, k, table.source._values, table.lut, table.unseen)
+                self.registered[k] = table.lut
+
+
+def _utf8(labels) -> bool:
+    """Whether UTF-8 holds every label (none a str with a lone surrogate)."""
+    try:
+        for label in labels:
+            label.encode()
+    except (UnicodeEncodeError, AttributeError):
+        return False
+    return True
 
 
 def _category_columns(categories, blocks, out: np.ndarray) -> None:

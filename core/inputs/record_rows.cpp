@@ -66,7 +66,8 @@ bool utf8(PyObject* text, std::string_view& out) {
 
 double zero_signless(double x) { return x == 0.0 ? 0.0 : x; }  // (-0.0 and 0.0 one key, as Python's dict has them)
 
-// plan(names, labelled) -> a plan, or None where the names repeat (the Python reader decides).
+// plan(names, labelled) -> a plan, or None where the names repeat or a name or label is no UTF-8
+// (a lone surrogate): the Python reader decides.
 // `names`: the model's feature names in its order (str); `labelled`: (feature, {str label: code},
 // {float label: code} or None) for each categorical feature, None where a number value is never
 // a label.
@@ -90,9 +91,13 @@ PyObject* plan(PyObject*, PyObject* args) {
   for (Py_ssize_t f = 0; f < width; f++) {
     PyObject* name = PyTuple_GET_ITEM(names, f);
     std::string_view bytes;
-    if (!PyUnicode_CheckExact(name) || !utf8(name, bytes)) {
+    if (!PyUnicode_CheckExact(name)) {
       delete p;
       return PyErr_Format(PyExc_TypeError, "names: a tuple of str");
+    }
+    if (!utf8(name, bytes)) {  // (a lone surrogate: no record's key is read as it here)
+      delete p;
+      Py_RETURN_NONE;
     }
     p->storage.emplace_back(bytes);
     p->names.emplace_back(p->storage.back());
@@ -116,10 +121,14 @@ PyObject* plan(PyObject*, PyObject* args) {
     while (PyDict_Next(PyTuple_GET_ITEM(item, 1), &at, &key, &value)) {
       std::string_view bytes;
       const double code = PyFloat_AsDouble(value);
-      if (!PyUnicode_CheckExact(key) || !utf8(key, bytes) || (code == -1.0 && PyErr_Occurred())) {
+      if (!PyUnicode_CheckExact(key) || (code == -1.0 && PyErr_Occurred())) {
         delete p;
         PyErr_Clear();
         return PyErr_Format(PyExc_TypeError, "labelled: str labels and number codes");
+      }
+      if (!utf8(key, bytes)) {  // (a label with a lone surrogate: the Python reader's records)
+        delete p;
+        Py_RETURN_NONE;
       }
       p->storage.emplace_back(bytes);
       l.strings.emplace(std::string_view(p->storage.back()), code);
@@ -281,7 +290,7 @@ PyObject* read(PyObject*, PyObject* args) {
 }
 
 PyMethodDef methods[] = {
-    {"plan", plan, METH_VARARGS, "plan(names, labelled) -> a plan, or None where a name repeats"},
+    {"plan", plan, METH_VARARGS, "plan(names, labelled) -> a plan, or None where the Python reader decides"},
     {"read", read, METH_VARARGS, "read(plan, records, out) -> 0 read, 1 left to the Python reader"},
     {nullptr, nullptr, 0, nullptr},
 };

@@ -337,7 +337,96 @@ def test_integer_categories_in_the_walk(answers):
     other = rows.assign(size=pd.Categorical([40, 3, 7], [3, 7, 40, 11]))
     answers.answers.clear()
     np.testing.assert_array_equal(cf.predict(other), expected)
-    assert answers.answers == [1]  # (other categories: the Python reader's, which registers them)
+    assert answers.answers == [0]  # (other categories: that column the Python reader's, which registers them)
     answers.answers.clear()
     np.testing.assert_array_equal(cf.predict(other.copy()), expected)
     assert answers.answers == [0]
+
+
+def test_bool_bytes_other_than_one_are_true(models, answers):
+    """A bool block's bytes are read as NumPy reads them (any nonzero byte True), not as C++'s
+    bool of that byte."""
+    cf = models["lightgbm"]
+    rng = np.random.default_rng(10)
+    values = _values(rng, 4)
+    values["bool"] = np.array([2, 0, 1, 255], dtype=np.uint8).view(bool)
+    frame = pd.DataFrame(values)
+    expected = cf.predict(_array(cf, {**values, "bool": np.array([1, 0, 1, 1])}, 4))
+    for _ in range(2):
+        answers.answers.clear()
+        np.testing.assert_array_equal(cf.predict(frame), expected)
+    assert answers.answers == [0]
+
+
+def test_labels_no_utf8_holds_are_left_to_python(answers):
+    """A categorical feature whose labels UTF-8 cannot hold (a lone surrogate: the model's labels
+    changed so after training, as no library here trains on them) is read the general way, not
+    refused by the walk or the records' reader."""
+    rng = np.random.default_rng(11)
+    n = 300
+    labels = ["red", "blue", "zzz"]
+    frame = pd.DataFrame({"a": rng.normal(size=n), "c": pd.Categorical(rng.choice(labels, n), labels)})
+    cf = sf.compile(lgb.LGBMRegressor(n_estimators=4, num_leaves=7, min_data_per_group=5, verbose=-1).fit(
+        frame, frame.a + (frame.c == "red") + rng.normal(0, .1, n)))
+    cf.forest.feature_categories[1][2] = "\ud800x"
+    cf._schemas = type(cf._schemas)(cf.forest)
+    rows = pd.DataFrame({"a": [0.5, 1.0], "c": pd.Series(["red", "blue"], dtype=object)})
+    expected = cf.predict(np.array([[0.5, 0.0], [1.0, 1.0]]))
+    for _ in range(3):
+        np.testing.assert_array_equal(cf.predict(rows), expected)
+    np.testing.assert_array_equal(cf.predict([{"a": 0.5, "c": "red"}, {"a": 1.0, "c": "blue"}]), expected)
+    from silvanforge.inputs import records
+
+    module = records.native_reader(wait=True)
+    if module is not None:
+        assert module.plan(("a", "b\ud800"), []) is None
+        assert module.plan(("a", "c"), [(1, {"\ud800x": 0.0}, None)]) is None
+
+
+def test_plans_made_by_threads_at_once_read_every_block(models, monkeypatch):
+    """Two threads walking a new plan's first frame at once (the reader's plan made slowly, so
+    that they interleave): the walk reads by a plan it configured itself, never by the other
+    thread's plan of arrow columns alone (whose NumPy and object features it would not write)."""
+    import threading
+    import time
+
+    module = arrow_native.reader(wait=True)
+    if module is None:
+        pytest.skip("the C++ reader cannot be built here")
+
+    class Slow:
+        calls = 0
+
+        def __getattr__(self, name):
+            return getattr(module, name)
+
+        def plan(self, *args):
+            Slow.calls += 1
+            made = module.plan(*args)
+            time.sleep(0.005 if Slow.calls % 2 else 0.03)
+            return made
+
+    rng = np.random.default_rng(12)
+    values = _values(rng, 3)
+    frame = pd.DataFrame(values).astype({"extra": object, "float64": pd.ArrowDtype(pa.float64())})
+    for _ in range(4):
+        cf = models["lightgbm"]
+        cf._schemas = type(cf._schemas)(cf.forest)  # (no plan yet)
+        expected = _python_read(cf, frame, monkeypatch)
+        monkeypatch.setattr(arrow_native, "reader", lambda wait=False: None)
+        cf.predict(frame)  # (the plan made, the walk not yet)
+        monkeypatch.setattr(arrow_native, "reader", lambda wait=False: Slow())
+        barrier = threading.Barrier(2)
+
+        def work():
+            barrier.wait()
+            cf.predict(frame)
+
+        threads = [threading.Thread(target=work) for _ in range(2)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        for _ in range(2):
+            np.testing.assert_array_equal(cf.predict(frame.copy()), expected)
+            np.testing.assert_array_equal(cf.predict(frame), expected)

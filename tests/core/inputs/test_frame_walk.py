@@ -14,6 +14,7 @@ import pytest
 import silvanforge as sf
 from silvanforge.errors import InputError
 from silvanforge.inputs import arrow_native
+from support_common import errors_in_threads
 
 pd = pytest.importorskip("pandas")
 pa = pytest.importorskip("pyarrow")
@@ -251,18 +252,27 @@ def test_frame_blocks_classifies_and_bad_arguments_are_refused(module):
                               np.ndarray, [(1, 3, 1)]) == 2
 
 
-def test_number_columns_on_features_of_number_labels(answers):
-    """A frame of records with integer labels (pandas' integer categories, which records hold as
-    plain numbers): looked up in the walk; a value the labels lack, or an integer past 2**53, is
-    the Python reader's (missing, or a column none of whose values is a label refused)."""
+SIZES = [3, 7, 11, 40]
+
+
+@pytest.fixture(scope="module")
+def sized():
+    """LightGBM on a feature of integer categories ("size") and a number."""
     rng = np.random.default_rng(6)
-    sizes = [3, 7, 11, 40]
     n = 400
-    frame = pd.DataFrame({"size": pd.Categorical(rng.choice(sizes, n), sizes), "x": rng.normal(size=n)})
+    frame = pd.DataFrame({"size": pd.Categorical(rng.choice(SIZES, n), SIZES), "x": rng.normal(size=n)})
     y = (frame["size"] == 7) + frame.x + rng.normal(0, .1, n)
     cf = sf.compile(lgb.LGBMRegressor(n_estimators=8, num_leaves=7, min_data_per_group=5, min_child_samples=5,
                                       verbose=-1).fit(frame, y))
-    assert cf.forest.feature_categories[0] == sizes
+    assert cf.forest.feature_categories[0] == SIZES
+    return cf
+
+
+def test_number_columns_on_features_of_number_labels(sized, answers):
+    """A frame of records with integer labels (pandas' integer categories, which records hold as
+    plain numbers): looked up in the walk; a value the labels lack, or an integer past 2**53, is
+    the Python reader's (missing, or a column none of whose values is a label refused)."""
+    cf = sized
     for dtype in (np.int64, np.int16, np.uint8, np.float64):
         records = pd.DataFrame({"size": np.array([40, 3, 7], dtype=dtype), "x": [0.5, -1.0, 2.0]})
         expected = cf.predict(np.array([[3, 0.5], [0, -1.0], [1, 2.0]]))
@@ -320,14 +330,9 @@ def test_categorical_columns_in_the_walk(models, answers, library):
         np.testing.assert_array_equal(cf.predict(unseen), cf.predict(want))
 
 
-def test_integer_categories_in_the_walk(answers):
-    rng = np.random.default_rng(9)
-    sizes = [3, 7, 11, 40]
-    n = 400
-    frame = pd.DataFrame({"size": pd.Categorical(rng.choice(sizes, n), sizes), "x": rng.normal(size=n)})
-    y = (frame["size"] == 7) + frame.x + rng.normal(0, .1, n)
-    cf = sf.compile(lgb.LGBMRegressor(n_estimators=8, num_leaves=7, min_data_per_group=5, min_child_samples=5,
-                                      verbose=-1).fit(frame, y))
+def test_integer_categories_in_the_walk(sized, answers):
+    cf = sized
+    cf._schemas = type(cf._schemas)(cf.forest)  # (no plan of another test's frames)
     rows = pd.DataFrame({"size": pd.Categorical([40, 3, 7], [40, 7, 3]), "x": [0.5, -1.0, 2.0]})
     expected = cf.predict(np.array([[3, 0.5], [0, -1.0], [1, 2.0]]))
     for X in (rows, rows, rows.copy(), rows.copy()):
@@ -418,15 +423,11 @@ def test_plans_made_by_threads_at_once_read_every_block(models, monkeypatch):
         monkeypatch.setattr(arrow_native, "reader", lambda wait=False: Slow())
         barrier = threading.Barrier(2)
 
-        def work():
+        def work(_):
             barrier.wait()
             cf.predict(frame)
 
-        threads = [threading.Thread(target=work) for _ in range(2)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
+        assert errors_in_threads(work, [0, 1]) == []
         for _ in range(2):
             np.testing.assert_array_equal(cf.predict(frame.copy()), expected)
             np.testing.assert_array_equal(cf.predict(frame), expected)

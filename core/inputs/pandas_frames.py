@@ -297,10 +297,11 @@ class _PandasPlan:
         if module.read_blocks(walked.plan, blocks, walked.kinds, walked.columns, _categoricals()[1], out, np.ndarray,
                               walked.placements, left) != 0:
             return None
-        if left:
-            _category_columns([walked.categories[k] for k in left], blocks, out)
+        if left:  # (with those read in Python, in the frame's order: the first column refused is named)
+            _category_columns(sorted([walked.categories[k] for k in left] + walked.python_categories,
+                                     key=lambda category: category[0]), blocks, out)
             walked.register(module)
-        if walked.python_categories:
+        elif walked.python_categories:
             _category_columns(walked.python_categories, blocks, out)
         return out
 

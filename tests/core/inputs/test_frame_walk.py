@@ -431,3 +431,22 @@ def test_plans_made_by_threads_at_once_read_every_block(models, monkeypatch):
         for _ in range(2):
             np.testing.assert_array_equal(cf.predict(frame.copy()), expected)
             np.testing.assert_array_equal(cf.predict(frame), expected)
+
+
+def test_the_first_refused_column_is_named_as_without_the_walk():
+    """Two categorical columns refused in one frame, one read by the walk and one in Python (its
+    categories held as objects): the error names the column the Python reader names first."""
+    rng = np.random.default_rng(13)
+    n = 300
+    frame = pd.DataFrame({"c": pd.Categorical(rng.choice(["a", "b"], n), pd.Index(["a", "b"], dtype=object)),
+                          "k": pd.Categorical(rng.choice([1, 2], n), [1, 2]), "x": rng.normal(size=n)})
+    cf = sf.compile(xgb.XGBRegressor(n_estimators=4, max_depth=3, enable_categorical=True, max_cat_to_onehot=1).fit(
+        frame, frame.x + (frame.c == "a")))
+    first = pd.DataFrame({"c": pd.Categorical(["a"], pd.Index(["a", "b"], dtype=object)),
+                          "k": pd.Categorical([1], [1, 2]), "x": [.5]})
+    cf.predict(first)
+    cf.predict(first.copy())
+    bad = pd.DataFrame({"c": pd.Categorical(["zz"], pd.Index(["a", "b", "zz"], dtype=object)),
+                        "k": pd.Categorical([9], [1, 2, 9]), "x": [.5]})
+    with pytest.raises(InputError, match="column 'c' has a category"):
+        cf.predict(bad)

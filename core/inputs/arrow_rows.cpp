@@ -768,7 +768,12 @@ bool read_columns(const Plan& plan, const Reading& r, char* base, int64_t row_st
   for (const auto& column : r.labelled) single = single && column && column->num_chunks() == 1;
   for (const auto& column : r.strings) single = single && column && column->num_chunks() == 1;
   if (single) {
-    Spans s;
+    Spans s;  // (room made first: a Span copied as a vector grows costs as much as reading it)
+    s.numbers.reserve(r.numbers.size());
+    s.codes.reserve(r.dictionaries.size());
+    s.dictionaries.reserve(r.dictionaries.size());
+    s.labelled.reserve(r.labelled.size());
+    s.strings.reserve(r.strings.size());
     for (size_t k = 0; k < r.numbers.size(); k++) {
       s.numbers.emplace_back(*r.numbers[k]->chunk(0)->data());
       if (s.numbers.back().type != plan.numbers[k].type || s.numbers.back().length != r.rows) return false;
@@ -1252,7 +1257,12 @@ template <typename Out>
 bool read_batches(const Plan& plan, const Stream& s, const Reading& r, char* base, int64_t rs, int64_t cs) {
   int64_t row = 0;
   std::vector<uint8_t> found(plan.labelled.size()), unseen(plan.labelled.size());
-  Spans spans;
+  Spans spans;  // (room made first, as read_columns makes it)
+  spans.numbers.reserve(plan.numbers.size());
+  spans.codes.reserve(plan.dictionaries.size());
+  spans.dictionaries.reserve(plan.dictionaries.size());
+  spans.labelled.reserve(plan.labelled.size());
+  spans.strings.reserve(plan.strings.size());
   for (const ArrowArray& batch : s.batches) {
     spans.numbers.clear();
     spans.codes.clear();
@@ -1976,6 +1986,8 @@ PyObject* read_blocks(PyObject*, PyObject* args) {
   }
   Reading r;
   bool done = gather_codes(*plan, r);
+  r.numbers.reserve(plan->numbers.size());
+  r.strings.reserve(plan->strings.size());
   for (const Number& n : plan->numbers) {
     r.numbers.push_back(n.column < count ? found[n.column] : nullptr);
     if (r.numbers.back() && r.rows < 0) r.rows = r.numbers.back()->length();

@@ -24,6 +24,12 @@
 //
 // `read_stream` reads an Arrow C stream (the Arrow PyCapsule Interface: polars' frames) the same
 // way, from the C data interface's structs as they lie, without arrow's import of them.
+//
+// `read_blocks` reads a pandas frame's blocks in one walk: its Arrow-backed columns as above,
+// and, given by `set_frame` and `set_categories`, its NumPy blocks of numbers, its object
+// columns and its Categorical columns (`frame_blocks` says what each block is).  They live here
+// because a frame mixes them: pandas 3 holds strings in arrow beside NumPy numbers, and a
+// request's frame is read in one call or not at all.
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>

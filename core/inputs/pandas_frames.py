@@ -321,21 +321,23 @@ class _PandasPlan:
             return None
         # (a plan of its own, made whole before anyone reads by it: a plan made by two threads
         # at once is one of them, each configured)
-        plan = module.plan(self.width, self.arrow, [], None, [], [(b, f, t) for b, f, t, _ in self.strings])
-        for k, (_, f, _, _) in enumerate(self.strings):
-            module.set_string_codes(plan, k, self.labels[f].labels, self.labels[f].unseen_error)
-        walked = self.walked = _Walk(X, names, kinds, columns, placements, plan, self, module)
+        walked = self.walked = _Walk(X, names, kinds, columns, placements, self._new_native_plan(module), self,
+                                     module)
         return walked
 
     def _native_plan(self, module):
-        """The C++ reader's plan of this frame's Arrow-backed numbers and strings (their column
-        numbers their blocks'), made at first use."""
+        """The C++ reader's plan of this frame's Arrow-backed numbers and strings, made at first use."""
         plan = self.arrow_plan
         if plan is None:
-            plan = module.plan(self.width, self.arrow, [], None, [], [(b, f, t) for b, f, t, _ in self.strings])
-            for k, (_, f, _, _) in enumerate(self.strings):
-                module.set_string_codes(plan, k, self.labels[f].labels, self.labels[f].unseen_error)
-            self.arrow_plan = plan
+            plan = self.arrow_plan = self._new_native_plan(module)
+        return plan
+
+    def _new_native_plan(self, module):
+        """A C++ reader's plan of this frame's Arrow-backed numbers and strings (their column
+        numbers their blocks'), their labels' codes given it."""
+        plan = module.plan(self.width, self.arrow, [], None, [], [(b, f, t) for b, f, t, _ in self.strings])
+        for k, (_, f, _, _) in enumerate(self.strings):
+            module.set_string_codes(plan, k, self.labels[f].labels, self.labels[f].unseen_error)
         return plan
 
     def _arrow_columns(self, X, blocks, out: np.ndarray, arrays: list | None) -> None:

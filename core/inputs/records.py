@@ -161,12 +161,11 @@ class RecordReaders:
         labelled = []
         for f, lookup, labels in self.labelled:
             strings = {str(k): c for k, c in lookup.items() if isinstance(k, str)}
-            numbers = None
-            if labels.numbers and all(v != v or (float(v) == v and abs(float(v)) <= 2.0 ** 53) for v in labels.labels):
-                numbers = {}
-                for k, c in lookup.items():  # (as Python's dict finds a number: equal values one key)
-                    if k == k:
-                        numbers.setdefault(float(k), c)
+            exact = labels.exact_numbers()  # (None: labels a number value is not looked up by here)
+            numbers = None if exact is None else {}
+            for code, label in enumerate(exact or ()):  # (a repeated label keeps its first code, as in Python)
+                if label == label:
+                    numbers.setdefault(label, float(code))
             labelled.append((f, strings, numbers))
         return module.plan(tuple(self.names), labelled)  # (None where a name repeats)
 

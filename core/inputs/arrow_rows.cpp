@@ -225,6 +225,11 @@ struct Plan {
   // index and label type ids; -1 where none), three a column.
   std::vector<std::string> names;
   std::vector<int> kinds;
+  // The schema a table last matched by (held: its address is no other schema's while it is
+  // kept; set and read with the GIL held): a table of that same schema object, the same table
+  // again or a service's tables made with one schema, is not compared field by field (28 names
+  // compared were a sixth of a one-row read).
+  std::shared_ptr<arrow::Schema> matched;
   ~Plan() {
     for (auto& d : dictionaries) d.release();
     Py_XDECREF(missing);  // (a capsule's destructor runs with the GIL held)
@@ -653,7 +658,9 @@ bool read_codes(const Span& data, const Span& dictionary, const Codes& d, Out* o
   return find_lut(dictionary, d, l) && read_indices(data, d.index_type, l, out, row_stride);
 }
 
-typedef std::vector<std::shared_ptr<arrow::ChunkedArray>> ColumnList;
+// (Pointers, not shared_ptrs: the table or the caller's list holds the columns while they are
+// read, and a shared_ptr copied and dropped a column cost a third of a one-row read.)
+typedef std::vector<const arrow::ChunkedArray*> ColumnList;
 
 // What one read reads, gathered with the GIL held: the plan's columns (a Table's, or those of a
 // list of ChunkedArrays: the columns of a pandas frame of Arrow-backed dtypes; null where there
@@ -664,12 +671,17 @@ struct Reading {
   std::vector<std::shared_ptr<const NumberLabels>> labels;  // (each labelled column's, held by the read)
   std::vector<std::shared_ptr<const LabelCodes>> string_codes;  // (each string column's)
   int64_t rows = -1;  // (a list's: found from its columns)
+  std::vector<std::shared_ptr<arrow::ChunkedArray>> held;  // (a list's columns, unwrapped: held by the read)
 };
 
-std::shared_ptr<arrow::ChunkedArray> column_of(const arrow::Table* table, PyObject* list, int i) {
-  if (table) return i < table->num_columns() ? table->column(i) : nullptr;
+const arrow::ChunkedArray* column_of(const std::vector<std::shared_ptr<arrow::ChunkedArray>>* columns,
+                                     PyObject* list, int i, Reading& r) {
+  if (columns) return i < static_cast<int>(columns->size()) ? (*columns)[i].get() : nullptr;
   if (i >= PyList_GET_SIZE(list)) return nullptr;
-  return unwrap_chunked_array(PyList_GET_ITEM(list, i));  // (empty where it is not one)
+  std::shared_ptr<arrow::ChunkedArray> column = unwrap_chunked_array(PyList_GET_ITEM(list, i));
+  if (!column) return nullptr;  // (not one)
+  r.held.push_back(std::move(column));
+  return r.held.back().get();
 }
 
 // The plan's codes as a read holds them (another thread's set_labels meanwhile frees nothing
@@ -696,11 +708,12 @@ bool gather(const Plan& plan, const arrow::Table* table, PyObject* list, Reading
   r.numbers.reserve(plan.numbers.size());
   r.dictionaries.reserve(plan.dictionaries.size());
   r.codes.reserve(plan.dictionaries.size());
-  for (const Number& n : plan.numbers) r.numbers.push_back(column_of(table, list, n.column));
+  const auto* columns = table ? &table->columns() : nullptr;
+  for (const Number& n : plan.numbers) r.numbers.push_back(column_of(columns, list, n.column, r));
   if (!gather_codes(plan, r)) return false;
-  for (const Dictionary& d : plan.dictionaries) r.dictionaries.push_back(column_of(table, list, d.column));
-  for (const Labelled& l : plan.labelled) r.labelled.push_back(column_of(table, list, l.column));
-  for (const StringColumn& c : plan.strings) r.strings.push_back(column_of(table, list, c.column));
+  for (const Dictionary& d : plan.dictionaries) r.dictionaries.push_back(column_of(columns, list, d.column, r));
+  for (const Labelled& l : plan.labelled) r.labelled.push_back(column_of(columns, list, l.column, r));
+  for (const StringColumn& c : plan.strings) r.strings.push_back(column_of(columns, list, c.column, r));
   return true;
 }
 
@@ -1074,7 +1087,8 @@ PyObject* set_number_codes(PyObject*, PyObject* args) { return set_codes(args, C
 // Whether the table's columns are the plan's (names and kinds, in order): what its schema's
 // `equals` tells, without the fingerprint arrow computes a new schema first (10 us for 28
 // columns: a request's table is new each call).
-bool table_matches(const Plan& plan, const arrow::Table& table) {
+bool table_matches(Plan& plan, const arrow::Table& table) {
+  if (plan.matched && plan.matched == table.schema()) return true;
   const arrow::Schema& schema = *table.schema();
   if (plan.names.empty() || schema.num_fields() != static_cast<int>(plan.names.size())) return false;
   for (int i = 0; i < schema.num_fields(); i++) {
@@ -1089,6 +1103,7 @@ bool table_matches(const Plan& plan, const arrow::Table& table) {
       return false;
     }
   }
+  plan.matched = table.schema();
   return true;
 }
 
@@ -1096,7 +1111,7 @@ bool table_matches(const Plan& plan, const arrow::Table& table) {
 PyObject* matches(PyObject*, PyObject* args) {
   PyObject *capsule, *table_object;
   if (!PyArg_ParseTuple(args, "OO", &capsule, &table_object)) return nullptr;
-  const Plan* plan = get_plan(capsule);
+  Plan* plan = get_plan(capsule);
   if (!plan) return nullptr;
   const std::shared_ptr<arrow::Table> table = unwrap_table(table_object);
   if (!table) return PyErr_Format(PyExc_TypeError, "not a pyarrow Table");
@@ -1147,7 +1162,7 @@ PyObject* read(PyObject*, PyObject* args) {
   PyObject *capsule, *source, *out;
   int check = 0;
   if (!PyArg_ParseTuple(args, "OOO|p", &capsule, &source, &out, &check)) return nullptr;
-  const Plan* plan = get_plan(capsule);
+  Plan* plan = get_plan(capsule);
   if (!plan) return nullptr;
   Reading r;
   std::shared_ptr<arrow::Table> table;
@@ -1962,7 +1977,7 @@ PyObject* read_blocks(PyObject*, PyObject* args) {
   PyObject* items = PySequence_Tuple(blocks);  // (as arrow_blocks: its own tuple)
   if (!items) return nullptr;
   bool same = PyTuple_GET_SIZE(items) == count;
-  ColumnList found(same ? count : 0);
+  std::vector<std::shared_ptr<arrow::ChunkedArray>> found(same ? count : 0);
   // (each NumPy block's buffer, held until its values are read)
   std::vector<Py_buffer> views(same ? count : 0);
   std::vector<uint8_t> viewed(same ? count : 0);
@@ -1995,11 +2010,11 @@ PyObject* read_blocks(PyObject*, PyObject* args) {
   r.numbers.reserve(plan->numbers.size());
   r.strings.reserve(plan->strings.size());
   for (const Number& n : plan->numbers) {
-    r.numbers.push_back(n.column < count ? found[n.column] : nullptr);
+    r.numbers.push_back(n.column < count ? found[n.column].get() : nullptr);
     if (r.numbers.back() && r.rows < 0) r.rows = r.numbers.back()->length();
   }
   for (const StringColumn& c : plan->strings) {
-    r.strings.push_back(c.column < count ? found[c.column] : nullptr);
+    r.strings.push_back(c.column < count ? found[c.column].get() : nullptr);
     if (r.strings.back() && r.rows < 0) r.rows = r.strings.back()->length();
   }
   // The NumPy blocks read: each of the plan's, of its kind and the frame's rows

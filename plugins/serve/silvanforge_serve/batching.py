@@ -37,6 +37,9 @@ PredictFn = Callable[[np.ndarray, bool], np.ndarray]
 
 _STOP = object()
 
+# The slices the worker sleeps a batch window in, taking what arrived after each (MicroBatcher._gather).
+GATHER_SLICES = 4
+
 
 class QueueFull(Exception):
     """``max_queue`` requests are waiting already: try again later (HTTP 503)."""
@@ -139,9 +142,15 @@ class MicroBatcher:
                 return
 
     def _gather(self, first: _Job) -> tuple[list[_Job], bool]:
-        """``first`` and the requests arriving within the window after it (bounded by rows)."""
+        """``first`` and the requests arriving within the window after it (bounded by rows).
+
+        The worker sleeps through the window in a few slices and takes what arrived at the end
+        of each, rather than waiting on the line for each request: woken once a request, it
+        took the GIL from the event loop 60 times a batch under load, and the server answered
+        fewer requests a second."""
         batch, rows = [first], len(first.rows)
         deadline = time.perf_counter() + self.window_s
+        slice_s = self.window_s / GATHER_SLICES
         while rows < self.max_rows:
             try:
                 job = self._queue.get_nowait()
@@ -149,10 +158,8 @@ class MicroBatcher:
                 remaining = deadline - time.perf_counter()
                 if remaining <= 0:
                     break
-                try:
-                    job = self._queue.get(timeout=remaining)
-                except queue.Empty:
-                    break
+                time.sleep(min(remaining, slice_s))
+                continue
             if job is _STOP:
                 return batch, True
             batch.append(job)

@@ -361,6 +361,16 @@ def test_a_table_matches_its_plan_by_names_and_kinds(module):
         # read with ``check``: 2, and nothing written
         out = np.full((other.num_rows, 2), 7.0)
         assert module.read(plan, other, out, True) == 2 and (out == 7.0).all()
+    # The schema matched last is kept, so its tables are not compared again: tables made with
+    # that schema object match, and tables of other schemas after them are still refused.
+    first = table()
+    assert module.matches(plan, first)
+    same_schema = pa.table({"x": pa.array([5.0], pa.float64()), "c": pa.DictionaryArray.from_arrays(
+        pa.array([1], pa.int8()), pa.array(["a", "b"]))}, schema=first.schema)
+    assert same_schema.schema is first.schema or same_schema.schema.equals(first.schema)
+    assert module.matches(plan, same_schema) and module.matches(plan, first)
+    for other in (table(x=pa.float32()), table(names=("c", "x")), table().select(["x"])):
+        assert not module.matches(plan, other)
     assert not module.matches(module.plan(2, [], []), table())  # (a plan without columns matches nothing)
     assert module.read(module.plan(2, [], []), table(), np.empty((2, 2)), True) == 2
     # the same columns: compared, then read as without the check

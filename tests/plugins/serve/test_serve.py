@@ -150,6 +150,44 @@ def test_coroutines_get_their_answers_on_their_loop_one_wake_a_batch():
     assert woken == ["_settle_all"]  # (the seven in one window: one batch, one wake)
 
 
+def test_a_loops_requests_reach_the_worker_as_batches_bounded_by_rows():
+    """submit_async gathers on the loop: a window is one batch (one predict call a kind of
+    output), a window that reaches max_rows goes at once, a batch the worker has no room for is
+    the next call's first, and what waits is counted (``queued``) and bounded (``max_queue``)."""
+    import asyncio
+
+    calls, entered, release = [], threading.Event(), threading.Event()
+
+    def predict(rows, margin):
+        calls.append(len(rows))
+        if rows[0, 0] == -1:  # (the first call holds the worker while the others gather)
+            entered.set()
+            release.wait(10)
+        return rows[:, 0] * 2
+
+    batcher = MicroBatcher(predict, window_s=0.05, max_rows=5, max_queue=9)
+
+    async def main():
+        first = batcher.submit_async(np.array([[-1.0]]))
+        await asyncio.get_running_loop().run_in_executor(None, entered.wait, 10)
+        # 3 + 3 rows: the second request fills the window's 5 rows, which goes at once
+        a = [batcher.submit_async(np.full((3, 1), float(k))) for k in (1, 2)]
+        b = [batcher.submit_async(np.full((1, 1), float(k))) for k in range(3, 9)]
+        assert batcher.queued() == 8
+        with pytest.raises(QueueFull):  # (9 waiting with the first, which the worker took)
+            [batcher.submit_async(np.ones((1, 1))) for _ in range(2)]
+        release.set()
+        return await asyncio.gather(first, *a, *b)
+    try:
+        answers = asyncio.run(main())
+    finally:
+        release.set()
+        batcher.close()
+    assert [got.tolist() for got in answers] == [[-2.0], [2.0] * 3, [4.0] * 3] + [[2.0 * k] for k in range(3, 9)]
+    assert calls[0] == 1 and sum(calls) == 1 + 6 + 6 + 1 and max(calls) <= 6  # (no call past a batch's rows but one)
+    assert batcher.stats.refused == 1 and batcher.queued() == 0
+
+
 def test_a_request_that_fails_in_a_batch_fails_alone():
     def predict(rows, margin):
         if np.isinf(rows).any():

@@ -172,6 +172,7 @@ def main(argv=None) -> None:
     import silvanforge as sf
     from silvanforge.inputs.arrow_frames import columns_kernel
     from silvanforge.inputs.arrow_native import reader
+    from silvanforge.inputs.records import native_reader as records_reader
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="1,64,4096")
@@ -195,7 +196,8 @@ def main(argv=None) -> None:
         # (every form built: no compile beside the calls timed)
         cf = sf.compile(model, threads=1, cpu=args.cpu).wait()
         columns_kernel(wait=True)  # (nor the kernel of arrow columns, which a first large table starts,
-        reader(wait=True)  # nor the C++ reader of arrow tables, which the first table starts)
+        reader(wait=True)  # nor the C++ reader of arrow tables, which the first table starts,
+        records_reader(wait=True)  # nor that of records (else the first model's records are timed while it loads))
         test = _frame(rng, max(sizes), categorical)
         results: dict[str, list[str]] = {}
         for n in sizes:

@@ -35,7 +35,8 @@ def make_app(cf, *, threads: int | None = None, window_us: float = 200.0, max_qu
     """The application serving compiled model ``cf`` (a CompiledForest).
 
     ``threads``: threads each predict call uses (default: the model's, else all CPUs).
-    ``window_us``: how long the batcher waits for more requests after the first (microseconds).
+    ``window_us``: how long the batcher waits for more requests after the first (microseconds;
+    the event loop's timer closes the window: :mod:`silvanforge_serve.batching`).
     ``max_queue``: requests that may wait; more get 503.  ``max_rows``: rows a batch stops at.
     ``predict(rows, output_margin)``: what answers a batch instead of ``cf.predict`` (the load
     benchmark plugs the training library's own predict in here); ``cf`` still reads the bodies.

@@ -25,7 +25,8 @@ def serve(
     batch_window_us: float = typer.Option(
         200.0, "--batch-window-us", min=0.0,
         help="Microseconds to wait for more requests after the first before predicting them in one call "
-             "(0: merge only requests already waiting)."),
+             "(0: merge only requests already waiting; uvloop's timers count whole milliseconds, so a window "
+             "under half of one closes at the event loop's next turn)."),
     max_queue: int = typer.Option(1024, "--max-queue", min=1,
                                   help="Requests that may wait for a predict call; more are answered 503."),
     target: str | None = target_opt(),

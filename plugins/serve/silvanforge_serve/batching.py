@@ -42,6 +42,10 @@ PredictFn = Callable[[np.ndarray, bool], np.ndarray]
 
 _STOP = object()
 
+# How long a closed batcher's worker waits for requests counted before the close that have not
+# reached it yet (a loop's window handed over on the loop's own thread).
+CLOSE_WAIT_S = 1.0
+
 
 class QueueFull(Exception):
     """``max_queue`` requests are waiting already: try again later (HTTP 503)."""
@@ -119,7 +123,7 @@ class MicroBatcher:
         once a request; a batch's answers here reach each loop in one call, and a server
         answering thousands of requests a second spent a fifth of its time on the chaining."""
         loop = asyncio.get_running_loop()
-        self._admit()
+        self._admit(loop)
         job = _Job(rows, bool(output_margin), loop.create_future(), loop)
         gathering = self._gathering.get(loop)
         if gathering is None:  # the first of a window: the loop's timer closes it
@@ -137,11 +141,18 @@ class MicroBatcher:
             self._close_window(loop)
         return job.future
 
-    def _admit(self) -> None:
-        """A request counted as waiting, or :class:`QueueFull` where ``max_queue`` wait already."""
-        if self._closed:
-            raise RuntimeError("the batcher is closed")
+    def _admit(self, loop=None) -> None:
+        """A request counted as waiting, or :class:`QueueFull` where ``max_queue`` wait already
+        (and RuntimeError once closed: decided with the count, so that a request is either
+        refused or counted before :meth:`close` and answered by the worker's last rounds).
+        Windows of loops closed before their timer ran go to the worker first: their requests
+        would otherwise hold their places in the line until :meth:`close`."""
+        if self._gathering and (len(self._gathering) > 1 or loop not in self._gathering):
+            for other in [other for other in list(self._gathering) if other is not loop and other.is_closed()]:
+                self._close_window(other)
         with self._count:
+            if self._closed:
+                raise RuntimeError("the batcher is closed")
             if self._waiting >= self.max_queue:
                 self.stats.refused += 1
                 raise QueueFull(f"{self.max_queue} requests are waiting already; try again later")
@@ -158,13 +169,26 @@ class MicroBatcher:
         return self._waiting
 
     def close(self, timeout: float | None = 5.0) -> None:
-        """Answer what is queued, then stop the worker (idempotent)."""
-        if self._closed:
-            return
-        self._closed = True
-        for loop, (_, _, timer) in list(self._gathering.items()):  # (what a loop gathers: answered too)
-            timer.cancel()
-            self._close_window(loop)
+        """Answer what is queued and what loops are gathering, then stop the worker (idempotent)."""
+        with self._count:
+            if self._closed:
+                return
+            self._closed = True
+        try:
+            current = asyncio.get_running_loop()
+        except RuntimeError:
+            current = None
+        for loop in list(self._gathering):
+            if loop is current or loop.is_closed():
+                gathering = self._gathering.get(loop)
+                if gathering is not None and loop is current:
+                    gathering[2].cancel()
+                self._close_window(loop)
+            else:  # (another thread's loop: its window handed over on it, whose timer is its own)
+                try:
+                    loop.call_soon_threadsafe(self._close_window, loop)
+                except RuntimeError:  # (closed meanwhile)
+                    self._close_window(loop)
         self._queue.put(_STOP)
         self._thread.join(timeout)
 
@@ -173,11 +197,27 @@ class MicroBatcher:
         while True:
             item, self._carried = (self._carried, None) if self._carried is not None else (self._queue.get(), None)
             if item is _STOP:
-                return
+                break
             batch, stop = self._gather(item)
             self._answer(batch)
             if stop:
-                return
+                break
+        # Closed: what was counted before the close and reaches the line after it (a thread's
+        # request put behind the stop, a loop's window handed over on its own thread) is answered
+        # too, for as long as it takes to arrive (a loop that stopped may never hand it over).
+        deadline = time.perf_counter() + CLOSE_WAIT_S
+        while self._waiting > 0 or self._carried is not None:
+            if self._carried is not None:
+                item, self._carried = self._carried, None
+            else:
+                try:
+                    item = self._queue.get(timeout=max(deadline - time.perf_counter(), 0.0))
+                except queue.Empty:
+                    return
+                if item is _STOP:
+                    continue
+            batch, _ = self._gather(item)
+            self._answer(batch)
 
     def _gather(self, first) -> tuple[list[_Job], bool]:
         """``first`` (a thread's request, or a loop's batch) and what joins it: a thread's request

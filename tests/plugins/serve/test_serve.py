@@ -188,6 +188,63 @@ def test_a_loops_requests_reach_the_worker_as_batches_bounded_by_rows():
     assert batcher.stats.refused == 1 and batcher.queued() == 0
 
 
+def test_windows_of_loops_that_ended_are_answered_and_free_their_places():
+    """A loop that ends before its window closes (a caller that gave up waiting): its requests go
+    to the worker at the next request (or the close), so they never hold their places in the
+    line; then nothing waits."""
+    import asyncio
+
+    calls = []
+    batcher = MicroBatcher(lambda rows, margin: (calls.append(len(rows)), rows[:, 0])[1], window_s=0.05, max_queue=2)
+
+    async def ask(value):
+        try:
+            return await asyncio.wait_for(batcher.submit_async(np.full((1, 1), value)), 0.001)
+        except asyncio.TimeoutError:
+            return None
+    try:
+        for value in range(6):  # (max_queue 2: a third request would be refused if the first two kept their places)
+            asyncio.run(ask(float(value)))
+        deadline = time.monotonic() + 10
+        while len(calls) < 5 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert len(calls) >= 5 and batcher.stats.refused == 0
+    finally:
+        batcher.close()
+    assert sum(calls) == 6 and batcher.queued() == 0
+
+
+def test_a_close_from_another_thread_answers_every_request_it_admitted():
+    """close() on one thread while a loop on another submits: each request is refused at once
+    (RuntimeError) or answered, its window handed over on its own loop."""
+    import asyncio
+
+    for _ in range(5):
+        batcher = MicroBatcher(lambda rows, margin: rows[:, 0], window_s=0.2, max_queue=10**6, max_rows=10**6)
+        futures, started = [], threading.Event()
+
+        def submitting():
+            async def main():
+                started.set()
+                while True:
+                    try:
+                        futures.append(batcher.submit_async(np.ones((1, 1))))
+                    except RuntimeError:
+                        break
+                    if len(futures) % 50 == 0:
+                        await asyncio.sleep(0)
+                await asyncio.wait(futures, timeout=5)
+            asyncio.run(main())
+        thread = threading.Thread(target=submitting)
+        thread.start()
+        assert started.wait(10)
+        time.sleep(0.002)
+        batcher.close()
+        thread.join(20)
+        assert futures and all(f.done() and f.result().tolist() == [1.0] for f in futures)
+        assert batcher.queued() == 0
+
+
 def test_a_request_that_fails_in_a_batch_fails_alone():
     def predict(rows, margin):
         if np.isinf(rows).any():

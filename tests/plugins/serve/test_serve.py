@@ -223,7 +223,7 @@ def test_a_close_from_another_thread_answers_every_request_it_admitted():
         batcher = MicroBatcher(lambda rows, margin: rows[:, 0], window_s=0.2, max_queue=10**6, max_rows=10**6)
         futures, started = [], threading.Event()
 
-        def submitting():
+        def submitting(batcher, futures, started):  # (this round's, bound: the thread ends within it)
             async def main():
                 started.set()
                 while True:
@@ -235,7 +235,7 @@ def test_a_close_from_another_thread_answers_every_request_it_admitted():
                         await asyncio.sleep(0)
                 await asyncio.wait(futures, timeout=5)
             asyncio.run(main())
-        thread = threading.Thread(target=submitting)
+        thread = threading.Thread(target=submitting, args=(batcher, futures, started))
         thread.start()
         assert started.wait(10)
         time.sleep(0.002)

@@ -273,6 +273,10 @@ class CompiledForest:
                 small, splits = small_for[shape[0]]
                 if small is not None:
                     return self._small_call(small, splits, rows, output_margin, threads)
+            elif shape[1] == self._num_features:  # (more: as an array of them goes)
+                lean = self._lean_form(shape[0], threads)
+                if lean is not None:
+                    return self._small_call(lean.small, lean.small_splits, rows, output_margin, 1)
         elif type(rows) is list:  # a few rows as a frame's row tuples, which the lean path reads
             small, splits = small_for[len(rows)]
             # (its own ``reads_tuples`` asked: a plan installed meanwhile may have other calls)

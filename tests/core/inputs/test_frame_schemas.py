@@ -321,7 +321,7 @@ def test_numeric_frames_of_every_kind_equal_the_array(rng):
     names = list("abcd")
     model = xgb.XGBRegressor(n_estimators=10, max_depth=4).fit(pd.DataFrame(X, columns=names), rng.normal(size=n))
     cf = sf.compile(model)
-    for k in (1, 5, 16, 17, 300, n):
+    for k in (1, 5, 16, 17, 64, 300, n):
         rows = X[:k]
         expected = cf.predict(rows)
         frame = pd.DataFrame(rows, columns=names)
@@ -340,6 +340,32 @@ def test_numeric_frames_of_every_kind_equal_the_array(rng):
         np.testing.assert_array_equal(cf.predict(single, missing=float(before[0, 0])),
                                       cf.predict(np.where(before == before[0, 0], np.nan, before)))
         np.testing.assert_array_equal(single.to_numpy(), before)
+
+
+def test_polars_numbers_copied_at_once_and_other_dtypes_under_their_names(rng):
+    """A polars frame of plain numbers in the model's order and dtype, of more rows than are read
+    as Python values, is polars' own copy; dates, integers or booleans under the same names after
+    it are read as themselves (dates refused, as before), and the numbers again after them."""
+    import datetime
+
+    pl = pytest.importorskip("polars")
+    X = rng.normal(size=(400, 3)).astype(np.float32)
+    X[rng.random(X.shape) < 0.1] = np.nan
+    names = ["a", "b", "c"]
+    cf = sf.compile(xgb.XGBRegressor(n_estimators=6, max_depth=3).fit(pd.DataFrame(X, columns=names), np.nan_to_num(X[:, 1])))
+    for k in (5, 64, 127):
+        frame = pl.DataFrame(X[:k], schema=names)
+        for _ in range(2):
+            np.testing.assert_array_equal(cf.predict(frame), cf.predict(X[:k]))
+        with pytest.raises(InputError, match="'b'.*not numeric"):
+            cf.predict(frame.with_columns(pl.Series("b", [datetime.date(2020, 1, 1)] * k)))
+        whole = np.round(np.nan_to_num(X[:k, 1]))
+        as_integers = frame.with_columns(pl.Series("b", whole.astype(np.int64)))
+        np.testing.assert_array_equal(cf.predict(as_integers), cf.predict(np.column_stack([X[:k, :1], whole, X[:k, 2:]])))
+        as_booleans = frame.with_columns(pl.Series("b", whole > 0))
+        np.testing.assert_array_equal(cf.predict(as_booleans),
+                                      cf.predict(np.column_stack([X[:k, :1], whole > 0, X[:k, 2:]])))
+        np.testing.assert_array_equal(cf.predict(frame), cf.predict(X[:k]))
 
 
 NUMBER_TYPES = ARROW_NUMBER_TYPES

@@ -104,10 +104,10 @@ class PolarsPlan:
             type(d).__name__ in ("Enum", "Categorical", "String", "Utf8") or d.is_numeric() and
             type(d).__name__ not in ("Decimal", "Float16", "Int128", "UInt128") for d in self.dtypes)
         self.arrow = None  # (the plan of the stream's tables, once one was read)
-        # Where every column is a plain number, in the model's order: the dtypes (as
-        # :func:`polars_kinds` names them, a list) by which polars' copy of such a frame is its
-        # rows as they come (:func:`silvanforge.inputs.frames._polars_rows`), else None.
-        self.copied = list(self.kinds) if self.numeric and self.identity and all(
+        # Where every column is a plain number: the dtypes (as :func:`polars_kinds` names them, a
+        # list) by which polars' copy of such a frame is its rows, in the model's order
+        # (:func:`silvanforge.inputs.frames._polars_rows`), else None.
+        self.copied = list(self.kinds) if self.numeric and all(
             type(k) is str for k in self.kinds) else None
 
     def rows(self, X, dtype: np.dtype, memory: SchemaMemory) -> np.ndarray:

@@ -51,7 +51,7 @@ class QueueFull(Exception):
     """``max_queue`` requests are waiting already: try again later (HTTP 503)."""
 
 
-@dataclass
+@dataclass(slots=True)
 class _Job:
     rows: np.ndarray
     output_margin: bool
@@ -77,20 +77,27 @@ class MicroBatcher:
     """One worker thread answering queued requests in batches through ``predict``.
 
     ``predict(rows, output_margin)``: the rows of several requests concatenated (axis 0), in;
-    one prediction per row (axis 0), out.  ``window_s``: how long a batch waits for more
-    requests after its first (0: it takes only those already waiting; on an event loop, those
-    the loop reads before its next turn).  ``max_queue``:
-    requests that may wait; more are refused.  ``max_rows``: a batch stops growing at this many
-    rows (a request larger than that is answered alone).
+    one prediction per row (axis 0), out.  A request's rows are an array, or a list of rows
+    (lists of floats and None, missing), which the worker makes float64 with the batch's.
+    ``window_s``: how long a batch waits for more requests after its first (0: it takes only
+    those already waiting; on an event loop, those the loop reads before its next turn).
+    ``max_queue``: requests that may wait; more are refused.  ``max_rows``: a batch stops
+    growing at this many rows (a request larger than that is answered alone).  ``encode``:
+    what a request's predictions are answered as (made on the worker thread), else themselves.
+
+    Why rows as lists and answers encoded here: on a server's event loop, turning one request's
+    row into an array and its answer into JSON were a tenth of the loop's time under load, and
+    the loop is what every request waits for; the worker, between its calls, is idle.
     """
 
     def __init__(self, predict: PredictFn, window_s: float = 200e-6, max_queue: int = 1024,
-                 max_rows: int = 4096, name: str = "forge-serve-batcher"):
+                 max_rows: int = 4096, name: str = "forge-serve-batcher",
+                 encode: Callable[[np.ndarray], object] | None = None):
         if window_s < 0:
             raise ValueError(f"the batch window must be 0 or more seconds, got {window_s}")
         if max_queue < 1 or max_rows < 1:
             raise ValueError("max_queue and max_rows must be at least 1")
-        self.predict = predict
+        self.predict, self.encode = predict, encode
         self.window_s = float(window_s)
         self.max_queue = int(max_queue)
         self.max_rows = int(max_rows)
@@ -266,7 +273,7 @@ class MicroBatcher:
     def _call(self, group: list[_Job], margin: bool, answers: list) -> None:
         self.stats.calls += 1
         try:
-            rows = group[0].rows if len(group) == 1 else np.concatenate([job.rows for job in group])
+            rows = _rows_of(group)
             values = self.predict(rows, margin)
             if len(values) != len(rows):
                 raise RuntimeError(f"predict returned {len(values)} predictions for {len(rows)} rows")
@@ -277,11 +284,28 @@ class MicroBatcher:
                 for job in group:
                     self._call([job], margin, answers)
             return
-        start = 0
+        start, encode = 0, self.encode
         for job in group:
             n = len(job.rows)
-            answers.append((job, values[start:start + n], None))
+            result = values[start:start + n]
             start += n
+            if encode is None:
+                answers.append((job, result, None))
+                continue
+            try:
+                answers.append((job, encode(result), None))
+            except Exception as exc:  # noqa: BLE001 - that request's own answer
+                answers.append((job, None, exc))
+
+
+def _rows_of(group: list[_Job]) -> np.ndarray:
+    """The rows of a group of requests, one array (rows given as lists made float64 at once)."""
+    if len(group) == 1 and type(group[0].rows) is not list:
+        return group[0].rows
+    if all(type(job.rows) is list for job in group):
+        return np.array([row for job in group for row in job.rows], dtype=np.float64)
+    return np.concatenate([np.array(job.rows, dtype=np.float64) if type(job.rows) is list else job.rows
+                           for job in group])
 
 
 def _deliver(answers: list) -> None:

@@ -35,10 +35,12 @@ class BadRequest(InputError):
     """A body ``POST /predict`` cannot read (HTTP 400)."""
 
 
-def parse_body(body: bytes, forest, readers: tuple | None = None) -> tuple[np.ndarray, bool]:
+def parse_body(body: bytes, forest, readers: tuple | None = None, lists: bool = False) -> tuple[np.ndarray, bool]:
     """The rows a body asks predictions for (the model's feature order; float64, or objects for a
     model that hashes its categories) and whether it asks for margins.  ``readers``: the model's
-    :func:`silvanforge.inputs.records.record_readers`, kept by the caller (else made a body)."""
+    :func:`silvanforge.inputs.records.record_readers`, kept by the caller (else made a body).
+    ``lists``: a row of ``data`` holding only floats and nulls may come back as it is, a list of
+    one list (what :class:`silvanforge_serve.batching.MicroBatcher` makes float64, null NaN)."""
     try:
         doc = loads(body)
     except (ValueError, UnicodeDecodeError) as exc:
@@ -68,7 +70,7 @@ def parse_body(body: bytes, forest, readers: tuple | None = None) -> tuple[np.nd
         return _records(value, forest, readers), margin
     if key == "columns":
         return _columns(value, forest, readers), margin
-    return _data(value, forest), margin
+    return _data(value, forest, lists), margin
 
 
 def _records(records, forest, readers=None) -> np.ndarray:
@@ -101,7 +103,19 @@ def _columns(columns, forest, readers=None) -> np.ndarray:
         raise BadRequest(str(exc)) from None
 
 
-def _data(data, forest) -> np.ndarray:
+def _data(data, forest, lists: bool = False) -> np.ndarray | list:
+    if type(data) is list and len(data) == 1 and type(data[0]) is list and len(data[0]) == forest.input_features \
+            and not (forest.hashed_categories or forest.hashed_combinations):
+        # one row of plain numbers, as a service sends them (the checks below, made for many
+        # rows, were a tenth of the event loop's time under load)
+        kinds = set(map(type, data[0]))
+        if lists and _FLOATS.issuperset(kinds):  # (no integer, which could be past float64)
+            return data
+        if _NUMBERS.issuperset(kinds):
+            try:
+                return np.array(data, dtype=np.float64)
+            except OverflowError:
+                pass  # (an integer past float64: named below)
     if not isinstance(data, list) or not all(isinstance(row, list) for row in data):
         raise BadRequest('"data" must be a list of rows, each a list of numbers ([[1.5, 0.0, ...], ...])')
     if not data:
@@ -131,6 +145,7 @@ def _data(data, forest) -> np.ndarray:
 
 # What JSON numbers and null read as (and booleans, which are ints to ``isinstance``).
 _NUMBERS = frozenset((float, int, bool, type(None)))
+_FLOATS = frozenset((float, type(None)))
 
 
 def _too_large(value: int) -> bool:

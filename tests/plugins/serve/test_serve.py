@@ -264,6 +264,36 @@ def test_a_request_that_fails_in_a_batch_fails_alone():
         batcher.close()
 
 
+def test_rows_as_lists_join_a_batch_as_float64_and_answers_are_encoded_each_alone():
+    """Requests whose rows are lists (floats and None) and arrays in one batch: one predict call
+    of their rows made float64 (None NaN), each answer encoded by ``encode``; an answer that
+    cannot be encoded fails its own request alone."""
+    seen = []
+
+    def predict(rows, margin):
+        seen.append(rows.copy())
+        return rows[:, 0] + np.nan_to_num(rows[:, 1], nan=100.0)
+
+    def encode(values):
+        if (values > 1000).any():
+            raise ValueError("too large to answer")
+        return json.dumps(values.tolist()).encode()
+
+    batcher = MicroBatcher(predict, window_s=0.05, encode=encode)
+    try:
+        bodies = [[[1.5, None]], np.array([[2.0, 3.0], [4.0, np.nan]]), [[5e3, 1.0]], [[0.25, 0.5]]]
+        futures = [batcher.submit(rows) for rows in bodies]
+        assert futures[0].result(timeout=10) == b"[101.5]"
+        assert futures[1].result(timeout=10) == b"[5.0, 104.0]"
+        with pytest.raises(ValueError, match="too large"):
+            futures[2].result(timeout=10)
+        assert futures[3].result(timeout=10) == b"[0.75]"
+        assert len(seen) == 1 and seen[0].dtype == np.float64
+        np.testing.assert_array_equal(seen[0], [[1.5, np.nan], [2.0, 3.0], [4.0, np.nan], [5e3, 1.0], [0.25, 0.5]])
+    finally:
+        batcher.close()
+
+
 def test_the_batcher_refuses_rather_than_queueing_past_its_bound():
     entered, release = threading.Event(), threading.Event()
 
@@ -313,8 +343,16 @@ def test_predictions_of_several_outputs_are_rows_of_classes(lgb_model):
     body = {"data": [[None if v != v else float(v) for v in row] for row in X]}
     with TestClient(make_app(cf)) as client:
         got = np.array(client.post("/predict", json=body).json()["predictions"])
+        # one row a body, as services send them: floats and null (handed to the batcher as they
+        # are), or with an integer among them
+        one = [client.post("/predict", json={"data": [row]}).json()["predictions"] for row in body["data"]]
+        integers = [client.post("/predict", json={"data": [[int(row[0]), *row[1:]]]}).json()["predictions"]
+                    for row in body["data"]]
     assert got.shape == (4, 3)
     np.testing.assert_allclose(got, booster.predict(X), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(np.concatenate(one), booster.predict(X), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(np.concatenate(integers), booster.predict(np.column_stack([np.trunc(X[:, 0]), X[:, 1:]])),
+                               rtol=1e-12, atol=1e-12)
 
 
 BAD_BODIES = {

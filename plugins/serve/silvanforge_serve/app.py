@@ -223,9 +223,9 @@ def _json(doc, status: int = 200, headers: dict | None = None) -> Response:
     return Response(_dumps(doc), status_code=status, headers=headers, media_type="application/json")
 
 
-def _answer_body(values) -> bytes:
-    """The JSON answer of a request's predictions."""
-    return _dumps({"predictions": np.asarray(values).tolist()})
+def _answer_body(values: list) -> bytes:
+    """The JSON answer of a request's predictions (a list, an entry a row)."""
+    return _dumps({"predictions": values})
 
 
 def _error_body(status: int, message, headers: list | None = None) -> tuple[int, bytes, list]:

@@ -83,7 +83,8 @@ class MicroBatcher:
     those already waiting; on an event loop, those the loop reads before its next turn).
     ``max_queue``: requests that may wait; more are refused.  ``max_rows``: a batch stops
     growing at this many rows (a request larger than that is answered alone).  ``encode``:
-    what a request's predictions are answered as (made on the worker thread), else themselves.
+    what a request's predictions (as Python values: a list, an entry a row) are answered as,
+    made on the worker thread; without it, the answer is the predictions' own slice.
 
     Why rows as lists and answers encoded here: on a server's event loop, turning one request's
     row into an array and its answer into JSON were a tenth of the loop's time under load, and
@@ -285,6 +286,8 @@ class MicroBatcher:
                     self._call([job], margin, answers)
             return
         start, encode = 0, self.encode
+        if encode is not None:
+            values = np.asarray(values).tolist()  # (once a batch: each request's a slice of it)
         for job in group:
             n = len(job.rows)
             result = values[start:start + n]

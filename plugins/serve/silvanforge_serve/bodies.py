@@ -49,14 +49,16 @@ def parse_body(body: bytes, forest, readers: tuple | None = None, lists: bool = 
         raise BadRequest("the body nests arrays or objects too deeply to be rows") from None
     if not isinstance(doc, dict):
         raise BadRequest(f"the body is a JSON {_kind(doc)}; {USAGE}")
-    names = forest.feature_names or ()
+    taken = _taken(forest)
+    if len(doc) == 1 and "data" in doc and "data" not in taken:  # (rows of numbers, as services send them)
+        return _data(doc["data"], forest, lists), False
     margin = False
-    if "output_margin" in doc and "output_margin" not in names:
+    if "output_margin" in doc and "output_margin" not in taken:
         doc = dict(doc)
         margin = doc.pop("output_margin")
         if not isinstance(margin, bool):
             raise BadRequest(f"output_margin must be true or false, got {json.dumps(margin)}")
-    shapes = [key for key in SHAPES if key in doc and key not in names]
+    shapes = [key for key in SHAPES if key in doc and key not in taken]
     if not shapes:  # one record, the object itself
         return _records(doc, forest, readers), margin
     if len(doc) > 1:
@@ -71,6 +73,24 @@ def parse_body(body: bytes, forest, readers: tuple | None = None, lists: bool = 
     if key == "columns":
         return _columns(value, forest, readers), margin
     return _data(value, forest, lists), margin
+
+
+def _taken(forest) -> frozenset:
+    """The body's own keys (its shapes, output_margin) that are feature names of ``forest``, where
+    a record means them as features; kept a forest (a wide model's list of names was scanned
+    for them at each request)."""
+    hit = _TAKEN.get(id(forest))
+    if hit is not None and hit[0] is forest:
+        return hit[1]
+    names = set(forest.feature_names or ())
+    taken = frozenset(key for key in (*SHAPES, "output_margin") if key in names)
+    if len(_TAKEN) >= 64:
+        _TAKEN.clear()
+    _TAKEN[id(forest)] = (forest, taken)  # (the forest held: its id is not reused meanwhile)
+    return taken
+
+
+_TAKEN: dict = {}
 
 
 def _records(records, forest, readers=None) -> np.ndarray:

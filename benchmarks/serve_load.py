@@ -4,13 +4,14 @@ answering with the training library's own predict (XGBoost's ``inplace_predict``
 
     python benchmarks/serve_load.py [--model M.json] [--clients 1,8,64] [--requests 200]
                                     [--window-us 200] [--threads 1] [--repeat 3] [--client raw|httpx]
-                                    [--floor] [--markdown F] [--plot F.png]
+                                    [--body data|records] [--floor] [--markdown F] [--plot F.png]
 
 Each server runs in a process of its own (uvicorn on 127.0.0.1, a port the system picks, the
 same application from ``silvanforge_serve.app``: bodies read and checked on the event loop,
 requests micro-batched on one worker thread); only the function answering a batch differs.
 The clients run in this process: C concurrent clients (asyncio tasks, one keep-alive connection
-each; a minimal HTTP client by default, httpx with ``--client httpx``) send a fixed number of requests each, one row per request (``{"data": [[...]]}``),
+each; a minimal HTTP client by default, httpx with ``--client httpx``) send a fixed number of requests each, one row per request (``{"data": [[...]]}``,
+or with ``--body records`` one record by feature name, ``{"f0": 1.5, "colour": "red", ...}``),
 and every request's latency is kept.  It prints requests per second and p50 / p99 latency for
 each client count and server (the best of ``--repeat`` rounds, the servers taking turns), the
 requests each predict call answered, and the ratio of throughputs.  Without ``--model`` it trains
@@ -193,8 +194,7 @@ async def _client(kind: str, url: str, bodies: list[bytes], latencies: list[floa
                 answers.append(json.loads(text)["predictions"])
 
 
-async def _load(kind: str, url: str, clients: int, requests: int, rows: np.ndarray) -> dict:
-    bodies = [json.dumps({"data": [row.tolist()]}).encode() for row in rows]
+async def _load(kind: str, url: str, clients: int, requests: int, bodies: list[bytes]) -> dict:
     latencies: list[float] = []
     start = asyncio.Event()
     tasks = [asyncio.create_task(_client(kind, url, [bodies[(c * requests + r) % len(bodies)] for r in range(requests)],
@@ -209,10 +209,37 @@ async def _load(kind: str, url: str, clients: int, requests: int, rows: np.ndarr
             "p50_ms": 1e3 * lat[len(lat) // 2], "p99_ms": 1e3 * lat[min(len(lat) - 1, int(0.99 * len(lat)))]}
 
 
-async def _answers(url: str, rows: np.ndarray) -> np.ndarray:
+async def _answers(url: str, bodies: list[bytes]) -> np.ndarray:
     answers: list = []
-    await _client("httpx", url, [json.dumps({"data": [row.tolist()]}).encode() for row in rows], [], _set_event(), answers)
+    await _client("httpx", url, bodies, [], _set_event(), answers)
     return np.array([a[0] for a in answers], dtype=np.float64)
+
+
+def request_bodies(model: str, body: str, n: int = 4096, seed: int = 5) -> list[bytes]:
+    """``n`` one-row request bodies for ``model``: ``data``, rows of numbers in the model's order
+    (normal values, 5% missing; a categorical feature's value a float, mostly no category, as a
+    code); ``records``, one record by feature name, as a service sends it (numbers alike, missing
+    as null; a categorical feature one of the model's labels, drawn at random)."""
+    import silvanforge as sf
+
+    forest = sf.load_model(model)
+    rng = np.random.default_rng(seed)
+    rows = rng.normal(size=(n, forest.input_features))
+    rows[rng.random(rows.shape) < 0.05] = np.nan
+    if body == "data":
+        return [json.dumps({"data": [row.tolist()]}).encode() for row in rows]
+    names = forest.feature_names or [f"f{i}" for i in range(forest.input_features)]
+    labels = {i: list(c) for i, c in (forest.feature_categories or {}).items()}
+    records = []
+    for row in rows:
+        record = {}
+        for i, name in enumerate(names):
+            if i in labels:
+                record[name] = labels[i][int(rng.integers(len(labels[i])))]
+            else:
+                record[name] = None if row[i] != row[i] else float(row[i])
+        records.append(json.dumps(record, default=lambda v: v.item()).encode())
+    return records
 
 
 def _set_event() -> asyncio.Event:
@@ -229,30 +256,25 @@ def _health(url: str) -> dict:
 
 # ------------------------------------------------------------------ main
 def run(model: str, clients: list[int], requests: int, window_us: float, threads: int,
-        client: str = "raw", repeat: int = 3, floor: bool = False) -> list[dict]:
+        client: str = "raw", repeat: int = 3, floor: bool = False, body: str = "data") -> list[dict]:
     """Both servers up at once; for each client count, ``repeat`` rounds alternating which server
     goes first; each server's best round (by requests/s) counts, as ``forge bench`` keeps its
     best: the machine is shared, and what else runs on it only ever slows a round down.
     ``floor``: a third server answering a constant body (:func:`_serve_constant`) measured alike."""
     kinds = SERVERS + (("floor",) if floor else ())
-    import silvanforge as sf
-
-    features = sf.load_model(model).input_features
-    rng = np.random.default_rng(5)
-    rows = rng.normal(size=(4096, features))
-    rows[rng.random(rows.shape) < 0.05] = np.nan
+    bodies = request_bodies(model, body)
     servers = {}
     try:
         for kind in kinds:
             servers[kind] = Server(kind, model, window_us, threads)
-        answers = {kind: asyncio.run(_answers(s.url, rows[:64])) for kind, s in servers.items() if kind != "floor"}
+        answers = {kind: asyncio.run(_answers(s.url, bodies[:64])) for kind, s in servers.items() if kind != "floor"}
         ours, theirs = answers["silvanforge"], answers["library"]
         # (exact for XGBoost's values; LightGBM's float64 sigmoid may differ by an ulp: README)
         if not np.allclose(ours, theirs, rtol=1e-12, atol=1e-15) or (model.endswith(".json") and
                                                                      not np.array_equal(ours, theirs)):
             raise SystemExit("the two servers answer differently: not timed")
         for s in servers.values():
-            asyncio.run(_load(client, s.url, 8, 50, rows))  # warm-up
+            asyncio.run(_load(client, s.url, 8, 50, bodies))  # warm-up
         results = []
         for c in clients:
             best: dict[str, dict] = {}
@@ -260,7 +282,7 @@ def run(model: str, clients: list[int], requests: int, window_us: float, threads
                 for kind in (kinds if round_ % 2 == 0 else kinds[::-1]):
                     url = servers[kind].url
                     before = _health(url) if kind != "floor" else None
-                    result = asyncio.run(_load(client, url, c, requests, rows))
+                    result = asyncio.run(_load(client, url, c, requests, bodies))
                     after = _health(url) if kind != "floor" else None
                     calls = after["predict_calls"] - before["predict_calls"] if after else 1
                     result.update(server=kind, rows_per_call=(after["requests"] - before["requests"]) / max(calls, 1)
@@ -330,6 +352,9 @@ def main(argv=None) -> None:
                         help="Rounds for each client count and server, alternating; the best counts.")
     parser.add_argument("--client", choices=sorted(CLIENTS), default="raw",
                         help="The load generator: raw (a minimal keep-alive HTTP client) or httpx.")
+    parser.add_argument("--body", choices=("data", "records"), default="data",
+                        help="What a request holds: data (a row of numbers in the model's order) or records "
+                             "(one record by feature name, categorical values as labels).")
     parser.add_argument("--floor", action="store_true",
                         help="Also measure a server answering a constant body (this machine's HTTP floor).")
     parser.add_argument("--markdown", help="Also write the table here.")
@@ -339,7 +364,7 @@ def main(argv=None) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         model = args.model or str(train_model(Path(tmp)))
         results = run(model, clients, args.requests, args.window_us, args.threads, args.client, args.repeat,
-                      args.floor)
+                      args.floor, args.body)
     table = markdown(results)
     print(table)
     if args.markdown:

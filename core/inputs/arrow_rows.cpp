@@ -1412,13 +1412,55 @@ PyObject* optional_attr(PyObject* object, PyObject* name) {
   return found;
 }
 
+// An attribute that a C class computes (a getset descriptor: Cython's properties, as pandas'
+// Block keeps `values` and `_mgr_locs` and its BlockPlacement `indexer`), its getter found once a
+// type and called directly: what PyObject_GetAttr returns, without its lookup through the type's
+// bases and the descriptor's check of the object's type (a fifth of a walk of 28 blocks).  The
+// type's version tag tells a type changed since (CPython gives a modified type another); where
+// the attribute is not such a getter, or the type looks attributes up otherwise, it is looked up
+// as any is.  (Run with the GIL held: the cache is the interpreter's to share.)
+struct DirectAttr {
+  PyObject* name = nullptr;
+  PyTypeObject* type = nullptr;
+  unsigned int version = 0;
+  getter get = nullptr;
+  void* closure = nullptr;
+
+  // A new reference, or null (an error set only where the lookup failed otherwise than as missing).
+  PyObject* operator()(PyObject* object) {
+    PyTypeObject* t = Py_TYPE(object);
+    if (t != type || !version || t->tp_version_tag != version) find(t);
+    return get ? get(object, closure) : optional_attr(object, name);
+  }
+
+  void find(PyTypeObject* t) {
+    type = t;
+    get = nullptr;
+    closure = nullptr;
+    version = PyType_HasFeature(t, Py_TPFLAGS_VALID_VERSION_TAG) ? t->tp_version_tag : 0;
+#if PY_VERSION_HEX < 0x030E0000 && !defined(Py_GIL_DISABLED)
+    if (!version || t->tp_getattro != PyObject_GenericGetAttr) return;
+    PyObject* found = _PyType_Lookup(t, name);  // (borrowed; the first along the type's bases, as a lookup finds)
+    if (found && Py_IS_TYPE(found, &PyGetSetDescr_Type)) {
+      const PyGetSetDef* def = reinterpret_cast<PyGetSetDescrObject*>(found)->d_getset;
+      if (def->get) {
+        get = def->get;
+        closure = def->closure;
+      }
+    }
+#endif
+  }
+};
+
+DirectAttr block_values, block_placement, placement_indexer;
+
 // The one frame column a pandas block holds, or -1 (several, or a placement read otherwise).
 long single_column(PyObject* block) {
   // (pandas' Block keeps its placement in a C attribute, _mgr_locs, that its Python property
   // mgr_locs returns: read so, a frame of 28 such blocks walks 0.8 us sooner)
-  PyObject* placement = optional_attr(block, names.own_mgr_locs);
+  PyObject* placement = block_placement(block);
   if (!placement && !PyErr_Occurred()) placement = PyObject_GetAttr(block, names.mgr_locs);
-  PyObject* indexer = placement ? PyObject_GetAttr(placement, names.indexer) : nullptr;
+  PyObject* indexer = placement ? placement_indexer(placement) : nullptr;
   Py_XDECREF(placement);
   Py_ssize_t start, stop, step;
   long column = -1;
@@ -1442,7 +1484,7 @@ int block_kind(PyObject* block, PyObject* categorical, std::shared_ptr<arrow::Ch
   chunked.reset();
   if (values) {
     Py_INCREF(values);
-  } else if (!(values = PyObject_GetAttr(block, names.values))) {
+  } else if (!(values = block_values(block))) {
     PyErr_Clear();
     return -1;
   }
@@ -1537,7 +1579,7 @@ int numpy_kind(const Py_buffer& view) {
 int frame_kind(PyObject* block, PyObject* categorical, PyObject* ndarray, std::shared_ptr<arrow::ChunkedArray>& chunked,
                PyObject*& array, long& column, Py_buffer& view, bool& viewed) {
   viewed = false;
-  PyObject* values = PyObject_GetAttr(block, names.values);
+  PyObject* values = block_values(block);
   if (!values) {
     PyErr_Clear();
     return -1;
@@ -1569,9 +1611,9 @@ int frame_kind(PyObject* block, PyObject* categorical, PyObject* ndarray, std::s
 // step) where it is a slice, else the bytes of its array of positions; null with no error where
 // it is read otherwise.
 PyObject* placement_of(PyObject* block) {
-  PyObject* placement = optional_attr(block, names.own_mgr_locs);
+  PyObject* placement = block_placement(block);
   if (!placement && !PyErr_Occurred()) placement = PyObject_GetAttr(block, names.mgr_locs);
-  PyObject* indexer = placement ? PyObject_GetAttr(placement, names.indexer) : nullptr;
+  PyObject* indexer = placement ? placement_indexer(placement) : nullptr;
   Py_XDECREF(placement);
   PyObject* found = nullptr;
   Py_ssize_t start, stop, step;
@@ -1591,9 +1633,9 @@ PyObject* placement_of(PyObject* block) {
 
 // Whether a block's placement is `expected` (as placement_of gives it), compared without making it.
 bool placement_is(PyObject* block, PyObject* expected) {
-  PyObject* placement = optional_attr(block, names.own_mgr_locs);
+  PyObject* placement = block_placement(block);
   if (!placement && !PyErr_Occurred()) placement = PyObject_GetAttr(block, names.mgr_locs);
-  PyObject* indexer = placement ? PyObject_GetAttr(placement, names.indexer) : nullptr;
+  PyObject* indexer = placement ? placement_indexer(placement) : nullptr;
   Py_XDECREF(placement);
   bool same = false;
   Py_ssize_t start, stop, step;
@@ -1801,7 +1843,7 @@ PyObject* set_categories(PyObject*, PyObject* args) {
 template <typename Out>
 bool read_categorical(const CategoricalColumn& c, PyObject* block, int64_t rows, Out* base, int64_t rs, int64_t cs) {
   if (!c.registered) return false;
-  PyObject* values = PyObject_GetAttr(block, names.values);
+  PyObject* values = block_values(block);
   PyObject* codes = values ? optional_attr(values, names.own_ndarray) : nullptr;
   PyObject* dtype = values ? optional_attr(values, names.own_dtype) : nullptr;
   Py_XDECREF(values);
@@ -2141,5 +2183,8 @@ PyMODINIT_FUNC PyInit__arrow_rows(void) {
   if (!names.values || !names.pa_array || !names.mgr_locs || !names.own_mgr_locs || !names.indexer ||
       !names.own_ndarray || !names.own_dtype || !names.own_categories || !names.own_values)
     return nullptr;
+  block_values.name = names.values;
+  block_placement.name = names.own_mgr_locs;
+  placement_indexer.name = names.indexer;
   return PyModule_Create(&module);
 }

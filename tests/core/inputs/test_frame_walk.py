@@ -452,3 +452,25 @@ def test_the_first_refused_column_is_named_as_without_the_walk():
                         "k": pd.Categorical([9], [1, 2, 9]), "x": [.5]})
     with pytest.raises(InputError, match="column 'c' has a category"):
         cf.predict(bad)
+
+
+def test_a_block_class_changed_after_a_walk_is_read_as_it_now_is(module, monkeypatch):
+    """The walk calls pandas' C getters of a block's values and placement directly, found once a
+    class: a class given another ``values`` after that (a property here) is read through it, as
+    Python reads it, and as before once it is restored."""
+    from pandas.core.internals.blocks import ExtensionBlock
+
+    rng = np.random.default_rng(3)
+    n, names = 4, [f"c{i}" for i in range(12)]
+    X = rng.normal(size=(n, len(names)))
+    cf = sf.compile(xgb.XGBRegressor(n_estimators=8, max_depth=3).fit(pd.DataFrame(X, columns=names), X[:, 0] - X[:, 3]))
+    frame = pd.DataFrame(X, columns=names).astype(pd.ArrowDtype(pa.float64()))
+    assert all(type(b) is ExtensionBlock for b in frame._mgr.blocks)
+    for _ in range(3):
+        np.testing.assert_array_equal(cf.predict(frame), cf.predict(X))
+    monkeypatch.setattr(ExtensionBlock, "values", property(
+        lambda block: pd.array(np.full(n, 0.25), dtype=pd.ArrowDtype(pa.float64()))))
+    for _ in range(2):
+        np.testing.assert_array_equal(cf.predict(frame), cf.predict(np.full_like(X, 0.25)))
+    monkeypatch.undo()
+    np.testing.assert_array_equal(cf.predict(frame), cf.predict(X))

@@ -44,7 +44,7 @@ def train_model(out: Path) -> Path:
     y = (X[:, 0] + X[:, 1] * X[:, 2] - np.sin(X[:, 3]) + 0.3 * rng.normal(size=len(X)) > 0).astype(int)
     params = {"max_depth": 8, "eta": 0.1, "objective": "binary:logistic", "nthread": 2, "seed": 1}
     path = out / "xgb_100x8_f28.json"
-    xgb.train(params, xgb.DMatrix(X, y), 100).save_model(path)
+    xgb.train(params, xgb.DMatrix(X, y, feature_names=[f"f{i}" for i in range(X.shape[1])]), 100).save_model(path)
     return path
 
 
@@ -228,7 +228,9 @@ def request_bodies(model: str, body: str, n: int = 4096, seed: int = 5) -> list[
     rows[rng.random(rows.shape) < 0.05] = np.nan
     if body == "data":
         return [json.dumps({"data": [row.tolist()]}).encode() for row in rows]
-    names = forest.feature_names or [f"f{i}" for i in range(forest.input_features)]
+    names = forest.feature_names
+    if not names:
+        raise SystemExit(f"--body records: {model} has no feature names for records to give")
     labels = {i: list(c) for i, c in (forest.feature_categories or {}).items()}
     records = []
     for row in rows:

@@ -26,7 +26,7 @@ from silvanforge.errors import InputError
 from silvanforge.inputs.records import record_readers
 
 from .batching import MicroBatcher, PredictFn, QueueFull
-from .bodies import BadRequest, parse_body
+from .bodies import BadRequest, parse_body, taken_keys
 from .json_io import dumps as _dumps
 
 
@@ -104,7 +104,8 @@ class PredictEndpoint:
 
     def __init__(self, forest, batcher: MicroBatcher):
         self.forest, self.batcher = forest, batcher
-        self.readers = record_readers(forest)  # (how records are read: made once, not a request)
+        # (how records are read, and which of a body's keys are features: made once, not a request)
+        self.readers, self.taken = record_readers(forest), taken_keys(forest)
 
     async def __call__(self, scope, receive, send) -> None:
         # (one coroutine a request, the common case inline: each await of another coroutine and
@@ -135,7 +136,7 @@ class PredictEndpoint:
         """A request of ``body`` read and handed to the batcher: the future of its answer's JSON,
         or (status, JSON body, extra headers) of an answer made at once (an error, no rows)."""
         try:
-            rows, margin = parse_body(body, self.forest, self.readers, lists=True)
+            rows, margin = parse_body(body, self.forest, self.readers, lists=True, taken=self.taken)
         except BadRequest as exc:
             return _error_body(400, exc)
         except Exception as exc:  # noqa: BLE001 - a bug in reading it: answered, the server stays up
@@ -211,8 +212,9 @@ def make_server(app, log_level: str = "warning", **config):
     gc.freeze()
 
     # (No proxy headers: the application reads no client address, and their middleware around
-    # it was 5% of the event loop's time under load; no server header, which says nothing a
-    # client needs)
+    # it was 5% of the event loop's time under load; ``proxy_headers=True`` behind a proxy that
+    # terminates TLS, where a redirect's scheme should be the client's.  No server header, which
+    # says nothing a client needs)
     config = uvicorn.Config(app, **{"log_level": log_level, "access_log": False, "lifespan": "on",
                                     "proxy_headers": False, "server_header": False, **config})
     return uvicorn.Server(config)

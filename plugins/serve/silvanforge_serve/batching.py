@@ -53,7 +53,7 @@ class QueueFull(Exception):
 
 @dataclass(slots=True)
 class _Job:
-    rows: np.ndarray
+    rows: np.ndarray | list  # (a list of rows: made float64 with the batch's, :func:`_rows_of`)
     output_margin: bool
     future: Future = field(default_factory=Future)  # (an asyncio future where ``loop`` is set)
     loop: object = None  # the event loop of :meth:`MicroBatcher.submit_async`'s future
@@ -93,7 +93,7 @@ class MicroBatcher:
 
     def __init__(self, predict: PredictFn, window_s: float = 200e-6, max_queue: int = 1024,
                  max_rows: int = 4096, name: str = "forge-serve-batcher",
-                 encode: Callable[[np.ndarray], object] | None = None):
+                 encode: Callable[[list], object] | None = None):
         if window_s < 0:
             raise ValueError(f"the batch window must be 0 or more seconds, got {window_s}")
         if max_queue < 1 or max_rows < 1:
@@ -115,7 +115,7 @@ class MicroBatcher:
         self._thread.start()
 
     # ---------------------------------------------------------------- the caller's side
-    def submit(self, rows: np.ndarray, output_margin: bool = False) -> Future:
+    def submit(self, rows: np.ndarray | list, output_margin: bool = False) -> Future:
         """Queue ``rows`` (one request, already validated) and return the future of its
         predictions; raises :class:`QueueFull` when ``max_queue`` requests wait already."""
         self._admit()
@@ -123,7 +123,7 @@ class MicroBatcher:
         self._queue.put(job)
         return job.future
 
-    def submit_async(self, rows: np.ndarray, output_margin: bool = False):
+    def submit_async(self, rows: np.ndarray | list, output_margin: bool = False):
         """:meth:`submit` from a coroutine: an asyncio future of the running loop, answered on it;
         the request gathered on that loop with the others of its window (call it on the loop).
 
@@ -278,6 +278,8 @@ class MicroBatcher:
             values = self.predict(rows, margin)
             if len(values) != len(rows):
                 raise RuntimeError(f"predict returned {len(values)} predictions for {len(rows)} rows")
+            if self.encode is not None:  # (once a batch: each request's a slice of it)
+                values = np.asarray(values).tolist()
         except Exception as exc:  # noqa: BLE001 - each request gets its own answer below
             if len(group) == 1:
                 answers.append((group[0], None, exc))
@@ -286,8 +288,6 @@ class MicroBatcher:
                     self._call([job], margin, answers)
             return
         start, encode = 0, self.encode
-        if encode is not None:
-            values = np.asarray(values).tolist()  # (once a batch: each request's a slice of it)
         for job in group:
             n = len(job.rows)
             result = values[start:start + n]

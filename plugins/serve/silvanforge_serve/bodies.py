@@ -35,12 +35,14 @@ class BadRequest(InputError):
     """A body ``POST /predict`` cannot read (HTTP 400)."""
 
 
-def parse_body(body: bytes, forest, readers: tuple | None = None, lists: bool = False) -> tuple[np.ndarray, bool]:
+def parse_body(body: bytes, forest, readers: tuple | None = None, lists: bool = False,
+               taken: frozenset | None = None) -> tuple[np.ndarray | list, bool]:
     """The rows a body asks predictions for (the model's feature order; float64, or objects for a
     model that hashes its categories) and whether it asks for margins.  ``readers``: the model's
-    :func:`silvanforge.inputs.records.record_readers`, kept by the caller (else made a body).
-    ``lists``: a row of ``data`` holding only floats and nulls may come back as it is, a list of
-    one list (what :class:`silvanforge_serve.batching.MicroBatcher` makes float64, null NaN)."""
+    :func:`silvanforge.inputs.records.record_readers`, and ``taken``: its :func:`taken_keys`, kept
+    by the caller (else made a body).  ``lists``: a row of ``data`` holding only floats and nulls
+    may come back as it is, a list of one list (what
+    :class:`silvanforge_serve.batching.MicroBatcher` makes float64, null NaN)."""
     try:
         doc = loads(body)
     except (ValueError, UnicodeDecodeError) as exc:
@@ -49,7 +51,8 @@ def parse_body(body: bytes, forest, readers: tuple | None = None, lists: bool = 
         raise BadRequest("the body nests arrays or objects too deeply to be rows") from None
     if not isinstance(doc, dict):
         raise BadRequest(f"the body is a JSON {_kind(doc)}; {USAGE}")
-    taken = _taken(forest)
+    if taken is None:
+        taken = taken_keys(forest)
     if len(doc) == 1 and "data" in doc and "data" not in taken:  # (rows of numbers, as services send them)
         return _data(doc["data"], forest, lists), False
     margin = False
@@ -75,22 +78,12 @@ def parse_body(body: bytes, forest, readers: tuple | None = None, lists: bool = 
     return _data(value, forest, lists), margin
 
 
-def _taken(forest) -> frozenset:
+def taken_keys(forest) -> frozenset:
     """The body's own keys (its shapes, output_margin) that are feature names of ``forest``, where
-    a record means them as features; kept a forest (a wide model's list of names was scanned
-    for them at each request)."""
-    hit = _TAKEN.get(id(forest))
-    if hit is not None and hit[0] is forest:
-        return hit[1]
+    a record means them as features.  A server keeps them (a wide model's list of names was
+    scanned for them at each request)."""
     names = set(forest.feature_names or ())
-    taken = frozenset(key for key in (*SHAPES, "output_margin") if key in names)
-    if len(_TAKEN) >= 64:
-        _TAKEN.clear()
-    _TAKEN[id(forest)] = (forest, taken)  # (the forest held: its id is not reused meanwhile)
-    return taken
-
-
-_TAKEN: dict = {}
+    return frozenset(key for key in (*SHAPES, "output_margin") if key in names)
 
 
 def _records(records, forest, readers=None) -> np.ndarray:

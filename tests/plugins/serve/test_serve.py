@@ -279,7 +279,7 @@ def test_rows_as_lists_join_a_batch_as_float64_and_answers_are_encoded_each_alon
             raise ValueError("too large to answer")
         return json.dumps(values).encode()
 
-    batcher = MicroBatcher(predict, window_s=0.05, encode=encode)
+    batcher = MicroBatcher(predict, window_s=0.3, encode=encode)
     try:
         bodies = [[[1.5, None]], np.array([[2.0, 3.0], [4.0, np.nan]]), [[5e3, 1.0]], [[0.25, 0.5]]]
         futures = [batcher.submit(rows) for rows in bodies]
@@ -290,6 +290,24 @@ def test_rows_as_lists_join_a_batch_as_float64_and_answers_are_encoded_each_alon
         assert futures[3].result(timeout=10) == b"[0.75]"
         assert len(seen) == 1 and seen[0].dtype == np.float64
         np.testing.assert_array_equal(seen[0], [[1.5, np.nan], [2.0, 3.0], [4.0, np.nan], [5e3, 1.0], [0.25, 0.5]])
+    finally:
+        batcher.close()
+
+
+def test_predictions_that_cannot_be_answered_fail_their_batch_alone_and_the_worker_lives():
+    """A predict whose output is no array of one entry a row (a custom predict's): the requests
+    of that call get its error, each alone, and the next requests are answered."""
+    calls = []
+
+    def predict(rows, margin):
+        calls.append(len(rows))
+        return [[1.0, [2.0]]] if len(calls) == 1 else rows[:, 0]
+
+    batcher = MicroBatcher(predict, window_s=0.0, encode=lambda values: values)
+    try:
+        with pytest.raises(ValueError):
+            batcher.submit([[1.5, 2.0]]).result(timeout=10)
+        assert batcher.submit([[2.5, 2.0]]).result(timeout=10) == [2.5]
     finally:
         batcher.close()
 
@@ -353,6 +371,35 @@ def test_predictions_of_several_outputs_are_rows_of_classes(lgb_model):
     np.testing.assert_allclose(np.concatenate(one), booster.predict(X), rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(np.concatenate(integers), booster.predict(np.column_stack([np.trunc(X[:, 0]), X[:, 1:]])),
                                rtol=1e-12, atol=1e-12)
+
+
+def test_rows_come_as_lists_only_where_asked_for_and_plain(xgb_model):
+    """``parse_body``: a row of floats and nulls as the list it was parsed into only with
+    ``lists``; integers, booleans and several rows as float64 arrays; a model that hashes its
+    categories (CatBoost's) reads objects, never lists."""
+    from silvanforge_serve.bodies import parse_body
+
+    _, _, cf = xgb_model
+    width = cf.forest.input_features
+    floats = json.dumps({"data": [[0.5] * (width - 1) + [None]]}).encode()
+    rows, margin = parse_body(floats, cf.forest, lists=True)
+    assert rows == [[0.5] * (width - 1) + [None]] and margin is False
+    for body, lists in ((floats, False), (json.dumps({"data": [[1] * width]}).encode(), True),
+                        (json.dumps({"data": [[True] + [0.5] * (width - 1)]}).encode(), True),
+                        (json.dumps({"data": [[0.5] * width] * 2}).encode(), True)):
+        rows, _ = parse_body(body, cf.forest, lists=lists)
+        assert type(rows) is np.ndarray and rows.dtype == np.float64, body
+    cb = pytest.importorskip("catboost")
+    import pandas as pd
+
+    rng = np.random.default_rng(9)
+    frame = pd.DataFrame({"a": rng.normal(size=200), "colour": rng.choice(COLOURS, 200)})
+    model = cb.CatBoostRegressor(iterations=5, depth=2, verbose=False, cat_features=["colour"]).fit(
+        frame, frame["a"] + (frame["colour"] == "red"))
+    hashed = sf.compile(model).forest
+    assert hashed.hashed_categories or hashed.hashed_combinations
+    rows, _ = parse_body(json.dumps({"data": [[0.5, 1.5]]}).encode(), hashed, lists=True)
+    assert type(rows) is np.ndarray and rows.dtype == object
 
 
 def test_features_named_as_a_bodys_keys_are_read_as_features(tmp_path):
@@ -488,6 +535,7 @@ def test_a_body_in_several_messages_is_read_whole_and_a_client_gone_is_not_answe
     assert sent[0]["status"] == 200 and dict(sent[0]["headers"])[b"content-length"] == str(len(sent[1]["body"])).encode()
     np.testing.assert_array_equal(np.float32(json.loads(sent[1]["body"])["predictions"]), _xgb_expected(booster, records))
     assert call([{"type": "http.request", "body": chunks[0], "more_body": True}, {"type": "http.disconnect"}]) == []
+    assert call([{"type": "http.disconnect"}]) == []  # (gone before its body)
     app.state.batcher.close()
 
 
@@ -575,7 +623,12 @@ def test_concurrent_clients_each_get_the_librarys_prediction_for_their_own_rows(
                     if got.status_code != 400:
                         failures.append(("bad body", got.status_code, got.text))
                     continue
-                got = http.post("/predict", json={"rows": records})
+                body = {"rows": records}
+                if c % 2:  # (rows of floats and nulls: handed to the batcher as lists, gathered with records)
+                    body = {"data": [[*(record[name] for name in FEATURES), float(COLOURS.index(record["colour"]))]
+                                     for record in records][:1]}
+                    records = records[:1]
+                got = http.post("/predict", json=body)
                 expected = _xgb_expected(booster, records)
                 if got.status_code != 200 or not np.array_equal(np.float32(got.json()["predictions"]), expected):
                     failures.append((c, r, got.status_code, got.text, expected))

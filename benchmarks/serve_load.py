@@ -3,12 +3,13 @@ answering with the training library's own predict (XGBoost's ``inplace_predict``
 ``Booster.predict``).
 
     python benchmarks/serve_load.py [--model M.json] [--clients 1,8,64] [--requests 200]
-                                    [--window-us 200] [--threads 1] [--repeat 3] [--client raw|httpx]
+                                    [--window-us 200] [--threads 1] [--workers 1] [--repeat 3] [--client raw|httpx]
                                     [--body data|records] [--floor] [--markdown F] [--plot F.png]
 
 Each server runs in a process of its own (uvicorn on 127.0.0.1, a port the system picks, the
 same application from ``silvanforge_serve.app``: bodies read and checked on the event loop,
-requests micro-batched on one worker thread); only the function answering a batch differs.
+requests micro-batched on one worker thread; with ``--workers N``, N such processes on the
+port, as ``forge serve --workers N`` runs them); only the function answering a batch differs.
 The clients run in this process: C concurrent clients (asyncio tasks, one keep-alive connection
 each; a minimal HTTP client by default, httpx with ``--client httpx``) send a fixed number of requests each, one row per request (``{"data": [[...]]}``,
 or with ``--body records`` one record by feature name, ``{"f0": 1.5, "colour": "red", ...}``),
@@ -49,23 +50,29 @@ def train_model(out: Path) -> Path:
 
 
 # ------------------------------------------------------------------ the server process
-def _serve(kind: str, model: str, window_us: float, threads: int, conn) -> None:
-    """Child process: the server answering with ``kind``'s predict; sends its port, then serves
-    until SIGTERM."""
+def _serve(kind: str, model: str, window_us: float, threads: int, conn, workers: int = 1) -> None:
+    """Child process: the server answering with ``kind``'s predict (``workers`` processes of it,
+    forked here); sends its port, then serves until SIGTERM."""
     import silvanforge as sf
     from silvanforge_serve.app import listen, make_app, make_server
+    from silvanforge_serve.workers import run_workers
 
     if kind == "floor":
         return _serve_constant(conn)
-    cf = sf.compile(model, threads=threads)
-    predict = name = None
-    if kind == "library":
-        predict, name = library_predict(model, threads)
-    app = make_app(cf, threads=threads, window_us=window_us, predict=predict, predict_name=name)
-    sock = listen("127.0.0.1", 0)
-    conn.send(sock.getsockname()[1])
+    cf = sf.compile(model, threads=threads).wait()
+    sockets = [listen("127.0.0.1", 0, reuse_port=workers > 1)]
+    sockets += [listen("127.0.0.1", sockets[0].getsockname()[1], reuse_port=True) for _ in range(workers - 1)]
+
+    def serve_one(worker: int = 0) -> None:
+        predict = name = None
+        if kind == "library":  # (made in the worker: the library's threads do not survive a fork)
+            predict, name = library_predict(model, threads)
+        app = make_app(cf, threads=threads, window_us=window_us, predict=predict, predict_name=name)
+        make_server(app, log_level="error").run(sockets=[sockets[worker]])
+
+    conn.send(sockets[0].getsockname()[1])
     conn.close()
-    make_server(app, log_level="error").run(sockets=[sock])
+    serve_one() if workers == 1 else run_workers(serve_one, workers)
 
 
 def _serve_constant(conn) -> None:
@@ -114,10 +121,10 @@ def library_predict(model: str, threads: int):
 
 
 class Server:
-    def __init__(self, kind: str, model: str, window_us: float, threads: int):
+    def __init__(self, kind: str, model: str, window_us: float, threads: int, workers: int = 1):
         ctx = multiprocessing.get_context("spawn")
         parent, child = ctx.Pipe()
-        self.process = ctx.Process(target=_serve, args=(kind, model, window_us, threads, child), daemon=True)
+        self.process = ctx.Process(target=_serve, args=(kind, model, window_us, threads, child, workers), daemon=True)
         self.process.start()
         if not parent.poll(300):
             self.stop()
@@ -258,7 +265,7 @@ def _health(url: str) -> dict:
 
 # ------------------------------------------------------------------ main
 def run(model: str, clients: list[int], requests: int, window_us: float, threads: int,
-        client: str = "raw", repeat: int = 3, floor: bool = False, body: str = "data") -> list[dict]:
+        client: str = "raw", repeat: int = 3, floor: bool = False, body: str = "data", workers: int = 1) -> list[dict]:
     """Both servers up at once; for each client count, ``repeat`` rounds alternating which server
     goes first; each server's best round (by requests/s) counts, as ``forge bench`` keeps its
     best: the machine is shared, and what else runs on it only ever slows a round down.
@@ -268,7 +275,7 @@ def run(model: str, clients: list[int], requests: int, window_us: float, threads
     servers = {}
     try:
         for kind in kinds:
-            servers[kind] = Server(kind, model, window_us, threads)
+            servers[kind] = Server(kind, model, window_us, threads, workers)
         answers = {kind: asyncio.run(_answers(s.url, bodies[:64])) for kind, s in servers.items() if kind != "floor"}
         ours, theirs = answers["silvanforge"], answers["library"]
         # (exact for XGBoost's values; LightGBM's float64 sigmoid may differ by an ulp: README)
@@ -350,6 +357,9 @@ def main(argv=None) -> None:
     parser.add_argument("--requests", type=int, default=200, help="Requests each client sends.")
     parser.add_argument("--window-us", type=float, default=200.0, help="The servers' batch window.")
     parser.add_argument("--threads", type=int, default=1, help="Threads each predict call uses (both servers).")
+    parser.add_argument("--workers", type=int, default=1,
+                        help="Server processes on the port, as forge serve --workers runs them (both servers; "
+                             "requests a call are then one worker's).")
     parser.add_argument("--repeat", type=int, default=3,
                         help="Rounds for each client count and server, alternating; the best counts.")
     parser.add_argument("--client", choices=sorted(CLIENTS), default="raw",
@@ -366,7 +376,7 @@ def main(argv=None) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         model = args.model or str(train_model(Path(tmp)))
         results = run(model, clients, args.requests, args.window_us, args.threads, args.client, args.repeat,
-                      args.floor, args.body)
+                      args.floor, args.body, args.workers)
     table = markdown(results)
     print(table)
     if args.markdown:

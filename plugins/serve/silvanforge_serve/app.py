@@ -4,7 +4,7 @@
                     (one entry per row, shaped as ``predict`` returns: a list per row for several
                     outputs); 400 with {"error": "..."} for a body it cannot read, 503 when the
                     waiting line is full
-    GET  /health    {"status": "ok", "queued": ..., "requests": ..., "predict_calls": ...}
+    GET  /health    {"status": "ok", "process": its pid, "queued": ..., "requests": ..., "predict_calls": ...}
     GET  /model     the model (features, their names, outputs, classes) and the compiled plan, as
                     ``forge show --level plan`` prints it
 
@@ -15,6 +15,7 @@ predicted on the batcher's thread.  :func:`listen` and :func:`make_server` run i
 from __future__ import annotations
 
 import contextlib
+import os
 import socket
 import numpy as np
 from starlette.applications import Starlette
@@ -57,7 +58,8 @@ def make_app(cf, *, threads: int | None = None, window_us: float = 200.0, max_qu
     info_body = _dumps(info)
 
     async def health(request: Request) -> Response:
-        return _json({"status": "ok", "queued": batcher.queued(), **batcher.stats.as_dict()})
+        # (the process: where several workers share a port, each answers for its own)
+        return _json({"status": "ok", "process": os.getpid(), "queued": batcher.queued(), **batcher.stats.as_dict()})
 
     async def model(request: Request) -> Response:
         return Response(info_body, media_type="application/json")
@@ -177,9 +179,11 @@ def model_info(cf) -> dict:
 
 # ------------------------------------------------------------------ running under uvicorn
 BACKLOG = 2048  # uvicorn's default
-def listen(host: str = "127.0.0.1", port: int = 8080) -> socket.socket:
+def listen(host: str = "127.0.0.1", port: int = 8080, reuse_port: bool = False) -> socket.socket:
     """A socket bound to ``host``:``port`` (0: a free port; ``sock.getsockname()`` tells which),
-    for :func:`make_server`; an address in use is an :class:`InputError` naming it."""
+    for :func:`make_server`; an address in use is an :class:`InputError` naming it.
+    ``reuse_port``: bound with SO_REUSEPORT, so that other such sockets may bind the same address
+    and the kernel shares the connections out among them (Linux: by a hash of each connection)."""
     try:
         family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
     except socket.gaierror as exc:
@@ -187,6 +191,8 @@ def listen(host: str = "127.0.0.1", port: int = 8080) -> socket.socket:
     sock = socket.socket(family, kind, proto)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if reuse_port:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
         sock.bind(address)
         sock.listen(BACKLOG)  # connections wait from now on, while the server starts
     except OSError as exc:

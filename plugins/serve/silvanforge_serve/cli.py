@@ -6,6 +6,9 @@ or compiles MODEL as ``forge predict`` does and serves it with uvicorn until SIG
 
 from __future__ import annotations
 
+import os
+import signal
+import socket
 import sys
 
 import typer
@@ -13,8 +16,12 @@ import typer
 from silvanforge.cli import load_or_compile
 from silvanforge.cli.flags import MODEL_ARG, cache_opt, target_opt, threads_opt
 from silvanforge.errors import InputError
+from silvanforge.runtime.threads import default_threads
 
 LOG_LEVELS = ("critical", "error", "warning", "info", "debug")
+# Whether the kernel shares a port's connections out among sockets bound with SO_REUSEPORT
+# (Linux; BSD and macOS accept the option without sharing).
+SHARES_CONNECTIONS = sys.platform.startswith("linux") and hasattr(socket, "SO_REUSEPORT")
 
 
 def serve(
@@ -36,28 +43,56 @@ def serve(
     cache: str | None = cache_opt(),
     log_level: str = typer.Option("info", "--log-level",
                                   help="uvicorn's log level: critical, error, warning, info, debug."),
+    workers: int = typer.Option(1, "--workers", "-w", min=1,
+                                help="Server processes sharing the port, each with its own event loop and batcher "
+                                     "(the model compiled once, before they start; POSIX only). Each predicts on "
+                                     "--threads threads, default the usable CPUs shared out among them."),
 ):
     """Serve MODEL over HTTP: POST /predict (JSON rows, records or columns), GET /health, GET /model.
     Requests arriving within --batch-window-us of each other are predicted in one call."""
     from .app import listen, make_app, make_server
+    from .workers import check_workers, run_workers
 
     if log_level.lower() not in LOG_LEVELS:
         raise InputError(f"--log-level must be one of {', '.join(LOG_LEVELS)}, got {log_level!r}")
-    sock = listen(host, port)  # first: an address in use is an error line before any compile
+    check_workers(workers)
+    if threads is None and workers > 1:  # (each worker's calls on its share of the CPUs, not all of them)
+        threads = max(1, default_threads() // workers)
+    # First: an address in use is an error line before any compile.  Several workers: a socket
+    # each where the kernel shares connections out among such sockets (a shared one gave one of
+    # two workers five sixths of 64 clients' connections), else one they share.
+    sockets = [listen(host, port, reuse_port=workers > 1 and SHARES_CONNECTIONS)]
     try:
+        if SHARES_CONNECTIONS:
+            sockets += [listen(host, sockets[0].getsockname()[1], reuse_port=True) for _ in range(workers - 1)]
         cf = load_or_compile(model, target, None, None, None, threads, trust_code=trust_code, cache=cache)
+        if workers > 1:
+            cf.wait()  # (every form built before the fork: no worker builds its own)
     except BaseException:
-        sock.close()
+        for sock in sockets:
+            sock.close()
         raise
-    app = make_app(cf, threads=threads, window_us=batch_window_us, max_queue=max_queue)
-    bound = sock.getsockname()
+    bound = sockets[0].getsockname()
+    processes = f", {workers} workers" if workers > 1 else ""
     sys.stderr.write(f"serving {model} on http://{_url_host(host)}:{bound[1]} "
-                     f"(batch window {batch_window_us:g} us, queue {max_queue}); Ctrl-C stops\n")
+                     f"(batch window {batch_window_us:g} us, queue {max_queue}{processes}); Ctrl-C stops\n")
     sys.stderr.flush()
-    try:
+
+    def serve_one(worker: int = 0):
         # uvicorn stops on SIGINT or SIGTERM, answering the requests in flight, then raises the
-        # signal again: SIGTERM ends the process as that signal would, Ctrl-C arrives here
-        make_server(app, log_level=log_level.lower()).run(sockets=[sock])
+        # signal again: SIGTERM ends the process as that signal would, Ctrl-C arrives as KeyboardInterrupt
+        app = make_app(cf, threads=threads, window_us=batch_window_us, max_queue=max_queue)
+        make_server(app, log_level=log_level.lower()).run(sockets=[sockets[worker % len(sockets)]])
+
+    try:
+        if workers == 1:
+            serve_one()
+        elif run_workers(serve_one, workers) == signal.SIGTERM:
+            # (every worker stopped: this process ends as SIGTERM would, as one server's does)
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            os.kill(os.getpid(), signal.SIGTERM)
+        else:
+            sys.stderr.write("stopped\n")
     except KeyboardInterrupt:
         sys.stderr.write("stopped\n")
 

@@ -60,11 +60,18 @@ def serve(
         threads = max(1, default_threads() // workers)
     # First: an address in use is an error line before any compile.  Several workers: a socket
     # each where the kernel shares connections out among such sockets (a shared one gave one of
-    # two workers five sixths of 64 clients' connections), else one they share.
-    sockets = [listen(host, port, reuse_port=workers > 1 and SHARES_CONNECTIONS)]
+    # two workers five sixths of 64 clients' connections), else one they share.  (The address is
+    # tried without SO_REUSEPORT first: with it, a second server's sockets would join another's
+    # on the port, silently, and take some of its connections.)
+    reuse = workers > 1 and SHARES_CONNECTIONS
+    if reuse:
+        probe = listen(host, port)
+        port = probe.getsockname()[1]
+        probe.close()
+    sockets = [listen(host, port, reuse_port=reuse)]
     try:
-        if SHARES_CONNECTIONS:
-            sockets += [listen(host, sockets[0].getsockname()[1], reuse_port=True) for _ in range(workers - 1)]
+        if reuse:
+            sockets += [listen(host, port, reuse_port=True) for _ in range(workers - 1)]
         cf = load_or_compile(model, target, None, None, None, threads, trust_code=trust_code, cache=cache)
         if workers > 1:
             cf.wait()  # (every form built before the fork: no worker builds its own)

@@ -15,15 +15,19 @@ The parent holds every socket, so connections waiting for a worker that died wai
 that replaces it.  Each worker has its own micro-batcher (requests are batched within a worker)
 and its own ``/health`` counts, which name its process.
 
-The parent supervises.  A worker that ends without being asked to is replaced, unless workers
-keep ending within a second of starting (something is wrong with every worker: the parent then
-stops them all and fails).  SIGTERM or SIGINT to the parent stops every worker as one server
-stops (the requests in flight answered), then the parent ends as the signal would.  A worker
-whose parent is gone (killed outright) stops itself.  POSIX only: ``os.fork``.
+The parent supervises.  A worker that ends without being asked to is replaced (a little later
+the more ended lately), unless more than twice as many as there are workers end within ten
+seconds (something is wrong with every worker: the parent then stops the others and fails).
+SIGTERM or SIGINT to the parent stops every worker as one server stops (the requests in flight
+answered), then the parent ends as the signal would; the signals are held back while a worker is
+forked, so one that arrives meanwhile reaches every worker too.  A worker whose parent is gone
+(killed outright) stops itself within a second.  A worker that hangs, alive, is not found out:
+the connections the kernel gives its socket wait.  POSIX only: ``os.fork``.
 """
 
 from __future__ import annotations
 
+import gc
 import os
 import signal
 import sys
@@ -34,10 +38,16 @@ from collections.abc import Callable
 
 from silvanforge.errors import InputError, SilvanForgeError
 
-# A worker ending sooner than this after it started counts as a failure to start.
-QUICK_END_S = 1.0
-# How often a worker looks whether its parent is still there.
+# Workers ending without being asked to, this many (at least) within FAILURE_WINDOW_S: every
+# worker fails (its error, a start that cannot succeed): the parent stops the others and fails.
+# Each replacement waits a little more the more ended lately (RESTART_DELAY_S each, at most
+# MAX_RESTART_DELAY_S), so a worker failing at its first request is not restarted in a tight loop.
+FAILURE_WINDOW_S = 10.0
+RESTART_DELAY_S, MAX_RESTART_DELAY_S = 0.1, 1.0
+# How often the parent looks at its workers, and a worker whether its parent is still there.
+POLL_S = 0.05
 ORPHAN_CHECK_S = 1.0
+_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 
 def check_workers(workers: int) -> None:
@@ -50,12 +60,14 @@ def check_workers(workers: int) -> None:
 def run_workers(serve_one: Callable[[int], None], workers: int, log=None) -> int:
     """Fork ``workers`` processes, worker ``i`` calling ``serve_one(i)`` (a server on a socket
     bound before, until a signal stops it; a worker that replaces another takes its number), and
-    supervise them (see the module docstring) until they have all ended.  Returns the signal that stopped them (0: none; they ended by themselves);
-    raises SilvanForgeError where workers kept failing to start."""
+    supervise them (see the module docstring) until they have all ended.  Returns the signal that
+    stopped them (0: none; they ended by themselves); raises SilvanForgeError where workers kept
+    failing."""
     check_workers(workers)
     log = log or sys.stderr
-    children: dict[int, tuple[int, float]] = {}  # pid -> (its worker number, when it started)
+    children: dict[int, int] = {}  # pid -> its worker number
     stopping: list[int] = []  # the signal that stops the workers, once one came
+    ended: list[float] = []  # when workers ended unasked, within the last FAILURE_WINDOW_S
 
     def stop(signum, frame=None) -> None:
         if not stopping:
@@ -67,53 +79,76 @@ def run_workers(serve_one: Callable[[int], None], workers: int, log=None) -> int
                 pass
 
     def spawn(worker: int) -> None:
-        parent = os.getpid()
-        sys.stdout.flush()
-        log.flush()
-        pid = os.fork()
-        if pid == 0:  # the worker: it never returns into the parent's code
-            _run_worker(lambda: serve_one(worker), parent, previous)
-        children[pid] = (worker, time.monotonic())
+        # (SIGTERM and SIGINT held back across the fork: in the child until it has its own
+        # handlers again, in the parent until the child is known to ``stop``)
+        held = signal.pthread_sigmask(signal.SIG_BLOCK, _SIGNALS)
+        try:
+            if stopping:
+                return
+            parent = os.getpid()
+            sys.stdout.flush()
+            log.flush()
+            pid = os.fork()
+            if pid == 0:  # the worker: it never returns into the parent's code
+                _run_worker(lambda: serve_one(worker), parent, previous, held)
+            children[pid] = worker
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, held)
 
-    previous = {s: signal.signal(s, stop) for s in (signal.SIGTERM, signal.SIGINT)}
+    # What exists now stays out of the collector's sight in every worker (a collection after the
+    # fork would write to every object's page, and each worker would copy them all: 31 MB a worker)
+    gc.collect()
+    gc.freeze()
+    previous = {s: signal.signal(s, stop) for s in _SIGNALS}
     failed = None
     try:
-        quick_ends = 0
         for worker in range(workers):
             spawn(worker)
         while children:
-            try:
-                pid, status = os.wait()
-            except ChildProcessError:
-                break
-            ended = children.pop(pid, None)
-            if ended is None or stopping:
+            # (only its own children: the caller may have others, which are not its to collect)
+            done = [(pid, status) for pid, status in map(_reaped, list(children)) if pid]
+            if not done:
+                time.sleep(POLL_S)
                 continue
-            worker, started = ended
-            quick_ends = quick_ends + 1 if time.monotonic() - started < QUICK_END_S else 0
-            why = _why_ended(status)
-            if quick_ends >= max(2, workers):  # every worker fails: the others stopped, and an error
-                failed = f"worker {pid} ended ({why}) within a second of starting, {quick_ends} in a row"
-                stop(signal.SIGTERM)
-                continue
-            log.write(f"forge serve: worker {pid} ended ({why}); starting another\n")
-            log.flush()
-            spawn(worker)
+            for pid, status in done:
+                worker = children.pop(pid)
+                if stopping:
+                    continue
+                now = time.monotonic()
+                ended[:] = [t for t in ended if now - t < FAILURE_WINDOW_S] + [now]
+                if len(ended) >= 2 * workers + 1 and failed is None:
+                    failed = f"{len(ended)} workers ended in {FAILURE_WINDOW_S:g} s, the last {pid} ({_why_ended(status)})"
+                    stop(signal.SIGTERM)
+                    continue
+                log.write(f"forge serve: worker {pid} ended ({_why_ended(status)}); starting another\n")
+                log.flush()
+                time.sleep(min(MAX_RESTART_DELAY_S, RESTART_DELAY_S * (len(ended) - 1)))
+                spawn(worker)
     finally:
         for s, handler in previous.items():
             signal.signal(s, handler)
     if failed is not None:
-        raise SilvanForgeError(f"the server's workers fail: {failed} (each one's error is above)")
+        raise SilvanForgeError(f"the server's workers keep failing: {failed} (each one's error is above)")
     return stopping[0] if stopping else 0
 
 
-def _run_worker(serve_one: Callable[[], None], parent: int, previous: dict) -> None:
+def _reaped(pid: int) -> tuple[int, int]:
+    """(pid, its wait status) where child ``pid`` has ended (and is collected now), else (0, 0)."""
+    try:
+        return os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:  # (collected already, by someone else)
+        return pid, 0
+
+
+def _run_worker(serve_one: Callable[[], None], parent: int, previous: dict, mask) -> None:
     """The forked worker's life: the signals as they were before the parent took them (uvicorn
-    installs its own), a watch on the parent, the server; then the process ends."""
+    installs its own; one sent meanwhile arrives now), a watch on the parent, the server; then
+    the process ends."""
     code = 0
     try:
         for s, handler in previous.items():
             signal.signal(s, handler)
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
         threading.Thread(target=_watch_parent, args=(parent,), name="forge-serve-parent-watch", daemon=True).start()
         serve_one()
     except KeyboardInterrupt:  # (Ctrl-C reaches every process of the terminal's group)

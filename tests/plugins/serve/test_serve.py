@@ -436,3 +436,4 @@ def test_forge_serve_answers_and_stops_cleanly_on_sigterm(tmp_path):
         if proc.poll() is None:
             proc.kill()
             proc.wait(10)
+        proc.stderr.close()

@@ -75,6 +75,12 @@ class _Served:
                 out.append(line)
         return "".join(out)
 
+    def __enter__(self) -> "_Served":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
     def close(self) -> None:
         try:
             os.killpg(self.proc.pid, signal.SIGKILL)
@@ -137,8 +143,7 @@ def _expected() -> float:
 
 
 def test_workers_share_the_port_answer_as_the_library_and_stop_on_sigterm():
-    served = _Served("--workers", "2")
-    try:
+    with _Served("--workers", "2") as served:
         answers = _workers_answering(served.url, want=2)
         assert len(answers) == 2, answers  # both workers took connections
         assert served.proc.pid not in answers  # (the parent only supervises)
@@ -149,26 +154,20 @@ def test_workers_share_the_port_answer_as_the_library_and_stop_on_sigterm():
         assert served.proc.wait(timeout=30) in (0, -signal.SIGTERM)
         assert _gone(answers)
         assert "Traceback" not in served.rest()
-    finally:
-        served.close()
 
 
 def test_a_signal_as_the_workers_start_stops_them_all():
     # (held back across each fork: a signal at once after the command listens stops every worker
     # it started, and the command ends; 130: Ctrl-C before the workers were forked)
     for stop in (signal.SIGTERM, signal.SIGINT, signal.SIGTERM):
-        served = _Served("--workers", "3")
-        try:
+        with _Served("--workers", "3") as served:
             served.proc.send_signal(stop)
             assert served.proc.wait(timeout=30) in (0, 130, -signal.SIGTERM)
             assert _group_gone(served.proc.pid)  # no worker left behind
-        finally:
-            served.close()
 
 
 def test_a_worker_killed_is_replaced_and_workers_stop_when_their_parent_is_killed():
-    served = _Served("--workers", "2")
-    try:
+    with _Served("--workers", "2") as served:
         first = _workers_answering(served.url, want=2)
         victim = next(iter(first))
         os.kill(victim, signal.SIGKILL)
@@ -184,26 +183,20 @@ def test_a_worker_killed_is_replaced_and_workers_stop_when_their_parent_is_kille
         served.proc.kill()  # the parent killed outright: its workers stop by themselves
         served.proc.wait(10)
         assert _gone(now)
-    finally:
-        served.close()
 
 
 def test_ctrl_c_stops_every_worker_and_says_stopped():
-    served = _Served("--workers", "2")
-    try:
+    with _Served("--workers", "2") as served:
         answers = _workers_answering(served.url, want=2)
         os.killpg(served.proc.pid, signal.SIGINT)  # (a terminal's Ctrl-C reaches its whole group)
         assert served.proc.wait(timeout=30) == 0
         err = served.rest()
         assert "stopped" in err and "Traceback" not in err, err
         assert _gone(answers)
-    finally:
-        served.close()
 
 
 def test_a_second_server_on_the_port_is_refused_not_joined():
-    served = _Served("--workers", "2")
-    try:
+    with _Served("--workers", "2") as served:
         port = served.url.rsplit(":", 1)[1]
         for workers in ("2", "1"):
             other = subprocess.run(
@@ -212,8 +205,6 @@ def test_a_second_server_on_the_port_is_refused_not_joined():
                 capture_output=True, text=True, timeout=120)
             assert other.returncode == 1 and "cannot listen on 127.0.0.1:" in other.stderr, other.stderr
             assert "Traceback" not in other.stderr
-    finally:
-        served.close()
 
 
 def test_workers_that_fail_as_they_start_stop_the_server_with_one_error(capfd):

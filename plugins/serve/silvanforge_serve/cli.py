@@ -16,6 +16,7 @@ import typer
 from silvanforge.cli import load_or_compile
 from silvanforge.cli.flags import MODEL_ARG, cache_opt, target_opt, threads_opt
 from silvanforge.errors import InputError
+from silvanforge.plugins import registry
 from silvanforge.runtime.threads import default_threads
 
 LOG_LEVELS = ("critical", "error", "warning", "info", "debug")
@@ -55,7 +56,7 @@ def serve(
 
     if log_level.lower() not in LOG_LEVELS:
         raise InputError(f"--log-level must be one of {', '.join(LOG_LEVELS)}, got {log_level!r}")
-    check_workers(workers)
+    check_workers(workers, registry().target_kind(target) if target and workers > 1 else "cpu")  # (before a compile)
     if threads is None and workers > 1:  # (each worker's calls on its share of the CPUs, not all of them)
         threads = max(1, default_threads() // workers)
     # First: an address in use is an error line before any compile.  Several workers: a socket
@@ -73,6 +74,7 @@ def serve(
         if reuse:
             sockets += [listen(host, port, reuse_port=True) for _ in range(workers - 1)]
         cf = load_or_compile(model, target, None, None, None, threads, trust_code=trust_code, cache=cache)
+        check_workers(workers, registry().target_kind(cf.target))  # (an artifact's own target)
         if workers > 1:
             cf.wait()  # (every form built before the fork: no worker builds its own)
     except BaseException:

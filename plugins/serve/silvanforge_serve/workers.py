@@ -50,11 +50,15 @@ ORPHAN_CHECK_S = 1.0
 _SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 
-def check_workers(workers: int) -> None:
-    """An InputError where this platform cannot run ``workers`` processes."""
+def check_workers(workers: int, target_kind: str = "cpu") -> None:
+    """An InputError where this platform cannot run ``workers`` processes of a model compiled
+    for a target of ``target_kind`` ("cpu" or "gpu")."""
     if workers > 1 and not hasattr(os, "fork"):
         raise InputError("--workers above 1 needs os.fork (Linux, macOS): on this platform run one server "
                          "process a port instead")
+    if workers > 1 and target_kind != "cpu":  # (CUDA's and OpenCL's contexts are not fork-safe)
+        raise InputError("--workers above 1 serves models compiled for the CPU: a GPU's context does not survive "
+                         "the fork that starts the workers (run one server a GPU instead)")
 
 
 def run_workers(serve_one: Callable[[int], None], workers: int, log=None) -> int:

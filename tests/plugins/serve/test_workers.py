@@ -225,5 +225,8 @@ def test_workers_need_fork_and_at_least_one(monkeypatch, capsys):
         check_workers(2)
     check_workers(1)  # (one worker: no fork)
     monkeypatch.undo()
+    with pytest.raises(InputError, match="compiled for the CPU"):  # (a GPU context does not survive a fork)
+        check_workers(2, "gpu")
+    check_workers(1, "gpu")
     assert cli.main(["serve", str(MODEL), "--port", "0", "--workers", "0"]) == 2
     assert "--workers" in capsys.readouterr().err

@@ -21,7 +21,7 @@ seconds (something is wrong with every worker: the parent then stops the others 
 SIGTERM or SIGINT to the parent stops every worker as one server stops (the requests in flight
 answered), then the parent ends as the signal would; the signals are held back while a worker is
 forked, so one that arrives meanwhile reaches every worker too.  A worker whose parent is gone
-(killed outright) stops itself within a second.  A worker that hangs, alive, is not found out:
+(killed outright) notices within a second and stops itself as on SIGTERM.  A worker that hangs, alive, is not found out:
 the connections the kernel gives its socket wait.  POSIX only: ``os.fork``.
 """
 

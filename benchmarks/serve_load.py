@@ -54,21 +54,20 @@ def _serve(kind: str, model: str, window_us: float, threads: int, conn, workers:
     """Child process: the server answering with ``kind``'s predict (``workers`` processes of it,
     forked here); sends its port, then serves until SIGTERM."""
     import silvanforge as sf
-    from silvanforge_serve.app import listen, make_app, make_server
-    from silvanforge_serve.workers import run_workers
+    from silvanforge_serve.app import make_app, make_server
+    from silvanforge_serve.workers import listen_workers, run_workers
 
     if kind == "floor":
         return _serve_constant(conn)
     cf = sf.compile(model, threads=threads).wait()
-    sockets = [listen("127.0.0.1", 0, reuse_port=workers > 1)]
-    sockets += [listen("127.0.0.1", sockets[0].getsockname()[1], reuse_port=True) for _ in range(workers - 1)]
+    sockets = listen_workers("127.0.0.1", 0, workers)
 
     def serve_one(worker: int = 0) -> None:
         predict = name = None
         if kind == "library":  # (made in the worker: the library's threads do not survive a fork)
             predict, name = library_predict(model, threads)
         app = make_app(cf, threads=threads, window_us=window_us, predict=predict, predict_name=name)
-        make_server(app, log_level="error").run(sockets=[sockets[worker]])
+        make_server(app, log_level="error").run(sockets=[sockets[worker % len(sockets)]])
 
     conn.send(sockets[0].getsockname()[1])
     conn.close()

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import sys
 
 import typer
@@ -20,9 +19,6 @@ from silvanforge.plugins import registry
 from silvanforge.runtime.threads import default_threads
 
 LOG_LEVELS = ("critical", "error", "warning", "info", "debug")
-# Whether the kernel shares a port's connections out among sockets bound with SO_REUSEPORT
-# (Linux; BSD and macOS accept the option without sharing).
-SHARES_CONNECTIONS = sys.platform.startswith("linux") and hasattr(socket, "SO_REUSEPORT")
 
 
 def serve(
@@ -51,28 +47,16 @@ def serve(
 ):
     """Serve MODEL over HTTP: POST /predict (JSON rows, records or columns), GET /health, GET /model.
     Requests arriving within --batch-window-us of each other are predicted in one call."""
-    from .app import listen, make_app, make_server
-    from .workers import check_workers, run_workers
+    from .app import make_app, make_server
+    from .workers import check_workers, listen_workers, run_workers
 
     if log_level.lower() not in LOG_LEVELS:
         raise InputError(f"--log-level must be one of {', '.join(LOG_LEVELS)}, got {log_level!r}")
     check_workers(workers, registry().target_kind(target) if target and workers > 1 else "cpu")  # (before a compile)
     if threads is None and workers > 1:  # (each worker's calls on its share of the CPUs, not all of them)
         threads = max(1, default_threads() // workers)
-    # First: an address in use is an error line before any compile.  Several workers: a socket
-    # each where the kernel shares connections out among such sockets (a shared one gave one of
-    # two workers five sixths of 64 clients' connections), else one they share.  (The address is
-    # tried without SO_REUSEPORT first: with it, a second server's sockets would join another's
-    # on the port, silently, and take some of its connections.)
-    reuse = workers > 1 and SHARES_CONNECTIONS
-    if reuse:
-        probe = listen(host, port)
-        port = probe.getsockname()[1]
-        probe.close()
-    sockets = [listen(host, port, reuse_port=reuse)]
+    sockets = listen_workers(host, port, workers)  # first: an address in use is an error line before any compile
     try:
-        if reuse:
-            sockets += [listen(host, port, reuse_port=True) for _ in range(workers - 1)]
         cf = load_or_compile(model, target, None, None, None, threads, trust_code=trust_code, cache=cache)
         check_workers(workers, registry().target_kind(cf.target))  # (an artifact's own target)
         if workers > 1:

@@ -184,13 +184,15 @@ def compile_command(
     table.add_column("what", style="bold")
     table.add_column("value", overflow="fold")
     forest = cf.forest
+    main = " (main form)" if len(cf.forms) > 1 else ""
     rows = [
         ("model", f"{forest.source} {forest.objective}".strip()),
         ("trees", s["trees"]), ("max depth", s["max_depth"]), ("features", s["features"]),
         ("outputs", s["outputs"]), ("target", s["target"]),
         *([("cpu", f"{cf.cpu} (code for that CPU, not this host's)")] if cf.cpu is not None else []),
-        ("representation", s["rep"]),
-        ("schedule", s["schedule"]),
+        # (the main form's: a plan of several forms names each one's representation below)
+        ("representation" + main, s["rep"]),
+        ("schedule" + main, s["schedule"]),
         *([("tile size", cf.tile_size)] if cf.tile_size > 1 else []),
         *([("probability-tiled trees", s["probability_tiled_trees"])] if cf.tile_ids is not None else []),
         *([("trees grouped by", cf.reorder)] if cf.reorder else []),

@@ -70,5 +70,5 @@ def cache_opt():
                              "reused by later runs and other processes for the same model and options.")
 
 
-def threads_opt():
-    return typer.Option(None, "--threads", "-j", min=1, help="Threads to predict with (default: all usable CPUs).")
+def threads_opt(help: str = "Threads to predict with (default: all usable CPUs)."):
+    return typer.Option(None, "--threads", "-j", min=1, help=help)

@@ -533,7 +533,7 @@ class CompiledForest:
         f = self.forest
         return {"trees": f.num_trees, "max_depth": f.max_depth(), "features": f.num_features,
                 "outputs": f.num_outputs, "target": self.target, "rep": self.rep,
-                "schedule": self.schedule.to_text().replace("\n", "; ") or "none (nothing walked)", "padded": self.pad,
+                "schedule": self.schedule.to_text().replace("\n", "; ") or "none (its representation takes no schedule)", "padded": self.pad,
                 "tile_size": self.tile_size, "reorder": self.reorder, "plan_min_ns": self.options.plan_min_ns,
                 "probability_tiled_trees": sum(i is not None for i in self.tile_ids or []),
                 "batch_size": self.batch_size, "threads": self.threads, "cpu": self.cpu or "native",

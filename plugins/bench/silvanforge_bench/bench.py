@@ -303,7 +303,7 @@ def run_bench(model, batch_sizes=DEFAULT_BATCH_SIZES, threads: int | Sequence[in
     report = BenchReport(
         model=model, model_format=fmt, trees=forest.num_trees, max_depth=forest.max_depth(),
         features=forest.num_features, outputs=forest.num_outputs, target=target, rep=first.rep,
-        schedule=first.schedule.to_text().replace("\n", "; ") or "none (nothing walked)", threads=thread_counts,
+        schedule=first.schedule.to_text().replace("\n", "; ") or "none (its representation takes no schedule)", threads=thread_counts,
         repeat=repeat,
         min_time=min_time, batch_sizes=batch_sizes, tile_size=first.tile_size, cpu=first.cpu,
     )

@@ -163,7 +163,8 @@ class MicroBatcher:
                 raise RuntimeError("the batcher is closed")
             if self._waiting >= self.max_queue:
                 self.stats.refused += 1
-                raise QueueFull(f"{self.max_queue} requests are waiting already; try again later")
+                raise QueueFull(f"{self.max_queue} request{'s are' if self.max_queue > 1 else ' is'} waiting already; "
+                                "try again later")
             self._waiting += 1
 
     def _close_window(self, loop) -> None:

@@ -86,7 +86,17 @@ def taken_keys(forest) -> frozenset:
     return frozenset(key for key in (*SHAPES, "output_margin") if key in names)
 
 
+def _unnamed(forest, what: str) -> None:
+    """A BadRequest where the model has no feature names for ``what`` (records, columns) to name:
+    its rows go as ``data``, in its column order (``predict``'s own error speaks of arrays)."""
+    if forest.feature_names is None:
+        raise BadRequest(f"{what} name their features, and the model has no feature names (it was trained on an "
+                         f'array): send its rows as {{"data": [[numbers], ...]}}, {forest.input_features} values '
+                         "each in the model's column order")
+
+
 def _records(records, forest, readers=None) -> np.ndarray:
+    _unnamed(forest, "records")
     if isinstance(records, list) and not records:
         return _empty(forest)
     try:
@@ -98,6 +108,7 @@ def _records(records, forest, readers=None) -> np.ndarray:
 def _columns(columns, forest, readers=None) -> np.ndarray:
     if not isinstance(columns, dict):
         raise BadRequest(f'"columns" is a JSON {_kind(columns)}, not an object of feature name to a list of values')
+    _unnamed(forest, "columns")
     lengths = set()
     for name, values in columns.items():
         if not isinstance(values, list):

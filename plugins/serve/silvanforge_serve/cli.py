@@ -25,7 +25,8 @@ def serve(
     model: str = MODEL_ARG,
     host: str = typer.Option("127.0.0.1", "--host", help="The address to listen on (0.0.0.0: every interface)."),
     port: int = typer.Option(8080, "--port", min=0, max=65535, help="The port to listen on (0: a free one)."),
-    threads: int | None = threads_opt(),
+    threads: int | None = threads_opt("Threads each predict call uses (default: all usable CPUs, shared out among "
+                                      "--workers)."),
     batch_window_us: float = typer.Option(
         200.0, "--batch-window-us", min=0.0,
         help="Microseconds to wait for more requests after the first before predicting them in one call "

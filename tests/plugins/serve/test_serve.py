@@ -181,6 +181,30 @@ def test_features_named_as_a_bodys_keys_are_read_as_features(tmp_path):
             assert client.post("/predict", json=body).status_code == 400
 
 
+def test_a_model_without_feature_names_is_sent_rows_of_numbers(tmp_path):
+    """Records and columns name features the model does not have: the 400 says how its rows go
+    (``data``, its column order), and they are answered so."""
+    import xgboost as xgb
+
+    rng = np.random.default_rng(9)
+    X = rng.normal(size=(300, 3))
+    booster = xgb.train({"objective": "reg:squarederror", "max_depth": 3, "nthread": 1},
+                        xgb.DMatrix(X, X[:, 0] - X[:, 2]), 5)
+    path = tmp_path / "unnamed.json"
+    booster.save_model(str(path))
+    with TestClient(make_app(sf.compile(str(path)))) as client:
+        for what, body in (("records", {"f0": 1.0, "f1": 2.0, "f2": 3.0}), ("records", {"rows": [{"a": 1.0}]}),
+                           ("columns", {"columns": {"a": [1.0]}})):
+            got = client.post("/predict", json=body)
+            assert got.status_code == 400, got.text
+            message = got.json()["error"]
+            assert message.startswith(f"{what} name their features") and '{"data": [[' in message \
+                and "3 values each" in message, message
+        got = client.post("/predict", json={"data": X[:2].tolist()})
+        assert got.status_code == 200, got.text
+        np.testing.assert_array_equal(np.float32(got.json()["predictions"]), booster.inplace_predict(X[:2]))
+
+
 BAD_BODIES = {
     "not JSON": (b'{"rows": [', "not JSON"),
     "a JSON array": (b"[[1, 2]]", "JSON array"),
@@ -330,7 +354,7 @@ def test_a_full_queue_answers_503_and_the_waiting_requests_are_still_answered(xg
                 break
             time.sleep(0.005)
         refused = client.post("/predict", json=body)
-        assert refused.status_code == 503 and "waiting" in refused.json()["error"]
+        assert refused.status_code == 503 and "1 request is waiting already" in refused.json()["error"]
         release.set()
         first.join(10)
         second.join(10)

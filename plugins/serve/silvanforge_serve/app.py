@@ -2,8 +2,10 @@
 
     POST /predict   a JSON body of rows (:mod:`silvanforge_serve.bodies`) -> {"predictions": [...]}
                     (one entry per row, shaped as ``predict`` returns: a list per row for several
-                    outputs); 400 with {"error": "..."} for a body it cannot read, 503 when the
-                    waiting line is full
+                    outputs), with "contributions" or "leaves" beside them where the body asks
+                    for ``pred_contribs`` or ``pred_leaf`` (``predict``'s of those, a row each);
+                    400 with {"error": "..."} for a body it cannot read, 503 when the waiting
+                    line is full
     GET  /health    {"status": "ok", "process": its pid, "queued": ..., "requests": ..., "predict_calls": ...}
     GET  /model     the model (features, their names, outputs, classes) and the compiled plan, as
                     ``forge show --level plan`` prints it
@@ -23,16 +25,17 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from silvanforge.errors import InputError
+from silvanforge.errors import InputError, UnsupportedModelError
 from silvanforge.inputs.records import record_readers
 
-from .batching import MicroBatcher, PredictFn, QueueFull
+from .batching import ExplainFn, MicroBatcher, PredictFn, QueueFull
 from .bodies import BadRequest, parse_body, taken_keys
 from .json_io import dumps as _dumps
 
 
 def make_app(cf, *, threads: int | None = None, window_us: float = 200.0, max_queue: int = 1024,
-             max_rows: int = 4096, predict: PredictFn | None = None, predict_name: str | None = None) -> Front:
+             max_rows: int = 4096, predict: PredictFn | None = None, predict_name: str | None = None,
+             explain: ExplainFn | None = None) -> Front:
     """The application serving compiled model ``cf`` (a CompiledForest).
 
     ``threads``: threads each predict call uses (default: the model's, else all CPUs).
@@ -41,20 +44,28 @@ def make_app(cf, *, threads: int | None = None, window_us: float = 200.0, max_qu
     ``max_queue``: requests that may wait; more get 503.  ``max_rows``: rows a batch stops at.
     ``predict(rows, output_margin)``: what answers a batch instead of ``cf.predict`` (the load
     benchmark plugs the training library's own predict in here); ``cf`` still reads the bodies.
+    ``explain(rows, output)``: what answers a body's ``pred_contribs`` or ``pred_leaf``; by
+    default ``cf.predict``'s, and none where ``predict`` is given without it (such bodies 400).
+    The first such request builds what it needs (seconds, for a large model), unless
+    :func:`prepare_outputs` built it first.
     The batcher is ``app.state.batcher``; it stops when the application shuts down.  What it
     returns is an ASGI application (:class:`Front` over a Starlette application).
     """
     if predict is None:
         def predict(rows, output_margin, _predict=cf.predict):
             return _predict(rows, output_margin=output_margin, threads=threads)
+
+        if explain is None:
+            def explain(rows, output, _predict=cf.predict):
+                return _predict(rows, threads=threads, **{output: True})
         predict_name = "silvanforge"
     batcher = MicroBatcher(predict, window_s=window_us * 1e-6, max_queue=max_queue, max_rows=max_rows,
-                           encode=_answer_body)
+                           encode=_answer_body, explain=explain)
     forest = cf.forest
     info = model_info(cf)
     info["serving"] = {"predict": predict_name or getattr(predict, "__name__", "custom"),
                        "batch_window_us": window_us, "max_queue": max_queue, "max_batch_rows": max_rows,
-                       "threads": threads}
+                       "threads": threads, "explains": [] if explain is None else list(EXPLAINED)}
     info_body = _dumps(info)
 
     async def health(request: Request) -> Response:
@@ -125,7 +136,7 @@ class PredictEndpoint:
             status, headers = 200, ()
             try:
                 payload = await got  # (:func:`_answer_body`, made by the batcher's thread)
-            except InputError as exc:  # what only the model's own checks find
+            except (InputError, UnsupportedModelError) as exc:  # what only the model's own checks find
                 status, payload, headers = _error_body(400, exc)
             except Exception as exc:  # noqa: BLE001 - a bug in predict: answered, the server stays up
                 status, payload, headers = _error_body(500, f"{type(exc).__name__}: {exc}")
@@ -138,15 +149,17 @@ class PredictEndpoint:
         """A request of ``body`` read and handed to the batcher: the future of its answer's JSON,
         or (status, JSON body, extra headers) of an answer made at once (an error, no rows)."""
         try:
-            rows, margin = parse_body(body, self.forest, self.readers, lists=True, taken=self.taken)
+            rows, margin, explained = parse_body(body, self.forest, self.readers, lists=True, taken=self.taken)
         except BadRequest as exc:
             return _error_body(400, exc)
         except Exception as exc:  # noqa: BLE001 - a bug in reading it: answered, the server stays up
             return _error_body(500, f"{type(exc).__name__}: {exc}")
+        if explained is not None and self.batcher.explain is None:
+            return _error_body(400, f"this server answers predictions only, not {explained}")
         if len(rows) == 0:
-            return 200, b'{"predictions":[]}', []
+            return 200, _answer_body([], explained, []) if explained else b'{"predictions":[]}', []
         try:
-            return self.batcher.submit_async(rows, margin)
+            return self.batcher.submit_async(rows, margin, explained)
         except QueueFull as exc:
             return _error_body(503, exc, [(b"retry-after", b"1")])
 
@@ -231,9 +244,34 @@ def _json(doc, status: int = 200, headers: dict | None = None) -> Response:
     return Response(_dumps(doc), status_code=status, headers=headers, media_type="application/json")
 
 
-def _answer_body(values: list) -> bytes:
-    """The JSON answer of a request's predictions (a list, an entry a row)."""
-    return _dumps({"predictions": values})
+# The answer's key of each output a body may ask for beside its predictions.
+EXPLAINED = {"pred_contribs": "contributions", "pred_leaf": "leaves"}
+
+
+def _answer_body(values: list, explained: str | None = None, beside: list | None = None) -> bytes:
+    """The JSON answer of a request's predictions (a list, an entry a row), and of the output
+    ``explained`` asked for beside them (``beside``, an entry a row)."""
+    if explained is None:
+        return _dumps({"predictions": values})
+    return _dumps({"predictions": values, EXPLAINED[explained]: beside})
+
+
+def prepare_outputs(cf, outputs) -> None:
+    """Build what answering ``outputs`` (names of :data:`EXPLAINED`) needs now, before serving,
+    rather than at the first request that asks (which would wait for it, and the requests
+    behind it too): the contributions' tables and kernel, the leaves' compiled model.  An
+    unknown name, or a model that has no such output, is an InputError."""
+    for output in outputs:
+        if output not in EXPLAINED:
+            raise InputError(f"cannot prepare {output!r}: the outputs served beside predictions are "
+                             f"{', '.join(EXPLAINED)}")
+        try:
+            if output == "pred_contribs":
+                cf.prepare_contributions()
+            else:
+                cf.output_model(output).wait()
+        except UnsupportedModelError as exc:
+            raise InputError(f"cannot serve {output}: {exc}") from None
 
 
 def _error_body(status: int, message, headers: list | None = None) -> tuple[int, bytes, list]:

@@ -39,6 +39,8 @@ import numpy as np
 
 # predict(rows, output_margin) -> predictions with one entry (or row) per input row
 PredictFn = Callable[[np.ndarray, bool], np.ndarray]
+# explain(rows, output) -> that output ("pred_contribs", "pred_leaf") with one entry a row
+ExplainFn = Callable[[np.ndarray, str], np.ndarray]
 
 _STOP = object()
 
@@ -57,6 +59,7 @@ class _Job:
     output_margin: bool
     future: Future = field(default_factory=Future)  # (an asyncio future where ``loop`` is set)
     loop: object = None  # the event loop of :meth:`MicroBatcher.submit_async`'s future
+    explained: str | None = None  # an output asked for beside the predictions (``explain``'s)
 
 
 @dataclass
@@ -85,6 +88,9 @@ class MicroBatcher:
     growing at this many rows (a request larger than that is answered alone).  ``encode``:
     what a request's predictions (as Python values: a list, an entry a row) are answered as,
     made on the worker thread; without it, the answer is the predictions' own slice.
+    ``explain(rows, output)``: another output for each row (``"pred_contribs"``,
+    ``"pred_leaf"``), asked for by a request beside its predictions; answered as
+    ``encode(predictions, output, values)`` (without ``encode``, the pair of slices).
 
     Why rows as lists and answers encoded here: on a server's event loop, turning one request's
     row into an array and its answer into JSON were a tenth of the loop's time under load, and
@@ -93,12 +99,12 @@ class MicroBatcher:
 
     def __init__(self, predict: PredictFn, window_s: float = 200e-6, max_queue: int = 1024,
                  max_rows: int = 4096, name: str = "forge-serve-batcher",
-                 encode: Callable[[list], object] | None = None):
+                 encode: Callable[..., object] | None = None, explain: ExplainFn | None = None):
         if window_s < 0:
             raise ValueError(f"the batch window must be 0 or more seconds, got {window_s}")
         if max_queue < 1 or max_rows < 1:
             raise ValueError("max_queue and max_rows must be at least 1")
-        self.predict, self.encode = predict, encode
+        self.predict, self.encode, self.explain = predict, encode, explain
         self.window_s = float(window_s)
         self.max_queue = int(max_queue)
         self.max_rows = int(max_rows)
@@ -115,15 +121,17 @@ class MicroBatcher:
         self._thread.start()
 
     # ---------------------------------------------------------------- the caller's side
-    def submit(self, rows: np.ndarray | list, output_margin: bool = False) -> Future:
+    def submit(self, rows: np.ndarray | list, output_margin: bool = False, explained: str | None = None) -> Future:
         """Queue ``rows`` (one request, already validated) and return the future of its
-        predictions; raises :class:`QueueFull` when ``max_queue`` requests wait already."""
+        predictions (and ``explained``, an output of ``explain``'s, beside them); raises
+        :class:`QueueFull` when ``max_queue`` requests wait already."""
+        self._check_explained(explained)
         self._admit()
-        job = _Job(rows, bool(output_margin))
+        job = _Job(rows, bool(output_margin), explained=explained)
         self._queue.put(job)
         return job.future
 
-    def submit_async(self, rows: np.ndarray | list, output_margin: bool = False):
+    def submit_async(self, rows: np.ndarray | list, output_margin: bool = False, explained: str | None = None):
         """:meth:`submit` from a coroutine: an asyncio future of the running loop, answered on it;
         the request gathered on that loop with the others of its window (call it on the loop).
 
@@ -131,8 +139,10 @@ class MicroBatcher:
         once a request; a batch's answers here reach each loop in one call, and a server
         answering thousands of requests a second spent a fifth of its time on the chaining."""
         loop = asyncio.get_running_loop()
+        if explained is not None:
+            self._check_explained(explained)
         self._admit(loop)
-        job = _Job(rows, bool(output_margin), loop.create_future(), loop)
+        job = _Job(rows, bool(output_margin), loop.create_future(), loop, explained)
         gathering = self._gathering.get(loop)
         if gathering is None:  # the first of a window: the loop's timer closes it
             # (uvloop's timers count whole milliseconds: a window under half of one closes at the
@@ -148,6 +158,10 @@ class MicroBatcher:
             gathering[2].cancel()
             self._close_window(loop)
         return job.future
+
+    def _check_explained(self, explained: str | None) -> None:
+        if explained is not None and self.explain is None:
+            raise ValueError(f"this batcher answers predictions only, not {explained}")
 
     def _admit(self, loop=None) -> None:
         """A request counted as waiting, or :class:`QueueFull` where ``max_queue`` wait already
@@ -266,38 +280,49 @@ class MicroBatcher:
         stats.requests += len(batch)
         stats.largest_batch = max(stats.largest_batch, len(batch))
         answers: list = []  # (job, result, exception)
-        for margin in (False, True):  # one call for each kind of output asked for
-            group = [job for job in batch if job.output_margin is margin]
-            if group:
-                self._call(group, margin, answers)
+        # one call for each kind of output asked for (and one of each other output beside it)
+        if all(job.output_margin is False and job.explained is None for job in batch):
+            self._call(batch, False, None, answers)
+        else:
+            groups: dict = {}
+            for job in batch:
+                groups.setdefault((job.output_margin, job.explained), []).append(job)
+            for (margin, explained), group in groups.items():
+                self._call(group, margin, explained, answers)
         _deliver(answers)
 
-    def _call(self, group: list[_Job], margin: bool, answers: list) -> None:
+    def _call(self, group: list[_Job], margin: bool, explained: str | None, answers: list) -> None:
         self.stats.calls += 1
         try:
             rows = _rows_of(group)
             values = self.predict(rows, margin)
             if len(values) != len(rows):
                 raise RuntimeError(f"predict returned {len(values)} predictions for {len(rows)} rows")
+            more = None if explained is None else self.explain(rows, explained)
+            if more is not None and len(more) != len(rows):
+                raise RuntimeError(f"explain returned {len(more)} values of {explained} for {len(rows)} rows")
             if self.encode is not None:  # (once a batch: each request's a slice of it)
                 values = np.asarray(values).tolist()
+                if more is not None:
+                    more = np.asarray(more).tolist()
         except Exception as exc:  # noqa: BLE001 - each request gets its own answer below
             if len(group) == 1:
                 answers.append((group[0], None, exc))
             else:  # one request's rows spoil the batch: answer each alone
                 for job in group:
-                    self._call([job], margin, answers)
+                    self._call([job], margin, explained, answers)
             return
         start, encode = 0, self.encode
         for job in group:
             n = len(job.rows)
             result = values[start:start + n]
+            beside = None if more is None else more[start:start + n]
             start += n
             if encode is None:
-                answers.append((job, result, None))
+                answers.append((job, result if more is None else (result, beside), None))
                 continue
             try:
-                answers.append((job, encode(result), None))
+                answers.append((job, encode(result) if more is None else encode(result, explained, beside), None))
             except Exception as exc:  # noqa: BLE001 - that request's own answer
                 answers.append((job, None, exc))
 

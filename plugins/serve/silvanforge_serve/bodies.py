@@ -1,6 +1,8 @@
 """What ``POST /predict`` accepts, turned into rows before they join a batch.
 
-A body is one JSON object in one of these shapes (``"output_margin": true`` may go with any):
+A body is one JSON object in one of these shapes (``"output_margin": true`` may go with any, and
+``"pred_contribs": true`` or ``"pred_leaf": true``, LightGBM's ``"pred_contrib"`` too, for each
+row's SHAP contributions or leaves beside its predictions):
 
     {"rows": [{"f0": 1.5, "colour": "red", ...}, ...]}   records by feature name (a list, or one)
     {"f0": 1.5, "colour": "red", ...}                     one record, the object itself
@@ -26,9 +28,13 @@ from silvanforge.inputs.records import records_matrix
 from .json_io import loads
 
 SHAPES = ("rows", "columns", "data")
+# A body's flags: margins, and an output beside the predictions (predict's keyword; LightGBM's
+# spelling of pred_contribs read as it)
+FLAGS = ("output_margin", "pred_contribs", "pred_contrib", "pred_leaf")
+EXPLAINED = {"pred_contribs": "pred_contribs", "pred_contrib": "pred_contribs", "pred_leaf": "pred_leaf"}
 USAGE = ('a body is {"rows": [{feature: value, ...}, ...]}, one record {feature: value, ...}, '
          '{"columns": {feature: [values], ...}} or {"data": [[numbers], ...]}, '
-         'with "output_margin": true optionally')
+         'with "output_margin": true, "pred_contribs": true or "pred_leaf": true optionally')
 
 
 class BadRequest(InputError):
@@ -36,9 +42,10 @@ class BadRequest(InputError):
 
 
 def parse_body(body: bytes, forest, readers: tuple | None = None, lists: bool = False,
-               taken: frozenset | None = None) -> tuple[np.ndarray | list, bool]:
+               taken: frozenset | None = None) -> tuple[np.ndarray | list, bool, str | None]:
     """The rows a body asks predictions for (the model's feature order; float64, or objects for a
-    model that hashes its categories) and whether it asks for margins.  ``readers``: the model's
+    model that hashes its categories), whether it asks for margins, and the output it asks for
+    beside the predictions (``"pred_contribs"``, ``"pred_leaf"``, or None).  ``readers``: the model's
     :func:`silvanforge.inputs.records.record_readers`, and ``taken``: its :func:`taken_keys`, kept
     by the caller (else made a body).  ``lists``: a row of ``data`` holding only floats and nulls
     may come back as it is, a list of one list (what
@@ -54,16 +61,13 @@ def parse_body(body: bytes, forest, readers: tuple | None = None, lists: bool = 
     if taken is None:
         taken = taken_keys(forest)
     if len(doc) == 1 and "data" in doc and "data" not in taken:  # (rows of numbers, as services send them)
-        return _data(doc["data"], forest, lists), False
-    margin = False
-    if "output_margin" in doc and "output_margin" not in taken:
-        doc = dict(doc)
-        margin = doc.pop("output_margin")
-        if not isinstance(margin, bool):
-            raise BadRequest(f"output_margin must be true or false, got {json.dumps(margin)}")
+        return _data(doc["data"], forest, lists), False, None
+    margin, explained = _flags(doc, taken)
+    if any(key in doc and key not in taken for key in FLAGS):  # (the rest: the rows)
+        doc = {key: value for key, value in doc.items() if key not in FLAGS or key in taken}
     shapes = [key for key in SHAPES if key in doc and key not in taken]
     if not shapes:  # one record, the object itself
-        return _records(doc, forest, readers), margin
+        return _records(doc, forest, readers), margin, explained
     if len(doc) > 1:
         other = [key for key in doc if key != shapes[0]]
         raise BadRequest(f"unexpected key {other[0]!r} next to {shapes[0]!r}; {USAGE}")
@@ -72,18 +76,37 @@ def parse_body(body: bytes, forest, readers: tuple | None = None, lists: bool = 
     if key == "rows":
         if not isinstance(value, (list, dict)):
             raise BadRequest(f'"rows" is a JSON {_kind(value)}, not a list of records')
-        return _records(value, forest, readers), margin
+        return _records(value, forest, readers), margin, explained
     if key == "columns":
-        return _columns(value, forest, readers), margin
-    return _data(value, forest, lists), margin
+        return _columns(value, forest, readers), margin, explained
+    return _data(value, forest, lists), margin, explained
+
+
+def _flags(doc: dict, taken: frozenset) -> tuple[bool, str | None]:
+    """A body's ``output_margin`` and the output it asks for beside the predictions (its flags
+    that are no feature names), each true or false."""
+    margin, explained = False, None
+    for key in FLAGS:
+        if key not in doc or key in taken:
+            continue
+        value = doc[key]
+        if not isinstance(value, bool):
+            raise BadRequest(f"{key} must be true or false, got {json.dumps(value)}")
+        if key == "output_margin":
+            margin = value
+        elif value:
+            if explained is not None and explained != EXPLAINED[key]:
+                raise BadRequest("a body asks for pred_contribs or pred_leaf, not both")
+            explained = EXPLAINED[key]
+    return margin, explained
 
 
 def taken_keys(forest) -> frozenset:
-    """The body's own keys (its shapes, output_margin) that are feature names of ``forest``, where
-    a record means them as features.  A server keeps them (a wide model's list of names was
+    """The body's own keys (its shapes and flags) that are feature names of ``forest``, where a
+    record means them as features.  A server keeps them (a wide model's list of names was
     scanned for them at each request)."""
     names = set(forest.feature_names or ())
-    return frozenset(key for key in (*SHAPES, "output_margin") if key in names)
+    return frozenset(key for key in (*SHAPES, *FLAGS) if key in names)
 
 
 def _unnamed(forest, what: str) -> None:

@@ -41,6 +41,11 @@ def serve(
     cache: str | None = cache_opt(),
     log_level: str = typer.Option("info", "--log-level",
                                   help="uvicorn's log level: critical, error, warning, info, debug."),
+    prepare: str | None = typer.Option(
+        None, "--prepare",
+        help="Outputs that bodies may ask for beside predictions to build before serving, comma-separated: "
+             "pred_contribs (SHAP contributions), pred_leaf (leaf indices); else the first request asking "
+             "builds them (seconds for a large model) and the requests behind it wait."),
     workers: int = typer.Option(1, "--workers", "-w", min=1,
                                 help="Server processes sharing the port, each with its own event loop and batcher "
                                      "(the model compiled once, before they start; POSIX only). Each predicts on "
@@ -48,7 +53,7 @@ def serve(
 ):
     """Serve MODEL over HTTP: POST /predict (JSON rows, records or columns), GET /health, GET /model.
     Requests arriving within --batch-window-us of each other are predicted in one call."""
-    from .app import make_app, make_server
+    from .app import make_app, make_server, prepare_outputs
     from .workers import check_workers, listen_workers, run_workers
 
     if log_level.lower() not in LOG_LEVELS:
@@ -60,6 +65,8 @@ def serve(
     try:
         cf = load_or_compile(model, target, None, None, None, threads, trust_code=trust_code, cache=cache)
         check_workers(workers, registry().target_kind(cf.target))  # (an artifact's own target)
+        if prepare:  # (before a fork: built once, every worker's)
+            prepare_outputs(cf, [name.strip() for name in prepare.split(",") if name.strip()])
         if workers > 1:
             cf.wait()  # (every form built before the fork: no worker builds its own)
     except BaseException:

@@ -8,6 +8,7 @@ Every request loop here is bounded, and nothing binds anything but 127.0.0.1.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import signal
 import subprocess
@@ -128,6 +129,92 @@ def test_predictions_of_several_outputs_are_rows_of_classes(lgb_model):
                                rtol=1e-12, atol=1e-12)
 
 
+def test_contributions_and_leaves_come_beside_the_predictions(xgb_model, lgb_model):
+    """``pred_contribs`` / ``pred_leaf`` in a body: each row's SHAP contributions or leaves beside
+    its predictions, as the library's own (XGBoost's ``pred_contribs``, LightGBM's
+    ``pred_contrib``, three classes' laid out as LightGBM does), in any body shape and with
+    margins; requests asking for different outputs are answered each its own."""
+    import pandas as pd
+    import xgboost as xgb
+
+    _, booster, cf = xgb_model
+    records = _records(4, seed=12)
+    frame = pd.DataFrame(records, columns=[*FEATURES, "colour"]).astype({"f2": float})
+    frame["colour"] = pd.Categorical(frame["colour"], categories=COLOURS)
+    dmatrix = xgb.DMatrix(frame, enable_categorical=True)
+    want_phi = booster.predict(dmatrix, pred_contribs=True)
+    want_leaf = booster.predict(dmatrix, pred_leaf=True)
+    ours = {"contributions": cf.predict(frame, pred_contribs=True), "leaves": cf.predict(frame, pred_leaf=True)}
+    with TestClient(make_app(cf)) as client:
+        for body, key, want, rows in (({"rows": records, "pred_contribs": True}, "contributions", want_phi, slice(None)),
+                                      ({"rows": records, "pred_leaf": True}, "leaves", want_leaf, slice(None)),
+                                      ({"rows": records, "pred_contrib": True, "output_margin": True}, "contributions",
+                                       want_phi, slice(None)),
+                                      ({**records[2], "pred_leaf": True}, "leaves", want_leaf, slice(2, 3))):
+            got = client.post("/predict", json=body)
+            assert got.status_code == 200, got.text
+            answer = got.json()
+            assert set(answer) == {"predictions", key}, answer
+            np.testing.assert_allclose(np.array(answer[key]), want[rows], rtol=1e-5, atol=1e-6)
+            np.testing.assert_array_equal(answer[key], ours[key][rows])  # (what predict answers, exactly)
+            expected = _xgb_expected(booster, records, margin=body.get("output_margin", False))
+            np.testing.assert_array_equal(np.float32(answer["predictions"]), expected[rows])
+        for body in ({"rows": records, "pred_contribs": 1}, {"rows": records, "pred_contribs": True, "pred_leaf": True}):
+            got = client.post("/predict", json=body)
+            assert got.status_code == 400 and "\n" not in got.json()["error"], got.text
+        assert client.post("/predict", json={"rows": [], "pred_leaf": True}).json() == {"predictions": [],
+                                                                                       "leaves": []}
+        assert client.get("/model").json()["serving"]["explains"] == ["pred_contribs", "pred_leaf"]
+
+    _, lgb_booster, lgb_cf = lgb_model
+    X = np.random.default_rng(13).normal(size=(3, 5))
+    with TestClient(make_app(lgb_cf)) as client:
+        answer = client.post("/predict", json={"data": X.tolist(), "pred_contrib": True}).json()
+    np.testing.assert_allclose(answer["contributions"], lgb_booster.predict(X, pred_contrib=True), rtol=1e-9,
+                               atol=1e-12)
+    np.testing.assert_allclose(answer["predictions"], lgb_booster.predict(X), rtol=1e-12, atol=1e-12)
+
+
+def test_a_batch_asking_for_several_outputs_answers_each_request_its_own(xgb_model):
+    """The batcher's calls group requests by what they ask for: predictions alone, margins,
+    contributions beside them; every request gets its own rows' answers."""
+    from silvanforge_serve.batching import MicroBatcher
+
+    _, _, cf = xgb_model
+    calls = []
+
+    def predict(rows, margin):
+        calls.append(("predict", len(rows), margin))
+        return cf.predict(rows, output_margin=margin)
+
+    def explain(rows, output):
+        calls.append((output, len(rows)))
+        return cf.predict(rows, **{output: True})
+
+    rng = np.random.default_rng(14)
+    rows = [np.column_stack([rng.normal(size=(k, len(FEATURES))), rng.integers(0, 3, k)]) for k in (1, 2, 3, 1)]
+    asks = [(False, None), (False, "pred_contribs"), (True, "pred_contribs"), (False, None)]
+    batcher = MicroBatcher(predict, window_s=0.05, explain=explain)
+    try:
+        futures = [batcher.submit(r, margin, explained) for r, (margin, explained) in zip(rows, asks)]
+        answers = [f.result(10) for f in futures]
+    finally:
+        batcher.close()
+    for r, (margin, explained), answer in zip(rows, asks, answers):
+        values = answer if explained is None else answer[0]
+        np.testing.assert_array_equal(values, cf.predict(r, output_margin=margin))
+        if explained is not None:
+            np.testing.assert_array_equal(answer[1], cf.predict(r, pred_contribs=True))
+    assert sorted(calls, key=str) == sorted([("predict", 2, False), ("predict", 2, False), ("predict", 3, True),
+                                             ("pred_contribs", 2), ("pred_contribs", 3)], key=str), calls
+    plain = MicroBatcher(predict)
+    try:
+        with pytest.raises(ValueError, match="predictions only"):
+            plain.submit(rows[0], explained="pred_leaf")
+    finally:
+        plain.close()
+
+
 def test_rows_come_as_lists_only_where_asked_for_and_plain(xgb_model):
     """``parse_body``: a row of floats and nulls as the list it was parsed into only with
     ``lists``; integers, booleans and several rows as float64 arrays; a model that hashes its
@@ -137,12 +224,12 @@ def test_rows_come_as_lists_only_where_asked_for_and_plain(xgb_model):
     _, _, cf = xgb_model
     width = cf.forest.input_features
     floats = json.dumps({"data": [[0.5] * (width - 1) + [None]]}).encode()
-    rows, margin = parse_body(floats, cf.forest, lists=True)
+    rows, margin, _ = parse_body(floats, cf.forest, lists=True)
     assert rows == [[0.5] * (width - 1) + [None]] and margin is False
     for body, lists in ((floats, False), (json.dumps({"data": [[1] * width]}).encode(), True),
                         (json.dumps({"data": [[True] + [0.5] * (width - 1)]}).encode(), True),
                         (json.dumps({"data": [[0.5] * width] * 2}).encode(), True)):
-        rows, _ = parse_body(body, cf.forest, lists=lists)
+        rows, _, _ = parse_body(body, cf.forest, lists=lists)
         assert type(rows) is np.ndarray and rows.dtype == np.float64, body
     cb = pytest.importorskip("catboost")
     import pandas as pd
@@ -153,7 +240,7 @@ def test_rows_come_as_lists_only_where_asked_for_and_plain(xgb_model):
         frame, frame["a"] + (frame["colour"] == "red"))
     hashed = sf.compile(model).forest
     assert hashed.hashed_categories or hashed.hashed_combinations
-    rows, _ = parse_body(json.dumps({"data": [[0.5, 1.5]]}).encode(), hashed, lists=True)
+    rows, _, _ = parse_body(json.dumps({"data": [[0.5, 1.5]]}).encode(), hashed, lists=True)
     assert type(rows) is np.ndarray and rows.dtype == object
 
 
@@ -430,11 +517,50 @@ def test_concurrent_clients_each_get_the_librarys_prediction_for_their_own_rows(
 def test_forge_serve_help_and_a_missing_model_is_one_line(capsys, tmp_path):
     assert cli.main(["serve", "--help"]) == 0
     out = capsys.readouterr().out
-    assert "--batch-window-us" in out and "--max-queue" in out
+    assert "--batch-window-us" in out and "--max-queue" in out and "--prepare" in out
     assert cli.main(["serve", str(tmp_path / "nonesuch.json"), "--port", "0"]) == 1
     err = capsys.readouterr().err
     assert err.startswith("error: ") and err.count("\n") == 1 and "nonesuch.json" in err
     assert "Traceback" not in err
+    model = str(REPOSITORY / "examples" / "model.json")
+    assert cli.main(["serve", model, "--port", "0", "--prepare", "pred_contribs,shapley"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and err.count("\n") == 1 and "'shapley'" in err and "pred_leaf" in err
+
+
+def test_outputs_a_server_cannot_answer_are_a_400_and_prepared_ones_are_built_first():
+    """A model without covers has no path-dependent contributions, and a server answering with
+    another predict has none of its own: their bodies asking get a 400 naming why, the server
+    stays up; ``prepare_outputs`` builds the contributions' tables and the leaves' model before
+    any request (the first asking then finds them), and refuses what it cannot build."""
+    from silvanforge_serve.app import prepare_outputs
+
+    forest = sf.Forest(trees=[sf.Tree.from_nodes([1, -1, -1], [2, -1, -1], [0, -1, -1], [0.5, 0, 0],
+                                                 [0.0, 1.0, 2.0])], num_features=1)
+    uncovered = sf.compile(forest)
+    with TestClient(make_app(uncovered)) as client:
+        got = client.post("/predict", json={"data": [[0.1]], "pred_contribs": True})
+        assert got.status_code == 400 and "no covers" in got.json()["error"], got.text
+        leaves = client.post("/predict", json={"data": [[0.1], [0.9]], "pred_leaf": True}).json()
+        assert leaves["predictions"] == [1.0, 2.0]
+        np.testing.assert_array_equal(leaves["leaves"], uncovered.predict(np.array([[0.1], [0.9]]), pred_leaf=True))
+    with pytest.raises(sf.InputError, match="cannot serve pred_contribs: .*no covers"):
+        prepare_outputs(uncovered, ["pred_contribs"])
+
+    with TestClient(make_app(uncovered, predict=lambda rows, margin: rows[:, 0])) as client:
+        got = client.post("/predict", json={"data": [[0.1]], "pred_leaf": True})
+        assert got.status_code == 400 and "predictions only" in got.json()["error"], got.text
+        assert client.post("/predict", json={"data": [[0.25]]}).json() == {"predictions": [0.25]}
+        assert client.get("/model").json()["serving"]["explains"] == []
+
+    covered = sf.compile(dataclasses.replace(forest, trees=[dataclasses.replace(forest.trees[0],
+                                                                                cover=np.array([4.0, 3.0, 1.0]))]))
+    prepare_outputs(covered, ["pred_contribs", "pred_leaf"])
+    assert covered._contribution_tables is not None and "pred_leaf" in covered._outputs
+    with TestClient(make_app(covered)) as client:
+        got = client.post("/predict", json={"data": [[0.1], [0.9]], "pred_contribs": True}).json()
+    # E[f] = (3 * 1 + 1 * 2) / 4 = 1.25; the row's leaf minus that goes to the feature
+    np.testing.assert_allclose(got["contributions"], [[-0.25, 1.25], [0.75, 1.25]])
 
 
 def test_forge_serve_answers_and_stops_cleanly_on_sigterm(tmp_path):

@@ -4,7 +4,8 @@ answering with the training library's own predict (XGBoost's ``inplace_predict``
 
     python benchmarks/serve_load.py [--model M.json] [--clients 1,8,64] [--requests 200]
                                     [--window-us 200] [--threads 1] [--workers 1] [--repeat 3] [--client raw|httpx]
-                                    [--body data|records] [--floor] [--markdown F] [--plot F.png]
+                                    [--body data|records] [--explain pred_contribs|pred_leaf] [--floor]
+                                    [--markdown F] [--plot F.png]
 
 Each server runs in a process of its own (uvicorn on 127.0.0.1, a port the system picks, the
 same application from ``silvanforge_serve.app``: bodies read and checked on the event loop,
@@ -13,7 +14,10 @@ port, as ``forge serve --workers N`` runs them); only the function answering a b
 The clients run in this process: C concurrent clients (asyncio tasks, one keep-alive connection
 each; a minimal HTTP client by default, httpx with ``--client httpx``) send a fixed number of requests each, one row per request (``{"data": [[...]]}``,
 or with ``--body records`` one record by feature name, ``{"f0": 1.5, "colour": "red", ...}``),
-and every request's latency is kept.  It prints requests per second and p50 / p99 latency for
+and every request's latency is kept; with ``--explain pred_contribs`` (or ``pred_leaf``) each
+request also asks for its row's SHAP contributions (leaves), which the library-backed server
+computes with the library's own (XGBoost's ``predict(DMatrix, pred_contribs=True)``, LightGBM's
+``pred_contrib``).  It prints requests per second and p50 / p99 latency for
 each client count and server (the best of ``--repeat`` rounds, the servers taking turns), the
 requests each predict call answered, and the ratio of throughputs.  Without ``--model`` it trains
 an XGBoost model of 100 trees of depth 8 on 28 features (synthetic data, fixed seed).
@@ -63,10 +67,11 @@ def _serve(kind: str, model: str, window_us: float, threads: int, conn, workers:
     sockets = listen_workers("127.0.0.1", 0, workers)
 
     def serve_one(worker: int = 0) -> None:
-        predict = name = None
+        predict = name = explain = None
         if kind == "library":  # (made in the worker: the library's threads do not survive a fork)
             predict, name = library_predict(model, threads)
-        app = make_app(cf, threads=threads, window_us=window_us, predict=predict, predict_name=name)
+            explain = library_explain(model, threads)
+        app = make_app(cf, threads=threads, window_us=window_us, predict=predict, predict_name=name, explain=explain)
         make_server(app, log_level="error").run(sockets=[sockets[worker % len(sockets)]])
 
     conn.send(sockets[0].getsockname()[1])
@@ -117,6 +122,32 @@ def library_predict(model: str, threads: int):
     def predict(rows, output_margin):
         return booster.inplace_predict(rows, predict_type="margin" if output_margin else "value")
     return predict, "xgboost inplace_predict"
+
+
+def library_explain(model: str, threads: int):
+    """``explain(rows, output)``: the model file's own library answering ``pred_contribs`` or
+    ``pred_leaf`` for a batch (XGBoost's ``Booster.predict`` of a DMatrix, LightGBM's
+    ``pred_contrib`` / ``pred_leaf``)."""
+    if model.endswith(".txt"):
+        import lightgbm as lgb
+
+        booster = lgb.Booster(model_file=model)
+
+        def explain(rows, output):
+            keyword = {"pred_contribs": "pred_contrib", "pred_leaf": "pred_leaf"}[output]
+            return booster.predict(rows, num_threads=threads, **{keyword: True})
+        return explain
+    import xgboost as xgb
+
+    booster = xgb.Booster(model_file=model)
+    booster.set_param({"nthread": threads})
+    types = booster.feature_types
+
+    def explain(rows, output):
+        matrix = xgb.DMatrix(rows, feature_names=booster.feature_names, feature_types=types,
+                             enable_categorical=bool(types and "c" in types), nthread=threads)
+        return booster.predict(matrix, **{output: True})
+    return explain
 
 
 class Server:
@@ -197,7 +228,7 @@ async def _client(kind: str, url: str, bodies: list[bytes], latencies: list[floa
             if status != 200:
                 raise RuntimeError(f"{url}: {status} {text[:200]!r}")
             if answers is not None:
-                answers.append(json.loads(text)["predictions"])
+                answers.append(json.loads(text))
 
 
 async def _load(kind: str, url: str, clients: int, requests: int, bodies: list[bytes]) -> dict:
@@ -215,25 +246,30 @@ async def _load(kind: str, url: str, clients: int, requests: int, bodies: list[b
             "p50_ms": 1e3 * lat[len(lat) // 2], "p99_ms": 1e3 * lat[min(len(lat) - 1, int(0.99 * len(lat)))]}
 
 
-async def _answers(url: str, bodies: list[bytes]) -> np.ndarray:
+async def _answers(url: str, bodies: list[bytes]) -> tuple[np.ndarray, np.ndarray | None]:
+    """Each body's prediction, and what it asked for beside it (None: nothing)."""
     answers: list = []
     await _client("httpx", url, bodies, [], _set_event(), answers)
-    return np.array([a[0] for a in answers], dtype=np.float64)
+    beside = [next((a[key] for key in ("contributions", "leaves") if key in a), None) for a in answers]
+    return (np.array([a["predictions"][0] for a in answers], dtype=np.float64),
+            None if beside[0] is None else np.array([b[0] for b in beside], dtype=np.float64))
 
 
-def request_bodies(model: str, body: str, n: int = 4096, seed: int = 5) -> list[bytes]:
+def request_bodies(model: str, body: str, n: int = 4096, seed: int = 5, explain: str | None = None) -> list[bytes]:
     """``n`` one-row request bodies for ``model``: ``data``, rows of numbers in the model's order
     (normal values, 5% missing; a categorical feature's value a float, mostly no category, as a
     code); ``records``, one record by feature name, as a service sends it (numbers alike, missing
-    as null; a categorical feature one of the model's labels, drawn at random)."""
+    as null; a categorical feature one of the model's labels, drawn at random).  ``explain``:
+    each body also asks for that output (``"pred_contribs": true``)."""
     import silvanforge as sf
 
     forest = sf.load_model(model)
     rng = np.random.default_rng(seed)
     rows = rng.normal(size=(n, forest.input_features))
     rows[rng.random(rows.shape) < 0.05] = np.nan
+    flag = {explain: True} if explain else {}
     if body == "data":
-        return [json.dumps({"data": [row.tolist()]}).encode() for row in rows]
+        return [json.dumps({"data": [row.tolist()], **flag}).encode() for row in rows]
     names = forest.feature_names
     if not names:
         raise SystemExit(f"--body records: {model} has no feature names for records to give")
@@ -246,7 +282,7 @@ def request_bodies(model: str, body: str, n: int = 4096, seed: int = 5) -> list[
                 record[name] = labels[i][int(rng.integers(len(labels[i])))]
             else:
                 record[name] = None if row[i] != row[i] else float(row[i])
-        records.append(json.dumps(record, default=lambda v: v.item()).encode())
+        records.append(json.dumps({**record, **flag}, default=lambda v: v.item()).encode())
     return records
 
 
@@ -264,23 +300,27 @@ def _health(url: str) -> dict:
 
 # ------------------------------------------------------------------ main
 def run(model: str, clients: list[int], requests: int, window_us: float, threads: int,
-        client: str = "raw", repeat: int = 3, floor: bool = False, body: str = "data", workers: int = 1) -> list[dict]:
+        client: str = "raw", repeat: int = 3, floor: bool = False, body: str = "data", workers: int = 1,
+        explain: str | None = None) -> list[dict]:
     """Both servers up at once; for each client count, ``repeat`` rounds alternating which server
     goes first; each server's best round (by requests/s) counts, as ``forge bench`` keeps its
     best: the machine is shared, and what else runs on it only ever slows a round down.
     ``floor``: a third server answering a constant body (:func:`_serve_constant`) measured alike."""
     kinds = SERVERS + (("floor",) if floor else ())
-    bodies = request_bodies(model, body)
+    bodies = request_bodies(model, body, explain=explain)
     servers = {}
     try:
         for kind in kinds:
             servers[kind] = Server(kind, model, window_us, threads, workers)
         answers = {kind: asyncio.run(_answers(s.url, bodies[:64])) for kind, s in servers.items() if kind != "floor"}
-        ours, theirs = answers["silvanforge"], answers["library"]
+        (ours, our_more), (theirs, their_more) = answers["silvanforge"], answers["library"]
         # (exact for XGBoost's values; LightGBM's float64 sigmoid may differ by an ulp: README)
         if not np.allclose(ours, theirs, rtol=1e-12, atol=1e-15) or (model.endswith(".json") and
                                                                      not np.array_equal(ours, theirs)):
             raise SystemExit("the two servers answer differently: not timed")
+        # (contributions: XGBoost sums them in float32, and its order of the sums is its own)
+        if explain and not np.allclose(our_more, their_more, rtol=1e-4, atol=1e-5):
+            raise SystemExit(f"the two servers' {explain} differ: not timed")
         for s in servers.values():
             asyncio.run(_load(client, s.url, 8, 50, bodies))  # warm-up
         results = []
@@ -366,6 +406,9 @@ def main(argv=None) -> None:
     parser.add_argument("--body", choices=("data", "records"), default="data",
                         help="What a request holds: data (a row of numbers in the model's order) or records "
                              "(one record by feature name, categorical values as labels).")
+    parser.add_argument("--explain", choices=("pred_contribs", "pred_leaf"),
+                        help="Each request also asks for its row's SHAP contributions or leaves (both servers; "
+                             "the library-backed one computes them with the library's own).")
     parser.add_argument("--floor", action="store_true",
                         help="Also measure a server answering a constant body (this machine's HTTP floor).")
     parser.add_argument("--markdown", help="Also write the table here.")
@@ -375,7 +418,7 @@ def main(argv=None) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         model = args.model or str(train_model(Path(tmp)))
         results = run(model, clients, args.requests, args.window_us, args.threads, args.client, args.repeat,
-                      args.floor, args.body, args.workers)
+                      args.floor, args.body, args.workers, args.explain)
     table = markdown(results)
     print(table)
     if args.markdown:

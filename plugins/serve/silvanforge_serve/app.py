@@ -65,7 +65,7 @@ def make_app(cf, *, threads: int | None = None, window_us: float = 200.0, max_qu
     info = model_info(cf)
     info["serving"] = {"predict": predict_name or getattr(predict, "__name__", "custom"),
                        "batch_window_us": window_us, "max_queue": max_queue, "max_batch_rows": max_rows,
-                       "threads": threads, "explains": [] if explain is None else list(EXPLAINED)}
+                       "threads": threads, "beside_predictions": [] if explain is None else list(ANSWER_KEYS)}
     info_body = _dumps(info)
 
     async def health(request: Request) -> Response:
@@ -245,7 +245,7 @@ def _json(doc, status: int = 200, headers: dict | None = None) -> Response:
 
 
 # The answer's key of each output a body may ask for beside its predictions.
-EXPLAINED = {"pred_contribs": "contributions", "pred_leaf": "leaves"}
+ANSWER_KEYS = {"pred_contribs": "contributions", "pred_leaf": "leaves"}
 
 
 def _answer_body(values: list, explained: str | None = None, beside: list | None = None) -> bytes:
@@ -253,18 +253,18 @@ def _answer_body(values: list, explained: str | None = None, beside: list | None
     ``explained`` asked for beside them (``beside``, an entry a row)."""
     if explained is None:
         return _dumps({"predictions": values})
-    return _dumps({"predictions": values, EXPLAINED[explained]: beside})
+    return _dumps({"predictions": values, ANSWER_KEYS[explained]: beside})
 
 
 def prepare_outputs(cf, outputs) -> None:
-    """Build what answering ``outputs`` (names of :data:`EXPLAINED`) needs now, before serving,
+    """Build what answering ``outputs`` (names of :data:`ANSWER_KEYS`) needs now, before serving,
     rather than at the first request that asks (which would wait for it, and the requests
     behind it too): the contributions' tables and kernel, the leaves' compiled model.  An
     unknown name, or a model that has no such output, is an InputError."""
     for output in outputs:
-        if output not in EXPLAINED:
+        if output not in ANSWER_KEYS:
             raise InputError(f"cannot prepare {output!r}: the outputs served beside predictions are "
-                             f"{', '.join(EXPLAINED)}")
+                             f"{', '.join(ANSWER_KEYS)}")
         try:
             if output == "pred_contribs":
                 cf.prepare_contributions()

@@ -31,7 +31,7 @@ SHAPES = ("rows", "columns", "data")
 # A body's flags: margins, and an output beside the predictions (predict's keyword; LightGBM's
 # spelling of pred_contribs read as it)
 FLAGS = ("output_margin", "pred_contribs", "pred_contrib", "pred_leaf")
-EXPLAINED = {"pred_contribs": "pred_contribs", "pred_contrib": "pred_contribs", "pred_leaf": "pred_leaf"}
+OUTPUT_OF_FLAG = {"pred_contribs": "pred_contribs", "pred_contrib": "pred_contribs", "pred_leaf": "pred_leaf"}
 USAGE = ('a body is {"rows": [{feature: value, ...}, ...]}, one record {feature: value, ...}, '
          '{"columns": {feature: [values], ...}} or {"data": [[numbers], ...]}, '
          'with "output_margin": true, "pred_contribs": true or "pred_leaf": true optionally')
@@ -95,9 +95,9 @@ def _flags(doc: dict, taken: frozenset) -> tuple[bool, str | None]:
         if key == "output_margin":
             margin = value
         elif value:
-            if explained is not None and explained != EXPLAINED[key]:
+            if explained is not None and explained != OUTPUT_OF_FLAG[key]:
                 raise BadRequest("a body asks for pred_contribs or pred_leaf, not both")
-            explained = EXPLAINED[key]
+            explained = OUTPUT_OF_FLAG[key]
     return margin, explained
 
 

@@ -164,7 +164,7 @@ def test_contributions_and_leaves_come_beside_the_predictions(xgb_model, lgb_mod
             assert got.status_code == 400 and "\n" not in got.json()["error"], got.text
         assert client.post("/predict", json={"rows": [], "pred_leaf": True}).json() == {"predictions": [],
                                                                                        "leaves": []}
-        assert client.get("/model").json()["serving"]["explains"] == ["pred_contribs", "pred_leaf"]
+        assert client.get("/model").json()["serving"]["beside_predictions"] == ["pred_contribs", "pred_leaf"]
 
     _, lgb_booster, lgb_cf = lgb_model
     X = np.random.default_rng(13).normal(size=(3, 5))
@@ -551,7 +551,7 @@ def test_outputs_a_server_cannot_answer_are_a_400_and_prepared_ones_are_built_fi
         got = client.post("/predict", json={"data": [[0.1]], "pred_leaf": True})
         assert got.status_code == 400 and "predictions only" in got.json()["error"], got.text
         assert client.post("/predict", json={"data": [[0.25]]}).json() == {"predictions": [0.25]}
-        assert client.get("/model").json()["serving"]["explains"] == []
+        assert client.get("/model").json()["serving"]["beside_predictions"] == []
 
     covered = sf.compile(dataclasses.replace(forest, trees=[dataclasses.replace(forest.trees[0],
                                                                                 cover=np.array([4.0, 3.0, 1.0]))]))

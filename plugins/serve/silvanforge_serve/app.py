@@ -35,7 +35,7 @@ from .json_io import dumps as _dumps
 
 def make_app(cf, *, threads: int | None = None, window_us: float = 200.0, max_queue: int = 1024,
              max_rows: int = 4096, predict: PredictFn | None = None, predict_name: str | None = None,
-             explain: ExplainFn | None = None) -> Front:
+             explain: ExplainFn | None = None, inline_us: float = 50.0) -> Front:
     """The application serving compiled model ``cf`` (a CompiledForest).
 
     ``threads``: threads each predict call uses (default: the model's, else all CPUs).
@@ -48,6 +48,9 @@ def make_app(cf, *, threads: int | None = None, window_us: float = 200.0, max_qu
     default ``cf.predict``'s, and none where ``predict`` is given without it (such bodies 400).
     The first such request builds what it needs (seconds, for a large model), unless
     :func:`prepare_outputs` built it first.
+    ``inline_us``: a batch of a few rows is predicted on the event loop itself where such calls
+    have taken at most this long (microseconds; 0: always on the batcher's thread;
+    :mod:`silvanforge_serve.batching`).
     The batcher is ``app.state.batcher``; it stops when the application shuts down.  What it
     returns is an ASGI application (:class:`Front` over a Starlette application).
     """
@@ -60,12 +63,12 @@ def make_app(cf, *, threads: int | None = None, window_us: float = 200.0, max_qu
                 return _predict(rows, threads=threads, **{output: True})
         predict_name = "silvanforge"
     batcher = MicroBatcher(predict, window_s=window_us * 1e-6, max_queue=max_queue, max_rows=max_rows,
-                           encode=_answer_body, explain=explain)
+                           encode=_answer_body, explain=explain, inline_s=inline_us * 1e-6)
     forest = cf.forest
     info = model_info(cf)
     info["serving"] = {"predict": predict_name or getattr(predict, "__name__", "custom"),
                        "batch_window_us": window_us, "max_queue": max_queue, "max_batch_rows": max_rows,
-                       "threads": threads, "beside_predictions": [] if explain is None else list(ANSWER_KEYS)}
+                       "threads": threads, "inline_us": inline_us, "beside_predictions": [] if explain is None else list(ANSWER_KEYS)}
     info_body = _dumps(info)
 
     async def health(request: Request) -> Response:

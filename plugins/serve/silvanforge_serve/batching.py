@@ -13,6 +13,12 @@ Requests from threads (:meth:`MicroBatcher.submit`) are gathered by the worker i
 the worker predicts, the event loop reads the next requests and gathers the next batch; the
 compiled code releases the GIL while it runs.
 
+A loop's batch of a few rows whose calls have been cheap (``inline_s``: the small calls' time,
+measured on every call) is answered on the loop itself, at its window's close: handing it to the
+worker and its answers back cost two wake-ups of a sleeping thread (0.15 ms a request to a lone
+client on a 2-vCPU VM, where the call of a one-row walk costs 8 us), and an event loop that
+predicts a few microseconds holds its other requests up no longer than that.
+
 The waiting line is bounded: :meth:`MicroBatcher.submit` raises :class:`QueueFull` when
 ``max_queue`` requests wait already (the server answers 503) rather than letting the line grow.
 A batch whose call fails is answered request by request, so a request whose rows the model
@@ -47,6 +53,12 @@ _STOP = object()
 # How long a closed batcher's worker waits for requests counted before the close that have not
 # reached it yet (a loop's window handed over on the loop's own thread).
 CLOSE_WAIT_S = 1.0
+
+# A loop's batch of up to INLINE_ROWS rows is answered on the loop where calls of that many rows
+# have taken at most ``inline_s`` (MicroBatcher): their time, smoothed over calls (a new call's
+# weight INLINE_WEIGHT), measured on whichever thread made them.
+INLINE_ROWS = 8
+INLINE_WEIGHT = 0.2
 
 
 class QueueFull(Exception):
@@ -91,6 +103,9 @@ class MicroBatcher:
     ``explain(rows, output)``: another output for each row (``"pred_contribs"``,
     ``"pred_leaf"``), asked for by a request beside its predictions; answered as
     ``encode(predictions, output, values)`` (without ``encode``, the pair of slices).
+    ``inline_s``: a loop's batch of up to :data:`INLINE_ROWS` rows asking for predictions alone
+    is predicted on the loop itself where such calls have taken at most this long (seconds,
+    smoothed; 0: never), the worker measuring the first ones.
 
     Why rows as lists and answers encoded here: on a server's event loop, turning one request's
     row into an array and its answer into JSON were a tenth of the loop's time under load, and
@@ -99,13 +114,16 @@ class MicroBatcher:
 
     def __init__(self, predict: PredictFn, window_s: float = 200e-6, max_queue: int = 1024,
                  max_rows: int = 4096, name: str = "forge-serve-batcher",
-                 encode: Callable[..., object] | None = None, explain: ExplainFn | None = None):
+                 encode: Callable[..., object] | None = None, explain: ExplainFn | None = None,
+                 inline_s: float = 50e-6):
         if window_s < 0:
             raise ValueError(f"the batch window must be 0 or more seconds, got {window_s}")
         if max_queue < 1 or max_rows < 1:
             raise ValueError("max_queue and max_rows must be at least 1")
         self.predict, self.encode, self.explain = predict, encode, explain
         self.window_s = float(window_s)
+        self.inline_s = float(inline_s)
+        self.small_call_s: float | None = None  # (calls of up to INLINE_ROWS rows: their smoothed time)
         self.max_queue = int(max_queue)
         self.max_rows = int(max_rows)
         self.stats = BatchStats()
@@ -182,10 +200,23 @@ class MicroBatcher:
             self._waiting += 1
 
     def _close_window(self, loop) -> None:
-        """The requests ``loop`` gathered, to the worker as one batch."""
+        """The requests ``loop`` gathered, to the worker as one batch (or answered here, on the
+        loop, where they are a few rows of predictions whose calls have been cheap)."""
         gathering = self._gathering.pop(loop, None)
-        if gathering is not None:
-            self._queue.put(gathering[0])
+        if gathering is None:
+            return
+        jobs, rows = gathering[0], gathering[1]
+        small = self.small_call_s
+        if small is not None and rows <= INLINE_ROWS and small <= self.inline_s and not self._closed \
+                and all(job.explained is None for job in jobs) and loop is _running_loop():
+            with self._count:  # (taken: no longer waiting)
+                self._waiting -= len(jobs)
+            answers: list = []
+            self._answer_into(jobs, answers)
+            for job, result, exception in answers:
+                _settle(job.future, result, exception)
+            return
+        self._queue.put(jobs)
 
     def queued(self) -> int:
         """Requests waiting for the worker now."""
@@ -276,10 +307,14 @@ class MicroBatcher:
         return batch, stop
 
     def _answer(self, batch: list[_Job]) -> None:
+        answers: list = []  # (job, result, exception)
+        self._answer_into(batch, answers)
+        _deliver(answers)
+
+    def _answer_into(self, batch: list[_Job], answers: list) -> None:
         stats = self.stats
         stats.requests += len(batch)
         stats.largest_batch = max(stats.largest_batch, len(batch))
-        answers: list = []  # (job, result, exception)
         # one call for each kind of output asked for (and one of each other output beside it)
         if all(job.output_margin is False and job.explained is None for job in batch):
             self._call(batch, False, None, answers)
@@ -289,13 +324,16 @@ class MicroBatcher:
                 groups.setdefault((job.output_margin, job.explained), []).append(job)
             for (margin, explained), group in groups.items():
                 self._call(group, margin, explained, answers)
-        _deliver(answers)
 
     def _call(self, group: list[_Job], margin: bool, explained: str | None, answers: list) -> None:
         self.stats.calls += 1
         try:
             rows = _rows_of(group)
+            start = time.perf_counter()
             values = self.predict(rows, margin)
+            if len(rows) <= INLINE_ROWS:  # (what a small call costs: whether the next is made on the loop)
+                took, small = time.perf_counter() - start, self.small_call_s
+                self.small_call_s = took if small is None else small + INLINE_WEIGHT * (took - small)
             if len(values) != len(rows):
                 raise RuntimeError(f"predict returned {len(values)} predictions for {len(rows)} rows")
             more = None if explained is None else self.explain(rows, explained)
@@ -325,6 +363,13 @@ class MicroBatcher:
                 answers.append((job, encode(result) if more is None else encode(result, explained, beside), None))
             except Exception as exc:  # noqa: BLE001 - that request's own answer
                 answers.append((job, None, exc))
+
+
+def _running_loop():
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
 
 
 def _rows_of(group: list[_Job]) -> np.ndarray:

@@ -261,3 +261,54 @@ def test_the_batcher_refuses_rather_than_queueing_past_its_bound():
     finally:
         release.set()
         batcher.close()
+
+
+def test_a_loops_few_rows_are_answered_on_the_loop_where_their_calls_are_cheap():
+    """A loop's batch of up to INLINE_ROWS rows asking for predictions is predicted on the loop
+    itself once the calls of so few rows have been measured cheap (the worker measures the
+    first); calls slower than ``inline_s``, ``inline_s=0``, more rows, and requests asking for
+    contributions go to the worker.  Answers are the same either way, a failing request's error
+    its own."""
+    import asyncio
+
+    from silvanforge_serve.batching import INLINE_ROWS
+
+    def run(inline_s, rows_each, delay=0.0, explained=None):
+        threads = []
+
+        def predict(rows, margin):
+            threads.append(threading.get_ident())
+            if np.isinf(rows).any():
+                raise sf.InputError("rows hold infinity")
+            time.sleep(delay)
+            return rows[:, 0] * 2
+
+        batcher = MicroBatcher(predict, window_s=0, inline_s=inline_s, explain=lambda rows, output: rows[:, :1])
+
+        async def main():
+            answers = []
+            for k in range(6):  # (one window each: a request, answered, then the next)
+                value = np.inf if k == 3 else float(k)
+                future = batcher.submit_async(np.full((rows_each, 1), value), False, explained)
+                answers.append(await asyncio.gather(future, return_exceptions=True))
+            return threading.get_ident(), [a[0] for a in answers]
+        try:
+            loop_thread, answers = asyncio.run(main())
+        finally:
+            batcher.close()
+        for k, got in enumerate(answers):
+            if k == 3:
+                assert isinstance(got, sf.InputError) and "infinity" in str(got)
+            else:
+                values = got if explained is None else got[0]
+                assert values.tolist() == [2.0 * k] * rows_each
+        return [t == loop_thread for t in threads], batcher
+
+    on_loop, batcher = run(50e-3, 1)
+    assert on_loop[0] is False and all(on_loop[1:]), on_loop  # (the first measured on the worker)
+    assert batcher.small_call_s is not None and batcher.stats.calls == 6 and batcher.stats.requests == 6
+    assert not any(run(1e-3, 1, delay=5e-3)[0])  # (5 ms a call, over 1 ms: the loop is not held up so)
+    assert not any(run(0.0, 1)[0])
+    assert not any(run(50e-3, INLINE_ROWS + 1)[0])
+    assert not any(run(50e-3, 1, explained="pred_contribs")[0])
+    assert all(run(50e-3, INLINE_ROWS)[0][1:])

@@ -6,7 +6,8 @@
                     for ``pred_contribs`` or ``pred_leaf`` (``predict``'s of those, a row each);
                     400 with {"error": "..."} for a body it cannot read, 503 when the waiting
                     line is full
-    GET  /health    {"status": "ok", "process": its pid, "queued": ..., "requests": ..., "predict_calls": ...}
+    GET  /health    {"status": "ok", "process": its pid, "queued": ..., "requests": ..., "predict_calls": ...,
+                    "small_call_us": what calls of a few rows take, smoothed (under inline_us: on the loop)}
     GET  /model     the model (features, their names, outputs, classes) and the compiled plan, as
                     ``forge show --level plan`` prints it
 
@@ -73,7 +74,9 @@ def make_app(cf, *, threads: int | None = None, window_us: float = 200.0, max_qu
 
     async def health(request: Request) -> Response:
         # (the process: where several workers share a port, each answers for its own)
-        return _json({"status": "ok", "process": os.getpid(), "queued": batcher.queued(), **batcher.stats.as_dict()})
+        small = batcher.small_call_s  # (a few rows' calls: under inline_us, made on the event loop)
+        return _json({"status": "ok", "process": os.getpid(), "queued": batcher.queued(), **batcher.stats.as_dict(),
+                      "small_call_us": None if small is None else round(small * 1e6, 1)})
 
     async def model(request: Request) -> Response:
         return Response(info_body, media_type="application/json")

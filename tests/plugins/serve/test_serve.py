@@ -412,6 +412,7 @@ def test_health_and_model_describe_the_server_and_the_compiled_plan(xgb_model):
         health = client.get("/health").json()
         model = client.get("/model").json()
     assert health["status"] == "ok" and health["requests"] == 1 and health["predict_calls"] == 1
+    assert health["small_call_us"] > 0  # (a call of 3 rows: measured, whether the next few rows go on the loop)
     assert model["feature_names"] == [*FEATURES, "colour"] and model["outputs"] == 1
     assert model["features"] == 7 and model["categorical_features"] == {"6": COLOURS}
     assert model["plan"] == cf.show("plan") and model["model"].startswith("xgboost")

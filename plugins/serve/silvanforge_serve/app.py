@@ -66,11 +66,14 @@ def make_app(cf, *, threads: int | None = None, window_us: float = 200.0, max_qu
     batcher = MicroBatcher(predict, window_s=window_us * 1e-6, max_queue=max_queue, max_rows=max_rows,
                            encode=_answer_body, explain=explain, inline_s=inline_us * 1e-6)
     forest = cf.forest
-    info = model_info(cf)
-    info["serving"] = {"predict": predict_name or getattr(predict, "__name__", "custom"),
-                       "batch_window_us": window_us, "max_queue": max_queue, "max_batch_rows": max_rows,
-                       "threads": threads, "inline_us": inline_us, "beside_predictions": [] if explain is None else list(ANSWER_KEYS)}
-    info_body = _dumps(info)
+    serving = {"predict": predict_name or getattr(predict, "__name__", "custom"),
+               "batch_window_us": window_us, "max_queue": max_queue, "max_batch_rows": max_rows,
+               "threads": threads, "inline_us": inline_us,
+               "beside_predictions": [] if explain is None else list(ANSWER_KEYS)}
+    def describe() -> list:
+        built = cf.forms_built  # (read first: forms that finish meanwhile are described again next time)
+        return [_dumps({**model_info(cf), "serving": serving}), built]
+    info_body = describe()  # (made once, and again while forms still build, whose plan then changes)
 
     async def health(request: Request) -> Response:
         # (the process: where several workers share a port, each answers for its own)
@@ -79,7 +82,9 @@ def make_app(cf, *, threads: int | None = None, window_us: float = 200.0, max_qu
                       "small_call_us": None if small is None else round(small * 1e6, 1)})
 
     async def model(request: Request) -> Response:
-        return Response(info_body, media_type="application/json")
+        if not info_body[1]:
+            info_body[:] = describe()
+        return Response(info_body[0], media_type="application/json")
 
     @contextlib.asynccontextmanager
     async def lifespan(app):

@@ -410,6 +410,7 @@ def test_health_and_model_describe_the_server_and_the_compiled_plan(xgb_model):
     with TestClient(make_app(cf, window_us=300, max_queue=7)) as client:
         client.post("/predict", json={"rows": _records(3, seed=5)})
         health = client.get("/health").json()
+        cf.wait()  # (the plan's forms built: /model says so, though the app was made while they built)
         model = client.get("/model").json()
     assert health["status"] == "ok" and health["requests"] == 1 and health["predict_calls"] == 1
     assert health["small_call_us"] > 0  # (a call of 3 rows: measured, whether the next few rows go on the loop)

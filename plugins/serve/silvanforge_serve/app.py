@@ -7,7 +7,7 @@
                     400 with {"error": "..."} for a body it cannot read, 503 when the waiting
                     line is full
     GET  /health    {"status": "ok", "process": its pid, "queued": ..., "requests": ..., "predict_calls": ...,
-                    "small_call_us": what calls of a few rows take, smoothed (under inline_us: on the loop)}
+                    "small_call_us": what calls of a few rows take, smoothed (at most inline_us: on the loop)}
     GET  /model     the model (features, their names, outputs, classes) and the compiled plan, as
                     ``forge show --level plan`` prints it
 
@@ -70,21 +70,17 @@ def make_app(cf, *, threads: int | None = None, window_us: float = 200.0, max_qu
                "batch_window_us": window_us, "max_queue": max_queue, "max_batch_rows": max_rows,
                "threads": threads, "inline_us": inline_us,
                "beside_predictions": [] if explain is None else list(ANSWER_KEYS)}
-    def describe() -> list:
-        built = cf.forms_built  # (read first: forms that finish meanwhile are described again next time)
-        return [_dumps({**model_info(cf), "serving": serving}), built]
-    info_body = describe()  # (made once, and again while forms still build, whose plan then changes)
+    _dumps({**model_info(cf), "serving": serving})  # (checked now: a model it cannot describe fails here)
 
     async def health(request: Request) -> Response:
         # (the process: where several workers share a port, each answers for its own)
-        small = batcher.small_call_s  # (a few rows' calls: under inline_us, made on the event loop)
+        small = batcher.small_call_s  # (a few rows' calls: at most inline_us, made on the event loop)
         return _json({"status": "ok", "process": os.getpid(), "queued": batcher.queued(), **batcher.stats.as_dict(),
                       "small_call_us": None if small is None else round(small * 1e6, 1)})
 
     async def model(request: Request) -> Response:
-        if not info_body[1]:
-            info_body[:] = describe()
-        return Response(info_body[0], media_type="application/json")
+        # (described at each request: the plan's forms and the other outputs get built meanwhile)
+        return Response(_dumps({**model_info(cf), "serving": serving}), media_type="application/json")
 
     @contextlib.asynccontextmanager
     async def lifespan(app):

@@ -105,7 +105,8 @@ class MicroBatcher:
     ``encode(predictions, output, values)`` (without ``encode``, the pair of slices).
     ``inline_s``: a loop's batch of up to :data:`INLINE_ROWS` rows asking for predictions alone
     is predicted on the loop itself where such calls have taken at most this long (seconds,
-    smoothed; 0: never), the worker measuring the first ones.
+    smoothed; 0: never), the worker measuring the first ones; so ``predict`` may run on a loop's
+    thread and the worker's at once (the compiled model's does: its staging is a thread's).
 
     Why rows as lists and answers encoded here: on a server's event loop, turning one request's
     row into an array and its answer into JSON were a tenth of the loop's time under load, and
@@ -207,7 +208,8 @@ class MicroBatcher:
             return
         jobs, rows = gathering[0], gathering[1]
         small = self.small_call_s
-        if small is not None and rows <= INLINE_ROWS and small <= self.inline_s and not self._closed \
+        if small is not None and rows <= INLINE_ROWS and 0 < self.inline_s and small <= self.inline_s \
+                and not self._closed \
                 and all(job.explained is None for job in jobs) and loop is _running_loop():
             with self._count:  # (taken: no longer waiting)
                 self._waiting -= len(jobs)

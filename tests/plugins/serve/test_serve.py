@@ -164,7 +164,9 @@ def test_contributions_and_leaves_come_beside_the_predictions(xgb_model, lgb_mod
             assert got.status_code == 400 and "\n" not in got.json()["error"], got.text
         assert client.post("/predict", json={"rows": [], "pred_leaf": True}).json() == {"predictions": [],
                                                                                        "leaves": []}
-        assert client.get("/model").json()["serving"]["beside_predictions"] == ["pred_contribs", "pred_leaf"]
+        model = client.get("/model").json()  # (what was built since the app was made, too)
+        assert model["serving"]["beside_predictions"] == ["pred_contribs", "pred_leaf"]
+        assert {"pred_contribs", "pred_leaf"} <= set(model["summary"]["outputs_built"]), model["summary"]
 
     _, lgb_booster, lgb_cf = lgb_model
     X = np.random.default_rng(13).normal(size=(3, 5))

@@ -70,7 +70,9 @@ def make_app(cf, *, threads: int | None = None, window_us: float = 200.0, max_qu
                "batch_window_us": window_us, "max_queue": max_queue, "max_batch_rows": max_rows,
                "threads": threads, "inline_us": inline_us,
                "beside_predictions": [] if explain is None else list(ANSWER_KEYS)}
-    _dumps({**model_info(cf), "serving": serving})  # (checked now: a model it cannot describe fails here)
+    # (described once now, though GET /model describes it afresh: the summary waits for the plan's
+    # forms, so the server starts with them built, and a model it cannot describe fails here)
+    _dumps({**model_info(cf), "serving": serving})
 
     async def health(request: Request) -> Response:
         # (the process: where several workers share a port, each answers for its own)

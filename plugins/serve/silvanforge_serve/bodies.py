@@ -62,9 +62,11 @@ def parse_body(body: bytes, forest, readers: tuple | None = None, lists: bool = 
         taken = taken_keys(forest)
     if len(doc) == 1 and "data" in doc and "data" not in taken:  # (rows of numbers, as services send them)
         return _data(doc["data"], forest, lists), False, None
-    margin, explained = _flags(doc, taken)
-    if any(key in doc and key not in taken for key in FLAGS):  # (the rest: the rows)
-        doc = {key: value for key, value in doc.items() if key not in FLAGS or key in taken}
+    flags = [key for key in FLAGS if key in doc and key not in taken]
+    margin, explained = False, None
+    if flags:  # (read, and the rest of the body is the rows)
+        margin, explained = _flags(doc, flags)
+        doc = {key: value for key, value in doc.items() if key not in flags}
     shapes = [key for key in SHAPES if key in doc and key not in taken]
     if not shapes:  # one record, the object itself
         return _records(doc, forest, readers), margin, explained
@@ -82,13 +84,11 @@ def parse_body(body: bytes, forest, readers: tuple | None = None, lists: bool = 
     return _data(value, forest, lists), margin, explained
 
 
-def _flags(doc: dict, taken: frozenset) -> tuple[bool, str | None]:
-    """A body's ``output_margin`` and the output it asks for beside the predictions (its flags
-    that are no feature names), each true or false."""
+def _flags(doc: dict, flags: list) -> tuple[bool, str | None]:
+    """A body's ``output_margin`` and the output it asks for beside the predictions, from its
+    ``flags`` (those of :data:`FLAGS` it holds that are no feature names), each true or false."""
     margin, explained = False, None
-    for key in FLAGS:
-        if key not in doc or key in taken:
-            continue
+    for key in flags:
         value = doc[key]
         if not isinstance(value, bool):
             raise BadRequest(f"{key} must be true or false, got {json.dumps(value)}")

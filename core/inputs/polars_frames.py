@@ -80,6 +80,8 @@ class PolarsPlan:
             take = None if columns == list(range(len(names))) else \
                 operator.itemgetter(*columns) if len(columns) > 1 else (lambda row, c=columns[0]: (row[c],))
             self.few = (take, [(f, lookup) for f, (_, lookup) in enumerate(self.few) if lookup is not None])
+        # Whether polars' row tuples are the rows as they are (its columns the model's numbers, in order)
+        self.as_given = self.few is not None and self.few[0] is None and not self.few[1]
         # Every feature a plain number column or labels: a few rows may go to a lean path that
         # reads polars' row tuples itself (frames.frame_rows' ``tuples``: NumPy's array of them
         # and its float32 copy cost 1.2 us, a third of a one-row call), labels replaced by their

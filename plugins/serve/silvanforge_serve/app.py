@@ -165,8 +165,8 @@ class PredictEndpoint:
             return _error_body(500, f"{type(exc).__name__}: {exc}")
         if explained is not None and self.batcher.explain is None:
             return _error_body(400, f"this server answers predictions only, not {explained}")
-        if len(rows) == 0:
-            return 200, _answer_body([], explained, []) if explained else b'{"predictions":[]}', []
+        if len(rows) == 0 and explained is None:  # (no rows asking for more: the batcher's, which may refuse it)
+            return 200, b'{"predictions":[]}', []
         try:
             return self.batcher.submit_async(rows, margin, explained)
         except QueueFull as exc:

@@ -211,8 +211,7 @@ class MicroBatcher:
         if small is not None and rows <= INLINE_ROWS and 0 < self.inline_s and small <= self.inline_s \
                 and not self._closed \
                 and all(job.explained is None for job in jobs) and loop is _running_loop():
-            with self._count:  # (taken: no longer waiting)
-                self._waiting -= len(jobs)
+            self._taken(jobs)
             answers: list = []
             self._answer_into(jobs, answers)
             for job, result, exception in answers:
@@ -304,9 +303,16 @@ class MicroBatcher:
                 break
             batch.extend(jobs)
             rows += more
-        with self._count:  # (taken: no longer waiting)
-            self._waiting -= len(batch)
+        self._taken(batch)
         return batch, stop
+
+    def _taken(self, batch: list[_Job]) -> None:
+        """A batch taken to be answered: no longer waiting, counted.  (Under the lock: the loop's
+        thread answers a few rows itself while the worker answers others.)"""
+        with self._count:
+            self._waiting -= len(batch)
+            self.stats.requests += len(batch)
+            self.stats.largest_batch = max(self.stats.largest_batch, len(batch))
 
     def _answer(self, batch: list[_Job]) -> None:
         answers: list = []  # (job, result, exception)
@@ -314,9 +320,6 @@ class MicroBatcher:
         _deliver(answers)
 
     def _answer_into(self, batch: list[_Job], answers: list) -> None:
-        stats = self.stats
-        stats.requests += len(batch)
-        stats.largest_batch = max(stats.largest_batch, len(batch))
         # one call for each kind of output asked for (and one of each other output beside it)
         if all(job.output_margin is False and job.explained is None for job in batch):
             self._call(batch, False, None, answers)
@@ -328,7 +331,8 @@ class MicroBatcher:
                 self._call(group, margin, explained, answers)
 
     def _call(self, group: list[_Job], margin: bool, explained: str | None, answers: list) -> None:
-        self.stats.calls += 1
+        with self._count:
+            self.stats.calls += 1
         try:
             rows = _rows_of(group)
             start = time.perf_counter()

@@ -268,6 +268,9 @@ def test_features_named_as_a_bodys_keys_are_read_as_features(tmp_path):
         # (a feature's name beside rows is no request for margins; rows of numbers are no record)
         for body in ({"rows": [row], "output_margin": True}, {"data": [[0.5, -1.25, 2.0]]}):
             assert client.post("/predict", json=body).status_code == 400
+        # (the 400 of a flag that is a feature's name says why the flag is not read)
+        got = client.post("/predict", json={"rows": [row], "output_margin": True})
+        assert "'output_margin' is one of this model's features" in got.json()["error"], got.text
 
 
 def test_a_model_without_feature_names_is_sent_rows_of_numbers(tmp_path):
@@ -543,8 +546,12 @@ def test_outputs_a_server_cannot_answer_are_a_400_and_prepared_ones_are_built_fi
                                                  [0.0, 1.0, 2.0])], num_features=1)
     uncovered = sf.compile(forest)
     with TestClient(make_app(uncovered)) as client:
-        got = client.post("/predict", json={"data": [[0.1]], "pred_contribs": True})
-        assert got.status_code == 400 and "no covers" in got.json()["error"], got.text
+        # (no rows asking is refused as rows are: what the model cannot compute for any)
+        for data in ([[0.1]], []):
+            got = client.post("/predict", json={"data": data, "pred_contribs": True})
+            assert got.status_code == 400 and "no covers" in got.json()["error"], got.text
+        assert client.post("/predict", json={"data": [], "pred_leaf": True}).json() == {"predictions": [],
+                                                                                       "leaves": []}
         leaves = client.post("/predict", json={"data": [[0.1], [0.9]], "pred_leaf": True}).json()
         assert leaves["predictions"] == [1.0, 2.0]
         np.testing.assert_array_equal(leaves["leaves"], uncovered.predict(np.array([[0.1], [0.9]]), pred_leaf=True))

@@ -35,7 +35,7 @@ import threading
 
 import numpy as np
 
-from silvanforge.inputs import category_hash
+from silvanforge.inputs import arrow_native, category_hash
 from silvanforge.ir.hir import Forest
 from silvanforge.inputs.hashed_kernel import (
     CODE_STRIDE,
@@ -202,6 +202,8 @@ class HashedInputs:
         column = self._columns.get(feature) if feature is not None else None
         if column is not None:
             found = column.integer_codes(values)
+            if found is None:
+                found = column.string_codes(values)
             if found is not None:
                 return found
         codes, uniques, token = factorise(values)
@@ -443,12 +445,13 @@ class _ColumnValues:
     (:meth:`HashedInputs.fill`).  ``state`` (the codes by value, the hash table) is replaced in
     one assignment, so a call reads one whole state while another adds values."""
 
-    __slots__ = ("integers", "last", "state")
+    __slots__ = ("integers", "last", "state", "strings")
 
     def __init__(self):
         self.state = ({}, np.full(1, MISSING, dtype=np.int64))
         self.last = None  # (state, token, remap) of the last call's distinct values
         self.integers = None  # (state, lowest, codes by integer from it: -1 unseen), its integers'
+        self.strings = None  # (state, the C++ reader's index of its strings or None, the reader)
 
     def integer_codes(self, values) -> tuple[np.ndarray, np.ndarray] | None:
         """(codes, table) of a 1-D NumPy array of integers whose every value the state holds,
@@ -462,6 +465,28 @@ class _ColumnValues:
             return None
         codes = lut[values.astype(np.int64, copy=False) - lowest]  # (within the span: int64 holds them)
         return (codes, state[1]) if codes.min() >= 0 else None
+
+    def string_codes(self, values) -> tuple[np.ndarray, np.ndarray] | None:
+        """(codes, table) of a column of strings held by arrow (pandas' str, Arrow-backed) whose
+        every value the state holds, each found by the C++ reader of arrow columns in an index of
+        the state's strings (made once a state); else None (a value not seen, the reader not
+        ready: :meth:`codes` of the column factorised, which adds it)."""
+        if not type(values).__name__.startswith("Arrow"):
+            return None
+        found, state = self.strings, self.state
+        if found is None or found[0] is not state:
+            module = arrow_native.reader()
+            if module is None:
+                return None
+            labels = [(v, code) for (kind, v), code in state[0].items() if kind is str]
+            index = module.label_index([v for v, _ in labels], [code for _, code in labels]) if labels else None
+            found = self.strings = (state, index, module)
+        if found[1] is None:
+            return None
+        codes = np.empty(len(values), dtype=np.int64)
+        if found[2].index_codes(found[1], values.__arrow_array__(), codes) != 0:
+            return None
+        return codes, state[1]
 
     def _integers(self, state: tuple) -> None:
         """The table of :meth:`integer_codes` for ``state``, where its integers span little."""

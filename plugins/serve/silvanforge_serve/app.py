@@ -4,8 +4,8 @@
                     (one entry per row, shaped as ``predict`` returns: a list per row for several
                     outputs), with "contributions" or "leaves" beside them where the body asks
                     for ``pred_contribs`` or ``pred_leaf`` (``predict``'s of those, a row each);
-                    400 with {"error": "..."} for a body it cannot read, 503 when the waiting
-                    line is full
+                    400 with {"error": "..."} for a body it cannot read, 413 for a body over
+                    ``max_body_bytes`` (the connection then closed), 503 when the waiting line is full
     GET  /health    {"status": "ok", "process": its pid, "queued": ..., "requests": ..., "predict_calls": ...,
                     "small_call_us": what calls of a few rows take, smoothed (at most inline_us: on the loop)}
     GET  /model     the model (features, their names, outputs, classes) and the compiled plan, as
@@ -33,10 +33,15 @@ from .batching import ExplainFn, MicroBatcher, PredictFn, QueueFull
 from .bodies import BadRequest, parse_body, taken_keys
 from .json_io import dumps as _dumps
 
+# The largest body ``POST /predict`` reads by default (bytes): 4096 rows of 255 features as JSON
+# numbers of 17 digits take about 18 MB.
+MAX_BODY_BYTES = 64 << 20
+
 
 def make_app(cf, *, threads: int | None = None, window_us: float = 200.0, max_queue: int = 1024,
              max_rows: int = 4096, predict: PredictFn | None = None, predict_name: str | None = None,
-             explain: ExplainFn | None = None, inline_us: float = 50.0) -> Front:
+             explain: ExplainFn | None = None, inline_us: float = 50.0,
+             max_body_bytes: int = MAX_BODY_BYTES) -> Front:
     """The application serving compiled model ``cf`` (a CompiledForest).
 
     ``threads``: threads each predict call uses (default: the model's, else all CPUs).
@@ -52,6 +57,8 @@ def make_app(cf, *, threads: int | None = None, window_us: float = 200.0, max_qu
     ``inline_us``: a batch of a few rows is predicted on the event loop itself where such calls
     have taken at most this long (microseconds; 0: always on the batcher's thread;
     :mod:`silvanforge_serve.batching`).
+    ``max_body_bytes``: the largest body read; a larger one is answered 413 as soon as its
+    declared length or the bytes read so far pass it (a body is read whole before it is parsed).
     The batcher is ``app.state.batcher``; it stops when the application shuts down.  What it
     returns is an ASGI application (:class:`Front` over a Starlette application).
     """
@@ -68,7 +75,7 @@ def make_app(cf, *, threads: int | None = None, window_us: float = 200.0, max_qu
     forest = cf.forest
     serving = {"predict": predict_name or getattr(predict, "__name__", "custom"),
                "batch_window_us": window_us, "max_queue": max_queue, "max_batch_rows": max_rows,
-               "threads": threads, "inline_us": inline_us,
+               "threads": threads, "inline_us": inline_us, "max_body_bytes": max_body_bytes,
                "beside_predictions": [] if explain is None else list(ANSWER_KEYS)}
     # (described once now, though GET /model describes it afresh: the summary waits for the plan's
     # forms, so the server starts with them built, and a model it cannot describe fails here)
@@ -91,7 +98,9 @@ def make_app(cf, *, threads: int | None = None, window_us: float = 200.0, max_qu
         finally:  # (uvicorn stops on SIGINT/SIGTERM: what is queued is answered first)
             batcher.close()
 
-    endpoint = PredictEndpoint(forest, batcher)
+    if max_body_bytes < 1:
+        raise InputError(f"the largest body must be at least 1 byte, got {max_body_bytes}")
+    endpoint = PredictEndpoint(forest, batcher, max_body_bytes)
     app = Starlette(routes=[Route("/predict", endpoint, methods=["POST"]),
                             Route("/health", health, methods=["GET"]),
                             Route("/model", model, methods=["GET"])],
@@ -124,8 +133,9 @@ class PredictEndpoint:
     Response around each request, and the futures chained to await the batcher's, were a third
     of what a one-row request cost the server (72 us in all, in process)."""
 
-    def __init__(self, forest, batcher: MicroBatcher):
+    def __init__(self, forest, batcher: MicroBatcher, max_body_bytes: int | None = None):
         self.forest, self.batcher = forest, batcher
+        self.max_body_bytes = MAX_BODY_BYTES if max_body_bytes is None else max_body_bytes
         # (how records are read, and which of a body's keys are features: made once, not a request)
         self.readers, self.taken = record_readers(forest), taken_keys(forest)
 
@@ -135,9 +145,17 @@ class PredictEndpoint:
         message = await receive()
         body = message.get("body", b"")
         if message.get("more_body", False) or message["type"] != "http.request":
-            body = await _body(receive, message)
+            # (a body in several messages: a large one, whose declared length is checked first)
+            limit = self.max_body_bytes
+            body = TOO_LARGE if _declared_length(scope) > limit else await _body(receive, message, limit)
             if body is None:  # the client went away
                 return
+            if body is TOO_LARGE:
+                await _send(send, *_too_large(limit))
+                return
+        elif len(body) > self.max_body_bytes:
+            await _send(send, *_too_large(self.max_body_bytes))
+            return
         got = self.submit(body)
         if type(got) is tuple:
             status, payload, headers = got
@@ -149,10 +167,7 @@ class PredictEndpoint:
                 status, payload, headers = _error_body(400, exc)
             except Exception as exc:  # noqa: BLE001 - a bug in predict: answered, the server stays up
                 status, payload, headers = _error_body(500, f"{type(exc).__name__}: {exc}")
-        await send({"type": "http.response.start", "status": status,
-                    "headers": [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(payload)),
-                                *headers]})
-        await send({"type": "http.response.body", "body": payload})
+        await _send(send, status, payload, headers)
 
     def submit(self, body: bytes):
         """A request of ``body`` read and handed to the batcher: the future of its answer's JSON,
@@ -173,17 +188,47 @@ class PredictEndpoint:
             return _error_body(503, exc, [(b"retry-after", b"1")])
 
 
-async def _body(receive, message: dict) -> bytes | None:
-    """A request's whole body from its ASGI messages (``message`` the first), or None where the
-    client disconnected."""
-    chunks = []
+async def _send(send, status: int, payload: bytes, headers) -> None:
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(payload)),
+                            *headers]})
+    await send({"type": "http.response.body", "body": payload})
+
+
+TOO_LARGE = object()  # (what _body answers for a body over its limit)
+
+
+async def _body(receive, message: dict, limit: int):
+    """A request's whole body from its ASGI messages (``message`` the first); None where the
+    client disconnected, TOO_LARGE where the bytes pass ``limit`` (what came so far dropped)."""
+    chunks, size = [], 0
     while True:
         if message["type"] == "http.disconnect":
             return None
-        chunks.append(message.get("body", b""))
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            return TOO_LARGE
+        chunks.append(chunk)
         if not message.get("more_body", False):
             return chunks[0] if len(chunks) == 1 else b"".join(chunks)
         message = await receive()
+
+
+def _declared_length(scope) -> int:
+    """The Content-Length a request declares (0 where it declares none, or not a number)."""
+    for key, value in scope.get("headers", ()):
+        if key == b"content-length":
+            return int(value) if value.isdigit() else 0
+    return 0
+
+
+def _too_large(limit: int) -> tuple[int, bytes, list]:
+    """The 413 of a body over ``limit`` bytes; the connection closed after it (the rest of the
+    body is not read)."""
+    return _error_body(413, f"the body is larger than {limit} bytes, the most this server reads "
+                            "(forge serve --max-body-mb); send its rows in several requests",
+                       [(b"connection", b"close")])
 
 
 def model_info(cf) -> dict:

@@ -34,6 +34,8 @@ def serve(
              "under half of one closes at the event loop's next turn)."),
     max_queue: int = typer.Option(1024, "--max-queue", min=1,
                                   help="Requests that may wait for a predict call; more are answered 503."),
+    max_body_mb: float = typer.Option(64.0, "--max-body-mb", min=0.001,
+                                      help="The largest request body read, in MiB; a larger one is answered 413."),
     target: str | None = target_opt(),
     trust_code: bool = typer.Option(False, "--trust-code",
                                     help="Run an artifact's machine code though it is not signed with "
@@ -82,7 +84,8 @@ def serve(
     def serve_one(worker: int = 0):
         # uvicorn stops on SIGINT or SIGTERM, answering the requests in flight, then raises the
         # signal again: SIGTERM ends the process as that signal would, Ctrl-C arrives as KeyboardInterrupt
-        app = make_app(cf, threads=threads, window_us=batch_window_us, max_queue=max_queue)
+        app = make_app(cf, threads=threads, window_us=batch_window_us, max_queue=max_queue,
+                       max_body_bytes=max(1, int(max_body_mb * (1 << 20))))
         make_server(app, log_level=log_level.lower()).run(sockets=[sockets[worker % len(sockets)]])
 
     try:

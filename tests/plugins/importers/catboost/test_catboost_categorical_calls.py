@@ -89,3 +89,33 @@ def test_a_profile_reads_rows_as_predict_does(fitted, tmp_path):
     for tree, hits in zip(forest.trees, got.hits):
         np.testing.assert_array_equal(hits, plain(tree, kernel_rows, forest.category_rule))
     assert int(got.hits[0][0]) == len(rows)  # (every row reaches a root)
+
+
+@pytest.mark.parametrize("dtype", ["str", "large_string[pyarrow]", "string[pyarrow]"])
+def test_labels_held_by_arrow_equal_catboost_call_after_call(fitted, dtype):
+    """A column of labels held by arrow (pandas' str, Arrow-backed strings) is read, from the
+    call after its values were first seen, by the C++ reader's index of the values seen: equal
+    to CatBoost's predict call after call, a label never seen (nor trained on) read as before
+    and then indexed too, and a missing label read as the object column reads it."""
+    pa = pytest.importorskip("pyarrow")
+    from silvanforge.inputs.arrow_native import reader
+
+    reader(wait=True)
+    model, cf, frame = fitted
+    rows = frame.iloc[:40].copy()
+    rows["colour"] = rows["colour"].astype(dtype)
+    feature = 1
+    for call in range(3):
+        np.testing.assert_allclose(cf.predict(rows), model.predict(rows), rtol=1e-12, atol=1e-12)
+    column = cf._schemas.hashing()._columns[feature]
+    assert column.strings is not None and column.strings[1] is not None and column.strings[0] is column.state
+    unseen = rows.copy()
+    unseen.loc[unseen.index[::7], "colour"] = "violet"  # (hashed by CatBoost: its CTRs answer it)
+    unseen["colour"] = unseen["colour"].astype(dtype)
+    for call in range(2):
+        np.testing.assert_allclose(cf.predict(unseen), model.predict(unseen), rtol=1e-12, atol=1e-12)
+    assert column.strings[0] is column.state  # (the index made again with "violet")
+    missing = unseen.copy()
+    missing["colour"] = pd.array([None if i % 5 == 0 else v for i, v in enumerate(unseen["colour"])], dtype=dtype)
+    as_objects = missing.astype({"colour": object})
+    np.testing.assert_array_equal(cf.predict(missing), cf.predict(as_objects))

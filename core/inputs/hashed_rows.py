@@ -120,6 +120,7 @@ class HashedInputs:
         self._scratch = threading.local()
         # pandas categories (an Index, immutable) -> (it, its hashes): frames of one schema share them
         self._category_tables: dict[int, tuple] = {}
+        self._code_tables: dict[int, tuple] = {}  # feature -> (a table of hashes, its codes): code_table
         combos = list(forest.hashed_combinations or ())
         self.count = len(combos)
         # Chains: the distinct element lists (several CTRs of one combination share its key),
@@ -254,6 +255,17 @@ class HashedInputs:
         if len(known[0]) == 0:
             return np.full(len(signed), np.nan)
         return _find(*known, *_unsigned(signed))
+
+    def code_table(self, feature: int, table: np.ndarray) -> np.ndarray:
+        """:meth:`codes` of a column's table of hashes (:meth:`hash_codes`), kept by the table:
+        the same array call after call while a column's values are ones seen before (a search
+        of the model's hashes a column and call: 70 us of 4096-row calls of 8 categories)."""
+        found = self._code_tables.get(feature)
+        if found is not None and found[0] is table:
+            return found[1]
+        codes = self.codes(feature, table)
+        self._code_tables[feature] = (table, codes)  # (one assignment: another thread reads a whole pair)
+        return codes
 
     # ------------------------------------------------------------------ combinations
     def rows(self, n: int, num_features: int, dtype: np.dtype) -> np.ndarray:

@@ -128,7 +128,7 @@ def _hashed_rows(X, forest: Forest, dtype: np.dtype, hashing: HashedInputs, thre
         except TypeError as exc:  # a list or dict where a label belongs (records, object arrays)
             raise InputError(f"{_column_name(forest, feature)} holds a value that is no category label ({exc})") \
                 from None
-        out[:, feature] = hashing.codes(feature, table)[codes]  # (code -1, missing: the table's last)
+        out[:, feature] = hashing.code_table(feature, table)[codes]  # (code -1, missing: the table's last)
     hashing.fill(hashes, out, default_threads() if threads is None else check_threads(threads))
     return out  # (made here, of the kernel's dtype and width: nothing to check)
 

@@ -35,6 +35,14 @@ MAX_WORKERS = 255
 # other (a serving loop, a benchmark) then hand off without a wake-up.  OpenMP runtimes spin
 # for longer (libgomp: about 300k polls); this is enough to cover the Python between calls.
 SPIN_NS = 200_000
+# ... and longer where calls come more often than that: a worker woken within SPIN_WINDOW times
+# its spin of falling asleep spins twice as long from then on, up to SPIN_GROWTH times SPIN_NS
+# (1.6 ms); one that slept longer spins SPIN_NS again.  Why: waking a sleeping worker is dear
+# on a VM whose idle vCPU the host has descheduled (a 2-vCPU Intel Xeon VM: the caller's wake-up
+# call took 12-33 us and the worker started 30-40 us after it, against 3 us for a spinning one;
+# a C probe of 30 us shares after 500 us pauses), and a service calling every half millisecond
+# paid it every call: xgb_100x8's 512-row calls on two threads took 112 us so, 68 on one thread.
+SPIN_WINDOW, SPIN_GROWTH = 4, 8
 # Walk steps (and rows) a share should hold for a native hand-off to pay are the run-time
 # settings share_steps and min_share_rows (silvanforge.runtime.threads; measured there).
 # Share arguments: rows, the seven scalar parameters, out, the pointer table (lir.SCALAR_PARAMS).
@@ -90,9 +98,12 @@ entry:
   %fnp = getelementptr %mailbox, ptr %box, i32 0, i32 2
   %argsp = getelementptr %mailbox, ptr %box, i32 0, i32 3
   %claimp = getelementptr %mailbox, ptr %box, i32 0, i32 4
+  %spinp = alloca i64                     ; this worker's spin (ns): SPIN_NS, grown in calls that come often
+  %base0 = load i64, ptr @spin_ns
+  store i64 %base0, ptr %spinp
   br label %idle
 
-idle:                                     ; spin for SPIN_NS from now
+idle:                                     ; spin for this worker's spin from now
   %seen = load atomic i64, ptr %donep acquire, align 8
   %t0 = call i64 @now()
   br label %spin
@@ -118,7 +129,7 @@ spin_relax:
 spin_clock:
   %t1 = call i64 @now()
   %dt = sub i64 %t1, %t0
-  %lim = load i64, ptr @spin_ns
+  %lim = load i64, ptr %spinp
   %over = icmp sgt i64 %dt, %lim
   br i1 %over, label %sleep, label %spin_next
 
@@ -126,6 +137,7 @@ spin_next:
   br label %spin
 
 sleep:                                    ; announce, then re-check under the mutex (Dekker with the caller)
+  %slept_at = call i64 @now()
   call i32 @pthread_mutex_lock(ptr @mutex)
   %o = atomicrmw add ptr @sleepers, i64 1 seq_cst
   br label %sleep_check
@@ -145,6 +157,22 @@ sleep_wait:
 sleep_done:
   %o2 = atomicrmw sub ptr @sleepers, i64 1 seq_cst
   call i32 @pthread_mutex_unlock(ptr @mutex)
+  ; Woken soon after it slept (within SPIN_WINDOW times its spin): calls come more often than it
+  ; spins, so it spins twice as long from now (up to SPIN_GROWTH times SPIN_NS); else SPIN_NS again.
+  %woke_at = call i64 @now()
+  %slept = sub i64 %woke_at, %slept_at
+  %cur = load i64, ptr %spinp
+  %window = mul i64 %cur, SPINWINDOW
+  %soon = icmp slt i64 %slept, %window
+  %base = load i64, ptr @spin_ns
+  %twice = shl i64 %cur, 1
+  %cap = mul i64 %base, SPINGROWTH
+  %over_cap = icmp sgt i64 %twice, %cap
+  %grown = select i1 %over_cap, i64 %cap, i64 %twice
+  %under = icmp slt i64 %grown, %base
+  %grown2 = select i1 %under, i64 %base, i64 %grown
+  %next = select i1 %soon, i64 %grown2, i64 %base
+  store i64 %next, ptr %spinp
   br i1 %new2, label %work_reload, label %exit
 
 work_reload:
@@ -320,6 +348,7 @@ def _run_share_ir() -> str:
 
 def _ir_text(x86: bool) -> str:
     return (_IR.replace("RUN_SHARE", _run_share_ir()).replace("MAXW", str(MAX_WORKERS)).replace("SPINNS", str(SPIN_NS))
+            .replace("SPINWINDOW", str(SPIN_WINDOW)).replace("SPINGROWTH", str(SPIN_GROWTH))
             .replace("SHAREWORDS", str(SHARE_WORDS))
             .replace("PAUSE", "call void @llvm.x86.sse2.pause()" if x86 else ""))
 

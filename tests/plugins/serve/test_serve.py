@@ -29,8 +29,9 @@ with warnings.catch_warnings():  # (newer Starlette prefers httpx2 for its TestC
 
 import silvanforge as sf  # noqa: E402
 from silvanforge import cli
-from silvanforge_serve.app import listen, make_app, make_server  # noqa: E402
+from silvanforge_serve.app import make_app  # noqa: E402
 from support_common import REPOSITORY  # noqa: E402
+from support_serve import serving  # noqa: E402
 
 FEATURES = [f"f{i}" for i in range(6)]
 COLOURS = ["red", "green", "blue"]
@@ -462,21 +463,8 @@ def live_server(xgb_model):
     """uvicorn on 127.0.0.1, a port the system picks, in a thread; yields (url, app)."""
     _, _, cf = xgb_model
     app = make_app(cf, window_us=3000)  # a wide window: the concurrent clients below meet in it
-    sock = listen("127.0.0.1", 0)
-    server = make_server(app)
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    for _ in range(500):  # bounded wait for startup
-        if server.started:
-            break
-        time.sleep(0.01)
-    assert server.started
-    try:
-        yield f"http://127.0.0.1:{sock.getsockname()[1]}", app
-    finally:
-        server.should_exit = True
-        thread.join(10)
-        sock.close()
+    with serving(app) as url:
+        yield url, app
 
 
 def test_concurrent_clients_each_get_the_librarys_prediction_for_their_own_rows(live_server, xgb_model):
@@ -599,47 +587,3 @@ def test_forge_serve_answers_and_stops_cleanly_on_sigterm(tmp_path):
             proc.wait(10)
         proc.stderr.close()
 
-
-def test_a_body_over_the_limit_is_a_413_and_the_server_stays_up(xgb_model):
-    """A body larger than ``max_body_bytes`` is refused (413, one line saying how much is read)
-    by its declared length or, sent in chunks without one, by the bytes read so far; a body
-    within it is answered, and so are the requests after a refused one."""
-    _, booster, cf = xgb_model
-    records = _records(3, seed=2)
-    body = json.dumps({"rows": records}).encode()
-    app = make_app(cf, max_body_bytes=len(body))
-    sock = listen("127.0.0.1", 0)
-    server = make_server(app)
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    for _ in range(500):  # bounded wait for startup
-        if server.started:
-            break
-        time.sleep(0.01)
-    assert server.started
-    url = f"http://127.0.0.1:{sock.getsockname()[1]}"
-    try:
-        with httpx.Client(base_url=url, timeout=10) as http:
-            ok = http.post("/predict", content=body, headers={"content-type": "application/json"})
-            assert ok.status_code == 200, ok.text
-            np.testing.assert_array_equal(np.float32(ok.json()["predictions"]), _xgb_expected(booster, records))
-            big = body + b" "  # (one byte over: JSON still, but not read)
-            got = http.post("/predict", content=big, headers={"content-type": "application/json"})
-            assert got.status_code == 413 and got.headers["connection"] == "close", got.text
-            assert f"larger than {len(body)} bytes" in got.json()["error"]
-
-            def chunks():  # (no length declared: counted as the chunks come)
-                for start in range(0, len(big), 100):
-                    yield big[start:start + 100]
-
-            got = http.post("/predict", content=chunks(), headers={"content-type": "application/json"})
-            assert got.status_code == 413, got.text
-            again = http.post("/predict", content=body, headers={"content-type": "application/json"})
-            assert again.status_code == 200 and again.json() == ok.json()
-        assert httpx.get(f"{url}/model", timeout=10).json()["serving"]["max_body_bytes"] == len(body)
-    finally:
-        server.should_exit = True
-        thread.join(10)
-        sock.close()
-    with pytest.raises(sf.InputError, match="at least 1 byte"):
-        make_app(cf, max_body_bytes=0)

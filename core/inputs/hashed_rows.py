@@ -463,7 +463,7 @@ class _ColumnValues:
         self.state = ({}, np.full(1, MISSING, dtype=np.int64))
         self.last = None  # (state, token, remap) of the last call's distinct values
         self.integers = None  # (state, lowest, codes by integer from it: -1 unseen), its integers'
-        self.strings = None  # (state, the C++ reader's index of its strings or None, the reader)
+        self.strings = None  # (state, the C++ reader's index of its strings or None, whether indexed)
 
     def integer_codes(self, values) -> tuple[np.ndarray, np.ndarray] | None:
         """(codes, table) of a 1-D NumPy array of integers whose every value the state holds,
@@ -481,24 +481,42 @@ class _ColumnValues:
     def string_codes(self, values) -> tuple[np.ndarray, np.ndarray] | None:
         """(codes, table) of a column of strings held by arrow (pandas' str, Arrow-backed) whose
         every value the state holds, each found by the C++ reader of arrow columns in an index of
-        the state's strings (made once a state); else None (a value not seen, the reader not
-        ready: :meth:`codes` of the column factorised, which adds it)."""
+        the state's strings; else None (a value not seen, the reader not ready: :meth:`codes` of
+        the column factorised, which adds it).  A state is indexed at the second call that finds
+        it (the first after it changed reads the old way): a column whose calls keep bringing
+        new values (identifiers) never pays for an index it would not use."""
         if not type(values).__name__.startswith("Arrow"):
             return None
         found, state = self.strings, self.state
         if found is None or found[0] is not state:
+            self.strings = (state, None, False)
+            return None
+        index = found[1]
+        if index is None:
+            if found[2]:  # (indexed already, and no index made)
+                return None
             module = arrow_native.reader()
             if module is None:
                 return None
-            labels = [(v, code) for (kind, v), code in state[0].items() if kind is str]
-            index = module.label_index([v for v, _ in labels], [code for _, code in labels]) if labels else None
-            found = self.strings = (state, index, module)
-        if found[1] is None:
-            return None
+            index = self._index(module, state)
+            self.strings = (state, index, True)
+            if index is None:
+                return None
         codes = np.empty(len(values), dtype=np.int64)
-        if found[2].index_codes(found[1], values.__arrow_array__(), codes) != 0:
+        if arrow_native.reader().index_codes(index, values.__arrow_array__(), codes) != 0:
             return None
         return codes, state[1]
+
+    @staticmethod
+    def _index(module, state: tuple):
+        """The C++ reader's index of the strings of ``state`` (those UTF-8 holds: no value of an
+        arrow column equals a lone surrogate), or None where it holds none."""
+        labels = [(v, code) for (kind, v), code in state[0].items() if kind is str]
+        index = module.label_index([v for v, _ in labels], [code for _, code in labels]) if labels else None
+        if index is None and labels:
+            labels = [(v, code) for v, code in labels if _encodes(v)]
+            index = module.label_index([v for v, _ in labels], [code for _, code in labels]) if labels else None
+        return index
 
     def _integers(self, state: tuple) -> None:
         """The table of :meth:`integer_codes` for ``state``, where its integers span little."""
@@ -543,6 +561,15 @@ class _ColumnValues:
             if type(token) is tuple and (self.integers is None or self.integers[0] is not state):
                 self._integers(state)
         return remap[local], state[1]
+
+
+def _encodes(value: str) -> bool:
+    """Whether UTF-8 holds ``value`` (not a lone surrogate)."""
+    try:
+        value.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _same_values(a, b) -> bool:

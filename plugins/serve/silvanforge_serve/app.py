@@ -70,6 +70,8 @@ def make_app(cf, *, threads: int | None = None, window_us: float = 200.0, max_qu
             def explain(rows, output, _predict=cf.predict):
                 return _predict(rows, threads=threads, **{output: True})
         predict_name = "silvanforge"
+    if max_body_bytes < 1:  # (before the batcher's thread starts)
+        raise InputError(f"the largest body must be at least 1 byte, got {max_body_bytes}")
     batcher = MicroBatcher(predict, window_s=window_us * 1e-6, max_queue=max_queue, max_rows=max_rows,
                            encode=_answer_body, explain=explain, inline_s=inline_us * 1e-6)
     forest = cf.forest
@@ -98,8 +100,6 @@ def make_app(cf, *, threads: int | None = None, window_us: float = 200.0, max_qu
         finally:  # (uvicorn stops on SIGINT/SIGTERM: what is queued is answered first)
             batcher.close()
 
-    if max_body_bytes < 1:
-        raise InputError(f"the largest body must be at least 1 byte, got {max_body_bytes}")
     endpoint = PredictEndpoint(forest, batcher, max_body_bytes)
     app = Starlette(routes=[Route("/predict", endpoint, methods=["POST"]),
                             Route("/health", health, methods=["GET"]),
@@ -142,19 +142,21 @@ class PredictEndpoint:
     async def __call__(self, scope, receive, send) -> None:
         # (one coroutine a request, the common case inline: each await of another coroutine and
         # each frame cost the event loop, which every request waits for)
+        limit = self.max_body_bytes
+        if _declared_length(scope) > limit:  # (refused before any of it is read, or a 100 Continue sent)
+            await _send(send, *_too_large(limit))
+            return
         message = await receive()
         body = message.get("body", b"")
-        if message.get("more_body", False) or message["type"] != "http.request":
-            # (a body in several messages: a large one, whose declared length is checked first)
-            limit = self.max_body_bytes
-            body = TOO_LARGE if _declared_length(scope) > limit else await _body(receive, message, limit)
+        if message.get("more_body", False) or message["type"] != "http.request":  # (a body in several messages)
+            body = await _body(receive, message, limit)
             if body is None:  # the client went away
                 return
             if body is TOO_LARGE:
                 await _send(send, *_too_large(limit))
                 return
-        elif len(body) > self.max_body_bytes:
-            await _send(send, *_too_large(self.max_body_bytes))
+        elif len(body) > limit:
+            await _send(send, *_too_large(limit))
             return
         got = self.submit(body)
         if type(got) is tuple:

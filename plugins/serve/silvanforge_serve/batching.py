@@ -76,8 +76,9 @@ class _Job:
 
 @dataclass
 class BatchStats:
-    """What the worker has done: requests answered, predict calls made for them (fewer calls
-    than requests means requests were merged), the largest batch, requests refused as full."""
+    """What the batcher has done: requests taken to be answered (a batch counted as its call
+    starts), predict calls made for them (fewer calls than requests means requests were
+    merged), the largest batch, requests refused as full."""
     requests: int = 0
     calls: int = 0
     largest_batch: int = 0

@@ -73,8 +73,9 @@ def parse_body(body: bytes, forest, readers: tuple | None = None, lists: bool = 
     if len(doc) > 1:
         other = [key for key in doc if key != shapes[0]]
         if other[0] in taken:  # (a flag's name that the model has as a feature's)
+            role = "a shape of the body" if other[0] in SHAPES else "a flag"
             raise BadRequest(f"unexpected key {other[0]!r} next to {shapes[0]!r}: {other[0]!r} is one of this model's "
-                             "features, so a body means it as a feature's value (in a record), never as a flag")
+                             f"features, so a body means it as a feature's value (in a record), never as {role}")
         raise BadRequest(f"unexpected key {other[0]!r} next to {shapes[0]!r}; {USAGE}")
     key = shapes[0]
     value = doc[key]

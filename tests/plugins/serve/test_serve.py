@@ -272,6 +272,8 @@ def test_features_named_as_a_bodys_keys_are_read_as_features(tmp_path):
         # (the 400 of a flag that is a feature's name says why the flag is not read)
         got = client.post("/predict", json={"rows": [row], "output_margin": True})
         assert "'output_margin' is one of this model's features" in got.json()["error"], got.text
+        got = client.post("/predict", json={"rows": [row], "data": 0.5})
+        assert got.status_code == 400 and "never as a shape of the body" in got.json()["error"], got.text
 
 
 def test_a_model_without_feature_names_is_sent_rows_of_numbers(tmp_path):

@@ -96,7 +96,8 @@ def test_labels_held_by_arrow_equal_catboost_call_after_call(fitted, dtype):
     """A column of labels held by arrow (pandas' str, Arrow-backed strings) is read, from the
     call after its values were first seen, by the C++ reader's index of the values seen: equal
     to CatBoost's predict call after call, a label never seen (nor trained on) read as before
-    and then indexed too, and a missing label read as the object column reads it."""
+    and then indexed too, and a missing label read as the object column reads it; a column
+    whose every call brings a new value is never indexed."""
     pa = pytest.importorskip("pyarrow")
     from silvanforge.inputs.arrow_native import reader
 
@@ -112,10 +113,17 @@ def test_labels_held_by_arrow_equal_catboost_call_after_call(fitted, dtype):
     unseen = rows.copy()
     unseen.loc[unseen.index[::7], "colour"] = "violet"  # (hashed by CatBoost: its CTRs answer it)
     unseen["colour"] = unseen["colour"].astype(dtype)
-    for call in range(2):
+    for call in range(3):
         np.testing.assert_allclose(cf.predict(unseen), model.predict(unseen), rtol=1e-12, atol=1e-12)
-    assert column.strings[0] is column.state  # (the index made again with "violet")
+    # (the index made again with "violet", at the second call that found the values unchanged)
+    assert column.strings[0] is column.state and column.strings[1] is not None
     missing = unseen.copy()
     missing["colour"] = pd.array([None if i % 5 == 0 else v for i, v in enumerate(unseen["colour"])], dtype=dtype)
     as_objects = missing.astype({"colour": object})
     np.testing.assert_array_equal(cf.predict(missing), cf.predict(as_objects))
+    new_each_call = rows.copy()
+    for call in range(4):
+        new_each_call.loc[new_each_call.index[call], "colour"] = f"shade {call} ({dtype})"  # (new in every call)
+        new_each_call["colour"] = new_each_call["colour"].astype(dtype)
+        np.testing.assert_allclose(cf.predict(new_each_call), model.predict(new_each_call), rtol=1e-12, atol=1e-12)
+        assert column.strings[0] is not column.state or column.strings[1] is None  # (no index of these values)

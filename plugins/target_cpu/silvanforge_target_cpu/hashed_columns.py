@@ -419,12 +419,7 @@ class HashedColumnsKernel:
         # callers meanwhile keep the pool.
         address = self._function(row_bytes)[1]
         rest = (0,) * (pool.SHARE_WORDS - 3)
-        # (a model's shares known by its count of chains, which the time a row takes follows)
-        chains = ctypes.c_int64.from_address(args + 8 * ARG_INDEX["chains"]).value
-        return native.run_rows(address, [(args, lo, hi, *rest) for lo, hi in itertools.pairwise(bounds)],
-                               ("computed columns", row_bytes, chains),
-                               max(hi - lo for lo, hi in itertools.pairwise(bounds)), bounds[-1] - bounds[0],
-                               lambda: self.run(args, bounds[0], bounds[-1], row_bytes))
+        return native.try_run(address, [(args, lo, hi, *rest) for lo, hi in itertools.pairwise(bounds)])
 
 
 def _ir_digest() -> str:

@@ -151,13 +151,7 @@ class CpuKernel(PhaseKernel):
         if native is None:
             return False
         bound = self._bound(rows, out, scratch)
-        calls = [self._share(bound, *share) for share in shares]
-        if any(end > begin for _, _, begin, end in shares):  # (a tree loop's shares: each walks every row)
-            return native.try_run(self._addresses[phase], calls)
-        first, last = shares[0][0], shares[-1][1]
-        return native.run_rows(self._addresses[phase], calls, (id(self), phase),
-                               max(b - a for a, b, _, _ in shares), last - first,
-                               lambda: self._fns[phase](*self._share(bound, first, last, 0, 0)))
+        return native.try_run(self._addresses[phase], [self._share(bound, *share) for share in shares])
 
     def small_calls(self, max_rows: int, transform=None, flat: bool = False, threads: int = 1):
         """A function ``(rows, apply) -> (values, applied)`` for up to ``max_rows`` rows of the

@@ -11,9 +11,7 @@ worker claims its share, and the caller one that is unclaimed, by one compare-an
 mailbox's ``claimed`` number: never both) and runs it too, and spins until the others are
 done.  So a share no worker has claimed (its worker asleep, or without a CPU while other
 processes hold every core) never keeps the caller waiting; a worker pre-empted after it
-claimed its share still does.  A worker called often spins longer (``SPIN_GROWTH``), and a call
-whose shares are too short to pay for waking a sleeping worker runs alone
-(:meth:`NativePool.run_rows`).
+claimed its share still does.  A worker called often spins longer (``SPIN_GROWTH``).
 
 The pool is LLVM IR JIT-compiled once per process (llvmlite, as the kernels are) and calls
 ``pthread_create`` / ``pthread_cond_*`` of the C library: POSIX hosts only; elsewhere
@@ -31,7 +29,6 @@ import atexit
 import ctypes
 import os
 import threading
-import time
 
 MAX_WORKERS = 255
 # How long an idle worker spins for its next share before it sleeps: calls that follow each
@@ -46,19 +43,6 @@ SPIN_NS = 200_000
 # a C probe of 30 us shares after 500 us pauses), and a service calling every half millisecond
 # paid it every call: xgb_100x8's 512-row calls on two threads took 112 us so, 68 on one thread.
 SPIN_WINDOW, SPIN_GROWTH = 4, 8
-# The least a share should take (ns, as earlier calls of its kind took it) for a call to wake a
-# worker that sleeps, rather than run all its rows itself in one call: on that VM two shares
-# finished 60-90 us later than a spinning worker's would (the wake-up above), so a call alone
-# is the sooner where a share takes less.  512 / 1024-row calls of xgb_100x8 (34 / 68 us
-# shares) took 124 / 159 us on two threads after 0.5 ms pauses against 81 / 151 on one, 2048
-# rows (136 us shares) 228 against 311.  (A call alone leaves the worker asleep for the calls
-# that follow: a share a little under this is cheaper woken where two or three calls follow.)
-WAKE_NS = 60_000
-# ... except where the last call that ran alone so ended less than STREAM_NS ago: calls that come
-# that often are a stream, whose worker, once woken, spins from call to call (SPIN_GROWTH).
-STREAM_NS = 2_000_000
-# How much of a share's new time the smoothed time a row takes (ShareClock), and the kinds kept.
-CLOCK_WEIGHT, CLOCK_KINDS = 0.25, 1024
 # Walk steps (and rows) a share should hold for a native hand-off to pay are the run-time
 # settings share_steps and min_share_rows (silvanforge.runtime.threads; measured there).
 # Share arguments: rows, the seven scalar parameters, out, the pointer table (lir.SCALAR_PARAMS).
@@ -392,10 +376,6 @@ class NativePool:
         self._run = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p)(self.run_address)
         self._stop = ctypes.CFUNCTYPE(None, ctypes.c_int64)(addr("sf_pool_stop"))
         self.set_spin = ctypes.CFUNCTYPE(None, ctypes.c_int64)(addr("sf_pool_set_spin"))
-        # (the count of sleeping workers, read in place: whether a call would wake one)
-        self._sleepers = ctypes.c_int64.from_address(self._engine.get_global_value_address("sleepers"))
-        self._ns_per_row: dict = {}  # a kind of share -> the ns a row of it took, smoothed
-        self._alone_at = 0  # (when the last call that ran alone for a sleeping worker ended, ns)
         self.taken = ctypes.CFUNCTYPE(ctypes.c_int64)(addr("sf_pool_taken"))  # shares the callers took back
         self.workers = 0
         self.lock = threading.Lock()  # one caller at a time
@@ -440,32 +420,6 @@ class NativePool:
         finally:
             self.lock.release()
         return True
-
-    def run_rows(self, fn_address: int, shares: list[tuple], kind, rows_each: int, rows: int, alone) -> bool:
-        """:meth:`try_run` of ``shares`` (of at most ``rows_each`` of the call's ``rows`` rows),
-        unless a worker sleeps and a share of this ``kind`` (a hashable: the kernel and phase)
-        is not known to take :data:`WAKE_NS` (as calls of the kind took it; the first such call
-        finds out), and no call ran so within :data:`STREAM_NS`: then ``alone()`` runs every row
-        on this thread in one call (True).  A call's time a row is kept for the next where no
-        wake-up is in it (alone, or every worker awake)."""
-        per_row = self._ns_per_row.get(kind)
-        start = time.perf_counter_ns()
-        asleep = self._sleepers.value
-        if asleep and (per_row is None or per_row * rows_each < WAKE_NS and start - self._alone_at > STREAM_NS):
-            alone()
-            self._alone_at = end = time.perf_counter_ns()
-            self._clock(kind, (end - start) / max(1, rows), per_row)
-            return True
-        if not self.try_run(fn_address, shares):
-            return False
-        if not asleep:
-            self._clock(kind, (time.perf_counter_ns() - start) / max(1, rows_each), per_row)
-        return True
-
-    def _clock(self, kind, took: float, before: float | None) -> None:
-        if before is None and len(self._ns_per_row) >= CLOCK_KINDS:
-            self._ns_per_row.clear()
-        self._ns_per_row[kind] = took if before is None else before + CLOCK_WEIGHT * (took - before)
 
     def stop(self) -> None:
         with self.lock:

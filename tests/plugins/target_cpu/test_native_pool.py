@@ -85,10 +85,8 @@ def test_several_callers_at_once():
     assert not errors, errors
 
 
-def test_sleeping_workers_wake_for_the_next_call(monkeypatch):
-    """With no spinning, every worker sleeps between calls and must be woken each time (every
-    share worth a wake-up here)."""
-    monkeypatch.setattr(pool, "WAKE_NS", 0)
+def test_sleeping_workers_wake_for_the_next_call():
+    """With no spinning, every worker sleeps between calls and must be woken each time."""
     forest = numeric_forest(7)
     cf = sf.compile(forest)
     X = rows_for(forest, np.random.default_rng(8), 400)
@@ -103,37 +101,27 @@ def test_sleeping_workers_wake_for_the_next_call(monkeypatch):
         native.set_spin(pool.SPIN_NS)
 
 
-def test_a_share_too_short_to_wake_a_sleeping_worker_for_runs_on_the_caller(monkeypatch):
-    """Where workers sleep and a share of the kind is not known to take WAKE_NS, and no call ran
-    so within STREAM_NS, the caller runs every row itself, in one call (a VM's wake-up costs more
-    than the share); a call right after it wakes them (a stream, which then keeps them
-    spinning); each equal to the reference."""
+def test_a_spin_set_reaches_workers_spinning_already():
+    """The spin is read at each check of a spinning worker's clock (its growth kept as a
+    multiple of it): set to 0, workers spinning for long after their last share fall asleep."""
+    import ctypes
+
     forest = numeric_forest(7)
     cf = sf.compile(forest)
     X = rows_for(forest, np.random.default_rng(8), 400)
-    want = reference.predict(forest, X, output_margin=True)
-    # (every share of these rows too short to wake a worker for, and a call within a second of
-    # one that ran alone a stream: the test does not hang on this machine's timings)
-    monkeypatch.setattr(pool, "WAKE_NS", 10**12)
-    monkeypatch.setattr(pool, "STREAM_NS", 10**9)
     native = pool.native_pool()
-    posted = []
-    try_run = native.try_run
-    monkeypatch.setattr(native, "try_run", lambda *a, **k: (posted.append(len(a[1])), try_run(*a, **k))[1])
-    native.set_spin(0)
-    with native.lock:
-        assert native.grow(1)
+    sleepers = ctypes.c_int64.from_address(native._engine.get_global_value_address("sleepers"))
+    native.set_spin(10**10)  # (10 s)
     try:
-        native._ns_per_row.clear()  # (the kind's time unknown: the first call asleep finds it out)
         for _ in range(3):
-            time.sleep(0.01)  # (asleep, and no stream)
-            native._alone_at = 0
-            posted.clear()
-            assert native._sleepers.value >= 1
-            np.testing.assert_array_equal(cf.predict(X, output_margin=True, threads=2), want)
-            assert posted == [] and native._ns_per_row  # (alone, and timed)
-            np.testing.assert_array_equal(cf.predict(X, output_margin=True, threads=2), want)
-            assert posted == [2]  # (within STREAM_NS of the call alone: woken)
+            cf.predict(X, output_margin=True, threads=2)
+        assert native.workers >= 1
+        native.set_spin(0)
+        for _ in range(500):  # (bounded: each worker checks its clock every 256 polls)
+            if sleepers.value == native.workers:
+                break
+            time.sleep(0.002)
+        assert sleepers.value == native.workers
     finally:
         native.set_spin(pool.SPIN_NS)
 

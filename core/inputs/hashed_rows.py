@@ -463,7 +463,7 @@ class _ColumnValues:
         self.state = ({}, np.full(1, MISSING, dtype=np.int64))
         self.last = None  # (state, token, remap) of the last call's distinct values
         self.integers = None  # (state, lowest, codes by integer from it: -1 unseen), its integers'
-        self.strings = None  # (state, the C++ reader's index of its strings or None, whether indexed)
+        self.strings = None  # (state, the C++ reader's index of its strings or None, the reader: None not yet indexed)
 
     def integer_codes(self, values) -> tuple[np.ndarray, np.ndarray] | None:
         """(codes, table) of a 1-D NumPy array of integers whose every value the state holds,
@@ -489,21 +489,19 @@ class _ColumnValues:
             return None
         found, state = self.strings, self.state
         if found is None or found[0] is not state:
-            self.strings = (state, None, False)
+            self.strings = (state, None, None)
             return None
-        index = found[1]
-        if index is None:
-            if found[2]:  # (indexed already, and no index made)
-                return None
+        _, index, module = found
+        if module is None:  # (the second call of this state: indexed now)
             module = arrow_native.reader()
             if module is None:
                 return None
             index = self._index(module, state)
-            self.strings = (state, index, True)
-            if index is None:
-                return None
+            self.strings = (state, index, module)
+        if index is None:  # (no string of the state's UTF-8 holds)
+            return None
         codes = np.empty(len(values), dtype=np.int64)
-        if arrow_native.reader().index_codes(index, values.__arrow_array__(), codes) != 0:
+        if module.index_codes(index, values.__arrow_array__(), codes) != 0:
             return None
         return codes, state[1]
 

@@ -133,9 +133,8 @@ class PredictEndpoint:
     Response around each request, and the futures chained to await the batcher's, were a third
     of what a one-row request cost the server (72 us in all, in process)."""
 
-    def __init__(self, forest, batcher: MicroBatcher, max_body_bytes: int | None = None):
-        self.forest, self.batcher = forest, batcher
-        self.max_body_bytes = MAX_BODY_BYTES if max_body_bytes is None else max_body_bytes
+    def __init__(self, forest, batcher: MicroBatcher, max_body_bytes: int = MAX_BODY_BYTES):
+        self.forest, self.batcher, self.max_body_bytes = forest, batcher, max_body_bytes
         # (how records are read, and which of a body's keys are features: made once, not a request)
         self.readers, self.taken = record_readers(forest), taken_keys(forest)
 

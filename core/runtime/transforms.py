@@ -65,14 +65,33 @@ def _exp_link(m, tr):
 
 @register("softmax")
 def _softmax(m, tr):
-    # An infinite margin (a linear leaf of an infinite input) makes its row NaN, as the
-    # libraries' is: quietly.
+    # Computed along the longer axis: NumPy reduces an (n, k) array's short rows one row at a
+    # time, 6 ns a value (4,096 rows of 8 classes: 0.4 ms of CatBoost's 2 ms multiclass call),
+    # so where rows outnumber classes each class's margins are laid side by side first (one
+    # transposing copy each way; 0.1 ms in all).  An infinite margin (a linear leaf of an
+    # infinite input) makes its row NaN, as the libraries' is: quietly.
+    by_row = m.shape[0] < m.shape[1]
+    axis = 1 if by_row else 0
     with np.errstate(invalid="ignore"):
-        z = m - m.max(axis=1, keepdims=True)
-        e = _exp(z)
-        # XGBoost sums the float32 exponentials in a double and divides by that sum cast to float.
-        total = e.astype(np.float64).sum(axis=1, keepdims=True).astype(m.dtype)
-        return e / total
+        a = np.ascontiguousarray(m if by_row else m.T)
+        e = _exp(a - a.max(axis=axis, keepdims=True))
+        # XGBoost, LightGBM and CatBoost sum a row's exponentials in a double, in class order
+        # (NumPy's own sum along a row is pairwise from 8 classes), and divide by that sum in
+        # the margins' precision.
+        e /= _sums_in_order(e.astype(np.float64, copy=False), axis).astype(m.dtype)
+    return e if by_row else np.ascontiguousarray(e.T)
+
+
+def _sums_in_order(a: np.ndarray, axis: int) -> np.ndarray:
+    """The sums of ``a`` (2-D, C-ordered) along ``axis``, kept as a dimension, its values added
+    first to last (``(a0 + a1) + a2``...) whatever the shape: NumPy's own sum pairs them where
+    they lie side by side."""
+    if axis == 1 or a.shape[1] < 64:  # (one call, 3.5 ns a value, where the values added lie side
+        return np.add.accumulate(a, axis=axis)[:, -1:] if axis == 1 else np.add.accumulate(a, axis=0)[-1:]
+    total = a[0:1].copy()  # (else a call a class's row, 0.4 us and 0.5 ns a value)
+    for row in a[1:]:
+        total += row
+    return total
 
 
 @register("argmax")

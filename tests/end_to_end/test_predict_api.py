@@ -351,10 +351,11 @@ _SPREADS = st.one_of(st.floats(-30, 30, width=32), st.sampled_from([0.0, -0.0, -
        dtype=st.sampled_from(["float32", "float64"]))
 def test_small_requests_softmax_in_the_kernel_as_the_reference_does(rows, outputs, data, dtype):
     """Float32 softmax of small calls runs in machine code, bit for bit the reference's
-    (XGBoost's multi-class probabilities), where every row's exponentials are at least the
-    entry's floor (its double sums then exact in any order); a row with margins further apart,
-    or float64 margins, leave the call to NumPy's whole, with the same answers."""
-    small = pytest.importorskip("silvanforge_target_cpu.small")
+    (XGBoost's multi-class probabilities), where every margin is finite, however far apart (a
+    row's exponentials summed in class order as the reference sums them: -87 and -104 make
+    subnormal and zero ones, 3e38 a difference past float32's range); a margin not
+    finite, or float64 margins, leave the call to NumPy's whole, with the same answers."""
+    pytest.importorskip("silvanforge_target_cpu.small")
     values = np.array(data.draw(st.lists(st.lists(_SPREADS, min_size=outputs, max_size=outputs),
                                          min_size=rows, max_size=rows)), np.float64)
     forest = _chain_forest(values, dtype, Transform("softmax"))
@@ -365,11 +366,7 @@ def test_small_requests_softmax_in_the_kernel_as_the_reference_does(rows, output
     record_small_calls(cf, lambda rows, result: applied.append(result[1]))
     got, want = cf.predict(X), reference.predict(forest, X)
     np.testing.assert_array_equal(got, want)
-    margins = values.astype(dtype)
-    with np.errstate(all="ignore"):
-        e = np.exp((margins - margins.max(axis=1, keepdims=True)).astype(np.float64)).astype(np.float32)
-    exact = bool(np.isfinite(margins).all() and (e >= small.softmax_floor(outputs)).all())
-    assert applied == [dtype == "float32" and exact]
+    assert applied == [dtype == "float32" and bool(np.isfinite(values.astype(dtype)).all())]
 
 
 @pytest.mark.parametrize("dtype, transform", [("float32", Transform("sigmoid")), ("float64", Transform("sigmoid")),

@@ -13,8 +13,8 @@ Transforms are computed in machine code only where the result is the reference's
 (:mod:`silvanforge.runtime.transforms`) bit for bit: IEEE operations in the accumulation type as NumPy
 does them, and exp only for float32 outputs, evaluated in double and rounded once as the
 reference does (NumPy's float64 exp and the C library's disagree in the last bit of a few
-percent of values; rounded to float32 they agree); float32 softmax where its double sums are
-exact in any order (:func:`softmax_floor`).  float64 sigmoid and exp stay NumPy's, but
+percent of values; rounded to float32 they agree); float32 softmax of finite margins, its
+exponentials summed in a double in class order as the reference sums them.  float64 sigmoid and exp stay NumPy's, but
 the entry tells whether every margin is small enough that no exp overflows: then the caller
 runs the reference's ufuncs on its staged arrays without the ``errstate`` (0.75 us) that
 silences overflow (:func:`guarded_transform`).  Others are left to NumPy whole.
@@ -50,17 +50,6 @@ def entry_transform(transform, output_dtype: np.dtype) -> str | None:
     if name in ("sigmoid", "exp", "softmax") and np.dtype(output_dtype) == np.float32:
         return name
     return None
-
-
-def softmax_floor(outputs: int) -> float:
-    """The least exponential the entry's float32 softmax takes (a row's largest is 1).
-
-    Why: the reference sums a row's float32 exponentials in a double in NumPy's order (pairwise
-    from 8 values).  Where each is at least ``2**-e`` it is a multiple of ``2**-(e + 23)``, so
-    with ``e = 30 - outputs.bit_length()`` every partial sum (below ``outputs``) is a double
-    exactly, and any order gives NumPy's sum.  A row with a smaller one (its margins more than
-    about 18 apart for 8 outputs) or a margin not finite is left to NumPy whole."""
-    return 2.0 ** -(30 - int(outputs).bit_length())
 
 
 def guarded_transform(transform, output_dtype: np.dtype) -> str | None:
@@ -99,7 +88,7 @@ def _ir(phases: int, acc: str, transform: str | None, alpha: float, guard: bool 
     n x outputs margins into FINAL; or, with ``guard``, whether every margin is below
     :data:`GUARD` in magnitude (1 or 0).  Everything of a kernel is read from the block, so one
     compiled entry serves every kernel of the same shape (:func:`entry`).  Returns 1, or for
-    ``softmax`` 0 where a row is left to NumPy (:func:`softmax_floor`; FINAL is then unused).
+    ``softmax`` 0 where a row is left to NumPy (a margin not finite; FINAL is then unused).
 
     ``split``: the block has one word more, the native pool's ``sf_pool_run`` (:mod:`.pool`) or
     0; where it is set, a phase that loops over trees (a trip of 2 or more) runs its first half
@@ -225,16 +214,12 @@ def _softmax(mod, b, margins, final, n, outputs, apply) -> None:
     """Float32 softmax of each of ``n`` rows of ``outputs`` margins into ``final``, as the
     reference computes it (:func:`silvanforge.runtime.transforms._softmax`): ``z = m - max(m)`` in
     float32, ``e = exp(z)`` evaluated in double and rounded once, the row's ``e`` summed in a
-    double and rounded to float32, then ``e / sum``.  Returns 0 (the caller runs NumPy's) at
-    the first row this is not exact for (:func:`softmax_floor`), else 1."""
-    i1, i32, i64, f32, f64 = ir.IntType(1), ir.IntType(32), ir.IntType(64), ir.FloatType(), ir.DoubleType()
+    double in class order and rounded to float32, then ``e / sum``.  Returns 0 (the caller runs
+    NumPy's) at the first row with a margin not finite (NaN and infinities as NumPy makes them), else 1."""
+    i1, i64, f32, f64 = ir.IntType(1), ir.IntType(64), ir.FloatType(), ir.DoubleType()
     fn = b.function
     exp = mod.declare_intrinsic("llvm.exp", [f64])
-    ctlz = mod.declare_intrinsic("llvm.ctlz", [i64], ir.FunctionType(i64, [i64, i1]))
     true = ir.Constant(i1, 1)
-    # softmax_floor(outputs), a float32 power of two: exponent 127 - (30 - bit_length)
-    bit_length = b.sub(ir.Constant(i64, 64), b.call(ctlz, [outputs, ir.Constant(i1, 0)]))
-    floor = b.bitcast(b.shl(b.trunc(b.add(bit_length, ir.Constant(i64, 97)), i32), ir.Constant(i32, 23)), f32)
     bail, done = fn.append_basic_block("softmax_bail"), fn.append_basic_block("softmax_done")
     rows = fn.append_basic_block("softmax_rows")
     b.cbranch(b.and_(b.icmp_signed("!=", apply, ir.Constant(i64, 0)),
@@ -255,15 +240,15 @@ def _softmax(mod, b, margins, final, n, outputs, apply) -> None:
 
         big, finite = _counted(b, outputs, scan, [(f32, b.load(b.gep(margins, [first]))), (i1, true)])
 
-        def exps(j, acc):  # each exponential into FINAL, summed in a double, each at least the floor
-            total, exact = acc
+        def exps(j, acc):  # each exponential into FINAL, summed in a double in class order
+            (total,) = acc
             e = b.fptrunc(b.call(exp, [b.fpext(b.fsub(b.load(b.gep(margins, [at(j)])), big), f64)]), f32)
             b.store(e, b.gep(final, [at(j)]))
-            return [b.fadd(total, b.fpext(e, f64)), b.and_(exact, b.fcmp_ordered(">=", e, floor))]
+            return [b.fadd(total, b.fpext(e, f64))]
 
-        total, exact = _counted(b, outputs, exps, [(f64, ir.Constant(f64, 0.0)), (i1, true)])
+        (total,) = _counted(b, outputs, exps, [(f64, ir.Constant(f64, 0.0))])
         divide = fn.append_basic_block("softmax_divide")
-        b.cbranch(b.and_(finite, exact), divide, bail)
+        b.cbranch(finite, divide, bail)
         b.position_at_end(divide)
         denominator = b.fptrunc(total, f32)
 

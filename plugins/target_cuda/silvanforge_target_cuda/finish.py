@@ -11,9 +11,9 @@ the reference computes float32 ``exp`` in double and rounds once, then IEEE floa
 The GPU does the same operations with explicitly rounded intrinsics (no contraction into FMAs).
 Its double ``exp`` may differ from NumPy's in the last bit, which changes the float32 result
 only where the double lies within a few units of its last place of a float32 rounding midpoint
-(or is subnormal in float32); the kernels flag those values, and the float32 softmax rows whose
-double sums could depend on the order of addition (an exponential below
-``softmax_floor``, or a margin not finite), and then the call transforms on the host as before.
+(or is subnormal in float32); the kernels flag those values, and the float32 softmax rows with
+a margin not finite, and then the call transforms on the host as before.  A softmax row's
+exponentials are summed in a double in class order, as the core sums them.
 float64 transforms (LightGBM, ONNX double) and the rest stay on the host.
 """
 
@@ -58,7 +58,7 @@ extern "C" __global__ void sf_finish_hinge(float *m, long long n) {
     m[i] = m[i] > 0.0f ? 1.0f : 0.0f;
 }
 
-extern "C" __global__ void sf_finish_softmax(float *m, long long n, int k, float floor_value, int *flag) {
+extern "C" __global__ void sf_finish_softmax(float *m, long long n, int k, int *flag) {
     long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
     float *r = m + i * (long long)k;
@@ -68,12 +68,10 @@ extern "C" __global__ void sf_finish_softmax(float *m, long long n, int k, float
         if (!isfinite(v)) { *flag = 1; return; }
         top = v > top ? v : top;
     }
-    // Each exponential at least floor_value: every partial double sum is exact, so this order
-    // gives NumPy's pairwise sum.
+    // Summed in class order, as the core's softmax sums them.
     double total = 0.0;
     for (int j = 0; j < k; ++j) {
         float e = sf_exp_f32(__fsub_rn(r[j], top), flag);
-        if (e < floor_value) *flag = 1;
         r[j] = e;
         total += (double)e;
     }
@@ -87,12 +85,6 @@ extern "C" __global__ void sf_finish_softmax(float *m, long long n, int k, float
 KERNELS = ("sf_finish_sigmoid", "sf_finish_exp", "sf_finish_hinge", "sf_finish_softmax")
 
 BLOCK = 256
-
-
-def softmax_floor(outputs: int) -> float:
-    """The least exponential whose row sums exactly in any order (a row's largest is 1): each is
-    then a multiple of ``2**-(e + 23)`` and every partial sum below ``outputs`` is a double."""
-    return 2.0 ** -(30 - int(outputs).bit_length())
 
 
 def plan(transform, output_dtype, num_outputs: int):
@@ -111,7 +103,7 @@ def plan(transform, output_dtype, num_outputs: int):
     if name == "hinge":
         return "sf_finish_hinge", [], False
     if name == "softmax" and num_outputs > 1:
-        return "sf_finish_softmax", [np.int32(num_outputs), np.float32(softmax_floor(num_outputs))], True
+        return "sf_finish_softmax", [np.int32(num_outputs)], True
     return None
 
 

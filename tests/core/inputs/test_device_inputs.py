@@ -266,7 +266,7 @@ def test_multiclass_and_float64_on_the_device(tmp_path):
 def test_the_device_transform_equals_the_host_one_bit_for_bit(name, monkeypatch):
     """A device call transforms float32 margins on the GPU (the cuda target's .finish) and must
     give exactly what the host call gives from the same margins; large margins (subnormal or
-    overflowing exponentials, softmax rows spread past the exact-sum floor) are flagged there
+    overflowing exponentials, softmax classes far apart) are flagged there
     and transformed on the host, still exactly."""
     import dataclasses
 
@@ -293,12 +293,12 @@ def test_the_device_transform_equals_the_host_one_bit_for_bit(name, monkeypatch)
             continue
         params = (("alpha", 0.7),) if name == "sigmoid" and seed % 2 else ()
         # 60: margins far past exp's float32 range; 0 on a base score chosen to be flagged (a
-        # subnormal exponential, softmax classes 30 apart)
+        # subnormal exponential: softmax classes 90 apart)
         flagged = {"sigmoid": 90.0, "exp": -90.0, "hinge": 1.0}.get(name)
         for scale in (1.0, 60.0, 0.0):
             trees = [dataclasses.replace(t, leaf_value=t.leaf_value * scale) for t in forest.trees]
             base = forest.base_score if scale else \
-                (np.full(forest.num_outputs, flagged) if flagged else 30.0 * np.arange(forest.num_outputs))
+                (np.full(forest.num_outputs, flagged) if flagged else 90.0 * np.arange(forest.num_outputs))
             model = dataclasses.replace(forest, trees=trees, base_score=base, transform=Transform(name, params))
             cf = sf.compile(model, target="cuda")
             X = rows_for(model, np.random.default_rng(seed), 500).astype(cf.main.input_dtype)

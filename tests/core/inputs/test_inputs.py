@@ -20,8 +20,9 @@ xgb = pytest.importorskip("xgboost")
 lgb = pytest.importorskip("lightgbm")
 
 def _same(got, expected):
-    """Equal to the library's own output: to the last bit, but for LightGBM's softmax, which
-    rounds its exponentials' sum differently from NumPy (1 ulp; a wrong column is far off)."""
+    """Equal to the library's own output: to the last bit, but for LightGBM's softmax, whose
+    exponentials are the C library's (NumPy's differ in the last bit of a few percent of them:
+    1 ulp; a wrong column is far off)."""
     np.testing.assert_allclose(got, np.asarray(expected, dtype=np.asarray(got).dtype), rtol=1e-12, atol=0)
 
 

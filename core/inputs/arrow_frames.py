@@ -60,8 +60,10 @@ class ArrowPlan:
         self.names = names
         self.width = memory.forest.num_features
         types = [X.schema.field(i).type for i in range(len(names))]
+        # (half floats, which arrow's tensors and casts refuse, are read by their column's NumPy copy)
         plain = [(f, c) for f, c in enumerate(self.order)
-                 if (pa.types.is_integer(types[c]) or pa.types.is_floating(types[c])) and f not in memory.labels]
+                 if (pa.types.is_integer(types[c]) or pa.types.is_floating(types[c]) and not pa.types.is_float16(types[c]))
+                 and f not in memory.labels]
         # The plain number columns, read as one tensor: their positions in the features' order, the
         # features, and whether they are the whole table as it is (nothing to select).
         self.tensor = None

@@ -20,7 +20,11 @@ SHOWN_NAMES = 8
 
 def column_order(names: list | None, forest: Forest, what: str = "the frame's columns") -> list[int]:
     """For each model feature, the column that holds it: by ``names`` where both the columns and
-    the model have names, else by position; ``what`` the columns are, for messages."""
+    the model have names, else by position; ``what`` the columns are, for messages.  Labels that
+    are not all strings (:func:`_as_names`) are matched by their text, or read by position where
+    they are pandas' labels of a frame made from an array."""
+    if names is not None and not all(isinstance(n, str) for n in names):
+        names = _as_names(list(names), forest)
     wanted = forest.feature_names
     if names is None or wanted is None:
         count = forest.input_features
@@ -50,6 +54,19 @@ def column_order(names: list | None, forest: Forest, what: str = "the frame's co
         raise InputError(f"{what} do not match the model's features: {'; '.join(parts)} "
                          f"(the model's features: {listed(wanted)})")
     return [seen[n] for n in wanted]
+
+
+def _as_names(labels: list, forest: Forest) -> list[str] | None:
+    """Column labels not all strings as the names they are matched by: their text (XGBoost's
+    way: a model fitted on a frame of integer labels names its features "0", "1", ...), or None
+    (by position) for pandas' labels of a frame made from an array (0, 1, 2, ... in order) where
+    their text is not the model's names.  Why: read by position, integers in another order, a
+    mix of labels or a MultiIndex's tuples gave another feature's values unchecked."""
+    text = [str(label) for label in labels]
+    wanted = forest.feature_names
+    if (wanted is None or set(text) != set(wanted)) and labels == list(range(len(labels))):
+        return None
+    return text
 
 
 def listed(names: list) -> str:
@@ -298,6 +315,9 @@ def pandas_column(s, name, labels, numeric: bool = False) -> np.ndarray:
     if pd.api.types.is_datetime64_any_dtype(dtype) or pd.api.types.is_timedelta64_dtype(dtype):
         raise InputError(f"column {name!r} holds dates or durations ({dtype}); predict reads numbers: "
                          "convert it as the model was trained (LightGBM and XGBoost refuse them too)")
+    if pd.api.types.is_complex_dtype(dtype):  # (NumPy would drop the imaginary parts, with a warning)
+        raise InputError(f"column {name!r} holds complex numbers ({dtype}); predict reads real numbers "
+                         "(XGBoost and LightGBM refuse them too)")
     arrow = getattr(dtype, "pyarrow_dtype", None)  # (a pandas column of arrow data: read as arrow)
     if arrow is not None and not pd.api.types.is_numeric_dtype(dtype) and not pd.api.types.is_bool_dtype(dtype):
         import pyarrow as pa

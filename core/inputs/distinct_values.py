@@ -5,12 +5,18 @@ by ``pandas.factorize`` (a dict without pandas)."""
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 
 from silvanforge.errors import InputError
 
 # Integer columns whose values lie within this span are factorised by a table over it.
 INTEGER_SPAN = 1 << 16
+
+# Columns of Python values (records, object arrays) of up to this many rows are factorised by a
+# dict: pandas' factorize costs 20 us a call however few (8 columns of a one-record request).
+FEW_VALUES = 64
 
 
 def listed(uniques) -> list:
@@ -50,6 +56,16 @@ def pandas_categories(values):
     return None
 
 
+def arrow_values(values):
+    """The arrow array (or ChunkedArray) of a column held by arrow: pandas' Arrow-backed arrays
+    (its default strings among them) and arrow's own; else None."""
+    if type(values).__name__.startswith("Arrow"):
+        return values.__arrow_array__()
+    if type(values).__module__.split(".")[0] == "pyarrow" and hasattr(values, "type"):
+        return values
+    return None
+
+
 def factorise(values) -> tuple[np.ndarray, object, object]:
     """(codes, distinct values, a token of them or None) of a column: code -1 for a missing
     value (None, NaN, pandas NA), which the last slot of the caller's tables answers (not a
@@ -69,10 +85,10 @@ def factorise(values) -> tuple[np.ndarray, object, object]:
             backing = values.array  # (a Series' extension array)
         except AttributeError:  # (one a frame's block holds)
             backing = values
-    if type(backing).__name__.startswith("Arrow"):  # Arrow-backed (pandas' default strings): Arrow's dictionary
+    chunks = arrow_values(backing if module == "pandas" else values)
+    if chunks is not None:  # arrow's (pandas' default strings, Arrow-backed, arrow's own): Arrow's dictionary
         import pyarrow.compute as pc
 
-        chunks = backing.__arrow_array__()
         if hasattr(chunks, "combine_chunks"):
             chunks = chunks.chunk(0) if chunks.num_chunks == 1 else chunks.combine_chunks()
         encoded = pc.dictionary_encode(chunks)
@@ -82,16 +98,25 @@ def factorise(values) -> tuple[np.ndarray, object, object]:
     try:
         import pandas as pd
     except ImportError:  # no pandas: a dict of the distinct values
-        seen: dict = {}
-        codes = np.empty(len(values), dtype=np.intp)
-        for i, v in enumerate(values.tolist() if hasattr(values, "tolist") else values):
-            codes[i] = seen.setdefault(v, len(seen)) if v is not None else -1
-        return codes, list(seen), None
+        return _by_dict(values.tolist() if hasattr(values, "tolist") else values)
     if module != "pandas":
         values = np.asarray(values) if not isinstance(values, np.ndarray) else values
         if values.dtype.kind not in "biufOUS":
             raise InputError(f"a categorical column of dtype {values.dtype} cannot be read")
         if values.dtype.kind in "US":
             values = values.astype(object)
+        if values.dtype == object and len(values) <= FEW_VALUES:
+            return _by_dict(values.tolist())
     codes, uniques = pd.factorize(values, use_na_sentinel=True)
     return np.asarray(codes, dtype=np.intp), list(uniques), None
+
+
+def _by_dict(values: list) -> tuple[np.ndarray, list, None]:
+    """:func:`factorise` of Python values by a dict of them (None, NaN and pandas' NA missing, as
+    pandas' factorize has them)."""
+    na = getattr(sys.modules.get("pandas"), "NA", None)
+    seen: dict = {}
+    codes = np.empty(len(values), dtype=np.intp)
+    for i, v in enumerate(values):
+        codes[i] = -1 if v is None or v is na or isinstance(v, float) and v != v else seen.setdefault(v, len(seen))
+    return codes, list(seen), None

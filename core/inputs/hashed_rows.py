@@ -53,7 +53,7 @@ from silvanforge.inputs.hashed_kernel import (
     native_arrays,
 )
 from silvanforge.inputs.hashed_kernel import find_kernel as _kernel  # (tests replace it: no kernel)
-from silvanforge.inputs.distinct_values import INTEGER_SPAN, factorise, listed, pandas_categories
+from silvanforge.inputs.distinct_values import INTEGER_SPAN, arrow_values, factorise, listed, pandas_categories
 from silvanforge.runtime.threads import _get_pool
 
 # Distinct values a model remembers the hash of (a memo, cleared when full).
@@ -485,7 +485,8 @@ class _ColumnValues:
         the column factorised, which adds it).  A state is indexed at the second call that finds
         it (the first after it changed reads the old way): a column whose calls keep bringing
         new values (identifiers) never pays for an index it would not use."""
-        if not type(values).__name__.startswith("Arrow"):
+        array = arrow_values(values)
+        if array is None:
             return None
         found, state = self.strings, self.state
         if found is None or found[0] is not state:
@@ -500,8 +501,16 @@ class _ColumnValues:
             self.strings = (state, index, module)
         if index is None:  # (no string of the state's UTF-8 holds)
             return None
+        dictionary = _dictionary_of(array)
+        if dictionary is not None:  # (its dictionary's strings found, and its indices taken)
+            indices, labels = dictionary
+            found_codes = np.empty(len(labels) + 1, dtype=np.int64)
+            if module.index_codes(index, labels, found_codes[:-1]) != 0:
+                return None
+            found_codes[-1] = -1  # (a null's index: missing)
+            return found_codes[indices], state[1]
         codes = np.empty(len(values), dtype=np.int64)
-        if module.index_codes(index, values.__arrow_array__(), codes) != 0:
+        if module.index_codes(index, array, codes) != 0:
             return None
         return codes, state[1]
 
@@ -559,6 +568,29 @@ class _ColumnValues:
             if type(token) is tuple and (self.integers is None or self.integers[0] is not state):
                 self._integers(state)
         return remap[local], state[1]
+
+
+def _dictionary_of(array):
+    """(indices, the dictionary's values: a null's index one past them) of an arrow dictionary
+    column of one chunk (polars' Categorical and Enum, pandas categories made arrow) whose
+    dictionary is not much longer than the column (a polars Categorical's may hold every string
+    its process has seen); else None."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if not pa.types.is_dictionary(array.type):
+        return None
+    if isinstance(array, pa.ChunkedArray):
+        if array.num_chunks != 1:
+            return None
+        array = array.chunk(0)
+    labels = array.dictionary
+    if len(labels) > max(1024, 2 * len(array)):
+        return None
+    indices = array.indices
+    if indices.null_count:
+        indices = pc.fill_null(indices, len(labels))
+    return indices.to_numpy(zero_copy_only=False), labels
 
 
 def _encodes(value: str) -> bool:

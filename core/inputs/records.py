@@ -15,6 +15,7 @@ import itertools
 import json
 import operator
 import os
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -72,10 +73,11 @@ def records_matrix(X, forest: Forest, name=lambda i: f"record {i}", readers: Rec
                                  f"({next(a for a, b in zip(spelled, key_of) if a != b)!r})")
             key_of, keys = spelled, record.keys()
     columns = [[record[key] for record in records] for key in key_of]
+    na = _pandas_na()  # (records of a frame of nullable columns hold pandas' NA: missing, as None)
     if forest.hashed_categories or forest.hashed_combinations:
         out = np.empty((len(records), len(wanted)), dtype=object)
         for f, column in enumerate(columns):
-            out[:, f] = [np.nan if v is None else v for v in column]
+            out[:, f] = [np.nan if v is None or v is na else v for v in column]
         return out
     out = np.empty((len(records), len(wanted)), dtype=np.float64)
     categories = forest.feature_categories or {}
@@ -85,6 +87,9 @@ def records_matrix(X, forest: Forest, name=lambda i: f"record {i}", readers: Rec
         strings = [v for v in column if isinstance(v, str)]
         if f in categories:
             odd = next((i for i, v in enumerate(column) if not (isinstance(v, str) or _number(v))), None)
+            if odd is not None and column[odd] is na:
+                column = [None if v is na else v for v in column]
+                odd = next((i for i, v in enumerate(column) if not (isinstance(v, str) or _number(v))), None)
             if odd is not None:  # (a list or an object: neither a label nor a code)
                 raise InputError(f"{name(odd)}: {feature!r} is {json.dumps(column[odd], default=str)[:40]}, "
                                  "not a label or a category code")
@@ -92,6 +97,13 @@ def records_matrix(X, forest: Forest, name=lambda i: f"record {i}", readers: Rec
                 at = next(i for i, v in enumerate(column) if isinstance(v, str))
                 raise InputError(f"{name(at)}: {feature!r} is the string {column[at][:40]!r}, and the feature's "
                                  f"categories are numbers ({listed(categories[f])}): write it as a number")
+            given = next((i for i, v in enumerate(column) if not isinstance(v, str) and v is not None and v == v), None)
+            if given is not None and not any(_number(label) and type(label) is not bool for label in categories[f]):
+                # (a number among labels is no label and no code: refused, as alone; taken for an
+                # unseen label it was a missing value where another record held a label)
+                raise InputError(f"{name(given)}: {feature!r} is the number {column[given]!r}, and the feature's "
+                                 f"categories are labels ({listed(categories[f])}): write its label (a "
+                                 "category's code as a number is read from arrays only)")
             labels = kept.get(f) or Labels(categories[f], forest.unseen_category_error)
             values = np.array(column, dtype=object)
             numbers = not strings and any(v is not None and v == v for v in column)
@@ -100,6 +112,8 @@ def records_matrix(X, forest: Forest, name=lambda i: f"record {i}", readers: Rec
                 labels.codes(values, feature)
             continue
         bad = strings or [v for v in column if not _number(v)]
+        if bad and all(v is na for v in bad):
+            column, bad = [None if v is na else v for v in column], None
         if bad:
             at = next(i for i, v in enumerate(column) if v is bad[0])
             raise InputError(f"{name(at)}: {feature!r} is {bad[0]!r}, not a number (the feature is not categorical)")
@@ -237,6 +251,12 @@ def _plain_records(records: list, readers: RecordReaders) -> np.ndarray | None:
         return np.array(rows, dtype=np.float64).reshape(len(rows), len(names))  # (None: NaN)
     except OverflowError:  # (an integer past float64: the general reading names it)
         return None
+
+
+def _pandas_na():
+    """pandas' NA where pandas is loaded, else None (no record can hold it then)."""
+    pandas = sys.modules.get("pandas")
+    return getattr(pandas, "NA", None)
 
 
 def _number(v) -> bool:

@@ -39,11 +39,20 @@ class SchemaMemory:
         self._lock = threading.Lock()
         self._hashing = None
         self._readers = None  # how a record's values are read (silvanforge.inputs.records)
+        self._numeric = None  # (numeric_features of the model, once)
         categories = forest.feature_categories or {}
         self.labels = {f: Labels(v, forest.unseen_category_error) for f, v in categories.items()}
 
     def __len__(self) -> int:
         return len(self._plans)
+
+    def numeric(self) -> frozenset:
+        """:func:`numeric_features` of the model, worked out at first use (a scan of every tree:
+        1.4 ms for CatBoost's 500, which a call reading its columns one by one paid each time)."""
+        found = self._numeric
+        if found is None:
+            found = self._numeric = numeric_features(self.forest)
+        return found
 
     def record_readers(self):
         """The model's :func:`silvanforge.inputs.records.record_readers`, made on first use."""
@@ -128,8 +137,7 @@ def numeric_features(forest: Forest) -> frozenset:
 
 
 def feature_order(names, forest: Forest) -> list[int]:
-    named = names is not None and all(isinstance(c, str) for c in names)
-    return column_order(list(names) if named else None, forest)
+    return column_order(None if names is None else list(names), forest)
 
 
 def through_float64(dtype: np.dtype, out: np.dtype) -> bool:

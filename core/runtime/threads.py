@@ -135,6 +135,8 @@ def _not_rows(X) -> str | None:
                 f"or data frame it was built from ({rows})")
     if isinstance(X, (str, bytes, dict, set)) or np.isscalar(X):
         return f"predict got a {kind}: pass {rows}"
+    if isinstance(X, tuple) and X and isinstance(X[0], dict):
+        return "predict got a tuple of dicts: records are a dict or a list of dicts (list(records))"
     return None
 
 

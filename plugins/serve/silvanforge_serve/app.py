@@ -239,10 +239,19 @@ def model_info(cf) -> dict:
     return {
         "model": f"{f.source} {f.objective}".strip(), "trees": f.num_trees, "max_depth": f.max_depth(),
         "features": cf.num_features, "feature_names": list(f.feature_names) if f.feature_names else None,
-        "categorical_features": {str(k): list(v) for k, v in (f.feature_categories or {}).items()} or None,
+        "categorical_features": _categorical(f),
         "outputs": f.num_outputs, "classes": np.asarray(classes).tolist() if classes is not None else None,
         "target": cf.target, "rep": cf.rep, "plan": cf.plan_text(), "summary": cf.summary(),
     }
+
+
+def _categorical(forest) -> dict | None:
+    """Each categorical feature (its position, as text) and its labels; null for a feature whose
+    categories the model knows by hash (CatBoost's: any label is read), None where there are none."""
+    found = {str(k): list(v) for k, v in (forest.feature_categories or {}).items()}
+    for k in sorted(forest.hashed_categories or {}):
+        found.setdefault(str(k), None)
+    return found or None
 
 
 # ------------------------------------------------------------------ running under uvicorn

@@ -308,6 +308,8 @@ BAD_BODIES = {
     "a wrong row width": (json.dumps({"data": [[1.0, 2.0]]}).encode(), "2 values; the model expects 7"),
     "a string in data": (json.dumps({"data": [[1, 2, 3, 4, 5, "x", 0]]}).encode(), "not a number"),
     "a label the model never saw": (json.dumps({"rows": [{**_records(1, 3)[0], "colour": 7}]}).encode(), "colour"),
+    "a number beside a label": (json.dumps({"rows": [_records(1, 3)[0], {**_records(1, 3)[0], "colour": 2}]}).encode(),
+                                "'colour' is the number 2"),
     "ragged columns": (json.dumps({"columns": {"f0": [1.0], "f1": [1.0, 2.0]}}).encode(), "different lengths"),
     "a stray key": (json.dumps({"data": [[0] * 7], "extra": 1}).encode(), "extra"),
     "a bad output_margin": (json.dumps({"data": [[0] * 7], "output_margin": "yes"}).encode(), "output_margin"),

@@ -127,3 +127,74 @@ def test_labels_held_by_arrow_equal_catboost_call_after_call(fitted, dtype):
         new_each_call["colour"] = new_each_call["colour"].astype(dtype)
         np.testing.assert_allclose(cf.predict(new_each_call), model.predict(new_each_call), rtol=1e-12, atol=1e-12)
         assert column.strings[0] is not column.state or column.strings[1] is None  # (no index of these values)
+
+
+def _as_arrow(frame, kind: str):
+    """``frame`` as a pyarrow table or polars frame whose categorical column is held as ``kind``."""
+    pa = pytest.importorskip("pyarrow")
+    table = pa.Table.from_pandas(frame, preserve_index=False)
+    labels = table.column("colour")
+    if kind == "arrow dictionary":
+        return table.set_column(1, "colour", labels.dictionary_encode())
+    if kind == "arrow string views":
+        return table.set_column(1, "colour", labels.cast(pa.string_view()))
+    if kind == "record batch":
+        return table.combine_chunks().to_batches()[0]
+    if kind == "arrow chunks":
+        return pa.concat_tables([table.slice(0, 7), table.slice(7)])
+    if kind == "arrow stream":
+        return pa.RecordBatchReader.from_batches(table.schema, table.to_batches(max_chunksize=5))
+    pl = pytest.importorskip("polars")
+    frame = pl.from_arrow(table)
+    if kind == "polars Categorical":
+        return frame.with_columns(pl.col("colour").cast(pl.Categorical))
+    if kind == "polars Enum":
+        return frame.with_columns(pl.col("colour").cast(pl.Enum(["blue", "green", "red", "violet"])))
+    return frame
+
+
+@pytest.mark.parametrize("kind", ["arrow", "arrow dictionary", "arrow string views", "record batch", "arrow chunks",
+                                  "arrow stream", "polars", "polars Categorical", "polars Enum"])
+def test_arrow_and_polars_frames_equal_catboost_call_after_call(fitted, kind):
+    """pyarrow tables and polars frames are read as their arrow columns (no pandas frame made of
+    them): each call equal to CatBoost's predict on the same rows, the first calls and those after
+    the column's values were indexed, a label the model never saw and a missing one."""
+    model, cf, frame = fitted
+    for start in (0, 20, 20, 40):  # (the same rows again: read by the index of the values seen)
+        rows = frame.iloc[start:start + 20].reset_index(drop=True)
+        if start == 40:
+            rows.loc[3, "colour"] = "violet"  # never seen in training: CatBoost's prior
+        np.testing.assert_allclose(cf.predict(_as_arrow(rows, kind)), model.predict(rows), rtol=1e-12, atol=1e-12)
+    if kind in ("arrow", "polars", "polars Categorical"):
+        rows = frame.iloc[:6].reset_index(drop=True)
+        missing = rows.assign(colour=rows.colour.where(rows.index != 2, None))
+        # (CatBoost refuses a missing category; ours is the value no category matches, as in a pandas frame)
+        np.testing.assert_array_equal(cf.predict(_as_arrow(missing, kind)), cf.predict(missing))
+
+
+def test_integer_categories_in_arrow_equal_catboost():
+    """Categories given as integers (codes of real data) in a pyarrow table, with and without a
+    null among them, equal CatBoost's predict on the pandas frame."""
+    pa = pytest.importorskip("pyarrow")
+    rng = np.random.default_rng(5)
+    frame = pd.DataFrame({"x": rng.normal(size=300), "code": rng.integers(0, 6, 300)})
+    model = cb.CatBoostRegressor(iterations=8, depth=3, cat_features=["code"], verbose=0, thread_count=1,
+                                 random_seed=3, allow_writing_files=False)
+    model.fit(frame, frame.x + (frame.code == 2) * 2)
+    cf = sf.compile(model)
+    rows = frame.iloc[:30]
+    table = pa.Table.from_pandas(rows, preserve_index=False)
+    np.testing.assert_allclose(cf.predict(table), model.predict(rows), rtol=1e-12, atol=1e-12)
+    with_null = table.set_column(1, "code", pa.array([None] + rows.code.tolist()[1:], pa.int64()))
+    np.testing.assert_array_equal(cf.predict(with_null)[1:], cf.predict(table)[1:])
+    np.testing.assert_array_equal(cf.predict(with_null)[:1], cf.predict(rows.assign(code=[None] + rows.code.tolist()[1:]).astype({"code": object}))[:1])
+
+
+def test_records_with_pandas_missing_values_equal_catboost(fitted):
+    """Records made of a frame of nullable columns hold pandas' NA: a missing number, as None."""
+    model, cf, frame = fitted
+    rows = frame.iloc[:5].reset_index(drop=True)
+    records = rows.to_dict("records")
+    records[1]["age"] = pd.NA
+    want = model.predict(rows.assign(age=rows.age.where(rows.index != 1, np.nan)))
+    np.testing.assert_allclose(cf.predict(records), want, rtol=1e-12, atol=1e-12)

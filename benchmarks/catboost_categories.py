@@ -1,10 +1,12 @@
 """CatBoost classifiers with one-hot and CTR categorical features (8 categorical columns of 2-40
 categories, 6 numbers; 500 trees of depth 6, CTRs over combinations of up to 4 features): ours
 against CatBoost's own predict, the categories given as labels (strings), as pandas categories
-and as integer codes (a model trained on the codes), timed in turns in one process.
+and as integer codes (a model trained on the codes), timed in turns in one process; and ours given
+the labels' rows as a pyarrow table, a polars frame or records (dicts), CatBoost the pandas frame.
 
     python benchmarks/catboost_categories.py DIR    # trains DIR/cb_cat.cbm, cb_cat_codes.cbm once
     python benchmarks/catboost_categories.py DIR --rows 512,4096 --threads 1,2 --rounds 40
+    python benchmarks/catboost_categories.py DIR --rows 1,64,4096 --inputs pyarrow,polars,records,labels
 
 Each cell: the best of ``--rounds`` rounds, a round timing ours then CatBoost's on the same rows
 (``predict(..., thread_count=threads)``), so load on a shared machine falls on both alike and
@@ -71,6 +73,8 @@ def main(argv=None) -> int:
     parser.add_argument("--rows", default="1,64,512,4096")
     parser.add_argument("--threads", default="1")
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--inputs", default="labels,pandas categories,codes", help="the inputs whose names hold "
+                        "one of these comma-separated words (also: pyarrow, polars, records)")
     args = parser.parse_args(argv)
     import catboost
 
@@ -87,16 +91,31 @@ def main(argv=None) -> int:
         models[codes] = (model, sf.compile(path).wait())  # (every form built: none compiling meanwhile)
     clock = time.perf_counter
     X, _ = frame(4096, seed=1)
-    inputs = {"labels": (False, X), "pandas categories": (False, as_categories(X)), "codes": (True, as_codes(X))}
+    inputs = {"labels": (False, X), "pandas categories": (False, as_categories(X)), "codes": (True, as_codes(X)),
+              "pyarrow labels": (False, "pyarrow"), "polars labels": (False, "polars"), "records": (False, "records")}
+    wanted = [w for w in args.inputs.split(",") if w]
     print("| input | threads | rows | ours rows/s | catboost rows/s | ours / catboost |")
     print("|---|---:|---:|---:|---:|---:|")
     for name, (codes, data) in inputs.items():
+        if wanted and not any(w in name for w in wanted):
+            continue
         model, cf = models[codes]
         for threads in (int(t) for t in args.threads.split(",")):
             for n in (int(r) for r in args.rows.split(",")):
-                rows = data.iloc[:n]
+                # (CatBoost's predict is given the pandas frame of labels where ours is given another
+                # input of the same rows: its own input, as its users call it)
+                theirs = rows = (X if type(data) is str else data).iloc[:n]
+                kind = data if type(data) is str else None
+                if kind == "pyarrow":
+                    import pyarrow as pa
+                    rows = pa.Table.from_pandas(theirs, preserve_index=False)
+                elif kind == "polars":
+                    import polars as pl
+                    rows = pl.from_pandas(theirs)
+                elif kind == "records":
+                    rows = theirs.astype(object).where(theirs.notna(), None).to_dict("records")
                 np.testing.assert_allclose(cf.predict(rows, output_margin=True).ravel(),
-                                           model.predict(rows, prediction_type="RawFormulaVal").ravel(),
+                                           model.predict(theirs, prediction_type="RawFormulaVal").ravel(),
                                            rtol=1e-12, atol=1e-12)
                 k = max(3, 2000 // n)
                 ours = lib = float("inf")
@@ -107,7 +126,7 @@ def main(argv=None) -> int:
                     ours = min(ours, (clock() - start) / k)
                     start = clock()
                     for _ in range(k):
-                        model.predict(rows, prediction_type="Probability", thread_count=threads)
+                        model.predict(theirs, prediction_type="Probability", thread_count=threads)
                     lib = min(lib, (clock() - start) / k)
                 print(f"| {name} | {threads} | {n} | {n / ours:,.0f} | {n / lib:,.0f} | {lib / ours:.2f}x |",
                       flush=True)

@@ -59,8 +59,9 @@ def records_matrix(X, forest: Forest, name=lambda i: f"record {i}", readers: Rec
     if wanted is None:
         raise InputError("records name their features, and the model has no feature names: "
                          "pass the rows as an array in the model's column order")
+    columns = _same_keys_columns(records, forest, name)
     keys, key_of = None, None
-    for i, record in enumerate(records):
+    for i, record in enumerate(records if columns is None else ()):
         if not isinstance(record, dict):
             raise InputError(f"{name(i)} is a {type(record).__name__}, not a dict of feature name to value")
         if keys is None or record.keys() != keys:  # the same keys as the last record: checked
@@ -72,12 +73,14 @@ def records_matrix(X, forest: Forest, name=lambda i: f"record {i}", readers: Rec
                 raise InputError(f"{name(i)} spells a feature's key otherwise than {name(0)} "
                                  f"({next(a for a, b in zip(spelled, key_of) if a != b)!r})")
             key_of, keys = spelled, record.keys()
-    columns = [[record[key] for record in records] for key in key_of]
+    if columns is None:
+        columns = [[record[key] for record in records] for key in key_of]
     na = _pandas_na()  # (records of a frame of nullable columns hold pandas' NA: missing, as None)
     if forest.hashed_categories or forest.hashed_combinations:
+        # (the values as they are: None and NA are missing values there, as in an object array)
         out = np.empty((len(records), len(wanted)), dtype=object)
-        for f, column in enumerate(columns):
-            out[:, f] = [np.nan if v is None or v is na else v for v in column]
+        for f, column in enumerate(columns):  # (fromiter: a list as a value stays one, not a row of values)
+            out[:, f] = np.fromiter(column, dtype=object, count=len(records))
         return out
     out = np.empty((len(records), len(wanted)), dtype=np.float64)
     categories = forest.feature_categories or {}
@@ -250,6 +253,27 @@ def _plain_records(records: list, readers: RecordReaders) -> np.ndarray | None:
     try:
         return np.array(rows, dtype=np.float64).reshape(len(rows), len(names))  # (None: NaN)
     except OverflowError:  # (an integer past float64: the general reading names it)
+        return None
+
+
+def _same_keys_columns(records: list, forest: Forest, name) -> list | None:
+    """Each feature's values (a tuple a feature, in the model's order) where every record is a
+    dict of the first record's keys, taken by one C-level getter a record; None where not (the
+    caller's loop then checks each record, with its errors).  Why: keys compared record by record
+    and values gathered feature by feature in Python took 3.5 ms of 4,096 records of 14 values."""
+    first = records[0]
+    if type(first) is not dict or not first:
+        return None
+    listed_keys = list(first)
+    order = column_order(listed_keys, forest, f"the keys of {name(0)}")
+    width = len(first)
+    if len(order) != width or not all(type(r) is dict and len(r) == width for r in records):
+        return None
+    spelled = [listed_keys[c] for c in order]
+    get = operator.itemgetter(*spelled) if width > 1 else (lambda r, k=spelled[0]: (r[k],))
+    try:  # (as many keys as the first's, each of them there: its keys)
+        return list(zip(*map(get, records)))
+    except KeyError:
         return None
 
 

@@ -25,6 +25,8 @@ without pandas or polars pay nothing.
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 
 from silvanforge.inputs.columns import Labels, arrow_column, column_order, numbers_as_labels, pandas_column, polars_column
@@ -136,6 +138,19 @@ def _hashed_rows(X, forest: Forest, dtype: np.dtype, hashing: HashedInputs, thre
     return out  # (made here, of the kernel's dtype and width: nothing to check)
 
 
+def _missing_values(values: np.ndarray) -> np.ndarray | None:
+    """An object column of numbers and missing values (None, pandas' NA) as float64, NaN where
+    missing; None where it holds anything else."""
+    na = getattr(sys.modules.get("pandas"), "NA", None)
+    items = [np.nan if v is None or v is na else v for v in values.tolist()]
+    if not all(isinstance(v, (int, float, np.integer, np.floating)) for v in items):
+        return None
+    try:
+        return np.array(items, dtype=np.float64)
+    except OverflowError:  # (an integer past float64's range)
+        return None
+
+
 def _column_name(forest: Forest, feature: int) -> str:
     """Column ``feature`` as messages name it: by position, and by the model's name for it."""
     names = forest.feature_names
@@ -195,10 +210,15 @@ def _hashed_columns(X, forest: Forest, rows, numeric: frozenset | None = None) -
         n = arr.shape[0]
 
         def number(feature):
+            column = arr[:, feature]
             try:
-                return arr[:, feature].astype(np.float64)
+                return column.astype(np.float64)
             except (TypeError, ValueError, OverflowError):
-                bad = next((v for v in arr[:, feature] if not _is_number(v)), "a value")
+                # (None and pandas' NA are missing values, as records hold them)
+                missing = _missing_values(column) if column.dtype == object else None
+                if missing is not None:
+                    return missing
+                bad = next((v for v in column if not _is_number(v)), "a value")
                 shown = repr(bad) if len(repr(bad)) <= 40 else repr(bad)[:36] + "..."
                 raise InputError(f"{_column_name(forest, feature)} holds {shown}, not a number (the feature "
                                  "is not categorical)") from None

@@ -198,3 +198,20 @@ def test_records_with_pandas_missing_values_equal_catboost(fitted):
     records[1]["age"] = pd.NA
     want = model.predict(rows.assign(age=rows.age.where(rows.index != 1, np.nan)))
     np.testing.assert_allclose(cf.predict(records), want, rtol=1e-12, atol=1e-12)
+
+
+def test_none_in_an_object_array_or_records_is_a_missing_number(fitted):
+    """None (and pandas' NA) where a number belongs, in an object array as in records: a missing
+    value, as NaN there is; a list there is still refused."""
+    model, cf, frame = fitted
+    rows = frame.iloc[:4].reset_index(drop=True)
+    values = rows.to_numpy(dtype=object)
+    values[2, 0] = None
+    want = model.predict(rows.assign(age=rows.age.where(rows.index != 2, np.nan)))
+    np.testing.assert_allclose(cf.predict(values), want, rtol=1e-12, atol=1e-12)
+    records = rows.to_dict("records")
+    records[2]["age"] = None
+    np.testing.assert_allclose(cf.predict(records), want, rtol=1e-12, atol=1e-12)
+    values[1, 0] = [1]
+    with pytest.raises(InputError, match=r"column 0 \('age'\) holds \[1\], not a number"):
+        cf.predict(values)

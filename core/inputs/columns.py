@@ -18,13 +18,15 @@ from silvanforge.ir.hir import Forest
 SHOWN_NAMES = 8
 
 
-def column_order(names: list | None, forest: Forest, what: str = "the frame's columns") -> list[int]:
+def column_order(names: list | None, forest: Forest, what: str = "the frame's columns",
+                 by_position: bool = True) -> list[int]:
     """For each model feature, the column that holds it: by ``names`` where both the columns and
     the model have names, else by position; ``what`` the columns are, for messages.  Labels that
     are not all strings (:func:`_as_names`) are matched by their text, or read by position where
-    they are pandas' labels of a frame made from an array."""
+    they are pandas' labels of a frame made from an array (``by_position``: a frame's columns,
+    not a record's keys, which always name their features)."""
     if names is not None and not all(isinstance(n, str) for n in names):
-        names = _as_names(list(names), forest)
+        names = _as_names(list(names), forest, by_position)
     wanted = forest.feature_names
     if names is None or wanted is None:
         count = forest.input_features
@@ -56,7 +58,7 @@ def column_order(names: list | None, forest: Forest, what: str = "the frame's co
     return [seen[n] for n in wanted]
 
 
-def _as_names(labels: list, forest: Forest) -> list[str] | None:
+def _as_names(labels: list, forest: Forest, by_position: bool = True) -> list[str] | None:
     """Column labels not all strings as the names they are matched by: their text (XGBoost's
     way: a model fitted on a frame of integer labels names its features "0", "1", ...), or None
     (by position) for pandas' labels of a frame made from an array (0, 1, 2, ... in order) where
@@ -64,7 +66,9 @@ def _as_names(labels: list, forest: Forest) -> list[str] | None:
     mix of labels or a MultiIndex's tuples gave another feature's values unchecked."""
     text = [str(label) for label in labels]
     wanted = forest.feature_names
-    if (wanted is None or set(text) != set(wanted)) and labels == list(range(len(labels))):
+    if by_position and (wanted is None or set(text) != set(wanted)) and \
+            all(type(label) is int or isinstance(label, np.integer) for label in labels) and \
+            labels == list(range(len(labels))):
         return None
     return text
 

@@ -112,11 +112,21 @@ def factorise(values) -> tuple[np.ndarray, object, object]:
 
 
 def _by_dict(values: list) -> tuple[np.ndarray, list, None]:
-    """:func:`factorise` of Python values by a dict of them (None, NaN and pandas' NA missing, as
-    pandas' factorize has them)."""
+    """:func:`factorise` of Python values by a dict of them (None, pandas' NA and any NaN missing,
+    as pandas' factorize has them)."""
     na = getattr(sys.modules.get("pandas"), "NA", None)
     seen: dict = {}
     codes = np.empty(len(values), dtype=np.intp)
     for i, v in enumerate(values):
-        codes[i] = -1 if v is None or v is na or isinstance(v, float) and v != v else seen.setdefault(v, len(seen))
+        codes[i] = -1 if v is None or v is na or not isinstance(v, str) and _not_itself(v) else \
+            seen.setdefault(v, len(seen))
     return codes, list(seen), None
+
+
+def _not_itself(value) -> bool:
+    """Whether ``value`` differs from itself: a NaN of any kind (float, NumPy's, NaT, Decimal's),
+    which pandas' factorize counts missing too."""
+    try:
+        return bool(value != value)
+    except (TypeError, ValueError):  # (an array's comparison: no NaN)
+        return False

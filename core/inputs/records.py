@@ -66,7 +66,7 @@ def records_matrix(X, forest: Forest, name=lambda i: f"record {i}", readers: Rec
             raise InputError(f"{name(i)} is a {type(record).__name__}, not a dict of feature name to value")
         if keys is None or record.keys() != keys:  # the same keys as the last record: checked
             listed_keys = list(record)
-            order = column_order(listed_keys, forest, f"the keys of {name(i)}")
+            order = column_order(listed_keys, forest, f"the keys of {name(i)}", by_position=False)
             # (each feature's key: its name, or the name LightGBM stored with underscores)
             spelled = [listed_keys[c] for c in order]
             if key_of is not None and spelled != key_of:
@@ -101,7 +101,7 @@ def records_matrix(X, forest: Forest, name=lambda i: f"record {i}", readers: Rec
                 raise InputError(f"{name(at)}: {feature!r} is the string {column[at][:40]!r}, and the feature's "
                                  f"categories are numbers ({listed(categories[f])}): write it as a number")
             given = next((i for i, v in enumerate(column) if not isinstance(v, str) and v is not None and v == v), None)
-            if given is not None and not any(_number(label) and type(label) is not bool for label in categories[f]):
+            if given is not None and not any(_number(label) for label in categories[f]):
                 # (a number among labels is no label and no code: refused, as alone; taken for an
                 # unseen label it was a missing value where another record held a label)
                 raise InputError(f"{name(given)}: {feature!r} is the number {column[given]!r}, and the feature's "
@@ -265,7 +265,7 @@ def _same_keys_columns(records: list, forest: Forest, name) -> list | None:
     if type(first) is not dict or not first:
         return None
     listed_keys = list(first)
-    order = column_order(listed_keys, forest, f"the keys of {name(0)}")
+    order = column_order(listed_keys, forest, f"the keys of {name(0)}", by_position=False)
     width = len(first)
     if len(order) != width or not all(type(r) is dict and len(r) == width for r in records):
         return None

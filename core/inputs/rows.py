@@ -55,8 +55,8 @@ def as_rows(X, forest: Forest, dtype: np.dtype, memory: SchemaMemory | None = No
     if type(X) is list and not X:  # no records: no rows (as the server and JSON Lines read it)
         return np.empty((0, forest.num_features), dtype)
     framed = not hashed and is_frame(X)
-    if not framed and type(X) is not list and hasattr(type(X), "__arrow_c_stream__") and not is_frame(X):
-        X = _stream_table(X)  # (any Arrow stream: read as the table it holds)
+    if not framed and _is_stream(X):
+        X = _stream_table(X)  # (read as the table it holds)
         framed = not hashed
     if framed:  # (the next most common)
         rows = frame_rows(X, memory if memory is not None else SchemaMemory(forest), dtype)
@@ -235,6 +235,16 @@ def _hashed_columns(X, forest: Forest, rows, numeric: frozenset | None = None) -
     return out, values
 
 
+def _is_stream(X) -> bool:
+    """Whether ``X`` is an Arrow stream of rows other than the frames read as they are: a pyarrow
+    RecordBatchReader, or another library's object handing its rows over so (a DuckDB result,
+    nanoarrow's); not a column (a pyarrow array, a polars or pandas Series), which is no rows."""
+    kind = type(X)
+    if not hasattr(kind, "__arrow_c_stream__") or is_frame(X):
+        return False
+    return kind.__module__.split(".")[0] not in ("pyarrow", "polars", "pandas") or kind.__name__ == "RecordBatchReader"
+
+
 def _stream_table(X):
     """The pyarrow Table of an object that hands its rows over as an Arrow C stream (a pyarrow
     RecordBatchReader, a DuckDB result, nanoarrow's...; read once, as a stream is)."""
@@ -263,7 +273,7 @@ def _arrow_table(X):
                 import polars as pl
 
                 return X.to_arrow(compat_level=pl.CompatLevel.newest())
-            except (AttributeError, TypeError):  # (a polars before compatibility levels)
+            except Exception:  # noqa: BLE001 - a polars before compatibility levels, a pyarrow before views (16)
                 return X.to_arrow()
         except Exception as exc:  # noqa: BLE001 - a column arrow cannot hold (128-bit integers)
             raise InputError(f"a polars frame for a model with hashed categorical features is read as "
@@ -281,7 +291,15 @@ def _arrow_values(column):
     kind = column.type
     if (pa.types.is_integer(kind) or pa.types.is_boolean(kind)) and column.null_count == 0:
         return column.to_numpy()
+    if pa.types.is_dictionary(kind) and _longest_dictionary(column) > max(1024, 2 * len(column)):
+        # (its values, not a dictionary of many more: every value of which a column would remember)
+        return column.cast(kind.value_type)
     return column
+
+
+def _longest_dictionary(column) -> int:
+    chunks = column.chunks if hasattr(column, "chunks") else [column]
+    return max((len(chunk.dictionary) for chunk in chunks), default=0)
 
 
 def _to_pandas(X):

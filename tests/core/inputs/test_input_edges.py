@@ -115,3 +115,27 @@ def test_an_arrow_stream_is_read_as_its_table_and_a_tuple_of_records_is_named(na
     np.testing.assert_array_equal(cf.predict(reader), cf.predict(frame))
     with pytest.raises(InputError, match="a tuple of dicts: records are a dict or a list of dicts"):
         cf.predict(tuple(frame.iloc[:3].to_dict("records")))
+
+
+def test_keys_and_labels_that_only_equal_positions_are_not_read_by_position(named):
+    """A record's keys always name their features: integer keys are matched by their text (and
+    refused where the model's names are others), in any order; a frame's labels are read by
+    position only where they are the integers 0, 1, 2, ... (booleans and floats that equal them are
+    not pandas' labels of a frame made from an array)."""
+    _, cf, frame = named
+    for record in ({0: 1.0, 1: 0.0, 2: 0.0}, {2: 0.0, 1: 0.0, 0: 1.0}):
+        with pytest.raises(InputError, match="not features of the model"):
+            cf.predict([record])
+    for labels in ([False, True, 2], [0.0, 1.0, 2.0]):
+        with pytest.raises(InputError, match="not features of the model"):
+            cf.predict(frame.set_axis(labels, axis=1))
+
+
+def test_a_column_that_hands_over_an_arrow_stream_is_no_rows(named):
+    """A pyarrow array or a polars Series holds one column: refused as any column is, not read as
+    a table of its stream."""
+    pa = pytest.importorskip("pyarrow")
+    _, cf, frame = named
+    for column in (pa.chunked_array([frame.age.to_numpy()]), pa.array(frame.age.to_numpy())):
+        with pytest.raises(InputError, match="2-D"):
+            cf.predict(column)

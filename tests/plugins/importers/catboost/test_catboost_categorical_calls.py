@@ -215,3 +215,31 @@ def test_none_in_an_object_array_or_records_is_a_missing_number(fitted):
     values[1, 0] = [1]
     with pytest.raises(InputError, match=r"column 0 \('age'\) holds \[1\], not a number"):
         cf.predict(values)
+
+
+def test_missing_values_of_every_kind_are_missing_in_few_rows_and_many():
+    """A NaN of any kind (float, float32, NaT, Decimal's) in an object column is a missing value
+    however many rows a call has (a few are coded by a dict, more by pandas' factorize)."""
+    from decimal import Decimal
+
+    from silvanforge.inputs.distinct_values import FEW_VALUES, factorise
+
+    for missing in (None, float("nan"), np.float32("nan"), pd.NaT, np.datetime64("NaT"), Decimal("NaN"), pd.NA):
+        for n in (2, FEW_VALUES + 2):
+            values = np.array([missing, "red"] * (n // 2), dtype=object)
+            codes, uniques, _ = factorise(values)
+            assert codes.tolist() == [-1, 0] * (n // 2) and list(uniques) == ["red"], (missing, n)
+
+
+def test_an_arrow_dictionary_much_longer_than_its_column_equals_its_values(fitted):
+    """A dictionary column whose dictionary holds many labels the rows do not (a polars
+    Categorical's may hold every string its process saw) is read as its values."""
+    pa = pytest.importorskip("pyarrow")
+    model, cf, frame = fitted
+    rows = frame.iloc[:10].reset_index(drop=True)
+    table = pa.Table.from_pandas(rows, preserve_index=False)
+    dictionary = pa.array(sorted(set(rows.colour)) + [f"other{i}" for i in range(3000)])
+    indices = pa.array([dictionary.to_pylist().index(v) for v in rows.colour], pa.int32())
+    long = table.set_column(1, "colour", pa.DictionaryArray.from_arrays(indices, dictionary))
+    for _ in range(3):
+        np.testing.assert_allclose(cf.predict(long), model.predict(rows), rtol=1e-12, atol=1e-12)

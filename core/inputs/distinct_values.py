@@ -1,7 +1,9 @@
 """A column's values as codes of its distinct values (:func:`factorise`), as
 :mod:`silvanforge.inputs.hashed_rows` hashes them: a pandas category's own codes, small
-integers by a table over their span, Arrow-backed strings by Arrow's dictionary, anything else
-by ``pandas.factorize`` (a dict without pandas)."""
+integers by a table over their span, strings held by arrow (pandas' Arrow-backed, arrow's own) by
+Arrow's dictionary, a few Python values by a dict, anything else by ``pandas.factorize`` (a dict
+without pandas); and what the C++ index of a column's strings is given (:func:`arrow_values`,
+:func:`dictionary_indices`, :func:`encodes`)."""
 
 from __future__ import annotations
 
@@ -64,6 +66,38 @@ def arrow_values(values):
     if type(values).__module__.split(".")[0] == "pyarrow" and hasattr(values, "type"):
         return values
     return None
+
+
+def dictionary_indices(array):
+    """(indices, the dictionary's values: a null's index one past them) of an arrow dictionary
+    column of one chunk (polars' Categorical and Enum, pandas categories made arrow) whose
+    dictionary is not much longer than the column (a polars Categorical's may hold every string
+    its process has seen); else None."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if not pa.types.is_dictionary(array.type):
+        return None
+    if isinstance(array, pa.ChunkedArray):
+        if array.num_chunks != 1:
+            return None
+        array = array.chunk(0)
+    labels = array.dictionary
+    if len(labels) > max(1024, 2 * len(array)):
+        return None
+    indices = array.indices
+    if indices.null_count:
+        indices = pc.fill_null(indices, len(labels))
+    return indices.to_numpy(zero_copy_only=False), labels
+
+
+def encodes(value: str) -> bool:
+    """Whether UTF-8 holds ``value`` (not a lone surrogate)."""
+    try:
+        value.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def factorise(values) -> tuple[np.ndarray, object, object]:

@@ -53,7 +53,8 @@ from silvanforge.inputs.hashed_kernel import (
     native_arrays,
 )
 from silvanforge.inputs.hashed_kernel import find_kernel as _kernel  # (tests replace it: no kernel)
-from silvanforge.inputs.distinct_values import INTEGER_SPAN, arrow_values, factorise, listed, pandas_categories
+from silvanforge.inputs.distinct_values import (INTEGER_SPAN, arrow_values, dictionary_indices, encodes, factorise,
+                                                listed, pandas_categories)
 from silvanforge.runtime.threads import _get_pool
 
 # Distinct values a model remembers the hash of (a memo, cleared when full).
@@ -501,7 +502,7 @@ class _ColumnValues:
             self.strings = (state, index, module)
         if index is None:  # (no string of the state's UTF-8 holds)
             return None
-        dictionary = _dictionary_of(array)
+        dictionary = dictionary_indices(array)
         if dictionary is not None:  # (its dictionary's strings found, and its indices taken)
             indices, labels = dictionary
             found_codes = np.empty(len(labels) + 1, dtype=np.int64)
@@ -521,7 +522,7 @@ class _ColumnValues:
         labels = [(v, code) for (kind, v), code in state[0].items() if kind is str]
         index = module.label_index([v for v, _ in labels], [code for _, code in labels]) if labels else None
         if index is None and labels:
-            labels = [(v, code) for v, code in labels if _encodes(v)]
+            labels = [(v, code) for v, code in labels if encodes(v)]
             index = module.label_index([v for v, _ in labels], [code for _, code in labels]) if labels else None
         return index
 
@@ -568,38 +569,6 @@ class _ColumnValues:
             if type(token) is tuple and (self.integers is None or self.integers[0] is not state):
                 self._integers(state)
         return remap[local], state[1]
-
-
-def _dictionary_of(array):
-    """(indices, the dictionary's values: a null's index one past them) of an arrow dictionary
-    column of one chunk (polars' Categorical and Enum, pandas categories made arrow) whose
-    dictionary is not much longer than the column (a polars Categorical's may hold every string
-    its process has seen); else None."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    if not pa.types.is_dictionary(array.type):
-        return None
-    if isinstance(array, pa.ChunkedArray):
-        if array.num_chunks != 1:
-            return None
-        array = array.chunk(0)
-    labels = array.dictionary
-    if len(labels) > max(1024, 2 * len(array)):
-        return None
-    indices = array.indices
-    if indices.null_count:
-        indices = pc.fill_null(indices, len(labels))
-    return indices.to_numpy(zero_copy_only=False), labels
-
-
-def _encodes(value: str) -> bool:
-    """Whether UTF-8 holds ``value`` (not a lone surrogate)."""
-    try:
-        value.encode()
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 def _same_values(a, b) -> bool:

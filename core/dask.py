@@ -122,7 +122,8 @@ def _score_frame(frame, shipped: ShippedModel, options: dict):
     values = shipped.load().predict(frame, **options)
     if values.ndim == 1:
         return pd.Series(values, index=frame.index)
-    return pd.DataFrame(values.reshape(len(values), -1), index=frame.index)
+    # (a row's values by the shape's own sizes: -1 is no size for an empty partition's)
+    return pd.DataFrame(values.reshape(len(values), int(np.prod(values.shape[1:]))), index=frame.index)
 
 
 def _add_column(frame, shipped: ShippedModel, options: dict, features: list, output_col: str):

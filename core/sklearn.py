@@ -97,7 +97,8 @@ class CompiledEstimator(BaseEstimator):
             classes = getattr(fitted, "classes_", None)
             self.classes_ = np.asarray(classes if classes is not None else
                                        forest.class_labels or range(max(forest.num_outputs, 2)))
-        self.n_features_in_ = int(getattr(fitted, "n_features_in_", forest.num_features))
+        # (CatBoost's estimators say 0: the features the model reads then, as users pass them)
+        self.n_features_in_ = int(getattr(fitted, "n_features_in_", 0) or forest.input_features)
         names = getattr(fitted, "feature_names_in_", None)
         if names is None and forest.feature_names is not None:
             names = np.asarray(forest.feature_names, dtype=object)

@@ -44,10 +44,13 @@ _lock = threading.Lock()
 def compiled_model(model) -> CompiledForest:
     """``model`` as a compiled model, where the job is defined: a :class:`CompiledForest` as it
     is, a saved artifact's path loaded (its plan kept; its code runs where it is signed with your
-    key), anything else :func:`silvanforge.compile` takes (a model file's path or bytes, a model
-    object) compiled for this host."""
+    key), a fitted :mod:`silvanforge.sklearn` estimator's compiled model, anything else
+    :func:`silvanforge.compile` takes (a model file's path or bytes, a model object) compiled for
+    this host."""
     if isinstance(model, CompiledForest):
         return model
+    if isinstance(getattr(model, "compiled_", None), CompiledForest):  # (a fitted CompiledEstimator)
+        return model.compiled_
     if isinstance(model, ShippedModel):
         return model.load()
     if isinstance(model, (str, os.PathLike)) and is_artifact(model):

@@ -170,3 +170,14 @@ def test_classifiers_without_class_probabilities_are_refused(data):
         sfk.compile(custom)
     # the plain compiled model gives them still
     np.testing.assert_allclose(sf.compile(custom).predict(X), custom.predict(X, raw_score=True), rtol=1e-12)
+
+
+def test_a_catboost_classifier_wrapped_counts_its_features(data):
+    """CatBoost's estimators say ``n_features_in_`` 0: the wrapper says the features its rows hold."""
+    catboost = pytest.importorskip("catboost")
+    X, _, y = data
+    fitted = catboost.CatBoostClassifier(iterations=5, depth=3, verbose=0, thread_count=1,
+                                         allow_writing_files=False).fit(X, (y > 0).astype(int))
+    fast = sfk.compile(fitted)
+    assert fast.n_features_in_ == X.shape[1]
+    np.testing.assert_array_equal(fast.predict(X), fitted.predict(X).ravel())

@@ -294,6 +294,18 @@ def test_dask_gives_leaves_and_contributions(models, compiled, frame, xgb_multic
     np.testing.assert_array_equal(leaves.to_numpy(), cf.predict(numeric, pred_leaf=True))
     with pytest.raises(sf.InputError, match="no option 'pred_contrib'"):
         sfd.predict(cf, rows, pred_contrib=True)
+    # partitions a filter left empty: each an empty frame of the result's columns
+    kept = ddf[ddf.a < -1.0][list("abcd")]
+    for options in ({}, {"pred_contribs": True}, {"pred_leaf": True}):
+        got = sfd.predict(cf, kept, **options).compute(scheduler="sync")
+        want = cf.predict(numeric[numeric.a < -1.0], **options)
+        np.testing.assert_array_equal(got.to_numpy(), want.reshape(len(want), -1))
+    # a fitted silvanforge.sklearn estimator: its compiled model
+    import silvanforge.sklearn
+
+    wrapped = silvanforge.sklearn.compile(m)
+    np.testing.assert_array_equal(sfd.predict(wrapped, ddf[list("abcd")]).compute(scheduler="sync").to_numpy(),
+                                  wrapped.compiled_.predict(numeric))
 
 
 # ------------------------------------------------------------------ Spark

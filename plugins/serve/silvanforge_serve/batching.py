@@ -321,17 +321,54 @@ class MicroBatcher:
         _deliver(answers)
 
     def _answer_into(self, batch: list[_Job], answers: list) -> None:
-        # one call for each kind of output asked for (and one of each other output beside it)
+        # One predict call for each kind of prediction asked for (values, margins), and one call
+        # of each other output for every request asking for it, whichever kind it asked beside
+        # (contributions are the margin's either way: computed once, not once a kind).
         if all(job.output_margin is False and job.explained is None for job in batch):
-            self._call(batch, False, None, answers)
-        else:
-            groups: dict = {}
-            for job in batch:
-                groups.setdefault((job.output_margin, job.explained), []).append(job)
-            for (margin, explained), group in groups.items():
-                self._call(group, margin, explained, answers)
+            self._call(batch, False, answers)
+            return
+        outputs: dict = {}
+        for job in batch:
+            if job.explained is not None:
+                outputs.setdefault(job.explained, []).append(job)
+        beside: dict = {}  # id(job) -> its rows' other output
+        for output, group in outputs.items():
+            self._explain(group, output, beside, answers)
+        refused = {id(job) for job, _, exc in answers if exc is not None}
+        groups: dict = {}
+        for job in batch:
+            if id(job) not in refused:
+                groups.setdefault(job.output_margin, []).append(job)
+        for margin, group in groups.items():
+            self._call(group, margin, answers, beside)
 
-    def _call(self, group: list[_Job], margin: bool, explained: str | None, answers: list) -> None:
+    def _explain(self, group: list[_Job], output: str, beside: dict, answers: list) -> None:
+        """``output`` of the rows of ``group`` into ``beside`` (a request's slice by its id); a
+        request whose rows it refuses is answered its error."""
+        with self._count:
+            self.stats.calls += 1
+        try:
+            rows = _rows_of(group)
+            more = self.explain(rows, output)
+            if len(more) != len(rows):
+                raise RuntimeError(f"explain returned {len(more)} values of {output} for {len(rows)} rows")
+            if self.encode is not None:  # (once a batch: each request's a slice of it)
+                more = np.asarray(more).tolist()
+        except Exception as exc:  # noqa: BLE001 - each request gets its own answer
+            if len(group) == 1:
+                answers.append((group[0], None, exc))
+            else:  # one request's rows spoil the batch: each alone
+                for job in group:
+                    self._explain([job], output, beside, answers)
+            return
+        start = 0
+        for job in group:
+            beside[id(job)] = more[start:start + len(job.rows)]
+            start += len(job.rows)
+
+    def _call(self, group: list[_Job], margin: bool, answers: list, beside: dict | None = None) -> None:
+        """The predictions of ``group``'s rows, each request answered its own (with its other
+        output from ``beside``, where it asked for one)."""
         with self._count:
             self.stats.calls += 1
         try:
@@ -343,31 +380,26 @@ class MicroBatcher:
                 self.small_call_s = took if small is None else small + INLINE_WEIGHT * (took - small)
             if len(values) != len(rows):
                 raise RuntimeError(f"predict returned {len(values)} predictions for {len(rows)} rows")
-            more = None if explained is None else self.explain(rows, explained)
-            if more is not None and len(more) != len(rows):
-                raise RuntimeError(f"explain returned {len(more)} values of {explained} for {len(rows)} rows")
             if self.encode is not None:  # (once a batch: each request's a slice of it)
                 values = np.asarray(values).tolist()
-                if more is not None:
-                    more = np.asarray(more).tolist()
         except Exception as exc:  # noqa: BLE001 - each request gets its own answer below
             if len(group) == 1:
                 answers.append((group[0], None, exc))
             else:  # one request's rows spoil the batch: answer each alone
                 for job in group:
-                    self._call([job], margin, explained, answers)
+                    self._call([job], margin, answers, beside)
             return
         start, encode = 0, self.encode
         for job in group:
             n = len(job.rows)
             result = values[start:start + n]
-            beside = None if more is None else more[start:start + n]
             start += n
+            more = None if job.explained is None else beside[id(job)]
             if encode is None:
-                answers.append((job, result if more is None else (result, beside), None))
+                answers.append((job, result if more is None else (result, more), None))
                 continue
             try:
-                answers.append((job, encode(result) if more is None else encode(result, explained, beside), None))
+                answers.append((job, encode(result) if more is None else encode(result, job.explained, more), None))
             except Exception as exc:  # noqa: BLE001 - that request's own answer
                 answers.append((job, None, exc))
 

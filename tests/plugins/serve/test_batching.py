@@ -192,6 +192,39 @@ def test_a_request_that_fails_in_a_batch_fails_alone():
         batcher.close()
 
 
+def test_a_request_whose_rows_an_output_refuses_fails_alone_whatever_it_asked_beside():
+    """Contributions are computed once for the requests asking for them, margins or values beside:
+    a request whose rows they refuse gets its error, and the others their own answers."""
+    calls = []
+
+    def predict(rows, margin):
+        calls.append(("predict", len(rows), margin))
+        return rows[:, 0] * 2 + (100 if margin else 0)
+
+    def explain(rows, output):
+        calls.append((output, len(rows)))
+        if np.isinf(rows).any():
+            raise sf.InputError("rows hold infinity")
+        return rows * 3
+
+    batcher = MicroBatcher(predict, window_s=0.05, explain=explain)
+    try:
+        asks = [(False, "pred_contribs"), (True, "pred_contribs"), (True, None), (False, "pred_contribs")]
+        futures = [batcher.submit(np.array([[np.inf if k == 3 else float(k)]]), margin, explained)
+                   for k, (margin, explained) in enumerate(asks)]
+        with pytest.raises(sf.InputError, match="infinity"):
+            futures[3].result(timeout=10)
+        for k, (margin, explained) in enumerate(asks[:3]):
+            got = futures[k].result(timeout=10)
+            values = got if explained is None else got[0]
+            assert values.tolist() == [2.0 * k + (100 if margin else 0)]
+            if explained is not None:
+                assert got[1].tolist() == [[3.0 * k]]
+    finally:
+        batcher.close()
+    assert calls.count(("pred_contribs", 3)) == 1  # (once for both kinds, then each alone)
+
+
 def test_rows_as_lists_join_a_batch_as_float64_and_answers_are_encoded_each_alone():
     """Requests whose rows are lists (floats and None) and arrays in one batch: one predict call
     of their rows made float64 (None NaN), each answer encoded by ``encode``; an answer that

@@ -9,6 +9,8 @@ built once per distinct list of categories, so that reading the column is one ``
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 
 from silvanforge.errors import InputError
@@ -284,7 +286,7 @@ def object_column(values: np.ndarray, name, labels) -> np.ndarray:
     of records whose column is missing in every row given (a one-row request) or mixes None with
     numbers; anything else (text, bools, other objects) refused."""
     items = values.tolist()
-    missing = pandas_na()
+    missing = loaded_pandas_na()  # (None without pandas: no value is NA then)
     if labels is not None:
         items = [None if v is missing else v for v in items]
         labels.refuse_words(items, name)
@@ -304,6 +306,12 @@ def pandas_na():
     import pandas as pd
 
     return pd.NA
+
+
+def loaded_pandas_na():
+    """pandas' NA where pandas is loaded, else None (no value can be it then): for readers of
+    Python values (records, object arrays) that must not import pandas themselves."""
+    return getattr(sys.modules.get("pandas"), "NA", None)
 
 
 _NUMBERS_OR_MISSING = frozenset((float, int, type(None)))

@@ -7,11 +7,10 @@ without pandas); and what the C++ index of a column's strings is given (:func:`a
 
 from __future__ import annotations
 
-import sys
-
 import numpy as np
 
 from silvanforge.errors import InputError
+from silvanforge.inputs.columns import loaded_pandas_na
 
 # Integer columns whose values lie within this span are factorised by a table over it.
 INTEGER_SPAN = 1 << 16
@@ -148,7 +147,7 @@ def factorise(values) -> tuple[np.ndarray, object, object]:
 def _by_dict(values: list) -> tuple[np.ndarray, list, None]:
     """:func:`factorise` of Python values by a dict of them (None, pandas' NA and any NaN missing,
     as pandas' factorize has them)."""
-    na = getattr(sys.modules.get("pandas"), "NA", None)
+    na = loaded_pandas_na()
     seen: dict = {}
     codes = np.empty(len(values), dtype=np.intp)
     for i, v in enumerate(values):

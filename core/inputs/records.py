@@ -15,12 +15,11 @@ import itertools
 import json
 import operator
 import os
-import sys
 from pathlib import Path
 
 import numpy as np
 
-from silvanforge.inputs.columns import Labels, column_order, listed, numbers_as_labels
+from silvanforge.inputs.columns import Labels, column_order, listed, loaded_pandas_na, numbers_as_labels
 from silvanforge.inputs.native import FirstUse, NativeUnavailable, compiler, load_module
 from silvanforge.errors import InputError
 from silvanforge.ir.hir import Forest
@@ -75,7 +74,7 @@ def records_matrix(X, forest: Forest, name=lambda i: f"record {i}", readers: Rec
             key_of, keys = spelled, record.keys()
     if columns is None:
         columns = [[record[key] for record in records] for key in key_of]
-    na = _pandas_na()  # (records of a frame of nullable columns hold pandas' NA: missing, as None)
+    na = loaded_pandas_na()  # (records of a frame of nullable columns hold pandas' NA: missing, as None)
     if forest.hashed_categories or forest.hashed_combinations:
         # (the values as they are: None and NA are missing values there, as in an object array)
         out = np.empty((len(records), len(wanted)), dtype=object)
@@ -275,12 +274,6 @@ def _same_keys_columns(records: list, forest: Forest, name) -> list | None:
         return list(zip(*map(get, records)))
     except KeyError:
         return None
-
-
-def _pandas_na():
-    """pandas' NA where pandas is loaded, else None (no record can hold it then)."""
-    pandas = sys.modules.get("pandas")
-    return getattr(pandas, "NA", None)
 
 
 def _number(v) -> bool:

@@ -25,11 +25,10 @@ without pandas or polars pay nothing.
 
 from __future__ import annotations
 
-import sys
-
 import numpy as np
 
-from silvanforge.inputs.columns import Labels, arrow_column, column_order, numbers_as_labels, pandas_column, polars_column
+from silvanforge.inputs.columns import (Labels, arrow_column, column_order, numbers_as_labels, object_column, pandas_column,
+                                        polars_column)
 from silvanforge.errors import InputError
 from silvanforge.inputs.frames import FRAME_LIBRARIES, SchemaMemory, frame_rows, is_frame, refuse_lazy_frame
 from silvanforge.inputs.pandas_frames import hashed_frame_columns
@@ -138,19 +137,6 @@ def _hashed_rows(X, forest: Forest, dtype: np.dtype, hashing: HashedInputs, thre
     return out  # (made here, of the kernel's dtype and width: nothing to check)
 
 
-def _missing_values(values: np.ndarray) -> np.ndarray | None:
-    """An object column of numbers and missing values (None, pandas' NA) as float64, NaN where
-    missing; None where it holds anything else."""
-    na = getattr(sys.modules.get("pandas"), "NA", None)
-    items = [np.nan if v is None or v is na else v for v in values.tolist()]
-    if not all(isinstance(v, (int, float, np.integer, np.floating)) for v in items):
-        return None
-    try:
-        return np.array(items, dtype=np.float64)
-    except OverflowError:  # (an integer past float64's range)
-        return None
-
-
 def _column_name(forest: Forest, feature: int) -> str:
     """Column ``feature`` as messages name it: by position, and by the model's name for it."""
     names = forest.feature_names
@@ -214,10 +200,11 @@ def _hashed_columns(X, forest: Forest, rows, numeric: frozenset | None = None) -
             try:
                 return column.astype(np.float64)
             except (TypeError, ValueError, OverflowError):
-                # (None and pandas' NA are missing values, as records hold them)
-                missing = _missing_values(column) if column.dtype == object else None
-                if missing is not None:
-                    return missing
+                if column.dtype == object:  # (None and pandas' NA are missing values, as records hold them)
+                    try:
+                        return object_column(column, _column_name(forest, feature), None)
+                    except InputError:
+                        pass
                 bad = next((v for v in column if not _is_number(v)), "a value")
                 shown = repr(bad) if len(repr(bad)) <= 40 else repr(bad)[:36] + "..."
                 raise InputError(f"{_column_name(forest, feature)} holds {shown}, not a number (the feature "

@@ -426,6 +426,11 @@ def arrow_column(col, name, labels, numeric: bool = False) -> np.ndarray:
 
     if isinstance(col, pa.ChunkedArray):
         col = col.combine_chunks() if col.num_chunks != 1 else col.chunk(0)
+    if pa.types.is_null(col.type):
+        # Nothing but nulls (arrow's and polars' type of a column whose every value was None, as a
+        # request's record with a categorical value None makes): missing in every row, as the
+        # same rows are as records or as a pandas column of None
+        return np.full(len(col), np.nan)
     if pa.types.is_dictionary(col.type):
         dictionary = col.dictionary.to_numpy(zero_copy_only=False)
         indices = col.indices.to_numpy(zero_copy_only=False)

@@ -85,8 +85,8 @@ def dictionary_indices(array):
     if len(labels) > max(1024, 2 * len(array)):
         return None
     indices = array.indices
-    if indices.null_count:
-        indices = pc.fill_null(indices, len(labels))
+    if indices.null_count:  # (as int64: a dictionary's unsigned or narrow indices may not hold it)
+        indices = pc.fill_null(indices.cast(pa.int64()), len(labels))
     return indices.to_numpy(zero_copy_only=False), labels
 
 
@@ -120,13 +120,19 @@ def factorise(values) -> tuple[np.ndarray, object, object]:
             backing = values
     chunks = arrow_values(backing if module == "pandas" else values)
     if chunks is not None:  # arrow's (pandas' default strings, Arrow-backed, arrow's own): Arrow's dictionary
+        import pyarrow as pa
         import pyarrow.compute as pc
 
         if hasattr(chunks, "combine_chunks"):
             chunks = chunks.chunk(0) if chunks.num_chunks == 1 else chunks.combine_chunks()
-        encoded = pc.dictionary_encode(chunks)
+        try:
+            encoded = pc.dictionary_encode(chunks)
+        except pa.ArrowNotImplementedError:  # (lists, structs, ...: arrow encodes no such values)
+            raise TypeError(f"arrow values of type {chunks.type}") from None
         indices = encoded.indices
-        codes = (pc.fill_null(indices, -1) if indices.null_count else indices).to_numpy(zero_copy_only=False)
+        if indices.null_count:  # (as int64: a dictionary column's own indices may be unsigned)
+            indices = pc.fill_null(indices.cast(pa.int64()), -1)
+        codes = indices.to_numpy(zero_copy_only=False)
         return codes.astype(np.intp), encoded.dictionary, encoded.dictionary  # (listed where needed)
     try:
         import pandas as pd

@@ -192,6 +192,24 @@ def test_dictionary_columns_with_nulls_equal_the_array(models, index_type):
             np.testing.assert_array_equal(models["xgboost"].predict(table), _expected(models["xgboost"], raw))
 
 
+@pytest.mark.parametrize("library", ["lightgbm", "xgboost"])
+def test_a_column_of_nulls_alone_is_missing(models, library):
+    """A frame made of records whose categorical (or number) value is None holds a column of
+    arrow's and polars' null type: missing in every row, as the records are (it was refused as
+    numbers where categories belong)."""
+    pl = pytest.importorskip("polars")
+    cf = models[library]
+    raw = _rows(3, 12, missing=False)
+    records = _records(raw)
+    for name in ("colour", "age"):
+        given = [{**r, name: None} for r in records]
+        want = cf.predict(given)
+        np.testing.assert_array_equal(want, _expected(cf, {**raw, name: [None if name == "colour" else np.nan] * 3}))
+        for frame in (pa.Table.from_pylist(given), pl.DataFrame(given)):
+            np.testing.assert_array_equal(cf.predict(frame), want)
+            np.testing.assert_array_equal(cf.predict(frame.slice(1, 1)), want[1:2])
+
+
 def test_same_names_other_dtypes_or_categories_are_read_afresh(models):
     cf = models["lightgbm"]
     raw = _rows(25, 5)

@@ -165,7 +165,7 @@ def test_arrow_and_polars_frames_equal_catboost_call_after_call(fitted, kind):
         if start == 40:
             rows.loc[3, "colour"] = "violet"  # never seen in training: CatBoost's prior
         np.testing.assert_allclose(cf.predict(_as_arrow(rows, kind)), model.predict(rows), rtol=1e-12, atol=1e-12)
-    if kind in ("arrow", "polars", "polars Categorical"):
+    if kind in ("arrow", "arrow dictionary", "polars", "polars Categorical", "polars Enum"):
         rows = frame.iloc[:6].reset_index(drop=True)
         missing = rows.assign(colour=rows.colour.where(rows.index != 2, None))
         # (CatBoost refuses a missing category; ours is the value no category matches, as in a pandas frame)
@@ -243,3 +243,36 @@ def test_an_arrow_dictionary_much_longer_than_its_column_equals_its_values(fitte
     long = table.set_column(1, "colour", pa.DictionaryArray.from_arrays(indices, dictionary))
     for _ in range(3):
         np.testing.assert_allclose(cf.predict(long), model.predict(rows), rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("index_type", ["int8", "uint8", "uint16", "uint32", "int64", "uint64"])
+def test_dictionary_indices_of_any_integer_type_with_nulls(fitted, index_type):
+    """An arrow dictionary column's indices may be of any integer type, unsigned too (a null in
+    such a column was an OverflowError): each row as its labels give it, a null missing."""
+    pa = pytest.importorskip("pyarrow")
+    model, cf, frame = fitted
+    rows = frame.iloc[:6].reset_index(drop=True)
+    labels = sorted(set(rows.colour))
+    indices = pa.array([None if i == 2 else labels.index(v) for i, v in enumerate(rows.colour)], index_type)
+    table = pa.Table.from_pandas(rows, preserve_index=False)
+    table = table.set_column(1, "colour", pa.DictionaryArray.from_arrays(indices, pa.array(labels)))
+    missing = rows.assign(colour=rows.colour.where(rows.index != 2, None))
+    np.testing.assert_array_equal(cf.predict(table), cf.predict(missing))
+    np.testing.assert_allclose(cf.predict(table)[[0, 1, 3, 4, 5]], model.predict(rows)[[0, 1, 3, 4, 5]],
+                               rtol=1e-12, atol=1e-12)
+
+
+def test_a_column_of_nulls_alone_is_missing_and_nested_values_are_refused(fitted):
+    """A categorical column of arrow's or polars' null type (a request's record whose value was
+    None) is missing in every row, as the record is; lists and structs there are refused by name."""
+    pa = pytest.importorskip("pyarrow")
+    pl = pytest.importorskip("polars")
+    _, cf, frame = fitted
+    record = {"age": 0.3, "colour": None, "size": -1.0}
+    want = cf.predict(record)
+    np.testing.assert_array_equal(cf.predict(pa.Table.from_pylist([record])), want)
+    np.testing.assert_array_equal(cf.predict(pl.DataFrame([record])), want)
+    for values in (pa.array([[1.0]]), pa.array([{"a": 1}])):
+        table = pa.table({"age": [0.3], "colour": values, "size": [-1.0]})
+        with pytest.raises(InputError, match=r"column 1 \('colour'\) holds a value that is no category label"):
+            cf.predict(table)

@@ -520,7 +520,12 @@ def main(argv: list[str] | None = None) -> int:
     _plugin_commands()
     command = typer.main.get_command(app)
     try:
-        rv = command.main(args=argv, prog_name="forge", standalone_mode=False)
+        with warnings.catch_warnings():
+            # A number past float32's range read by a float32 model is infinite, as the libraries
+            # read it (XGBoost's float32 rows): NumPy's warning of the cast, with its source line,
+            # would read to a user of the command as something gone wrong.
+            warnings.filterwarnings("ignore", "overflow encountered in cast", RuntimeWarning)
+            rv = command.main(args=argv, prog_name="forge", standalone_mode=False)
     except _click_exc.UsageError as exc:
         where = f" (see '{exc.ctx.command_path} --help')" if exc.ctx is not None else ""
         return _fail(exc.format_message() + where, exc.exit_code)

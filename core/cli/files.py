@@ -49,7 +49,7 @@ from silvanforge.artifact.archive import UMASK as _UMASK
 from silvanforge.errors import InputError
 from silvanforge.inputs.columns import Labels
 from silvanforge.inputs.rows import column_order, label_codes
-from silvanforge.inputs.records import is_jsonl, jsonl_matrix, read_jsonl
+from silvanforge.inputs.records import JSONL_ENDINGS, is_jsonl, jsonl_matrix, read_jsonl
 
 NPY_MAGIC = b"\x93NUMPY"
 MISSING_CELLS = frozenset({"", "nan", "na", "null", "none"})
@@ -108,7 +108,7 @@ def read_rows(path: str, num_features: int | None = None,
         try:
             text = data.decode("utf-8-sig")
         except UnicodeDecodeError:
-            raise InputError(f"{path}: not a text CSV file (and not a .npy file)") from None
+            raise InputError(_not_text(path)) from None
         _refuse_json_array(text, path)
         if is_jsonl(path, text):
             return Rows(np.empty((0, 0)), name=path, records=read_jsonl(text, path))
@@ -127,13 +127,19 @@ def read_rows(path: str, num_features: int | None = None,
         with open(path, newline="", encoding="utf-8-sig") as f:
             text = f.read()
     except UnicodeDecodeError:
-        raise InputError(f"{path}: not a text CSV file (and not a .npy file)") from None
+        raise InputError(_not_text(path)) from None
     except OSError as exc:
         raise InputError(f"cannot read input file {path}: {exc.strerror or exc}") from None
     _refuse_json_array(text, path)
     if is_jsonl(path, text):
         return Rows(np.empty((0, 0)), name=path, records=read_jsonl(text, path))
     return _parse_csv(text, path, num_features, feature_names, header)
+
+
+def _not_text(path: str) -> str:
+    """What an input of bytes that are not UTF-8 text is told (by the kind its name says)."""
+    kind = "JSON Lines" if path.lower().endswith(JSONL_ENDINGS) else "CSV"
+    return f"{path}: not UTF-8 text, so not a {kind} file (and not a .npy file)"
 
 
 def _refuse_json_array(text: str, name: str) -> None:

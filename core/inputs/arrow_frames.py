@@ -344,6 +344,9 @@ class _ArrowLabels:
     def __len__(self):
         return len(self.dictionary)
 
+    def __getitem__(self, i: int):  # (a refused label, named by its error)
+        return self.dictionary[i].as_py()
+
     def equals(self, other) -> bool:
         return isinstance(other, _ArrowLabels) and self.dictionary.equals(other.dictionary)
 

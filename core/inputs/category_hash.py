@@ -147,7 +147,8 @@ def city_hash64(s: bytes) -> int:
 def catboost_text(value) -> str | None:
     """The text CatBoost hashes for a categorical value, or None for a missing / non-category
     value: strings as they are, integers (and integral floats, as numeric arrays hold them) in
-    decimal, booleans as CatBoost's Python package converts them."""
+    decimal, booleans as CatBoost's Python package converts them; a TypeError for a fractional
+    or infinite number (CatBoost refuses floats there; read as missing it would answer silently)."""
     if value is None:
         return None
     if isinstance(value, str):
@@ -160,7 +161,11 @@ def catboost_text(value) -> str | None:
         return str(int(value))
     if isinstance(value, (float, np.floating)):
         v = float(value)
-        return str(int(v)) if math.isfinite(v) and v == int(v) else None
+        if v != v:
+            return None  # (NaN: a missing value)
+        if not (math.isfinite(v) and v == int(v)):  # (CatBoost refuses every float: a code is an integer)
+            raise TypeError(f"the number {v!r}: categories are read from strings and integers")
+        return str(int(v))
     return str(value)
 
 

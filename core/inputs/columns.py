@@ -80,6 +80,30 @@ def listed(names: list) -> str:
     return shown + (f", ... ({len(names)} in all)" if len(names) > SHOWN_NAMES else "")
 
 
+_UNNAMED = object()  # (Labels.refuse: no value to name)
+
+
+def _first(values, chosen: np.ndarray):
+    """The first of ``values`` (labels of a column or its categories, or a function making them:
+    made only for an error) that ``chosen`` marks, or nothing to name where the values are not
+    given or do not line up with the marks."""
+    try:
+        if callable(values):
+            values = values()
+        if values is None or len(values) != len(chosen):
+            return _UNNAMED
+        value = values[int(np.flatnonzero(chosen)[0])]
+    except (TypeError, IndexError, KeyError):
+        return _UNNAMED
+    return value.as_py() if hasattr(value, "as_py") else value  # (an arrow scalar: its value)
+
+
+def _shown(value) -> str:
+    """A refused label as a message shows it: its repr, cut short."""
+    text = repr(value.item() if isinstance(value, np.generic) else value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
 class Labels:
     """A feature's category labels and what a label outside them is (missing, or an error)."""
 
@@ -142,13 +166,14 @@ class Labels:
 
     def codes(self, values: np.ndarray, name) -> np.ndarray:
         codes = self.lookup(values)
-        return self.unseen(codes, codes == -1.0, name)
+        return self.unseen(codes, codes == -1.0, name, values)
 
-    def unseen(self, codes: np.ndarray, unseen: np.ndarray, name) -> np.ndarray:
-        """``codes`` with the ``unseen`` labels missing, or refused."""
+    def unseen(self, codes: np.ndarray, unseen: np.ndarray, name, values=None) -> np.ndarray:
+        """``codes`` with the ``unseen`` labels missing, or refused (``values``: the column's, to
+        name the first refused)."""
         if unseen.any():
             if self.unseen_error:
-                self.refuse(name)
+                self.refuse(name, _first(values, unseen))
             codes[unseen] = np.nan
         return codes
 
@@ -185,8 +210,10 @@ class Labels:
             raise InputError(f"column {name!r} holds text such as {word[:40]!r}, and the feature's categories are "
                              f"numbers ({listed(self.labels)}): pass them as numbers")
 
-    def refuse(self, name):
-        raise InputError(f"column {name!r} has a category the model was not trained with "
+    def refuse(self, name, value=_UNNAMED):
+        """The error of a category the model refuses (``value``: the category, where known)."""
+        which = "" if value is _UNNAMED else f": {_shown(value)}"
+        raise InputError(f"column {name!r} has a category the model was not trained with{which} "
                          f"(it knows {listed(self.labels)}), which its library refuses too")
 
     def table(self, categories) -> CodeTable:
@@ -239,7 +266,7 @@ class CodeTable:
     def codes(self, own: np.ndarray, labels: Labels | None, name) -> np.ndarray:
         """The model's codes of the column's codes ``own`` (integers, -1 missing)."""
         if self.unseen is not None and self.unseen.take(own).any():
-            labels.refuse(name)
+            labels.refuse(name, _first(self.source, self.unseen[:-1]))
         return self.lut.take(own)
 
     def code(self, own, labels: Labels | None, name) -> float:
@@ -248,7 +275,7 @@ class CodeTable:
         if items is None:
             items = self.items = self.lut.tolist()
         if self.unseen is not None and self.unseen[own]:
-            labels.refuse(name)
+            labels.refuse(name, _first(self.source, self.unseen[:-1]))
         return items[own]
 
 
@@ -272,7 +299,7 @@ def numbers_as_labels(values: np.ndarray, name, dtype, labels, labelled: bool = 
                 f"column {name!r} holds plain {dtype} values, none of which is one of the labels of the "
                 f"model's categorical feature {name!r} ({listed(list(labels.labels))}): pass the labels "
                 "or a categorical column; category codes as numbers are read from NumPy arrays only")
-        return labels.unseen(codes, codes == -1.0, name)
+        return labels.unseen(codes, codes == -1.0, name, values)
     raise InputError(
         f"column {name!r} holds plain {dtype} values, but the model's feature {name!r} is categorical "
         f"with the labels {listed(list(labels.labels))}: pass it as a categorical column (pandas "
@@ -289,15 +316,26 @@ def object_column(values: np.ndarray, name, labels) -> np.ndarray:
     missing = loaded_pandas_na()  # (None without pandas: no value is NA then)
     if labels is not None:
         items = [None if v is missing else v for v in items]
+        odd = next((v for v in items if type(v) not in _LABEL_TYPES and not isinstance(v, (str, int, float, np.number))),
+                   _UNNAMED)
+        if odd is not _UNNAMED:  # (a list was read as its item, one row; two, a bare TypeError)
+            raise InputError(f"column {name!r} holds {_shown(odd)}, which is no category label (labels are strings "
+                             "or numbers, None missing)")
         labels.refuse_words(items, name)
-        return labels.codes(np.array(items, dtype=object).reshape(len(items)), name)
+        # (fromiter: each item one value, as np.array would not keep a sequence)
+        return labels.codes(np.fromiter(items, dtype=object, count=len(items)), name)
     if all(t in _NUMBERS_OR_MISSING or t is type(missing) or issubclass(t, (np.integer, np.floating))
            for t in set(map(type, items))):
         try:
             return np.array([np.nan if v is None or v is missing else v for v in items], dtype=np.float64)
         except OverflowError:  # (an int past float64's range: not a value a model was trained on)
-            pass
-    raise InputError(f"column {name!r} holds object values; predict reads numbers or "
+            odd = next(v for v in items if type(v) is int and abs(v) > 1.7976931348623157e308)
+            raise InputError(f"column {name!r} holds an integer too large for a number "
+                             f"({str(odd)[:20]}...)") from None
+    odd = next((v for v in items if not (type(v) in _NUMBERS_OR_MISSING or v is missing or
+                                         isinstance(v, (np.integer, np.floating)))), _UNNAMED)
+    which = "" if odd is _UNNAMED else f" such as {_shown(odd)} ({type(odd).__name__})"
+    raise InputError(f"column {name!r} holds object values{which}; predict reads numbers or "
                      "categorical columns (pandas 'category')")
 
 
@@ -315,6 +353,7 @@ def loaded_pandas_na():
 
 
 _NUMBERS_OR_MISSING = frozenset((float, int, type(None)))
+_LABEL_TYPES = frozenset((str, float, int, type(None)))  # (an object column's labels, the common ones)
 
 
 def pandas_column(s, name, labels, numeric: bool = False) -> np.ndarray:
@@ -345,7 +384,7 @@ def pandas_column(s, name, labels, numeric: bool = False) -> np.ndarray:
         codes = s.cat.codes.to_numpy().astype(np.float64)
         unseen = (codes < 0) & ~missing
         codes[missing] = np.nan
-        return codes if labels is None else labels.unseen(codes, unseen, name)
+        return codes if labels is None else labels.unseen(codes, unseen, name, lambda: s.to_numpy(dtype=object))
     if dtype == object:  # (the array as pandas holds it: its to_numpy with na_value took 90 us a row)
         return object_column(np.asarray(s.array, dtype=object), name, labels)
     if pd.api.types.is_string_dtype(dtype):
@@ -444,7 +483,8 @@ def arrow_column(col, name, labels, numeric: bool = False) -> np.ndarray:
         check_dictionary_indices(indices[valid], len(dictionary), name)
         safe = np.where(valid, indices, 0).astype(np.int64)
         codes = np.where(valid, lut[safe] if len(lut) else np.nan, np.nan)
-        return codes if labels is None else labels.unseen(codes, codes == -1.0, name)
+        return codes if labels is None else labels.unseen(
+            codes, codes == -1.0, name, lambda: np.asarray(dictionary, dtype=object)[safe])
     if getattr(pa.types, "is_string_view", lambda t: False)(col.type):  # (polars' newest arrow: as strings)
         col = col.cast(pa.large_string())
     if pa.types.is_string(col.type) or pa.types.is_large_string(col.type):
@@ -456,6 +496,11 @@ def arrow_column(col, name, labels, numeric: bool = False) -> np.ndarray:
             labels.refuse_words(encoded.dictionary.to_pylist(), name)
             return arrow_column(encoded, name, labels)
         raise InputError(f"column {name!r} holds strings; predict reads numbers or categorical columns")
+    if pa.types.is_binary(col.type) or pa.types.is_large_binary(col.type) or pa.types.is_fixed_size_binary(col.type) \
+            or getattr(pa.types, "is_binary_view", lambda t: False)(col.type):
+        # (arrow's cast would parse b"60" as 60: bytes are no numbers, as strings are not)
+        raise InputError(f"column {name!r} holds bytes ({col.type}); predict reads numbers, categorical columns, "
+                         "or labels as strings")
     if labels is not None:
         if pa.types.is_floating(col.type) or pa.types.is_integer(col.type) and not col.null_count:
             # (as an array of numbers, nulls NaN: 64 rows of five such columns 360 -> 130 us)

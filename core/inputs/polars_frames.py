@@ -208,7 +208,7 @@ class PolarsPlan:
                     if code is None:  # (a label the model does not know: missing, or refused)
                         labels = self.labels[f]
                         if labels.unseen_error:
-                            labels.refuse(self.names[self.order[f]])
+                            labels.refuse(self.names[self.order[f]], v)
                         code = np.nan
                 elif kind is float and (type(v) is int or type(v) is float):
                     code = None if v != v else lookup.get(v)

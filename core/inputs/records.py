@@ -78,7 +78,16 @@ def records_matrix(X, forest: Forest, name=lambda i: f"record {i}", readers: Rec
     if forest.hashed_categories or forest.hashed_combinations:
         # (the values as they are: None and NA are missing values there, as in an object array)
         out = np.empty((len(records), len(wanted)), dtype=object)
+        hashed = forest.hashed_categories or {}
         for f, column in enumerate(columns):  # (fromiter: a list as a value stays one, not a row of values)
+            if f not in hashed and not _NUMBER_TYPES.issuperset(map(type, column)):
+                _refuse_text(column, wanted[f], name, na)
+            elif f in hashed and not _LABEL_TYPES.issuperset(map(type, column)):
+                odd = next((i for i, v in enumerate(column) if not (isinstance(v, (str, bytes)) or _number(v) or v is na)),
+                           None)
+                if odd is not None:  # (a list or an object: hashed, a bare TypeError or its text)
+                    raise InputError(f"{name(odd)}: {wanted[f]!r} is {json.dumps(column[odd], default=str)[:40]}, "
+                                     "not a label or a category code")
             out[:, f] = np.fromiter(column, dtype=object, count=len(records))
         return out
     out = np.empty((len(records), len(wanted)), dtype=np.float64)
@@ -110,8 +119,17 @@ def records_matrix(X, forest: Forest, name=lambda i: f"record {i}", readers: Rec
             values = np.array(column, dtype=object)
             numbers = not strings and any(v is not None and v == v for v in column)
             # (a record's number is a label: one the model never saw is missing, however many)
-            out[:, f] = numbers_as_labels(values, feature, "number", labels, labelled=True) if numbers else \
-                labels.codes(values, feature)
+            if numbers:
+                out[:, f] = numbers_as_labels(values, feature, "number", labels, labelled=True)
+                continue
+            codes = labels.lookup(values)
+            refused = codes == -1.0
+            if labels.unseen_error and refused.any():  # (named by its record, as a bad number is)
+                at = int(np.flatnonzero(refused)[0])
+                raise InputError(f"{name(at)}: {feature!r} is {json.dumps(column[at])[:40]}, a category the model "
+                                 f"was not trained with (it knows {listed(categories[f])}), which its library "
+                                 "refuses too")
+            out[:, f] = labels.unseen(codes, refused, feature, values)
             continue
         bad = strings or [v for v in column if not _number(v)]
         if bad and all(v is na for v in bad):
@@ -276,6 +294,27 @@ def _same_keys_columns(records: list, forest: Forest, name) -> list | None:
         return None
 
 
+_NUMBER_TYPES = frozenset((float, int, type(None)))
+_LABEL_TYPES = frozenset((str, int, type(None)))  # (a CatBoost model's categorical values, the common ones)
+
+
+def _refuse_text(column: list, feature: str, name, na) -> None:
+    """The error naming the record of the first value of a number feature of a CatBoost model
+    that is neither a number nor missing nor a number's text (CatBoost reads "41.5" as 41.5): the
+    rows' reader would name it by column, without the record."""
+    for i, v in enumerate(column):
+        if _number(v) or v is na:
+            continue
+        if isinstance(v, str):
+            try:
+                float(v)
+                continue
+            except ValueError:
+                pass
+        raise InputError(f"{name(i)}: {feature!r} is {json.dumps(v, default=str)[:40]}, not a number "
+                         "(the feature is not categorical)")
+
+
 def _number(v) -> bool:
     return v is None or (isinstance(v, (int, float, np.integer, np.floating, np.bool_)))
 
@@ -305,11 +344,15 @@ def read_jsonl(text: str, source: str) -> tuple[list[dict], list[int]]:
         except RecursionError:
             raise InputError(f"{source}: line {lineno}: arrays or objects nested too deeply to be a record") from None
         if not isinstance(record, dict):
-            raise InputError(f"{source}: line {lineno}: a JSON {type(record).__name__}, not an object "
-                             "of feature name to value")
+            raise InputError(f"{source}: line {lineno}: a JSON {_JSON_KINDS.get(type(record), 'value')}, not an "
+                             "object of feature name to value")
         records.append(record)
         lines.append(lineno)
     return records, lines
+
+
+# JSON's names of what a line other than an object holds.
+_JSON_KINDS = {list: "array of values", str: "string", int: "number", float: "number", bool: "boolean", type(None): "null"}
 
 
 class _DuplicateKey(Exception):

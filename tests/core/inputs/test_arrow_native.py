@@ -859,7 +859,7 @@ def test_pandas_and_polars_strings_of_labels(categorical_models, counted):
     huge = one.astype({"age": object})
     huge.loc[0, "age"] = 10 ** 400  # (past float64: refused, not an OverflowError)
     for frame in (old, old.astype({"age": object}), huge):
-        with pytest.raises(InputError, match="column 'age' holds (str|object) values"):
+        with pytest.raises(InputError, match="column 'age' holds ((str|object) values|an integer too large)"):
             cf.predict(frame)
     small = one.astype({"age": object})
     small.loc[0, "age"] = np.int8(40)  # (NumPy's numbers in an object column: numbers)

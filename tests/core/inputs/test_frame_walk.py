@@ -156,7 +156,7 @@ def test_object_columns_with_missing_values_and_labels(models, answers, monkeypa
         np.testing.assert_array_equal(got[:1], cf.predict(_array(cf, {k: np.array([v], dtype=object)
                                                                      for k, v in row.items()}, 1)))
     for column, value, message in (("extra", "text", "holds object values"), ("extra", True, "holds object values"),
-                                   ("extra", 10 ** 400, "holds object values"), ("colour", 3.5, None)):
+                                   ("extra", 10 ** 400, "holds an integer too large for a number"), ("colour", 3.5, None)):
         odd = frame.copy()
         odd.loc[0, column] = value
         if message is None:  # (a number among labels: the Python reader's rule, rows or error alike)

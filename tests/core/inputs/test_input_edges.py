@@ -139,3 +139,68 @@ def test_a_column_that_hands_over_an_arrow_stream_is_no_rows(named):
     for column in (pa.chunked_array([frame.age.to_numpy()]), pa.array(frame.age.to_numpy())):
         with pytest.raises(InputError, match="2-D"):
             cf.predict(column)
+
+
+def test_values_that_are_no_labels_or_numbers_are_named(categorical, named):
+    """An object column's list where a label belongs is refused by name (one row read the list as
+    its item, two raised a bare TypeError); a bad cell among numbers is shown; bytes in arrow are
+    no numbers (arrow's cast parsed b"60" as 60)."""
+    pa = pytest.importorskip("pyarrow")
+    model, cf, frame = categorical
+    rows = frame.iloc[:2].reset_index(drop=True)
+    for cells in ([["red"], "red"], [{"a": 1}, "red"]):
+        given = rows.assign(colour=pd.Series(cells, dtype=object))
+        for n in (1, 2):
+            with pytest.raises(InputError, match=r"column 'colour' holds (\['red'\]|\{'a': 1\}), which is no category label"):
+                cf.predict(given.iloc[:n])
+    odd = rows.assign(colour=pd.Series(["red", np.nan], dtype=object))
+    np.testing.assert_array_equal(cf.predict(odd), cf.predict(rows.assign(colour=pd.Categorical(["red", None], categories=COLOURS))))
+    _, numeric, data = named
+    for cell, shown in (("41.2", r"'41\.2' \(str\)"), (True, r"True \(bool\)")):
+        given = data.iloc[:2].astype({"age": object})
+        given.loc[1, "age"] = cell
+        with pytest.raises(InputError, match=f"column 'age' holds object values such as {shown}"):
+            numeric.predict(given)
+    table = pa.table({"age": pa.array([b"60", b"20"]), "income": [1.0, 2.0], "score": [0.0, 1.0]})
+    with pytest.raises(InputError, match=r"column 'age' holds bytes \(binary\)"):
+        numeric.predict(table)
+
+
+def test_a_refused_category_is_named_with_its_value_in_every_input():
+    """XGBoost refuses a category it was not trained with; the error names the value (and the
+    record or line where the rows are records), whatever holds the rows."""
+    pa = pytest.importorskip("pyarrow")
+    pl = pytest.importorskip("polars")
+    rng = np.random.default_rng(3)
+    frame = pd.DataFrame({"age": rng.normal(size=300), "colour": pd.Categorical(rng.choice(COLOURS, 300),
+                                                                                 categories=COLOURS)})
+    model = xgb.XGBRegressor(n_estimators=5, max_depth=3, enable_categorical=True, tree_method="hist")
+    cf = sf.compile(model.fit(frame, frame.age + (frame.colour == "red")), threads=1)
+    good, bad = {"age": 0.5, "colour": "red"}, {"age": 0.5, "colour": "Teal"}
+    named_value = r"column 'colour' has a category the model was not trained with: 'Teal' \(it knows 'red'"
+    tables = [pd.DataFrame([good, bad]), pd.DataFrame([good, bad]).astype({"colour": "category"}),
+              pl.DataFrame([good, bad]), pl.DataFrame([good, bad]).with_columns(pl.col("colour").cast(pl.Categorical)),
+              pa.Table.from_pylist([good, bad]), pa.Table.from_pylist([good, bad] * 40)]
+    for rows in tables:
+        with pytest.raises(InputError, match=named_value):
+            cf.predict(rows)
+    with pytest.raises(InputError, match=r"record 1: 'colour' is \"Teal\", a category the model was not trained with"):
+        cf.predict([good, bad])
+
+
+def test_a_column_of_nulls_alone_is_missing(categorical):
+    """A frame made of records whose categorical (or number) value is None holds a column of
+    arrow's and polars' null type: missing in every row, as the records are (it was refused as
+    numbers where categories belong)."""
+    pa = pytest.importorskip("pyarrow")
+    pl = pytest.importorskip("polars")
+    model, cf, frame = categorical
+    records = frame.iloc[:3].astype(object).to_dict("records")
+    for name in ("colour", "age"):
+        given = [{**r, name: None} for r in records]
+        want = cf.predict(given)
+        np.testing.assert_allclose(want, model.predict(frame.iloc[:3].assign(**{name: np.nan}).astype(
+            {"colour": frame.colour.dtype})), rtol=1e-12)
+        for rows in (pa.Table.from_pylist(given), pl.DataFrame(given)):
+            np.testing.assert_array_equal(cf.predict(rows), want)
+            np.testing.assert_array_equal(cf.predict(rows.slice(1, 1)), want[1:2])

@@ -166,7 +166,7 @@ def test_what_is_not_plain_is_left_to_the_python_reader(module, models):
     # the Python reader's errors, as before
     with pytest.raises(InputError, match="record 1: 'age' is an integer too large for a number"):
         cf.predict([plain, {**plain, "age": -10 ** 400}])
-    with pytest.raises(InputError, match="column 'colour' has a category the model was not trained with"):
+    with pytest.raises(InputError, match="record 1: 'colour' is \"teal\", a category the model was not trained with"):
         models["xgboost"].predict([plain, {**plain, "colour": "teal"}])
     np.testing.assert_array_equal(cf.predict([plain, {**plain, "colour": "teal"}])[1:],
                                   cf.predict({**plain, "colour": None}))

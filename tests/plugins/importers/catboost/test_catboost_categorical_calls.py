@@ -35,18 +35,28 @@ def test_records_equal_catboost(fitted):
     np.testing.assert_allclose(cf.predict(records[3]), want[3:4], rtol=1e-12, atol=1e-12)
 
 
-@pytest.mark.parametrize("record,message", [
-    ({"age": "old", "colour": "red", "size": 1.0}, r"column 0 \('age'\) holds 'old', not a number"),
-    ({"age": [1], "colour": "red", "size": 1.0}, r"column 0 \('age'\) holds \[1\], not a number"),
-    ({"age": 1.0, "colour": [1], "size": 1.0}, r"column 1 \('colour'\) holds a value that is no category label"),
-    ({"age": 1.0, "colour": {"a": 1}, "size": 1.0}, r"column 1 \('colour'\) holds a value that is no category label"),
+@pytest.mark.parametrize("record,message,by_record", [
+    ({"age": "old", "colour": "red", "size": 1.0}, r"column 0 \('age'\) holds 'old', not a number",
+     r"record 1: 'age' is \"old\", not a number"),
+    ({"age": [1], "colour": "red", "size": 1.0}, r"column 0 \('age'\) holds \[1\], not a number",
+     r"record 1: 'age' is \[1\], not a number"),
+    ({"age": 1.0, "colour": [1], "size": 1.0}, r"column 1 \('colour'\) holds a value that is no category label",
+     r"record 1: 'colour' is \[1\], not a label or a category code"),
+    ({"age": 1.0, "colour": {"a": 1}, "size": 1.0}, r"column 1 \('colour'\) holds a value that is no category label",
+     r"record 1: 'colour' is \{\"a\": 1\}, not a label or a category code"),
+    ({"age": 1.0, "colour": 2.5, "size": 1.0}, r"column 1 \('colour'\) holds a value that is no category label "
+     r"\(the number 2.5: categories are read from strings and integers\)", None),
 ])
-def test_bad_values_are_named_by_feature(fitted, record, message):
+def test_bad_values_are_named_by_feature(fitted, record, message, by_record):
+    """Records name the record and feature of a bad value, arrays its column; a fractional number
+    is no category (CatBoost refuses every float there; an integral one is read as its integer)."""
     _, cf, _ = fitted
-    with pytest.raises(InputError, match=message):
-        cf.predict(record)
+    good = {"age": 1.0, "colour": "red", "size": 1.0}
+    with pytest.raises(InputError, match=by_record or message):
+        cf.predict([good, record])
     with pytest.raises(InputError, match=message):  # the same values as an object array
         cf.predict(np.array([[record["age"], record["colour"], record["size"]]], dtype=object))
+    np.testing.assert_array_equal(cf.predict({**good, "age": "1.5"}), cf.predict({**good, "age": 1.5}))
 
 
 @pytest.mark.parametrize("grow", ["SymmetricTree", "Depthwise"])

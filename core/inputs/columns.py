@@ -83,16 +83,16 @@ def listed(names: list) -> str:
 _UNNAMED = object()  # (Labels.refuse: no value to name)
 
 
-def _first(values, chosen: np.ndarray):
+def _first(values, chosen: np.ndarray | None, at: int | None = None):
     """The first of ``values`` (labels of a column or its categories, or a function making them:
-    made only for an error) that ``chosen`` marks, or nothing to name where the values are not
-    given or do not line up with the marks."""
+    made only for an error) that ``chosen`` marks (or the one ``at``), or nothing to name where the
+    values are not given or do not line up with the marks."""
     try:
         if callable(values):
             values = values()
-        if values is None or len(values) != len(chosen):
+        if values is None or chosen is not None and len(values) != len(chosen):
             return _UNNAMED
-        value = values[int(np.flatnonzero(chosen)[0])]
+        value = values[int(np.flatnonzero(chosen)[0]) if at is None else at]
     except (TypeError, IndexError, KeyError):
         return _UNNAMED
     return value.as_py() if hasattr(value, "as_py") else value  # (an arrow scalar: its value)
@@ -100,7 +100,7 @@ def _first(values, chosen: np.ndarray):
 
 def _shown(value) -> str:
     """A refused label as a message shows it: its repr, cut short."""
-    text = repr(value.item() if isinstance(value, np.generic) else value)
+    text = repr(value.item() if isinstance(value, (np.number, np.bool_)) else value)
     return text if len(text) <= 60 else text[:57] + "..."
 
 
@@ -265,8 +265,10 @@ class CodeTable:
 
     def codes(self, own: np.ndarray, labels: Labels | None, name) -> np.ndarray:
         """The model's codes of the column's codes ``own`` (integers, -1 missing)."""
-        if self.unseen is not None and self.unseen.take(own).any():
-            labels.refuse(name, _first(self.source, self.unseen[:-1]))
+        if self.unseen is not None:
+            refused = self.unseen.take(own)
+            if refused.any():  # (named by a row's category: the categories may hold unused ones)
+                labels.refuse(name, _first(self.source, None, int(own[np.flatnonzero(refused)[0]])))
         return self.lut.take(own)
 
     def code(self, own, labels: Labels | None, name) -> float:
@@ -275,7 +277,7 @@ class CodeTable:
         if items is None:
             items = self.items = self.lut.tolist()
         if self.unseen is not None and self.unseen[own]:
-            labels.refuse(name, _first(self.source, self.unseen[:-1]))
+            labels.refuse(name, _first(self.source, None, own))
         return items[own]
 
 
@@ -316,8 +318,7 @@ def object_column(values: np.ndarray, name, labels) -> np.ndarray:
     missing = loaded_pandas_na()  # (None without pandas: no value is NA then)
     if labels is not None:
         items = [None if v is missing else v for v in items]
-        odd = next((v for v in items if type(v) not in _LABEL_TYPES and not isinstance(v, (str, int, float, np.number))),
-                   _UNNAMED)
+        odd = next((v for v in items if type(v) not in _LABEL_TYPES and isinstance(v, _CONTAINERS)), _UNNAMED)
         if odd is not _UNNAMED:  # (a list was read as its item, one row; two, a bare TypeError)
             raise InputError(f"column {name!r} holds {_shown(odd)}, which is no category label (labels are strings "
                              "or numbers, None missing)")
@@ -354,6 +355,7 @@ def loaded_pandas_na():
 
 _NUMBERS_OR_MISSING = frozenset((float, int, type(None)))
 _LABEL_TYPES = frozenset((str, float, int, type(None)))  # (an object column's labels, the common ones)
+_CONTAINERS = (list, tuple, dict, set, frozenset, np.ndarray)  # (values that hold values: no label)
 
 
 def pandas_column(s, name, labels, numeric: bool = False) -> np.ndarray:

@@ -83,10 +83,9 @@ def records_matrix(X, forest: Forest, name=lambda i: f"record {i}", readers: Rec
             if f not in hashed and not _NUMBER_TYPES.issuperset(map(type, column)):
                 _refuse_text(column, wanted[f], name, na)
             elif f in hashed and not _LABEL_TYPES.issuperset(map(type, column)):
-                odd = next((i for i, v in enumerate(column) if not (isinstance(v, (str, bytes)) or _number(v) or v is na)),
-                           None)
-                if odd is not None:  # (a list or an object: hashed, a bare TypeError or its text)
-                    raise InputError(f"{name(odd)}: {wanted[f]!r} is {json.dumps(column[odd], default=str)[:40]}, "
+                odd = next((i for i, v in enumerate(column) if isinstance(v, _CONTAINERS)), None)
+                if odd is not None:  # (a list or a dict: hashed, a bare TypeError or its text)
+                    raise InputError(f"{name(odd)}: {wanted[f]!r} is {_value_text(column[odd])}, "
                                      "not a label or a category code")
             out[:, f] = np.fromiter(column, dtype=object, count=len(records))
         return out
@@ -298,21 +297,32 @@ _NUMBER_TYPES = frozenset((float, int, type(None)))
 _LABEL_TYPES = frozenset((str, int, type(None)))  # (a CatBoost model's categorical values, the common ones)
 
 
+_CONTAINERS = (list, tuple, dict, set, frozenset)  # (values that hold values: no category)
+
+
 def _refuse_text(column: list, feature: str, name, na) -> None:
     """The error naming the record of the first value of a number feature of a CatBoost model
-    that is neither a number nor missing nor a number's text (CatBoost reads "41.5" as 41.5): the
-    rows' reader would name it by column, without the record."""
+    that is neither missing nor a number (CatBoost reads "41.5", b"41.5" and Decimal("41.5") as
+    41.5: whatever Python's float reads): the rows' reader would name it by column, without the
+    record."""
     for i, v in enumerate(column):
-        if _number(v) or v is na:
+        if v is None or v is na:
             continue
-        if isinstance(v, str):
-            try:
-                float(v)
-                continue
-            except ValueError:
-                pass
-        raise InputError(f"{name(i)}: {feature!r} is {json.dumps(v, default=str)[:40]}, not a number "
-                         "(the feature is not categorical)")
+        try:
+            float(v)
+            continue
+        except (TypeError, ValueError, OverflowError):
+            pass
+        raise InputError(f"{name(i)}: {feature!r} is {_value_text(v)}, not a number (the feature is not categorical)")
+
+
+def _value_text(v) -> str:
+    """A record's value as a message shows it: JSON's text of what JSON holds, else its repr."""
+    try:
+        text = json.dumps(v) if isinstance(v, (str, list, dict)) else repr(v)
+    except (TypeError, ValueError):
+        text = repr(v)
+    return text[:40]
 
 
 def _number(v) -> bool:

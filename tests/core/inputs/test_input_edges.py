@@ -181,6 +181,13 @@ def test_a_refused_category_is_named_with_its_value_in_every_input():
     tables = [pd.DataFrame([good, bad]), pd.DataFrame([good, bad]).astype({"colour": "category"}),
               pl.DataFrame([good, bad]), pl.DataFrame([good, bad]).with_columns(pl.col("colour").cast(pl.Categorical)),
               pa.Table.from_pylist([good, bad]), pa.Table.from_pylist([good, bad] * 40)]
+    # (categories the rows do not use, refused too, come first: the row's is named)
+    unused = pd.DataFrame([good, bad]).astype({"colour": pd.CategoricalDtype(["Aqua", "red", "Teal"])})
+    tables += [unused, unused.iloc[1:]]
+    for n in (2, 80):
+        indices = pa.array([1, 2] * (n // 2), pa.int8())
+        table = pa.table({"age": [0.5] * n, "colour": pa.DictionaryArray.from_arrays(indices, pa.array(["Aqua", "red", "Teal"]))})
+        tables += [table, table.slice(1, 1)]
     for rows in tables:
         with pytest.raises(InputError, match=named_value):
             cf.predict(rows)

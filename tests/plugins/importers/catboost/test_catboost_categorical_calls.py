@@ -5,6 +5,8 @@ hashing), and a plan tuned with and without sample rows."""
 
 from __future__ import annotations
 
+from decimal import Decimal
+
 import numpy as np
 import pytest
 
@@ -56,7 +58,11 @@ def test_bad_values_are_named_by_feature(fitted, record, message, by_record):
         cf.predict([good, record])
     with pytest.raises(InputError, match=message):  # the same values as an object array
         cf.predict(np.array([[record["age"], record["colour"], record["size"]]], dtype=object))
-    np.testing.assert_array_equal(cf.predict({**good, "age": "1.5"}), cf.predict({**good, "age": 1.5}))
+    # what CatBoost reads as a number is one (SQL drivers' Decimal, a number's text or bytes)
+    for number in ("1.5", b"1.5", Decimal("1.5")):
+        np.testing.assert_array_equal(cf.predict([good, {**good, "age": number}])[1:], cf.predict({**good, "age": 1.5}))
+    np.testing.assert_array_equal(cf.predict([good, {**good, "colour": pd.NaT}])[1:],
+                                  cf.predict({**good, "colour": None}))
 
 
 @pytest.mark.parametrize("grow", ["SymmetricTree", "Depthwise"])
@@ -230,8 +236,6 @@ def test_none_in_an_object_array_or_records_is_a_missing_number(fitted):
 def test_missing_values_of_every_kind_are_missing_in_few_rows_and_many():
     """A NaN of any kind (float, float32, NaT, Decimal's) in an object column is a missing value
     however many rows a call has (a few are coded by a dict, more by pandas' factorize)."""
-    from decimal import Decimal
-
     from silvanforge.inputs.distinct_values import FEW_VALUES, factorise
 
     for missing in (None, float("nan"), np.float32("nan"), pd.NaT, np.datetime64("NaT"), Decimal("NaN"), pd.NA):

@@ -9,6 +9,10 @@ import numpy as np
 from silvanforge.ir.hir import Forest
 
 
+# Distinct integers random rows hold in a categorical column known by hash.
+HASHED_VALUES = 16
+
+
 def random_rows(forest: Forest, n: int, seed: int = 0, missing: float = 0.0) -> np.ndarray:
     """Rows that exercise both sides of the splits: each feature uniform over a little more than
     the range of its thresholds; features with categorical splits get category codes.
@@ -43,6 +47,10 @@ def random_rows(forest: Forest, n: int, seed: int = 0, missing: float = 0.0) -> 
     X = np.clip(mid + (2 * rng.random((n, forest.num_features)) - 1) * half, -top, top)
     for f in np.flatnonzero(cat_max >= 0):
         X[:, f] = rng.integers(0, cat_max[f] + 2, size=n)
+    for f in forest.hashed_categories or {}:
+        # Categories known by hash (CatBoost's) read integers as their text and refuse fractions:
+        # small integers, as codes of real data come (the model's own labels are not kept).
+        X[:, f] = rng.integers(0, HASHED_VALUES, size=n)
     if missing:
         if not 0.0 <= missing <= 1.0:
             raise ValueError(f"missing must be a share between 0 and 1, got {missing}")

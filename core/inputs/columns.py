@@ -340,6 +340,19 @@ def object_column(values: np.ndarray, name, labels) -> np.ndarray:
                      "categorical columns (pandas 'category')")
 
 
+def catboost_numbers(values, error: InputError) -> np.ndarray:
+    """A number column of a CatBoost model that :func:`pandas_column` refused (``error``), read as
+    CatBoost reads it: a number's text as the number, as arrays and records of such values are
+    read; ``error`` raised where a value is no number.  (XGBoost and LightGBM refuse text; their
+    models keep the refusal.)"""
+    missing = loaded_pandas_na()
+    items = [np.nan if v is None or v is missing else v for v in np.asarray(values, dtype=object).tolist()]
+    try:
+        return np.array(items, dtype=object).astype(np.float64) if items else np.zeros(0)
+    except (TypeError, ValueError, OverflowError):
+        raise error from None
+
+
 def pandas_na():
     """pandas' NA (a nullable column's missing value, in an object column too)."""
     import pandas as pd

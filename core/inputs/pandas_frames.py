@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from silvanforge.errors import InputError
 from silvanforge.inputs import arrow_native
 from silvanforge.inputs.arrow_frames import FLOAT32, FLOAT64, direct_types, string_types
-from silvanforge.inputs.columns import number_labels, object_column, pandas_column, pandas_na
+from silvanforge.inputs.columns import catboost_numbers, number_labels, object_column, pandas_column, pandas_na
 from silvanforge.inputs.schemas import (SLICED_ROWS, CategoryReading, SchemaMemory, as_slice, column_rows,
                                         feature_order, numeric_features, through_float64)
 
@@ -497,7 +498,11 @@ class _HashedPandasPlan:
             values = blocks[b].values
             out[:, dest] = (values[src].astype(np.float64) if via else values[src]).T
         for column, name, feature in self.others:
-            out[:, feature] = pandas_column(X.iloc[:, column], name, None, feature in self.number_features)
+            values = X.iloc[:, column]
+            try:
+                out[:, feature] = pandas_column(values, name, None, feature in self.number_features)
+            except InputError as exc:  # (a number's text: CatBoost's own predict reads it)
+                out[:, feature] = catboost_numbers(values, exc)
         return [(f, blocks[b].values if i is None else blocks[b].values[i]) for f, b, i in self.hashed]
 
 

@@ -27,8 +27,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from silvanforge.inputs.columns import (Labels, arrow_column, column_order, numbers_as_labels, object_column, pandas_column,
-                                        polars_column)
+from silvanforge.inputs.columns import (Labels, arrow_column, catboost_numbers, column_order, numbers_as_labels,
+                                        object_column, pandas_column, polars_column)
 from silvanforge.errors import InputError
 from silvanforge.inputs.frames import FRAME_LIBRARIES, SchemaMemory, frame_rows, is_frame, refuse_lazy_frame
 from silvanforge.inputs.pandas_frames import hashed_frame_columns
@@ -182,7 +182,10 @@ def _hashed_columns(X, forest: Forest, rows, numeric: frozenset | None = None) -
         n = len(frame)
 
         def number(feature):
-            return pandas_column(columns[feature], names[order[feature]], None, feature in numeric)
+            try:
+                return pandas_column(columns[feature], names[order[feature]], None, feature in numeric)
+            except InputError as exc:  # (a number's text: CatBoost's own predict reads it)
+                return catboost_numbers(columns[feature], exc)
 
         def raw(feature):
             return columns[feature]

@@ -290,3 +290,19 @@ def test_a_column_of_nulls_alone_is_missing_and_nested_values_are_refused(fitted
         table = pa.table({"age": [0.3], "colour": values, "size": [-1.0]})
         with pytest.raises(InputError, match=r"column 1 \('colour'\) holds a value that is no category label"):
             cf.predict(table)
+
+
+def test_numbers_as_text_in_a_frame_equal_catboost(fitted):
+    """A pandas column of numbers' text (str or object, a missing value among them) on a number
+    feature is read as CatBoost's own predict reads it: the numbers; text that is no number is
+    refused as before."""
+    model, cf, frame = fitted
+    rows = frame.iloc[:4].reset_index(drop=True)
+    text = rows.assign(age=[repr(v) for v in rows.age])
+    for given in (text, text.astype({"age": object})):
+        np.testing.assert_allclose(cf.predict(given), model.predict(given), rtol=1e-12, atol=1e-12)
+    with_none = text.astype({"age": object})
+    with_none.loc[1, "age"] = None
+    np.testing.assert_array_equal(cf.predict(with_none), cf.predict(rows.assign(age=rows.age.where(rows.index != 1))))
+    with pytest.raises(InputError, match="column 'age' holds"):
+        cf.predict(text.assign(age=["old"] + list(text.age[1:])))

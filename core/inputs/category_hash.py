@@ -15,6 +15,7 @@ reads whole columns with them.
 
 from __future__ import annotations
 
+import datetime
 import math
 
 import numpy as np
@@ -166,6 +167,9 @@ def catboost_text(value) -> str | None:
         if not (math.isfinite(v) and v == int(v)):  # (CatBoost refuses every float: a code is an integer)
             raise TypeError(f"the number {v!r}: categories are read from strings and integers")
         return str(int(v))
+    if isinstance(value, (datetime.date, datetime.time, datetime.timedelta, np.datetime64, np.timedelta64)):
+        # (CatBoost refuses them; a date's text would be a category no row of training held)
+        raise TypeError(f"the {type(value).__name__} {value}: categories are read from strings and integers")
     return str(value)
 
 

@@ -306,3 +306,20 @@ def test_numbers_as_text_in_a_frame_equal_catboost(fitted):
     np.testing.assert_array_equal(cf.predict(with_none), cf.predict(rows.assign(age=rows.age.where(rows.index != 1))))
     with pytest.raises(InputError, match="column 'age' holds"):
         cf.predict(text.assign(age=["old"] + list(text.age[1:])))
+
+
+def test_dates_are_no_categories(fitted):
+    """Dates and times where a category belongs are refused, as CatBoost refuses them (their
+    text would be a category no training row held), in records, frames and arrow alike."""
+    pa = pytest.importorskip("pyarrow")
+    import datetime
+
+    _, cf, _ = fitted
+    good = {"age": 1.0, "colour": "red", "size": 1.0}
+    for value in (pd.Timestamp("2020-01-01"), datetime.date(2020, 1, 1), np.datetime64("2020-01-01")):
+        for rows in ([good, {**good, "colour": value}], pd.DataFrame([good, {**good, "colour": value}])):
+            with pytest.raises(InputError, match=r"column 1 \('colour'\) holds a value that is no category label"):
+                cf.predict(rows)
+    table = pa.table({"age": [1.0], "colour": pa.array([datetime.datetime(2020, 1, 1)]), "size": [1.0]})
+    with pytest.raises(InputError, match="categories are read from strings and integers"):
+        cf.predict(table)

@@ -318,14 +318,14 @@ def object_column(values: np.ndarray, name, labels) -> np.ndarray:
     missing = loaded_pandas_na()  # (None without pandas: no value is NA then)
     if labels is not None:
         items = [None if v is missing else v for v in items]
-        odd = next((v for v in items if type(v) not in _LABEL_TYPES and isinstance(v, _CONTAINERS)), _UNNAMED)
+        odd = next((v for v in items if type(v) not in LABEL_TYPES and isinstance(v, CONTAINERS)), _UNNAMED)
         if odd is not _UNNAMED:  # (a list was read as its item, one row; two, a bare TypeError)
             raise InputError(f"column {name!r} holds {_shown(odd)}, which is no category label (labels are strings "
                              "or numbers, None missing)")
         labels.refuse_words(items, name)
         # (fromiter: each item one value, as np.array would not keep a sequence)
         return labels.codes(np.fromiter(items, dtype=object, count=len(items)), name)
-    if all(t in _NUMBERS_OR_MISSING or t is type(missing) or issubclass(t, (np.integer, np.floating))
+    if all(t in NUMBERS_OR_MISSING or t is type(missing) or issubclass(t, (np.integer, np.floating))
            for t in set(map(type, items))):
         try:
             return np.array([np.nan if v is None or v is missing else v for v in items], dtype=np.float64)
@@ -333,24 +333,26 @@ def object_column(values: np.ndarray, name, labels) -> np.ndarray:
             odd = next(v for v in items if type(v) is int and abs(v) > 1.7976931348623157e308)
             raise InputError(f"column {name!r} holds an integer too large for a number "
                              f"({str(odd)[:20]}...)") from None
-    odd = next((v for v in items if not (type(v) in _NUMBERS_OR_MISSING or v is missing or
+    odd = next((v for v in items if not (type(v) in NUMBERS_OR_MISSING or v is missing or
                                          isinstance(v, (np.integer, np.floating)))), _UNNAMED)
     which = "" if odd is _UNNAMED else f" such as {_shown(odd)} ({type(odd).__name__})"
     raise InputError(f"column {name!r} holds object values{which}; predict reads numbers or "
                      "categorical columns (pandas 'category')")
 
 
-def catboost_numbers(values, error: InputError) -> np.ndarray:
-    """A number column of a CatBoost model that :func:`pandas_column` refused (``error``), read as
-    CatBoost reads it: a number's text as the number, as arrays and records of such values are
-    read; ``error`` raised where a value is no number.  (XGBoost and LightGBM refuse text; their
-    models keep the refusal.)"""
+def catboost_numbers(values) -> np.ndarray | None:
+    """A number column of a CatBoost model (a pandas column, a 1-D object array) read as CatBoost
+    reads it: numbers, a number's text or bytes, ``Decimal``, as the number; None, NaN and pandas'
+    NA missing; None where a value is no number (the caller raises its error).  (XGBoost and
+    LightGBM refuse text; their models keep the refusal.)"""
     missing = loaded_pandas_na()
     items = [np.nan if v is None or v is missing else v for v in np.asarray(values, dtype=object).tolist()]
-    try:
-        return np.array(items, dtype=object).astype(np.float64) if items else np.zeros(0)
+    if any(isinstance(v, CONTAINERS) for v in items):  # (a list would be read as its item)
+        return None
+    try:  # (fromiter: one value an item)
+        return np.fromiter(items, dtype=object, count=len(items)).astype(np.float64)
     except (TypeError, ValueError, OverflowError):
-        raise error from None
+        return None
 
 
 def pandas_na():
@@ -366,9 +368,11 @@ def loaded_pandas_na():
     return getattr(sys.modules.get("pandas"), "NA", None)
 
 
-_NUMBERS_OR_MISSING = frozenset((float, int, type(None)))
-_LABEL_TYPES = frozenset((str, float, int, type(None)))  # (an object column's labels, the common ones)
-_CONTAINERS = (list, tuple, dict, set, frozenset, np.ndarray)  # (values that hold values: no label)
+# Python values' types, for readers of columns and records: numbers or missing; a label's (the
+# common ones: others are asked one by one); values that hold values, never a number or a label.
+NUMBERS_OR_MISSING = frozenset((float, int, type(None)))
+LABEL_TYPES = frozenset((str, float, int, type(None)))
+CONTAINERS = (list, tuple, dict, set, frozenset, np.ndarray)
 
 
 def pandas_column(s, name, labels, numeric: bool = False) -> np.ndarray:

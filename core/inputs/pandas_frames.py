@@ -501,8 +501,11 @@ class _HashedPandasPlan:
             values = X.iloc[:, column]
             try:
                 out[:, feature] = pandas_column(values, name, None, feature in self.number_features)
-            except InputError as exc:  # (a number's text: CatBoost's own predict reads it)
-                out[:, feature] = catboost_numbers(values, exc)
+            except InputError:  # (a number's text: CatBoost's own predict reads it)
+                numbers = catboost_numbers(values)
+                if numbers is None:
+                    raise
+                out[:, feature] = numbers
         return [(f, blocks[b].values if i is None else blocks[b].values[i]) for f, b, i in self.hashed]
 
 

@@ -19,7 +19,8 @@ from pathlib import Path
 
 import numpy as np
 
-from silvanforge.inputs.columns import Labels, column_order, listed, loaded_pandas_na, numbers_as_labels
+from silvanforge.inputs.columns import (CONTAINERS, LABEL_TYPES, NUMBERS_OR_MISSING, Labels, column_order, listed,
+                                        loaded_pandas_na, numbers_as_labels)
 from silvanforge.inputs.native import FirstUse, NativeUnavailable, compiler, load_module
 from silvanforge.errors import InputError
 from silvanforge.ir.hir import Forest
@@ -80,10 +81,10 @@ def records_matrix(X, forest: Forest, name=lambda i: f"record {i}", readers: Rec
         out = np.empty((len(records), len(wanted)), dtype=object)
         hashed = forest.hashed_categories or {}
         for f, column in enumerate(columns):  # (fromiter: a list as a value stays one, not a row of values)
-            if f not in hashed and not _NUMBER_TYPES.issuperset(map(type, column)):
+            if f not in hashed and not NUMBERS_OR_MISSING.issuperset(map(type, column)):
                 _refuse_text(column, wanted[f], name, na)
-            elif f in hashed and not _LABEL_TYPES.issuperset(map(type, column)):
-                odd = next((i for i, v in enumerate(column) if isinstance(v, _CONTAINERS)), None)
+            elif f in hashed and not LABEL_TYPES.issuperset(map(type, column)):
+                odd = next((i for i, v in enumerate(column) if isinstance(v, CONTAINERS)), None)
                 if odd is not None:  # (a list or a dict: hashed, a bare TypeError or its text)
                     raise InputError(f"{name(odd)}: {wanted[f]!r} is {_value_text(column[odd])}, "
                                      "not a label or a category code")
@@ -293,13 +294,6 @@ def _same_keys_columns(records: list, forest: Forest, name) -> list | None:
         return None
 
 
-_NUMBER_TYPES = frozenset((float, int, type(None)))
-_LABEL_TYPES = frozenset((str, int, type(None)))  # (a CatBoost model's categorical values, the common ones)
-
-
-_CONTAINERS = (list, tuple, dict, set, frozenset)  # (values that hold values: no category)
-
-
 def _refuse_text(column: list, feature: str, name, na) -> None:
     """The error naming the record of the first value of a number feature of a CatBoost model
     that is neither missing nor a number (CatBoost reads "41.5", b"41.5" and Decimal("41.5") as
@@ -345,10 +339,10 @@ def read_jsonl(text: str, source: str) -> tuple[list[dict], list[int]]:
         if not line.strip():
             continue
         try:
-            record = json.loads(line, object_pairs_hook=_unique_keys)
+            record = json.loads(line, object_pairs_hook=unique_keys)
         except json.JSONDecodeError as exc:
             raise InputError(f"{source}: line {lineno}: not JSON ({exc.msg})") from None
-        except _DuplicateKey as exc:
+        except DuplicateKey as exc:
             raise InputError(f"{source}: line {lineno}: the key {exc.args[0]!r} twice in one object "
                              "(which value is meant?)") from None
         except RecursionError:
@@ -365,15 +359,17 @@ def read_jsonl(text: str, source: str) -> tuple[list[dict], list[int]]:
 _JSON_KINDS = {list: "array of values", str: "string", int: "number", float: "number", bool: "boolean", type(None): "null"}
 
 
-class _DuplicateKey(Exception):
+class DuplicateKey(Exception):
     """A JSON object naming a key twice (the standard library would keep the last silently)."""
 
 
-def _unique_keys(pairs: list) -> dict:
+def unique_keys(pairs: list) -> dict:
+    """``json``'s ``object_pairs_hook`` refusing an object that names a key twice (DuplicateKey,
+    the key its argument): JSON Lines files here, ``forge serve``'s bodies."""
     found = dict(pairs)
     if len(found) != len(pairs):
         seen = set()
-        raise _DuplicateKey(next(k for k, _ in pairs if k in seen or seen.add(k)))
+        raise DuplicateKey(next(k for k, _ in pairs if k in seen or seen.add(k)))
     return found
 
 

@@ -28,7 +28,7 @@ from __future__ import annotations
 import numpy as np
 
 from silvanforge.inputs.columns import (Labels, arrow_column, catboost_numbers, column_order, numbers_as_labels,
-                                        object_column, pandas_column, polars_column)
+                                        pandas_column, polars_column)
 from silvanforge.errors import InputError
 from silvanforge.inputs.frames import FRAME_LIBRARIES, SchemaMemory, frame_rows, is_frame, refuse_lazy_frame
 from silvanforge.inputs.pandas_frames import hashed_frame_columns
@@ -184,8 +184,11 @@ def _hashed_columns(X, forest: Forest, rows, numeric: frozenset | None = None) -
         def number(feature):
             try:
                 return pandas_column(columns[feature], names[order[feature]], None, feature in numeric)
-            except InputError as exc:  # (a number's text: CatBoost's own predict reads it)
-                return catboost_numbers(columns[feature], exc)
+            except InputError:  # (a number's text: CatBoost's own predict reads it)
+                numbers = catboost_numbers(columns[feature])
+                if numbers is None:
+                    raise
+                return numbers
 
         def raw(feature):
             return columns[feature]
@@ -203,11 +206,10 @@ def _hashed_columns(X, forest: Forest, rows, numeric: frozenset | None = None) -
             try:
                 return column.astype(np.float64)
             except (TypeError, ValueError, OverflowError):
-                if column.dtype == object:  # (None and pandas' NA are missing values, as records hold them)
-                    try:
-                        return object_column(column, _column_name(forest, feature), None)
-                    except InputError:
-                        pass
+                if column.dtype == object:  # (None and pandas' NA missing, a number's text a number)
+                    numbers = catboost_numbers(column)
+                    if numbers is not None:
+                        return numbers
                 bad = next((v for v in column if not _is_number(v)), "a value")
                 shown = repr(bad) if len(repr(bad)) <= 40 else repr(bad)[:36] + "..."
                 raise InputError(f"{_column_name(forest, feature)} holds {shown}, not a number (the feature "

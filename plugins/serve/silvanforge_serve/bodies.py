@@ -24,7 +24,7 @@ import re
 import numpy as np
 
 from silvanforge.errors import InputError
-from silvanforge.inputs.records import records_matrix
+from silvanforge.inputs.records import DuplicateKey, records_matrix, unique_keys
 
 from .json_io import loads
 
@@ -108,8 +108,8 @@ def _refuse_keys_twice(body, doc: dict) -> None:
     if b"\\" not in body and len(_KEY_COLON.findall(body)) <= keys:
         return
     try:
-        json.loads(body, object_pairs_hook=_unique_keys, parse_constant=lambda name: None)
-    except _KeyTwice as exc:
+        json.loads(body, object_pairs_hook=unique_keys, parse_constant=lambda name: None)
+    except DuplicateKey as exc:
         raise BadRequest(f"the key {exc.args[0]!r} twice in one object of the body (which value is meant?)") from None
     except (ValueError, RecursionError):  # (what orjson read and json does not: as orjson read it)
         pass
@@ -129,18 +129,6 @@ def _keys_read(doc: dict) -> int:
 
 # A key's closing quote and its colon (JSON's whitespace between).
 _KEY_COLON = re.compile(rb'"[ \t\r\n]*:')
-
-
-class _KeyTwice(Exception):
-    """An object of a body naming a key twice."""
-
-
-def _unique_keys(pairs: list) -> dict:
-    found = dict(pairs)
-    if len(found) != len(pairs):
-        seen: set = set()
-        raise _KeyTwice(next(key for key, _ in pairs if key in seen or seen.add(key)))
-    return found
 
 
 def _flags(doc: dict, flags: list) -> tuple[bool, str | None]:

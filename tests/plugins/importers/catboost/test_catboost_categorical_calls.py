@@ -306,6 +306,11 @@ def test_numbers_as_text_in_a_frame_equal_catboost(fitted):
     np.testing.assert_array_equal(cf.predict(with_none), cf.predict(rows.assign(age=rows.age.where(rows.index != 1))))
     with pytest.raises(InputError, match="column 'age' holds"):
         cf.predict(text.assign(age=["old"] + list(text.age[1:])))
+    # (a list there is no number: one row's was read as its item)
+    for n in (1, 4):
+        listed = rows.iloc[:n].assign(age=pd.Series([[v] for v in rows.age[:n]], dtype=object))
+        with pytest.raises(InputError, match="column 'age' holds"):
+            cf.predict(listed)
 
 
 def test_dates_are_no_categories(fitted):

@@ -3,6 +3,7 @@ library that is cached by the model's hash (the build is timed once and reported
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
@@ -95,6 +96,19 @@ def build_tl2cgen_library(ctx: PeerContext) -> tuple[str, float | None]:
     return libpath, seconds
 
 
+@contextlib.contextmanager
+def _openmp_threads(threads: int):
+    """OpenMP's limit of threads at least ``threads`` in this block (threadpoolctl, where it is
+    installed: it comes with scikit-learn)."""
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:
+        yield
+        return
+    with threadpool_limits(limits=threads, user_api="openmp"):
+        yield
+
+
 def tl2cgen_engine(ctx: PeerContext) -> Call:
     import tl2cgen
 
@@ -103,7 +117,10 @@ def tl2cgen_engine(ctx: PeerContext) -> Call:
 
     def load(threads: int) -> None:
         if threads not in predictors:  # the thread count is fixed when the library is loaded
-            with quiet_output():
+            # (TL2cgen refuses more threads than OpenMP's process-wide limit, which another
+            # peer may have lowered: torch.set_num_threads(1) for Hummingbird's one-thread cells
+            # left 2-thread TL2cgen cells failing; raised for the load, then restored)
+            with quiet_output(), _openmp_threads(threads):
                 predictors[threads] = tl2cgen.Predictor(libpath, nthread=threads)
 
     dtype = _input_dtype(ctx.fmt)

@@ -30,7 +30,7 @@ from strategies import make_forest, rows_for
 
 COUNT = int(os.environ.get("SILVANFORGE_FUZZ", "0") or 0)
 RAW = COUNT or 200
-MEMBER = COUNT or 40  # per member
+MEMBER = COUNT or 25  # per member
 
 
 @pytest.fixture(scope="module")

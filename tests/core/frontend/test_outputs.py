@@ -180,7 +180,7 @@ def test_per_tree_of_a_multi_output_forest_is_walked_not_compiled_a_tree_at_a_ti
         _per_tree_exact(cf, X[:n])
 
 
-@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(forest=forests(max_trees=6, max_depth=6, max_features=8), seed=st.integers(0, 2**16))
 def test_random_forests_leaves_and_tree_values_equal_the_reference(forest, seed):
     cf = sf.compile(forest, forms="lazy")  # (the plan's other forms: not what is tested here)

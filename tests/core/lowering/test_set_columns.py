@@ -55,7 +55,7 @@ def test_set_columns_match_reference(seed, features, rule, op, dtype, rep, sched
                                    reference.predict(forest, X, output_margin=True), rtol=tol, atol=tol)
 
 
-@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=7, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(seed=st.integers(0, 2**16), features=st.integers(1, 10), rule=st.sampled_from(list(CategoryRule)),
        dtype=st.sampled_from(["float32", "float64"]))
 def test_set_columns_in_every_band_tiled_vector_walks_and_leaf_ids(seed, features, rule, dtype):

@@ -134,7 +134,7 @@ def test_categorical_splits_read_split_rows_only_where_their_columns_are_exact_a
     np.testing.assert_array_equal(cf.predict(X, output_margin=True), reference.predict(forest, X, output_margin=True))
 
 
-@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(seed=st.integers(0, 2**16), features=st.integers(1, 12), rule=st.sampled_from(list(CategoryRule)),
        dtype=st.sampled_from(["float32", "float64"]))
 def test_categorical_splits_in_every_band_tiled_and_in_leaf_ids(seed, features, rule, dtype):

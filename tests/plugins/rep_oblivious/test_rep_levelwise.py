@@ -53,7 +53,7 @@ def test_random_forests_are_exact_or_refused_with_a_reason():
     compile for the test to have checked something."""
     draws = Draws()
 
-    @settings(max_examples=24, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @settings(max_examples=14, deadline=None, suppress_health_check=[HealthCheck.too_slow])
     @given(forest=st.one_of(forests(max_trees=9, max_depth=7, max_features=20),
                             forests(max_trees=9, max_depth=7, max_features=20, plain=True,
                                     aggregations=(Aggregation.SUM,))),

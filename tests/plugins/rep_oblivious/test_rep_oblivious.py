@@ -273,7 +273,7 @@ def test_byte_program_equals_the_reference(cpu, dtype, monkeypatch):
     if cpu is None and not registry().vectors("cpu", None).isa.startswith("avx512"):
         pytest.skip("the host has no AVX-512")
     rng = np.random.default_rng(11)
-    for outputs_of in (lambda k: (0,), lambda k: (k % 3,), lambda k: (0, 1)):
+    for first, outputs_of in ((True, lambda k: (0,)), (False, lambda k: (k % 3,)), (False, lambda k: (0, 1))):
         forest = _many_thresholds_forest(rng, dtype, lambda k: int(rng.integers(0, 9)), outputs_of)
         facts = symmetric.recognise(forest)
         binning = cost.symmetric_binned(facts, None)
@@ -281,7 +281,10 @@ def test_byte_program_equals_the_reference(cpu, dtype, monkeypatch):
         X = rng.choice(np.r_[np.nan, 0.0, -0.0, 1e-36, np.inf, -np.inf, rng.choice(forest.trees[0].threshold, 4)],
                        size=(300, forest.num_features))
         X = np.where(rng.random(X.shape) < 0.5, rng.normal(size=X.shape), X).astype(dtype)
-        for spans, batch in (({}, 300), ({"oblivious_chunk_bytes": 4096, "oblivious_span_rows": 128}, 300), ({}, 40)):
+        # (spans of several blocks and a call's register of a narrower unit: the first forest's;
+        # the outputs' layouts do not meet them)
+        for spans, batch in (({}, 300), ({"oblivious_chunk_bytes": 4096, "oblivious_span_rows": 128}, 300),
+                             ({}, 40))[:3 if first else 1]:
             cf = sf.compile(forest, rep="oblivious", batch_size=batch, cpu=cpu,
                             options=sf.CompileOptions(rep_options=spans))
             lanes = 64 if cpu is None or batch > 64 else {"x86-64-v3": 32, "x86-64": 16}[cpu]

@@ -148,7 +148,8 @@ def city_hash64(s: bytes) -> int:
 def catboost_text(value) -> str | None:
     """The text CatBoost hashes for a categorical value, or None for a missing / non-category
     value: strings as they are, integers (and integral floats, as numeric arrays hold them) in
-    decimal, booleans as CatBoost's Python package converts them; a TypeError for a fractional
+    decimal, booleans as the integers 1 and 0 (CatBoost's predict hashes ``True`` as it hashes
+    ``1``, in a bool column and among objects alike); a TypeError for a fractional
     or infinite number (CatBoost refuses floats there; read as missing it would answer silently)."""
     if value is None:
         return None
@@ -157,7 +158,7 @@ def catboost_text(value) -> str | None:
     if isinstance(value, bytes):
         return value.decode("utf-8", "surrogateescape")
     if isinstance(value, (bool, np.bool_)):
-        return "True" if value else "False"
+        return "1" if value else "0"
     if isinstance(value, (int, np.integer)):
         return str(int(value))
     if isinstance(value, (float, np.floating)):

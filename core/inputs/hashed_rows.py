@@ -226,7 +226,7 @@ class HashedInputs:
         table = np.full(len(uniques) + 1, MISSING, dtype=np.int64)
         memo = self._memo
         for i, v in enumerate(uniques):
-            # Keyed by type too: True == 1 in Python, but CatBoost hashes "True" and "1".
+            # (keyed by type too: a value's text may depend on it, as 1.5's and "1.5"'s do)
             key = (type(v), v)
             try:
                 h = memo[key]

@@ -462,18 +462,25 @@ def test_a_compile_makes_the_kernel_of_computed_columns(forms, tmp_path):
     assert _kernel_flag_in_a_fresh_process(tmp_path, 20, compiled, "hashed_columns._kernel is not None")
 
 
-def test_a_bool_column_does_not_change_how_integers_are_hashed():
-    """True == 1 in Python, but CatBoost hashes "True" and "1": the model's memo of hashes keeps
-    them apart across columns and calls."""
-    from silvanforge.inputs.category_hash import catboost_hash
-    from silvanforge.inputs.hashed_rows import HashedInputs
-    from silvanforge.ir.hir import Forest
-
-    reading = HashedInputs(Forest(trees=[], num_features=1, num_outputs=1, base_score=np.zeros(1)))
-    bools, _ = reading.column_hashes(np.array([True, False]))
-    ints, _ = reading.column_hashes(np.array([1, 0]))
-    assert bools.tolist() == [catboost_hash(True), catboost_hash(False)]
-    assert ints.tolist() == [catboost_hash(1), catboost_hash(0)] != bools.tolist()
+def test_booleans_in_a_categorical_feature_are_read_as_catboost_reads_them():
+    """CatBoost's predict hashes True and False as it hashes 1 and 0 (a bool column, a nullable
+    one, among objects): a model trained on a bool column, and one whose labels hold "True" and
+    "1" apart, answer as CatBoost through every input that holds booleans."""
+    pd, pl, pa = pytest.importorskip("pandas"), pytest.importorskip("polars"), pytest.importorskip("pyarrow")
+    rng = np.random.default_rng(3)
+    labels = np.array(["0", "1", "True", "False", "red"])
+    for column in (rng.random(600) < 0.5, rng.choice(labels, 600)):
+        frame = pd.DataFrame({"a": rng.normal(size=600), "c": column})
+        y = (np.isin(frame.c.astype(str), ["True", "0"]) + frame.a * 0.3 + rng.normal(size=600) * 0.3 > 0.5)
+        model = cb.CatBoostClassifier(iterations=12, depth=3, verbose=False, thread_count=1, cat_features=["c"],
+                                      one_hot_max_size=8, allow_writing_files=False).fit(frame, y.astype(int))
+        cf = sf.compile(model)
+        X = pd.DataFrame({"a": [0.1, -0.2, 0.3], "c": [True, False, True]})
+        want = model.predict(X, prediction_type="RawFormulaVal")
+        for given in (X, X.astype({"c": "boolean"}), X.astype({"c": object}), X.to_dict("records"),
+                      pl.from_pandas(X), pa.Table.from_pandas(X, preserve_index=False)):
+            np.testing.assert_allclose(cf.predict(given, output_margin=True), want, rtol=1e-12, atol=1e-12,
+                                       err_msg=type(given).__name__)
 
 
 def test_integer_columns_coded_across_calls_hash_as_catboost():

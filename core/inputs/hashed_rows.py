@@ -226,7 +226,7 @@ class HashedInputs:
         table = np.full(len(uniques) + 1, MISSING, dtype=np.int64)
         memo = self._memo
         for i, v in enumerate(uniques):
-            # (keyed by type too: a value's text may depend on it, as 1.5's and "1.5"'s do)
+            # (keyed by type too: values equal in Python may differ in text, as Decimal("1.0") and 1)
             key = (type(v), v)
             try:
                 h = memo[key]

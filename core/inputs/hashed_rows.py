@@ -77,6 +77,10 @@ COLUMN_VALUES = 1 << 12
 # every column's table of values: a service's calls, of categories it has seen, build none
 # (building them took 0.8 ms of a 4096-row call, benchmarks/catboost_categories.py).
 DENSE_TABLES = 8
+# Table entries (int32) kept for every call of a layout's values after its first: built once, a
+# table serves every later call (512-row calls of benchmarks/catboost_categories.py's model
+# hashed 52 of its 266 chains a row; their tables, 41 thousand entries, took a fifth off).
+LASTING_ENTRIES = 1 << 20
 # Rows from which a call's rows are laid out a column at a time, and the rows a column is
 # padded with (HashedInputs.rows).
 FORTRAN_ROWS = 256
@@ -93,8 +97,7 @@ SHARE_ROWS = 256
 
 def _sorted_index(known) -> tuple[np.ndarray, np.ndarray]:
     """``known`` (hashes in code order) sorted, and each sorted hash's code."""
-    values = np.asarray([int(h) for h in known], dtype=np.uint64)
-    order = np.argsort(values, kind="stable")
+    order = np.argsort(values := np.asarray([int(h) for h in known], dtype=np.uint64), kind="stable")
     return values[order], order.astype(np.float64)
 
 
@@ -312,6 +315,9 @@ class HashedInputs:
         # the chains read by a table of the call's values (a digit an element: a category's code
         # among the call's distinct values, a bit): those whose table has fewer entries than rows
         chosen = layout.need <= n
+        if layout.calls:  # (values seen before: the kept tables too)
+            chosen |= layout.lasting
+        layout.calls += 1  # (a hint: a race loses a count)
         dense_at, dense = layout.dense.get(chosen.tobytes(), (None, None))
         build = dense_at is None
         if build:
@@ -406,12 +412,10 @@ class HashedInputs:
             if k == 0:
                 slot[j] = 0
                 continue
-            at = np.searchsorted(keys, key[j])
-            np.minimum(at, k - 1, out=at)
+            at = np.minimum(np.searchsorted(keys, key[j]), k - 1)
             slot[j] = np.where(valid[j] & (keys[at] == key[j]), at, k)
         out = self.table[(slot[self.chain_of] + self.offsets[:, None])]
         return out.T
-
 
 
 def _bounds(n: int, parts: int) -> list[int]:
@@ -432,9 +436,9 @@ class _Layout:
     column's distinct hashes in one array (``addresses``: it, each column's first and count),
     each chain's size of its table of combinations of those values (``size``) and the rows a
     call has from which that table is read (``need``: infinite where the kernel cannot), and
-    the tables of combinations built so far, by the chains a call reads so."""
+    the tables of combinations built so far, by the chains a call reads so; ``lasting``, ``calls``."""
 
-    __slots__ = ("_keep", "addresses", "dense", "need", "size", "tables")
+    __slots__ = ("_keep", "addresses", "calls", "dense", "lasting", "need", "size", "tables")
 
     def __init__(self, tables: tuple, kernel, arrays: dict):
         self.tables = tables  # (held: the key is their identities)
@@ -448,6 +452,10 @@ class _Layout:
         radix = np.where(arrays["element_kind"] == kernel.kinds["cat"], counts[arrays["element_column"]], 2)
         self.size = np.multiply.reduceat(radix.astype(np.float64), arrays["chain_elements"][:-1])
         self.need = np.where(arrays["dense_ok"], self.size * TABLE_ENTRY_ROWS, np.inf)
+        order = np.argsort(self.need, kind="stable")  # (the smallest tables, LASTING_ENTRIES in all)
+        self.lasting = np.zeros(len(self.need), dtype=bool)
+        self.lasting[order[np.cumsum(np.where(np.isfinite(self.need), self.size, np.inf)[order]) <= LASTING_ENTRIES]] = True
+        self.calls = 0  # (calls with this layout: the kept tables are read from the second)
         self.dense: dict = {}  # chains read by a table (bytes of a bool a chain) -> (dense_at, dense)
 
 
@@ -580,8 +588,7 @@ def _same_values(a, b) -> bool:
 
 def _unsigned(signed: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(the unsigned 32-bit hashes as uint64, which values are categories) of signed hashes."""
-    ok = signed < (1 << 31)
-    return (signed & 0xFFFFFFFF).astype(np.uint64), ok
+    return (signed & 0xFFFFFFFF).astype(np.uint64), signed < (1 << 31)
 
 
 def _columns(rows: list, width: int):
@@ -589,6 +596,5 @@ def _columns(rows: list, width: int):
     if not rows:
         return None
     parts = list(zip(*rows))
-    out = [np.asarray(parts[0], dtype=np.intp), np.asarray(parts[1], dtype=np.intp)]
-    out += [np.asarray(p) for p in parts[2:width]]
-    return tuple(out)
+    return (np.asarray(parts[0], dtype=np.intp), np.asarray(parts[1], dtype=np.intp),
+            *[np.asarray(p) for p in parts[2:width]])

@@ -328,3 +328,23 @@ def test_dates_are_no_categories(fitted):
     table = pa.table({"age": [1.0], "colour": pa.array([datetime.datetime(2020, 1, 1)]), "size": [1.0]})
     with pytest.raises(InputError, match="categories are read from strings and integers"):
         cf.predict(table)
+
+
+def test_calls_of_values_seen_before_read_every_combination_by_its_table():
+    """CTRs over combinations of three categorical features: a few rows hash most chains a row at
+    the first call of their values and read every chain by a table kept from the second; new
+    values start again (a category not seen: CatBoost's prior).  Every call equals CatBoost."""
+    rng = np.random.default_rng(5)
+    n = 600
+    frame = pd.DataFrame({"a": rng.choice([f"a{i}" for i in range(7)], n), "b": rng.choice(list("pqrst"), n),
+                          "c": rng.choice(list("wxyz"), n), "x": rng.normal(size=n)})
+    y = ((frame.a == "a1") + (frame.b == "q") * (frame.c == "x") + frame.x * 0.2 > 0.5).astype(int)
+    model = cb.CatBoostClassifier(iterations=25, depth=4, cat_features=["a", "b", "c"], max_ctr_complexity=3,
+                                  one_hot_max_size=2, verbose=0, thread_count=1, random_seed=0,
+                                  allow_writing_files=False).fit(frame, y)
+    cf = sf.compile(model)
+    unseen = frame.iloc[:3].assign(a=["a9", "a1", "zz"])
+    for rows in (frame.iloc[:2], frame.iloc[:2], frame.iloc[2:5], frame, frame.iloc[7:9], unseen, unseen,
+                 frame.iloc[:4]):
+        np.testing.assert_allclose(cf.predict(rows, output_margin=True),
+                                   model.predict(rows, prediction_type="RawFormulaVal"), rtol=1e-12, atol=1e-12)

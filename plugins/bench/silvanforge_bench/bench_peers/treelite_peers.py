@@ -98,8 +98,8 @@ def build_tl2cgen_library(ctx: PeerContext) -> tuple[str, float | None]:
 
 @contextlib.contextmanager
 def _openmp_threads(threads: int):
-    """OpenMP's limit of threads at least ``threads`` in this block (threadpoolctl, where it is
-    installed: it comes with scikit-learn)."""
+    """OpenMP's process-wide limit of threads set to ``threads`` in this block and restored
+    after it (threadpoolctl, where it is installed: it comes with scikit-learn)."""
     try:
         from threadpoolctl import threadpool_limits
     except ImportError:

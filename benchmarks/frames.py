@@ -13,7 +13,8 @@ in another order than the model's, so they are mapped; polars twice: NaN where n
 missing and Enum categories, and as its readers and ``from_pandas`` make a frame, nulls and
 Categorical), and records as a service makes them a pandas frame or a pyarrow table: labels as
 strings (integer ones numbers), a missing number None.  Every result is checked equal to the
-array's before it is timed.  It prints a markdown table: microseconds per call and the ratio
+array's before it is timed, and the inputs are timed in turns (ten rounds, each timing every
+input), so that a slower minute of the machine falls on all of them alike.  It prints a markdown table: microseconds per call and the ratio
 to the array call at each request size.  ``--quick``: small models and few calls (a smoke test);
 ``--fresh``: each call its own copy of the input, made anew (a pickle's round trip) before the
 clock starts, as a service's requests are (the array too).
@@ -31,6 +32,7 @@ import numpy as np
 FEATURES = 28
 CATEGORICAL = 4  # the first features of the categorical models
 LABELS = [f"c{i}" for i in range(12)]
+ROUNDS = 10  # rounds in which the inputs take turns (:func:`_median_us`)
 
 
 def _frame(rng, n: int, categorical):
@@ -145,21 +147,29 @@ def _inputs(frame, categorical: bool, cf):
     return out
 
 
-def _median_us(call, calls: int, fresh=None) -> float:
-    """The median time of ``call(X)``; ``fresh``: a function making each call's own ``X`` (made
-    before the clock starts), else ``call()``."""
-    call() if fresh is None else call(fresh())
-    times = []
-    for _ in range(calls):
-        if fresh is None:
-            start = time.perf_counter()
-            call()
-        else:
-            X = fresh()
-            start = time.perf_counter()
-            call(X)
-        times.append(time.perf_counter() - start)
-    return statistics.median(times) * 1e6
+def _median_us(calls: dict, count: int, rounds: int = ROUNDS) -> dict:
+    """The median time of each of ``calls`` (name -> ``(call, fresh)``: ``call(X)`` with each
+    call's own ``X`` made by ``fresh()`` before the clock starts, or ``call()`` where ``fresh`` is
+    None), ``count`` calls each, timed in ``rounds`` rounds that take turns: each round times
+    every input in turn, so a slower minute of the machine falls on all of them and not on the
+    ratio of one to the array (this VM's one-row array call ran 2.3-3.7 us from one run to the next)."""
+    times: dict = {name: [] for name in calls}
+    for call, fresh in calls.values():  # (a first call untimed: whatever it builds, built)
+        call() if fresh is None else call(fresh())
+    per_round = max(1, count // rounds)
+    for _ in range(rounds):
+        for name, (call, fresh) in calls.items():
+            kept = times[name]
+            for _ in range(per_round):
+                if fresh is None:
+                    start = time.perf_counter()
+                    call()
+                else:
+                    X = fresh()
+                    start = time.perf_counter()
+                    call(X)
+                kept.append(time.perf_counter() - start)
+    return {name: statistics.median(kept) * 1e6 for name, kept in times.items()}
 
 
 def _copy(X):
@@ -203,7 +213,7 @@ def main(argv=None) -> None:
         for n in sizes:
             inputs = _inputs(test.iloc[:n].reset_index(drop=True), categorical, cf)
             expected = cf.predict(inputs["numpy array"], threads=1)
-            base = None
+            timed_calls = {}
             for what, X in inputs.items():
                 try:
                     got = cf.predict(X, threads=1)
@@ -211,12 +221,13 @@ def main(argv=None) -> None:
                     results.setdefault(what, []).append(f"- ({type(exc).__name__})")
                     continue
                 np.testing.assert_array_equal(got, expected, err_msg=f"{name}, {what}, {n} rows")
-                timed = max(20, calls * 4 // (4 + n))
                 if args.fresh:
-                    us = _median_us(lambda X_: cf.predict(X_, threads=1), timed, lambda X=X: _copy(X))
+                    timed_calls[what] = (lambda X_, cf=cf: cf.predict(X_, threads=1), lambda X=X: _copy(X))
                 else:
-                    us = _median_us(lambda: cf.predict(X, threads=1), timed)
-                base = us if base is None else base
+                    timed_calls[what] = (lambda X=X, cf=cf: cf.predict(X, threads=1), None)
+            medians = _median_us(timed_calls, max(20, calls * 4 // (4 + n)))
+            base = medians["numpy array"]
+            for what, us in medians.items():
                 results.setdefault(what, []).append(f"{us:,.1f} ({us / base:.2f}x)")
         for what, cells in results.items():
             print(f"| {name} | {what} | " + " | ".join(cells) + " |")

@@ -1555,6 +1555,27 @@ struct DirectAttr {
 
 DirectAttr block_values, block_placement, placement_indexer;
 
+// An error cleared where one is set: PyErr_Clear restores the thread's error state even where none
+// is, which a walk of 28 blocks did four times a block.
+inline void clear_error() {
+  if (PyErr_Occurred()) PyErr_Clear();
+}
+
+// A slice's start, stop and step as PySlice_Unpack gives them, read from the slice's own ints
+// where they are exact ints that fit (a step of None: 1), as a block's placement holds them:
+// PySlice_Unpack converts each through the index protocol (a seventh of a walk of 28 blocks).
+bool slice_bounds(PyObject* slice, Py_ssize_t& start, Py_ssize_t& stop, Py_ssize_t& step) {
+  const auto* s = reinterpret_cast<const PySliceObject*>(slice);
+  if (PyLong_CheckExact(s->start) && PyLong_CheckExact(s->stop) && (s->step == Py_None || PyLong_CheckExact(s->step))) {
+    start = PyLong_AsSsize_t(s->start);
+    stop = PyLong_AsSsize_t(s->stop);
+    step = s->step == Py_None ? 1 : PyLong_AsSsize_t(s->step);
+    if (!PyErr_Occurred() && step != 0) return true;
+    PyErr_Clear();  // (past Py_ssize_t, or a step of 0: as PySlice_Unpack answers them)
+  }
+  return PySlice_Unpack(slice, &start, &stop, &step) == 0;
+}
+
 // The one frame column a pandas block holds, or -1 (several, or a placement read otherwise).
 long single_column(PyObject* block) {
   // (pandas' Block keeps its placement in a C attribute, _mgr_locs, that its Python property
@@ -1565,11 +1586,10 @@ long single_column(PyObject* block) {
   Py_XDECREF(placement);
   Py_ssize_t start, stop, step;
   long column = -1;
-  if (indexer && PySlice_Check(indexer) && PySlice_Unpack(indexer, &start, &stop, &step) == 0 && step == 1 &&
-      stop == start + 1)
+  if (indexer && PySlice_Check(indexer) && slice_bounds(indexer, start, stop, step) && step == 1 && stop == start + 1)
     column = static_cast<long>(start);
   Py_XDECREF(indexer);
-  PyErr_Clear();
+  clear_error();
   return column;
 }
 
@@ -1592,7 +1612,7 @@ int block_kind(PyObject* block, PyObject* categorical, std::shared_ptr<arrow::Ch
   const bool is_categorical = categorical && reinterpret_cast<PyObject*>(Py_TYPE(values)) == categorical;
   if (!is_categorical) array = optional_attr(values, names.pa_array);
   Py_DECREF(values);
-  PyErr_Clear();  // (not Arrow-backed: keyed by the caller)
+  clear_error();  // (not Arrow-backed: keyed by the caller)
   if (array) chunked = unwrap_chunked_array(array);
   if (is_categorical || (chunked && (number_type(chunked->type()->id()) || (strings && string_type(chunked->type()->id())))))
     column = single_column(block);
@@ -1742,7 +1762,7 @@ bool placement_is(PyObject* block, PyObject* expected) {
   Py_ssize_t start, stop, step;
   if (indexer && PySlice_Check(indexer)) {
     same = PyTuple_Check(expected) && PyTuple_GET_SIZE(expected) == 3 &&
-           PySlice_Unpack(indexer, &start, &stop, &step) == 0 &&
+           slice_bounds(indexer, start, stop, step) &&
            PyLong_AsSsize_t(PyTuple_GET_ITEM(expected, 0)) == start &&
            PyLong_AsSsize_t(PyTuple_GET_ITEM(expected, 1)) == stop &&
            PyLong_AsSsize_t(PyTuple_GET_ITEM(expected, 2)) == step;

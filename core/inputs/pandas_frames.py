@@ -295,7 +295,7 @@ class _PandasPlan:
             return None
         out = column_rows(len(X), self.width, dtype)
         left = []  # (the categorical columns of other categories than the walk's tables: read here)
-        if module.read_blocks(walked.plan, blocks, walked.kinds, walked.columns, _categoricals()[1], out, np.ndarray,
+        if module.read_blocks(walked.plan, blocks, walked.kinds, walked.columns, walked.categorical, out, np.ndarray,
                               walked.placements, left) != 0:
             return None
         if left:  # (with those read in Python, in the frame's order: the first column refused is named)
@@ -378,6 +378,7 @@ class _Walk:
     def __init__(self, X, names, kinds, columns, placements, plan, frame: _PandasPlan, module):
         self.frame_type, self.names, self.block_count = type(X), names, len(X._mgr.blocks)
         self.kinds, self.columns, self.placements, self.plan = kinds, columns, placements, plan
+        self.categorical = _categoricals()[1]  # (pandas' Categorical class, kept: not asked for at each call)
         blocks, walked = X._mgr.blocks, np.frombuffer(kinds, dtype=np.int32)
         # Categorical columns whose categories pandas holds as arrow strings or NumPy numbers,
         # where pandas keeps its codes and categories where the walk reads them: their codes

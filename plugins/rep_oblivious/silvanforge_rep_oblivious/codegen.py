@@ -14,7 +14,8 @@ One phase, parallel over rows, in blocks of ``lanes`` rows (one SIMD lane a row)
 
 Levels past a tree's depth compare with a NaN threshold: false, so their bits stay 0.  Each
 output's sum starts from the base score and adds its trees in model order, as the reference
-does, so margins are exact.
+does, so margins are exact (an averaged forest's from zero, divided by its divisor and the base
+score added after its trees: CatBoost's bias is added so).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from __future__ import annotations
 import numpy as np
 
 from silvanforge.ir import hir, lir
-from silvanforge.ir.hir import ZERO_THRESHOLD
+from silvanforge.ir.hir import ZERO_THRESHOLD, Aggregation
 from silvanforge.ir.lir import (Assign, Bin, Buffer, Builder, Cast, Cmp, Extract, For, Gather, If, IsNan,
                                Load, Prefetch, Select, Store, Var, Vector)
 from silvanforge.lowering.walksetup import thread_info
@@ -97,6 +98,9 @@ class _Lowering:
         # A tree's leaf index as its levels build it (path_t lanes), then as an i32 index.
         self.path_t = "i32"
         self.acc_v = lir.vector_type(self.acc_t, lanes)
+        # An averaged forest sums its trees from zero, then divides and adds the base score
+        # (CatBoost's bias, onnxruntime's base values: after the trees, as they add them).
+        self.averaged = forest.aggregation is Aggregation.AVERAGE
 
     def splat(self, value, t: str) -> lir.Expr:
         return Builder.const(value, lir.vector_type(t, self.lanes))
@@ -361,7 +365,7 @@ class _Lowering:
         score (a forest of leaf indices: an output a tree): each lane's index is then stored
         as its margin, no sums kept."""
         return SCALAR_SUMS and self.lanes > 1 and self.values_are_indices and len(group.trees) == 1 and \
-            not np.asarray(self.forest.base_score).any()
+            self.forest.aggregation is Aggregation.SUM and not np.asarray(self.forest.base_score).any()
 
     def _stored_margins(self, span0: Var, first: int = 0) -> None:
         """The span's margins from every tree's stored index (``stored_indices``), a row at a
@@ -400,8 +404,11 @@ class _Lowering:
         idx_at = (lambda tt: Bin("+", Bin("*", tt, c(span_rows, i64)), self.acc_at)) if self.stored_indices else \
             (lambda tt: Bin("*", Bin("-", tt, chunk), c(L, i64)))
         if not direct:
+            # A sum starts from the base score; an average from zero, the base added at the end
+            # (as the reference does: CatBoost adds its bias after its trees' sum).
             b.emit(self._blocks(span0, [
-                Store("ob_acc", acc_index(j), self.vector((Load("ob_base", o, self.acc_t),) * L))
+                Store("ob_acc", acc_index(j), self.vector(
+                    (c(0.0, self.acc_t) if self.averaged else Load("ob_base", o, self.acc_t),) * L))
                 for j, o in enumerate(outputs)]))
         if two_phase and "ob_idx" not in self.buffers:
             self.buffers["ob_idx"] = Buffer("ob_idx", self.index_t, "local", size=self.chunk * L)
@@ -503,8 +510,12 @@ class _Lowering:
             acc = Load("ob_acc", acc_index(j), self.acc_v)
             for k in range(L):
                 row = Bin("+", self.block0, c(k, i64))
+                value = self.lane(acc, k)
+                if self.averaged:
+                    value = Bin("+", Bin("/", value, c(float(self.forest.average_divisor), self.acc_t)),
+                                Load("ob_base", o, self.acc_t))
                 stores.append(If(Cmp("<", row, lir.ROW_END),
-                                 [Store("margins", Bin("+", Bin("*", row, c(C, i64)), o), self.lane(acc, k))]))
+                                 [Store("margins", Bin("+", Bin("*", row, c(C, i64)), o), value)]))
         b.emit(self._blocks(span0, stores))
 
     def _leaf_value(self, t: Var, at: lir.Expr, lane: int, K: int, lane_t: str) -> lir.Expr:

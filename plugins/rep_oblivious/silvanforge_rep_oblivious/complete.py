@@ -14,7 +14,7 @@ columns too), ``t'`` by the rule of :mod:`.symmetric`.  Nodes
 below an early leaf or past a tree's depth (padding) hold a NaN threshold, and the leaf's
 value fills every leaf index below it (the leaf tables are as deep as the tree's group), so
 whichever way a padding node sends a row, it reaches that leaf's value.  Refused, with the reason: what the symmetric form refuses
-(categorical and ``==`` splits, NaN thresholds, ``x <= +inf``, aggregations other than a sum,
+(categorical and ``==`` splits, NaN thresholds, ``x <= +inf``, a minimum or maximum of the trees,
 outputs added to by trees of different output sets, more groups of several outputs than
 :data:`.symmetric.MAX_GROUP_PROGRAMS`) and trees deeper than :data:`MAX_DEPTH` (the
 tables double a level).

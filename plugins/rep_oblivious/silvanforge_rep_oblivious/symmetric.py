@@ -11,7 +11,7 @@ Each level becomes "goes right iff ``x' >= t'``", an ordered compare (false for 
 with missing values (NaN, and for zero-as-missing splits ``|x| <= ZERO_THRESHOLD``) replaced
 by +inf where they go right (above every ``t'``) and NaN where they go left.  Refused, with the
 reason (the walks run instead): categorical and ``==`` splits, NaN thresholds, ``x <= +inf``
-splits (every number goes left: no ``t'`` says so), aggregations other than a sum, outputs
+splits (every number goes left: no ``t'`` says so), a minimum or maximum of the trees, outputs
 that trees of different output sets add to (their sums could not keep model order), and more
 groups of several outputs than :data:`MAX_GROUP_PROGRAMS` (a program each: compile time).
 """
@@ -102,7 +102,7 @@ class Nodes:
 
 def summed_groups(forest: hir.Forest) -> list[Group] | str:
     """The forest's groups (:func:`_groups`), or why a level-at-a-time form cannot sum it."""
-    if forest.aggregation is not Aggregation.SUM:
+    if forest.aggregation not in (Aggregation.SUM, Aggregation.AVERAGE):  # (an average: the sum divided at the end)
         return f"it sums trees ({forest.aggregation.value} aggregation)"
     if not forest.trees:
         return "it has no trees"

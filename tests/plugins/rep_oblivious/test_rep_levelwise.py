@@ -90,8 +90,8 @@ def test_an_output_no_tree_adds_to_is_its_base_score(rep):
 
 
 def test_it_runs_some_random_forests_and_refuses_others_by_rule():
-    """Random trees of every op and rule: those it takes are exact, the others are refused for
-    categorical splits, ``==`` splits or an average."""
+    """Random trees of every op and rule: those it takes are exact (averaged ones too), the
+    others are refused for categorical splits, ``==`` splits or a maximum of the trees."""
     refusals, ran = set(), 0
     for seed in range(25):
         rng = np.random.default_rng(seed)
@@ -99,7 +99,8 @@ def test_it_runs_some_random_forests_and_refuses_others_by_rule():
         trees = [random_tree(rng, 4, (0,), int(rng.integers(0, 6)), ops, seed % 4 == 0, seed % 2 == 0)
                  for _ in range(4)]
         forest = Forest(trees=trees, num_features=4,
-                        aggregation=Aggregation.AVERAGE if seed % 5 == 0 else Aggregation.SUM)
+                        aggregation={0: Aggregation.MAX, 1: Aggregation.AVERAGE}.get(seed % 5, Aggregation.SUM),
+                        average_divisor=4.0)
         found = complete.recognise(forest)
         if isinstance(found, str):
             refusals.add(found)

@@ -120,7 +120,9 @@ def test_every_band_of_the_plan_takes_it():
 def test_random_symmetric_forests_every_op_and_missing_rule(dtype, chunked):
     """Every HIR rule a symmetric tree may hold: < and <=, NaN either way, zero as missing,
     trees of depth 0 to 5, tree groups of one output each and trees of several outputs;
-    ``chunked``: a few trees a chunk over spans of several blocks, as large forests run."""
+    ``chunked``: a few trees a chunk over spans of several blocks, as large forests run.  The
+    forests of several outputs are averaged (summed from zero, divided, the base added after the
+    trees: CatBoost's bias, onnxruntime's base values)."""
     spans = sf.CompileOptions(rep_options={"oblivious_chunk_bytes": 1024, "oblivious_span_rows": 48}
                               if chunked else {})
     rng = np.random.default_rng(5)
@@ -129,7 +131,8 @@ def test_random_symmetric_forests_every_op_and_missing_rule(dtype, chunked):
         trees = [oblivious_tree(rng, int(rng.integers(0, 6)), features, outputs_of(k)) for k in range(25)]
         outputs = 1 + max(max(t.outputs) for t in trees)
         forest = Forest(trees=trees, num_features=features, num_outputs=outputs,
-                        base_score=np.linspace(-0.3, 0.3, outputs), aggregation=Aggregation.SUM,
+                        base_score=np.linspace(-0.3, 0.3, outputs),
+                        aggregation=Aggregation.SUM if outputs == 1 else Aggregation.AVERAGE, average_divisor=3.0,
                         transform=Transform(), threshold_dtype=dtype, accumulate_dtype=dtype)
         X = rng.choice([np.nan, 0.0, -0.0, 1e-36, -1.0, 0.5, np.inf, -np.inf, 2.0], size=(300, features))
         X = np.where(rng.random(X.shape) < 0.5, rng.normal(size=X.shape), X).astype(dtype)
@@ -163,14 +166,14 @@ def test_other_forests_are_refused_with_the_reason():
     with pytest.raises(sf.InputError, match="oblivious representation cannot run this model: tree 0 is not symmetric"):
         sf.compile(forest, rep="oblivious")
     assert "runs on cpu targets" in registry().rep_class("oblivious").refuses(forest, "gpu")
-    # A categorical split at a level, and an average: each named.
+    # A categorical split at a level, and a maximum of the trees: each named.
     model = _train("RMSE")
     cat = sf.load_model(model)
     tree = cat.trees[0]
     cat.trees[0] = dataclasses.replace(tree, categories={0: np.array([1, 2])})
     assert registry().rep_class("oblivious").refuses(cat, "cpu") == "tree 0 has categorical splits"
-    averaged = dataclasses.replace(sf.load_model(model), aggregation=Aggregation.AVERAGE)
-    assert "sums trees" in registry().rep_class("oblivious").refuses(averaged, "cpu")
+    largest = dataclasses.replace(sf.load_model(model), aggregation=Aggregation.MAX)
+    assert "sums trees" in registry().rep_class("oblivious").refuses(largest, "cpu")
 
 
 def test_lir_has_one_compare_a_level_and_no_walk():
@@ -275,6 +278,8 @@ def test_byte_program_equals_the_reference(cpu, dtype, monkeypatch):
     rng = np.random.default_rng(11)
     for first, outputs_of in ((True, lambda k: (0,)), (False, lambda k: (k % 3,)), (False, lambda k: (0, 1))):
         forest = _many_thresholds_forest(rng, dtype, lambda k: int(rng.integers(0, 9)), outputs_of)
+        if not first:  # (averaged: the base score after the trees' sum, divided)
+            forest = dataclasses.replace(forest, aggregation=Aggregation.AVERAGE, average_divisor=3.0)
         facts = symmetric.recognise(forest)
         binning = cost.symmetric_binned(facts, None)
         assert binning is not None and len(binning.thresholds) > forest.num_features  # split columns

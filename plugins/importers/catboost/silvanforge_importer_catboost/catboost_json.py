@@ -13,7 +13,8 @@ How CatBoost predicts, canonicalised into the HIR (:mod:`silvanforge.ir.hir`):
   reads them.
 * The formula is ``scale * sum(leaf values) + bias`` in float64, one ``bias`` per dimension:
   the leaf values are stored multiplied by ``scale`` (exact for the default scale 1) and the
-  bias is the base score.
+  bias is the base score, added after the trees' sum as CatBoost adds it (an average over a
+  divisor of 1, :class:`Aggregation`: a sum started from the bias rounds otherwise).
 * The loss names the transform :func:`.losses.transform`.
 
 What the HIR cannot hold exactly is refused with :class:`UnsupportedModelError` naming it.
@@ -421,7 +422,9 @@ def from_document(doc, name: str) -> Forest:
         num_features=m.num_features + len(m.computed),
         num_outputs=dim,
         base_score=np.asarray(bias, dtype=np.float64),
-        aggregation=Aggregation.SUM,
+        # (the bias after the sum: an average over 1, exact; a model without one sums as any)
+        aggregation=Aggregation.AVERAGE if any(bias) else Aggregation.SUM,
+        average_divisor=1.0,
         transform=transform,
         threshold_dtype="float32",
         accumulate_dtype="float64",

@@ -3,8 +3,10 @@
 Small models are trained here on generated data with NaN in the inputs (and infinities, zeros
 and a denormal in the rows predicted), saved as JSON and as ``.cbm``, and compiled from the
 file and from the fitted object; every prediction type users call is compared with
-``model.predict(X, prediction_type=...)``.  CatBoost computes in float64: the tolerance is a
-few float64 ulps (it adds the bias after the trees, the HIR before them).
+``model.predict(X, prediction_type=...)``.  CatBoost computes in float64: margins are compared
+exactly (its bias added after the trees, as it adds it) where the scale is 1; probabilities and
+exponents to a few float64 ulps (NumPy's ``exp`` against the C library's), as margins of another
+scale (whose leaves the HIR holds scaled).
 """
 
 from __future__ import annotations
@@ -48,11 +50,16 @@ def _check(model, Xt, tmp_path, prediction_type, which=(0, 1, 2)):
             model.get_all_params()["loss_function"] in ("Logloss", "CrossEntropy"):
         expected = expected[:, 1]  # a binary model predicts P(class 1), as XGBoost's
     raw = cb.CatBoost.predict(model, Xt, prediction_type="RawFormulaVal")
+    exact = model.get_scale_and_bias()[0] == 1.0
     for src in _sources(model, tmp_path, which):
         cf = sf.compile(src)
+        if exact and prediction_type == "RawFormulaVal":
+            np.testing.assert_array_equal(cf.predict(Xt), expected, err_msg=str(src))
         np.testing.assert_allclose(cf.predict(Xt), expected, rtol=RTOL, atol=ATOL, err_msg=str(src))
-        np.testing.assert_allclose(cf.predict(Xt, output_margin=True), raw, rtol=RTOL, atol=ATOL,
-                                   err_msg=str(src))
+        margins = cf.predict(Xt, output_margin=True)
+        if exact:
+            np.testing.assert_array_equal(margins, raw.reshape(margins.shape), err_msg=str(src))
+        np.testing.assert_allclose(margins, raw, rtol=RTOL, atol=ATOL, err_msg=str(src))
 
 
 def _one_source(*params):

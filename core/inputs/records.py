@@ -54,6 +54,12 @@ def records_matrix(X, forest: Forest, name=lambda i: f"record {i}", readers: Rec
         rows = _plain_records([X] if isinstance(X, dict) else X, readers)
         if rows is not None:
             return rows
+    if isinstance(X, dict) and X and all(isinstance(v, (list, tuple, np.ndarray)) or hasattr(v, "to_numpy")
+                                         for v in X.values()):
+        first = next(iter(X))
+        raise InputError(f"predict got a dict of columns ({first!r}: a {type(X[first]).__name__} of {len(X[first])} "
+                         "values): a dict is one record, a feature's name to its value; pass pandas.DataFrame(it) "
+                         "or pyarrow.table(it), or a list of records")
     records = [X] if isinstance(X, dict) else X
     wanted = forest.feature_names
     if wanted is None:
@@ -136,7 +142,8 @@ def records_matrix(X, forest: Forest, name=lambda i: f"record {i}", readers: Rec
             column, bad = [None if v is na else v for v in column], None
         if bad:
             at = next(i for i, v in enumerate(column) if v is bad[0])
-            raise InputError(f"{name(at)}: {feature!r} is {bad[0]!r}, not a number (the feature is not categorical)")
+            raise InputError(f"{name(at)}: {feature!r} is {_clipped(repr(bad[0]))}, not a number (the feature is not "
+                             "categorical)")
         try:
             out[:, f] = np.array(column, dtype=np.float64)  # None is NaN
         except OverflowError:  # (an integer past float64's range: Python's float refuses it too)
@@ -316,7 +323,13 @@ def _value_text(v) -> str:
         text = json.dumps(v) if isinstance(v, (str, list, dict)) else repr(v)
     except (TypeError, ValueError):
         text = repr(v)
-    return text[:40]
+    return _clipped(text)
+
+
+def _clipped(text: str) -> str:
+    """A value's text cut to 40 characters (a list's whole text, a column's, is no message)."""
+    return text if len(text) <= 40 else text[:37] + "..."
+
 
 
 def _number(v) -> bool:

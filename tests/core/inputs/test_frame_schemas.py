@@ -502,6 +502,9 @@ def test_bad_records_are_named(models):
         numbered.predict({"a": 1.0, "size": "2"})  # (was an unseen label: silently missing)
     with pytest.raises(InputError, match="record 1: 'age' is an integer too large for a number"):
         cf.predict([record, {**record, "age": -10 ** 400}])  # (past float64: Python's float refuses it too)
+    with pytest.raises(InputError, match="a dict of columns .*a list of 300 values.*pandas.DataFrame") as raised:
+        cf.predict({k: [v] * 300 for k, v in record.items()})  # (named so, not printed whole)
+    assert len(str(raised.value)) < 300
     unnamed = sf.compile(xgb.XGBRegressor(n_estimators=2).fit(np.eye(3), [0, 1, 2]))
     with pytest.raises(InputError, match="the model has no feature names"):
         unnamed.predict({"f0": 1.0})

@@ -218,8 +218,8 @@ def predict(
     model: str = MODEL_ARG,
     input_path: str = typer.Option(..., "--input", "-i", show_default=False,
                               help="Rows to predict: X.csv (optional header; empty, nan, na, null, none = missing), "
-                                   "X.jsonl (a JSON object a line, by feature name), X.npy, or - for "
-                                   "CSV or JSON Lines on stdin."),
+                                   "X.jsonl (a JSON object a line, by feature name), X.npy, a Parquet or "
+                                   "Arrow (Feather) file, or - for CSV or JSON Lines on stdin."),
     output: str | None = typer.Option(None, "--output", "-o",
                                          help="Where to write predictions: Y.csv or Y.npy (default: CSV on stdout)."),
     target: str | None = target_opt(),
@@ -242,7 +242,7 @@ def predict(
     header: bool | None = header_opt(),
     cpu: str | None = cpu_opt(),
 ):
-    """Predict rows from a CSV, JSON Lines or .npy file; one output line (or row) per input row."""
+    """Predict rows from a CSV, JSON Lines, .npy, Parquet or Arrow file; one output line (or row) per input row."""
     files.refuse_output_flags(margin, **{"--leaf": leaf, "--per-tree": per_tree, "--contribs": contribs})
     if background is not None and not contribs:
         raise InputError("--background applies to --contribs (interventional SHAP values): add --contribs")

@@ -1,4 +1,9 @@
-"""Rows in and predictions out for the command line: CSV, JSON Lines and NumPy ``.npy`` files.
+"""Rows in and predictions out for the command line: CSV, JSON Lines and NumPy ``.npy`` files,
+and Parquet and Arrow (Feather) files in.
+
+A Parquet or Arrow IPC file (Feather v2), known by its first bytes, is read with pyarrow (the
+``pyarrow`` extra) into a table, which ``predict`` reads as any pyarrow Table: columns by name,
+dictionary and string columns of categorical features by label.
 
 A JSON Lines file (``.jsonl``/``.ndjson``, or any text whose first character is ``{``) holds a
 record a line, a JSON object of feature name to value (:mod:`silvanforge.inputs.records`).
@@ -67,6 +72,7 @@ class Rows:
     name: str = ""  # the file, as messages call it
     # JSON Lines: the records and their line numbers (``values`` is then empty)
     records: tuple[list, list] | None = None
+    table: object = None  # Parquet and Arrow files: a pyarrow Table (``values`` is then empty)
     # CSV cells read as missing from a word (``NA``, ``null``...), by column: (row indices, their
     # text); a categorical feature whose labels hold the word reads it as that label
     words: dict = dataclasses.field(default_factory=dict)
@@ -88,7 +94,8 @@ def is_npy(path: str) -> bool:
 # --------------------------------------------------------------------------- reading
 def read_rows(path: str, num_features: int | None = None,
               feature_names: list[str] | None = None, header: bool | None = None) -> Rows:
-    """Read the input rows at ``path`` (``.npy`` by extension or content, otherwise CSV).
+    """Read the input rows at ``path`` (``.npy`` by extension or content, Parquet and Arrow files by
+    content, JSON Lines by ending or a first "{", otherwise CSV).
 
     ``num_features`` and ``feature_names`` (the model's) shape an empty file and say whether
     the header's names are reordered (a note); ``header``: the CSV's first line is a header
@@ -105,6 +112,8 @@ def read_rows(path: str, num_features: int | None = None,
             raise InputError(f"cannot read input file {path}: {exc.strerror or exc}") from None
         if data.startswith(NPY_MAGIC):
             return Rows(_read_npy(io.BytesIO(data), path))
+        if _columnar_kind(data):
+            return _read_table(data, path, _columnar_kind(data))
         try:
             text = data.decode("utf-8-sig")
         except UnicodeDecodeError:
@@ -115,6 +124,9 @@ def read_rows(path: str, num_features: int | None = None,
         return _parse_csv(text, path, num_features, feature_names, header)
     if is_npy(path):
         return Rows(_read_npy(path))
+    kind = _columnar_kind(_head(path))
+    if kind is not None:
+        return _read_table(path, path, kind)
     if path == "-":
         text = sys.stdin.read()
         _refuse_json_array(text, "<stdin>")
@@ -139,7 +151,44 @@ def read_rows(path: str, num_features: int | None = None,
 def _not_text(path: str) -> str:
     """What an input of bytes that are not UTF-8 text is told (by the kind its name says)."""
     kind = "JSON Lines" if path.lower().endswith(JSONL_ENDINGS) else "CSV"
-    return f"{path}: not UTF-8 text, so not a {kind} file (and not a .npy file)"
+    return f"{path}: not UTF-8 text, so not a {kind} file (nor a .npy, Parquet or Arrow file)"
+
+
+# The first bytes of the columnar files read with pyarrow.
+COLUMNAR_MAGIC = {b"PAR1": "Parquet", b"ARROW1": "Arrow"}
+
+
+def _head(path: str) -> bytes:
+    """The first bytes of the file at ``path`` (none for stdin, a missing or unreadable file)."""
+    if path == "-":
+        return b""
+    try:
+        with open(path, "rb") as f:
+            return f.read(8)
+    except OSError:
+        return b""
+
+
+def _columnar_kind(head: bytes) -> str | None:
+    """"Parquet" or "Arrow" where ``head`` begins such a file, else None."""
+    return next((kind for magic, kind in COLUMNAR_MAGIC.items() if head.startswith(magic)), None)
+
+
+def _read_table(source, path: str, kind: str) -> Rows:
+    """A Parquet or Arrow IPC file (``source``: its path, or its bytes) as a pyarrow Table."""
+    try:
+        import pyarrow as pa
+        import pyarrow.feather as feather
+        import pyarrow.parquet as parquet
+    except ImportError:
+        raise InputError(f"{path}: a {kind} file, which forge reads with pyarrow: pip install pyarrow "
+                         "(or write the rows as CSV)") from None
+    where = pa.BufferReader(source) if isinstance(source, bytes) else source
+    try:
+        table = parquet.read_table(where) if kind == "Parquet" else feather.read_table(where)
+    except (pa.ArrowException, OSError, ValueError) as exc:
+        raise InputError(f"{path}: not a readable {kind} file ({str(exc)[:200]})") from None
+    return Rows(np.empty((0, 0)), name=path, table=table)
 
 
 def _refuse_json_array(text: str, name: str) -> None:
@@ -258,14 +307,17 @@ def _parse_csv(text: str, name: str, num_features: int | None,
     return Rows(values, header, note, labels, name, words=words, row_lines=[lineno for lineno, _ in numbered])
 
 
-def model_rows(rows: Rows, forest, missing: float | None = None) -> np.ndarray:
+def model_rows(rows: Rows, forest, missing: float | None = None):
     """The rows ``forest`` reads from a file's: header columns matched to its features by name
     (or by position), label cells of categorical features mapped to their codes; anything else
     that is not a number is an :class:`InputError` naming its line and column.  JSON Lines
-    records are read by :mod:`silvanforge.inputs.records`.  ``missing``: predict's value taken
-    as missing (``--missing``), which a categorical column may hold besides its codes."""
+    records are read by :mod:`silvanforge.inputs.records`; a Parquet or Arrow file's table is
+    given as it is (``predict`` reads tables).  ``missing``: predict's value taken as missing
+    (``--missing``), which a categorical column may hold besides its codes."""
     if rows.records is not None:
         return jsonl_matrix(*rows.records, forest, rows.name)
+    if rows.table is not None:  # (a Parquet or Arrow file's table: predict reads it as any table)
+        return rows.table
     if rows.header is None:  # by position; predict checks the count
         order = list(range(rows.values.shape[1]))
     else:

@@ -219,7 +219,7 @@ def predict(
     input_path: str = typer.Option(..., "--input", "-i", show_default=False,
                               help="Rows to predict: X.csv (optional header; empty, nan, na, null, none = missing), "
                                    "X.jsonl (a JSON object a line, by feature name), X.npy, a Parquet or "
-                                   "Arrow (Feather) file, or - for CSV or JSON Lines on stdin."),
+                                   "Arrow IPC (Feather v2) file, or - for CSV or JSON Lines on stdin."),
     output: str | None = typer.Option(None, "--output", "-o",
                                          help="Where to write predictions: Y.csv or Y.npy (default: CSV on stdout)."),
     target: str | None = target_opt(),

@@ -1,9 +1,9 @@
 """Rows in and predictions out for the command line: CSV, JSON Lines and NumPy ``.npy`` files,
-and Parquet and Arrow (Feather) files in.
+and Parquet and Arrow IPC (Feather v2) files in.
 
-A Parquet or Arrow IPC file (Feather v2), known by its first bytes, is read with pyarrow (the
-``pyarrow`` extra) into a table, which ``predict`` reads as any pyarrow Table: columns by name,
-dictionary and string columns of categorical features by label.
+A Parquet or Arrow IPC file (Feather v2), known by its first and last bytes, is read with
+pyarrow (the ``pyarrow`` extra) into a table, which ``predict`` reads as any pyarrow Table:
+columns by name, dictionary and string columns of categorical features by label.
 
 A JSON Lines file (``.jsonl``/``.ndjson``, or any text whose first character is ``{``) holds a
 record a line, a JSON object of feature name to value (:mod:`silvanforge.inputs.records`).
@@ -124,7 +124,7 @@ def read_rows(path: str, num_features: int | None = None,
         return _parse_csv(text, path, num_features, feature_names, header)
     if is_npy(path):
         return Rows(_read_npy(path))
-    kind = _columnar_kind(_head(path))
+    kind = _columnar_kind(_ends(path))
     if kind is not None:
         return _read_table(path, path, kind)
     if path == "-":
@@ -154,24 +154,32 @@ def _not_text(path: str) -> str:
     return f"{path}: not UTF-8 text, so not a {kind} file (nor a .npy, Parquet or Arrow file)"
 
 
-# The first bytes of the columnar files read with pyarrow.
+# The bytes that begin and end the columnar files read with pyarrow (both: a CSV whose first
+# name starts PAR1 stays a CSV).
 COLUMNAR_MAGIC = {b"PAR1": "Parquet", b"ARROW1": "Arrow"}
 
 
-def _head(path: str) -> bytes:
-    """The first bytes of the file at ``path`` (none for stdin, a missing or unreadable file)."""
+def _ends(path: str) -> bytes:
+    """The first and last 8 bytes of the file at ``path`` (none for stdin, a missing or
+    unreadable file, or one too short to be a columnar file)."""
     if path == "-":
         return b""
     try:
         with open(path, "rb") as f:
-            return f.read(8)
+            head = f.read(8)
+            if len(head) < 8 or f.seek(0, os.SEEK_END) < 16:
+                return b""
+            f.seek(-8, os.SEEK_END)
+            return head + f.read(8)
     except OSError:
         return b""
 
 
-def _columnar_kind(head: bytes) -> str | None:
-    """"Parquet" or "Arrow" where ``head`` begins such a file, else None."""
-    return next((kind for magic, kind in COLUMNAR_MAGIC.items() if head.startswith(magic)), None)
+def _columnar_kind(data: bytes) -> str | None:
+    """"Parquet" or "Arrow" where ``data`` (a file's bytes, or its first and last 8) begins and
+    ends as such a file, else None."""
+    return next((kind for magic, kind in COLUMNAR_MAGIC.items()
+                 if len(data) >= 2 * len(magic) and data.startswith(magic) and data.endswith(magic)), None)
 
 
 def _read_table(source, path: str, kind: str) -> Rows:

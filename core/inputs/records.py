@@ -54,8 +54,7 @@ def records_matrix(X, forest: Forest, name=lambda i: f"record {i}", readers: Rec
         rows = _plain_records([X] if isinstance(X, dict) else X, readers)
         if rows is not None:
             return rows
-    if isinstance(X, dict) and X and all(isinstance(v, (list, tuple, np.ndarray)) or hasattr(v, "to_numpy")
-                                         for v in X.values()):
+    if isinstance(X, dict) and X and all(_column_like(v) for v in X.values()):
         first = next(iter(X))
         raise InputError(f"predict got a dict of columns ({first!r}: a {type(X[first]).__name__} of {len(X[first])} "
                          "values): a dict is one record, a feature's name to its value; pass pandas.DataFrame(it) "
@@ -324,6 +323,11 @@ def _value_text(v) -> str:
     except (TypeError, ValueError):
         text = repr(v)
     return _clipped(text)
+
+
+def _column_like(v) -> bool:
+    """Whether a record's value is a column of values (a list, a 1-D array, a Series), not one."""
+    return not isinstance(v, (str, bytes, dict)) and hasattr(v, "__len__") and np.ndim(v) >= 1
 
 
 def _clipped(text: str) -> str:

@@ -76,9 +76,13 @@ def test_parquet_and_arrow_files_predict_as_their_table(capsys, tmp_path, model,
 def test_a_broken_file_or_no_pyarrow_is_one_clear_line(capsys, tmp_path, model, monkeypatch):
     path, _ = model
     broken = tmp_path / "rows.parquet"
-    broken.write_bytes(b"PAR1 and then not a Parquet file")
+    broken.write_bytes(b"PAR1 and then not a Parquet file, PAR1")
     code, _, err = forge(capsys, "predict", path, "-i", broken)
     assert code != 0 and "not a readable Parquet file" in err and "Traceback" not in err, err
+    named = tmp_path / "named.csv"  # (a CSV whose first name begins as a Parquet file does: a CSV)
+    named.write_text("PAR1_width,height,colour\n0.5,1.0,red\n")
+    code, _, err = forge(capsys, "predict", path, "-i", named)
+    assert code != 0 and "PAR1_width" in err and "Parquet" not in err, err
     import pyarrow.parquet as parquet
 
     good = tmp_path / "good.parquet"

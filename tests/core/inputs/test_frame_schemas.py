@@ -505,6 +505,8 @@ def test_bad_records_are_named(models):
     with pytest.raises(InputError, match="a dict of columns .*a list of 300 values.*pandas.DataFrame") as raised:
         cf.predict({k: [v] * 300 for k, v in record.items()})  # (named so, not printed whole)
     assert len(str(raised.value)) < 300
+    with pytest.raises(InputError, match="record 0: '.*' is array\\(0.5\\)"):  # (0-d arrays: a record's, not columns)
+        cf.predict({k: np.array(0.5) for k in record})
     unnamed = sf.compile(xgb.XGBRegressor(n_estimators=2).fit(np.eye(3), [0, 1, 2]))
     with pytest.raises(InputError, match="the model has no feature names"):
         unnamed.predict({"f0": 1.0})

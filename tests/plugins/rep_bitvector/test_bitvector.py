@@ -100,9 +100,10 @@ def _check_form(cf, forest, form):
         assert f"words={bits}-bit" in lir_text
 
 
-# FORM_EXAMPLES forests for each of the six forms (a compile each: 0.2-0.4 s), so 150 forests a
-# test; 40 each took 50 s (80 s with categorical splits) of a suite that must run in 15 minutes.
-FORM_EXAMPLES = 25
+# FORM_EXAMPLES forests for each of the six forms (a compile each: 0.2-0.4 s), so 108 forests a
+# test; 40 each took 50 s (80 s with categorical splits), 25 each 33 s (48 s) of a suite that must
+# run in 30 minutes on two cores.
+FORM_EXAMPLES = 18
 
 
 @settings(max_examples=FORM_EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow,

@@ -112,8 +112,9 @@ def read_rows(path: str, num_features: int | None = None,
             raise InputError(f"cannot read input file {path}: {exc.strerror or exc}") from None
         if data.startswith(NPY_MAGIC):
             return Rows(_read_npy(io.BytesIO(data), path))
-        if _columnar_kind(data):
-            return _read_table(data, path, _columnar_kind(data))
+        kind = _columnar_kind(data)
+        if kind is not None:
+            return _read_table(data, path, kind)
         try:
             text = data.decode("utf-8-sig")
         except UnicodeDecodeError:

@@ -335,7 +335,6 @@ def _clipped(text: str) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
-
 def _number(v) -> bool:
     return v is None or (isinstance(v, (int, float, np.integer, np.floating, np.bool_)))
 

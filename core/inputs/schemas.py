@@ -34,6 +34,7 @@ class SchemaMemory:
         self.polars_last: tuple = (None, None)
         self.arrow_last: tuple = (None, None)
         self.pandas_blocks_last = None  # the plan of the last pandas frame read in one walk (pandas_frames.pandas_rows)
+        self.pandas_block_last = None  # ... and of the last frame of one block read as it lies
         self._names: dict = {}  # id(pandas columns Index) -> (the Index, its names)
         self._last_names: tuple = (None, None)  # (the last Index read, its names)
         self._lock = threading.Lock()
@@ -96,7 +97,7 @@ class SchemaMemory:
             self._plans[key] = plan
             self._plans.move_to_end(key)
             self._last = self.polars_last = self.arrow_last = (None, None)
-            self.pandas_blocks_last = None
+            self.pandas_blocks_last = self.pandas_block_last = None
 
     def names(self, columns) -> tuple:
         """A pandas frame's column names; an Index is immutable, so its names are kept by the

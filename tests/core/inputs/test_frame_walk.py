@@ -474,3 +474,31 @@ def test_a_block_class_changed_after_a_walk_is_read_as_it_now_is(module, monkeyp
         np.testing.assert_array_equal(cf.predict(frame), cf.predict(np.full_like(X, 0.25)))
     monkeypatch.undo()
     np.testing.assert_array_equal(cf.predict(frame), cf.predict(X))
+
+
+def test_frames_of_one_block_known_without_their_key_equal_the_array():
+    """A frame of one NumPy block (made from an array) is known by its names and its block's
+    dtype: a frame that differs in either, or has another block besides, is read by its own plan,
+    never by the last one's."""
+    rng = np.random.default_rng(11)
+    names = [f"x{i}" for i in range(7)]
+    train = rng.normal(size=(300, len(names)))
+    cf = sf.compile(xgb.XGBRegressor(n_estimators=8, max_depth=4).fit(
+        pd.DataFrame(train, columns=names), train[:, 0] - 2 * train[:, 3] * train[:, 5]))
+    X = np.round(rng.normal(size=(6, len(names))), 2)
+    X[1, 3] = np.nan
+    expected = cf.predict(X)
+    frame = pd.DataFrame(X, columns=names)
+    for rows in (frame, frame.copy(), frame.iloc[:1], pd.DataFrame(X.astype(np.float32), columns=names),
+                 pd.DataFrame(X[:, ::-1], columns=names)):
+        want = cf.predict(rows.to_numpy())
+        for _ in range(2):  # (the second call by the first's plan)
+            np.testing.assert_array_equal(cf.predict(rows), want)
+    np.testing.assert_array_equal(cf.predict(frame), expected)
+    with pytest.raises(InputError, match="x0"):  # (one block of strings under the same names: refused as before)
+        cf.predict(pd.DataFrame(X.astype(str), columns=names, dtype=object))
+    # the names in another order; a column in a block of its own; then the first again
+    np.testing.assert_array_equal(cf.predict(frame[names[::-1]]), expected)
+    two = frame.fillna(0).round(0).astype({"x2": np.int64})  # (a block of floats, one of integers)
+    np.testing.assert_array_equal(cf.predict(two), cf.predict(two.to_numpy(dtype=np.float64)))
+    np.testing.assert_array_equal(cf.predict(frame), expected)

@@ -375,6 +375,22 @@ LABEL_TYPES = frozenset((str, float, int, type(None)))
 CONTAINERS = (list, tuple, dict, set, frozenset, np.ndarray)
 
 
+def not_numbers(name, kind: str, dtype) -> InputError:
+    """The error of a column whose values are no numbers, by what they are (``kind``: "dates",
+    "nested", "intervals", else other): one line naming the column and its type, without the
+    text of the conversion that failed (a library's internals: arrow's cast functions, Python's
+    float())."""
+    if kind == "dates":
+        return InputError(f"column {name!r} holds dates or durations ({dtype}); predict reads numbers: "
+                          "convert it as the model was trained (LightGBM and XGBoost refuse them too)")
+    held = {"nested": "lists or structs, several values a row", "intervals": "intervals, two numbers a row"}.get(kind)
+    if held is not None:
+        return InputError(f"column {name!r} holds {held} ({dtype}); predict reads one number a feature "
+                          "(or a label, for a categorical one)")
+    return InputError(f"column {name!r} of type {dtype} is not numeric; predict reads numbers, "
+                      "categorical columns, or labels as strings")
+
+
 def pandas_column(s, name, labels, numeric: bool = False) -> np.ndarray:
     """A pandas column as float64 (``labels``: the model's labels of a categorical feature, or
     None; ``numeric``: the model reads the feature as a number, so a categorical column's
@@ -382,9 +398,9 @@ def pandas_column(s, name, labels, numeric: bool = False) -> np.ndarray:
     import pandas as pd
 
     dtype = s.dtype
-    if pd.api.types.is_datetime64_any_dtype(dtype) or pd.api.types.is_timedelta64_dtype(dtype):
-        raise InputError(f"column {name!r} holds dates or durations ({dtype}); predict reads numbers: "
-                         "convert it as the model was trained (LightGBM and XGBoost refuse them too)")
+    if pd.api.types.is_datetime64_any_dtype(dtype) or pd.api.types.is_timedelta64_dtype(dtype) \
+            or isinstance(dtype, pd.PeriodDtype):
+        raise not_numbers(name, "dates", dtype)
     if pd.api.types.is_complex_dtype(dtype):  # (NumPy would drop the imaginary parts, with a warning)
         raise InputError(f"column {name!r} holds complex numbers ({dtype}); predict reads real numbers "
                          "(XGBoost and LightGBM refuse them too)")
@@ -418,8 +434,8 @@ def pandas_column(s, name, labels, numeric: bool = False) -> np.ndarray:
         return numbers_as_labels(s.to_numpy(dtype=object, na_value=None), name, dtype, labels)
     try:
         return s.to_numpy(dtype=np.float64, na_value=np.nan)
-    except (TypeError, ValueError) as exc:
-        raise InputError(f"column {name!r} of dtype {dtype} is not numeric ({exc})") from None
+    except (TypeError, ValueError):
+        raise not_numbers(name, "intervals" if isinstance(dtype, pd.IntervalDtype) else "", dtype) from None
 
 
 def polars_column(s, name, labels, numeric: bool = False) -> np.ndarray:
@@ -532,6 +548,7 @@ def arrow_column(col, name, labels, numeric: bool = False) -> np.ndarray:
     lossy_ok = pa.types.is_integer(col.type)
     try:
         return pc.cast(col, pa.float64(), safe=not lossy_ok).to_numpy(zero_copy_only=False)
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
-        raise InputError(f"column {name!r} of type {col.type} is not numeric ({exc})") from None
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        kind = "dates" if pa.types.is_temporal(col.type) else "nested" if pa.types.is_nested(col.type) else ""
+        raise not_numbers(name, kind, col.type) from None
 

@@ -320,6 +320,27 @@ def test_dates_and_durations_are_refused(rng):
             cf.predict(array)
 
 
+def test_columns_of_other_values_are_refused_in_one_line_of_their_own(rng):
+    """Dates, lists, structs and intervals in any library's frame: one line naming the column and
+    what it holds, without the text of the library's failed conversion."""
+    pa = pytest.importorskip("pyarrow")
+    X = rng.normal(size=(100, 2))
+    cf = sf.compile(xgb.XGBRegressor(n_estimators=3, max_depth=2).fit(pd.DataFrame(X, columns=["a", "b"]), X[:, 0]))
+    b = pa.array([1.0])
+    cases = [(pa.table({"a": pa.array([1], pa.timestamp("s")), "b": b}), "dates or durations"),
+             (pa.table({"a": pa.array([1], pa.date32()), "b": b}), "dates or durations"),
+             (pa.table({"a": pa.array([[1.0]]), "b": b}), "lists or structs"),
+             (pa.table({"a": pa.array([{"q": 1}]), "b": b}), "lists or structs"),
+             (pd.DataFrame({"a": pd.period_range("2020", periods=1), "b": [1.0]}), "dates or durations"),
+             (pd.DataFrame({"a": pd.interval_range(0, 1), "b": [1.0]}), "intervals")]
+    for frame, held in cases:
+        with pytest.raises(InputError) as caught:
+            cf.predict(frame)
+        message = str(caught.value)
+        assert message.startswith(f"column 'a' holds {held}"), message
+        assert "\n" not in message and "cast" not in message and "float()" not in message, message
+
+
 def test_polars_128_bit_integers_are_refused_by_name(rng):
     pl = pytest.importorskip("polars")
     if not hasattr(pl, "Int128"):

@@ -280,22 +280,13 @@ class _PandasPlan:
         indexer = placement.indexer if placement is not None else block.mgr_locs.indexer
         if type(indexer) is not slice or indexer.start != 0 or indexer.stop != self.width or indexer.step != 1:
             return None
-        values = values.T
-        if values.shape[0] <= FEW_ROWS_CONTIGUOUS:
-            return np.ascontiguousarray(values, dtype=dtype)
-        return values if values.dtype == dtype else values.astype(dtype)
+        return _block_rows(values, dtype)
 
     def rows(self, X, dtype: np.dtype, arrays: list | None = None) -> np.ndarray:
         """``arrays``: each block's ChunkedArray where it is one column of Arrow-backed numbers
         (None for the others), as :func:`_pandas_key_and_arrays` found them, else None."""
         if self.block is not None:
-            # Read only from here on.  The kernels read rows by their strides, so a large frame's
-            # block is read as it lies (column by column: no copy, as fast on the CPU target);
-            # a few rows are made C-ordered, which the lean path for few rows takes.
-            values = X._mgr.blocks[self.block].values.T
-            if values.shape[0] <= FEW_ROWS_CONTIGUOUS:
-                return np.ascontiguousarray(values, dtype=dtype)
-            return values if values.dtype == dtype else values.astype(dtype)
+            return _block_rows(X._mgr.blocks[self.block].values, dtype)
         if self.order is not None:
             values = X.to_numpy(dtype=self.via)
             if not self.identity:
@@ -454,6 +445,17 @@ class _Walk:
             if table is not None and table.lut is not self.registered[k]:
                 module.set_categories(self.plan, k, table.source._values, table.lut, table.unseen)
                 self.registered[k] = table.lut
+
+
+def _block_rows(values: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """The rows of a block holding the model's features in order (``values``: its (features, n)
+    array), read only from here on.  The kernels read rows by their strides, so a large frame's
+    block is read as it lies (column by column: no copy, as fast on the CPU target); a few rows
+    are made C-ordered, which the lean path for few rows takes."""
+    values = values.T
+    if values.shape[0] <= FEW_ROWS_CONTIGUOUS:
+        return np.ascontiguousarray(values, dtype=dtype)
+    return values if values.dtype == dtype else values.astype(dtype)
 
 
 def _utf8(labels) -> bool:

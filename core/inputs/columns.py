@@ -112,6 +112,7 @@ class Labels:
         self._codes: dict | None = None  # label -> code, built on first use
         self._numbers: bool | None = None  # (:attr:`numbers`, found on first use)
         self._strings: bool | None = None  # (:attr:`strings`, found on first use)
+        self._identity: bool | None = None  # (:attr:`codes_are_labels`, found on first use)
         self._sorted = None  # (sorted number labels, their codes) or False (_number_codes)
 
     def _lookup(self) -> dict:
@@ -184,6 +185,16 @@ class Labels:
         if found is None:  # (a column's read asks at each call: 4 us for 25 labels)
             found = self._numbers = all(isinstance(v, (int, float, np.integer, np.floating))
                                         and not isinstance(v, (bool, np.bool_)) for v in self.labels)
+        return found
+
+    @property
+    def codes_are_labels(self) -> bool:
+        """Whether the labels are the codes themselves, 0, 1, 2, ... (scikit-learn's integer
+        categories, whose values are their own codes): a value is then never a code mistaken
+        for a label."""
+        found = self._identity
+        if found is None:
+            found = self._identity = self.numbers and all(v == code for code, v in enumerate(self.labels))
         return found
 
     @property
@@ -287,14 +298,15 @@ def numbers_as_labels(values: np.ndarray, name, dtype, labels, labelled: bool = 
     plain integers), refused where they are not.  Why: read as codes it would silently answer
     otherwise than the same values as categories (LightGBM refuses such a column).  A column
     none of whose values is a label is taken for codes and refused, unless ``labelled`` (a
-    record's values are labels by name: one the model never saw is missing)."""
+    record's values are labels by name: one the model never saw is missing) or the labels are
+    the codes (a one-row request of a category new since training is then what it is: unseen)."""
     if labels.numbers:
         codes = labels.lookup(values)
         unseen = codes == -1.0
         if not unseen.any():  # (every value a label or missing: nothing to refuse)
             return codes
         given = ~np.isnan(codes)
-        if not labelled and given.any() and not (codes[given] >= 0).any():
+        if not labelled and not labels.codes_are_labels and given.any() and not (codes[given] >= 0).any():
             # Not one value is a label: these are codes (0, 1, ...) of labels such as 10, 20, 30,
             # and reading them as labels would make every one a missing value.
             raise InputError(

@@ -458,6 +458,27 @@ def test_hgb_integer_coded_categories(task, rng):
     assert_exact(est, rows, forest=forest, check_reference=False, rep="bitvector")
 
 
+def test_hgb_integer_categories_new_since_training_in_one_row_frames(rng):
+    """A request of one row whose category came after training (a store opened since) is a
+    frame none of whose values is a known category: scikit-learn reads it as missing, and so
+    does every frame (the labels are the values themselves, so no code is mistaken for one)."""
+    pd = pytest.importorskip("pandas")
+    pl = pytest.importorskip("polars")
+    pa = pytest.importorskip("pyarrow")
+    X, signal = coded_data(rng, 1500)
+    names = ["a", "store", "b", "size"]
+    frame = pd.DataFrame(X, columns=names).astype({"store": "Int64", "size": "Int64"})
+    est = ensemble.HistGradientBoostingClassifier(max_iter=8, categorical_features=["store", "size"],
+                                                  random_state=SEED).fit(frame, (signal > 0.5).astype(int))
+    cf = sf.compile(est)
+    for store in (99, 4, -1, 7.5, 2**31 + 9):
+        rows = pd.DataFrame({"a": [0.25], "store": [store], "b": [-1.0], "size": [2]})
+        expected = est.predict_proba(rows)
+        for given in (rows, pl.from_pandas(rows), pa.Table.from_pandas(rows, preserve_index=False),
+                      rows.to_dict("records")):
+            np.testing.assert_array_equal(cf.predict(given), expected, err_msg=f"{store}, {type(given).__name__}")
+
+
 def test_hgb_categorical_columns_are_mapped_back_to_input_order(rng):
     """The preprocessor puts categorical columns first; the forest reads the caller's columns."""
     X, signal = coded_data(rng, 800)

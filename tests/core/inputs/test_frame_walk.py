@@ -111,7 +111,7 @@ def _frames(values, n, rng):
     yield "Arrow-backed beside NumPy", arrow
 
 
-@pytest.mark.parametrize("n", [1, 3, 70])
+@pytest.mark.parametrize("n", [1, 3, 70, 2100])  # (2100: rows laid out in column order)
 @pytest.mark.parametrize("library", ["lightgbm", "xgboost"])
 def test_frames_of_every_block_kind_equal_the_array(models, answers, library, n):
     cf = models[library]

@@ -2025,10 +2025,10 @@ bool copy_block(const NumpyBlock& b, const Py_buffer& view, Out* base, int64_t r
     const NumberLabels* labels = b.labels[k].get();
     if (!labels && !Bools && s1 == static_cast<int64_t>(sizeof(T)) &&
         reinterpret_cast<uintptr_t>(from) % alignof(T) == 0) {
-      // A block's row of plain numbers as NumPy lays it out, read in a loop the compiler
-      // vectorises (a copy where the rows are in column order and of its type): the loop below,
-      // a value at a time through its labels' check, took 40% of reading 4096 rows of 24 float64
-      // and 4 string columns.
+      // A block's row of plain numbers as NumPy lays it out, read in one loop without the labels'
+      // check (a memcpy where the rows are in column order and of its type; a loop the compiler
+      // vectorises where they are converted): the loop below, a value at a time through that
+      // check, took 40% of reading 4096 rows of 24 float64 and 4 string columns.
       const T* values = reinterpret_cast<const T*>(from);
       if constexpr (std::is_same_v<T, Out>) {
         if (rs == 1) {

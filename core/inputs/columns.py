@@ -393,14 +393,14 @@ def not_numbers(name, kind: str, dtype) -> InputError:
     text of the conversion that failed (a library's internals: arrow's cast functions, Python's
     float())."""
     if kind == "dates":
-        return InputError(f"column {name!r} holds dates or durations ({dtype}); predict reads numbers: "
+        return InputError(f"column {name!r} holds dates, times or durations ({dtype}); predict reads numbers: "
                           "convert it as the model was trained (LightGBM and XGBoost refuse them too)")
-    held = {"nested": "lists or structs, several values a row", "intervals": "intervals, two numbers a row"}.get(kind)
+    held = {"nested": "lists, structs or maps, several values a row",
+            "intervals": "intervals, two numbers a row"}.get(kind)
     if held is not None:
         return InputError(f"column {name!r} holds {held} ({dtype}); predict reads one number a feature "
                           "(or a label, for a categorical one)")
-    return InputError(f"column {name!r} of type {dtype} is not numeric; predict reads numbers, "
-                      "categorical columns, or labels as strings")
+    return InputError(f"column {name!r} of type {dtype} is not numeric; predict reads numbers or categorical columns")
 
 
 def pandas_column(s, name, labels, numeric: bool = False) -> np.ndarray:

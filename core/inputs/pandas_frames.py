@@ -268,7 +268,7 @@ class _PandasPlan:
             return None
         block = blocks[0]
         values = block.values
-        if values.dtype is not self.block_dtype:
+        if values.dtype is not self.block_dtype and values.dtype != self.block_dtype:  # (an unpickled frame's: equal)
             return None
         names = memory.names(X.columns)
         if names is not self.names and names != self.names:

@@ -476,10 +476,19 @@ def test_a_block_class_changed_after_a_walk_is_read_as_it_now_is(module, monkeyp
     np.testing.assert_array_equal(cf.predict(frame), cf.predict(X))
 
 
-def test_frames_of_one_block_known_without_their_key_equal_the_array():
+def test_frames_of_one_block_known_without_their_key_equal_the_array(monkeypatch):
     """A frame of one NumPy block (made from an array) is known by its names and its block's
     dtype: a frame that differs in either, or has another block besides, is read by its own plan,
-    never by the last one's."""
+    never by the last one's; frames of the same names and dtype, views and unpickled copies among
+    them, are read without their key."""
+    import pickle
+
+    from silvanforge.inputs import pandas_frames
+
+    read = []  # (what each frame read without its key answered: rows, or None)
+    block_rows = pandas_frames._PandasPlan.block_rows
+    monkeypatch.setattr(pandas_frames._PandasPlan, "block_rows",
+                        lambda plan, *args: read.append(block_rows(plan, *args)) or read[-1])
     rng = np.random.default_rng(11)
     names = [f"x{i}" for i in range(7)]
     train = rng.normal(size=(300, len(names)))
@@ -489,11 +498,14 @@ def test_frames_of_one_block_known_without_their_key_equal_the_array():
     X[1, 3] = np.nan
     expected = cf.predict(X)
     frame = pd.DataFrame(X, columns=names)
-    for rows in (frame, frame.copy(), frame.iloc[:1], pd.DataFrame(X.astype(np.float32), columns=names),
-                 pd.DataFrame(X[:, ::-1], columns=names)):
+    strided = pd.DataFrame(np.asfortranarray(X)[::-1], columns=names, copy=False)  # (a view: the block's rows strided)
+    for rows in (frame, frame.copy(), frame.iloc[:1], pickle.loads(pickle.dumps(frame)), strided,
+                 pd.DataFrame(X.astype(np.float32), columns=names), pd.DataFrame(X[:, ::-1], columns=names)):
         want = cf.predict(rows.to_numpy())
-        for _ in range(2):  # (the second call by the first's plan)
+        for call in range(2):  # (the second call by the first's plan, without its key)
+            read.clear()
             np.testing.assert_array_equal(cf.predict(rows), want)
+            assert call == 0 or (len(read) == 1 and read[0] is not None), read
     np.testing.assert_array_equal(cf.predict(frame), expected)
     with pytest.raises(InputError, match="x0"):  # (one block of strings under the same names: refused as before)
         cf.predict(pd.DataFrame(X.astype(str), columns=names, dtype=object))

@@ -311,9 +311,9 @@ def test_dates_and_durations_are_refused(rng):
     model = xgb.XGBRegressor(n_estimators=3, max_depth=2).fit(pd.DataFrame(X, columns=["a", "b"]), X[:, 0])
     cf = sf.compile(model)
     frame = pd.DataFrame({"a": pd.date_range("2020-01-01", periods=3), "b": [1.0, 2.0, 3.0]})
-    with pytest.raises(InputError, match="column 'a' holds dates or durations"):
+    with pytest.raises(InputError, match="column 'a' holds dates, times or durations"):
         cf.predict(frame)
-    with pytest.raises(InputError, match="dates or durations"):
+    with pytest.raises(InputError, match="dates, times or durations"):
         cf.predict(frame.assign(a=pd.to_timedelta([1, 2, 3], unit="s")))
     for array in (np.array([[1, 2]], dtype="timedelta64[s]"), np.array([[1, 2]], dtype="datetime64[s]")):
         with pytest.raises(InputError, match="numeric"):
@@ -327,11 +327,11 @@ def test_columns_of_other_values_are_refused_in_one_line_of_their_own(rng):
     X = rng.normal(size=(100, 2))
     cf = sf.compile(xgb.XGBRegressor(n_estimators=3, max_depth=2).fit(pd.DataFrame(X, columns=["a", "b"]), X[:, 0]))
     b = pa.array([1.0])
-    cases = [(pa.table({"a": pa.array([1], pa.timestamp("s")), "b": b}), "dates or durations"),
-             (pa.table({"a": pa.array([1], pa.date32()), "b": b}), "dates or durations"),
-             (pa.table({"a": pa.array([[1.0]]), "b": b}), "lists or structs"),
-             (pa.table({"a": pa.array([{"q": 1}]), "b": b}), "lists or structs"),
-             (pd.DataFrame({"a": pd.period_range("2020", periods=1), "b": [1.0]}), "dates or durations"),
+    cases = [(pa.table({"a": pa.array([1], pa.timestamp("s")), "b": b}), "dates, times or durations"),
+             (pa.table({"a": pa.array([1], pa.date32()), "b": b}), "dates, times or durations"),
+             (pa.table({"a": pa.array([[1.0]]), "b": b}), "lists, structs or maps"),
+             (pa.table({"a": pa.array([{"q": 1}]), "b": b}), "lists, structs or maps"),
+             (pd.DataFrame({"a": pd.period_range("2020", periods=1), "b": [1.0]}), "dates, times or durations"),
              (pd.DataFrame({"a": pd.interval_range(0, 1), "b": [1.0]}), "intervals")]
     for frame, held in cases:
         with pytest.raises(InputError) as caught:

@@ -55,7 +55,7 @@ def test_polars_numbers_copied_at_once_and_other_dtypes_under_their_names(rng):
         frame = pl.DataFrame(X[:k], schema=names)
         for _ in range(2):
             np.testing.assert_array_equal(cf.predict(frame), cf.predict(X[:k]))
-        with pytest.raises(InputError, match="'b' holds dates or durations"):
+        with pytest.raises(InputError, match="'b' holds dates, times or durations"):
             cf.predict(frame.with_columns(pl.Series("b", [datetime.date(2020, 1, 1)] * k)))
         whole = np.round(np.nan_to_num(X[:k, 1]))
         as_integers = frame.with_columns(pl.Series("b", whole.astype(np.int64)))

@@ -15,8 +15,8 @@ from silvanforge.errors import InputError
 from silvanforge.inputs import arrow_native
 from silvanforge.inputs.arrow_frames import FLOAT32, FLOAT64, direct_types, string_types
 from silvanforge.inputs.columns import catboost_numbers, number_labels, object_column, pandas_column, pandas_na
-from silvanforge.inputs.schemas import (COLUMN_ORDER_ROWS, SLICED_ROWS, CategoryReading, SchemaMemory, as_slice,
-                                        column_rows, feature_order, numeric_features, through_float64)
+from silvanforge.inputs.schemas import (SLICED_ROWS, CategoryReading, SchemaMemory, as_slice, column_rows,
+                                        feature_order, numeric_features, through_float64)
 
 # Rows of a pandas block made C-ordered (the lean path reads rows in order faster: 64 rows of 28
 # float32 columns 0.6 us sooner with the copy; from about 1024 rows the copy costs what it saves,
@@ -327,9 +327,7 @@ class _PandasPlan:
         if len(blocks) != walked.block_count or module is None or not (dtype is FLOAT32 or dtype is FLOAT64) \
                 or memory.names(X.columns) != walked.names:
             return None
-        # (the length from the index, a few rows' array made here: a call fewer each, 0.3 us of 4)
-        n = len(X.index)
-        out = np.empty((n, self.width), dtype) if n < COLUMN_ORDER_ROWS else column_rows(n, self.width, dtype)
+        out = column_rows(len(X.index), self.width, dtype)  # (the index's length: DataFrame.__len__ a call more)
         left = []  # (the categorical columns of other categories than the walk's tables: read here)
         if module.read_blocks(walked.plan, blocks, walked.kinds, walked.columns, walked.categorical, out, np.ndarray,
                               walked.placements, left) != 0:
